@@ -1,0 +1,29 @@
+"""tunas_tf: TuNAS-style one-shot, hardware-aware architecture search in TensorFlow."""
+
+import setuptools
+
+INSTALL_REQUIRES = [
+    'tensorflow==2.15.1',
+    'tensorflow-estimator==2.15.0',
+    'tensorflow-datasets==4.9.10',
+    # tensorflow-metadata>=1.18 needs protobuf 5, which TF 2.15 refuses.
+    'tensorflow-metadata<1.18',
+    # TFDS needs it to build or load a dataset (reference/stack.md).
+    'importlib_resources',
+    'absl-py>=1.4,<3',
+    'numpy>=1.23,<2',
+    'cloud-tpu-client==0.10',
+    'scikit-learn>=1.3,<1.7',
+    'matplotlib>=3.7,<3.10',
+]
+
+setuptools.setup(
+    name='tunas_tf',
+    version='0.1.0',
+    description=__doc__,
+    python_requires='>=3.11,<3.12',
+    packages=setuptools.find_packages(include=['tunas_tf', 'tunas_tf.*']),
+    package_data={'tunas_tf': ['cost_model/data/*.json', 'configs/*.cfg']},
+    install_requires=INSTALL_REQUIRES,
+    extras_require={'test': ['pytest>=7.4,<9']},
+)

@@ -1,0 +1,128 @@
+"""Op, layer and block specs: frozen dataclasses that make up a search space.
+
+Field order matters: it is the traversal order of `schema` (hence the order
+of the `indices` vector) and the Kronecker order of the cost-model features,
+so it follows the original specs field for field.
+
+A field may hold a `schema.OneOf` in a search space; a pruned architecture
+holds plain values. Filter counts are ints (absolute) or `FilterMultiplier`
+(relative to the layer's input width, rounded with `filters.scale_filters`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Tuple
+
+RELU = 'relu'
+RELU6 = 'relu6'
+SWISH6 = 'swish6'  # x * relu6(x + 3) / 6, i.e. hard-swish.
+SIGMOID = 'sigmoid'
+ACTIVATIONS = (RELU, RELU6, SWISH6, SIGMOID)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationSpec:
+  """An activation layer; `name` is one of `ACTIVATIONS`."""
+  name: str
+
+  def __post_init__(self):
+    if self.name not in ACTIVATIONS:
+      raise ValueError(
+          f'Unknown activation {self.name!r}; expected one of {ACTIVATIONS}')
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterMultiplier:
+  """A width relative to the layer's input width (`scale` x input filters)."""
+  scale: float
+
+  def __post_init__(self):
+    if self.scale <= 0:
+      raise ValueError(f'FilterMultiplier scale must be > 0, got {self.scale}')
+
+  def __lt__(self, other: 'FilterMultiplier') -> bool:
+    # Lets `max(choices)` find the widest multiplier (the filter warm-up rule).
+    return self.scale < other.scale
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvSpec:
+  """k x k convolution ('SAME'), then batch norm (or a bias when without BN).
+
+  The activation is a separate following `ActivationSpec` layer.
+  """
+  kernel_size: Any
+  strides: int
+  use_batch_norm: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class SeparableConvSpec:
+  """Depthwise k x k (strided) + BN + activation, then 1x1 conv + BN (linear)."""
+  kernel_size: Any
+  strides: int
+  activation: ActivationSpec = ActivationSpec(RELU)
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthwiseBottleneckSpec:
+  """Inverted bottleneck: 1x1 expand + BN + act, depthwise k x k + BN + act,
+  optional squeeze-and-excite, 1x1 project + BN (linear).
+
+  Attributes:
+    kernel_size: depthwise kernel size (int or OneOf).
+    expansion_filters: expanded width: an int, a `FilterMultiplier` of the
+      input width, or a OneOf of them.
+    use_squeeze_and_excite: bool or OneOf([False, True]).
+    strides: depthwise stride.
+    activation, se_inner_activation, se_gating_activation: ActivationSpecs.
+  """
+  kernel_size: Any
+  expansion_filters: Any
+  use_squeeze_and_excite: Any
+  strides: int
+  activation: ActivationSpec = ActivationSpec(RELU)
+  se_inner_activation: ActivationSpec = ActivationSpec(RELU)
+  se_gating_activation: ActivationSpec = ActivationSpec(SIGMOID)
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroSpec:
+  """A layer whose output is zeros; inside a residual it means 'skip'."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualSpec:
+  """`layer(x) + x`; the layer must keep the shape (stride 1, same width)."""
+  layer: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalAveragePoolSpec:
+  """Global average pooling over height and width (keeps the dims)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionEndpointSpec:
+  """Marks a feature endpoint: no computation, but counted by the cost model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+  """Layers sharing one output width `filters` (an int or a OneOf of ints)."""
+  layers: Tuple[Any, ...]
+  filters: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvTowerSpec:
+  """A network: blocks in order; widths are rounded to `filters_base`."""
+  blocks: Tuple[Block, ...]
+  filters_base: int
+
+
+SPEC_CLASSES = (
+    ActivationSpec, FilterMultiplier, ConvSpec, SeparableConvSpec,
+    DepthwiseBottleneckSpec, ZeroSpec, ResidualSpec, GlobalAveragePoolSpec,
+    DetectionEndpointSpec, Block, ConvTowerSpec)

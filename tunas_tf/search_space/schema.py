@@ -1,0 +1,217 @@
+"""The search-space schema: `OneOf` nodes and traversal of nested specs.
+
+A spec is a nested structure of frozen dataclasses, lists, tuples, dicts and
+primitives, in which any value may be a `OneOf` (a choice among alternatives,
+which may themselves contain `OneOf`s). Every traversal here visits nodes in
+one fixed order, which defines the `indices` vector used everywhere (the
+controller, logging, pruning and the cost model):
+
+* the children of a `OneOf` (its choices, in order) before the `OneOf` itself;
+* dataclass fields in declaration order;
+* lists and tuples in order;
+* dict keys in sorted order.
+
+A node's path is the '/'-joined list of field names, list indices, dict keys
+and `choices/<i>` steps from the root, e.g. `blocks/2/layers/1/layer` or
+`blocks/2/layers/1/layer/choices/0/kernel_size`. The root's path is ''.
+
+This module is plain Python (no TensorFlow): masks attached by the controller
+are carried opaquely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, List, Sequence, Tuple, Union
+
+OP_TAG = 'op_indices'
+FILTERS_TAG = 'filters_indices'
+TAGS = (OP_TAG, FILTERS_TAG)
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+  """A choice among `choices`, one of which is picked per architecture.
+
+  Attributes:
+    choices: tuple of alternatives (any spec values; lists are stored as
+      tuples). Must not be empty.
+    tag: `OP_TAG` or `FILTERS_TAG`; decides only the controller's warm-up rule
+      and the `logits_by_tag` names, never ties parameters.
+    mask: optional rank-1 float Tensor of length `len(choices)` attached by the
+      controller (a one-hot sample or a warm-up mixture). Not compared, hashed
+      or serialised.
+  """
+  choices: Tuple[Any, ...]
+  tag: str
+  mask: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+  def __post_init__(self):
+    object.__setattr__(self, 'choices', tuple(self.choices))
+    if not self.choices:
+      raise ValueError('OneOf needs at least one choice, got none')
+    if self.tag not in TAGS:
+      raise ValueError(f'Unknown OneOf tag {self.tag!r}; expected one of {TAGS}')
+
+
+def _join(path: str, key: Any) -> str:
+  return f'{path}/{key}' if path else str(key)
+
+
+def _map(fn: Callable[[str, OneOf], Any], value: Any, path: str) -> Any:
+  """Rebuilds `value`, replacing each OneOf (children first) by fn(path, .)."""
+  if isinstance(value, OneOf):
+    choices = tuple(
+        _map(fn, choice, _join(path, f'choices/{i}'))
+        for i, choice in enumerate(value.choices))
+    return fn(path, OneOf(choices, value.tag, value.mask))
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    changes = {
+        field.name: _map(fn, getattr(value, field.name),
+                         _join(path, field.name))
+        for field in dataclasses.fields(value)
+    }
+    return dataclasses.replace(value, **changes)
+  if isinstance(value, list):
+    return [_map(fn, v, _join(path, i)) for i, v in enumerate(value)]
+  if isinstance(value, tuple):
+    return tuple(_map(fn, v, _join(path, i)) for i, v in enumerate(value))
+  if isinstance(value, dict):
+    # Sorted keys define the visit order; the result keeps the same keys.
+    mapped = {k: _map(fn, value[k], _join(path, k)) for k in sorted(value)}
+    return {k: mapped[k] for k in value}
+  return value
+
+
+def map_oneofs_with_paths(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
+  """Returns a copy of `spec` with every OneOf `o` at path `p` replaced by fn(p, o).
+
+  Children of a OneOf are mapped first, so `fn` sees a OneOf whose choices
+  have already been mapped. The input is not mutated.
+
+  Args:
+    fn: callable (path: str, oneof: OneOf) -> replacement value.
+    spec: any nested spec.
+
+  Returns:
+    The rebuilt spec.
+  """
+  return _map(fn, spec, '')
+
+
+def map_oneofs(fn: Callable[[OneOf], Any], spec: Any) -> Any:
+  """Like `map_oneofs_with_paths`, for a function of the OneOf alone."""
+  return _map(lambda _, oneof: fn(oneof), spec, '')
+
+
+def flatten_with_paths(spec: Any) -> List[Tuple[str, OneOf]]:
+  """Returns [(path, OneOf)] for every OneOf of `spec`, in visit order.
+
+  The OneOfs are returned as found in `spec` (their choices not rewritten).
+  """
+  found = []
+
+  def visit(value, path):
+    if isinstance(value, OneOf):
+      for i, choice in enumerate(value.choices):
+        visit(choice, _join(path, f'choices/{i}'))
+      found.append((path, value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+      for field in dataclasses.fields(value):
+        visit(getattr(value, field.name), _join(path, field.name))
+    elif isinstance(value, (list, tuple)):
+      for i, v in enumerate(value):
+        visit(v, _join(path, i))
+    elif isinstance(value, dict):
+      for k in sorted(value):
+        visit(value[k], _join(path, k))
+
+  visit(spec, '')
+  return found
+
+
+def flatten(spec: Any) -> List[OneOf]:
+  """Returns the OneOfs of `spec` in visit order (see the module docstring)."""
+  return [oneof for _, oneof in flatten_with_paths(spec)]
+
+
+def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
+  """Parses a colon-separated index string ('0:2:1') or a list of ints.
+
+  Args:
+    indices: a string of colon-separated non-negative ints ('' means no
+      indices), or a sequence of ints.
+
+  Returns:
+    A list of Python ints.
+
+  Raises:
+    ValueError: if a token is not a non-negative integer.
+  """
+  if isinstance(indices, str):
+    text = indices.strip()
+    if not text:
+      return []
+    tokens = text.split(':')
+  else:
+    tokens = list(indices)
+  parsed = []
+  for position, token in enumerate(tokens):
+    if isinstance(token, bool):
+      raise ValueError(f'Index {position} is {token!r}, not an integer')
+    try:
+      value = int(str(token).strip()) if isinstance(token, str) else token
+    except ValueError:
+      raise ValueError(
+          f'Index {position} is {token!r}, not a non-negative integer') from None
+    if not isinstance(value, int) and hasattr(value, '__index__'):
+      value = int(value)  # NumPy integers.
+    if not isinstance(value, int) or value < 0:
+      raise ValueError(
+          f'Index {position} is {token!r}, not a non-negative integer')
+    parsed.append(value)
+  return parsed
+
+
+def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
+  """Turns a search space into a fixed architecture.
+
+  Each OneOf, in visit order, is replaced by its chosen (already pruned)
+  alternative, so the result contains no OneOf. Choices nested under an
+  alternative that is not picked still consume their index, as in the
+  original.
+
+  Args:
+    spec: a spec containing OneOfs.
+    indices: one index per OneOf in visit order, as a list of ints or a
+      colon-separated string.
+
+  Returns:
+    The pruned spec (same structure, OneOfs replaced by values).
+
+  Raises:
+    ValueError: if the number of indices differs from the number of OneOfs,
+      or an index is out of range (the message names the path and range).
+  """
+  values = parse_indices(indices)
+  expected = len(flatten(spec))
+  if len(values) != expected:
+    raise ValueError(
+        f'prune: expected {expected} indices (one per OneOf), got {len(values)}')
+  position = iter(range(len(values)))
+
+  def choose(path, oneof):
+    i = next(position)
+    index = values[i]
+    if index >= len(oneof.choices):
+      raise ValueError(
+          f'prune: index {index} at position {i} (path {path!r}) is out of '
+          f'range; allowed 0..{len(oneof.choices) - 1}')
+    return oneof.choices[index]
+
+  return map_oneofs_with_paths(choose, spec)
+
+
+def num_choices(spec: Any) -> List[int]:
+  """Returns the number of choices of every OneOf of `spec`, in visit order."""
+  return [len(oneof.choices) for oneof in flatten(spec)]
