@@ -1,0 +1,31 @@
+# The two set-up commands of the README. Both create the virtualenv if it is
+# missing and (re)install the package when setup.py changes.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+RUN_DIR ?= runs/digits_search
+
+export PIP_NO_INPUT := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+
+.PHONY: test search clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): setup.py | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+search: $(STAMP)
+	$(PY) -m tunas_tf.tools.describe_space --ssd=digits_search --output_dir=$(RUN_DIR)
+	@echo "Result written under $(RUN_DIR)/"
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,122 @@
+"""Tests for the OneOf schema: visit order, paths, mapping and pruning."""
+
+import copy
+import dataclasses
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tunas_tf.search_space import schema
+from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+  first: object
+  second: object
+
+
+def _nested_spec():
+  # Visit order: children of a OneOf before the OneOf, fields in order,
+  # dict keys sorted ('a' before 'b'), lists in order.
+  return {
+      'b': [OneOf([1, 2], FILTERS_TAG)],
+      'a': _Pair(
+          first=OneOf([_Pair(OneOf([3, 5, 7], OP_TAG), 'x'), 'zero'], OP_TAG),
+          second=OneOf([8], FILTERS_TAG)),
+  }
+
+
+class SchemaTest(parameterized.TestCase):
+
+  def test_flatten_with_paths_visit_order_and_paths(self):
+    paths = [p for p, _ in schema.flatten_with_paths(_nested_spec())]
+    self.assertEqual(paths, [
+        'a/first/choices/0/first',
+        'a/first',
+        'a/second',
+        'b/0',
+    ])
+
+  def test_flatten_returns_oneofs_in_visit_order(self):
+    oneofs = schema.flatten(_nested_spec())
+    self.assertEqual([o.choices[0] for o in oneofs][2:], [8, 1])
+    self.assertEqual(oneofs[0].choices, (3, 5, 7))
+
+  def test_map_oneofs_with_paths_children_first(self):
+    seen = []
+
+    def record(path, oneof):
+      seen.append(path)
+      # The parent sees its children already mapped.
+      if path == 'a/first':
+        self.assertEqual(oneof.choices[0].first, 'mapped:a/first/choices/0/first')
+      return f'mapped:{path}'
+
+    result = schema.map_oneofs_with_paths(record, _nested_spec())
+    self.assertEqual(seen[0], 'a/first/choices/0/first')
+    self.assertEqual(result['a'].first, 'mapped:a/first')
+    self.assertEqual(result['b'], ['mapped:b/0'])
+    self.assertEqual(list(result), ['b', 'a'])  # Keys keep their order.
+
+  def test_map_oneofs_does_not_mutate_input(self):
+    spec = _nested_spec()
+    before = copy.deepcopy(spec)
+    schema.map_oneofs(lambda o: o.choices[0], spec)
+    self.assertEqual(spec, before)
+
+  def test_map_oneofs_keeps_mask(self):
+    spec = OneOf([1, 2], OP_TAG, mask='m')
+    self.assertEqual(schema.map_oneofs(lambda o: o.mask, spec), 'm')
+
+  @parameterized.named_parameters(
+      ('list', [0, 1, 0, 0], 'zero'),
+      ('string', '1:0:0:0', _Pair(5, 'x')),
+  )
+  def test_prune_picks_choices(self, indices, expected_first):
+    pruned = schema.prune(_nested_spec(), indices)
+    self.assertEqual(pruned['a'].first, expected_first)
+    self.assertEqual(pruned['a'].second, 8)
+    self.assertEqual(pruned['b'], [1])
+    self.assertEqual(schema.flatten(pruned), [])
+
+  def test_prune_wrong_count(self):
+    with self.assertRaisesRegex(ValueError, r'expected 4 indices .*got 3'):
+      schema.prune(_nested_spec(), '0:0:0')
+
+  def test_prune_out_of_range_names_path_and_range(self):
+    with self.assertRaisesRegex(
+        ValueError, r"index 3 at position 0 \(path 'a/first/choices/0/first'\)"
+        r'.*allowed 0\.\.2'):
+      schema.prune(_nested_spec(), [3, 0, 0, 0])
+
+  @parameterized.named_parameters(
+      ('word', '0:x:1', r"Index 1 is 'x'"),
+      ('negative', [0, -1], r'Index 1 is -1'),
+      ('empty_token', '0::1', r"Index 1 is ''"),
+      ('float', [0.5], r'Index 0 is 0.5'),
+  )
+  def test_parse_indices_rejects(self, indices, message):
+    with self.assertRaisesRegex(ValueError, message):
+      schema.parse_indices(indices)
+
+  def test_parse_indices_empty_string(self):
+    self.assertEqual(schema.parse_indices(''), [])
+    self.assertEqual(schema.parse_indices(' 1:2 '), [1, 2])
+
+  def test_oneof_rejects_unknown_tag_and_empty(self):
+    with self.assertRaisesRegex(ValueError, r"Unknown OneOf tag 'ops'"):
+      OneOf([1], 'ops')
+    with self.assertRaisesRegex(ValueError, 'at least one choice'):
+      OneOf([], OP_TAG)
+
+  def test_oneof_equality_ignores_mask(self):
+    self.assertEqual(OneOf([1, 2], OP_TAG, mask=[1, 0]), OneOf((1, 2), OP_TAG))
+    self.assertNotEqual(OneOf([1, 2], OP_TAG), OneOf([1, 2], FILTERS_TAG))
+
+  def test_num_choices(self):
+    self.assertEqual(schema.num_choices(_nested_spec()), [3, 2, 1, 2])
+
+
+if __name__ == '__main__':
+  absltest.main()
