@@ -1,0 +1,285 @@
+"""Datasets for the search and for standalone training.
+
+Two sources, one interface:
+
+* `digits` (the offline default): scikit-learn's bundled 8x8 handwritten
+  digits (1,797 images, 1 channel, 10 classes), scaled to [0, 1] and split
+  with a fixed seed into search-train 60% / search-validation 20% / test 20%.
+  Needs no network.
+* any TFDS image-classification dataset by name (`cifar10`,
+  `imagenet2012`, ...). The search holds out the first
+  `validation_examples` images of the `train` split for the controller (never
+  the test split). TFDS downloads an unprepared dataset (its own behaviour)
+  unless `download=False`, in which case a missing dataset fails at once,
+  naming it and the data directory.
+
+Images come out as float32 NHWC in [0, 1]; labels as one-hot float32 of depth
+`num_classes`. Split names: `search_train`, `search_validation` (both carved
+from the training data) and `test` (the held-out evaluation split).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+DIGITS = 'digits'
+SEARCH_TRAIN = 'search_train'
+SEARCH_VALIDATION = 'search_validation'
+TEST = 'test'
+SPLITS = (SEARCH_TRAIN, SEARCH_VALIDATION, TEST)
+
+_DIGITS_SEED = 20200614
+_DIGITS_FRACTIONS = (0.6, 0.2)  # search-train, search-validation; rest test.
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+  """What the model and the schedules need to know about a dataset.
+
+  Attributes:
+    name: dataset name (`digits` or a TFDS name).
+    image_size: side of the (square) images the pipeline emits.
+    num_channels: 1 (digits, grayscale) or 3.
+    num_classes: the dataset's own number of labels.
+    split_sizes: dict split name -> number of examples.
+  """
+  name: str
+  image_size: int
+  num_channels: int
+  num_classes: int
+  split_sizes: Dict[str, int]
+
+
+@functools.lru_cache(maxsize=1)
+def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+  """Returns the deterministic digits splits.
+
+  Returns:
+    dict split -> (images float32 [N, 8, 8, 1] in [0, 1], labels int64 [N]),
+    with 1,078 / 359 / 360 examples for search-train / search-validation /
+    test.
+  """
+  from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+  digits = sk_datasets.load_digits()
+  images = (digits.images.astype(np.float32) / 16.0)[..., None]
+  labels = digits.target.astype(np.int64)
+  order = np.random.RandomState(_DIGITS_SEED).permutation(len(labels))
+  n_train = int(round(_DIGITS_FRACTIONS[0] * len(labels)))
+  n_valid = int(round(_DIGITS_FRACTIONS[1] * len(labels)))
+  parts = (order[:n_train], order[n_train:n_train + n_valid],
+           order[n_train + n_valid:])
+  return {split: (images[idx], labels[idx])
+          for split, idx in zip(SPLITS, parts)}
+
+
+def holdout_splits(num_train_examples: int,
+                   validation_examples: int) -> Dict[str, str]:
+  """TFDS split strings that carve the search splits out of `train`.
+
+  The first `validation_examples` training images are the controller's
+  validation data; the rest train the supernet.
+
+  Args:
+    num_train_examples: size of the dataset's `train` split.
+    validation_examples: how many to hold out, 0 < v < num_train_examples.
+
+  Returns:
+    dict with `search_train` -> 'train[v:]', `search_validation` ->
+    'train[:v]', `test` -> 'test'.
+
+  Raises:
+    ValueError: if the hold-out is empty or leaves no training data.
+  """
+  if not 0 < validation_examples < num_train_examples:
+    raise ValueError(
+        f'validation_examples must be in 1..{num_train_examples - 1} for a '
+        f'train split of {num_train_examples} examples, got '
+        f'{validation_examples}')
+  return {SEARCH_TRAIN: f'train[{validation_examples}:]',
+          SEARCH_VALIDATION: f'train[:{validation_examples}]',
+          TEST: 'test'}
+
+
+def _tfds_builder(name: str, data_dir: Optional[str], download: bool):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+  except Exception as e:  # TFDS raises its own DatasetNotFoundError.
+    raise ValueError(f'Unknown dataset {name!r}: not {DIGITS!r} and not a TFDS '
+                     f'dataset ({type(e).__name__})') from None
+  if not builder.is_prepared():
+    if not download:
+      raise ValueError(
+          f'Dataset {name!r} is not prepared in data_dir={data_dir!r} and '
+          f'downloads are off (--nodownload); prepare it with '
+          f'`tfds build {name} --data_dir=...` or allow downloads')
+    builder.download_and_prepare()
+  return builder
+
+
+def dataset_info(name: str, data_dir: Optional[str] = None,
+                 download: bool = False, validation_examples: int = 0,
+                 image_size: Optional[int] = None) -> DatasetInfo:
+  """Describes `name` (loading the metadata, not the images).
+
+  Args:
+    name: `digits` or a TFDS image-classification dataset.
+    data_dir: TFDS data directory (ignored for digits).
+    download: let TFDS download and prepare a missing dataset.
+    validation_examples: TFDS only: training images held out for the
+      controller (see `holdout_splits`).
+    image_size: TFDS only: resize to this side; default the dataset's own.
+
+  Returns:
+    A `DatasetInfo`.
+
+  Raises:
+    ValueError: unknown dataset, missing data, or an unusable split.
+  """
+  if name == DIGITS:
+    arrays = digits_arrays()
+    return DatasetInfo(DIGITS, 8, 1, 10,
+                       {k: len(v[1]) for k, v in arrays.items()})
+  builder = _tfds_builder(name, data_dir, download)
+  info = builder.info
+  if 'image' not in info.features or 'label' not in info.features:
+    raise ValueError(f'Dataset {name!r} is not an image-classification '
+                     'dataset (needs "image" and "label" features)')
+  splits = info.splits
+  if 'train' not in splits or 'test' not in splits:
+    raise ValueError(f'Dataset {name!r} needs "train" and "test" splits; it has '
+                     f'{sorted(splits.keys())}')
+  num_train = splits['train'].num_examples
+  holdout_splits(num_train, validation_examples)  # Validates.
+  shape = info.features['image'].shape
+  return DatasetInfo(
+      name, image_size or shape[0], shape[-1],
+      info.features['label'].num_classes,
+      {SEARCH_TRAIN: num_train - validation_examples,
+       SEARCH_VALIDATION: validation_examples,
+       TEST: splits['test'].num_examples})
+
+
+def _augment(image: tf.Tensor) -> tf.Tensor:
+  """Random 1/8 pad-and-crop and left-right flip (CIFAR-style)."""
+  size = tf.shape(image)[0]
+  pad = tf.maximum(size // 8, 1)
+  padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode='REFLECT')
+  image = tf.image.random_crop(padded, tf.shape(image))
+  return tf.image.random_flip_left_right(image)
+
+
+def load_split(name: str, split: str, num_classes: int, *,
+               data_dir: Optional[str] = None, download: bool = False,
+               validation_examples: int = 0, image_size: Optional[int] = None,
+               augment: bool = False, shuffle_files: bool = False
+               ) -> tf.data.Dataset:
+  """Returns one split as a dataset of (image, one-hot label), unbatched.
+
+  Args:
+    name: `digits` or a TFDS dataset.
+    split: one of `SPLITS`.
+    num_classes: one-hot depth (>= the dataset's own label count).
+    data_dir, download, validation_examples, image_size: as `dataset_info`.
+    augment: random crop and flip (TFDS only; digits are never flipped).
+    shuffle_files: TFDS file shuffling (training input).
+
+  Returns:
+    `tf.data.Dataset` of (float32 [H, W, C] in [0, 1], float32 [num_classes]).
+
+  Raises:
+    ValueError: unknown split, missing data or an empty split.
+  """
+  if split not in SPLITS:
+    raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
+  if name == DIGITS:
+    images, labels = digits_arrays()[split]
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+  else:
+    builder = _tfds_builder(name, data_dir, download)
+    num_train = builder.info.splits['train'].num_examples
+    tfds_split = holdout_splits(num_train, validation_examples)[split]
+    dataset = builder.as_dataset(split=tfds_split, as_supervised=True,
+                                 shuffle_files=shuffle_files)
+    size = image_size
+
+    def prepare(image, label):
+      image = tf.image.convert_image_dtype(image, tf.float32)
+      if size is not None:
+        image = tf.image.resize(image, [size, size])
+      if augment:
+        image = _augment(image)
+      return image, label
+
+    dataset = dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.map(
+      lambda image, label: (image, tf.one_hot(label, num_classes)),
+      num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def search_dataset(name: str, num_classes: int, train_batch_size: int,
+                   validation_batch_size: int, *, seed: int = 0,
+                   data_dir: Optional[str] = None, download: bool = False,
+                   validation_examples: int = 0,
+                   image_size: Optional[int] = None,
+                   shuffle_buffer: int = 1024) -> tf.data.Dataset:
+  """The search input: train and validation batches zipped, forever.
+
+  Each element is `({'train': images, 'validation': images},
+  {'train': labels, 'validation': labels})` (reference §2.1). Only the train
+  side is augmented (TFDS datasets); both are shuffled and repeated; the
+  remainder of each pass is dropped so batches have static shapes.
+
+  Args:
+    name, data_dir, download, validation_examples, image_size: as
+      `dataset_info`.
+    num_classes: one-hot depth.
+    train_batch_size: images per train batch (per replica on TPU).
+    validation_batch_size: images per validation batch.
+    seed: shuffle seed.
+    shuffle_buffer: shuffle buffer size.
+
+  Returns:
+    An infinite `tf.data.Dataset` of (features, labels) dicts; images
+    float32 [B, H, W, C], labels float32 [B, num_classes].
+
+  Raises:
+    ValueError: if a split is smaller than its batch.
+  """
+  sides = {}
+  for key, split, batch in (('train', SEARCH_TRAIN, train_batch_size),
+                            ('validation', SEARCH_VALIDATION,
+                             validation_batch_size)):
+    dataset = load_split(name, split, num_classes, data_dir=data_dir,
+                         download=download,
+                         validation_examples=validation_examples,
+                         image_size=image_size,
+                         augment=(key == 'train' and name != DIGITS),
+                         shuffle_files=True)
+    if name == DIGITS and len(digits_arrays()[split][1]) < batch:
+      raise ValueError(f'{split} of {name!r} has {len(digits_arrays()[split][1])}'
+                       f' examples, fewer than one batch of {batch}')
+    dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)
+    sides[key] = dataset.batch(batch, drop_remainder=True)
+  zipped = tf.data.Dataset.zip((sides['train'], sides['validation']))
+  return zipped.map(
+      lambda t, v: ({'train': t[0], 'validation': v[0]},
+                    {'train': t[1], 'validation': v[1]})).prefetch(
+                        tf.data.AUTOTUNE)
+
+
+def eval_dataset(name: str, split: str, num_classes: int, batch_size: int, *,
+                 data_dir: Optional[str] = None, download: bool = False,
+                 validation_examples: int = 0,
+                 image_size: Optional[int] = None) -> tf.data.Dataset:
+  """One ordered pass over `split` in batches (the last one may be short)."""
+  dataset = load_split(name, split, num_classes, data_dir=data_dir,
+                       download=download,
+                       validation_examples=validation_examples,
+                       image_size=image_size)
+  return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
