@@ -114,6 +114,17 @@ class SchemaTest(parameterized.TestCase):
     self.assertEqual(OneOf([1, 2], OP_TAG, mask=[1, 0]), OneOf((1, 2), OP_TAG))
     self.assertNotEqual(OneOf([1, 2], OP_TAG), OneOf([1, 2], FILTERS_TAG))
 
+  def test_extreme_indices(self):
+    from tunas_tf.search_space import ops  # pylint: disable=g-import-not-at-top
+    spec = [OneOf([ops.ConvSpec(OneOf([3, 5, 7], OP_TAG), 1), ops.ZeroSpec()],
+                  OP_TAG),
+            OneOf([ops.FilterMultiplier(6.0), ops.FilterMultiplier(3.0)],
+                  FILTERS_TAG),
+            OneOf([False, True], OP_TAG)]
+    # Visit order: kernel, conv-or-zero, expansion, squeeze-excite.
+    self.assertEqual(schema.extreme_indices(spec, largest=False), [0, 1, 1, 0])
+    self.assertEqual(schema.extreme_indices(spec, largest=True), [2, 0, 0, 1])
+
   def test_num_choices(self):
     self.assertEqual(schema.num_choices(_nested_spec()), [3, 2, 1, 2])
 

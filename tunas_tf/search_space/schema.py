@@ -215,3 +215,36 @@ def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
 def num_choices(spec: Any) -> List[int]:
   """Returns the number of choices of every OneOf of `spec`, in visit order."""
   return [len(oneof.choices) for oneof in flatten(spec)]
+
+
+def extreme_indices(spec: Any, largest: bool) -> List[int]:
+  """Indices of the smallest or largest architecture of a space, by rule.
+
+  Smallest: a decision offering a `ZeroSpec` takes it (the layer is skipped);
+  a filters decision takes its smallest value; any other op decision takes
+  its first choice (the spaces list kernel sizes and squeeze-excite off/on in
+  increasing order). Largest: the non-zero alternative, the largest filter
+  value, the last choice. For the MAC count, which grows with every width,
+  kernel and expansion, these are the cheapest and dearest architectures.
+
+  Args:
+    spec: a search space.
+    largest: pick the largest architecture instead of the smallest.
+
+  Returns:
+    One index per OneOf, in visit order.
+  """
+  indices = []
+  for oneof in flatten(spec):
+    names = [type(c).__name__ for c in oneof.choices]
+    n = len(oneof.choices)
+    if 'ZeroSpec' in names and n > 1:
+      zero = names.index('ZeroSpec')
+      index = next(i for i in range(n) if i != zero) if largest else zero
+    elif oneof.tag == FILTERS_TAG:
+      order = sorted(range(n), key=lambda i: oneof.choices[i])
+      index = order[-1] if largest else order[0]
+    else:
+      index = n - 1 if largest else 0
+    indices.append(index)
+  return indices
