@@ -1,0 +1,62 @@
+"""Tests for the controller's Adam step (hand-computed, TF1 graph)."""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.controller import optimizer
+
+
+class ControllerAdamTest(tf.test.TestCase):
+
+  def _run(self, grads_per_step, lrs, reg_grads=None, beta1=0.0):
+    with tf.Graph().as_default():
+      var = tf.Variable([1.0, 2.0])
+      step = tf.compat.v1.train.get_or_create_global_step()
+      adam = optimizer.ControllerAdam([var], beta1=beta1)
+      grad = tf.compat.v1.placeholder(tf.float32, [2])
+      lr = tf.compat.v1.placeholder(tf.float32, [])
+      reg = None if reg_grads is None else [tf.constant(reg_grads)]
+      train = adam.apply([grad], lr, step, regularization_grads=reg)
+      with self.session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        for g, rate in zip(grads_per_step, lrs):
+          sess.run(train, {grad: g, lr: rate})
+        return sess.run([var, step, adam.v[0], adam.beta2_power])
+
+  def test_two_steps_match_hand_computation(self):
+    b2, eps, lr = 0.999, 1e-8, 0.1
+    g1, g2 = np.array([0.5, -1.0]), np.array([1.0, 2.0])
+    var, step, v, power = self._run([g1, g2], [lr, lr])
+    # Step 1: m = g1 (beta1 = 0), v = (1 - b2) g1^2, lr_t = lr sqrt(1 - b2).
+    v1 = (1 - b2) * g1**2
+    w = np.array([1.0, 2.0]) - lr * math.sqrt(1 - b2) * g1 / (np.sqrt(v1) + eps)
+    # Step 2: v = b2 v1 + (1 - b2) g2^2, lr_t = lr sqrt(1 - b2^2).
+    v2 = b2 * v1 + (1 - b2) * g2**2
+    w = w - lr * math.sqrt(1 - b2**2) * g2 / (np.sqrt(v2) + eps)
+    self.assertAllClose(var, w, rtol=1e-5)
+    self.assertEqual(step, 2)
+    self.assertAllClose(v, v2)
+    self.assertAllClose(power, b2**3)  # Initialised to b2, times b2 per step.
+
+  def test_zero_learning_rate_keeps_weights_but_warms_moments(self):
+    var, step, v, _ = self._run([np.array([1.0, 1.0])], [0.0])
+    self.assertAllClose(var, [1.0, 2.0])
+    self.assertEqual(step, 1)
+    self.assertAllClose(v, [0.001, 0.001])
+
+  def test_regularization_is_a_plain_sgd_step(self):
+    var, _, _, _ = self._run([np.zeros(2)], [0.5], reg_grads=[1.0, -2.0])
+    # Adam part is 0 (m = 0); then w -= lr * r.
+    self.assertAllClose(var, [0.5, 3.0])
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, r'betas must be in \[0, 1\)'):
+      optimizer.ControllerAdam([], beta1=1.0)
+    with self.assertRaisesRegex(ValueError, 'epsilon must be > 0'):
+      optimizer.ControllerAdam([], epsilon=0.0)
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,113 @@
+"""The controller's Adam step, as the original applies it (reference §2.9).
+
+Differences from a stock Adam, all deliberate:
+
+* across replicas, the first moment uses the mean gradient and the second
+  moment the mean of the *squared* per-replica gradients (square, then
+  average);
+* the bias-correction powers are variables initialised to beta1 and beta2,
+  so step k uses beta^k;
+* a regularisation loss (the entropy bonus) is applied as a separate plain
+  SGD step with the uncorrected learning rate;
+* the moments and powers update every step, even while the learning rate is
+  0 (the RL delay), so the second moment is warm when learning starts;
+* it is the only op that increments the global step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+import tensorflow as tf
+
+
+def _cross_replica_mean(value: tf.Tensor, num_replicas: int) -> tf.Tensor:
+  if num_replicas == 1:
+    return value
+  return tf.compat.v1.tpu.cross_replica_sum(value) / float(num_replicas)
+
+
+class ControllerAdam(tf.Module):
+  """Adam slots (m, v per variable, two bias-correction powers) and the step.
+
+  Args:
+    variables: the controller's trainable float32 variables.
+    beta1: first-moment decay (the search uses 0).
+    beta2: second-moment decay.
+    epsilon: added to sqrt(v), outside the root.
+    name: module name.
+  """
+
+  def __init__(self, variables: Sequence[tf.Variable], beta1: float = 0.0,
+               beta2: float = 0.999, epsilon: float = 1e-8,
+               name: str = 'controller_adam'):
+    super().__init__(name=name)
+    if not 0.0 <= beta1 < 1.0 or not 0.0 <= beta2 < 1.0:
+      raise ValueError(f'Adam betas must be in [0, 1), got beta1={beta1}, '
+                       f'beta2={beta2}')
+    if epsilon <= 0:
+      raise ValueError(f'Adam epsilon must be > 0, got {epsilon}')
+    self._variables = list(variables)
+    self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
+    with tf.name_scope(name):
+      self.m = [tf.Variable(tf.zeros_like(v), trainable=False,
+                            name=f'm_{i}') for i, v in enumerate(variables)]
+      self.v = [tf.Variable(tf.zeros_like(v), trainable=False,
+                            name=f'v_{i}') for i, v in enumerate(variables)]
+      self.beta1_power = tf.Variable(beta1, trainable=False, dtype=tf.float32,
+                                     name='beta1_power')
+      self.beta2_power = tf.Variable(beta2, trainable=False, dtype=tf.float32,
+                                     name='beta2_power')
+
+  def apply(self, grads: Sequence[tf.Tensor], learning_rate,
+            global_step: tf.Variable,
+            regularization_grads: Optional[Sequence[tf.Tensor]] = None,
+            num_replicas: int = 1) -> tf.Operation:
+    """Applies one step and increments `global_step`.
+
+    Args:
+      grads: per-replica gradients of the loss, one per variable (None for
+        a variable the loss does not reach: treated as zero).
+      learning_rate: scalar float32, the RL learning rate (0 during delay).
+      global_step: the int64 global step variable.
+      regularization_grads: per-replica gradients of the regularisation loss
+        (entropy term), or None.
+      num_replicas: replicas to average over (cross-replica sums on TPU only).
+
+    Returns:
+      The op that applies the update and then increments the global step.
+    """
+    lr = tf.cast(learning_rate, tf.float32)
+    # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.
+    lr_t = lr * tf.sqrt(1.0 - self.beta2_power) / (1.0 - self.beta1_power)
+    updates = []
+    for i, var in enumerate(self._variables):
+      g = grads[i] if grads[i] is not None else tf.zeros_like(var)
+      mean_g = _cross_replica_mean(g, num_replicas)
+      mean_g2 = _cross_replica_mean(tf.square(g), num_replicas)
+      m = self.m[i].assign(self._beta1 * self.m[i] + (1 - self._beta1) * mean_g)
+      v = self.v[i].assign(self._beta2 * self.v[i] + (1 - self._beta2) * mean_g2)
+      step = var.assign_sub(lr_t * m / (tf.sqrt(v) + self._epsilon))
+      if regularization_grads is not None and regularization_grads[i] is not None:
+        with tf.control_dependencies([step]):
+          reg = _cross_replica_mean(regularization_grads[i], num_replicas)
+          step = var.assign_sub(lr * reg)
+      updates.append(step)
+    with tf.control_dependencies(updates):
+      powers = [self.beta1_power.assign(self.beta1_power * self._beta1),
+                self.beta2_power.assign(self.beta2_power * self._beta2)]
+    with tf.control_dependencies(powers):
+      increment = global_step.assign_add(1)
+    return increment.op if hasattr(increment, 'op') else increment
+
+
+def gradients(loss: tf.Tensor, variables: Sequence[tf.Variable],
+              transform: Optional[Callable[[List[tf.Tensor]], List[tf.Tensor]]]
+              = None) -> List[Optional[tf.Tensor]]:
+  """Gradients of `loss` (graph mode), optionally transformed (the barrier)."""
+  grads = tf.compat.v1.gradients(loss, list(variables))
+  if transform is not None:
+    present = [g for g in grads if g is not None]
+    transformed = iter(transform(present))
+    grads = [next(transformed) if g is not None else None for g in grads]
+  return grads
