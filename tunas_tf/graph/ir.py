@@ -1,0 +1,407 @@
+"""The graph IR: op types, ops, graphs and tensor names (reference §1).
+
+A `Graph` is a flat list of `Op`s over named tensors. Output `k` of op `X` is
+the tensor `"X:k"`; a bare name `"X"` means `"X:0"`. Graph inputs are tensors
+too (`"input"` is the tensor `"input:0"`). Op names are unique, may contain
+`/` for scoping (`conv_layer0/conv`) and never contain `:`, `*` or `%`, which
+delimit tensor names and symbolic kwargs (`"S:-1*2"`).
+
+`new_graph` validates a graph (unique names, every input produced, no cycle)
+and returns its ops in a stable topological order, so the executor can run
+the list front to back.
+
+Differences from the reference, all deliberate: names are case-sensitive
+(upstream lowercases them when executing), `new_graph` checks duplicates,
+dangling inputs and cycles (upstream checks only the outputs), and `Op` and
+`Graph` are frozen: rewrites build new ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import heapq
+import re
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
+                    Sequence, Tuple)
+
+
+class OpType(enum.Enum):
+  """What an op computes. See `tunas_tf.graph.model` for the kwargs of each."""
+  NONE = 0              # stop-gradient placeholder (cuts dependence)
+  IDENTITY = 1
+  DENSE = 2             # on the last axis; kernel [C_in, features]
+  CONV = 3              # NHWC, kernel HWIO
+  DEPTHWISE_CONV = 4    # NHWC, kernel [k, k, C, depth_multiplier]
+  ADD = 5               # sum of >= 2 inputs
+  MUL = 6               # product of >= 2 inputs (broadcasting)
+  RELU = 7
+  RELU6 = 8
+  GELU = 9
+  SWISH = 10
+  H_SWISH = 11
+  SIGMOID = 12
+  H_SIGMOID = 13
+  SOFTMAX = 14
+  BATCH_NORM = 15
+  LAYER_NORM = 16
+  RESHAPE = 17
+  FLATTEN = 18
+  TRANSPOSE = 19
+  DROPOUT = 20
+  AVG_POOL = 21
+  MAX_POOL = 22
+  GLOBAL_AVG_POOL = 23
+  MEAN = 24
+  CONCAT = 25
+
+
+# Depth linearity (reference §1.3, `is_nonlinear`): activations and softmax
+# are nonlinear, IDENTITY is neutral, NONE is skipped, the rest are linear.
+NONLINEAR_TYPES = frozenset({
+    OpType.RELU, OpType.RELU6, OpType.GELU, OpType.SWISH, OpType.H_SWISH,
+    OpType.SIGMOID, OpType.H_SIGMOID, OpType.SOFTMAX})
+
+# (min, max) number of inputs per op type; max None means unbounded.
+_ARITY: Dict[OpType, Tuple[int, Optional[int]]] = {
+    OpType.ADD: (2, None), OpType.MUL: (2, None), OpType.CONCAT: (1, None)}
+
+_OP_NAME_RE = re.compile(r'^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$')
+
+
+def is_nonlinear(op_type: OpType) -> bool:
+  """Whether `op_type` counts as nonlinear for depth (reference §1.3).
+
+  Args:
+    op_type: an `OpType`.
+
+  Returns:
+    True for the activations and softmax, False for every other type
+    (IDENTITY and NONE included; `DepthProperty` treats those two specially).
+  """
+  if not isinstance(op_type, OpType):
+    raise ValueError(f'Unknown op type {op_type!r}')
+  return op_type in NONLINEAR_TYPES
+
+
+def canonicalize_tensor_name(name: str) -> str:
+  """Returns `name` as `"op:index"`: a bare op name means output 0.
+
+  Args:
+    name: a tensor name, `"X"` or `"X:k"`.
+
+  Returns:
+    The string `"X:k"`.
+
+  Raises:
+    ValueError: if `name` is empty or its index is not a non-negative int.
+  """
+  if not isinstance(name, str) or not name:
+    raise ValueError(f'Tensor name must be a non-empty string, got {name!r}')
+  if ':' not in name:
+    return f'{name}:0'
+  base, _, index = name.rpartition(':')
+  if not base or not index.isdigit():
+    raise ValueError(f'Malformed tensor name {name!r}; expected "op" or '
+                     '"op:index"')
+  return f'{base}:{int(index)}'
+
+
+def split_tensor_name(name: str) -> Tuple[str, int]:
+  """Splits a tensor name into (op name, output index).
+
+  Args:
+    name: a tensor name, `"X"` or `"X:k"`.
+
+  Returns:
+    A tuple `(op_name, index)`, e.g. `("conv", 0)` for `"conv"`.
+  """
+  base, _, index = canonicalize_tensor_name(name).rpartition(':')
+  return base, int(index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+  """One node of the graph. Build it with `new_op`.
+
+  Attributes:
+    name: unique op name (no `:`, `*`, `%`); also the variables' prefix.
+    type: the `OpType`.
+    input_names: canonical tensor names read, in slot order.
+    input_kwargs: call-time data (pool windows, reshape shape, axis, ...).
+    op_kwargs: layer-construction data (features, kernel_size, inits, ...).
+    num_outputs: number of output tensors, named `"{name}:{k}"`.
+  """
+  name: str
+  type: OpType
+  input_names: Tuple[str, ...]
+  input_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  op_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  num_outputs: int = 1
+
+  @property
+  def output_names(self) -> Tuple[str, ...]:
+    """The canonical names of this op's outputs, `"{name}:{k}"`."""
+    return tuple(f'{self.name}:{k}' for k in range(self.num_outputs))
+
+  @property
+  def kwargs(self) -> Dict[str, Any]:
+    """`op_kwargs` and `input_kwargs` merged (input_kwargs win); a copy."""
+    return {**copy.deepcopy(self.op_kwargs),
+            **copy.deepcopy(self.input_kwargs)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Graph:
+  """A validated graph. Build it with `new_graph`.
+
+  Attributes:
+    input_names: graph input names as written (`"input"` is tensor
+      `"input:0"`).
+    output_names: graph output names as written (`"fc/logits"` or
+      `"op:k"`); `Model` returns outputs under these keys.
+    ops: the ops in topological order.
+  """
+  input_names: Tuple[str, ...]
+  output_names: Tuple[str, ...]
+  ops: Tuple[Op, ...]
+
+  def op(self, name: str) -> Op:
+    """Returns the op called `name`.
+
+    Raises:
+      ValueError: if there is no such op.
+    """
+    for op in self.ops:
+      if op.name == name:
+        return op
+    raise ValueError(f'Graph has no op named {name!r}')
+
+  @property
+  def op_names(self) -> Tuple[str, ...]:
+    """The op names, in topological order."""
+    return tuple(op.name for op in self.ops)
+
+  def producer(self, tensor_name: str) -> Optional[Op]:
+    """The op producing `tensor_name`, or None for a graph input/unknown."""
+    name, index = split_tensor_name(tensor_name)
+    for op in self.ops:
+      if op.name == name and index < op.num_outputs:
+        return op
+    return None
+
+  def consumers(self, tensor_name: str) -> List[Op]:
+    """The ops reading `tensor_name`, in graph order."""
+    tensor_name = canonicalize_tensor_name(tensor_name)
+    return [op for op in self.ops if tensor_name in op.input_names]
+
+
+def _check_op_name(name: str) -> None:
+  if not isinstance(name, str) or not name:
+    raise ValueError(f'Op name must be a non-empty string, got {name!r}')
+  bad = [c for c in ':*%' if c in name]
+  if bad:
+    raise ValueError(f'Op name {name!r} contains {bad[0]!r}; `:`, `*` and `%` '
+                     'are reserved for tensor names and symbolic kwargs')
+  if not _OP_NAME_RE.match(name):
+    raise ValueError(f'Op name {name!r} is not a valid variable scope; use '
+                     'letters, digits and `_ . - / >`')
+
+
+def new_op(op_name: str,
+           op_type: OpType,
+           input_names: Sequence[str],
+           input_kwargs: Optional[Mapping[str, Any]] = None,
+           op_kwargs: Optional[Mapping[str, Any]] = None,
+           num_outputs: int = 1) -> Op:
+  """Creates an `Op` with canonical input names and copied kwargs.
+
+  Args:
+    op_name: unique name; no `:`, `*` or `%`.
+    op_type: an `OpType`.
+    input_names: tensor names read, in slot order (`"x"` becomes `"x:0"`).
+    input_kwargs: call-time kwargs (copied; None means `{}`).
+    op_kwargs: layer-construction kwargs (copied; None means `{}`).
+    num_outputs: number of outputs, >= 1.
+
+  Returns:
+    A new frozen `Op`.
+
+  Raises:
+    ValueError: on a bad name, an unknown type, a wrong number of inputs for
+      the type, or `num_outputs < 1`; the message names the op.
+  """
+  _check_op_name(op_name)
+  if not isinstance(op_type, OpType):
+    raise ValueError(f'Op {op_name!r}: unknown op type {op_type!r}')
+  if isinstance(input_names, str):
+    raise ValueError(f'Op {op_name!r}: input_names must be a list of tensor '
+                     f'names, got the string {input_names!r}')
+  inputs = tuple(canonicalize_tensor_name(n) for n in input_names)
+  lo, hi = _ARITY.get(op_type, (1, 1))
+  if len(inputs) < lo or (hi is not None and len(inputs) > hi):
+    want = f'{lo}' if lo == hi else f'at least {lo}' if hi is None else (
+        f'{lo} to {hi}')
+    raise ValueError(f'Op {op_name!r} ({op_type.name}) takes {want} input(s), '
+                     f'got {len(inputs)}: {list(inputs)}')
+  if not isinstance(num_outputs, int) or num_outputs < 1:
+    raise ValueError(f'Op {op_name!r}: num_outputs must be an int >= 1, got '
+                     f'{num_outputs!r}')
+  return Op(name=op_name, type=op_type, input_names=inputs,
+            input_kwargs=copy.deepcopy(dict(input_kwargs or {})),
+            op_kwargs=copy.deepcopy(dict(op_kwargs or {})),
+            num_outputs=num_outputs)
+
+
+def find_cycle(ops: Sequence[Op]) -> List[str]:
+  """Names of the ops on one cycle among `ops`, in data-flow order.
+
+  Args:
+    ops: ops in which every op reads at least one output of another op of
+      `ops` (what remains when a topological sort gets stuck).
+
+  Returns:
+    Op names `[a, b, ..., a]` such that each reads the previous one.
+  """
+  by_name = {op.name: op for op in ops}
+  path: List[str] = []
+  seen: Dict[str, int] = {}
+  name = ops[0].name
+  while name not in seen:
+    seen[name] = len(path)
+    path.append(name)
+    name = next(split_tensor_name(t)[0] for t in by_name[name].input_names
+                if split_tensor_name(t)[0] in by_name)
+  cycle = path[seen[name]:] + [name]
+  return list(reversed(cycle))
+
+
+def toposort(ops: Sequence[Op], available: Iterable[str],
+             priority: Optional[Callable[[int, Op], Any]] = None,
+             context: str = 'new_graph') -> List[Op]:
+  """Orders `ops` so every op comes after the producers of its inputs.
+
+  Among ready ops the one with the smallest `priority(index, op)` goes first
+  (default: the given order), so an already sorted list is unchanged.
+
+  Args:
+    ops: ops with unique names.
+    available: tensors available from the start (graph inputs).
+    priority: sort key of a ready op.
+    context: prefix of error messages.
+
+  Returns:
+    The ops in topological order.
+
+  Raises:
+    ValueError: naming the ops on a cycle.
+  """
+  priority = priority or (lambda i, op: i)
+  available = set(available)
+  op_index = {op.name: i for i, op in enumerate(ops)}
+  waiting: Dict[int, set] = {}
+  readers: Dict[str, List[int]] = {}
+  heap = []
+  for i, op in enumerate(ops):
+    deps = {split_tensor_name(t)[0] for t in op.input_names
+            if t not in available and split_tensor_name(t)[0] in op_index}
+    waiting[i] = deps
+    for d in deps:
+      readers.setdefault(d, []).append(i)
+    if not deps:
+      heapq.heappush(heap, (priority(i, op), i))
+  order = []
+  while heap:
+    _, i = heapq.heappop(heap)
+    order.append(ops[i])
+    for j in readers.get(ops[i].name, ()):
+      waiting[j].discard(ops[i].name)
+      if not waiting[j]:
+        heapq.heappush(heap, (priority(j, ops[j]), j))
+  if len(order) < len(ops):
+    done = {op.name for op in order}
+    stuck = [op for op in ops if op.name not in done]
+    cycle = find_cycle(stuck)
+    raise ValueError(f'{context}: ops form a cycle: {" -> ".join(cycle)}')
+  return order
+
+
+def new_graph(input_names: Sequence[str], output_names: Sequence[str],
+              ops: Sequence[Op]) -> Graph:
+  """Validates and creates a `Graph` (all arguments are copied).
+
+  Args:
+    input_names: graph input names, e.g. `["input"]`.
+    output_names: tensors to return, as op names (`"fc/logits"`), tensor
+      names (`"op:1"`) or graph input names.
+    ops: the ops, in any order that admits a topological sort.
+
+  Returns:
+    A frozen `Graph` whose ops are in stable topological order (a sorted
+    list keeps its order).
+
+  Raises:
+    ValueError: on a duplicate op or input name, an op named like a graph
+      input, an op reading a tensor no op or input produces, an output
+      nobody produces, or a cycle. The message names the op.
+  """
+  if isinstance(input_names, str) or isinstance(output_names, str):
+    raise ValueError('new_graph: input_names and output_names must be lists, '
+                     f'got {input_names!r}, {output_names!r}')
+  inputs = tuple(input_names)
+  canonical_inputs = [canonicalize_tensor_name(n) for n in inputs]
+  if len(set(canonical_inputs)) != len(canonical_inputs):
+    raise ValueError(f'new_graph: duplicate graph input in {list(inputs)}')
+  input_ops = {split_tensor_name(n)[0] for n in canonical_inputs}
+  ops = copy.deepcopy(list(ops))
+  names = set()
+  produced = set(canonical_inputs)
+  for op in ops:
+    if not isinstance(op, Op):
+      raise ValueError(f'new_graph: expected Op, got {op!r}')
+    if op.name in names:
+      raise ValueError(f'new_graph: duplicate op name {op.name!r}')
+    if op.name in input_ops:
+      raise ValueError(f'new_graph: op {op.name!r} has the name of a graph '
+                       'input')
+    names.add(op.name)
+    produced.update(op.output_names)
+  for op in ops:
+    for t in op.input_names:
+      if t not in produced:
+        raise ValueError(f'new_graph: op {op.name!r} reads unknown tensor '
+                         f'{t!r}')
+  for out in output_names:
+    if canonicalize_tensor_name(out) not in produced:
+      raise ValueError(f'new_graph: output {out!r} is not produced by any op '
+                       'or graph input')
+  ordered = toposort(ops, canonical_inputs)
+  return Graph(input_names=inputs, output_names=tuple(output_names),
+               ops=tuple(ordered))
+
+
+def prune_graph(graph: Graph,
+                output_names: Optional[Sequence[str]] = None) -> Graph:
+  """The graph with new outputs, keeping only the ops they need.
+
+  Args:
+    graph: a `Graph`.
+    output_names: the new outputs (default: the graph's own).
+
+  Returns:
+    A new `Graph` with the same inputs, `output_names` as outputs and the
+    ops (in the same order) that the outputs depend on.
+
+  Raises:
+    ValueError: if an output is not produced (naming it).
+  """
+  output_names = list(graph.output_names if output_names is None
+                      else output_names)
+  needed = {canonicalize_tensor_name(n) for n in output_names}
+  kept = []
+  for op in reversed(graph.ops):
+    if needed.intersection(op.output_names):
+      kept.append(op)
+      needed.update(op.input_names)
+  return new_graph(graph.input_names, output_names, list(reversed(kept)))

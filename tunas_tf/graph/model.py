@@ -1,0 +1,337 @@
+"""Executes a `Graph` as a `tf.Module` (reference §1.8).
+
+`Model(graph, constants)` creates one set of variables per op, named
+`"{op name}/{variable name}"` (e.g. `conv_layer0/conv/kernel`), the first
+time it sees its inputs (or on `build`), and applies the ops in topological
+order. It runs eagerly, inside `tf.function` and inside a TF1 graph (an
+Estimator `model_fn`): variables are created under `tf.init_scope`, and
+batch-norm updates are control dependencies of the op's output.
+
+`get_params` / `set_params` read and write the variables as
+`{op_name: {var_name: np.ndarray}}`, the form `inherit.inherit_params`
+works on; `abstract_shapes` infers every tensor's static shape without
+creating real weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.graph import ir
+from tunas_tf.graph import ops as ops_lib
+from tunas_tf.graph import symbolic
+
+Params = Dict[str, Dict[str, np.ndarray]]
+Inputs = Union[Any, Mapping[str, Any]]
+
+
+class Model(tf.Module):
+  """A graph with its variables.
+
+  Example:
+    graph, constants, _ = zoo.CifarNet()
+    model = Model(graph, constants)
+    logits = model(tf.ones([2, 32, 32, 3]))          # [2, 10] float32
+
+  Args:
+    graph: the `ir.Graph` to run.
+    constants: named integer constants for `"K:<name>"` kwargs.
+    stateless_batch_norm: batch norm always uses batch statistics and keeps
+      no moving averages (the NAS-search setting); an op's own `stateless`
+      kwarg overrides it.
+    seed: None draws initial values from TF's global generator; an int
+      makes each variable's initial value a function of (seed, its name).
+    share_variables_with: another `Model` whose variables are reused for ops
+      of the same name (e.g. to run a subgraph with a full model's weights).
+    name: the module's name.
+  """
+
+  def __init__(self, graph: ir.Graph,
+               constants: Optional[Mapping[str, Any]] = None, *,
+               stateless_batch_norm: bool = False,
+               seed: Optional[int] = None,
+               share_variables_with: Optional['Model'] = None,
+               name: Optional[str] = None):
+    super().__init__(name=name)
+    if not isinstance(graph, ir.Graph):
+      raise ValueError(f'Model needs an ir.Graph, got {type(graph).__name__}')
+    self._graph = graph
+    self._constants = dict(constants or {})
+    self._stateless = bool(stateless_batch_norm)
+    self._seed = seed
+    # A closure, so that tf.Module does not track the other model.
+    shared = share_variables_with
+    self._shared_lookup = (lambda name: shared.op_variables.get(name)
+                           if shared is not None else None)
+    self.op_variables: Dict[str, Dict[str, tf.Variable]] = {}
+
+  @property
+  def graph(self) -> ir.Graph:
+    """The graph this model runs."""
+    return self._graph
+
+  @property
+  def constants(self) -> Dict[str, Any]:
+    """A copy of the model's constants."""
+    return dict(self._constants)
+
+  @property
+  def stateless_batch_norm(self) -> bool:
+    """The model's default batch-norm mode (see the class docstring)."""
+    return self._stateless
+
+  @property
+  def built(self) -> bool:
+    """Whether every op's variables exist."""
+    return all(op.name in self.op_variables for op in self._graph.ops)
+
+  def build(self, input_shapes: Union[Sequence[Optional[int]],
+                                      Mapping[str, Sequence[Optional[int]]]]
+            ) -> None:
+    """Creates the variables without running the ops on data.
+
+    Args:
+      input_shapes: the shape of the single graph input, or a dict from
+        graph input name to shape; dims may be None except where a symbolic
+        kwarg or a variable needs them (channels).
+    """
+    specs = _input_specs(self._graph, input_shapes)
+    if tf.executing_eagerly():
+      fn = tf.function(lambda inputs: self.call_all(inputs, training=False))
+      fn.get_concrete_function(specs)
+    else:
+      self.call_all({k: tf.compat.v1.placeholder(s.dtype, s.shape)
+                     for k, s in specs.items()}, training=False)
+
+  def __call__(self, inputs: Inputs, training: bool = False
+               ) -> Union[tf.Tensor, Dict[str, tf.Tensor]]:
+    """Runs the graph.
+
+    Args:
+      inputs: a float tensor for a single-input graph, or a dict from graph
+        input name (as written or canonical, `"input"` / `"input:0"`) to
+        tensor. Non-float inputs are cast to float32.
+      training: a Python bool; batch norm uses batch statistics and updates
+        its moving averages, dropout drops.
+
+    Returns:
+      The output tensor when the graph has one output, else a dict keyed by
+      the graph's output names as written.
+
+    Raises:
+      ValueError: on a missing input, or a bare tensor for a graph with
+        several inputs.
+    """
+    values = self.call_all(inputs, training=training)
+    outputs = {name: values[ir.canonicalize_tensor_name(name)]
+               for name in self._graph.output_names}
+    if len(outputs) == 1:
+      return next(iter(outputs.values()))
+    return outputs
+
+  def call_all(self, inputs: Inputs, training: bool = False,
+               output_names: Optional[Sequence[str]] = None
+               ) -> Dict[str, tf.Tensor]:
+    """Runs the graph and returns every tensor (the intermediates).
+
+    Args:
+      inputs: as for `__call__`.
+      training: as for `__call__`.
+      output_names: if given, only the ops these tensors need are run.
+
+    Returns:
+      A dict from canonical tensor name (`"op:k"`, and `"input:0"` for
+      each graph input) to tensor.
+    """
+    values = self._named_inputs(inputs)
+    run = self._graph.ops
+    if output_names is not None:
+      run = ir.prune_graph(self._graph, output_names).ops
+    for op in run:
+      args = [values[t] for t in op.input_names]
+      shapes = [tuple(a.shape.as_list()) for a in args]
+      tensor_shapes = {k: tuple(v.shape.as_list()) for k, v in values.items()}
+      kwargs = symbolic.resolve_kwargs(op, shapes, self._constants,
+                                       tensor_shapes)
+      variables = self._variables_for(op, kwargs, shapes)
+      with tf.name_scope(op.name):
+        outs = ops_lib.apply(op, kwargs, args, variables, training=training,
+                             stateless_batch_norm=self._stateless)
+      if len(outs) != op.num_outputs:
+        raise RuntimeError(f'Op {op.name!r} returned {len(outs)} output(s) but '
+                           f'declares num_outputs={op.num_outputs}')
+      values.update(zip(op.output_names, outs))
+    return values
+
+  def _named_inputs(self, inputs: Inputs) -> Dict[str, tf.Tensor]:
+    names = self._graph.input_names
+    if not isinstance(inputs, Mapping):
+      if len(names) != 1:
+        raise ValueError(f'Graph has {len(names)} inputs {list(names)}; pass '
+                         'a dict from input name to tensor')
+      inputs = {names[0]: inputs}
+    values = {}
+    for name in names:
+      canonical = ir.canonicalize_tensor_name(name)
+      if name in inputs:
+        value = inputs[name]
+      elif canonical in inputs:
+        value = inputs[canonical]
+      else:
+        raise ValueError(f'Missing graph input {name!r}; got keys '
+                         f'{sorted(inputs)}')
+      value = tf.convert_to_tensor(value)
+      if not value.dtype.is_floating:
+        value = tf.cast(value, tf.float32)
+      values[canonical] = value
+    return values
+
+  def _variables_for(self, op: ir.Op, kwargs: Mapping[str, Any],
+                     shapes) -> Dict[str, tf.Variable]:
+    if op.name in self.op_variables:
+      return self.op_variables[op.name]
+    specs = ops_lib.variable_specs(op, kwargs, shapes, self._stateless)
+    shared = self._shared_lookup(op.name)
+    if shared is not None:
+      for var_name, spec in specs.items():
+        if (var_name not in shared or
+            tuple(shared[var_name].shape.as_list()) != tuple(spec.shape)):
+          have = (tuple(shared[var_name].shape.as_list())
+                  if var_name in shared else 'missing')
+          raise ValueError(f'Op {op.name!r}: shared variable {var_name!r} has '
+                           f'shape {have}, the op needs {tuple(spec.shape)}')
+      variables = {k: shared[k] for k in specs}
+    else:
+      variables = {}
+      with tf.init_scope():
+        for var_name, spec in specs.items():
+          full = f'{op.name}/{var_name}'
+          value = ops_lib.initial_value(spec, self._seed, full,
+                                        f'Op {op.name!r}')
+          variables[var_name] = tf.Variable(value, trainable=spec.trainable,
+                                            name=full)
+    self.op_variables[op.name] = variables
+    return self.op_variables[op.name]
+
+
+def _input_specs(graph: ir.Graph, input_shapes) -> Dict[str, tf.TensorSpec]:
+  if not isinstance(input_shapes, Mapping):
+    if len(graph.input_names) != 1:
+      raise ValueError(f'Graph has {len(graph.input_names)} inputs; pass a '
+                       'dict from input name to shape')
+    input_shapes = {graph.input_names[0]: input_shapes}
+  specs = {}
+  for name in graph.input_names:
+    canonical = ir.canonicalize_tensor_name(name)
+    shape = input_shapes.get(name, input_shapes.get(canonical))
+    if shape is None:
+      raise ValueError(f'Missing shape for graph input {name!r}; got '
+                       f'{sorted(input_shapes)}')
+    specs[name] = tf.TensorSpec(tuple(shape), tf.float32)
+  return specs
+
+
+def abstract_shapes(graph: ir.Graph,
+                    constants: Optional[Mapping[str, Any]],
+                    input_shapes: Union[Sequence[Optional[int]],
+                                        Mapping[str, Sequence[Optional[int]]]],
+                    output_names: Optional[Sequence[str]] = None
+                    ) -> Dict[str, tuple]:
+  """Static shapes of every tensor, without weights or data.
+
+  The graph is traced into a throwaway `tf.Graph`; nothing is initialized
+  or run.
+
+  Args:
+    graph: the graph.
+    constants: its constants.
+    input_shapes: as for `Model.build`.
+    output_names: if given, only the ops these tensors need are traced.
+
+  Returns:
+    A dict from canonical tensor name to shape tuple (None for an unknown
+    dim), graph inputs included.
+  """
+  specs = _input_specs(graph, input_shapes)
+  with tf.Graph().as_default():
+    inputs = {k: tf.compat.v1.placeholder(s.dtype, s.shape)
+              for k, s in specs.items()}
+    values = Model(graph, constants).call_all(inputs,
+                                              output_names=output_names)
+    return {k: tuple(v.shape.as_list()) for k, v in values.items()}
+
+
+def count_params(model: Model, trainable_only: bool = True) -> int:
+  """The number of scalar parameters of a built model.
+
+  Args:
+    model: a built `Model`.
+    trainable_only: leave out batch-norm moving statistics.
+
+  Returns:
+    An int.
+  """
+  return sum(int(np.prod(v.shape)) for group in model.op_variables.values()
+             for v in group.values() if v.trainable or not trainable_only)
+
+
+def get_params(model: Model, session: Optional[Any] = None) -> Params:
+  """The model's variable values as `{op_name: {var_name: np.ndarray}}`.
+
+  Args:
+    model: a built `Model`.
+    session: a `tf.compat.v1.Session` when the model lives in a TF1 graph;
+      None when running eagerly.
+
+  Returns:
+    A nested dict of float32 arrays (copies); ops without variables are
+    left out.
+  """
+  groups = {op: dict(group) for op, group in model.op_variables.items()
+            if group}
+  if session is not None:
+    return session.run(groups)
+  return {op: {name: v.numpy() for name, v in group.items()}
+          for op, group in groups.items()}
+
+
+def set_params(model: Model, params: Mapping[str, Mapping[str, Any]],
+               session: Optional[Any] = None) -> None:
+  """Assigns `{op_name: {var_name: array}}` values to a model's variables.
+
+  Variables not named in `params` keep their values.
+
+  Args:
+    model: a built `Model`.
+    params: values by op and variable name (any subset).
+    session: a `tf.compat.v1.Session` for a model in a TF1 graph.
+
+  Raises:
+    ValueError: on an unknown op or variable, or a shape mismatch (naming
+      the op, the variable and both shapes); nothing is assigned then.
+  """
+  pairs = []
+  for op_name, group in params.items():
+    if op_name not in model.op_variables:
+      raise ValueError(f'set_params: model has no variables for op '
+                       f'{op_name!r}')
+    for var_name, value in group.items():
+      variable = model.op_variables[op_name].get(var_name)
+      if variable is None:
+        raise ValueError(f'set_params: op {op_name!r} has no variable '
+                         f'{var_name!r}; it has '
+                         f'{sorted(model.op_variables[op_name])}')
+      value = np.asarray(value, dtype=variable.dtype.as_numpy_dtype)
+      if tuple(value.shape) != tuple(variable.shape.as_list()):
+        raise ValueError(f'set_params: op {op_name!r} variable {var_name!r} '
+                         f'has shape {tuple(variable.shape.as_list())}, value '
+                         f'has shape {value.shape}')
+      pairs.append((variable, value))
+  if session is not None:
+    session.run([v.assign(x) for v, x in pairs])
+  else:
+    for variable, value in pairs:
+      variable.assign(value)

@@ -1,0 +1,481 @@
+"""What each `OpType` computes: its variables and its forward pass.
+
+Layout is NHWC. Kwargs come from `Op.kwargs` (op_kwargs and input_kwargs
+merged) after symbolic resolution; unknown kwargs are a `ValueError` naming
+the op. Per type (defaults in brackets):
+
+* CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
+  ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
+  `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
+  Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
+* DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
+  Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
+* DENSE (on the last axis): `features`, `use_bias`, `kernel_init`,
+  `bias_init`. Variables `kernel` [C_in, features], `bias` [features].
+* BATCH_NORM (last axis): `momentum` [0.99], `epsilon` [1e-3], `use_scale`,
+  `use_bias` [True], `scale_init` ['I:ones'], `bias_init` ['I:zeros'],
+  `stateless` [the model's setting]. Variables `gamma`, `beta` and, unless
+  stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
+  stateless, normalizes with the batch statistics; training and stateful
+  also updates the moving averages (`m <- momentum * m + (1 - momentum) *
+  batch`), and the output depends on that update, so it runs in a TF1 graph.
+* LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
+  `scale_init`, `bias_init`. Variables `gamma`, `beta`.
+* RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
+  (x relu6(x + 3) / 6), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
+  (`axis` [-1]), IDENTITY, NONE (stop-gradient): no variables.
+* ADD, MUL: sum / product of the inputs, with broadcasting.
+* AVG_POOL, MAX_POOL: `window_shape` (int or per spatial dim; 0 means the
+  whole dim), `strides` [1], `padding` ['VALID'].
+* GLOBAL_AVG_POOL: mean over the spatial dims, `keepdims` [False].
+* MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
+* FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
+  batch size. TRANSPOSE: `axes`. DROPOUT: `rate` (training only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import tensorflow as tf
+
+from tunas_tf.graph import ir
+
+OpType = ir.OpType
+
+_CONV_KEYS = {'kernel_size', 'strides', 'dilations', 'padding', 'use_bias',
+              'kernel_init', 'bias_init'}
+_NORM_KEYS = {'epsilon', 'use_scale', 'use_bias', 'scale_init', 'bias_init'}
+_POOL_KEYS = {'window_shape', 'strides', 'padding'}
+ALLOWED_KWARGS: Dict[OpType, frozenset] = {
+    OpType.CONV: frozenset(_CONV_KEYS | {'features', 'feature_group_count'}),
+    OpType.DEPTHWISE_CONV: frozenset(_CONV_KEYS | {'depth_multiplier'}),
+    OpType.DENSE: frozenset({'features', 'use_bias', 'kernel_init',
+                             'bias_init'}),
+    OpType.BATCH_NORM: frozenset(_NORM_KEYS | {'momentum', 'stateless'}),
+    OpType.LAYER_NORM: frozenset(_NORM_KEYS),
+    OpType.GELU: frozenset({'approximate'}),
+    OpType.SOFTMAX: frozenset({'axis'}),
+    OpType.AVG_POOL: frozenset(_POOL_KEYS),
+    OpType.MAX_POOL: frozenset(_POOL_KEYS),
+    OpType.GLOBAL_AVG_POOL: frozenset({'keepdims'}),
+    OpType.MEAN: frozenset({'axis', 'keepdims'}),
+    OpType.CONCAT: frozenset({'axis'}),
+    OpType.RESHAPE: frozenset({'new_shape'}),
+    OpType.TRANSPOSE: frozenset({'axes'}),
+    OpType.DROPOUT: frozenset({'rate'}),
+}
+
+_TRUNCATED_STDDEV = 0.87962566103423978  # stddev of N(0,1) truncated at +-2
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableSpec:
+  """A variable an op needs.
+
+  Attributes:
+    shape: the variable's shape.
+    init: an initializer string (`'I:zeros'`, `'I:normal:stddev:0.01'`, ...).
+    trainable: False for batch-norm moving statistics.
+    fan_in: inputs feeding one output unit (for variance scaling).
+    fan_out: outputs fed by one input unit.
+  """
+  shape: tuple
+  init: Any
+  trainable: bool = True
+  fan_in: int = 1
+  fan_out: int = 1
+
+
+def check_kwargs(op: ir.Op, kwargs: Mapping[str, Any]) -> None:
+  """Raises ValueError naming the op if `kwargs` has keys its type ignores."""
+  unknown = sorted(set(kwargs) - ALLOWED_KWARGS.get(op.type, frozenset()))
+  if unknown:
+    raise ValueError(
+        f'Op {op.name!r} ({op.type.name}): unknown kwargs {unknown}; allowed: '
+        f'{sorted(ALLOWED_KWARGS.get(op.type, ()))}')
+
+
+def _pair(value: Any, where: str, name: str) -> List[int]:
+  if isinstance(value, (list, tuple)):
+    if len(value) != 2:
+      raise ValueError(f'{where}: {name} must be an int or 2 ints, got '
+                       f'{value!r}')
+    return [int(v) for v in value]
+  return [int(value)] * 2
+
+
+def _require(kwargs: Mapping[str, Any], key: str, where: str) -> Any:
+  if key not in kwargs:
+    raise ValueError(f'{where}: missing required kwarg {key!r}')
+  return kwargs[key]
+
+
+def _padding(kwargs: Mapping[str, Any], default: str, where: str) -> str:
+  padding = str(kwargs.get('padding', default)).upper()
+  if padding not in ('SAME', 'VALID'):
+    raise ValueError(f"{where}: padding must be 'SAME' or 'VALID', got "
+                     f'{kwargs["padding"]!r}')
+  return padding
+
+
+def _channels(shape: Sequence[Optional[int]], where: str, rank=None) -> int:
+  if rank is not None and len(shape) != rank:
+    raise ValueError(f'{where}: expects a rank-{rank} (NHWC) input, got shape '
+                     f'{tuple(shape)}')
+  if not shape or shape[-1] is None:
+    raise ValueError(f'{where}: the last dim of input shape {tuple(shape)} '
+                     'must be known')
+  return int(shape[-1])
+
+
+def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
+                   input_shapes: Sequence[Sequence[Optional[int]]],
+                   stateless_batch_norm: bool = False
+                   ) -> Dict[str, VariableSpec]:
+  """The variables `op` needs for inputs of the given static shapes.
+
+  Args:
+    op: the op.
+    kwargs: its resolved kwargs.
+    input_shapes: static input shapes in slot order (None for unknown dims).
+    stateless_batch_norm: the model's default for batch norm.
+
+  Returns:
+    A dict from variable name (`kernel`, `bias`, `gamma`, ...) to spec;
+    empty for ops without variables.
+
+  Raises:
+    ValueError: naming the op, on a missing required kwarg, an unknown
+      channel count or an unsupported option.
+  """
+  where = f'Op {op.name!r} ({op.type.name})'
+  check_kwargs(op, kwargs)
+  kernel_init = kwargs.get('kernel_init', 'I:lecun_normal')
+  bias_init = kwargs.get('bias_init', 'I:zeros')
+  specs = {}
+  if op.type == OpType.CONV:
+    cin = _channels(input_shapes[0], where, rank=4)
+    features = int(_require(kwargs, 'features', where))
+    if int(kwargs.get('feature_group_count', 1)) != 1:
+      raise ValueError(f'{where}: feature_group_count must be 1, got '
+                       f'{kwargs["feature_group_count"]!r}; use '
+                       'DEPTHWISE_CONV')
+    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
+                   'kernel_size')
+    specs['kernel'] = VariableSpec((kh, kw, cin, features), kernel_init,
+                                   fan_in=kh * kw * cin,
+                                   fan_out=kh * kw * features)
+    if kwargs.get('use_bias', True):
+      specs['bias'] = VariableSpec((features,), bias_init)
+  elif op.type == OpType.DEPTHWISE_CONV:
+    cin = _channels(input_shapes[0], where, rank=4)
+    mult = int(kwargs.get('depth_multiplier', 1))
+    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
+                   'kernel_size')
+    specs['kernel'] = VariableSpec((kh, kw, cin, mult), kernel_init,
+                                   fan_in=kh * kw, fan_out=kh * kw * mult)
+    if kwargs.get('use_bias', True):
+      specs['bias'] = VariableSpec((cin * mult,), bias_init)
+  elif op.type == OpType.DENSE:
+    cin = _channels(input_shapes[0], where)
+    features = int(_require(kwargs, 'features', where))
+    specs['kernel'] = VariableSpec((cin, features), kernel_init, fan_in=cin,
+                                   fan_out=features)
+    if kwargs.get('use_bias', True):
+      specs['bias'] = VariableSpec((features,), bias_init)
+  elif op.type in (OpType.BATCH_NORM, OpType.LAYER_NORM):
+    c = _channels(input_shapes[0], where)
+    if kwargs.get('use_scale', True):
+      specs['gamma'] = VariableSpec((c,), kwargs.get('scale_init', 'I:ones'))
+    if kwargs.get('use_bias', True):
+      specs['beta'] = VariableSpec((c,), kwargs.get('bias_init', 'I:zeros'))
+    stateless = kwargs.get('stateless', stateless_batch_norm)
+    if op.type == OpType.BATCH_NORM and not stateless:
+      specs['moving_mean'] = VariableSpec((c,), 'I:zeros', trainable=False)
+      specs['moving_variance'] = VariableSpec((c,), 'I:ones', trainable=False)
+  return specs
+
+
+def initial_value(spec: VariableSpec, seed: Optional[int],
+                  var_name: str, where: str) -> tf.Tensor:
+  """The initial value of a variable, as a float32 tensor of `spec.shape`.
+
+  `spec.init` is `'I:<fn>'` or `'I:<fn>:k1:v1:...'` with fn one of zeros,
+  ones, constant (value), normal (stddev, mean), truncated_normal (stddev),
+  uniform (minval, maxval), lecun_normal, lecun_uniform, he_normal /
+  kaiming_normal, he_uniform / kaiming_uniform, glorot_normal /
+  xavier_normal, glorot_uniform / xavier_uniform; or a number (constant).
+
+  Args:
+    spec: the variable's spec.
+    seed: None draws from the global generator; an int draws a value fixed
+      by (seed, `var_name`).
+    var_name: the full variable name, e.g. `'conv/kernel'`.
+    where: names the op in errors.
+
+  Returns:
+    A float32 tensor.
+
+  Raises:
+    ValueError: on an unknown initializer or bad arguments (naming the op).
+  """
+  shape = spec.shape
+  if isinstance(spec.init, (int, float)):
+    return tf.fill(shape, tf.constant(float(spec.init), tf.float32))
+  if not isinstance(spec.init, str) or not spec.init.startswith('I:'):
+    raise ValueError(f'{where}: initializer must be an "I:<fn>" string or a '
+                     f'number, got {spec.init!r}')
+  parts = spec.init[2:].split(':')
+  fn, args = parts[0], parts[1:]
+  if len(args) % 2:
+    raise ValueError(f'{where}: initializer {spec.init!r} needs key:value '
+                     'pairs after the name')
+  try:
+    kw = {args[i]: float(args[i + 1]) for i in range(0, len(args), 2)}
+  except ValueError:
+    raise ValueError(
+        f'{where}: non-numeric argument in {spec.init!r}') from None
+  stateless_seed = None
+  if seed is not None:
+    stateless_seed = [int(seed), zlib.crc32(var_name.encode()) & 0x7fffffff]
+
+  def normal(stddev, mean=0.0):
+    if stateless_seed is None:
+      return tf.random.normal(shape, mean, stddev)
+    return tf.random.stateless_normal(shape, stateless_seed, mean, stddev)
+
+  def truncated(stddev):
+    if stateless_seed is None:
+      return tf.random.truncated_normal(shape, 0.0, stddev)
+    return tf.random.stateless_truncated_normal(shape, stateless_seed, 0.0,
+                                                stddev)
+
+  def uniform(lo, hi):
+    if stateless_seed is None:
+      return tf.random.uniform(shape, lo, hi)
+    return tf.random.stateless_uniform(shape, stateless_seed, lo, hi)
+
+  scaling = {'lecun': (1.0, 'fan_in'), 'he': (2.0, 'fan_in'),
+             'kaiming': (2.0, 'fan_in'), 'glorot': (1.0, 'fan_avg'),
+             'xavier': (1.0, 'fan_avg')}
+  family, _, dist = fn.rpartition('_')
+  known_args = {'zeros': set(), 'ones': set(), 'constant': {'value'},
+                'normal': {'stddev', 'mean'}, 'truncated_normal': {'stddev'},
+                'uniform': {'minval', 'maxval'}}
+  if fn in known_args or (family in scaling and dist in ('normal', 'uniform')):
+    unknown = set(kw) - known_args.get(fn, {'scale'})
+    if unknown:
+      raise ValueError(f'{where}: initializer {spec.init!r} takes no '
+                       f'argument(s) {sorted(unknown)}')
+  if fn == 'zeros':
+    return tf.zeros(shape, tf.float32)
+  if fn == 'ones':
+    return tf.ones(shape, tf.float32)
+  if fn == 'constant':
+    return tf.fill(shape, tf.constant(kw.get('value', 0.0), tf.float32))
+  if fn == 'normal':
+    return normal(kw.get('stddev', 1e-2), kw.get('mean', 0.0))
+  if fn == 'truncated_normal':
+    return truncated(kw.get('stddev', 1e-2))
+  if fn == 'uniform':
+    return uniform(kw.get('minval', -0.05), kw.get('maxval', 0.05))
+  if family in scaling and dist in ('normal', 'uniform'):
+    scale, mode = scaling[family]
+    scale = kw.get('scale', scale)
+    fan = (spec.fan_in if mode == 'fan_in'
+           else (spec.fan_in + spec.fan_out) / 2.0)
+    variance = scale / max(1.0, fan)
+    if dist == 'normal':
+      return truncated(math.sqrt(variance) / _TRUNCATED_STDDEV)
+    limit = math.sqrt(3.0 * variance)
+    return uniform(-limit, limit)
+  raise ValueError(f'{where}: unknown initializer {spec.init!r}')
+
+
+def _batch_size(x: tf.Tensor):
+  static = x.shape[0]
+  return static if static is not None else tf.shape(x)[0]
+
+
+def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
+            name: str) -> List[int]:
+  values = (list(value) if isinstance(value, (list, tuple))
+            else [value] * len(spatial))
+  if len(values) != len(spatial):
+    raise ValueError(f'{where}: {name} {value!r} does not match '
+                     f'{len(spatial)} spatial dims')
+  out = []
+  for v, dim in zip(values, spatial):
+    v = int(v)
+    if v == 0:  # 0 means the whole dim (global pooling).
+      if dim is None:
+        raise ValueError(f'{where}: {name} 0 needs a static spatial size')
+      v = int(dim)
+    out.append(v)
+  return out
+
+
+def _batch_norm(x, kwargs, variables, training, stateless):
+  axes = list(range(x.shape.rank - 1))
+  gamma, beta = variables.get('gamma'), variables.get('beta')
+  eps = float(kwargs.get('epsilon', 1e-3))
+  if training or stateless:
+    mean, variance = tf.nn.moments(x, axes)
+  else:
+    mean, variance = variables['moving_mean'], variables['moving_variance']
+  y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, eps)
+  if training and not stateless:
+    momentum = float(kwargs.get('momentum', 0.99))
+    updates = [
+        variables['moving_mean'].assign(
+            momentum * variables['moving_mean'] + (1 - momentum) * mean),
+        variables['moving_variance'].assign(
+            momentum * variables['moving_variance'] +
+            (1 - momentum) * variance)]
+    with tf.control_dependencies(updates):
+      y = tf.identity(y)
+  return y
+
+
+def _layer_norm(x, kwargs, variables):
+  mean, variance = tf.nn.moments(x, [-1], keepdims=True)
+  return tf.nn.batch_normalization(x, mean, variance, variables.get('beta'),
+                                   variables.get('gamma'),
+                                   float(kwargs.get('epsilon', 1e-6)))
+
+
+def _conv(op_type, x, kwargs, variables, where):
+  strides = _pair(kwargs.get('strides', 1), where, 'strides')
+  dilations = _pair(kwargs.get('dilations', 1), where, 'dilations')
+  padding = _padding(kwargs, 'SAME', where)
+  if op_type == OpType.CONV:
+    y = tf.nn.conv2d(x, variables['kernel'], [1] + strides + [1], padding,
+                     dilations=[1] + dilations + [1])
+  else:
+    y = tf.nn.depthwise_conv2d(x, variables['kernel'], [1] + strides + [1],
+                               padding, dilations=dilations)
+  if 'bias' in variables:
+    y = tf.nn.bias_add(y, variables['bias'])
+  return y
+
+
+def _dense(x, variables):
+  kernel = variables['kernel']
+  if x.shape.rank == 2:
+    y = tf.matmul(x, kernel)
+  else:
+    y = tf.tensordot(x, kernel, [[x.shape.rank - 1], [0]])
+    y.set_shape(x.shape[:-1].concatenate(kernel.shape[-1:]))
+  if 'bias' in variables:
+    y = y + variables['bias']
+  return y
+
+
+def _pool(op_type, x, kwargs, where):
+  spatial = x.shape[1:-1]
+  window = _window(_require(kwargs, 'window_shape', where), spatial, where,
+                   'window_shape')
+  strides = _window(kwargs.get('strides', 1), spatial, where, 'strides')
+  padding = _padding(kwargs, 'VALID', where)
+  pool = tf.nn.avg_pool if op_type == OpType.AVG_POOL else tf.nn.max_pool
+  return pool(x, window, strides, padding)
+
+
+def _reshape(op_type, x, kwargs, where):
+  if op_type == OpType.FLATTEN:
+    rest = x.shape[1:]
+    size = rest.num_elements() if rest.is_fully_defined() else -1
+    return tf.reshape(x, [_batch_size(x), size])
+  new_shape = list(_require(kwargs, 'new_shape', where))
+  if new_shape and new_shape[0] == 'B':
+    new_shape[0] = _batch_size(x)
+  if any(isinstance(d, str) for d in new_shape):
+    raise ValueError(f'{where}: new_shape {kwargs["new_shape"]!r} has strings '
+                     "other than a leading 'B'")
+  return tf.reshape(x, new_shape)
+
+
+_ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
+    OpType.RELU: tf.nn.relu,
+    OpType.RELU6: tf.nn.relu6,
+    OpType.SWISH: lambda x: x * tf.nn.sigmoid(x),
+    OpType.H_SWISH: lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
+    OpType.SIGMOID: tf.nn.sigmoid,
+    OpType.H_SIGMOID: lambda x: tf.nn.relu6(x + 3.0) / 6.0,
+    OpType.IDENTITY: tf.identity,
+    OpType.NONE: tf.stop_gradient,
+}
+
+
+def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
+          variables: Mapping[str, tf.Variable], training: bool = False,
+          stateless_batch_norm: bool = False) -> List[tf.Tensor]:
+  """Runs one op.
+
+  Args:
+    op: the op.
+    kwargs: its resolved kwargs.
+    inputs: float tensors, in slot order.
+    variables: the op's variables by name (see `variable_specs`).
+    training: batch norm uses batch statistics and updates its moving
+      averages; dropout drops.
+    stateless_batch_norm: the model's default for batch norm.
+
+  Returns:
+    A list of `op.num_outputs` tensors.
+
+  Raises:
+    ValueError: naming the op, on bad kwargs.
+  """
+  where = f'Op {op.name!r} ({op.type.name})'
+  check_kwargs(op, kwargs)
+  t = op.type
+  x = inputs[0]
+  if t in _ACTIVATIONS:
+    y = _ACTIVATIONS[t](x)
+  elif t == OpType.GELU:
+    y = tf.nn.gelu(x, approximate=bool(kwargs.get('approximate', False)))
+  elif t == OpType.SOFTMAX:
+    y = tf.nn.softmax(x, axis=int(kwargs.get('axis', -1)))
+  elif t in (OpType.CONV, OpType.DEPTHWISE_CONV):
+    y = _conv(t, x, kwargs, variables, where)
+  elif t == OpType.DENSE:
+    y = _dense(x, variables)
+  elif t == OpType.BATCH_NORM:
+    y = _batch_norm(x, kwargs, variables, training,
+                    kwargs.get('stateless', stateless_batch_norm))
+  elif t == OpType.LAYER_NORM:
+    y = _layer_norm(x, kwargs, variables)
+  elif t == OpType.ADD:
+    y = inputs[0]
+    for other in inputs[1:]:
+      y = y + other
+  elif t == OpType.MUL:
+    y = inputs[0]
+    for other in inputs[1:]:
+      y = y * other
+  elif t in (OpType.AVG_POOL, OpType.MAX_POOL):
+    y = _pool(t, x, kwargs, where)
+  elif t == OpType.GLOBAL_AVG_POOL:
+    y = tf.reduce_mean(x, list(range(1, x.shape.rank - 1)),
+                       keepdims=bool(kwargs.get('keepdims', False)))
+  elif t == OpType.MEAN:
+    axis = _require(kwargs, 'axis', where)
+    axis = list(axis) if isinstance(axis, (list, tuple)) else int(axis)
+    y = tf.reduce_mean(x, axis, keepdims=bool(kwargs.get('keepdims', False)))
+  elif t == OpType.CONCAT:
+    y = tf.concat(list(inputs), int(kwargs.get('axis', -1)))
+  elif t in (OpType.FLATTEN, OpType.RESHAPE):
+    y = _reshape(t, x, kwargs, where)
+  elif t == OpType.TRANSPOSE:
+    y = tf.transpose(x, list(_require(kwargs, 'axes', where)))
+  elif t == OpType.DROPOUT:
+    rate = float(_require(kwargs, 'rate', where))
+    y = tf.nn.dropout(x, rate) if training and rate > 0 else x
+  else:
+    raise ValueError(f'{where}: unknown op type {t!r}')
+  return [y]

@@ -1,0 +1,152 @@
+"""Symbolic kwargs, resolved from input shapes and constants (reference §1.6).
+
+A kwarg value may be a string that is resolved when the op is built:
+
+* `"K:<name>"`: `int(constants[name])`, a named integer constant;
+* `"S:<d>"`: dim `d` of the op's first input (`"S:-1"` is its channels);
+* `"S:<i>:<d>"` (i an int): dim `d` of the op's i-th input;
+* `"S:<tensor>:<d>"`: dim `d` of a named tensor computed earlier;
+* a `%<div>` and/or `*<mul>` suffix: `(value // div) * mul`, where `div`
+  must divide the value (`"S:-1*2"`, `"S:-1%4"`, `"S:-1%2*4"`).
+
+Lists and tuples resolve element-wise. Any other string (`"SAME"`, `"B"`,
+initializers `"I:..."`) is left as it is. Unlike the reference, which
+resolves only some kwargs per op type, every `S:`/`K:` string of every kwarg
+is resolved. Resolution always works on copies; the graph is never changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from tunas_tf.graph import ir
+
+Shape = Tuple[Optional[int], ...]
+
+
+def is_symbolic(value: Any) -> bool:
+  """Whether `value` is an `S:`/`K:` string (or a list holding one)."""
+  if isinstance(value, (list, tuple)):
+    return any(is_symbolic(v) for v in value)
+  return isinstance(value, str) and value[:2] in ('S:', 'K:')
+
+
+def _int(text: str, value: str, where: str) -> int:
+  try:
+    return int(text)
+  except ValueError:
+    raise ValueError(f'{where}: bad number {text!r} in symbolic value '
+                     f'{value!r}') from None
+
+
+def resolve_value(value: Any,
+                  input_shapes: Sequence[Shape],
+                  constants: Optional[Mapping[str, Any]] = None,
+                  tensor_shapes: Optional[Mapping[str, Shape]] = None,
+                  where: str = 'op') -> Any:
+  """Resolves one kwarg value.
+
+  Args:
+    value: the kwarg value (any type; only `S:`/`K:` strings change).
+    input_shapes: static shapes of the op's inputs, in slot order.
+    constants: named integer constants for `K:`.
+    tensor_shapes: shapes of earlier tensors by canonical name, for
+      `"S:<tensor>:<d>"`.
+    where: names the op and kwarg in error messages.
+
+  Returns:
+    The resolved value: an int for a symbolic string, a list/tuple of the
+    same type for a sequence, `value` itself otherwise.
+
+  Raises:
+    ValueError: naming `where` and the value, on an unknown constant or
+      tensor, an unknown (None) dim, an out-of-range dim, or a `%` that does
+      not divide.
+  """
+  if isinstance(value, (list, tuple)):
+    return type(value)(resolve_value(v, input_shapes, constants, tensor_shapes,
+                                     where) for v in value)
+  if not is_symbolic(value):
+    return value
+  text, mul, div = value, 1, 1
+  if text.count('*') > 1 or text.count('%') > 1:
+    raise ValueError(f'{where}: at most one `*` and one `%` allowed in '
+                     f'{value!r}')
+  if '*' in text:
+    text, mul_text = text.split('*')
+    mul = _int(mul_text, value, where)
+  if '%' in text:
+    text, div_text = text.split('%')
+    div = _int(div_text, value, where)
+    if div <= 0:
+      raise ValueError(f'{where}: divisor must be positive in {value!r}')
+  kind, rest = text[0], text[2:]
+  if kind == 'K':
+    constants = constants or {}
+    if rest not in constants:
+      raise ValueError(f'{where}: unknown constant {rest!r} in {value!r}; '
+                       f'known: {sorted(constants)}')
+    base = int(constants[rest])
+  else:
+    key, _, dim_text = rest.rpartition(':')
+    dim = _int(dim_text, value, where)
+    if not key:
+      shape = _slot_shape(input_shapes, 0, value, where)
+    elif _is_int(key):
+      shape = _slot_shape(input_shapes, int(key), value, where)
+    else:
+      tensor = ir.canonicalize_tensor_name(key)
+      if tensor not in (tensor_shapes or {}):
+        raise ValueError(f'{where}: unknown tensor {tensor!r} in {value!r}')
+      shape = tuple(tensor_shapes[tensor])
+    if not -len(shape) <= dim < len(shape):
+      raise ValueError(f'{where}: dim {dim} out of range for shape '
+                       f'{tuple(shape)} in {value!r}')
+    base = shape[dim]
+    if base is None:
+      raise ValueError(f'{where}: dim {dim} of shape {tuple(shape)} is unknown;'
+                       f' {value!r} needs a static size')
+    base = int(base)
+  if base % div:
+    raise ValueError(f'{where}: {base} is not divisible by {div} in {value!r}')
+  return (base // div) * mul
+
+
+def _is_int(text: str) -> bool:
+  try:
+    int(text)
+    return True
+  except ValueError:
+    return False
+
+
+def _slot_shape(input_shapes: Sequence[Shape], slot: int, value: str,
+                where: str) -> Shape:
+  if not -len(input_shapes) <= slot < len(input_shapes):
+    raise ValueError(f'{where}: input slot {slot} out of range '
+                     f'({len(input_shapes)} inputs) in {value!r}')
+  return tuple(input_shapes[slot])
+
+
+def resolve_kwargs(op: ir.Op,
+                   input_shapes: Sequence[Shape],
+                   constants: Optional[Mapping[str, Any]] = None,
+                   tensor_shapes: Optional[Mapping[str, Shape]] = None
+                   ) -> Dict[str, Any]:
+  """The op's merged kwargs (`Op.kwargs`) with symbolic values resolved.
+
+  Args:
+    op: the op; it is not modified.
+    input_shapes: static shapes of its inputs, in slot order.
+    constants: named integer constants for `K:`.
+    tensor_shapes: shapes of earlier tensors, for `"S:<tensor>:<d>"`.
+
+  Returns:
+    A new dict of kwargs.
+
+  Raises:
+    ValueError: as `resolve_value`, naming the op and the kwarg.
+  """
+  return {key: resolve_value(value, input_shapes, constants, tensor_shapes,
+                             where=f'op {op.name!r} kwarg {key!r}')
+          for key, value in op.kwargs.items()}
