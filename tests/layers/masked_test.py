@@ -1,0 +1,168 @@
+"""Tests for layers/masked.py: width twins, masked vs sliced ops, batch norm."""
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from tunas_tf.layers import masked
+from tunas_tf.search_space import filters
+
+Width = masked.Width
+
+
+class FilterTwinsTest(tf.test.TestCase):
+
+  def test_tf_scale_filters_agrees_with_python_on_a_grid(self):
+    multipliers = (0.1, 0.3, 1 / 3, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0,
+                   3.0, 6.0)
+    widths = list(range(1, 330))
+    for multiplier, base in itertools.product(multipliers, (1, 8, 16)):
+      expected = [filters.scale_filters(f, multiplier, base) for f in widths]
+      got = masked.tf_scale_filters(tf.constant(widths), multiplier, base)
+      self.assertEqual(got.dtype, tf.int32)
+      self.assertAllEqual(got, expected, msg=f'{multiplier} {base}')
+
+  def test_tf_make_divisible_agrees_with_python_on_a_grid(self):
+    values = [v / 4 for v in range(1, 2000)]  # 0.25 .. 499.75, incl. x.5 ties.
+    for divisor in (1, 3, 8, 16):
+      expected = [filters.make_divisible(v, divisor) for v in values]
+      got = masked.tf_make_divisible(tf.constant(values), divisor)
+      self.assertEqual(got.dtype, tf.int32)
+      self.assertAllEqual(got, expected, msg=str(divisor))
+
+  def test_twins_work_in_graph_mode(self):
+    scale = tf.function(lambda f: masked.tf_scale_filters(f, 0.625, 8))
+    divisible = tf.function(lambda v: masked.tf_make_divisible(v * 0.25, 8))
+    self.assertEqual(int(scale(tf.constant(20))), 16)  # 12.5 / 8 + .5 -> 2.
+    self.assertEqual(int(divisible(tf.constant(120.0))), 32)  # 30 -> 32.
+
+  def test_twins_reject_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'base must be positive, got 0'):
+      masked.tf_scale_filters(8, 1.0, 0)
+    with self.assertRaisesRegex(ValueError, 'multiplier must be >= 0'):
+      masked.tf_scale_filters(8, -1.0, 8)
+    with self.assertRaisesRegex(ValueError, 'divisor must be positive'):
+      masked.tf_make_divisible(8.0, 0)
+
+
+class WidthTest(tf.test.TestCase):
+
+  def test_mask_keeps_the_first_n_channels(self):
+    self.assertAllEqual(Width(5, tf.constant(2)).mask(), [1, 1, 0, 0, 0])
+    self.assertAllEqual(Width(4, 3).mask(), [1, 1, 1, 0])
+    self.assertIsNone(Width(4, 4).mask())
+    self.assertTrue(Width(4, 4).is_full)
+    self.assertFalse(Width(4, tf.constant(4)).is_full)  # Not known statically.
+
+  def test_channels_by_mode(self):
+    width = Width(6, 2)
+    self.assertEqual(width.channels(masked.MASKED), 6)
+    self.assertEqual(width.channels(masked.SAMPLED), 2)
+
+  def test_check_mode_names_the_allowed_modes(self):
+    self.assertEqual(masked.check_mode('masked'), 'masked')
+    with self.assertRaisesRegex(
+        ValueError, r"Unknown supernet mode 'tpu'; expected one of "
+        r"\('masked', 'sampled'\)"):
+      masked.check_mode('tpu')
+
+
+class OpsTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_effective_kernel_masks_or_slices(self):
+    kernel = tf.reshape(tf.range(1, 13, dtype=tf.float32), [1, 1, 3, 4])
+    in_w, out_w = Width(3, tf.constant(2)), Width(4, tf.constant(1))
+    sliced = masked.effective_kernel(kernel, in_w, out_w, 'sampled')
+    # Rows are the input channels: [[1..4], [5..8], [9..12]].
+    self.assertAllEqual(sliced, [[[[1.0], [5.0]]]])
+    masked_kernel = masked.effective_kernel(kernel, in_w, out_w, 'masked')
+    self.assertAllEqual(masked_kernel[0, 0],
+                        [[1, 0, 0, 0], [5, 0, 0, 0], [0, 0, 0, 0]])
+    # 1^2 + 5^2 in both modes.
+    self.assertAllClose(masked.l2_sum(kernel, in_w, out_w, 'masked'), 26.0)
+    self.assertAllClose(masked.l2_sum(kernel, in_w, out_w, 'sampled'), 26.0)
+
+  def test_effective_vector(self):
+    vector = tf.constant([1.0, 2.0, 3.0])
+    self.assertAllEqual(
+        masked.effective_vector(vector, Width(3, 2), 'sampled'), [1, 2])
+    self.assertAllEqual(
+        masked.effective_vector(vector, Width(3, 2), 'masked'), [1, 2, 0])
+
+  def test_stateless_batch_norm_by_hand(self):
+    # One channel, values 1 and 3: mean 2, variance 1 -> -1, +1 (eps 0).
+    x = tf.reshape(tf.constant([1.0, 3.0]), [2, 1, 1, 1])
+    y = masked.stateless_batch_norm(x, tf.constant([2.0]), tf.constant([0.5]),
+                                    Width(1, 1), 'sampled', epsilon=0.0)
+    self.assertAllClose(tf.reshape(y, [-1]), [-1.5, 2.5])
+
+  @parameterized.parameters(1, 2)
+  def test_conv_depthwise_and_batch_norm_agree_across_modes(self, strides):
+    rng = np.random.default_rng(0)
+    in_w, out_w = Width(5, tf.constant(3)), Width(6, tf.constant(4))
+    x_full = rng.normal(size=[2, 5, 5, 5]).astype(np.float32)
+    x_full[..., 3:] = 0.0  # Masked channels are zero in masked mode.
+    kernel = tf.constant(rng.normal(size=[3, 3, 5, 6]), tf.float32)
+    dw_kernel = tf.constant(rng.normal(size=[3, 3, 5, 1]), tf.float32)
+    gamma = tf.constant(rng.normal(size=[6]), tf.float32)
+    beta = tf.constant(rng.normal(size=[6]), tf.float32)
+    bias = tf.constant(rng.normal(size=[6]), tf.float32)
+    outputs = {}
+    for mode in masked.MODES:
+      x = x_full if mode == 'masked' else x_full[..., :3]
+      y = masked.conv2d(x, kernel, in_w, out_w, strides, mode, bias)
+      z = masked.stateless_batch_norm(y, gamma, beta, out_w, mode)
+      d = masked.depthwise_conv2d(x, dw_kernel, in_w, strides, mode)
+      s = masked.activation(z, 'sigmoid', out_w, mode)
+      outputs[mode] = (y, z, d, s)
+    for got_masked, got_sampled, n in zip(outputs['masked'],
+                                          outputs['sampled'], (4, 4, 3, 4)):
+      self.assertAllClose(got_masked[..., :n], got_sampled, atol=1e-5)
+      self.assertAllEqual(got_masked[..., n:],
+                          tf.zeros_like(got_masked[..., n:]))
+      self.assertEqual(got_sampled.shape[-1], n)
+
+  @parameterized.parameters('relu', 'relu6', 'swish6', 'sigmoid')
+  def test_activation_values(self, name):
+    x = tf.constant([-4.0, -1.0, 0.0, 1.0, 7.0])
+    expected = {
+        'relu': [0, 0, 0, 1, 7],
+        'relu6': [0, 0, 0, 1, 6],
+        # x * relu6(x + 3) / 6.
+        'swish6': [0, -1 * 2 / 6, 0, 1 * 4 / 6, 7],
+        'sigmoid': 1 / (1 + np.exp(-np.array([-4.0, -1.0, 0.0, 1.0, 7.0]))),
+    }[name]
+    self.assertAllClose(masked.activation(x, name), expected)
+
+  def test_activation_rejects_unknown_name(self):
+    with self.assertRaisesRegex(ValueError, "Unknown activation 'gelu'"):
+      masked.activation(tf.zeros([1]), 'gelu')
+
+
+class InitTest(tf.test.TestCase):
+
+  def test_he_normal_has_the_target_stddev_and_is_truncated(self):
+    shape = [3, 3, 64, 256]
+    fan_in = masked.conv_fan_in(shape)
+    self.assertEqual(fan_in, 576)
+    self.assertEqual(masked.depthwise_fan_in([5, 5, 96, 1]), 25)
+    stddev = masked.he_normal_stddev(fan_in)
+    value = masked.truncated_normal_init(shape, stddev, seed=1, name='k')
+    self.assertAllClose(np.std(value), stddev, rtol=0.02)
+    # Truncated at two standard deviations of the underlying normal.
+    self.assertLessEqual(np.max(np.abs(value)),
+                         2 * stddev / masked.TRUNCATED_NORMAL_STDDEV + 1e-6)
+
+  def test_seeded_draws_depend_on_seed_and_name(self):
+    a = masked.truncated_normal_init([10], 1.0, seed=3, name='a')
+    self.assertAllEqual(a, masked.truncated_normal_init([10], 1.0, 3, 'a'))
+    self.assertNotAllClose(a, masked.truncated_normal_init([10], 1.0, 3, 'b'))
+    self.assertNotAllClose(a, masked.truncated_normal_init([10], 1.0, 4, 'a'))
+    self.assertAllClose(np.std(masked.normal_init([20000], 0.01, 0, 'c')),
+                        0.01, rtol=0.03)
+
+
+if __name__ == '__main__':
+  tf.test.main()

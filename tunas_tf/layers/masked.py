@@ -1,0 +1,405 @@
+"""Convolutions and batch norm over the widest filters, for one width sample.
+
+The supernet allocates every weight at its widest width. A layer's runtime
+width is a `Width`: the static maximum and the sampled count `n` (a Python
+int when known while building, else a scalar int32 Tensor). Every op here
+takes a `mode`:
+
+* `'masked'` (TPU, static shapes): tensors keep all `Width.max` channels;
+  channels `n..max-1` are zero. Kernels are multiplied by the input-mask (x)
+  output-mask outer product and batch norm is followed by the channel mask
+  `tf.sequence_mask(n, max)` (the first `n` channels on), as the original's
+  `MaskedConv2D` / `MaskedStatelessBatchNorm` (`reference/tunas.md` §6.3).
+* `'sampled'` (CPU/GPU): tensors have exactly `n` channels; kernels, biases
+  and batch-norm parameters are sliced to their leading `n` entries
+  (`kernel[:, :, :n_in, :n_out]`), so the work is that of the sampled width.
+
+Batch norm is always stateless (batch statistics), so normalising the `n`
+sliced channels equals normalising all channels and masking; the two modes
+give the same values and gradients on the first `n` channels.
+
+Also here: the tensor twins of `filters.scale_filters` and
+`filters.make_divisible`, the He-normal initialisers and the activations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from typing import Optional, Sequence, Union
+
+import tensorflow as tf
+
+from tunas_tf.search_space import ops as ops_lib
+
+MASKED = 'masked'
+SAMPLED = 'sampled'
+MODES = (MASKED, SAMPLED)
+
+BATCH_NORM_EPSILON = 1e-3
+# Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
+# makes a truncated normal have the requested standard deviation.
+TRUNCATED_NORMAL_STDDEV = 0.87962566
+
+IntLike = Union[int, tf.Tensor]
+
+
+def check_mode(mode: str) -> str:
+  """Returns `mode` if it is one of `MODES`.
+
+  Raises:
+    ValueError: naming the mode and the allowed ones.
+  """
+  if mode not in MODES:
+    raise ValueError(f'Unknown supernet mode {mode!r}; expected one of {MODES}')
+  return mode
+
+
+# -----------------------------------------------------------------------------
+# Tensor twins of the filter-rounding rules.
+# -----------------------------------------------------------------------------
+
+
+def tf_scale_filters(filters: IntLike, multiplier: float,
+                     base: int) -> tf.Tensor:
+  """Tensor twin of `filters.scale_filters`.
+
+  `max(base, base * floor(filters * multiplier / base + 0.5))`, computed in
+  float64 so that it rounds exactly as the Python version does.
+
+  Args:
+    filters: scalar int Tensor (or Python int), the width to scale.
+    multiplier: non-negative Python float.
+    base: positive Python int.
+
+  Returns:
+    Scalar int32 Tensor.
+
+  Raises:
+    ValueError: for a non-positive `base` or a negative `multiplier`.
+  """
+  if base <= 0:
+    raise ValueError(f'tf_scale_filters: base must be positive, got {base}')
+  if multiplier < 0:
+    raise ValueError(
+        f'tf_scale_filters: multiplier must be >= 0, got {multiplier}')
+  value = tf.cast(filters, tf.float64) * float(multiplier) / float(base)
+  scaled = tf.cast(tf.floor(value + 0.5), tf.int32) * base
+  return tf.maximum(tf.constant(base, tf.int32), scaled)
+
+
+def tf_make_divisible(value: Union[float, tf.Tensor],
+                      divisor: int) -> tf.Tensor:
+  """Tensor twin of `filters.make_divisible` (the MobileNet rounding rule).
+
+  Args:
+    value: scalar float Tensor (or Python number).
+    divisor: positive Python int.
+
+  Returns:
+    Scalar int32 Tensor.
+
+  Raises:
+    ValueError: for a non-positive `divisor`.
+  """
+  if divisor <= 0:
+    raise ValueError(
+        f'tf_make_divisible: divisor must be positive, got {divisor}')
+  value = tf.cast(value, tf.float64)
+  d = tf.constant(float(divisor), tf.float64)
+  rounded = tf.maximum(d, tf.floor((value + d / 2) / d) * d)
+  rounded = tf.where(rounded < 0.9 * value, rounded + d, rounded)
+  return tf.cast(rounded, tf.int32)
+
+
+# -----------------------------------------------------------------------------
+# Widths.
+# -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Width:
+  """A layer width: the static maximum and the sampled count.
+
+  Attributes:
+    max: Python int, the allocated (widest) width.
+    n: the sampled width, a Python int when static or a scalar int32 Tensor;
+      `1 <= n <= max`.
+  """
+  max: int
+  n: IntLike
+
+  @property
+  def is_full(self) -> bool:
+    """True when the width is statically the maximum (no mask or slice)."""
+    return isinstance(self.n, int) and self.n == self.max
+
+  def mask(self) -> Optional[tf.Tensor]:
+    """The channel mask, or None when the width is statically full.
+
+    Returns:
+      float32 Tensor [max] with the first `n` entries 1 and the rest 0, or
+      None.
+    """
+    if self.is_full:
+      return None
+    return tf.sequence_mask(self.n, self.max, dtype=tf.float32)
+
+  def channels(self, mode: str) -> IntLike:
+    """The channel count of a tensor of this width in `mode` (max or n)."""
+    return self.max if mode == MASKED else self.n
+
+
+def _slice_to(value: tf.Tensor, axis: int, width: Width) -> tf.Tensor:
+  """`value` sliced to the leading `width.n` entries along `axis`."""
+  if width.is_full:
+    return value
+  return value[(slice(None),) * axis + (slice(None, width.n),)]
+
+
+def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
+                     out_width: Optional[Width], mode: str) -> tf.Tensor:
+  """The part of a widest kernel that the sampled widths use.
+
+  Args:
+    kernel: float32 Tensor [kh, kw, in_max, out_max] (HWIO), or a depthwise
+      kernel [kh, kw, C_max, 1] with `out_width` None.
+    in_width: `Width` of axis 2, or None to leave the axis as is.
+    out_width: `Width` of axis 3, or None to leave the axis as is.
+    mode: `'masked'` (multiply by the masks' outer product; same shape) or
+      `'sampled'` (slice to [kh, kw, n_in, n_out]).
+
+  Returns:
+    float32 Tensor: the masked kernel (masked) or the sliced one (sampled).
+  """
+  check_mode(mode)
+  if mode == SAMPLED:
+    if in_width is not None:
+      kernel = _slice_to(kernel, 2, in_width)
+    if out_width is not None:
+      kernel = _slice_to(kernel, 3, out_width)
+    return kernel
+  if in_width is not None and not in_width.is_full:
+    kernel = kernel * in_width.mask()[:, tf.newaxis]
+  if out_width is not None and not out_width.is_full:
+    kernel = kernel * out_width.mask()
+  return kernel
+
+
+def effective_vector(vector: tf.Tensor, width: Width, mode: str) -> tf.Tensor:
+  """A per-channel vector (bias, gamma, beta) masked or sliced to `width`.
+
+  Args:
+    vector: float32 Tensor [width.max].
+    width: the channel `Width`.
+    mode: `'masked'` or `'sampled'`.
+
+  Returns:
+    float32 Tensor [max] (masked, zero beyond n) or [n] (sampled).
+  """
+  check_mode(mode)
+  if width.is_full:
+    return vector
+  if mode == SAMPLED:
+    return _slice_to(vector, 0, width)
+  return vector * width.mask()
+
+
+def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
+           out_width: Optional[Width], mode: str,
+           active: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """Sum of squares of the effective (masked or sliced) kernel.
+
+  Both modes give the same value: the masked kernel is zero exactly where
+  the sliced one has no entry.
+
+  Args:
+    kernel, in_width, out_width, mode: as for `effective_kernel`.
+    active: optional scalar bool Tensor; where False the kernel is replaced
+      by zeros (with `tf.where`, so the result and its gradient are exactly
+      0 even for non-finite weights).
+
+  Returns:
+    Scalar float32 Tensor.
+  """
+  kernel = effective_kernel(kernel, in_width, out_width, mode)
+  if active is not None:
+    kernel = tf.where(active, kernel, tf.zeros_like(kernel))
+  return tf.reduce_sum(tf.square(kernel))
+
+
+# -----------------------------------------------------------------------------
+# Ops.
+# -----------------------------------------------------------------------------
+
+
+def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: Width, out_width: Width,
+           strides: int, mode: str,
+           bias: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """'SAME' convolution with a widest kernel at the sampled widths.
+
+  Args:
+    x: float32 Tensor [batch, H, W, C]; C = in_width.max (masked) or
+      in_width.n (sampled).
+    kernel: float32 Tensor [k, k, in_max, out_max].
+    in_width: input `Width`.
+    out_width: output `Width`.
+    strides: Python int, the stride in both spatial dims.
+    mode: `'masked'` or `'sampled'`.
+    bias: optional float32 Tensor [out_max].
+
+  Returns:
+    float32 Tensor [batch, ceil(H/strides), ceil(W/strides), C_out] with
+    C_out = out_width.max (masked, zero beyond n) or out_width.n (sampled).
+  """
+  kernel = effective_kernel(kernel, in_width, out_width, mode)
+  y = tf.nn.conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
+  if bias is not None:
+    y = tf.nn.bias_add(y, effective_vector(bias, out_width, mode))
+  return y
+
+
+def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
+                     strides: int, mode: str) -> tf.Tensor:
+  """'SAME' depthwise convolution (multiplier 1) at the sampled width.
+
+  Args:
+    x: float32 Tensor [batch, H, W, C] (C = width.max or width.n by mode).
+    kernel: float32 Tensor [k, k, C_max, 1].
+    width: the channel `Width`.
+    strides: Python int.
+    mode: `'masked'` or `'sampled'`.
+
+  Returns:
+    float32 Tensor [batch, ceil(H/strides), ceil(W/strides), C].
+  """
+  kernel = effective_kernel(kernel, width, None, mode)
+  return tf.nn.depthwise_conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
+
+
+def stateless_batch_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
+                         width: Width, mode: str,
+                         epsilon: float = BATCH_NORM_EPSILON) -> tf.Tensor:
+  """Batch norm with the batch's own statistics, then the channel mask.
+
+  Used in training and validation forwards alike (search-time batch norm
+  keeps no moving averages). In masked mode all `max` channels are
+  normalised and the result is multiplied by the channel mask; in sampled
+  mode only the `n` channels exist. Statistics are per channel, so the two
+  agree on the first `n` channels.
+
+  Args:
+    x: float32 Tensor [batch, H, W, C] (C = width.max or width.n by mode).
+    gamma: float32 Tensor [C_max], the scale.
+    beta: float32 Tensor [C_max], the offset.
+    width: the channel `Width`.
+    mode: `'masked'` or `'sampled'`.
+    epsilon: Python float added to the variance.
+
+  Returns:
+    float32 Tensor of the shape of `x`.
+  """
+  check_mode(mode)
+  mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
+  if mode == SAMPLED:
+    gamma = effective_vector(gamma, width, mode)
+    beta = effective_vector(beta, width, mode)
+  y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, epsilon)
+  if mode == MASKED and not width.is_full:
+    y = y * width.mask()
+  return y
+
+
+def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
+               mode: str = SAMPLED) -> tf.Tensor:
+  """Applies the activation `name` (one of `ops.ACTIVATIONS`).
+
+  swish6 is x * relu6(x + 3) / 6. In masked mode an activation that does not
+  map 0 to 0 (sigmoid) is followed by the channel mask of `width`, so that
+  channels beyond the sampled width stay zero.
+
+  Args:
+    x: float32 Tensor of any shape.
+    name: activation name.
+    width: the channel `Width` of `x` (only read in masked mode).
+    mode: `'masked'` or `'sampled'`.
+
+  Returns:
+    float32 Tensor of the shape of `x`.
+
+  Raises:
+    ValueError: for an unknown activation name.
+  """
+  if name == ops_lib.RELU:
+    return tf.nn.relu(x)
+  if name == ops_lib.RELU6:
+    return tf.nn.relu6(x)
+  if name == ops_lib.SWISH6:
+    return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
+  if name == ops_lib.SIGMOID:
+    y = tf.sigmoid(x)
+    if mode == MASKED and width is not None and not width.is_full:
+      y = y * width.mask()
+    return y
+  raise ValueError(
+      f'Unknown activation {name!r}; expected one of {ops_lib.ACTIVATIONS}')
+
+
+# -----------------------------------------------------------------------------
+# Initialisers.
+# -----------------------------------------------------------------------------
+
+
+def _stateless_seed(seed: int, name: str) -> Sequence[int]:
+  return [int(seed), zlib.crc32(name.encode()) & 0x7fffffff]
+
+
+def truncated_normal_init(shape: Sequence[int], stddev: float,
+                          seed: Optional[int] = None,
+                          name: str = '') -> tf.Tensor:
+  """A truncated normal draw with standard deviation `stddev`.
+
+  The draw is truncated at two standard deviations of the underlying normal,
+  whose standard deviation is `stddev / 0.87962566` so that the truncated
+  values have `stddev`.
+
+  Args:
+    shape: the shape, Python ints.
+    stddev: the target standard deviation.
+    seed: None for the global generator, or an int: the value is then fixed
+      by (`seed`, `name`).
+    name: the variable's name (only used with a seed).
+
+  Returns:
+    float32 Tensor of `shape`.
+  """
+  std = stddev / TRUNCATED_NORMAL_STDDEV
+  if seed is None:
+    return tf.random.truncated_normal(shape, 0.0, std)
+  return tf.random.stateless_truncated_normal(
+      shape, _stateless_seed(seed, name), 0.0, std)
+
+
+def normal_init(shape: Sequence[int], stddev: float,
+                seed: Optional[int] = None, name: str = '') -> tf.Tensor:
+  """A normal draw N(0, stddev^2); `seed` and `name` as for truncated_normal."""
+  if seed is None:
+    return tf.random.normal(shape, 0.0, stddev)
+  return tf.random.stateless_normal(shape, _stateless_seed(seed, name), 0.0,
+                                    stddev)
+
+
+def he_normal_stddev(fan_in: int) -> float:
+  """sqrt(2 / fan_in): the He-normal target standard deviation."""
+  return math.sqrt(2.0 / max(1, fan_in))
+
+
+def conv_fan_in(shape: Sequence[int]) -> int:
+  """Fan-in of a conv kernel [kh, kw, in, out]: kh * kw * in."""
+  return int(shape[0]) * int(shape[1]) * int(shape[2])
+
+
+def depthwise_fan_in(shape: Sequence[int]) -> int:
+  """Fan-in of a depthwise kernel [kh, kw, C, 1]: kh * kw (per channel)."""
+  return int(shape[0]) * int(shape[1])

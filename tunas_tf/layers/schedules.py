@@ -1,0 +1,190 @@
+"""Step-indexed schedules: warm-up probabilities and learning rates.
+
+Every schedule is a small pure function of the global step (reference §2.2
+item 8, §2.4 and §2.8). The step is a Python int or a scalar integer tensor
+(int32 or int64, so the int64 global step works); step arithmetic (clipping,
+differences) stays in int64 and only the final small quantities are cast to
+float32, so huge steps such as `1 << 32` lose no precision. Every schedule
+returns a scalar float32 Tensor and contains no Python branch on the step, so
+it can be built once in a graph or traced once by `tf.function`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Union
+
+import tensorflow as tf
+
+Step = Union[int, tf.Tensor, tf.Variable]
+Scalar = Union[float, tf.Tensor]
+
+
+def _non_negative_int(value: int, name: str) -> int:
+  """Returns `value` as an int; raises ValueError if it is negative."""
+  try:
+    value = operator.index(value)
+  except TypeError as e:
+    raise TypeError(f'`{name}` must be a Python int, got {value!r}') from e
+  if value < 0:
+    raise ValueError(f'`{name}` must be >= 0, got {name}={value}')
+  return value
+
+
+def _int64_step(step: Step) -> tf.Tensor:
+  """Converts a Python int or scalar integer tensor to a scalar int64 Tensor."""
+  step = tf.convert_to_tensor(step)
+  if not step.dtype.is_integer:
+    raise TypeError(f'`step` must be an integer (int32 or int64), got dtype '
+                    f'{step.dtype.name}')
+  if step.shape.rank not in (None, 0):
+    raise ValueError(f'`step` must be a scalar, got shape {step.shape}')
+  return tf.cast(step, tf.int64)
+
+
+def _linear_warmup(step: Step, warmup_steps: int, name: str) -> tf.Tensor:
+  warmup_steps = _non_negative_int(warmup_steps, name)
+  step = _int64_step(step)
+  if warmup_steps == 0:
+    return tf.constant(1.0, tf.float32)
+  # Clip in int64 first: t <= 0 gives exactly 0 and t >= N exactly 1.
+  clipped = tf.clip_by_value(step, tf.constant(0, tf.int64),
+                             tf.constant(warmup_steps, tf.int64))
+  return tf.cast(clipped, tf.float32) / float(warmup_steps)
+
+
+def linear_warmup(step: Step, warmup_steps: int) -> tf.Tensor:
+  """Ramps linearly from 0 at step 0 to 1 at `warmup_steps`.
+
+  warmup(t) = clip(t / N, 0, 1) for N > 0, and 1 for N == 0 (no warm-up).
+
+  Args:
+    step: the current step t, a Python int or a scalar int32/int64 Tensor.
+      Negative steps count as 0.
+    warmup_steps: N, a non-negative Python int.
+
+  Returns:
+    Scalar float32 Tensor in [0, 1].
+
+  Raises:
+    ValueError: if `warmup_steps` is negative or `step` is not a scalar.
+    TypeError: if `step` is not an integer.
+  """
+  return _linear_warmup(step, warmup_steps, 'warmup_steps')
+
+
+def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
+  """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
+
+  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0 (already
+  decayed). Used for the op and filter warm-up probabilities (reference §2.2).
+
+  Args:
+    step: the current step t, a Python int or a scalar int32/int64 Tensor.
+      Negative steps count as 0.
+    decay_steps: N, a non-negative Python int.
+
+  Returns:
+    Scalar float32 Tensor in [0, 1].
+
+  Raises:
+    ValueError: if `decay_steps` is negative or `step` is not a scalar.
+    TypeError: if `step` is not an integer.
+  """
+  return 1.0 - _linear_warmup(step, decay_steps, 'decay_steps')
+
+
+def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
+                                    total_steps: int,
+                                    warmup_steps: int) -> tf.Tensor:
+  """Linear warm-up to the peak, then cosine decay to 0 (reference §2.4).
+
+  With t = max(step, 0), T = `total_steps`, W = `warmup_steps`:
+
+  * W > 0 and t < W: lr = peak * t / W
+  * otherwise:       lr = peak * 0.5 * (1 + cos(pi * min(t - W, T - W) / (T - W)))
+
+  so lr = 0 from step T on. Negative steps count as step 0 in both branches
+  (with W == 0 that gives the peak; TF1's `cosine_decay` would instead
+  mirror the curve for negative steps).
+
+  Args:
+    peak_learning_rate: the peak learning rate, a Python float or a scalar
+      float Tensor.
+    step: the current step, a Python int or a scalar int32/int64 Tensor.
+    total_steps: T, a Python int; the step where the rate reaches 0.
+    warmup_steps: W, a Python int with 0 <= W < T.
+
+  Returns:
+    Scalar float32 Tensor.
+
+  Raises:
+    ValueError: unless total_steps > warmup_steps >= 0, or if `step` is not
+      a scalar.
+    TypeError: if `step` is not an integer.
+  """
+  warmup_steps = _non_negative_int(warmup_steps, 'warmup_steps')
+  total_steps = operator.index(total_steps)
+  if total_steps <= warmup_steps:
+    raise ValueError(f'Need total_steps > warmup_steps >= 0, got '
+                     f'total_steps={total_steps}, warmup_steps={warmup_steps}')
+  step = tf.maximum(_int64_step(step), tf.constant(0, tf.int64))
+  peak = tf.cast(peak_learning_rate, tf.float32)
+
+  decay_steps = total_steps - warmup_steps
+  decay_step = tf.minimum(step - warmup_steps, decay_steps)
+  cosine = 0.5 * (1.0 + tf.cos(
+      math.pi * tf.cast(decay_step, tf.float32) / float(decay_steps)))
+  if warmup_steps == 0:
+    return peak * cosine
+  warmup = tf.cast(tf.minimum(step, warmup_steps), tf.float32) / float(
+      warmup_steps)
+  return peak * tf.where(step < warmup_steps, warmup, cosine)
+
+
+def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
+                     total_steps: int,
+                     use_exponential_schedule: bool = True) -> tf.Tensor:
+  """The controller's learning rate: a delay, then optionally 10x growth.
+
+  lr = base * 1[t >= D] * 10 ** progress, with
+  progress = relu((t - D) / max(1, T - D)), D = `delay_steps`,
+  T = `total_steps` (reference §2.8; the delay follows FBNet, Appendix A).
+  Without the exponential schedule, lr = base * 1[t >= D].
+
+  So lr is 0 before step D, `base` at D, and `10 * base` at T. Progress is not
+  clipped at 1, as in the original: past T the factor keeps growing
+  (100x at T + (T - D)), and for steps far past T it overflows float32 to
+  inf. Training stops at T, so this never happens in a search.
+
+  Args:
+    base_learning_rate: the base rate (already scaled), a Python float or a
+      scalar float Tensor.
+    step: the current step t, a Python int or a scalar int32/int64 Tensor.
+    delay_steps: D, a non-negative Python int; the rate is 0 for t < D.
+    total_steps: T, a non-negative Python int; the step where the factor is
+      10. T <= D is allowed (the denominator is then 1).
+    use_exponential_schedule: whether to apply the 10 ** progress factor.
+
+  Returns:
+    Scalar float32 Tensor.
+
+  Raises:
+    ValueError: if `delay_steps` or `total_steps` is negative, or if `step`
+      is not a scalar.
+    TypeError: if `step` is not an integer.
+  """
+  delay_steps = _non_negative_int(delay_steps, 'delay_steps')
+  total_steps = _non_negative_int(total_steps, 'total_steps')
+  step = _int64_step(step)
+  base = tf.cast(base_learning_rate, tf.float32)
+
+  enable = tf.cast(step >= delay_steps, tf.float32)
+  learning_rate = base * enable
+  if not use_exponential_schedule:
+    return learning_rate
+  progress = tf.nn.relu(
+      tf.cast(step - delay_steps, tf.float32) /
+      float(max(1, total_steps - delay_steps)))
+  return learning_rate * tf.pow(10.0, progress)

@@ -1,0 +1,112 @@
+"""A numerically silent data dependency (the gradient-sync barrier).
+
+Reference §2.5 item 18. Control dependencies can be dropped by XLA, so the
+barrier ties tensors together with a real data edge instead: a scalar read
+from every dependency is added to every output, scaled so that the addition
+changes nothing.
+
+How the added term is kept exactly zero: the scalar s (the sum of element
+[0, ..., 0] of every dependency) is cast to the output's dtype, NaN is
+replaced by 0, and s is clipped to [-tiny, tiny], where tiny is the dtype's
+smallest positive normal number. The term -|s| * tiny then has magnitude at
+most tiny**2, far below the smallest subnormal of any IEEE format, so it
+rounds to -0.0 with or without flush-to-zero, and x + (-0.0) == x for every
+x, signed zeros included. The constant tiny itself is non-zero, so graph
+optimisers cannot fold the product to a constant and prune the edge. (The
+original added tiny * s unclipped, which changes outputs equal to 0 when
+|s| >= 1 and spreads NaN/inf from a dependency into every output.)
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+# Smallest positive normal number of each floating dtype, 2 ** (min exponent).
+_SMALLEST_NORMAL = {
+    tf.float16: 2.0**-14,
+    tf.bfloat16: 2.0**-126,
+    tf.float32: 2.0**-126,
+    tf.float64: 2.0**-1022,
+}
+
+
+def smallest_normal(dtype: tf.dtypes.DType) -> float:
+  """Returns the smallest positive normal number of a floating dtype.
+
+  Args:
+    dtype: one of float16, bfloat16, float32, float64.
+
+  Returns:
+    A Python float (1.1754944e-38 for float32 and bfloat16).
+
+  Raises:
+    ValueError: if `dtype` is not one of those floating dtypes.
+  """
+  dtype = tf.as_dtype(dtype)
+  if dtype not in _SMALLEST_NORMAL:
+    raise ValueError(f'Expected a floating dtype, got {dtype.name}')
+  return _SMALLEST_NORMAL[dtype]
+
+
+def with_data_dependencies(
+    dependencies: Sequence[tf.Tensor],
+    outputs: Sequence[Optional[tf.Tensor]]) -> List[Optional[tf.Tensor]]:
+  """Returns `outputs` unchanged in value but data-dependent on `dependencies`.
+
+  Element [0, ..., 0] of every dependency is cast to the first dependency's
+  dtype and summed; the sum is passed through `tf.stop_gradient`, bounded as
+  described in the module docstring and added, times the output dtype's
+  smallest normal number, to every output. The values are bit-for-bit
+  unchanged, but no output can be computed before every dependency exists.
+  Gradients flow to `outputs` unchanged (the addition has derivative 1) and
+  never to `dependencies`.
+
+  Args:
+    dependencies: tensors of any shape (each with at least one element) and
+      any numeric dtype. May be empty, in which case `outputs` are returned
+      as they are.
+    outputs: floating tensors (float16, bfloat16, float32, float64) of any
+      shape. `None` entries (e.g. gradients of unreached variables) are
+      passed through as `None`.
+
+  Returns:
+    A list with one tensor per output, each with that output's shape, dtype
+    and values.
+
+  Raises:
+    ValueError: if an output is not a floating tensor.
+  """
+  outputs = [None if o is None else tf.convert_to_tensor(o) for o in outputs]
+  for i, output in enumerate(outputs):
+    if output is not None and output.dtype not in _SMALLEST_NORMAL:
+      raise ValueError(f'with_data_dependencies: outputs must be floating, '
+                       f'got dtype {output.dtype.name} for output {i}')
+  if not dependencies:
+    return outputs
+
+  with tf.name_scope('with_data_dependencies'):
+    dependencies = [tf.convert_to_tensor(d) for d in dependencies]
+    dtype = dependencies[0].dtype
+    first_elements = [
+        tf.cast(tf.reshape(d, [-1])[0], dtype) for d in dependencies
+    ]
+    total = tf.stop_gradient(tf.add_n(first_elements))
+
+    terms = {}  # One term per output dtype.
+    results = []
+    for output in outputs:
+      if output is None:
+        results.append(None)
+        continue
+      out_dtype = output.dtype
+      if out_dtype not in terms:
+        tiny = smallest_normal(out_dtype)
+        value = tf.cast(total, out_dtype)
+        value = tf.where(tf.math.is_nan(value), tf.zeros_like(value), value)
+        value = tf.clip_by_value(value, -tiny, tiny)
+        # |term| <= tiny**2 rounds to -0.0; adding -0.0 changes nothing.
+        terms[out_dtype] = -tf.abs(value) * tf.constant(tiny, out_dtype)
+      results.append(output + terms[out_dtype])
+    return results
