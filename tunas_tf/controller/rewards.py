@@ -1,0 +1,148 @@
+"""Reward functions that trade quality against an estimated cost (reference §4).
+
+With Q the quality (validation accuracy), c the estimated cost, T the cost
+target and beta the exponent (negative, e.g. -0.1):
+
+* `abs`:       adjustment = beta * |c / T - 1|;       reward = Q + adjustment
+* `mnas`:      adjustment = (c / T) ** beta;          reward = Q * adjustment
+* `mnas_hard`: adjustment = min((c / T) ** beta, 1);  reward = Q * adjustment
+
+`abs` (the TuNAS absolute-value reward) penalises missing the target on
+either side; `mnas` also rewards being faster than the target; `mnas_hard`
+only penalises being slower.
+
+`compute_reward` works on Python floats and NumPy values (in float64) and
+returns floats (or arrays for array inputs); `tf_compute_reward` is its
+TensorFlow twin, returning float32 tensors. `compute_reward` hands over to
+the twin when any input is a tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Union
+
+import numpy as np
+import tensorflow as tf
+
+REWARD_ABS = 'abs'
+REWARD_MNAS = 'mnas'
+REWARD_MNAS_HARD = 'mnas_hard'
+REWARDS = (REWARD_ABS, REWARD_MNAS, REWARD_MNAS_HARD)
+
+Number = Union[float, np.ndarray]
+NumberOrTensor = Union[float, np.ndarray, tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardStats:
+  """A reward and the terms it was computed from.
+
+  Fields are Python floats (or NumPy arrays) from `compute_reward` on
+  numbers, and float32 tensors of the inputs' broadcast shape (scalars in the
+  search) from `tf_compute_reward`.
+
+  Attributes:
+    reward: the reward passed to REINFORCE.
+    cost_ratio: c / T.
+    cost_adjustment: the multiplicative factor (`mnas`, `mnas_hard`) or the
+      additive penalty (`abs`).
+  """
+  reward: Any
+  cost_ratio: Any
+  cost_adjustment: Any
+
+
+def _check_kind(kind: str) -> None:
+  if kind not in REWARDS:
+    raise ValueError(f'Unknown reward {kind!r}; expected one of {REWARDS}')
+
+
+def _check_target(target: NumberOrTensor) -> None:
+  """Raises ValueError if `target` is known (statically) to be <= 0."""
+  static = tf.get_static_value(target) if tf.is_tensor(target) else target
+  if static is not None and np.any(np.asarray(static) <= 0):
+    raise ValueError(f'The cost target must be > 0, got target={static}')
+
+
+def _to_python(value: np.ndarray) -> Number:
+  return float(value) if np.ndim(value) == 0 else value
+
+
+def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
+                   target: NumberOrTensor, exponent: NumberOrTensor,
+                   kind: str) -> RewardStats:
+  """Computes a cost-aware reward (formulas in the module docstring).
+
+  Args:
+    quality: Q, the validation accuracy; a float, NumPy value or tensor.
+    cost: c, the estimated cost (same unit as `target`).
+    target: T, the cost target; must be > 0.
+    exponent: beta, usually negative (e.g. -0.1).
+    kind: one of `REWARDS`.
+
+  Returns:
+    `RewardStats(reward, cost_ratio, cost_adjustment)`: Python floats when
+    every input is a scalar number, NumPy float64 arrays of the broadcast
+    shape for array inputs, and float32 tensors (see `tf_compute_reward`)
+    when any input is a tensor.
+
+  Raises:
+    ValueError: if `kind` is not in `REWARDS`, or `target` is <= 0 (checked
+      when its value is known without running a graph).
+  """
+  if any(tf.is_tensor(x) for x in (quality, cost, target, exponent)):
+    return tf_compute_reward(quality, cost, target, exponent, kind)
+  _check_kind(kind)
+  _check_target(target)
+  quality, cost, target, exponent = (
+      np.asarray(x, np.float64) for x in (quality, cost, target, exponent))
+  ratio = cost / target
+  if kind == REWARD_ABS:
+    adjustment = exponent * np.abs(ratio - 1.0)
+    reward = quality + adjustment
+  else:
+    adjustment = np.power(ratio, exponent)
+    if kind == REWARD_MNAS_HARD:
+      adjustment = np.minimum(adjustment, 1.0)
+    reward = quality * adjustment
+  return RewardStats(reward=_to_python(reward), cost_ratio=_to_python(ratio),
+                     cost_adjustment=_to_python(adjustment))
+
+
+def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
+                      target: NumberOrTensor, exponent: NumberOrTensor,
+                      kind: str) -> RewardStats:
+  """TensorFlow twin of `compute_reward`.
+
+  Args:
+    quality: Q, a scalar float Tensor (any float dtype, e.g. bfloat16
+      accuracy) or a number; cast to float32.
+    cost: c, a scalar float Tensor or a number; cast to float32.
+    target: T, a scalar float Tensor or a number, > 0; cast to float32.
+    exponent: beta, a scalar float Tensor or a number; cast to float32.
+    kind: one of `REWARDS`.
+
+  Returns:
+    `RewardStats` whose fields are float32 Tensors of the inputs' broadcast
+    shape (scalar float32 Tensors for scalar inputs).
+
+  Raises:
+    ValueError: if `kind` is not in `REWARDS`, or `target` is <= 0 (checked
+      when its value is known statically, e.g. a Python float or a constant).
+  """
+  _check_kind(kind)
+  _check_target(target)
+  quality, cost, target, exponent = (
+      tf.cast(x, tf.float32) for x in (quality, cost, target, exponent))
+  ratio = cost / target
+  if kind == REWARD_ABS:
+    adjustment = exponent * tf.abs(ratio - 1.0)
+    reward = quality + adjustment
+  else:
+    adjustment = tf.pow(ratio, exponent)
+    if kind == REWARD_MNAS_HARD:
+      adjustment = tf.minimum(adjustment, 1.0)
+    reward = quality * adjustment
+  return RewardStats(reward=reward, cost_ratio=ratio,
+                     cost_adjustment=adjustment)
