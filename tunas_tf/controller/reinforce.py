@@ -1,0 +1,328 @@
+"""The REINFORCE controller: one categorical per OneOf (reference §5).
+
+`Controller` (a `tf.Module`, so it checkpoints) owns one zero-initialised
+float32 logits variable per OneOf of a search space, named `logits/<path>`
+(the initial policy is uniform). `independent_sample` draws an architecture
+from it:
+
+* each OneOf samples a one-hot mask from softmax(logits / temperature)
+  (plain TF: `tf.random.categorical`), with its log-probability and the
+  distribution's exact entropy;
+* warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
+  becomes the uniform vector [1/n, ..., 1/n] (op tag: every op runs, each
+  weighted 1/n) or the one-hot of the largest choice (filters tag), and the
+  log-prob log(p); otherwise the sample stays and the log-prob is
+  log(1 - p) + log pi(a). p None changes nothing;
+* log-prob and entropy are summed over the *active* OneOfs only: a OneOf
+  nested under a choice whose mask entry is |m| <= 1e-6 (anywhere up its
+  path, e.g. the kernel of a skipped layer) contributes nothing.
+
+Tags never tie parameters: they only pick the warm-up rule and name the
+`logits_by_tag` entries. The final architecture of a search is the argmax of
+each OneOf's logits independently (`argmax_indices`, `argmax_architecture`).
+
+Works eagerly, inside `tf.function` (with a `Controller` made outside) and in
+a TF1 graph (the Estimator's model_fn, where a new `Controller` per graph is
+right: its variables are restored by name from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import collections
+import numbers
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.search_space import schema
+
+# A choice is active when its mask entry exceeds this in absolute value.
+ACTIVE_THRESHOLD = 1e-6
+
+Probability = Union[None, float, tf.Tensor]
+
+
+def _variable_name(path: str) -> str:
+  """`logits/<path>`, with characters TF does not allow in names replaced."""
+  name = f'logits/{path}' if path else 'logits'
+  return re.sub(r'[^A-Za-z0-9_.\-/]', '_', name)
+
+
+class Controller(tf.Module):
+  """One zero-initialised float32 logits variable per OneOf of a spec.
+
+  Args:
+    spec: the search space (any nested spec with OneOfs).
+    name: module name (variables are named `logits/<path>` in the current
+      name scope, e.g. `rl_controller/logits/blocks/2/filters` inside the
+      search's `rl_controller` variable scope).
+
+  Attributes:
+    paths: tuple of the OneOf paths, in visit order.
+    num_choices: tuple of their numbers of choices.
+  """
+
+  def __init__(self, spec: Any, name: str = 'controller'):
+    super().__init__(name=name)
+    entries = schema.flatten_with_paths(spec)
+    self.paths = tuple(path for path, _ in entries)
+    self.num_choices = tuple(len(oneof.choices) for _, oneof in entries)
+    self._logits = [
+        tf.Variable(tf.zeros([n], tf.float32), trainable=True,
+                    name=_variable_name(path))
+        for path, n in zip(self.paths, self.num_choices)]
+
+  @property
+  def logits_by_path(self) -> 'collections.OrderedDict[str, tf.Variable]':
+    """OrderedDict path -> logits variable (rank 1 float32 [num_choices])."""
+    return collections.OrderedDict(zip(self.paths, self._logits))
+
+  def check_compatible(self, spec: Any) -> None:
+    """Raises ValueError unless `spec` has this controller's OneOfs.
+
+    Args:
+      spec: a spec to sample with this controller.
+
+    Raises:
+      ValueError: naming the first path or size that differs.
+    """
+    entries = schema.flatten_with_paths(spec)
+    found = [(path, len(oneof.choices)) for path, oneof in entries]
+    mine = list(zip(self.paths, self.num_choices))
+    if found != mine:
+      diff = next((i for i, (a, b) in enumerate(zip(found, mine)) if a != b),
+                  min(len(found), len(mine)))
+      got = found[diff] if diff < len(found) else None
+      want = mine[diff] if diff < len(mine) else None
+      raise ValueError(
+          f'Controller does not match the spec: OneOf {diff} (path, choices) '
+          f'is {got} in the spec but {want} in the controller '
+          f'({len(found)} vs {len(mine)} OneOfs)')
+
+  def argmax_indices(self) -> List[int]:
+    """The final architecture: argmax of each OneOf's logits (eager only)."""
+    return argmax_indices(self.logits_by_path)
+
+
+def _check_probability(value: Probability, name: str) -> Probability:
+  if value is None or tf.is_tensor(value):
+    return value
+  if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+      0.0 <= float(value) <= 1.0):
+    raise ValueError(f'{name} must be None, a tensor or a number in [0, 1], '
+                     f'got {value!r}')
+  return float(value)
+
+
+def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
+                              probability: Probability,
+                              replacement: tf.Tensor
+                              ) -> Tuple[tf.Tensor, tf.Tensor]:
+  """With probability p: replacement and log(p); else log(1-p) + log_prob."""
+  if probability is None:
+    return mask, log_prob
+  probability = tf.convert_to_tensor(probability, tf.float32)
+  replace = tf.less(tf.random.uniform([]), probability)
+  new_mask = tf.where(replace, replacement, mask)
+  new_log_prob = tf.where(replace, tf.math.log(probability),
+                          tf.math.log(1.0 - probability) + log_prob)
+  return new_mask, new_log_prob
+
+
+def _index_of_largest(choices: Sequence[Any]) -> int:
+  """First index of max(choices) (ints, or FilterMultipliers via `<`)."""
+  best = 0
+  for i, choice in enumerate(choices):
+    if choices[best] < choice:
+      best = i
+  return best
+
+
+def _enclosing_choices(path: str, oneof_paths: Mapping[str, Any]
+                       ) -> List[Tuple[str, int]]:
+  """[(ancestor OneOf path, choice index)] for every OneOf enclosing `path`."""
+  tokens = path.split('/') if path else []
+  found = []
+  for k in range(len(tokens) - 1):
+    if tokens[k] == 'choices' and tokens[k + 1].isdigit():
+      parent = '/'.join(tokens[:k])
+      if parent in oneof_paths:
+        found.append((parent, int(tokens[k + 1])))
+  return found
+
+
+# No tensor-dependent Python control flow here: autograph has nothing to
+# convert, and skipping it makes tracing a big space several times faster.
+@tf.autograph.experimental.do_not_convert
+def independent_sample(
+    spec: Any,
+    increase_ops_probability: Probability = None,
+    increase_filters_probability: Probability = None,
+    temperature: Union[float, tf.Tensor] = 1.0,
+    *,
+    controller: Optional[Controller] = None,
+    hierarchical: bool = True,
+) -> Tuple[Any, Dict[str, Any]]:
+  """Samples an architecture, one independent categorical per OneOf.
+
+  Args:
+    spec: the search space.
+    increase_ops_probability: None, or a scalar float (Python number in
+      [0, 1] or tensor): the op warm-up probability p of replacing an op-tag
+      sample by the uniform mask [1/n, ..., 1/n].
+    increase_filters_probability: None, or a scalar float: the filter warm-up
+      probability of replacing a filters-tag sample by the one-hot of its
+      largest choice.
+    temperature: positive scalar; the distribution is softmax(logits / T).
+    controller: the `Controller` whose logits to use; None creates one for
+      `spec` (right in a TF1 model_fn; inside `tf.function` pass one made
+      outside, since variables can only be created on the first trace).
+    hierarchical: if True (the original's default), log-prob and entropy sum
+      over active OneOfs only; if False over all of them.
+
+  Returns:
+    (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
+    OneOfs carry `mask`: a rank-1 float32 tensor of length
+    `len(oneof.choices)` (one-hot, or a warm-up replacement). `dist_info`:
+      - `sample_log_prob`: scalar float32 tensor, log-probability of the
+        sample under the warm-up rule, summed over active OneOfs;
+      - `entropy`: scalar float32 tensor, exact entropy of the (unreplaced)
+        distributions, summed over active OneOfs;
+      - `logits_by_path`: OrderedDict path -> rank-1 float32 tensor
+        logits / temperature, in visit order;
+      - `logits_by_tag`: OrderedDict `<tag>_<k>` -> the same tensors, k
+        counting the OneOfs of that tag in visit order;
+      - `controller`: the `Controller` used (its `trainable_variables` are
+        what REINFORCE updates).
+
+    Single-choice OneOfs get mask [1.0], entropy 0 and log-prob 0 (plus,
+    under warm-up, the constant log(p) or log(1 - p) of the replacement draw,
+    as in the original; it carries no gradient).
+
+  Raises:
+    ValueError: for a Python temperature <= 0, a Python probability outside
+      [0, 1], or a `controller` built for another spec.
+  """
+  if not tf.is_tensor(temperature) and not temperature > 0:
+    raise ValueError(f'temperature must be > 0, got {temperature!r}')
+  increase_ops_probability = _check_probability(increase_ops_probability,
+                                                'increase_ops_probability')
+  increase_filters_probability = _check_probability(
+      increase_filters_probability, 'increase_filters_probability')
+  if controller is None:
+    controller = Controller(spec)
+  else:
+    controller.check_compatible(spec)
+
+  temperature = tf.convert_to_tensor(temperature, tf.float32)
+  logits_by_path = collections.OrderedDict()
+  logits_by_tag = collections.OrderedDict()
+  tag_counts = collections.Counter()
+  masks, log_probs, entropies = {}, {}, {}
+  variables = controller.logits_by_path
+
+  def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
+    n = len(oneof.choices)
+    logits = variables[path] / temperature
+    logits_by_path[path] = logits
+    logits_by_tag[f'{oneof.tag}_{tag_counts[oneof.tag]}'] = logits
+    tag_counts[oneof.tag] += 1
+
+    log_softmax = tf.nn.log_softmax(logits)
+    entropies[path] = -tf.reduce_sum(
+        tf.math.multiply_no_nan(log_softmax, tf.nn.softmax(logits)))
+    if n == 1:
+      mask = tf.ones([1], tf.float32)
+    else:
+      index = tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)
+      mask = tf.one_hot(index[0, 0], n, dtype=tf.float32)
+    log_prob = tf.reduce_sum(mask * log_softmax)
+    if oneof.tag == schema.OP_TAG:
+      mask, log_prob = _replace_with_probability(
+          mask, log_prob, increase_ops_probability,
+          tf.fill([n], 1.0 / n))
+    elif oneof.tag == schema.FILTERS_TAG:
+      mask, log_prob = _replace_with_probability(
+          mask, log_prob, increase_filters_probability,
+          tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32))
+    masks[path] = mask
+    log_probs[path] = log_prob
+    return schema.OneOf(oneof.choices, oneof.tag, mask)
+
+  sampled = schema.map_oneofs_with_paths(visit, spec)
+
+  zero = tf.constant(0.0, tf.float32)
+  sample_log_prob, entropy = zero, zero
+  for path in controller.paths:
+    enclosing = _enclosing_choices(path, masks) if hierarchical else []
+    if not enclosing:
+      sample_log_prob += log_probs[path]
+      entropy += entropies[path]
+      continue
+    active = tf.reduce_all(tf.stack([
+        tf.greater(tf.abs(masks[parent][i]), ACTIVE_THRESHOLD)
+        for parent, i in enclosing]))
+    sample_log_prob += tf.where(active, log_probs[path], zero)
+    entropy += tf.where(active, entropies[path], zero)
+
+  dist_info = {
+      'sample_log_prob': sample_log_prob,
+      'entropy': entropy,
+      'logits_by_path': logits_by_path,
+      'logits_by_tag': logits_by_tag,
+      'controller': controller,
+  }
+  return sampled, dist_info
+
+
+def argmax_indices(logits_by_path: Mapping[str, Any],
+                   spec: Any = None) -> List[int]:
+  """The final architecture: the argmax of each OneOf's logits, independently.
+
+  Args:
+    logits_by_path: mapping path -> rank-1 logits with concrete values
+      (NumPy arrays, eager tensors or variables, e.g. read from a
+      checkpoint), in visit order unless `spec` is given.
+    spec: optional search space; when given, the result follows its visit
+      order and every OneOf must have logits of the right length.
+
+  Returns:
+    One Python int per OneOf (the first maximum on ties).
+
+  Raises:
+    ValueError: if `spec` has a OneOf without logits or with logits of the
+      wrong length.
+  """
+  if spec is None:
+    order = [(path, None) for path in logits_by_path]
+  else:
+    order = [(path, len(o.choices))
+             for path, o in schema.flatten_with_paths(spec)]
+  indices = []
+  for path, n in order:
+    if path not in logits_by_path:
+      raise ValueError(f'argmax_indices: no logits for the OneOf at {path!r}')
+    values = np.asarray(logits_by_path[path]).reshape(-1)
+    if n is not None and values.shape[0] != n:
+      raise ValueError(f'argmax_indices: logits at {path!r} have '
+                       f'{values.shape[0]} entries; the OneOf has {n} choices')
+    indices.append(int(np.argmax(values)))
+  return indices
+
+
+def argmax_architecture(spec: Any, logits_by_path: Mapping[str, Any]) -> Any:
+  """`spec` pruned to the argmax of each OneOf's logits (see `argmax_indices`).
+
+  Args:
+    spec: the search space.
+    logits_by_path: mapping path -> rank-1 logits with concrete values.
+
+  Returns:
+    The pruned spec (no OneOfs).
+
+  Raises:
+    ValueError: as `argmax_indices`.
+  """
+  return schema.prune(spec, argmax_indices(logits_by_path, spec))
