@@ -1,0 +1,300 @@
+"""Multiply-adds of a network, and the exact linear `macs` cost model.
+
+What counts (one multiply-add per weight per output position):
+
+* convolution: `H_out * W_out * k * k * C_in * C_out`;
+* depthwise convolution: `H_out * W_out * k * k * C`;
+* squeeze-and-excite: two 1x1 convolutions on the pooled 1x1 map,
+  `C * S + S * C` with `S = make_divisible(0.25 * C, filters_base)` and C the
+  expanded width;
+* the classifier head: a 1x1 convolution from the network's final width to
+  `num_classes` at the final resolution (1 after a global pool; the
+  MobileNetV3-like head runs its last conv on the pooled 1x1 map, so blocks
+  after the pool count at 1x1 too).
+
+Batch norm, biases, activations, residual adds, the SE gating multiply and
+pooling are not counted. Shapes come from `search_space.resolve` ('SAME'
+padding, `H_out = ceil(H / stride)`).
+
+The MAC count is exactly linear in the coupled features of
+`cost_model.features` (a layer's MACs depend only on its block's width, its
+input width and its own choices, which is what each per-layer feature block
+encodes one-hot), so `macs_cost_model` derives the coefficients directly:
+for each layer it enumerates (block width, input width, the layer's own
+choices), puts the layer's MACs at the hot position of its feature block,
+and folds fixed layers (feature blocks of length 1) into the bias.
+
+The input a space is designed for (resolution, classes, image channels) is
+given by `default_input(ssd)`: the one place these defaults live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from tunas_tf.cost_model import features as features_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import resolve
+from tunas_tf.search_space import schema
+
+# Classes and image channels of the data each space is designed for; the
+# resolution is `mobile.get_image_size(ssd)`. 1001 = ImageNet's 1000 labels
+# plus background, as the original's recipe.
+_IMAGENET_CLASSES = 1001
+_NUM_CLASSES: Dict[str, int] = {'cifar_search': 10, 'digits_search': 10}
+_INPUT_CHANNELS: Dict[str, int] = {'digits_search': 1}
+_DEFAULT_CHANNELS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+  """What the MAC count needs to know about the data.
+
+  Attributes:
+    image_size: int, input resolution in pixels (square images).
+    num_classes: int, width of the classifier.
+    input_channels: int, channels of the input image.
+  """
+  image_size: int
+  num_classes: int
+  input_channels: int
+
+
+def default_input(ssd: str) -> InputSpec:
+  """The input a space is designed for.
+
+  Resolution `mobile.get_image_size(ssd)` (224 for the released spaces and
+  reference models, 32 for `cifar_search`, 8 for `digits_search`); 1001
+  classes for the 224-pixel spaces and 10 for `cifar_search` and
+  `digits_search`; 3 image channels, 1 for `digits_search` (grey digits).
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+
+  Returns:
+    An `InputSpec`.
+
+  Raises:
+    ValueError: for an unknown `ssd` (the message lists the known ones).
+  """
+  image_size = mobile.get_image_size(ssd)
+  return InputSpec(image_size=image_size,
+                   num_classes=_NUM_CLASSES.get(ssd, _IMAGENET_CLASSES),
+                   input_channels=_INPUT_CHANNELS.get(ssd, _DEFAULT_CHANNELS))
+
+
+def resolve_input(ssd: str, image_size: Optional[int] = None,
+                  num_classes: Optional[int] = None,
+                  input_channels: Optional[int] = None) -> InputSpec:
+  """`default_input(ssd)` with the given values overriding the defaults.
+
+  Raises:
+    ValueError: for an unknown `ssd` or a value that is not a positive int.
+  """
+  default = default_input(ssd)
+  chosen = InputSpec(
+      image_size=default.image_size if image_size is None else image_size,
+      num_classes=default.num_classes if num_classes is None else num_classes,
+      input_channels=(default.input_channels if input_channels is None
+                      else input_channels))
+  for field in dataclasses.fields(chosen):
+    value = getattr(chosen, field.name)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
+        value <= 0):
+      raise ValueError(f'{field.name} must be a positive int, got {value!r}')
+  return InputSpec(*(int(getattr(chosen, f.name))
+                     for f in dataclasses.fields(chosen)))
+
+
+def layer_macs(layer: resolve.ResolvedLayer) -> int:
+  """Multiply-adds of one resolved layer (see the module docstring).
+
+  Args:
+    layer: a `resolve.ResolvedLayer`.
+
+  Returns:
+    Python int (0 for activations, pools, endpoints and skipped layers).
+  """
+  op = layer.op
+  out_positions = layer.output_size * layer.output_size
+  if isinstance(op, ops.ConvSpec):
+    return (out_positions * layer.kernel_size**2 * layer.input_width *
+            layer.output_width)
+  if isinstance(op, ops.SeparableConvSpec):
+    depthwise = out_positions * layer.kernel_size**2 * layer.input_width
+    return depthwise + out_positions * layer.input_width * layer.output_width
+  if isinstance(op, ops.DepthwiseBottleneckSpec):
+    expanded = layer.expanded_width
+    expand = layer.input_size * layer.input_size * layer.input_width * expanded
+    depthwise = out_positions * layer.kernel_size**2 * expanded
+    project = out_positions * expanded * layer.output_width
+    squeeze_excite = 2 * expanded * layer.se_width if layer.se_width else 0
+    return expand + depthwise + squeeze_excite + project
+  return 0
+
+
+def classifier_macs(width: int, size: int, num_classes: int) -> int:
+  """MACs of the 1x1 classifier conv on a `size` x `size` x `width` map."""
+  return size * size * width * num_classes
+
+
+def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
+               num_classes: int, input_channels: int = 3) -> int:
+  """Multiply-adds of a fixed network, classifier head included.
+
+  Args:
+    pruned_spec: a `ConvTowerSpec` without OneOfs (e.g. `schema.prune`).
+    image_size: positive int, input resolution (square).
+    num_classes: positive int, classifier width.
+    input_channels: positive int, channels of the input image.
+
+  Returns:
+    Python int. E.g. about 300.8M for `mobilenet_v2` and 320.4M for
+    `proxylessnas_mobile` at 224 pixels and 1001 classes.
+
+  Raises:
+    ValueError: for a spec that still holds OneOfs or malformed shapes (see
+      `resolve.resolve_layers`).
+  """
+  layers = resolve.resolve_layers(pruned_spec, image_size, input_channels)
+  total = sum(layer_macs(layer) for layer in layers)
+  if layers:
+    width, size = layers[-1].output_width, layers[-1].output_size
+  else:
+    width, size = input_channels, image_size
+  return total + classifier_macs(width, size, num_classes)
+
+
+def _width_choices(filters: Any) -> Tuple[Tuple[int, ...], bool]:
+  """(possible widths, whether they carry a mask in the features)."""
+  if isinstance(filters, schema.OneOf):
+    return tuple(filters.choices), True
+  return (filters,), False
+
+
+def _layer_alternatives(layer: Any) -> Dict[int, List[Any]]:
+  """Hot position in the layer's feature block -> distinct pruned layers."""
+  counts = schema.num_choices(layer)
+  found: Dict[int, List[Any]] = {}
+  for combo in itertools.product(*(range(n) for n in counts)):
+    masked = features_lib.attach_one_hot_masks(layer, list(combo))
+    position = int(np.argmax(features_lib.layer_features(masked)))
+    pruned = schema.prune(layer, list(combo))
+    seen = found.setdefault(position, [])
+    if pruned not in seen:
+      seen.append(pruned)
+  return found
+
+
+def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
+                             num_classes: int, input_channels: int = 3
+                             ) -> Tuple[np.ndarray, float]:
+  """Coefficients of the exact linear MAC model of a search space.
+
+  For every one-hot architecture of `spec`,
+  `features(attach_one_hot_masks(spec, indices)) @ kernel + bias` equals
+  `count_macs(schema.prune(spec, indices), ...)`.
+
+  Args:
+    spec: a `ConvTowerSpec`, with or without OneOfs.
+    image_size: positive int, input resolution (square).
+    num_classes: positive int, classifier width.
+    input_channels: positive int, channels of the input image.
+
+  Returns:
+    (kernel, bias): a read-only float64 NumPy array of length
+    `features.feature_length(spec)` and a Python float. Positions no one-hot
+    architecture reaches (a block's later layers coupled to two different
+    widths of its own mask) hold 0.
+
+  Raises:
+    ValueError: if the MACs are not linear in the features: a layer whose
+      choices change the resolution, or two choices sharing a feature with
+      different MACs.
+  """
+  block_lengths = features_lib.block_feature_lengths(spec)
+  kernel = np.zeros([features_lib.feature_length(spec)], np.float64)
+  positions = [(b, j) for b, block in enumerate(spec.blocks)
+               for j in range(len(block.layers))]
+  if not positions:
+    return kernel, float(classifier_macs(input_channels, image_size,
+                                         num_classes))
+  last = positions[-1]
+  bias = 0
+  offset = 0
+  size = image_size
+  # The previous layer's possible output widths, and whether they are masked.
+  in_widths, in_masked = (input_channels,), False
+  for (b, j), length in zip(positions, block_lengths):
+    where = f'blocks/{b}/layers/{j}'
+    layer = spec.blocks[b].layers[j]
+    out_widths, out_masked = _width_choices(spec.blocks[b].filters)
+    alternatives = _layer_alternatives(layer)
+    layer_length = features_lib.layer_feature_length(layer)
+    n_in = len(in_widths) if in_masked else 1
+    out_size = None
+    for (o, out_width), (i, in_width) in itertools.product(
+        enumerate(out_widths), enumerate(in_widths)):
+      if j > 0 and o != i:
+        continue  # Coupled to the block's own mask: only o == i is reachable.
+      for position, pruned_layers in alternatives.items():
+        values = set()
+        for pruned in pruned_layers:
+          resolved = resolve.resolve_layer(
+              pruned, in_width, out_width, size, spec.filters_base, b, j)
+          if out_size is None:
+            out_size = resolved.output_size
+          elif resolved.output_size != out_size:
+            raise ValueError(
+                f'macs: the choices of {where} change the output resolution '
+                f'({out_size} vs {resolved.output_size}); the MAC count is '
+                f'not linear in the features')
+          value = layer_macs(resolved)
+          if (b, j) == last:
+            value += classifier_macs(resolved.output_width,
+                                     resolved.output_size, num_classes)
+          values.add(value)
+        if len(values) > 1:
+          raise ValueError(
+              f'macs: choices of {where} share a feature but differ in MACs '
+              f'{sorted(values)}; the MAC count is not linear in the features')
+        value = values.pop()
+        if length == 1:
+          bias += value
+        else:
+          kernel[offset + (o * n_in + i) * layer_length + position] = value
+    if length > 1:
+      offset += length
+    size = out_size
+    in_widths, in_masked = out_widths, out_masked
+  kernel.setflags(write=False)
+  return kernel, float(bias)
+
+
+@functools.lru_cache(maxsize=32)
+def macs_cost_model(ssd: str, image_size: int, num_classes: int,
+                    input_channels: int) -> Tuple[np.ndarray, float]:
+  """`macs_cost_model_for_spec` of a named space, cached.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    image_size: positive int, input resolution (square).
+    num_classes: positive int, classifier width.
+    input_channels: positive int, channels of the input image.
+
+  Returns:
+    (kernel, bias): read-only float64 NumPy array of length
+    `features.feature_length(space)`, and a Python float. A space without
+    OneOfs (a reference model) has the kernel [0.] and its MACs as the bias.
+
+  Raises:
+    ValueError: for an unknown `ssd`.
+  """
+  return macs_cost_model_for_spec(mobile.get_search_space(ssd), image_size,
+                                  num_classes, input_channels)
