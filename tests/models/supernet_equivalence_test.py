@@ -1,0 +1,269 @@
+"""The two supernet modes agree; sampled mode skips unchosen work; L2 terms.
+
+* masked == sampled: logits, gradients and the regulariser, for samples with
+  a skipped layer, warm-up (uniform) op masks and non-maximal widths.
+* A one-hot sample equals the standalone network of the pruned architecture
+  whose weights are the leading slices of the supernet's (same names).
+* Sampled mode never reads unchosen weights: with every unused branch and
+  every channel beyond the sampled widths set to NaN, outputs and gradients
+  stay finite (and equal to the standalone network's).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tests.models import supernet_test as helpers
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import schema
+
+Supernet = supernet_lib.Supernet
+OneOf = schema.OneOf
+OP, FILTERS = schema.OP_TAG, schema.FILTERS_TAG
+WEIGHT_DECAY = 0.1  # Large, so that the regulariser shows in the gradients.
+
+# digits_search, in visit order (see schema.flatten_with_paths):
+_DIGITS_INDICES = [
+    1,        # blocks/0/filters: 16 of (8, 16, 24, 32)
+    0,        # blocks/1/layers/0/kernel_size (uniform below)
+    0,        # blocks/1/filters: 8 of (8, 16)
+    1, 0, 0,  # blocks/2/layers/0: kernel 5, expansion x3, the bottleneck
+    2, 1, 0,  # blocks/2/layers/1: kernel 7, x6, bottleneck (uniform below)
+    2,        # blocks/2/filters: 24 of (8, 16, 24, 32)
+    2, 1, 0,  # blocks/3/layers/0: kernel 7, x6
+    0, 0, 1,  # blocks/3/layers/1: skipped (Zero)
+    1,        # blocks/3/filters: 24 of (16, ..., 64)
+    2,        # blocks/4/filters: 48 of (32, ..., 128)
+]
+_DIGITS_WARMUP = {
+    'blocks/1/layers/0/kernel_size': helpers.uniform(3),
+    'blocks/2/layers/1/layer': helpers.uniform(2),
+    'blocks/2/layers/1/layer/choices/0/kernel_size': helpers.uniform(3),
+}
+
+
+def _copy_weights(source: Supernet, target: Supernet) -> None:
+  """Assigns `source`'s values to `target`'s variables of the same name."""
+  values = source.variables_by_name()
+  for name, variable in target.variables_by_name().items():
+    variable.assign(values[name][tuple(slice(0, d) for d in variable.shape)])
+
+
+def _run(net, spec, masks, images, use_tf_function=False):
+  """Logits, regulariser and {name: gradient} of sum(logits * w) + reg."""
+
+  def step(masks, images):
+    sampled = helpers.attach(spec, masks)
+    with tf.GradientTape() as tape:
+      logits = net(sampled, images, training=True)
+      reg = net.regularization_loss(sampled, WEIGHT_DECAY)
+      weights = tf.range(1.0, 1.0 + logits.shape[-1]) / 10.0
+      loss = tf.reduce_sum(logits * weights) + reg
+    grads = tape.gradient(loss, net.trainable_variables,
+                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return logits, reg, grads
+
+  if use_tf_function:
+    step = tf.function(step)
+  logits, reg, grads = step(
+      {k: tf.constant(v) for k, v in masks.items()}, images)
+  names = list(net.variables_by_name())
+  return logits, reg, dict(zip(names, grads))
+
+
+def _nan_outside(supernet: Supernet, fixed: Supernet) -> None:
+  """NaN in every supernet weight the fixed architecture does not use."""
+  used = {k: v.shape for k, v in fixed.variables_by_name().items()}
+  for name, variable in supernet.variables_by_name().items():
+    value = np.full(variable.shape, np.nan, np.float32)
+    if name in used:
+      keep = tuple(slice(0, d) for d in used[name])
+      value[keep] = variable.numpy()[keep]
+    variable.assign(value)
+
+
+class ModesAgreeTest(tf.test.TestCase):
+
+  def _assert_modes_agree(self, spec, masks, images, channels,
+                          use_tf_function=False):
+    nets = {mode: Supernet(spec, 10, mode=mode, input_channels=channels,
+                           seed=3) for mode in supernet_lib.MODES}
+    _copy_weights(nets['masked'], nets['sampled'])
+    results = {mode: _run(net, spec, masks, images, use_tf_function)
+               for mode, net in nets.items()}
+    (m_logits, m_reg, m_grads), (s_logits, s_reg, s_grads) = (
+        results['masked'], results['sampled'])
+    self.assertAllClose(m_logits, s_logits, rtol=1e-4, atol=1e-4)
+    self.assertAllClose(m_reg, s_reg, rtol=1e-5)
+    self.assertGreater(float(m_reg), 0.0)
+    self.assertEqual(sorted(m_grads), sorted(s_grads))
+    nonzero = 0
+    for name in m_grads:
+      self.assertAllClose(m_grads[name], s_grads[name], rtol=1e-3, atol=1e-4,
+                          msg=name)
+      nonzero += int(np.any(s_grads[name] != 0))
+    return nonzero, len(m_grads)
+
+  def test_digits_search_warmup_skip_and_narrow_widths(self):
+    spec = mobile.get_search_space('digits_search')
+    masks = helpers.masks_from_indices(spec, _DIGITS_INDICES, _DIGITS_WARMUP)
+    images = tf.random.stateless_uniform([2, 8, 8, 1], [0, 1])
+    nonzero, total = self._assert_modes_agree(spec, masks, images, 1)
+    # Unused: the two other depthwise kernels (+ BN) of blocks/2/layers/0 and
+    # of blocks/3/layers/0, and the whole skipped blocks/3/layers/1 (expand,
+    # three depthwise and project, each with BN): 6 + 6 + 15 variables.
+    self.assertEqual(total - nonzero, 27)
+
+  def test_digits_search_in_tf_function(self):
+    spec = mobile.get_search_space('digits_search')
+    rng = np.random.default_rng(5)
+    masks = helpers.masks_from_indices(spec, helpers.random_indices(spec, rng),
+                                       _DIGITS_WARMUP)
+    images = tf.random.stateless_uniform([3, 8, 8, 1], [0, 2])
+    self._assert_modes_agree(spec, masks, images, 1, use_tf_function=True)
+
+  def test_mobilenet_v3_like_squeeze_excite_and_biases_at_32px(self):
+    spec = mobile.get_search_space('mobilenet_v3_like_search')
+    indices = helpers.random_indices(spec, np.random.default_rng(2))
+    overrides = {}
+    for path, oneof in schema.flatten_with_paths(spec):
+      if path.endswith('use_squeeze_and_excite'):
+        overrides[path] = helpers.uniform(2)  # Both SE branches run.
+      elif path.endswith('/layer'):
+        overrides[path] = helpers.one_hot(2, 0)  # No skipping: more SE.
+    overrides['blocks/3/layers/2/layer'] = helpers.one_hot(2, 1)  # A skip.
+    masks = helpers.masks_from_indices(spec, indices, overrides)
+    self.assertLess(masks['blocks/6/filters'].argmax(), 6)  # Not the widest.
+    images = tf.random.stateless_uniform([2, 32, 32, 3], [0, 3])
+    self._assert_modes_agree(spec, masks, images, 3)
+
+
+class SampledSkipsUnchosenWorkTest(tf.test.TestCase):
+
+  def _check(self, name, indices, image_size, use_tf_function):
+    spec = mobile.get_search_space(name)
+    channels = 1 if name == 'digits_search' else 3
+    pruned = schema.prune(spec, indices)
+    fixed = Supernet(pruned, 10, input_channels=channels)
+    images = tf.random.stateless_uniform(
+        [2, image_size, image_size, channels], [1, 1])
+    masks = helpers.masks_from_indices(spec, indices)
+    expected = None
+    for mode in ('masked', 'sampled'):
+      net = Supernet(spec, 10, mode=mode, input_channels=channels, seed=11)
+      _copy_weights(net, fixed)
+      expected = fixed(pruned, images, training=True)
+      logits, _, _ = _run(net, spec, masks, images)
+      # A one-hot sample is the standalone net with inherited weights.
+      self.assertAllClose(logits, expected, rtol=1e-4, atol=1e-4, msg=mode)
+    # `net` is the sampled-mode supernet: poison what it must not read.
+    _nan_outside(net, fixed)
+    logits, reg, grads = _run(net, spec, masks, images, use_tf_function)
+    self.assertAllClose(logits, expected, rtol=1e-4, atol=1e-4)
+    self.assertTrue(np.isfinite(reg))
+    for var_name, grad in grads.items():
+      self.assertTrue(np.all(np.isfinite(grad)), msg=var_name)
+    fixed_reg = fixed.regularization_loss(pruned, WEIGHT_DECAY)
+    self.assertAllClose(reg, fixed_reg, rtol=1e-5)
+    return pruned
+
+  def test_digits_search_in_tf_function(self):
+    self._check('digits_search', _DIGITS_INDICES, 8, use_tf_function=True)
+
+  def test_cifar_search(self):
+    spec = mobile.get_search_space('cifar_search')
+    indices = helpers.random_indices(spec, np.random.default_rng(4))
+    self._check('cifar_search', indices, 16, use_tf_function=False)
+
+  def test_mobilenet_v3_like_search_at_32px(self):
+    spec = mobile.get_search_space('mobilenet_v3_like_search')
+    indices = helpers.random_indices(spec, np.random.default_rng(6))
+    pruned = self._check('mobilenet_v3_like_search', indices, 32,
+                         use_tf_function=False)
+    self.assertIn('use_squeeze_and_excite=True', repr(pruned))
+
+
+class RegularizationTest(tf.test.TestCase):
+
+  def _tiny(self, mode):
+    # conv (kernel 1 or 3, width 8 or 16) -> relu -> pool, on 1 channel.
+    spec = ops.ConvTowerSpec((ops.Block((
+        ops.ConvSpec(OneOf((1, 3), OP), 1), ops.ActivationSpec('relu'),
+        ops.GlobalAveragePoolSpec()), OneOf((8, 16), FILTERS)),), 8)
+    net = Supernet(spec, 4, mode=mode, input_channels=1)
+    variables = net.variables_by_name()
+    variables['blocks/0/layers/0/conv_k1/kernel'].assign(tf.ones([1, 1, 1, 16]))
+    variables['blocks/0/layers/0/conv_k3/kernel'].assign(
+        2.0 * tf.ones([3, 3, 1, 16]))
+    return spec, net, variables
+
+  def test_hand_computed_values(self):
+    for mode in supernet_lib.MODES:
+      spec, net, _ = self._tiny(mode)
+      reg = lambda kernel_mask, filters_mask: net.regularization_loss(
+          helpers.attach(spec, {'blocks/0/layers/0/kernel_size': kernel_mask,
+                                'blocks/0/filters': filters_mask}),
+          WEIGHT_DECAY)
+      # Width 8, warm-up: (0.1 / 2) * (0.5 * 8 * 1^2 + 0.5 * 9 * 8 * 2^2).
+      self.assertAllClose(reg([0.5, 0.5], [1.0, 0.0]), 0.05 * (4 + 144))
+      # Width 16, kernel 3 only: (0.1 / 2) * 9 * 16 * 4.
+      self.assertAllClose(reg([0.0, 1.0], [0.0, 1.0]), 0.05 * 576)
+      self.assertAllClose(reg([1.0, 0.0], [0.0, 1.0]), 0.05 * 16)
+
+  def test_unused_branch_batch_norm_and_classifier_add_nothing(self):
+    for mode in supernet_lib.MODES:
+      spec, net, variables = self._tiny(mode)
+      for name, variable in variables.items():
+        if 'conv_k3/kernel' not in name:  # Unused branch, BN, classifier.
+          variable.assign(tf.fill(variable.shape, np.nan))
+      sampled = helpers.attach(spec, {
+          'blocks/0/layers/0/kernel_size': [0.0, 1.0],
+          'blocks/0/filters': [0.0, 1.0]})
+      with tf.GradientTape() as tape:
+        reg = net.regularization_loss(sampled, WEIGHT_DECAY)
+      grads = tape.gradient(reg, net.trainable_variables,
+                            unconnected_gradients='zero')
+      self.assertAllClose(reg, 0.05 * 576, msg=mode)
+      for name, grad in zip(variables, grads):
+        # d/dw (wd / 2) w^2 = wd * w = 0.2 on the used kernel, 0 elsewhere.
+        expected = 0.2 if name.endswith('conv_k3/kernel') else 0.0
+        self.assertAllClose(grad, tf.fill(grad.shape, expected), msg=name)
+
+  def test_shared_variable_takes_the_largest_masked_term(self):
+    # Both choices are a 3x3 conv at the same position: one shared kernel.
+    spec = ops.ConvTowerSpec((ops.Block((
+        OneOf((ops.ConvSpec(3, 1), ops.ConvSpec(3, 1)), OP),), 8),), 8)
+    for mode in supernet_lib.MODES:
+      net = Supernet(spec, 4, mode=mode, input_channels=1)
+      names = list(net.variables_by_name())
+      self.assertEqual(names.count('blocks/0/layers/0/conv_k3/kernel'), 1)
+      net.variables_by_name()['blocks/0/layers/0/conv_k3/kernel'].assign(
+          tf.ones([3, 3, 1, 8]))
+      sampled = helpers.attach(spec, {'blocks/0/layers/0': [0.25, 0.75]})
+      # max(0.25, 0.75) * 9 * 8, not their sum.
+      self.assertAllClose(net.regularization_loss(sampled, WEIGHT_DECAY),
+                          0.05 * 0.75 * 72)
+      images = tf.random.stateless_normal([2, 4, 4, 1], [0, 0])
+      self.assertAllClose(
+          net(sampled, images),
+          net(helpers.attach(spec, {'blocks/0/layers/0': [0.0, 1.0]}),
+              images), atol=1e-6)
+
+  def test_shared_part_is_allocated_at_the_largest_shape(self):
+    def bottleneck(scale):
+      return ops.DepthwiseBottleneckSpec(3, ops.FilterMultiplier(scale), False,
+                                         1)
+    spec = ops.ConvTowerSpec((
+        ops.Block((ops.ConvSpec(3, 1),), 8),
+        ops.Block((OneOf((bottleneck(3.0), bottleneck(6.0)), OP),), 8)), 8)
+    net = Supernet(spec, 4, input_channels=1)
+    shapes = {k: v.shape.as_list() for k, v in net.variables_by_name().items()}
+    self.assertEqual(shapes['blocks/1/layers/0/expand/kernel'], [1, 1, 8, 48])
+    self.assertEqual(shapes['blocks/1/layers/0/project/kernel'], [1, 1, 48, 8])
+    sampled = helpers.attach(spec, {'blocks/1/layers/0': [1.0, 0.0]})
+    self.assertEqual(net(sampled, tf.ones([1, 4, 4, 1])).shape, (1, 4))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,419 @@
+"""Tests for models/supernet.py: building, running, naming, modes, errors.
+
+Also holds the sampled-spec helpers that supernet_equivalence_test imports.
+"""
+
+from typing import Callable, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import schema
+
+Supernet = supernet_lib.Supernet
+OneOf = schema.OneOf
+OP, FILTERS = schema.OP_TAG, schema.FILTERS_TAG
+
+# Sampled specs: masks attached to a search space.
+
+
+def one_hot(n: int, index: int) -> np.ndarray:
+  """float32 [n] with a 1 at `index`."""
+  mask = np.zeros([n], np.float32)
+  mask[index] = 1.0
+  return mask
+
+
+def uniform(n: int) -> np.ndarray:
+  """The op warm-up mask: float32 [n] of 1/n."""
+  return np.full([n], 1.0 / n, np.float32)
+
+
+def masks_from_indices(spec, indices: Sequence[int],
+                       overrides: Optional[Mapping[str, np.ndarray]] = None
+                       ) -> Dict[str, np.ndarray]:
+  """One-hot masks {path: float32 [n]} (visit order), then `overrides`."""
+  paths = schema.flatten_with_paths(spec)
+  if len(indices) != len(paths):
+    raise ValueError(f'{len(paths)} OneOfs, {len(indices)} indices')
+  masks = {path: one_hot(len(o.choices), i)
+           for (path, o), i in zip(paths, indices)}
+  for path, mask in (overrides or {}).items():
+    if path not in masks:
+      raise ValueError(f'No OneOf at {path!r}')
+    masks[path] = np.asarray(mask, np.float32)
+  return masks
+
+
+def random_indices(spec, rng: np.random.Generator) -> list:
+  """A uniformly random index per OneOf."""
+  return [int(rng.integers(n)) for n in schema.num_choices(spec)]
+
+
+def attach(spec, masks: Mapping[str, object],
+           convert: Callable = tf.convert_to_tensor):
+  """`spec` with `masks[path]` (as a Tensor) on the OneOf at each path."""
+  return schema.map_oneofs_with_paths(
+      lambda path, o: OneOf(o.choices, o.tag, convert(masks[path])), spec)
+
+
+_BIG = ('proxylessnas_search', 'proxylessnas_enlarged_search',
+        'mobilenet_v3_like_search', 'mobilenet_v2', 'mnasnet_b1',
+        'proxylessnas_mobile', 'mobilenet_v3_large')
+
+
+def _channels(name):
+  return 1 if name == 'digits_search' else 3
+
+
+def _tiny_spec(kernel_sizes=(1, 3), widths=(8, 16)):
+  """One conv layer (kernel choice, width choice) + relu + pool; 1 channel."""
+  return ops.ConvTowerSpec((ops.Block((
+      ops.ConvSpec(OneOf(kernel_sizes, OP), 1),
+      ops.ActivationSpec('relu'),
+      ops.GlobalAveragePoolSpec()), OneOf(widths, FILTERS)),), 8)
+
+
+class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(*_BIG)
+  def test_big_spaces_and_models_run_at_224_batch_1(self, name):
+    spec = mobile.get_search_space(name)
+    net = Supernet(spec, num_classes=7, seed=0)
+    masks = masks_from_indices(
+        spec, random_indices(spec, np.random.default_rng(1)))
+    sampled = attach(spec, masks) if masks else spec
+    size = mobile.get_image_size(name)
+    logits = net(sampled, tf.random.normal([1, size, size, 3], seed=2),
+                 training=True)
+    self.assertEqual(logits.shape, (1, 7))
+    self.assertEqual(logits.dtype, tf.float32)
+    self.assertAllInRange(logits, -1e3, 1e3)  # Finite.
+
+  @parameterized.product(name=('cifar_search', 'digits_search'),
+                         mode=('masked', 'sampled'))
+  def test_small_spaces_run_in_both_modes_at_batch_2(self, name, mode):
+    spec = mobile.get_search_space(name)
+    net = Supernet(spec, 10, mode=mode, input_channels=_channels(name),
+                   seed=0)
+    size = mobile.get_image_size(name)
+    rng = np.random.default_rng(3)
+    images = rng.uniform(size=[2, size, size, _channels(name)])
+    for _ in range(2):
+      sampled = attach(spec, masks_from_indices(
+          spec, random_indices(spec, rng)))
+      logits = net(sampled, images.astype(np.float32), training=True)
+      self.assertEqual(logits.shape, (2, 10))
+      self.assertTrue(np.all(np.isfinite(logits)))
+      self.assertGreater(float(net.regularization_loss(sampled, 4e-5)), 0.0)
+
+  def test_fixed_spec_runs_without_masks_in_both_modes(self):
+    spec = mobile.get_search_space('mobilenet_v2')
+    self.assertEmpty(schema.flatten(spec))
+    images = tf.random.normal([1, 32, 32, 3], seed=0)
+    logits = {}
+    for mode in ('masked', 'sampled'):
+      net = Supernet(spec, 5, mode=mode, seed=4)
+      logits[mode] = net(spec, images)
+    self.assertAllClose(logits['masked'], logits['sampled'], atol=1e-5)
+
+
+class NamingTest(tf.test.TestCase):
+
+  def test_digits_search_names_and_widest_shapes(self):
+    net = Supernet(mobile.get_search_space('digits_search'), 10,
+                   input_channels=1)
+    shapes = {k: v.shape.as_list() for k, v in net.variables_by_name().items()}
+    # Block widths: 0 -> 32 max, 1 -> 16, 2 -> 32, 3 -> 64, 4 -> 128.
+    expected = {
+        'blocks/0/layers/0/conv_k3/kernel': [3, 3, 1, 32],
+        'blocks/0/layers/0/conv_k3/bn/gamma': [32],
+        'blocks/0/layers/0/conv_k3/bn/beta': [32],
+        'blocks/1/layers/0/depthwise_k7/kernel': [7, 7, 32, 1],
+        'blocks/1/layers/0/depthwise_k7/bn/beta': [32],
+        'blocks/1/layers/0/project/kernel': [1, 1, 32, 16],
+        # Expansion x6 of the widest input: scale_filters(16, 6, 8) = 96.
+        'blocks/2/layers/0/expand/kernel': [1, 1, 16, 96],
+        'blocks/2/layers/0/depthwise_k5/kernel': [5, 5, 96, 1],
+        'blocks/2/layers/1/expand/kernel': [1, 1, 32, 192],
+        'blocks/2/layers/1/depthwise_k3/bn/gamma': [192],
+        'blocks/2/layers/1/project/kernel': [1, 1, 192, 32],
+        'blocks/4/layers/0/conv_k1/kernel': [1, 1, 64, 128],
+        'classifier/kernel': [1, 1, 128, 10],
+        'classifier/bias': [10],
+    }
+    for name, shape in expected.items():
+      self.assertEqual(shapes[name], shape, msg=name)
+    # 2 conv layers + 1 separable + 4 bottlenecks, each part with BN.
+    self.assertLen(shapes, 3 * 2 + 3 * 4 + 4 * (3 * 2 + 3 * 3) + 2)
+    self.assertLen(net.trainable_variables, len(shapes))
+    self.assertEqual(net.trainable_variables[0].name,
+                     'blocks/0/layers/0/conv_k3/kernel:0')
+
+  def test_v3_like_names_include_se_and_bias_without_batch_norm(self):
+    net = Supernet(mobile.get_search_space('mobilenet_v3_like_search'), 10)
+    shapes = {k: v.shape.as_list() for k, v in net.variables_by_name().items()}
+    # Block 1 (base 16): widths up to 32, input up to 32; x6 -> 192;
+    # SE hidden make_divisible(0.25 * 192, 8) = 48.
+    self.assertEqual(shapes['blocks/1/layers/1/se/reduce/kernel'],
+                     [1, 1, 192, 48])
+    self.assertEqual(shapes['blocks/1/layers/1/se/reduce/bias'], [48])
+    self.assertEqual(shapes['blocks/1/layers/1/se/expand/kernel'],
+                     [1, 1, 48, 192])
+    self.assertEqual(shapes['blocks/0/layers/0/conv_k5/kernel'],
+                     [5, 5, 3, 32])
+    self.assertEqual(shapes['blocks/0/layers/2/depthwise_k7/kernel'],
+                     [7, 7, 32, 1])
+    self.assertIn('blocks/7/layers/0/conv_k1/bias', shapes)
+    self.assertNotIn('blocks/7/layers/0/conv_k1/bn/gamma', shapes)
+
+  def test_checkpoint_round_trip(self):
+    spec = _tiny_spec()
+    saved = Supernet(spec, 3, input_channels=1, seed=1)
+    path = tf.train.Checkpoint(net=saved).save(
+        self.get_temp_dir() + '/ckpt')
+    restored = Supernet(spec, 3, input_channels=1, seed=2)
+    tf.train.Checkpoint(net=restored).restore(path).assert_consumed()
+    for name, variable in saved.variables_by_name().items():
+      self.assertAllEqual(restored.variables_by_name()[name], variable)
+
+  def test_initial_values(self):
+    net = Supernet(mobile.get_search_space('cifar_search'), 10, seed=0)
+    variables = net.variables_by_name()
+    kernel = variables['blocks/5/layers/0/conv_k1/kernel'].numpy()
+    fan_in = kernel.shape[2]
+    self.assertAllClose(np.std(kernel), np.sqrt(2.0 / fan_in), rtol=0.05)
+    depthwise = variables['blocks/3/layers/1/depthwise_k7/kernel'].numpy()
+    self.assertAllClose(np.std(depthwise), np.sqrt(2.0 / 49), rtol=0.05)
+    self.assertAllClose(np.std(variables['classifier/kernel']), 0.01,
+                        rtol=0.1)
+    self.assertAllEqual(variables['blocks/0/layers/0/conv_k3/bn/gamma'],
+                        np.ones([32]))
+    self.assertAllEqual(variables['classifier/bias'], np.zeros([10]))
+    # Seeded values are reproducible.
+    again = Supernet(mobile.get_search_space('cifar_search'), 10, seed=0)
+    self.assertAllEqual(again.variables_by_name()['classifier/kernel'],
+                        variables['classifier/kernel'])
+
+
+class SemanticsTest(tf.test.TestCase):
+
+  def _net_and_images(self, spec, seed=0):
+    net = Supernet(spec, 3, input_channels=1, seed=seed)
+    images = tf.random.stateless_normal([2, 5, 5, 1], [seed, 1])
+    return net, images
+
+  def test_uniform_op_mask_is_the_average_of_the_branches(self):
+    # The head after the last nonlinearity (pool, 1x1 conv, mean) is linear;
+    # with the switch after relu it is not, so compare the layer-level sum on
+    # a spec whose only switch feeds the linear head directly.
+    spec = ops.ConvTowerSpec((ops.Block((
+        ops.ConvSpec(OneOf((1, 3), OP), 1),), OneOf((8, 16), FILTERS)),), 8)
+    net, images = self._net_and_images(spec)
+    run = lambda kernel_mask: net(attach(
+        spec, {'blocks/0/layers/0/kernel_size': kernel_mask,
+               'blocks/0/filters': [0.0, 1.0]}), images)
+    both = run([0.5, 0.5])
+    self.assertAllClose(both, 0.5 * run([1.0, 0.0]) + 0.5 * run([0.0, 1.0]),
+                        atol=1e-6)
+    self.assertNotAllClose(run([1.0, 0.0]), run([0.0, 1.0]))
+
+  def test_filters_mask_values_are_not_weights(self):
+    spec = _tiny_spec()
+    net, images = self._net_and_images(spec)
+    run = lambda filters_mask: net(attach(
+        spec, {'blocks/0/layers/0/kernel_size': [0.0, 1.0],
+               'blocks/0/filters': filters_mask}), images)
+    self.assertAllClose(run([0.3, 0.7]), run([0.0, 1.0]))
+    self.assertAllClose(run([0.9, 0.1]), run([1.0, 0.0]))
+    self.assertNotAllClose(run([1.0, 0.0]), run([0.0, 1.0]))
+
+  def test_mask_has_no_gradient(self):
+    spec = _tiny_spec()
+    net, images = self._net_and_images(spec)
+    mask = tf.Variable([0.5, 0.5])
+    with tf.GradientTape() as tape:
+      logits = net(attach(
+          spec, {'blocks/0/layers/0/kernel_size': mask,
+                 'blocks/0/filters': [0.0, 1.0]}, tf.identity), images)
+    self.assertIsNone(tape.gradient(logits, mask))
+
+  def test_dropout_only_when_training(self):
+    spec = _tiny_spec()
+    masks = {'blocks/0/layers/0/kernel_size': [0.0, 1.0],
+             'blocks/0/filters': [0.0, 1.0]}
+    plain, images = self._net_and_images(spec, seed=5)
+    dropped = Supernet(spec, 3, input_channels=1, seed=5, dropout_rate=0.5)
+    sampled = attach(spec, masks)
+    self.assertAllClose(dropped(sampled, images, training=False),
+                        plain(sampled, images, training=True))
+    tf.random.set_seed(0)
+    self.assertNotAllClose(dropped(sampled, images, training=True),
+                           plain(sampled, images, training=True))
+
+  def test_single_choice_op_oneof_is_scaled_by_its_mask(self):
+    spec = ops.ConvTowerSpec((ops.Block((
+        OneOf((ops.ConvSpec(3, 1),), OP),), 8),), 8)
+    net, images = self._net_and_images(spec)
+    full = net(spec, images)  # No mask: the single choice as is.
+    half = net(attach(spec, {'blocks/0/layers/0': [0.5]}), images)
+    # The head is linear in the layer output (bias 0 at init).
+    self.assertAllClose(half, 0.5 * full, atol=1e-6)
+    # The regulariser is not scaled (the original's maybe_switch_v2).
+    self.assertAllClose(
+        net.regularization_loss(
+            attach(spec, {'blocks/0/layers/0': [0.5]}), 0.1),
+        net.regularization_loss(spec, 0.1))
+
+
+def _small_space():
+  """A stem, a bottleneck and a skippable one (kernel, SE, width choices)."""
+  def bottleneck():
+    return ops.DepthwiseBottleneckSpec(
+        OneOf((3, 5), OP),
+        OneOf((ops.FilterMultiplier(1.0), ops.FilterMultiplier(2.0)), FILTERS),
+        OneOf((False, True), OP), 1, ops.ActivationSpec('swish6'))
+  return ops.ConvTowerSpec((
+      ops.Block((ops.ConvSpec(3, 2), ops.ActivationSpec('relu')),
+                OneOf((8, 16), FILTERS)),
+      ops.Block((bottleneck(),
+                 ops.ResidualSpec(OneOf((bottleneck(), ops.ZeroSpec()), OP))),
+                OneOf((8, 16), FILTERS)),
+      ops.Block((ops.ConvSpec(1, 1), ops.ActivationSpec('relu'),
+                 ops.GlobalAveragePoolSpec()), 16)), 8)
+
+
+class CompilationTest(tf.test.TestCase):
+
+  def _setup(self, mode, spec):
+    net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
+    images = tf.random.stateless_uniform([2, 8, 8, 1], [0, 0])
+    rng = np.random.default_rng(0)
+    samples = [masks_from_indices(spec, random_indices(
+        spec, rng)) for _ in range(3)]
+    samples[-1] = {k: uniform(len(v)) if 'filters' not in k else v
+                   for k, v in samples[-1].items()}  # Op warm-up.
+    return net, images, samples
+
+  def test_tf_function_matches_eager_and_traces_once(self):
+    spec = mobile.get_search_space('digits_search')
+    net, images, samples = self._setup('sampled', spec)
+
+    @tf.function
+    def step(masks, images):
+      sampled = attach(spec, masks)
+      with tf.GradientTape() as tape:
+        logits = net(sampled, images, training=True)
+        loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
+      return logits, tape.gradient(loss, net.trainable_variables)
+
+    for masks in samples:
+      logits, grads = step({k: tf.constant(v) for k, v in masks.items()},
+                           images)
+      eager = net(attach(spec, masks), images, training=True)
+      self.assertAllClose(logits, eager, atol=1e-5)
+      self.assertLen(grads, len(net.trainable_variables))
+    self.assertEqual(step.experimental_get_tracing_count(), 1)
+
+  def test_v1_graph_build_and_run_matches_eager(self):
+    spec = _small_space()
+    for mode in ('masked', 'sampled'):
+      eager_net, images, samples = self._setup(mode, spec)
+      for masks in samples[1:]:
+        sampled = attach(spec, masks)
+        with tf.GradientTape() as tape:
+          eager = eager_net(sampled, images, training=True)
+          loss = tf.reduce_sum(eager) + eager_net.regularization_loss(
+              sampled, 0.1)
+        eager_grads = tape.gradient(loss, eager_net.trainable_variables,
+                                    unconnected_gradients='zero')
+        with tf.Graph().as_default():
+          net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
+          sampled = attach(spec, masks, tf.constant)
+          image_input = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1])
+          logits = net(sampled, image_input, training=True)
+          loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
+          grads = tf.gradients(loss, net.trainable_variables,
+                               unconnected_gradients='zero')
+          with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got, got_grads = session.run([logits, grads],
+                                         {image_input: images.numpy()})
+        self.assertAllClose(got, eager, atol=1e-5, msg=mode)
+        for got_grad, eager_grad in zip(got_grads, eager_grads):
+          self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)
+
+
+class ErrorsTest(tf.test.TestCase):
+
+  def test_unknown_mode(self):
+    with self.assertRaisesRegex(
+        ValueError, r"Unknown supernet mode 'fast'; expected one of "
+        r"\('masked', 'sampled'\)"):
+      Supernet(_tiny_spec(), 3, mode='fast')
+
+  def test_bad_constructor_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'num_classes must be a positive '
+                                'int, got 0'):
+      Supernet(_tiny_spec(), 0)
+    with self.assertRaisesRegex(ValueError, r'dropout_rate must be in \[0, 1'):
+      Supernet(_tiny_spec(), 3, dropout_rate=1.0)
+    with self.assertRaisesRegex(ValueError, 'input_channels must be'):
+      Supernet(_tiny_spec(), 3, input_channels=0)
+    with self.assertRaisesRegex(ValueError, 'needs a ConvTowerSpec'):
+      Supernet([_tiny_spec()], 3)
+
+  def test_bad_specs(self):
+    residual_stride = ops.ConvTowerSpec((ops.Block((
+        ops.ConvSpec(3, 1), ops.ResidualSpec(ops.ConvSpec(3, 2))), 8),), 8)
+    with self.assertRaisesRegex(ValueError, 'blocks/0/layers/1: a ResidualSpec'
+                                ' layer must keep the shape'):
+      Supernet(residual_stride, 3)
+    mixed = ops.ConvTowerSpec((ops.Block((
+        OneOf((ops.ConvSpec(3, 1), ops.ConvSpec(3, 2)), OP),), 8),), 8)
+    with self.assertRaisesRegex(ValueError, 'blocks/0/layers/0: choice 1 gives'
+                                ' another stride'):
+      Supernet(mixed, 3)
+    multiplier_block = ops.ConvTowerSpec((ops.Block((
+        ops.ConvSpec(3, 1),), ops.FilterMultiplier(2.0)),), 8)
+    with self.assertRaisesRegex(ValueError, 'blocks/0/filters: block widths '
+                                'must be ints'):
+      Supernet(multiplier_block, 3)
+    with self.assertRaisesRegex(ValueError, 'kernel_size must be a positive'):
+      Supernet(ops.ConvTowerSpec((ops.Block((ops.ConvSpec(0, 1),), 8),), 8),
+               3)
+
+  def test_bad_sampled_specs(self):
+    spec = _tiny_spec()
+    net = Supernet(spec, 3, input_channels=1)
+    images = tf.zeros([1, 4, 4, 1])
+    good = {'blocks/0/layers/0/kernel_size': [1.0, 0.0],
+            'blocks/0/filters': [1.0, 0.0]}
+    other = _tiny_spec(kernel_sizes=(1, 5))
+    with self.assertRaisesRegex(
+        ValueError, "does not match the supernet's spec at "
+        "'blocks/0/layers/0/kernel_size/choices/1': got 5, expected 3"):
+      net(attach(other, good), images)
+    with self.assertRaisesRegex(ValueError, "The OneOf at 'blocks/0/filters' "
+                                'has 2 choices but no mask'):
+      net(schema.map_oneofs_with_paths(
+          lambda p, o: OneOf(o.choices, o.tag,
+                             None if p == 'blocks/0/filters' else good[p]),
+          spec), images)
+    with self.assertRaisesRegex(ValueError, "The mask at 'blocks/0/filters' "
+                                r'has shape \(3,\); expected \[2\]'):
+      net(attach(spec, dict(good, **{'blocks/0/filters': [1, 0, 0.]})),
+          images)
+    with self.assertRaisesRegex(ValueError, r'images must be \[batch, H, W, '
+                                r'1\], got shape \(1, 4, 4, 3\)'):
+      net(attach(spec, good), tf.zeros([1, 4, 4, 3]))
+    with self.assertRaisesRegex(ValueError, 'weight_decay must be >= 0'):
+      net.regularization_loss(attach(spec, good), -1.0)
+
+
+if __name__ == '__main__':
+  tf.test.main()

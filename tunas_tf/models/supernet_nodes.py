@@ -1,0 +1,486 @@
+"""The building blocks of `supernet.Supernet`: variables and nodes.
+
+A `Supernet` turns its search-space spec, once, into a tree of nodes (one per
+layer, op part and Switch) that own no TensorFlow state of their own: the
+variables live in one `VariableStore`, keyed by position-and-role names
+(`blocks/2/layers/1/expand/kernel`), and widths are described by
+`WidthSource`s that a `CallContext` resolves, per call, from the sampled
+spec's masks. Each node then runs a forward pass (`node(x, ctx)`) and lists
+its masked L2 terms (`node.regularizers(ctx)`), in either supernet mode
+(`layers.masked`).
+
+Switch semantics (`reference/tunas.md` §6.3): the output of an op choice is
+sum_i mask[i] * branch_i(x), a branch runs only where mask[i] != 0 (one
+`tf.cond` per branch), the mask carries no gradient; the regularisers of a
+branch are multiplied by mask[i] (a branch with mask[i] == 0 adds exactly 0,
+its kernels zeroed by `tf.where`), and a variable reached from several
+branches keeps the largest of its terms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.layers import masked
+from tunas_tf.models import supernet_widths as widths
+
+Width = masked.Width
+WidthSource = widths.WidthSource
+CallContext = widths.CallContext
+FixedWidth = widths.FixedWidth
+Regularizers = Dict[str, tf.Tensor]
+
+SQUEEZE_AND_EXCITE_RATIO = 0.25
+CLASSIFIER_STDDEV = 0.01
+
+
+# -----------------------------------------------------------------------------
+# Variables.
+# -----------------------------------------------------------------------------
+
+_CONV, _DEPTHWISE, _ONES, _ZEROS, _CLASSIFIER = (
+    'conv', 'depthwise', 'ones', 'zeros', 'classifier')
+
+
+class VariableStore:
+  """The supernet's variables by name, allocated at the widest shape.
+
+  Nodes first `request` their variables; a name requested twice (a part
+  shared by two branches) gets the elementwise largest shape. `build` then
+  creates the variables, and `get` returns a variable or, for a request
+  smaller than the allocation, its leading slice.
+  """
+
+  def __init__(self, seed: Optional[int]):
+    self._seed = seed
+    self._requests: Dict[str, Tuple[List[int], str]] = {}
+    self.variables: Dict[str, tf.Variable] = {}
+
+  def request(self, name: str, shape: Sequence[int], init: str) -> None:
+    """Records that a node uses variable `name` of at most `shape`.
+
+    Raises:
+      ValueError: when `name` was requested with another rank or initialiser.
+    """
+    shape = [int(d) for d in shape]
+    if name in self._requests:
+      old_shape, old_init = self._requests[name]
+      if len(old_shape) != len(shape) or old_init != init:
+        raise ValueError(
+            f'Variable {name!r} is requested as {init} {shape} and as '
+            f'{old_init} {old_shape}; two parts would share one name')
+      self._requests[name] = ([max(a, b) for a, b in zip(old_shape, shape)],
+                              init)
+    else:
+      self._requests[name] = (shape, init)
+
+  def _initial_value(self, name: str, shape: List[int],
+                     init: str) -> Callable[[], tf.Tensor]:
+    seed = self._seed
+    if init == _CONV:
+      stddev = masked.he_normal_stddev(masked.conv_fan_in(shape))
+      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+    if init == _DEPTHWISE:
+      stddev = masked.he_normal_stddev(masked.depthwise_fan_in(shape))
+      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+    if init == _CLASSIFIER:
+      return lambda: masked.normal_init(shape, CLASSIFIER_STDDEV, seed, name)
+    if init == _ONES:
+      return lambda: tf.ones(shape, tf.float32)
+    return lambda: tf.zeros(shape, tf.float32)
+
+  def build(self) -> None:
+    """Creates every requested variable (float32, trainable), in order."""
+    for name, (shape, init) in self._requests.items():
+      self.variables[name] = tf.Variable(
+          self._initial_value(name, shape, init), name=name, dtype=tf.float32,
+          trainable=True)
+
+  def get(self, name: str, shape: Sequence[int]) -> tf.Tensor:
+    """Variable `name`, sliced to its leading `shape` if that is smaller."""
+    variable = self.variables[name]
+    if list(variable.shape) == list(shape):
+      return variable
+    return variable[tuple(slice(0, int(d)) for d in shape)]
+
+
+# -----------------------------------------------------------------------------
+# Nodes.
+# -----------------------------------------------------------------------------
+
+
+def merge_max(terms: Sequence[Regularizers]) -> Regularizers:
+  """Merges regulariser dicts; a name found twice keeps the largest term."""
+  merged: Regularizers = {}
+  for term in terms:
+    for name, value in term.items():
+      merged[name] = (tf.maximum(merged[name], value) if name in merged
+                      else value)
+  return merged
+
+
+class Node:
+  """A piece of the network.
+
+  Attributes:
+    in_source: `WidthSource` of the input.
+    out_source: `WidthSource` of the output.
+    strides: Python int, the spatial stride (output = ceil(input / strides)).
+  """
+  in_source: WidthSource
+  out_source: WidthSource
+  strides: int = 1
+
+  def __call__(self, x: tf.Tensor, ctx: CallContext) -> tf.Tensor:
+    """Forward pass: float32 [batch, H, W, C_in] -> [batch, H', W', C_out].
+
+    C is the width's max in masked mode and its sampled n in sampled mode.
+    """
+    raise NotImplementedError
+
+  def regularizers(self, ctx: CallContext) -> Regularizers:
+    """Masked sums of squares {kernel name: scalar float32 Tensor}."""
+    del ctx
+    return {}
+
+
+def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
+  """Zeros of the shape a 'SAME' layer with `strides` gives for input `x`.
+
+  Args:
+    x: float32 Tensor [batch, H, W, C].
+    strides: Python int.
+    channels: Python int or scalar int32 Tensor, the output channels.
+
+  Returns:
+    float32 zeros [batch, ceil(H / strides), ceil(W / strides), channels].
+  """
+  static = x.shape.as_list()
+  dynamic = tf.shape(x)
+  dims = []
+  for axis in range(3):
+    size = static[axis] if static[axis] is not None else dynamic[axis]
+    if axis > 0 and strides > 1:
+      size = (-(-size // strides) if isinstance(size, int)
+              else (size + strides - 1) // strides)
+    dims.append(size)
+  dims.append(channels)
+  if all(isinstance(d, int) for d in dims):
+    return tf.zeros(dims, tf.float32)
+  return tf.zeros(tf.stack([tf.cast(d, tf.int32) for d in dims]), tf.float32)
+
+
+class Identity(Node):
+  """Returns its input (a Switch's SE-off branch, a skipped residual)."""
+
+  def __init__(self, source: WidthSource):
+    self.in_source = self.out_source = source
+
+  def __call__(self, x, ctx):
+    del ctx
+    return x
+
+
+class Zero(Node):
+  """Zeros of the input's shape (a ZeroSpec outside a Switch)."""
+
+  def __init__(self, source: WidthSource):
+    self.in_source = self.out_source = source
+
+  def __call__(self, x, ctx):
+    del ctx
+    return tf.zeros_like(x)
+
+
+class Activation(Node):
+  """An activation layer (keeps the width)."""
+
+  def __init__(self, source: WidthSource, name: str):
+    self.in_source = self.out_source = source
+    self.name = name
+
+  def __call__(self, x, ctx):
+    return masked.activation(x, self.name, ctx.width(self.in_source), ctx.mode)
+
+
+class GlobalAveragePool(Node):
+  """Mean over height and width, keeping them: [b, H, W, C] -> [b, 1, 1, C]."""
+
+  def __init__(self, source: WidthSource):
+    self.in_source = self.out_source = source
+
+  def __call__(self, x, ctx):
+    del ctx
+    return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
+
+
+class ConvBN(Node):
+  """A k x k conv, then batch norm (or a bias), then an optional activation.
+
+  Variables: `{name}/kernel` [k, k, in_max, out_max] and `{name}/bn/gamma`,
+  `{name}/bn/beta` [out_max], or `{name}/bias` [out_max] without batch norm.
+  """
+
+  def __init__(self, store: VariableStore, name: str, kernel_size: int,
+               strides: int, in_source: WidthSource, out_source: WidthSource,
+               use_batch_norm: bool = True,
+               activation: Optional[str] = None):
+    self.store = store
+    self.name = name
+    self.strides = strides
+    self.in_source, self.out_source = in_source, out_source
+    self.use_batch_norm = use_batch_norm
+    self.activation = activation
+    self.kernel_shape = (kernel_size, kernel_size, in_source.max,
+                         out_source.max)
+    store.request(f'{name}/kernel', self.kernel_shape, _CONV)
+    if use_batch_norm:
+      store.request(f'{name}/bn/gamma', [out_source.max], _ONES)
+      store.request(f'{name}/bn/beta', [out_source.max], _ZEROS)
+    else:
+      store.request(f'{name}/bias', [out_source.max], _ZEROS)
+
+  def __call__(self, x, ctx):
+    in_w, out_w = ctx.width(self.in_source), ctx.width(self.out_source)
+    out_shape = [self.out_source.max]
+    bias = (None if self.use_batch_norm
+            else self.store.get(f'{self.name}/bias', out_shape))
+    y = masked.conv2d(x, self.store.get(f'{self.name}/kernel',
+                                        self.kernel_shape),
+                      in_w, out_w, self.strides, ctx.mode, bias)
+    if self.use_batch_norm:
+      y = masked.stateless_batch_norm(
+          y, self.store.get(f'{self.name}/bn/gamma', out_shape),
+          self.store.get(f'{self.name}/bn/beta', out_shape), out_w, ctx.mode,
+          ctx.epsilon)
+    if self.activation is not None:
+      y = masked.activation(y, self.activation, out_w, ctx.mode)
+    return y
+
+
+  def regularizers(self, ctx):
+    kernel = self.store.get(f'{self.name}/kernel', self.kernel_shape)
+    return {f'{self.name}/kernel': masked.l2_sum(
+        kernel, ctx.width(self.in_source), ctx.width(self.out_source),
+        ctx.mode, ctx.active)}
+
+
+class DepthwiseBN(Node):
+  """A k x k depthwise conv, batch norm and an activation.
+
+  Variables: `{name}/kernel` [k, k, C_max, 1], `{name}/bn/gamma` and
+  `{name}/bn/beta` [C_max].
+  """
+
+  def __init__(self, store: VariableStore, name: str, kernel_size: int,
+               strides: int, source: WidthSource, activation: str):
+    self.store = store
+    self.name = name
+    self.strides = strides
+    self.in_source = self.out_source = source
+    self.activation = activation
+    self.kernel_shape = (kernel_size, kernel_size, source.max, 1)
+    store.request(f'{name}/kernel', self.kernel_shape, _DEPTHWISE)
+    store.request(f'{name}/bn/gamma', [source.max], _ONES)
+    store.request(f'{name}/bn/beta', [source.max], _ZEROS)
+
+  def __call__(self, x, ctx):
+    width = ctx.width(self.in_source)
+    shape = [self.in_source.max]
+    y = masked.depthwise_conv2d(
+        x, self.store.get(f'{self.name}/kernel', self.kernel_shape), width,
+        self.strides, ctx.mode)
+    y = masked.stateless_batch_norm(
+        y, self.store.get(f'{self.name}/bn/gamma', shape),
+        self.store.get(f'{self.name}/bn/beta', shape), width, ctx.mode,
+        ctx.epsilon)
+    return masked.activation(y, self.activation, width, ctx.mode)
+
+
+  def regularizers(self, ctx):
+    kernel = self.store.get(f'{self.name}/kernel', self.kernel_shape)
+    return {f'{self.name}/kernel': masked.l2_sum(
+        kernel, ctx.width(self.in_source), None, ctx.mode, ctx.active)}
+
+
+class SqueezeExcite(Node):
+  """x * gate(conv(inner(conv(mean(x))))), at the sampled widths.
+
+  The hidden width is make_divisible(0.25 * runtime width, filters_base).
+  Variables: `{name}/reduce/kernel` [1, 1, C_max, H_max], `{name}/reduce/bias`
+  [H_max], `{name}/expand/kernel` [1, 1, H_max, C_max], `{name}/expand/bias`
+  [C_max].
+  """
+
+  def __init__(self, store: VariableStore, name: str, source: WidthSource,
+               hidden_source: WidthSource, inner_activation: str,
+               gating_activation: str):
+    self.store = store
+    self.name = name
+    self.in_source = self.out_source = source
+    self.hidden_source = hidden_source
+    self.inner_activation = inner_activation
+    self.gating_activation = gating_activation
+    c, h = source.max, hidden_source.max
+    self.shapes = {'reduce/kernel': (1, 1, c, h), 'reduce/bias': (h,),
+                   'expand/kernel': (1, 1, h, c), 'expand/bias': (c,)}
+    for role, shape in self.shapes.items():
+      store.request(f'{name}/{role}', shape,
+                    _CONV if role.endswith('kernel') else _ZEROS)
+
+  def _get(self, role):
+    return self.store.get(f'{self.name}/{role}', self.shapes[role])
+
+  def __call__(self, x, ctx):
+    width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
+    s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
+    s = masked.conv2d(s, self._get('reduce/kernel'), width, hidden, 1,
+                      ctx.mode, self._get('reduce/bias'))
+    s = masked.activation(s, self.inner_activation, hidden, ctx.mode)
+    s = masked.conv2d(s, self._get('expand/kernel'), hidden, width, 1,
+                      ctx.mode, self._get('expand/bias'))
+    s = masked.activation(s, self.gating_activation, width, ctx.mode)
+    return x * s
+
+  def regularizers(self, ctx):
+    width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
+    return {
+        f'{self.name}/reduce/kernel': masked.l2_sum(
+            self._get('reduce/kernel'), width, hidden, ctx.mode, ctx.active),
+        f'{self.name}/expand/kernel': masked.l2_sum(
+            self._get('expand/kernel'), hidden, width, ctx.mode, ctx.active)}
+
+
+class Chain(Node):
+  """Nodes applied in order."""
+
+  def __init__(self, nodes: Sequence[Node]):
+    self.nodes = list(nodes)
+    self.in_source = self.nodes[0].in_source
+    self.out_source = self.nodes[-1].out_source
+    self.strides = math.prod(n.strides for n in self.nodes)
+
+  def __call__(self, x, ctx):
+    for node in self.nodes:
+      x = node(x, ctx)
+    return x
+
+  def regularizers(self, ctx):
+    return merge_max([node.regularizers(ctx) for node in self.nodes])
+
+
+class Residual(Node):
+  """layer(x) + x."""
+
+  def __init__(self, layer: Node, path: str):
+    if layer.strides != 1 or layer.out_source is not layer.in_source:
+      raise ValueError(
+          f'{path}: a ResidualSpec layer must keep the shape (stride 1 and '
+          f'the block width of its input), got stride {layer.strides}')
+    self.layer = layer
+    self.in_source = self.out_source = layer.in_source
+
+  def __call__(self, x, ctx):
+    return self.layer(x, ctx) + x
+
+  def regularizers(self, ctx):
+    return self.layer.regularizers(ctx)
+
+
+class Switch(Node):
+  """sum_i mask[i] * branch_i(x); branch i runs only where mask[i] != 0.
+
+  `None` branches are `ZeroSpec`s (they contribute nothing). The mask comes
+  from the `CallContext` (stop-gradiented). With one choice and a mask the
+  output is branch_0(x) * mask[0] (its regularisers unscaled, as the
+  original's `maybe_switch_v2`); with no mask (a fixed spec) it is the single
+  branch.
+  """
+
+  def __init__(self, path: str, branches: Sequence[Optional[Node]],
+               source: WidthSource):
+    self.path = path
+    self.branches = list(branches)
+    live = [b for b in self.branches if b is not None]
+    self.in_source = source
+    self.out_source = live[0].out_source if live else source
+    self.strides = live[0].strides if live else 1
+    for i, branch in enumerate(self.branches):
+      if branch is None:
+        continue
+      if (branch.strides != self.strides or
+          branch.out_source is not self.out_source):
+        raise ValueError(
+            f'{path}: choice {i} gives another stride or width than the '
+            'first non-zero choice; the choices of a OneOf must agree')
+
+  def _zeros(self, x, ctx):
+    channels = ctx.width(self.out_source).channels(ctx.mode)
+    return zeros_output(x, self.strides, channels)
+
+  def __call__(self, x, ctx):
+    mask = ctx.mask(self.path)
+    if len(self.branches) == 1:
+      branch = self.branches[0]
+      y = branch(x, ctx) if branch is not None else self._zeros(x, ctx)
+      return y if mask is None else y * mask[0]
+    total = None
+    for i, branch in enumerate(self.branches):
+      if branch is None:
+        continue
+      y = tf.cond(tf.not_equal(mask[i], 0.0),
+                  lambda i=i, branch=branch: mask[i] * branch(x, ctx),
+                  lambda: self._zeros(x, ctx))
+      total = y if total is None else total + y
+    return total if total is not None else self._zeros(x, ctx)
+
+  def regularizers(self, ctx):
+    mask = ctx.mask(self.path)
+    terms = []
+    for i, branch in enumerate(self.branches):
+      if branch is None:
+        continue
+      if mask is None or len(self.branches) == 1:
+        # As the original's maybe_switch_v2: a [1] mask scales the output
+        # only (it serves path dropout), not the regulariser.
+        terms.append(branch.regularizers(ctx))
+        continue
+      # A branch with mask[i] == 0 adds exactly 0 (and 0 gradient), whatever
+      # its weights; its kernels are zeroed with tf.where rather than skipped
+      # with a tf.cond, which would cost a cond per branch here too.
+      with ctx.gated(tf.not_equal(mask[i], 0.0)):
+        values = branch.regularizers(ctx)
+      terms.append({name: mask[i] * value for name, value in values.items()})
+    return merge_max(terms)
+
+
+class Classifier(Node):
+  """Optional dropout, a 1x1 conv to the classes with bias, global mean.
+
+  Variables: `classifier/kernel` [1, 1, C_max, num_classes] (N(0, 0.01)),
+  `classifier/bias` [num_classes]; no weight decay.
+  """
+
+  def __init__(self, store: VariableStore, source: WidthSource,
+               num_classes: int, dropout_rate: float):
+    self.store = store
+    self.in_source = source
+    self.out_source = FixedWidth(num_classes)
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+    self.kernel_shape = (1, 1, source.max, num_classes)
+    store.request('classifier/kernel', self.kernel_shape, _CLASSIFIER)
+    store.request('classifier/bias', [num_classes], _ZEROS)
+
+  def __call__(self, x, ctx):
+    """[batch, H, W, C] -> float32 logits [batch, num_classes]."""
+    if ctx.training and self.dropout_rate > 0:
+      x = tf.nn.dropout(x, rate=self.dropout_rate)
+    classes = Width(self.num_classes, self.num_classes)
+    y = masked.conv2d(x, self.store.get('classifier/kernel', self.kernel_shape),
+                      ctx.width(self.in_source), classes, 1, ctx.mode,
+                      self.store.get('classifier/bias', [self.num_classes]))
+    return tf.reduce_mean(y, axis=[1, 2])
