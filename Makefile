@@ -23,9 +23,12 @@ $(STAMP): setup.py | $(PY)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The offline demo: digits, digits_search, its MACs model and rule target.
+# Running it again resumes (or, when finished, only re-extracts).
 search: $(STAMP)
-	$(PY) -m tunas_tf.tools.describe_space --ssd=digits_search --output_dir=$(RUN_DIR)
-	@echo "Result written under $(RUN_DIR)/"
+	$(PY) -m tunas_tf.train_search --model_dir=$(RUN_DIR) $(SEARCH_FLAGS)
+	$(PY) -m tunas_tf.tools.extract_architecture --model_dir=$(RUN_DIR)
+	@echo "Searched architecture: $(RUN_DIR)/architecture.json"
 
 clean-venv:
 	rm -rf $(VENV)

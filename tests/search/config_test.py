@@ -1,0 +1,140 @@
+"""Tests for SearchConfig derivation, the recipe flagfiles and resume checks."""
+
+import json
+import os
+import tempfile
+
+from absl import flags
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tunas_tf import train_search
+from tunas_tf.data import datasets
+from tunas_tf.search import config as config_lib
+
+_CONFIGS = os.path.join(os.path.dirname(train_search.__file__), 'configs')
+_IMAGENET = datasets.DatasetInfo(
+    'imagenet2012', 224, 3, 1000,
+    # l2l_train = 1,281,167 - 50,046 (reference §2.0).
+    {'search_train': 1231121, 'search_validation': 50046, 'test': 50000})
+_DIGITS = datasets.DatasetInfo(
+    'digits', 8, 1, 10,
+    {'search_train': 1078, 'search_validation': 359, 'test': 360})
+
+
+def _flags(*args):
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search'] + list(args))
+  return values
+
+
+class RecipeTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('proxylessnas', 'proxylessnas_search', 84.0, 4e-5, 'false'),
+      ('enlarged', 'proxylessnas_enlarged_search', 84.0, 4e-5, 'false'),
+      ('v3_like', 'mobilenet_v3_like_search', 57.0, 3e-5, 'ontpu'),
+  )
+  def test_recipe_derives_reference_numbers(self, ssd, target, wd, bf16):
+    values = _flags(f'--flagfile={os.path.join(_CONFIGS, ssd + ".cfg")}',
+                    '--model_dir=/tmp/unused', '--tpu=grpc://10.0.0.1:8470')
+    config = train_search.config_from_flags(values, _IMAGENET)
+    self.assertEqual(config.ssd, ssd)
+    self.assertEqual(config.max_global_step, 27050)
+    self.assertEqual(config.rl_delay_steps, 6762)
+    self.assertEqual(config.increase_ops_warmup_steps, 6762)
+    self.assertEqual(config.increase_filters_warmup_steps, 6762)
+    self.assertEqual(config.model_warmup_steps, 676)
+    self.assertAlmostEqual(config.model_learning_rate_scaled, 2.64)
+    self.assertAlmostEqual(config.rl_learning_rate_scaled, 0.0048)
+    self.assertEqual(config.rl_cost_model_target, target)
+    self.assertEqual(config.model_weight_decay, wd)
+    self.assertEqual(config.use_bfloat16, bf16)
+    self.assertEqual(config.num_classes, 1001)
+    self.assertEqual(config.validation_batch_size, 16384)
+    self.assertEqual(config.supernet_mode, 'masked')
+    self.assertTrue(config.use_tpu)
+
+  def test_max_steps_overrides_epochs(self):
+    values = _flags('--model_dir=/tmp/x', '--max_steps=40',
+                    '--rl_cost_model_target=1.0')
+    config = train_search.config_from_flags(values, _DIGITS)
+    self.assertEqual(config.max_global_step, 40)
+    self.assertEqual(config.rl_delay_steps, 10)
+    self.assertEqual(config.supernet_mode, 'sampled')
+    self.assertFalse(config.use_tpu)
+
+  @parameterized.named_parameters(
+      ('ops_warmup', ['--increase_ops_warmup_steps_fraction=0.5'],
+       r'Op warm-up \(20 steps\) is longer than the RL delay \(10 steps\)'),
+      ('filters_warmup', ['--increase_filters_warmup_steps_fraction=0.3'],
+       r'Filter warm-up \(12 steps\) is longer than the RL delay'),
+      ('fraction', ['--rl_delay_steps_fraction=1.5'],
+       r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5'),
+      ('classes', ['--num_classes=5'], r'--num_classes=5 is fewer than the 10'),
+      ('use_tpu', ['--use_tpu'], '--use_tpu needs --tpu=NAME'),
+  )
+  def test_guards(self, extra, message):
+    values = _flags('--model_dir=/tmp/x', '--max_steps=40',
+                    '--rl_cost_model_target=1.0', *extra)
+    with self.assertRaisesRegex(ValueError, message):
+      train_search.config_from_flags(values, _DIGITS)
+
+  def test_model_dir_required(self):
+    with self.assertRaisesRegex(ValueError, '--model_dir is required'):
+      train_search.config_from_flags(_flags(), _DIGITS)
+
+  def test_aliases(self):
+    values = _flags('--checkpoint_dir=/tmp/a', '--dataset_dir=/tmp/b')
+    self.assertEqual((values.model_dir, values.data_dir), ('/tmp/a', '/tmp/b'))
+
+
+class WriteOrCheckTest(absltest.TestCase):
+
+  def _config(self, model_dir, *extra):
+    values = _flags(f'--model_dir={model_dir}', '--max_steps=40',
+                    '--rl_cost_model_target=2.0', *extra)
+    return train_search.config_from_flags(values, _DIGITS)
+
+  def test_first_write_then_resume(self):
+    model_dir = tempfile.mkdtemp()
+    self.assertFalse(config_lib.write_or_check(self._config(model_dir), '{}'))
+    with open(os.path.join(model_dir, 'config.json')) as f:
+      stored = json.load(f)
+    self.assertEqual(stored['rl_delay_steps'], 10)
+    self.assertEqual(stored['rl_cost_model_target'], 2.0)
+    # How long to run may change; the stored value follows the new run.
+    self.assertTrue(config_lib.write_or_check(
+        self._config(model_dir, '--max_steps=80'), '{}'))
+    stored = config_lib.read(model_dir)
+    self.assertEqual((stored['max_steps'], stored['rl_delay_steps']), (80, 20))
+    self.assertEqual(stored['rl_cost_model_target'], 2.0)
+
+  def test_mismatch_is_refused_naming_the_field(self):
+    model_dir = tempfile.mkdtemp()
+    config_lib.write_or_check(self._config(model_dir), '{}')
+    with self.assertRaisesRegex(
+        ValueError, r'was written by a different search: rl_reward_function '
+        r"is 'abs' there and 'mnas' now"):
+      config_lib.write_or_check(
+          self._config(model_dir, '--rl_reward_function=mnas'), '{}')
+
+  def test_other_search_space_is_refused(self):
+    model_dir = tempfile.mkdtemp()
+    config_lib.write_or_check(self._config(model_dir), '{"a": 1}')
+    with self.assertRaisesRegex(ValueError, 'holds a different search space'):
+      config_lib.write_or_check(self._config(model_dir), '{"a": 2}')
+
+  def test_read_missing_and_corrupt(self):
+    model_dir = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'No config.json in'):
+      config_lib.read(model_dir)
+    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
+      f.write('{')
+    with self.assertRaisesRegex(ValueError, 'is not valid JSON'):
+      config_lib.read(model_dir)
+
+
+if __name__ == '__main__':
+  absltest.main()

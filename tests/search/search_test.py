@@ -1,0 +1,212 @@
+"""End-to-end tests of `train_search` on digits: a few steps each, CPU."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import flags
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf import train_search
+from tunas_tf.controller import reinforce
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import runner
+from tunas_tf.search import steps
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.tools import extract_architecture
+
+
+def _config(model_dir, *args):
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search', f'--model_dir={model_dir}'] + list(args))
+  return train_search.config_from_flags(values)
+
+
+def _events(model_dir):
+  """{tag: {step: value}} from the TF2 summary files of `model_dir`."""
+  out = {}
+  for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      for value in event.summary.value:
+        out.setdefault(value.tag, {})[event.step] = float(
+            tf.make_ndarray(value.tensor))
+  return out
+
+
+def _global_step(model_dir):
+  return int(tf.train.load_checkpoint(model_dir).get_tensor('global_step'))
+
+
+_SHORT = ['--max_steps=8', '--train_batch_size=16',
+          '--rl_delay_steps_fraction=0.5',
+          '--increase_ops_warmup_steps_fraction=0.25',
+          '--increase_filters_warmup_steps_fraction=0.5',
+          '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=4',
+          '--rl_learning_rate=1.0']
+
+
+class ShortSearchTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model_dir = tempfile.mkdtemp()
+    cls.config = _config(cls.model_dir, *_SHORT)
+    runner.run_search(cls.config)
+    cls.events = _events(cls.model_dir)
+
+  def test_runs_to_max_steps_with_one_increment_per_step(self):
+    self.assertEqual(_global_step(self.model_dir), 8)
+    # The logged step is the global step before the step's increment.
+    self.assertEqual(sorted(self.events['rlcontroller/reward']), [0, 2, 4, 6])
+
+  def test_every_scalar_is_logged(self):
+    spec = mobile.get_search_space('digits_search')
+    expected = ['model/loss', 'model/empirical_loss',
+                'model/regularization_loss', 'model/learning_rate',
+                'rlcontroller/empirical_loss', 'rlcontroller/entropy_loss',
+                'rlcontroller/validation_accuracy', 'rlcontroller/reward',
+                'rlcontroller/step_baseline', 'rlcontroller/baseline',
+                'rlcontroller/advantage', 'rlcontroller/log_prob',
+                'rlcontroller/estimated_cost', 'rlcontroller/cost_ratio',
+                'rlcontroller/cost_adjustment', 'rlcontroller/learning_rate',
+                'rlcontroller/increase_ops_prob',
+                'rlcontroller/increase_filters_prob']
+    for path, oneof in schema.flatten_with_paths(spec):
+      expected += [f'rlpathlogits/{path}/{j}'
+                   for j in range(len(oneof.choices))]
+    missing = [t for t in expected if t not in self.events]
+    self.assertEqual(missing, [])
+    self.assertTrue(any(t.startswith('rltaglogits/op_indices_')
+                        for t in self.events))
+
+  def test_schedules_and_first_baseline(self):
+    e = self.events
+    # Warm-ups: ops over 2 steps, filters over 4; RL delay 4 steps.
+    self.assertEqual([e['rlcontroller/increase_ops_prob'][s]
+                      for s in (0, 2, 4)], [1.0, 0.0, 0.0])
+    self.assertEqual([e['rlcontroller/increase_filters_prob'][s]
+                      for s in (0, 2, 4)], [1.0, 0.5, 0.0])
+    self.assertEqual([e['rlcontroller/learning_rate'][s] for s in (0, 2)],
+                     [0.0, 0.0])
+    self.assertGreater(e['rlcontroller/learning_rate'][4], 0.0)
+    # Logits stay zero during the delay (read before the step's update).
+    for tag, values in e.items():
+      if tag.startswith('rlpathlogits/'):
+        self.assertEqual((values[0], values[2], values[4]), (0.0, 0.0, 0.0),
+                         tag)
+    self.assertAlmostEqual(e['rlcontroller/baseline'][0],
+                           e['rlcontroller/reward'][0], places=6)
+    self.assertAlmostEqual(e['rlcontroller/advantage'][0], 0.0, places=6)
+
+  def test_reward_recomputes_from_logged_accuracy_and_cost(self):
+    e = self.events
+    target = self.config.rl_cost_model_target
+    beta = self.config.rl_cost_model_exponent
+    for step in e['rlcontroller/reward']:
+      acc = e['rlcontroller/validation_accuracy'][step]
+      cost = e['rlcontroller/estimated_cost'][step]
+      self.assertAlmostEqual(e['rlcontroller/cost_ratio'][step],
+                             cost / target, places=5)
+      self.assertAlmostEqual(e['rlcontroller/reward'][step],
+                             acc + beta * abs(cost / target - 1), places=5)
+
+  def test_extract_architecture(self):
+    result = extract_architecture.extract(self.model_dir)
+    spec = mobile.get_search_space('digits_search')
+    reader = tf.train.load_checkpoint(self.model_dir)
+    logits = {path: reader.get_tensor('rl_controller/logits/' + path)
+              for path, _ in schema.flatten_with_paths(spec)}
+    self.assertEqual(
+        result['indices'],
+        ':'.join(map(str, reinforce.argmax_indices(logits, spec))))
+    self.assertEqual(result['global_step'], 8)
+    self.assertEqual(result['cost_target'], self.config.rl_cost_model_target)
+    self.assertLen(result['probabilities'], 18)
+    for probs in result['probabilities'].values():
+      self.assertAlmostEqual(sum(probs), 1.0, places=4)
+    self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])), [])
+    json.dumps(result)  # JSON-able.
+
+  def test_resume_longer_and_refuse_a_different_search(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), 'copy')
+    # Resume from a copy of the finished search with a longer --max_steps.
+    import shutil  # pylint: disable=g-import-not-at-top
+    shutil.copytree(self.model_dir, model_dir)
+    longer = [a for a in _SHORT if not a.startswith('--max_steps')]
+    runner.run_search(_config(model_dir, '--max_steps=10', *longer))
+    self.assertEqual(_global_step(model_dir), 10)
+    with self.assertRaisesRegex(
+        ValueError, r'rl_cost_model_exponent is -0.1 there and -0.5 now'):
+      runner.run_search(_config(model_dir, *_SHORT,
+                                '--rl_cost_model_exponent=-0.5'))
+
+
+class CommandLineTest(absltest.TestCase):
+
+  def _command(self, model_dir, *args):
+    return [sys.executable, '-m', 'tunas_tf.train_search',
+            f'--model_dir={model_dir}', '--train_batch_size=16',
+            '--save_checkpoints_steps=5', '--log_every_steps=5'] + list(args)
+
+  def test_killed_search_resumes_to_the_end(self):
+    model_dir = tempfile.mkdtemp()
+    cmd = self._command(model_dir, '--max_steps=100')
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    try:
+      while time.time() < deadline:
+        found = tf.train.latest_checkpoint(model_dir)
+        if found and int(found.rsplit('-', 1)[1]) >= 5:
+          break
+        if process.poll() is not None:
+          self.fail('the search ended before it could be killed')
+        time.sleep(0.5)
+      else:
+        self.fail('no checkpoint after 300 s')
+    finally:
+      process.send_signal(signal.SIGKILL)
+      process.wait()
+    killed_at = _global_step(model_dir)
+    self.assertBetween(killed_at, 5, 99)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+    self.assertIn('Resuming search digits_search', done.stderr)
+    self.assertEqual(_global_step(model_dir), 100)
+    # The restart continued the run: it logged steps after the kill only.
+    logged = [int(line.split('step ')[1].split('/')[0])
+              for line in done.stderr.splitlines() if 'steps/s' in line]
+    self.assertTrue(logged and min(logged) > killed_at, logged)
+
+  def test_bad_input_exits_with_one_line(self):
+    model_dir = tempfile.mkdtemp()
+    config_lib.write_or_check(
+        _config(model_dir, '--max_steps=8', '--train_batch_size=16'), '{}')
+    for args, message in (
+        (['--max_steps=8', '--rl_reward_function=mnas'],
+         'rl_reward_function is'),
+        (['--max_steps=8', '--ssd=no_such_space'], 'no_such_space'),
+        (['--max_steps=8', '--cost_model=/no/such.json'], 'no/such.json'),
+    ):
+      done = subprocess.run(self._command(model_dir, *args),
+                            capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+      self.assertNotEqual(done.returncode, 0, args)
+      self.assertIn(message, done.stderr)
+      self.assertNotIn('Traceback', done.stderr)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,163 @@
+"""Tests for the model_fn helpers in `search/steps.py`, in a TF1 graph."""
+
+import glob
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf import train_search
+from tunas_tf.controller import rewards
+from tunas_tf.data import datasets
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search import steps
+from tunas_tf.search_space import mobile
+from absl import flags
+
+_DIGITS = datasets.DatasetInfo(
+    'digits', 8, 1, 10,
+    {'search_train': 1078, 'search_validation': 359, 'test': 360})
+
+
+def _config(*args):
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search', '--model_dir=/tmp/unused', '--max_steps=40']
+         + list(args))
+  return train_search.config_from_flags(values, _DIGITS)
+
+
+def _reachable(start, target_names):
+  """Names in `target_names` reachable backwards from `start` (data+control)."""
+  seen, stack, found = set(), [start], set()
+  while stack:
+    op = stack.pop()
+    if op.name in seen:
+      continue
+    seen.add(op.name)
+    if op.name in target_names:
+      found.add(op.name)
+    stack.extend(t.op for t in op.inputs)
+    stack.extend(op.control_inputs)
+  return found
+
+
+class StepsTest(absltest.TestCase):
+
+  def test_warmup_probabilities_decay_linearly(self):
+    config = _config()  # 40 steps: warm-ups of 10.
+    with tf.Graph().as_default():
+      step = tf.compat.v1.placeholder(tf.int64, [])
+      p_ops, p_filters = steps.warmup_probabilities(step, config)
+      with tf.compat.v1.Session() as sess:
+        got = [sess.run([p_ops, p_filters], {step: t}) for t in (0, 5, 10, 30)]
+    np.testing.assert_allclose(got, [[1, 1], [0.5, 0.5], [0, 0], [0, 0]])
+
+  def test_first_baseline_is_first_reward_and_advantage(self):
+    config = _config('--rl_cost_model_target=100.0',
+                     '--rl_cost_model_exponent=-0.5')
+    with tf.Graph().as_default():
+      acc = tf.compat.v1.placeholder(tf.float32, [])
+      cost = tf.compat.v1.placeholder(tf.float32, [])
+      rl = steps.reward_and_advantage(acc, cost, config)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        first = sess.run(rl, {acc: 0.5, cost: 150.0})
+        second = sess.run(rl, {acc: 0.9, cost: 100.0})
+    expected = rewards.compute_reward(0.5, 150.0, 100.0, -0.5, 'abs').reward
+    self.assertAlmostEqual(first['reward'], expected, places=6)
+    self.assertAlmostEqual(first['reward'], 0.5 - 0.5 * 0.5, places=6)
+    self.assertAlmostEqual(first['baseline'], first['reward'], places=6)
+    self.assertAlmostEqual(first['advantage'], 0.0, places=6)
+    # Zero-debiased EMA after two values: (m(1-m) r1 + (1-m) r2)/(1-m^2).
+    m = config.rl_baseline_momentum
+    ema = (m * (1 - m) * first['reward'] + (1 - m) * 0.9) / (1 - m * m)
+    self.assertAlmostEqual(second['baseline'], ema, places=5)
+    self.assertAlmostEqual(second['advantage'], 0.9 - ema, places=5)
+
+  def test_barriers_order_the_updates(self):
+    """Every update waits for every gradient; validation reads updated weights.
+
+    Removing either barrier (or the control dependency) fails this test.
+    """
+    config = _config()
+    spec = mobile.get_search_space('digits_search')
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      sampled, dist_info = steps.sample_architecture(
+          spec, tf.constant(0.0), tf.constant(0.0))
+      net = supernet_lib.Supernet(spec, 10, input_channels=1)
+      images = tf.zeros([4, 8, 8, 1])
+      labels = tf.one_hot([0, 1, 2, 3], 10)
+      model = steps.supernet_train_op(net, sampled, images, labels,
+                                      global_step, config)
+      accuracy = steps.validation_accuracy(net, sampled, images, labels,
+                                           model['train_op'], model['grads'],
+                                           use_barrier=True)
+      grad_ops = {g.op.name for g in model['raw_grads']}
+      self.assertGreater(len(grad_ops), 10)
+      apply_ops = [op for op in tf.compat.v1.get_default_graph().get_operations()
+                   if op.type.startswith('ResourceApplyRMSProp')]
+      self.assertLen(apply_ops, len(model['grads']))
+      for op in apply_ops:
+        self.assertEqual(_reachable(op, grad_ops), grad_ops, op.name)
+      self.assertTrue(
+          _reachable(accuracy.op, {model['train_op'].name}),
+          'validation accuracy does not wait for the model update')
+      rl = steps.reward_and_advantage(accuracy, None,
+                                      _config('--noenable_cost_model'))
+      controller = steps.controller_train_op(dist_info, rl['advantage'],
+                                             global_step, config)
+      # The controller step reads the accuracy, hence the updated weights.
+      self.assertTrue(_reachable(controller['train_op'],
+                                 {model['train_op'].name}))
+
+  def test_controller_frozen_during_delay_and_single_increment(self):
+    config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
+    spec = mobile.get_search_space('digits_search')
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
+                                               tf.constant(0.0))
+      controller = steps.controller_train_op(dist_info, tf.constant(1.0),
+                                             global_step, config)
+      logits = dist_info['controller'].trainable_variables
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        for expected_step in range(1, 11):
+          lr = sess.run(controller['learning_rate'])
+          sess.run(controller['train_op'])
+          self.assertEqual(sess.run(global_step), expected_step)
+          if expected_step <= 10:
+            self.assertEqual(lr, 0.0)
+        for value in sess.run(logits):
+          np.testing.assert_array_equal(value, np.zeros_like(value))
+        self.assertGreater(sess.run(controller['learning_rate']), 0.0)
+        sess.run(controller['train_op'])
+        self.assertEqual(sess.run(global_step), 11)
+        moved = sum(float(np.abs(v).sum()) for v in sess.run(logits))
+        self.assertGreater(moved, 0.0)
+
+  def test_host_call_writes_every_n_steps(self):
+    model_dir = tempfile.mkdtemp()
+    scalars = {'a/x': tf.constant(1.5), 'b/y': tf.constant(-2.0)}
+    for step in range(5):
+      host_fn, args = steps.host_call(scalars, tf.constant(step, tf.int64),
+                                      model_dir, every_n_steps=2)
+      host_fn(*args)
+    seen = {}
+    for path in glob.glob(os.path.join(model_dir, 'events*')):
+      for record in tf.data.TFRecordDataset(path):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        for value in event.summary.value:
+          seen.setdefault(value.tag, []).append(
+              (event.step, float(tf.make_ndarray(value.tensor))))
+    self.assertEqual(sorted(seen), ['a/x', 'b/y'])
+    self.assertEqual([s for s, _ in sorted(seen['a/x'])], [0, 2, 4])
+    self.assertEqual({v for _, v in seen['b/y']}, {-2.0})
+
+
+if __name__ == '__main__':
+  absltest.main()

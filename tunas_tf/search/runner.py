@@ -1,0 +1,170 @@
+"""The search's model_fn, input_fn and the TPUEstimator that runs them."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict
+
+from absl import logging
+import tensorflow as tf
+
+from tunas_tf.data import datasets
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import steps
+from tunas_tf.search.config import SearchConfig
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import spec_io
+
+
+def make_model_fn(config: SearchConfig):
+  """Returns the TPUEstimator model_fn of the search (DESIGN steps 1-9)."""
+  spec = mobile.get_search_space(config.ssd)
+
+  def model_fn(features, labels, mode, params):
+    del params
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      raise ValueError(f'The search model_fn only trains, got mode {mode!r}')
+    train_images, valid_images = features['train'], features['validation']
+    if config.use_tpu:  # The host sent HWCN (a layout hint for XLA).
+      train_images = tf.transpose(train_images, [3, 0, 1, 2])
+      valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    # 1-2. Warm-up probabilities and this replica's sampled architecture.
+    p_ops, p_filters = steps.warmup_probabilities(global_step, config)
+    sampled, dist_info = steps.sample_architecture(spec, p_ops, p_filters)
+    # 3. Cost of the sample (a mixture during warm-up).
+    cost = (steps.estimate_cost(sampled, config)
+            if config.enable_cost_model else None)
+    # 4-5. Shared-weight step; the barrier makes all gradients exist first.
+    supernet = supernet_lib.Supernet(spec, config.num_classes,
+                                     mode=config.supernet_mode,
+                                     input_channels=config.num_channels,
+                                     seed=config.seed)
+    model = steps.supernet_train_op(supernet, sampled, train_images,
+                                    labels['train'], global_step, config)
+    # 6. Validation accuracy of the same sample, after the update.
+    accuracy = steps.validation_accuracy(
+        supernet, sampled, valid_images, labels['validation'],
+        model['train_op'], model['grads'], config.use_gradient_sync_barrier)
+    # 7. Reward, baseline, advantage.
+    rl = steps.reward_and_advantage(accuracy, cost, config)
+    # 8. Controller step: the only increment of the global step.
+    controller = steps.controller_train_op(dist_info, rl['advantage'],
+                                           global_step, config)
+    train_op = tf.group(model['train_op'], controller['train_op'])
+    # 9. Every scalar to TensorBoard.
+    scalars = steps.summary_scalars(model, accuracy, rl, controller,
+                                    dist_info, cost, p_ops, p_filters)
+    hooks = []
+    if not config.use_tpu:
+      hooks.append(ProgressHook(scalars, config))
+    return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, loss=model['loss'], train_op=train_op,
+        host_call=steps.host_call(scalars, global_step, config.model_dir,
+                                  config.tpu_iterations_per_loop),
+        training_hooks=hooks)
+
+  return model_fn
+
+
+def make_input_fn(config: SearchConfig):
+  """Returns the input_fn: zipped train/validation batches (reference §2.1)."""
+
+  def input_fn(params):
+    # On TPU, TPUEstimator passes the per-replica batch size.
+    batch = params.get('batch_size', config.train_batch_size)
+    validation_batch = int(round(batch * config.rl_batch_size_multiplier))
+    dataset = datasets.search_dataset(
+        config.dataset, config.num_classes, batch, validation_batch,
+        seed=config.seed, data_dir=config.data_dir, download=config.download,
+        validation_examples=config.validation_examples,
+        image_size=config.image_size)
+    if config.use_tpu:
+      to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
+      dataset = dataset.map(
+          lambda f, l: ({k: to_hwcn(v) for k, v in f.items()}, l))
+    return dataset
+
+  return input_fn
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+  """Logs step, steps/s, ETA, reward and cost every `log_every_steps`."""
+
+  def __init__(self, scalars: Dict[str, tf.Tensor], config: SearchConfig):
+    self._fetches = {'step': tf.compat.v1.train.get_global_step()}
+    for key in ('rlcontroller/reward', 'rlcontroller/estimated_cost',
+                'rlcontroller/validation_accuracy'):
+      if key in scalars:
+        self._fetches[key.split('/')[1]] = scalars[key]
+    self._every = max(1, config.log_every_steps)
+    self._last = self._max = config.max_global_step
+    self._time = None
+
+  def before_run(self, run_context):
+    del run_context
+    return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    values = run_values.results
+    step = int(values['step']) + 1
+    now = time.time()
+    if self._time is None:
+      self._time, self._last = now, step
+      return
+    if step % self._every == 0 or step == self._max:
+      rate = (step - self._last) / max(now - self._time, 1e-9)
+      eta = (self._max - step) / rate if rate > 0 else float('inf')
+      extra = ' '.join(f'{k}={v:.4g}' for k, v in values.items()
+                       if k != 'step')
+      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step, self._max,
+                   rate, eta, extra)
+      self._time, self._last = now, step
+
+
+def make_estimator(config: SearchConfig):
+  """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
+  cluster = None
+  if config.use_tpu:
+    try:
+      cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
+          config.tpu, zone=config.tpu_zone, project=config.gcp_project)
+    except Exception as e:  # The resolver raises several kinds of errors.
+      raise ValueError(f'Cannot resolve TPU {config.tpu!r}: {e}') from None
+  run_config = tf.compat.v1.estimator.tpu.RunConfig(
+      cluster=cluster, model_dir=config.model_dir,
+      tf_random_seed=config.seed,
+      save_checkpoints_steps=config.save_checkpoints_steps,
+      keep_checkpoint_max=config.keep_checkpoint_max,
+      log_step_count_steps=None,
+      tpu_config=tf.compat.v1.estimator.tpu.TPUConfig(
+          iterations_per_loop=config.tpu_iterations_per_loop,
+          per_host_input_for_training=(
+              tf.compat.v1.estimator.tpu.InputPipelineConfig.PER_HOST_V2)))
+  return tf.compat.v1.estimator.tpu.TPUEstimator(
+      model_fn=make_model_fn(config), config=run_config,
+      use_tpu=config.use_tpu, train_batch_size=config.train_batch_size)
+
+
+def run_search(config: SearchConfig) -> None:
+  """Writes/checks config.json and model_spec.json, then trains to the end.
+
+  A model directory holding an earlier run of the same search resumes from
+  its latest checkpoint (Estimator behaviour); a different search is refused.
+  """
+  if config.use_bfloat16 == 'true' or (config.use_bfloat16 == 'ontpu' and
+                                       config.use_tpu):
+    raise ValueError('bfloat16 compute is not implemented yet (the supernet '
+                     'runs in float32); pass --use_bfloat16=false')
+  spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
+  resumed = config_lib.write_or_check(config, spec_json)
+  logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d)',
+               'Resuming' if resumed else 'Starting', config.ssd,
+               config.model_dir, config.max_global_step, config.rl_delay_steps,
+               config.increase_ops_warmup_steps,
+               config.increase_filters_warmup_steps)
+  estimator = make_estimator(config)
+  estimator.train(make_input_fn(config), max_steps=config.max_global_step)

@@ -1,0 +1,262 @@
+"""The pieces of one search step, each a small function (DESIGN "One step").
+
+`runner.model_fn` calls them in order:
+
+1. `warmup_probabilities`   -- op / filter warm-up probabilities.
+2. `sample_architecture`    -- the controller's sample and its dist_info.
+3. `estimate_cost`          -- the cost model on the sampled masks.
+4-5. `supernet_train_op`    -- RMSProp step on the train batch, barrier.
+6. `validation_accuracy`    -- top-1 of the sampled network after the update.
+7. `reward_and_advantage`   -- reward, moving-average baseline, advantage.
+8. `controller_train_op`    -- REINFORCE with Adam; increments global_step.
+9. `host_call`              -- every scalar to TensorBoard.
+
+They build TF1 graph ops (the Estimator's graph); the modules they use own
+their variables, so the Estimator's checkpoints hold all the state.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Dict, List, Optional, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.controller import optimizer as controller_optimizer
+from tunas_tf.controller import reinforce
+from tunas_tf.controller import rewards
+from tunas_tf.cost_model import features as cost_features
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.layers import moving_average
+from tunas_tf.layers import schedules
+from tunas_tf.layers import sync
+from tunas_tf.search.config import SearchConfig
+
+LABEL_SMOOTHING = 0.1
+
+
+def num_replicas(use_tpu: bool) -> tf.Tensor:
+  """Replica count: a cross-replica sum of 1 on TPU, the constant 1 elsewhere."""
+  if use_tpu:
+    return tf.compat.v1.tpu.cross_replica_sum(tf.constant(1.0))
+  return tf.constant(1.0)
+
+
+def cross_replica_mean(value: tf.Tensor, use_tpu: bool) -> tf.Tensor:
+  """Mean over replicas (identity off TPU)."""
+  if use_tpu:
+    return tf.compat.v1.tpu.cross_replica_sum(value) / num_replicas(True)
+  return value
+
+
+def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
+                         ) -> Tuple[tf.Tensor, tf.Tensor]:
+  """Returns (increase_ops_prob, increase_filters_prob): 1 -> 0 linearly."""
+  return (schedules.linear_decay(global_step, config.increase_ops_warmup_steps),
+          schedules.linear_decay(global_step,
+                                 config.increase_filters_warmup_steps))
+
+
+def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
+                        increase_filters_prob: tf.Tensor
+                        ) -> Tuple[Any, Dict[str, Any]]:
+  """The controller's sample (one per replica) and its dist_info."""
+  with tf.compat.v1.variable_scope('rl_controller'):
+    return reinforce.independent_sample(
+        spec, increase_ops_probability=increase_ops_prob,
+        increase_filters_probability=increase_filters_prob)
+
+
+def cost_model_kwargs(config: SearchConfig) -> Dict[str, Any]:
+  """What the `macs` model needs to know about the input."""
+  return dict(image_size=config.image_size, num_classes=config.num_classes,
+              input_channels=config.num_channels)
+
+
+def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
+  """Scalar float32 estimated cost of the sampled (possibly mixed) masks."""
+  return cost_linear.estimate_cost(cost_features.features(sampled_spec),
+                                   config.ssd, config.cost_model,
+                                   **cost_model_kwargs(config))
+
+
+def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
+                      labels: tf.Tensor, global_step: tf.Tensor,
+                      config: SearchConfig) -> Dict[str, Any]:
+  """One RMSProp step of the shared weights on the train batch.
+
+  Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
+  sample's masks; RMSProp with TF1 semantics (decay 0.9, epsilon 1.0, slots
+  start at 1) under cosine decay with linear warm-up; CrossShardOptimizer on
+  TPU. The global step is *not* incremented here (the controller step does).
+  With the barrier on, every gradient waits for all of them.
+
+  Returns:
+    dict with `train_op`, `grads` (the gradients the update applies, after
+    the barrier), `raw_grads` (before it), `loss`,
+    `empirical_loss`, `regularization_loss`, `learning_rate`.
+  """
+  with tf.name_scope('training'):
+    logits = tf.cast(supernet(sampled_spec, images, training=True), tf.float32)
+    empirical_loss = tf.compat.v1.losses.softmax_cross_entropy(
+        labels, logits, label_smoothing=LABEL_SMOOTHING)
+    regularization_loss = supernet.regularization_loss(
+        sampled_spec, config.model_weight_decay)
+    loss = empirical_loss + regularization_loss
+    learning_rate = schedules.cosine_decay_with_linear_warmup(
+        config.model_learning_rate_scaled, global_step,
+        config.max_global_step, config.model_warmup_steps)
+    opt = tf.compat.v1.train.RMSPropOptimizer(
+        learning_rate, decay=0.9, momentum=config.model_momentum, epsilon=1.0)
+    if config.use_tpu:
+      opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
+    variables = list(supernet.trainable_variables)
+    grads_and_vars = [(g, v) for g, v in
+                      opt.compute_gradients(loss, var_list=variables)
+                      if g is not None]
+    raw_grads = grads = [g for g, _ in grads_and_vars]
+    if config.use_gradient_sync_barrier:
+      grads = sync.with_data_dependencies(raw_grads, raw_grads)
+    train_op = opt.apply_gradients(
+        list(zip(grads, [v for _, v in grads_and_vars])))
+  return dict(train_op=train_op, grads=grads, raw_grads=raw_grads, loss=loss,
+              empirical_loss=empirical_loss,
+              regularization_loss=regularization_loss,
+              learning_rate=learning_rate)
+
+
+def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
+                        labels: tf.Tensor, model_train_op: tf.Operation,
+                        grads: List[tf.Tensor], use_barrier: bool) -> tf.Tensor:
+  """Top-1 of the sampled network on the validation batch, after the update.
+
+  Reads the *updated* weights (DESIGN step 6). Batch norm normalises with the
+  validation batch's own statistics (stateless). The argmax is taken in the
+  logits' own dtype (reference §2.6: casting bf16 first misbehaved under XLA).
+  """
+  with tf.name_scope('validation'):
+    if use_barrier and grads:
+      images = sync.with_data_dependencies(grads[:1], [images])[0]
+    with tf.control_dependencies([model_train_op]):
+      logits = supernet(sampled_spec, images, training=False)
+    correct = tf.equal(tf.argmax(logits, axis=-1), tf.argmax(labels, axis=-1))
+    return tf.reduce_mean(tf.cast(correct, tf.float32))
+
+
+def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
+                         config: SearchConfig) -> Dict[str, tf.Tensor]:
+  """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
+
+  Returns:
+    dict with `reward`, `step_baseline`, `baseline`, `advantage`, and when
+    the cost model is on `cost_ratio`, `cost_adjustment`.
+  """
+  out = {}
+  if config.enable_cost_model:
+    stats = rewards.compute_reward(accuracy, cost, config.rl_cost_model_target,
+                                   config.rl_cost_model_exponent,
+                                   config.rl_reward_function)
+    out.update(reward=tf.convert_to_tensor(stats.reward, tf.float32),
+               cost_ratio=tf.convert_to_tensor(stats.cost_ratio, tf.float32),
+               cost_adjustment=tf.convert_to_tensor(stats.cost_adjustment,
+                                                    tf.float32))
+  else:
+    out['reward'] = accuracy
+  out['step_baseline'] = cross_replica_mean(out['reward'], config.use_tpu)
+  ema = moving_average.MovingAverage(config.rl_baseline_momentum,
+                                     name='rl_baseline')
+  out['baseline'] = ema.update(out['step_baseline'])
+  out['advantage'] = out['reward'] - out['baseline']
+  return out
+
+
+def controller_train_op(dist_info: Dict[str, Any], advantage: tf.Tensor,
+                        global_step: tf.Variable, config: SearchConfig,
+                        num_replicas_value: int = 1) -> Dict[str, Any]:
+  """REINFORCE with Adam (beta1 0); the only global-step increment.
+
+  loss = -stop_gradient(advantage) * log_prob; the entropy bonus
+  -rl_entropy_regularization * entropy is applied as a separate SGD step; the
+  learning rate is 0 before `rl_delay_steps`, then grows 10x by the end
+  (FBNet's delay, reference §2.8).
+
+  Returns:
+    dict with `train_op`, `empirical_loss`, `entropy_loss`, `learning_rate`.
+  """
+  controller = dist_info['controller']
+  variables = list(controller.trainable_variables)
+  empirical_loss = -tf.stop_gradient(advantage) * dist_info['sample_log_prob']
+  entropy_loss = -config.rl_entropy_regularization * dist_info['entropy']
+  learning_rate = schedules.rl_learning_rate(
+      config.rl_learning_rate_scaled, global_step, config.rl_delay_steps,
+      config.max_global_step, config.use_exponential_rl_learning_rate_schedule)
+  barrier = None
+  if config.use_gradient_sync_barrier:
+    barrier = lambda grads: sync.with_data_dependencies(grads, grads)
+  grads = controller_optimizer.gradients(empirical_loss, variables, barrier)
+  reg_grads = None
+  if config.rl_entropy_regularization:
+    reg_grads = controller_optimizer.gradients(entropy_loss, variables)
+  adam = controller_optimizer.ControllerAdam(variables)
+  train_op = adam.apply(grads, learning_rate, global_step, reg_grads,
+                        num_replicas=num_replicas_value)
+  return dict(train_op=train_op, empirical_loss=empirical_loss,
+              entropy_loss=entropy_loss, learning_rate=learning_rate)
+
+
+def summary_scalars(model: Dict[str, Any], accuracy: tf.Tensor,
+                    rl: Dict[str, tf.Tensor], controller: Dict[str, Any],
+                    dist_info: Dict[str, Any], cost: Optional[tf.Tensor],
+                    increase_ops_prob: tf.Tensor,
+                    increase_filters_prob: tf.Tensor
+                    ) -> 'collections.OrderedDict[str, tf.Tensor]':
+  """The §2.10 scalars, in the original's order, as float32 scalars."""
+  s = collections.OrderedDict()
+  s['model/loss'] = model['loss']
+  s['model/empirical_loss'] = model['empirical_loss']
+  s['model/regularization_loss'] = model['regularization_loss']
+  s['model/learning_rate'] = model['learning_rate']
+  s['rlcontroller/empirical_loss'] = controller['empirical_loss']
+  s['rlcontroller/entropy_loss'] = controller['entropy_loss']
+  s['rlcontroller/validation_accuracy'] = accuracy
+  s['rlcontroller/reward'] = rl['reward']
+  s['rlcontroller/step_baseline'] = rl['step_baseline']
+  s['rlcontroller/baseline'] = rl['baseline']
+  s['rlcontroller/advantage'] = rl['advantage']
+  s['rlcontroller/log_prob'] = dist_info['sample_log_prob']
+  if cost is not None:
+    s['rlcontroller/estimated_cost'] = cost
+    s['rlcontroller/cost_ratio'] = rl['cost_ratio']
+    s['rlcontroller/cost_adjustment'] = rl['cost_adjustment']
+  s['rlcontroller/learning_rate'] = controller['learning_rate']
+  s['rlcontroller/increase_ops_prob'] = increase_ops_prob
+  s['rlcontroller/increase_filters_prob'] = increase_filters_prob
+  for prefix, logits in (('rlpathlogits', dist_info['logits_by_path']),
+                         ('rltaglogits', dist_info['logits_by_tag'])):
+    for name, values in logits.items():
+      for j in range(int(values.shape[0])):
+        s[f'{prefix}/{name}/{j}'] = values[j]
+  return collections.OrderedDict(
+      (k, tf.cast(tf.reshape(v, []), tf.float32)) for k, v in s.items())
+
+
+def host_call(scalars: 'collections.OrderedDict[str, tf.Tensor]',
+              global_step: tf.Tensor, model_dir: str, every_n_steps: int):
+  """(host_fn, tensors) writing `scalars` every `every_n_steps` steps.
+
+  All scalars are stacked into one [1, n] tensor (host_call needs rank >= 1
+  and one tensor is cheaper to outfeed); the host writes the first replica's
+  row with the TF2 summary API.
+  """
+  names = list(scalars)
+
+  def host_fn(step, values):
+    step = tf.cast(step[0], tf.int64)
+    with tf.summary.create_file_writer(model_dir).as_default():
+      with tf.summary.record_if(tf.equal(step % every_n_steps, 0)):
+        for i, name in enumerate(names):
+          tf.summary.scalar(name, values[0, i], step=step)
+      return tf.compat.v1.summary.all_v2_summary_ops()
+
+  values = tf.reshape(tf.stack(list(scalars.values())), [1, -1])
+  return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]

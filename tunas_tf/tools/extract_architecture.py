@@ -1,0 +1,174 @@
+r"""Extracts the searched architecture from a search's model directory.
+
+The final architecture is the argmax of each OneOf's controller logits
+(reference/tunas.md §5), read from the latest checkpoint (or `--checkpoint`):
+
+  python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
+
+writes `runs/demo/architecture.json`:
+
+  {"ssd": ..., "indices": "0:2:1:...", "estimated_cost": ..., "cost_model":
+   ..., "cost_target": ..., "global_step": ..., "checkpoint": ...,
+   "probabilities": {path: [p_0, ...]}, "architecture": <spec_io JSON>}
+
+which `train_eval --architecture=` reads. The search space comes from the
+directory's `model_spec.json`, so the indices always match what was searched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict, Optional
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from tunas_tf.controller import reinforce
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.search import config as config_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.search_space import spec_io
+
+ARCHITECTURE_FILE = 'architecture.json'
+CONTROLLER_SCOPE = 'rl_controller/logits/'
+FORMAT_VERSION = 1
+
+FLAGS = flags.FLAGS
+
+
+def _softmax(values: np.ndarray) -> np.ndarray:
+  shifted = np.exp(values - values.max())
+  return shifted / shifted.sum()
+
+
+def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
+  """The controller's logits by OneOf path, checked against `spec`.
+
+  Raises:
+    ValueError: if the checkpoint cannot be read or lacks (or has the wrong
+      length for) the logits of one of the space's OneOfs.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    reader = tf.train.load_checkpoint(checkpoint)
+  except (tf.errors.OpError, ValueError) as e:
+    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+  shapes = reader.get_variable_to_shape_map()
+  logits = {}
+  for path, oneof in schema.flatten_with_paths(spec):
+    name = CONTROLLER_SCOPE + path
+    if name not in shapes:
+      raise ValueError(f'Checkpoint {checkpoint!r} has no controller logits '
+                       f'{name!r}: not a search of this space')
+    value = np.asarray(reader.get_tensor(name), np.float64).reshape(-1)
+    if value.shape[0] != len(oneof.choices):
+      raise ValueError(f'Checkpoint logits {name!r} have {value.shape[0]} '
+                       f'entries; the OneOf has {len(oneof.choices)} choices')
+    logits[path] = value
+  return logits
+
+
+def extract(model_dir: str, checkpoint: Optional[str] = None
+            ) -> Dict[str, Any]:
+  """The searched architecture of `model_dir` as a JSON-able dict.
+
+  Args:
+    model_dir: a search's model directory (config.json, model_spec.json,
+      checkpoints).
+    checkpoint: a checkpoint path; default the directory's latest.
+
+  Raises:
+    ValueError: for a directory that is not a search, holds no checkpoint,
+      or whose files disagree.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  config = config_lib.read(model_dir)
+  spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
+  if not os.path.exists(spec_path):
+    raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')
+  with open(spec_path) as f:
+    spec = spec_io.loads(f.read())
+  ssd = config['ssd']
+  if spec != mobile.get_search_space(ssd):
+    raise ValueError(f'{spec_path} differs from the current {ssd!r} space; '
+                     'the search was made with another version')
+  if checkpoint is None:
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    if checkpoint is None:
+      raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
+                       'saved one yet')
+  logits = read_logits(checkpoint, spec)
+  indices = reinforce.argmax_indices(logits, spec)
+  indices_str = ':'.join(str(i) for i in indices)
+  cost_model = config['cost_model']
+  cost = cost_linear.estimate_cost_of_indices(
+      indices, ssd, cost_model, image_size=config['image_size'],
+      num_classes=config['num_classes'],
+      input_channels=config['num_channels'])
+  global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
+      'global_step'))
+  return {
+      'format_version': FORMAT_VERSION,
+      'ssd': ssd,
+      'indices': indices_str,
+      'estimated_cost': cost,
+      'cost_model': cost_model,
+      'cost_target': config['rl_cost_model_target'],
+      'global_step': global_step,
+      'max_global_step': config['max_global_step'],
+      'checkpoint': os.path.abspath(checkpoint),
+      'image_size': config['image_size'],
+      'num_classes': config['num_classes'],
+      'num_channels': config['num_channels'],
+      'probabilities': {path: [round(float(p), 6) for p in _softmax(v)]
+                        for path, v in logits.items()},
+      'architecture': spec_io.to_json(schema.prune(spec, indices)),
+  }
+
+
+def write(result: Dict[str, Any], path: str) -> None:
+  """Writes `result` atomically (a killed run never leaves half a file)."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(result, f, indent=1)
+  os.replace(tmp, path)
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  flags.DEFINE_string('model_dir', None, 'The search directory.',
+                      flag_values=flag_values)
+  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=flag_values)
+  flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
+                      "directory's latest.", flag_values=flag_values)
+  flags.DEFINE_string('output', None, 'Output JSON; default '
+                      'MODEL_DIR/architecture.json.', flag_values=flag_values)
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    sys.exit(f'extract_architecture: unexpected arguments {argv[1:]}')
+  if not FLAGS.model_dir:
+    sys.exit('extract_architecture: --model_dir is required')
+  try:
+    result = extract(FLAGS.model_dir, FLAGS.checkpoint)
+  except ValueError as e:
+    sys.exit(f'extract_architecture: {e}')
+  output = FLAGS.output or os.path.join(FLAGS.model_dir, ARCHITECTURE_FILE)
+  write(result, output)
+  print(f"Searched architecture (step {result['global_step']}): "
+        f"{result['ssd']} {result['indices']}")
+  print(f"Estimated cost {result['estimated_cost']:.6g} "
+        f"({result['cost_model']}; target {result['cost_target']:.6g})")
+  print(f'Written to {output}')
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

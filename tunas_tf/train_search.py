@@ -1,0 +1,275 @@
+r"""Architecture search: flags -> SearchConfig -> TPUEstimator(model_fn).
+
+The flag defaults run the offline demo: the 8x8 `digits` data, the
+`digits_search` space, its `macs` cost model and a target fixed by rule, sized
+for a laptop CPU:
+
+  python -m tunas_tf.train_search --model_dir=runs/demo
+
+The original's ImageNet recipes ship as flagfiles (`tunas_tf/configs/`):
+
+  python -m tunas_tf.train_search --flagfile=tunas_tf/configs/proxylessnas_search.cfg \
+      --tpu=my-tpu --model_dir=gs://bucket/search --data_dir=gs://bucket/tfds
+
+The model directory receives `config.json`, `model_spec.json`, checkpoints
+and TensorBoard event files; a killed search started again with the same
+flags resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Optional
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from tunas_tf.controller import rewards
+from tunas_tf.search import config as config_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+FLAGS = flags.FLAGS
+
+# Cost targets of the released cost models (simulated Pixel-1 ms): MnasNet /
+# ProxylessNAS-Mobile, and MobileNetV3-Large.
+RELEASED_TARGET_MS = 84.0
+RELEASED_V3_TARGET_MS = 57.0
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """Defines the search flags (called by `__main__` and by tests only)."""
+  f = flag_values
+  # Where and what.
+  flags.DEFINE_string('model_dir', None, 'Output directory: checkpoints, '
+                      'events, config.json, model_spec.json. Required.',
+                      flag_values=f)
+  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
+  flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
+                    'Search space.', flag_values=f)
+  flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
+                      'TFDS image-classification dataset name.', flag_values=f)
+  flags.DEFINE_string('data_dir', None, 'TFDS data directory.', flag_values=f)
+  flags.DEFINE_alias('dataset_dir', 'data_dir', flag_values=f)
+  flags.DEFINE_boolean('download', True, 'Let TFDS download and prepare a '
+                       'missing dataset; with --nodownload a missing dataset '
+                       'fails at once.', flag_values=f)
+  flags.DEFINE_integer('num_classes', None, "Classes of the classifier; "
+                       "default the dataset's own count.", flag_values=f)
+  flags.DEFINE_integer('image_size', None, 'Input side in pixels; default the '
+                       "dataset's own (digits: 8).", flag_values=f)
+  flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
+                       'images held out for the controller; default 10%% of '
+                       'the train split. (digits has a fixed split.)',
+                       flag_values=f)
+  flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
+                       'controller initialisation.', flag_values=f)
+  # Backend.
+  flags.DEFINE_string('tpu', '', 'Cloud TPU name or grpc://ip:port; implies '
+                      '--use_tpu.', flag_values=f)
+  flags.DEFINE_string('tpu_zone', None, 'TPU zone.', flag_values=f)
+  flags.DEFINE_string('gcp_project', None, 'GCP project.', flag_values=f)
+  flags.DEFINE_boolean('use_tpu', None, 'Run on TPU; default: whether --tpu is '
+                       'set.', flag_values=f)
+  flags.DEFINE_enum('supernet_mode', None, config_lib.SUPERNET_MODES,
+                    'masked: static shapes (TPU); sampled: slice to the sampled '
+                    'widths (CPU/GPU). Default: masked on TPU, sampled '
+                    'elsewhere.', flag_values=f)
+  flags.DEFINE_enum('use_bfloat16', 'auto', config_lib.BFLOAT16_MODES,
+                    'bfloat16 compute. auto: ontpu for MobileNetV3-like spaces, '
+                    'else false. ontpu: cast inside model_fn on TPU only.',
+                    flag_values=f)
+  flags.DEFINE_integer('tpu_iterations_per_loop', 10, 'Steps per TPU loop; '
+                       'also the summary cadence.', flag_values=f)
+  flags.DEFINE_integer('max_steps', None, 'Stop after this many steps (the '
+                       'schedules use it instead of --epochs).', flag_values=f)
+  # Shared weights.
+  flags.DEFINE_float('model_learning_rate', 0.165, 'Peak LR per 256 images; '
+                     'the actual peak is this x train_batch_size / 256.',
+                     flag_values=f)
+  flags.DEFINE_float('model_warmup_steps_fraction', 0.025, 'Fraction of the '
+                     'steps with a linear LR warm-up.', flag_values=f)
+  flags.DEFINE_float('model_momentum', 0.9, 'RMSProp momentum.', flag_values=f)
+  flags.DEFINE_float('model_weight_decay', None, 'L2 strength, applied as '
+                     'wd/2 * sum(w^2); default 4e-5, or 3e-5 with bfloat16.',
+                     flag_values=f)
+  flags.DEFINE_integer('train_batch_size', 64, 'Global batch of the '
+                       'shared-weight update.', flag_values=f)
+  flags.DEFINE_float('epochs', 24.0, 'Search length in epochs of the '
+                     'search-train data.', flag_values=f)
+  # Controller.
+  flags.DEFINE_float('rl_learning_rate', 0.0003 * 100, 'Controller Adam LR per '
+                     '256 images (scaled like the model LR). The ImageNet '
+                     'recipe uses 0.0003; the short demo needs more.',
+                     flag_values=f)
+  flags.DEFINE_boolean('use_exponential_rl_learning_rate_schedule', True,
+                       'Grow the RL LR 10x from the end of the delay to the '
+                       'last step.', flag_values=f)
+  flags.DEFINE_float('rl_entropy_regularization', 0.0, 'Weight of the '
+                     'entropy bonus.', flag_values=f)
+  flags.DEFINE_float('rl_baseline_momentum', 0.95, 'Momentum of the '
+                     'moving-average reward baseline.', flag_values=f)
+  flags.DEFINE_float('rl_batch_size_multiplier', 4.0, 'Validation batch = '
+                     'this x train batch.', flag_values=f)
+  flags.DEFINE_float('rl_delay_steps_fraction', 0.25, 'Fraction of the steps '
+                     'before the controller learns.', flag_values=f)
+  flags.DEFINE_float('increase_ops_warmup_steps_fraction', 0.25, 'Op warm-up '
+                     'length (all ops on with a probability decaying 1->0); '
+                     'at most the RL delay.', flag_values=f)
+  flags.DEFINE_float('increase_filters_warmup_steps_fraction', 0.25, 'Filter '
+                     'warm-up length (widest filters); at most the RL delay.',
+                     flag_values=f)
+  flags.DEFINE_enum('rl_reward_function', rewards.REWARD_ABS, rewards.REWARDS,
+                    'Reward shape (abs: Q + beta |c/T - 1|).', flag_values=f)
+  flags.DEFINE_boolean('enable_cost_model', True, 'Constrained search; '
+                       'false: reward = accuracy.', flag_values=f)
+  flags.DEFINE_string('cost_model', None, "'released' (simulated Pixel-1 ms; "
+                      "default where it exists), 'macs' (multiply-adds; "
+                      'default elsewhere) or the path of a coefficients JSON.',
+                      flag_values=f)
+  flags.DEFINE_float('rl_cost_model_target', None, 'Cost target T0. Default: '
+                     '84 ms (57 for MobileNetV3-like spaces) for released '
+                     'models; otherwise, by rule, the geometric mean of the '
+                     'estimated costs of the space\'s smallest and largest '
+                     'architectures (schema.extreme_indices).', flag_values=f)
+  flags.DEFINE_float('rl_cost_model_exponent', -0.10, 'beta of the reward '
+                     '(more negative: stronger cost penalty).', flag_values=f)
+  flags.DEFINE_boolean('use_gradient_sync_barrier', True, 'Order the updates '
+                       'with data dependencies (all gradients before any '
+                       'update; validation after the model update).',
+                       flag_values=f)
+  flags.DEFINE_integer('log_every_steps', 50, 'Progress log cadence (CPU/GPU).',
+                       flag_values=f)
+  flags.DEFINE_integer('save_checkpoints_steps', 200, 'Checkpoint cadence.',
+                       flag_values=f)
+  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
+                       flag_values=f)
+
+
+def default_cost_model(ssd: str) -> str:
+  """'released' where the original published coefficients, else 'macs'."""
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  return 'released' if ssd in linear.RELEASED_SPACES else 'macs'
+
+
+def rule_target(ssd: str, cost_model: str, **cost_kwargs) -> float:
+  """The default cost target of a space under a cost model (see --help).
+
+  Released models: 84 ms, or 57 ms for MobileNetV3-like spaces. Others: the
+  geometric mean of the estimated costs of the smallest and largest
+  architectures of the space, so the target sits inside its cost range.
+  """
+  if cost_model == 'released':
+    return (RELEASED_V3_TARGET_MS if ssd in mobile.MOBILENET_V3_LIKE_SPACES
+            else RELEASED_TARGET_MS)
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  spec = mobile.get_search_space(ssd)
+  low, high = (linear.estimate_cost_of_indices(
+      schema.extreme_indices(spec, largest), ssd, cost_model, **cost_kwargs)
+               for largest in (False, True))
+  return math.sqrt(low * high)
+
+
+def config_from_flags(flag_values: flags.FlagValues = FLAGS,
+                      dataset_info=None) -> config_lib.SearchConfig:
+  """Resolves the defaults that depend on other flags and derives the rest.
+
+  Args:
+    flag_values: parsed search flags.
+    dataset_info: a `datasets.DatasetInfo`; loaded from the flags when None
+      (tests pass one to derive a recipe without its data).
+
+  Returns:
+    The frozen `SearchConfig`.
+
+  Raises:
+    ValueError: for missing or inconsistent settings (the message names the
+      flag).
+  """
+  f = flag_values
+  if not f.model_dir:
+    raise ValueError('--model_dir is required')
+  use_tpu = bool(f.tpu) if f.use_tpu is None else f.use_tpu
+  if use_tpu and not f.tpu:
+    raise ValueError('--use_tpu needs --tpu=NAME')
+  if dataset_info is None:
+    from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+    validation_examples = f.validation_examples
+    if f.dataset != datasets.DIGITS and validation_examples is None:
+      num_train = datasets.dataset_info(
+          f.dataset, f.data_dir, f.download, validation_examples=1,
+          image_size=f.image_size).split_sizes[datasets.SEARCH_TRAIN] + 1
+      validation_examples = max(1, num_train // 10)
+    dataset_info = datasets.dataset_info(
+        f.dataset, f.data_dir, f.download,
+        validation_examples=validation_examples or 0, image_size=f.image_size)
+  sizes = dataset_info.split_sizes
+  num_classes = f.num_classes or dataset_info.num_classes
+  if num_classes < dataset_info.num_classes:
+    raise ValueError(f'--num_classes={num_classes} is fewer than the '
+                     f'{dataset_info.num_classes} labels of {f.dataset!r}')
+  use_bfloat16 = f.use_bfloat16
+  if use_bfloat16 == 'auto':
+    use_bfloat16 = ('ontpu' if f.ssd in mobile.MOBILENET_V3_LIKE_SPACES
+                    else 'false')
+  weight_decay = f.model_weight_decay
+  if weight_decay is None:
+    weight_decay = 3e-5 if use_bfloat16 in ('true', 'ontpu') else 4e-5
+  cost_model = f.cost_model or default_cost_model(f.ssd)
+  image_size = f.image_size or dataset_info.image_size
+  target = f.rl_cost_model_target
+  if target is None:
+    target = rule_target(f.ssd, cost_model, image_size=image_size,
+                         num_classes=num_classes,
+                         input_channels=dataset_info.num_channels)
+  return config_lib.derive(
+      search_train_examples=sizes['search_train'],
+      model_dir=f.model_dir, ssd=f.ssd, dataset=f.dataset,
+      data_dir=f.data_dir, download=f.download, num_classes=num_classes,
+      image_size=image_size, num_channels=dataset_info.num_channels,
+      validation_examples=sizes['search_validation'], seed=f.seed,
+      use_tpu=use_tpu, tpu=f.tpu, tpu_zone=f.tpu_zone,
+      gcp_project=f.gcp_project,
+      supernet_mode=f.supernet_mode or ('masked' if use_tpu else 'sampled'),
+      use_bfloat16=use_bfloat16,
+      tpu_iterations_per_loop=f.tpu_iterations_per_loop,
+      model_learning_rate=f.model_learning_rate,
+      model_momentum=f.model_momentum, model_weight_decay=weight_decay,
+      model_warmup_steps_fraction=f.model_warmup_steps_fraction,
+      train_batch_size=f.train_batch_size, epochs=f.epochs,
+      max_steps=f.max_steps, rl_learning_rate=f.rl_learning_rate,
+      use_exponential_rl_learning_rate_schedule=(
+          f.use_exponential_rl_learning_rate_schedule),
+      rl_entropy_regularization=f.rl_entropy_regularization,
+      rl_baseline_momentum=f.rl_baseline_momentum,
+      rl_batch_size_multiplier=f.rl_batch_size_multiplier,
+      rl_delay_steps_fraction=f.rl_delay_steps_fraction,
+      increase_ops_warmup_steps_fraction=f.increase_ops_warmup_steps_fraction,
+      increase_filters_warmup_steps_fraction=(
+          f.increase_filters_warmup_steps_fraction),
+      rl_reward_function=f.rl_reward_function,
+      enable_cost_model=f.enable_cost_model, cost_model=cost_model,
+      rl_cost_model_target=float(target),
+      rl_cost_model_exponent=f.rl_cost_model_exponent,
+      use_gradient_sync_barrier=f.use_gradient_sync_barrier,
+      log_every_steps=f.log_every_steps,
+      save_checkpoints_steps=f.save_checkpoints_steps,
+      keep_checkpoint_max=f.keep_checkpoint_max)
+
+
+def main(argv) -> Optional[int]:
+  del argv
+  from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
+  try:
+    config = config_from_flags(FLAGS)
+    runner.run_search(config)
+  except ValueError as e:
+    sys.exit(f'train_search: {e}')
+  return 0
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
