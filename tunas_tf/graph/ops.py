@@ -403,7 +403,7 @@ _ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
     OpType.RELU: tf.nn.relu,
     OpType.RELU6: tf.nn.relu6,
     OpType.SWISH: lambda x: x * tf.nn.sigmoid(x),
-    OpType.H_SWISH: lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
+    OpType.H_SWISH: lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0),
     OpType.SIGMOID: tf.nn.sigmoid,
     OpType.H_SIGMOID: lambda x: tf.nn.relu6(x + 3.0) / 6.0,
     OpType.IDENTITY: tf.identity,

@@ -1,0 +1,361 @@
+"""An architecture spec -> the standalone network as a `Graph`.
+
+`graph_from_spec(spec, num_classes)` turns a *pruned* architecture (a
+`ConvTowerSpec` without `OneOf`s, e.g. `schema.prune(space, indices)`) into
+an `ir.Graph` that computes what `models.supernet.Supernet` computes for that
+architecture (`DESIGN.md` "Two ways to run the supernet, one semantics",
+"After the search"). Its ops are named after the supernet's variables, so
+that a `model.Model`'s variables `"{op name}/{variable name}"` are exactly
+the supernet's: the supernet variable `blocks/2/layers/1/expand/kernel` is
+the variable `kernel` of the CONV op `blocks/2/layers/1/expand`, and
+`blocks/2/layers/1/expand/bn/gamma` the `gamma` of the BATCH_NORM op
+`blocks/2/layers/1/expand/bn`. The supernet's weights are the widest
+versions of these (`supernet_params`); `inherit.inherit_params` slices them
+to the architecture's widths (leading slices, as the supernet's sampled mode
+does), and `inherit_from_supernet` does both for a `Model`.
+
+Example:
+  ```
+  space = mobile.get_search_space('digits_search')
+  net = Supernet(space, num_classes=10, input_channels=1, seed=0)
+  ... search ...
+  arch = schema.prune(space, indices)
+  graph, constants = graph_from_spec(arch, num_classes=10, input_channels=1)
+  model = model_lib.Model(graph, constants, stateless_batch_norm=True)
+  fresh = inherit_from_supernet(model, net)   # {}: every weight inherited
+  logits = model(images)   # == net(one-hot sample of `indices`, images)
+  ```
+
+Op naming rule. A layer's prefix is `blocks/{b}/layers/{l}` (its position in
+the spec; `ResidualSpec` and pruned `OneOf`s add no level). Ops with
+variables:
+
+* `ConvSpec`: CONV `{prefix}/conv_k{k}` (no bias) and BATCH_NORM
+  `{prefix}/conv_k{k}/bn`; without batch norm the CONV has a `bias`.
+* `SeparableConvSpec`: DEPTHWISE_CONV `{prefix}/depthwise_k{k}` + BATCH_NORM
+  `.../bn`, then CONV `{prefix}/project` + BATCH_NORM `{prefix}/project/bn`.
+* `DepthwiseBottleneckSpec`: CONV `{prefix}/expand` + `{prefix}/expand/bn`,
+  DEPTHWISE_CONV `{prefix}/depthwise_k{k}` + `.../bn`, optionally CONVs with
+  bias `{prefix}/se/reduce` and `{prefix}/se/expand`, then CONV
+  `{prefix}/project` + `{prefix}/project/bn` (no activation).
+* The head: CONV `classifier` (1x1, `num_classes` features, bias), after an
+  optional DROPOUT `classifier/dropout`.
+
+Ops without variables: an activation after part `P` is `P/{activation}`
+(`.../expand/relu`), an `ActivationSpec` layer `{prefix}/{activation}`,
+squeeze-excite's pooling and product `{prefix}/se/pool` and
+`{prefix}/se/mul`, a `GlobalAveragePoolSpec` `{prefix}/pool`, a residual sum
+`{prefix}/add`, and the output `logits` (the classifier's spatial mean,
+[batch, num_classes]). The input is `input` (NHWC images). A skipped layer
+(`ResidualSpec(ZeroSpec())`) and a `DetectionEndpointSpec` produce no ops;
+a `ZeroSpec` outside a residual (all-zero output) is refused.
+
+Semantics, as the supernet's: 'SAME' padding; batch norm with epsilon 1e-3
+(the supernet's batch norm is stateless: run the `Model` with
+`stateless_batch_norm=True` to reproduce its outputs, or without it for a
+standalone network with moving averages); `swish6` is H_SWISH (which
+divides by 6 where the supernet multiplies by 1/6: last-bit differences,
+which batch norm over very few values can amplify); initial
+values follow the supernet's (He-normal truncated kernels, depthwise fan-in
+k * k, N(0, 0.01) classifier kernel, zero biases).
+
+Weight layout: every supernet variable is allocated at its widest shape and
+the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,
+`gamma[:n]`); each kernel size has its own variable (`depthwise_k3`,
+`depthwise_k5`), never a centre crop of a larger kernel. So the leading
+slice that `inherit.inherit_params` takes is always the right sub-kernel and
+no variable needs special handling.
+
+This module does not import `models/`: it reads a supernet through its
+`variables_by_name()` (weights meet by name, not by import).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.graph import inherit
+from tunas_tf.graph import ir
+from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.search_space import resolve
+from tunas_tf.search_space import schema
+
+OpType = ir.OpType
+Params = Dict[str, Dict[str, np.ndarray]]
+
+INPUT_NAME = 'input'
+OUTPUT_NAME = 'logits'
+CLASSIFIER_NAME = 'classifier'
+BATCH_NORM_EPSILON = 1e-3  # The supernet's (`layers.masked`).
+
+_KERNEL_INIT = 'I:he_normal'  # Truncated, std sqrt(2 / fan_in): the supernet's.
+_CLASSIFIER_INIT = 'I:normal:stddev:0.01'
+# resolve_layers needs a resolution; the graph only reads widths from it.
+_NOMINAL_IMAGE_SIZE = 224
+
+_ACTIVATION_TYPES = {
+    spec_ops.RELU: OpType.RELU,
+    spec_ops.RELU6: OpType.RELU6,
+    spec_ops.SWISH6: OpType.H_SWISH,
+    spec_ops.SIGMOID: OpType.SIGMOID,
+}
+
+
+def _check_positive_int(value: Any, name: str) -> int:
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ValueError(f'graph_from_spec: {name} must be a positive int, got '
+                     f'{value!r}')
+  return value
+
+
+class _Builder:
+  """Collects the ops of the graph, naming them by position and role."""
+
+  def __init__(self, epsilon: float):
+    self.ops: List[ir.Op] = []
+    self.epsilon = epsilon
+
+  def add(self, name: str, op_type: OpType, inputs: List[str],
+          **op_kwargs) -> str:
+    self.ops.append(ir.new_op(name, op_type, inputs, op_kwargs=op_kwargs))
+    return name
+
+  def activation(self, x: str, name: str, prefix: str) -> str:
+    """The activation `name` on `x`, as op `{prefix}/{name}`."""
+    if name not in _ACTIVATION_TYPES:
+      raise ValueError(f'{prefix}: unknown activation {name!r}; expected one '
+                       f'of {spec_ops.ACTIVATIONS}')
+    return self.add(f'{prefix}/{name}', _ACTIVATION_TYPES[name], [x])
+
+  def conv_bn(self, x: str, name: str, features: int, kernel_size: int,
+              strides: int = 1, use_batch_norm: bool = True,
+              activation: Optional[str] = None) -> str:
+    """CONV `name` (+ BATCH_NORM `name/bn`) (+ activation `name/act`)."""
+    y = self.add(name, OpType.CONV, [x], features=features,
+                 kernel_size=kernel_size, strides=strides,
+                 use_bias=not use_batch_norm, kernel_init=_KERNEL_INIT)
+    if use_batch_norm:
+      y = self.add(f'{name}/bn', OpType.BATCH_NORM, [y], epsilon=self.epsilon)
+    if activation is not None:
+      y = self.activation(y, activation, name)
+    return y
+
+  def depthwise_bn(self, x: str, name: str, kernel_size: int, strides: int,
+                   activation: str) -> str:
+    """DEPTHWISE_CONV `name`, BATCH_NORM `name/bn`, activation `name/act`."""
+    y = self.add(name, OpType.DEPTHWISE_CONV, [x], kernel_size=kernel_size,
+                 strides=strides, use_bias=False, kernel_init=_KERNEL_INIT)
+    y = self.add(f'{name}/bn', OpType.BATCH_NORM, [y], epsilon=self.epsilon)
+    return self.activation(y, activation, name)
+
+  def squeeze_excite(self, x: str, prefix: str, width: int, hidden: int,
+                     spec: spec_ops.DepthwiseBottleneckSpec) -> str:
+    """x * gate(expand(inner(reduce(mean(x))))), under `{prefix}/se`."""
+    se = f'{prefix}/se'
+    s = self.add(f'{se}/pool', OpType.GLOBAL_AVG_POOL, [x], keepdims=True)
+    s = self.add(f'{se}/reduce', OpType.CONV, [s], features=hidden,
+                 kernel_size=1, use_bias=True, kernel_init=_KERNEL_INIT)
+    s = self.activation(s, spec.se_inner_activation.name, f'{se}/reduce')
+    s = self.add(f'{se}/expand', OpType.CONV, [s], features=width,
+                 kernel_size=1, use_bias=True, kernel_init=_KERNEL_INIT)
+    s = self.activation(s, spec.se_gating_activation.name, f'{se}/expand')
+    return self.add(f'{se}/mul', OpType.MUL, [x, s])
+
+  def layer(self, x: str, layer: resolve.ResolvedLayer) -> str:
+    """The ops of one resolved layer; returns its output tensor."""
+    prefix = f'blocks/{layer.block_index}/layers/{layer.layer_index}'
+    op = layer.op
+    if isinstance(op, spec_ops.ZeroSpec):
+      if layer.residual:
+        return x  # A skipped layer: the identity path only.
+      raise ValueError(
+          f'{prefix}: a ZeroSpec outside a ResidualSpec outputs zeros, which '
+          'the graph cannot express; graph_from_spec supports ZeroSpec only '
+          'as a skipped residual layer (ResidualSpec(ZeroSpec()))')
+    if isinstance(op, spec_ops.DetectionEndpointSpec):
+      y = x
+    elif isinstance(op, spec_ops.ActivationSpec):
+      y = self.activation(x, op.name, prefix)
+    elif isinstance(op, spec_ops.GlobalAveragePoolSpec):
+      y = self.add(f'{prefix}/pool', OpType.GLOBAL_AVG_POOL, [x],
+                   keepdims=True)
+    elif isinstance(op, spec_ops.ConvSpec):
+      y = self.conv_bn(x, f'{prefix}/conv_k{layer.kernel_size}',
+                       layer.output_width, layer.kernel_size, layer.strides,
+                       use_batch_norm=op.use_batch_norm)
+    elif isinstance(op, spec_ops.SeparableConvSpec):
+      y = self.depthwise_bn(x, f'{prefix}/depthwise_k{layer.kernel_size}',
+                            layer.kernel_size, layer.strides,
+                            op.activation.name)
+      y = self.conv_bn(y, f'{prefix}/project', layer.output_width, 1)
+    elif isinstance(op, spec_ops.DepthwiseBottleneckSpec):
+      y = self.conv_bn(x, f'{prefix}/expand', layer.expanded_width, 1,
+                       activation=op.activation.name)
+      y = self.depthwise_bn(y, f'{prefix}/depthwise_k{layer.kernel_size}',
+                            layer.kernel_size, layer.strides,
+                            op.activation.name)
+      if layer.se_width is not None:
+        y = self.squeeze_excite(y, prefix, layer.expanded_width,
+                                layer.se_width, op)
+      y = self.conv_bn(y, f'{prefix}/project', layer.output_width, 1)
+    else:  # resolve_layers has rejected anything else already.
+      raise ValueError(f'{prefix}: unsupported layer {type(op).__name__}')
+    if layer.residual and y != x:
+      y = self.add(f'{prefix}/add', OpType.ADD, [y, x])
+    return y
+
+
+def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
+                    input_channels: int = 3, dropout_rate: float = 0.0,
+                    batch_norm_epsilon: float = BATCH_NORM_EPSILON
+                    ) -> Tuple[ir.Graph, Dict[str, Any]]:
+  """The standalone network of a fixed architecture, as a graph.
+
+  Args:
+    spec: a pruned `ConvTowerSpec` (no `OneOf`), e.g.
+      `schema.prune(space, indices)` or a reference model of `mobile`.
+    num_classes: positive int, the number of logits.
+    input_channels: positive int, the images' channels (it fixes the width
+      of a `FilterMultiplier` of the first layer's input).
+    dropout_rate: float in [0, 1); dropout before the classifier when
+      training (a DROPOUT op `classifier/dropout` when positive).
+    batch_norm_epsilon: positive float, every batch norm's epsilon.
+
+  Returns:
+    `(graph, constants)`: an `ir.Graph` from the input `input` (float
+    [batch, H, W, input_channels]) to the single output `logits`
+    ([batch, num_classes]) with ops named as in the module docstring, and
+    its constants (`{'num_classes': num_classes}`, read by the classifier
+    as `"K:num_classes"`), for `model.Model(graph, constants)`.
+
+  Raises:
+    ValueError: for a spec that still has a `OneOf` (naming its path), a
+      `ZeroSpec` outside a residual, a residual layer that changes the
+      shape, an unsupported layer or a bad argument.
+  """
+  if not isinstance(spec, spec_ops.ConvTowerSpec):
+    raise ValueError('graph_from_spec: expected a ConvTowerSpec, got '
+                     f'{type(spec).__name__}')
+  oneofs = [path for path, _ in schema.flatten_with_paths(spec)]
+  if oneofs:
+    shown = ', '.join(repr(p or '<root>') for p in oneofs[:3])
+    more = f' and {len(oneofs) - 3} more' if len(oneofs) > 3 else ''
+    raise ValueError(
+        f'graph_from_spec: the spec still has {len(oneofs)} OneOf(s), at '
+        f'{shown}{more}; pass a pruned architecture (schema.prune)')
+  num_classes = _check_positive_int(num_classes, 'num_classes')
+  input_channels = _check_positive_int(input_channels, 'input_channels')
+  if not 0.0 <= dropout_rate < 1.0:
+    raise ValueError('graph_from_spec: dropout_rate must be in [0, 1), got '
+                     f'{dropout_rate!r}')
+  if not batch_norm_epsilon > 0:
+    raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
+                     f'got {batch_norm_epsilon!r}')
+  layers = resolve.resolve_layers(spec, _NOMINAL_IMAGE_SIZE, input_channels)
+  builder = _Builder(float(batch_norm_epsilon))
+  x = INPUT_NAME
+  for layer in layers:
+    x = builder.layer(x, layer)
+  if dropout_rate > 0:
+    x = builder.add(f'{CLASSIFIER_NAME}/dropout', OpType.DROPOUT, [x],
+                    rate=float(dropout_rate))
+  x = builder.add(CLASSIFIER_NAME, OpType.CONV, [x],
+                  features='K:num_classes', kernel_size=1, use_bias=True,
+                  kernel_init=_CLASSIFIER_INIT)
+  builder.add(OUTPUT_NAME, OpType.GLOBAL_AVG_POOL, [x], keepdims=False)
+  graph = ir.new_graph([INPUT_NAME], [OUTPUT_NAME], builder.ops)
+  return graph, {'num_classes': num_classes}
+
+
+def supernet_params(supernet: Any) -> Params:
+  """A supernet's weights as `{op name: {variable name: np.ndarray}}`.
+
+  The variable `blocks/2/layers/1/expand/kernel` becomes
+  `params['blocks/2/layers/1/expand']['kernel']` (the name is split at its
+  last `/`), which is how a `Model` built from `graph_from_spec` names its
+  variables. Values keep the supernet's widest shapes: pass the result as
+  `old_params` to `inherit.inherit_params` / `inherit.inherit_into`, which
+  take the leading slices an architecture needs (see the module docstring
+  for why the leading slice is always the right one).
+
+  Args:
+    supernet: an object with `variables_by_name()` (a `Supernet`), or a
+      mapping from such variable names to arrays or variables (e.g. read
+      from a checkpoint).
+
+  Returns:
+    A new nested dict of float32 NumPy arrays (copies).
+
+  Raises:
+    ValueError: for another argument type or a name without `/`.
+  """
+  if hasattr(supernet, 'variables_by_name'):
+    named = supernet.variables_by_name()
+  elif isinstance(supernet, Mapping):
+    named = supernet
+  else:
+    raise ValueError('supernet_params: expected a Supernet (with '
+                     'variables_by_name()) or a mapping from variable name '
+                     f'to value, got {type(supernet).__name__}')
+  params: Params = {}
+  for name, value in named.items():
+    op_name, sep, var_name = str(name).rpartition('/')
+    if not sep or not op_name or not var_name:
+      raise ValueError(f'supernet_params: variable name {name!r} is not '
+                       '"<op name>/<variable name>"')
+    if hasattr(value, 'numpy'):
+      value = value.numpy()
+    params.setdefault(op_name, {})[var_name] = np.array(value, np.float32,
+                                                        copy=True)
+  return params
+
+
+def inherit_from_supernet(model: model_lib.Model, supernet: Any,
+                          strict: bool = False) -> Params:
+  """Assigns a supernet's (sliced) weights to a `Model` of an architecture.
+
+  Runs eagerly. An unbuilt model is built first, for images with the
+  supernet's `input_channels`, by running it once (training=False) on a 1x1
+  zero image (much quicker than tracing `Model.build`). In a TF1 graph, read
+  the supernet's values with the session, then
+  `inherit.inherit_into(model, supernet_params(values), session)`.
+
+  Args:
+    model: a `model.Model` of a graph from `graph_from_spec`.
+    supernet: as for `supernet_params`.
+    strict: raise instead of leaving a trainable variable fresh (moving
+      statistics may stay fresh).
+
+  Returns:
+    The fresh (not inherited) params `{op name: {variable name: value}}`,
+    with the model's current values; empty when every variable was
+    inherited (batch-norm moving statistics of a stateful model are always
+    fresh: the supernet keeps none).
+
+  Raises:
+    ValueError: when not executing eagerly, if the model is not built and
+      `supernet` has no `input_channels`, or, when `strict`, if a trainable
+      variable stays fresh (naming it).
+  """
+  if not tf.executing_eagerly():
+    raise ValueError('inherit_from_supernet runs eagerly; in a TF1 graph use '
+                     'inherit.inherit_into(model, supernet_params(values), '
+                     'session)')
+  if not model.built:
+    channels = getattr(supernet, 'input_channels', None)
+    if channels is None:
+      raise ValueError('inherit_from_supernet: build the model first '
+                       '(model.build(input_shape)); the supernet argument '
+                       'does not say how many input channels it takes')
+    model(tf.zeros([1, 1, 1, int(channels)]), training=False)
+  _, fresh = inherit.inherit_into(model, supernet_params(supernet))
+  names = [f'{op}/{var}' for op, group in fresh.items() for var in group
+           if model.op_variables[op][var].trainable]
+  if strict and names:
+    raise ValueError(f'inherit_from_supernet: {len(names)} variable(s) not '
+                     f'inherited: {names[:10]}')
+  return fresh
