@@ -146,10 +146,40 @@ class ShortSearchTest(absltest.TestCase):
     longer = [a for a in _SHORT if not a.startswith('--max_steps')]
     runner.run_search(_config(model_dir, '--max_steps=10', *longer))
     self.assertEqual(_global_step(model_dir), 10)
+    # Step 8 ran after the restart with the state saved at step 8: the
+    # logits it logged (read before its update) are the checkpoint's, and its
+    # baseline continues the stored moving average.
+    saved = tf.train.load_checkpoint(os.path.join(self.model_dir,
+                                                  'model.ckpt-8'))
+    events = _events(model_dir)
+    spec = mobile.get_search_space('digits_search')
+    moved = 0.0
+    for path, oneof in schema.flatten_with_paths(spec):
+      logits = saved.get_tensor('rl_controller/logits/' + path)
+      moved += float(np.abs(logits).sum())
+      for j in range(len(oneof.choices)):
+        self.assertAlmostEqual(events[f'rlpathlogits/{path}/{j}'][8],
+                               logits[j], places=6)
+    self.assertGreater(moved, 0.0)
+    m = self.config.rl_baseline_momentum
+    numerator = saved.get_tensor('rl_baseline/numerator')
+    denominator = saved.get_tensor('rl_baseline/denominator')
+    reward = events['rlcontroller/step_baseline'][8]
+    self.assertAlmostEqual(
+        events['rlcontroller/baseline'][8],
+        (m * numerator + (1 - m) * reward) / (m * denominator + 1 - m),
+        places=5)
+    # The optimizers' slots are checkpointed (and so restored with the rest).
+    names = tf.train.load_checkpoint(model_dir).get_variable_to_shape_map()
+    self.assertTrue(any(n.endswith('/RMSProp') for n in names))
+    for path, _ in schema.flatten_with_paths(spec):
+      for slot in ('m', 'v'):
+        self.assertIn(f'controller_adam/{slot}/rl_controller/logits/{path}',
+                      names)
     with self.assertRaisesRegex(
-        ValueError, r'rl_cost_model_exponent is -0.1 there and -0.5 now'):
+        ValueError, r'rl_cost_model_exponent is -0.5 there and -0.3 now'):
       runner.run_search(_config(model_dir, *_SHORT,
-                                '--rl_cost_model_exponent=-0.5'))
+                                '--rl_cost_model_exponent=-0.3'))
 
 
 class CommandLineTest(absltest.TestCase):

@@ -49,11 +49,16 @@ class ControllerAdam(tf.Module):
       raise ValueError(f'Adam epsilon must be > 0, got {epsilon}')
     self._variables = list(variables)
     self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
-    with tf.name_scope(name):
+    # Slots are named after their variables (`<name>/m/<variable name>`), so
+    # checkpoints do not depend on the order the variables come in.
+    slot_names = [v.name.split(':')[0] for v in self._variables]
+    with self.name_scope:
       self.m = [tf.Variable(tf.zeros_like(v), trainable=False,
-                            name=f'm_{i}') for i, v in enumerate(variables)]
+                            name=f'm/{n}') for v, n in zip(variables,
+                                                           slot_names)]
       self.v = [tf.Variable(tf.zeros_like(v), trainable=False,
-                            name=f'v_{i}') for i, v in enumerate(variables)]
+                            name=f'v/{n}') for v, n in zip(variables,
+                                                           slot_names)]
       self.beta1_power = tf.Variable(beta1, trainable=False, dtype=tf.float32,
                                      name='beta1_power')
       self.beta2_power = tf.Variable(beta2, trainable=False, dtype=tf.float32,
