@@ -265,7 +265,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
 
 def main(argv) -> Optional[int]:
   del argv
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
+  # TF's own INFO/deprecation chatter hides the progress lines; errors stay.
+  tf.get_logger().setLevel('ERROR')
   try:
     config = config_from_flags(FLAGS)
     runner.run_search(config)
