@@ -182,6 +182,29 @@ class ShortSearchTest(absltest.TestCase):
                                 '--rl_cost_model_exponent=-0.3'))
 
 
+class TfdsSearchTest(absltest.TestCase):
+
+  def test_search_on_a_tfds_dataset(self):
+    from tests.data import datasets_test  # pylint: disable=g-import-not-at-top
+    data_dir = tempfile.mkdtemp()
+    datasets_test.TinyImages(data_dir=data_dir).download_and_prepare()
+    model_dir = tempfile.mkdtemp()
+    config = _config(model_dir, '--dataset=tiny_images',
+                     f'--data_dir={data_dir}', '--nodownload',
+                     '--validation_examples=8', '--train_batch_size=4',
+                     '--rl_batch_size_multiplier=1', '--max_steps=3',
+                     '--tpu_iterations_per_loop=1')
+    # TinyImages: 8x8 RGB, 3 classes, 20 training images (8 held out).
+    self.assertEqual((config.num_channels, config.num_classes,
+                      config.image_size, config.search_train_examples,
+                      config.validation_examples), (3, 3, 8, 12, 8))
+    runner.run_search(config)
+    self.assertEqual(_global_step(model_dir), 3)
+    events = _events(model_dir)
+    self.assertEqual(sorted(events['rlcontroller/reward']), [0, 1, 2])
+    self.assertEqual(extract_architecture.extract(model_dir)['num_classes'], 3)
+
+
 class CommandLineTest(absltest.TestCase):
 
   def _command(self, model_dir, *args):
