@@ -1,0 +1,203 @@
+"""Tests for tools/fit_cost_model (library functions and command line)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.tools import fit_cost_model
+from tunas_tf.tools import random_architectures
+
+SSD = 'digits_search'  # 18 decisions, 744 coupled features.
+HEADER = 'indices,latency_ms,spread_ms'
+
+
+def _write_csv(path, indices, latencies, header=HEADER):
+  with open(path, 'w') as f:
+    f.write(header + '\n')
+    for i, latency in zip(indices, latencies):
+      f.write(f'{i},{latency},0.01\n')
+
+
+def _synthetic(num, seed, noise=1e-3):
+  """Architectures whose latency is exactly linear in the features, + noise.
+
+  The latency is the architecture's MAC count / 1e4 (9 to 64 "ms" in
+  digits_search), times (1 + noise * N(0, 1)).
+  """
+  kept = random_architectures.sample_architectures(SSD, num, seed=seed,
+                                                   cost_model='macs')
+  indices = [k['indices'] for k in kept]
+  exact = np.array([k['estimated_cost'] for k in kept]) / 1e4
+  rng = np.random.RandomState(seed)
+  return indices, exact * (1 + noise * rng.randn(num)), exact
+
+
+def _env():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+
+
+class FitTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.directory = tempfile.mkdtemp()
+    cls.indices, cls.latencies, cls.exact = _synthetic(800, seed=0)
+    cls.csv = os.path.join(cls.directory, 'latency.csv')
+    _write_csv(cls.csv, cls.indices, cls.latencies)
+    cls.result = fit_cost_model.fit_csv(cls.csv, SSD, seed=0)
+
+  def test_recovers_a_linear_latency_and_beats_the_constant(self):
+    holdout = self.result['coefficients']['holdout']
+    self.assertEqual(holdout['num_held_out'], 160)
+    self.assertEqual(holdout['num_train'], 640)
+    self.assertLess(holdout['mape_percent'], 1.0)
+    self.assertLess(holdout['max_ape_percent'], 10.0)
+    # Costs vary several-fold: the constant predictor is far worse.
+    self.assertGreater(holdout['constant_mape_percent'], 20.0)
+    self.assertGreater(holdout['constant_max_ape_percent'],
+                       holdout['max_ape_percent'])
+    predictions = self.result['predictions']
+    self.assertEqual(self.result['indices'], self.indices)
+    self.assertLess(np.mean(np.abs(predictions - self.exact) / self.exact),
+                    0.01)
+
+  def test_written_json_is_a_cost_model_that_reproduces_the_fit(self):
+    path = os.path.join(self.directory, 'coefficients.json')
+    random_architectures.write_json(self.result['coefficients'], path)
+    with open(path) as f:
+      written = json.load(f)
+    self.assertEqual(written['units'], 'ms')
+    self.assertEqual(written['ssd'], SSD)
+    self.assertEqual(written['num_rows'], 800)
+    self.assertEqual(written['source_csv'], os.path.abspath(self.csv))
+    self.assertIn(written['alpha'], fit_cost_model.ALPHAS)
+    model = cost_linear.load_coefficients(path, SSD)
+    self.assertEqual(model.num_features, 744)
+    for row in range(0, 800, 40):
+      self.assertAlmostEqual(
+          cost_linear.estimate_cost_of_indices(self.indices[row], SSD,
+                                               cost_model=path),
+          self.result['predictions'][row], places=9)
+    # Any architecture, measured or not, gets about its linear latency.
+    fresh = random_architectures.sample_architectures(SSD, 5, seed=99,
+                                                      cost_model='macs')
+    for entry in fresh:
+      estimate = cost_linear.estimate_cost_of_indices(entry['indices'], SSD,
+                                                      cost_model=path)
+      self.assertAlmostEqual(estimate / (entry['estimated_cost'] / 1e4), 1.0,
+                             delta=0.1)
+
+  def test_split_seed_changes_the_score_not_the_final_fit(self):
+    other = fit_cost_model.fit(SSD, self.indices, self.latencies, seed=1)
+    first = self.result['coefficients']
+    second = other['coefficients']
+    self.assertNotEqual(first['holdout']['mape_percent'],
+                        second['holdout']['mape_percent'])
+    np.testing.assert_allclose(first['kernel'], second['kernel'])
+    self.assertAlmostEqual(first['bias'], second['bias'])
+
+
+class BadInputTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.directory = tempfile.mkdtemp()
+    self.indices, self.latencies, _ = _synthetic(12, seed=3)
+
+  def _fit(self, name, indices=None, latencies=None, header=HEADER,
+           holdout_fraction=0.2):
+    path = os.path.join(self.directory, name)
+    _write_csv(path, self.indices if indices is None else indices,
+               self.latencies if latencies is None else latencies, header)
+    return fit_cost_model.fit_csv(path, SSD,
+                                  holdout_fraction=holdout_fraction)
+
+  def test_a_small_good_csv_fits(self):
+    result = self._fit('good.csv')
+    self.assertEqual(result['coefficients']['num_rows'], 12)
+    self.assertEqual(result['coefficients']['holdout']['num_held_out'], 2)
+
+  def test_each_bad_csv_is_refused_with_a_clear_message(self):
+    wrong_count = list(self.indices)
+    wrong_count[4] = wrong_count[4] + ':0'
+    out_of_range = list(self.indices)
+    out_of_range[2] = '9:' + out_of_range[2].split(':', 1)[1]
+    text_latency = list(self.latencies)
+    text_latency[3] = 'fast'
+    negative = list(self.latencies)
+    negative[0] = -1.0
+    cases = [
+        (dict(header='arch,ms,spread'), 'missing .*indices'),
+        (dict(header='indices,spread_ms'), r"missing \['latency_ms'\]"),
+        (dict(indices=wrong_count), 'line 6: .*expected 18 indices'),
+        (dict(indices=out_of_range), 'line 4: .*out of range'),
+        (dict(latencies=text_latency), "line 5: latency_ms 'fast' is not a "
+                                       'number'),
+        (dict(latencies=negative), 'line 2: .*not a positive'),
+        (dict(indices=self.indices[:9], latencies=self.latencies[:9]),
+         'too few rows: 9 measurements, need at least 10'),
+        (dict(holdout_fraction=0.05), 'too few rows: 12.*holds out 1'),
+        (dict(holdout_fraction=1.0), r'holdout_fraction must be in \(0, 1\)'),
+    ]
+    for i, (kwargs, message) in enumerate(cases):
+      with self.assertRaisesRegex(ValueError, message, msg=str(kwargs)):
+        self._fit(f'bad{i}.csv', **kwargs)
+
+  def test_missing_or_empty_file(self):
+    with self.assertRaisesRegex(ValueError, 'cannot read'):
+      fit_cost_model.fit_csv(os.path.join(self.directory, 'none.csv'), SSD)
+    empty = os.path.join(self.directory, 'empty.csv')
+    open(empty, 'w').close()
+    with self.assertRaisesRegex(ValueError, 'is empty'):
+      fit_cost_model.fit_csv(empty, SSD)
+
+  def test_another_space_is_refused(self):
+    path = os.path.join(self.directory, 'latency.csv')
+    _write_csv(path, self.indices, self.latencies)
+    with self.assertRaisesRegex(ValueError, "line 2: .*expected 34 indices.*"
+                                "not an architecture of 'cifar_search'"):
+      fit_cost_model.fit_csv(path, 'cifar_search')
+
+
+class CommandLineTest(absltest.TestCase):
+
+  def _run(self, *args):
+    return subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.tools.fit_cost_model', *args],
+        capture_output=True, text=True, env=_env())
+
+  def test_writes_coefficients_and_refuses_bad_csv(self):
+    directory = tempfile.mkdtemp()
+    indices, latencies, _ = _synthetic(40, seed=5)
+    good = os.path.join(directory, 'latency.csv')
+    _write_csv(good, indices, latencies)
+    output = os.path.join(directory, 'model', 'coefficients.json')
+    result = self._run(f'--ssd={SSD}', f'--csv={good}', f'--output={output}')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('MAPE', result.stdout)
+    self.assertIn('constant predictor', result.stdout)
+    model = cost_linear.load_coefficients(output, SSD)
+    self.assertEqual(model.units, 'ms')
+
+    bad = os.path.join(directory, 'bad.csv')
+    latencies = list(latencies)
+    latencies[7] = 'n/a'
+    _write_csv(bad, indices, latencies)
+    result = self._run(f'--ssd={SSD}', f'--csv={bad}',
+                       f'--output={output}.2')
+    self.assertNotEqual(result.returncode, 0)
+    last = result.stderr.strip().splitlines()[-1]
+    self.assertTrue(last.startswith('fit_cost_model: '), last)
+    self.assertIn("line 9: latency_ms 'n/a' is not a number", last)
+    self.assertFalse(os.path.exists(output + '.2'))
+
+
+if __name__ == '__main__':
+  absltest.main()

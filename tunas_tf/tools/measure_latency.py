@@ -1,0 +1,469 @@
+r"""Measures the single-image inference latency of architectures here.
+
+Each architecture (a colon-separated index list of the space) is built as a
+standalone network, `Model(*graph_from_spec(schema.prune(space, indices),
+num_classes, input_channels=...), seed=0)` (the graph module's network, batch
+norm on moving statistics as at inference), wrapped in a `tf.function` with the fixed input
+signature [1, H, W, C], and run either as TFLite (`--backend=tflite`, the
+default: converted with `TFLiteConverter.from_concrete_functions`, run by
+`tf.lite.Interpreter` with `--num_threads` threads) or as the TensorFlow
+concrete function itself (`--backend=tf`). After `--warmup_runs` untimed runs,
+`--runs` runs are timed one by one; the CSV gets their median and their
+interquartile range (75th minus 25th percentile), both in ms:
+
+  indices,latency_ms,spread_ms
+  0:2:1:...,0.081234,0.002100
+
+Architectures come from `--indices_file` (the JSON list written by
+`tools/random_architectures`, a JSON object with "indices" such as
+`tools/extract_architecture` writes, or a text file with one colon-separated
+index list per line; blank lines and lines starting with '#' are skipped) or
+are drawn uniformly with `--num` and `--seed`:
+
+  python -m tunas_tf.tools.random_architectures --ssd=digits_search \
+      --num=200 --output=/tmp/archs.json
+  python -m tunas_tf.tools.measure_latency --ssd=digits_search \
+      --indices_file=/tmp/archs.json --output=/tmp/latency.csv
+
+Rows are appended and flushed as they are measured, and architectures already
+in an existing `--output` (with the right header) are skipped, so a killed run
+picks up where it stopped when started again with the same arguments. The
+settings (space, backend, input shape, threads) are recorded in
+`<output>.settings.json`, and appending rows measured with other settings is
+refused. The CSV is what `tools/fit_cost_model --csv` reads.
+
+Note: weights are untrained (seeded); latency does not depend on their values.
+Batch norm reads constant moving statistics, which the TFLite converter can
+fold into the convolutions, as for a trained network.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from tunas_tf.cost_model import macs
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.tools import random_architectures
+
+FLAGS = flags.FLAGS
+COLUMNS = ('indices', 'latency_ms', 'spread_ms')
+HEADER = ','.join(COLUMNS)
+BACKENDS = ('tflite', 'tf')
+
+
+def normalize_indices(space: Any, indices: Any, where: str = '') -> str:
+  """Validates `indices` against `space`; returns the canonical '0:2:1' form.
+
+  Raises:
+    ValueError: for a bad token, a wrong count or an index out of range
+      (`where` prefixes the message, e.g. 'line 3: ').
+  """
+  try:
+    values = schema.parse_indices(indices)
+    schema.prune(space, values)
+  except ValueError as e:
+    raise ValueError(f'{where}{e}') from None
+  return random_architectures.indices_to_string(values)
+
+
+def read_indices_file(path: str, ssd: str) -> List[str]:
+  """Reads architectures from a JSON or text file, validated against `ssd`.
+
+  Args:
+    path: a JSON list (of `{"indices": ...}` objects or of index strings), a
+      JSON object with an "indices" key, or a text file of one colon-separated
+      index list per line ('#' comments and blank lines skipped).
+    ssd: a name of `mobile.SEARCH_SPACES`.
+
+  Returns:
+    The canonical index strings, in file order, duplicates dropped.
+
+  Raises:
+    ValueError: for an unreadable file, an entry without indices, or indices
+      that do not fit the space (the message names the entry).
+  """
+  space = mobile.get_search_space(ssd)
+  try:
+    with open(path) as f:
+      text = f.read()
+  except OSError as e:
+    raise ValueError(f'cannot read {path}: {e.strerror}') from None
+  try:
+    document = json.loads(text)
+  except json.JSONDecodeError:
+    document = None
+  entries: List[Tuple[str, Any]] = []
+  if isinstance(document, dict):
+    document = [document]
+  if isinstance(document, list):
+    for i, entry in enumerate(document):
+      if isinstance(entry, dict):
+        if 'indices' not in entry:
+          raise ValueError(f'{path}: entry {i} has no "indices"')
+        entry = entry['indices']
+      if not isinstance(entry, (str, list)):
+        raise ValueError(f'{path}: entry {i} is {entry!r}, not indices')
+      entries.append((f'{path}: entry {i}: ', entry))
+  else:
+    for number, line in enumerate(text.splitlines(), 1):
+      line = line.strip()
+      if line and not line.startswith('#'):
+        entries.append((f'{path}: line {number}: ', line))
+  found = []
+  for where, entry in entries:
+    indices = normalize_indices(space, entry, where)
+    if indices not in found:
+      found.append(indices)
+  if not found:
+    raise ValueError(f'{path}: no architectures in it')
+  return found
+
+
+def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
+  """`num` architectures drawn uniformly (as `tools/random_architectures`)."""
+  space = mobile.get_search_space(ssd)
+  if isinstance(num, bool) or not isinstance(num, int) or num <= 0:
+    raise ValueError(f'num must be a positive int, got {num!r}')
+  rng = np.random.RandomState(seed)
+  counts = schema.num_choices(space)
+  return [random_architectures.indices_to_string(
+      random_architectures.draw_indices(counts, rng)) for _ in range(num)]
+
+
+def build_runner(ssd: str, indices: Any, backend: str = 'tflite', *,
+                 image_size: Optional[int] = None,
+                 num_classes: Optional[int] = None,
+                 input_channels: Optional[int] = None,
+                 num_threads: int = 1) -> Callable[[], np.ndarray]:
+  """Builds one architecture for single-image inference.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    indices: the architecture (list of ints or '0:2:1').
+    backend: 'tflite' or 'tf'.
+    image_size: input resolution (default: the space's).
+    num_classes: classifier width (default: the space's).
+    input_channels: image channels (default: the space's).
+    num_threads: TFLite interpreter threads.
+
+  Returns:
+    A function of no arguments that runs the network once on a fixed random
+    image and returns the logits [1, num_classes] as a NumPy array.
+
+  Raises:
+    ValueError: for an unknown space or backend, bad indices or a bad size.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tunas_tf.graph import from_spec  # pylint: disable=g-import-not-at-top
+  from tunas_tf.graph import model as model_lib  # pylint: disable=g-import-not-at-top
+  if backend not in BACKENDS:
+    raise ValueError(f'unknown backend {backend!r}; expected one of '
+                     f'{list(BACKENDS)}')
+  space = mobile.get_search_space(ssd)
+  shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
+  pruned = schema.prune(space, indices)
+  graph, constants = from_spec.graph_from_spec(
+      pruned, shape.num_classes, input_channels=shape.input_channels)
+  # The deployed network: batch norm with (moving) statistics, as inference.
+  net = model_lib.Model(graph, constants, seed=0)
+  signature = [1, shape.image_size, shape.image_size, shape.input_channels]
+
+  @tf.function(input_signature=[tf.TensorSpec(signature, tf.float32)])
+  def forward(images):
+    return net(images, training=False)
+
+  concrete = forward.get_concrete_function()
+  image = np.random.RandomState(0).uniform(size=signature).astype(np.float32)
+  if backend == 'tf':
+    tensor = tf.constant(image)
+    return lambda: concrete(tensor).numpy()
+  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
+  interpreter = tf.lite.Interpreter(model_content=converter.convert(),
+                                    num_threads=num_threads)
+  interpreter.allocate_tensors()
+  input_index = interpreter.get_input_details()[0]['index']
+  output_index = interpreter.get_output_details()[0]['index']
+  interpreter.set_tensor(input_index, image)
+
+  def run():
+    interpreter.invoke()
+    return interpreter.get_tensor(output_index)
+
+  return run
+
+
+def time_runs(run: Callable[[], Any], warmup_runs: int = 5,
+              runs: int = 20) -> Tuple[float, float]:
+  """Median and interquartile range (ms) of `runs` timed calls of `run`.
+
+  Args:
+    run: a function of no arguments.
+    warmup_runs: untimed calls first (>= 0).
+    runs: timed calls (>= 1), each timed on its own.
+
+  Returns:
+    (median_ms, spread_ms), spread = 75th - 25th percentile.
+  """
+  for _ in range(warmup_runs):
+    run()
+  times = np.empty([runs])
+  for i in range(runs):
+    start = time.perf_counter()
+    run()
+    times[i] = time.perf_counter() - start
+  times *= 1e3
+  q25, median, q75 = np.percentile(times, [25, 50, 75])
+  return float(median), float(q75 - q25)
+
+
+def measure_latency(ssd: str, indices: Any, backend: str = 'tflite',
+                    warmup_runs: int = 5, runs: int = 20,
+                    **build_kwargs) -> Tuple[float, float]:
+  """(median_ms, spread_ms) of one architecture; see `build_runner`."""
+  return time_runs(build_runner(ssd, indices, backend, **build_kwargs),
+                   warmup_runs, runs)
+
+
+def read_measured(path: str, ssd: str) -> List[str]:
+  """The architectures already in a latency CSV (empty if there is no file).
+
+  A last line cut short (a run killed while writing it) is removed from the
+  file, so that appending continues on a fresh line.
+
+  Raises:
+    ValueError: if the file exists with another header, or a row does not
+      fit the space or has a non-numeric latency.
+  """
+  if not os.path.exists(path) or os.path.getsize(path) == 0:
+    return []
+  space = mobile.get_search_space(ssd)
+  with open(path, newline='') as f:
+    text = f.read()
+  if not text.endswith('\n'):
+    cut = text.rfind('\n') + 1
+    if cut > 0:  # Keep a lone header line to be checked below.
+      logging.warning('%s: dropping an incomplete last line %r', path,
+                      text[cut:])
+      text = text[:cut]
+      with open(path, 'r+', newline='') as f:
+        f.truncate(len(text.encode()))
+  rows = list(csv.reader(io.StringIO(text)))
+  header = rows[0] if rows else []
+  if tuple(h.strip() for h in header) != COLUMNS:
+    raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
+                     f'{HEADER!r}; not a latency CSV of this tool (move it '
+                     'or choose another --output)')
+  if not text.endswith('\n'):  # A lone header: rows go on the next line.
+    with open(path, 'a', newline='') as f:
+      f.write('\n')
+  measured = []
+  for number, row in enumerate(rows[1:], 2):
+    if not row:
+      continue
+    where = f'{path}: line {number}: '
+    if len(row) != len(COLUMNS):
+      raise ValueError(f'{where}expected {len(COLUMNS)} columns, got '
+                       f'{len(row)}')
+    indices = normalize_indices(space, row[0], where + f'({ssd}) ')
+    try:
+      float(row[1])
+    except ValueError:
+      raise ValueError(f'{where}latency {row[1]!r} is not a number') from None
+    measured.append(indices)
+  return measured
+
+
+def settings_path(output: str) -> str:
+  """Where the settings of a latency CSV are kept: `<output>.settings.json`."""
+  return output + '.settings.json'
+
+
+def check_settings(output: str, settings: Dict[str, Any]) -> None:
+  """Refuses to append to a CSV measured with other settings.
+
+  The CSV's columns are fixed, so the settings its rows were measured with
+  (space, backend, input shape, threads) are kept beside it; a run that would
+  mix in rows measured otherwise is refused. A CSV without that file (e.g.
+  made elsewhere) is not checked.
+
+  Raises:
+    ValueError: naming the first setting that differs.
+  """
+  path = settings_path(output)
+  if not os.path.exists(output) or not os.path.exists(path):
+    return
+  try:
+    with open(path) as f:
+      recorded = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f'cannot read {path}: {e}') from None
+  for key, value in settings.items():
+    if key in recorded and recorded[key] != value:
+      raise ValueError(
+          f'{output} was measured with {key}={recorded[key]!r}, not '
+          f'{value!r} (see {path}); choose another --output')
+
+
+def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
+                   backend: str = 'tflite', warmup_runs: int = 5,
+                   runs: int = 20, *, image_size: Optional[int] = None,
+                   num_classes: Optional[int] = None,
+                   input_channels: Optional[int] = None,
+                   num_threads: int = 1) -> Dict[str, Any]:
+  """Measures architectures not yet in `output` and appends a row for each.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    architectures: index lists or strings (validated before any build).
+    output: the CSV path; created with the header `indices,latency_ms,
+      spread_ms` if missing, else appended to (rows flushed one by one). The
+      settings are written to `settings_path(output)`.
+    backend: 'tflite' or 'tf'.
+    warmup_runs: untimed runs per architecture (>= 0).
+    runs: timed runs per architecture (>= 1).
+    image_size: input resolution (default: the space's).
+    num_classes: classifier width (default: the space's).
+    input_channels: image channels (default: the space's).
+    num_threads: TFLite interpreter threads (>= 1).
+
+  Returns:
+    dict with `rows` (the new rows as (indices, latency_ms, spread_ms)) and
+    `skipped` (how many were already in the CSV).
+
+  Raises:
+    ValueError: for a bad argument, indices that do not fit the space, or an
+      existing `output` with another header, bad rows, or other settings
+      (`check_settings`).
+  """
+  space = mobile.get_search_space(ssd)
+  if backend not in BACKENDS:
+    raise ValueError(f'unknown backend {backend!r}; expected one of '
+                     f'{list(BACKENDS)}')
+  for name, value, low in (('warmup_runs', warmup_runs, 0), ('runs', runs, 1),
+                           ('num_threads', num_threads, 1)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+      raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+  wanted = []
+  for i, indices in enumerate(architectures):
+    indices = normalize_indices(space, indices, f'architecture {i}: ')
+    if indices not in wanted:
+      wanted.append(indices)
+  shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
+  settings = {'ssd': ssd, 'backend': backend, 'image_size': shape.image_size,
+              'num_classes': shape.num_classes,
+              'input_channels': shape.input_channels,
+              'num_threads': num_threads}
+  check_settings(output, settings)
+  done = set(read_measured(output, ssd))
+  todo = [indices for indices in wanted if indices not in done]
+  skipped = len(wanted) - len(todo)
+  if skipped:
+    logging.info('%d of %d architectures already in %s; skipping them',
+                 skipped, len(wanted), output)
+  directory = os.path.dirname(os.path.abspath(output))
+  os.makedirs(directory, exist_ok=True)
+  random_architectures.write_json(settings, settings_path(output))
+  new_rows = []
+  with open(output, 'a', newline='') as f:
+    if f.tell() == 0:
+      f.write(HEADER + '\n')
+      f.flush()
+    for n, indices in enumerate(todo, 1):
+      median, spread = measure_latency(
+          ssd, indices, backend, warmup_runs, runs, image_size=image_size,
+          num_classes=num_classes, input_channels=input_channels,
+          num_threads=num_threads)
+      f.write(f'{indices},{median:.6f},{spread:.6f}\n')
+      f.flush()
+      os.fsync(f.fileno())
+      new_rows.append((indices, median, spread))
+      logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %s)', n, len(todo),
+                   indices, median, spread, backend)
+  return {'rows': new_rows, 'skipped': skipped}
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """Defines the tool's flags (only when run as a program)."""
+  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
+                      f'{sorted(mobile.SEARCH_SPACES)}.',
+                      flag_values=flag_values)
+  flags.DEFINE_string('indices_file', None, 'JSON (tools/random_architectures'
+                      ' output) or text file of colon-separated index lists.',
+                      flag_values=flag_values)
+  flags.DEFINE_integer('num', None, 'Without --indices_file: how many '
+                       'architectures to draw uniformly.',
+                       flag_values=flag_values)
+  flags.DEFINE_integer('seed', 0, 'Seed of the draws with --num.',
+                       flag_values=flag_values)
+  flags.DEFINE_string('backend', 'tflite', f'One of {list(BACKENDS)}.',
+                      flag_values=flag_values)
+  flags.DEFINE_integer('warmup_runs', 5, 'Untimed runs per architecture.',
+                       flag_values=flag_values)
+  flags.DEFINE_integer('runs', 20, 'Timed runs per architecture.',
+                       flag_values=flag_values)
+  flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
+                       'and of TensorFlow.', flag_values=flag_values)
+  flags.DEFINE_integer('image_size', None, "Input resolution; default the "
+                       "space's.", flag_values=flag_values)
+  flags.DEFINE_integer('num_classes', None, "Classifier width; default the "
+                       "space's.", flag_values=flag_values)
+  flags.DEFINE_integer('input_channels', None, "Image channels; default the "
+                       "space's.", flag_values=flag_values)
+  flags.DEFINE_string('output', None, 'Output CSV (appended to / resumed).',
+                      flag_values=flag_values)
+
+
+def _set_tf_threads(num_threads: int) -> None:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(num_threads)
+  except RuntimeError:  # TensorFlow already initialised.
+    logging.warning('could not set TensorFlow to %d threads', num_threads)
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    sys.exit(f'measure_latency: unexpected arguments {argv[1:]}')
+  if not FLAGS.output:
+    sys.exit('measure_latency: --output is required')
+  if (FLAGS.indices_file is None) == (FLAGS.num is None):
+    sys.exit('measure_latency: give exactly one of --indices_file and --num')
+  try:
+    if FLAGS.indices_file is not None:
+      architectures = read_indices_file(FLAGS.indices_file, FLAGS.ssd)
+    else:
+      architectures = sample_indices(FLAGS.ssd, FLAGS.num, FLAGS.seed)
+    if FLAGS.backend == 'tf' and FLAGS.num_threads >= 1:
+      _set_tf_threads(FLAGS.num_threads)
+    result = measure_to_csv(
+        FLAGS.ssd, architectures, FLAGS.output, FLAGS.backend,
+        FLAGS.warmup_runs, FLAGS.runs, image_size=FLAGS.image_size,
+        num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels,
+        num_threads=FLAGS.num_threads)
+  except ValueError as e:
+    sys.exit(f'measure_latency: {e}')
+  rows = result['rows']
+  print(f"measured {len(rows)} architectures ({result['skipped']} already in "
+        f'{FLAGS.output}) with {FLAGS.backend}')
+  if rows:
+    latencies = [row[1] for row in rows]
+    print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
+          f'written to {FLAGS.output}')
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
