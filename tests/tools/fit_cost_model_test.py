@@ -9,6 +9,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.tools import fit_cost_model
 from tunas_tf.tools import random_architectures
@@ -70,7 +71,7 @@ class FitTest(absltest.TestCase):
 
   def test_written_json_is_a_cost_model_that_reproduces_the_fit(self):
     path = os.path.join(self.directory, 'coefficients.json')
-    random_architectures.write_json(self.result['coefficients'], path)
+    files.write_json(self.result['coefficients'], path)
     with open(path) as f:
       written = json.load(f)
     self.assertEqual(written['units'], 'ms')

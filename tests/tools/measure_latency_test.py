@@ -11,6 +11,7 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.tools import measure_latency
 from tunas_tf.tools import random_architectures
 
@@ -155,7 +156,7 @@ class ReadIndicesFileTest(absltest.TestCase):
     directory = tempfile.mkdtemp()
     kept = random_architectures.sample_architectures(SSD, 3, seed=1)
     as_json = os.path.join(directory, 'archs.json')
-    random_architectures.write_json(kept + kept[:1], as_json)
+    files.write_json(kept + kept[:1], as_json)
     expected = [k['indices'] for k in kept]
     self.assertEqual(measure_latency.read_indices_file(as_json, SSD),
                      expected)  # Duplicates dropped.
@@ -164,7 +165,7 @@ class ReadIndicesFileTest(absltest.TestCase):
       f.write('# measured on the laptop\n\n' + '\n'.join(expected) + '\n')
     self.assertEqual(measure_latency.read_indices_file(as_text, SSD), expected)
     single = os.path.join(directory, 'architecture.json')
-    random_architectures.write_json({'indices': expected[1], 'ssd': SSD},
+    files.write_json({'indices': expected[1], 'ssd': SSD},
                                     single)
     self.assertEqual(measure_latency.read_indices_file(single, SSD),
                      expected[1:2])

@@ -25,6 +25,8 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from tunas_tf import files
+
 SUPERNET_MODES = ('masked', 'sampled')
 BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
 CONFIG_FILE = 'config.json'
@@ -196,22 +198,6 @@ def derive(*, search_train_examples: int, **flag_values) -> SearchConfig:
       **v)
 
 
-def _read_json(path: str) -> Any:
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise ValueError(f'{path} is not valid JSON ({e}); remove it or use '
-                     'another --model_dir') from None
-
-
-def _write_json(path: str, value: Any) -> None:
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
-
-
 def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   """Writes `config.json` and `model_spec.json`, or checks them on resume.
 
@@ -231,7 +217,7 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILE)
   new = config.to_json()
   if os.path.exists(config_path):
-    old = _read_json(config_path)
+    old = files.read_json(config_path)
     # Flag-backed fields first: they name what the user changed.
     derived = {f.name for f in dataclasses.fields(SearchConfig)
                if f.name in DERIVED_FIELDS}
@@ -249,17 +235,14 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
         if json.loads(f.read()) != json.loads(model_spec_json):
           raise ValueError(f'{spec_path} holds a different search space than '
                            f'--ssd={config.ssd}; use a new --model_dir')
-    _write_json(config_path, {**old, **{k: new[k] for k in RUN_ONLY_FIELDS
-                                        if k in new}})
+    files.write_json({**old, **{k: new[k] for k in RUN_ONLY_FIELDS
+                                if k in new}}, config_path, sort_keys=True)
     resumed = True
   else:
-    _write_json(config_path, new)
+    files.write_json(new, config_path, sort_keys=True)
     resumed = False
   if not os.path.exists(spec_path):
-    tmp = spec_path + '.tmp'
-    with open(tmp, 'w') as f:
-      f.write(model_spec_json)
-    os.replace(tmp, spec_path)
+    files.write_text(model_spec_json, spec_path)
   return resumed
 
 
@@ -273,4 +256,4 @@ def read(model_dir: str) -> Dict[str, Any]:
   if not os.path.exists(path):
     raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a search '
                      'directory')
-  return _read_json(path)
+  return files.read_json(path)

@@ -15,6 +15,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tunas_tf import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -68,12 +69,8 @@ def main(argv):
         f"{float(result['size']):.3g} architectures")
   print(f"architecture: {result['indices']}")
   if _OUTPUT_DIR.value:
-    os.makedirs(_OUTPUT_DIR.value, exist_ok=True)
     path = os.path.join(_OUTPUT_DIR.value, 'architecture.json')
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-      json.dump(result, f, indent=1)
-    os.replace(tmp, path)
+    files.write_json(result, path)
     print(f'wrote {path}')
 
 

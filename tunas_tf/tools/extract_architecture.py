@@ -17,7 +17,6 @@ directory's `model_spec.json`, so the indices always match what was searched.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Dict, Optional
@@ -26,6 +25,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
@@ -131,16 +131,6 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
   }
 
 
-def write(result: Dict[str, Any], path: str) -> None:
-  """Writes `result` atomically (a killed run never leaves half a file)."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(result, f, indent=1)
-  os.replace(tmp, path)
-
-
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('model_dir', None, 'The search directory.',
                       flag_values=flag_values)
@@ -161,7 +151,7 @@ def main(argv) -> None:
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
   output = FLAGS.output or os.path.join(FLAGS.model_dir, ARCHITECTURE_FILE)
-  write(result, output)
+  files.write_json(result, output)
   print(f"Searched architecture (step {result['global_step']}): "
         f"{result['ssd']} {result['indices']}")
   print(f"Estimated cost {result['estimated_cost']:.6g} "

@@ -39,6 +39,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -270,7 +271,7 @@ def main(argv) -> None:
   except ValueError as e:
     sys.exit(f'fit_cost_model: {e}')
   coefficients = result['coefficients']
-  random_architectures.write_json(coefficients, FLAGS.output)
+  files.write_json(coefficients, FLAGS.output)
   print(summary(coefficients))
   print(f"{coefficients['num_features']} coefficients for {FLAGS.ssd} "
         f'written to {FLAGS.output}')

@@ -52,6 +52,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -374,7 +375,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                  skipped, len(wanted), output)
   directory = os.path.dirname(os.path.abspath(output))
   os.makedirs(directory, exist_ok=True)
-  random_architectures.write_json(settings, settings_path(output))
+  files.write_json(settings, settings_path(output))
   new_rows = []
   with open(output, 'a', newline='') as f:
     if f.tell() == 0:

@@ -21,9 +21,7 @@ is what `tools/measure_latency --indices_file` reads.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -32,6 +30,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search_space import mobile
@@ -149,16 +148,6 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   return kept
 
 
-def write_json(value: Any, path: str) -> None:
-  """Writes `value` as JSON atomically (never half a file if killed)."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(value, f, indent=1)
-  os.replace(tmp, path)
-
-
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the tool's flags (only when run as a program)."""
   flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
@@ -197,7 +186,7 @@ def main(argv) -> None:
         num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels)
   except ValueError as e:
     sys.exit(f'random_architectures: {e}')
-  write_json(kept, FLAGS.output)
+  files.write_json(kept, FLAGS.output)
   costs = [k['estimated_cost'] for k in kept]
   print(f'{len(kept)} architectures of {FLAGS.ssd}, estimated cost '
         f'{min(costs):.6g}..{max(costs):.6g}; written to {FLAGS.output}')
