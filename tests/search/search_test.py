@@ -182,6 +182,20 @@ class ShortSearchTest(absltest.TestCase):
                                 '--rl_cost_model_exponent=-0.3'))
 
 
+class CorruptCheckpointTest(absltest.TestCase):
+
+  def test_truncated_checkpoint_is_refused_in_one_line(self):
+    model_dir = tempfile.mkdtemp()
+    short = [a for a in _SHORT if not a.startswith('--max_steps')]
+    runner.run_search(_config(model_dir, '--max_steps=2', *short))
+    data = tf.train.latest_checkpoint(model_dir) + '.data-00000-of-00001'
+    with open(data, 'r+b') as f:
+      f.truncate(100)
+    with self.assertRaisesRegex(
+        ValueError, r'Cannot resume from .*model.ckpt-2: Read less bytes'):
+      runner.run_search(_config(model_dir, '--max_steps=4', *short))
+
+
 class TfdsSearchTest(absltest.TestCase):
 
   def test_search_on_a_tfds_dataset(self):

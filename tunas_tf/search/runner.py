@@ -149,6 +149,17 @@ def make_estimator(config: SearchConfig):
       use_tpu=config.use_tpu, train_batch_size=config.train_batch_size)
 
 
+def op_error_reason(error: Exception) -> str:
+  """The line of a TF graph-execution error that says what went wrong."""
+  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
+           'stack trace', 'File ', 'most recent call')
+  for line in str(error).splitlines():
+    line = line.strip()
+    if line and not any(n in line for n in noise):
+      return line
+  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
+
+
 def run_search(config: SearchConfig) -> None:
   """Writes/checks config.json and model_spec.json, then trains to the end.
 
@@ -167,4 +178,14 @@ def run_search(config: SearchConfig) -> None:
                config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)
   estimator = make_estimator(config)
-  estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  checkpoint = tf.train.latest_checkpoint(config.model_dir)
+  try:
+    estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  except tf.errors.OpError as e:
+    if checkpoint is None or 'Restore' not in str(e):
+      raise
+    # Restoring a truncated or foreign checkpoint fails deep inside the
+    # Estimator; say which file and why in one line.
+    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
+                     'remove the broken checkpoint or use a new '
+                     '--model_dir') from None
