@@ -1,4 +1,7 @@
-"""Small file helpers: atomic writes, so a killed run never leaves half a file.
+"""File helpers shared by the binaries: atomic writes and stored configs.
+
+Paths go through `tf.io.gfile`, so model directories may be local or on
+Cloud Storage (`gs://...`, as TPU runs need).
 
 Example:
   files.write_json({'top1': 0.97}, 'runs/a/metrics.json')
@@ -9,7 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Collection, Dict
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def exists(path: str) -> bool:
+  return _gfile().exists(path)
 
 
 def write_text(text: str, path: str) -> None:
@@ -18,17 +30,28 @@ def write_text(text: str, path: str) -> None:
   Creates the parent directory if needed. Readers see the old file or the new
   one, never a partial write.
   """
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
+  gfile = _gfile()
+  directory = os.path.dirname(path)
+  if directory:
+    gfile.makedirs(directory)
   tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
+  with gfile.GFile(tmp, 'w') as f:
     f.write(text)
-  os.replace(tmp, path)
+  gfile.rename(tmp, path, overwrite=True)
 
 
 def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
   """Writes `value` as indented JSON atomically (see `write_text`)."""
   write_text(json.dumps(value, indent=1, sort_keys=sort_keys) + '\n', path)
+
+
+def read_text(path: str) -> str:
+  """Reads a text file; ValueError naming the path if it does not exist."""
+  gfile = _gfile()
+  if not gfile.exists(path):
+    raise ValueError(f'{path} does not exist')
+  with gfile.GFile(path) as f:
+    return f.read()
 
 
 def read_json(path: str) -> Any:
@@ -38,10 +61,49 @@ def read_json(path: str) -> Any:
     ValueError: if the file is missing or not valid JSON (the message names
       the path).
   """
-  if not os.path.exists(path):
-    raise ValueError(f'{path} does not exist')
+  text = read_text(path)
   try:
-    with open(path) as f:
-      return json.load(f)
+    return json.loads(text)
   except json.JSONDecodeError as e:
     raise ValueError(f'{path} is not valid JSON ({e})') from None
+
+
+def write_or_check_config(path: str, new: Dict[str, Any],
+                          run_only_fields: Collection[str],
+                          derived_fields: Collection[str] = ()) -> bool:
+  """Writes a run's settings, or checks them against those stored at `path`.
+
+  Args:
+    path: the `config.json` path.
+    new: this run's settings (JSON-able, flat).
+    run_only_fields: settings that only say how long or where to run; they
+      may differ, and the stored file takes the new values.
+    derived_fields: settings computed from others; compared after the
+      others, so an error names what the user changed.
+
+  Returns:
+    True when `path` already held a config (a restart).
+
+  Raises:
+    ValueError: naming the first differing field outside `run_only_fields`,
+      or when the stored file is not a JSON object.
+  """
+  if not exists(path):
+    write_json(new, path, sort_keys=True)
+    return False
+  old = read_json(path)
+  if not isinstance(old, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  derived = set(derived_fields)
+  for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
+    if key in run_only_fields:
+      continue
+    if old.get(key, '<missing>') != new.get(key, '<missing>'):
+      raise ValueError(
+          f'{path} was written by a different run: {key} is '
+          f"{old.get(key, '<missing>')!r} there and "
+          f"{new.get(key, '<missing>')!r} now; use a new --model_dir or the "
+          'same settings')
+  write_json({**old, **{k: new[k] for k in run_only_fields if k in new}},
+             path, sort_keys=True)
+  return True

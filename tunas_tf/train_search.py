@@ -26,6 +26,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from tunas_tf import backend
 from tunas_tf.controller import rewards
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
@@ -43,23 +44,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the search flags (called by `__main__` and by tests only)."""
   f = flag_values
   # Where and what.
-  flags.DEFINE_string('model_dir', None, 'Output directory: checkpoints, '
-                      'events, config.json, model_spec.json. Required.',
-                      flag_values=f)
-  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
+  backend.define_data_flags(f, 'Output directory: checkpoints, events, '
+                            'config.json, model_spec.json. Required.')
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
                     'Search space.', flag_values=f)
-  flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
-                      'TFDS image-classification dataset name.', flag_values=f)
-  flags.DEFINE_string('data_dir', None, 'TFDS data directory.', flag_values=f)
-  flags.DEFINE_alias('dataset_dir', 'data_dir', flag_values=f)
-  flags.DEFINE_boolean('download', True, 'Let TFDS download and prepare a '
-                       'missing dataset; with --nodownload a missing dataset '
-                       'fails at once.', flag_values=f)
-  flags.DEFINE_integer('num_classes', None, "Classes of the classifier; "
-                       "default the dataset's own count.", flag_values=f)
-  flags.DEFINE_integer('image_size', None, 'Input side in pixels; default the '
-                       "dataset's own (digits: 8).", flag_values=f)
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
                        'images held out for the controller; default 10%% of '
                        'the train split. (digits has a fixed split.)',
@@ -67,12 +55,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
                        'controller initialisation.', flag_values=f)
   # Backend.
-  flags.DEFINE_string('tpu', '', 'Cloud TPU name or grpc://ip:port; implies '
-                      '--use_tpu.', flag_values=f)
-  flags.DEFINE_string('tpu_zone', None, 'TPU zone.', flag_values=f)
-  flags.DEFINE_string('gcp_project', None, 'GCP project.', flag_values=f)
-  flags.DEFINE_boolean('use_tpu', None, 'Run on TPU; default: whether --tpu is '
-                       'set.', flag_values=f)
+  backend.define_tpu_flags(f, iterations_per_loop=10)
   flags.DEFINE_enum('supernet_mode', None, config_lib.SUPERNET_MODES,
                     'masked: static shapes (TPU); sampled: slice to the sampled '
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
@@ -81,8 +64,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'bfloat16 compute. auto: ontpu for MobileNetV3-like spaces, '
                     'else false. ontpu: cast inside model_fn on TPU only.',
                     flag_values=f)
-  flags.DEFINE_integer('tpu_iterations_per_loop', 10, 'Steps per TPU loop; '
-                       'also the summary cadence.', flag_values=f)
   flags.DEFINE_integer('max_steps', None, 'Stop after this many steps (the '
                        'schedules use it instead of --epochs).', flag_values=f)
   # Shared weights.
@@ -195,9 +176,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
-  use_tpu = bool(f.tpu) if f.use_tpu is None else f.use_tpu
-  if use_tpu and not f.tpu:
-    raise ValueError('--use_tpu needs --tpu=NAME')
+  use_tpu = backend.resolve_use_tpu(f.tpu, f.use_tpu)
   if dataset_info is None:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     validation_examples = f.validation_examples

@@ -115,7 +115,7 @@ class WriteOrCheckTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     config_lib.write_or_check(self._config(model_dir), '{}')
     with self.assertRaisesRegex(
-        ValueError, r'was written by a different search: rl_reward_function '
+        ValueError, r'was written by a different run: rl_reward_function '
         r"is 'abs' there and 'mnas' now"):
       config_lib.write_or_check(
           self._config(model_dir, '--rl_reward_function=mnas'), '{}')

@@ -21,6 +21,7 @@ from tunas_tf.search import runner
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
+from tunas_tf.search_space import spec_io
 from tunas_tf.tools import extract_architecture
 
 
@@ -260,7 +261,8 @@ class CommandLineTest(absltest.TestCase):
   def test_bad_input_exits_with_one_line(self):
     model_dir = tempfile.mkdtemp()
     config_lib.write_or_check(
-        _config(model_dir, '--max_steps=8', '--train_batch_size=16'), '{}')
+        _config(model_dir, '--max_steps=8', '--train_batch_size=16'),
+        spec_io.dumps(mobile.get_search_space('digits_search')))
     for args, message in (
         (['--max_steps=8', '--rl_reward_function=mnas'],
          'rl_reward_function is'),

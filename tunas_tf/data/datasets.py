@@ -105,7 +105,7 @@ def holdout_splits(num_train_examples: int,
           TEST: 'test'}
 
 
-def _tfds_builder(name: str, data_dir: Optional[str], download: bool):
+def tfds_builder(name: str, data_dir: Optional[str], download: bool):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   try:
     builder = tfds.builder(name, data_dir=data_dir)
@@ -145,7 +145,7 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
     arrays = digits_arrays()
     return DatasetInfo(DIGITS, 8, 1, 10,
                        {k: len(v[1]) for k, v in arrays.items()})
-  builder = _tfds_builder(name, data_dir, download)
+  builder = tfds_builder(name, data_dir, download)
   info = builder.info
   if 'image' not in info.features or 'label' not in info.features:
     raise ValueError(f'Dataset {name!r} is not an image-classification '
@@ -201,7 +201,7 @@ def load_split(name: str, split: str, num_classes: int, *,
     images, labels = digits_arrays()[split]
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
   else:
-    builder = _tfds_builder(name, data_dir, download)
+    builder = tfds_builder(name, data_dir, download)
     num_train = builder.info.splits['train'].num_examples
     tfds_split = holdout_splits(num_train, validation_examples)[split]
     dataset = builder.as_dataset(split=tfds_split, as_supervised=True,

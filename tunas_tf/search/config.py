@@ -212,36 +212,16 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
     ValueError: naming the first field that differs from the stored config
       (outside `RUN_ONLY_FIELDS`), or when the stored search space differs.
   """
-  os.makedirs(config.model_dir, exist_ok=True)
   config_path = os.path.join(config.model_dir, CONFIG_FILE)
   spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILE)
-  new = config.to_json()
-  if os.path.exists(config_path):
-    old = files.read_json(config_path)
-    # Flag-backed fields first: they name what the user changed.
-    derived = {f.name for f in dataclasses.fields(SearchConfig)
-               if f.name in DERIVED_FIELDS}
-    for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
-      if key in RUN_ONLY_FIELDS:
-        continue
-      if old.get(key, '<missing>') != new.get(key, '<missing>'):
-        raise ValueError(
-            f'{config_path} was written by a different search: {key} is '
-            f"{old.get(key, '<missing>')!r} there and "
-            f"{new.get(key, '<missing>')!r} now; use a new --model_dir or the "
-            'same settings')
-    if os.path.exists(spec_path):
-      with open(spec_path) as f:
-        if json.loads(f.read()) != json.loads(model_spec_json):
-          raise ValueError(f'{spec_path} holds a different search space than '
-                           f'--ssd={config.ssd}; use a new --model_dir')
-    files.write_json({**old, **{k: new[k] for k in RUN_ONLY_FIELDS
-                                if k in new}}, config_path, sort_keys=True)
-    resumed = True
-  else:
-    files.write_json(new, config_path, sort_keys=True)
-    resumed = False
-  if not os.path.exists(spec_path):
+  # The search space first: a different space makes every other check moot.
+  if files.exists(spec_path):
+    if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
+      raise ValueError(f'{spec_path} holds a different search space than '
+                       f'--ssd={config.ssd}; use a new --model_dir')
+  resumed = files.write_or_check_config(config_path, config.to_json(),
+                                        RUN_ONLY_FIELDS, DERIVED_FIELDS)
+  if not files.exists(spec_path):
     files.write_text(model_spec_json, spec_path)
   return resumed
 
@@ -253,7 +233,7 @@ def read(model_dir: str) -> Dict[str, Any]:
     ValueError: if there is none or it is not valid JSON.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a search '
                      'directory')
   return files.read_json(path)

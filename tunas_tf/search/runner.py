@@ -9,6 +9,7 @@ from typing import Any, Dict
 from absl import logging
 import tensorflow as tf
 
+from tunas_tf import backend
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
@@ -127,26 +128,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
 def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
-  cluster = None
-  if config.use_tpu:
-    try:
-      cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
-          config.tpu, zone=config.tpu_zone, project=config.gcp_project)
-    except Exception as e:  # The resolver raises several kinds of errors.
-      raise ValueError(f'Cannot resolve TPU {config.tpu!r}: {e}') from None
-  run_config = tf.compat.v1.estimator.tpu.RunConfig(
-      cluster=cluster, model_dir=config.model_dir,
-      tf_random_seed=config.seed,
-      save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max,
-      log_step_count_steps=None,
-      tpu_config=tf.compat.v1.estimator.tpu.TPUConfig(
-          iterations_per_loop=config.tpu_iterations_per_loop,
-          per_host_input_for_training=(
-              tf.compat.v1.estimator.tpu.InputPipelineConfig.PER_HOST_V2)))
-  return tf.compat.v1.estimator.tpu.TPUEstimator(
-      model_fn=make_model_fn(config), config=run_config,
-      use_tpu=config.use_tpu, train_batch_size=config.train_batch_size)
+  return backend.make_estimator(make_model_fn(config), config)
 
 
 def op_error_reason(error: Exception) -> str:

@@ -89,10 +89,9 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config = config_lib.read(model_dir)
   spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
-  if not os.path.exists(spec_path):
+  if not files.exists(spec_path):
     raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')
-  with open(spec_path) as f:
-    spec = spec_io.loads(f.read())
+  spec = spec_io.loads(files.read_text(spec_path))
   ssd = config['ssd']
   if spec != mobile.get_search_space(ssd):
     raise ValueError(f'{spec_path} differs from the current {ssd!r} space; '
