@@ -1,0 +1,118 @@
+"""Tests for tools/compare_random and tools/extract_architecture on a tiny search."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl import flags
+from absl.testing import absltest
+
+from tunas_tf import files
+from tunas_tf import train_search
+from tunas_tf.cost_model import linear
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import runner
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import spec_io
+from tunas_tf.tools import compare_random
+from tunas_tf.tools import extract_architecture
+
+
+def _search_config(model_dir, *args):
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search', f'--model_dir={model_dir}', '--max_steps=4',
+          '--train_batch_size=16', '--tpu_iterations_per_loop=2'] + list(args))
+  return train_search.config_from_flags(values)
+
+
+class CompareRandomTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.search_dir = tempfile.mkdtemp()
+    runner.run_search(_search_config(cls.search_dir))
+    files.write_json(extract_architecture.extract(cls.search_dir),
+                     os.path.join(cls.search_dir, 'architecture.json'))
+
+  def test_end_to_end_and_resume(self):
+    output_dir = tempfile.mkdtemp()
+    train_flags = ['--max_steps=3', '--train_batch_size=16',
+                   '--eval_batch_size=120', '--noexport']
+    results = compare_random.compare(self.search_dir, output_dir, 2,
+                                     cost_tolerance=0.3, seed=1,
+                                     train_eval_flags=train_flags)
+    self.assertEqual([r['name'] for r in results],
+                     ['searched', 'random_0', 'random_1'])
+    with open(os.path.join(self.search_dir, 'architecture.json')) as f:
+      searched = json.load(f)
+    self.assertEqual(results[0]['indices'], searched['indices'])
+    config = config_lib.read(self.search_dir)
+    for r in results:
+      self.assertBetween(r['top1'], 0.0, 1.0)
+      self.assertBetween(r['estimated_cost'],
+                         searched['estimated_cost'] * 0.7 - 1e-6,
+                         searched['estimated_cost'] * 1.3 + 1e-6)
+      self.assertAlmostEqual(r['estimated_cost'],
+                             linear.estimate_cost_of_indices(
+                                 r['indices'], 'digits_search', 'macs'),
+                             places=3)
+      self.assertEqual(r['macs'], round(r['estimated_cost']), r)
+      with open(os.path.join(r['run_dir'], 'metrics.json')) as f:
+        self.assertEqual(json.load(f)['global_step'], 3)
+    self.assertEqual(files.read_json(os.path.join(output_dir,
+                                                  'results.json')), results)
+    self.assertIn('searched top-1', compare_random.summary(results))
+    plot = os.path.join(output_dir, 'compare_random.png')
+    compare_random.plot(results, plot)
+    self.assertGreater(os.path.getsize(plot), 1000)
+    # Started again, it trains nothing (a failing train_eval would show).
+    again = compare_random.compare(self.search_dir, output_dir, 2,
+                                   cost_tolerance=0.3, seed=1,
+                                   train_eval_flags=['--no_such_flag'])
+    self.assertEqual(again, results)
+    del config
+
+  def test_bad_input(self):
+    with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):
+      compare_random.compare(self.search_dir, tempfile.mkdtemp(), 0)
+    empty = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'No config.json in'):
+      compare_random.compare(empty, tempfile.mkdtemp(), 1)
+    failing = compare_random.compare
+    with self.assertRaisesRegex(ValueError,
+                                r'train_eval failed for searched in .*'
+                                r'no_such_flag'):
+      failing(self.search_dir, tempfile.mkdtemp(), 1, cost_tolerance=0.3,
+              train_eval_flags=['--no_such_flag'])
+
+
+class ExtractArchitectureTest(absltest.TestCase):
+
+  def test_directory_errors(self):
+    empty = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'No config.json in'):
+      extract_architecture.extract(empty)
+    config = _search_config(empty)
+    config_lib.write_or_check(
+        config, spec_io.dumps(mobile.get_search_space('digits_search')))
+    with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
+      extract_architecture.extract(empty)
+    with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
+      extract_architecture.extract(empty, os.path.join(empty, 'model.ckpt-9'))
+
+  def test_command_line_error_is_one_line(self):
+    done = subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.tools.extract_architecture',
+         f'--model_dir={tempfile.mkdtemp()}'], capture_output=True, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertNotEqual(done.returncode, 0)
+    self.assertEqual(done.stderr.strip().splitlines()[-1][:40],
+                     'extract_architecture: No config.json in ')
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,215 @@
+r"""The TuNAS paper's experiment: the searched architecture against random ones.
+
+Given a finished search, draws K architectures uniformly from the same space
+inside the searched architecture's cost band, trains every one of them (the
+searched one included) with identical `train_eval` settings, and prints and
+plots accuracy against cost:
+
+  python -m tunas_tf.tools.compare_random --search_dir=runs/digits_search \
+      --num_random=5 --train_eval_flags='--epochs=60'
+
+writes under `--output_dir` (default SEARCH_DIR/compare_random):
+  runs/searched, runs/random_<i>   one `train_eval` model directory each,
+  results.json                     [{name, indices, estimated_cost, top1, ...}],
+  compare_random.png               top-1 against cost.
+
+A killed comparison started again skips the runs that already wrote their
+`metrics.json` (and `train_eval` itself resumes an unfinished run).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from tunas_tf import files
+from tunas_tf.search import config as config_lib
+from tunas_tf.tools import random_architectures
+
+ARCHITECTURE_FILE = 'architecture.json'
+RESULTS_FILE = 'results.json'
+PLOT_FILE = 'compare_random.png'
+METRICS_FILE = 'metrics.json'
+
+FLAGS = flags.FLAGS
+
+
+def _read_architecture(search_dir: str) -> Dict[str, Any]:
+  path = os.path.join(search_dir, ARCHITECTURE_FILE)
+  if not os.path.exists(path):
+    raise ValueError(f'No {ARCHITECTURE_FILE} in {search_dir!r}; run '
+                     'tunas_tf.tools.extract_architecture first')
+  architecture = files.read_json(path)
+  if not isinstance(architecture, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  for key in ('ssd', 'indices', 'estimated_cost'):
+    if key not in architecture:
+      raise ValueError(f'{path} has no {key!r}')
+  return architecture
+
+
+def train_command(run_dir: str, ssd: str, indices: str,
+                  search_config: Dict[str, Any],
+                  train_eval_flags: Sequence[str]) -> List[str]:
+  """The `train_eval` command line of one architecture (same data as the search)."""
+  command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
+             f'--indices={indices}', f'--model_dir={run_dir}',
+             f"--dataset={search_config['dataset']}",
+             f"--num_classes={search_config['num_classes']}",
+             f"--image_size={search_config['image_size']}"]
+  if search_config.get('data_dir'):
+    command.append(f"--data_dir={search_config['data_dir']}")
+  return command + list(train_eval_flags)
+
+
+def _train(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
+  metrics_path = os.path.join(run_dir, METRICS_FILE)
+  if os.path.exists(metrics_path):
+    logging.info('%s: already trained (%s)', name, metrics_path)
+  else:
+    logging.info('%s: training in %s', name, run_dir)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+      lines = [line for line in done.stderr.strip().splitlines()
+               if not line.startswith('Pass --help')] or ['(no output)']
+      raise ValueError(f'train_eval failed for {name} in {run_dir}: '
+                       f'{lines[-1]}')
+    if not os.path.exists(metrics_path):
+      raise ValueError(f'train_eval wrote no {METRICS_FILE} in {run_dir}')
+  return files.read_json(metrics_path)
+
+
+def compare(search_dir: str, output_dir: str, num_random: int,
+            cost_tolerance: float = 0.05, seed: int = 0,
+            train_eval_flags: Sequence[str] = ()) -> List[Dict[str, Any]]:
+  """Trains the searched and `num_random` random architectures alike.
+
+  Args:
+    search_dir: a search directory with `config.json` and
+      `architecture.json`.
+    output_dir: where the runs, `results.json` and the plot go.
+    num_random: positive int, random architectures to train.
+    cost_tolerance: the band is the searched cost times (1 -/+ this).
+    seed: seed of the random draws.
+    train_eval_flags: extra `train_eval` flags given to every run.
+
+  Returns:
+    One dict per architecture (searched first): `name`, `indices`,
+    `estimated_cost`, `top1`, `top5`, `params`, `macs`, `run_dir`.
+
+  Raises:
+    ValueError: for a bad search directory or argument, an empty cost band,
+      or a failed training run (naming it).
+  """
+  if num_random <= 0:
+    raise ValueError(f'--num_random must be > 0, got {num_random}')
+  if not 0.0 < cost_tolerance < 1.0:
+    raise ValueError(f'--cost_tolerance must be in (0, 1), got '
+                     f'{cost_tolerance}')
+  search_config = config_lib.read(search_dir)
+  architecture = _read_architecture(search_dir)
+  ssd, cost = architecture['ssd'], float(architecture['estimated_cost'])
+  randoms = random_architectures.sample_architectures(
+      ssd, num_random, seed=seed, cost_model=search_config['cost_model'],
+      min_cost=cost * (1 - cost_tolerance),
+      max_cost=cost * (1 + cost_tolerance),
+      image_size=search_config['image_size'],
+      num_classes=search_config['num_classes'],
+      input_channels=search_config['num_channels'])
+  candidates = [('searched', architecture['indices'], cost)] + [
+      (f'random_{i}', r['indices'], r['estimated_cost'])
+      for i, r in enumerate(randoms)]
+  results = []
+  for name, indices, estimated_cost in candidates:
+    run_dir = os.path.join(output_dir, 'runs', name)
+    metrics = _train(name, train_command(run_dir, ssd, indices, search_config,
+                                         train_eval_flags), run_dir)
+    results.append({'name': name, 'indices': indices,
+                    'estimated_cost': estimated_cost,
+                    'top1': metrics['top1'], 'top5': metrics.get('top5'),
+                    'params': metrics.get('params'),
+                    'macs': metrics.get('macs'), 'run_dir': run_dir})
+  files.write_json(results, os.path.join(output_dir, RESULTS_FILE))
+  return results
+
+
+def summary(results: List[Dict[str, Any]]) -> str:
+  """A table of the runs and the searched architecture's standing."""
+  lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
+  for r in results:
+    lines.append(f"{r['name']:<12} {r['estimated_cost']:>12.6g} "
+                 f"{r['top1']:>8.4f}  {r['indices']}")
+  searched = results[0]['top1']
+  random_top1 = np.array([r['top1'] for r in results[1:]])
+  beaten = int(np.sum(random_top1 < searched))
+  lines.append(f'searched top-1 {searched:.4f}; random {random_top1.mean():.4f}'
+               f' +- {random_top1.std():.4f} (n={len(random_top1)}); the '
+               f'searched architecture beats {beaten} of {len(random_top1)}')
+  return '\n'.join(lines)
+
+
+def plot(results: List[Dict[str, Any]], path: str) -> None:
+  """Top-1 against estimated cost: random in grey, the searched one in red."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(5, 4))
+  ax.scatter([r['estimated_cost'] for r in results[1:]],
+             [r['top1'] for r in results[1:]], c='grey', label='random')
+  ax.scatter([results[0]['estimated_cost']], [results[0]['top1']], c='red',
+             marker='*', s=150, label='searched')
+  ax.set_xlabel('estimated cost')
+  ax.set_ylabel('top-1 accuracy')
+  ax.legend()
+  fig.tight_layout()
+  tmp = path + '.tmp.png'
+  fig.savefig(tmp)
+  plt.close(fig)
+  os.replace(tmp, path)
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  f = flag_values
+  flags.DEFINE_string('search_dir', None, 'A finished search directory (with '
+                      'architecture.json).', flag_values=f)
+  flags.DEFINE_string('output_dir', None, 'Default SEARCH_DIR/compare_random.',
+                      flag_values=f)
+  flags.DEFINE_integer('num_random', 5, 'Random architectures to train.',
+                       flag_values=f)
+  flags.DEFINE_float('cost_tolerance', 0.05, 'Cost band: the searched cost '
+                     'times (1 -/+ this).', flag_values=f)
+  flags.DEFINE_integer('seed', 0, 'Seed of the random draws.', flag_values=f)
+  flags.DEFINE_list('train_eval_flags', [], 'Comma-separated train_eval flags '
+                    'given to every run, e.g. --epochs=60,--seed=1.',
+                    flag_values=f)
+
+
+def main(argv) -> Optional[int]:
+  if len(argv) > 1:
+    sys.exit(f'compare_random: unexpected arguments {argv[1:]}')
+  if not FLAGS.search_dir:
+    sys.exit('compare_random: --search_dir is required')
+  output_dir = FLAGS.output_dir or os.path.join(FLAGS.search_dir,
+                                                'compare_random')
+  try:
+    results = compare(FLAGS.search_dir, output_dir, FLAGS.num_random,
+                      FLAGS.cost_tolerance, FLAGS.seed, FLAGS.train_eval_flags)
+  except ValueError as e:
+    sys.exit(f'compare_random: {e}')
+  plot(results, os.path.join(output_dir, PLOT_FILE))
+  print(summary(results))
+  print(f'Results: {os.path.join(output_dir, RESULTS_FILE)}, plot: '
+        f'{os.path.join(output_dir, PLOT_FILE)}')
+  return 0
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
