@@ -49,8 +49,8 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   """The controller's logits by OneOf path, checked against `spec`.
 
   Raises:
-    ValueError: if the checkpoint cannot be read or lacks (or has the wrong
-      length for) the logits of one of the space's OneOfs.
+    ValueError: if the checkpoint cannot be read or lacks the logits of one
+      of the space's OneOfs. (`reinforce.argmax_indices` checks the lengths.)
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
@@ -60,16 +60,12 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
                      f'{str(e).splitlines()[0]}') from None
   shapes = reader.get_variable_to_shape_map()
   logits = {}
-  for path, oneof in schema.flatten_with_paths(spec):
+  for path, _ in schema.flatten_with_paths(spec):
     name = CONTROLLER_SCOPE + path
     if name not in shapes:
       raise ValueError(f'Checkpoint {checkpoint!r} has no controller logits '
                        f'{name!r}: not a search of this space')
-    value = np.asarray(reader.get_tensor(name), np.float64).reshape(-1)
-    if value.shape[0] != len(oneof.choices):
-      raise ValueError(f'Checkpoint logits {name!r} have {value.shape[0]} '
-                       f'entries; the OneOf has {len(oneof.choices)} choices')
-    logits[path] = value
+    logits[path] = np.asarray(reader.get_tensor(name), np.float64).reshape(-1)
   return logits
 
 
