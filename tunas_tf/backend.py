@@ -81,6 +81,9 @@ def make_estimator(model_fn: Callable[..., Any], config: Any, *,
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max,
       log_step_count_steps=None,
+      # The search graph is large (~5 MB serialised for digits_search);
+      # writing it with every checkpoint cost seconds per save.
+      checkpoint_save_graph_def=False,
       tpu_config=tpu.TPUConfig(
           iterations_per_loop=config.tpu_iterations_per_loop,
           per_host_input_for_training=(
