@@ -18,7 +18,6 @@ flags resumes from its last checkpoint.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Optional
 
@@ -30,15 +29,8 @@ from tunas_tf import backend
 from tunas_tf.controller import rewards
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
-from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
-
-# Cost targets of the released cost models (simulated Pixel-1 ms): MnasNet /
-# ProxylessNAS-Mobile, and MobileNetV3-Large.
-RELEASED_TARGET_MS = 84.0
-RELEASED_V3_TARGET_MS = 57.0
-
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the search flags (called by `__main__` and by tests only)."""
@@ -133,30 +125,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
 
 
-def default_cost_model(ssd: str) -> str:
-  """'released' where the original published coefficients, else 'macs'."""
-  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
-  return 'released' if ssd in linear.RELEASED_SPACES else 'macs'
-
-
-def rule_target(ssd: str, cost_model: str, **cost_kwargs) -> float:
-  """The default cost target of a space under a cost model (see --help).
-
-  Released models: 84 ms, or 57 ms for MobileNetV3-like spaces. Others: the
-  geometric mean of the estimated costs of the smallest and largest
-  architectures of the space, so the target sits inside its cost range.
-  """
-  if cost_model == 'released':
-    return (RELEASED_V3_TARGET_MS if ssd in mobile.MOBILENET_V3_LIKE_SPACES
-            else RELEASED_TARGET_MS)
-  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
-  spec = mobile.get_search_space(ssd)
-  low, high = (linear.estimate_cost_of_indices(
-      schema.extreme_indices(spec, largest), ssd, cost_model, **cost_kwargs)
-               for largest in (False, True))
-  return math.sqrt(low * high)
-
-
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
                       dataset_info=None) -> config_lib.SearchConfig:
   """Resolves the defaults that depend on other flags and derives the rest.
@@ -193,21 +161,22 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   if num_classes < dataset_info.num_classes:
     raise ValueError(f'--num_classes={num_classes} is fewer than the '
                      f'{dataset_info.num_classes} labels of {f.dataset!r}')
+  info = mobile.space_info(f.ssd)
   use_bfloat16 = f.use_bfloat16
   if use_bfloat16 == 'auto':
-    use_bfloat16 = ('ontpu' if f.ssd in mobile.MOBILENET_V3_LIKE_SPACES
-                    else 'false')
+    use_bfloat16 = 'ontpu' if info.mobilenet_v3_like else 'false'
   weight_decay = f.model_weight_decay
   if weight_decay is None:
     weight_decay = 3e-5 if use_bfloat16 in ('true', 'ontpu') else 4e-5
-  cost_model = f.cost_model or default_cost_model(f.ssd)
   image_size = f.image_size or dataset_info.image_size
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  cost_model = linear.get_cost_model(
+      f.ssd, f.cost_model, image_size=image_size, num_classes=num_classes,
+      input_channels=dataset_info.num_channels)
   target = f.rl_cost_model_target
   if target is None:
-    target = rule_target(f.ssd, cost_model, image_size=image_size,
-                         num_classes=num_classes,
-                         input_channels=dataset_info.num_channels)
-  return config_lib.derive(
+    target = linear.default_target(cost_model)
+  return config_lib.SearchConfig(
       search_train_examples=sizes['search_train'],
       model_dir=f.model_dir, ssd=f.ssd, dataset=f.dataset,
       data_dir=f.data_dir, download=f.download, num_classes=num_classes,
@@ -233,7 +202,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       increase_filters_warmup_steps_fraction=(
           f.increase_filters_warmup_steps_fraction),
       rl_reward_function=f.rl_reward_function,
-      enable_cost_model=f.enable_cost_model, cost_model=cost_model,
+      enable_cost_model=f.enable_cost_model,
+      cost_model=f.cost_model or cost_model.kind,
       rl_cost_model_target=float(target),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,

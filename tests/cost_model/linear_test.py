@@ -23,6 +23,9 @@ _TEST_VECTOR = (
     '2:1:0:2:1:0:0:1:1:0:0:0:0:1:0:0:1:0:0:0:1:1:0:2:0:0:0:0:0:1:0:0:0:2:1:0:'
     '0:0')
 _PROXYLESSNAS = 'proxylessnas_search'
+_RELEASED = linear.get_cost_model(_PROXYLESSNAS)
+_RELEASED_SPACES = ('proxylessnas_search', 'proxylessnas_enlarged_search',
+                    'mobilenet_v3_like_search')
 
 
 def _bottleneck_indices(sepconv_kernel, op):
@@ -45,11 +48,11 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     return data
 
   def test_estimate_cost_of_indices_test_vector(self):
-    cost = linear.estimate_cost_of_indices(_TEST_VECTOR, _PROXYLESSNAS)
+    cost = linear.estimate_cost_of_indices(_TEST_VECTOR, _RELEASED)
     self.assertNear(cost, 84.0, 1.0)
     self.assertNear(cost, 84.0167, 1e-3)  # This implementation's value.
     as_list = [int(i) for i in _TEST_VECTOR.split(':')]
-    self.assertEqual(linear.estimate_cost_of_indices(as_list, _PROXYLESSNAS),
+    self.assertEqual(linear.estimate_cost_of_indices(as_list, _RELEASED),
                      cost)
 
   def test_estimate_cost_of_indices_reference_points(self):
@@ -58,26 +61,29 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     mobile_indices = mobile.proxylessnas_search_indices(
         mobile.PROXYLESSNAS_MOBILE_OPS)
     self.assertNear(
-        linear.estimate_cost_of_indices(mobile_indices, _PROXYLESSNAS),
+        linear.estimate_cost_of_indices(mobile_indices, _RELEASED),
         84.416, 1e-3)
     smallest = schema.extreme_indices(mobile.proxylessnas_search(), False)
     self.assertEqual(smallest, mobile.proxylessnas_search_indices(
         [0] + [0, 6, 6, 6] * 5 + [0]))
-    self.assertNear(linear.estimate_cost_of_indices(smallest, _PROXYLESSNAS),
+    self.assertNear(linear.estimate_cost_of_indices(smallest, _RELEASED),
                     30.936, 1e-3)
     # 209.1 ms keeps the separable conv at 3x3; the largest by rule
     # (schema.extreme_indices) also takes its 7x7 kernel: 219.1 ms.
     self.assertNear(linear.estimate_cost_of_indices(
-        _bottleneck_indices(0, 5), _PROXYLESSNAS), 209.112, 1e-3)
+        _bottleneck_indices(0, 5), _RELEASED), 209.112, 1e-3)
     largest = schema.extreme_indices(mobile.proxylessnas_search(), True)
     self.assertEqual(largest, _bottleneck_indices(2, 5))
-    self.assertNear(linear.estimate_cost_of_indices(largest, _PROXYLESSNAS),
+    self.assertNear(linear.estimate_cost_of_indices(largest, _RELEASED),
                     219.091, 1e-3)
 
-  @parameterized.parameters(*linear.RELEASED_SPACES)
+  @parameterized.parameters(*_RELEASED_SPACES)
   def test_released_models_match_feature_length(self, ssd):
     model = linear.get_cost_model(ssd)
     self.assertEqual(model.source.rsplit(os.sep, 1)[-1], f'{ssd}.json')
+    self.assertEqual(model.kind, linear.RELEASED)
+    self.assertEqual(linear.default_target(model),
+                     mobile.space_info(ssd).released_target_ms)
     self.assertEqual(model.num_features,
                      features.feature_length(mobile.get_search_space(ssd)))
     self.assertEqual(model.units, 'simulated Pixel-1 latency, ms')
@@ -98,10 +104,11 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     masked = features.attach_one_hot_masks(spec, indices)
     as_tensors = schema.map_oneofs(
         lambda o: OneOf(o.choices, o.tag, tf.constant(o.mask)), masked)
-    cost = linear.estimate_cost(features.features(as_tensors), ssd)
+    model = linear.get_cost_model(ssd)
+    cost = linear.estimate_cost(features.features(as_tensors), model)
     self.assertEqual(cost.dtype, tf.float32)
     self.assertEqual(cost.shape, [])
-    self.assertAllClose(cost, linear.estimate_cost_of_indices(indices, ssd),
+    self.assertAllClose(cost, linear.estimate_cost_of_indices(indices, model),
                         rtol=1e-6)
 
   @parameterized.parameters(None, 'macs')
@@ -109,26 +116,26 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     tf.random.set_seed(3)
     sampled, _ = reinforce.independent_sample(
         mobile.proxylessnas_search(), increase_ops_probability=1.0)
-    cost = linear.estimate_cost(features.features(sampled), _PROXYLESSNAS,
-                                cost_model)
+    model = linear.get_cost_model(_PROXYLESSNAS, cost_model)
+    cost = linear.estimate_cost(features.features(sampled), model)
     numpy_masks = schema.map_oneofs(
         lambda o: OneOf(o.choices, o.tag, np.asarray(o.mask)), sampled)
-    model = linear.get_cost_model(_PROXYLESSNAS, cost_model)
     expected = (features.features(numpy_masks).astype(np.float64) @
                 model.kernel + model.bias)
     self.assertAllClose(cost, expected, rtol=1e-6)
     # All ops at 1/n: the cost is the mean over each layer's alternatives,
     # strictly between the smallest and the largest architecture.
     low, high = (linear.estimate_cost_of_indices(
-        schema.extreme_indices(mobile.proxylessnas_search(), largest),
-        _PROXYLESSNAS, cost_model) for largest in (False, True))
+        schema.extreme_indices(mobile.proxylessnas_search(), largest), model)
+                 for largest in (False, True))
     self.assertBetween(float(cost), low, high)
 
   def test_estimate_cost_in_v1_graph(self):
     with tf.Graph().as_default():
       sampled, _ = reinforce.independent_sample(
           mobile.digits_search(), tf.constant(0.0), tf.constant(1.0))
-      cost = linear.estimate_cost(features.features(sampled), 'digits_search')
+      model = linear.get_cost_model('digits_search')
+      cost = linear.estimate_cost(features.features(sampled), model)
       largest = schema.extreme_indices(mobile.digits_search(), True)
       with self.session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
@@ -136,7 +143,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
             [cost, [o.mask for o in schema.flatten(sampled)]])
     indices = [int(np.argmax(m)) for m in masks]
     self.assertAllClose(value, linear.estimate_cost_of_indices(
-        indices, 'digits_search'), rtol=1e-6)
+        indices, model), rtol=1e-6)
     # Filter warm-up at 1: every width and expansion is the largest.
     for index, want, oneof in zip(indices, largest,
                                   schema.flatten(mobile.digits_search())):
@@ -147,7 +154,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     spec = mobile.proxylessnas_search()
     rows = [features.features(features.attach_one_hot_masks(
         spec, schema.extreme_indices(spec, largest))) for largest in (0, 1)]
-    costs = linear.estimate_cost(np.stack(rows), _PROXYLESSNAS)
+    costs = linear.estimate_cost(np.stack(rows), _RELEASED)
     self.assertEqual(costs.shape, [2])
     self.assertAllClose(costs, [30.936, 219.091], atol=1e-3)
 
@@ -156,21 +163,24 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     indices = schema.extreme_indices(spec, largest=True)
     pruned = schema.prune(spec, indices)
     self.assertEqual(
-        linear.estimate_cost_of_indices(indices, 'digits_search', 'macs'),
+        linear.estimate_cost_of_indices(
+            indices, linear.get_cost_model('digits_search', 'macs')),
         macs.count_macs(pruned, 8, 10, input_channels=1))
     self.assertEqual(
-        linear.estimate_cost_of_indices(indices, 'digits_search', 'macs',
-                                        image_size=16, num_classes=3,
-                                        input_channels=3),
+        linear.estimate_cost_of_indices(indices, linear.get_cost_model(
+            'digits_search', 'macs', image_size=16, num_classes=3,
+            input_channels=3)),
         macs.count_macs(pruned, 16, 3, input_channels=3))
 
   def test_estimate_cost_reference_model_macs(self):
     self.assertEqual(
-        linear.estimate_cost_of_indices([], 'mobilenet_v2', 'macs'),
+        linear.estimate_cost_of_indices(
+            [], linear.get_cost_model('mobilenet_v2', 'macs')),
         300_775_552)
     self.assertAllClose(
         linear.estimate_cost(features.features(mobile.mobilenet_v2()),
-                             'mobilenet_v2'), 300_775_552, rtol=1e-7)
+                             linear.get_cost_model('mobilenet_v2')),
+        300_775_552, rtol=1e-7)
 
   def test_coefficients_json_path(self):
     path = self._write(self._coefficients())
@@ -178,14 +188,17 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     # One feature on per layer block with more than one feature: 3 (sepconv)
     # + 6 mandatory + 15 skippable bottlenecks = 22 ones, plus the bias 2.
     self.assertEqual(
-        linear.estimate_cost_of_indices(indices, _PROXYLESSNAS, path), 24.0)
+        linear.estimate_cost_of_indices(
+            indices, linear.get_cost_model(_PROXYLESSNAS, path)), 24.0)
     self.assertEqual(linear.get_cost_model(_PROXYLESSNAS, path).units, 'ms')
 
   def test_unknown_ssd(self):
     with self.assertRaisesRegex(ValueError, "Unknown search space 'nope'"):
-      linear.estimate_cost_of_indices([], 'nope')
-    with self.assertRaisesRegex(ValueError, "Unknown search space 'nope'"):
-      linear.estimate_cost(np.ones([3]), 'nope')
+      linear.get_cost_model('nope')
+    with self.assertRaisesRegex(TypeError, 'expected a LinearCostModel'):
+      linear.estimate_cost(np.ones([3]), 'proxylessnas_search')
+    with self.assertRaisesRegex(TypeError, 'expected a LinearCostModel'):
+      linear.estimate_cost_of_indices([], 'proxylessnas_search')
 
   def test_no_released_model(self):
     with self.assertRaisesRegex(
@@ -246,18 +259,18 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_wrong_index_count_and_range(self):
     with self.assertRaisesRegex(ValueError, 'expected 73 indices .* got 3'):
-      linear.estimate_cost_of_indices('0:0:0', _PROXYLESSNAS)
+      linear.estimate_cost_of_indices('0:0:0', _RELEASED)
     with self.assertRaisesRegex(ValueError, 'index 7 at position 1 .* out of '
                                 'range; allowed 0..2'):
-      linear.estimate_cost_of_indices([0, 7] + [0] * 71, _PROXYLESSNAS)
+      linear.estimate_cost_of_indices([0, 7] + [0] * 71, _RELEASED)
 
   def test_estimate_cost_wrong_feature_length(self):
     with self.assertRaisesRegex(
         ValueError, "features have length 10, but the 'proxylessnas_search' "
         'cost model .* expects 144'):
-      linear.estimate_cost(np.ones([10], np.float32), _PROXYLESSNAS)
+      linear.estimate_cost(np.ones([10], np.float32), _RELEASED)
     with self.assertRaisesRegex(ValueError, 'rank 1 or 2'):
-      linear.estimate_cost(np.ones([1, 1, 144]), _PROXYLESSNAS)
+      linear.estimate_cost(np.ones([1, 1, 144]), _RELEASED)
 
 
 if __name__ == '__main__':

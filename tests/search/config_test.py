@@ -1,5 +1,6 @@
 """Tests for SearchConfig derivation, the recipe flagfiles and resume checks."""
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -9,6 +10,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from tunas_tf import train_search
+from tunas_tf.cost_model import linear
 from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
 
@@ -108,8 +110,10 @@ class WriteOrCheckTest(absltest.TestCase):
     self.assertTrue(config_lib.write_or_check(
         self._config(model_dir, '--max_steps=80'), '{}'))
     stored = config_lib.read(model_dir)
-    self.assertEqual((stored['max_steps'], stored['rl_delay_steps']), (80, 20))
-    self.assertEqual(stored['rl_cost_model_target'], 2.0)
+    self.assertIsInstance(stored, config_lib.SearchConfig)
+    self.assertEqual((stored.max_steps, stored.rl_delay_steps), (80, 20))
+    self.assertEqual(stored.rl_cost_model_target, 2.0)
+    self.assertEqual(stored, self._config(model_dir, '--max_steps=80'))
 
   def test_mismatch_is_refused_naming_the_field(self):
     model_dir = tempfile.mkdtemp()
@@ -130,10 +134,74 @@ class WriteOrCheckTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
       config_lib.read(model_dir)
-    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
+    path = os.path.join(model_dir, 'config.json')
+    with open(path, 'w') as f:
       f.write('{')
     with self.assertRaisesRegex(ValueError, 'is not valid JSON'):
       config_lib.read(model_dir)
+    with open(path, 'w') as f:
+      f.write('[1]')
+    with self.assertRaisesRegex(ValueError, 'does not hold a JSON object'):
+      config_lib.read(model_dir)
+    stored = self._config(model_dir).to_json()
+    del stored['seed']
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    with self.assertRaisesRegex(ValueError, "has no field 'seed'"):
+      config_lib.read(model_dir)
+    stored = self._config(model_dir).to_json()
+    stored['supernet_mode'] = 'fast'
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    with self.assertRaisesRegex(ValueError, "Unknown --supernet_mode 'fast'"):
+      config_lib.read(model_dir)
+
+
+class SearchConfigTest(parameterized.TestCase):
+
+  def _config(self):
+    values = _flags('--model_dir=/tmp/x', '--max_steps=40',
+                    '--rl_cost_model_target=1.0')
+    return train_search.config_from_flags(values, _DIGITS)
+
+  def test_derived_values_follow_replaced_fields(self):
+    config = dataclasses.replace(self._config(), max_steps=None, epochs=2.0)
+    # floor(1078 * 2 / 64) steps; a quarter of them before the RL starts.
+    self.assertEqual(config.max_global_step, 33)
+    self.assertEqual(config.rl_delay_steps, 8)
+    self.assertEqual(config.validation_batch_size, 256)
+    self.assertAlmostEqual(config.model_learning_rate_scaled, 0.25)
+    stored = config.to_json()
+    self.assertEqual((stored['max_global_step'], stored['rl_delay_steps']),
+                     (33, 8))
+
+  @parameterized.named_parameters(
+      ('batch', dict(train_batch_size=0), '--train_batch_size must be > 0'),
+      ('mode', dict(supernet_mode='x'), "Unknown --supernet_mode 'x'"),
+      ('max_steps', dict(max_steps=0), '--max_steps must be > 0'),
+      ('no_steps', dict(max_steps=None, epochs=0.01),
+       'The search has no steps'),
+      ('fraction', dict(model_warmup_steps_fraction=-0.1),
+       r'--model_warmup_steps_fraction must be in \[0, 1\]'),
+      ('model_warmup', dict(model_warmup_steps_fraction=1.0),
+       r'Model LR warm-up \(40 steps\) must be shorter'),
+      ('cost_model', dict(cost_model='/no/such.json'), 'no/such.json'),
+      ('released', dict(cost_model='released'),
+       "No released cost model for search space 'digits_search'"),
+  )
+  def test_replace_validates(self, changes, message):
+    with self.assertRaisesRegex(ValueError, message):
+      dataclasses.replace(self._config(), **changes)
+
+  def test_cost_model_is_resolved_once_for_the_input(self):
+    config = self._config()
+    model = config.resolved_cost_model
+    self.assertIs(model, config.resolved_cost_model)
+    self.assertEqual((model.ssd, model.kind), ('digits_search', 'macs'))
+    wider = dataclasses.replace(config, num_classes=20)
+    # A wider classifier costs more multiply-adds.
+    self.assertGreater(linear.default_target(wider.resolved_cost_model),
+                       linear.default_target(model))
 
 
 if __name__ == '__main__':

@@ -178,6 +178,31 @@ class MobileTest(parameterized.TestCase):
       mobile.get_search_space('resnet')
     with self.assertRaisesRegex(ValueError, "Unknown search space 'x'"):
       mobile.get_image_size('x')
+    with self.assertRaisesRegex(ValueError, "Unknown search space 'x'"):
+      mobile.space_info('x')
+
+  def test_registry_facts(self):
+    for name, info in mobile.SEARCH_SPACES.items():
+      self.assertEqual(info.name, name)
+      self.assertIs(mobile.space_info(name), info)
+      self.assertEqual(info.build(), mobile.get_search_space(name))
+    released = {name: info.released_target_ms
+                for name, info in mobile.SEARCH_SPACES.items()
+                if info.has_released_cost_model}
+    self.assertEqual(released, {'proxylessnas_search': 84.0,
+                                'proxylessnas_enlarged_search': 84.0,
+                                'mobilenet_v3_like_search': 57.0})
+    self.assertEqual(
+        sorted(n for n, i in mobile.SEARCH_SPACES.items()
+               if i.mobilenet_v3_like),
+        ['mobilenet_v3_large', 'mobilenet_v3_like_search'])
+    digits = mobile.space_info('digits_search')
+    self.assertEqual((digits.image_size, digits.input_channels,
+                      digits.num_classes), (8, 1, 10))
+    cifar = mobile.space_info('cifar_search')
+    self.assertEqual((cifar.image_size, cifar.input_channels,
+                      cifar.num_classes), (32, 3, 10))
+    self.assertEqual(mobile.space_info('mobilenet_v2').num_classes, 1001)
 
 
 if __name__ == '__main__':

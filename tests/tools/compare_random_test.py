@@ -50,7 +50,11 @@ class CompareRandomTest(absltest.TestCase):
     with open(os.path.join(self.search_dir, 'architecture.json')) as f:
       searched = json.load(f)
     self.assertEqual(results[0]['indices'], searched['indices'])
+    # The random architectures are costed with the search's own cost model.
     config = config_lib.read(self.search_dir)
+    self.assertEqual(config.cost_model, 'macs')
+    macs_model = config.resolved_cost_model
+    self.assertEqual(macs_model.kind, linear.MACS)
     for r in results:
       self.assertBetween(r['top1'], 0.0, 1.0)
       self.assertBetween(r['estimated_cost'],
@@ -58,7 +62,7 @@ class CompareRandomTest(absltest.TestCase):
                          searched['estimated_cost'] * 1.3 + 1e-6)
       self.assertAlmostEqual(r['estimated_cost'],
                              linear.estimate_cost_of_indices(
-                                 r['indices'], 'digits_search', 'macs'),
+                                 r['indices'], macs_model),
                              places=3)
       self.assertEqual(r['macs'], round(r['estimated_cost']), r)
       with open(os.path.join(r['run_dir'], 'metrics.json')) as f:
@@ -74,7 +78,6 @@ class CompareRandomTest(absltest.TestCase):
                                    cost_tolerance=0.3, seed=1,
                                    train_eval_flags=['--no_such_flag'])
     self.assertEqual(again, results)
-    del config
 
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):

@@ -81,17 +81,18 @@ class FitTest(absltest.TestCase):
     self.assertIn(written['alpha'], fit_cost_model.ALPHAS)
     model = cost_linear.load_coefficients(path, SSD)
     self.assertEqual(model.num_features, 744)
+    fitted = cost_linear.get_cost_model(SSD, path)
+    self.assertEqual(fitted.kind, cost_linear.FITTED)
     for row in range(0, 800, 40):
       self.assertAlmostEqual(
-          cost_linear.estimate_cost_of_indices(self.indices[row], SSD,
-                                               cost_model=path),
+          cost_linear.estimate_cost_of_indices(self.indices[row], fitted),
           self.result['predictions'][row], places=9)
     # Any architecture, measured or not, gets about its linear latency.
     fresh = random_architectures.sample_architectures(SSD, 5, seed=99,
                                                       cost_model='macs')
     for entry in fresh:
-      estimate = cost_linear.estimate_cost_of_indices(entry['indices'], SSD,
-                                                      cost_model=path)
+      estimate = cost_linear.estimate_cost_of_indices(entry['indices'],
+                                                      fitted)
       self.assertAlmostEqual(estimate / (entry['estimated_cost'] / 1e4), 1.0,
                              delta=0.1)
 

@@ -37,7 +37,8 @@ class SampleArchitecturesTest(absltest.TestCase):
       # Default for digits_search (no released model) is macs.
       self.assertEqual(
           entry['estimated_cost'],
-          cost_linear.estimate_cost_of_indices(entry['indices'], SSD, 'macs'))
+          cost_linear.estimate_cost_of_indices(
+              entry['indices'], cost_linear.get_cost_model(SSD, 'macs')))
     # The first draw is the one describe_space picks for the same seed.
     self.assertEqual(kept[0]['indices'],
                      describe_space.describe(SSD, seed=4)['indices'])
@@ -48,7 +49,7 @@ class SampleArchitecturesTest(absltest.TestCase):
     for entry in kept:
       cost = entry['estimated_cost']
       self.assertEqual(cost, cost_linear.estimate_cost_of_indices(
-          entry['indices'], ssd, 'released'))
+          entry['indices'], cost_linear.get_cost_model(ssd, 'released')))
       self.assertBetween(cost, 25.0, 215.0)  # ms, not multiply-adds.
 
   def test_input_overrides_reach_the_macs_model(self):

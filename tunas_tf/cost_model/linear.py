@@ -13,9 +13,12 @@ Three kinds of coefficients, one format (DESIGN "Cost models"):
 `cost_model=None` means `'released'` where the space has a released model
 and `'macs'` elsewhere.
 
-`estimate_cost` is a tensor op (it works on the controller's warm-up
-mixtures); `estimate_cost_of_indices` is its plain Python/NumPy twin for a
-fixed architecture.
+`get_cost_model` resolves a `--cost_model` value once into a
+`LinearCostModel` (coefficients, units, kind); everything else takes that
+value: `estimate_cost(features, model)` is a tensor op (it works on the
+controller's warm-up mixtures), `estimate_cost_of_indices(indices, model)` its
+plain Python/NumPy twin for a fixed architecture, and `default_target(model)`
+the search's cost target when none is given.
 """
 
 from __future__ import annotations
@@ -33,13 +36,12 @@ import tensorflow as tf
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
 
 RELEASED = 'released'
 MACS = 'macs'
+FITTED = 'fitted'  # The kind of a model read from a coefficients JSON.
 COST_MODEL_KINDS = (RELEASED, MACS)
-# Spaces with released coefficients (the original's `cost_model_data.py`).
-RELEASED_SPACES = ('proxylessnas_search', 'proxylessnas_enlarged_search',
-                   'mobilenet_v3_like_search')
 MACS_UNITS = 'multiply-adds'
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
@@ -54,13 +56,15 @@ class LinearCostModel:
     units: what the estimate measures, e.g. 'simulated Pixel-1 latency, ms'.
     kernel: read-only float64 NumPy array [num_features].
     bias: Python float.
-    source: 'released', 'macs', or the path of the JSON it was read from.
+    source: 'macs', or the path of the JSON it was read from.
+    kind: `RELEASED`, `MACS`, or `FITTED` (any other coefficients JSON).
   """
   ssd: str
   units: str
   kernel: np.ndarray = dataclasses.field(repr=False)
   bias: float
   source: str
+  kind: str = FITTED
 
   @property
   def num_features(self) -> int:
@@ -180,22 +184,25 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
       `'macs'`); a `cost_model` that is neither a kind nor an existing file;
       or an invalid coefficients file (see `load_coefficients`).
   """
-  mobile.get_search_space(ssd)  # Validates the name.
+  info = mobile.space_info(ssd)  # Validates the name.
   if cost_model is None:
-    cost_model = RELEASED if ssd in RELEASED_SPACES else MACS
+    cost_model = RELEASED if info.has_released_cost_model else MACS
   if cost_model == RELEASED:
-    if ssd not in RELEASED_SPACES:
+    if not info.has_released_cost_model:
+      released = [name for name, other in mobile.SEARCH_SPACES.items()
+                  if other.has_released_cost_model]
       raise ValueError(
           f'No released cost model for search space {ssd!r}; released models '
-          f"exist for {list(RELEASED_SPACES)}. Use cost_model='macs' (multiply-"
+          f"exist for {released}. Use cost_model='macs' (multiply-"
           f'adds, any space) or the path of a fitted coefficients JSON')
-    return load_coefficients(os.path.join(_DATA_DIR, f'{ssd}.json'), ssd)
+    model = load_coefficients(os.path.join(_DATA_DIR, f'{ssd}.json'), ssd)
+    return dataclasses.replace(model, kind=RELEASED)
   if cost_model == MACS:
     shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
     kernel, bias = macs.macs_cost_model(ssd, shape.image_size,
                                         shape.num_classes, shape.input_channels)
     return LinearCostModel(ssd=ssd, units=MACS_UNITS, kernel=kernel,
-                           bias=bias, source=MACS)
+                           bias=bias, source=MACS, kind=MACS)
   if not isinstance(cost_model, str) or not os.path.isfile(cost_model):
     raise ValueError(
         f'Unknown cost model {cost_model!r}; expected one of '
@@ -204,23 +211,21 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
   return load_coefficients(cost_model, ssd)
 
 
+def _check_model(model: LinearCostModel, caller: str) -> None:
+  if not isinstance(model, LinearCostModel):
+    raise TypeError(f'{caller}: expected a LinearCostModel (from '
+                    f'get_cost_model), got {type(model).__name__}')
+
+
 @tf.autograph.experimental.do_not_convert
-def estimate_cost(features: Union[tf.Tensor, np.ndarray], ssd: str,
-                  cost_model: Optional[str] = None, *,
-                  image_size: Optional[int] = None,
-                  num_classes: Optional[int] = None,
-                  input_channels: Optional[int] = None) -> tf.Tensor:
+def estimate_cost(features: Union[tf.Tensor, np.ndarray],
+                  model: LinearCostModel) -> tf.Tensor:
   """The linear cost of (possibly mixed) architecture features, as a tensor op.
 
   Args:
     features: float features from `features.features`: rank 1
       [num_features], or rank 2 [batch, num_features]; a tensor or an array.
-    ssd: the search space the features come from.
-    cost_model: None, `'released'`, `'macs'` or a coefficients JSON path (see
-      `get_cost_model`).
-    image_size: input resolution for `'macs'` (default: the space's).
-    num_classes: classifier width for `'macs'` (default: the space's).
-    input_channels: image channels for `'macs'` (default: the space's).
+    model: the cost model (`get_cost_model`).
 
   Returns:
     float32 tensor: a scalar for rank-1 features, [batch] for rank 2.
@@ -228,11 +233,10 @@ def estimate_cost(features: Union[tf.Tensor, np.ndarray], ssd: str,
     multiply-adds for macs).
 
   Raises:
-    ValueError: for a features length that differs from the model's, a rank
-      other than 1 or 2, or any error of `get_cost_model`.
+    ValueError: for a features length that differs from the model's, or a
+      rank other than 1 or 2.
   """
-  model = get_cost_model(ssd, cost_model, image_size=image_size,
-                         num_classes=num_classes, input_channels=input_channels)
+  _check_model(model, 'estimate_cost')
   features = tf.convert_to_tensor(features, tf.float32)
   rank = features.shape.rank
   if rank not in (1, 2):
@@ -241,30 +245,23 @@ def estimate_cost(features: Union[tf.Tensor, np.ndarray], ssd: str,
   length = features.shape[-1]
   if length is not None and length != model.num_features:
     raise ValueError(
-        f'estimate_cost: features have length {length}, but the {ssd!r} cost '
-        f'model ({model.source}) expects {model.num_features}')
+        f'estimate_cost: features have length {length}, but the '
+        f'{model.ssd!r} cost model ({model.source}) expects '
+        f'{model.num_features}')
   kernel = tf.constant(model.kernel.reshape([-1, 1]), tf.float32)
   batch = tf.reshape(features, [-1, model.num_features])
   cost = tf.reshape(tf.matmul(batch, kernel), [-1]) + model.bias
   return cost[0] if rank == 1 else cost
 
 
-def estimate_cost_of_indices(indices: Union[str, Sequence[int]], ssd: str,
-                             cost_model: Optional[str] = None, *,
-                             image_size: Optional[int] = None,
-                             num_classes: Optional[int] = None,
-                             input_channels: Optional[int] = None) -> float:
+def estimate_cost_of_indices(indices: Union[str, Sequence[int]],
+                             model: LinearCostModel) -> float:
   """The cost of a fixed architecture, in plain Python/NumPy (no TF graph).
 
   Args:
-    indices: one index per OneOf of the space in visit order, as a list of
-      ints or a colon-separated string ('0:2:1').
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    cost_model: None, `'released'`, `'macs'` or a coefficients JSON path (see
-      `get_cost_model`).
-    image_size: input resolution for `'macs'` (default: the space's).
-    num_classes: classifier width for `'macs'` (default: the space's).
-    input_channels: image channels for `'macs'` (default: the space's).
+    indices: one index per OneOf of the model's space in visit order, as a
+      list of ints or a colon-separated string ('0:2:1').
+    model: the cost model (`get_cost_model`).
 
   Returns:
     Python float, e.g. about 84.4 (ms) for ProxylessNAS-Mobile's indices in
@@ -272,11 +269,27 @@ def estimate_cost_of_indices(indices: Union[str, Sequence[int]], ssd: str,
 
   Raises:
     ValueError: for a wrong number of indices or an index out of range (the
-      messages of `schema.prune`), or any error of `get_cost_model`.
+      messages of `schema.prune`).
   """
-  model = get_cost_model(ssd, cost_model, image_size=image_size,
-                         num_classes=num_classes, input_channels=input_channels)
-  spec = features_lib.attach_one_hot_masks(mobile.get_search_space(ssd),
+  _check_model(model, 'estimate_cost_of_indices')
+  spec = features_lib.attach_one_hot_masks(mobile.get_search_space(model.ssd),
                                            indices)
   values = features_lib.features(spec).astype(np.float64)
   return float(values @ model.kernel + model.bias)
+
+
+def default_target(model: LinearCostModel) -> float:
+  """The search's cost target when none is given.
+
+  A released model: the original's target for the space (84 ms; 57 ms for
+  the MobileNetV3-like space). Any other model: the geometric mean of the
+  estimated costs of the space's smallest and largest architectures
+  (`schema.extreme_indices`), so the target sits inside the space's range.
+  """
+  if model.kind == RELEASED:
+    return mobile.space_info(model.ssd).released_target_ms
+  spec = mobile.get_search_space(model.ssd)
+  low, high = (estimate_cost_of_indices(schema.extreme_indices(spec, largest),
+                                        model)
+               for largest in (False, True))
+  return math.sqrt(low * high)

@@ -24,8 +24,9 @@ for each layer it enumerates (block width, input width, the layer's own
 choices), puts the layer's MACs at the hot position of its feature block,
 and folds fixed layers (feature blocks of length 1) into the bias.
 
-The input a space is designed for (resolution, classes, image channels) is
-given by `default_input(ssd)`: the one place these defaults live.
+The input a space is designed for (resolution, classes, image channels) comes
+from the search-space registry (`mobile.space_info`) through
+`default_input(ssd)`.
 """
 
 from __future__ import annotations
@@ -43,15 +44,6 @@ from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
 
-# Classes and image channels of the data each space is designed for; the
-# resolution is `mobile.get_image_size(ssd)`. 1001 = ImageNet's 1000 labels
-# plus background, as the original's recipe.
-_IMAGENET_CLASSES = 1001
-_NUM_CLASSES: Dict[str, int] = {'cifar_search': 10, 'digits_search': 10}
-_INPUT_CHANNELS: Dict[str, int] = {'digits_search': 1}
-_DEFAULT_CHANNELS = 3
-
-
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
   """What the MAC count needs to know about the data.
@@ -67,12 +59,7 @@ class InputSpec:
 
 
 def default_input(ssd: str) -> InputSpec:
-  """The input a space is designed for.
-
-  Resolution `mobile.get_image_size(ssd)` (224 for the released spaces and
-  reference models, 32 for `cifar_search`, 8 for `digits_search`); 1001
-  classes for the 224-pixel spaces and 10 for `cifar_search` and
-  `digits_search`; 3 image channels, 1 for `digits_search` (grey digits).
+  """The input a space is designed for, from its `mobile.space_info` record.
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
@@ -83,10 +70,9 @@ def default_input(ssd: str) -> InputSpec:
   Raises:
     ValueError: for an unknown `ssd` (the message lists the known ones).
   """
-  image_size = mobile.get_image_size(ssd)
-  return InputSpec(image_size=image_size,
-                   num_classes=_NUM_CLASSES.get(ssd, _IMAGENET_CLASSES),
-                   input_channels=_INPUT_CHANNELS.get(ssd, _DEFAULT_CHANNELS))
+  info = mobile.space_info(ssd)
+  return InputSpec(image_size=info.image_size, num_classes=info.num_classes,
+                   input_channels=info.input_channels)
 
 
 def resolve_input(ssd: str, image_size: Optional[int] = None,

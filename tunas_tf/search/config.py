@@ -1,8 +1,7 @@
 """`SearchConfig`: every value a search uses, derived once from the flags.
 
-`train_search.py` turns its flags into a `SearchConfig` with `derive`; below
-the entry point, code reads this frozen dataclass (attribute access), never
-flags. `config.json` in the model directory holds it: flag-backed values under
+`train_search.py` turns its flags into a `SearchConfig`; below the entry
+point, code reads this frozen dataclass (attribute access), never flags. `config.json` in the model directory holds it: flag-backed values under
 their flag names and derived ones under names saying what they hold (e.g.
 `rl_delay_steps`). On restart the stored file is compared with the new config
 and any difference in a field that changes the search stops the run (see
@@ -21,11 +20,15 @@ Derivation (reference/tunas.md §2.0, §3):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from tunas_tf import files
+
+if TYPE_CHECKING:
+  from tunas_tf.cost_model import linear
 
 SUPERNET_MODES = ('masked', 'sampled')
 BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
@@ -44,21 +47,35 @@ RUN_ONLY_FIELDS = frozenset({
 })
 
 
-# Fields computed by `derive` rather than set by a flag.
-DERIVED_FIELDS = frozenset({
-    'search_train_examples', 'max_global_step', 'rl_delay_steps',
-    'increase_ops_warmup_steps', 'increase_filters_warmup_steps',
-    'model_warmup_steps', 'model_learning_rate_scaled',
-    'rl_learning_rate_scaled', 'validation_batch_size',
-})
+# Values computed from the fields (properties of `SearchConfig`, stored in
+# config.json beside the fields they come from).
+DERIVED_FIELDS = (
+    'max_global_step', 'rl_delay_steps', 'increase_ops_warmup_steps',
+    'increase_filters_warmup_steps', 'model_warmup_steps',
+    'model_learning_rate_scaled', 'rl_learning_rate_scaled',
+    'validation_batch_size',
+)
+
+
+def _fraction_steps(fraction: float, total: int, name: str) -> int:
+  if not 0.0 <= fraction <= 1.0:
+    raise ValueError(f'--{name} must be in [0, 1], got {fraction}')
+  return int(fraction * total)
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-  """All settings of one search, flag-backed and derived.
+  """All settings of one search; the derived values are properties.
 
-  Flag-backed fields carry the flag's name; see `train_search.py` for their
-  help. Derived fields are documented inline.
+  Fields carry the flag's name (see `train_search.py` for their help), with
+  the defaults that depend on other flags already resolved. Construction
+  validates every value (also through `dataclasses.replace`).
+
+  Raises (on construction):
+    ValueError: for a non-positive size, a fraction outside [0, 1], a
+      warm-up longer than the RL delay (reference §2, guards of
+      `run_model`), an unknown supernet mode, an empty search, or a cost
+      model that cannot be resolved for the space.
   """
   # Where and what.
   model_dir: str
@@ -98,7 +115,7 @@ class SearchConfig:
   increase_filters_warmup_steps_fraction: float
   rl_reward_function: str
   enable_cost_model: bool
-  cost_model: str
+  cost_model: str  # 'released', 'macs' or a coefficients JSON path.
   rl_cost_model_target: float  # Resolved (see train_search's help).
   rl_cost_model_exponent: float
   use_gradient_sync_barrier: bool
@@ -106,96 +123,110 @@ class SearchConfig:
   log_every_steps: int
   save_checkpoints_steps: int
   keep_checkpoint_max: int
-  # Derived.
+  # Images that train the shared weights (the dataset's train split minus
+  # the controller's hold-out).
   search_train_examples: int
-  max_global_step: int
-  rl_delay_steps: int
-  increase_ops_warmup_steps: int
-  increase_filters_warmup_steps: int
-  model_warmup_steps: int
-  model_learning_rate_scaled: float
-  rl_learning_rate_scaled: float
-  validation_batch_size: int
+
+  def __post_init__(self):
+    if self.train_batch_size <= 0:
+      raise ValueError(f'--train_batch_size must be > 0, got '
+                       f'{self.train_batch_size}')
+    if self.supernet_mode not in SUPERNET_MODES:
+      raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
+                       f'expected one of {SUPERNET_MODES}')
+    if self.max_steps is not None and self.max_steps <= 0:
+      raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
+    if self.max_global_step <= 0:
+      raise ValueError(
+          f'The search has no steps: {self.search_train_examples} examples x '
+          f'{self.epochs} epochs / batch {self.train_batch_size}')
+    rl_delay, ops_warmup, filters_warmup, model_warmup = (
+        self.rl_delay_steps, self.increase_ops_warmup_steps,
+        self.increase_filters_warmup_steps, self.model_warmup_steps)
+    if ops_warmup > rl_delay:
+      raise ValueError(f'Op warm-up ({ops_warmup} steps) is longer than the '
+                       f'RL delay ({rl_delay} steps): the controller would '
+                       'learn from warm-up samples')
+    if filters_warmup > rl_delay:
+      raise ValueError(f'Filter warm-up ({filters_warmup} steps) is longer '
+                       f'than the RL delay ({rl_delay} steps); this is not '
+                       'supported')
+    if model_warmup >= self.max_global_step:
+      raise ValueError(f'Model LR warm-up ({model_warmup} steps) must be '
+                       f'shorter than the search ({self.max_global_step} '
+                       'steps)')
+    self.resolved_cost_model  # pylint: disable=pointless-statement
+
+  @functools.cached_property
+  def resolved_cost_model(self) -> 'linear.LinearCostModel':
+    """`--cost_model` resolved once for this space and input."""
+    from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+    return linear.get_cost_model(self.ssd, self.cost_model,
+                                 image_size=self.image_size,
+                                 num_classes=self.num_classes,
+                                 input_channels=self.num_channels)
+
+  @property
+  def max_global_step(self) -> int:
+    """`max_steps`, or floor(search_train_examples * epochs / batch)."""
+    if self.max_steps is not None:
+      return self.max_steps
+    return int(self.search_train_examples * self.epochs //
+               self.train_batch_size)
+
+  @property
+  def rl_delay_steps(self) -> int:
+    return _fraction_steps(self.rl_delay_steps_fraction, self.max_global_step,
+                           'rl_delay_steps_fraction')
+
+  @property
+  def increase_ops_warmup_steps(self) -> int:
+    return _fraction_steps(self.increase_ops_warmup_steps_fraction,
+                           self.max_global_step,
+                           'increase_ops_warmup_steps_fraction')
+
+  @property
+  def increase_filters_warmup_steps(self) -> int:
+    return _fraction_steps(self.increase_filters_warmup_steps_fraction,
+                           self.max_global_step,
+                           'increase_filters_warmup_steps_fraction')
+
+  @property
+  def model_warmup_steps(self) -> int:
+    return _fraction_steps(self.model_warmup_steps_fraction,
+                           self.max_global_step, 'model_warmup_steps_fraction')
+
+  @property
+  def model_learning_rate_scaled(self) -> float:
+    return self.model_learning_rate * self.train_batch_size / 256.0
+
+  @property
+  def rl_learning_rate_scaled(self) -> float:
+    return self.rl_learning_rate * self.train_batch_size / 256.0
+
+  @property
+  def validation_batch_size(self) -> int:
+    return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
 
   def to_json(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
+    """The fields and the derived values, flat (the config.json layout)."""
+    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
+    return values
 
+  @classmethod
+  def from_json(cls, values: Dict[str, Any], where: str) -> 'SearchConfig':
+    """The config stored as `to_json` wrote it (derived values recomputed).
 
-def _fraction_steps(fraction: float, total: int, name: str) -> int:
-  if not 0.0 <= fraction <= 1.0:
-    raise ValueError(f'--{name} must be in [0, 1], got {fraction}')
-  return int(fraction * total)
-
-
-def derive(*, search_train_examples: int, **flag_values) -> SearchConfig:
-  """Builds a `SearchConfig` from flag values and the dataset size.
-
-  Args:
-    search_train_examples: images that train the shared weights (the
-      dataset's train split minus the controller's hold-out).
-    **flag_values: one keyword per flag-backed field of `SearchConfig`, with
-      `model_weight_decay` and `rl_cost_model_target` already resolved and
-      `use_bfloat16` resolved from 'auto'.
-
-  Returns:
-    The frozen config.
-
-  Raises:
-    ValueError: for a non-positive size, a fraction outside [0, 1], a
-      warm-up longer than the RL delay (reference §2, guards of
-      `run_model`), an unknown supernet mode, or an empty search.
-  """
-  v = flag_values
-  if v['train_batch_size'] <= 0:
-    raise ValueError(f'--train_batch_size must be > 0, got '
-                     f"{v['train_batch_size']}")
-  if v['supernet_mode'] not in SUPERNET_MODES:
-    raise ValueError(f"Unknown --supernet_mode {v['supernet_mode']!r}; "
-                     f'expected one of {SUPERNET_MODES}')
-  if v['max_steps'] is not None:
-    if v['max_steps'] <= 0:
-      raise ValueError(f"--max_steps must be > 0, got {v['max_steps']}")
-    max_global_step = v['max_steps']
-  else:
-    max_global_step = int(search_train_examples * v['epochs']
-                          // v['train_batch_size'])
-  if max_global_step <= 0:
-    raise ValueError(
-        f'The search has no steps: {search_train_examples} examples x '
-        f"{v['epochs']} epochs / batch {v['train_batch_size']}")
-  rl_delay = _fraction_steps(v['rl_delay_steps_fraction'], max_global_step,
-                             'rl_delay_steps_fraction')
-  ops_warmup = _fraction_steps(v['increase_ops_warmup_steps_fraction'],
-                               max_global_step,
-                               'increase_ops_warmup_steps_fraction')
-  filters_warmup = _fraction_steps(v['increase_filters_warmup_steps_fraction'],
-                                   max_global_step,
-                                   'increase_filters_warmup_steps_fraction')
-  model_warmup = _fraction_steps(v['model_warmup_steps_fraction'],
-                                 max_global_step, 'model_warmup_steps_fraction')
-  if ops_warmup > rl_delay:
-    raise ValueError(f'Op warm-up ({ops_warmup} steps) is longer than the RL '
-                     f'delay ({rl_delay} steps): the controller would learn '
-                     'from warm-up samples')
-  if filters_warmup > rl_delay:
-    raise ValueError(f'Filter warm-up ({filters_warmup} steps) is longer than '
-                     f'the RL delay ({rl_delay} steps); this is not supported')
-  if model_warmup >= max_global_step:
-    raise ValueError(f'Model LR warm-up ({model_warmup} steps) must be shorter '
-                     f'than the search ({max_global_step} steps)')
-  scale = v['train_batch_size'] / 256.0
-  return SearchConfig(
-      search_train_examples=search_train_examples,
-      max_global_step=max_global_step,
-      rl_delay_steps=rl_delay,
-      increase_ops_warmup_steps=ops_warmup,
-      increase_filters_warmup_steps=filters_warmup,
-      model_warmup_steps=model_warmup,
-      model_learning_rate_scaled=v['model_learning_rate'] * scale,
-      rl_learning_rate_scaled=v['rl_learning_rate'] * scale,
-      validation_batch_size=int(round(v['train_batch_size'] *
-                                      v['rl_batch_size_multiplier'])),
-      **v)
+    Raises:
+      ValueError: naming `where` and the field, for a missing field.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [name for name in names if name not in values]
+    if missing:
+      raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
+                       'this version of train_search')
+    return cls(**{name: values[name] for name in names})
 
 
 def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
@@ -219,21 +250,31 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
       raise ValueError(f'{spec_path} holds a different search space than '
                        f'--ssd={config.ssd}; use a new --model_dir')
-  resumed = files.write_or_check_config(config_path, config.to_json(),
-                                        RUN_ONLY_FIELDS, DERIVED_FIELDS)
+  # Derived values (and the dataset size they come from) are compared last,
+  # so an error names what the user changed.
+  resumed = files.write_or_check_config(
+      config_path, config.to_json(), RUN_ONLY_FIELDS,
+      DERIVED_FIELDS + ('search_train_examples',))
   if not files.exists(spec_path):
     files.write_text(model_spec_json, spec_path)
   return resumed
 
 
-def read(model_dir: str) -> Dict[str, Any]:
-  """Returns the stored `config.json` of a search as a dict.
+def read(model_dir: str) -> SearchConfig:
+  """Returns the stored `SearchConfig` of a search directory.
 
   Raises:
-    ValueError: if there is none or it is not valid JSON.
+    ValueError: if there is no config.json, it is not valid JSON or not an
+      object, or a stored value is missing or invalid.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
   if not files.exists(path):
     raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a search '
                      'directory')
-  return files.read_json(path)
+  values = files.read_json(path)
+  if not isinstance(values, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  try:
+    return SearchConfig.from_json(values, path)
+  except TypeError as e:
+    raise ValueError(f'{path}: {e}') from None

@@ -67,17 +67,10 @@ def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
         increase_filters_probability=increase_filters_prob)
 
 
-def cost_model_kwargs(config: SearchConfig) -> Dict[str, Any]:
-  """What the `macs` model needs to know about the input."""
-  return dict(image_size=config.image_size, num_classes=config.num_classes,
-              input_channels=config.num_channels)
-
-
 def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
   """Scalar float32 estimated cost of the sampled (possibly mixed) masks."""
   return cost_linear.estimate_cost(cost_features.features(sampled_spec),
-                                   config.ssd, config.cost_model,
-                                   **cost_model_kwargs(config))
+                                   config.resolved_cost_model)
 
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,

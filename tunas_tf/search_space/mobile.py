@@ -9,8 +9,9 @@ the ProxylessNAS op choices and enlarged-style searched widths.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import scale_filters
@@ -273,39 +274,79 @@ def digits_search() -> ConvTowerSpec:
                               stem_strides=1)
 
 
-SEARCH_SPACES: Dict[str, Callable[[], ConvTowerSpec]] = {
-    'proxylessnas_search': proxylessnas_search,
-    'proxylessnas_enlarged_search': proxylessnas_enlarged_search,
-    'mobilenet_v3_like_search': mobilenet_v3_like_search,
-    'mobilenet_v2': mobilenet_v2,
-    'mnasnet_b1': mnasnet_b1,
-    'proxylessnas_mobile': proxylessnas_mobile,
-    'mobilenet_v3_large': mobilenet_v3_large,
-    'cifar_search': cifar_search,
-    'digits_search': digits_search,
-}
-
-# Input resolution each space is designed for (total stride 32, 8 or 4).
-IMAGE_SIZES: Dict[str, int] = {
-    'proxylessnas_search': 224,
-    'proxylessnas_enlarged_search': 224,
-    'mobilenet_v3_like_search': 224,
-    'mobilenet_v2': 224,
-    'mnasnet_b1': 224,
-    'proxylessnas_mobile': 224,
-    'mobilenet_v3_large': 224,
-    'cifar_search': 32,
-    'digits_search': 8,
-}
-
-# Spaces whose released cost model is a MobileNetV3-like one (57 ms target).
-MOBILENET_V3_LIKE_SPACES = ('mobilenet_v3_large', 'mobilenet_v3_like_search')
+# Classes of ImageNet as the original's recipes count them: 1000 labels plus
+# background.
+IMAGENET_CLASSES = 1001
+# The original's cost targets for its released (simulated Pixel-1) cost
+# models, in ms: MnasNet / ProxylessNAS-Mobile, and MobileNetV3-Large.
+RELEASED_TARGET_MS = 84.0
+RELEASED_V3_TARGET_MS = 57.0
 
 
-def _check_name(name: str) -> None:
+@dataclasses.dataclass(frozen=True)
+class SearchSpaceInfo:
+  """Facts about one search space or reference model: the one place they live.
+
+  Attributes:
+    name: the registry key (`--ssd`).
+    build: returns the spec (`ConvTowerSpec`); a new value per call.
+    image_size: input resolution (pixels per side) the space is designed for.
+    input_channels: channels of the images it is designed for.
+    num_classes: classifier width it is designed for.
+    released_target_ms: the original's cost target when the original released
+      a (simulated Pixel-1 latency) cost model for the space, else None; the
+      coefficients ship as `cost_model/data/<name>.json`.
+    mobilenet_v3_like: a MobileNetV3-like network (the original's recipes use
+      bfloat16 on TPU and dropout 0.25 for these).
+  """
+  name: str
+  build: Callable[[], ConvTowerSpec] = dataclasses.field(repr=False)
+  image_size: int
+  input_channels: int = 3
+  num_classes: int = IMAGENET_CLASSES
+  released_target_ms: Optional[float] = None
+  mobilenet_v3_like: bool = False
+
+  @property
+  def has_released_cost_model(self) -> bool:
+    return self.released_target_ms is not None
+
+
+def _registry(*infos: SearchSpaceInfo) -> Dict[str, SearchSpaceInfo]:
+  return {info.name: info for info in infos}
+
+
+# Every space and reference model by name (total stride 32, 8 or 4).
+SEARCH_SPACES: Dict[str, SearchSpaceInfo] = _registry(
+    SearchSpaceInfo('proxylessnas_search', proxylessnas_search, 224,
+                    released_target_ms=RELEASED_TARGET_MS),
+    SearchSpaceInfo('proxylessnas_enlarged_search',
+                    proxylessnas_enlarged_search, 224,
+                    released_target_ms=RELEASED_TARGET_MS),
+    SearchSpaceInfo('mobilenet_v3_like_search', mobilenet_v3_like_search, 224,
+                    released_target_ms=RELEASED_V3_TARGET_MS,
+                    mobilenet_v3_like=True),
+    SearchSpaceInfo('mobilenet_v2', mobilenet_v2, 224),
+    SearchSpaceInfo('mnasnet_b1', mnasnet_b1, 224),
+    SearchSpaceInfo('proxylessnas_mobile', proxylessnas_mobile, 224),
+    SearchSpaceInfo('mobilenet_v3_large', mobilenet_v3_large, 224,
+                    mobilenet_v3_like=True),
+    SearchSpaceInfo('cifar_search', cifar_search, 32, num_classes=10),
+    SearchSpaceInfo('digits_search', digits_search, 8, input_channels=1,
+                    num_classes=10),
+)
+
+
+def space_info(name: str) -> SearchSpaceInfo:
+  """Returns the facts about the search space or reference model `name`.
+
+  Raises:
+    ValueError: for an unknown name (the message lists the known ones).
+  """
   if name not in SEARCH_SPACES:
     raise ValueError(f'Unknown search space {name!r}; expected one of '
                      f'{sorted(SEARCH_SPACES)}')
+  return SEARCH_SPACES[name]
 
 
 def get_search_space(name: str) -> ConvTowerSpec:
@@ -314,14 +355,12 @@ def get_search_space(name: str) -> ConvTowerSpec:
   Raises:
     ValueError: for an unknown name (the message lists the known ones).
   """
-  _check_name(name)
-  return SEARCH_SPACES[name]()
+  return space_info(name).build()
 
 
 def get_image_size(name: str) -> int:
   """Returns the input resolution (pixels per side) the space is designed for."""
-  _check_name(name)
-  return IMAGE_SIZES[name]
+  return space_info(name).image_size
 
 
 def search_space_size(spec) -> int:

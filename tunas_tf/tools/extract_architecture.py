@@ -88,7 +88,7 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
   if not files.exists(spec_path):
     raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')
   spec = spec_io.loads(files.read_text(spec_path))
-  ssd = config['ssd']
+  ssd = config.ssd
   if spec != mobile.get_search_space(ssd):
     raise ValueError(f'{spec_path} differs from the current {ssd!r} space; '
                      'the search was made with another version')
@@ -100,11 +100,8 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
   logits = read_logits(checkpoint, spec)
   indices = reinforce.argmax_indices(logits, spec)
   indices_str = ':'.join(str(i) for i in indices)
-  cost_model = config['cost_model']
-  cost = cost_linear.estimate_cost_of_indices(
-      indices, ssd, cost_model, image_size=config['image_size'],
-      num_classes=config['num_classes'],
-      input_channels=config['num_channels'])
+  cost = cost_linear.estimate_cost_of_indices(indices,
+                                              config.resolved_cost_model)
   global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
       'global_step'))
   return {
@@ -112,14 +109,14 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
       'ssd': ssd,
       'indices': indices_str,
       'estimated_cost': cost,
-      'cost_model': cost_model,
-      'cost_target': config['rl_cost_model_target'],
+      'cost_model': config.cost_model,
+      'cost_target': config.rl_cost_model_target,
       'global_step': global_step,
-      'max_global_step': config['max_global_step'],
+      'max_global_step': config.max_global_step,
       'checkpoint': os.path.abspath(checkpoint),
-      'image_size': config['image_size'],
-      'num_classes': config['num_classes'],
-      'num_channels': config['num_channels'],
+      'image_size': config.image_size,
+      'num_classes': config.num_classes,
+      'num_channels': config.num_channels,
       'probabilities': {path: [round(float(p), 6) for p in _softmax(v)]
                         for path, v in logits.items()},
       'architecture': spec_io.to_json(schema.prune(spec, indices)),
