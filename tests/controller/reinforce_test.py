@@ -81,16 +81,16 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(float(tf.reduce_sum(mask)), 1.0)
         self.assertEqual(float(tf.reduce_max(mask)), 1.0)
       # Uniform policy: log(1/3) + log(1/2) + log(1/1) whatever was drawn.
-      self.assertAllClose(info['sample_log_prob'],
+      self.assertAllClose(info.sample_log_prob,
                           math.log(1 / 3) + math.log(1 / 2))
-      self.assertAllClose(info['entropy'], math.log(3) + math.log(2))
-    self.assertIs(info['controller'], controller)
+      self.assertAllClose(info.entropy, math.log(3) + math.log(2))
+    self.assertIs(info.controller, controller)
 
   def test_independent_sample_single_choice(self):
     sampled, info = reinforce.independent_sample([OneOf((8,), FILTERS_TAG)])
     self.assertAllEqual(sampled[0].mask, [1.0])
-    self.assertAllClose(info['sample_log_prob'], 0.0)
-    self.assertAllClose(info['entropy'], 0.0)
+    self.assertAllClose(info.sample_log_prob, 0.0)
+    self.assertAllClose(info.entropy, 0.0)
 
   def test_independent_sample_warmup_probability_one(self):
     spec = [OneOf((3, 5, 7), OP_TAG),
@@ -108,16 +108,16 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(sampled[1].mask, [1.0, 0.0])
       self.assertAllEqual(sampled[2].mask, [0.0, 1.0, 0.0])
       # log(p) = log(1) = 0 at every node.
-      self.assertAllClose(info['sample_log_prob'], 0.0)
+      self.assertAllClose(info.sample_log_prob, 0.0)
 
   def test_independent_sample_warmup_probability_one_ops_only(self):
     sampled, info = reinforce.independent_sample(
         _flat_spec(), increase_ops_probability=1.0)
     self.assertAllClose(sampled[0].mask, [1 / 3] * 3)
     # The op node gives log(1) = 0, the filters nodes their own log-probs.
-    self.assertAllClose(info['sample_log_prob'], math.log(1 / 2))
+    self.assertAllClose(info.sample_log_prob, math.log(1 / 2))
     # Entropy is that of the distribution, not of the replacement.
-    self.assertAllClose(info['entropy'], math.log(3) + math.log(2))
+    self.assertAllClose(info.entropy, math.log(3) + math.log(2))
 
   def test_independent_sample_warmup_probability_zero(self):
     for _ in range(5):
@@ -125,7 +125,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
           _flat_spec(), increase_ops_probability=0.0,
           increase_filters_probability=tf.constant(0.0))
       # log(1 - 0) + log pi(a): the plain sample.
-      self.assertAllClose(info['sample_log_prob'],
+      self.assertAllClose(info.sample_log_prob,
                           math.log(1 / 3) + math.log(1 / 2))
       self.assertEqual(float(tf.reduce_max(sampled[0].mask)), 1.0)
 
@@ -139,7 +139,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
       replaced = bool(np.allclose(sampled[0].mask, 1 / 3))
       seen.add(replaced)
       expected = math.log(0.5) + (0.0 if replaced else math.log(1 / 3))
-      self.assertAllClose(info['sample_log_prob'], expected + math.log(0.5))
+      self.assertAllClose(info.sample_log_prob, expected + math.log(0.5))
     self.assertEqual(seen, {True, False})
 
   def test_independent_sample_skipped_layer_nested_choices_add_nothing(self):
@@ -153,24 +153,24 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
       # log pi(Zero) = log_softmax([-50, 50])[1] ~ -e^-100 ~ 0 and entropy ~0;
       # the nested kernel choice would add log(1/3) and log(3).
       nested = 0.0 if hierarchical else 1.0
-      self.assertAllClose(info['sample_log_prob'], nested * math.log(1 / 3),
+      self.assertAllClose(info.sample_log_prob, nested * math.log(1 / 3),
                           atol=1e-6)
-      self.assertAllClose(info['entropy'], nested * math.log(3), atol=1e-6)
+      self.assertAllClose(info.entropy, nested * math.log(3), atol=1e-6)
 
   def test_independent_sample_active_layer_nested_choices_count(self):
     spec = _skippable_spec()
     controller = reinforce.Controller(spec)
     controller.logits_by_path[_LAYER].assign([50.0, -50.0])  # Layer certain.
     _, info = reinforce.independent_sample(spec, controller=controller)
-    self.assertAllClose(info['sample_log_prob'], math.log(1 / 3), atol=1e-6)
-    self.assertAllClose(info['entropy'], math.log(3), atol=1e-6)
+    self.assertAllClose(info.sample_log_prob, math.log(1 / 3), atol=1e-6)
+    self.assertAllClose(info.entropy, math.log(3), atol=1e-6)
     # Under the uniform op warm-up both alternatives are on, so the nested
     # kernel is active too (it contributes log(1) = 0 and its entropy).
     controller.logits_by_path[_LAYER].assign([-50.0, 50.0])
     _, info = reinforce.independent_sample(
         spec, increase_ops_probability=1.0, controller=controller)
-    self.assertAllClose(info['sample_log_prob'], 0.0, atol=1e-6)
-    self.assertAllClose(info['entropy'], math.log(3), atol=1e-6)
+    self.assertAllClose(info.sample_log_prob, 0.0, atol=1e-6)
+    self.assertAllClose(info.entropy, math.log(3), atol=1e-6)
 
   @parameterized.named_parameters(('t1', 1.0), ('t2', 2.0), ('t_half', 0.5))
   def test_independent_sample_log_prob_gradient(self, temperature):
@@ -183,7 +183,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
       with tf.GradientTape() as tape:
         sampled, info = reinforce.independent_sample(
             spec, temperature=temperature, controller=controller)
-      grads = tape.gradient(info['sample_log_prob'],
+      grads = tape.gradient(info.sample_log_prob,
                             list(controller.logits_by_path.values()))
       for oneof, path, grad in zip(sampled, logits, grads):
         scaled = logits[path] / temperature
@@ -197,9 +197,9 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     controller.logits_by_path['0'].assign([1.0, 2.0, 4.0])
     _, info = reinforce.independent_sample(spec, temperature=2.0,
                                            controller=controller)
-    self.assertAllClose(info['logits_by_path']['0'], [0.5, 1.0, 2.0])
+    self.assertAllClose(info.logits_by_path['0'], [0.5, 1.0, 2.0])
     probs = np.exp([0.5, 1.0, 2.0]) / np.exp([0.5, 1.0, 2.0]).sum()
-    self.assertAllClose(info['entropy'], -(probs * np.log(probs)).sum())
+    self.assertAllClose(info.entropy, -(probs * np.log(probs)).sum())
 
   def test_independent_sample_uniform_chi_square(self):
     spec = OneOf((3, 5, 7), OP_TAG)
@@ -226,7 +226,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     def sample(p):
       sampled, info = reinforce.independent_sample(
           spec, increase_ops_probability=p, controller=controller)
-      return _masks(sampled), info['sample_log_prob'], info['entropy']
+      return _masks(sampled), info.sample_log_prob, info.entropy
 
     masks, log_prob, entropy = sample(tf.constant(0.0))
     layer_mask = masks[1].numpy()
@@ -253,7 +253,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
         sess.run(tf.compat.v1.global_variables_initializer())
         for _ in range(5):
           masks, log_prob, entropy = sess.run(
-              [_masks(sampled), info['sample_log_prob'], info['entropy']])
+              [_masks(sampled), info.sample_log_prob, info.entropy])
           self.assertEqual(masks[0].sum(), 1.0)
           self.assertAllClose(log_prob, math.log(1 / 3) + math.log(1 / 2))
           self.assertAllClose(entropy, math.log(3) + math.log(2))
@@ -261,12 +261,12 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
   def test_independent_sample_logits_by_tag_names(self):
     spec = _skippable_spec()
     _, info = reinforce.independent_sample(spec)
-    self.assertEqual(list(info['logits_by_tag']),
+    self.assertEqual(list(info.logits_by_tag),
                      ['op_indices_0', 'op_indices_1', 'filters_indices_0'])
-    self.assertEqual(list(info['logits_by_path']),
+    self.assertEqual(list(info.logits_by_path),
                      [_KERNEL, _LAYER, 'blocks/0/filters'])
-    for by_tag, by_path in zip(info['logits_by_tag'].values(),
-                               info['logits_by_path'].values()):
+    for by_tag, by_path in zip(info.logits_by_tag.values(),
+                               info.logits_by_path.values()):
       self.assertIs(by_tag, by_path)
 
   def test_argmax_indices(self):

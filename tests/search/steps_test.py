@@ -67,15 +67,15 @@ class StepsTest(absltest.TestCase):
         first = sess.run(rl, {acc: 0.5, cost: 150.0})
         second = sess.run(rl, {acc: 0.9, cost: 100.0})
     expected = rewards.compute_reward(0.5, 150.0, 100.0, -0.5, 'abs').reward
-    self.assertAlmostEqual(first['reward'], expected, places=6)
-    self.assertAlmostEqual(first['reward'], 0.5 - 0.5 * 0.5, places=6)
-    self.assertAlmostEqual(first['baseline'], first['reward'], places=6)
-    self.assertAlmostEqual(first['advantage'], 0.0, places=6)
+    self.assertAlmostEqual(first.reward, expected, places=6)
+    self.assertAlmostEqual(first.reward, 0.5 - 0.5 * 0.5, places=6)
+    self.assertAlmostEqual(first.baseline, first.reward, places=6)
+    self.assertAlmostEqual(first.advantage, 0.0, places=6)
     # Zero-debiased EMA after two values: (m(1-m) r1 + (1-m) r2)/(1-m^2).
     m = config.rl_baseline_momentum
-    ema = (m * (1 - m) * first['reward'] + (1 - m) * 0.9) / (1 - m * m)
-    self.assertAlmostEqual(second['baseline'], ema, places=5)
-    self.assertAlmostEqual(second['advantage'], 0.9 - ema, places=5)
+    ema = (m * (1 - m) * first.reward + (1 - m) * 0.9) / (1 - m * m)
+    self.assertAlmostEqual(second.baseline, ema, places=5)
+    self.assertAlmostEqual(second.advantage, 0.9 - ema, places=5)
 
   def test_barriers_order_the_updates(self):
     """Every update waits for every gradient; validation reads updated weights.
@@ -94,25 +94,25 @@ class StepsTest(absltest.TestCase):
       model = steps.supernet_train_op(net, sampled, images, labels,
                                       global_step, config)
       accuracy = steps.validation_accuracy(net, sampled, images, labels,
-                                           model['train_op'], model['grads'],
+                                           model.train_op, model.grads,
                                            use_barrier=True)
-      grad_ops = {g.op.name for g in model['raw_grads']}
+      grad_ops = {g.op.name for g in model.raw_grads}
       self.assertGreater(len(grad_ops), 10)
       apply_ops = [op for op in tf.compat.v1.get_default_graph().get_operations()
                    if op.type.startswith('ResourceApplyRMSProp')]
-      self.assertLen(apply_ops, len(model['grads']))
+      self.assertLen(apply_ops, len(model.grads))
       for op in apply_ops:
         self.assertEqual(_reachable(op, grad_ops), grad_ops, op.name)
       self.assertTrue(
-          _reachable(accuracy.op, {model['train_op'].name}),
+          _reachable(accuracy.op, {model.train_op.name}),
           'validation accuracy does not wait for the model update')
       rl = steps.reward_and_advantage(accuracy, None,
                                       _config('--noenable_cost_model'))
-      controller = steps.controller_train_op(dist_info, rl['advantage'],
+      controller = steps.controller_train_op(dist_info, rl.advantage,
                                              global_step, config)
       # The controller step reads the accuracy, hence the updated weights.
-      self.assertTrue(_reachable(controller['train_op'],
-                                 {model['train_op'].name}))
+      self.assertTrue(_reachable(controller.train_op,
+                                 {model.train_op.name}))
 
   def test_controller_frozen_during_delay_and_single_increment(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
@@ -123,19 +123,18 @@ class StepsTest(absltest.TestCase):
                                                tf.constant(0.0))
       controller = steps.controller_train_op(dist_info, tf.constant(1.0),
                                              global_step, config)
-      logits = dist_info['controller'].trainable_variables
+      logits = dist_info.controller.trainable_variables
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for expected_step in range(1, 11):
-          lr = sess.run(controller['learning_rate'])
-          sess.run(controller['train_op'])
+          lr = sess.run(controller.learning_rate)
+          sess.run(controller.train_op)
           self.assertEqual(sess.run(global_step), expected_step)
-          if expected_step <= 10:
-            self.assertEqual(lr, 0.0)
+          self.assertEqual(lr, 0.0)  # Steps 0..9 are the delay.
         for value in sess.run(logits):
           np.testing.assert_array_equal(value, np.zeros_like(value))
-        self.assertGreater(sess.run(controller['learning_rate']), 0.0)
-        sess.run(controller['train_op'])
+        self.assertGreater(sess.run(controller.learning_rate), 0.0)
+        sess.run(controller.train_op)
         self.assertEqual(sess.run(global_step), 11)
         moved = sum(float(np.abs(v).sum()) for v in sess.run(logits))
         self.assertGreater(moved, 0.0)

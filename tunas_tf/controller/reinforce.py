@@ -31,7 +31,8 @@ from __future__ import annotations
 import collections
 import numbers
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 import tensorflow as tf
@@ -48,6 +49,28 @@ def _variable_name(path: str) -> str:
   """`logits/<path>`, with characters TF does not allow in names replaced."""
   name = f'logits/{path}' if path else 'logits'
   return re.sub(r'[^A-Za-z0-9_.\-/]', '_', name)
+
+
+class DistInfo(NamedTuple):
+  """What the controller's sample says about its distribution.
+
+  Attributes:
+    sample_log_prob: scalar float32 tensor, log-probability of the sample
+      under the warm-up rule, summed over active OneOfs.
+    entropy: scalar float32 tensor, exact entropy of the (unreplaced)
+      distributions, summed over active OneOfs.
+    logits_by_path: OrderedDict path -> rank-1 float32 tensor
+      logits / temperature, in visit order.
+    logits_by_tag: OrderedDict `<tag>_<k>` -> the same tensors, k counting
+      the OneOfs of that tag in visit order.
+    controller: the `Controller` used (its `trainable_variables` are what
+      REINFORCE updates).
+  """
+  sample_log_prob: tf.Tensor
+  entropy: tf.Tensor
+  logits_by_path: 'collections.OrderedDict[str, tf.Tensor]'
+  logits_by_tag: 'collections.OrderedDict[str, tf.Tensor]'
+  controller: 'Controller'
 
 
 class Controller(tf.Module):
@@ -164,7 +187,7 @@ def independent_sample(
     *,
     controller: Optional[Controller] = None,
     hierarchical: bool = True,
-) -> Tuple[Any, Dict[str, Any]]:
+) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
 
   Args:
@@ -185,17 +208,8 @@ def independent_sample(
   Returns:
     (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
     OneOfs carry `mask`: a rank-1 float32 tensor of length
-    `len(oneof.choices)` (one-hot, or a warm-up replacement). `dist_info`:
-      - `sample_log_prob`: scalar float32 tensor, log-probability of the
-        sample under the warm-up rule, summed over active OneOfs;
-      - `entropy`: scalar float32 tensor, exact entropy of the (unreplaced)
-        distributions, summed over active OneOfs;
-      - `logits_by_path`: OrderedDict path -> rank-1 float32 tensor
-        logits / temperature, in visit order;
-      - `logits_by_tag`: OrderedDict `<tag>_<k>` -> the same tensors, k
-        counting the OneOfs of that tag in visit order;
-      - `controller`: the `Controller` used (its `trainable_variables` are
-        what REINFORCE updates).
+    `len(oneof.choices)` (one-hot, or a warm-up replacement). `dist_info`
+    is a `DistInfo`.
 
     Single-choice OneOfs get mask [1.0], entropy 0 and log-prob 0 (plus,
     under warm-up, the constant log(p) or log(1 - p) of the replacement draw,
@@ -267,14 +281,9 @@ def independent_sample(
     sample_log_prob += tf.where(active, log_probs[path], zero)
     entropy += tf.where(active, entropies[path], zero)
 
-  dist_info = {
-      'sample_log_prob': sample_log_prob,
-      'entropy': entropy,
-      'logits_by_path': logits_by_path,
-      'logits_by_tag': logits_by_tag,
-      'controller': controller,
-  }
-  return sampled, dist_info
+  return sampled, DistInfo(sample_log_prob=sample_log_prob, entropy=entropy,
+                           logits_by_path=logits_by_path,
+                           logits_by_tag=logits_by_tag, controller=controller)
 
 
 def argmax_indices(logits_by_path: Mapping[str, Any],

@@ -48,13 +48,13 @@ def make_model_fn(config: SearchConfig):
     # 6. Validation accuracy of the same sample, after the update.
     accuracy = steps.validation_accuracy(
         supernet, sampled, valid_images, labels['validation'],
-        model['train_op'], model['grads'], config.use_gradient_sync_barrier)
+        model.train_op, model.grads, config.use_gradient_sync_barrier)
     # 7. Reward, baseline, advantage.
     rl = steps.reward_and_advantage(accuracy, cost, config)
     # 8. Controller step: the only increment of the global step.
-    controller = steps.controller_train_op(dist_info, rl['advantage'],
+    controller = steps.controller_train_op(dist_info, rl.advantage,
                                            global_step, config)
-    train_op = tf.group(model['train_op'], controller['train_op'])
+    train_op = tf.group(model.train_op, controller.train_op)
     # 9. Every scalar to TensorBoard.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
                                     dist_info, cost, p_ops, p_filters)
@@ -62,7 +62,7 @@ def make_model_fn(config: SearchConfig):
     if not config.use_tpu:
       hooks.append(ProgressHook(scalars, config))
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
-        mode=mode, loss=model['loss'], train_op=train_op,
+        mode=mode, loss=model.loss, train_op=train_op,
         host_call=steps.host_call(scalars, global_step, config.model_dir,
                                   config.tpu_iterations_per_loop),
         training_hooks=hooks)

@@ -18,7 +18,7 @@ their variables, so the Estimator's checkpoints hold all the state.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
@@ -33,6 +33,48 @@ from tunas_tf.layers import sync
 from tunas_tf.search.config import SearchConfig
 
 LABEL_SMOOTHING = 0.1
+
+
+class ModelStep(NamedTuple):
+  """The shared-weight update (`supernet_train_op`).
+
+  Attributes:
+    train_op: the RMSProp update.
+    grads: the gradients the update applies (after the barrier).
+    raw_grads: the same gradients before the barrier.
+    loss: scalar, empirical_loss + regularization_loss.
+    empirical_loss: scalar, label-smoothed softmax cross-entropy.
+    regularization_loss: scalar, wd / 2 * sum(w^2) over the sampled weights.
+    learning_rate: scalar, this step's model learning rate.
+  """
+  train_op: tf.Operation
+  grads: List[tf.Tensor]
+  raw_grads: List[tf.Tensor]
+  loss: tf.Tensor
+  empirical_loss: tf.Tensor
+  regularization_loss: tf.Tensor
+  learning_rate: tf.Tensor
+
+
+class RewardStep(NamedTuple):
+  """Reward, baseline and advantage (`reward_and_advantage`), scalars.
+
+  `cost_ratio` and `cost_adjustment` are None when the cost model is off.
+  """
+  reward: tf.Tensor
+  step_baseline: tf.Tensor
+  baseline: tf.Tensor
+  advantage: tf.Tensor
+  cost_ratio: Optional[tf.Tensor] = None
+  cost_adjustment: Optional[tf.Tensor] = None
+
+
+class ControllerStep(NamedTuple):
+  """The REINFORCE update (`controller_train_op`)."""
+  train_op: tf.Operation
+  empirical_loss: tf.Tensor
+  entropy_loss: tf.Tensor
+  learning_rate: tf.Tensor
 
 
 def num_replicas(use_tpu: bool) -> tf.Tensor:
@@ -59,7 +101,7 @@ def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
 
 def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
                         increase_filters_prob: tf.Tensor
-                        ) -> Tuple[Any, Dict[str, Any]]:
+                        ) -> Tuple[Any, reinforce.DistInfo]:
   """The controller's sample (one per replica) and its dist_info."""
   with tf.compat.v1.variable_scope('rl_controller'):
     return reinforce.independent_sample(
@@ -75,7 +117,7 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
                       labels: tf.Tensor, global_step: tf.Tensor,
-                      config: SearchConfig) -> Dict[str, Any]:
+                      config: SearchConfig) -> ModelStep:
   """One RMSProp step of the shared weights on the train batch.
 
   Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
@@ -85,9 +127,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   With the barrier on, every gradient waits for all of them.
 
   Returns:
-    dict with `train_op`, `grads` (the gradients the update applies, after
-    the barrier), `raw_grads` (before it), `loss`,
-    `empirical_loss`, `regularization_loss`, `learning_rate`.
+    A `ModelStep`.
   """
   with tf.name_scope('training'):
     logits = tf.cast(supernet(sampled_spec, images, training=True), tf.float32)
@@ -112,10 +152,10 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
     train_op = opt.apply_gradients(
         list(zip(grads, [v for _, v in grads_and_vars])))
-  return dict(train_op=train_op, grads=grads, raw_grads=raw_grads, loss=loss,
-              empirical_loss=empirical_loss,
-              regularization_loss=regularization_loss,
-              learning_rate=learning_rate)
+  return ModelStep(train_op=train_op, grads=grads, raw_grads=raw_grads,
+                   loss=loss, empirical_loss=empirical_loss,
+                   regularization_loss=regularization_loss,
+                   learning_rate=learning_rate)
 
 
 def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
@@ -137,35 +177,30 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
 
 def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
-                         config: SearchConfig) -> Dict[str, tf.Tensor]:
-  """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
-
-  Returns:
-    dict with `reward`, `step_baseline`, `baseline`, `advantage`, and when
-    the cost model is on `cost_ratio`, `cost_adjustment`.
-  """
-  out = {}
+                         config: SearchConfig) -> RewardStep:
+  """Reward, baseline (EMA of the cross-replica mean reward) and advantage."""
+  cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.rl_cost_model_target,
                                    config.rl_cost_model_exponent,
                                    config.rl_reward_function)
-    out.update(reward=tf.convert_to_tensor(stats.reward, tf.float32),
-               cost_ratio=tf.convert_to_tensor(stats.cost_ratio, tf.float32),
-               cost_adjustment=tf.convert_to_tensor(stats.cost_adjustment,
-                                                    tf.float32))
+    reward = tf.convert_to_tensor(stats.reward, tf.float32)
+    cost_ratio = tf.convert_to_tensor(stats.cost_ratio, tf.float32)
+    cost_adjustment = tf.convert_to_tensor(stats.cost_adjustment, tf.float32)
   else:
-    out['reward'] = accuracy
-  out['step_baseline'] = cross_replica_mean(out['reward'], config.use_tpu)
+    reward = accuracy
+  step_baseline = cross_replica_mean(reward, config.use_tpu)
   ema = moving_average.MovingAverage(config.rl_baseline_momentum,
                                      name='rl_baseline')
-  out['baseline'] = ema.update(out['step_baseline'])
-  out['advantage'] = out['reward'] - out['baseline']
-  return out
+  baseline = ema.update(step_baseline)
+  return RewardStep(reward=reward, step_baseline=step_baseline,
+                    baseline=baseline, advantage=reward - baseline,
+                    cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)
 
 
-def controller_train_op(dist_info: Dict[str, Any], advantage: tf.Tensor,
+def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
                         global_step: tf.Variable, config: SearchConfig,
-                        num_replicas_value: int = 1) -> Dict[str, Any]:
+                        num_replicas_value: int = 1) -> ControllerStep:
   """REINFORCE with Adam (beta1 0); the only global-step increment.
 
   loss = -stop_gradient(advantage) * log_prob; the entropy bonus
@@ -174,12 +209,11 @@ def controller_train_op(dist_info: Dict[str, Any], advantage: tf.Tensor,
   (FBNet's delay, reference §2.8).
 
   Returns:
-    dict with `train_op`, `empirical_loss`, `entropy_loss`, `learning_rate`.
+    A `ControllerStep`.
   """
-  controller = dist_info['controller']
-  variables = list(controller.trainable_variables)
-  empirical_loss = -tf.stop_gradient(advantage) * dist_info['sample_log_prob']
-  entropy_loss = -config.rl_entropy_regularization * dist_info['entropy']
+  variables = list(dist_info.controller.trainable_variables)
+  empirical_loss = -tf.stop_gradient(advantage) * dist_info.sample_log_prob
+  entropy_loss = -config.rl_entropy_regularization * dist_info.entropy
   learning_rate = schedules.rl_learning_rate(
       config.rl_learning_rate_scaled, global_step, config.rl_delay_steps,
       config.max_global_step, config.use_exponential_rl_learning_rate_schedule)
@@ -193,39 +227,39 @@ def controller_train_op(dist_info: Dict[str, Any], advantage: tf.Tensor,
   adam = controller_optimizer.ControllerAdam(variables)
   train_op = adam.apply(grads, learning_rate, global_step, reg_grads,
                         num_replicas=num_replicas_value)
-  return dict(train_op=train_op, empirical_loss=empirical_loss,
-              entropy_loss=entropy_loss, learning_rate=learning_rate)
+  return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
+                        entropy_loss=entropy_loss, learning_rate=learning_rate)
 
 
-def summary_scalars(model: Dict[str, Any], accuracy: tf.Tensor,
-                    rl: Dict[str, tf.Tensor], controller: Dict[str, Any],
-                    dist_info: Dict[str, Any], cost: Optional[tf.Tensor],
+def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
+                    controller: ControllerStep,
+                    dist_info: reinforce.DistInfo, cost: Optional[tf.Tensor],
                     increase_ops_prob: tf.Tensor,
                     increase_filters_prob: tf.Tensor
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
   """The §2.10 scalars, in the original's order, as float32 scalars."""
   s = collections.OrderedDict()
-  s['model/loss'] = model['loss']
-  s['model/empirical_loss'] = model['empirical_loss']
-  s['model/regularization_loss'] = model['regularization_loss']
-  s['model/learning_rate'] = model['learning_rate']
-  s['rlcontroller/empirical_loss'] = controller['empirical_loss']
-  s['rlcontroller/entropy_loss'] = controller['entropy_loss']
+  s['model/loss'] = model.loss
+  s['model/empirical_loss'] = model.empirical_loss
+  s['model/regularization_loss'] = model.regularization_loss
+  s['model/learning_rate'] = model.learning_rate
+  s['rlcontroller/empirical_loss'] = controller.empirical_loss
+  s['rlcontroller/entropy_loss'] = controller.entropy_loss
   s['rlcontroller/validation_accuracy'] = accuracy
-  s['rlcontroller/reward'] = rl['reward']
-  s['rlcontroller/step_baseline'] = rl['step_baseline']
-  s['rlcontroller/baseline'] = rl['baseline']
-  s['rlcontroller/advantage'] = rl['advantage']
-  s['rlcontroller/log_prob'] = dist_info['sample_log_prob']
+  s['rlcontroller/reward'] = rl.reward
+  s['rlcontroller/step_baseline'] = rl.step_baseline
+  s['rlcontroller/baseline'] = rl.baseline
+  s['rlcontroller/advantage'] = rl.advantage
+  s['rlcontroller/log_prob'] = dist_info.sample_log_prob
   if cost is not None:
     s['rlcontroller/estimated_cost'] = cost
-    s['rlcontroller/cost_ratio'] = rl['cost_ratio']
-    s['rlcontroller/cost_adjustment'] = rl['cost_adjustment']
-  s['rlcontroller/learning_rate'] = controller['learning_rate']
+    s['rlcontroller/cost_ratio'] = rl.cost_ratio
+    s['rlcontroller/cost_adjustment'] = rl.cost_adjustment
+  s['rlcontroller/learning_rate'] = controller.learning_rate
   s['rlcontroller/increase_ops_prob'] = increase_ops_prob
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
-  for prefix, logits in (('rlpathlogits', dist_info['logits_by_path']),
-                         ('rltaglogits', dist_info['logits_by_tag'])):
+  for prefix, logits in (('rlpathlogits', dist_info.logits_by_path),
+                         ('rltaglogits', dist_info.logits_by_tag)):
     for name, values in logits.items():
       for j in range(int(values.shape[0])):
         s[f'{prefix}/{name}/{j}'] = values[j]
