@@ -31,7 +31,7 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf.search import config as config_lib
-from tunas_tf.tools import random_architectures
+from tunas_tf.cost_model import random_search
 
 ARCHITECTURE_FILE = 'architecture.json'
 RESULTS_FILE = 'results.json'
@@ -116,7 +116,7 @@ def compare(search_dir: str, output_dir: str, num_random: int,
   search_config = config_lib.read(search_dir)
   architecture = _read_architecture(search_dir)
   ssd, cost = architecture['ssd'], float(architecture['estimated_cost'])
-  randoms = random_architectures.sample_architectures(
+  randoms = random_search.sample_architectures(
       ssd, num_random, seed=seed, cost_model=search_config.cost_model,
       min_cost=cost * (1 - cost_tolerance),
       max_cost=cost * (1 + cost_tolerance),
