@@ -104,6 +104,25 @@ class SchemaTest(parameterized.TestCase):
     self.assertEqual(schema.parse_indices(''), [])
     self.assertEqual(schema.parse_indices(' 1:2 '), [1, 2])
 
+  def test_format_indices_is_the_inverse_of_parse(self):
+    self.assertEqual(schema.format_indices([0, 2, 1]), '0:2:1')
+    self.assertEqual(schema.format_indices(' 0:2:1 '), '0:2:1')
+    self.assertEqual(schema.format_indices([]), '')
+    self.assertEqual(schema.parse_indices(schema.format_indices([3, 0])),
+                     [3, 0])
+    with self.assertRaisesRegex(ValueError, r'Index 1 is -1'):
+      schema.format_indices([0, -1])
+
+  def test_check_indices(self):
+    self.assertEqual(schema.check_indices(_nested_spec(), '2:1:0:1'),
+                     [2, 1, 0, 1])
+    with self.assertRaisesRegex(ValueError, 'expected 4 indices'):
+      schema.check_indices(_nested_spec(), '0:0:0')
+    with self.assertRaisesRegex(ValueError, r'index 3 at position 0'):
+      schema.check_indices(_nested_spec(), [3, 0, 0, 0])
+    with self.assertRaisesRegex(ValueError, r"Index 1 is 'x'"):
+      schema.check_indices(_nested_spec(), '0:x:0:0')
+
   def test_oneof_rejects_unknown_tag_and_empty(self):
     with self.assertRaisesRegex(ValueError, r"Unknown OneOf tag 'ops'"):
       OneOf([1], 'ops')

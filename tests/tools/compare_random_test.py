@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -9,6 +10,7 @@ import tempfile
 from absl import flags
 from absl.testing import absltest
 
+from tunas_tf import architecture
 from tunas_tf import files
 from tunas_tf import train_search
 from tunas_tf.cost_model import linear
@@ -35,8 +37,9 @@ class CompareRandomTest(absltest.TestCase):
     super().setUpClass()
     cls.search_dir = tempfile.mkdtemp()
     runner.run_search(_search_config(cls.search_dir))
-    files.write_json(extract_architecture.extract(cls.search_dir),
-                     os.path.join(cls.search_dir, 'architecture.json'))
+    cls.searched = extract_architecture.search_architecture(cls.search_dir)
+    architecture.write(cls.searched,
+                       os.path.join(cls.search_dir, 'architecture.json'))
 
   def test_end_to_end_and_resume(self):
     output_dir = tempfile.mkdtemp()
@@ -79,12 +82,30 @@ class CompareRandomTest(absltest.TestCase):
                                    train_eval_flags=['--no_such_flag'])
     self.assertEqual(again, results)
 
+  def test_extract_is_the_json_of_the_record(self):
+    search_dir, searched = self.search_dir, self.searched
+    self.assertEqual(extract_architecture.extract(search_dir),
+                     searched.to_json())
+    self.assertEqual(searched.global_step, 4)
+    self.assertEqual(searched.cost_model, 'macs')
+    self.assertLen(searched.probabilities, len(searched.indices))
+    self.assertEqual(architecture.read(
+        os.path.join(search_dir, 'architecture.json')), searched)
+
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):
       compare_random.compare(self.search_dir, tempfile.mkdtemp(), 0)
     empty = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
       compare_random.compare(empty, tempfile.mkdtemp(), 1)
+    no_cost = tempfile.mkdtemp()
+    for name in ('config.json', 'model_spec.json'):
+      shutil.copy(os.path.join(self.search_dir, name), no_cost)
+    uncosted = architecture.Architecture(self.searched.ssd,
+                                         self.searched.indices)
+    architecture.write(uncosted, os.path.join(no_cost, 'architecture.json'))
+    with self.assertRaisesRegex(ValueError, "has no 'estimated_cost'"):
+      compare_random.compare(no_cost, tempfile.mkdtemp(), 1)
     failing = compare_random.compare
     with self.assertRaisesRegex(ValueError,
                                 r'train_eval failed for searched in .*'

@@ -8,6 +8,7 @@ import tempfile
 
 from absl.testing import absltest
 
+from tunas_tf import architecture
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import describe_space
@@ -35,6 +36,11 @@ class DescribeSpaceTest(absltest.TestCase):
     subprocess.run(cmd, check=True, capture_output=True)
     with open(os.path.join(out, 'architecture.json')) as f:
       self.assertEqual(json.load(f)['ssd'], 'digits_search')
+    # The format of tools/extract_architecture, without the search's fields.
+    written = architecture.read(os.path.join(out, 'architecture.json'))
+    self.assertEqual(written.indices_string,
+                     describe_space.describe('digits_search')['indices'])
+    self.assertIsNone(written.estimated_cost)
     bad = subprocess.run(cmd + ['--indices=0:9'], capture_output=True,
                          text=True)
     self.assertNotEqual(bad.returncode, 0)

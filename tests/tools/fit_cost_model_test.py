@@ -11,32 +11,15 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import fit as fit_lib
+from tunas_tf.cost_model import random_search
 from tunas_tf.tools import fit_cost_model
-from tunas_tf.tools import random_architectures
+from tests.testing import latency as testing_latency
 
-SSD = 'digits_search'  # 18 decisions, 744 coupled features.
-HEADER = 'indices,latency_ms,spread_ms'
-
-
-def _write_csv(path, indices, latencies, header=HEADER):
-  with open(path, 'w') as f:
-    f.write(header + '\n')
-    for i, latency in zip(indices, latencies):
-      f.write(f'{i},{latency},0.01\n')
-
-
-def _synthetic(num, seed, noise=1e-3):
-  """Architectures whose latency is exactly linear in the features, + noise.
-
-  The latency is the architecture's MAC count / 1e4 (9 to 64 "ms" in
-  digits_search), times (1 + noise * N(0, 1)).
-  """
-  kept = random_architectures.sample_architectures(SSD, num, seed=seed,
-                                                   cost_model='macs')
-  indices = [k['indices'] for k in kept]
-  exact = np.array([k['estimated_cost'] for k in kept]) / 1e4
-  rng = np.random.RandomState(seed)
-  return indices, exact * (1 + noise * rng.randn(num)), exact
+SSD = testing_latency.SSD
+HEADER = testing_latency.HEADER
+_write_csv = testing_latency.write_csv
+_synthetic = testing_latency.synthetic
 
 
 def _env():
@@ -78,7 +61,7 @@ class FitTest(absltest.TestCase):
     self.assertEqual(written['ssd'], SSD)
     self.assertEqual(written['num_rows'], 800)
     self.assertEqual(written['source_csv'], os.path.abspath(self.csv))
-    self.assertIn(written['alpha'], fit_cost_model.ALPHAS)
+    self.assertIn(written['alpha'], fit_lib.ALPHAS)
     model = cost_linear.load_coefficients(path, SSD)
     self.assertEqual(model.num_features, 744)
     fitted = cost_linear.get_cost_model(SSD, path)
@@ -88,8 +71,8 @@ class FitTest(absltest.TestCase):
           cost_linear.estimate_cost_of_indices(self.indices[row], fitted),
           self.result['predictions'][row], places=9)
     # Any architecture, measured or not, gets about its linear latency.
-    fresh = random_architectures.sample_architectures(SSD, 5, seed=99,
-                                                      cost_model='macs')
+    fresh = random_search.sample_architectures(SSD, 5, seed=99,
+                                               cost_model='macs')
     for entry in fresh:
       estimate = cost_linear.estimate_cost_of_indices(entry['indices'],
                                                       fitted)
@@ -97,7 +80,7 @@ class FitTest(absltest.TestCase):
                              delta=0.1)
 
   def test_split_seed_changes_the_score_not_the_final_fit(self):
-    other = fit_cost_model.fit(SSD, self.indices, self.latencies, seed=1)
+    other = fit_lib.fit(SSD, self.indices, self.latencies, seed=1)
     first = self.result['coefficients']
     second = other['coefficients']
     self.assertNotEqual(first['holdout']['mape_percent'],

@@ -12,8 +12,9 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import latency_csv
+from tunas_tf.cost_model import random_search
 from tunas_tf.tools import measure_latency
-from tunas_tf.tools import random_architectures
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
 FAST = dict(warmup_runs=1, runs=3)
@@ -32,7 +33,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_measures_appends_and_resumes(self):
     output = os.path.join(tempfile.mkdtemp(), 'out', 'latency.csv')
-    architectures = measure_latency.sample_indices(SSD, 2, seed=3)
+    architectures = random_search.sample_indices(SSD, 2, seed=3)
     result = measure_latency.measure_to_csv(SSD, architectures, output, **FAST)
     self.assertEqual(result['skipped'], 0)
     self.assertEqual([row[0] for row in result['rows']], architectures)
@@ -43,7 +44,7 @@ class MeasureToCsvTest(absltest.TestCase):
       self.assertGreater(float(latency), 0.0)
       self.assertLess(float(latency), 1000.0)
       self.assertGreaterEqual(float(spread), 0.0)
-    with open(measure_latency.settings_path(output)) as f:
+    with open(latency_csv.settings_path(output)) as f:
       self.assertEqual(json.load(f)['backend'], 'tflite')
 
     # A killed run may leave a cut-short last line: it is dropped, and
@@ -58,7 +59,7 @@ class MeasureToCsvTest(absltest.TestCase):
       self.assertEqual(f.read(), complete)
 
     # A longer list measures only what is new, appended after the old rows.
-    more = architectures + measure_latency.sample_indices(SSD, 3, seed=4)[2:]
+    more = architectures + random_search.sample_indices(SSD, 3, seed=4)[2:]
     third = measure_latency.measure_to_csv(SSD, more, output, **FAST)
     self.assertEqual(third['skipped'], 2)
     self.assertEqual([row[0] for row in third['rows']], more[2:])
@@ -69,7 +70,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_existing_csv_with_wrong_header_or_settings_is_refused(self):
     directory = tempfile.mkdtemp()
-    architectures = measure_latency.sample_indices(SSD, 1, seed=0)
+    architectures = random_search.sample_indices(SSD, 1, seed=0)
     wrong = os.path.join(directory, 'wrong.csv')
     with open(wrong, 'w') as f:
       f.write('indices,latency\n0:0,1.0\n')
@@ -88,14 +89,14 @@ class MeasureToCsvTest(absltest.TestCase):
     lone_header = os.path.join(directory, 'header.csv')
     with open(lone_header, 'w') as f:
       f.write('indices,latency_ms,spread_ms')
-    self.assertEqual(measure_latency.read_measured(lone_header, SSD), [])
+    self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
     with open(lone_header) as f:
       self.assertEqual(f.read(), 'indices,latency_ms,spread_ms\n')
 
     measured_with_tf = os.path.join(directory, 'tf.csv')
     with open(measured_with_tf, 'w') as f:
       f.write('indices,latency_ms,spread_ms\n')
-    with open(measure_latency.settings_path(measured_with_tf), 'w') as f:
+    with open(latency_csv.settings_path(measured_with_tf), 'w') as f:
       json.dump({'ssd': SSD, 'backend': 'tf'}, f)
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
       measure_latency.measure_to_csv(SSD, architectures, measured_with_tf,
@@ -103,7 +104,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_bad_arguments(self):
     output = os.path.join(tempfile.mkdtemp(), 'latency.csv')
-    good = measure_latency.sample_indices(SSD, 1)
+    good = random_search.sample_indices(SSD, 1)
     cases = [
         (dict(ssd='nope'), 'Unknown search space'),
         (dict(backend='onnx'), "unknown backend 'onnx'"),
@@ -119,13 +120,13 @@ class MeasureToCsvTest(absltest.TestCase):
         measure_latency.measure_to_csv(**kwargs)
     self.assertFalse(os.path.exists(output))
     with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
-      measure_latency.sample_indices(SSD, 0)
+      random_search.sample_indices(SSD, 0)
 
 
 class BuildAndTimeTest(absltest.TestCase):
 
   def test_tflite_and_tf_compute_the_same_network(self):
-    indices = measure_latency.sample_indices(SSD, 1, seed=5)[0]
+    indices = random_search.sample_indices(SSD, 1, seed=5)[0]
     tflite = measure_latency.build_runner(SSD, indices, 'tflite')
     tf_run = measure_latency.build_runner(SSD, indices, 'tf')
     tflite_logits, tf_logits = tflite(), tf_run()
@@ -154,7 +155,7 @@ class ReadIndicesFileTest(absltest.TestCase):
 
   def test_reads_json_and_text(self):
     directory = tempfile.mkdtemp()
-    kept = random_architectures.sample_architectures(SSD, 3, seed=1)
+    kept = random_search.sample_architectures(SSD, 3, seed=1)
     as_json = os.path.join(directory, 'archs.json')
     files.write_json(kept + kept[:1], as_json)
     expected = [k['indices'] for k in kept]
@@ -173,7 +174,7 @@ class ReadIndicesFileTest(absltest.TestCase):
   def test_bad_entries_are_named(self):
     directory = tempfile.mkdtemp()
     bad_text = os.path.join(directory, 'bad.txt')
-    good = measure_latency.sample_indices(SSD, 1)[0]
+    good = random_search.sample_indices(SSD, 1)[0]
     with open(bad_text, 'w') as f:
       f.write(good + '\n0:9\n')
     with self.assertRaisesRegex(ValueError, 'line 2: .*expected 18 indices'):
@@ -203,7 +204,7 @@ class CommandLineTest(absltest.TestCase):
     rows = _rows(output)
     self.assertEqual(rows[0], ['indices', 'latency_ms', 'spread_ms'])
     self.assertEqual([row[0] for row in rows[1:]],
-                     measure_latency.sample_indices(SSD, 1, seed=2))
+                     random_search.sample_indices(SSD, 1, seed=2))
     self.assertGreater(float(rows[1][1]), 0.0)
 
     wrong = os.path.join(directory, 'wrong.csv')

@@ -173,6 +173,33 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
   return parsed
 
 
+def format_indices(indices: Union[str, Sequence[int]]) -> str:
+  """The canonical colon-separated form: '0:2:1' for [0, 2, 1] or ' 0:2:1'.
+
+  The inverse of `parse_indices`; every index string written anywhere
+  (architecture files, latency CSVs, command lines) is made here.
+
+  Raises:
+    ValueError: as `parse_indices`.
+  """
+  return ':'.join(str(i) for i in parse_indices(indices))
+
+
+def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
+  """Parses `indices` and checks that they pick one choice per OneOf of `spec`.
+
+  Returns:
+    The indices as a list of Python ints.
+
+  Raises:
+    ValueError: as `parse_indices` for a bad token, as `prune` for a wrong
+      count or an index out of range.
+  """
+  values = parse_indices(indices)
+  prune(spec, values)
+  return values
+
+
 def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   """Turns a search space into a fixed architecture.
 

@@ -29,11 +29,11 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
+from tunas_tf.cost_model import random_search
 from tunas_tf.search import config as config_lib
-from tunas_tf.tools import random_architectures
 
-ARCHITECTURE_FILE = 'architecture.json'
 RESULTS_FILE = 'results.json'
 PLOT_FILE = 'compare_random.png'
 METRICS_FILE = 'metrics.json'
@@ -41,22 +41,19 @@ METRICS_FILE = 'metrics.json'
 FLAGS = flags.FLAGS
 
 
-def _read_architecture(search_dir: str) -> Dict[str, Any]:
-  path = os.path.join(search_dir, ARCHITECTURE_FILE)
+def _read_architecture(search_dir: str) -> architecture_lib.Architecture:
+  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
   if not os.path.exists(path):
-    raise ValueError(f'No {ARCHITECTURE_FILE} in {search_dir!r}; run '
+    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
                      'tunas_tf.tools.extract_architecture first')
-  architecture = files.read_json(path)
-  if not isinstance(architecture, dict):
-    raise ValueError(f'{path} does not hold a JSON object')
-  for key in ('ssd', 'indices', 'estimated_cost'):
-    if key not in architecture:
-      raise ValueError(f'{path} has no {key!r}')
+  architecture = architecture_lib.read(path)
+  if architecture.estimated_cost is None:
+    raise ValueError(f"{path} has no 'estimated_cost'")
   return architecture
 
 
 def train_command(run_dir: str, ssd: str, indices: str,
-                  search_config: Dict[str, Any],
+                  search_config: config_lib.SearchConfig,
                   train_eval_flags: Sequence[str]) -> List[str]:
   """The `train_eval` command line of one architecture (same data as the search)."""
   command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
@@ -64,7 +61,7 @@ def train_command(run_dir: str, ssd: str, indices: str,
              f"--dataset={search_config.dataset}",
              f"--num_classes={search_config.num_classes}",
              f"--image_size={search_config.image_size}"]
-  if search_config.get('data_dir'):
+  if search_config.data_dir:
     command.append(f"--data_dir={search_config.data_dir}")
   return command + list(train_eval_flags)
 
@@ -115,15 +112,15 @@ def compare(search_dir: str, output_dir: str, num_random: int,
                      f'{cost_tolerance}')
   search_config = config_lib.read(search_dir)
   architecture = _read_architecture(search_dir)
-  ssd, cost = architecture['ssd'], float(architecture['estimated_cost'])
-  randoms = random_architectures.sample_architectures(
+  ssd, cost = architecture.ssd, float(architecture.estimated_cost)
+  randoms = random_search.sample_architectures(
       ssd, num_random, seed=seed, cost_model=search_config.cost_model,
       min_cost=cost * (1 - cost_tolerance),
       max_cost=cost * (1 + cost_tolerance),
       image_size=search_config.image_size,
       num_classes=search_config.num_classes,
       input_channels=search_config.num_channels)
-  candidates = [('searched', architecture['indices'], cost)] + [
+  candidates = [('searched', architecture.indices_string, cost)] + [
       (f'random_{i}', r['indices'], r['estimated_cost'])
       for i, r in enumerate(randoms)]
   results = []

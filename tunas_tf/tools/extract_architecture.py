@@ -9,9 +9,11 @@ writes `runs/demo/architecture.json`:
 
   {"ssd": ..., "indices": "0:2:1:...", "estimated_cost": ..., "cost_model":
    ..., "cost_target": ..., "global_step": ..., "checkpoint": ...,
-   "probabilities": {path: [p_0, ...]}, "architecture": <spec_io JSON>}
+   "probabilities": {path: [p_0, ...]}, "choices": {path: value},
+   "architecture": <spec_io JSON>}
 
-which `train_eval --architecture=` reads. The search space comes from the
+(`tunas_tf.architecture` reads and writes it), which `train_eval
+--architecture=` and `tools/compare_random` read. The search space comes from the
 directory's `model_spec.json`, so the indices always match what was searched.
 """
 
@@ -25,6 +27,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.cost_model import linear as cost_linear
@@ -33,9 +36,7 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
-ARCHITECTURE_FILE = 'architecture.json'
 CONTROLLER_SCOPE = 'rl_controller/logits/'
-FORMAT_VERSION = 1
 
 FLAGS = flags.FLAGS
 
@@ -69,9 +70,9 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   return logits
 
 
-def extract(model_dir: str, checkpoint: Optional[str] = None
-            ) -> Dict[str, Any]:
-  """The searched architecture of `model_dir` as a JSON-able dict.
+def search_architecture(model_dir: str, checkpoint: Optional[str] = None
+                        ) -> architecture_lib.Architecture:
+  """The searched architecture of `model_dir`.
 
   Args:
     model_dir: a search's model directory (config.json, model_spec.json,
@@ -99,28 +100,24 @@ def extract(model_dir: str, checkpoint: Optional[str] = None
                        'saved one yet')
   logits = read_logits(checkpoint, spec)
   indices = reinforce.argmax_indices(logits, spec)
-  indices_str = ':'.join(str(i) for i in indices)
   cost = cost_linear.estimate_cost_of_indices(indices,
                                               config.resolved_cost_model)
   global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
       'global_step'))
-  return {
-      'format_version': FORMAT_VERSION,
-      'ssd': ssd,
-      'indices': indices_str,
-      'estimated_cost': cost,
-      'cost_model': config.cost_model,
-      'cost_target': config.rl_cost_model_target,
-      'global_step': global_step,
-      'max_global_step': config.max_global_step,
-      'checkpoint': os.path.abspath(checkpoint),
-      'image_size': config.image_size,
-      'num_classes': config.num_classes,
-      'num_channels': config.num_channels,
-      'probabilities': {path: [round(float(p), 6) for p in _softmax(v)]
-                        for path, v in logits.items()},
-      'architecture': spec_io.to_json(schema.prune(spec, indices)),
-  }
+  return architecture_lib.Architecture(
+      ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
+      cost_target=config.rl_cost_model_target, global_step=global_step,
+      max_global_step=config.max_global_step,
+      checkpoint=os.path.abspath(checkpoint), image_size=config.image_size,
+      num_classes=config.num_classes, num_channels=config.num_channels,
+      probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
+                     for path, v in logits.items()})
+
+
+def extract(model_dir: str, checkpoint: Optional[str] = None
+            ) -> Dict[str, Any]:
+  """`search_architecture` as the JSON object of `architecture.json`."""
+  return search_architecture(model_dir, checkpoint).to_json()
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -139,15 +136,16 @@ def main(argv) -> None:
   if not FLAGS.model_dir:
     sys.exit('extract_architecture: --model_dir is required')
   try:
-    result = extract(FLAGS.model_dir, FLAGS.checkpoint)
+    result = search_architecture(FLAGS.model_dir, FLAGS.checkpoint)
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
-  output = FLAGS.output or os.path.join(FLAGS.model_dir, ARCHITECTURE_FILE)
-  files.write_json(result, output)
-  print(f"Searched architecture (step {result['global_step']}): "
-        f"{result['ssd']} {result['indices']}")
-  print(f"Estimated cost {result['estimated_cost']:.6g} "
-        f"({result['cost_model']}; target {result['cost_target']:.6g})")
+  output = FLAGS.output or os.path.join(FLAGS.model_dir,
+                                        architecture_lib.FILE_NAME)
+  architecture_lib.write(result, output)
+  print(f'Searched architecture (step {result.global_step}): '
+        f'{result.ssd} {result.indices_string}')
+  print(f'Estimated cost {result.estimated_cost:.6g} '
+        f'({result.cost_model}; target {result.cost_target:.6g})')
   print(f'Written to {output}')
 
 

@@ -39,10 +39,7 @@ fold into the convolutions, as for a trained network.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -53,14 +50,13 @@ from absl import logging
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import random_search
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
-from tunas_tf.tools import random_architectures
 
 FLAGS = flags.FLAGS
-COLUMNS = ('indices', 'latency_ms', 'spread_ms')
-HEADER = ','.join(COLUMNS)
 BACKENDS = ('tflite', 'tf')
 
 
@@ -72,11 +68,9 @@ def normalize_indices(space: Any, indices: Any, where: str = '') -> str:
       (`where` prefixes the message, e.g. 'line 3: ').
   """
   try:
-    values = schema.parse_indices(indices)
-    schema.prune(space, values)
+    return schema.format_indices(schema.check_indices(space, indices))
   except ValueError as e:
     raise ValueError(f'{where}{e}') from None
-  return random_architectures.indices_to_string(values)
 
 
 def read_indices_file(path: str, ssd: str) -> List[str]:
@@ -130,17 +124,6 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
   if not found:
     raise ValueError(f'{path}: no architectures in it')
   return found
-
-
-def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
-  """`num` architectures drawn uniformly (as `tools/random_architectures`)."""
-  space = mobile.get_search_space(ssd)
-  if isinstance(num, bool) or not isinstance(num, int) or num <= 0:
-    raise ValueError(f'num must be a positive int, got {num!r}')
-  rng = np.random.RandomState(seed)
-  counts = schema.num_choices(space)
-  return [random_architectures.indices_to_string(
-      random_architectures.draw_indices(counts, rng)) for _ in range(num)]
 
 
 def build_runner(ssd: str, indices: Any, backend: str = 'tflite', *,
@@ -237,86 +220,6 @@ def measure_latency(ssd: str, indices: Any, backend: str = 'tflite',
                    warmup_runs, runs)
 
 
-def read_measured(path: str, ssd: str) -> List[str]:
-  """The architectures already in a latency CSV (empty if there is no file).
-
-  A last line cut short (a run killed while writing it) is removed from the
-  file, so that appending continues on a fresh line.
-
-  Raises:
-    ValueError: if the file exists with another header, or a row does not
-      fit the space or has a non-numeric latency.
-  """
-  if not os.path.exists(path) or os.path.getsize(path) == 0:
-    return []
-  space = mobile.get_search_space(ssd)
-  with open(path, newline='') as f:
-    text = f.read()
-  if not text.endswith('\n'):
-    cut = text.rfind('\n') + 1
-    if cut > 0:  # Keep a lone header line to be checked below.
-      logging.warning('%s: dropping an incomplete last line %r', path,
-                      text[cut:])
-      text = text[:cut]
-      with open(path, 'r+', newline='') as f:
-        f.truncate(len(text.encode()))
-  rows = list(csv.reader(io.StringIO(text)))
-  header = rows[0] if rows else []
-  if tuple(h.strip() for h in header) != COLUMNS:
-    raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
-                     f'{HEADER!r}; not a latency CSV of this tool (move it '
-                     'or choose another --output)')
-  if not text.endswith('\n'):  # A lone header: rows go on the next line.
-    with open(path, 'a', newline='') as f:
-      f.write('\n')
-  measured = []
-  for number, row in enumerate(rows[1:], 2):
-    if not row:
-      continue
-    where = f'{path}: line {number}: '
-    if len(row) != len(COLUMNS):
-      raise ValueError(f'{where}expected {len(COLUMNS)} columns, got '
-                       f'{len(row)}')
-    indices = normalize_indices(space, row[0], where + f'({ssd}) ')
-    try:
-      float(row[1])
-    except ValueError:
-      raise ValueError(f'{where}latency {row[1]!r} is not a number') from None
-    measured.append(indices)
-  return measured
-
-
-def settings_path(output: str) -> str:
-  """Where the settings of a latency CSV are kept: `<output>.settings.json`."""
-  return output + '.settings.json'
-
-
-def check_settings(output: str, settings: Dict[str, Any]) -> None:
-  """Refuses to append to a CSV measured with other settings.
-
-  The CSV's columns are fixed, so the settings its rows were measured with
-  (space, backend, input shape, threads) are kept beside it; a run that would
-  mix in rows measured otherwise is refused. A CSV without that file (e.g.
-  made elsewhere) is not checked.
-
-  Raises:
-    ValueError: naming the first setting that differs.
-  """
-  path = settings_path(output)
-  if not os.path.exists(output) or not os.path.exists(path):
-    return
-  try:
-    with open(path) as f:
-      recorded = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise ValueError(f'cannot read {path}: {e}') from None
-  for key, value in settings.items():
-    if key in recorded and recorded[key] != value:
-      raise ValueError(
-          f'{output} was measured with {key}={recorded[key]!r}, not '
-          f'{value!r} (see {path}); choose another --output')
-
-
 def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    backend: str = 'tflite', warmup_runs: int = 5,
                    runs: int = 20, *, image_size: Optional[int] = None,
@@ -329,8 +232,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     ssd: a name of `mobile.SEARCH_SPACES`.
     architectures: index lists or strings (validated before any build).
     output: the CSV path; created with the header `indices,latency_ms,
-      spread_ms` if missing, else appended to (rows flushed one by one). The
-      settings are written to `settings_path(output)`.
+      spread_ms` if missing, else appended to (rows flushed one by one; see
+      `cost_model.latency_csv`). The settings are written to
+      `latency_csv.settings_path(output)`.
     backend: 'tflite' or 'tf'.
     warmup_runs: untimed runs per architecture (>= 0).
     runs: timed runs per architecture (>= 1).
@@ -346,7 +250,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   Raises:
     ValueError: for a bad argument, indices that do not fit the space, or an
       existing `output` with another header, bad rows, or other settings
-      (`check_settings`).
+      (`latency_csv.check_settings`).
   """
   space = mobile.get_search_space(ssd)
   if backend not in BACKENDS:
@@ -366,29 +270,22 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
               'num_classes': shape.num_classes,
               'input_channels': shape.input_channels,
               'num_threads': num_threads}
-  check_settings(output, settings)
-  done = set(read_measured(output, ssd))
+  latency_csv.check_settings(output, settings)
+  done = set(latency_csv.read_for_append(output, ssd))
   todo = [indices for indices in wanted if indices not in done]
   skipped = len(wanted) - len(todo)
   if skipped:
     logging.info('%d of %d architectures already in %s; skipping them',
                  skipped, len(wanted), output)
-  directory = os.path.dirname(os.path.abspath(output))
-  os.makedirs(directory, exist_ok=True)
-  files.write_json(settings, settings_path(output))
+  files.write_json(settings, latency_csv.settings_path(output))
   new_rows = []
-  with open(output, 'a', newline='') as f:
-    if f.tell() == 0:
-      f.write(HEADER + '\n')
-      f.flush()
+  with latency_csv.appender(output) as write_row:
     for n, indices in enumerate(todo, 1):
       median, spread = measure_latency(
           ssd, indices, backend, warmup_runs, runs, image_size=image_size,
           num_classes=num_classes, input_channels=input_channels,
           num_threads=num_threads)
-      f.write(f'{indices},{median:.6f},{spread:.6f}\n')
-      f.flush()
-      os.fsync(f.fileno())
+      write_row(indices, median, spread)
       new_rows.append((indices, median, spread))
       logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %s)', n, len(todo),
                    indices, median, spread, backend)
@@ -446,7 +343,8 @@ def main(argv) -> None:
     if FLAGS.indices_file is not None:
       architectures = read_indices_file(FLAGS.indices_file, FLAGS.ssd)
     else:
-      architectures = sample_indices(FLAGS.ssd, FLAGS.num, FLAGS.seed)
+      architectures = random_search.sample_indices(FLAGS.ssd, FLAGS.num,
+                                                   FLAGS.seed)
     if FLAGS.backend == 'tf' and FLAGS.num_threads >= 1:
       _set_tf_threads(FLAGS.num_threads)
     result = measure_to_csv(

@@ -1,0 +1,128 @@
+"""Tests for tunas_tf/architecture: the record and its architecture.json."""
+
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+
+from tunas_tf import architecture
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.search_space import spec_io
+
+SSD = 'digits_search'  # 18 decisions.
+INDICES = '0:1:0:2:0:0:1:0:1:0:0:1:0:1:0:0:1:2'
+
+
+def _write(directory, document, name='architecture.json'):
+  path = os.path.join(directory, name)
+  with open(path, 'w') as f:
+    f.write(document if isinstance(document, str) else json.dumps(document))
+  return path
+
+
+def _searched():
+  return architecture.Architecture(
+      SSD, INDICES, estimated_cost=251234.0, cost_model='macs',
+      cost_target=3e5, global_step=300, max_global_step=300,
+      checkpoint='/runs/demo/model.ckpt-300', image_size=8, num_classes=10,
+      num_channels=1, probabilities={'blocks/0/filters': (0.1, 0.2, 0.3, 0.4)})
+
+
+class ArchitectureTest(absltest.TestCase):
+
+  def test_write_read_round_trip(self):
+    searched = _searched()
+    path = os.path.join(tempfile.mkdtemp(), 'sub', 'architecture.json')
+    architecture.write(searched, path)
+    self.assertEqual(architecture.read(path), searched)
+    with open(path) as f:
+      written = json.load(f)
+    self.assertEqual(
+        list(written),
+        ['format_version', 'ssd', 'indices', 'estimated_cost', 'cost_model',
+         'cost_target', 'global_step', 'max_global_step', 'checkpoint',
+         'image_size', 'num_classes', 'num_channels', 'probabilities',
+         'choices', 'architecture'])
+    self.assertEqual(written['indices'], INDICES)
+    self.assertEqual(spec_io.from_json(written['architecture']),
+                     schema.prune(mobile.get_search_space(SSD), INDICES))
+    minimal = architecture.Architecture(SSD, schema.parse_indices(INDICES))
+    architecture.write(minimal, path)
+    self.assertEqual(architecture.read(path), minimal)
+    self.assertIsNone(architecture.read(path).estimated_cost)
+
+  def test_indices_are_canonical_and_checked(self):
+    record = architecture.Architecture(SSD, ' ' + INDICES)
+    self.assertEqual(record.indices, tuple(schema.parse_indices(INDICES)))
+    self.assertEqual(record.indices_string, INDICES)
+    self.assertEmpty(schema.flatten(record.spec))
+    with self.assertRaisesRegex(ValueError, 'expected 18 indices'):
+      architecture.Architecture(SSD, '0:1')
+    with self.assertRaisesRegex(ValueError, 'Unknown search space'):
+      architecture.Architecture('nope', INDICES)
+
+  def test_choice_values_leave_out_unchosen_alternatives(self):
+    values = architecture.Architecture(SSD, INDICES).choice_values
+    self.assertEqual(values['blocks/0/filters'], 8)
+    self.assertEqual(values['blocks/1/layers/0/kernel_size'], 5)
+    self.assertEqual(values['blocks/2/layers/0'], 'DepthwiseBottleneckSpec')
+    self.assertEqual(values['blocks/2/layers/0/choices/0/expansion_filters'],
+                     'FilterMultiplier(scale=3.0)')
+    # blocks/2/layers/1 is skipped (ZeroSpec): its kernel size is moot.
+    self.assertEqual(values['blocks/2/layers/1/layer'], 'ZeroSpec()')
+    self.assertNotIn('blocks/2/layers/1/layer/choices/0/kernel_size', values)
+    self.assertIn('blocks/3/layers/1/layer/choices/0/kernel_size', values)
+    self.assertLen(values, 16)
+
+  def test_older_files_still_load(self):
+    directory = tempfile.mkdtemp()
+    searched = _searched().to_json()
+    del searched['choices']  # Written before the key existed.
+    self.assertEqual(architecture.read(_write(directory, searched)),
+                     _searched())
+    # tools/describe_space's former format.
+    described = {'ssd': SSD, 'num_decisions': 18, 'size': 1, 'paths': [],
+                 'indices': INDICES, 'spec': {}}
+    path = _write(directory, described, 'described.json')
+    self.assertEqual(architecture.read(path),
+                     architecture.Architecture(SSD, INDICES))
+
+  def test_malformed_files_fail_with_one_line_naming_file_and_field(self):
+    directory = tempfile.mkdtemp()
+    good = _searched().to_json()
+    cases = [
+        ('[]', 'is not a JSON object'),
+        ('{"ssd": ', 'is not valid JSON'),
+        ({'ssd': SSD}, "has no string 'indices'"),
+        ({'indices': INDICES}, "has no string 'ssd'"),
+        ({**good, 'indices': [0, 1]}, "has no string 'indices'"),
+        ({**good, 'ssd': 'nope'}, "field 'ssd': Unknown search space"),
+        ({**good, 'indices': '0:1'},
+         "field 'indices' does not fit 'digits_search': .*expected 18"),
+        ({**good, 'indices': '0:x'}, "field 'indices'.*Index 1 is 'x'"),
+        ({**good, 'estimated_cost': 'cheap'},
+         "field 'estimated_cost' is 'cheap', expected a number"),
+        ({**good, 'global_step': 1.5},
+         "field 'global_step' is 1.5, expected an int"),
+        ({**good, 'cost_model': 3}, "field 'cost_model' is 3, expected a "
+                                    'string'),
+        ({**good, 'probabilities': {'a': ['x']}}, "field 'probabilities'"),
+        ({**good, 'format_version': 2}, "field 'format_version' is 2"),
+    ]
+    for i, (document, message) in enumerate(cases):
+      path = _write(directory, document, f'bad{i}.json')
+      with self.assertRaises(ValueError, msg=message) as raised:
+        architecture.read(path)
+      text = str(raised.exception)
+      self.assertRegex(text, message)
+      self.assertIn(path, text)
+      self.assertNotIn('\n', text)
+    missing = os.path.join(directory, 'missing.json')
+    with self.assertRaisesRegex(ValueError, f'Cannot read {missing}'):
+      architecture.read(missing)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,132 @@
+"""Tests for cost_model/latency_csv: one set of rules to read, the appender."""
+
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from tunas_tf.cost_model import latency_csv
+from tunas_tf.cost_model import random_search
+
+SSD = 'digits_search'  # 18 decisions.
+HEADER = 'indices,latency_ms,spread_ms'
+
+
+class ReadTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.directory = tempfile.mkdtemp()
+    self.indices = random_search.sample_indices(SSD, 4, seed=3)
+
+  def _write(self, text, name='latency.csv'):
+    path = os.path.join(self.directory, name)
+    with open(path, 'w') as f:
+      f.write(text)
+    return path
+
+  def test_reads_canonical_indices_and_latencies(self):
+    rows = [f' {self.indices[0]} ,1.5,0.1', '', ' , , ',
+            f'{self.indices[1]},2.5,0.2']
+    path = self._write('\n'.join([HEADER] + rows) + '\n')
+    indices, latencies = latency_csv.read(path, SSD)
+    self.assertEqual(indices, self.indices[:2])
+    np.testing.assert_array_equal(latencies, [1.5, 2.5])
+    # Other columns and orders: only indices and latency_ms are needed.
+    path = self._write(f'latency_ms,note,indices\n3.0,x,{self.indices[2]}\n',
+                       'other.csv')
+    self.assertEqual(latency_csv.read(path, SSD)[0], self.indices[2:3])
+
+  def test_each_bad_csv_is_refused_naming_file_and_line(self):
+    good = self.indices[0]
+    cases = [
+        ('arch,ms,spread\n', 'missing .*indices'),
+        ('indices,spread_ms\n', r"missing \['latency_ms'\]"),
+        (f'{HEADER}\n{good},1.0\n', 'line 2: expected 3 columns, got 2'),
+        (f'{HEADER}\n{good},1.0,0\n{good}:0,1.0,0\n',
+         'line 3: .*expected 18 indices'),
+        (f'{HEADER}\n9:{good.split(":", 1)[1]},1.0,0\n',
+         'line 2: .*out of range'),
+        (f'{HEADER}\n{good},fast,0\n', "line 2: latency_ms 'fast' is not a "
+                                       'number'),
+        (f'{HEADER}\n{good},-1,0\n', 'line 2: .*not a positive'),
+        (f'{HEADER}\n{good},nan,0\n', 'line 2: .*not a positive'),
+    ]
+    for i, (text, message) in enumerate(cases):
+      path = self._write(text, f'bad{i}.csv')
+      with self.assertRaisesRegex(ValueError, message, msg=text):
+        latency_csv.read(path, SSD)
+    with self.assertRaisesRegex(ValueError, 'cannot read'):
+      latency_csv.read(os.path.join(self.directory, 'none.csv'), SSD)
+    with self.assertRaisesRegex(ValueError, 'is empty'):
+      latency_csv.read(self._write('', 'empty.csv'), SSD)
+    path = self._write(f'{HEADER}\n{good},1.0,0\n', 'digits.csv')
+    with self.assertRaisesRegex(ValueError, "line 2: .*expected 34 indices.*"
+                                "not an architecture of 'cifar_search'"):
+      latency_csv.read(path, 'cifar_search')
+
+
+class AppendTest(absltest.TestCase):
+
+  def test_appender_writes_what_read_and_read_for_append_read(self):
+    path = os.path.join(tempfile.mkdtemp(), 'sub', 'latency.csv')
+    self.assertEqual(latency_csv.read_for_append(path, SSD), [])
+    indices = random_search.sample_indices(SSD, 3, seed=1)
+    with latency_csv.appender(path) as write_row:
+      write_row(indices[0], 1.25, 0.5)
+    with latency_csv.appender(path) as write_row:
+      write_row(indices[1], 2.0, 0.25)
+    with open(path) as f:
+      self.assertEqual(f.read(), f'{HEADER}\n{indices[0]},1.250000,0.500000\n'
+                       f'{indices[1]},2.000000,0.250000\n')
+    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
+    got, latencies = latency_csv.read(path, SSD)
+    self.assertEqual(got, indices[:2])
+    np.testing.assert_array_equal(latencies, [1.25, 2.0])
+
+    # A cut-short last line is dropped from the file.
+    with open(path) as f:
+      complete = f.read()
+    with open(path, 'a') as f:
+      f.write(indices[2][:5])
+    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
+    with open(path) as f:
+      self.assertEqual(f.read(), complete)
+
+  def test_read_for_append_needs_the_exact_header(self):
+    directory = tempfile.mkdtemp()
+    wrong = os.path.join(directory, 'wrong.csv')
+    with open(wrong, 'w') as f:
+      f.write('indices,latency\n0:0,1.0\n')
+    with self.assertRaisesRegex(ValueError, "header 'indices,latency'"):
+      latency_csv.read_for_append(wrong, SSD)
+    with open(wrong) as f:
+      self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
+    lone_header = os.path.join(directory, 'header.csv')
+    with open(lone_header, 'w') as f:
+      f.write(HEADER)
+    self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
+    with open(lone_header) as f:
+      self.assertEqual(f.read(), HEADER + '\n')
+
+  def test_check_settings(self):
+    directory = tempfile.mkdtemp()
+    path = os.path.join(directory, 'latency.csv')
+    settings = {'ssd': SSD, 'backend': 'tflite'}
+    latency_csv.check_settings(path, settings)  # No CSV yet.
+    with open(path, 'w') as f:
+      f.write(HEADER + '\n')
+    latency_csv.check_settings(path, settings)  # No settings file.
+    self.assertEqual(latency_csv.settings_path(path),
+                     path + '.settings.json')
+    with open(latency_csv.settings_path(path), 'w') as f:
+      json.dump({'ssd': SSD, 'backend': 'tf'}, f)
+    latency_csv.check_settings(path, {'ssd': SSD})
+    with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
+      latency_csv.check_settings(path, settings)
+
+
+if __name__ == '__main__':
+  absltest.main()

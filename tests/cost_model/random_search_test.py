@@ -1,0 +1,125 @@
+"""Tests for cost_model/random_search: uniform draws, the cost band."""
+
+import collections
+
+from absl.testing import absltest
+import numpy as np
+
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import random_search
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.tools import describe_space
+
+SSD = 'digits_search'
+
+
+class SampleArchitecturesTest(absltest.TestCase):
+
+  def test_costs_match_the_cost_model_and_draws_are_seeded(self):
+    kept = random_search.sample_architectures(SSD, 6, seed=4)
+    self.assertLen(kept, 6)
+    self.assertEqual(kept, random_search.sample_architectures(
+        SSD, 6, seed=4))
+    self.assertNotEqual(kept, random_search.sample_architectures(
+        SSD, 6, seed=5))
+    for entry in kept:
+      self.assertEqual(set(entry), {'indices', 'estimated_cost'})
+      # Default for digits_search (no released model) is macs.
+      self.assertEqual(
+          entry['estimated_cost'],
+          cost_linear.estimate_cost_of_indices(
+              entry['indices'], cost_linear.get_cost_model(SSD, 'macs')))
+    # The first draw is the one describe_space picks for the same seed.
+    self.assertEqual(kept[0]['indices'],
+                     describe_space.describe(SSD, seed=4)['indices'])
+
+  def test_released_model_is_the_default_where_it_exists(self):
+    ssd = 'proxylessnas_search'
+    kept = random_search.sample_architectures(ssd, 2, seed=0)
+    for entry in kept:
+      cost = entry['estimated_cost']
+      self.assertEqual(cost, cost_linear.estimate_cost_of_indices(
+          entry['indices'], cost_linear.get_cost_model(ssd, 'released')))
+      self.assertBetween(cost, 25.0, 215.0)  # ms, not multiply-adds.
+
+  def test_input_overrides_reach_the_macs_model(self):
+    small = random_search.sample_architectures(SSD, 3, seed=2,
+                                                      cost_model='macs')
+    large = random_search.sample_architectures(
+        SSD, 3, seed=2, cost_model='macs', image_size=16)
+    self.assertEqual([e['indices'] for e in small],
+                     [e['indices'] for e in large])
+    for s, l in zip(small, large):
+      self.assertGreater(l['estimated_cost'], 3 * s['estimated_cost'])
+
+  def test_each_decision_is_uniform(self):
+    space = mobile.get_search_space(SSD)
+    counts = schema.num_choices(space)
+    kept = random_search.sample_architectures(SSD, 600, seed=0)
+    columns = np.array([schema.parse_indices(e['indices']) for e in kept])
+    self.assertEqual(columns.shape, (600, len(counts)))
+    for j, n in enumerate(counts):
+      frequency = collections.Counter(columns[:, j].tolist())
+      self.assertEqual(set(frequency), set(range(n)))  # Every choice drawn.
+      for count in frequency.values():
+        # Binomial(600, 1/n): within 5 standard deviations of the mean.
+        mean = 600 / n
+        self.assertLessEqual(abs(count - mean),
+                             5 * np.sqrt(mean * (1 - 1 / n)))
+
+  def test_band_keeps_only_costs_inside_it(self):
+    everything = random_search.sample_architectures(SSD, 200, seed=1)
+    costs = sorted(e['estimated_cost'] for e in everything)
+    low, high = costs[50], costs[150]
+    kept = random_search.sample_architectures(
+        SSD, 20, seed=1, min_cost=low, max_cost=high)
+    self.assertLen(kept, 20)
+    for entry in kept:
+      self.assertBetween(entry['estimated_cost'], low, high)
+    # The band's kept ones are the in-band subsequence of the same draws.
+    in_band = [e for e in everything if low <= e['estimated_cost'] <= high]
+    self.assertEqual(kept, in_band[:20])
+    only_min = random_search.sample_architectures(SSD, 5, seed=1,
+                                                         min_cost=high)
+    self.assertTrue(all(e['estimated_cost'] >= high for e in only_min))
+
+  def test_empty_band_gives_up_saying_how_many_were_kept(self):
+    with self.assertRaisesRegex(ValueError, r'only 0 of 2 .* after 50 draws'):
+      random_search.sample_architectures(
+          SSD, 2, seed=0, min_cost=1.0, max_cost=2.0, max_draws=50)
+    costs = [e['estimated_cost'] for e in
+             random_search.sample_architectures(SSD, 30, seed=0)]
+    # A band holding only the largest of the first draws: 1 kept, then stop.
+    with self.assertRaisesRegex(ValueError, r'only 1 of 2 .* after 30 draws'):
+      random_search.sample_architectures(
+          SSD, 2, seed=0, min_cost=max(costs), max_draws=30)
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'Unknown search space'):
+      random_search.sample_architectures('no_such_space', 1)
+    for num in (0, -3):
+      with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
+        random_search.sample_architectures(SSD, num)
+    with self.assertRaisesRegex(ValueError, 'greater than max_cost'):
+      random_search.sample_architectures(SSD, 1, min_cost=5,
+                                                max_cost=4)
+    with self.assertRaisesRegex(ValueError, 'No released cost model'):
+      random_search.sample_architectures(SSD, 1,
+                                                cost_model='released')
+
+
+class SampleIndicesTest(absltest.TestCase):
+
+  def test_same_draws_as_sample_architectures_without_a_band(self):
+    self.assertEqual(random_search.sample_indices(SSD, 4, seed=7),
+                     [k['indices'] for k in
+                      random_search.sample_architectures(SSD, 4, seed=7)])
+    with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
+      random_search.sample_indices(SSD, 0)
+    with self.assertRaisesRegex(ValueError, 'Unknown search space'):
+      random_search.sample_indices('nope', 1)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,239 @@
+r"""One architecture of a search space, and its file `architecture.json`.
+
+`tools/extract_architecture` writes the searched architecture,
+`tools/describe_space` one given or drawn architecture; `tools/compare_random`
+and `train_eval --architecture=` read them. The file is a JSON object:
+
+  {"format_version": 1, "ssd": "digits_search", "indices": "0:2:1:...",
+   "estimated_cost": 251234.0, "cost_model": "macs", "cost_target": 3e5,
+   "global_step": 300, "max_global_step": 300, "checkpoint": ".../ckpt-300",
+   "image_size": 8, "num_classes": 10, "num_channels": 1,
+   "probabilities": {path: [p_0, ...]}, "choices": {path: value},
+   "architecture": <spec_io JSON of the pruned spec>}
+
+Only `ssd` and `indices` are required (files written before the optional keys
+existed still load); `choices` and `architecture` are derived from them on
+writing and ignored on reading, as are unknown keys. Paths go through
+`tunas_tf.files` (`tf.io.gfile`), so a search directory may be on Cloud
+Storage. A malformed file is refused with one line naming the file and field:
+
+  arch = architecture.read('runs/demo/architecture.json')
+  arch.ssd, arch.indices_string, arch.estimated_cost, arch.spec
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Dict, Optional, Tuple
+
+from tunas_tf import files
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.search_space import spec_io
+
+FILE_NAME = 'architecture.json'
+FORMAT_VERSION = 1
+# The optional scalar fields, in the order they are written, and by type.
+_OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
+                    'global_step', 'max_global_step', 'checkpoint',
+                    'image_size', 'num_classes', 'num_channels')
+_NUMBER_FIELDS = ('estimated_cost', 'cost_target')
+_STRING_FIELDS = ('cost_model', 'checkpoint')
+_INT_FIELDS = ('global_step', 'max_global_step', 'image_size', 'num_classes',
+               'num_channels')
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+  """One architecture of a registered search space, with what is known of it.
+
+  Attributes:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    indices: one choice index per OneOf of the space, in visit order (given
+      as a list, tuple or '0:2:1' string; stored as a tuple of ints).
+    estimated_cost: its cost under `cost_model` (None: not costed).
+    cost_model: 'released', 'macs' or a coefficients JSON path.
+    cost_target: the search's cost target.
+    global_step: the checkpoint step it was extracted at.
+    max_global_step: the search's last step.
+    checkpoint: the checkpoint path it was extracted from.
+    image_size: the search's input resolution.
+    num_classes: the search's class count.
+    num_channels: the search's image channels.
+    probabilities: the controller's softmax per OneOf path.
+
+  Raises (on construction):
+    ValueError: for an unknown `ssd` or indices that do not fit its space.
+  """
+  ssd: str
+  indices: Tuple[int, ...]
+  estimated_cost: Optional[float] = None
+  cost_model: Optional[str] = None
+  cost_target: Optional[float] = None
+  global_step: Optional[int] = None
+  max_global_step: Optional[int] = None
+  checkpoint: Optional[str] = None
+  image_size: Optional[int] = None
+  num_classes: Optional[int] = None
+  num_channels: Optional[int] = None
+  probabilities: Optional[Dict[str, Tuple[float, ...]]] = dataclasses.field(
+      default=None, hash=False)
+
+  def __post_init__(self):
+    space = mobile.get_search_space(self.ssd)
+    object.__setattr__(self, 'indices',
+                       tuple(schema.check_indices(space, self.indices)))
+
+  @property
+  def indices_string(self) -> str:
+    """The indices as '0:2:1' (what `--indices=` takes)."""
+    return schema.format_indices(self.indices)
+
+  @property
+  def spec(self) -> Any:
+    """The pruned spec (no OneOf left) of this architecture."""
+    return schema.prune(mobile.get_search_space(self.ssd), self.indices)
+
+  @property
+  def choice_values(self) -> Dict[str, Any]:
+    """The chosen value of every decision that matters, by OneOf path.
+
+    Decisions nested under an alternative that was not chosen are left out.
+    A value is the choice itself for a number, string or bool, the repr of
+    a spec without decisions inside (e.g. 'FilterMultiplier(scale=6.0)'),
+    or the class name of an op whose own decisions are listed separately.
+    """
+    found = schema.flatten_with_paths(mobile.get_search_space(self.ssd))
+    chosen = {path: index for (path, _), index in zip(found, self.indices)}
+    return {path: _describe(oneof.choices[chosen[path]])
+            for path, oneof in found if _is_active(path, chosen)}
+
+  def to_json(self) -> Dict[str, Any]:
+    """The JSON object of `architecture.json` (None fields left out)."""
+    document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
+                'indices': self.indices_string}
+    for name in _OPTIONAL_FIELDS:
+      if getattr(self, name) is not None:
+        document[name] = getattr(self, name)
+    if self.probabilities is not None:
+      document['probabilities'] = {path: list(values) for path, values
+                                   in self.probabilities.items()}
+    document['choices'] = self.choice_values
+    document['architecture'] = spec_io.to_json(self.spec)
+    return document
+
+  @classmethod
+  def from_json(cls, document: Any, where: str) -> 'Architecture':
+    """Builds the record from a JSON object; `where` names it in errors.
+
+    Raises:
+      ValueError: one line naming `where` and the field, for a document
+        that is not an object, another format version, a missing or
+        mistyped field, an unknown space or indices that do not fit it.
+    """
+    if not isinstance(document, dict):
+      raise ValueError(f'{where} is not a JSON object')
+    version = document.get('format_version', FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+      raise ValueError(f"{where}: field 'format_version' is {version!r}; this "
+                       f'version reads {FORMAT_VERSION}')
+    for name in ('ssd', 'indices'):
+      if not isinstance(document.get(name), str):
+        raise ValueError(f'{where} has no string {name!r}')
+    values = {name: _field(document, name, where, _is_number, 'a number')
+              for name in _NUMBER_FIELDS}
+    values.update({name: _field(document, name, where, _is_int, 'an int')
+                   for name in _INT_FIELDS})
+    values.update({name: _field(document, name, where,
+                                lambda v: isinstance(v, str), 'a string')
+                   for name in _STRING_FIELDS})
+    values['probabilities'] = _probabilities(document, where)
+    try:
+      mobile.get_search_space(document['ssd'])
+    except ValueError as e:
+      raise ValueError(f"{where}: field 'ssd': {e}") from None
+    try:
+      return cls(document['ssd'], document['indices'], **values)
+    except ValueError as e:
+      raise ValueError(f"{where}: field 'indices' does not fit "
+                       f"{document['ssd']!r}: {e}") from None
+
+
+def _is_number(value: Any) -> bool:
+  return (isinstance(value, (int, float)) and not isinstance(value, bool) and
+          math.isfinite(value))
+
+
+def _is_int(value: Any) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field(document: Dict[str, Any], name: str, where: str, check,
+           expected: str) -> Any:
+  value = document.get(name)
+  if value is not None and not check(value):
+    raise ValueError(f'{where}: field {name!r} is {value!r}, expected '
+                     f'{expected}')
+  return value
+
+
+def _probabilities(document: Dict[str, Any], where: str
+                   ) -> Optional[Dict[str, Tuple[float, ...]]]:
+  value = document.get('probabilities')
+  if value is None:
+    return None
+  if not isinstance(value, dict) or not all(
+      isinstance(v, list) and all(_is_number(p) for p in v)
+      for v in value.values()):
+    raise ValueError(f"{where}: field 'probabilities' is not an object of "
+                     'lists of numbers by path')
+  return {path: tuple(float(p) for p in v) for path, v in value.items()}
+
+
+def _describe(value: Any) -> Any:
+  if value is None or isinstance(value, (bool, int, float, str)):
+    return value
+  if dataclasses.is_dataclass(value) and not schema.flatten(value):
+    return repr(value)
+  return type(value).__name__
+
+
+def _is_active(path: str, chosen: Dict[str, int]) -> bool:
+  """Whether every alternative on the way to `path` is the chosen one."""
+  steps = path.split('/')
+  for k in range(len(steps) - 1):
+    if steps[k] == 'choices' and steps[k + 1].isdigit():
+      owner = '/'.join(steps[:k])
+      if chosen.get(owner) != int(steps[k + 1]):
+        return False
+  return True
+
+
+def read(path: str) -> Architecture:
+  """Reads an `architecture.json`.
+
+  Raises:
+    ValueError: one line naming `path` (and the field): a missing or
+      unreadable file, invalid JSON, or any `Architecture.from_json` error.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not files.exists(path):
+    raise ValueError(f'Cannot read {path}: no such file')
+  try:
+    text = files.read_text(path)
+  except (tf.errors.OpError, OSError, UnicodeDecodeError) as e:
+    raise ValueError(f'Cannot read {path}: '
+                     f'{str(e).splitlines()[0]}') from None
+  try:
+    document = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f'{path} is not valid JSON: {e}') from None
+  return Architecture.from_json(document, path)
+
+
+def write(architecture: Architecture, path: str) -> None:
+  """Writes `architecture` to `path` atomically (`files.write_json`)."""
+  files.write_json(architecture.to_json(), path)
+

@@ -1,0 +1,192 @@
+"""The latency CSV: measured architectures of one space, one row each.
+
+`tools/measure_latency` writes it, `tools/fit_cost_model` reads it:
+
+  indices,latency_ms,spread_ms
+  0:2:1:...,0.081234,0.002100
+
+`latency_ms` is the median of the timed runs, `spread_ms` their
+interquartile range. The rules for reading are the same for both tools: a
+header naming at least `indices` and `latency_ms` (other columns are
+ignored), blank lines skipped, every row as long as the header, indices that
+fit the space, latencies that are positive finite numbers; an error names the
+file and line. Appending (resuming a measurement) needs the exact header
+`COLUMNS`, and the settings the rows were measured with are kept beside the
+CSV in `settings_path(path)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+
+from absl import logging
+import numpy as np
+
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+COLUMNS = ('indices', 'latency_ms', 'spread_ms')
+HEADER = ','.join(COLUMNS)
+REQUIRED_COLUMNS = ('indices', 'latency_ms')
+
+
+def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
+           ) -> Tuple[List[str], np.ndarray]:
+  """(indices, latencies) of CSV rows (header first); see the module rules."""
+  space = mobile.get_search_space(ssd)
+  header = [h.strip() for h in rows[0]]
+  missing = [c for c in REQUIRED_COLUMNS if c not in header]
+  if missing:
+    raise ValueError(f'{path} has columns {",".join(header)!r}; expected '
+                     f'{HEADER} (as tools/measure_latency writes), missing '
+                     f'{missing}')
+  at_indices = header.index('indices')
+  at_latency = header.index('latency_ms')
+  indices, latencies = [], []
+  for number, row in enumerate(rows[1:], 2):
+    if not row or not any(cell.strip() for cell in row):
+      continue
+    where = f'{path}: line {number}'
+    if len(row) != len(header):
+      raise ValueError(f'{where}: expected {len(header)} columns, got '
+                       f'{len(row)}')
+    try:
+      values = schema.check_indices(space, row[at_indices])
+    except ValueError as e:
+      raise ValueError(f'{where}: {e} (not an architecture of {ssd!r}?)'
+                       ) from None
+    text = row[at_latency].strip()
+    try:
+      latency = float(text)
+    except ValueError:
+      raise ValueError(f'{where}: latency_ms {text!r} is not a number'
+                       ) from None
+    if not math.isfinite(latency) or latency <= 0:
+      raise ValueError(f'{where}: latency_ms {text!r} is not a positive '
+                       'finite number')
+    indices.append(schema.format_indices(values))
+    latencies.append(latency)
+  return indices, np.asarray(latencies, np.float64)
+
+
+def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
+  """Reads a latency CSV and checks it against the space.
+
+  Args:
+    path: a CSV with at least the columns `indices` and `latency_ms`.
+    ssd: a name of `mobile.SEARCH_SPACES`.
+
+  Returns:
+    (indices, latencies): canonical '0:2:1' strings and a float64 array (ms),
+    one per data row, in file order.
+
+  Raises:
+    ValueError: for an unreadable or empty file, missing columns, indices
+      that do not fit the space (wrong count or out of range; the message
+      names the line), or a latency that is not a finite positive number.
+  """
+  try:
+    with open(path, newline='') as f:
+      rows = list(csv.reader(f))
+  except OSError as e:
+    raise ValueError(f'cannot read {path}: {e.strerror}') from None
+  except (csv.Error, UnicodeDecodeError) as e:
+    raise ValueError(f'{path} is not a CSV file: {e}') from None
+  if not rows:
+    raise ValueError(f'{path} is empty; expected the header {HEADER} of '
+                     'tools/measure_latency')
+  return _parse(rows, path, ssd)
+
+
+def read_for_append(path: str, ssd: str) -> List[str]:
+  """The architectures already in a latency CSV about to be appended to.
+
+  Empty if there is no file (or an empty one). A last line cut short (a run
+  killed while writing it) is removed from the file, and a lone header cut
+  before its newline gets one, so that appending continues on a fresh line.
+
+  Raises:
+    ValueError: if the file exists with another header than `COLUMNS`, or
+      a row breaks the rules of `read`.
+  """
+  if not os.path.exists(path) or os.path.getsize(path) == 0:
+    return []
+  with open(path, newline='') as f:
+    text = f.read()
+  if not text.endswith('\n'):
+    cut = text.rfind('\n') + 1
+    if cut > 0:  # Keep a lone header line to be checked below.
+      logging.warning('%s: dropping an incomplete last line %r', path,
+                      text[cut:])
+      text = text[:cut]
+      with open(path, 'r+', newline='') as f:
+        f.truncate(len(text.encode()))
+  rows = list(csv.reader(io.StringIO(text)))
+  header = rows[0] if rows else []
+  if tuple(h.strip() for h in header) != COLUMNS:
+    raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
+                     f'{HEADER!r}; not a latency CSV of this tool (move it '
+                     'or choose another --output)')
+  if not text.endswith('\n'):  # A lone header: rows go on the next line.
+    with open(path, 'a', newline='') as f:
+      f.write('\n')
+  return _parse(rows, path, ssd)[0]
+
+
+@contextlib.contextmanager
+def appender(path: str) -> Iterator[Callable[[str, float, float], None]]:
+  """Opens `path` for appending rows; yields `write_row(indices, ms, spread)`.
+
+  Creates the directory, and the header when the file is new. Each row is
+  flushed to disk as it is written, so a killed run loses at most the row
+  being written (which `read_for_append` then drops).
+  """
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, 'a', newline='') as f:
+    if f.tell() == 0:
+      f.write(HEADER + '\n')
+      f.flush()
+
+    def write_row(indices: str, latency_ms: float, spread_ms: float) -> None:
+      f.write(f'{indices},{latency_ms:.6f},{spread_ms:.6f}\n')
+      f.flush()
+      os.fsync(f.fileno())
+
+    yield write_row
+
+
+def settings_path(path: str) -> str:
+  """Where the settings of a latency CSV are kept: `<path>.settings.json`."""
+  return path + '.settings.json'
+
+
+def check_settings(path: str, settings: Dict[str, Any]) -> None:
+  """Refuses to append to a CSV measured with other settings.
+
+  The CSV's columns are fixed, so the settings its rows were measured with
+  (space, backend, input shape, threads) are kept beside it; a run that would
+  mix in rows measured otherwise is refused. A CSV without that file (e.g.
+  made elsewhere) is not checked.
+
+  Raises:
+    ValueError: naming the first setting that differs.
+  """
+  recorded_path = settings_path(path)
+  if not os.path.exists(path) or not os.path.exists(recorded_path):
+    return
+  try:
+    with open(recorded_path) as f:
+      recorded = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f'cannot read {recorded_path}: {e}') from None
+  for key, value in settings.items():
+    if key in recorded and recorded[key] != value:
+      raise ValueError(
+          f'{path} was measured with {key}={recorded[key]!r}, not '
+          f'{value!r} (see {recorded_path}); choose another --output')

@@ -1,0 +1,155 @@
+"""Architectures drawn uniformly from a space, optionally inside a cost band.
+
+The random-search baseline (reference/tunas.md §8.2): every OneOf index is
+drawn uniformly and independently with `np.random.RandomState(seed)` (indices
+nested under an alternative that is not chosen are drawn too and ignored by
+`schema.prune`, as in the original); `sample_architectures` keeps an
+architecture when `min_cost <= estimated cost <= max_cost` under a linear cost
+model, and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num` draws.
+
+Used by `tools/random_architectures`, `tools/measure_latency --num`,
+`tools/compare_random` and `tools/describe_space`:
+
+  kept = random_search.sample_architectures('digits_search', 5, seed=1,
+                                            min_cost=2e5, max_cost=3e5)
+  # [{'indices': '0:2:1:...', 'estimated_cost': 251234.0}, ...]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+from absl import logging
+import numpy as np
+
+from tunas_tf.cost_model import features as features_lib
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+# Draws allowed per requested architecture before giving up.
+MAX_DRAWS_PER_ARCHITECTURE = 1000
+LOG_EVERY = 100
+
+
+def draw_indices(num_choices: Sequence[int],
+                 rng: np.random.RandomState) -> List[int]:
+  """One uniform, independent index per OneOf (`num_choices` in visit order).
+
+  With `rng = np.random.RandomState(seed)`, the first draw is the one
+  `tools/describe_space --seed` picks.
+  """
+  return [int(rng.randint(n)) for n in num_choices]
+
+
+def _check_num(num: Any) -> None:
+  if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or (
+      num <= 0):
+    raise ValueError(f'num must be a positive int, got {num!r}')
+
+
+def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
+  """`num` architectures drawn uniformly, as canonical '0:2:1' strings.
+
+  The same draws as `sample_architectures` with no cost band.
+
+  Raises:
+    ValueError: for an unknown `ssd` or `num <= 0`.
+  """
+  space = mobile.get_search_space(ssd)
+  _check_num(num)
+  rng = np.random.RandomState(seed)
+  counts = schema.num_choices(space)
+  return [schema.format_indices(draw_indices(counts, rng))
+          for _ in range(num)]
+
+
+def _check_bound(name: str, value: Optional[float]) -> Optional[float]:
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+      not math.isfinite(value)):
+    raise ValueError(f'{name} must be a finite number, got {value!r}')
+  return float(value)
+
+
+def sample_architectures(ssd: str, num: int, seed: int = 0,
+                         cost_model: Optional[str] = None,
+                         min_cost: Optional[float] = None,
+                         max_cost: Optional[float] = None, *,
+                         image_size: Optional[int] = None,
+                         num_classes: Optional[int] = None,
+                         input_channels: Optional[int] = None,
+                         max_draws: Optional[int] = None,
+                         log_every: int = LOG_EVERY
+                         ) -> List[Dict[str, Any]]:
+  """Draws architectures uniformly until `num` fall inside the cost band.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    num: positive int, how many architectures to keep.
+    seed: seed of the draws (`np.random.RandomState`).
+    cost_model: None (released where it exists, else macs), 'released',
+      'macs' or the path of a coefficients JSON (`linear.get_cost_model`).
+    min_cost: keep only costs >= this (None: no lower bound).
+    max_cost: keep only costs <= this (None: no upper bound).
+    image_size: input resolution for 'macs' (default: the space's).
+    num_classes: classifier width for 'macs' (default: the space's).
+    input_channels: image channels for 'macs' (default: the space's).
+    max_draws: give up after this many draws (default
+      `MAX_DRAWS_PER_ARCHITECTURE * num`).
+    log_every: log progress every this many draws.
+
+  Returns:
+    A list of `num` dicts `{"indices": "0:2:1...", "estimated_cost": float}`
+    in the order drawn; each cost equals
+    `linear.estimate_cost_of_indices(indices, model)` with `model =
+    linear.get_cost_model(ssd, cost_model, ...)`.
+
+  Raises:
+    ValueError: for an unknown `ssd` or cost model, `num <= 0`,
+      `min_cost > max_cost`, or fewer than `num` architectures in the band
+      after `max_draws` draws (the message says how many were kept and the
+      range of the costs drawn).
+  """
+  space = mobile.get_search_space(ssd)
+  _check_num(num)
+  min_cost = _check_bound('min_cost', min_cost)
+  max_cost = _check_bound('max_cost', max_cost)
+  if min_cost is not None and max_cost is not None and min_cost > max_cost:
+    raise ValueError(f'min_cost {min_cost:g} is greater than max_cost '
+                     f'{max_cost:g}')
+  model = cost_linear.get_cost_model(ssd, cost_model, image_size=image_size,
+                                     num_classes=num_classes,
+                                     input_channels=input_channels)
+  if max_draws is None:
+    max_draws = MAX_DRAWS_PER_ARCHITECTURE * int(num)
+  counts = schema.num_choices(space)
+  rng = np.random.RandomState(seed)
+  kept: List[Dict[str, Any]] = []
+  lowest, highest = math.inf, -math.inf
+  draws = 0
+  while len(kept) < num and draws < max_draws:
+    indices = draw_indices(counts, rng)
+    draws += 1
+    masked = features_lib.attach_one_hot_masks(space, indices)
+    cost = float(features_lib.features(masked).astype(np.float64) @
+                 model.kernel + model.bias)
+    lowest, highest = min(lowest, cost), max(highest, cost)
+    if ((min_cost is None or cost >= min_cost) and
+        (max_cost is None or cost <= max_cost)):
+      kept.append({'indices': schema.format_indices(indices),
+                   'estimated_cost': cost})
+    if log_every and draws % log_every == 0:
+      logging.info('%d draws, %d of %d kept (costs seen %.6g..%.6g %s)',
+                   draws, len(kept), num, lowest, highest, model.units)
+  if len(kept) < num:
+    band = (f'[{"-inf" if min_cost is None else f"{min_cost:g}"}, '
+            f'{"inf" if max_cost is None else f"{max_cost:g}"}]')
+    raise ValueError(
+        f'only {len(kept)} of {num} architectures fell in the cost band '
+        f'{band} after {draws} draws (costs drawn ranged {lowest:.6g}..'
+        f'{highest:.6g} {model.units}); the band is empty or too narrow')
+  logging.info('kept %d architectures after %d draws', len(kept), draws)
+  return kept
