@@ -50,14 +50,16 @@ squeeze-excite's pooling and product `{prefix}/se/pool` and
 (`ResidualSpec(ZeroSpec())`) and a `DetectionEndpointSpec` produce no ops;
 a `ZeroSpec` outside a residual (all-zero output) is refused.
 
-Semantics, as the supernet's: 'SAME' padding; batch norm with epsilon 1e-3
-(the supernet's batch norm is stateless: run the `Model` with
-`stateless_batch_norm=True` to reproduce its outputs, or without it for a
-standalone network with moving averages); `swish6` is H_SWISH (which
-divides by 6 where the supernet multiplies by 1/6: last-bit differences,
-which batch norm over very few values can amplify); initial
-values follow the supernet's (He-normal truncated kernels, depthwise fan-in
-k * k, N(0, 0.01) classifier kernel, zero biases).
+Semantics, as the supernet's: 'SAME' padding; batch norm with the
+epsilon of `naming.BATCH_NORM_EPSILON` (the supernet's batch norm is
+stateless: run the `Model` with `stateless_batch_norm=True` to reproduce its
+outputs, or without it for a standalone network with moving averages);
+`swish6` is H_SWISH, the same function as the supernet's
+(`layers.activations.hard_swish`, x * relu6(x + 3) * (1/6)); initial values
+follow the supernet's rules (`layers.initializers`: He-normal truncated
+kernels, depthwise fan-in k * k, N(0, `naming.CLASSIFIER_STDDEV`) classifier
+kernel, zero biases; the graph's truncation constant has more digits than
+the supernet's, see `naming.SUPERNET_TRUNCATED_NORMAL_STDDEV`).
 
 Weight layout: every supernet variable is allocated at its widest shape and
 the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,
@@ -80,6 +82,7 @@ import tensorflow as tf
 from tunas_tf.graph import inherit
 from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
@@ -89,11 +92,10 @@ Params = Dict[str, Dict[str, np.ndarray]]
 
 INPUT_NAME = 'input'
 OUTPUT_NAME = 'logits'
-CLASSIFIER_NAME = 'classifier'
-BATCH_NORM_EPSILON = 1e-3  # The supernet's (`layers.masked`).
+CLASSIFIER_NAME = naming.CLASSIFIER  # Re-exported: `train_eval` reads it.
 
 _KERNEL_INIT = 'I:he_normal'  # Truncated, std sqrt(2 / fan_in): the supernet's.
-_CLASSIFIER_INIT = 'I:normal:stddev:0.01'
+_CLASSIFIER_INIT = f'I:normal:stddev:{naming.CLASSIFIER_STDDEV}'
 # resolve_layers needs a resolution; the graph only reads widths from it.
 _NOMINAL_IMAGE_SIZE = 224
 
@@ -211,7 +213,7 @@ class _Builder:
 
 def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                     input_channels: int = 3, dropout_rate: float = 0.0,
-                    batch_norm_epsilon: float = BATCH_NORM_EPSILON
+                    batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON
                     ) -> Tuple[ir.Graph, Dict[str, Any]]:
   """The standalone network of a fixed architecture, as a graph.
 

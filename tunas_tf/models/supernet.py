@@ -47,10 +47,11 @@ import tensorflow as tf
 from tunas_tf.layers import masked
 from tunas_tf.models import supernet_nodes as nodes
 from tunas_tf.models import supernet_widths as widths
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as ops_lib
 from tunas_tf.search_space import schema
 
-MODES = masked.MODES
+MODES = naming.MODES
 
 
 def _join(path: str, key: Any) -> str:
@@ -199,7 +200,7 @@ class _Builder:
         return nodes.Identity(expanded)
       if hidden is None:
         hidden = self.add(widths.DivisibleWidth(
-            expanded, nodes.SQUEEZE_AND_EXCITE_RATIO, self.base))
+            expanded, naming.SE_RATIO, self.base))
       return nodes.SqueezeExcite(
           self.store, f'{prefix}/se', expanded, hidden,
           spec.se_inner_activation.name, spec.se_gating_activation.name)
@@ -286,9 +287,9 @@ class Supernet(tf.Module):
   """
 
   def __init__(self, spec: ops_lib.ConvTowerSpec, num_classes: int,
-               mode: str = masked.SAMPLED, dropout_rate: float = 0.0,
+               mode: str = naming.SAMPLED, dropout_rate: float = 0.0,
                input_channels: int = 3, seed: Optional[int] = None,
-               batch_norm_epsilon: float = masked.BATCH_NORM_EPSILON,
+               batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON,
                name: Optional[str] = None):
     """Builds the network and creates its variables.
 

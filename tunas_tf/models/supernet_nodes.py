@@ -24,17 +24,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tunas_tf.layers import initializers
 from tunas_tf.layers import masked
 from tunas_tf.models import supernet_widths as widths
+from tunas_tf.search_space import naming
 
 Width = masked.Width
 WidthSource = widths.WidthSource
 CallContext = widths.CallContext
 FixedWidth = widths.FixedWidth
 Regularizers = Dict[str, tf.Tensor]
-
-SQUEEZE_AND_EXCITE_RATIO = 0.25
-CLASSIFIER_STDDEV = 0.01
 
 
 # -----------------------------------------------------------------------------
@@ -81,13 +80,17 @@ class VariableStore:
                      init: str) -> Callable[[], tf.Tensor]:
     seed = self._seed
     if init == _CONV:
-      stddev = masked.he_normal_stddev(masked.conv_fan_in(shape))
-      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+      stddev = initializers.he_normal_stddev(initializers.conv_fan_in(shape))
+      return lambda: initializers.truncated_normal_init(shape, stddev, seed,
+                                                        name)
     if init == _DEPTHWISE:
-      stddev = masked.he_normal_stddev(masked.depthwise_fan_in(shape))
-      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+      stddev = initializers.he_normal_stddev(
+          initializers.depthwise_fan_in(shape))
+      return lambda: initializers.truncated_normal_init(shape, stddev, seed,
+                                                        name)
     if init == _CLASSIFIER:
-      return lambda: masked.normal_init(shape, CLASSIFIER_STDDEV, seed, name)
+      return lambda: initializers.normal(shape, naming.CLASSIFIER_STDDEV,
+                                         seed, name)
     if init == _ONES:
       return lambda: tf.ones(shape, tf.float32)
     return lambda: tf.zeros(shape, tf.float32)

@@ -31,13 +31,12 @@ import dataclasses
 import math
 from typing import Any, List, Optional
 
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import make_divisible
 from tunas_tf.search_space.filters import scale_filters
 
-# Share of the expanded width kept inside squeeze-and-excite (before rounding).
-SE_RATIO = 0.25
 
 # Layers that keep their input's width and resolution and compute nothing.
 _IDENTITY_LAYERS = (ops.ActivationSpec, ops.DetectionEndpointSpec)
@@ -182,7 +181,7 @@ def resolve_layer(layer: Any, input_width: int, block_width: int,
       raise ValueError(
           f'resolve: use_squeeze_and_excite at {where} is a OneOf; resolve a '
           f'pruned spec (schema.prune) instead')
-    se_width = (make_divisible(SE_RATIO * expanded, filters_base)
+    se_width = (make_divisible(naming.SE_RATIO * expanded, filters_base)
                 if use_se else None)
     return ResolvedLayer(output_width=block_width,
                          output_size=_output_size(input_size, strides),
