@@ -274,9 +274,9 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
   return tf.nn.depthwise_conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
 
 
-def stateless_batch_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
-                         width: Width, mode: str,
-                         epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
+def stateless_batch_norm(
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: Width, mode: str,
+    epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
   """Batch norm with the batch's own statistics, then the channel mask.
 
   Used in training and validation forwards alike (search-time batch norm

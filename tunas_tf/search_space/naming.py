@@ -66,7 +66,7 @@ BETA = 'beta'  # Batch-norm offset.
 
 
 def join(*names: str) -> str:
-  """`names` joined with `/`, skipping empty ones: join('a', '', 'b') = 'a/b'."""
+  """`names` joined with `/`, skipping empty ones: `a/b` for ('a', '', 'b')."""
   return '/'.join(str(n) for n in names if n != '')
 
 
