@@ -141,28 +141,5 @@ class OpsTest(tf.test.TestCase, parameterized.TestCase):
       masked.activation(tf.zeros([1]), 'gelu')
 
 
-class InitTest(tf.test.TestCase):
-
-  def test_he_normal_has_the_target_stddev_and_is_truncated(self):
-    shape = [3, 3, 64, 256]
-    fan_in = masked.conv_fan_in(shape)
-    self.assertEqual(fan_in, 576)
-    self.assertEqual(masked.depthwise_fan_in([5, 5, 96, 1]), 25)
-    stddev = masked.he_normal_stddev(fan_in)
-    value = masked.truncated_normal_init(shape, stddev, seed=1, name='k')
-    self.assertAllClose(np.std(value), stddev, rtol=0.02)
-    # Truncated at two standard deviations of the underlying normal.
-    self.assertLessEqual(np.max(np.abs(value)),
-                         2 * stddev / masked.TRUNCATED_NORMAL_STDDEV + 1e-6)
-
-  def test_seeded_draws_depend_on_seed_and_name(self):
-    a = masked.truncated_normal_init([10], 1.0, seed=3, name='a')
-    self.assertAllEqual(a, masked.truncated_normal_init([10], 1.0, 3, 'a'))
-    self.assertNotAllClose(a, masked.truncated_normal_init([10], 1.0, 3, 'b'))
-    self.assertNotAllClose(a, masked.truncated_normal_init([10], 1.0, 4, 'a'))
-    self.assertAllClose(np.std(masked.normal_init([20000], 0.01, 0, 'c')),
-                        0.01, rtol=0.03)
-
-
 if __name__ == '__main__':
   tf.test.main()

@@ -5,16 +5,17 @@ What counts (one multiply-add per weight per output position):
 * convolution: `H_out * W_out * k * k * C_in * C_out`;
 * depthwise convolution: `H_out * W_out * k * k * C`;
 * squeeze-and-excite: two 1x1 convolutions on the pooled 1x1 map,
-  `C * S + S * C` with `S = make_divisible(0.25 * C, filters_base)` and C the
-  expanded width;
+  `C * S + S * C` with `S = make_divisible(SE_RATIO * C, filters_base)`
+  (`naming.SE_RATIO`) and C the expanded width;
 * the classifier head: a 1x1 convolution from the network's final width to
   `num_classes` at the final resolution (1 after a global pool; the
   MobileNetV3-like head runs its last conv on the pooled 1x1 map, so blocks
   after the pool count at 1x1 too).
 
 Batch norm, biases, activations, residual adds, the SE gating multiply and
-pooling are not counted. Shapes come from `search_space.resolve` ('SAME'
-padding, `H_out = ceil(H / stride)`).
+pooling are not counted. The parts and their shapes come from the walker
+(`search_space.structure`, through `search_space.resolve`: 'SAME' padding,
+`H_out = ceil(H / stride)`).
 
 The MAC count is exactly linear in the coupled features of
 `cost_model.features` (a layer's MACs depend only on its block's width, its
@@ -43,6 +44,7 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
+from tunas_tf.search_space import structure
 
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
@@ -101,28 +103,28 @@ def resolve_input(ssd: str, image_size: Optional[int] = None,
 def layer_macs(layer: resolve.ResolvedLayer) -> int:
   """Multiply-adds of one resolved layer (see the module docstring).
 
+  Sums over the layer's computing parts (`structure.sized_leaves`): a conv
+  or depthwise conv counts at its output resolution, squeeze-excite on the
+  pooled 1x1 map.
+
   Args:
     layer: a `resolve.ResolvedLayer`.
 
   Returns:
     Python int (0 for activations, pools, endpoints and skipped layers).
   """
-  op = layer.op
-  out_positions = layer.output_size * layer.output_size
-  if isinstance(op, ops.ConvSpec):
-    return (out_positions * layer.kernel_size**2 * layer.input_width *
-            layer.output_width)
-  if isinstance(op, ops.SeparableConvSpec):
-    depthwise = out_positions * layer.kernel_size**2 * layer.input_width
-    return depthwise + out_positions * layer.input_width * layer.output_width
-  if isinstance(op, ops.DepthwiseBottleneckSpec):
-    expanded = layer.expanded_width
-    expand = layer.input_size * layer.input_size * layer.input_width * expanded
-    depthwise = out_positions * layer.kernel_size**2 * expanded
-    project = out_positions * expanded * layer.output_width
-    squeeze_excite = 2 * expanded * layer.se_width if layer.se_width else 0
-    return expand + depthwise + squeeze_excite + project
-  return 0
+  total = 0
+  for part, _, out_size in structure.sized_leaves(layer.part,
+                                                  layer.input_size):
+    positions = out_size * out_size
+    if isinstance(part, structure.Conv):
+      total += (positions * part.kernel_size**2 * part.in_width.static() *
+                part.out_width.static())
+    elif isinstance(part, structure.Depthwise):
+      total += positions * part.kernel_size**2 * part.in_width.static()
+    elif isinstance(part, structure.SqueezeExcite):
+      total += 2 * part.in_width.static() * part.hidden.static()
+  return total
 
 
 def classifier_macs(width: int, size: int, num_classes: int) -> int:

@@ -26,6 +26,10 @@ Example:
   logits = model(images)   # == net(one-hot sample of `indices`, images)
   ```
 
+The layers' parts come from the one walker over the spec
+(`search_space.walker`, through `resolve.resolve_layers`) and their names
+from `search_space.naming`; this module turns each part into ops.
+
 Op naming rule. A layer's prefix is `blocks/{b}/layers/{l}` (its position in
 the spec; `ResidualSpec` and pruned `OneOf`s add no level). Ops with
 variables:
@@ -50,14 +54,16 @@ squeeze-excite's pooling and product `{prefix}/se/pool` and
 (`ResidualSpec(ZeroSpec())`) and a `DetectionEndpointSpec` produce no ops;
 a `ZeroSpec` outside a residual (all-zero output) is refused.
 
-Semantics, as the supernet's: 'SAME' padding; batch norm with epsilon 1e-3
-(the supernet's batch norm is stateless: run the `Model` with
-`stateless_batch_norm=True` to reproduce its outputs, or without it for a
-standalone network with moving averages); `swish6` is H_SWISH (which
-divides by 6 where the supernet multiplies by 1/6: last-bit differences,
-which batch norm over very few values can amplify); initial
-values follow the supernet's (He-normal truncated kernels, depthwise fan-in
-k * k, N(0, 0.01) classifier kernel, zero biases).
+Semantics, as the supernet's: 'SAME' padding; batch norm with the
+epsilon of `naming.BATCH_NORM_EPSILON` (the supernet's batch norm is
+stateless: run the `Model` with `stateless_batch_norm=True` to reproduce its
+outputs, or without it for a standalone network with moving averages);
+`swish6` is H_SWISH, the same function as the supernet's
+(`layers.activations.hard_swish`, x * relu6(x + 3) * (1/6)); initial values
+follow the supernet's rules (`layers.initializers`: He-normal truncated
+kernels, depthwise fan-in k * k, N(0, `naming.CLASSIFIER_STDDEV`) classifier
+kernel, zero biases; the graph's truncation constant has more digits than
+the supernet's, see `naming.SUPERNET_TRUNCATED_NORMAL_STDDEV`).
 
 Weight layout: every supernet variable is allocated at its widest shape and
 the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,
@@ -80,20 +86,21 @@ import tensorflow as tf
 from tunas_tf.graph import inherit
 from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
+from tunas_tf.search_space import structure
 
 OpType = ir.OpType
 Params = Dict[str, Dict[str, np.ndarray]]
 
 INPUT_NAME = 'input'
 OUTPUT_NAME = 'logits'
-CLASSIFIER_NAME = 'classifier'
-BATCH_NORM_EPSILON = 1e-3  # The supernet's (`layers.masked`).
+CLASSIFIER_NAME = naming.CLASSIFIER  # Re-exported: `train_eval` reads it.
 
 _KERNEL_INIT = 'I:he_normal'  # Truncated, std sqrt(2 / fan_in): the supernet's.
-_CLASSIFIER_INIT = 'I:normal:stddev:0.01'
+_CLASSIFIER_INIT = f'I:normal:stddev:{naming.CLASSIFIER_STDDEV}'
 # resolve_layers needs a resolution; the graph only reads widths from it.
 _NOMINAL_IMAGE_SIZE = 224
 
@@ -131,87 +138,77 @@ class _Builder:
                        f'of {spec_ops.ACTIVATIONS}')
     return self.add(f'{prefix}/{name}', _ACTIVATION_TYPES[name], [x])
 
-  def conv_bn(self, x: str, name: str, features: int, kernel_size: int,
-              strides: int = 1, use_batch_norm: bool = True,
-              activation: Optional[str] = None) -> str:
+  def conv_bn(self, x: str, part: structure.Conv) -> str:
     """CONV `name` (+ BATCH_NORM `name/bn`) (+ activation `name/act`)."""
-    y = self.add(name, OpType.CONV, [x], features=features,
-                 kernel_size=kernel_size, strides=strides,
-                 use_bias=not use_batch_norm, kernel_init=_KERNEL_INIT)
-    if use_batch_norm:
-      y = self.add(f'{name}/bn', OpType.BATCH_NORM, [y], epsilon=self.epsilon)
-    if activation is not None:
-      y = self.activation(y, activation, name)
+    y = self.add(part.name, OpType.CONV, [x],
+                 features=part.out_width.static(),
+                 kernel_size=part.kernel_size, strides=part.strides,
+                 use_bias=not part.use_batch_norm, kernel_init=_KERNEL_INIT)
+    if part.use_batch_norm:
+      y = self.add(naming.batch_norm_name(part.name), OpType.BATCH_NORM, [y],
+                   epsilon=self.epsilon)
+    if part.activation is not None:
+      y = self.activation(y, part.activation, part.name)
     return y
 
-  def depthwise_bn(self, x: str, name: str, kernel_size: int, strides: int,
-                   activation: str) -> str:
+  def depthwise_bn(self, x: str, part: structure.Depthwise) -> str:
     """DEPTHWISE_CONV `name`, BATCH_NORM `name/bn`, activation `name/act`."""
-    y = self.add(name, OpType.DEPTHWISE_CONV, [x], kernel_size=kernel_size,
-                 strides=strides, use_bias=False, kernel_init=_KERNEL_INIT)
-    y = self.add(f'{name}/bn', OpType.BATCH_NORM, [y], epsilon=self.epsilon)
-    return self.activation(y, activation, name)
+    y = self.add(part.name, OpType.DEPTHWISE_CONV, [x],
+                 kernel_size=part.kernel_size, strides=part.strides,
+                 use_bias=False, kernel_init=_KERNEL_INIT)
+    y = self.add(naming.batch_norm_name(part.name), OpType.BATCH_NORM, [y],
+                 epsilon=self.epsilon)
+    return self.activation(y, part.activation, part.name)
 
-  def squeeze_excite(self, x: str, prefix: str, width: int, hidden: int,
-                     spec: spec_ops.DepthwiseBottleneckSpec) -> str:
+  def squeeze_excite(self, x: str, part: structure.SqueezeExcite) -> str:
     """x * gate(expand(inner(reduce(mean(x))))), under `{prefix}/se`."""
-    se = f'{prefix}/se'
-    s = self.add(f'{se}/pool', OpType.GLOBAL_AVG_POOL, [x], keepdims=True)
-    s = self.add(f'{se}/reduce', OpType.CONV, [s], features=hidden,
-                 kernel_size=1, use_bias=True, kernel_init=_KERNEL_INIT)
-    s = self.activation(s, spec.se_inner_activation.name, f'{se}/reduce')
-    s = self.add(f'{se}/expand', OpType.CONV, [s], features=width,
-                 kernel_size=1, use_bias=True, kernel_init=_KERNEL_INIT)
-    s = self.activation(s, spec.se_gating_activation.name, f'{se}/expand')
-    return self.add(f'{se}/mul', OpType.MUL, [x, s])
+    s = self.add(naming.join(part.scope, 'pool'), OpType.GLOBAL_AVG_POOL, [x],
+                 keepdims=True)
+    s = self.add(part.reduce_name, OpType.CONV, [s],
+                 features=part.hidden.static(), kernel_size=1, use_bias=True,
+                 kernel_init=_KERNEL_INIT)
+    s = self.activation(s, part.inner_activation, part.reduce_name)
+    s = self.add(part.expand_name, OpType.CONV, [s],
+                 features=part.in_width.static(), kernel_size=1,
+                 use_bias=True, kernel_init=_KERNEL_INIT)
+    s = self.activation(s, part.gating_activation, part.expand_name)
+    return self.add(naming.join(part.scope, 'mul'), OpType.MUL, [x, s])
 
-  def layer(self, x: str, layer: resolve.ResolvedLayer) -> str:
-    """The ops of one resolved layer; returns its output tensor."""
-    prefix = f'blocks/{layer.block_index}/layers/{layer.layer_index}'
-    op = layer.op
-    if isinstance(op, spec_ops.ZeroSpec):
-      if layer.residual:
-        return x  # A skipped layer: the identity path only.
+  def part(self, x: str, part: Optional[structure.Part], prefix: str) -> str:
+    """The ops of one part of a pruned layer; returns its output tensor."""
+    if part is None or isinstance(part, structure.Identity):
+      return x  # An endpoint, or a skipped layer: the identity path only.
+    if isinstance(part, structure.Zero):
       raise ValueError(
           f'{prefix}: a ZeroSpec outside a ResidualSpec outputs zeros, which '
           'the graph cannot express; graph_from_spec supports ZeroSpec only '
           'as a skipped residual layer (ResidualSpec(ZeroSpec()))')
-    if isinstance(op, spec_ops.DetectionEndpointSpec):
-      y = x
-    elif isinstance(op, spec_ops.ActivationSpec):
-      y = self.activation(x, op.name, prefix)
-    elif isinstance(op, spec_ops.GlobalAveragePoolSpec):
-      y = self.add(f'{prefix}/pool', OpType.GLOBAL_AVG_POOL, [x],
-                   keepdims=True)
-    elif isinstance(op, spec_ops.ConvSpec):
-      y = self.conv_bn(x, f'{prefix}/conv_k{layer.kernel_size}',
-                       layer.output_width, layer.kernel_size, layer.strides,
-                       use_batch_norm=op.use_batch_norm)
-    elif isinstance(op, spec_ops.SeparableConvSpec):
-      y = self.depthwise_bn(x, f'{prefix}/depthwise_k{layer.kernel_size}',
-                            layer.kernel_size, layer.strides,
-                            op.activation.name)
-      y = self.conv_bn(y, f'{prefix}/project', layer.output_width, 1)
-    elif isinstance(op, spec_ops.DepthwiseBottleneckSpec):
-      y = self.conv_bn(x, f'{prefix}/expand', layer.expanded_width, 1,
-                       activation=op.activation.name)
-      y = self.depthwise_bn(y, f'{prefix}/depthwise_k{layer.kernel_size}',
-                            layer.kernel_size, layer.strides,
-                            op.activation.name)
-      if layer.se_width is not None:
-        y = self.squeeze_excite(y, prefix, layer.expanded_width,
-                                layer.se_width, op)
-      y = self.conv_bn(y, f'{prefix}/project', layer.output_width, 1)
-    else:  # resolve_layers has rejected anything else already.
-      raise ValueError(f'{prefix}: unsupported layer {type(op).__name__}')
-    if layer.residual and y != x:
-      y = self.add(f'{prefix}/add', OpType.ADD, [y, x])
-    return y
+    if isinstance(part, structure.Chain):
+      for child in part.parts:
+        x = self.part(x, child, prefix)
+      return x
+    if isinstance(part, structure.Residual):
+      y = self.part(x, part.layer, prefix)
+      return self.add(naming.join(part.scope, 'add'), OpType.ADD,
+                      [y, x]) if y != x else y
+    if isinstance(part, structure.Activation):
+      return self.activation(x, part.activation, part.scope)
+    if isinstance(part, structure.GlobalPool):
+      return self.add(naming.join(part.scope, 'pool'), OpType.GLOBAL_AVG_POOL,
+                      [x], keepdims=True)
+    if isinstance(part, structure.Conv):
+      return self.conv_bn(x, part)
+    if isinstance(part, structure.Depthwise):
+      return self.depthwise_bn(x, part)
+    if isinstance(part, structure.SqueezeExcite):
+      return self.squeeze_excite(x, part)
+    # resolve_layers has refused OneOfs (Switch parts) already.
+    raise ValueError(f'{prefix}: unsupported part {type(part).__name__}')
 
 
 def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                     input_channels: int = 3, dropout_rate: float = 0.0,
-                    batch_norm_epsilon: float = BATCH_NORM_EPSILON
+                    batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON
                     ) -> Tuple[ir.Graph, Dict[str, Any]]:
   """The standalone network of a fixed architecture, as a graph.
 
@@ -259,11 +256,12 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   builder = _Builder(float(batch_norm_epsilon))
   x = INPUT_NAME
   for layer in layers:
-    x = builder.layer(x, layer)
+    x = builder.part(x, layer.part,
+                     naming.layer_prefix(layer.block_index, layer.layer_index))
   if dropout_rate > 0:
-    x = builder.add(f'{CLASSIFIER_NAME}/dropout', OpType.DROPOUT, [x],
-                    rate=float(dropout_rate))
-  x = builder.add(CLASSIFIER_NAME, OpType.CONV, [x],
+    x = builder.add(naming.join(naming.CLASSIFIER, 'dropout'),
+                    OpType.DROPOUT, [x], rate=float(dropout_rate))
+  x = builder.add(naming.CLASSIFIER, OpType.CONV, [x],
                   features='K:num_classes', kernel_size=1, use_bias=True,
                   kernel_init=_CLASSIFIER_INIT)
   builder.add(OUTPUT_NAME, OpType.GLOBAL_AVG_POOL, [x], keepdims=False)

@@ -28,7 +28,7 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
 
 
 class OpType(enum.Enum):
-  """What an op computes. See `tunas_tf.graph.model` for the kwargs of each."""
+  """What an op computes. See `tunas_tf.graph.ops` for the kwargs of each."""
   NONE = 0              # stop-gradient placeholder (cuts dependence)
   IDENTITY = 1
   DENSE = 2             # on the last axis; kernel [C_in, features]

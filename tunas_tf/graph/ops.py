@@ -22,7 +22,7 @@ the op. Per type (defaults in brackets):
 * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
   `scale_init`, `bias_init`. Variables `gamma`, `beta`.
 * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
-  (x relu6(x + 3) / 6), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
+  (x relu6(x + 3) * (1/6)), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
   (`axis` [-1]), IDENTITY, NONE (stop-gradient): no variables.
 * ADD, MUL: sum / product of the inputs, with broadcasting.
 * AVG_POOL, MAX_POOL: `window_shape` (int or per spatial dim; 0 means the
@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import zlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 from tunas_tf.graph import ir
+from tunas_tf.layers import activations
+from tunas_tf.layers import initializers
+from tunas_tf.search_space import naming
 
 OpType = ir.OpType
 
@@ -68,8 +70,6 @@ ALLOWED_KWARGS: Dict[OpType, frozenset] = {
     OpType.TRANSPOSE: frozenset({'axes'}),
     OpType.DROPOUT: frozenset({'rate'}),
 }
-
-_TRUNCATED_STDDEV = 0.87962566103423978  # stddev of N(0,1) truncated at +-2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,25 +239,6 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
   except ValueError:
     raise ValueError(
         f'{where}: non-numeric argument in {spec.init!r}') from None
-  stateless_seed = None
-  if seed is not None:
-    stateless_seed = [int(seed), zlib.crc32(var_name.encode()) & 0x7fffffff]
-
-  def normal(stddev, mean=0.0):
-    if stateless_seed is None:
-      return tf.random.normal(shape, mean, stddev)
-    return tf.random.stateless_normal(shape, stateless_seed, mean, stddev)
-
-  def truncated(stddev):
-    if stateless_seed is None:
-      return tf.random.truncated_normal(shape, 0.0, stddev)
-    return tf.random.stateless_truncated_normal(shape, stateless_seed, 0.0,
-                                                stddev)
-
-  def uniform(lo, hi):
-    if stateless_seed is None:
-      return tf.random.uniform(shape, lo, hi)
-    return tf.random.stateless_uniform(shape, stateless_seed, lo, hi)
 
   scaling = {'lecun': (1.0, 'fan_in'), 'he': (2.0, 'fan_in'),
              'kaiming': (2.0, 'fan_in'), 'glorot': (1.0, 'fan_avg'),
@@ -278,11 +259,14 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
   if fn == 'constant':
     return tf.fill(shape, tf.constant(kw.get('value', 0.0), tf.float32))
   if fn == 'normal':
-    return normal(kw.get('stddev', 1e-2), kw.get('mean', 0.0))
+    return initializers.normal(shape, kw.get('stddev', 1e-2), seed, var_name,
+                               kw.get('mean', 0.0))
   if fn == 'truncated_normal':
-    return truncated(kw.get('stddev', 1e-2))
+    return initializers.truncated_normal(shape, kw.get('stddev', 1e-2), seed,
+                                         var_name)
   if fn == 'uniform':
-    return uniform(kw.get('minval', -0.05), kw.get('maxval', 0.05))
+    return initializers.uniform(shape, kw.get('minval', -0.05),
+                                kw.get('maxval', 0.05), seed, var_name)
   if family in scaling and dist in ('normal', 'uniform'):
     scale, mode = scaling[family]
     scale = kw.get('scale', scale)
@@ -290,9 +274,11 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
            else (spec.fan_in + spec.fan_out) / 2.0)
     variance = scale / max(1.0, fan)
     if dist == 'normal':
-      return truncated(math.sqrt(variance) / _TRUNCATED_STDDEV)
+      return initializers.truncated_normal_init(
+          shape, math.sqrt(variance), seed, var_name,
+          naming.TRUNCATED_NORMAL_STDDEV)
     limit = math.sqrt(3.0 * variance)
-    return uniform(-limit, limit)
+    return initializers.uniform(shape, -limit, limit, seed, var_name)
   raise ValueError(f'{where}: unknown initializer {spec.init!r}')
 
 
@@ -322,7 +308,7 @@ def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
 def _batch_norm(x, kwargs, variables, training, stateless):
   axes = list(range(x.shape.rank - 1))
   gamma, beta = variables.get('gamma'), variables.get('beta')
-  eps = float(kwargs.get('epsilon', 1e-3))
+  eps = float(kwargs.get('epsilon', naming.BATCH_NORM_EPSILON))
   if training or stateless:
     mean, variance = tf.nn.moments(x, axes)
   else:
@@ -400,12 +386,12 @@ def _reshape(op_type, x, kwargs, where):
 
 
 _ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
-    OpType.RELU: tf.nn.relu,
-    OpType.RELU6: tf.nn.relu6,
-    OpType.SWISH: lambda x: x * tf.nn.sigmoid(x),
-    OpType.H_SWISH: lambda x: x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0),
-    OpType.SIGMOID: tf.nn.sigmoid,
-    OpType.H_SIGMOID: lambda x: tf.nn.relu6(x + 3.0) / 6.0,
+    OpType.RELU: activations.relu,
+    OpType.RELU6: activations.relu6,
+    OpType.SWISH: activations.swish,
+    OpType.H_SWISH: activations.hard_swish,
+    OpType.SIGMOID: activations.sigmoid,
+    OpType.H_SIGMOID: activations.hard_sigmoid,
     OpType.IDENTITY: tf.identity,
     OpType.NONE: tf.stop_gradient,
 }

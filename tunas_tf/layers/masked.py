@@ -19,28 +19,24 @@ sliced channels equals normalising all channels and masking; the two modes
 give the same values and gradients on the first `n` channels.
 
 Also here: the tensor twins of `filters.scale_filters` and
-`filters.make_divisible`, the He-normal initialisers and the activations.
+`filters.make_divisible`, and the masked activation (the activations
+themselves are `layers.activations`; the initialisers
+`layers.initializers`; the modes and constants `search_space.naming`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import zlib
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import tensorflow as tf
 
-from tunas_tf.search_space import ops as ops_lib
+from tunas_tf.layers import activations
+from tunas_tf.search_space import naming
 
-MASKED = 'masked'
-SAMPLED = 'sampled'
-MODES = (MASKED, SAMPLED)
-
-BATCH_NORM_EPSILON = 1e-3
-# Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
-# makes a truncated normal have the requested standard deviation.
-TRUNCATED_NORMAL_STDDEV = 0.87962566
+MASKED = naming.MASKED
+SAMPLED = naming.SAMPLED
+MODES = naming.MODES
 
 IntLike = Union[int, tf.Tensor]
 
@@ -278,9 +274,9 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
   return tf.nn.depthwise_conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
 
 
-def stateless_batch_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
-                         width: Width, mode: str,
-                         epsilon: float = BATCH_NORM_EPSILON) -> tf.Tensor:
+def stateless_batch_norm(
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: Width, mode: str,
+    epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
   """Batch norm with the batch's own statistics, then the channel mask.
 
   Used in training and validation forwards alike (search-time batch norm
@@ -315,9 +311,9 @@ def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
                mode: str = SAMPLED) -> tf.Tensor:
   """Applies the activation `name` (one of `ops.ACTIVATIONS`).
 
-  swish6 is x * relu6(x + 3) / 6. In masked mode an activation that does not
-  map 0 to 0 (sigmoid) is followed by the channel mask of `width`, so that
-  channels beyond the sampled width stay zero.
+  The function is `activations.by_name(name)`. In masked mode an activation
+  that does not map 0 to 0 (sigmoid) is followed by the channel mask of
+  `width`, so that channels beyond the sampled width stay zero.
 
   Args:
     x: float32 Tensor of any shape.
@@ -331,75 +327,8 @@ def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
   Raises:
     ValueError: for an unknown activation name.
   """
-  if name == ops_lib.RELU:
-    return tf.nn.relu(x)
-  if name == ops_lib.RELU6:
-    return tf.nn.relu6(x)
-  if name == ops_lib.SWISH6:
-    return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
-  if name == ops_lib.SIGMOID:
-    y = tf.sigmoid(x)
-    if mode == MASKED and width is not None and not width.is_full:
-      y = y * width.mask()
-    return y
-  raise ValueError(
-      f'Unknown activation {name!r}; expected one of {ops_lib.ACTIVATIONS}')
-
-
-# -----------------------------------------------------------------------------
-# Initialisers.
-# -----------------------------------------------------------------------------
-
-
-def _stateless_seed(seed: int, name: str) -> Sequence[int]:
-  return [int(seed), zlib.crc32(name.encode()) & 0x7fffffff]
-
-
-def truncated_normal_init(shape: Sequence[int], stddev: float,
-                          seed: Optional[int] = None,
-                          name: str = '') -> tf.Tensor:
-  """A truncated normal draw with standard deviation `stddev`.
-
-  The draw is truncated at two standard deviations of the underlying normal,
-  whose standard deviation is `stddev / 0.87962566` so that the truncated
-  values have `stddev`.
-
-  Args:
-    shape: the shape, Python ints.
-    stddev: the target standard deviation.
-    seed: None for the global generator, or an int: the value is then fixed
-      by (`seed`, `name`).
-    name: the variable's name (only used with a seed).
-
-  Returns:
-    float32 Tensor of `shape`.
-  """
-  std = stddev / TRUNCATED_NORMAL_STDDEV
-  if seed is None:
-    return tf.random.truncated_normal(shape, 0.0, std)
-  return tf.random.stateless_truncated_normal(
-      shape, _stateless_seed(seed, name), 0.0, std)
-
-
-def normal_init(shape: Sequence[int], stddev: float,
-                seed: Optional[int] = None, name: str = '') -> tf.Tensor:
-  """A normal draw N(0, stddev^2); `seed` and `name` as for truncated_normal."""
-  if seed is None:
-    return tf.random.normal(shape, 0.0, stddev)
-  return tf.random.stateless_normal(shape, _stateless_seed(seed, name), 0.0,
-                                    stddev)
-
-
-def he_normal_stddev(fan_in: int) -> float:
-  """sqrt(2 / fan_in): the He-normal target standard deviation."""
-  return math.sqrt(2.0 / max(1, fan_in))
-
-
-def conv_fan_in(shape: Sequence[int]) -> int:
-  """Fan-in of a conv kernel [kh, kw, in, out]: kh * kw * in."""
-  return int(shape[0]) * int(shape[1]) * int(shape[2])
-
-
-def depthwise_fan_in(shape: Sequence[int]) -> int:
-  """Fan-in of a depthwise kernel [kh, kw, C, 1]: kh * kw (per channel)."""
-  return int(shape[0]) * int(shape[1])
+  y = activations.by_name(name)(x)
+  if (mode == MASKED and width is not None and not width.is_full and
+      not activations.maps_zero_to_zero(name)):
+    y = y * width.mask()
+  return y

@@ -18,19 +18,23 @@ runs the architecture that the masks of `sampled_spec` select
   sliced to the sampled widths (dynamic shapes), so a step costs about what
   the sampled network costs. Both give the same outputs and gradients.
 * Batch norm is stateless (batch statistics in the training and validation
-  forward), with gamma/beta variables and epsilon 1e-3.
-* Head: optional dropout, 1x1 conv to `num_classes` with bias (N(0, 0.01)
-  init, no weight decay), global average pool. Other kernels are He-normal
-  (truncated normal, std sqrt(2 / fan_in) / 0.87962566; depthwise
+  forward), with gamma/beta variables and `naming.BATCH_NORM_EPSILON`.
+* Head: optional dropout, 1x1 conv to `num_classes` with bias
+  (N(0, `naming.CLASSIFIER_STDDEV`) init, no weight decay), global average
+  pool. Other kernels are He-normal (`layers.initializers`; depthwise
   fan_in = kh * kw).
 
+The network's structure comes from the one walker over the spec
+(`search_space.walker`): this module turns its parts into nodes
+(`supernet_nodes`) and its widths into per-call widths (`supernet_widths`).
 Variables are named by position and role, not by OneOf path (Residual and
-OneOf wrappers add no level): `blocks/{b}/layers/{l}/{part}/{var}` with parts
-`conv_k{k}` (`kernel`, `bn/gamma`, `bn/beta` or `bias`), `depthwise_k{k}`,
-`expand`, `project`, `se/reduce`, `se/expand` (`kernel`, `bias`), and
-`classifier/kernel`, `classifier/bias`. A pruned architecture has the same
-positions, so a standalone network uses the same names (its weights are the
-leading slices of the supernet's).
+OneOf wrappers add no level), by the contract of `search_space.naming`:
+`blocks/{b}/layers/{l}/{part}/{var}` with parts `conv_k{k}` (`kernel`,
+`bn/gamma`, `bn/beta` or `bias`), `depthwise_k{k}`, `expand`, `project`,
+`se/reduce`, `se/expand` (`kernel`, `bias`), and `classifier/kernel`,
+`classifier/bias`. A pruned architecture has the same positions, so a
+standalone network uses the same names (its weights are the leading slices
+of the supernet's).
 
 Pass the masks into a `tf.function` as tensors and attach them to the spec
 inside it (`schema.map_oneofs_with_paths`): a spec passed as a `tf.function`
@@ -40,17 +44,20 @@ argument is compared without its masks and would be traced as a constant.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
 from tunas_tf.layers import masked
 from tunas_tf.models import supernet_nodes as nodes
 from tunas_tf.models import supernet_widths as widths
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as ops_lib
 from tunas_tf.search_space import schema
+from tunas_tf.search_space import structure
+from tunas_tf.search_space import walker
 
-MODES = masked.MODES
+MODES = naming.MODES
 
 
 def _join(path: str, key: Any) -> str:
@@ -108,161 +115,46 @@ def _lookup(spec: Any, path: str) -> Any:
   return value
 
 
-def _short(value: Any, limit: int = 100) -> str:
-  text = repr(value)
-  return text if len(text) <= limit else text[:limit - 3] + '...'
+_short = structure.short
 
 
 class _Builder:
-  """Turns a spec into nodes, registering variables and width sources."""
+  """Turns the walker's parts into nodes, registering their variables."""
 
-  def __init__(self, store: nodes.VariableStore, filters_base: int):
+  def __init__(self, store: nodes.VariableStore):
     self.store = store
-    self.base = filters_base
-    self.sources: List[widths.WidthSource] = []
 
-  def add(self, source: widths.WidthSource) -> widths.WidthSource:
-    self.sources.append(source)
-    return source
-
-  def filters(self, path: str, value: Any,
-              input_source: Optional[widths.WidthSource]) -> widths.WidthSource:
-    """Width source of a filters value (int, FilterMultiplier or OneOf)."""
-    if isinstance(value, schema.OneOf):
-      values, oneof_path = value.choices, path
-    else:
-      values, oneof_path = (value,), None
-    if len(values) == 1 and isinstance(values[0], int) and not isinstance(
-        values[0], bool) and values[0] > 0:
-      return self.add(widths.FixedWidth(values[0]))
-    return self.add(
-        widths.ChoiceWidth(oneof_path, values, input_source, self.base))
-
-  def _choice(self, value: Any, path: str,
-              make: Callable[[Any], Optional[nodes.Node]],
-              source: widths.WidthSource) -> Optional[nodes.Node]:
-    """`make(value)`, or a Switch over `make(choice)` for a OneOf."""
-    if isinstance(value, schema.OneOf):
-      return nodes.Switch(path, [make(c) for c in value.choices], source)
-    return make(value)
-
-  def _kernel_size(self, value: Any, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-      raise ValueError(f'{path}: kernel_size must be a positive int or a '
-                       f'OneOf of them, got {value!r}')
-    return value
-
-  def _conv(self, spec: ops_lib.ConvSpec, path: str, prefix: str,
-            in_source, block_source) -> nodes.Node:
-    def make(k):
-      k = self._kernel_size(k, f'{path}/kernel_size')
-      return nodes.ConvBN(self.store, f'{prefix}/conv_k{k}', k, spec.strides,
-                          in_source, block_source, spec.use_batch_norm)
-    return self._choice(spec.kernel_size, f'{path}/kernel_size', make,
-                        in_source)
-
-  def _depthwise(self, kernel_size: Any, strides: int, activation: str,
-                 path: str, prefix: str, source) -> nodes.Node:
-    def make(k):
-      k = self._kernel_size(k, f'{path}/kernel_size')
-      return nodes.DepthwiseBN(self.store, f'{prefix}/depthwise_k{k}', k,
-                               strides, source, activation)
-    return self._choice(kernel_size, f'{path}/kernel_size', make, source)
-
-  def _separable(self, spec: ops_lib.SeparableConvSpec, path: str,
-                 prefix: str, in_source, block_source) -> nodes.Node:
-    return nodes.Chain([
-        self._depthwise(spec.kernel_size, spec.strides, spec.activation.name,
-                        path, prefix, in_source),
-        nodes.ConvBN(self.store, f'{prefix}/project', 1, 1, in_source,
-                     block_source),
-    ])
-
-  def _bottleneck(self, spec: ops_lib.DepthwiseBottleneckSpec, path: str,
-                  prefix: str, in_source, block_source) -> nodes.Node:
-    expanded = self.filters(f'{path}/expansion_filters',
-                            spec.expansion_filters, in_source)
-    parts = [
-        nodes.ConvBN(self.store, f'{prefix}/expand', 1, 1, in_source,
-                     expanded, activation=spec.activation.name),
-        self._depthwise(spec.kernel_size, spec.strides, spec.activation.name,
-                        path, prefix, expanded),
-    ]
-    hidden = None
-
-    def make_se(enabled):
-      nonlocal hidden
-      if not isinstance(enabled, bool):
-        raise ValueError(f'{path}/use_squeeze_and_excite: expected a bool or '
-                         f'a OneOf of bools, got {enabled!r}')
-      if not enabled:
-        return nodes.Identity(expanded)
-      if hidden is None:
-        hidden = self.add(widths.DivisibleWidth(
-            expanded, nodes.SQUEEZE_AND_EXCITE_RATIO, self.base))
-      return nodes.SqueezeExcite(
-          self.store, f'{prefix}/se', expanded, hidden,
-          spec.se_inner_activation.name, spec.se_gating_activation.name)
-
-    se = self._choice(spec.use_squeeze_and_excite,
-                      f'{path}/use_squeeze_and_excite', make_se, expanded)
-    if not isinstance(se, nodes.Identity):
-      parts.append(se)
-    parts.append(nodes.ConvBN(self.store, f'{prefix}/project', 1, 1, expanded,
-                              block_source))
-    return nodes.Chain(parts)
-
-  def layer(self, value: Any, path: str, prefix: str,
-            in_source: widths.WidthSource,
-            block_source: widths.WidthSource) -> Optional[nodes.Node]:
-    """The node of one layer spec; None for a DetectionEndpointSpec.
-
-    Args:
-      value: the layer spec (may be a OneOf or a ResidualSpec).
-      path: its schema path (where its OneOfs' masks are found).
-      prefix: its variable-name prefix, `blocks/{b}/layers/{l}`.
-      in_source: width of its input.
-      block_source: width of the block (the output of conv-like layers).
-
-    Raises:
-      ValueError: for an unsupported layer type or inconsistent choices.
-    """
-    if isinstance(value, ops_lib.DetectionEndpointSpec):
+  def node(self, part: Optional[structure.Part]) -> Optional[nodes.Node]:
+    """The node of a part (None for None: a ZeroSpec choice or endpoint)."""
+    if part is None:
       return None
-    if isinstance(value, ops_lib.ResidualSpec):
-      inner = value.layer
-      if isinstance(inner, ops_lib.ZeroSpec) or (
-          isinstance(inner, schema.OneOf) and len(inner.choices) == 1 and
-          isinstance(inner.choices[0], ops_lib.ZeroSpec)):
-        return nodes.Identity(in_source)  # As the original: skip = identity.
-      layer = self.layer(inner, f'{path}/layer', prefix, in_source,
-                         block_source)
-      return nodes.Residual(layer, path)
-    if isinstance(value, schema.OneOf):
-      branches = []
-      for i, choice in enumerate(value.choices):
-        if isinstance(choice, ops_lib.ZeroSpec):
-          branches.append(None)
-          continue
-        if isinstance(choice, ops_lib.DetectionEndpointSpec):
-          raise ValueError(f'{path}: a DetectionEndpointSpec cannot be a '
-                           'OneOf choice')
-        branches.append(self.layer(choice, f'{path}/choices/{i}', prefix,
-                                   in_source, block_source))
-      return nodes.Switch(path, branches, in_source)
-    if isinstance(value, ops_lib.ZeroSpec):
-      return nodes.Zero(in_source)
-    if isinstance(value, ops_lib.ActivationSpec):
-      return nodes.Activation(in_source, value.name)
-    if isinstance(value, ops_lib.GlobalAveragePoolSpec):
-      return nodes.GlobalAveragePool(in_source)
-    if isinstance(value, ops_lib.ConvSpec):
-      return self._conv(value, path, prefix, in_source, block_source)
-    if isinstance(value, ops_lib.SeparableConvSpec):
-      return self._separable(value, path, prefix, in_source, block_source)
-    if isinstance(value, ops_lib.DepthwiseBottleneckSpec):
-      return self._bottleneck(value, path, prefix, in_source, block_source)
-    raise ValueError(f'{path}: unsupported layer spec {_short(value)}')
+    if isinstance(part, structure.Conv):
+      return nodes.ConvBN(self.store, part.name, part.kernel_size,
+                          part.strides, part.in_width, part.out_width,
+                          part.use_batch_norm, part.activation)
+    if isinstance(part, structure.Depthwise):
+      return nodes.DepthwiseBN(self.store, part.name, part.kernel_size,
+                               part.strides, part.in_width, part.activation)
+    if isinstance(part, structure.SqueezeExcite):
+      return nodes.SqueezeExcite(
+          self.store, part.reduce_name, part.expand_name, part.in_width,
+          part.hidden, part.inner_activation, part.gating_activation)
+    if isinstance(part, structure.Activation):
+      return nodes.Activation(part.in_width, part.activation)
+    if isinstance(part, structure.GlobalPool):
+      return nodes.GlobalAveragePool(part.in_width)
+    if isinstance(part, structure.Zero):
+      return nodes.Zero(part.in_width)
+    if isinstance(part, structure.Identity):
+      return nodes.Identity(part.in_width)
+    if isinstance(part, structure.Chain):
+      return nodes.Chain([self.node(p) for p in part.parts])
+    if isinstance(part, structure.Switch):
+      return nodes.Switch(part.path, [self.node(b) for b in part.branches],
+                          part.in_width)
+    if isinstance(part, structure.Residual):
+      return nodes.Residual(self.node(part.layer))
+    raise ValueError(f'Unknown part {type(part).__name__}')
 
 
 class Supernet(tf.Module):
@@ -286,9 +178,9 @@ class Supernet(tf.Module):
   """
 
   def __init__(self, spec: ops_lib.ConvTowerSpec, num_classes: int,
-               mode: str = masked.SAMPLED, dropout_rate: float = 0.0,
+               mode: str = naming.SAMPLED, dropout_rate: float = 0.0,
                input_channels: int = 3, seed: Optional[int] = None,
-               batch_norm_epsilon: float = masked.BATCH_NORM_EPSILON,
+               batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON,
                name: Optional[str] = None):
     """Builds the network and creates its variables.
 
@@ -337,27 +229,14 @@ class Supernet(tf.Module):
     self._epsilon = float(batch_norm_epsilon)
 
     self._store = nodes.VariableStore(seed)
-    builder = _Builder(self._store, spec.filters_base)
-    source = builder.add(widths.FixedWidth(input_channels))
-    self._layers: List[nodes.Node] = []
-    for b, block in enumerate(spec.blocks):
-      if isinstance(block.filters, ops_lib.FilterMultiplier) or (
-          isinstance(block.filters, schema.OneOf) and any(
-              isinstance(c, ops_lib.FilterMultiplier)
-              for c in block.filters.choices)):
-        raise ValueError(f'blocks/{b}/filters: block widths must be ints or a '
-                         f'OneOf of ints, got {_short(block.filters)}')
-      block_source = builder.filters(f'blocks/{b}/filters', block.filters,
-                                     None)
-      for l, layer_spec in enumerate(block.layers):
-        prefix = f'blocks/{b}/layers/{l}'
-        node = builder.layer(layer_spec, prefix, prefix, source, block_source)
-        if node is not None:
-          self._layers.append(node)
-          source = node.out_source
-    self._classifier = nodes.Classifier(self._store, source, num_classes,
-                                        self.dropout_rate)
-    self._sources = tuple(builder.sources)
+    network = walker.describe_network(spec, input_channels)
+    builder = _Builder(self._store)
+    self._layers: List[nodes.Node] = [
+        builder.node(layer.part) for layer in network.layers
+        if layer.part is not None]
+    self._classifier = nodes.Classifier(self._store, network.output_width,
+                                        num_classes, self.dropout_rate)
+    self._sources = network.widths
     self._store.build()
     # An attribute, so that tf.train.Checkpoint tracks the variables.
     self._named_variables = dict(self._store.variables)

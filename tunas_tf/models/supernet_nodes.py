@@ -24,17 +24,17 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tunas_tf.layers import initializers
 from tunas_tf.layers import masked
 from tunas_tf.models import supernet_widths as widths
+from tunas_tf.search_space import naming
+from tunas_tf.search_space import structure
 
 Width = masked.Width
 WidthSource = widths.WidthSource
 CallContext = widths.CallContext
-FixedWidth = widths.FixedWidth
+FixedWidth = structure.FixedWidth
 Regularizers = Dict[str, tf.Tensor]
-
-SQUEEZE_AND_EXCITE_RATIO = 0.25
-CLASSIFIER_STDDEV = 0.01
 
 
 # -----------------------------------------------------------------------------
@@ -42,7 +42,7 @@ CLASSIFIER_STDDEV = 0.01
 # -----------------------------------------------------------------------------
 
 _CONV, _DEPTHWISE, _ONES, _ZEROS, _CLASSIFIER = (
-    'conv', 'depthwise', 'ones', 'zeros', 'classifier')
+    'conv', 'depthwise', 'ones', 'zeros', 'normal')
 
 
 class VariableStore:
@@ -81,13 +81,17 @@ class VariableStore:
                      init: str) -> Callable[[], tf.Tensor]:
     seed = self._seed
     if init == _CONV:
-      stddev = masked.he_normal_stddev(masked.conv_fan_in(shape))
-      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+      stddev = initializers.he_normal_stddev(initializers.conv_fan_in(shape))
+      return lambda: initializers.truncated_normal_init(shape, stddev, seed,
+                                                        name)
     if init == _DEPTHWISE:
-      stddev = masked.he_normal_stddev(masked.depthwise_fan_in(shape))
-      return lambda: masked.truncated_normal_init(shape, stddev, seed, name)
+      stddev = initializers.he_normal_stddev(
+          initializers.depthwise_fan_in(shape))
+      return lambda: initializers.truncated_normal_init(shape, stddev, seed,
+                                                        name)
     if init == _CLASSIFIER:
-      return lambda: masked.normal_init(shape, CLASSIFIER_STDDEV, seed, name)
+      return lambda: initializers.normal(shape, naming.CLASSIFIER_STDDEV,
+                                         seed, name)
     if init == _ONES:
       return lambda: tf.ones(shape, tf.float32)
     return lambda: tf.zeros(shape, tf.float32)
@@ -145,6 +149,15 @@ class Node:
     """Masked sums of squares {kernel name: scalar float32 Tensor}."""
     del ctx
     return {}
+
+
+def _part_variable_names(part: str) -> Dict[str, str]:
+  """The variable names of a part: kernel, bias, and its batch norm's."""
+  bn = naming.batch_norm_name(part)
+  return {naming.KERNEL: naming.variable_name(part, naming.KERNEL),
+          naming.BIAS: naming.variable_name(part, naming.BIAS),
+          naming.GAMMA: naming.variable_name(bn, naming.GAMMA),
+          naming.BETA: naming.variable_name(bn, naming.BETA)}
 
 
 def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
@@ -236,25 +249,26 @@ class ConvBN(Node):
     self.activation = activation
     self.kernel_shape = (kernel_size, kernel_size, in_source.max,
                          out_source.max)
-    store.request(f'{name}/kernel', self.kernel_shape, _CONV)
+    self.names = _part_variable_names(name)
+    store.request(self.names[naming.KERNEL], self.kernel_shape, _CONV)
     if use_batch_norm:
-      store.request(f'{name}/bn/gamma', [out_source.max], _ONES)
-      store.request(f'{name}/bn/beta', [out_source.max], _ZEROS)
+      store.request(self.names[naming.GAMMA], [out_source.max], _ONES)
+      store.request(self.names[naming.BETA], [out_source.max], _ZEROS)
     else:
-      store.request(f'{name}/bias', [out_source.max], _ZEROS)
+      store.request(self.names[naming.BIAS], [out_source.max], _ZEROS)
 
   def __call__(self, x, ctx):
     in_w, out_w = ctx.width(self.in_source), ctx.width(self.out_source)
     out_shape = [self.out_source.max]
     bias = (None if self.use_batch_norm
-            else self.store.get(f'{self.name}/bias', out_shape))
-    y = masked.conv2d(x, self.store.get(f'{self.name}/kernel',
+            else self.store.get(self.names[naming.BIAS], out_shape))
+    y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
                                         self.kernel_shape),
                       in_w, out_w, self.strides, ctx.mode, bias)
     if self.use_batch_norm:
       y = masked.stateless_batch_norm(
-          y, self.store.get(f'{self.name}/bn/gamma', out_shape),
-          self.store.get(f'{self.name}/bn/beta', out_shape), out_w, ctx.mode,
+          y, self.store.get(self.names[naming.GAMMA], out_shape),
+          self.store.get(self.names[naming.BETA], out_shape), out_w, ctx.mode,
           ctx.epsilon)
     if self.activation is not None:
       y = masked.activation(y, self.activation, out_w, ctx.mode)
@@ -262,8 +276,8 @@ class ConvBN(Node):
 
 
   def regularizers(self, ctx):
-    kernel = self.store.get(f'{self.name}/kernel', self.kernel_shape)
-    return {f'{self.name}/kernel': masked.l2_sum(
+    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape)
+    return {self.names[naming.KERNEL]: masked.l2_sum(
         kernel, ctx.width(self.in_source), ctx.width(self.out_source),
         ctx.mode, ctx.active)}
 
@@ -283,75 +297,84 @@ class DepthwiseBN(Node):
     self.in_source = self.out_source = source
     self.activation = activation
     self.kernel_shape = (kernel_size, kernel_size, source.max, 1)
-    store.request(f'{name}/kernel', self.kernel_shape, _DEPTHWISE)
-    store.request(f'{name}/bn/gamma', [source.max], _ONES)
-    store.request(f'{name}/bn/beta', [source.max], _ZEROS)
+    self.names = _part_variable_names(name)
+    store.request(self.names[naming.KERNEL], self.kernel_shape, _DEPTHWISE)
+    store.request(self.names[naming.GAMMA], [source.max], _ONES)
+    store.request(self.names[naming.BETA], [source.max], _ZEROS)
 
   def __call__(self, x, ctx):
     width = ctx.width(self.in_source)
     shape = [self.in_source.max]
     y = masked.depthwise_conv2d(
-        x, self.store.get(f'{self.name}/kernel', self.kernel_shape), width,
+        x, self.store.get(self.names[naming.KERNEL], self.kernel_shape), width,
         self.strides, ctx.mode)
     y = masked.stateless_batch_norm(
-        y, self.store.get(f'{self.name}/bn/gamma', shape),
-        self.store.get(f'{self.name}/bn/beta', shape), width, ctx.mode,
+        y, self.store.get(self.names[naming.GAMMA], shape),
+        self.store.get(self.names[naming.BETA], shape), width, ctx.mode,
         ctx.epsilon)
     return masked.activation(y, self.activation, width, ctx.mode)
 
 
   def regularizers(self, ctx):
-    kernel = self.store.get(f'{self.name}/kernel', self.kernel_shape)
-    return {f'{self.name}/kernel': masked.l2_sum(
+    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape)
+    return {self.names[naming.KERNEL]: masked.l2_sum(
         kernel, ctx.width(self.in_source), None, ctx.mode, ctx.active)}
 
 
 class SqueezeExcite(Node):
   """x * gate(conv(inner(conv(mean(x))))), at the sampled widths.
 
-  The hidden width is make_divisible(0.25 * runtime width, filters_base).
-  Variables: `{name}/reduce/kernel` [1, 1, C_max, H_max], `{name}/reduce/bias`
-  [H_max], `{name}/expand/kernel` [1, 1, H_max, C_max], `{name}/expand/bias`
-  [C_max].
+  The hidden width is make_divisible(SE_RATIO * runtime width, filters_base).
+  Variables: `{reduce}/kernel` [1, 1, C_max, H_max], `{reduce}/bias` [H_max],
+  `{expand}/kernel` [1, 1, H_max, C_max], `{expand}/bias` [C_max], with
+  `reduce`, `expand` the names of the two convs (`.../se/reduce`, ...).
   """
 
-  def __init__(self, store: VariableStore, name: str, source: WidthSource,
+  def __init__(self, store: VariableStore, reduce_name: str,
+               expand_name: str, source: WidthSource,
                hidden_source: WidthSource, inner_activation: str,
                gating_activation: str):
     self.store = store
-    self.name = name
     self.in_source = self.out_source = source
     self.hidden_source = hidden_source
     self.inner_activation = inner_activation
     self.gating_activation = gating_activation
     c, h = source.max, hidden_source.max
-    self.shapes = {'reduce/kernel': (1, 1, c, h), 'reduce/bias': (h,),
-                   'expand/kernel': (1, 1, h, c), 'expand/bias': (c,)}
+    reduce_kernel = naming.variable_name(reduce_name, naming.KERNEL)
+    expand_kernel = naming.variable_name(expand_name, naming.KERNEL)
+    self.names = {'reduce_kernel': reduce_kernel,
+                  'reduce_bias': naming.variable_name(reduce_name,
+                                                      naming.BIAS),
+                  'expand_kernel': expand_kernel,
+                  'expand_bias': naming.variable_name(expand_name,
+                                                      naming.BIAS)}
+    self.shapes = {'reduce_kernel': (1, 1, c, h), 'reduce_bias': (h,),
+                   'expand_kernel': (1, 1, h, c), 'expand_bias': (c,)}
     for role, shape in self.shapes.items():
-      store.request(f'{name}/{role}', shape,
-                    _CONV if role.endswith('kernel') else _ZEROS)
+      store.request(self.names[role], shape,
+                    _CONV if role.endswith(naming.KERNEL) else _ZEROS)
 
   def _get(self, role):
-    return self.store.get(f'{self.name}/{role}', self.shapes[role])
+    return self.store.get(self.names[role], self.shapes[role])
 
   def __call__(self, x, ctx):
     width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
     s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
-    s = masked.conv2d(s, self._get('reduce/kernel'), width, hidden, 1,
-                      ctx.mode, self._get('reduce/bias'))
+    s = masked.conv2d(s, self._get('reduce_kernel'), width, hidden, 1,
+                      ctx.mode, self._get('reduce_bias'))
     s = masked.activation(s, self.inner_activation, hidden, ctx.mode)
-    s = masked.conv2d(s, self._get('expand/kernel'), hidden, width, 1,
-                      ctx.mode, self._get('expand/bias'))
+    s = masked.conv2d(s, self._get('expand_kernel'), hidden, width, 1,
+                      ctx.mode, self._get('expand_bias'))
     s = masked.activation(s, self.gating_activation, width, ctx.mode)
     return x * s
 
   def regularizers(self, ctx):
     width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
     return {
-        f'{self.name}/reduce/kernel': masked.l2_sum(
-            self._get('reduce/kernel'), width, hidden, ctx.mode, ctx.active),
-        f'{self.name}/expand/kernel': masked.l2_sum(
-            self._get('expand/kernel'), hidden, width, ctx.mode, ctx.active)}
+        self.names['reduce_kernel']: masked.l2_sum(
+            self._get('reduce_kernel'), width, hidden, ctx.mode, ctx.active),
+        self.names['expand_kernel']: masked.l2_sum(
+            self._get('expand_kernel'), hidden, width, ctx.mode, ctx.active)}
 
 
 class Chain(Node):
@@ -375,11 +398,7 @@ class Chain(Node):
 class Residual(Node):
   """layer(x) + x."""
 
-  def __init__(self, layer: Node, path: str):
-    if layer.strides != 1 or layer.out_source is not layer.in_source:
-      raise ValueError(
-          f'{path}: a ResidualSpec layer must keep the shape (stride 1 and '
-          f'the block width of its input), got stride {layer.strides}')
+  def __init__(self, layer: Node):
     self.layer = layer
     self.in_source = self.out_source = layer.in_source
 
@@ -397,7 +416,7 @@ class Switch(Node):
   from the `CallContext` (stop-gradiented). With one choice and a mask the
   output is branch_0(x) * mask[0] (its regularisers unscaled, as the
   original's `maybe_switch_v2`); with no mask (a fixed spec) it is the single
-  branch.
+  branch. The branches agree in stride and width (`structure` checks it).
   """
 
   def __init__(self, path: str, branches: Sequence[Optional[Node]],
@@ -408,14 +427,6 @@ class Switch(Node):
     self.in_source = source
     self.out_source = live[0].out_source if live else source
     self.strides = live[0].strides if live else 1
-    for i, branch in enumerate(self.branches):
-      if branch is None:
-        continue
-      if (branch.strides != self.strides or
-          branch.out_source is not self.out_source):
-        raise ValueError(
-            f'{path}: choice {i} gives another stride or width than the '
-            'first non-zero choice; the choices of a OneOf must agree')
 
   def _zeros(self, x, ctx):
     channels = ctx.width(self.out_source).channels(ctx.mode)
@@ -472,15 +483,18 @@ class Classifier(Node):
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.kernel_shape = (1, 1, source.max, num_classes)
-    store.request('classifier/kernel', self.kernel_shape, _CLASSIFIER)
-    store.request('classifier/bias', [num_classes], _ZEROS)
+    self.names = _part_variable_names(naming.CLASSIFIER)
+    store.request(self.names[naming.KERNEL], self.kernel_shape, _CLASSIFIER)
+    store.request(self.names[naming.BIAS], [num_classes], _ZEROS)
 
   def __call__(self, x, ctx):
     """[batch, H, W, C] -> float32 logits [batch, num_classes]."""
     if ctx.training and self.dropout_rate > 0:
       x = tf.nn.dropout(x, rate=self.dropout_rate)
     classes = Width(self.num_classes, self.num_classes)
-    y = masked.conv2d(x, self.store.get('classifier/kernel', self.kernel_shape),
+    y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
+                                        self.kernel_shape),
                       ctx.width(self.in_source), classes, 1, ctx.mode,
-                      self.store.get('classifier/bias', [self.num_classes]))
+                      self.store.get(self.names[naming.BIAS],
+                                     [self.num_classes]))
     return tf.reduce_mean(y, axis=[1, 2])

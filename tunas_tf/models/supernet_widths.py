@@ -1,10 +1,11 @@
 """Widths of the supernet's layers, decided per call from the sampled masks.
 
-A `WidthSource` describes, when the network is built, how a width is chosen
-(fixed; picked among ints or `FilterMultiplier`s of another width by the
-argmax of a filters mask; or rounded from another width for squeeze-excite)
-and knows its widest value, at which weights are allocated. A `CallContext`
-resolves every source of a network to a `masked.Width` once per call.
+A `structure.Width` (the walker's description, here `WidthSource`) says how
+a width is chosen (fixed; picked among ints or `FilterMultiplier`s of
+another width by the argmax of a filters mask; or rounded from another
+width for squeeze-excite) and knows its widest value, at which weights are
+allocated. A `CallContext` resolves every source of a network to a
+`masked.Width` once per call (`resolve_width`).
 """
 
 from __future__ import annotations
@@ -17,107 +18,51 @@ import tensorflow as tf
 from tunas_tf.layers import masked
 from tunas_tf.search_space import filters as filters_lib
 from tunas_tf.search_space import ops as ops_lib
+from tunas_tf.search_space import structure
 
 Width = masked.Width
 
-# -----------------------------------------------------------------------------
-# Widths.
-# -----------------------------------------------------------------------------
-
-
-class WidthSource:
-  """How a width is decided; resolved to a `Width` once per call.
-
-  Attributes:
-    max: Python int, the widest value (the allocated width).
-  """
-  max: int
-
-  def resolve(self, masks: Mapping[str, tf.Tensor],
-              resolved: Mapping[int, Width]) -> Width:
-    """Returns the sampled `Width`.
-
-    Args:
-      masks: float32 rank-1 mask Tensors by OneOf path.
-      resolved: the `Width`s of sources created earlier, by `id(source)`.
-    """
-    raise NotImplementedError
-
-
-class FixedWidth(WidthSource):
-  """A width fixed when the network is built (e.g. the image channels)."""
-
-  def __init__(self, n: int):
-    self.max = int(n)
-
-  def resolve(self, masks, resolved) -> Width:
-    del masks, resolved
-    return Width(self.max, self.max)
+WidthSource = structure.Width
 
 
 def _scaled(value, input_n, base: int, path: str):
-  """A filters value (int or FilterMultiplier) for an input width."""
-  if isinstance(value, ops_lib.FilterMultiplier):
-    if input_n is None:
-      raise ValueError(f'{path}: a FilterMultiplier needs an input width; '
-                       'block widths must be ints')
-    if isinstance(input_n, int):
-      return filters_lib.scale_filters(input_n, value.scale, base)
+  """A filters value for an input width (Python int or int32 Tensor)."""
+  if isinstance(value, ops_lib.FilterMultiplier) and isinstance(
+      input_n, tf.Tensor):
     return masked.tf_scale_filters(input_n, value.scale, base)
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-    raise ValueError(f'{path}: filters must be positive ints or '
-                     f'FilterMultipliers, got {value!r}')
-  return value
+  return structure.scaled_filters(value, input_n, base, path)
 
 
-class ChoiceWidth(WidthSource):
-  """A width picked among `values` by the argmax of the mask at `path`.
+def resolve_width(source: WidthSource, masks: Mapping[str, tf.Tensor],
+                  resolved: Mapping[int, Width]) -> Width:
+  """The sampled `Width` of a `structure.Width` for one call.
 
-  Values are ints or `FilterMultiplier`s of `input_source`'s runtime width
-  (rounded with `scale_filters` and `base`). The mask's values are not
-  weights: only its argmax is read.
+  Args:
+    source: a `structure.FixedWidth`, `ChoiceWidth` or `DivisibleWidth`.
+    masks: float32 rank-1 mask Tensors by OneOf path.
+    resolved: the `Width`s of the sources it derives from, by `id(source)`.
+
+  Returns:
+    A `masked.Width`: for a choice, the value at the argmax of its mask (the
+    mask's values are not weights); its `n` is a Python int when the spec
+    and the inputs fix it, else a scalar int32 Tensor.
   """
-
-  def __init__(self, path: Optional[str], values: Sequence,
-               input_source: Optional[WidthSource], base: int):
-    self.path = path
-    self.values = tuple(values)
-    self.input_source = input_source
-    self.base = base
-    input_max = None if input_source is None else input_source.max
-    self.max = max(_scaled(v, input_max, base, path or 'filters')
-                   for v in self.values)
-
-  def resolve(self, masks, resolved) -> Width:
-    input_n = None
-    if self.input_source is not None:
-      input_n = resolved[id(self.input_source)].n
-    candidates = [_scaled(v, input_n, self.base, self.path or 'filters')
-                  for v in self.values]
-    if len(candidates) == 1:
-      return Width(self.max, candidates[0])
-    index = tf.argmax(masks[self.path], output_type=tf.int32)
-    stacked = tf.stack([tf.cast(c, tf.int32) for c in candidates])
-    return Width(self.max, tf.gather(stacked, index))
-
-
-class DivisibleWidth(WidthSource):
-  """`make_divisible(ratio * input width, base)`: the squeeze-excite width."""
-
-  def __init__(self, input_source: WidthSource, ratio: float, base: int):
-    self.input_source = input_source
-    self.ratio = ratio
-    self.base = base
-    self.max = filters_lib.make_divisible(input_source.max * ratio, base)
-
-  def resolve(self, masks, resolved) -> Width:
-    del masks
-    input_n = resolved[id(self.input_source)].n
+  if isinstance(source, structure.FixedWidth):
+    return Width(source.max, source.max)
+  input_n = resolved[id(source.input)].n if source.input is not None else None
+  if isinstance(source, structure.DivisibleWidth):
     if isinstance(input_n, int):
-      return Width(self.max,
-                   filters_lib.make_divisible(input_n * self.ratio, self.base))
-    return Width(self.max, masked.tf_make_divisible(
-        tf.cast(input_n, tf.float64) * self.ratio, self.base))
+      return Width(source.max, filters_lib.make_divisible(
+          input_n * source.ratio, source.base))
+    return Width(source.max, masked.tf_make_divisible(
+        tf.cast(input_n, tf.float64) * source.ratio, source.base))
+  candidates = [_scaled(v, input_n, source.base, source.path or 'filters')
+                for v in source.values]
+  if len(candidates) == 1:
+    return Width(source.max, candidates[0])
+  index = tf.argmax(masks[source.path], output_type=tf.int32)
+  stacked = tf.stack([tf.cast(c, tf.int32) for c in candidates])
+  return Width(source.max, tf.gather(stacked, index))
 
 
 class CallContext:
@@ -144,7 +89,8 @@ class CallContext:
     self.active: Optional[tf.Tensor] = None
     self._widths: Dict[int, Width] = {}
     for source in sources:
-      self._widths[id(source)] = source.resolve(self._masks, self._widths)
+      self._widths[id(source)] = resolve_width(source, self._masks,
+                                               self._widths)
 
   def mask(self, path: str) -> Optional[tf.Tensor]:
     """The (stop-gradiented float32) mask of the OneOf at `path`, or None."""

@@ -1,22 +1,16 @@
 """Shapes of every layer of a fixed architecture, in plain Python.
 
-`resolve_layers` walks a *pruned* `ConvTowerSpec` (no `OneOf` left) block by
-block and layer by layer, and returns one `ResolvedLayer` per layer with the
-numbers every consumer needs: input and output width, input and output
-resolution, kernel size, stride, expanded width and squeeze-excite width. The
-MAC count (`cost_model/macs.py`), the standalone graph builder and the
-supernet all read these, so the layer semantics (reference/tunas.md §6.2)
-live in this one place:
+`resolve_layers` resolves a *pruned* `ConvTowerSpec` (no `OneOf` left) block
+by block and layer by layer: the layer's parts come from the one walker
+(`walker.describe_layer`), here with every width static, and this module
+adds the resolutions. Each `ResolvedLayer` has the numbers every consumer
+needs (input and output width and resolution, kernel size, stride, expanded
+and squeeze-excite widths) and its `part` tree, which the MAC count
+(`cost_model/macs.py`) and the standalone graph (`graph/from_spec.py`)
+read; the layer semantics are the walker's (see `structure`):
 
-* every layer of a block is built with the block's `filters` as its output
-  width; convolutions, separable convolutions and bottlenecks produce it,
-  while activations, detection endpoints, global pooling and `ZeroSpec`
-  keep their input's shape;
 * padding is 'SAME': the output resolution is `ceil(input / strides)`;
   `GlobalAveragePoolSpec` gives resolution 1 (keepdims);
-* a bottleneck's expanded width is its `expansion_filters` when an int, or
-  `scale_filters(input width, scale, filters_base)` for a `FilterMultiplier`;
-  its squeeze-excite width is `make_divisible(0.25 * expanded, filters_base)`;
 * `ResidualSpec(layer)` must keep the shape (stride 1, output width = input
   width); `ResidualSpec(ZeroSpec())` means the layer is skipped.
 
@@ -28,19 +22,14 @@ This module is plain Python (no TensorFlow).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, List, Optional
 
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
-from tunas_tf.search_space.filters import make_divisible
-from tunas_tf.search_space.filters import scale_filters
+from tunas_tf.search_space import structure
+from tunas_tf.search_space import walker
 
-# Share of the expanded width kept inside squeeze-and-excite (before rounding).
-SE_RATIO = 0.25
-
-# Layers that keep their input's width and resolution and compute nothing.
-_IDENTITY_LAYERS = (ops.ActivationSpec, ops.DetectionEndpointSpec)
 _SUPPORTED_LAYERS = (
     ops.ConvSpec, ops.SeparableConvSpec, ops.DepthwiseBottleneckSpec,
     ops.ZeroSpec, ops.ResidualSpec, ops.GlobalAveragePoolSpec,
@@ -67,6 +56,8 @@ class ResolvedLayer:
     expanded_width: int, a bottleneck's expanded width (None otherwise).
     se_width: int, a bottleneck's squeeze-excite width (None when it has no
       squeeze-excite or is not a bottleneck).
+    part: the layer's parts (`structure.Part`, static widths), or None for
+      a `DetectionEndpointSpec`.
   """
   block_index: int
   layer_index: int
@@ -80,6 +71,8 @@ class ResolvedLayer:
   strides: int = 1
   expanded_width: Optional[int] = None
   se_width: Optional[int] = None
+  part: Optional[structure.Part] = dataclasses.field(
+      default=None, compare=False, repr=False)
 
   @property
   def op(self) -> Any:
@@ -90,10 +83,6 @@ class ResolvedLayer:
   def is_skipped(self) -> bool:
     """True for a `ZeroSpec` op (inside a residual: the identity path only)."""
     return isinstance(self.op, ops.ZeroSpec)
-
-
-def _location(block_index: int, layer_index: int) -> str:
-  return f'blocks/{block_index}/layers/{layer_index}'
 
 
 def _check_int(value: Any, what: str, where: str) -> int:
@@ -107,30 +96,27 @@ def _check_int(value: Any, what: str, where: str) -> int:
   return value
 
 
-def resolve_filters(filters: Any, input_width: int, filters_base: int,
-                    where: str = 'spec') -> int:
-  """Resolves an absolute or relative width to an int.
-
-  Args:
-    filters: a positive int (absolute) or a `FilterMultiplier` (relative to
-      `input_width`).
-    input_width: positive int, the width `FilterMultiplier` scales.
-    filters_base: positive int, the rounding base of `scale_filters`.
-    where: location named in error messages.
-
-  Returns:
-    Python int, `filters` or `scale_filters(input_width, scale, filters_base)`.
-
-  Raises:
-    ValueError: for a OneOf or anything but a positive int or multiplier.
-  """
-  if isinstance(filters, ops.FilterMultiplier):
-    return scale_filters(input_width, filters.scale, filters_base)
-  return _check_int(filters, 'filters', where)
-
-
-def _output_size(input_size: int, strides: int) -> int:
-  return int(math.ceil(input_size / strides))
+def _check_pruned(layer: Any, where: str) -> None:
+  """Raises for a OneOf or an unsupported layer type, naming the field."""
+  found = schema.flatten_with_paths(layer)
+  if found:
+    path = min((p for p, _ in found), key=len)
+    what = ('the layer' if path in ('', 'layer')
+            else path.rsplit('/', 1)[-1])
+    raise ValueError(
+        f'resolve: {what} at {where} is a OneOf; resolve a pruned spec '
+        f'(schema.prune) instead')
+  inner = layer.layer if isinstance(layer, ops.ResidualSpec) else layer
+  for value in (layer, inner):
+    if not isinstance(value, _SUPPORTED_LAYERS):
+      raise ValueError(
+          f'resolve: unsupported layer {type(value).__name__} at {where}; '
+          f'expected one of {[c.__name__ for c in _SUPPORTED_LAYERS]}')
+  if isinstance(inner, ops.ResidualSpec):
+    raise ValueError(f'resolve: nested ResidualSpec at {where}')
+  for name in ('kernel_size', 'strides'):
+    if hasattr(inner, name):
+      _check_int(getattr(inner, name), name, where)
 
 
 def resolve_layer(layer: Any, input_width: int, block_width: int,
@@ -159,55 +145,41 @@ def resolve_layer(layer: Any, input_width: int, block_width: int,
       type, a non-positive kernel size or stride, or a residual layer that
       changes the shape.
   """
-  where = _location(block_index, layer_index)
-  common = dict(block_index=block_index, layer_index=layer_index, spec=layer,
-                input_width=input_width, input_size=input_size)
-  if isinstance(layer, schema.OneOf):
+  where = naming.layer_prefix(block_index, layer_index)
+  _check_pruned(layer, where)
+  described = walker.describe_layer(
+      layer, structure.FixedWidth(input_width),
+      structure.FixedWidth(block_width), filters_base, block_index,
+      layer_index, check_residuals=False)
+  part = described.part
+  # A residual's own shape is its layer's (the sum is checked below).
+  op = part.layer if isinstance(part, structure.Residual) else part
+  leaves = [leaf for leaf, _, _ in structure.sized_leaves(part, input_size)]
+  kernels = [leaf.kernel_size for leaf in leaves
+             if isinstance(leaf, (structure.Conv, structure.Depthwise))]
+  expand = naming.join(where, naming.EXPAND)
+  expanded = [leaf.out_width.static() for leaf in leaves
+              if isinstance(leaf, structure.Conv) and leaf.name == expand]
+  se = [leaf.hidden.static() for leaf in leaves
+        if isinstance(leaf, structure.SqueezeExcite)]
+  resolved = ResolvedLayer(
+      block_index=block_index, layer_index=layer_index, spec=layer,
+      input_width=input_width,
+      output_width=input_width if op is None else op.out_width.static(),
+      input_size=input_size,
+      output_size=input_size if op is None else op.out_size(input_size),
+      residual=isinstance(layer, ops.ResidualSpec),
+      kernel_size=max(kernels) if kernels else None,
+      strides=1 if part is None else part.strides,
+      expanded_width=expanded[0] if expanded else None,
+      se_width=se[0] if se else None, part=part)
+  shape = (resolved.output_width, resolved.output_size)
+  if resolved.residual and shape != (input_width, input_size):
     raise ValueError(
-        f'resolve: the layer at {where} is a OneOf; resolve a pruned spec '
-        f'(schema.prune) instead')
-  if isinstance(layer, (ops.ConvSpec, ops.SeparableConvSpec)):
-    kernel = _check_int(layer.kernel_size, 'kernel_size', where)
-    strides = _check_int(layer.strides, 'strides', where)
-    return ResolvedLayer(output_width=block_width,
-                         output_size=_output_size(input_size, strides),
-                         kernel_size=kernel, strides=strides, **common)
-  if isinstance(layer, ops.DepthwiseBottleneckSpec):
-    kernel = _check_int(layer.kernel_size, 'kernel_size', where)
-    strides = _check_int(layer.strides, 'strides', where)
-    expanded = resolve_filters(layer.expansion_filters, input_width,
-                               filters_base, where)
-    use_se = layer.use_squeeze_and_excite
-    if isinstance(use_se, schema.OneOf):
-      raise ValueError(
-          f'resolve: use_squeeze_and_excite at {where} is a OneOf; resolve a '
-          f'pruned spec (schema.prune) instead')
-    se_width = (make_divisible(SE_RATIO * expanded, filters_base)
-                if use_se else None)
-    return ResolvedLayer(output_width=block_width,
-                         output_size=_output_size(input_size, strides),
-                         kernel_size=kernel, strides=strides,
-                         expanded_width=expanded, se_width=se_width, **common)
-  if isinstance(layer, ops.GlobalAveragePoolSpec):
-    return ResolvedLayer(output_width=input_width, output_size=1, **common)
-  if isinstance(layer, (ops.ZeroSpec,) + _IDENTITY_LAYERS):
-    return ResolvedLayer(output_width=input_width, output_size=input_size,
-                         **common)
-  if isinstance(layer, ops.ResidualSpec):
-    inner = resolve_layer(layer.layer, input_width, block_width, input_size,
-                          filters_base, block_index, layer_index)
-    if inner.residual:
-      raise ValueError(f'resolve: nested ResidualSpec at {where}')
-    if (inner.output_width, inner.output_size) != (input_width, input_size):
-      raise ValueError(
-          f'resolve: the residual layer at {where} changes the shape (width '
-          f'{input_width} -> {inner.output_width}, size {input_size} -> '
-          f'{inner.output_size}); a residual needs stride 1 and an input as '
-          f'wide as its block')
-    return dataclasses.replace(inner, spec=layer, residual=True)
-  raise ValueError(
-      f'resolve: unsupported layer {type(layer).__name__} at {where}; expected '
-      f'one of {[c.__name__ for c in _SUPPORTED_LAYERS]}')
+        f'resolve: the residual layer at {where} changes the shape (width '
+        f'{input_width} -> {shape[0]}, size {input_size} -> {shape[1]}); a '
+        f'residual needs stride 1 and an input as wide as its block')
+  return resolved
 
 
 def resolve_layers(spec: ops.ConvTowerSpec, image_size: int,

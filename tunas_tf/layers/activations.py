@@ -1,0 +1,80 @@
+"""The activations, one implementation for the supernet and the graph ops.
+
+`by_name(name)` maps a spec's activation name (`search_space.ops.ACTIVATIONS`)
+to its function; `layers/masked.py` (the supernet) and `graph/ops.py` (the
+standalone graph, which also has the activations no spec names) both call
+the functions here, so the two networks compute bit-identical activations.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import tensorflow as tf
+
+from tunas_tf.search_space import ops as ops_lib
+
+Activation = Callable[[tf.Tensor], tf.Tensor]
+
+
+def relu(x: tf.Tensor) -> tf.Tensor:
+  """max(x, 0)."""
+  return tf.nn.relu(x)
+
+
+def relu6(x: tf.Tensor) -> tf.Tensor:
+  """min(max(x, 0), 6)."""
+  return tf.nn.relu6(x)
+
+
+def hard_swish(x: tf.Tensor) -> tf.Tensor:
+  """x * relu6(x + 3) * (1 / 6): the spec's `swish6`, the graph's H_SWISH.
+
+  It multiplies by 1/6 rather than dividing by 6, as the original does.
+  """
+  return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
+
+
+def hard_sigmoid(x: tf.Tensor) -> tf.Tensor:
+  """relu6(x + 3) / 6 (the graph's H_SIGMOID; no spec names it)."""
+  return tf.nn.relu6(x + 3.0) / 6.0
+
+
+def sigmoid(x: tf.Tensor) -> tf.Tensor:
+  """1 / (1 + exp(-x))."""
+  return tf.nn.sigmoid(x)
+
+
+def swish(x: tf.Tensor) -> tf.Tensor:
+  """x * sigmoid(x) (the graph's SWISH; no spec names it)."""
+  return x * tf.nn.sigmoid(x)
+
+
+_BY_NAME: Dict[str, Activation] = {
+    ops_lib.RELU: relu,
+    ops_lib.RELU6: relu6,
+    ops_lib.SWISH6: hard_swish,
+    ops_lib.SIGMOID: sigmoid,
+}
+
+
+def by_name(name: str) -> Activation:
+  """The function of the spec activation `name` (one of `ops.ACTIVATIONS`).
+
+  Raises:
+    ValueError: for an unknown name, listing the known ones.
+  """
+  if name not in _BY_NAME:
+    raise ValueError(
+        f'Unknown activation {name!r}; expected one of {ops_lib.ACTIVATIONS}')
+  return _BY_NAME[name]
+
+
+def maps_zero_to_zero(name: str) -> bool:
+  """Whether activation `name` maps 0 to 0 (all but sigmoid).
+
+  In masked mode an activation that does not is followed by the channel
+  mask, so that channels beyond the sampled width stay zero.
+  """
+  by_name(name)
+  return name != ops_lib.SIGMOID

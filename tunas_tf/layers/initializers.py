@@ -1,0 +1,119 @@
+"""Initial values of weights, and the rule that seeds them by name.
+
+The supernet (`models/supernet_nodes.py`) and the graph ops
+(`graph/ops.py`) draw their initial values here. With a seed, a value is
+fixed by (seed, variable name) through stateless random ops: the stateless
+seed is `[seed, crc32(name) & 0x7fffffff]`, so a variable's value does not
+depend on how many variables were created before it. Without a seed the
+global generator draws.
+
+Kernels are He-normal (`he_normal_stddev`): a normal truncated at two
+standard deviations of the underlying normal, scaled so that the truncated
+values have the target standard deviation sqrt(2 / fan_in) (conv fan-in
+kh * kw * C_in, depthwise fan-in kh * kw).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+from tunas_tf.search_space import naming
+
+
+def stateless_seed(seed: int, name: str) -> List[int]:
+  """The stateless seed of variable `name`: [seed, crc32(name) & 0x7fffffff].
+
+  Args:
+    seed: Python int.
+    name: the variable's full name, e.g. `blocks/0/layers/0/conv_k3/kernel`.
+
+  Returns:
+    Two Python ints.
+  """
+  return [int(seed), zlib.crc32(name.encode()) & 0x7fffffff]
+
+
+def normal(shape: Sequence[int], stddev: float, seed: Optional[int] = None,
+           name: str = '', mean: float = 0.0) -> tf.Tensor:
+  """A normal draw N(mean, stddev^2) of `shape`, float32.
+
+  Args:
+    shape: Python ints.
+    stddev: Python float.
+    seed: None for the global generator, or an int: the value is then fixed
+      by (`seed`, `name`).
+    name: the variable's name (only read with a seed).
+    mean: Python float.
+  """
+  if seed is None:
+    return tf.random.normal(shape, mean, stddev)
+  return tf.random.stateless_normal(shape, stateless_seed(seed, name), mean,
+                                    stddev)
+
+
+def truncated_normal(shape: Sequence[int], stddev: float,
+                     seed: Optional[int] = None,
+                     name: str = '') -> tf.Tensor:
+  """A draw of N(0, stddev^2) truncated to [-2 stddev, 2 stddev], float32.
+
+  `stddev` is the underlying normal's; the truncated values have
+  `stddev * TRUNCATED_NORMAL_STDDEV`. `seed` and `name` as for `normal`.
+  """
+  if seed is None:
+    return tf.random.truncated_normal(shape, 0.0, stddev)
+  return tf.random.stateless_truncated_normal(
+      shape, stateless_seed(seed, name), 0.0, stddev)
+
+
+def uniform(shape: Sequence[int], minval: float, maxval: float,
+            seed: Optional[int] = None, name: str = '') -> tf.Tensor:
+  """A uniform draw in [minval, maxval), float32; `seed`, `name` as `normal`."""
+  if seed is None:
+    return tf.random.uniform(shape, minval, maxval)
+  return tf.random.stateless_uniform(shape, stateless_seed(seed, name),
+                                     minval, maxval)
+
+
+def truncated_normal_init(
+    shape: Sequence[int], stddev: float, seed: Optional[int] = None,
+    name: str = '',
+    truncated_stddev: float = naming.SUPERNET_TRUNCATED_NORMAL_STDDEV
+) -> tf.Tensor:
+  """A truncated normal draw whose values have standard deviation `stddev`.
+
+  The underlying normal has standard deviation `stddev / truncated_stddev`
+  and is truncated at two of its standard deviations.
+
+  Args:
+    shape: the shape, Python ints.
+    stddev: the target standard deviation.
+    seed: None for the global generator, or an int: the value is then fixed
+      by (`seed`, `name`).
+    name: the variable's name (only used with a seed).
+    truncated_stddev: the standard deviation of a unit normal truncated to
+      [-2, 2]; the supernet's 8-decimal value by default, the graph ops pass
+      `naming.TRUNCATED_NORMAL_STDDEV` (see `naming`).
+
+  Returns:
+    float32 Tensor of `shape`.
+  """
+  return truncated_normal(shape, stddev / truncated_stddev, seed, name)
+
+
+def he_normal_stddev(fan_in: float) -> float:
+  """sqrt(2 / fan_in): the He-normal target standard deviation."""
+  return math.sqrt(2.0 / max(1, fan_in))
+
+
+def conv_fan_in(shape: Sequence[int]) -> int:
+  """Fan-in of a conv kernel [kh, kw, in, out]: kh * kw * in."""
+  return int(shape[0]) * int(shape[1]) * int(shape[2])
+
+
+def depthwise_fan_in(shape: Sequence[int]) -> int:
+  """Fan-in of a depthwise kernel [kh, kw, C, 1]: kh * kw (per channel)."""
+  return int(shape[0]) * int(shape[1])

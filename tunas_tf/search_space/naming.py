@@ -1,0 +1,106 @@
+"""The variable-name contract and the network constants, in one place.
+
+The supernet (`models/supernet.py`), the standalone graph
+(`graph/from_spec.py`) and the cost models build the same network; the names
+of its parts and the numbers that fix its semantics live here, and each of
+them reads these (`DESIGN.md`, "Each fact lives once").
+
+Names are by position and role, not by OneOf path (`DESIGN.md` "Two ways to
+run the supernet"): a layer's prefix is `blocks/{b}/layers/{l}`, its parts
+are `conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce` and
+`se/expand`, a part's batch norm is `{part}/bn`, and the head is
+`classifier`. A supernet variable is `{part name}/{variable}` (e.g.
+`blocks/2/layers/1/expand/kernel`, `blocks/2/layers/1/expand/bn/gamma`); in
+the standalone graph the part (or its batch norm) is the op and the variable
+keeps its last name (`kernel` of op `blocks/2/layers/1/expand`, `gamma` of
+op `blocks/2/layers/1/expand/bn`).
+
+This module is plain Python (no TensorFlow).
+"""
+
+from __future__ import annotations
+
+# -----------------------------------------------------------------------------
+# Supernet modes (`DESIGN.md` "Two ways to run the supernet").
+# -----------------------------------------------------------------------------
+
+MASKED = 'masked'  # Widest weights times channel masks; static shapes (TPU).
+SAMPLED = 'sampled'  # Kernels sliced to the sampled widths (CPU/GPU).
+MODES = (MASKED, SAMPLED)
+
+# -----------------------------------------------------------------------------
+# Constants of the network's semantics.
+# -----------------------------------------------------------------------------
+
+BATCH_NORM_EPSILON = 1e-3
+# Share of the expanded width kept inside squeeze-and-excite, before
+# `filters.make_divisible` rounds it to the filters base.
+SE_RATIO = 0.25
+# Standard deviation of the classifier kernel's normal initialiser.
+CLASSIFIER_STDDEV = 0.01
+# Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
+# makes a truncated normal draw have the requested standard deviation.
+TRUNCATED_NORMAL_STDDEV = 0.87962566103423978
+# The same, rounded to 8 decimals, as the supernet's initialisers have always
+# used it: the two differ in the last float32 bit of the drawing stddev for
+# some fan-ins (e.g. 58), so unifying them would change the supernet's seeded
+# initial values. Kept to keep checkpoints and seeded runs bit-identical.
+SUPERNET_TRUNCATED_NORMAL_STDDEV = round(TRUNCATED_NORMAL_STDDEV, 8)
+
+# -----------------------------------------------------------------------------
+# Part and variable names.
+# -----------------------------------------------------------------------------
+
+EXPAND = 'expand'  # A bottleneck's 1x1 expansion conv.
+PROJECT = 'project'  # The 1x1 projection conv of a bottleneck or separable.
+SE = 'se'  # Squeeze-and-excite's scope (graph ops `se/pool`, `se/mul`).
+SE_REDUCE = 'se/reduce'  # Squeeze-and-excite's 1x1 reducing conv (biased).
+SE_EXPAND = 'se/expand'  # Squeeze-and-excite's 1x1 expanding conv (biased).
+CLASSIFIER = 'classifier'  # The head's 1x1 conv to the classes (biased).
+BATCH_NORM = 'bn'  # A part's batch norm: `{part}/bn`.
+
+KERNEL = 'kernel'
+BIAS = 'bias'
+GAMMA = 'gamma'  # Batch-norm scale.
+BETA = 'beta'  # Batch-norm offset.
+
+
+def join(*names: str) -> str:
+  """`names` joined with `/`, skipping empty ones: `a/b` for ('a', '', 'b')."""
+  return '/'.join(str(n) for n in names if n != '')
+
+
+def layer_prefix(block_index: int, layer_index: int) -> str:
+  """The prefix of a layer's parts: `blocks/{b}/layers/{l}`.
+
+  It is also the layer's schema path (where its OneOfs' masks are found).
+  """
+  return f'blocks/{block_index}/layers/{layer_index}'
+
+
+def block_filters_path(block_index: int) -> str:
+  """The schema path of a block's `filters`: `blocks/{b}/filters`."""
+  return f'blocks/{block_index}/filters'
+
+
+def conv_part(kernel_size: int) -> str:
+  """The part name of a `ConvSpec` with this kernel size: `conv_k{k}`."""
+  return f'conv_k{kernel_size}'
+
+
+def depthwise_part(kernel_size: int) -> str:
+  """The part name of a depthwise conv of this kernel size: `depthwise_k{k}`.
+
+  Each kernel size has its own part (never a centre crop of a larger one).
+  """
+  return f'depthwise_k{kernel_size}'
+
+
+def batch_norm_name(part: str) -> str:
+  """The name of a part's batch norm (a graph op): `{part}/bn`."""
+  return join(part, BATCH_NORM)
+
+
+def variable_name(part: str, variable: str) -> str:
+  """A part's variable: `{part}/{variable}`, e.g. `.../expand/kernel`."""
+  return join(part, variable)
