@@ -22,7 +22,7 @@ class InitTest(tf.test.TestCase):
     # Truncated at two standard deviations of the underlying normal.
     self.assertLessEqual(
         np.max(np.abs(value)),
-        2 * stddev / naming.SUPERNET_TRUNCATED_NORMAL_STDDEV + 1e-6)
+        2 * stddev / naming.TRUNCATED_NORMAL_STDDEV + 1e-6)
 
   def test_seeded_draws_depend_on_seed_and_name(self):
     init = initializers.truncated_normal_init
@@ -50,12 +50,7 @@ class InitTest(tf.test.TestCase):
                         tf.random.stateless_uniform([4], seed, -1.0, 1.0))
 
   def test_truncated_normal_init_divides_by_the_truncated_stddev(self):
-    # 0.3 / c is the underlying normal's stddev, for either constant.
-    for constant in (naming.TRUNCATED_NORMAL_STDDEV,
-                     naming.SUPERNET_TRUNCATED_NORMAL_STDDEV):
-      self.assertAllEqual(
-          initializers.truncated_normal_init([6], 0.3, 1, 'k', constant),
-          initializers.truncated_normal([6], 0.3 / constant, 1, 'k'))
+    # 0.3 / c is the underlying normal's stddev.
     self.assertAllEqual(initializers.truncated_normal_init([6], 0.3, 1, 'k'),
                         initializers.truncated_normal(
                             [6], 0.3 / 0.87962566, 1, 'k'))

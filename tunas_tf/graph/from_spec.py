@@ -62,8 +62,7 @@ outputs, or without it for a standalone network with moving averages);
 (`layers.activations.hard_swish`, x * relu6(x + 3) * (1/6)); initial values
 follow the supernet's rules (`layers.initializers`: He-normal truncated
 kernels, depthwise fan-in k * k, N(0, `naming.CLASSIFIER_STDDEV`) classifier
-kernel, zero biases; the graph's truncation constant has more digits than
-the supernet's, see `naming.SUPERNET_TRUNCATED_NORMAL_STDDEV`).
+kernel, zero biases).
 
 Weight layout: every supernet variable is allocated at its widest shape and
 the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,

@@ -275,8 +275,7 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
     variance = scale / max(1.0, fan)
     if dist == 'normal':
       return initializers.truncated_normal_init(
-          shape, math.sqrt(variance), seed, var_name,
-          naming.TRUNCATED_NORMAL_STDDEV)
+          shape, math.sqrt(variance), seed, var_name)
     limit = math.sqrt(3.0 * variance)
     return initializers.uniform(shape, -limit, limit, seed, var_name)
   raise ValueError(f'{where}: unknown initializer {spec.init!r}')

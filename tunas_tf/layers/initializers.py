@@ -78,15 +78,14 @@ def uniform(shape: Sequence[int], minval: float, maxval: float,
                                      minval, maxval)
 
 
-def truncated_normal_init(
-    shape: Sequence[int], stddev: float, seed: Optional[int] = None,
-    name: str = '',
-    truncated_stddev: float = naming.SUPERNET_TRUNCATED_NORMAL_STDDEV
-) -> tf.Tensor:
+def truncated_normal_init(shape: Sequence[int], stddev: float,
+                          seed: Optional[int] = None,
+                          name: str = '') -> tf.Tensor:
   """A truncated normal draw whose values have standard deviation `stddev`.
 
-  The underlying normal has standard deviation `stddev / truncated_stddev`
-  and is truncated at two of its standard deviations.
+  The underlying normal has standard deviation
+  `stddev / naming.TRUNCATED_NORMAL_STDDEV` and is truncated at two of its
+  standard deviations.
 
   Args:
     shape: the shape, Python ints.
@@ -94,14 +93,12 @@ def truncated_normal_init(
     seed: None for the global generator, or an int: the value is then fixed
       by (`seed`, `name`).
     name: the variable's name (only used with a seed).
-    truncated_stddev: the standard deviation of a unit normal truncated to
-      [-2, 2]; the supernet's 8-decimal value by default, the graph ops pass
-      `naming.TRUNCATED_NORMAL_STDDEV` (see `naming`).
 
   Returns:
     float32 Tensor of `shape`.
   """
-  return truncated_normal(shape, stddev / truncated_stddev, seed, name)
+  return truncated_normal(shape, stddev / naming.TRUNCATED_NORMAL_STDDEV, seed,
+                          name)
 
 
 def he_normal_stddev(fan_in: float) -> float:

@@ -26,11 +26,12 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from tunas_tf import files
+from tunas_tf.search_space import naming
 
 if TYPE_CHECKING:
   from tunas_tf.cost_model import linear
 
-SUPERNET_MODES = ('masked', 'sampled')
+SUPERNET_MODES = naming.MODES
 BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
 CONFIG_FILE = 'config.json'
 MODEL_SPEC_FILE = 'model_spec.json'

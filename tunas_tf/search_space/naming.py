@@ -38,14 +38,10 @@ BATCH_NORM_EPSILON = 1e-3
 SE_RATIO = 0.25
 # Standard deviation of the classifier kernel's normal initialiser.
 CLASSIFIER_STDDEV = 0.01
-# Standard deviation of a unit normal truncated to [-2, 2]; dividing by it
-# makes a truncated normal draw have the requested standard deviation.
-TRUNCATED_NORMAL_STDDEV = 0.87962566103423978
-# The same, rounded to 8 decimals, as the supernet's initialisers have always
-# used it: the two differ in the last float32 bit of the drawing stddev for
-# some fan-ins (e.g. 58), so unifying them would change the supernet's seeded
-# initial values. Kept to keep checkpoints and seeded runs bit-identical.
-SUPERNET_TRUNCATED_NORMAL_STDDEV = round(TRUNCATED_NORMAL_STDDEV, 8)
+# Standard deviation of a unit normal truncated to [-2, 2] (0.8796256610...,
+# to the 8 decimals the supernet's seeded initial values were drawn with);
+# dividing by it makes a truncated normal draw have the requested stddev.
+TRUNCATED_NORMAL_STDDEV = 0.87962566
 
 # -----------------------------------------------------------------------------
 # Part and variable names.
