@@ -1,55 +1,13 @@
-"""What the search and train_eval binaries share: data/backend flags, the Estimator.
+"""The Estimator the search and train_eval share.
 
-Both binaries run their model_fn on `TPUEstimator`: on Cloud TPU with
-`--tpu=NAME` (resolved by `TPUClusterResolver`), and with `use_tpu=False` on
-CPU/GPU. Flags are defined on a caller's `FlagValues` so tests can build
-their own.
+Both run their model_fn on `TPUEstimator`: on Cloud TPU with `--tpu=NAME`
+(resolved by `TPUClusterResolver`), and with `use_tpu=False` on CPU/GPU.
+The flags that choose it live in `tunas_tf.flags` (entry points only).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
-
-from absl import flags
-
-
-def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
-  """--model_dir (alias --checkpoint_dir), --dataset, --data_dir (alias
-  --dataset_dir), --[no]download, --num_classes, --image_size."""
-  flags.DEFINE_string('model_dir', None, model_dir_help, flag_values=f)
-  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
-  flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
-                      'TFDS image-classification dataset name.', flag_values=f)
-  flags.DEFINE_string('data_dir', None, 'TFDS data directory.', flag_values=f)
-  flags.DEFINE_alias('dataset_dir', 'data_dir', flag_values=f)
-  flags.DEFINE_boolean('download', True, 'Let TFDS download and prepare a '
-                       'missing dataset; with --nodownload a missing dataset '
-                       'fails at once.', flag_values=f)
-  flags.DEFINE_integer('num_classes', None, "Classes of the classifier; "
-                       "default the dataset's own count.", flag_values=f)
-  flags.DEFINE_integer('image_size', None, 'Input side in pixels; default the '
-                       "dataset's own (digits: 8).", flag_values=f)
-
-
-def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
-  """--tpu, --tpu_zone, --gcp_project, --use_tpu, --tpu_iterations_per_loop."""
-  flags.DEFINE_string('tpu', '', 'Cloud TPU name or grpc://ip:port; implies '
-                      '--use_tpu.', flag_values=f)
-  flags.DEFINE_string('tpu_zone', None, 'TPU zone.', flag_values=f)
-  flags.DEFINE_string('gcp_project', None, 'GCP project.', flag_values=f)
-  flags.DEFINE_boolean('use_tpu', None, 'Run on TPU; default: whether --tpu is '
-                       'set.', flag_values=f)
-  flags.DEFINE_integer('tpu_iterations_per_loop', iterations_per_loop,
-                       'Steps per TPU loop; also the summary cadence.',
-                       flag_values=f)
-
-
-def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
-  """--use_tpu defaults to whether --tpu is set; --use_tpu needs --tpu."""
-  resolved = bool(tpu) if use_tpu is None else use_tpu
-  if resolved and not tpu:
-    raise ValueError('--use_tpu needs --tpu=NAME')
-  return resolved
 
 
 def make_estimator(model_fn: Callable[..., Any], config: Any, *,

@@ -58,6 +58,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import backend
+from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import macs
 from tunas_tf.data import datasets
@@ -113,7 +114,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'filter count (rounded to the space\'s filters_base).',
                      flag_values=f)
   # Where and on what.
-  backend.define_data_flags(f, 'Output directory: checkpoints, events, '
+  common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, metrics.json, export/. Required.')
   flags.DEFINE_string('eval_split', 'test', 'Evaluation split: for digits '
                       'one of search_train, search_validation, test; for '
@@ -122,7 +123,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_integer('seed', 0, 'Seed of the data order, dropout and the '
                        'initial weights.', flag_values=f)
   # Backend.
-  backend.define_tpu_flags(f, iterations_per_loop=100)
+  common_flags.define_tpu_flags(f, iterations_per_loop=100)
   # Recipe (reference/tunas.md §8.3).
   flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
                        'ImageNet recipe: 4096).', flag_values=f)
@@ -361,7 +362,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
     raise ValueError(f'--indices={indices or ""!r} for --ssd={ssd}: '
                      f'{e}') from None
   indices = ':'.join(str(i) for i in parsed)
-  use_tpu = backend.resolve_use_tpu(f.tpu, f.use_tpu)
+  use_tpu = common_flags.resolve_use_tpu(f.tpu, f.use_tpu)
   if f.filters_multiplier <= 0:
     raise ValueError('--filters_multiplier must be positive, got '
                      f'{f.filters_multiplier}')

@@ -25,7 +25,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from tunas_tf import backend
+from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
@@ -36,7 +36,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the search flags (called by `__main__` and by tests only)."""
   f = flag_values
   # Where and what.
-  backend.define_data_flags(f, 'Output directory: checkpoints, events, '
+  common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, model_spec.json. Required.')
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
                     'Search space.', flag_values=f)
@@ -47,7 +47,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
                        'controller initialisation.', flag_values=f)
   # Backend.
-  backend.define_tpu_flags(f, iterations_per_loop=10)
+  common_flags.define_tpu_flags(f, iterations_per_loop=10)
   flags.DEFINE_enum('supernet_mode', None, config_lib.SUPERNET_MODES,
                     'masked: static shapes (TPU); sampled: slice to the sampled '
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
@@ -73,7 +73,17 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'shared-weight update.', flag_values=f)
   flags.DEFINE_float('epochs', 48.0, 'Search length in epochs of the '
                      'search-train data.', flag_values=f)
-  # Controller.
+  _define_controller_flags(f)
+  flags.DEFINE_integer('log_every_steps', 50, 'Progress log cadence (CPU/GPU).',
+                       flag_values=f)
+  flags.DEFINE_integer('save_checkpoints_steps', 200, 'Checkpoint cadence.',
+                       flag_values=f)
+  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
+                       flag_values=f)
+
+
+def _define_controller_flags(f: flags.FlagValues) -> None:
+  """The controller's flags: RL schedule, warm-ups, reward and cost model."""
   flags.DEFINE_float('rl_learning_rate', 0.1, 'Controller Adam LR per '
                      '256 images (scaled like the model LR). The ImageNet '
                      'recipe uses 0.0003; the short demo needs more.',
@@ -117,12 +127,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'with data dependencies (all gradients before any '
                        'update; validation after the model update).',
                        flag_values=f)
-  flags.DEFINE_integer('log_every_steps', 50, 'Progress log cadence (CPU/GPU).',
-                       flag_values=f)
-  flags.DEFINE_integer('save_checkpoints_steps', 200, 'Checkpoint cadence.',
-                       flag_values=f)
-  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
-                       flag_values=f)
 
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
@@ -144,7 +148,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
-  use_tpu = backend.resolve_use_tpu(f.tpu, f.use_tpu)
+  use_tpu = common_flags.resolve_use_tpu(f.tpu, f.use_tpu)
   if dataset_info is None:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     validation_examples = f.validation_examples
@@ -212,14 +216,15 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       keep_checkpoint_max=f.keep_checkpoint_max)
 
 
-def main(argv) -> Optional[int]:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
+  """Runs the search of `flag_values`; bad input exits with one line."""
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
   # TF's own INFO/deprecation chatter hides the progress lines; errors stay.
   tf.get_logger().setLevel('ERROR')
   try:
-    config = config_from_flags(FLAGS)
+    config = config_from_flags(flag_values)
     runner.run_search(config)
   except ValueError as e:
     sys.exit(f'train_search: {e}')

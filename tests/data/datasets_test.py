@@ -7,31 +7,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tunas_tf.data import datasets
-
-
-class TinyImages(tfds.core.GeneratorBasedBuilder):
-  """A 3-class dataset of 8x8 RGB images built here, offline."""
-  VERSION = tfds.core.Version('1.0.0')
-
-  def _info(self):
-    return tfds.core.DatasetInfo(
-        builder=self,
-        features=tfds.features.FeaturesDict({
-            'image': tfds.features.Image(shape=(8, 8, 3)),
-            'label': tfds.features.ClassLabel(num_classes=3),
-        }),
-        supervised_keys=('image', 'label'))
-
-  def _split_generators(self, dl_manager):
-    del dl_manager
-    return {'train': self._generate_examples(20, 0),
-            'test': self._generate_examples(6, 100)}
-
-  def _generate_examples(self, count, offset):
-    for i in range(count):
-      # The pixel value encodes the example's index, so splits can be checked.
-      image = np.full((8, 8, 3), offset + i, dtype=np.uint8)
-      yield i, {'image': image, 'label': i % 3}
+from tests.testing import tiny_tfds
 
 
 class DatasetsTest(tf.test.TestCase):
@@ -40,7 +16,7 @@ class DatasetsTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.data_dir = tempfile.mkdtemp()
-    TinyImages(data_dir=cls.data_dir).download_and_prepare()
+    tiny_tfds.TinyImages(data_dir=cls.data_dir).download_and_prepare()
 
   def test_digits_split_is_deterministic_and_disjoint(self):
     arrays = datasets.digits_arrays()

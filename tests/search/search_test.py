@@ -23,37 +23,14 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import extract_architecture
+from tests.testing import searches
+from tests.testing import tiny_tfds
 
 
-def _config(model_dir, *args):
-  values = flags.FlagValues()
-  train_search.define_flags(values)
-  values(['train_search', f'--model_dir={model_dir}'] + list(args))
-  return train_search.config_from_flags(values)
-
-
-def _events(model_dir):
-  """{tag: {step: value}} from the TF2 summary files of `model_dir`."""
-  out = {}
-  for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
-      for value in event.summary.value:
-        out.setdefault(value.tag, {})[event.step] = float(
-            tf.make_ndarray(value.tensor))
-  return out
-
-
-def _global_step(model_dir):
-  return int(tf.train.load_checkpoint(model_dir).get_tensor('global_step'))
-
-
-_SHORT = ['--max_steps=8', '--train_batch_size=16',
-          '--rl_delay_steps_fraction=0.5',
-          '--increase_ops_warmup_steps_fraction=0.25',
-          '--increase_filters_warmup_steps_fraction=0.5',
-          '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=4',
-          '--rl_learning_rate=1.0']
+_config = searches.search_config
+_events = searches.events
+_global_step = searches.global_step
+_SHORT = list(searches.SHORT_SEARCH_FLAGS)
 
 
 class ShortSearchTest(absltest.TestCase):
@@ -61,9 +38,8 @@ class ShortSearchTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.model_dir = tempfile.mkdtemp()
-    cls.config = _config(cls.model_dir, *_SHORT)
-    runner.run_search(cls.config)
+    cls.model_dir = searches.finished_search()
+    cls.config = config_lib.read(cls.model_dir)
     cls.events = _events(cls.model_dir)
 
   def test_runs_to_max_steps_with_one_increment_per_step(self):
@@ -140,11 +116,9 @@ class ShortSearchTest(absltest.TestCase):
     json.dumps(result)  # JSON-able.
 
   def test_resume_longer_and_refuse_a_different_search(self):
-    model_dir = os.path.join(tempfile.mkdtemp(), 'copy')
     # Resume from a copy of the finished search with a longer --max_steps.
-    import shutil  # pylint: disable=g-import-not-at-top
-    shutil.copytree(self.model_dir, model_dir)
-    longer = [a for a in _SHORT if not a.startswith('--max_steps')]
+    model_dir = searches.copy_finished_search()
+    longer = searches.without_max_steps(_SHORT)
     runner.run_search(_config(model_dir, '--max_steps=10', *longer))
     self.assertEqual(_global_step(model_dir), 10)
     # Step 8 ran after the restart with the state saved at step 8: the
@@ -184,13 +158,11 @@ class ShortSearchTest(absltest.TestCase):
 
 
   def test_truncated_checkpoint_is_refused_in_one_line(self):
-    import shutil  # pylint: disable=g-import-not-at-top
-    model_dir = os.path.join(tempfile.mkdtemp(), 'broken')
-    shutil.copytree(self.model_dir, model_dir)
+    model_dir = searches.copy_finished_search('broken')
     with open(os.path.join(model_dir, 'model.ckpt-8.data-00000-of-00001'),
               'r+b') as f:
       f.truncate(100)
-    longer = [a for a in _SHORT if not a.startswith('--max_steps')]
+    longer = searches.without_max_steps(_SHORT)
     with self.assertRaisesRegex(
         ValueError, r'Cannot resume from .*model.ckpt-8: Read less bytes'):
       runner.run_search(_config(model_dir, '--max_steps=10', *longer))
@@ -199,9 +171,8 @@ class ShortSearchTest(absltest.TestCase):
 class TfdsSearchTest(absltest.TestCase):
 
   def test_search_on_a_tfds_dataset(self):
-    from tests.data import datasets_test  # pylint: disable=g-import-not-at-top
     data_dir = tempfile.mkdtemp()
-    datasets_test.TinyImages(data_dir=data_dir).download_and_prepare()
+    tiny_tfds.TinyImages(data_dir=data_dir).download_and_prepare()
     model_dir = tempfile.mkdtemp()
     config = _config(model_dir, '--dataset=tiny_images',
                      f'--data_dir={data_dir}', '--nodownload',
@@ -259,6 +230,7 @@ class CommandLineTest(absltest.TestCase):
     self.assertTrue(logged and min(logged) > killed_at, logged)
 
   def test_bad_input_exits_with_one_line(self):
+    # In-process through main (the kill test above runs the real binary).
     model_dir = tempfile.mkdtemp()
     config_lib.write_or_check(
         _config(model_dir, '--max_steps=8', '--train_batch_size=16'),
@@ -266,15 +238,21 @@ class CommandLineTest(absltest.TestCase):
     for args, message in (
         (['--max_steps=8', '--rl_reward_function=mnas'],
          'rl_reward_function is'),
-        (['--max_steps=8', '--ssd=no_such_space'], 'no_such_space'),
         (['--max_steps=8', '--cost_model=/no/such.json'], 'no/such.json'),
+        (['--max_steps=8', '--epochs=0', '--max_steps=0'],
+         '--max_steps must be > 0'),
     ):
-      done = subprocess.run(self._command(model_dir, *args),
-                            capture_output=True, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
-      self.assertNotEqual(done.returncode, 0, args)
-      self.assertIn(message, done.stderr)
-      self.assertNotIn('Traceback', done.stderr)
+      values = searches.search_flags(f'--model_dir={model_dir}',
+                                     '--train_batch_size=16', *args)
+      with self.assertRaises(SystemExit) as caught:
+        train_search.main([], values)
+      line = str(caught.exception.code)
+      self.assertTrue(line.startswith('train_search: '), line)
+      self.assertIn(message, line)
+      self.assertNotIn('\n', line)
+    # An unknown space is refused by the flag parser itself.
+    with self.assertRaisesRegex(flags.IllegalFlagValueError, 'no_such_space'):
+      searches.search_flags('--ssd=no_such_space')
 
 
 if __name__ == '__main__':

@@ -7,27 +7,20 @@ import subprocess
 import sys
 import tempfile
 
-from absl import flags
 from absl.testing import absltest
 
 from tunas_tf import architecture
 from tunas_tf import files
-from tunas_tf import train_search
 from tunas_tf.cost_model import linear
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import runner
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import compare_random
 from tunas_tf.tools import extract_architecture
+from tests.testing import searches
 
 
-def _search_config(model_dir, *args):
-  values = flags.FlagValues()
-  train_search.define_flags(values)
-  values(['train_search', f'--model_dir={model_dir}', '--max_steps=4',
-          '--train_batch_size=16', '--tpu_iterations_per_loop=2'] + list(args))
-  return train_search.config_from_flags(values)
+_search_config = searches.search_config
 
 
 class CompareRandomTest(absltest.TestCase):
@@ -35,11 +28,9 @@ class CompareRandomTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.search_dir = tempfile.mkdtemp()
-    runner.run_search(_search_config(cls.search_dir))
-    cls.searched = extract_architecture.search_architecture(cls.search_dir)
-    architecture.write(cls.searched,
-                       os.path.join(cls.search_dir, 'architecture.json'))
+    cls.search_dir = searches.finished_search()
+    cls.searched = architecture.read(
+        os.path.join(cls.search_dir, architecture.FILE_NAME))
 
   def test_end_to_end_and_resume(self):
     output_dir = tempfile.mkdtemp()

@@ -1,0 +1,88 @@
+"""One tiny finished search, run once per test process and shared.
+
+Building a search graph costs most of a small search's time (~55 s on 2
+cores), so the tests that need a finished search (its checkpoints, events and
+architecture.json) share this one instead of each running its own. Tests
+must not modify it: copy it first (`copy_finished_search`) to resume it or
+break it.
+"""
+
+import functools
+import glob
+import os
+import shutil
+import tempfile
+from typing import Dict, List
+
+from absl import flags
+import tensorflow as tf
+
+from tunas_tf import architecture
+from tunas_tf import train_search
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import runner
+from tunas_tf.tools import extract_architecture
+
+# 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
+# summaries every 2 steps, checkpoints at 4 and 8.
+SHORT_SEARCH_FLAGS = (
+    '--max_steps=8', '--train_batch_size=16', '--rl_delay_steps_fraction=0.5',
+    '--increase_ops_warmup_steps_fraction=0.25',
+    '--increase_filters_warmup_steps_fraction=0.5',
+    '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=4',
+    '--rl_learning_rate=1.0')
+
+
+def search_flags(*args: str) -> flags.FlagValues:
+  """Parsed `train_search` flags (`--model_dir` among `args` if needed)."""
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search'] + list(args))
+  return values
+
+
+def search_config(model_dir: str, *args: str) -> config_lib.SearchConfig:
+  """The `SearchConfig` of `train_search --model_dir=model_dir args...`."""
+  return train_search.config_from_flags(
+      search_flags(f'--model_dir={model_dir}', *args))
+
+
+@functools.lru_cache(maxsize=None)
+def finished_search() -> str:
+  """The model dir of the shared short digits search, with architecture.json.
+
+  Runs `SHORT_SEARCH_FLAGS` the first time it is called in a process.
+  """
+  model_dir = os.path.join(tempfile.mkdtemp(), 'search')
+  runner.run_search(search_config(model_dir, *SHORT_SEARCH_FLAGS))
+  architecture.write(extract_architecture.search_architecture(model_dir),
+                     os.path.join(model_dir, architecture.FILE_NAME))
+  return model_dir
+
+
+def copy_finished_search(name: str = 'copy') -> str:
+  """A private copy of `finished_search()` that a test may change."""
+  model_dir = os.path.join(tempfile.mkdtemp(), name)
+  shutil.copytree(finished_search(), model_dir)
+  return model_dir
+
+
+def events(model_dir: str) -> Dict[str, Dict[int, float]]:
+  """{tag: {step: value}} from the TF2 summary files of `model_dir`."""
+  out = {}
+  for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      for value in event.summary.value:
+        out.setdefault(value.tag, {})[event.step] = float(
+            tf.make_ndarray(value.tensor))
+  return out
+
+
+def global_step(model_dir: str) -> int:
+  """The global step of the latest checkpoint in `model_dir`."""
+  return int(tf.train.load_checkpoint(model_dir).get_tensor('global_step'))
+
+
+def without_max_steps(args: List[str]) -> List[str]:
+  return [a for a in args if not a.startswith('--max_steps')]
