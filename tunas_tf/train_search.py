@@ -29,6 +29,7 @@ from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import naming
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +49,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'controller initialisation.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=10)
-  flags.DEFINE_enum('supernet_mode', None, config_lib.SUPERNET_MODES,
+  flags.DEFINE_enum('supernet_mode', None, naming.MODES,
                     'masked: static shapes (TPU); sampled: slice to the sampled '
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
                     'elsewhere.', flag_values=f)
@@ -188,7 +189,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       validation_examples=sizes['search_validation'], seed=f.seed,
       use_tpu=use_tpu, tpu=f.tpu, tpu_zone=f.tpu_zone,
       gcp_project=f.gcp_project,
-      supernet_mode=f.supernet_mode or ('masked' if use_tpu else 'sampled'),
+      supernet_mode=f.supernet_mode or (naming.MASKED if use_tpu
+                                         else naming.SAMPLED),
       use_bfloat16=use_bfloat16,
       tpu_iterations_per_loop=f.tpu_iterations_per_loop,
       model_learning_rate=f.model_learning_rate,

@@ -31,7 +31,6 @@ from tunas_tf.search_space import naming
 if TYPE_CHECKING:
   from tunas_tf.cost_model import linear
 
-SUPERNET_MODES = naming.MODES
 BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
 CONFIG_FILE = 'config.json'
 MODEL_SPEC_FILE = 'model_spec.json'
@@ -132,9 +131,9 @@ class SearchConfig:
     if self.train_batch_size <= 0:
       raise ValueError(f'--train_batch_size must be > 0, got '
                        f'{self.train_batch_size}')
-    if self.supernet_mode not in SUPERNET_MODES:
+    if self.supernet_mode not in naming.MODES:
       raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
-                       f'expected one of {SUPERNET_MODES}')
+                       f'expected one of {naming.MODES}')
     if self.max_steps is not None and self.max_steps <= 0:
       raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
     if self.max_global_step <= 0:
