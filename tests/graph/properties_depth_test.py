@@ -5,7 +5,7 @@ import random
 from absl.testing import parameterized
 import tensorflow as tf
 
-from tests.graph import fixtures
+from tests.testing import graph_fixtures as fixtures
 from tunas_tf.graph import ir
 from tunas_tf.graph import rewrite
 from tunas_tf.graph import zoo

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import tensorflow as tf
 
-from tests.graph import fixtures
+from tests.testing import graph_fixtures as fixtures
 from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
 from tunas_tf.graph import rewrite

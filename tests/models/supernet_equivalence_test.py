@@ -12,11 +12,11 @@
 import numpy as np
 import tensorflow as tf
 
-from tests.models import supernet_test as helpers
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
+from tests.testing import sampled_specs as helpers
 
 Supernet = supernet_lib.Supernet
 OneOf = schema.OneOf

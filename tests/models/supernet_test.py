@@ -1,9 +1,4 @@
-"""Tests for models/supernet.py: building, running, naming, modes, errors.
-
-Also holds the sampled-spec helpers that supernet_equivalence_test imports.
-"""
-
-from typing import Callable, Dict, Mapping, Optional, Sequence
+"""Tests for models/supernet.py: building, running, naming, modes, errors."""
 
 import numpy as np
 import tensorflow as tf
@@ -13,53 +8,11 @@ from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
+from tests.testing import sampled_specs
 
 Supernet = supernet_lib.Supernet
 OneOf = schema.OneOf
 OP, FILTERS = schema.OP_TAG, schema.FILTERS_TAG
-
-# Sampled specs: masks attached to a search space.
-
-
-def one_hot(n: int, index: int) -> np.ndarray:
-  """float32 [n] with a 1 at `index`."""
-  mask = np.zeros([n], np.float32)
-  mask[index] = 1.0
-  return mask
-
-
-def uniform(n: int) -> np.ndarray:
-  """The op warm-up mask: float32 [n] of 1/n."""
-  return np.full([n], 1.0 / n, np.float32)
-
-
-def masks_from_indices(spec, indices: Sequence[int],
-                       overrides: Optional[Mapping[str, np.ndarray]] = None
-                       ) -> Dict[str, np.ndarray]:
-  """One-hot masks {path: float32 [n]} (visit order), then `overrides`."""
-  paths = schema.flatten_with_paths(spec)
-  if len(indices) != len(paths):
-    raise ValueError(f'{len(paths)} OneOfs, {len(indices)} indices')
-  masks = {path: one_hot(len(o.choices), i)
-           for (path, o), i in zip(paths, indices)}
-  for path, mask in (overrides or {}).items():
-    if path not in masks:
-      raise ValueError(f'No OneOf at {path!r}')
-    masks[path] = np.asarray(mask, np.float32)
-  return masks
-
-
-def random_indices(spec, rng: np.random.Generator) -> list:
-  """A uniformly random index per OneOf."""
-  return [int(rng.integers(n)) for n in schema.num_choices(spec)]
-
-
-def attach(spec, masks: Mapping[str, object],
-           convert: Callable = tf.convert_to_tensor):
-  """`spec` with `masks[path]` (as a Tensor) on the OneOf at each path."""
-  return schema.map_oneofs_with_paths(
-      lambda path, o: OneOf(o.choices, o.tag, convert(masks[path])), spec)
-
 
 _BIG = ('proxylessnas_search', 'proxylessnas_enlarged_search',
         'mobilenet_v3_like_search', 'mobilenet_v2', 'mnasnet_b1',
@@ -84,9 +37,9 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
   def test_big_spaces_and_models_run_at_224_batch_1(self, name):
     spec = mobile.get_search_space(name)
     net = Supernet(spec, num_classes=7, seed=0)
-    masks = masks_from_indices(
-        spec, random_indices(spec, np.random.default_rng(1)))
-    sampled = attach(spec, masks) if masks else spec
+    masks = sampled_specs.masks_from_indices(
+        spec, sampled_specs.random_indices(spec, np.random.default_rng(1)))
+    sampled = sampled_specs.attach(spec, masks) if masks else spec
     size = mobile.get_image_size(name)
     logits = net(sampled, tf.random.normal([1, size, size, 3], seed=2),
                  training=True)
@@ -104,8 +57,8 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(3)
     images = rng.uniform(size=[2, size, size, _channels(name)])
     for _ in range(2):
-      sampled = attach(spec, masks_from_indices(
-          spec, random_indices(spec, rng)))
+      sampled = sampled_specs.attach(spec, sampled_specs.masks_from_indices(
+          spec, sampled_specs.random_indices(spec, rng)))
       logits = net(sampled, images.astype(np.float32), training=True)
       self.assertEqual(logits.shape, (2, 10))
       self.assertTrue(np.all(np.isfinite(logits)))
@@ -214,7 +167,7 @@ class SemanticsTest(tf.test.TestCase):
     spec = ops.ConvTowerSpec((ops.Block((
         ops.ConvSpec(OneOf((1, 3), OP), 1),), OneOf((8, 16), FILTERS)),), 8)
     net, images = self._net_and_images(spec)
-    run = lambda kernel_mask: net(attach(
+    run = lambda kernel_mask: net(sampled_specs.attach(
         spec, {'blocks/0/layers/0/kernel_size': kernel_mask,
                'blocks/0/filters': [0.0, 1.0]}), images)
     both = run([0.5, 0.5])
@@ -225,7 +178,7 @@ class SemanticsTest(tf.test.TestCase):
   def test_filters_mask_values_are_not_weights(self):
     spec = _tiny_spec()
     net, images = self._net_and_images(spec)
-    run = lambda filters_mask: net(attach(
+    run = lambda filters_mask: net(sampled_specs.attach(
         spec, {'blocks/0/layers/0/kernel_size': [0.0, 1.0],
                'blocks/0/filters': filters_mask}), images)
     self.assertAllClose(run([0.3, 0.7]), run([0.0, 1.0]))
@@ -237,7 +190,7 @@ class SemanticsTest(tf.test.TestCase):
     net, images = self._net_and_images(spec)
     mask = tf.Variable([0.5, 0.5])
     with tf.GradientTape() as tape:
-      logits = net(attach(
+      logits = net(sampled_specs.attach(
           spec, {'blocks/0/layers/0/kernel_size': mask,
                  'blocks/0/filters': [0.0, 1.0]}, tf.identity), images)
     self.assertIsNone(tape.gradient(logits, mask))
@@ -248,7 +201,7 @@ class SemanticsTest(tf.test.TestCase):
              'blocks/0/filters': [0.0, 1.0]}
     plain, images = self._net_and_images(spec, seed=5)
     dropped = Supernet(spec, 3, input_channels=1, seed=5, dropout_rate=0.5)
-    sampled = attach(spec, masks)
+    sampled = sampled_specs.attach(spec, masks)
     self.assertAllClose(dropped(sampled, images, training=False),
                         plain(sampled, images, training=True))
     tf.random.set_seed(0)
@@ -260,13 +213,13 @@ class SemanticsTest(tf.test.TestCase):
         OneOf((ops.ConvSpec(3, 1),), OP),), 8),), 8)
     net, images = self._net_and_images(spec)
     full = net(spec, images)  # No mask: the single choice as is.
-    half = net(attach(spec, {'blocks/0/layers/0': [0.5]}), images)
+    half = net(sampled_specs.attach(spec, {'blocks/0/layers/0': [0.5]}), images)
     # The head is linear in the layer output (bias 0 at init).
     self.assertAllClose(half, 0.5 * full, atol=1e-6)
     # The regulariser is not scaled (the original's maybe_switch_v2).
     self.assertAllClose(
         net.regularization_loss(
-            attach(spec, {'blocks/0/layers/0': [0.5]}), 0.1),
+            sampled_specs.attach(spec, {'blocks/0/layers/0': [0.5]}), 0.1),
         net.regularization_loss(spec, 0.1))
 
 
@@ -293,9 +246,9 @@ class CompilationTest(tf.test.TestCase):
     net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
     images = tf.random.stateless_uniform([2, 8, 8, 1], [0, 0])
     rng = np.random.default_rng(0)
-    samples = [masks_from_indices(spec, random_indices(
+    samples = [sampled_specs.masks_from_indices(spec, sampled_specs.random_indices(
         spec, rng)) for _ in range(3)]
-    samples[-1] = {k: uniform(len(v)) if 'filters' not in k else v
+    samples[-1] = {k: sampled_specs.uniform(len(v)) if 'filters' not in k else v
                    for k, v in samples[-1].items()}  # Op warm-up.
     return net, images, samples
 
@@ -305,7 +258,7 @@ class CompilationTest(tf.test.TestCase):
 
     @tf.function
     def step(masks, images):
-      sampled = attach(spec, masks)
+      sampled = sampled_specs.attach(spec, masks)
       with tf.GradientTape() as tape:
         logits = net(sampled, images, training=True)
         loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
@@ -314,7 +267,7 @@ class CompilationTest(tf.test.TestCase):
     for masks in samples:
       logits, grads = step({k: tf.constant(v) for k, v in masks.items()},
                            images)
-      eager = net(attach(spec, masks), images, training=True)
+      eager = net(sampled_specs.attach(spec, masks), images, training=True)
       self.assertAllClose(logits, eager, atol=1e-5)
       self.assertLen(grads, len(net.trainable_variables))
     self.assertEqual(step.experimental_get_tracing_count(), 1)
@@ -324,7 +277,7 @@ class CompilationTest(tf.test.TestCase):
     for mode in ('masked', 'sampled'):
       eager_net, images, samples = self._setup(mode, spec)
       for masks in samples[1:]:
-        sampled = attach(spec, masks)
+        sampled = sampled_specs.attach(spec, masks)
         with tf.GradientTape() as tape:
           eager = eager_net(sampled, images, training=True)
           loss = tf.reduce_sum(eager) + eager_net.regularization_loss(
@@ -333,7 +286,7 @@ class CompilationTest(tf.test.TestCase):
                                     unconnected_gradients='zero')
         with tf.Graph().as_default():
           net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
-          sampled = attach(spec, masks, tf.constant)
+          sampled = sampled_specs.attach(spec, masks, tf.constant)
           image_input = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1])
           logits = net(sampled, image_input, training=True)
           loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
@@ -397,7 +350,7 @@ class ErrorsTest(tf.test.TestCase):
     with self.assertRaisesRegex(
         ValueError, "does not match the supernet's spec at "
         "'blocks/0/layers/0/kernel_size/choices/1': got 5, expected 3"):
-      net(attach(other, good), images)
+      net(sampled_specs.attach(other, good), images)
     with self.assertRaisesRegex(ValueError, "The OneOf at 'blocks/0/filters' "
                                 'has 2 choices but no mask'):
       net(schema.map_oneofs_with_paths(
@@ -406,13 +359,13 @@ class ErrorsTest(tf.test.TestCase):
           spec), images)
     with self.assertRaisesRegex(ValueError, "The mask at 'blocks/0/filters' "
                                 r'has shape \(3,\); expected \[2\]'):
-      net(attach(spec, dict(good, **{'blocks/0/filters': [1, 0, 0.]})),
+      net(sampled_specs.attach(spec, dict(good, **{'blocks/0/filters': [1, 0, 0.]})),
           images)
     with self.assertRaisesRegex(ValueError, r'images must be \[batch, H, W, '
                                 r'1\], got shape \(1, 4, 4, 3\)'):
-      net(attach(spec, good), tf.zeros([1, 4, 4, 3]))
+      net(sampled_specs.attach(spec, good), tf.zeros([1, 4, 4, 3]))
     with self.assertRaisesRegex(ValueError, 'weight_decay must be >= 0'):
-      net.regularization_loss(attach(spec, good), -1.0)
+      net.regularization_loss(sampled_specs.attach(spec, good), -1.0)
 
 
 if __name__ == '__main__':

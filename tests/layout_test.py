@@ -1,0 +1,100 @@
+"""The package's layout rules (DESIGN "Layout"), checked on the source.
+
+Flags only in entry points; no tool imports another tool; imports flow
+downward; no module over 600 lines and no function over 80 lines (docstring
+aside).
+"""
+
+import ast
+import os
+import re
+
+from absl.testing import absltest
+
+_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), 'tunas_tf')
+_MAX_FILE_LINES = 600
+_MAX_FUNCTION_LINES = 80
+# Modules that may define absl flags: the binaries and the shared flag groups.
+_ENTRY_POINTS = re.compile(
+    r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')
+# Packages a package must not import (DESIGN "imports flow one way").
+_FORBIDDEN = {
+    'search_space': ('tensorflow', 'tunas_tf.layers', 'tunas_tf.controller',
+                     'tunas_tf.cost_model', 'tunas_tf.models', 'tunas_tf.graph',
+                     'tunas_tf.search', 'tunas_tf.tools'),
+    'controller': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
+    'cost_model': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
+    'layers': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
+    'graph': ('tunas_tf.models', 'tunas_tf.search', 'tunas_tf.tools'),
+    'models': ('tunas_tf.search', 'tunas_tf.tools'),
+    'search': ('tunas_tf.tools', 'tunas_tf.flags', 'absl.flags'),
+    'tools': ('tunas_tf.tools',),
+}
+
+
+def _modules():
+  for directory, _, names in os.walk(_ROOT):
+    for name in names:
+      if name.endswith('.py'):
+        path = os.path.join(directory, name)
+        yield os.path.relpath(path, _ROOT).replace(os.sep, '/'), path
+
+
+def _imports(tree):
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield alias.name
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      yield node.module
+      for alias in node.names:
+        yield f'{node.module}.{alias.name}'
+
+
+class LayoutTest(absltest.TestCase):
+
+  def test_sizes(self):
+    too_long = []
+    for relative, path in _modules():
+      with open(path) as f:
+        source = f.read()
+      if source.count('\n') > _MAX_FILE_LINES:
+        too_long.append(f'{relative}: {source.count(chr(10))} lines')
+      for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+          body = node.body
+          if (body and isinstance(body[0], ast.Expr) and
+              isinstance(body[0].value, ast.Constant) and
+              isinstance(body[0].value.value, str)):
+            body = body[1:] or body
+          length = node.end_lineno - body[0].lineno + 1
+          if length > _MAX_FUNCTION_LINES:
+            too_long.append(f'{relative}:{node.lineno} {node.name}: {length} '
+                            'lines')
+    self.assertEqual(too_long, [])
+
+  def test_flags_only_in_entry_points(self):
+    found = []
+    for relative, path in _modules():
+      with open(path) as f:
+        source = f.read()
+      if 'DEFINE_' in source and not _ENTRY_POINTS.match(relative):
+        found.append(relative)
+    self.assertEqual(found, [])
+
+  def test_imports_flow_downward(self):
+    found = []
+    for relative, path in _modules():
+      package = relative.split('/')[0]
+      forbidden = _FORBIDDEN.get(package, ())
+      with open(path) as f:
+        tree = ast.parse(f.read())
+      for name in _imports(tree):
+        if any(name == f or name.startswith(f + '.') for f in forbidden):
+          found.append(f'{relative} imports {name}')
+    self.assertEqual(found, [])
+
+
+if __name__ == '__main__':
+  absltest.main()
