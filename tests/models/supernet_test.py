@@ -246,8 +246,8 @@ class CompilationTest(tf.test.TestCase):
     net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
     images = tf.random.stateless_uniform([2, 8, 8, 1], [0, 0])
     rng = np.random.default_rng(0)
-    samples = [sampled_specs.masks_from_indices(spec, sampled_specs.random_indices(
-        spec, rng)) for _ in range(3)]
+    samples = [sampled_specs.masks_from_indices(
+        spec, sampled_specs.random_indices(spec, rng)) for _ in range(3)]
     samples[-1] = {k: sampled_specs.uniform(len(v)) if 'filters' not in k else v
                    for k, v in samples[-1].items()}  # Op warm-up.
     return net, images, samples
@@ -359,8 +359,8 @@ class ErrorsTest(tf.test.TestCase):
           spec), images)
     with self.assertRaisesRegex(ValueError, "The mask at 'blocks/0/filters' "
                                 r'has shape \(3,\); expected \[2\]'):
-      net(sampled_specs.attach(spec, dict(good, **{'blocks/0/filters': [1, 0, 0.]})),
-          images)
+      net(sampled_specs.attach(
+          spec, dict(good, **{'blocks/0/filters': [1, 0, 0.]})), images)
     with self.assertRaisesRegex(ValueError, r'images must be \[batch, H, W, '
                                 r'1\], got shape \(1, 4, 4, 3\)'):
       net(sampled_specs.attach(spec, good), tf.zeros([1, 4, 4, 3]))
