@@ -10,6 +10,14 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 
+def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
+  """--use_tpu defaults to whether --tpu is set; --use_tpu needs --tpu."""
+  resolved = bool(tpu) if use_tpu is None else use_tpu
+  if resolved and not tpu:
+    raise ValueError('--use_tpu needs --tpu=NAME')
+  return resolved
+
+
 def make_estimator(model_fn: Callable[..., Any], config: Any, *,
                    eval_batch_size: Optional[int] = None):
   """TPUEstimator on TPU (`config.use_tpu`) or on CPU/GPU.

@@ -7,8 +7,6 @@ can build their own.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from absl import flags
 
 
@@ -41,11 +39,3 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
   flags.DEFINE_integer('tpu_iterations_per_loop', iterations_per_loop,
                        'Steps per TPU loop; also the summary cadence.',
                        flag_values=f)
-
-
-def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
-  """--use_tpu defaults to whether --tpu is set; --use_tpu needs --tpu."""
-  resolved = bool(tpu) if use_tpu is None else use_tpu
-  if resolved and not tpu:
-    raise ValueError('--use_tpu needs --tpu=NAME')
-  return resolved

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from tunas_tf import backend
 from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
 from tunas_tf.search import config as config_lib
@@ -149,7 +150,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
-  use_tpu = common_flags.resolve_use_tpu(f.tpu, f.use_tpu)
+  use_tpu = backend.resolve_use_tpu(f.tpu, f.use_tpu)
   if dataset_info is None:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     validation_examples = f.validation_examples

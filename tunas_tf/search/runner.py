@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import time
-from typing import Any, Dict
+from typing import Dict
 
 from absl import logging
 import tensorflow as tf
 
 from tunas_tf import backend
+from tunas_tf import checkpoints
+from tunas_tf import hooks
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
@@ -58,14 +58,13 @@ def make_model_fn(config: SearchConfig):
     # 9. Every scalar to TensorBoard.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
                                     dist_info, cost, p_ops, p_filters)
-    hooks = []
-    if not config.use_tpu:
-      hooks.append(ProgressHook(scalars, config))
+    training_hooks = [] if config.use_tpu else [_progress_hook(scalars,
+                                                               config)]
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=model.loss, train_op=train_op,
         host_call=steps.host_call(scalars, global_step, config.model_dir,
                                   config.tpu_iterations_per_loop),
-        training_hooks=hooks)
+        training_hooks=training_hooks)
 
   return model_fn
 
@@ -91,55 +90,21 @@ def make_input_fn(config: SearchConfig):
   return input_fn
 
 
-class ProgressHook(tf.compat.v1.train.SessionRunHook):
+def _progress_hook(scalars: Dict[str, tf.Tensor],
+                   config: SearchConfig) -> hooks.ProgressHook:
   """Logs step, steps/s, ETA, reward and cost every `log_every_steps`."""
-
-  def __init__(self, scalars: Dict[str, tf.Tensor], config: SearchConfig):
-    self._fetches = {'step': tf.compat.v1.train.get_global_step()}
-    for key in ('rlcontroller/reward', 'rlcontroller/estimated_cost',
-                'rlcontroller/validation_accuracy'):
-      if key in scalars:
-        self._fetches[key.split('/')[1]] = scalars[key]
-    self._every = max(1, config.log_every_steps)
-    self._last = self._max = config.max_global_step
-    self._time = None
-
-  def before_run(self, run_context):
-    del run_context
-    return tf.compat.v1.train.SessionRunArgs(self._fetches)
-
-  def after_run(self, run_context, run_values):
-    del run_context
-    values = run_values.results
-    step = int(values['step']) + 1
-    now = time.time()
-    if self._time is None:
-      self._time, self._last = now, step
-      return
-    if step % self._every == 0 or step == self._max:
-      rate = (step - self._last) / max(now - self._time, 1e-9)
-      eta = (self._max - step) / rate if rate > 0 else float('inf')
-      extra = ' '.join(f'{k}={v:.4g}' for k, v in values.items()
-                       if k != 'step')
-      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step, self._max,
-                   rate, eta, extra)
-      self._time, self._last = now, step
+  fetches = {'step': tf.compat.v1.train.get_global_step()}
+  for key in ('rlcontroller/reward', 'rlcontroller/estimated_cost',
+              'rlcontroller/validation_accuracy'):
+    if key in scalars:
+      fetches[key.split('/')[1]] = scalars[key]
+  return hooks.ProgressHook(fetches, max_step=config.max_global_step,
+                            log_every=max(1, config.log_every_steps))
 
 
 def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
   return backend.make_estimator(make_model_fn(config), config)
-
-
-def op_error_reason(error: Exception) -> str:
-  """The line of a TF graph-execution error that says what went wrong."""
-  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
-           'stack trace', 'File ', 'most recent call')
-  for line in str(error).splitlines():
-    line = line.strip()
-    if line and not any(n in line for n in noise):
-      return line
-  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
 
 
 def run_search(config: SearchConfig) -> None:
@@ -160,14 +125,8 @@ def run_search(config: SearchConfig) -> None:
                config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)
   estimator = make_estimator(config)
-  checkpoint = tf.train.latest_checkpoint(config.model_dir)
-  try:
+  # Restoring a truncated or foreign checkpoint fails deep inside the
+  # Estimator; say which file and why in one line.
+  with checkpoints.refuse_unreadable(
+      tf.train.latest_checkpoint(config.model_dir)):
     estimator.train(make_input_fn(config), max_steps=config.max_global_step)
-  except tf.errors.OpError as e:
-    if checkpoint is None or 'Restore' not in str(e):
-      raise
-    # Restoring a truncated or foreign checkpoint fails deep inside the
-    # Estimator; say which file and why in one line.
-    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
-                     'remove the broken checkpoint or use a new '
-                     '--model_dir') from None

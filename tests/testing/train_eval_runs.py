@@ -1,0 +1,102 @@
+"""A short search and a short standalone run, made once per test process.
+
+The train_eval tests share them: `search()` is the shared 8-step digits
+search (`searches.finished_search`) and its architecture; `trained()` trains
+that architecture 20 steps (with an EMA of the weights, no export), then
+resumes it to 40 (with export).
+"""
+
+import functools
+import json
+import os
+import tempfile
+from typing import Any, Dict, NamedTuple
+
+from absl import flags
+import tensorflow as tf
+
+from tunas_tf import architecture as architecture_lib
+from tunas_tf import checkpoints
+from tunas_tf.train_eval import __main__ as train_eval_main
+from tunas_tf.train_eval import runner
+from tunas_tf.train_eval.config import TrainEvalConfig
+from tests.testing import searches
+
+TINY = ['--train_batch_size=32', '--eval_batch_size=50',
+        '--save_checkpoints_steps=10', '--log_every_steps=10',
+        '--base_learning_rate=1.0', '--tpu_iterations_per_loop=5']
+
+
+def parse_flags(*args) -> flags.FlagValues:
+  """train_eval's flags, parsed from `args`."""
+  values = flags.FlagValues()
+  train_eval_main.define_flags(values)
+  values(['train_eval'] + list(args))
+  return values
+
+
+def config(*args) -> TrainEvalConfig:
+  """The `TrainEvalConfig` of a train_eval command line."""
+  return train_eval_main.config_from_flags(parse_flags(*args))
+
+
+def read_json(path: str) -> Any:
+  with open(path) as f:
+    return json.load(f)
+
+
+def weights(checkpoint: str) -> Dict[str, Any]:
+  """{name: array} of a checkpoint's weights (no slots, no shadows)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith(('blocks/', 'classifier/')) and
+          not name.rsplit('/', 1)[-1].startswith(
+              ('RMSProp', checkpoints.EMA_SUFFIX))}
+
+
+class Search(NamedTuple):
+  """A finished short search: its directory, architecture.json, indices."""
+  root: str
+  search_dir: str
+  architecture: str
+  indices: str
+
+
+class Trained(NamedTuple):
+  """The standalone run of `Search`'s architecture.
+
+  Fields:
+    search: the `Search`.
+    model_dir: the run's model directory.
+    first: the metrics after 20 steps.
+    config: the config of the resumed run (40 steps).
+    metrics: the metrics after 40 steps (with `export`).
+  """
+  search: Search
+  model_dir: str
+  first: Dict[str, Any]
+  config: TrainEvalConfig
+  metrics: Dict[str, Any]
+
+
+@functools.lru_cache(maxsize=None)
+def search() -> Search:
+  """The shared short search (`searches.finished_search`), to inherit from
+  and to take the architecture of; `root` is a fresh directory for runs."""
+  search_dir = searches.finished_search()
+  architecture = os.path.join(search_dir, architecture_lib.FILE_NAME)
+  return Search(tempfile.mkdtemp(), search_dir, architecture,
+                architecture_lib.read(architecture).indices_string)
+
+
+@functools.lru_cache(maxsize=None)
+def trained() -> Trained:
+  """Trains 20 steps (with an EMA of the weights), then resumes to 40."""
+  done = search()
+  model_dir = os.path.join(done.root, 'train')
+  common = [f'--architecture={done.architecture}', f'--model_dir={model_dir}',
+            '--moving_average_decay=0.9'] + TINY
+  first = runner.run(config(*common, '--max_steps=20', '--noexport'))
+  resumed = config(*common, '--max_steps=40')
+  return Trained(done, model_dir, first, resumed, runner.run(resumed))

@@ -1,0 +1,108 @@
+"""Tests of `train_eval.config`: derivation, checks, config.json."""
+
+import dataclasses
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+
+from tests.testing import train_eval_runs as runs
+from tunas_tf.train_eval import config as config_lib
+from tunas_tf.train_eval import runner
+
+_ZEROS = ':'.join(['0'] * 18)
+
+
+class ConfigTest(absltest.TestCase):
+
+  def test_derived_fields(self):
+    config = runs.config('--model_dir=x', f'--indices={_ZEROS}',
+                         '--epochs=10',
+                         '--train_batch_size=64')
+    # digits: 1,078 + 359 training images; floor(1437 * 10 / 64) = 224.
+    self.assertEqual(config.train_examples, 1437)
+    self.assertEqual(config.max_global_step, 224)
+    self.assertEqual(config.warmup_steps, int(0.025 * 224))
+    self.assertAlmostEqual(config.learning_rate_scaled, 0.165 * 64 / 256)
+    self.assertEqual(config.ssd, 'digits_search')
+    self.assertEqual(config.indices, _ZEROS)
+    self.assertEqual(config.export_dir, os.path.join('x', 'export'))
+    self.assertEqual(config.dropout_rate, 0.0)
+
+  def test_replace_recomputes_and_checks(self):
+    config = runs.config('--model_dir=x', f'--indices={_ZEROS}',
+                         '--max_steps=100')
+    longer = dataclasses.replace(config, max_steps=200)
+    self.assertEqual(longer.max_global_step, 200)
+    self.assertEqual(longer.warmup_steps, 5)
+    for field, value, message in (
+        ('train_batch_size', 0, '--train_batch_size must be positive'),
+        ('label_smoothing', 1.0, r'--label_smoothing must be in \[0, 1\)'),
+        ('indices', '0:1', 'expected 18 indices'),
+        ('freeze_inherited', True, '--freeze_inherited needs'),
+        ('model_dir', '', '--model_dir is required')):
+      with self.assertRaisesRegex(ValueError, message):
+        dataclasses.replace(config, **{field: value})
+
+  def test_json_keys_are_flat_and_read_returns_the_config(self):
+    model_dir = tempfile.mkdtemp()
+    config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+                         '--max_steps=30')
+    self.assertFalse(config_lib.write_or_check(config))
+    stored = runs.read_json(os.path.join(model_dir, 'config.json'))
+    self.assertEqual(set(stored),
+                     {f.name for f in dataclasses.fields(config)})
+    self.assertTrue(all(not isinstance(v, (dict, list))
+                        for v in stored.values()))
+    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertTrue(config_lib.write_or_check(
+        dataclasses.replace(config, max_steps=60)))
+    self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
+
+  def test_read_refuses_a_bad_file(self):
+    model_dir = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'No config.json'):
+      config_lib.read(model_dir)
+    config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+                         '--max_steps=30')
+    stored = {**config.to_json(), 'warmup_steps': 7}
+    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
+      json.dump(stored, f)
+    with self.assertRaisesRegex(ValueError, 'warmup_steps is 7'):
+      config_lib.read(model_dir)
+    del stored['seed']
+    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
+      json.dump(stored, f)
+    with self.assertRaisesRegex(ValueError, r"missing \['seed'\]"):
+      config_lib.read(model_dir)
+
+  def test_bad_input_is_refused(self):
+    search = runs.search()
+    root, indices = search.root, search.indices
+    model_dir = os.path.join(root, 'bad')
+    cases = [
+        (['--ssd=no_such_space'], 'no_such_space'),
+        (['--indices=1:x:2'], 'not a non-negative integer'),
+        (['--indices=0:1'], 'expected 18 indices'),
+        ([f'--architecture={root}/missing.json'], 'Cannot read'),
+        ([f'--init_from_search={root}', f'--indices={indices}'],
+         'holds no checkpoint'),
+        (['--eval_only', f'--indices={indices}'], 'no checkpoint to'),
+    ]
+    bad_json = os.path.join(root, 'bad.json')
+    with open(bad_json, 'w') as f:
+      f.write('{"ssd": "digits_search", ')
+    cases.append(([f'--architecture={bad_json}'], 'not valid JSON'))
+    no_indices = os.path.join(root, 'no_indices.json')
+    with open(no_indices, 'w') as f:
+      json.dump({'ssd': 'digits_search'}, f)
+    cases.append(([f'--architecture={no_indices}'], "no string 'indices'"))
+    for args, message in cases:
+      with self.assertRaisesRegex(ValueError, message):
+        runner.run(runs.config(f'--model_dir={model_dir}', *args))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, 'config.json')))
+
+
+if __name__ == '__main__':
+  absltest.main()

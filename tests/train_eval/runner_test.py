@@ -1,0 +1,156 @@
+"""End-to-end tests of `train_eval.runner.run` on digits: a few steps, CPU."""
+
+import dataclasses
+import os
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tests.testing import train_eval_runs as runs
+from tunas_tf import checkpoints
+from tunas_tf.cost_model import macs as macs_lib
+from tunas_tf.data import datasets
+from tunas_tf.graph import from_spec
+from tunas_tf.graph import model as model_lib
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.train_eval import runner
+
+
+class RunTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    trained = runs.trained()
+    cls.root = trained.search.root
+    cls.search_dir = trained.search.search_dir
+    cls.architecture = trained.search.architecture
+    cls.indices = trained.search.indices
+    cls.model_dir = trained.model_dir
+    cls.first, cls.config, cls.metrics = (trained.first, trained.config,
+                                          trained.metrics)
+
+  def test_metrics_json_has_every_key_with_sane_values(self):
+    stored = runs.read_json(os.path.join(self.model_dir, 'metrics.json'))
+    for key in runner.METRIC_KEYS:
+      self.assertIn(key, stored)
+    for metrics in (self.first, stored):
+      self.assertBetween(metrics['top1'], 0.0, 1.0)
+      self.assertBetween(metrics['top5'], metrics['top1'], 1.0)
+      self.assertGreater(metrics['loss'], 0.0)
+      self.assertGreater(metrics['train_images_per_sec'], 0.0)
+      self.assertGreater(metrics['eval_images_per_sec'], 0.0)
+    self.assertEqual(self.first['global_step'], 20)
+    self.assertEqual(stored['global_step'], 40)
+    # 40 steps at LR 1.0 per 256 learn the digits well beyond chance.
+    self.assertGreater(stored['top1'], 0.5)
+    arch = schema.prune(mobile.get_search_space('digits_search'),
+                        self.indices)
+    self.assertEqual(stored['macs'], macs_lib.count_macs(arch, 8, 10, 1))
+    graph, constants = from_spec.graph_from_spec(arch, 10, input_channels=1)
+    model = model_lib.Model(graph, constants)
+    model(tf.zeros([1, 8, 8, 1]))
+    self.assertEqual(stored['params'], model_lib.count_params(model))
+    self.assertGreater(stored['params'], 0)
+
+  def test_resume_continues_from_the_checkpoint(self):
+    self.assertEqual(self.first['train_start_step'], 0)
+    self.assertEqual(self.metrics['train_start_step'], 20)
+    self.assertEqual(
+        int(tf.train.load_checkpoint(self.model_dir).get_tensor(
+            'global_step')), 40)
+    stored = runs.read_json(os.path.join(self.model_dir, 'config.json'))
+    self.assertEqual(stored['max_steps'], 40)
+
+  def test_a_finished_run_started_again_only_evaluates(self):
+    metrics = runner.run(dataclasses.replace(self.config, export=False))
+    self.assertEqual(metrics['global_step'], 40)
+    self.assertNotIn('train_start_step', metrics)
+    self.assertAlmostEqual(metrics['top1'], self.metrics['top1'], places=6)
+
+  def test_changed_training_settings_are_refused_naming_the_field(self):
+    for flag, field in (('--base_learning_rate=0.5', 'base_learning_rate'),
+                        ('--moving_average_decay=0', 'moving_average_decay'),
+                        ('--train_batch_size=16', 'train_batch_size')):
+      args = [f'--architecture={self.architecture}',
+              f'--model_dir={self.model_dir}', '--moving_average_decay=0.9',
+              '--max_steps=40'] + runs.TINY + [flag]
+      with self.assertRaisesRegex(ValueError, f': {field} is '):
+        runner.run(runs.config(*args))
+    other = ':'.join(['0'] * len(self.indices.split(':')))
+    with self.assertRaisesRegex(ValueError, ': indices is '):
+      runner.run(runs.config(
+          f'--indices={other}', f'--model_dir={self.model_dir}',
+          '--moving_average_decay=0.9', '--max_steps=40', *runs.TINY))
+
+  def test_batch_norm_statistics_and_weight_averages_are_checkpointed(self):
+    reader = tf.train.load_checkpoint(self.model_dir)
+    names = reader.get_variable_to_shape_map()
+    moving = [n for n in names if n.endswith('/moving_mean')]
+    self.assertNotEmpty(moving)
+    self.assertTrue(any(np.any(reader.get_tensor(n) != 0) for n in moving))
+    kernel = 'classifier/kernel'
+    shadow = f'{kernel}/{checkpoints.EMA_SUFFIX}'
+    self.assertIn(shadow, names)
+    self.assertFalse(np.allclose(reader.get_tensor(kernel),
+                                 reader.get_tensor(shadow)))
+
+  def test_one_shot_accuracy_equals_the_supernets(self):
+    model_dir = os.path.join(self.root, 'one_shot')
+    metrics = runner.run(runs.config(
+        f'--architecture={self.architecture}', f'--model_dir={model_dir}',
+        f'--init_from_search={self.search_dir}', '--eval_only', *runs.TINY))
+    self.assertTrue(metrics['one_shot'])
+    self.assertEqual(metrics['global_step'], 0)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, 'export')))
+    # The supernet in sampled mode with the same weights and batches.
+    space = mobile.get_search_space('digits_search')
+    net = supernet_lib.Supernet(space, 10, mode='sampled', input_channels=1)
+    reader = tf.train.load_checkpoint(self.search_dir)
+    for name, variable in net.variables_by_name().items():
+      variable.assign(reader.get_tensor(name))
+    values = schema.parse_indices(self.indices)
+    position = iter(values)
+    sampled = schema.map_oneofs_with_paths(
+        lambda _, o: schema.OneOf(o.choices, o.tag,
+                                  tf.one_hot(next(position), len(o.choices))),
+        space)
+    correct = total = 0
+    for images, labels in datasets.eval_dataset('digits', 'test', 10, 50):
+      logits = net(sampled, images, training=False)
+      correct += int(np.sum(np.argmax(logits, -1) == np.argmax(labels, -1)))
+      total += int(images.shape[0])
+    self.assertEqual(total, 360)
+    self.assertAlmostEqual(metrics['top1'], correct / total, delta=1e-4)
+
+  def test_freeze_inherited_trains_only_fresh_variables(self):
+    model_dir = os.path.join(self.root, 'frozen')
+    # 12 classes: the classifier cannot be inherited (10 in the search).
+    runner.run(runs.config(
+        f'--architecture={self.architecture}', f'--model_dir={model_dir}',
+        f'--init_from_search={self.search_dir}', '--freeze_inherited',
+        '--num_classes=12', '--max_steps=5', '--noexport', *runs.TINY))
+    search = runs.weights(tf.train.latest_checkpoint(self.search_dir))
+    start = runs.weights(os.path.join(model_dir, 'model.ckpt-0'))
+    end = runs.weights(os.path.join(model_dir, 'model.ckpt-5'))
+    inherited = 0
+    for name, value in end.items():
+      if name.startswith('classifier/') or 'moving_' in name:
+        continue
+      old = search[name][tuple(slice(0, n) for n in value.shape)]
+      np.testing.assert_array_equal(start[name], old, err_msg=name)
+      np.testing.assert_array_equal(value, old, err_msg=name)
+      inherited += 1
+    self.assertGreater(inherited, 10)
+    for name in ('classifier/kernel', 'classifier/bias'):
+      self.assertEqual(end[name].shape[-1], 12)
+      self.assertFalse(np.array_equal(start[name], end[name]), name)
+    moving = [n for n in end if n.endswith('moving_mean')]
+    self.assertTrue(any(not np.array_equal(start[n], end[n]) for n in moving))
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,181 @@
+"""Reading checkpoints: resuming from them, and inheriting a search's weights.
+
+- `refuse_unreadable`: restoring a truncated or foreign checkpoint fails deep
+  inside the Estimator; this turns that into one line naming the file.
+- `search_checkpoint`, `read_supernet_values`, `Inheritance`: the supernet
+  weights of a search checkpoint, mapped onto a standalone `graph.model.Model`
+  (the chosen ops' leading slices; `graph.inherit.inherit_params`).
+- `model_values`: a `Model`'s values in its own Estimator checkpoint, the
+  exponential moving averages of the weights preferred (for export).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.graph import from_spec
+from tunas_tf.graph import inherit
+
+# The search's settings file (`search.config.CONFIG_FILE`).
+SEARCH_CONFIG_FILE = 'config.json'
+# Suffix of the shadow variables of `tf.train.ExponentialMovingAverage`.
+EMA_SUFFIX = 'ExponentialMovingAverage'
+
+
+def op_error_reason(error: Exception) -> str:
+  """The line of a TF graph-execution error that says what went wrong."""
+  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
+           'stack trace', 'File ', 'most recent call')
+  for line in str(error).splitlines():
+    line = line.strip()
+    if line and not any(n in line for n in noise):
+      return line
+  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
+
+
+@contextlib.contextmanager
+def refuse_unreadable(checkpoint: Optional[str]) -> Iterator[None]:
+  """Runs a resume from `checkpoint`; a failed restore becomes one line.
+
+  Args:
+    checkpoint: the checkpoint the run resumes from (None: a fresh run,
+      whose errors pass through).
+
+  Raises:
+    ValueError: when the body fails restoring `checkpoint`, naming it and the
+      reason.
+  """
+  try:
+    yield
+  except tf.errors.OpError as e:
+    if checkpoint is None or 'Restore' not in str(e):
+      raise
+    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
+                     'remove the broken checkpoint or use a new '
+                     '--model_dir') from None
+
+
+def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
+  """The latest checkpoint of a search directory.
+
+  Raises:
+    ValueError: if there is none, or the search's config.json names another
+      search space than `ssd`.
+  """
+  if not tf.io.gfile.isdir(search_dir):
+    raise ValueError(f'--init_from_search={search_dir}: no such directory')
+  checkpoint = tf.train.latest_checkpoint(search_dir)
+  if checkpoint is None:
+    raise ValueError(f'--init_from_search={search_dir} holds no checkpoint')
+  config_path = os.path.join(search_dir, SEARCH_CONFIG_FILE)
+  if ssd is not None and tf.io.gfile.exists(config_path):
+    with tf.io.gfile.GFile(config_path) as f:
+      try:
+        search_ssd = json.load(f).get('ssd')
+      except (json.JSONDecodeError, AttributeError):
+        search_ssd = None
+    if search_ssd is not None and search_ssd != ssd:
+      raise ValueError(f'--init_from_search={search_dir} searched '
+                       f'{search_ssd!r}, not --ssd={ssd}')
+  return checkpoint
+
+
+def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
+  """The supernet's weights in a search checkpoint, by variable name.
+
+  Keeps `blocks/...` and `classifier/...`; leaves out optimizer slots
+  (`.../RMSProp*`), the controller (`rl_controller/...`) and the rest.
+
+  Raises:
+    ValueError: if the checkpoint cannot be read.
+  """
+  try:
+    reader = tf.train.load_checkpoint(checkpoint)
+  except (tf.errors.OpError, ValueError) as e:
+    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+  values = {}
+  for name in reader.get_variable_to_shape_map():
+    if not name.startswith(('blocks/', 'classifier/')):
+      continue
+    last = name.rsplit('/', 1)[-1]
+    if last.startswith(('RMSProp', 'Momentum', 'Adam', EMA_SUFFIX)):
+      continue
+    values[name] = reader.get_tensor(name)
+  return values
+
+
+class Inherited(NamedTuple):
+  """How a `Model`'s variables split under inheritance.
+
+  Fields:
+    pairs: (variable, inherited value) for every inherited variable.
+    fresh: the trainable variables that inherit nothing.
+  """
+  pairs: List[Tuple[Any, np.ndarray]]
+  fresh: List[Any]
+
+
+class Inheritance:
+  """Which variables of a `Model` inherit which values from a search.
+
+  Args:
+    search_dir: the search's model directory (its latest checkpoint is read).
+  """
+
+  def __init__(self, search_dir: str):
+    self.checkpoint = search_checkpoint(search_dir)
+    self._old = from_spec.supernet_params(
+        read_supernet_values(self.checkpoint))
+
+  def split(self, model) -> Inherited:
+    """The inherited and the fresh variables of a built `model`.
+
+    Raises:
+      ValueError: if no trainable variable inherits anything.
+    """
+    shapes = {op: {name: np.zeros(v.shape.as_list(), np.float32)
+                   for name, v in group.items()}
+              for op, group in model.op_variables.items() if group}
+    inherited, fresh = inherit.inherit_params(shapes, self._old)
+    pairs = [(model.op_variables[op][name], value)
+             for op, group in inherited.items()
+             for name, value in group.items()]
+    fresh_trainable = [model.op_variables[op][name]
+                       for op, group in fresh.items() for name in group
+                       if model.op_variables[op][name].trainable]
+    if not any(v.trainable for v, _ in pairs):
+      raise ValueError(f'Nothing to inherit from {self.checkpoint}: no '
+                       'variable of the architecture matches the supernet')
+    return Inherited(pairs, fresh_trainable)
+
+
+def model_values(model, checkpoint: str) -> Dict[str, Dict[str, Any]]:
+  """A `Model`'s values in an Estimator checkpoint, EMA shadows preferred.
+
+  Returns:
+    {op name: {variable name: array}}, as `graph.model.set_params` takes.
+
+  Raises:
+    ValueError: if a variable of `model` is missing from the checkpoint.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = reader.get_variable_to_shape_map()
+  params = {}
+  for op, group in model.op_variables.items():
+    for name, variable in group.items():
+      key = f'{op}/{name}'
+      shadow = f'{key}/{EMA_SUFFIX}'
+      if variable.trainable and shadow in names:
+        key = shadow
+      if key not in names:
+        raise ValueError(f'Checkpoint {checkpoint} has no variable {key!r}: '
+                         'not a checkpoint of this architecture')
+      params.setdefault(op, {})[name] = reader.get_tensor(key)
+  return params

@@ -1,0 +1,132 @@
+"""The progress hook of the search and of train_eval.
+
+`ProgressHook` logs one line every `log_every` steps (the step, steps/s since
+the last line, the ETA and the scalars it fetches; with `images_per_step`,
+images/s too) and measures images per second of wall time, per core, for
+`metrics.json`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Optional
+
+from absl import logging
+import tensorflow as tf
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+  """A progress log and an images/s measurement.
+
+  The step is fetched with the train op, so it reads the global step before
+  the run's increment (as TF's own step hooks assume): the hook reports it
+  plus one. The first session run pays for graph warm-up, so rates run from
+  its end to the end of the last run (from the start of the only run when
+  there is one).
+
+  Args:
+    fetches: scalars to log, by name; `step` (the global step; training) and
+      `batch` (the images of the run; evaluation) are counted, not logged.
+    max_step: the last step, for the log and the ETA.
+    log_every: log every this many steps (0: never).
+    images_per_step: images per global step (training); without it and
+      without a `batch` fetch no images are counted.
+    num_cores: replicas the images were spread over.
+    record: a dict that receives `record_key` (images/s per core) at the end
+      and, when training, `train_start_step` (the global step when the
+      session started).
+    record_key: the key written into `record`.
+  """
+
+  def __init__(self, fetches: Dict[str, Any], *, max_step: int = 0,
+               log_every: int = 0, images_per_step: int = 0,
+               num_cores: int = 1, record: Optional[Dict[str, Any]] = None,
+               record_key: Optional[str] = None):
+    self._fetches = fetches
+    self._max_step, self._log_every = max_step, log_every
+    self._per_step = images_per_step
+    self._cores = max(1, int(num_cores))
+    self._record, self._key = record, record_key
+    self.begin()
+
+  def begin(self):
+    self._start = self._first = self._last = None
+    self._images = self._first_images = 0
+    self._prev_step = None
+    self._window = None  # (time, step) of the last log line.
+
+  def after_create_session(self, session, coord):
+    del coord
+    if 'step' in self._fetches:
+      step = int(session.run(self._fetches['step']))
+      if self._record is not None:
+        self._record.setdefault('train_start_step', step)
+      self._prev_step = step
+
+  def before_run(self, run_context):
+    del run_context
+    if self._first is None:
+      self._start = time.time()
+    return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    now = time.time()
+    results = run_values.results
+    step = int(results['step']) + 1 if 'step' in results else None
+    self._count(now, results, step)
+    if step is None or not self._log_every:
+      return
+    if self._window is None:  # The first run: graph warm-up, no rate yet.
+      self._window = (now, step)
+      return
+    if step % self._log_every == 0 or step >= self._max_step:
+      self._log(now, step, results)
+      self._window = (now, step)
+
+  def _count(self, now: float, results: Dict[str, Any],
+             step: Optional[int]) -> None:
+    """Adds the run's images to the throughput count."""
+    if 'batch' in results:
+      count = int(results['batch'])
+    elif step is not None and self._prev_step is not None:
+      count = max(0, step - self._prev_step) * self._per_step
+      self._prev_step = step
+    else:
+      count = 0
+    if self._first is None:
+      self._first, self._first_images = now, count
+    else:
+      self._images += count
+    self._last = now
+
+  def _log(self, now: float, step: int, results: Dict[str, Any]) -> None:
+    last_time, last_step = self._window
+    rate = (step - last_step) / max(now - last_time, 1e-9)
+    eta = (self._max_step - step) / rate if rate > 0 else float('inf')
+    extra = ' '.join(f'{k}={float(v):.4g}' for k, v in results.items()
+                     if k not in ('step', 'batch'))
+    if self._per_step:
+      images = self.rate()
+      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s  %s images/s',
+                   step, self._max_step, rate, eta, extra,
+                   f'{images:.1f}' if images else '?')
+    else:
+      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step,
+                   self._max_step, rate, eta, extra)
+
+  def rate(self) -> Optional[float]:
+    """Images/s per core so far (None before the first run)."""
+    if self._first is None:
+      return None
+    if self._images and self._last > self._first:
+      return self._images / (self._last - self._first) / self._cores
+    if self._first_images and self._first > self._start:
+      return self._first_images / (self._first - self._start) / self._cores
+    return None
+
+  def end(self, session):
+    del session
+    rate = self.rate()
+    if rate is not None and self._record is not None:
+      self._record[self._key] = rate

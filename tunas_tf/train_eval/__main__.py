@@ -1,0 +1,185 @@
+r"""`python -m tunas_tf.train_eval`: flags -> TrainEvalConfig -> `runner.run`.
+
+Trains and evaluates one architecture standalone (DESIGN "After the search").
+
+The network is a pruned architecture of a search space (`--ssd` and
+`--indices`, or `--architecture=.../architecture.json` as written by
+`tools/extract_architecture`), built with `graph.from_spec.graph_from_spec`
+and run by `graph.model.Model` inside a TPUEstimator (`--tpu` on Cloud TPU,
+`use_tpu=False` on CPU/GPU). The recipe is the original's
+`mobile_train_eval` (reference/tunas.md §8.3): RMSProp (decay 0.9, momentum
+0.9, epsilon 1.0, TF1 semantics), cosine decay with linear warm-up, softmax
+cross-entropy with label smoothing 0.1, L2 (wd / 2) on the kernels, stateful
+batch norm, dropout before the classifier, and optionally an exponential
+moving average of the weights that is evaluated and exported in their place.
+
+Train the searched architecture of a demo search on digits:
+
+  python -m tunas_tf.train_search --model_dir=runs/demo
+  python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
+  python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
+      --model_dir=runs/demo_train --epochs=150
+
+Score it without training (one-shot accuracy: the supernet's weights, batch
+norm on batch statistics, as during the search):
+
+  python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
+      --model_dir=runs/demo_oneshot --init_from_search=runs/demo --eval_only
+
+A reference model on a TFDS dataset:
+
+  python -m tunas_tf.train_eval --ssd=mobilenet_v2 --indices= \
+      --dataset=imagenet2012 --data_dir=gs://bucket/tfds --tpu=my-tpu \
+      --model_dir=gs://bucket/mnv2 --train_batch_size=4096 --epochs=360 \
+      --eval_split=validation --num_classes=1001 --image_size=224
+
+The model directory receives `config.json` (checked on restart: a killed run
+started again with the same flags resumes from its last checkpoint;
+`--max_steps`, `--eval_only`, `--tpu` and other settings that only say how
+long or where to run may change), checkpoints, TensorBoard events (training
+scalars; the eval summaries under `eval/`), `metrics.json` (`top1`, `top5`,
+`loss`, `params`, `macs`, `train_images_per_sec`, `eval_images_per_sec`,
+`global_step`) and, unless `--noexport`, `export/saved_model/` (serving
+signature: float32 [N, H, W, C] images -> `logits`) and `export/model.tflite`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+from absl import app
+from absl import flags
+
+from tunas_tf import flags as common_flags
+from tunas_tf.train_eval import config as config_lib
+from tunas_tf.train_eval import runner
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+FLAGS = flags.FLAGS
+
+# Flag-backed fields of `TrainEvalConfig` (the rest come from the dataset or
+# are computed).
+_CONFIG_FLAGS = (
+    'model_dir', 'ssd', 'indices', 'filters_multiplier', 'dataset',
+    'data_dir', 'download', 'num_classes', 'image_size', 'eval_split', 'seed',
+    'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
+    'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
+    'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
+    'dropout_rate', 'label_smoothing', 'moving_average_decay',
+    'init_from_search', 'freeze_inherited', 'eval_only', 'export',
+    'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
+    'log_every_steps')
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """Defines the train_eval flags (called by `__main__` and by tests only)."""
+  f = flag_values
+  # What to train.
+  flags.DEFINE_string('architecture', None, 'An architecture.json of '
+                      'tools/extract_architecture; gives --ssd and --indices.',
+                      flag_values=f)
+  flags.DEFINE_string('ssd', None, 'Search space or reference model; default '
+                      'digits_search (or the architecture file\'s).',
+                      flag_values=f)
+  flags.DEFINE_string('indices', None, 'Colon-separated choice per OneOf of '
+                      '--ssd, in traversal order (empty for a reference '
+                      'model).', flag_values=f)
+  flags.DEFINE_float('filters_multiplier', 1.0, 'Scales every absolute '
+                     'filter count (rounded to the space\'s filters_base).',
+                     flag_values=f)
+  # Where and on what.
+  common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
+                            'config.json, metrics.json, export/. Required.')
+  flags.DEFINE_string('eval_split', 'test', 'Evaluation split: for digits '
+                      'one of search_train, search_validation, test; for '
+                      'TFDS any split string (test, validation, '
+                      'train[:10%], ...).', flag_values=f)
+  flags.DEFINE_integer('seed', 0, 'Seed of the data order, dropout and the '
+                       'initial weights.', flag_values=f)
+  # Backend.
+  common_flags.define_tpu_flags(f, iterations_per_loop=100)
+  # Recipe (reference/tunas.md §8.3).
+  flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
+                       'ImageNet recipe: 4096).', flag_values=f)
+  flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '
+                       'recipe: 256).', flag_values=f)
+  flags.DEFINE_float('epochs', 90.0, 'Training length in epochs of the full '
+                     'training data (the schedules use --max_steps instead '
+                     'when given).', flag_values=f)
+  flags.DEFINE_integer('max_steps', None, 'Stop after this many steps; may '
+                       'grow on restart (the schedule stretches).',
+                       flag_values=f)
+  flags.DEFINE_float('base_learning_rate', 0.165, 'Peak LR per 256 images; '
+                     'the actual peak is this x train_batch_size / 256.',
+                     flag_values=f)
+  flags.DEFINE_float('warmup_steps_fraction', 0.025, 'Fraction of the steps '
+                     'with a linear LR warm-up.', flag_values=f)
+  flags.DEFINE_float('momentum', 0.9, 'RMSProp momentum.', flag_values=f)
+  flags.DEFINE_float('weight_decay', 4e-5, 'L2 strength on the kernels '
+                     '(classifier excluded), applied as wd/2 * sum(w^2).',
+                     flag_values=f)
+  flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
+                     'default 0 below 150 epochs, else 0.25 for '
+                     'MobileNetV3-like spaces and 0.15 for the others.',
+                     flag_values=f)
+  flags.DEFINE_float('label_smoothing', 0.1, 'Label smoothing of the '
+                     'training cross-entropy.', flag_values=f)
+  flags.DEFINE_float('moving_average_decay', 0.0, 'Decay of an exponential '
+                     'moving average of the trained weights, evaluated and '
+                     'exported in their place (0: off; e.g. 0.9999).',
+                     flag_values=f)
+  # Inheritance and modes.
+  flags.DEFINE_string('init_from_search', None, 'A search directory: start '
+                      'from its latest checkpoint\'s supernet weights (the '
+                      'chosen ops\' leading slices). Used only while '
+                      '--model_dir has no checkpoint.', flag_values=f)
+  flags.DEFINE_boolean('freeze_inherited', False, 'With --init_from_search, '
+                       'train only the variables that were not inherited.',
+                       flag_values=f)
+  flags.DEFINE_boolean('eval_only', False, 'Evaluate without training: the '
+                       'latest checkpoint or, without one and with '
+                       '--init_from_search, the inherited weights with batch '
+                       'norm on batch statistics (one-shot accuracy).',
+                       flag_values=f)
+  flags.DEFINE_boolean('export', True, 'Export a SavedModel and a TFLite '
+                       'file of the evaluated weights.', flag_values=f)
+  flags.DEFINE_string('export_dir', None, 'Export directory; default '
+                      'MODEL_DIR/export.', flag_values=f)
+  flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint cadence.',
+                       flag_values=f)
+  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
+                       flag_values=f)
+  flags.DEFINE_integer('log_every_steps', 100, 'Progress log cadence.',
+                       flag_values=f)
+
+
+def config_from_flags(flag_values: flags.FlagValues = FLAGS
+                      ) -> TrainEvalConfig:
+  """Resolves the flags into a frozen `TrainEvalConfig`.
+
+  Raises:
+    ValueError: for missing, malformed or inconsistent settings (the message
+      names the flag).
+  """
+  return config_lib.derive(
+      architecture=flag_values.architecture,
+      **{name: getattr(flag_values, name) for name in _CONFIG_FLAGS})
+
+
+def main(argv) -> Optional[int]:
+  if len(argv) > 1:
+    sys.exit(f'train_eval: unexpected arguments {argv[1:]}')
+  try:
+    config = config_from_flags(FLAGS)
+    metrics = runner.run(config)
+  except ValueError as e:
+    sys.exit('train_eval: ' + ' '.join(str(e).split()))
+  print(json.dumps({k: metrics[k] for k in runner.METRIC_KEYS}))
+  return 0
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

@@ -1,0 +1,335 @@
+"""`TrainEvalConfig`: every value of a standalone run, checked once.
+
+`train_eval/__main__.py` turns its flags into keyword arguments of `derive`,
+which resolves what needs a file or the dataset (`--architecture`, the
+dataset's sizes, `--init_from_search`) and builds the frozen config. The
+config checks its own values in `__post_init__`, so a
+`dataclasses.replace` is checked as well, and computes the derived fields:
+
+  max_global_step = max_steps, or
+      floor(train_examples * epochs / train_batch_size);
+  warmup_steps = int(warmup_steps_fraction * max_global_step);
+  learning_rate_scaled = base_learning_rate * train_batch_size / 256.
+
+`config.json` in the model directory holds every field under its name (flat
+keys); on restart the stored file is compared with the new config and any
+difference outside `RUN_ONLY_FIELDS` stops the run naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+from typing import Any, Dict, Optional, Tuple
+
+from tunas_tf import architecture as architecture_lib
+from tunas_tf import backend
+from tunas_tf import checkpoints
+from tunas_tf import files
+from tunas_tf.data import datasets
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+CONFIG_FILE = 'config.json'
+EXPORT_SUBDIR = 'export'
+DEFAULT_SSD = 'digits_search'
+
+# Fields that only say how long, where or how to report a run: they may change
+# on restart. The warm-up length follows the run length, as in the search.
+RUN_ONLY_FIELDS = frozenset({
+    'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'use_tpu', 'max_steps',
+    'max_global_step', 'warmup_steps', 'eval_only', 'data_dir', 'download',
+    'save_checkpoints_steps', 'keep_checkpoint_max', 'log_every_steps',
+    'tpu_iterations_per_loop', 'eval_split', 'eval_batch_size', 'export',
+    'export_dir',
+})
+DERIVED_FIELDS = frozenset({'train_examples', 'max_global_step',
+                            'warmup_steps', 'learning_rate_scaled',
+                            'num_channels'})
+# Derived fields computed by `__post_init__` (not constructor arguments).
+_COMPUTED_FIELDS = ('max_global_step', 'warmup_steps', 'learning_rate_scaled')
+_POSITIVE_FIELDS = ('train_batch_size', 'eval_batch_size',
+                    'save_checkpoints_steps', 'keep_checkpoint_max',
+                    'tpu_iterations_per_loop', 'log_every_steps')
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainEvalConfig:
+  """All settings of one standalone run (flag names; see `__main__.py`).
+
+  Dataset facts: `num_channels` and `train_examples` (the size of the full
+  training data). Computed in `__post_init__`: `max_global_step`,
+  `warmup_steps`, `learning_rate_scaled` (see the module docstring).
+
+  Raises:
+    ValueError: on construction, for a missing, malformed or inconsistent
+      setting (the message names the flag).
+  """
+  model_dir: str
+  ssd: str
+  indices: str
+  filters_multiplier: float
+  dataset: str
+  data_dir: Optional[str]
+  download: bool
+  num_classes: int
+  image_size: int
+  num_channels: int
+  eval_split: str
+  seed: int
+  use_tpu: bool
+  tpu: str
+  tpu_zone: Optional[str]
+  gcp_project: Optional[str]
+  tpu_iterations_per_loop: int
+  train_batch_size: int
+  eval_batch_size: int
+  epochs: float
+  max_steps: Optional[int]
+  base_learning_rate: float
+  warmup_steps_fraction: float
+  momentum: float
+  weight_decay: float
+  dropout_rate: float
+  label_smoothing: float
+  moving_average_decay: float
+  init_from_search: Optional[str]
+  freeze_inherited: bool
+  eval_only: bool
+  export: bool
+  export_dir: str
+  save_checkpoints_steps: int
+  keep_checkpoint_max: int
+  log_every_steps: int
+  train_examples: int
+  max_global_step: int = dataclasses.field(init=False)
+  warmup_steps: int = dataclasses.field(init=False)
+  learning_rate_scaled: float = dataclasses.field(init=False)
+
+  def __post_init__(self):
+    check_settings(self)
+    if self.image_size is None or self.image_size <= 0:
+      raise ValueError(f'--image_size must be positive, got '
+                       f'{self.image_size!r}')
+    max_global_step = (self.max_steps if self.max_steps is not None else
+                       int(math.floor(self.train_examples * self.epochs /
+                                      self.train_batch_size)))
+    if max_global_step <= 0:
+      raise ValueError(f'--epochs={self.epochs} gives no training step at '
+                       f'batch {self.train_batch_size}')
+    set_field = lambda name, value: object.__setattr__(self, name, value)
+    set_field('max_global_step', max_global_step)
+    set_field('warmup_steps',
+              int(self.warmup_steps_fraction * max_global_step))
+    set_field('learning_rate_scaled',
+              float(self.base_learning_rate) * self.train_batch_size / 256.0)
+
+  def to_json(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def _positive(value, name):
+  if value is None or value <= 0:
+    raise ValueError(f'--{name} must be positive, got {value!r}')
+  return value
+
+
+def _in_unit_interval(value, name):
+  if not 0.0 <= value < 1.0:
+    raise ValueError(f'--{name} must be in [0, 1), got {value}')
+
+
+def _check_indices(ssd: str, indices: str) -> None:
+  space = mobile.get_search_space(ssd)  # Unknown names raise.
+  try:
+    schema.check_indices(space, indices)
+  except ValueError as e:
+    raise ValueError(f'--indices={indices!r} for --ssd={ssd}: {e}') from None
+
+
+def check_settings(c: Any) -> None:
+  """Checks the settings that need no file and no dataset.
+
+  Args:
+    c: a `TrainEvalConfig`, or any object with its flag-backed fields (with
+      `dropout_rate` resolved).
+
+  Raises:
+    ValueError: naming the first bad setting's flag.
+  """
+  if not c.model_dir:
+    raise ValueError('--model_dir is required')
+  _check_indices(c.ssd, c.indices)
+  if c.use_tpu and not c.tpu:
+    raise ValueError('--use_tpu needs --tpu=NAME')
+  if c.filters_multiplier <= 0:
+    raise ValueError('--filters_multiplier must be positive, got '
+                     f'{c.filters_multiplier}')
+  for name in _POSITIVE_FIELDS:
+    _positive(getattr(c, name), name)
+  if c.max_steps is not None:
+    _positive(c.max_steps, 'max_steps')
+  else:
+    _positive(c.epochs, 'epochs')
+  for name in ('warmup_steps_fraction', 'moving_average_decay',
+               'label_smoothing'):
+    _in_unit_interval(getattr(c, name), name)
+  if c.weight_decay < 0:
+    raise ValueError(f'--weight_decay must be >= 0, got {c.weight_decay}')
+  _in_unit_interval(c.dropout_rate, 'dropout_rate')
+  if c.freeze_inherited and not c.init_from_search:
+    raise ValueError('--freeze_inherited needs --init_from_search')
+  if c.dataset == datasets.DIGITS and c.eval_split not in datasets.SPLITS:
+    raise ValueError(f'--eval_split={c.eval_split!r}: digits has the splits '
+                     f'{datasets.SPLITS}')
+
+
+def _resolve_architecture(architecture: Optional[str], ssd: Optional[str],
+                          indices: Optional[str]) -> Tuple[str, str]:
+  """(ssd, normalised indices) from `--architecture`, `--ssd`, `--indices`."""
+  if architecture:
+    try:
+      arch = architecture_lib.read(architecture)
+    except ValueError as e:
+      raise ValueError(f'--architecture: {e}') from None
+    file_ssd, file_indices = arch.ssd, arch.indices_string
+    if ssd is not None and ssd != file_ssd:
+      raise ValueError(f'--ssd={ssd} disagrees with --architecture '
+                       f'({file_ssd}); give one of them')
+    if indices is not None and indices != file_indices:
+      raise ValueError('--indices disagrees with --architecture; give one '
+                       'of them')
+    ssd, indices = file_ssd, file_indices
+  ssd = ssd or DEFAULT_SSD
+  _check_indices(ssd, indices or '')
+  return ssd, schema.format_indices(indices or '')
+
+
+def _dataset_facts(name: str, data_dir: Optional[str], download: bool
+                   ) -> Tuple[int, int, int, int]:
+  """(image_size, num_channels, num_classes, train_examples) of a dataset."""
+  if name == datasets.DIGITS:
+    info = datasets.dataset_info(name)
+    sizes = info.split_sizes
+    return (info.image_size, info.num_channels, info.num_classes,
+            sizes[datasets.SEARCH_TRAIN] + sizes[datasets.SEARCH_VALIDATION])
+  builder = datasets.tfds_builder(name, data_dir, download)
+  info = builder.info
+  if 'image' not in info.features or 'label' not in info.features:
+    raise ValueError(f'Dataset {name!r} is not an image-classification '
+                     'dataset (needs "image" and "label" features)')
+  if 'train' not in info.splits:
+    raise ValueError(f'Dataset {name!r} has no "train" split; it has '
+                     f'{sorted(info.splits.keys())}')
+  shape = info.features['image'].shape
+  return (shape[0], shape[-1], info.features['label'].num_classes,
+          info.splits['train'].num_examples)
+
+
+def default_dropout_rate(ssd: str, epochs: float) -> float:
+  """0 below 150 epochs, else 0.25 (MobileNetV3-like spaces) or 0.15."""
+  if epochs < 150:
+    return 0.0
+  return 0.25 if mobile.space_info(ssd).mobilenet_v3_like else 0.15
+
+
+def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
+  """Builds a `TrainEvalConfig` from flag values.
+
+  Settings that need no file are checked before any file or dataset is
+  read, so a typo fails at once.
+
+  Args:
+    architecture: an `architecture.json` giving `ssd` and `indices`, or None.
+    **values: one keyword per flag-backed field of `TrainEvalConfig`, as the
+      flags hold them: `ssd`, `indices`, `use_tpu`, `dropout_rate`,
+      `num_classes`, `image_size` and `export_dir` may be None (their
+      defaults are resolved here).
+
+  Returns:
+    The frozen config.
+
+  Raises:
+    ValueError: for missing, malformed or inconsistent settings (the message
+      names the flag).
+  """
+  v = dict(values)
+  if not v['model_dir']:
+    raise ValueError('--model_dir is required')
+  v['ssd'], v['indices'] = _resolve_architecture(architecture, v['ssd'],
+                                                 v['indices'])
+  v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
+  if v['dropout_rate'] is None:
+    v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
+  check_settings(types.SimpleNamespace(**v))
+  if v['init_from_search']:
+    v['init_from_search'] = os.path.abspath(v['init_from_search'])
+    checkpoints.search_checkpoint(v['init_from_search'], v['ssd'])
+  image_size, v['num_channels'], classes, v['train_examples'] = (
+      _dataset_facts(v['dataset'], v['data_dir'], v['download']))
+  v['num_classes'] = v['num_classes'] or classes
+  if v['num_classes'] < classes:
+    raise ValueError(f"--num_classes={v['num_classes']} is fewer than the "
+                     f"{classes} labels of {v['dataset']!r}")
+  if v['image_size'] is not None:
+    if v['dataset'] == datasets.DIGITS and v['image_size'] != image_size:
+      raise ValueError(f'--image_size: digits images are {image_size}x'
+                       f'{image_size}')
+    image_size = _positive(v['image_size'], 'image_size')
+  v['image_size'] = image_size
+  v['export_dir'] = v['export_dir'] or os.path.join(v['model_dir'],
+                                                    EXPORT_SUBDIR)
+  for name in ('filters_multiplier', 'epochs', 'base_learning_rate',
+               'warmup_steps_fraction', 'momentum', 'weight_decay',
+               'dropout_rate', 'label_smoothing', 'moving_average_decay'):
+    v[name] = float(v[name])
+  for name in ('freeze_inherited', 'eval_only', 'export'):
+    v[name] = bool(v[name])
+  return TrainEvalConfig(**v)
+
+
+def write_or_check(config: TrainEvalConfig) -> bool:
+  """Writes `config.json`, or checks it against the stored one on restart.
+
+  Returns:
+    True when the directory already held a run's config.
+
+  Raises:
+    ValueError: naming the first field that differs outside
+      `RUN_ONLY_FIELDS` (flag-backed fields before derived ones).
+  """
+  return files.write_or_check_config(
+      os.path.join(config.model_dir, CONFIG_FILE), config.to_json(),
+      RUN_ONLY_FIELDS, DERIVED_FIELDS)
+
+
+def read(model_dir: str) -> TrainEvalConfig:
+  """The config stored in a model directory's `config.json`.
+
+  Raises:
+    ValueError: if there is none, it is not a JSON object, a field is
+      missing or unknown, a value is refused, or a stored derived value
+      disagrees with the one computed from the others.
+  """
+  path = os.path.join(model_dir, CONFIG_FILE)
+  if not files.exists(path):
+    raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a train_eval '
+                     'directory')
+  stored = files.read_json(path)
+  if not isinstance(stored, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  names = {f.name for f in dataclasses.fields(TrainEvalConfig)}
+  missing = sorted(names - set(stored))
+  unknown = sorted(set(stored) - names)
+  if missing or unknown:
+    raise ValueError(f'{path} is not a train_eval config: missing '
+                     f'{missing}, unknown {unknown}')
+  config = TrainEvalConfig(**{k: v for k, v in stored.items()
+                              if k not in _COMPUTED_FIELDS})
+  for name in _COMPUTED_FIELDS:
+    if stored[name] != getattr(config, name):
+      raise ValueError(f'{path}: {name} is {stored[name]!r}, but the other '
+                       f'fields give {getattr(config, name)!r}')
+  return config

@@ -1,0 +1,78 @@
+"""Export of a trained network: a SavedModel and a TFLite file.
+
+Layout under `export_dir` (default MODEL_DIR/export): `saved_model/` (serving
+signature `serving_default`: float32 `images` [N, H, W, C] -> `logits`
+[N, num_classes]) and `model.tflite`. Each is written beside its final path
+and renamed into place, so a killed export leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict
+
+import tensorflow as tf
+
+from tunas_tf import checkpoints
+from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.train_eval import network
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+SAVED_MODEL_SUBDIR = 'saved_model'
+TFLITE_FILE = 'model.tflite'
+
+
+def _serving_module(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                    checkpoint: str) -> tf.Module:
+  """A module holding the checkpoint's weights and a `serve` function."""
+  graph, constants = network.build_graph(config, arch)
+  shape = list(network.input_shape(config))
+  model = model_lib.Model(graph, constants)
+  model(tf.zeros([1] + shape), training=False)
+  model_lib.set_params(model, checkpoints.model_values(model, checkpoint))
+  module = tf.Module()
+  module.model = model
+  module.serve = tf.function(
+      lambda images: {'logits': model(images, training=False)},
+      input_signature=[tf.TensorSpec([None] + shape, tf.float32,
+                                     name='images')])
+  return module
+
+
+def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
+  tmp_dir = saved_dir + '.tmp'
+  if tf.io.gfile.exists(tmp_dir):
+    tf.io.gfile.rmtree(tmp_dir)
+  tf.saved_model.save(module, tmp_dir,
+                      signatures={'serving_default':
+                                  module.serve.get_concrete_function()})
+  if tf.io.gfile.exists(saved_dir):
+    tf.io.gfile.rmtree(saved_dir)
+  tf.io.gfile.rename(tmp_dir, saved_dir)
+
+
+def _write_tflite(saved_dir: str, tflite_path: str) -> None:
+  tflite = tf.lite.TFLiteConverter.from_saved_model(saved_dir).convert()
+  with tf.io.gfile.GFile(tflite_path + '.tmp', 'wb') as f:
+    f.write(tflite)
+  tf.io.gfile.rename(tflite_path + '.tmp', tflite_path, overwrite=True)
+
+
+def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+           checkpoint: str) -> Dict[str, str]:
+  """Writes a SavedModel and a TFLite file of the checkpoint's weights.
+
+  Batch norm uses its moving averages, and the weights are the EMA ones when
+  the checkpoint has them.
+
+  Returns:
+    {'saved_model': dir, 'tflite': file}.
+  """
+  module = _serving_module(config, arch, checkpoint)
+  tf.io.gfile.makedirs(config.export_dir)
+  saved_dir = os.path.join(config.export_dir, SAVED_MODEL_SUBDIR)
+  _write_saved_model(module, saved_dir)
+  tflite_path = os.path.join(config.export_dir, TFLITE_FILE)
+  _write_tflite(saved_dir, tflite_path)
+  return {'saved_model': saved_dir, 'tflite': tflite_path}

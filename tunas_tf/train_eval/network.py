@@ -1,0 +1,92 @@
+"""The standalone network of a run: its architecture, graph, size and cost.
+
+The architecture is the run's pruned search space, its absolute widths scaled
+by `filters_multiplier` (reference/tunas.md §8.3); `graph.from_spec` turns it
+into a `Graph` named like the supernet's variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.cost_model import macs
+from tunas_tf.graph import from_spec
+from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import filters as filters_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.search_space import schema
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+
+def scale_architecture(spec: spec_ops.ConvTowerSpec,
+                       multiplier: float) -> spec_ops.ConvTowerSpec:
+  """Scales every absolute width of a pruned spec (reference §8.3).
+
+  Block widths and absolute expansion widths become
+  `filters.scale_filters(n, multiplier, spec.filters_base)`; relative widths
+  (`FilterMultiplier`) follow their inputs.
+  """
+  if multiplier == 1.0:
+    return spec
+  base = spec.filters_base
+
+  def scale(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+      return value
+    return filters_lib.scale_filters(value, multiplier, base)
+
+  def layer(value):
+    if isinstance(value, spec_ops.ResidualSpec):
+      return dataclasses.replace(value, layer=layer(value.layer))
+    if isinstance(value, spec_ops.DepthwiseBottleneckSpec):
+      return dataclasses.replace(
+          value, expansion_filters=scale(value.expansion_filters))
+    return value
+
+  blocks = tuple(dataclasses.replace(b, filters=scale(b.filters),
+                                     layers=tuple(layer(l) for l in b.layers))
+                 for b in spec.blocks)
+  return dataclasses.replace(spec, blocks=blocks)
+
+
+def build_architecture(config: TrainEvalConfig) -> spec_ops.ConvTowerSpec:
+  """The pruned (and scaled) architecture of `config`."""
+  space = mobile.get_search_space(config.ssd)
+  try:
+    arch = schema.prune(space, config.indices)
+  except ValueError as e:
+    raise ValueError(f'--indices={config.indices!r} for --ssd={config.ssd}: '
+                     f'{e}') from None
+  return scale_architecture(arch, config.filters_multiplier)
+
+
+def build_graph(config: TrainEvalConfig,
+                arch: spec_ops.ConvTowerSpec) -> Tuple[Any, Any]:
+  """(graph, constants) of `arch` for the run's classes, channels, dropout."""
+  return from_spec.graph_from_spec(
+      arch, config.num_classes, input_channels=config.num_channels,
+      dropout_rate=config.dropout_rate)
+
+
+def input_shape(config: TrainEvalConfig) -> Tuple[int, int, int]:
+  """[H, W, C] of one image."""
+  return (config.image_size, config.image_size, config.num_channels)
+
+
+def count_params(config: TrainEvalConfig, arch) -> int:
+  """Trainable weights of the standalone network (batch-norm stats excluded)."""
+  graph, constants = build_graph(config, arch)
+  with tf.Graph().as_default():
+    model = model_lib.Model(graph, constants)
+    model(tf.compat.v1.placeholder(tf.float32, [1, *input_shape(config)]))
+    return model_lib.count_params(model)
+
+
+def count_macs(config: TrainEvalConfig, arch) -> int:
+  """Multiply-adds of the standalone network, classifier included."""
+  return int(macs.count_macs(arch, config.image_size, config.num_classes,
+                             config.num_channels))

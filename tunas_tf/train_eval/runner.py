@@ -1,0 +1,183 @@
+"""The standalone model_fn, the TPUEstimator, and one run: train, eval, export.
+
+`run(config)` writes or checks `config.json`, trains (unless `eval_only`),
+evaluates, writes `metrics.json` (see `METRIC_KEYS`) and the eval summaries,
+and exports the evaluated weights (`export.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+from absl import logging
+import tensorflow as tf
+
+from tunas_tf import backend
+from tunas_tf import checkpoints
+from tunas_tf import files
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.train_eval import config as config_lib
+from tunas_tf.train_eval import data
+from tunas_tf.train_eval import export as export_lib
+from tunas_tf.train_eval import network
+from tunas_tf.train_eval import steps
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+METRICS_FILE = 'metrics.json'
+# What `python -m tunas_tf.train_eval` prints (metrics.json holds more).
+METRIC_KEYS = ('top1', 'top5', 'loss', 'params', 'macs',
+               'train_images_per_sec', 'eval_images_per_sec', 'global_step')
+_SUMMARY_KEYS = ('params', 'macs', 'train_images_per_sec',
+                 'eval_images_per_sec')
+
+
+def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                  record: Dict[str, Any], one_shot: bool = False,
+                  initialize: bool = True):
+  """The TPUEstimator model_fn of the standalone network.
+
+  Args:
+    config: the run's config.
+    arch: the pruned, scaled architecture.
+    record: a dict the hooks write `train_images_per_sec`,
+      `eval_images_per_sec` and `train_start_step` into.
+    one_shot: batch norm on batch statistics (no moving averages); with
+      `init_from_search` this scores the supernet's weights.
+    initialize: assign the inherited values at session creation (only
+      happens when no checkpoint is restored; pass False once one exists).
+  """
+  graph, constants = network.build_graph(config, arch)
+  inheritance = (checkpoints.Inheritance(config.init_from_search)
+                 if config.init_from_search else None)
+
+  def model_fn(features, labels, mode, params):
+    net = steps.forward(graph, constants, features, mode, config, one_shot)
+    variables = steps.variables_to_train(
+        net.model, inheritance, config.freeze_inherited, net.training)
+    ema = steps.moving_average(config, one_shot)
+    cores = 1
+    if config.use_tpu and params and 'context' in params:
+      cores = params['context'].num_replicas
+    scaffold = steps.scaffold_fn(variables, ema, net.training, initialize)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+      return steps.predict_spec(net, scaffold)
+    loss = steps.losses(net.model, labels, net.logits, config)
+    if mode == tf.estimator.ModeKeys.EVAL:
+      return steps.eval_spec(net, labels, loss.total, scaffold, config,
+                             record)
+    step = steps.train_step(loss.total, variables.var_list, ema, config)
+    return steps.train_spec(step, loss, scaffold, config, record, cores)
+
+  return model_fn
+
+
+def make_estimator(config: TrainEvalConfig, model_fn):
+  """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
+  return backend.make_estimator(model_fn, config,
+                                eval_batch_size=config.eval_batch_size)
+
+
+def _write_extra_summaries(directory: str, step: int,
+                           values: Dict[str, Any]) -> None:
+  writer = tf.summary.create_file_writer(directory)
+  with writer.as_default():
+    for name, value in values.items():
+      if value is not None:
+        tf.summary.scalar(name, float(value), step=step)
+  writer.close()
+
+
+def _previous_train_rate(metrics_path: str, global_step: int
+                         ) -> Optional[float]:
+  """The stored train rate when `metrics.json` is of the same step."""
+  previous = {}
+  if tf.io.gfile.exists(metrics_path):
+    try:
+      previous = files.read_json(metrics_path)
+    except ValueError:
+      previous = {}
+  if previous.get('global_step') == global_step:
+    return previous.get('train_images_per_sec')
+  return None
+
+
+def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
+             record: Dict[str, Any], one_shot: bool) -> Dict[str, Any]:
+  """metrics.json's content (without `export`) from the eval results."""
+  global_step = int(results.get('global_step', 0))
+  train_rate = record.get('train_images_per_sec')
+  if train_rate is None:
+    train_rate = _previous_train_rate(
+        os.path.join(config.model_dir, METRICS_FILE), global_step)
+  metrics = {
+      'top1': float(results['top1']),
+      'top5': float(results['top5']),
+      'loss': float(results['cross_entropy']),
+      'params': network.count_params(config, arch),
+      'macs': network.count_macs(config, arch),
+      'train_images_per_sec': train_rate,
+      'eval_images_per_sec': record.get('eval_images_per_sec'),
+      'global_step': global_step,
+      'one_shot': one_shot,
+  }
+  if 'train_start_step' in record:
+    metrics['train_start_step'] = record['train_start_step']
+  return metrics
+
+
+def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
+                        has_checkpoint: bool, one_shot: bool
+                        ) -> Dict[str, Any]:
+  """Trains unless `eval_only`, then evaluates; the Estimator's results."""
+  if not config.eval_only:
+    model_fn = make_model_fn(config, arch, record,
+                             initialize=not has_checkpoint)
+    estimator = make_estimator(config, model_fn)
+    estimator.train(data.make_input_fn(config, True),
+                    max_steps=config.max_global_step)
+  model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
+                           initialize=one_shot)
+  estimator = make_estimator(config, model_fn)
+  return estimator.evaluate(data.make_input_fn(config, False), steps=None,
+                            name=None)
+
+
+def run(config: TrainEvalConfig) -> Dict[str, Any]:
+  """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
+
+  Writes/checks `config.json` first; a directory with a checkpoint resumes
+  from it (Estimator behaviour), one without one starts fresh or, with
+  `init_from_search`, from the search's weights.
+
+  Raises:
+    ValueError: for an inconsistent directory or settings.
+  """
+  arch = network.build_architecture(config)
+  has_checkpoint = (tf.io.gfile.isdir(config.model_dir) and
+                    tf.train.latest_checkpoint(config.model_dir) is not None)
+  one_shot = config.eval_only and not has_checkpoint
+  if one_shot and not config.init_from_search:
+    raise ValueError(f'--eval_only: {config.model_dir} holds no checkpoint to '
+                     'evaluate (train first, or give --init_from_search for '
+                     'one-shot accuracy)')
+  resumed = config_lib.write_or_check(config)
+  logging.info('%s %s %s in %s: %d steps', 'Resuming' if resumed else
+               'Starting', config.ssd, config.indices, config.model_dir,
+               config.max_global_step)
+  record: Dict[str, Any] = {}
+  results = _train_and_evaluate(config, arch, record, has_checkpoint,
+                                one_shot)
+  metrics = _metrics(config, arch, results, record, one_shot)
+  _write_extra_summaries(os.path.join(config.model_dir, 'eval'),
+                         metrics['global_step'],
+                         {k: metrics[k] for k in _SUMMARY_KEYS})
+  if config.export and not one_shot:
+    metrics['export'] = export_lib.export(
+        config, arch, tf.train.latest_checkpoint(config.model_dir))
+  files.write_json(metrics, os.path.join(config.model_dir, METRICS_FILE),
+                   sort_keys=True)
+  logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
+               metrics['top1'], metrics['top5'], metrics['loss'],
+               metrics['params'], metrics['macs'], metrics['global_step'])
+  return metrics
