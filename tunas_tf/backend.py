@@ -1,13 +1,103 @@
-"""The Estimator the search and train_eval share.
+"""What the search and train_eval share: the `JobConfig` and the Estimator.
 
 Both run their model_fn on `TPUEstimator`: on Cloud TPU with `--tpu=NAME`
 (resolved by `TPUClusterResolver`), and with `use_tpu=False` on CPU/GPU.
-The flags that choose it live in `tunas_tf.flags` (entry points only).
+The flags that fill a `JobConfig` live in `tunas_tf.flags` (entry points
+only).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import dataclasses
+import numbers
+from typing import Any, Callable, Dict, Mapping, Optional
+
+# `JobConfig` fields that only say where to run, on which copy of the data and
+# how often to log and save: a restarted run may change them.
+JOB_RUN_ONLY_FIELDS = frozenset({
+    'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
+    'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
+    'keep_checkpoint_max',
+})
+_POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
+                    'tpu_iterations_per_loop', 'save_checkpoints_steps',
+                    'keep_checkpoint_max', 'log_every_steps')
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig:
+  """Where a run writes, on what data, on which backend, how often it saves.
+
+  The part of `search.config.SearchConfig` and `train_eval.config.
+  TrainEvalConfig` that both have (their `job` field); flag names. In
+  `config.json` its fields sit flat beside the run's own (`to_json`).
+
+  Attributes:
+    model_dir: output directory (checkpoints, events, config.json).
+    dataset: 'digits' or a TFDS image-classification dataset name.
+    data_dir: TFDS data directory, or None.
+    download: whether TFDS may download and prepare a missing dataset.
+    num_classes: classifier width (at least the dataset's label count).
+    image_size: input side in pixels.
+    num_channels: image channels of the dataset.
+    seed: seed of the data order and the initialisation.
+    use_tpu: run on TPU (`tpu` names it).
+    tpu: Cloud TPU name or grpc://ip:port ('' off TPU).
+    tpu_zone: TPU zone, or None.
+    gcp_project: GCP project, or None.
+    tpu_iterations_per_loop: steps per TPU loop; also the summary cadence.
+    save_checkpoints_steps: checkpoint cadence.
+    keep_checkpoint_max: checkpoints kept.
+    log_every_steps: progress log cadence (CPU/GPU).
+
+  Raises (on construction):
+    ValueError: for an empty `model_dir`, `use_tpu` without `tpu`, or a
+      size or cadence that is not a positive int (naming the flag).
+  """
+  model_dir: str
+  dataset: str
+  data_dir: Optional[str]
+  download: bool
+  num_classes: int
+  image_size: int
+  num_channels: int
+  seed: int
+  use_tpu: bool
+  tpu: str
+  tpu_zone: Optional[str]
+  gcp_project: Optional[str]
+  tpu_iterations_per_loop: int
+  save_checkpoints_steps: int
+  keep_checkpoint_max: int
+  log_every_steps: int
+
+  def __post_init__(self):
+    if not self.model_dir:
+      raise ValueError('--model_dir is required')
+    if self.use_tpu and not self.tpu:
+      raise ValueError('--use_tpu needs --tpu=NAME')
+    for name in _POSITIVE_FIELDS:
+      value = getattr(self, name)
+      if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+          or value <= 0):
+        raise ValueError(f'--{name} must be positive, got {value!r}')
+
+  def to_json(self) -> Dict[str, Any]:
+    """The fields, flat (they sit beside the run's own in config.json)."""
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def field_names(cls) -> frozenset:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+  @classmethod
+  def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
+    """The `JobConfig` among a flat mapping's keys (others are ignored).
+
+    Raises:
+      KeyError: naming a missing field.
+    """
+    return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
@@ -18,15 +108,15 @@ def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
   return resolved
 
 
-def make_estimator(model_fn: Callable[..., Any], config: Any, *,
+def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
+                   train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None):
-  """TPUEstimator on TPU (`config.use_tpu`) or on CPU/GPU.
+  """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU.
 
   Args:
     model_fn: the TPUEstimator model_fn.
-    config: a config with `use_tpu`, `tpu`, `tpu_zone`, `gcp_project`,
-      `model_dir`, `seed`, `save_checkpoints_steps`, `keep_checkpoint_max`,
-      `tpu_iterations_per_loop` and `train_batch_size`.
+    job: where and how to run.
+    train_batch_size: the global training batch.
     eval_batch_size: the eval and predict batch, when the run evaluates.
 
   Raises:
@@ -35,26 +125,26 @@ def make_estimator(model_fn: Callable[..., Any], config: Any, *,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tpu = tf.compat.v1.estimator.tpu
   cluster = None
-  if config.use_tpu:
+  if job.use_tpu:
     try:
       cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
-          config.tpu, zone=config.tpu_zone, project=config.gcp_project)
+          job.tpu, zone=job.tpu_zone, project=job.gcp_project)
     except Exception as e:  # The resolver raises several kinds of errors.
-      raise ValueError(f'Cannot resolve TPU {config.tpu!r}: {e}') from None
+      raise ValueError(f'Cannot resolve TPU {job.tpu!r}: {e}') from None
   run_config = tpu.RunConfig(
-      cluster=cluster, model_dir=config.model_dir,
-      tf_random_seed=config.seed,
-      save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max,
+      cluster=cluster, model_dir=job.model_dir,
+      tf_random_seed=job.seed,
+      save_checkpoints_steps=job.save_checkpoints_steps,
+      keep_checkpoint_max=job.keep_checkpoint_max,
       log_step_count_steps=None,
       # The search graph is large (~5 MB serialised for digits_search);
       # writing it with every checkpoint cost seconds per save.
       checkpoint_save_graph_def=False,
       tpu_config=tpu.TPUConfig(
-          iterations_per_loop=config.tpu_iterations_per_loop,
+          iterations_per_loop=job.tpu_iterations_per_loop,
           per_host_input_for_training=(
               tpu.InputPipelineConfig.PER_HOST_V2)))
   return tpu.TPUEstimator(
-      model_fn=model_fn, config=run_config, use_tpu=config.use_tpu,
-      train_batch_size=config.train_batch_size,
+      model_fn=model_fn, config=run_config, use_tpu=job.use_tpu,
+      train_batch_size=train_batch_size,
       eval_batch_size=eval_batch_size, predict_batch_size=eval_batch_size)

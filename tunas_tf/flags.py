@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from absl import flags
 
+from tunas_tf import backend
+
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
   """--model_dir (alias --checkpoint_dir), --dataset, --data_dir (alias
@@ -39,3 +41,26 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
   flags.DEFINE_integer('tpu_iterations_per_loop', iterations_per_loop,
                        'Steps per TPU loop; also the summary cadence.',
                        flag_values=f)
+
+
+def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
+               num_channels: int) -> backend.JobConfig:
+  """The `JobConfig` of a binary's flags, with the dataset facts resolved.
+
+  Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
+  binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max` and
+  `--log_every_steps`; `--use_tpu` defaults to whether `--tpu` is set.
+
+  Raises:
+    ValueError: as `backend.resolve_use_tpu` and `backend.JobConfig`.
+  """
+  return backend.JobConfig(
+      model_dir=f.model_dir, dataset=f.dataset, data_dir=f.data_dir,
+      download=f.download, num_classes=num_classes, image_size=image_size,
+      num_channels=num_channels, seed=f.seed,
+      use_tpu=backend.resolve_use_tpu(f.tpu, f.use_tpu), tpu=f.tpu,
+      tpu_zone=f.tpu_zone, gcp_project=f.gcp_project,
+      tpu_iterations_per_loop=f.tpu_iterations_per_loop,
+      save_checkpoints_steps=f.save_checkpoints_steps,
+      keep_checkpoint_max=f.keep_checkpoint_max,
+      log_every_steps=f.log_every_steps)

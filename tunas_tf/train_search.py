@@ -150,7 +150,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
-  use_tpu = backend.resolve_use_tpu(f.tpu, f.use_tpu)
+  backend.resolve_use_tpu(f.tpu, f.use_tpu)  # Before reading any data.
   if dataset_info is None:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     validation_examples = f.validation_examples
@@ -174,26 +174,23 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   weight_decay = f.model_weight_decay
   if weight_decay is None:
     weight_decay = 3e-5 if use_bfloat16 in ('true', 'ontpu') else 4e-5
-  image_size = f.image_size or dataset_info.image_size
+  job = common_flags.job_config(
+      f, num_classes=num_classes,
+      image_size=f.image_size or dataset_info.image_size,
+      num_channels=dataset_info.num_channels)
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   cost_model = linear.get_cost_model(
-      f.ssd, f.cost_model, image_size=image_size, num_classes=num_classes,
-      input_channels=dataset_info.num_channels)
+      f.ssd, f.cost_model, image_size=job.image_size,
+      num_classes=job.num_classes, input_channels=job.num_channels)
   target = f.rl_cost_model_target
   if target is None:
     target = linear.default_target(cost_model)
   return config_lib.SearchConfig(
-      search_train_examples=sizes['search_train'],
-      model_dir=f.model_dir, ssd=f.ssd, dataset=f.dataset,
-      data_dir=f.data_dir, download=f.download, num_classes=num_classes,
-      image_size=image_size, num_channels=dataset_info.num_channels,
-      validation_examples=sizes['search_validation'], seed=f.seed,
-      use_tpu=use_tpu, tpu=f.tpu, tpu_zone=f.tpu_zone,
-      gcp_project=f.gcp_project,
-      supernet_mode=f.supernet_mode or (naming.MASKED if use_tpu
+      job=job, search_train_examples=sizes['search_train'], ssd=f.ssd,
+      validation_examples=sizes['search_validation'],
+      supernet_mode=f.supernet_mode or (naming.MASKED if job.use_tpu
                                          else naming.SAMPLED),
       use_bfloat16=use_bfloat16,
-      tpu_iterations_per_loop=f.tpu_iterations_per_loop,
       model_learning_rate=f.model_learning_rate,
       model_momentum=f.model_momentum, model_weight_decay=weight_decay,
       model_warmup_steps_fraction=f.model_warmup_steps_fraction,
@@ -213,10 +210,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       cost_model=f.cost_model or cost_model.kind,
       rl_cost_model_target=float(target),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
-      use_gradient_sync_barrier=f.use_gradient_sync_barrier,
-      log_every_steps=f.log_every_steps,
-      save_checkpoints_steps=f.save_checkpoints_steps,
-      keep_checkpoint_max=f.keep_checkpoint_max)
+      use_gradient_sync_barrier=f.use_gradient_sync_barrier)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

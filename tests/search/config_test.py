@@ -53,10 +53,10 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(config.rl_cost_model_target, target)
     self.assertEqual(config.model_weight_decay, wd)
     self.assertEqual(config.use_bfloat16, bf16)
-    self.assertEqual(config.num_classes, 1001)
+    self.assertEqual(config.job.num_classes, 1001)
     self.assertEqual(config.validation_batch_size, 16384)
     self.assertEqual(config.supernet_mode, 'masked')
-    self.assertTrue(config.use_tpu)
+    self.assertTrue(config.job.use_tpu)
 
   def test_max_steps_overrides_epochs(self):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
@@ -65,7 +65,7 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(config.max_global_step, 40)
     self.assertEqual(config.rl_delay_steps, 10)
     self.assertEqual(config.supernet_mode, 'sampled')
-    self.assertFalse(config.use_tpu)
+    self.assertFalse(config.job.use_tpu)
 
   @parameterized.named_parameters(
       ('ops_warmup', ['--increase_ops_warmup_steps_fraction=0.5'],
@@ -198,7 +198,8 @@ class SearchConfigTest(parameterized.TestCase):
     model = config.resolved_cost_model
     self.assertIs(model, config.resolved_cost_model)
     self.assertEqual((model.ssd, model.kind), ('digits_search', 'macs'))
-    wider = dataclasses.replace(config, num_classes=20)
+    wider = dataclasses.replace(
+        config, job=dataclasses.replace(config.job, num_classes=20))
     # A wider classifier costs more multiply-adds.
     self.assertGreater(linear.default_target(wider.resolved_cost_model),
                        linear.default_target(model))

@@ -23,7 +23,7 @@ class DemoSearchTest(absltest.TestCase):
     train_search.define_flags(values)
     values(['train_search', f'--model_dir={model_dir}'])
     config = train_search.config_from_flags(values)
-    self.assertEqual((config.dataset, config.ssd, config.cost_model),
+    self.assertEqual((config.job.dataset, config.ssd, config.cost_model),
                      ('digits', 'digits_search', 'macs'))
     runner.run_search(config)
     result = extract_architecture.extract(model_dir)

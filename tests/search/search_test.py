@@ -180,8 +180,8 @@ class TfdsSearchTest(absltest.TestCase):
                      '--rl_batch_size_multiplier=1', '--max_steps=3',
                      '--tpu_iterations_per_loop=1')
     # TinyImages: 8x8 RGB, 3 classes, 20 training images (8 held out).
-    self.assertEqual((config.num_channels, config.num_classes,
-                      config.image_size, config.search_train_examples,
+    self.assertEqual((config.job.num_channels, config.job.num_classes,
+                      config.job.image_size, config.search_train_examples,
                       config.validation_examples), (3, 3, 8, 12, 8))
     runner.run_search(config)
     self.assertEqual(_global_step(model_dir), 3)

@@ -41,9 +41,22 @@ class ConfigTest(absltest.TestCase):
         ('label_smoothing', 1.0, r'--label_smoothing must be in \[0, 1\)'),
         ('indices', '0:1', 'expected 18 indices'),
         ('freeze_inherited', True, '--freeze_inherited needs'),
-        ('model_dir', '', '--model_dir is required')):
+        ('job', dataclasses.replace(config.job, model_dir='x'),
+         None),
+        ('eval_split', 'nope', '--eval_split=.nope.: digits has the splits')):
+      if message is None:  # A valid change.
+        self.assertEqual(dataclasses.replace(config, **{field: value}).job,
+                         value)
+        continue
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config, **{field: value})
+    # The job checks itself the same way.
+    for field, value, message in (
+        ('model_dir', '', '--model_dir is required'),
+        ('log_every_steps', 0, '--log_every_steps must be positive'),
+        ('use_tpu', True, '--use_tpu needs --tpu=NAME')):
+      with self.assertRaisesRegex(ValueError, message):
+        dataclasses.replace(config.job, **{field: value})
 
   def test_json_keys_are_flat_and_read_returns_the_config(self):
     model_dir = tempfile.mkdtemp()
@@ -52,7 +65,8 @@ class ConfigTest(absltest.TestCase):
     self.assertFalse(config_lib.write_or_check(config))
     stored = runs.read_json(os.path.join(model_dir, 'config.json'))
     self.assertEqual(set(stored),
-                     {f.name for f in dataclasses.fields(config)})
+                     {f.name for f in dataclasses.fields(config)} - {'job'} |
+                     {f.name for f in dataclasses.fields(config.job)})
     self.assertTrue(all(not isinstance(v, (dict, list))
                         for v in stored.values()))
     self.assertEqual(config_lib.read(model_dir), config)

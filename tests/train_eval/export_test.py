@@ -29,7 +29,7 @@ class ExportTest(absltest.TestCase):
         'tflite': os.path.join(self.config.export_dir,
                                export_lib.TFLITE_FILE)})
     self.assertEqual(self.config.export_dir,
-                     os.path.join(self.config.model_dir, 'export'))
+                     os.path.join(self.config.job.model_dir, 'export'))
     self.assertEqual(sorted(os.listdir(self.config.export_dir)),
                      ['model.tflite', 'saved_model'])
 

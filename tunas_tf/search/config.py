@@ -25,6 +25,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
+from tunas_tf import backend
 from tunas_tf import files
 from tunas_tf.search_space import naming
 
@@ -38,13 +39,11 @@ MODEL_SPEC_FILE = 'model_spec.json'
 # Fields that only say how long or where to run: they may change on restart.
 # The step counts derived from the run length follow `max_steps` (a longer
 # run stretches its schedules; the fractions themselves may not change).
-RUN_ONLY_FIELDS = frozenset({
-    'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'max_steps',
-    'max_global_step', 'rl_delay_steps', 'increase_ops_warmup_steps',
-    'increase_filters_warmup_steps', 'model_warmup_steps',
-    'tpu_iterations_per_loop', 'data_dir', 'download',
-    'log_every_steps', 'save_checkpoints_steps', 'keep_checkpoint_max',
-})
+RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {
+    'max_steps', 'max_global_step', 'rl_delay_steps',
+    'increase_ops_warmup_steps', 'increase_filters_warmup_steps',
+    'model_warmup_steps',
+}
 
 
 # Values computed from the fields (properties of `SearchConfig`, stored in
@@ -77,25 +76,12 @@ class SearchConfig:
       `run_model`), an unknown supernet mode, an empty search, or a cost
       model that cannot be resolved for the space.
   """
-  # Where and what.
-  model_dir: str
+  # Where, on what data and backend, how often to log and save.
+  job: backend.JobConfig
   ssd: str
-  dataset: str
-  data_dir: Optional[str]
-  download: bool
-  num_classes: int
-  image_size: int
-  num_channels: int
   validation_examples: int
-  seed: int
-  # Backend.
-  use_tpu: bool
-  tpu: str
-  tpu_zone: Optional[str]
-  gcp_project: Optional[str]
   supernet_mode: str
   use_bfloat16: str  # Resolved: 'true', 'false' or 'ontpu'.
-  tpu_iterations_per_loop: int
   # Shared weights.
   model_learning_rate: float
   model_momentum: float
@@ -119,10 +105,6 @@ class SearchConfig:
   rl_cost_model_target: float  # Resolved (see train_search's help).
   rl_cost_model_exponent: float
   use_gradient_sync_barrier: bool
-  # Logging and checkpoints.
-  log_every_steps: int
-  save_checkpoints_steps: int
-  keep_checkpoint_max: int
   # Images that train the shared weights (the dataset's train split minus
   # the controller's hold-out).
   search_train_examples: int
@@ -162,9 +144,9 @@ class SearchConfig:
     """`--cost_model` resolved once for this space and input."""
     from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
     return linear.get_cost_model(self.ssd, self.cost_model,
-                                 image_size=self.image_size,
-                                 num_classes=self.num_classes,
-                                 input_channels=self.num_channels)
+                                 image_size=self.job.image_size,
+                                 num_classes=self.job.num_classes,
+                                 input_channels=self.job.num_channels)
 
   @property
   def max_global_step(self) -> int:
@@ -209,8 +191,10 @@ class SearchConfig:
     return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
 
   def to_json(self) -> Dict[str, Any]:
-    """The fields and the derived values, flat (the config.json layout)."""
-    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    """The fields, the job's and the derived values, flat (config.json)."""
+    values = self.job.to_json()
+    values.update((f.name, getattr(self, f.name))
+                  for f in dataclasses.fields(self) if f.name != 'job')
     values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
     return values
 
@@ -221,12 +205,15 @@ class SearchConfig:
     Raises:
       ValueError: naming `where` and the field, for a missing field.
     """
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if f.name != 'job']
+    names += sorted(backend.JobConfig.field_names())
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
                        'this version of train_search')
-    return cls(**{name: values[name] for name in names})
+    own = {name: values[name] for name in names
+           if name not in backend.JobConfig.field_names()}
+    return cls(job=backend.JobConfig.from_flat(values), **own)
 
 
 def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
@@ -243,8 +230,8 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
     ValueError: naming the first field that differs from the stored config
       (outside `RUN_ONLY_FIELDS`), or when the stored search space differs.
   """
-  config_path = os.path.join(config.model_dir, CONFIG_FILE)
-  spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILE)
+  config_path = os.path.join(config.job.model_dir, CONFIG_FILE)
+  spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
   # The search space first: a different space makes every other check moot.
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):

@@ -28,7 +28,7 @@ def make_model_fn(config: SearchConfig):
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'The search model_fn only trains, got mode {mode!r}')
     train_images, valid_images = features['train'], features['validation']
-    if config.use_tpu:  # The host sent HWCN (a layout hint for XLA).
+    if config.job.use_tpu:  # The host sent HWCN (a layout hint for XLA).
       train_images = tf.transpose(train_images, [3, 0, 1, 2])
       valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
     global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -39,10 +39,10 @@ def make_model_fn(config: SearchConfig):
     cost = (steps.estimate_cost(sampled, config)
             if config.enable_cost_model else None)
     # 4-5. Shared-weight step; the barrier makes all gradients exist first.
-    supernet = supernet_lib.Supernet(spec, config.num_classes,
+    supernet = supernet_lib.Supernet(spec, config.job.num_classes,
                                      mode=config.supernet_mode,
-                                     input_channels=config.num_channels,
-                                     seed=config.seed)
+                                     input_channels=config.job.num_channels,
+                                     seed=config.job.seed)
     model = steps.supernet_train_op(supernet, sampled, train_images,
                                     labels['train'], global_step, config)
     # 6. Validation accuracy of the same sample, after the update.
@@ -58,12 +58,12 @@ def make_model_fn(config: SearchConfig):
     # 9. Every scalar to TensorBoard.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
                                     dist_info, cost, p_ops, p_filters)
-    training_hooks = [] if config.use_tpu else [_progress_hook(scalars,
+    training_hooks = [] if config.job.use_tpu else [_progress_hook(scalars,
                                                                config)]
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=model.loss, train_op=train_op,
-        host_call=steps.host_call(scalars, global_step, config.model_dir,
-                                  config.tpu_iterations_per_loop),
+        host_call=steps.host_call(scalars, global_step, config.job.model_dir,
+                                  config.job.tpu_iterations_per_loop),
         training_hooks=training_hooks)
 
   return model_fn
@@ -76,12 +76,13 @@ def make_input_fn(config: SearchConfig):
     # On TPU, TPUEstimator passes the per-replica batch size.
     batch = params.get('batch_size', config.train_batch_size)
     validation_batch = int(round(batch * config.rl_batch_size_multiplier))
+    job = config.job
     dataset = datasets.search_dataset(
-        config.dataset, config.num_classes, batch, validation_batch,
-        seed=config.seed, data_dir=config.data_dir, download=config.download,
+        job.dataset, job.num_classes, batch, validation_batch, seed=job.seed,
+        data_dir=job.data_dir, download=job.download,
         validation_examples=config.validation_examples,
-        image_size=config.image_size)
-    if config.use_tpu:
+        image_size=job.image_size)
+    if config.job.use_tpu:
       to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(
           lambda f, l: ({k: to_hwcn(v) for k, v in f.items()}, l))
@@ -99,12 +100,13 @@ def _progress_hook(scalars: Dict[str, tf.Tensor],
     if key in scalars:
       fetches[key.split('/')[1]] = scalars[key]
   return hooks.ProgressHook(fetches, max_step=config.max_global_step,
-                            log_every=max(1, config.log_every_steps))
+                            log_every=max(1, config.job.log_every_steps))
 
 
 def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
-  return backend.make_estimator(make_model_fn(config), config)
+  return backend.make_estimator(make_model_fn(config), config.job,
+                                config.train_batch_size)
 
 
 def run_search(config: SearchConfig) -> None:
@@ -114,19 +116,20 @@ def run_search(config: SearchConfig) -> None:
   its latest checkpoint (Estimator behaviour); a different search is refused.
   """
   if config.use_bfloat16 == 'true' or (config.use_bfloat16 == 'ontpu' and
-                                       config.use_tpu):
+                                       config.job.use_tpu):
     raise ValueError('bfloat16 compute is not implemented yet (the supernet '
                      'runs in float32); pass --use_bfloat16=false')
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   resumed = config_lib.write_or_check(config, spec_json)
   logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d)',
                'Resuming' if resumed else 'Starting', config.ssd,
-               config.model_dir, config.max_global_step, config.rl_delay_steps,
+               config.job.model_dir, config.max_global_step,
+               config.rl_delay_steps,
                config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)
   estimator = make_estimator(config)
   # Restoring a truncated or foreign checkpoint fails deep inside the
   # Estimator; say which file and why in one line.
   with checkpoints.refuse_unreadable(
-      tf.train.latest_checkpoint(config.model_dir)):
+      tf.train.latest_checkpoint(config.job.model_dir)):
     estimator.train(make_input_fn(config), max_steps=config.max_global_step)

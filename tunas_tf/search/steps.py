@@ -141,7 +141,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
         config.max_global_step, config.model_warmup_steps)
     opt = tf.compat.v1.train.RMSPropOptimizer(
         learning_rate, decay=0.9, momentum=config.model_momentum, epsilon=1.0)
-    if config.use_tpu:
+    if config.job.use_tpu:
       opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
     variables = list(supernet.trainable_variables)
     grads_and_vars = [(g, v) for g, v in
@@ -189,7 +189,7 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
     cost_adjustment = tf.convert_to_tensor(stats.cost_adjustment, tf.float32)
   else:
     reward = accuracy
-  step_baseline = cross_replica_mean(reward, config.use_tpu)
+  step_baseline = cross_replica_mean(reward, config.job.use_tpu)
   ema = moving_average.MovingAverage(config.rl_baseline_momentum,
                                      name='rl_baseline')
   baseline = ema.update(step_baseline)

@@ -58,11 +58,11 @@ def train_command(run_dir: str, ssd: str, indices: str,
   """The `train_eval` command line of one architecture (same data as the search)."""
   command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
              f'--indices={indices}', f'--model_dir={run_dir}',
-             f"--dataset={search_config.dataset}",
-             f"--num_classes={search_config.num_classes}",
-             f"--image_size={search_config.image_size}"]
-  if search_config.data_dir:
-    command.append(f"--data_dir={search_config.data_dir}")
+             f"--dataset={search_config.job.dataset}",
+             f"--num_classes={search_config.job.num_classes}",
+             f"--image_size={search_config.job.image_size}"]
+  if search_config.job.data_dir:
+    command.append(f"--data_dir={search_config.job.data_dir}")
   return command + list(train_eval_flags)
 
 
@@ -117,9 +117,9 @@ def compare(search_dir: str, output_dir: str, num_random: int,
       ssd, num_random, seed=seed, cost_model=search_config.cost_model,
       min_cost=cost * (1 - cost_tolerance),
       max_cost=cost * (1 + cost_tolerance),
-      image_size=search_config.image_size,
-      num_classes=search_config.num_classes,
-      input_channels=search_config.num_channels)
+      image_size=search_config.job.image_size,
+      num_classes=search_config.job.num_classes,
+      input_channels=search_config.job.num_channels)
   candidates = [('searched', architecture.indices_string, cost)] + [
       (f'random_{i}', r['indices'], r['estimated_cost'])
       for i, r in enumerate(randoms)]

@@ -108,8 +108,8 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None
       ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
       cost_target=config.rl_cost_model_target, global_step=global_step,
       max_global_step=config.max_global_step,
-      checkpoint=os.path.abspath(checkpoint), image_size=config.image_size,
-      num_classes=config.num_classes, num_channels=config.num_channels,
+      checkpoint=os.path.abspath(checkpoint), image_size=config.job.image_size,
+      num_classes=config.job.num_classes, num_channels=config.job.num_channels,
       probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
                      for path, v in logits.items()})
 

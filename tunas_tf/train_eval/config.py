@@ -38,21 +38,16 @@ DEFAULT_SSD = 'digits_search'
 
 # Fields that only say how long, where or how to report a run: they may change
 # on restart. The warm-up length follows the run length, as in the search.
-RUN_ONLY_FIELDS = frozenset({
-    'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'use_tpu', 'max_steps',
-    'max_global_step', 'warmup_steps', 'eval_only', 'data_dir', 'download',
-    'save_checkpoints_steps', 'keep_checkpoint_max', 'log_every_steps',
-    'tpu_iterations_per_loop', 'eval_split', 'eval_batch_size', 'export',
-    'export_dir',
-})
+RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {
+    'use_tpu', 'max_steps', 'max_global_step', 'warmup_steps', 'eval_only',
+    'eval_split', 'eval_batch_size', 'export', 'export_dir',
+}
 DERIVED_FIELDS = frozenset({'train_examples', 'max_global_step',
                             'warmup_steps', 'learning_rate_scaled',
                             'num_channels'})
 # Derived fields computed by `__post_init__` (not constructor arguments).
 _COMPUTED_FIELDS = ('max_global_step', 'warmup_steps', 'learning_rate_scaled')
-_POSITIVE_FIELDS = ('train_batch_size', 'eval_batch_size',
-                    'save_checkpoints_steps', 'keep_checkpoint_max',
-                    'tpu_iterations_per_loop', 'log_every_steps')
+_POSITIVE_FIELDS = ('train_batch_size', 'eval_batch_size')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,23 +62,11 @@ class TrainEvalConfig:
     ValueError: on construction, for a missing, malformed or inconsistent
       setting (the message names the flag).
   """
-  model_dir: str
+  job: backend.JobConfig
   ssd: str
   indices: str
   filters_multiplier: float
-  dataset: str
-  data_dir: Optional[str]
-  download: bool
-  num_classes: int
-  image_size: int
-  num_channels: int
   eval_split: str
-  seed: int
-  use_tpu: bool
-  tpu: str
-  tpu_zone: Optional[str]
-  gcp_project: Optional[str]
-  tpu_iterations_per_loop: int
   train_batch_size: int
   eval_batch_size: int
   epochs: float
@@ -100,19 +83,13 @@ class TrainEvalConfig:
   eval_only: bool
   export: bool
   export_dir: str
-  save_checkpoints_steps: int
-  keep_checkpoint_max: int
-  log_every_steps: int
   train_examples: int
   max_global_step: int = dataclasses.field(init=False)
   warmup_steps: int = dataclasses.field(init=False)
   learning_rate_scaled: float = dataclasses.field(init=False)
 
   def __post_init__(self):
-    check_settings(self)
-    if self.image_size is None or self.image_size <= 0:
-      raise ValueError(f'--image_size must be positive, got '
-                       f'{self.image_size!r}')
+    check_settings(self, self.job.dataset)
     max_global_step = (self.max_steps if self.max_steps is not None else
                        int(math.floor(self.train_examples * self.epochs /
                                       self.train_batch_size)))
@@ -127,7 +104,18 @@ class TrainEvalConfig:
               float(self.base_learning_rate) * self.train_batch_size / 256.0)
 
   def to_json(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
+    """The job's fields and the run's own, flat (the config.json layout)."""
+    values = self.job.to_json()
+    values.update((f.name, getattr(self, f.name))
+                  for f in dataclasses.fields(self) if f.name != 'job')
+    return values
+
+  @classmethod
+  def from_flat(cls, values: Dict[str, Any]) -> 'TrainEvalConfig':
+    """The config of flat values (the job's fields among the run's own)."""
+    job = backend.JobConfig.from_flat(values)
+    return cls(job=job, **{k: v for k, v in values.items()
+                           if k not in backend.JobConfig.field_names()})
 
 
 def _positive(value, name):
@@ -149,21 +137,20 @@ def _check_indices(ssd: str, indices: str) -> None:
     raise ValueError(f'--indices={indices!r} for --ssd={ssd}: {e}') from None
 
 
-def check_settings(c: Any) -> None:
-  """Checks the settings that need no file and no dataset.
+def check_settings(c: Any, dataset: str) -> None:
+  """Checks the run's own settings that need no file and no dataset.
+
+  (The job's settings are checked by `backend.JobConfig`.)
 
   Args:
-    c: a `TrainEvalConfig`, or any object with its flag-backed fields (with
-      `dropout_rate` resolved).
+    c: a `TrainEvalConfig`, or any object with its own flag-backed fields
+      (with `dropout_rate` resolved).
+    dataset: the dataset's name (`--dataset`).
 
   Raises:
     ValueError: naming the first bad setting's flag.
   """
-  if not c.model_dir:
-    raise ValueError('--model_dir is required')
   _check_indices(c.ssd, c.indices)
-  if c.use_tpu and not c.tpu:
-    raise ValueError('--use_tpu needs --tpu=NAME')
   if c.filters_multiplier <= 0:
     raise ValueError('--filters_multiplier must be positive, got '
                      f'{c.filters_multiplier}')
@@ -181,7 +168,7 @@ def check_settings(c: Any) -> None:
   _in_unit_interval(c.dropout_rate, 'dropout_rate')
   if c.freeze_inherited and not c.init_from_search:
     raise ValueError('--freeze_inherited needs --init_from_search')
-  if c.dataset == datasets.DIGITS and c.eval_split not in datasets.SPLITS:
+  if dataset == datasets.DIGITS and c.eval_split not in datasets.SPLITS:
     raise ValueError(f'--eval_split={c.eval_split!r}: digits has the splits '
                      f'{datasets.SPLITS}')
 
@@ -263,7 +250,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
   if v['dropout_rate'] is None:
     v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
-  check_settings(types.SimpleNamespace(**v))
+  check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
     v['init_from_search'] = os.path.abspath(v['init_from_search'])
     checkpoints.search_checkpoint(v['init_from_search'], v['ssd'])
@@ -287,7 +274,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     v[name] = float(v[name])
   for name in ('freeze_inherited', 'eval_only', 'export'):
     v[name] = bool(v[name])
-  return TrainEvalConfig(**v)
+  return TrainEvalConfig.from_flat(v)
 
 
 def write_or_check(config: TrainEvalConfig) -> bool:
@@ -301,7 +288,7 @@ def write_or_check(config: TrainEvalConfig) -> bool:
       `RUN_ONLY_FIELDS` (flag-backed fields before derived ones).
   """
   return files.write_or_check_config(
-      os.path.join(config.model_dir, CONFIG_FILE), config.to_json(),
+      os.path.join(config.job.model_dir, CONFIG_FILE), config.to_json(),
       RUN_ONLY_FIELDS, DERIVED_FIELDS)
 
 
@@ -320,14 +307,15 @@ def read(model_dir: str) -> TrainEvalConfig:
   stored = files.read_json(path)
   if not isinstance(stored, dict):
     raise ValueError(f'{path} does not hold a JSON object')
-  names = {f.name for f in dataclasses.fields(TrainEvalConfig)}
+  names = ({f.name for f in dataclasses.fields(TrainEvalConfig)} - {'job'}
+           | backend.JobConfig.field_names())
   missing = sorted(names - set(stored))
   unknown = sorted(set(stored) - names)
   if missing or unknown:
     raise ValueError(f'{path} is not a train_eval config: missing '
                      f'{missing}, unknown {unknown}')
-  config = TrainEvalConfig(**{k: v for k, v in stored.items()
-                              if k not in _COMPUTED_FIELDS})
+  config = TrainEvalConfig.from_flat({k: v for k, v in stored.items()
+                                      if k not in _COMPUTED_FIELDS})
   for name in _COMPUTED_FIELDS:
     if stored[name] != getattr(config, name):
       raise ValueError(f'{path}: {name} is {stored[name]!r}, but the other '

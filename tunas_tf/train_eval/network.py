@@ -68,13 +68,13 @@ def build_graph(config: TrainEvalConfig,
                 arch: spec_ops.ConvTowerSpec) -> Tuple[Any, Any]:
   """(graph, constants) of `arch` for the run's classes, channels, dropout."""
   return from_spec.graph_from_spec(
-      arch, config.num_classes, input_channels=config.num_channels,
+      arch, config.job.num_classes, input_channels=config.job.num_channels,
       dropout_rate=config.dropout_rate)
 
 
 def input_shape(config: TrainEvalConfig) -> Tuple[int, int, int]:
   """[H, W, C] of one image."""
-  return (config.image_size, config.image_size, config.num_channels)
+  return (config.job.image_size, config.job.image_size, config.job.num_channels)
 
 
 def count_params(config: TrainEvalConfig, arch) -> int:
@@ -88,5 +88,6 @@ def count_params(config: TrainEvalConfig, arch) -> int:
 
 def count_macs(config: TrainEvalConfig, arch) -> int:
   """Multiply-adds of the standalone network, classifier included."""
-  return int(macs.count_macs(arch, config.image_size, config.num_classes,
-                             config.num_channels))
+  job = config.job
+  return int(macs.count_macs(arch, job.image_size, job.num_classes,
+                             job.num_channels))

@@ -57,7 +57,7 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
         net.model, inheritance, config.freeze_inherited, net.training)
     ema = steps.moving_average(config, one_shot)
     cores = 1
-    if config.use_tpu and params and 'context' in params:
+    if config.job.use_tpu and params and 'context' in params:
       cores = params['context'].num_replicas
     scaffold = steps.scaffold_fn(variables, ema, net.training, initialize)
     if mode == tf.estimator.ModeKeys.PREDICT:
@@ -74,7 +74,7 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 def make_estimator(config: TrainEvalConfig, model_fn):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
-  return backend.make_estimator(model_fn, config,
+  return backend.make_estimator(model_fn, config.job, config.train_batch_size,
                                 eval_batch_size=config.eval_batch_size)
 
 
@@ -109,7 +109,7 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
   train_rate = record.get('train_images_per_sec')
   if train_rate is None:
     train_rate = _previous_train_rate(
-        os.path.join(config.model_dir, METRICS_FILE), global_step)
+        os.path.join(config.job.model_dir, METRICS_FILE), global_step)
   metrics = {
       'top1': float(results['top1']),
       'top5': float(results['top5']),
@@ -154,28 +154,29 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     ValueError: for an inconsistent directory or settings.
   """
   arch = network.build_architecture(config)
-  has_checkpoint = (tf.io.gfile.isdir(config.model_dir) and
-                    tf.train.latest_checkpoint(config.model_dir) is not None)
+  model_dir = config.job.model_dir
+  has_checkpoint = (tf.io.gfile.isdir(model_dir) and
+                    tf.train.latest_checkpoint(model_dir) is not None)
   one_shot = config.eval_only and not has_checkpoint
   if one_shot and not config.init_from_search:
-    raise ValueError(f'--eval_only: {config.model_dir} holds no checkpoint to '
+    raise ValueError(f'--eval_only: {model_dir} holds no checkpoint to '
                      'evaluate (train first, or give --init_from_search for '
                      'one-shot accuracy)')
   resumed = config_lib.write_or_check(config)
   logging.info('%s %s %s in %s: %d steps', 'Resuming' if resumed else
-               'Starting', config.ssd, config.indices, config.model_dir,
+               'Starting', config.ssd, config.indices, config.job.model_dir,
                config.max_global_step)
   record: Dict[str, Any] = {}
   results = _train_and_evaluate(config, arch, record, has_checkpoint,
                                 one_shot)
   metrics = _metrics(config, arch, results, record, one_shot)
-  _write_extra_summaries(os.path.join(config.model_dir, 'eval'),
+  _write_extra_summaries(os.path.join(config.job.model_dir, 'eval'),
                          metrics['global_step'],
                          {k: metrics[k] for k in _SUMMARY_KEYS})
   if config.export and not one_shot:
     metrics['export'] = export_lib.export(
-        config, arch, tf.train.latest_checkpoint(config.model_dir))
-  files.write_json(metrics, os.path.join(config.model_dir, METRICS_FILE),
+        config, arch, tf.train.latest_checkpoint(config.job.model_dir))
+  files.write_json(metrics, os.path.join(config.job.model_dir, METRICS_FILE),
                    sort_keys=True)
   logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
                metrics['top1'], metrics['top5'], metrics['loss'],

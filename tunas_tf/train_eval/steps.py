@@ -80,7 +80,7 @@ def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
   """Builds the network in this graph and applies it to the batch."""
   images = features['images'] if isinstance(features, dict) else features
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
-                          seed=config.seed)
+                          seed=config.job.seed)
   training = mode == tf.estimator.ModeKeys.TRAIN
   logits = tf.cast(model(images, training=training), tf.float32)
   return Forward(model, images, logits, training)
@@ -192,7 +192,7 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
               record: Dict[str, Any]
               ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
   """top1, top5 (top-k, k <= 5) and cross_entropy; the eval images/s."""
-  k = min(5, config.num_classes)
+  k = min(5, config.job.num_classes)
 
   def metric_fn(labels, logits):
     target = tf.argmax(labels, axis=-1)
@@ -209,7 +209,7 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
 
   # On TPU the batch lives inside the TPU computation and cannot be fetched
   # by a hook: no eval rate there.
-  eval_hooks = [] if config.use_tpu else [hooks.ProgressHook(
+  eval_hooks = [] if config.job.use_tpu else [hooks.ProgressHook(
       {'batch': tf.shape(net.images)[0]}, record=record,
       record_key='eval_images_per_sec')]
   return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
@@ -227,7 +227,7 @@ def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
       config.warmup_steps)
   opt = tf.compat.v1.train.RMSPropOptimizer(
       learning_rate, decay=0.9, momentum=config.momentum, epsilon=1.0)
-  if config.use_tpu:
+  if config.job.use_tpu:
     opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
   train_op = opt.minimize(loss, global_step=global_step, var_list=var_list)
   if ema is not None:
@@ -245,12 +245,12 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
              'model/regularization_loss': loss.regularization,
              'model/learning_rate': step.learning_rate}
   # On TPU only the global step (a host variable) can be fetched.
-  fetches = ({'step': step.global_step} if config.use_tpu else
+  fetches = ({'step': step.global_step} if config.job.use_tpu else
              {'step': step.global_step, 'loss': loss.total,
               'lr': step.learning_rate})
   progress = hooks.ProgressHook(
       fetches, max_step=config.max_global_step,
-      log_every=config.log_every_steps,
+      log_every=config.job.log_every_steps,
       images_per_step=config.train_batch_size, num_cores=num_cores,
       record=record, record_key='train_images_per_sec')
   return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
@@ -258,6 +258,6 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
       train_op=step.train_op,
       host_call=search_steps.host_call(
           {k: tf.cast(tf.reshape(v, []), tf.float32)
-           for k, v in scalars.items()}, step.global_step, config.model_dir,
-          config.tpu_iterations_per_loop),
+           for k, v in scalars.items()}, step.global_step, config.job.model_dir,
+          config.job.tpu_iterations_per_loop),
       scaffold_fn=scaffold, training_hooks=[progress])
