@@ -77,7 +77,9 @@ class CompareRandomTest(absltest.TestCase):
     search_dir, searched = self.search_dir, self.searched
     self.assertEqual(extract_architecture.extract(search_dir),
                      searched.to_json())
-    self.assertEqual(searched.global_step, 4)
+    config = config_lib.read(search_dir)
+    self.assertEqual(searched.global_step, config.max_global_step)
+    self.assertEqual(searched.max_global_step, config.max_global_step)
     self.assertEqual(searched.cost_model, 'macs')
     self.assertLen(searched.probabilities, len(searched.indices))
     self.assertEqual(architecture.read(
