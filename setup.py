@@ -12,7 +12,13 @@ INSTALL_REQUIRES = [
     'importlib_resources',
     'absl-py>=1.4,<3',
     'numpy>=1.23,<2',
-    'cloud-tpu-client==0.10',
+    # protobuf 3.x has no binary wheel for Python 3.11: its pure-Python
+    # implementation made a search start ~3x slower (graph serialisation).
+    'protobuf>=4.25,<5',
+    # Resolves a Cloud TPU by name through TF's bundled Cloud TPU client.
+    # (cloud-tpu-client 0.10 pins google-api-python-client 1.8, which holds
+    # protobuf below 4.)
+    'google-api-python-client>=2,<3',
     'scikit-learn>=1.3,<1.7',
     'matplotlib>=3.7,<3.10',
 ]
