@@ -19,6 +19,8 @@ INSTALL_REQUIRES = [
     # (cloud-tpu-client 0.10 pins google-api-python-client 1.8, which holds
     # protobuf below 4.)
     'google-api-python-client>=2,<3',
+    # 2.28+ warns at every import that Python 3.11 will lose support.
+    'google-api-core<2.28',
     'scikit-learn>=1.3,<1.7',
     'matplotlib>=3.7,<3.10',
 ]

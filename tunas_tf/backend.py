@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import warnings
 from typing import Any, Callable, Dict, Mapping, Optional
 
 # `JobConfig` fields that only say where to run, on which copy of the data and
@@ -127,9 +126,6 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
   tpu = tf.compat.v1.estimator.tpu
   cluster = None
   if job.use_tpu:
-    # google.api_core warns about Python 3.11's end of life on import.
-    warnings.filterwarnings('ignore', category=FutureWarning,
-                            module='google.api_core')
     try:
       cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
           job.tpu, zone=job.tpu_zone, project=job.gcp_project)
