@@ -19,11 +19,10 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import files
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import inherit
 
-# The search's settings file (`search.config.CONFIG_FILE`).
-SEARCH_CONFIG_FILE = 'config.json'
 # Suffix of the shadow variables of `tf.train.ExponentialMovingAverage`.
 EMA_SUFFIX = 'ExponentialMovingAverage'
 
@@ -73,7 +72,7 @@ def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
   checkpoint = tf.train.latest_checkpoint(search_dir)
   if checkpoint is None:
     raise ValueError(f'--init_from_search={search_dir} holds no checkpoint')
-  config_path = os.path.join(search_dir, SEARCH_CONFIG_FILE)
+  config_path = os.path.join(search_dir, files.CONFIG_FILE)
   if ssd is not None and tf.io.gfile.exists(config_path):
     with tf.io.gfile.GFile(config_path) as f:
       try:

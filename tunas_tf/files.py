@@ -14,6 +14,9 @@ import json
 import os
 from typing import Any, Collection, Dict
 
+# A run's settings in its model directory (the search's and train_eval's).
+CONFIG_FILE = 'config.json'
+
 
 def _gfile():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -107,3 +110,24 @@ def write_or_check_config(path: str, new: Dict[str, Any],
   write_json({**old, **{k: new[k] for k in run_only_fields if k in new}},
              path, sort_keys=True)
   return True
+
+
+def read_config(model_dir: str, kind: str) -> Dict[str, Any]:
+  """The JSON object a run stored in `model_dir/config.json`.
+
+  Args:
+    model_dir: the run's model directory.
+    kind: what the directory should hold, for the error ('search', ...).
+
+  Raises:
+    ValueError: if there is no config.json, it is not valid JSON, or it does
+      not hold a JSON object (the message names the path).
+  """
+  path = os.path.join(model_dir, CONFIG_FILE)
+  if not exists(path):
+    raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a {kind} '
+                     'directory')
+  values = read_json(path)
+  if not isinstance(values, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  return values

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
   from tunas_tf.cost_model import linear
 
 BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
-CONFIG_FILE = 'config.json'
+CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
 # Fields that only say how long or where to run: they may change on restart.
@@ -255,12 +255,7 @@ def read(model_dir: str) -> SearchConfig:
       object, or a stored value is missing or invalid.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  if not files.exists(path):
-    raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a search '
-                     'directory')
-  values = files.read_json(path)
-  if not isinstance(values, dict):
-    raise ValueError(f'{path} does not hold a JSON object')
+  values = files.read_config(model_dir, 'search')
   try:
     return SearchConfig.from_json(values, path)
   except TypeError as e:

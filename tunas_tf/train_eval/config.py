@@ -32,7 +32,7 @@ from tunas_tf.data import datasets
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
-CONFIG_FILE = 'config.json'
+CONFIG_FILE = files.CONFIG_FILE
 EXPORT_SUBDIR = 'export'
 DEFAULT_SSD = 'digits_search'
 
@@ -301,12 +301,7 @@ def read(model_dir: str) -> TrainEvalConfig:
       disagrees with the one computed from the others.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  if not files.exists(path):
-    raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a train_eval '
-                     'directory')
-  stored = files.read_json(path)
-  if not isinstance(stored, dict):
-    raise ValueError(f'{path} does not hold a JSON object')
+  stored = files.read_config(model_dir, 'train_eval')
   names = ({f.name for f in dataclasses.fields(TrainEvalConfig)} - {'job'}
            | backend.JobConfig.field_names())
   missing = sorted(names - set(stored))
