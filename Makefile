@@ -20,8 +20,11 @@ $(STAMP): setup.py | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The slowest tests are listed at the end (the suite's budget is 8 minutes).
+PYTEST_FLAGS ?= --durations=20
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_FLAGS)
 
 # The offline demo: digits, digits_search, its MACs model and rule target.
 # Running it again resumes (or, when finished, only re-extracts).
