@@ -33,5 +33,5 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['tunas_tf', 'tunas_tf.*']),
     package_data={'tunas_tf': ['cost_model/data/*.json', 'configs/*.cfg']},
     install_requires=INSTALL_REQUIRES,
-    extras_require={'test': ['pytest>=7.4,<9']},
+    extras_require={'test': ['pytest>=7.4,<9', 'pytest-xdist>=3.5,<4']},
 )
