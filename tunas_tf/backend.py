@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 # `JobConfig` fields that only say where to run, on which copy of the data and
 # how often to log and save: a restarted run may change them.
@@ -98,6 +98,40 @@ class JobConfig:
       KeyError: naming a missing field.
     """
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
+
+
+# A run's config (`SearchConfig`, `TrainEvalConfig`) is a frozen dataclass with
+# a `job: JobConfig` field; in config.json the job's fields sit flat beside
+# the run's own. These three functions are that layout, for both.
+
+
+def flat_keys(config_type: type) -> List[str]:
+  """The config.json keys of `config_type`'s fields: its own, then the job's.
+
+  Its own come in field order (fields computed after construction included),
+  the job's sorted.
+  """
+  own = [f.name for f in dataclasses.fields(config_type) if f.name != 'job']
+  return own + sorted(JobConfig.field_names())
+
+
+def to_flat(config: Any) -> Dict[str, Any]:
+  """`config`'s fields, the job's flat beside its own (config.json)."""
+  values = config.job.to_json()
+  values.update((f.name, getattr(config, f.name))
+                for f in dataclasses.fields(config) if f.name != 'job')
+  return values
+
+
+def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
+  """Builds `config_type` from flat values: the job's fields and its own.
+
+  Raises:
+    KeyError: for a missing job field.
+    TypeError: for a missing or unexpected field of its own.
+  """
+  own = {k: v for k, v in values.items() if k not in JobConfig.field_names()}
+  return config_type(job=JobConfig.from_flat(values), **own)
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:

@@ -1,7 +1,8 @@
 """`SearchConfig`: every value a search uses, derived once from the flags.
 
 `train_search.py` turns its flags into a `SearchConfig`; below the entry
-point, code reads this frozen dataclass (attribute access), never flags. `config.json` in the model directory holds it: flag-backed values under
+point, code reads this frozen dataclass (attribute access), never flags.
+`config.json` in the model directory holds it: flag-backed values under
 their flag names and derived ones under names saying what they hold (e.g.
 `rl_delay_steps`). On restart the stored file is compared with the new config
 and any difference in a field that changes the search stops the run (see
@@ -192,9 +193,7 @@ class SearchConfig:
 
   def to_json(self) -> Dict[str, Any]:
     """The fields, the job's and the derived values, flat (config.json)."""
-    values = self.job.to_json()
-    values.update((f.name, getattr(self, f.name))
-                  for f in dataclasses.fields(self) if f.name != 'job')
+    values = backend.to_flat(self)
     values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
     return values
 
@@ -205,15 +204,12 @@ class SearchConfig:
     Raises:
       ValueError: naming `where` and the field, for a missing field.
     """
-    names = [f.name for f in dataclasses.fields(cls) if f.name != 'job']
-    names += sorted(backend.JobConfig.field_names())
+    names = backend.flat_keys(cls)
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
                        'this version of train_search')
-    own = {name: values[name] for name in names
-           if name not in backend.JobConfig.field_names()}
-    return cls(job=backend.JobConfig.from_flat(values), **own)
+    return backend.from_flat(cls, {name: values[name] for name in names})
 
 
 def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:

@@ -105,17 +105,7 @@ class TrainEvalConfig:
 
   def to_json(self) -> Dict[str, Any]:
     """The job's fields and the run's own, flat (the config.json layout)."""
-    values = self.job.to_json()
-    values.update((f.name, getattr(self, f.name))
-                  for f in dataclasses.fields(self) if f.name != 'job')
-    return values
-
-  @classmethod
-  def from_flat(cls, values: Dict[str, Any]) -> 'TrainEvalConfig':
-    """The config of flat values (the job's fields among the run's own)."""
-    job = backend.JobConfig.from_flat(values)
-    return cls(job=job, **{k: v for k, v in values.items()
-                           if k not in backend.JobConfig.field_names()})
+    return backend.to_flat(self)
 
 
 def _positive(value, name):
@@ -274,7 +264,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     v[name] = float(v[name])
   for name in ('freeze_inherited', 'eval_only', 'export'):
     v[name] = bool(v[name])
-  return TrainEvalConfig.from_flat(v)
+  return backend.from_flat(TrainEvalConfig, v)
 
 
 def write_or_check(config: TrainEvalConfig) -> bool:
@@ -302,15 +292,15 @@ def read(model_dir: str) -> TrainEvalConfig:
   """
   path = os.path.join(model_dir, CONFIG_FILE)
   stored = files.read_config(model_dir, 'train_eval')
-  names = ({f.name for f in dataclasses.fields(TrainEvalConfig)} - {'job'}
-           | backend.JobConfig.field_names())
+  names = set(backend.flat_keys(TrainEvalConfig))
   missing = sorted(names - set(stored))
   unknown = sorted(set(stored) - names)
   if missing or unknown:
     raise ValueError(f'{path} is not a train_eval config: missing '
                      f'{missing}, unknown {unknown}')
-  config = TrainEvalConfig.from_flat({k: v for k, v in stored.items()
-                                      if k not in _COMPUTED_FIELDS})
+  config = backend.from_flat(TrainEvalConfig,
+                             {k: v for k, v in stored.items()
+                              if k not in _COMPUTED_FIELDS})
   for name in _COMPUTED_FIELDS:
     if stored[name] != getattr(config, name):
       raise ValueError(f'{path}: {name} is {stored[name]!r}, but the other '
