@@ -96,6 +96,25 @@ class OpsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(y, [[-1.0], [1.0]], atol=1e-5)
     self.assertEqual(sorted(model.op_variables['op']), ['beta', 'gamma'])
 
+  @parameterized.parameters(([4, 3, 5],), ([2, 3, 2, 5],))
+  def test_fused_batch_norm_any_rank_without_scale_or_bias(self, shape):
+    # Rank 3 is reshaped to 4-D for the fused op; rank 4 goes straight in.
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32) * 3
+    y, model = _run(OpType.BATCH_NORM, x, training=True, use_scale=False,
+                    use_bias=False)
+    axes = tuple(range(len(shape) - 1))
+    mean, variance = x.mean(axes), x.var(axes)  # biased variance
+    self.assertEqual(y.shape, tuple(shape))
+    self.assertAllClose(y, (x - mean) / np.sqrt(variance + 1e-3), atol=1e-5)
+    v = model.op_variables['op']
+    self.assertEqual(sorted(v), ['moving_mean', 'moving_variance'])
+    self.assertAllClose(v['moving_mean'].numpy(), 0.01 * mean, atol=1e-6)
+    self.assertAllClose(v['moving_variance'].numpy(), 0.99 + 0.01 * variance)
+    y = model({'in0': x}, training=False).numpy()  # the moving statistics
+    moving_variance = v['moving_variance'].numpy()
+    self.assertAllClose(y, (x - v['moving_mean'].numpy()) /
+                        np.sqrt(moving_variance + 1e-3), atol=1e-5)
+
   def test_layer_norm_normalizes_last_axis(self):
     x = np.array([[1.0, 3.0]], np.float32)
     y, model = _run(OpType.LAYER_NORM, x, epsilon=0.0)

@@ -18,7 +18,9 @@ the op. Per type (defaults in brackets):
   stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
   stateless, normalizes with the batch statistics; training and stateful
   also updates the moving averages (`m <- momentum * m + (1 - momentum) *
-  batch`), and the output depends on that update, so it runs in a TF1 graph.
+  batch`, with the biased batch variance), and the output depends on that
+  update, so it runs in a TF1 graph. The normalisation is one fused op
+  (`FusedBatchNormV3`; inputs of rank other than 4 are reshaped to 4-D).
 * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
   `scale_init`, `bias_init`. Variables `gamma`, `beta`.
 * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
@@ -304,16 +306,49 @@ def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
   return out
 
 
+def _fused_batch_norm(x, gamma, beta, eps, mean=None, variance=None):
+  """`x` normalised over all axes but the last, by one fused op.
+
+  Args:
+    x: float32 Tensor of any rank >= 1 with a static last dim C; other ranks
+      than 4 are reshaped to [-1, 1, 1, C] (the statistics are over every
+      axis but the last either way) and back.
+    gamma, beta: float32 [C] Tensors or variables, or None (1 and 0).
+    eps: Python float added to the variance.
+    mean, variance: None to use the batch statistics (`is_training=True`),
+      or the float32 [C] statistics to normalise with (inference).
+
+  Returns:
+    float32 Tensor of the shape of `x`.
+  """
+  channels = int(x.shape[-1])
+  scale = gamma if gamma is not None else tf.ones([channels], tf.float32)
+  offset = beta if beta is not None else tf.zeros([channels], tf.float32)
+  x4 = x if x.shape.rank == 4 else tf.reshape(x, [-1, 1, 1, channels])
+  y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+      x4, scale, offset, mean, variance, epsilon=eps, data_format='NHWC',
+      is_training=mean is None)
+  if x.shape.rank != 4:
+    y = tf.reshape(y, tf.shape(x))
+    y.set_shape(x.shape)
+  return y
+
+
 def _batch_norm(x, kwargs, variables, training, stateless):
-  axes = list(range(x.shape.rank - 1))
   gamma, beta = variables.get('gamma'), variables.get('beta')
   eps = float(kwargs.get('epsilon', naming.BATCH_NORM_EPSILON))
   if training or stateless:
-    mean, variance = tf.nn.moments(x, axes)
+    y = _fused_batch_norm(x, gamma, beta, eps)
   else:
-    mean, variance = variables['moving_mean'], variables['moving_variance']
-  y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, eps)
+    y = _fused_batch_norm(x, gamma, beta, eps, variables['moving_mean'],
+                          variables['moving_variance'])
   if training and not stateless:
+    # The moving averages take the batch statistics of `tf.nn.moments`, as
+    # before the op was fused: the fused op's own batch variance is
+    # Bessel-corrected (times m / (m - 1), m values per channel) and its mean
+    # differs in rounding. Forward only: nothing differentiates the update.
+    mean, variance = tf.nn.moments(tf.stop_gradient(x),
+                                   list(range(x.shape.rank - 1)))
     momentum = float(kwargs.get('momentum', 0.99))
     updates = [
         variables['moving_mean'].assign(

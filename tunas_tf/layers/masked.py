@@ -14,9 +14,12 @@ takes a `mode`:
   and batch-norm parameters are sliced to their leading `n` entries
   (`kernel[:, :, :n_in, :n_out]`), so the work is that of the sampled width.
 
-Batch norm is always stateless (batch statistics), so normalising the `n`
-sliced channels equals normalising all channels and masking; the two modes
-give the same values and gradients on the first `n` channels.
+Batch norm is always stateless (batch statistics) and fused (one
+`FusedBatchNormV3` op forward and one gradient op backward, instead of the
+moments, normalisation and their gradients as separate element-wise ops).
+Statistics are per channel, so normalising the `n` sliced channels equals
+normalising all channels and masking; the two modes give the same values and
+gradients on the first `n` channels.
 
 Also here: the tensor twins of `filters.scale_filters` and
 `filters.make_divisible`, and the masked activation (the activations
@@ -280,10 +283,12 @@ def stateless_batch_norm(
   """Batch norm with the batch's own statistics, then the channel mask.
 
   Used in training and validation forwards alike (search-time batch norm
-  keeps no moving averages). In masked mode all `max` channels are
-  normalised and the result is multiplied by the channel mask; in sampled
-  mode only the `n` channels exist. Statistics are per channel, so the two
-  agree on the first `n` channels.
+  keeps no moving averages). One fused op (`tf.compat.v1.nn.fused_batch_norm`
+  with `is_training=True`, which also accepts a channel count known only at
+  run time). In masked mode all `max` channels are normalised and the result
+  is multiplied by the channel mask; in sampled mode only the `n` channels
+  exist and `gamma`, `beta` are sliced to them. Statistics are per channel,
+  so the two agree on the first `n` channels.
 
   Args:
     x: float32 Tensor [batch, H, W, C] (C = width.max or width.n by mode).
@@ -297,11 +302,12 @@ def stateless_batch_norm(
     float32 Tensor of the shape of `x`.
   """
   check_mode(mode)
-  mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
   if mode == SAMPLED:
     gamma = effective_vector(gamma, width, mode)
     beta = effective_vector(beta, width, mode)
-  y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, epsilon)
+  # The batch mean and (Bessel-corrected) variance it also returns are unused.
+  y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+      x, gamma, beta, epsilon=epsilon, data_format='NHWC', is_training=True)
   if mode == MASKED and not width.is_full:
     y = y * width.mask()
   return y

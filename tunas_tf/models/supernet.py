@@ -18,7 +18,9 @@ runs the architecture that the masks of `sampled_spec` select
   sliced to the sampled widths (dynamic shapes), so a step costs about what
   the sampled network costs. Both give the same outputs and gradients.
 * Batch norm is stateless (batch statistics in the training and validation
-  forward), with gamma/beta variables and `naming.BATCH_NORM_EPSILON`.
+  forward) and fused (one `FusedBatchNormV3` op each way, see
+  `masked.stateless_batch_norm`), with gamma/beta variables and
+  `naming.BATCH_NORM_EPSILON`.
 * Head: optional dropout, 1x1 conv to `num_classes` with bias
   (N(0, `naming.CLASSIFIER_STDDEV`) init, no weight decay), global average
   pool. Other kernels are He-normal (`layers.initializers`; depthwise
