@@ -1,0 +1,140 @@
+"""Runs one search or train_eval in this process and reports its timings.
+
+Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
+`bench/memory.py`), each child in a fresh process:
+
+  python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON -- FLAGS...
+
+It wraps the model_fn that `backend.make_estimator` receives so that the
+graph build is timed and a hook is added to the training hooks. The hook
+records when the TF session exists and how long each step takes, and after
+`STOP_AFTER` steps writes a JSON record to OUTPUT_JSON and leaves the process
+at once (no final checkpoint, no evaluation, no export): seconds since the
+process started at each phase, per-step seconds, the sampled architecture of
+each step (search only: the argmax of every mask) and the peak RSS.
+"""
+
+from __future__ import annotations
+
+import time
+
+_PROCESS_START = time.time()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import json
+import os
+import resource
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import flags
+import tensorflow as tf
+
+from tunas_tf import backend
+from tunas_tf.search import steps as search_steps
+
+_IMPORTED = time.time()
+_SAMPLED = {}
+
+
+def _since_start(t: float) -> float:
+  return round(t - _PROCESS_START, 3)
+
+
+class _TimingHook(tf.compat.v1.train.SessionRunHook):
+  """Times the session start and each step; exits after `stop_after`."""
+
+  def __init__(self, record, stop_after: int, output: str):
+    self._record, self._stop, self._output = record, stop_after, output
+    self._fetches = {}
+    if _SAMPLED:
+      self._fetches = {path: tf.argmax(mask) for path, mask in
+                       _SAMPLED.items()}
+
+  def after_create_session(self, session, coord):
+    del session, coord
+    self._record['session_created_s'] = _since_start(time.time())
+    self._record['step_s'] = []
+    self._record['architectures'] = []
+
+  def before_run(self, run_context):
+    del run_context
+    self._start = time.perf_counter()
+    return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    self._record['step_s'].append(time.perf_counter() - self._start)
+    if self._fetches:
+      self._record['architectures'].append(
+          {path: int(v) for path, v in run_values.results.items()})
+    if len(self._record['step_s']) == 1:
+      self._record['first_step_s'] = _since_start(time.time())
+    if len(self._record['step_s']) >= self._stop:
+      self._record['max_rss_mb'] = (
+          resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+      with open(self._output, 'w') as f:
+        json.dump(self._record, f)
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os._exit(0)  # pylint: disable=protected-access
+
+
+def _patch(record, stop_after: int, output: str) -> None:
+  """Times the model_fn and adds the timing hook to its training hooks."""
+  make_estimator = backend.make_estimator
+  sample_architecture = search_steps.sample_architecture
+
+  def sample_and_keep(spec, *args, **kwargs):
+    from tunas_tf.search_space import schema
+    sampled, dist_info = sample_architecture(spec, *args, **kwargs)
+    for path, oneof in schema.flatten_with_paths(sampled):
+      if oneof.mask is not None:
+        _SAMPLED[path] = oneof.mask
+    return sampled, dist_info
+
+  def patched(model_fn, *args, **kwargs):
+    def timed_model_fn(features, labels, mode, params):
+      start = time.time()
+      record['graph_build_start_s'] = _since_start(start)
+      spec = model_fn(features, labels, mode, params)
+      record['graph_built_s'] = _since_start(time.time())
+      record['graph_ops'] = len(tf.compat.v1.get_default_graph()
+                                .get_operations())
+      if mode != tf.estimator.ModeKeys.TRAIN:
+        return spec
+      hooks = list(spec.training_hooks or ())
+      hooks.append(_TimingHook(record, stop_after, output))
+      return spec._replace(training_hooks=tuple(hooks))
+    return make_estimator(timed_model_fn, *args, **kwargs)
+
+  backend.make_estimator = patched
+  search_steps.sample_architecture = sample_and_keep
+
+
+def main() -> None:
+  kind, stop_after, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+  argv = [kind] + sys.argv[sys.argv.index('--') + 1:]
+  record = {'kind': kind, 'imported_s': _since_start(_IMPORTED)}
+  _patch(record, stop_after, output)
+  values = flags.FlagValues()
+  if kind == 'search':
+    from tunas_tf import train_search
+    from tunas_tf.search import runner
+    train_search.define_flags(values)
+    values(argv)
+    runner.run_search(train_search.config_from_flags(values))
+  elif kind == 'train_eval':
+    from tunas_tf.train_eval import __main__ as train_eval_main
+    from tunas_tf.train_eval import runner
+    train_eval_main.define_flags(values)
+    values(argv)
+    runner.run(train_eval_main.config_from_flags(values))
+  else:
+    sys.exit(f'_child: unknown kind {kind!r}')
+  sys.exit(f'_child: the run ended before {stop_after} steps')
+
+
+if __name__ == '__main__':
+  main()

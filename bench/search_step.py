@@ -1,0 +1,138 @@
+"""Seconds per search step against the standalone work of the same networks.
+
+Usage:
+  python bench/search_step.py [--ssd cifar_search] [--image_size 32]
+      [--batch 64] [--warmup 3] [--steps 10] [--modes sampled,masked]
+
+For each supernet mode, a search (`train_search`, the model_fn in the
+Estimator as `train_search` runs it, on `bench_images` (offline noise,
+`_harness.bench_data_dir`) resized to `--image_size`, op and filter warm-ups off so that every step samples one
+architecture) runs `--warmup` + `--steps` steps in a fresh process
+(`bench/_child.py`); the last `--steps` step times and their sampled
+architectures are kept. Then, in this process, each of those architectures
+is built standalone with the graph module (`graph.from_spec` +
+`graph.model.Model`, batch norm on batch statistics as in the search) and one
+step of the same work is timed: an RMSProp step on the train batch
+(label-smoothed cross-entropy plus L2 (wd / 2) on the kernels, the search's
+optimizer settings) and a forward of the validation batch
+(`rl_batch_size_multiplier` x the batch, 4 by default) after it, on constant
+random images, `--warmup` runs then the median of `--steps`.
+
+Prints per-step seconds (mean over the architectures) and the ratios; the
+last line is `ratio_sampled=<f> ratio_masked=<f> sampled_speedup=<f>`
+(search step / standalone work; masked search step / sampled search step).
+CPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import _harness
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+os.environ.setdefault('CUDA_VISIBLE_DEVICES', '')
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from tunas_tf.graph import from_spec  # pylint: disable=wrong-import-position
+from tunas_tf.graph import model as model_lib  # pylint: disable=wrong-import-position
+from tunas_tf.search_space import mobile  # pylint: disable=wrong-import-position
+from tunas_tf.search_space import schema  # pylint: disable=wrong-import-position
+
+NUM_CLASSES = 10
+CHANNELS = 3  # bench_images
+WEIGHT_DECAY = 4e-5
+VALIDATION_MULTIPLIER = 4
+
+
+def search_steps(ssd: str, image_size: int, batch: int, mode: str,
+                 warmup: int, steps: int):
+  """(step seconds, architectures) of the last `steps` search steps."""
+  flags = [f'--ssd={ssd}', f'--train_batch_size={batch}', f'--supernet_mode={mode}',
+           '--max_steps=100000', '--increase_ops_warmup_steps_fraction=0',
+           '--increase_filters_warmup_steps_fraction=0',
+           '--log_every_steps=100000', '--save_checkpoints_steps=100000',
+           '--tpu_iterations_per_loop=100'] + _harness.data_flags(image_size)
+  record = _harness.run_child('search', flags, warmup + steps, 3600)
+  return record['step_s'][warmup:], record['architectures'][warmup:]
+
+
+def standalone_step(ssd: str, architecture, image_size: int, batch: int,
+                    warmup: int, steps: int) -> float:
+  """Median seconds of one train step + one validation forward."""
+  space = mobile.get_search_space(ssd)
+  indices = [architecture[path] for path, _ in schema.flatten_with_paths(space)]
+  arch = schema.prune(space, indices)
+  graph, constants = from_spec.graph_from_spec(arch, NUM_CLASSES,
+                                               input_channels=CHANNELS)
+  rng = np.random.default_rng(0)
+  with tf.Graph().as_default():
+    def batch_of(n):
+      images = tf.constant(rng.uniform(size=[n, image_size, image_size,
+                                             CHANNELS]), tf.float32)
+      labels = tf.one_hot(rng.integers(NUM_CLASSES, size=[n]), NUM_CLASSES)
+      return images, labels
+    train_images, train_labels = batch_of(batch)
+    valid_images, valid_labels = batch_of(batch * VALIDATION_MULTIPLIER)
+    model = model_lib.Model(graph, constants, stateless_batch_norm=True,
+                            seed=0)
+    logits = model(train_images, training=True)
+    kernels = [g['kernel'] for op, g in model.op_variables.items()
+               if 'kernel' in g and op != from_spec.CLASSIFIER_NAME]
+    loss = tf.compat.v1.losses.softmax_cross_entropy(
+        train_labels, logits, label_smoothing=0.1) + (WEIGHT_DECAY / 2) * (
+            tf.add_n([tf.reduce_sum(tf.square(k)) for k in kernels]))
+    opt = tf.compat.v1.train.RMSPropOptimizer(0.1, decay=0.9, momentum=0.9,
+                                              epsilon=1.0)
+    train_op = opt.minimize(loss)
+    with tf.control_dependencies([train_op]):
+      valid_logits = model(valid_images, training=False)
+    accuracy = tf.reduce_mean(tf.cast(tf.equal(
+        tf.argmax(valid_logits, -1), tf.argmax(valid_labels, -1)),
+                                      tf.float32))
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      times = []
+      for i in range(warmup + steps):
+        start = time.perf_counter()
+        session.run(accuracy)
+        if i >= warmup:
+          times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--ssd', default='cifar_search')
+  parser.add_argument('--image_size', type=int, default=32)
+  parser.add_argument('--batch', type=int, default=64)
+  parser.add_argument('--warmup', type=int, default=3)
+  parser.add_argument('--steps', type=int, default=10)
+  parser.add_argument('--modes', default='sampled,masked')
+  args = parser.parse_args()
+  search, standalone = {}, {}
+  for mode in args.modes.split(','):
+    times, architectures = search_steps(args.ssd, args.image_size, args.batch,
+                                        mode, args.warmup, args.steps)
+    alone = [standalone_step(args.ssd, a, args.image_size, args.batch,
+                             args.warmup, args.steps) for a in architectures]
+    search[mode], standalone[mode] = statistics.mean(times), statistics.mean(
+        alone)
+    print(f'{mode:8s} search step {search[mode]:.4f} s   standalone train + '
+          f'validation {standalone[mode]:.4f} s   ratio '
+          f'{search[mode] / standalone[mode]:.2f}', flush=True)
+  ratio = {m: search[m] / standalone[m] for m in search}
+  speedup = (search['masked'] / search['sampled']
+             if {'masked', 'sampled'} <= set(search) else float('nan'))
+  print(f'ratio_sampled={ratio.get("sampled", float("nan")):.3f} '
+        f'ratio_masked={ratio.get("masked", float("nan")):.3f} '
+        f'sampled_speedup={speedup:.3f}')
+
+
+if __name__ == '__main__':
+  main()
