@@ -144,7 +144,8 @@ def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
 
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
-                   eval_batch_size: Optional[int] = None):
+                   eval_batch_size: Optional[int] = None,
+                   optimize_graph: bool = True):
   """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU.
 
   Args:
@@ -152,6 +153,12 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
     job: where and how to run.
     train_batch_size: the global training batch.
     eval_batch_size: the eval and predict batch, when the run evaluates.
+    optimize_graph: off TPU, whether Grappler (TF's graph optimiser) runs
+      on the session's graphs. It runs once for every new set of fetches;
+      on the search's graph (~19,000 ops and ~100 branch functions) it cost
+      ~20 s before the first step on `cifar_search` and made the steps no
+      faster (bench/README.md), so the search turns it off. On TPU, XLA
+      compiles the step and this has no effect.
 
   Raises:
     ValueError: when the TPU name cannot be resolved (one line).
@@ -165,8 +172,12 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
           job.tpu, zone=job.tpu_zone, project=job.gcp_project)
     except Exception as e:  # The resolver raises several kinds of errors.
       raise ValueError(f'Cannot resolve TPU {job.tpu!r}: {e}') from None
+  session_config = None
+  if not optimize_graph and not job.use_tpu:
+    session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    session_config.graph_options.rewrite_options.disable_meta_optimizer = True
   run_config = tpu.RunConfig(
-      cluster=cluster, model_dir=job.model_dir,
+      cluster=cluster, model_dir=job.model_dir, session_config=session_config,
       tf_random_seed=job.seed,
       save_checkpoints_steps=job.save_checkpoints_steps,
       keep_checkpoint_max=job.keep_checkpoint_max,

@@ -106,7 +106,7 @@ def _progress_hook(scalars: Dict[str, tf.Tensor],
 def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
   return backend.make_estimator(make_model_fn(config), config.job,
-                                config.train_batch_size)
+                                config.train_batch_size, optimize_graph=False)
 
 
 def run_search(config: SearchConfig) -> None:
