@@ -175,6 +175,37 @@ class SemanticsTest(tf.test.TestCase):
                         atol=1e-6)
     self.assertNotAllClose(run([1.0, 0.0]), run([0.0, 1.0]))
 
+  def test_zero_entry_of_a_mixed_mask_adds_exactly_nothing(self):
+    # A mask that is neither one-hot nor all non-zero runs every branch; the
+    # one with mask 0 must add 0 and get 0 gradient even with NaN weights.
+    spec = _tiny_spec(kernel_sizes=(1, 3, 5))
+    masks = {'blocks/0/layers/0/kernel_size': [0.5, 0.5, 0.0],
+             'blocks/0/filters': [0.0, 1.0]}
+    for mode in supernet_lib.MODES:
+      _, images = self._net_and_images(spec)
+      net = Supernet(spec, 4, mode=mode, input_channels=1, seed=3)
+      variables = net.variables_by_name()
+
+      def run():
+        with tf.GradientTape() as tape:
+          logits = net(sampled_specs.attach(spec, masks), images,
+                       training=True)
+          loss = tf.reduce_sum(logits * tf.range(4.0))
+        grads = tape.gradient(loss, list(variables.values()),
+                              unconnected_gradients='zero')
+        return logits, dict(zip(variables, grads))
+
+      logits, grads = run()
+      k5 = 'blocks/0/layers/0/conv_k5/kernel'
+      variables[k5].assign(tf.fill(variables[k5].shape, np.nan))
+      poisoned_logits, poisoned_grads = run()
+      self.assertAllClose(poisoned_logits, logits, msg=mode)
+      self.assertAllEqual(poisoned_grads[k5], tf.zeros_like(grads[k5]))
+      for name, grad in poisoned_grads.items():
+        self.assertAllClose(grad, grads[name], msg=f'{mode} {name}')
+      self.assertNotAllClose(grads['blocks/0/layers/0/conv_k3/kernel'],
+                             tf.zeros_like(grads[k5]))
+
   def test_filters_mask_values_are_not_weights(self):
     spec = _tiny_spec()
     net, images = self._net_and_images(spec)

@@ -10,8 +10,10 @@ its masked L2 terms (`node.regularizers(ctx)`), in either supernet mode
 (`layers.masked`).
 
 Switch semantics (`reference/tunas.md` §6.3): the output of an op choice is
-sum_i mask[i] * branch_i(x), a branch runs only where mask[i] != 0 (one
-`tf.cond` per branch), the mask carries no gradient; the regularisers of a
+sum_i mask[i] * branch_i(x); a one-hot mask runs the chosen branch alone
+(one `tf.switch_case`), any other mask runs every live branch, one whose
+mask[i] == 0 on zeroed weights (it adds exactly 0, with zero gradient);
+the mask carries no gradient; the regularisers of a
 branch are multiplied by mask[i] (a branch with mask[i] == 0 adds exactly 0,
 its kernels zeroed by `tf.where`), and a variable reached from several
 branches keeps the largest of its terms.
@@ -103,12 +105,19 @@ class VariableStore:
           self._initial_value(name, shape, init), name=name, dtype=tf.float32,
           trainable=True)
 
-  def get(self, name: str, shape: Sequence[int]) -> tf.Tensor:
-    """Variable `name`, sliced to its leading `shape` if that is smaller."""
+  def get(self, name: str, shape: Sequence[int],
+          active: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Variable `name`, sliced to its leading `shape` if that is smaller.
+
+    With `active` (a scalar bool Tensor), zeros where it is False, by
+    `tf.where`: exactly 0, with zero gradient, whatever the values.
+    """
     variable = self.variables[name]
-    if list(variable.shape) == list(shape):
-      return variable
-    return variable[tuple(slice(0, int(d)) for d in shape)]
+    value = (variable if list(variable.shape) == list(shape)
+             else variable[tuple(slice(0, int(d)) for d in shape)])
+    if active is None:
+      return value
+    return tf.where(active, value, tf.zeros_like(value))
 
 
 # -----------------------------------------------------------------------------
@@ -261,14 +270,16 @@ class ConvBN(Node):
     in_w, out_w = ctx.width(self.in_source), ctx.width(self.out_source)
     out_shape = [self.out_source.max]
     bias = (None if self.use_batch_norm
-            else self.store.get(self.names[naming.BIAS], out_shape))
+            else self.store.get(self.names[naming.BIAS], out_shape,
+                                ctx.active))
     y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
-                                        self.kernel_shape),
+                                        self.kernel_shape, ctx.active),
                       in_w, out_w, self.strides, ctx.mode, bias)
     if self.use_batch_norm:
       y = masked.stateless_batch_norm(
-          y, self.store.get(self.names[naming.GAMMA], out_shape),
-          self.store.get(self.names[naming.BETA], out_shape), out_w, ctx.mode,
+          y, self.store.get(self.names[naming.GAMMA], out_shape, ctx.active),
+          self.store.get(self.names[naming.BETA], out_shape, ctx.active),
+          out_w, ctx.mode,
           ctx.epsilon)
     if self.activation is not None:
       y = masked.activation(y, self.activation, out_w, ctx.mode)
@@ -306,11 +317,13 @@ class DepthwiseBN(Node):
     width = ctx.width(self.in_source)
     shape = [self.in_source.max]
     y = masked.depthwise_conv2d(
-        x, self.store.get(self.names[naming.KERNEL], self.kernel_shape), width,
+        x, self.store.get(self.names[naming.KERNEL], self.kernel_shape,
+                          ctx.active), width,
         self.strides, ctx.mode)
     y = masked.stateless_batch_norm(
-        y, self.store.get(self.names[naming.GAMMA], shape),
-        self.store.get(self.names[naming.BETA], shape), width, ctx.mode,
+        y, self.store.get(self.names[naming.GAMMA], shape, ctx.active),
+        self.store.get(self.names[naming.BETA], shape, ctx.active), width,
+        ctx.mode,
         ctx.epsilon)
     return masked.activation(y, self.activation, width, ctx.mode)
 
@@ -354,17 +367,19 @@ class SqueezeExcite(Node):
       store.request(self.names[role], shape,
                     _CONV if role.endswith(naming.KERNEL) else _ZEROS)
 
-  def _get(self, role):
-    return self.store.get(self.names[role], self.shapes[role])
+  def _get(self, role, active=None):
+    return self.store.get(self.names[role], self.shapes[role], active)
 
   def __call__(self, x, ctx):
     width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
     s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
-    s = masked.conv2d(s, self._get('reduce_kernel'), width, hidden, 1,
-                      ctx.mode, self._get('reduce_bias'))
+    s = masked.conv2d(s, self._get('reduce_kernel', ctx.active), width,
+                      hidden, 1, ctx.mode,
+                      self._get('reduce_bias', ctx.active))
     s = masked.activation(s, self.inner_activation, hidden, ctx.mode)
-    s = masked.conv2d(s, self._get('expand_kernel'), hidden, width, 1,
-                      ctx.mode, self._get('expand_bias'))
+    s = masked.conv2d(s, self._get('expand_kernel', ctx.active), hidden,
+                      width, 1, ctx.mode,
+                      self._get('expand_bias', ctx.active))
     s = masked.activation(s, self.gating_activation, width, ctx.mode)
     return x * s
 
@@ -412,7 +427,12 @@ class Residual(Node):
 class Switch(Node):
   """sum_i mask[i] * branch_i(x); branch i runs only where mask[i] != 0.
 
-  `None` branches are `ZeroSpec`s (they contribute nothing). The mask comes
+  A one-hot mask runs one `tf.switch_case` over the branches (only the
+  chosen one runs, and only its gradient); any other mask (the op warm-up's
+  uniform one) the mask-weighted sum of every live branch, a branch with
+  mask[i] == 0 reading zeros for its weights (exactly 0, zero gradient). A
+  Switch with one live branch is one `tf.cond` on its mask entry. `None` branches are
+  `ZeroSpec`s (they contribute nothing). The mask comes
   from the `CallContext` (stop-gradiented). With one choice and a mask the
   output is branch_0(x) * mask[0] (its regularisers unscaled, as the
   original's `maybe_switch_v2`); with no mask (a fixed spec) it is the single
@@ -438,15 +458,55 @@ class Switch(Node):
       branch = self.branches[0]
       y = branch(x, ctx) if branch is not None else self._zeros(x, ctx)
       return y if mask is None else y * mask[0]
+    live = [i for i, branch in enumerate(self.branches) if branch is not None]
+    if not live:
+      return self._zeros(x, ctx)
+    if len(live) == 1:
+      return self._in_cond(live[0], x, ctx, mask)
+    # One-hot masks (every sample after the op warm-up) take a single
+    # switch_case over the branches: the chosen branch runs and nothing
+    # else does, forward or backward (no zeros for the others, no sum).
+    # Any other mask (the warm-up's uniform one) takes the last case, the
+    # mask-weighted sum of all live branches, without conds (a cond per
+    # branch there doubled the gradient's build time).
+    nonzero = tf.not_equal(mask, 0.0)
+    one_hot = tf.equal(tf.reduce_sum(tf.cast(nonzero, tf.int32)), 1)
+    index = tf.where(one_hot, tf.argmax(mask, output_type=tf.int32),
+                     len(self.branches))
+    cases = [self._one_branch(i, x, ctx, mask)
+             for i in range(len(self.branches))]
+    cases.append(lambda: self._dense_mixture(x, ctx, mask))
+    return tf.switch_case(index, cases)
+
+  def _one_branch(self, i, x, ctx, mask):
+    """The case of a one-hot mask on choice `i`: mask[i] * branch_i(x)."""
+    branch = self.branches[i]
+    if branch is None:
+      return lambda: self._zeros(x, ctx)
+    return lambda: mask[i] * branch(x, ctx)
+
+  def _dense_mixture(self, x, ctx, mask):
+    """sum_i mask[i] * branch_i(x), every live branch run.
+
+    A branch whose mask entry is 0 reads zeros instead of its weights
+    (`ctx.gated`), so it adds exactly 0, with zero gradient, whatever its
+    weights (the sampler's masks are one-hot or uniform: it never happens
+    outside tests).
+    """
     total = None
     for i, branch in enumerate(self.branches):
       if branch is None:
         continue
-      y = tf.cond(tf.not_equal(mask[i], 0.0),
-                  lambda i=i, branch=branch: mask[i] * branch(x, ctx),
-                  lambda: self._zeros(x, ctx))
+      with ctx.gated(tf.not_equal(mask[i], 0.0)):
+        y = mask[i] * branch(x, ctx)
       total = y if total is None else total + y
-    return total if total is not None else self._zeros(x, ctx)
+    return total
+
+  def _in_cond(self, i, x, ctx, mask):
+    """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond)."""
+    return tf.cond(tf.not_equal(mask[i], 0.0),
+                   lambda: mask[i] * self.branches[i](x, ctx),
+                   lambda: self._zeros(x, ctx))
 
   def regularizers(self, ctx):
     mask = ctx.mask(self.path)
