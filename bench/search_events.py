@@ -10,7 +10,8 @@ checkout to measure it the same way) and prints:
 
 - seconds from `run_search`'s start to the end of the first step (graph
   build, session creation, the first step), to the end of the run, and of the
-  whole process;
+  whole process, and the process's CPU seconds (user + system: less
+  sensitive than wall time to other jobs on the machine);
 - every events file of the model directory with its size and its events by
   kind (graph_def, meta_graph_def, summary, session_log, ...), and whether
   graph.pbtxt or model.ckpt-*.meta files exist.
@@ -25,6 +26,7 @@ import collections
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -63,6 +65,7 @@ def run_child(root: str, model_dir: str, ssd: str, steps: int) -> dict:
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', CUDA_VISIBLE_DEVICES='',
              PYTHONPATH=root)
   start = time.time()
+  cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
   done = subprocess.run(
       [sys.executable, '-c', _CHILD, f'--model_dir={model_dir}',
        f'--ssd={ssd}', f'--max_steps={steps}'],
@@ -72,6 +75,9 @@ def run_child(root: str, model_dir: str, ssd: str, steps: int) -> dict:
              f'{done.stderr.strip().splitlines()[-1:]}')
   result = json.loads(done.stdout.strip().splitlines()[-1])
   result['process_s'] = time.time() - start
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  result['cpu_s'] = (after.ru_utime - cpu.ru_utime +
+                     after.ru_stime - cpu.ru_stime)
   return result
 
 
@@ -102,7 +108,8 @@ def main() -> None:
                        args.steps)
     print(f'start to first step {result["first_step_s"]:.1f} s, '
           f'run_search {result["run_search_s"]:.1f} s, '
-          f'process {result["process_s"]:.1f} s')
+          f'process {result["process_s"]:.1f} s '
+          f'(CPU {result["cpu_s"]:.1f} s)')
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
     total = 0
     for path in sorted(glob.glob(os.path.join(model_dir, 'events*'))):
