@@ -4,9 +4,10 @@ Usage:
   python bench/search_startup.py [--ssd digits_search] [--steps 2]
       [--implementations upb,python]
 
-A search's start serialises its large graph several times (the graph def for
-the Estimator, the events file's graph and meta graph); with protobuf's
-pure-Python implementation that dominated the start. For each implementation
+A search's start serialises its large graph (the graph def for the Estimator;
+until the events file stopped holding the graph, its graph and meta graph
+twice too); with protobuf's pure-Python implementation that dominated the
+start. For each implementation
 (`PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION`, which protobuf 4 honours) this runs
 `--steps` steps of the offline digits search in a fresh process and prints the
 seconds of `run_search` (graph build, session creation and the steps) and of

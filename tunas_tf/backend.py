@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 # `JobConfig` fields that only say where to run, on which copy of the data and
@@ -142,6 +143,47 @@ def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
   return resolved
 
 
+def checkpoint_hooks(job: JobConfig) -> List[Any]:
+  """Training hooks that keep the graph out of the events file.
+
+  Call in the model_fn when it trains and pass the result among the
+  TPUEstimatorSpec's `training_hooks`. The model directory's events file then
+  holds summaries and session logs only, no graph def and no meta graph def
+  (TF writes both at every session start; see `tunas_tf.hooks`).
+
+  It registers `hooks.summaries_only_writer(job.model_dir)`, then returns:
+
+  - off TPU, `[hooks.CheckpointSaverHook]`: it replaces the Estimator's own
+    saver hook and saves the same checkpoints (`model.ckpt-N` with the
+    Estimator's `Saver`, which keeps `keep_checkpoint_max`; at session start,
+    every `save_checkpoints_steps` steps and at the end) without serialising
+    the graph;
+  - on TPU, `[]`: TPUEstimator keeps its own saver hook (given one of ours it
+    would turn off its save on graceful shutdown); the summaries-only writer
+    drops the graph that hook still serialises.
+  """
+  from tunas_tf import hooks  # pylint: disable=g-import-not-at-top
+  hooks.summaries_only_writer(job.model_dir)
+  if job.use_tpu:
+    return []
+  return [hooks.CheckpointSaverHook(job.model_dir,
+                                    save_steps=job.save_checkpoints_steps)]
+
+
+def summaries_only_eval_events(job: JobConfig) -> None:
+  """Keeps the eval graph out of `model_dir/eval`'s events file.
+
+  Call in the model_fn when it evaluates. `Estimator.evaluate` (name None)
+  writes its metrics through the cached v1 writer of `model_dir/eval`, which
+  TF creates with the eval graph and so writes that graph and a meta graph
+  first (`_write_dict_to_summary`,
+  tensorflow_estimator/python/estimator/estimator.py:2087); this registers a
+  writer that writes no graph there (`hooks.summaries_only_writer`).
+  """
+  from tunas_tf import hooks  # pylint: disable=g-import-not-at-top
+  hooks.summaries_only_writer(os.path.join(job.model_dir, 'eval'))
+
+
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
@@ -182,8 +224,9 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       save_checkpoints_steps=job.save_checkpoints_steps,
       keep_checkpoint_max=job.keep_checkpoint_max,
       log_step_count_steps=None,
-      # The search graph is large (~5 MB serialised for digits_search);
-      # writing it with every checkpoint cost seconds per save.
+      # The search graph is large (~5 MB serialised for digits_search):
+      # no graph.pbtxt, no model.ckpt-N.meta. This alone still leaves the graph
+      # in the events file; `checkpoint_hooks` keeps it out.
       checkpoint_save_graph_def=False,
       tpu_config=tpu.TPUConfig(
           iterations_per_loop=job.tpu_iterations_per_loop,

@@ -1,9 +1,29 @@
-"""The progress hook of the search and of train_eval.
+"""The session hooks of the search and of train_eval.
 
 `ProgressHook` logs one line every `log_every` steps (the step, steps/s since
 the last line, the ETA and the scalars it fetches; with `images_per_step`,
 images/s too) and measures images per second of wall time, per core, for
 `metrics.json`.
+
+`CheckpointSaverHook` and `summaries_only_writer` keep the graph out of the
+events file. TF 2.15 writes the whole graph def and a meta graph def into the
+model directory's (v1) events file twice at every session start, whatever
+`RunConfig(checkpoint_save_graph_def=False)` says (that flag only drops
+graph.pbtxt and the model.ckpt-N.meta files). In tensorflow/python/:
+
+- `FileWriterCache.get(logdir)` creates the directory's shared `FileWriter`
+  with `graph=ops.get_default_graph()` (summary/writer/writer_cache.py:58),
+  and that constructor writes the graph and a meta graph
+  (summary/writer/writer.py:80 and :85). The first hook whose `begin` asks
+  for the writer creates it: TF's `CheckpointSaverHook`
+  (training/basic_session_run_hooks.py:577), `SummarySaverHook` (:837) or
+  `StepCounterHook` and TPUEstimator's `ExamplesPerSecondHook` (:699).
+- `CheckpointSaverHook.after_create_session` serialises the graph and a meta
+  graph and adds both to that writer whatever `save_graph_def` says
+  (training/basic_session_run_hooks.py:594-599).
+
+For digits_search that was ~18 MB of a 30-step search's ~18.1 MB of events
+and seconds of serialisation per session start (bench/README.md).
 """
 
 from __future__ import annotations
@@ -13,6 +33,9 @@ from typing import Any, Dict, Optional
 
 from absl import logging
 import tensorflow as tf
+# The cache of v1 FileWriters that TF's session hooks share (one per logdir);
+# not exported under tf.*.
+from tensorflow.python.summary.writer import writer_cache  # pylint: disable=g-direct-tensorflow-import
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
@@ -130,3 +153,63 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     rate = self.rate()
     if rate is not None and self._record is not None:
       self._record[self._key] = rate
+
+
+class _SummariesOnlyFileWriter(tf.compat.v1.summary.FileWriter):
+  """A v1 `FileWriter` that drops graphs and meta graphs.
+
+  Summaries, session logs and everything else are written as usual.
+  """
+
+  def add_graph(self, graph, global_step=None, graph_def=None):
+    del graph, global_step, graph_def
+
+  def add_meta_graph(self, meta_graph_def, global_step=None):
+    del meta_graph_def, global_step
+
+
+def summaries_only_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
+  """The shared v1 `FileWriter` of `logdir`, one that writes no graph.
+
+  Registers, unless one is already there, a writer that drops graphs and meta
+  graphs as the process's cached writer of `logdir`
+  (`tf.compat.v1.summary.FileWriterCache`): the one that TF's
+  `CheckpointSaverHook`, `SummarySaverHook` and `StepCounterHook` get in their
+  `begin`. Call it in graph mode before the monitored session starts (in the
+  model_fn): the hooks of `MonitoredTrainingSession` begin before the
+  model_fn's training hooks. A writer cached earlier in the process is left
+  as it is (it wrote its graph when it was created).
+  """
+  cache = writer_cache.FileWriterCache
+  with cache._lock:  # pylint: disable=protected-access
+    writers = cache._cache  # pylint: disable=protected-access
+    if logdir not in writers:
+      writers[logdir] = _SummariesOnlyFileWriter(logdir)
+    return writers[logdir]
+
+
+class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
+  """TF's checkpoint saver hook without the graph in the events file.
+
+  Saves what, when and where TF's hook saves (`model.ckpt-N` with the graph's
+  `Saver`, at session creation, every `save_steps` steps and at the end) and
+  writes the same CHECKPOINT session logs, but never serialises the graph:
+  no graph def or meta graph def in the events file, no graph.pbtxt, no
+  .meta files. Its writer is `summaries_only_writer(checkpoint_dir)`,
+  registered when the hook is made (in the model_fn), before any hook begins.
+
+  An Estimator given this hook among the training hooks makes no saver hook
+  of its own (it looks for a `tf.compat.v1.train.CheckpointSaverHook`).
+  """
+
+  def __init__(self, checkpoint_dir: str, save_steps: int):
+    super().__init__(checkpoint_dir, save_steps=save_steps,
+                     save_graph_def=False)
+    summaries_only_writer(checkpoint_dir)
+
+  def after_create_session(self, session, coord):
+    del coord
+    global_step = session.run(self._global_step_tensor)
+    # The checkpoint saved here is the state at step `global_step`.
+    self._save(session, global_step)
+    self._timer.update_last_triggered_step(global_step)

@@ -47,6 +47,22 @@ class ShortSearchTest(absltest.TestCase):
     # The logged step is the global step before the step's increment.
     self.assertEqual(sorted(self.events['rlcontroller/reward']), [0, 2, 4, 6])
 
+  def test_events_files_hold_no_graph(self):
+    kinds = set()
+    for path in glob.glob(os.path.join(self.model_dir, 'events*')):
+      for record in tf.data.TFRecordDataset(path):
+        kinds.add(tf.compat.v1.Event.FromString(record.numpy())
+                  .WhichOneof('what'))
+    self.assertIn('summary', kinds)
+    self.assertEmpty(kinds & {'graph_def', 'meta_graph_def'})
+    self.assertEqual(glob.glob(os.path.join(self.model_dir, '*.meta')) +
+                     glob.glob(os.path.join(self.model_dir, '*.pbtxt')), [])
+    # The checkpoints are the Estimator's (at start, every 4 steps, the end).
+    state = tf.train.get_checkpoint_state(self.model_dir)
+    self.assertEqual(
+        [os.path.basename(p) for p in state.all_model_checkpoint_paths],
+        ['model.ckpt-0', 'model.ckpt-4', 'model.ckpt-8'])
+
   def test_every_scalar_is_logged(self):
     spec = mobile.get_search_space('digits_search')
     expected = ['model/loss', 'model/empirical_loss',

@@ -7,6 +7,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_tf import train_search
 from tunas_tf.controller import rewards
@@ -156,6 +157,57 @@ class StepsTest(absltest.TestCase):
     self.assertEqual(sorted(seen), ['a/x', 'b/y'])
     self.assertEqual([s for s, _ in sorted(seen['a/x'])], [0, 2, 4])
     self.assertEqual({v for _, v in seen['b/y']}, {-2.0})
+
+  def test_host_call_writes_vectors_element_by_element(self):
+    model_dir = tempfile.mkdtemp()
+    logits = tf.constant([0.5, -1.0, 2.0])
+    summaries = {'a/x': tf.constant(1.5), 'p/v': logits, 't/w': logits,
+                 'b/y': tf.constant(-2.0)}
+    host_fn, args = steps.host_call(summaries, tf.constant(0, tf.int64),
+                                    model_dir, every_n_steps=1)
+    # One [1, n] tensor; a tensor under two names is sent once.
+    self.assertEqual(args[1].shape, [1, 5])
+    host_fn(*args)
+    seen = {}
+    for path in glob.glob(os.path.join(model_dir, 'events*')):
+      for record in tf.data.TFRecordDataset(path):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        for value in event.summary.value:
+          seen[value.tag] = float(tf.make_ndarray(value.tensor))
+    self.assertEqual(seen, {'a/x': 1.5, 'b/y': -2.0, 'p/v/0': 0.5,
+                            'p/v/1': -1.0, 'p/v/2': 2.0, 't/w/0': 0.5,
+                            't/w/1': -1.0, 't/w/2': 2.0})
+    with self.assertRaisesRegex(ValueError, "'m': a scalar or a vector"):
+      steps.host_call({'m': tf.zeros([2, 2])}, tf.constant(0, tf.int64),
+                      model_dir, every_n_steps=1)
+
+  def test_host_call_splits_the_row_only_on_steps_that_write(self):
+    model_dir = tempfile.mkdtemp()
+    with tf.Graph().as_default():
+      step = tf.compat.v1.placeholder(tf.int64, [])
+      summaries = {'a/x': tf.constant(1.5),
+                   'p/v': tf.range(4, dtype=tf.float32)}
+      host_fn, args = steps.host_call(summaries, step, model_dir,
+                                      every_n_steps=2)
+      wrote = host_fn(*args)
+      # What TPUEstimator's host-call hook runs at session start off TPU.
+      init = summary_ops_v2.summary_writer_initializer_op()
+      options = tf.compat.v1.RunOptions(
+          trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+      unpacks, results = [], []
+      with tf.compat.v1.Session() as sess:
+        sess.run(init)
+        for t in range(4):
+          metadata = tf.compat.v1.RunMetadata()
+          results.append(sess.run(wrote, {step: t}, options=options,
+                                  run_metadata=metadata))
+          unpacks.append(sum(
+              '= Unpack(' in node.timeline_label
+              for device in metadata.step_stats.dev_stats
+              for node in device.node_stats))
+    self.assertEqual(results, [True, False, True, False])
+    # The row is split into scalars (one Unpack) only when the step writes.
+    self.assertEqual(unpacks, [1, 0, 1, 0])
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """End-to-end tests of `train_eval.runner.run` on digits: a few steps, CPU."""
 
 import dataclasses
+import glob
 import os
 
 from absl.testing import absltest
@@ -64,6 +65,18 @@ class RunTest(absltest.TestCase):
             'global_step')), 40)
     stored = runs.read_json(os.path.join(self.model_dir, 'config.json'))
     self.assertEqual(stored['max_steps'], 40)
+
+  def test_events_files_hold_no_graph(self):
+    for directory in (self.model_dir, os.path.join(self.model_dir, 'eval')):
+      kinds = set()
+      for path in glob.glob(os.path.join(directory, 'events*')):
+        for record in tf.data.TFRecordDataset(path):
+          kinds.add(tf.compat.v1.Event.FromString(record.numpy())
+                    .WhichOneof('what'))
+      self.assertIn('summary', kinds, directory)
+      self.assertEmpty(kinds & {'graph_def', 'meta_graph_def'}, directory)
+      self.assertEqual(glob.glob(os.path.join(directory, '*.meta')) +
+                       glob.glob(os.path.join(directory, '*.pbtxt')), [])
 
   def test_a_finished_run_started_again_only_evaluates(self):
     metrics = runner.run(dataclasses.replace(self.config, export=False))

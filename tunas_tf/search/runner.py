@@ -58,8 +58,10 @@ def make_model_fn(config: SearchConfig):
     # 9. Every scalar to TensorBoard.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
                                     dist_info, cost, p_ops, p_filters)
-    training_hooks = [] if config.job.use_tpu else [_progress_hook(scalars,
-                                                               config)]
+    # Checkpoints without the graph in the events file; the progress log.
+    training_hooks = backend.checkpoint_hooks(config.job)
+    if not config.job.use_tpu:
+      training_hooks.append(_progress_hook(scalars, config))
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=model.loss, train_op=train_op,
         host_call=steps.host_call(scalars, global_step, config.job.model_dir,

@@ -237,7 +237,14 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     increase_ops_prob: tf.Tensor,
                     increase_filters_prob: tf.Tensor
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
-  """The §2.10 scalars, in the original's order, as float32 scalars."""
+  """The §2.10 summaries, in the original's order, for `host_call`.
+
+  float32 scalars, except the controller's logits: one float32 vector per
+  decision, `rlpathlogits/{path}` (per OneOf) and `rltaglogits/{tag}` (the
+  same tensors by tag), that `host_call` writes element by element as
+  `rlpathlogits/{path}/{j}` and `rltaglogits/{tag}/{j}`. No per-logit op runs
+  on the steps that write no summary.
+  """
   s = collections.OrderedDict()
   s['model/loss'] = model.loss
   s['model/empirical_loss'] = model.empirical_loss
@@ -258,32 +265,79 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
   s['rlcontroller/learning_rate'] = controller.learning_rate
   s['rlcontroller/increase_ops_prob'] = increase_ops_prob
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
+  s = collections.OrderedDict(
+      (k, tf.cast(tf.reshape(v, []), tf.float32)) for k, v in s.items())
   for prefix, logits in (('rlpathlogits', dist_info.logits_by_path),
                          ('rltaglogits', dist_info.logits_by_tag)):
     for name, values in logits.items():
-      for j in range(int(values.shape[0])):
-        s[f'{prefix}/{name}/{j}'] = values[j]
-  return collections.OrderedDict(
-      (k, tf.cast(tf.reshape(v, []), tf.float32)) for k, v in s.items())
+      # Cast is the identity for float32: the tag entries stay the path
+      # entries' tensors, which `host_call` sends once.
+      s[f'{prefix}/{name}'] = tf.cast(values, tf.float32)
+  return s
 
 
-def host_call(scalars: 'collections.OrderedDict[str, tf.Tensor]',
+def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
               global_step: tf.Tensor, model_dir: str, every_n_steps: int):
-  """(host_fn, tensors) writing `scalars` every `every_n_steps` steps.
+  """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
 
-  All scalars are stacked into one [1, n] tensor (host_call needs rank >= 1
-  and one tensor is cheaper to outfeed); the host writes the first replica's
-  row with the TF2 summary API.
+  Each value of `summaries` is a float32 scalar, written under its name, or a
+  float32 vector of static length k (e.g. one decision's logits), written as k
+  scalars `{name}/0` ... `{name}/{k-1}`. The step sends one [1, n] tensor
+  (host_call needs rank >= 1 and one tensor is cheaper to outfeed): the
+  scalars stacked, then the vectors, each distinct tensor once (the
+  controller's logits appear by path and by tag). Building it is all the work
+  of a step that writes nothing: the host splits the first replica's row into
+  scalars and writes them (TF2 summary API) inside one `tf.cond` on
+  `step % every_n_steps == 0`. host_fn returns the cond's boolean (whether
+  the step wrote).
+
+  Raises:
+    ValueError: for a value that is neither a scalar nor a vector of static
+      length.
   """
-  names = list(scalars)
+  scalars, vectors = [], []  # The distinct tensors, in order of appearance.
+  slot = {}  # Tensor reference -> (is_vector, index in its list).
+  named = []  # (name, tensor reference) in `summaries`' order.
+  for name, value in summaries.items():
+    value = tf.convert_to_tensor(value)
+    shape = value.shape
+    if shape.rank not in (0, 1) or not shape.is_fully_defined():
+      raise ValueError(f'summary {name!r}: a scalar or a vector of static '
+                       f'length, got shape {shape}')
+    if value.ref() not in slot:
+      group = vectors if shape.rank else scalars
+      slot[value.ref()] = (bool(shape.rank), len(group))
+      group.append(tf.cast(value, tf.float32))
+    named.append((name, value.ref()))
+  # Columns of the row: the scalars, then each vector's elements.
+  starts, width = [], len(scalars)
+  for vector in vectors:
+    starts.append(width)
+    width += vector.shape.num_elements()
+  tags = []  # (tag, column), in `summaries`' order.
+  for name, ref in named:
+    is_vector, i = slot[ref]
+    if is_vector:
+      tags.extend((f'{name}/{j}', starts[i] + j)
+                  for j in range(vectors[i].shape.num_elements()))
+    else:
+      tags.append((name, i))
 
   def host_fn(step, values):
     step = tf.cast(step[0], tf.int64)
-    with tf.summary.create_file_writer(model_dir).as_default():
-      with tf.summary.record_if(tf.equal(step % every_n_steps, 0)):
-        for i, name in enumerate(names):
-          tf.summary.scalar(name, values[0, i], step=step)
-      return tf.compat.v1.summary.all_v2_summary_ops()
+    writer = tf.summary.create_file_writer(model_dir)
 
-  values = tf.reshape(tf.stack(list(scalars.values())), [1, -1])
+    def write():
+      row = tf.unstack(values[0], num=width)
+      with writer.as_default():
+        written = [tf.summary.scalar(tag, row[i], step=step)
+                   for tag, i in tags]
+      with tf.control_dependencies(written):
+        return tf.constant(True)
+
+    return tf.cond(tf.equal(step % every_n_steps, 0), write,
+                   lambda: tf.constant(False))
+
+  parts = ([tf.stack(scalars)] if scalars else []) + vectors
+  values = tf.reshape(tf.concat(parts, axis=0), [1, width])
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]

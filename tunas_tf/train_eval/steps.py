@@ -10,7 +10,8 @@
      when no checkpoint is restored.
   4. `losses`: smoothed cross-entropy plus L2 (wd / 2) on the kernels.
   5. `eval_spec` or `train_spec` (RMSProp under cosine decay with linear
-     warm-up, the EMA update after it, host_call scalars, progress hook).
+     warm-up, the EMA update after it, host_call scalars, the checkpoint
+     hooks that keep the graph out of the events file, progress hook).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import hooks
 from tunas_tf.graph import from_spec
@@ -191,7 +193,12 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
               config: TrainEvalConfig,
               record: Dict[str, Any]
               ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
-  """top1, top5 (top-k, k <= 5) and cross_entropy; the eval images/s."""
+  """top1, top5 (top-k, k <= 5) and cross_entropy; the eval images/s.
+
+  The metrics' events file (model_dir/eval) holds no graph
+  (`backend.summaries_only_eval_events`).
+  """
+  backend.summaries_only_eval_events(config.job)
   k = min(5, config.job.num_classes)
 
   def metric_fn(labels, logits):
@@ -240,7 +247,11 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
                config: TrainEvalConfig, record: Dict[str, Any],
                num_cores: int
                ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
-  """The TRAIN spec: summaries through host_call, the progress hook."""
+  """The TRAIN spec: summaries through host_call, checkpoints, progress.
+
+  The checkpoint hooks are `backend.checkpoint_hooks` (no graph in the events
+  file).
+  """
   scalars = {'model/loss': loss.total, 'model/empirical_loss': loss.empirical,
              'model/regularization_loss': loss.regularization,
              'model/learning_rate': step.learning_rate}
@@ -260,4 +271,5 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
           {k: tf.cast(tf.reshape(v, []), tf.float32)
            for k, v in scalars.items()}, step.global_step, config.job.model_dir,
           config.job.tpu_iterations_per_loop),
-      scaffold_fn=scaffold, training_hooks=[progress])
+      scaffold_fn=scaffold,
+      training_hooks=backend.checkpoint_hooks(config.job) + [progress])
