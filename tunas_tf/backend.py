@@ -163,9 +163,10 @@ def checkpoint_hooks(job: JobConfig) -> List[Any]:
     drops the graph that hook still serialises.
   """
   from tunas_tf import hooks  # pylint: disable=g-import-not-at-top
-  hooks.summaries_only_writer(job.model_dir)
   if job.use_tpu:
+    hooks.summaries_only_writer(job.model_dir)
     return []
+  # The hook registers the summaries-only writer itself.
   return [hooks.CheckpointSaverHook(job.model_dir,
                                     save_steps=job.save_checkpoints_steps)]
 

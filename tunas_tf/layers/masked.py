@@ -206,8 +206,7 @@ def effective_vector(vector: tf.Tensor, width: Width, mode: str) -> tf.Tensor:
 
 
 def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
-           out_width: Optional[Width], mode: str,
-           active: Optional[tf.Tensor] = None) -> tf.Tensor:
+           out_width: Optional[Width], mode: str) -> tf.Tensor:
   """Sum of squares of the effective (masked or sliced) kernel.
 
   Both modes give the same value: the masked kernel is zero exactly where
@@ -215,16 +214,11 @@ def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
 
   Args:
     kernel, in_width, out_width, mode: as for `effective_kernel`.
-    active: optional scalar bool Tensor; where False the kernel is replaced
-      by zeros (with `tf.where`, so the result and its gradient are exactly
-      0 even for non-finite weights).
 
   Returns:
     Scalar float32 Tensor.
   """
   kernel = effective_kernel(kernel, in_width, out_width, mode)
-  if active is not None:
-    kernel = tf.where(active, kernel, tf.zeros_like(kernel))
   return tf.reduce_sum(tf.square(kernel))
 
 

@@ -287,10 +287,11 @@ class ConvBN(Node):
 
 
   def regularizers(self, ctx):
-    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape)
+    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
+                            ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
         kernel, ctx.width(self.in_source), ctx.width(self.out_source),
-        ctx.mode, ctx.active)}
+        ctx.mode)}
 
 
 class DepthwiseBN(Node):
@@ -329,9 +330,10 @@ class DepthwiseBN(Node):
 
 
   def regularizers(self, ctx):
-    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape)
+    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
+                            ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        kernel, ctx.width(self.in_source), None, ctx.mode, ctx.active)}
+        kernel, ctx.width(self.in_source), None, ctx.mode)}
 
 
 class SqueezeExcite(Node):
@@ -387,9 +389,9 @@ class SqueezeExcite(Node):
     width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
     return {
         self.names['reduce_kernel']: masked.l2_sum(
-            self._get('reduce_kernel'), width, hidden, ctx.mode, ctx.active),
+            self._get('reduce_kernel', ctx.active), width, hidden, ctx.mode),
         self.names['expand_kernel']: masked.l2_sum(
-            self._get('expand_kernel'), hidden, width, ctx.mode, ctx.active)}
+            self._get('expand_kernel', ctx.active), hidden, width, ctx.mode)}
 
 
 class Chain(Node):

@@ -75,8 +75,10 @@ class CallContext:
     mode: `'masked'` or `'sampled'`.
     training: Python bool (only dropout reads it; batch norm is stateless).
     epsilon: batch-norm epsilon.
-    active: None, or a scalar bool Tensor: False while listing the
-      regularisers of a Switch branch whose mask entry is 0.
+    active: None, or a scalar bool Tensor: False for a Switch branch whose
+      mask entry is 0, while running it in a mixture or listing its
+      regularisers; nodes then read zeros for its weights
+      (`VariableStore.get(..., active)`).
   """
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
