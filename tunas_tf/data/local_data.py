@@ -385,6 +385,7 @@ def read_folder(root: str) -> LocalDataset:
   classes = _class_folders(root, 'train')
   if not classes:
     raise ValueError(f'no class folders in {os.path.join(root, "train")}')
+  label_of = {name: label for label, name in enumerate(classes)}
   items = {}
   for split in SPLITS:
     names = classes if split == 'train' else _class_folders(root, split)
@@ -394,7 +395,7 @@ def read_folder(root: str) -> LocalDataset:
                        f'train classes are {classes})')
     if not names:
       raise ValueError(f'no class folders in {os.path.join(root, split)}')
-    items[split] = [(path, classes.index(name)) for name in names
+    items[split] = [(path, label_of[name]) for name in names
                     for path in _image_files(root, split, name)]
   first, size, gray = None, None, True
   for split in SPLITS:
