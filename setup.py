@@ -23,6 +23,9 @@ INSTALL_REQUIRES = [
     'google-api-core<2.28',
     'scikit-learn>=1.3,<1.7',
     'matplotlib>=3.7,<3.10',
+    # tools/import_dataset reads image folders (PNG/JPEG headers, then pixels);
+    # matplotlib already installs it.
+    'pillow>=8,<14',
 ]
 
 setuptools.setup(

@@ -91,8 +91,10 @@ class DatasetsTest(tf.test.TestCase):
                             validation_examples=5)
 
   def test_unknown_dataset(self):
-    with self.assertRaisesRegex(ValueError, r"Unknown dataset 'no_such_set'"):
-      datasets.dataset_info('no_such_set')
+    with self.assertRaisesRegex(ValueError, r"Unknown dataset 'no_such_set': "
+                                r".* not prepared in data_dir='/nonexistent'.*"
+                                'import_dataset'):
+      datasets.dataset_info('no_such_set', data_dir='/nonexistent')
 
   def test_unknown_split(self):
     with self.assertRaisesRegex(ValueError, r"Unknown split 'val'"):

@@ -7,7 +7,8 @@ Two sources, one interface:
   with a fixed seed into search-train 60% / search-validation 20% / test 20%.
   Needs no network.
 * any TFDS image-classification dataset by name (`cifar10`,
-  `imagenet2012`, ...). The search holds out the first
+  `imagenet2012`, ...), or prepared in `data_dir` (local data imported with
+  `tools/import_dataset`). The search holds out the first
   `validation_examples` images of the `train` split for the controller (never
   the test split). TFDS downloads an unprepared dataset (its own behaviour)
   unless `download=False`, in which case a missing dataset fails at once,
@@ -110,8 +111,13 @@ def tfds_builder(name: str, data_dir: Optional[str], download: bool):
   try:
     builder = tfds.builder(name, data_dir=data_dir)
   except Exception as e:  # TFDS raises its own DatasetNotFoundError.
-    raise ValueError(f'Unknown dataset {name!r}: not {DIGITS!r} and not a TFDS '
-                     f'dataset ({type(e).__name__})') from None
+    # An unregistered name is looked up as a prepared dataset in data_dir
+    # (what tools/import_dataset writes).
+    raise ValueError(f'Unknown dataset {name!r}: not {DIGITS!r}, not a '
+                     'registered TFDS dataset and not prepared in '
+                     f'data_dir={data_dir!r} ({type(e).__name__}); '
+                     '`python -m tunas_tf.tools.import_dataset` prepares '
+                     'local data') from None
   if not builder.is_prepared():
     if not download:
       raise ValueError(

@@ -1,0 +1,181 @@
+"""Local image data -> a prepared TFDS dataset (run by `tools/import_dataset`).
+
+`local_data.read_source` reads and checks the data (IDX files, an `.npz` or
+an image folder); `write_dataset` writes it as the TFDS dataset
+`<data_dir>/<name>/1.0.0/` with TFDS's own writer (a small
+`GeneratorBasedBuilder`): features `image` (uint8 [H, W, C]) and `label`
+(ClassLabel with the class names), splits `train` and `test`, and
+(`image`, `label`) as the supervised keys. The name is not registered with
+TFDS, so `tfds.builder(name, data_dir=...)`, and hence `datasets.load_split`,
+reads it from its files like any prepared TFDS dataset.
+
+Everything is checked before anything is written, and the dataset is written
+into a temporary folder inside `data_dir` that is renamed into place at the
+end (and removed on any failure), so bad input leaves `data_dir` as it was.
+
+Example:
+  path, dataset = importing.import_dataset(
+      'idx', '/usr/share/datasets/fashion-mnist', 'fashion_mnist_local',
+      '/data/tfds')
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import tempfile
+from typing import Optional, Sequence, Tuple
+
+from tunas_tf.data import local_data
+from tunas_tf.data.local_data import LocalDataset
+
+VERSION = '1.0.0'
+_NAME = re.compile(r'^[a-z][a-z0-9_]*$')
+_BUILTIN = 'digits'  # datasets.DIGITS: a name the loader never sends to TFDS.
+
+
+def check_destination(name: str, data_dir: str, overwrite: bool) -> str:
+  """Checks the dataset name and its place in `data_dir`; returns that path.
+
+  Raises:
+    ValueError: a name that is not snake_case, is the built-in `digits` or a
+      registered TFDS dataset (which `tfds.builder` would build from code
+      rather than read), a non-local `data_dir`, or an existing dataset of
+      that name without `overwrite` (and, with it, an existing folder that is
+      not a prepared TFDS dataset).
+  """
+  if not _NAME.match(name):
+    raise ValueError(f'dataset name {name!r} must be snake_case: a lower-case '
+                     'letter, then lower-case letters, digits and _')
+  if name == _BUILTIN:
+    raise ValueError(f'dataset name {name!r} is the built-in offline dataset; '
+                     'choose another name')
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    tfds.builder_cls(name)
+  except tfds.core.registered.DatasetNotFoundError:
+    pass
+  else:
+    raise ValueError(f'dataset name {name!r} is a registered TFDS dataset, '
+                     'which TFDS would build from its own code rather than '
+                     f'read from data_dir; choose another name, e.g. '
+                     f'{name + "_local"!r}')
+  if '://' in data_dir:
+    raise ValueError(f'--data_dir {data_dir} must be a local directory (copy '
+                     'the prepared dataset to remote storage afterwards)')
+  target = os.path.join(data_dir, name)
+  if os.path.lexists(target):
+    if not overwrite:
+      raise ValueError(f'dataset {name!r} already exists in {data_dir}; pass '
+                       '--overwrite to replace it')
+    if not glob.glob(os.path.join(target, '*', 'dataset_info.json')):
+      raise ValueError(f'{target} exists and is not a prepared TFDS dataset; '
+                       'not replacing it')
+  return target
+
+
+def _builder(name: str, dataset: LocalDataset, data_dir: str,
+             description: str):
+  """A TFDS builder of `dataset` writing under `data_dir/name/VERSION`."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  class LocalImages(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+    """Images and labels of a `LocalDataset` (not registered: read by name
+    from files, as `tfds.builder` does for unregistered names)."""
+
+    VERSION = tfds.core.Version(VERSION)
+
+    def __init__(self):
+      self.name = name
+      super().__init__(data_dir=data_dir)
+
+    def _info(self):
+      return tfds.core.DatasetInfo(
+          builder=self, description=description,
+          features=tfds.features.FeaturesDict({
+              'image': tfds.features.Image(shape=dataset.image_shape),
+              'label': tfds.features.ClassLabel(names=dataset.class_names)}),
+          supervised_keys=('image', 'label'))
+
+    def _split_generators(self, dl_manager):
+      del dl_manager
+      return {split: self._generate_examples(dataset.splits[split])
+              for split in local_data.SPLITS}
+
+    def _generate_examples(self, split):  # pylint: disable=arguments-differ
+      for i, (image, label) in enumerate(split.examples()):
+        yield i, {'image': image, 'label': label}
+
+    # TFDS prints "Downloading and preparing dataset ..." and "... downloaded
+    # and prepared to <the temporary folder>": both wrong here.
+    def _log_download_bytes(self):
+      pass
+
+    def _log_download_done(self):
+      pass
+
+  return LocalImages()
+
+
+def write_dataset(dataset: LocalDataset, name: str, data_dir: str,
+                  description: str, overwrite: bool = False) -> str:
+  """Writes `dataset` as the prepared TFDS dataset `name` in `data_dir`.
+
+  The dataset is prepared in a temporary folder inside `data_dir`, then
+  renamed to `data_dir/name` (an existing one, allowed by `overwrite`, is
+  replaced only then); the temporary folder is removed whatever happens.
+
+  Returns:
+    The dataset's folder, `data_dir/name`.
+
+  Raises:
+    ValueError: as `check_destination`, or an image that cannot be decoded.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  target = check_destination(name, data_dir, overwrite)
+  os.makedirs(data_dir, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f'.import_dataset-{name}-', dir=data_dir)
+  try:
+    _builder(name, dataset, tmp, description).download_and_prepare(
+        download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    if os.path.lexists(target):
+      os.rename(target, os.path.join(tmp, 'replaced'))
+    os.rename(os.path.join(tmp, name), target)
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+  return target
+
+
+def import_dataset(fmt: str, source: str, name: str, data_dir: str, *,
+                   overwrite: bool = False,
+                   class_names: Optional[Sequence[str]] = None
+                   ) -> Tuple[str, LocalDataset]:
+  """Reads `source` (format `fmt`) and writes it as TFDS dataset `name`.
+
+  Args:
+    fmt: one of `local_data.FORMATS`.
+    source: the IDX directory, the `.npz` file or the image folder.
+    name: the dataset's name (`--dataset=name` afterwards).
+    data_dir: the TFDS data directory (created if needed).
+    overwrite: replace an existing dataset of that name.
+    class_names: idx and npz only: a name per label id (default '0', '1',
+      ...).
+
+  Returns:
+    (the dataset's folder `data_dir/name`, the `LocalDataset` written).
+
+  Raises:
+    ValueError: bad input, named (see `local_data.read_source`,
+      `check_destination`).
+  """
+  if fmt not in local_data.FORMATS:
+    raise ValueError(f'Unknown format {fmt!r}; expected one of '
+                     f'{local_data.FORMATS}')
+  check_destination(name, data_dir, overwrite)  # Before reading anything.
+  dataset = local_data.read_source(fmt, source, class_names)
+  description = (f'Imported by tunas_tf.tools.import_dataset from {fmt} '
+                 f'data at {os.path.abspath(source)}.')
+  return write_dataset(dataset, name, data_dir, description,
+                       overwrite), dataset

@@ -1,0 +1,435 @@
+"""Local image data read and checked: IDX files, an `.npz`, an image folder.
+
+`tools/import_dataset` writes what these readers return as a prepared TFDS
+dataset (`data/importing.py`). Three formats:
+
+* `idx`: a directory with the four MNIST/Fashion-MNIST IDX files,
+  `*train-images-idx3-ubyte`, `*train-labels-idx1-ubyte`,
+  `*t10k-images-idx3-ubyte` and `*t10k-labels-idx1-ubyte`, each plain or
+  gzipped (`.gz`); big-endian headers, magic 2051 for images (then count,
+  rows, cols) and 2049 for labels (then count).
+* `npz`: one `.npz` holding `x_train`, `y_train`, `x_test`, `y_test`: uint8
+  images [N, H, W] or [N, H, W, C] (C 1 or 3) and integer labels [N] (or
+  [N, 1], as Keras ships CIFAR-10).
+* `folder`: `train/<class>/*.png|jpg|jpeg` and `test/<class>/...`. The sorted
+  names of the class folders under `train/` give the label ids and are the
+  class names. Grayscale images (PIL modes 1, L, LA) stay one channel; if any
+  image is in colour, all are stored as RGB. An alpha channel is dropped.
+  Other files in a class folder are ignored.
+
+Labels of idx and npz data are named '0', '1', ... up to the largest label,
+unless class names are given (then every label must be below their count).
+Bad input raises `ValueError` naming the file and the problem; nothing is
+written here.
+
+Example:
+  dataset = local_data.read_source('idx', '/usr/share/datasets/fashion-mnist')
+  dataset.image_shape  # (28, 28, 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import os
+import struct
+import zipfile
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+IDX = 'idx'
+NPZ = 'npz'
+FOLDER = 'folder'
+FORMATS = (IDX, NPZ, FOLDER)
+SPLITS = ('train', 'test')
+IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg')
+NPZ_KEYS = ('x_train', 'y_train', 'x_test', 'y_test')
+
+_IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions.
+_LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension.
+# split -> IDX file stems of its images and labels (MNIST's test split is
+# called t10k; some mirrors write a dot before `idx`).
+_IDX_STEMS = {'train': ('train-images[-.]idx3-ubyte',
+                        'train-labels[-.]idx1-ubyte'),
+              'test': ('t10k-images[-.]idx3-ubyte',
+                       't10k-labels[-.]idx1-ubyte')}
+_GRAY_MODES = ('1', 'L', 'LA')
+_COLOUR_MODES = ('P', 'PA', 'RGB', 'RGBA', 'RGBX', 'CMYK', 'YCbCr')
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """One split of a local dataset.
+
+  Attributes:
+    num_examples: number of images.
+    examples: returns a fresh iterator of (uint8 [H, W, C] image, int label).
+  """
+  num_examples: int
+  examples: Callable[[], Iterator[Tuple[np.ndarray, int]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalDataset:
+  """A local dataset, read and checked, ready to be written.
+
+  Attributes:
+    image_shape: (H, W, C) of every image, C 1 or 3.
+    class_names: one name per label id.
+    splits: `train` and `test` -> `Split`.
+  """
+  image_shape: Tuple[int, int, int]
+  class_names: Tuple[str, ...]
+  splits: Dict[str, Split]
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+  return 'x'.join(str(d) for d in shape)
+
+
+def _array_split(images: np.ndarray, labels: np.ndarray) -> Split:
+  def examples():
+    for image, label in zip(images, labels):
+      yield image, int(label)
+  return Split(len(labels), examples)
+
+
+def _class_names(labels: Dict[str, np.ndarray],
+                 class_names: Optional[Sequence[str]]) -> Tuple[str, ...]:
+  """The class names: given (labels checked against them) or '0'..'max'.
+
+  Args:
+    labels: description (e.g. 'y_train') -> int64 labels [N], non-negative.
+    class_names: names given by the user, or None.
+
+  Raises:
+    ValueError: a label at or above the number of given names, or repeated
+      or empty names.
+  """
+  if class_names is None:
+    top = max(int(v.max()) for v in labels.values())
+    return tuple(str(i) for i in range(top + 1))
+  names = tuple(class_names)
+  if not names or any(not n for n in names) or len(set(names)) < len(names):
+    raise ValueError(f'class names must be distinct and non-empty, got '
+                     f'{list(names)}')
+  for desc, values in labels.items():
+    bad = np.flatnonzero(values >= len(names))
+    if bad.size:
+      raise ValueError(
+          f'label {values[bad[0]]} of {desc} (index {bad[0]}) is out of range '
+          f'for {len(names)} class names (labels 0..{len(names) - 1})')
+  return names
+
+
+def _find_idx_file(directory: str, stem: str) -> str:
+  prefix = os.path.join(glob.escape(directory), '*' + stem)
+  matches = sorted(glob.glob(prefix) + glob.glob(prefix + '.gz'))
+  pattern = '*' + stem.replace('[-.]', '-') + '[.gz]'
+  if not matches:
+    raise ValueError(f'missing IDX file: no {pattern} in {directory}')
+  if len(matches) > 1:
+    raise ValueError(f'several files match {pattern} in {directory}: '
+                     f'{[os.path.basename(m) for m in matches]}')
+  return matches[0]
+
+
+def _read_bytes(path: str) -> bytes:
+  if not path.endswith('.gz'):
+    with open(path, 'rb') as f:
+      return f.read()
+  try:
+    with gzip.open(path, 'rb') as f:
+      return f.read()
+  except (OSError, EOFError) as e:
+    raise ValueError(f'{path}: not a readable gzip file ({e})') from None
+
+
+def read_idx_file(path: str, magic: int) -> np.ndarray:
+  """Reads one IDX file of unsigned bytes (plain or gzipped).
+
+  Args:
+    path: the file.
+    magic: 2051 (images: count, rows, cols) or 2049 (labels: count).
+
+  Returns:
+    uint8 array [count, rows, cols] or [count].
+
+  Raises:
+    ValueError: wrong magic number, or a size that disagrees with the header.
+  """
+  ndim = 3 if magic == _IMAGES_MAGIC else 1
+  what = 'images' if ndim == 3 else 'labels'
+  data = _read_bytes(path)
+  header = 4 + 4 * ndim
+  if len(data) < header:
+    raise ValueError(f'{path}: {len(data)} bytes, too short for an IDX '
+                     f'{what} header')
+  found = struct.unpack('>I', data[:4])[0]
+  if found != magic:
+    raise ValueError(f'{path}: wrong magic number {found}, expected {magic} '
+                     f'(IDX {what})')
+  dims = struct.unpack(f'>{ndim}I', data[4:header])
+  expected = header + int(np.prod(dims))
+  if len(data) != expected:
+    raise ValueError(f'{path}: {len(data)} bytes, but its header '
+                     f'({_shape_text(dims)}) needs {expected}')
+  return np.frombuffer(data, np.uint8, offset=header).reshape(dims)
+
+
+def read_idx(directory: str,
+             class_names: Optional[Sequence[str]] = None) -> LocalDataset:
+  """Reads the four IDX files of `directory` (see the module docstring).
+
+  Raises:
+    ValueError: a missing or ambiguous file, a wrong magic number, a size
+      that disagrees with a header, image and label counts that disagree,
+      train and test images of different sizes, or labels out of range.
+  """
+  if not os.path.isdir(directory):
+    raise ValueError(f'--source {directory} is not a directory')
+  arrays, descs = {}, {}
+  for split, (image_stem, label_stem) in _IDX_STEMS.items():
+    image_path = _find_idx_file(directory, image_stem)
+    label_path = _find_idx_file(directory, label_stem)
+    images = read_idx_file(image_path, _IMAGES_MAGIC)
+    labels = read_idx_file(label_path, _LABELS_MAGIC)
+    if len(images) != len(labels):
+      raise ValueError(
+          f'image and label counts disagree: {os.path.basename(image_path)} '
+          f'holds {len(images)} images but {os.path.basename(label_path)} '
+          f'holds {len(labels)} labels')
+    if not len(images):
+      raise ValueError(f'{split} split is empty: {image_path} holds no images')
+    arrays[split] = (images[..., None], labels.astype(np.int64))
+    descs[split] = (os.path.basename(image_path),
+                    os.path.basename(label_path))
+  return _from_arrays(arrays, class_names, descs)
+
+
+def _from_arrays(arrays: Dict[str, Tuple[np.ndarray, np.ndarray]],
+                 class_names: Optional[Sequence[str]],
+                 descs: Dict[str, Tuple[str, str]]) -> LocalDataset:
+  """A `LocalDataset` of in-memory uint8 NHWC images and int64 labels.
+
+  Args:
+    arrays: split -> (uint8 images [N, H, W, C], int64 labels [N]).
+    class_names: as `_class_names`.
+    descs: split -> how to name its images and its labels in errors.
+  """
+  shapes = {split: images.shape[1:] for split, (images, _) in arrays.items()}
+  if shapes['train'] != shapes['test']:
+    raise ValueError(f'mixed image sizes: {descs["train"][0]} holds '
+                     f'{_shape_text(shapes["train"])} images, '
+                     f'{descs["test"][0]} {_shape_text(shapes["test"])}')
+  if 0 in shapes['train']:
+    raise ValueError(f'{descs["train"][0]} holds images of '
+                     f'{_shape_text(shapes["train"])} pixels')
+  names = _class_names({descs[s][1]: labels
+                        for s, (_, labels) in arrays.items()}, class_names)
+  return LocalDataset(
+      tuple(int(d) for d in shapes['train']), names,
+      {split: _array_split(*arrays[split]) for split in SPLITS})
+
+
+def _npz_images(key: str, array: np.ndarray) -> np.ndarray:
+  if array.dtype != np.uint8:
+    raise ValueError(f'{key} has dtype {array.dtype}; expected uint8 images '
+                     '(0..255)')
+  if array.ndim == 3:
+    array = array[..., None]
+  if array.ndim != 4 or array.shape[-1] not in (1, 3):
+    raise ValueError(f'{key} has shape {list(array.shape)}; expected '
+                     '[N, H, W] or [N, H, W, C] with C 1 or 3')
+  if not len(array):
+    raise ValueError(f'{key} holds no images')
+  return array
+
+
+def _npz_labels(key: str, array: np.ndarray, num_images: int) -> np.ndarray:
+  if not np.issubdtype(array.dtype, np.integer):
+    raise ValueError(f'{key} has dtype {array.dtype}; expected integer labels')
+  if array.ndim == 2 and array.shape[1] == 1:
+    array = array[:, 0]
+  if array.ndim != 1:
+    raise ValueError(f'{key} has shape {list(array.shape)}; expected [N] '
+                     'labels')
+  if len(array) != num_images:
+    raise ValueError(f'image and label counts disagree: x_{key[2:]} holds '
+                     f'{num_images} images but {key} holds {len(array)} '
+                     'labels')
+  negative = np.flatnonzero(array < 0)
+  if negative.size:
+    raise ValueError(f'{key} holds a negative label ({array[negative[0]]} at '
+                     f'index {negative[0]})')
+  return array.astype(np.int64)
+
+
+def _load_npz(path: str) -> Dict[str, np.ndarray]:
+  """All arrays of an `.npz` (no pickled objects)."""
+  if not os.path.isfile(path):
+    raise ValueError(f'--source {path} is not a file')
+  with open(path, 'rb') as f:
+    start = f.read(6)
+  if not start.startswith((b'PK', b'\x93NUMPY')):  # A zip file, or a .npy.
+    raise ValueError(f'{path} is not an .npz archive (a zip file of .npy '
+                     'arrays)')
+  errors = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+  try:
+    loaded = np.load(path, allow_pickle=False)
+  except errors as e:
+    raise ValueError(f'{path}: not a readable .npz archive '
+                     f'({" ".join(str(e).split())})') from None
+  if not isinstance(loaded, np.lib.npyio.NpzFile):
+    raise ValueError(f'{path} is a single .npy array, not an .npz archive '
+                     f'with {list(NPZ_KEYS)}')
+  try:
+    with loaded as npz:
+      return {key: npz[key] for key in npz.files}
+  except errors as e:
+    raise ValueError(f'{path}: an array cannot be read '
+                     f'({" ".join(str(e).split())})') from None
+
+
+def read_npz(path: str,
+             class_names: Optional[Sequence[str]] = None) -> LocalDataset:
+  """Reads `x_train`, `y_train`, `x_test`, `y_test` from one `.npz`.
+
+  Raises:
+    ValueError: an unreadable file, missing arrays, images that are not
+      uint8 [N, H, W(, C)], non-integer or negative labels, counts that
+      disagree, train and test images of different sizes, or labels out of
+      range of `class_names`.
+  """
+  found = _load_npz(path)
+  missing = [key for key in NPZ_KEYS if key not in found]
+  if missing:
+    raise ValueError(f'missing arrays {missing} in {path} (it holds '
+                     f'{sorted(found)})')
+  arrays = {}
+  for split in SPLITS:
+    images = _npz_images(f'x_{split}', found[f'x_{split}'])
+    arrays[split] = (images,
+                     _npz_labels(f'y_{split}', found[f'y_{split}'],
+                                 len(images)))
+  return _from_arrays(arrays, class_names,
+                      {split: (f'x_{split}', f'y_{split}') for split in SPLITS})
+
+
+def _class_folders(root: str, split: str) -> List[str]:
+  folder = os.path.join(root, split)
+  if not os.path.isdir(folder):
+    raise ValueError(f'missing folder: {root} has no {split}/ folder')
+  return sorted(name for name in os.listdir(folder)
+                if not name.startswith('.') and
+                os.path.isdir(os.path.join(folder, name)))
+
+
+def _image_files(root: str, split: str, name: str) -> List[str]:
+  folder = os.path.join(root, split, name)
+  files = sorted(f for f in os.listdir(folder) if not f.startswith('.') and
+                 os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS)
+  if not files:
+    raise ValueError(f'empty class folder: {split}/{name} holds no '
+                     f'{"/".join(IMAGE_EXTENSIONS)} images')
+  return [os.path.join(folder, f) for f in files]
+
+
+def _image_header(root: str, path: str) -> Tuple[Tuple[int, int], str]:
+  """(height, width) and PIL mode of one image, read without decoding it."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  try:
+    with Image.open(path) as image:
+      width, height = image.size
+      mode = image.mode
+  except (OSError, ValueError, Image.DecompressionBombError) as e:
+    raise ValueError(f'cannot read image {os.path.relpath(path, root)}: '
+                     f'{" ".join(str(e).split())}') from None
+  if mode not in _GRAY_MODES + _COLOUR_MODES:
+    raise ValueError(f'image {os.path.relpath(path, root)} has PIL mode '
+                     f'{mode}; expected 8-bit grayscale or colour')
+  return (height, width), mode
+
+
+def _file_split(root: str, items: List[Tuple[str, int]], mode: str) -> Split:
+  """A split that decodes its files one at a time, to `mode` ('L' or 'RGB')."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+
+  def examples():
+    for path, label in items:
+      try:
+        with Image.open(path) as image:
+          array = np.asarray(image.convert(mode), dtype=np.uint8)
+      except (OSError, ValueError) as e:
+        raise ValueError(f'cannot decode image {os.path.relpath(path, root)}:'
+                         f' {" ".join(str(e).split())}') from None
+      yield (array[..., None] if mode == 'L' else array), label
+  return Split(len(items), examples)
+
+
+def read_folder(root: str) -> LocalDataset:
+  """Lists `root/train/<class>/*` and `root/test/<class>/*` and checks them.
+
+  Only the image headers are read here; the pixels are decoded while the
+  dataset is written.
+
+  Raises:
+    ValueError: a missing `train/` or `test/` folder, no class folders, a
+      test class that is not a train class, an empty class folder, an
+      unreadable image, or images of different sizes.
+  """
+  if not os.path.isdir(root):
+    raise ValueError(f'--source {root} is not a directory')
+  classes = _class_folders(root, 'train')
+  if not classes:
+    raise ValueError(f'no class folders in {os.path.join(root, "train")}')
+  label_of = {name: label for label, name in enumerate(classes)}
+  items = {}
+  for split in SPLITS:
+    names = classes if split == 'train' else _class_folders(root, split)
+    unknown = sorted(set(names) - set(classes))
+    if unknown:
+      raise ValueError(f'test classes {unknown} have no train/ folder (the '
+                       f'train classes are {classes})')
+    if not names:
+      raise ValueError(f'no class folders in {os.path.join(root, split)}')
+    items[split] = [(path, label_of[name]) for name in names
+                    for path in _image_files(root, split, name)]
+  first, size, gray = None, None, True
+  for split in SPLITS:
+    for path, _ in items[split]:
+      shape, mode = _image_header(root, path)
+      if size is None:
+        first, size = path, shape
+      elif shape != size:
+        raise ValueError(
+            f'mixed image sizes: {os.path.relpath(first, root)} is '
+            f'{_shape_text(size)}, {os.path.relpath(path, root)} is '
+            f'{_shape_text(shape)}')
+      gray = gray and mode in _GRAY_MODES
+  mode = 'L' if gray else 'RGB'
+  return LocalDataset(size + (1 if gray else 3,), tuple(classes),
+                      {split: _file_split(root, items[split], mode)
+                       for split in SPLITS})
+
+
+def read_source(fmt: str, source: str,
+                class_names: Optional[Sequence[str]] = None) -> LocalDataset:
+  """Reads and checks a local dataset of format `fmt` (one of `FORMATS`).
+
+  Raises:
+    ValueError: an unknown format, class names given for a folder (whose
+      folder names are the class names), or bad input (see the readers).
+  """
+  if fmt == IDX:
+    return read_idx(source, class_names)
+  if fmt == NPZ:
+    return read_npz(source, class_names)
+  if fmt == FOLDER:
+    if class_names is not None:
+      raise ValueError('--class_names is for idx and npz; a folder dataset '
+                       'takes its class names from the class folders')
+    return read_folder(source)
+  raise ValueError(f'Unknown format {fmt!r}; expected one of {FORMATS}')

@@ -1,0 +1,111 @@
+r"""Imports local image data as a prepared TFDS dataset, for use offline.
+
+Fashion-MNIST from the Debian package `dataset-fashion-mnist` (IDX files):
+
+  apt-get install dataset-fashion-mnist
+  python -m tunas_tf.tools.import_dataset --format=idx \
+      --source=/usr/share/datasets/fashion-mnist --name=fashion_mnist_local \
+      --data_dir=data/tfds
+  python -m tunas_tf.train_search --dataset=fashion_mnist_local \
+      --data_dir=data/tfds --nodownload --model_dir=runs/fashion
+
+Your own images, as `train/<class>/*.png|jpg` and `test/<class>/...`:
+
+  python -m tunas_tf.tools.import_dataset --format=folder --source=my_images \
+      --name=my_images --data_dir=data/tfds
+
+or as one `.npz` holding `x_train`, `y_train`, `x_test`, `y_test`
+(`--format=npz`). The dataset is written with TFDS's own writer to
+`<data_dir>/<name>/1.0.0/` (features `image` uint8 [H, W, C] and `label`, a
+ClassLabel; splits `train` and `test`), so `--dataset=<name>
+--data_dir=<data_dir>` reads it like any TFDS dataset; the search holds out
+part of `train` for its controller, as for every TFDS dataset. Bad input stops
+with one line naming the problem and leaves `data_dir` as it was; an existing
+dataset of that name is replaced only with `--overwrite`. The library code is
+`data/local_data.py` (reading and checking) and `data/importing.py` (writing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from tunas_tf.data import importing
+from tunas_tf.data import local_data
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """Defines the tool's flags (only when run as a program)."""
+  f = flag_values
+  # A string, not an enum: an unknown format then fails with one line.
+  flags.DEFINE_string('format', None, 'Source format, one of '
+                      f'{"|".join(local_data.FORMATS)} (required).',
+                      flag_values=f)
+  flags.DEFINE_string('source', None, 'idx: the directory of the four IDX '
+                      'files; npz: the .npz file; folder: the directory '
+                      'holding train/ and test/ (required).', flag_values=f)
+  flags.DEFINE_string('name', None, 'Dataset name, snake_case, not a '
+                      'registered TFDS dataset: --dataset=NAME afterwards '
+                      '(required).', flag_values=f)
+  flags.DEFINE_string('data_dir', None, 'TFDS data directory to write into: '
+                      '--data_dir afterwards (required; created if needed).',
+                      flag_values=f)
+  flags.DEFINE_boolean('overwrite', False, 'Replace an existing dataset of '
+                       'that name.', flag_values=f)
+  flags.DEFINE_list('class_names', None, 'idx/npz: comma-separated name of '
+                    "each label id; default '0', '1', ... up to the largest "
+                    'label. (folder: the class folder names.)', flag_values=f)
+
+
+@contextlib.contextmanager
+def _quiet_tfds():
+  """No TFDS progress bars, and no warning that a fresh dataset folder has no
+  dataset_info.json yet; both come back afterwards."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)
+  tfds.disable_progress_bar()
+  try:
+    yield
+  finally:
+    tfds.enable_progress_bar()
+    logging.set_verbosity(verbosity)
+
+
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Imports the dataset of `flag_values`; bad input exits with one line."""
+  f = flag_values
+  if len(argv) > 1:
+    sys.exit(f'import_dataset: unexpected arguments {argv[1:]}')
+  missing = [f'--{name}' for name in ('format', 'source', 'name', 'data_dir')
+             if not f[name].value]
+  if missing:
+    sys.exit(f'import_dataset: {", ".join(missing)} '
+             f'{"is" if len(missing) == 1 else "are"} required')
+  try:
+    with _quiet_tfds():
+      path, dataset = importing.import_dataset(
+          f.format, f.source, f.name, f.data_dir, overwrite=f.overwrite,
+          class_names=f.class_names)
+  except (ValueError, OSError) as e:
+    sys.exit('import_dataset: ' + ' '.join(str(e).split()))
+  sizes = ', '.join(f'{split} {s.num_examples}'
+                    for split, s in dataset.splits.items())
+  height, width, channels = dataset.image_shape
+  print(f'Imported {f.name!r} to {path}: {sizes} images of {height}x{width}x'
+        f'{channels}, {len(dataset.class_names)} classes. Use it with '
+        f'--dataset={f.name} --data_dir={f.data_dir}')
+  if height != width:
+    print(f'The images are not square: pass --image_size to train_search '
+          'and train_eval (they resize to a square).')
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
