@@ -225,6 +225,12 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       save_checkpoints_steps=job.save_checkpoints_steps,
       keep_checkpoint_max=job.keep_checkpoint_max,
       log_step_count_steps=None,
+      # No SummarySaverHook: every scalar goes through host_call. The hook's
+      # `loss` summary (a duplicate of model/loss, in an events file of its
+      # own) was fetched on its steps only, so the first two steps had
+      # different fetch sets and TF built the step's executor twice
+      # (~3.5 s of the search's start on cifar_search, bench/README.md).
+      save_summary_steps=None,
       # The search graph is large (~5 MB serialised for digits_search):
       # no graph.pbtxt, no model.ckpt-N.meta. This alone still leaves the graph
       # in the events file; `checkpoint_hooks` keeps it out.
