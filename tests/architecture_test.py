@@ -44,7 +44,7 @@ class ArchitectureTest(absltest.TestCase):
         ['format_version', 'ssd', 'indices', 'estimated_cost', 'cost_model',
          'cost_target', 'global_step', 'max_global_step', 'checkpoint',
          'image_size', 'num_classes', 'num_channels', 'probabilities',
-         'choices', 'architecture'])
+         'choices', 'decisions', 'architecture'])
     self.assertEqual(written['indices'], INDICES)
     self.assertEqual(spec_io.from_json(written['architecture']),
                      schema.prune(mobile.get_search_space(SSD), INDICES))
@@ -75,6 +75,32 @@ class ArchitectureTest(absltest.TestCase):
     self.assertNotIn('blocks/2/layers/1/layer/choices/0/kernel_size', values)
     self.assertIn('blocks/3/layers/1/layer/choices/0/kernel_size', values)
     self.assertLen(values, 16)
+
+  def test_decisions_name_choices_and_values(self):
+    rows = _searched().decisions
+    self.assertEqual([r['path'] for r in rows],
+                     [p for p, _ in schema.flatten_with_paths(
+                         mobile.get_search_space(SSD))])
+    self.assertEqual([r['index'] for r in rows],
+                     schema.parse_indices(INDICES))
+    first = rows[0]
+    self.assertEqual(first, {'path': 'blocks/0/filters',
+                             'choices': ['8', '16', '24', '32'], 'index': 0,
+                             'value': '8', 'active': True,
+                             'probabilities': [0.1, 0.2, 0.3, 0.4]})
+    by_path = {r['path']: r for r in rows}
+    expansion = by_path['blocks/2/layers/0/choices/0/expansion_filters']
+    self.assertEqual((expansion['choices'], expansion['value']),
+                     (['x3', 'x6'], 'x3'))
+    skipped = by_path['blocks/2/layers/1/layer']
+    self.assertEqual((skipped['choices'], skipped['value']),
+                     (['DepthwiseBottleneck', 'skip'], 'skip'))
+    # Under the skipped layer: listed, but marked as not mattering.
+    self.assertFalse(
+        by_path['blocks/2/layers/1/layer/choices/0/kernel_size']['active'])
+    self.assertEqual(sum(r['active'] for r in rows), len(
+        architecture.Architecture(SSD, INDICES).choice_values))
+    self.assertNotIn('probabilities', by_path['blocks/1/filters'])
 
   def test_older_files_still_load(self):
     directory = tempfile.mkdtemp()

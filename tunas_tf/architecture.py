@@ -9,10 +9,20 @@ and `train_eval --architecture=` read them. The file is a JSON object:
    "global_step": 300, "max_global_step": 300, "checkpoint": ".../ckpt-300",
    "image_size": 8, "num_classes": 10, "num_channels": 1,
    "probabilities": {path: [p_0, ...]}, "choices": {path: value},
+   "decisions": [{"path": "blocks/0/filters", "choices": ["8", "16", "24",
+                  "32"], "index": 2, "value": "24", "active": true,
+                  "probabilities": [0.001, 0.006, 0.99, 0.003]}, ...],
    "architecture": <spec_io JSON of the pruned spec>}
 
+`decisions` reads like the search space: one entry per decision, in visit
+order, with its choices named (`ops.choice_label`: filters and kernel sizes
+as numbers, 'x6' for an expansion of 6 x the input width, 'skip' for a
+skipped layer), the chosen index and value, whether the decision matters
+(`active`: false under an alternative that was not chosen) and the
+controller's probabilities when known.
+
 Only `ssd` and `indices` are required (files written before the optional keys
-existed still load); `choices` and `architecture` are derived from them on
+existed still load); `choices`, `decisions` and `architecture` are derived on
 writing and ignored on reading, as are unknown keys. Paths go through
 `tunas_tf.files` (`tf.io.gfile`), so a search directory may be on Cloud
 Storage. A malformed file is refused with one line naming the file and field:
@@ -26,10 +36,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from tunas_tf import files
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
@@ -110,6 +121,23 @@ class Architecture:
     return {path: _describe(oneof.choices[chosen[path]])
             for path, oneof in found if _is_active(path, chosen)}
 
+  @property
+  def decisions(self) -> List[Dict[str, Any]]:
+    """Every decision as a table row: path, named choices, index, value,
+    active, and the probabilities when known (the `decisions` of the file)."""
+    found = schema.flatten_with_paths(mobile.get_search_space(self.ssd))
+    chosen = {path: index for (path, _), index in zip(found, self.indices)}
+    rows = []
+    for path, oneof in found:
+      labels = ops.choice_labels(oneof.choices)
+      row = {'path': path, 'choices': list(labels), 'index': chosen[path],
+             'value': labels[chosen[path]],
+             'active': _is_active(path, chosen)}
+      if self.probabilities is not None and path in self.probabilities:
+        row['probabilities'] = list(self.probabilities[path])
+      rows.append(row)
+    return rows
+
   def to_json(self) -> Dict[str, Any]:
     """The JSON object of `architecture.json` (None fields left out)."""
     document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
@@ -121,6 +149,7 @@ class Architecture:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}
     document['choices'] = self.choice_values
+    document['decisions'] = self.decisions
     document['architecture'] = spec_io.to_json(self.spec)
     return document
 

@@ -29,6 +29,21 @@ class DescribeSpaceTest(absltest.TestCase):
     self.assertEqual(result['size'], 1)
     self.assertEqual(result['indices'], '')
 
+  def test_decision_table_names_choices_and_marks_moot_decisions(self):
+    indices = '0:1:0:2:0:0:1:0:1:0:0:1:0:1:0:0:1:2'
+    lines = describe_space.decision_table('digits_search', indices).split(
+        '\n')
+    self.assertEqual(lines[0].split(), ['decision', 'choices', 'chosen'])
+    self.assertEqual(lines[1].split(), ['blocks/0/filters', '8', '16', '24',
+                                        '32', '8'])
+    self.assertLen(lines, 1 + 18 + 1)  # Header, decisions, the * legend.
+    moot = [line for line in lines[1:-1] if line.endswith(' *')]
+    self.assertLen(moot, 2)  # Under blocks/2/layers/1, which is skipped.
+    self.assertTrue(all(line.startswith('blocks/2/layers/1/layer/choices')
+                        for line in moot))
+    self.assertIn('no decisions',
+                  describe_space.decision_table('proxylessnas_mobile', ''))
+
   def test_command_line_writes_file_and_rejects_bad_indices(self):
     out = tempfile.mkdtemp()
     cmd = [sys.executable, '-m', 'tunas_tf.tools.describe_space',

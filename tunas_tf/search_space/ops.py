@@ -126,3 +126,40 @@ SPEC_CLASSES = (
     ActivationSpec, FilterMultiplier, ConvSpec, SeparableConvSpec,
     DepthwiseBottleneckSpec, ZeroSpec, ResidualSpec, GlobalAveragePoolSpec,
     DetectionEndpointSpec, Block, ConvTowerSpec)
+
+
+def choice_label(value: Any) -> str:
+  """A short, readable name of one `OneOf` choice, for tables and tags.
+
+  Numbers print as themselves ('24' filters, '5' kernel), a
+  `FilterMultiplier` as 'x6' (6 x the input width), `ZeroSpec` as 'skip',
+  an activation by its name, a bool as 'on'/'off', and another op by its
+  class name without 'Spec' ('DepthwiseBottleneck').
+  """
+  if isinstance(value, bool):
+    return 'on' if value else 'off'
+  if isinstance(value, (int, float)):
+    return f'{value:g}'
+  if isinstance(value, str):
+    return value
+  if value is None:
+    return 'none'
+  if isinstance(value, FilterMultiplier):
+    return f'x{value.scale:g}'
+  if isinstance(value, ZeroSpec):
+    return 'skip'
+  if isinstance(value, ActivationSpec):
+    return value.name
+  name = type(value).__name__
+  return name[:-len('Spec')] if name.endswith('Spec') else name
+
+
+def choice_labels(choices: Tuple[Any, ...]) -> Tuple[str, ...]:
+  """`choice_label` of each choice, made unique within the decision.
+
+  A label that repeats (two ops of one class) gets its index appended
+  ('Conv#0', 'Conv#1'), so each labels one choice.
+  """
+  labels = [choice_label(c) for c in choices]
+  return tuple(f'{label}#{i}' if labels.count(label) > 1 else label
+               for i, label in enumerate(labels))

@@ -1,6 +1,8 @@
 r"""Describes a search space and one architecture of it.
 
-Prints the space's size and decisions, picks an architecture (given with
+Prints the space's size and its decisions as a table (path, the named
+choices, the architecture's choice, `*` on decisions that do not matter for
+it), picks an architecture (given with
 `--indices`, or drawn uniformly with `--seed`, the first draw of
 `tools/random_architectures --seed`) and writes it to
 `<output_dir>/architecture.json` in the format of `tunas_tf.architecture`
@@ -54,6 +56,30 @@ def describe(ssd: str, indices=None, seed: int = 0) -> dict:
   }
 
 
+def decision_table(ssd: str, indices) -> str:
+  """The decisions of `ssd` as text: one row per decision, in visit order.
+
+  Columns: the decision's path, its choices by name (`ops.choice_label`) and
+  the choice of the architecture `indices`; a decision nested under an
+  alternative the architecture did not choose is marked `*` (it does not
+  change the network).
+  """
+  rows = architecture_lib.Architecture(ssd, indices).decisions
+  if not rows:
+    return '(no decisions: a fixed architecture)'
+  width = max(len('decision'), max(len(r['path']) for r in rows))
+  choices = [' '.join(r['choices']) for r in rows]
+  width_c = max(len('choices'), max(len(c) for c in choices))
+  lines = [f"{'decision':<{width}}  {'choices':<{width_c}}  chosen"]
+  for row, text in zip(rows, choices):
+    mark = '' if row['active'] else ' *'
+    lines.append(f"{row['path']:<{width}}  {text:<{width_c}}  "
+                 f"{row['value']}{mark}")
+  if not all(r['active'] for r in rows):
+    lines.append('* under an alternative that was not chosen: no effect')
+  return '\n'.join(lines)
+
+
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the tool's flags (only when run as a program)."""
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
@@ -76,6 +102,7 @@ def main(argv):
     sys.exit(f'describe_space: {e}')
   print(f"{result['ssd']}: {result['num_decisions']} decisions, "
         f"{float(result['size']):.3g} architectures")
+  print(decision_table(result['ssd'], result['indices']))
   print(f"architecture: {result['indices']}")
   if FLAGS.output_dir:
     path = os.path.join(FLAGS.output_dir, architecture_lib.FILE_NAME)
