@@ -82,6 +82,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
   flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
                        flag_values=f)
+  flags.DEFINE_boolean('summarize_tag_logits', False, 'Also write the '
+                       "original's rltaglogits/ summaries (the rlpathlogits/ "
+                       'by tag).', flag_values=f)
 
 
 def _define_controller_flags(f: flags.FlagValues) -> None:
@@ -210,7 +213,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       cost_model=f.cost_model or cost_model.kind,
       rl_cost_model_target=float(target),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
-      use_gradient_sync_barrier=f.use_gradient_sync_barrier)
+      use_gradient_sync_barrier=f.use_gradient_sync_barrier,
+      summarize_tag_logits=f.summarize_tag_logits)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

@@ -20,6 +20,7 @@ from tunas_tf.search import config as config_lib
 from tunas_tf.search import runner
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import extract_architecture
@@ -80,8 +81,28 @@ class ShortSearchTest(absltest.TestCase):
                    for j in range(len(oneof.choices))]
     missing = [t for t in expected if t not in self.events]
     self.assertEqual(missing, [])
-    self.assertTrue(any(t.startswith('rltaglogits/op_indices_')
-                        for t in self.events))
+    # The original's logits by tag only with --summarize_tag_logits.
+    self.assertFalse(any(t.startswith('rltaglogits/') for t in self.events))
+
+  def test_probabilities_read_like_the_controller(self):
+    spec = mobile.get_search_space('digits_search')
+    steps = sorted(self.events['rlcontroller/reward'])
+    for path, oneof in schema.flatten_with_paths(spec):
+      labels = ops.choice_labels(oneof.choices)
+      for step in steps:
+        probs = [self.events[f'rlprobs/{path}/{label}'][step]
+                 for label in labels]
+        self.assertAlmostEqual(sum(probs), 1.0, places=5, msg=path)
+        logits = np.array([self.events[f'rlpathlogits/{path}/{j}'][step]
+                           for j in range(len(labels))])
+        np.testing.assert_allclose(
+            probs, np.exp(logits) / np.exp(logits).sum(), rtol=1e-5)
+        self.assertGreaterEqual(self.events[f'rlentropy/{path}'][step], 0.0)
+    heatmaps = searches.images(self.model_dir)['rlprobs_heatmap']
+    self.assertEqual(sorted(heatmaps), steps)
+    widest = max(len(o.choices) for o in schema.flatten(spec))
+    self.assertEqual(heatmaps[steps[-1]].shape[:2],
+                     (12 * len(schema.flatten(spec)), 24 * widest))
 
   def test_schedules_and_first_baseline(self):
     e = self.events

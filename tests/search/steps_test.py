@@ -3,6 +3,7 @@
 import glob
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -15,6 +16,8 @@ from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tests.testing import searches
 from absl import flags
 
 _DIGITS = datasets.DatasetInfo(
@@ -180,6 +183,64 @@ class StepsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "'m': a scalar or a vector"):
       steps.host_call({'m': tf.zeros([2, 2])}, tf.constant(0, tf.int64),
                       model_dir, every_n_steps=1)
+
+  def test_host_call_writes_probabilities_entropy_and_heatmap(self):
+    model_dir = tempfile.mkdtemp()
+    logits = {'b/0/filters': tf.constant([0.5, -1.0, 2.0]),
+              'b/1/op': tf.constant([0.0, 0.0])}
+    summaries = {'a/x': tf.constant(1.5)}
+    summaries.update({f'rlpathlogits/{p}': v for p, v in logits.items()})
+    decisions = [('b/0/filters', ('8', '16', '24')), ('b/1/op', ('Conv',
+                                                                 'skip'))]
+    host_fn, args = steps.host_call(summaries, tf.constant(0, tf.int64),
+                                    model_dir, every_n_steps=1,
+                                    decisions=decisions)
+    host_fn(*args)
+    seen, images = searches.events(model_dir), searches.images(model_dir)
+    expected = np.exp([0.5, -1.0, 2.0]) / np.exp([0.5, -1.0, 2.0]).sum()
+    for label, p in zip(('8', '16', '24'), expected):
+      self.assertAlmostEqual(seen[f'rlprobs/b/0/filters/{label}'][0], p,
+                             places=6)
+    self.assertAlmostEqual(seen['rlprobs/b/1/op/skip'][0], 0.5, places=6)
+    self.assertAlmostEqual(seen['rlentropy/b/0/filters'][0],
+                           float(-(expected * np.log(expected)).sum()),
+                           places=5)
+    self.assertAlmostEqual(seen['rlentropy/b/1/op'][0], np.log(2.0), places=6)
+    self.assertEqual(seen['rlpathlogits/b/0/filters/2'][0], 2.0)
+    # One row per decision, one column per choice (12 x 24 pixel cells);
+    # the missing third choice of b/1/op is grey, a probability near 1 dark.
+    heatmap = images['rlprobs_heatmap'][0]
+    self.assertEqual(heatmap.shape, (24, 72, 3))
+    np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
+    self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
+    with self.assertRaisesRegex(ValueError, "decision 'b/2'"):
+      steps.host_call(summaries, tf.constant(0, tf.int64), model_dir, 1,
+                      decisions=[('b/2', ('a', 'b'))])
+
+  def test_summary_scalars_tag_logits_only_when_asked(self):
+    with tf.Graph().as_default():
+      spec = mobile.get_search_space('digits_search')
+      sampled, dist_info = steps.sample_architecture(
+          spec, tf.constant(0.0), tf.constant(0.0))
+      del sampled
+      step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
+                       regularization_loss=tf.constant(0.0),
+                       learning_rate=tf.constant(0.1))
+      rl = mock.Mock(reward=tf.constant(0.5), step_baseline=tf.constant(0.5),
+                     baseline=tf.constant(0.5), advantage=tf.constant(0.0))
+      controller = mock.Mock(empirical_loss=tf.constant(0.0),
+                             entropy_loss=tf.constant(0.0),
+                             learning_rate=tf.constant(0.0))
+      args = (step, tf.constant(1.0), rl, controller, dist_info, None,
+              tf.constant(0.0), tf.constant(0.0))
+      plain = steps.summary_scalars(*args)
+      tagged = steps.summary_scalars(*args, tag_logits=True)
+    self.assertFalse(any(k.startswith('rltaglogits/') for k in plain))
+    self.assertEqual(len([k for k in plain if k.startswith('rlpathlogits/')]),
+                     len(schema.flatten(spec)))
+    extra = [k for k in tagged if k not in plain]
+    self.assertTrue(extra)
+    self.assertTrue(all(k.startswith('rltaglogits/') for k in extra))
 
   def test_host_call_splits_the_row_only_on_steps_that_write(self):
     model_dir = tempfile.mkdtemp()

@@ -15,6 +15,7 @@ import tempfile
 from typing import Dict, List
 
 from absl import flags
+import numpy as np
 import tensorflow as tf
 
 from tunas_tf import architecture
@@ -67,15 +68,31 @@ def copy_finished_search(name: str = 'copy') -> str:
   return model_dir
 
 
-def events(model_dir: str) -> Dict[str, Dict[int, float]]:
-  """{tag: {step: value}} from the TF2 summary files of `model_dir`."""
-  out = {}
+def _summary_values(model_dir: str):
+  """(tag, step, plugin name, tensor) of the TF2 summary files' values."""
   for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
     for record in tf.data.TFRecordDataset(path):
       event = tf.compat.v1.Event.FromString(record.numpy())
       for value in event.summary.value:
-        out.setdefault(value.tag, {})[event.step] = float(
-            tf.make_ndarray(value.tensor))
+        yield (value.tag, event.step, value.metadata.plugin_data.plugin_name,
+               tf.make_ndarray(value.tensor))
+
+
+def events(model_dir: str) -> Dict[str, Dict[int, float]]:
+  """{tag: {step: value}} of the scalar summaries of `model_dir`."""
+  out = {}
+  for tag, step, plugin, tensor in _summary_values(model_dir):
+    if plugin != 'images':
+      out.setdefault(tag, {})[step] = float(tensor)
+  return out
+
+
+def images(model_dir: str) -> Dict[str, Dict[int, 'np.ndarray']]:
+  """{tag: {step: uint8 [H, W, C]}} of the image summaries of `model_dir`."""
+  out = {}
+  for tag, step, plugin, tensor in _summary_values(model_dir):
+    if plugin == 'images':  # [width, height, PNG bytes, ...]
+      out.setdefault(tag, {})[step] = tf.io.decode_png(tensor[2]).numpy()
   return out
 
 

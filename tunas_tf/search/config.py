@@ -43,7 +43,7 @@ MODEL_SPEC_FILE = 'model_spec.json'
 RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {
     'max_steps', 'max_global_step', 'rl_delay_steps',
     'increase_ops_warmup_steps', 'increase_filters_warmup_steps',
-    'model_warmup_steps',
+    'model_warmup_steps', 'summarize_tag_logits',
 }
 
 
@@ -109,6 +109,9 @@ class SearchConfig:
   # Images that train the shared weights (the dataset's train split minus
   # the controller's hold-out).
   search_train_examples: int
+  # Also the original's `rltaglogits/` summaries (the `rlpathlogits/` tensors
+  # by tag); off by default: TensorBoard shows each logit once.
+  summarize_tag_logits: bool = False
 
   def __post_init__(self):
     if self.train_batch_size <= 0:
@@ -205,6 +208,11 @@ class SearchConfig:
       ValueError: naming `where` and the field, for a missing field.
     """
     names = backend.flat_keys(cls)
+    # Fields with a default came later; a config.json without them reads
+    # with the default.
+    optional = {f.name for f in dataclasses.fields(cls)
+                if f.default is not dataclasses.MISSING}
+    names = [name for name in names if name in values or name not in optional]
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '

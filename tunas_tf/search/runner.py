@@ -16,12 +16,17 @@ from tunas_tf.search import config as config_lib
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 
 def make_model_fn(config: SearchConfig):
   """Returns the TPUEstimator model_fn of the search (DESIGN steps 1-9)."""
   spec = mobile.get_search_space(config.ssd)
+  # (path, choice labels) of each decision, for the probability summaries.
+  decisions = [(path, ops.choice_labels(oneof.choices))
+               for path, oneof in schema.flatten_with_paths(spec)]
 
   def model_fn(features, labels, mode, params):
     del params
@@ -57,7 +62,8 @@ def make_model_fn(config: SearchConfig):
     train_op = tf.group(model.train_op, controller.train_op)
     # 9. Every scalar to TensorBoard.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
-                                    dist_info, cost, p_ops, p_filters)
+                                    dist_info, cost, p_ops, p_filters,
+                                    tag_logits=config.summarize_tag_logits)
     # Checkpoints without the graph in the events file; the progress log.
     training_hooks = backend.checkpoint_hooks(config.job)
     if not config.job.use_tpu:
@@ -65,7 +71,8 @@ def make_model_fn(config: SearchConfig):
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=model.loss, train_op=train_op,
         host_call=steps.host_call(scalars, global_step, config.job.model_dir,
-                                  config.job.tpu_iterations_per_loop),
+                                  config.job.tpu_iterations_per_loop,
+                                  decisions=decisions),
         training_hooks=training_hooks)
 
   return model_fn

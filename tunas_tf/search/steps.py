@@ -18,7 +18,7 @@ their variables, so the Estimator's checkpoints hold all the state.
 from __future__ import annotations
 
 import collections
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -235,15 +235,18 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     controller: ControllerStep,
                     dist_info: reinforce.DistInfo, cost: Optional[tf.Tensor],
                     increase_ops_prob: tf.Tensor,
-                    increase_filters_prob: tf.Tensor
+                    increase_filters_prob: tf.Tensor,
+                    tag_logits: bool = False
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
   """The §2.10 summaries, in the original's order, for `host_call`.
 
   float32 scalars, except the controller's logits: one float32 vector per
-  decision, `rlpathlogits/{path}` (per OneOf) and `rltaglogits/{tag}` (the
-  same tensors by tag), that `host_call` writes element by element as
-  `rlpathlogits/{path}/{j}` and `rltaglogits/{tag}/{j}`. No per-logit op runs
-  on the steps that write no summary.
+  decision, `rlpathlogits/{path}` (per OneOf), that `host_call` writes
+  element by element as `rlpathlogits/{path}/{j}` (and, given `decisions`,
+  as probabilities). With `tag_logits`, also the original's
+  `rltaglogits/{tag}` (the same tensors by tag, written as
+  `rltaglogits/{tag}/{j}`). No per-logit op runs on the steps that write no
+  summary.
   """
   s = collections.OrderedDict()
   s['model/loss'] = model.loss
@@ -267,8 +270,10 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
   s = collections.OrderedDict(
       (k, tf.cast(tf.reshape(v, []), tf.float32)) for k, v in s.items())
-  for prefix, logits in (('rlpathlogits', dist_info.logits_by_path),
-                         ('rltaglogits', dist_info.logits_by_tag)):
+  groups = [('rlpathlogits', dist_info.logits_by_path)]
+  if tag_logits:
+    groups.append(('rltaglogits', dist_info.logits_by_tag))
+  for prefix, logits in groups:
     for name, values in logits.items():
       # Cast is the identity for float32: the tag entries stay the path
       # entries' tensors, which `host_call` sends once.
@@ -277,8 +282,17 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
 
 def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
-              global_step: tf.Tensor, model_dir: str, every_n_steps: int):
+              global_step: tf.Tensor, model_dir: str, every_n_steps: int,
+              decisions: Sequence[Tuple[str, Sequence[str]]] = ()):
   """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
+
+  `decisions` lists (path, choice labels) of the controller's decisions whose
+  logits are the summaries `rlpathlogits/{path}`: on the steps that write,
+  the host also writes each choice's probability (softmax of the logits) as
+  `rlprobs/{path}/{label}`, the decision's entropy in nats as
+  `rlentropy/{path}`, and one image `rlprobs_heatmap` (a row per decision in
+  visit order, a column per choice; white 0 to dark blue 1, grey where a
+  decision has fewer choices).
 
   Each value of `summaries` is a float32 scalar, written under its name, or a
   float32 vector of static length k (e.g. one decision's logits), written as k
@@ -323,6 +337,12 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
     else:
       tags.append((name, i))
 
+  columns = dict(tags)
+  for path, labels in decisions:
+    if f'rlpathlogits/{path}/{len(labels) - 1}' not in columns:
+      raise ValueError(f'decision {path!r}: no rlpathlogits/{path} summary '
+                       f'of {len(labels)} logits')
+
   def host_fn(step, values):
     step = tf.cast(step[0], tf.int64)
     writer = tf.summary.create_file_writer(model_dir)
@@ -332,6 +352,8 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
       with writer.as_default():
         written = [tf.summary.scalar(tag, row[i], step=step)
                    for tag, i in tags]
+        if decisions:
+          written += _write_probabilities(decisions, row, columns, step)
       with tf.control_dependencies(written):
         return tf.constant(True)
 
@@ -341,3 +363,34 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
   parts = ([tf.stack(scalars)] if scalars else []) + vectors
   values = tf.reshape(tf.concat(parts, axis=0), [1, width])
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
+
+
+def _write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],
+                         row: List[tf.Tensor], columns: Dict[str, int],
+                         step: tf.Tensor) -> List[tf.Operation]:
+  """`host_call`'s probability, entropy and heat-map summaries (see there)."""
+  written, rows = [], []
+  width = max(len(labels) for _, labels in decisions)
+  for path, labels in decisions:
+    logits = tf.stack([row[columns[f'rlpathlogits/{path}/{j}']]
+                       for j in range(len(labels))])
+    probs = tf.nn.softmax(logits)
+    written += [tf.summary.scalar(f'rlprobs/{path}/{label}', probs[j],
+                                  step=step)
+                for j, label in enumerate(labels)]
+    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(logits))
+    written.append(tf.summary.scalar(f'rlentropy/{path}', entropy, step=step))
+    rows.append(tf.pad(probs, [[0, width - len(labels)]], constant_values=-1))
+  written.append(tf.summary.image('rlprobs_heatmap',
+                                  _heatmap(tf.stack(rows))[None], step=step))
+  return written
+
+
+def _heatmap(probs: tf.Tensor, cell: int = 12) -> tf.Tensor:
+  """[D, C] probabilities (-1: no such choice) -> an RGB image in [0, 1]."""
+  white = tf.constant([1.0, 1.0, 1.0])
+  blue = tf.constant([0.03, 0.19, 0.42])
+  p = tf.clip_by_value(probs, 0.0, 1.0)[..., None]
+  rgb = white + p * (blue - white)
+  rgb = tf.where((probs < 0)[..., None], tf.fill(tf.shape(rgb), 0.75), rgb)
+  return tf.repeat(tf.repeat(rgb, cell, axis=0), 2 * cell, axis=1)
