@@ -33,7 +33,8 @@ test: $(STAMP)
 search: $(STAMP)
 	$(PY) -m tunas_tf.train_search --model_dir=$(RUN_DIR) $(SEARCH_FLAGS)
 	$(PY) -m tunas_tf.tools.extract_architecture --model_dir=$(RUN_DIR)
-	@echo "Searched architecture: $(RUN_DIR)/architecture.json"
+	$(PY) -m tunas_tf.tools.report --model_dir=$(RUN_DIR)
+	@echo "Searched architecture: $(RUN_DIR)/architecture.json; report: $(RUN_DIR)/report.png ($(RUN_DIR)/report.html)"
 
 clean-venv:
 	rm -rf $(VENV)

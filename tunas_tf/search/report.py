@@ -1,0 +1,300 @@
+"""A search read as a person reads it: `report.png` and `report.html`.
+
+`tools/report` writes both into a search's model directory (and `make search`
+runs it after the extraction). They show, from the directory's TensorBoard
+events and its searched architecture (`architecture.Architecture`):
+
+* reward, validation accuracy and the baseline over the steps;
+* the estimated cost over the steps, in the cost model's units (MACs for
+  `macs`, milliseconds for the released latency models), with the target
+  drawn;
+* each decision's probabilities over the steps, one small chart per decision
+  with its choices named by value (`ops.choice_label`);
+* the searched architecture as a table: one row per layer (block, layer, op,
+  kernel, expansion, filters, squeeze-excite) with its share of the network's
+  multiply-adds.
+
+`report.html` holds the picture, a summary line and the same table as text.
+Plain matplotlib (Agg); nothing needs a display.
+
+  scalars = report.read_scalars(model_dir)
+  png, page = report.write_report(model_dir, scalars, arch, config)
+"""
+
+from __future__ import annotations
+
+import glob
+import html
+import math
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tunas_tf import files
+from tunas_tf.cost_model import macs
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import resolve
+from tunas_tf.search_space import schema
+
+PNG_NAME = 'report.png'
+HTML_NAME = 'report.html'
+TABLE_COLUMNS = ('block', 'layer', 'op', 'kernel', 'expansion', 'filters',
+                 'SE', 'MACs', 'MACs share')
+# An op "+ input" is inside a residual (its output plus the layer's input).
+_PANEL_COLUMNS = 4
+
+Scalars = Dict[str, Dict[int, float]]
+
+
+def read_scalars(model_dir: str) -> Scalars:
+  """{tag: {step: value}} of the scalar summaries in `model_dir`'s events.
+
+  Raises:
+    ValueError: when the directory holds no TF2 events file.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  paths = sorted(glob.glob(os.path.join(model_dir, 'events*.v2')))
+  if not paths:
+    raise ValueError(f'No TensorBoard events in {model_dir!r}: the search '
+                     'has not written a summary yet')
+  out: Scalars = {}
+  for path in paths:
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+      event = tf.compat.v1.Event.FromString(record)
+      for value in event.summary.value:
+        if value.metadata.plugin_data.plugin_name == 'images':
+          continue
+        out.setdefault(value.tag, {})[event.step] = float(
+            tf.make_ndarray(value.tensor))
+  return out
+
+
+def cost_units(cost_model: Optional[str]) -> str:
+  """The unit of a cost model's estimates: 'MACs', 'ms' or 'cost'."""
+  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '', 'cost')
+
+
+def probabilities_over_time(scalars: Scalars, path: str,
+                            labels: Sequence[str]
+                            ) -> Tuple[List[int], np.ndarray]:
+  """(steps, [steps, choices] probabilities) of one decision.
+
+  From the `rlprobs/` summaries, or from the logits (`rlpathlogits/`, as
+  searches before those summaries wrote them) through a softmax.
+  """
+  probs = [scalars.get(f'rlprobs/{path}/{label}') for label in labels]
+  if all(probs):
+    steps = sorted(probs[0])
+    return steps, np.array([[p[s] for p in probs] for s in steps])
+  logits = [scalars.get(f'rlpathlogits/{path}/{j}')
+            for j in range(len(labels))]
+  if not all(logits):
+    return [], np.zeros([0, len(labels)])
+  steps = sorted(logits[0])
+  values = np.array([[l[s] for l in logits] for s in steps])
+  values = np.exp(values - values.max(axis=1, keepdims=True))
+  return steps, values / values.sum(axis=1, keepdims=True)
+
+
+def layer_table(arch: Any) -> List[Dict[str, Any]]:
+  """The architecture's layers as rows of `TABLE_COLUMNS` (skipped layers
+  included, with 0 MACs), plus a last 'classifier' row; shares of the total
+  multiply-adds (`cost_model.macs`) at the search's input."""
+  info = macs.resolve_input(arch.ssd, arch.image_size, arch.num_classes,
+                            arch.num_channels)
+  layers = resolve.resolve_layers(arch.spec, info.image_size,
+                                  info.input_channels)
+  rows = []
+  for layer in layers:
+    op = layer.op
+    expansion = ''
+    if layer.expanded_width and layer.input_width:
+      expansion = f'x{layer.expanded_width / layer.input_width:g}'
+    rows.append({
+        'block': layer.block_index, 'layer': layer.layer_index,
+        'op': ops.choice_label(op) + (' + input' if layer.residual
+                                      else ''),
+        'kernel': layer.kernel_size or '', 'expansion': expansion,
+        'filters': layer.output_width,
+        'SE': 'yes' if layer.se_width else '',
+        'MACs': 0 if layer.is_skipped else macs.layer_macs(layer)})
+  width, size = ((layers[-1].output_width, layers[-1].output_size) if layers
+                 else (info.input_channels, info.image_size))
+  rows.append({'block': '', 'layer': '', 'op': 'classifier', 'kernel': '',
+               'expansion': '', 'filters': info.num_classes, 'SE': '',
+               'MACs': macs.classifier_macs(width, size, info.num_classes)})
+  total = sum(row['MACs'] for row in rows) or 1
+  for row in rows:
+    row['MACs share'] = f"{100.0 * row['MACs'] / total:.1f}%"
+  return rows
+
+
+def summary_line(scalars: Scalars, arch: Any) -> str:
+  """One line: step, accuracy, and the searched cost against the target."""
+  parts = [f'{arch.ssd}, step {arch.global_step} of {arch.max_global_step}']
+  accuracy = scalars.get('rlcontroller/validation_accuracy')
+  if accuracy:
+    last = sorted(accuracy)[-10:]
+    parts.append('validation accuracy (last 10 logged steps) '
+                 f'{np.mean([accuracy[s] for s in last]):.3f}')
+  if arch.estimated_cost is not None:
+    units = cost_units(arch.cost_model)
+    text = f'cost {arch.estimated_cost:,.6g} {units}'
+    if arch.cost_target:
+      text += (f' (target {arch.cost_target:,.6g}, '
+               f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
+    parts.append(text)
+  parts.append(f'indices {arch.indices_string}')
+  return '; '.join(parts)
+
+
+def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
+  values = scalars.get(tag, {})
+  steps = sorted(values)
+  return steps, [values[s] for s in steps]
+
+
+def _plot_reward(ax, scalars: Scalars) -> None:
+  for tag, label in (('rlcontroller/reward', 'reward'),
+                     ('rlcontroller/validation_accuracy',
+                      'validation accuracy'),
+                     ('rlcontroller/baseline', 'baseline (moving average)')):
+    steps, values = _series(scalars, tag)
+    if steps:
+      ax.plot(steps, values, label=label, linewidth=1.2)
+  ax.set_title('Reward and accuracy of the sampled architectures')
+  ax.set_xlabel('step')
+  ax.set_ylabel('fraction correct / reward')
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8, loc='lower right')
+
+
+def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
+  units = cost_units(arch.cost_model)
+  steps, values = _series(scalars, 'rlcontroller/estimated_cost')
+  if steps:
+    ax.plot(steps, values, label='estimated cost of the sample',
+            linewidth=1.2)
+  if arch.cost_target:
+    ax.axhline(arch.cost_target, color='crimson', linestyle='--',
+               label=f'target {arch.cost_target:,.6g} {units}')
+  if arch.estimated_cost is not None:
+    ax.axhline(arch.estimated_cost, color='black', linestyle=':',
+               label=f'searched {arch.estimated_cost:,.6g} {units}')
+  ax.set_title('Cost of the sampled architectures')
+  ax.set_xlabel('step')
+  ax.set_ylabel(units)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8, loc='upper right')
+
+
+def _plot_decision(ax, scalars: Scalars, path: str, labels: Sequence[str],
+                   chosen: int, active: bool) -> None:
+  steps, probs = probabilities_over_time(scalars, path, labels)
+  for j, label in enumerate(labels):
+    if steps:
+      ax.plot(steps, probs[:, j], linewidth=1.6 if j == chosen else 1.0,
+              label=label + (' (chosen)' if j == chosen else ''))
+  title = path if len(path) <= 42 else '...' + path[-39:]
+  ax.set_title(title + ('' if active else ' (no effect)'), fontsize=8)
+  ax.set_ylim(-0.02, 1.02)
+  ax.tick_params(labelsize=7)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=6, loc='center left', framealpha=0.6)
+
+
+def plot(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]],
+         path: str) -> None:
+  """Draws the report picture into `path` (PNG)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  decisions = arch.decisions
+  panel_rows = math.ceil(len(decisions) / _PANEL_COLUMNS)
+  table_height = 0.28 * (len(rows) + 1) + 0.6
+  heights = [3.2] + [2.0] * panel_rows + [table_height]
+  fig_height = sum(heights) + 1.0
+  fig = plt.figure(figsize=(16, fig_height))
+  grid = fig.add_gridspec(len(heights), _PANEL_COLUMNS,
+                          height_ratios=heights, hspace=0.6, wspace=0.25,
+                          top=1.0 - 0.7 / fig_height, bottom=0.02)
+  _plot_reward(fig.add_subplot(grid[0, :2]), scalars)
+  _plot_cost(fig.add_subplot(grid[0, 2:]), scalars, arch)
+  for k, row in enumerate(decisions):
+    ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS])
+    _plot_decision(ax, scalars, row['path'], row['choices'], row['index'],
+                   row['active'])
+    if k % _PANEL_COLUMNS == 0:
+      ax.set_ylabel('probability', fontsize=8)
+    if k // _PANEL_COLUMNS == panel_rows - 1:
+      ax.set_xlabel('step', fontsize=8)
+  table_ax = fig.add_subplot(grid[-1, :])
+  table_ax.axis('off')
+  table_ax.set_title('Searched architecture', fontsize=11)
+  table = table_ax.table(
+      cellText=[[_format(row[c]) for c in TABLE_COLUMNS] for row in rows],
+      colLabels=TABLE_COLUMNS, loc='upper center', cellLoc='center')
+  table.auto_set_font_size(False)
+  table.set_fontsize(8)
+  table.auto_set_column_width(list(range(len(TABLE_COLUMNS))))
+  fig.suptitle(summary_line(scalars, arch), fontsize=10,
+               y=1.0 - 0.25 / fig_height)
+  fig.savefig(path, dpi=80, bbox_inches='tight')
+  plt.close(fig)
+
+
+def _format(value: Any) -> str:
+  if isinstance(value, int) and not isinstance(value, bool):
+    return f'{value:,}'
+  return str(value)
+
+
+def page(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]]) -> str:
+  """`report.html`: the summary, the picture, and the table as text."""
+  header = ''.join(f'<th>{html.escape(c)}</th>' for c in TABLE_COLUMNS)
+  body = '\n'.join(
+      '<tr>' + ''.join(f'<td>{html.escape(_format(row[c]))}</td>'
+                       for c in TABLE_COLUMNS) + '</tr>' for row in rows)
+  decisions = '\n'.join(
+      f"<tr><td>{html.escape(d['path'])}</td>"
+      f"<td>{html.escape(' '.join(d['choices']))}</td>"
+      f"<td>{html.escape(d['value'])}{'' if d['active'] else ' (no effect)'}"
+      '</td></tr>' for d in arch.decisions)
+  return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Search report: {html.escape(arch.ssd)}</title>
+<style>body {{ font-family: sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #bbb; padding: 2px 8px; text-align: right; }}
+img {{ max-width: 100%; }}</style></head>
+<body>
+<h1>Search report: {html.escape(arch.ssd)}</h1>
+<p>{html.escape(summary_line(scalars, arch))}</p>
+<img src="{PNG_NAME}" alt="reward, cost and the decisions' probabilities over the steps">
+<h2>Searched architecture</h2>
+<table><tr>{header}</tr>
+{body}
+</table>
+<h2>Decisions</h2>
+<table><tr><th>decision</th><th>choices</th><th>chosen</th></tr>
+{decisions}
+</table>
+</body></html>
+"""
+
+
+def write_report(model_dir: str, scalars: Scalars, arch: Any
+                 ) -> Tuple[str, str]:
+  """Writes `report.png` and `report.html` into `model_dir`; their paths."""
+  mobile.get_search_space(arch.ssd)  # An unknown space fails here, clearly.
+  if not schema.flatten(mobile.get_search_space(arch.ssd)):
+    raise ValueError(f'{arch.ssd!r} has no decisions: nothing to report')
+  rows = layer_table(arch)
+  png = os.path.join(model_dir, PNG_NAME)
+  page_path = os.path.join(model_dir, HTML_NAME)
+  tmp = png + '.tmp.png'
+  plot(scalars, arch, rows, tmp)
+  os.replace(tmp, png)
+  files.write_text(page(scalars, arch, rows), page_path)
+  return png, page_path

@@ -1,0 +1,57 @@
+r"""Writes a search's report: `report.png` and `report.html`.
+
+  python -m tunas_tf.tools.report --model_dir=runs/digits_search
+
+reads the directory's TensorBoard events and its searched architecture (the
+argmax of the latest checkpoint's controller, as `extract_architecture`
+computes it) and writes both files into the directory (`--output_dir` to
+write them elsewhere); see `tunas_tf.search.report` for what they show.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from tunas_tf.search import report
+from tunas_tf.search import extract
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  flags.DEFINE_string('model_dir', None, 'The search directory.',
+                      flag_values=flag_values)
+  flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
+                      "directory's latest.", flag_values=flag_values)
+  flags.DEFINE_string('output_dir', None, 'Where to write report.png and '
+                      'report.html; default the search directory.',
+                      flag_values=flag_values)
+
+
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  f = flag_values
+  if len(argv) > 1:
+    sys.exit(f'report: unexpected arguments {argv[1:]}')
+  if not f.model_dir:
+    sys.exit('report: --model_dir is required')
+  output_dir = f.output_dir or f.model_dir
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    sys.exit(f'report: --output_dir {output_dir} is not a directory')
+  try:
+    arch = extract.search_architecture(f.model_dir, f.checkpoint)
+    scalars = report.read_scalars(f.model_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    png, page = report.write_report(output_dir, scalars, arch)
+  except (ValueError, OSError) as e:
+    sys.exit('report: ' + ' '.join(str(e).split()))
+  print(report.summary_line(scalars, arch))
+  print(f'Report: {png} and {page}')
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
