@@ -1,4 +1,5 @@
-"""Flag groups shared by the entry points (`train_search`, `train_eval`).
+"""Flag groups shared by the entry points (`train_search`, `train_eval`), and
+`run`, which every binary's `__main__` calls.
 
 Only entry points import this module: library code takes a config, never
 flags. Each function defines its flags on a caller's `FlagValues`, so tests
@@ -7,9 +8,31 @@ can build their own.
 
 from __future__ import annotations
 
+import sys
+from typing import Callable
+
+from absl import app
 from absl import flags
 
 from tunas_tf import backend
+
+_SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
+_FULL_HELP = ('--helpfull', '-helpfull')
+
+
+def run(main: Callable) -> None:
+  """`absl.app.run(main)`, except that asking for help exits 0.
+
+  absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
+  prints the binary's description and its own flags, the shared ones
+  included, and `--helpfull` every flag, both to stdout with exit code 0.
+  """
+  args = sys.argv[1:]
+  if any(a in _FULL_HELP for a in args):
+    app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
+  if any(a in _SHORT_HELP for a in args):
+    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
+  app.run(main)
 
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:

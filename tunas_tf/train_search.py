@@ -21,7 +21,6 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -50,6 +49,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'controller initialisation.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=10)
+  # The shared flags are this binary's own in --help (not only --helpfull).
+  flags.adopt_module_key_flags(common_flags, flag_values=f)
   flags.DEFINE_enum('supernet_mode', None, naming.MODES,
                     'masked: static shapes (TPU); sampled: slice to the sampled '
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
@@ -234,4 +235,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

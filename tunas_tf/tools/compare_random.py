@@ -24,11 +24,11 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
@@ -209,4 +209,4 @@ def main(argv) -> Optional[int]:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

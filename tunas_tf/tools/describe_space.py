@@ -15,9 +15,9 @@ it), picks an architecture (given with
 import os
 import sys
 
-from absl import app
 from absl import flags
 
+from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -113,4 +113,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

@@ -1,7 +1,7 @@
 r"""Extracts the searched architecture from a search's model directory.
 
 The final architecture is the argmax of each OneOf's controller logits
-(reference/tunas.md §5), read from the latest checkpoint (or `--checkpoint`):
+(as the original extracts it), read from the latest checkpoint (or `--checkpoint`):
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app
 from absl import flags
 
+from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf.search import extract as extract_lib
 
@@ -68,4 +68,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

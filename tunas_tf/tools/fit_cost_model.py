@@ -2,8 +2,8 @@ r"""Fits a linear latency model to measured latencies (a device's cost model).
 
 Reads the CSV of `tools/measure_latency` (columns `indices,latency_ms,...`,
 `cost_model.latency_csv`), computes each architecture's coupled one-hot
-features (`features(attach_one_hot_masks(space, indices))`, reference/tunas.md
-§7), and fits ridge regression with the regularisation chosen by
+features (`features(attach_one_hot_masks(space, indices))`, as the
+original's cost models), and fits ridge regression with the regularisation chosen by
 cross-validation (`cost_model.fit`: `sklearn.linear_model.RidgeCV`, efficient
 leave-one-out over `fit.ALPHAS`; rows weighted by 1 / latency). A
 random `--holdout_fraction` of the rows (seeded by `--seed`) is held out first:
@@ -34,9 +34,9 @@ import os
 import sys
 from typing import Any, Dict
 
-from absl import app
 from absl import flags
 
+from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import latency_csv
@@ -98,4 +98,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

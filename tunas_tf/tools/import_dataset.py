@@ -30,10 +30,10 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from tunas_tf import flags as common_flags
 from tunas_tf.data import importing
 from tunas_tf.data import local_data
 
@@ -108,4 +108,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

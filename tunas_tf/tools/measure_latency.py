@@ -44,11 +44,11 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
@@ -365,4 +365,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

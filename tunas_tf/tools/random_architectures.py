@@ -1,6 +1,6 @@
 r"""Samples architectures uniformly, optionally inside a cost band.
 
-The random-search baseline (reference/tunas.md §8.2): every OneOf index is
+The random-search baseline of the original: every OneOf index is
 drawn uniformly and independently (indices nested under an alternative that is
 not chosen are drawn too and ignored by `schema.prune`, as in the original), and
 an architecture is kept when `min_cost <= estimated cost <= max_cost`. Draws go
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import sys
 
-from absl import app
 from absl import flags
 
+from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
 from tunas_tf.search_space import mobile
@@ -80,4 +80,4 @@ def main(argv) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app
 from absl import flags
 
+from tunas_tf import flags as common_flags
 from tunas_tf.search import report
 from tunas_tf.search import extract
 
@@ -54,4 +54,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)

@@ -1,13 +1,13 @@
 r"""`python -m tunas_tf.train_eval`: flags -> TrainEvalConfig -> `runner.run`.
 
-Trains and evaluates one architecture standalone (DESIGN "After the search").
+Trains and evaluates one architecture standalone, e.g. the searched one.
 
 The network is a pruned architecture of a search space (`--ssd` and
 `--indices`, or `--architecture=.../architecture.json` as written by
 `tools/extract_architecture`), built with `graph.from_spec.graph_from_spec`
 and run by `graph.model.Model` inside a TPUEstimator (`--tpu` on Cloud TPU,
 `use_tpu=False` on CPU/GPU). The recipe is the original's
-`mobile_train_eval` (reference/tunas.md §8.3): RMSProp (decay 0.9, momentum
+`mobile_train_eval`: RMSProp (decay 0.9, momentum
 0.9, epsilon 1.0, TF1 semantics), cosine decay with linear warm-up, softmax
 cross-entropy with label smoothing 0.1, L2 (wd / 2) on the kernels, stateful
 batch norm, dropout before the classifier, and optionally an exponential
@@ -49,7 +49,6 @@ import json
 import sys
 from typing import Optional
 
-from absl import app
 from absl import flags
 
 from tunas_tf import flags as common_flags
@@ -100,6 +99,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'initial weights.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=100)
+  # The shared flags are this binary's own in --help (not only --helpfull).
+  flags.adopt_module_key_flags(common_flags, flag_values=f)
   # Recipe (reference/tunas.md §8.3).
   flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
                        'ImageNet recipe: 4096).', flag_values=f)
@@ -182,4 +183,4 @@ def main(argv) -> Optional[int]:
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  common_flags.run(main)
