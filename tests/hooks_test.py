@@ -43,6 +43,18 @@ class ProgressHookTest(absltest.TestCase):
       self.assertEqual(call.args[2], 6)
       self.assertEqual(call.args[5], 'reward=0.5')
 
+  def test_formats_write_a_fetch_their_way(self):
+    with tf.Graph().as_default():
+      before, train_op = self._training_graph()
+      hook = hooks.ProgressHook(
+          {'step': before, 'cost': tf.constant(1234.0),
+           'reward': tf.constant(0.5)}, max_step=2, log_every=1,
+          formats={'cost': lambda v: f'cost {v:,.0f} MACs'})
+      with mock.patch.object(hooks.logging, 'info') as info:
+        _run(hook, train_op, 2)
+    self.assertEqual(info.call_args_list[-1].args[5],
+                     'cost 1,234 MACs reward=0.5')
+
   def test_training_images_per_second_and_start_step(self):
     record = {}
     with tf.Graph().as_default():

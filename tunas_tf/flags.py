@@ -32,7 +32,30 @@ def run(main: Callable) -> None:
     app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
   if any(a in _SHORT_HELP for a in args):
     app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
-  app.run(main)
+
+  def main_quietly(argv):
+    quiet_tensorflow(flags.FLAGS['verbosity'].present)
+    return main(argv)
+
+  app.run(main_quietly)
+
+
+def quiet_tensorflow(verbose: bool) -> None:
+  """TF's Python log once per line, and only errors unless `verbose`.
+
+  TF's logger has a handler of its own and also passed its lines to absl's,
+  so each Estimator line came twice; its INFO lines and deprecation warnings
+  hid the binaries' progress lines. Unless `verbose` (`--verbosity` given),
+  the logger keeps only errors and TF's Python `warnings` are ignored.
+  """
+  import logging  # pylint: disable=g-import-not-at-top
+  import warnings  # pylint: disable=g-import-not-at-top
+  logger = logging.getLogger('tensorflow')
+  logger.propagate = False
+  if not verbose:
+    logger.setLevel(logging.ERROR)
+    warnings.filterwarnings(
+        'ignore', module=r'(tensorflow|tensorflow_estimator|keras)(\.|$)')
 
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:

@@ -29,7 +29,7 @@ and seconds of serialisation per session start (bench/README.md).
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -59,13 +59,17 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       and, when training, `train_start_step` (the global step when the
       session started).
     record_key: the key written into `record`.
+    formats: how to write a fetch in the log, by name (default
+      `name=value`, 4 significant digits).
   """
 
   def __init__(self, fetches: Dict[str, Any], *, max_step: int = 0,
                log_every: int = 0, images_per_step: int = 0,
                num_cores: int = 1, record: Optional[Dict[str, Any]] = None,
-               record_key: Optional[str] = None):
+               record_key: Optional[str] = None,
+               formats: Optional[Dict[str, Callable[[float], str]]] = None):
     self._fetches = fetches
+    self._formats = dict(formats or {})
     self._max_step, self._log_every = max_step, log_every
     self._per_step = images_per_step
     self._cores = max(1, int(num_cores))
@@ -127,8 +131,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     last_time, last_step = self._window
     rate = (step - last_step) / max(now - last_time, 1e-9)
     eta = (self._max_step - step) / rate if rate > 0 else float('inf')
-    extra = ' '.join(f'{k}={float(v):.4g}' for k, v in results.items()
-                     if k not in ('step', 'batch'))
+    extra = ' '.join(
+        self._formats[k](float(v)) if k in self._formats
+        else f'{k}={float(v):.4g}' for k, v in results.items()
+        if k not in ('step', 'batch'))
     if self._per_step:
       images = self.rate()
       logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s  %s images/s',

@@ -108,8 +108,20 @@ def _progress_hook(scalars: Dict[str, tf.Tensor],
               'rlcontroller/validation_accuracy'):
     if key in scalars:
       fetches[key.split('/')[1]] = scalars[key]
+  formats = {'reward': lambda v: f'reward {v:.3f}',
+             'validation_accuracy': lambda v: f'accuracy {v:.3f}',
+             'estimated_cost': lambda cost: _cost_text(cost, config)}
   return hooks.ProgressHook(fetches, max_step=config.max_global_step,
-                            log_every=max(1, config.job.log_every_steps))
+                            log_every=max(1, config.job.log_every_steps),
+                            formats=formats)
+
+
+def _cost_text(cost: float, config: SearchConfig) -> str:
+  """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
+  units = {'macs': 'MACs', 'released': 'ms'}.get(config.cost_model, '')
+  return (f'cost {cost:,.6g}{" " + units if units else ""} (target '
+          f'{config.rl_cost_model_target:,.6g}, '
+          f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 
 def make_estimator(config: SearchConfig):
@@ -130,7 +142,8 @@ def run_search(config: SearchConfig) -> None:
                      'runs in float32); pass --use_bfloat16=false')
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   resumed = config_lib.write_or_check(config, spec_json)
-  logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d)',
+  logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d); '
+               'building the search graph ...',
                'Resuming' if resumed else 'Starting', config.ssd,
                config.job.model_dir, config.max_global_step,
                config.rl_delay_steps,
@@ -142,3 +155,8 @@ def run_search(config: SearchConfig) -> None:
   with checkpoints.refuse_unreadable(
       tf.train.latest_checkpoint(config.job.model_dir)):
     estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  model_dir = config.job.model_dir
+  logging.info('Search finished (%d steps). Next: python -m '
+               'tunas_tf.tools.extract_architecture --model_dir=%s, then '
+               'python -m tunas_tf.tools.report --model_dir=%s',
+               config.max_global_step, model_dir, model_dir)
