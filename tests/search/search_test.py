@@ -189,6 +189,26 @@ class ShortSearchTest(absltest.TestCase):
       runner.run_search(_config(model_dir, *_SHORT))
     self.assertEqual(sorted(os.listdir(model_dir)), before)
 
+  def test_nan_loss_stops_in_one_line_without_saving_it(self):
+    # A huge learning rate: finite weights after step 0, a NaN loss at 1.
+    model_dir = tempfile.mkdtemp()
+    with self.assertRaisesRegex(
+        ValueError, r'^The model loss is -?nan at step 1: the search stopped '
+        r'without saving it; the last good checkpoint is .*model.ckpt-1$'):
+      runner.run_search(_config(
+          model_dir, '--max_steps=4', '--train_batch_size=16',
+          '--model_learning_rate=1e30', '--save_checkpoints_steps=1'))
+    state = tf.train.get_checkpoint_state(model_dir)
+    self.assertEqual(
+        [os.path.basename(p) for p in state.all_model_checkpoint_paths],
+        ['model.ckpt-0', 'model.ckpt-1'])
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, 'model.ckpt-1'))
+    dtypes = reader.get_variable_to_dtype_map()
+    for name in reader.get_variable_to_shape_map():
+      if dtypes[name].is_floating:
+        self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
+
+
 class TfdsSearchTest(absltest.TestCase):
 
   def test_search_on_a_tfds_dataset(self):

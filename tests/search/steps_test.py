@@ -115,6 +115,42 @@ class StepsTest(absltest.TestCase):
       self.assertTrue(_reachable(controller.train_op,
                                  {model.train_op.name}))
 
+  def test_a_non_finite_loss_or_reward_stops_before_any_update(self):
+    spec = mobile.get_search_space('digits_search')
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      sampled, _ = steps.sample_architecture(spec, tf.constant(0.0),
+                                             tf.constant(0.0))
+      net = supernet_lib.Supernet(spec, 10, input_channels=1)
+      images = tf.compat.v1.placeholder(tf.float32, [4, 8, 8, 1])
+      model = steps.supernet_train_op(net, sampled, images,
+                                      tf.one_hot([0, 1, 2, 3], 10),
+                                      global_step, _config())
+      accuracy = tf.compat.v1.placeholder(tf.float32, [])
+      rl = steps.reward_and_advantage(accuracy, None,
+                                      _config('--noenable_cost_model'))
+      weights = list(net.trainable_variables)
+      baseline = [v for v in tf.compat.v1.global_variables()
+                  if v.name.startswith('rl_baseline/')]
+      self.assertLen(baseline, 2)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        before = sess.run(weights + baseline)
+        nan_images = np.full([4, 8, 8, 1], np.nan, np.float32)
+        for fetch, feed, name in ((model.train_op, {images: nan_images},
+                                   'model loss'),
+                                  (rl.advantage, {accuracy: np.inf},
+                                   'reward')):
+          with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
+            sess.run(fetch, feed)
+          failure = steps.non_finite_failure(caught.exception)
+          self.assertEqual(failure[:2], (name, 0), failure)
+        for v, old, new in zip(weights + baseline, before,
+                                sess.run(weights + baseline)):
+          np.testing.assert_array_equal(old, new, err_msg=v.name)
+        sess.run(model.train_op, {images: np.zeros([4, 8, 8, 1])})
+    self.assertIsNone(steps.non_finite_failure(ValueError('other')))
+
   def test_controller_frozen_during_delay_and_single_increment(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
     spec = mobile.get_search_space('digits_search')

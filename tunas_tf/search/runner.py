@@ -147,6 +147,21 @@ def check_search(config: SearchConfig) -> Plan:
               checkpoints.resume_point(config.job.model_dir))
 
 
+def _stop_line(error: Exception, model_dir: str) -> Optional[str]:
+  """The one line of a run stopped on a NaN or Inf, or None."""
+  failure = steps.non_finite_failure(error)
+  if failure is None:
+    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
+      return None
+    what = 'NaN loss during training'
+  else:
+    name, step, value = failure
+    what = f'The {name} is {value} at step {step}'
+  latest = tf.train.latest_checkpoint(model_dir)
+  return (f'{what}: the search stopped without saving it; the last good '
+          f'checkpoint is {latest or "none (none was saved)"}')
+
+
 def run_search(config: SearchConfig) -> bool:
   """Checks everything, then writes config.json and trains to the end.
 
@@ -159,7 +174,9 @@ def run_search(config: SearchConfig) -> bool:
     False when the search had already finished (nothing was done).
 
   Raises:
-    ValueError: as `check_search`; for a TPU that cannot be resolved.
+    ValueError: as `check_search`; for a TPU that cannot be resolved; when
+      a NaN or Inf loss or reward stops the search (naming the step and the
+      last good checkpoint).
   """
   plan = check_search(config)
   model_dir = config.job.model_dir
@@ -177,7 +194,14 @@ def run_search(config: SearchConfig) -> bool:
                config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)
   # Restoring a foreign checkpoint fails deep inside the Estimator; say which
-  # file and why in one line.
-  with checkpoints.refuse_unreadable(plan.resume.checkpoint):
-    estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  # file and why in one line. A NaN stops the run in one line too.
+  try:
+    with checkpoints.refuse_unreadable(plan.resume.checkpoint):
+      estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  except (tf.errors.InvalidArgumentError,
+          tf.compat.v1.train.NanLossDuringTrainingError) as e:
+    line = _stop_line(e, model_dir)
+    if line is None:
+      raise
+    raise ValueError(line) from None
   return True
