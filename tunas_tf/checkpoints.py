@@ -159,6 +159,18 @@ def _set_aside(path: str) -> str:
   return target
 
 
+def _write_state(model_dir: str, latest: str, kept: List[str]) -> None:
+  """Writes the `checkpoint` file as TF's Saver does (relative names)."""
+
+  def name(prefix: str) -> str:
+    same = os.path.dirname(prefix) == os.path.normpath(model_dir)
+    return json.dumps(os.path.basename(prefix) if same else prefix)
+
+  files.write_text(''.join([f'model_checkpoint_path: {name(latest)}\n'] + [
+      f'all_model_checkpoint_paths: {name(p)}\n' for p in kept]),
+                   os.path.join(model_dir, STATE_FILE))
+
+
 def use_resume_point(model_dir: str, point: ResumePoint) -> Optional[str]:
   """Makes the Estimator resume from `point.checkpoint`; returns the line.
 
@@ -179,20 +191,16 @@ def use_resume_point(model_dir: str, point: ResumePoint) -> Optional[str]:
   state_path = os.path.join(model_dir, STATE_FILE)
   if not point.state_ok and tf.io.gfile.exists(state_path):
     _set_aside(state_path)
-  tf.compat.v1.train.update_checkpoint_state(
-      model_dir, point.checkpoint,
-      sorted(point.older, key=_step) + [point.checkpoint])
+  _write_state(model_dir, point.checkpoint,
+               sorted(point.older, key=_step) + [point.checkpoint])
   name = os.path.basename(point.checkpoint)
-  if point.skipped:
-    why = '; '.join(f'{os.path.basename(p)} is unreadable ({r})'
-                    for p, r in point.skipped)
-    line = (f'{why}: resuming from {name}; the unreadable files are kept as '
-            f'*{UNREADABLE_SUFFIX} and the {STATE_FILE} file now names {name}')
-  else:
-    line = (f'The {STATE_FILE} file of {model_dir} is missing or unreadable'
-            f' (kept as {STATE_FILE}{UNREADABLE_SUFFIX} if present): resuming '
-            f'from {name}, the newest readable checkpoint, named by a new '
-            f'{STATE_FILE} file')
+  problems = [f'{os.path.basename(p)} is unreadable ({r})'
+              for p, r in point.skipped]
+  if not point.state_ok:
+    problems.append(f'the {STATE_FILE} file is missing or unreadable')
+  line = (f'{model_dir}: {"; ".join(problems)}: resuming from {name}, the '
+          f'newest readable checkpoint; the unreadable files are kept as '
+          f'*{UNREADABLE_SUFFIX} and the {STATE_FILE} file now names {name}')
   logging.warning('%s', line)
   return line
 
