@@ -164,6 +164,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
+  stored = config_lib.check_stored(config)
   resume = checkpoints.resume_point(model_dir)
   has_checkpoint = resume.checkpoint is not None
   one_shot = config.eval_only and not has_checkpoint
@@ -171,7 +172,6 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     raise ValueError(f'--eval_only: {model_dir} holds no checkpoint to '
                      'evaluate (train first, or give --init_from_search for '
                      'one-shot accuracy)')
-  stored = config_lib.check_stored(config)
   inheritance = (checkpoints.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
   backend.tpu_cluster(config.job)
