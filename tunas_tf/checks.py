@@ -25,7 +25,9 @@ def _show(bound: float) -> str:
 
 def _bound(low: Optional[float], high: Optional[float], low_open: bool,
            high_open: bool) -> str:
-  """'in [0, 1)', '> 0', '>= 0' or '<= 0'."""
+  """'in [0, 1)', '> 0', '>= 0', '<= 0' or 'a number'."""
+  if low is None and high is None:
+    return 'a number'
   if low is not None and high is not None:
     return (f"in {'(' if low_open else '['}{_show(low)}, {_show(high)}"
             f"{')' if high_open else ']'}")
@@ -52,6 +54,8 @@ def number(name: str, value: Any, low: Optional[float] = None,
   """
   kind = 'an integer ' if integer else ''
   bound = _bound(low, high, low_open, high_open)
+  if integer and low is None and high is None:
+    kind, bound = '', 'an integer'
   if isinstance(value, bool) or not isinstance(
       value, numbers.Integral if integer else numbers.Real):
     raise ValueError(f'--{name} must be {kind}{bound}, got {value!r}')
