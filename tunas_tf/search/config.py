@@ -175,7 +175,8 @@ class SearchConfig:
       checks.fraction(name, getattr(self, name))
     checks.number('rl_cost_model_target', self.rl_cost_model_target, 0,
                   low_open=True)
-    # beta < 0 pulls towards the target; 0 ignores the cost (reference §4).
+    # beta < 0 pulls towards the target (more negative: harder); 0 ignores
+    # the cost.
     checks.number('rl_cost_model_exponent', self.rl_cost_model_exponent,
                   high=0)
     checks.number('validation_examples', self.validation_examples, 1,
@@ -184,7 +185,7 @@ class SearchConfig:
                   integer=True)
 
   def _check_batches(self) -> None:
-    """Each batch fits in its data (batches drop no examples of a pass)."""
+    """Each batch holds at least one example and fits in its split."""
     if self.validation_batch_size < 1:
       raise ValueError(f'--rl_batch_size_multiplier='
                        f'{self.rl_batch_size_multiplier} gives an empty '
