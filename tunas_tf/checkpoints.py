@@ -101,15 +101,16 @@ def _step(prefix: str) -> int:
   return int(match.group(1)) if match else -1
 
 
-def _candidates(model_dir: str) -> Tuple[List[str], bool]:
+def _candidates(model_dir: str) -> Tuple[List[str], List[str], bool]:
   """The checkpoints a restart may resume from, newest first.
 
   Returns:
-    (prefixes, state_ok): those the `checkpoint` file names (at most as new
-    as its latest), with the `model.ckpt-N` files on disk up to that step;
-    all of those on disk when the file is missing or unreadable (state_ok
-    False). Newer files the `checkpoint` file does not name are an
-    interrupted save and are left alone, as TF leaves them.
+    (prefixes, named, state_ok): `prefixes` are those the `checkpoint` file
+    names (`named`, at most as new as its latest) and the `model.ckpt-N`
+    files on disk up to that step, or all of those on disk when the file is
+    missing or unreadable (state_ok False). Newer files the `checkpoint`
+    file does not name are an interrupted save and are left alone, as TF
+    leaves them.
   """
   on_disk = [path[:-len('.index')] for path in tf.io.gfile.glob(
       os.path.join(model_dir, 'model.ckpt-*.index'))]
@@ -117,12 +118,12 @@ def _candidates(model_dir: str) -> Tuple[List[str], bool]:
   if tf.io.gfile.exists(os.path.join(model_dir, STATE_FILE)):
     state = tf.train.get_checkpoint_state(model_dir)
   if state is None or not state.model_checkpoint_path:
-    return sorted(on_disk, key=_step, reverse=True), False
+    return sorted(on_disk, key=_step, reverse=True), [], False
   latest = state.model_checkpoint_path
   named = [latest] + list(state.all_model_checkpoint_paths)
   older = [p for p in named + on_disk if _step(p) <= _step(latest)]
   ordered = [latest] + sorted(set(older) - {latest}, key=_step, reverse=True)
-  return ordered, True
+  return ordered, named, True
 
 
 def resume_point(model_dir: str) -> ResumePoint:
@@ -134,13 +135,16 @@ def resume_point(model_dir: str) -> ResumePoint:
   """
   if not tf.io.gfile.isdir(model_dir):
     return ResumePoint(None, 0, [], [], False)
-  candidates, state_ok = _candidates(model_dir)
+  candidates, named, state_ok = _candidates(model_dir)
   skipped = []
   for i, prefix in enumerate(candidates):
     reason = unreadable_reason(prefix)
     if reason is None:
       step = int(tf.train.load_checkpoint(prefix).get_tensor('global_step'))
-      return ResumePoint(prefix, step, skipped, candidates[i + 1:], state_ok)
+      # Only those the `checkpoint` file named stay in it (and so in the
+      # Saver's rotation): a fallback never schedules other files' deletion.
+      older = [p for p in candidates[i + 1:] if p in named]
+      return ResumePoint(prefix, step, skipped, older, state_ok)
     skipped.append((prefix, reason))
   if skipped:
     listed = '; '.join(f'{os.path.basename(p)}: {r}' for p, r in skipped)
