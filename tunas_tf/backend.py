@@ -13,6 +13,8 @@ import numbers
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from tunas_tf import checks
+
 # `JobConfig` fields that only say where to run, on which copy of the data and
 # how often to log and save: a restarted run may change them.
 JOB_RUN_ONLY_FIELDS = frozenset({
@@ -41,7 +43,7 @@ class JobConfig:
     num_classes: classifier width (at least the dataset's label count).
     image_size: input side in pixels.
     num_channels: image channels of the dataset.
-    seed: seed of the data order and the initialisation.
+    seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
     use_tpu: run on TPU (`tpu` names it).
     tpu: Cloud TPU name or grpc://ip:port ('' off TPU).
     tpu_zone: TPU zone, or None.
@@ -52,8 +54,9 @@ class JobConfig:
     log_every_steps: progress log cadence (CPU/GPU).
 
   Raises (on construction):
-    ValueError: for an empty `model_dir`, `use_tpu` without `tpu`, or a
-      size or cadence that is not a positive int (naming the flag).
+    ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
+      `tpu`, a size or cadence that is not a positive int, or a seed outside
+      [0, 2^31 - 1] (naming the flag).
   """
   model_dir: str
   dataset: str
@@ -77,11 +80,14 @@ class JobConfig:
       raise ValueError('--model_dir is required')
     if self.use_tpu and not self.tpu:
       raise ValueError('--use_tpu needs --tpu=NAME')
+    if not self.dataset:
+      raise ValueError('--dataset must name a dataset')
     for name in _POSITIVE_FIELDS:
       value = getattr(self, name)
       if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
           or value <= 0):
         raise ValueError(f'--{name} must be positive, got {value!r}')
+    checks.seed('seed', self.seed)
 
   def to_json(self) -> Dict[str, Any]:
     """The fields, flat (they sit beside the run's own in config.json)."""
@@ -185,6 +191,22 @@ def summaries_only_eval_events(job: JobConfig) -> None:
   hooks.summaries_only_writer(os.path.join(job.model_dir, 'eval'))
 
 
+def tpu_cluster(job: JobConfig):
+  """The `TPUClusterResolver` of `job.tpu` (None off TPU).
+
+  Raises:
+    ValueError: when the TPU name cannot be resolved (one line).
+  """
+  if not job.use_tpu:
+    return None
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    return tf.distribute.cluster_resolver.TPUClusterResolver(
+        job.tpu, zone=job.tpu_zone, project=job.gcp_project)
+  except Exception as e:  # The resolver raises several kinds of errors.
+    raise ValueError(f'Cannot resolve TPU {job.tpu!r}: {e}') from None
+
+
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
@@ -208,13 +230,7 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tpu = tf.compat.v1.estimator.tpu
-  cluster = None
-  if job.use_tpu:
-    try:
-      cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
-          job.tpu, zone=job.tpu_zone, project=job.gcp_project)
-    except Exception as e:  # The resolver raises several kinds of errors.
-      raise ValueError(f'Cannot resolve TPU {job.tpu!r}: {e}') from None
+  cluster = tpu_cluster(job)
   session_config = None
   if not optimize_graph and not job.use_tpu:
     session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Collection, Dict
+from typing import Any, Collection, Dict, Optional
 
 # A run's settings in its model directory (the search's and train_eval's).
 CONFIG_FILE = 'config.json'
@@ -71,29 +71,30 @@ def read_json(path: str) -> Any:
     raise ValueError(f'{path} is not valid JSON ({e})') from None
 
 
-def write_or_check_config(path: str, new: Dict[str, Any],
-                          run_only_fields: Collection[str],
-                          derived_fields: Collection[str] = ()) -> bool:
-  """Writes a run's settings, or checks them against those stored at `path`.
+def check_config(path: str, new: Dict[str, Any],
+                 run_only_fields: Collection[str],
+                 derived_fields: Collection[str] = ()
+                 ) -> Optional[Dict[str, Any]]:
+  """Checks a run's settings against those stored at `path`; writes nothing.
 
   Args:
     path: the `config.json` path.
     new: this run's settings (JSON-able, flat).
-    run_only_fields: settings that only say how long or where to run; they
-      may differ, and the stored file takes the new values.
+    run_only_fields: settings that only say how often to save or log, or
+      where to run; they may differ.
     derived_fields: settings computed from others; compared after the
       others, so an error names what the user changed.
 
   Returns:
-    True when `path` already held a config (a restart).
+    The stored settings, or None when `path` does not exist (a new run).
 
   Raises:
-    ValueError: naming the first differing field outside `run_only_fields`,
-      or when the stored file is not a JSON object.
+    ValueError: naming the first differing field outside `run_only_fields`
+      with its stored and its new value, or when the stored file is not a
+      JSON object.
   """
   if not exists(path):
-    write_json(new, path, sort_keys=True)
-    return False
+    return None
   old = read_json(path)
   if not isinstance(old, dict):
     raise ValueError(f'{path} does not hold a JSON object')
@@ -107,9 +108,109 @@ def write_or_check_config(path: str, new: Dict[str, Any],
           f"{old.get(key, '<missing>')!r} there and "
           f"{new.get(key, '<missing>')!r} now; use a new --model_dir or the "
           'same settings')
-  write_json({**old, **{k: new[k] for k in run_only_fields if k in new}},
-             path, sort_keys=True)
-  return True
+  return old
+
+
+def write_config(path: str, new: Dict[str, Any],
+                 stored: Optional[Dict[str, Any]],
+                 run_only_fields: Collection[str]) -> None:
+  """Writes `new` (a new run), or `stored` with the new run-only values.
+
+  `stored` is what `check_config` returned. The file is rewritten only when
+  its content changes.
+  """
+  if stored is None:
+    write_json(new, path, sort_keys=True)
+    return
+  merged = {**stored, **{k: new[k] for k in run_only_fields if k in new}}
+  if merged != stored:
+    write_json(merged, path, sort_keys=True)
+
+
+def write_or_check_config(path: str, new: Dict[str, Any],
+                          run_only_fields: Collection[str],
+                          derived_fields: Collection[str] = ()) -> bool:
+  """`check_config`, then `write_config`.
+
+  Returns:
+    True when `path` already held a config (a restart).
+
+  Raises:
+    ValueError: as `check_config` (then nothing is written).
+  """
+  stored = check_config(path, new, run_only_fields, derived_fields)
+  write_config(path, new, stored, run_only_fields)
+  return stored is not None
+
+
+def _is_local(path: str) -> bool:
+  return '://' not in path
+
+
+def _nearest_existing(path: str) -> str:
+  """`path` or its nearest ancestor that exists (local paths)."""
+  path = os.path.abspath(path)
+  while not os.path.lexists(path):
+    path = os.path.dirname(path)
+  return path
+
+
+def _directory_problem(path: str) -> Optional[str]:
+  """Why a local `path` cannot be used as an output directory, or None."""
+  found = _nearest_existing(path)
+  if found == os.path.abspath(path):
+    if not os.path.isdir(found):
+      return 'is a file, not a directory'
+    return None if os.access(found, os.W_OK | os.X_OK) else 'is not writable'
+  if not os.path.isdir(found):
+    return f'cannot be created: {found} is a file'
+  if not os.access(found, os.W_OK | os.X_OK):
+    return f'cannot be created: {found} is not writable'
+  return None
+
+
+def check_output_dir(path: str, flag: str) -> None:
+  """Checks that `path` is a writable directory or can be created as one.
+
+  Creates nothing. For a remote path (`gs://...`) only checks that it is not
+  a file (writability shows at the first write).
+
+  Args:
+    path: the directory.
+    flag: the flag that names it, for the message (e.g. '--model_dir').
+
+  Raises:
+    ValueError: '{flag}={path} is a file, not a directory', '... is not
+      writable' or '... cannot be created: {ancestor} is a file' (or is not
+      writable).
+  """
+  if _is_local(path):
+    problem = _directory_problem(path)
+  else:
+    gfile = _gfile()
+    problem = ('is a file, not a directory'
+               if gfile.exists(path) and not gfile.isdir(path) else None)
+  if problem:
+    raise ValueError(f'{flag}={path} {problem}')
+
+
+def check_output_file(path: str, flag: str) -> None:
+  """Checks that `path` can be written as a file; creates nothing.
+
+  Raises:
+    ValueError: '{flag}={path} is a directory, not a file', or '... cannot
+      be written: {ancestor} is a file' (or is not writable).
+  """
+  if _gfile().isdir(path):
+    raise ValueError(f'{flag}={path} is a directory, not a file')
+  directory = os.path.dirname(path)
+  if directory and _is_local(path):
+    problem = _directory_problem(directory)
+    if problem:
+      found = _nearest_existing(directory)
+      reason = ('is a file' if not os.path.isdir(found) else
+                'is not writable')
+      raise ValueError(f'{flag}={path} cannot be written: {found} {reason}')
 
 
 def read_config(model_dir: str, kind: str) -> Dict[str, Any]:

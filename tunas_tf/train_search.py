@@ -13,7 +13,9 @@ The original's ImageNet recipes ship as flagfiles (`tunas_tf/configs/`):
 
 The model directory receives `config.json`, `model_spec.json`, checkpoints
 and TensorBoard event files; a killed search started again with the same
-flags resumes from its last checkpoint.
+flags resumes from its last checkpoint (a restart may change only the
+cadences and where it runs: `search.config.RUN_ONLY_FIELDS`, README
+"Restarting a run"). Every flag is checked before anything is written.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from absl import flags
 from absl import logging
 
 from tunas_tf import backend
+from tunas_tf import checks
+from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
+from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
@@ -135,6 +140,29 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                        flag_values=f)
 
 
+def _dataset_info(f: flags.FlagValues):
+  """The `datasets.DatasetInfo` of the flags' dataset (its metadata only).
+
+  Raises:
+    ValueError: for an unknown or unreachable dataset, or a hold-out that
+      does not fit it; `--validation_examples` with digits (a fixed split).
+  """
+  validation_examples = f.validation_examples
+  if f.dataset == datasets.DIGITS:
+    if validation_examples is not None:
+      raise ValueError('--validation_examples: digits has a fixed split '
+                       '(leave it unset)')
+    return datasets.dataset_info(datasets.DIGITS)
+  if validation_examples is None:
+    num_train = datasets.dataset_info(
+        f.dataset, f.data_dir, f.download, validation_examples=1,
+        image_size=f.image_size).split_sizes[datasets.SEARCH_TRAIN] + 1
+    validation_examples = max(1, num_train // 10)
+  return datasets.dataset_info(
+      f.dataset, f.data_dir, f.download,
+      validation_examples=validation_examples, image_size=f.image_size)
+
+
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
                       dataset_info=None) -> config_lib.SearchConfig:
   """Resolves the defaults that depend on other flags and derives the rest.
@@ -154,20 +182,20 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
+  files.check_output_dir(f.model_dir, '--model_dir')
   backend.resolve_use_tpu(f.tpu, f.use_tpu)  # Before reading any data.
+  for name in ('num_classes', 'image_size'):
+    if f[name].value is not None:
+      checks.number(name, f[name].value, 1, integer=True)
   if dataset_info is None:
-    from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
-    validation_examples = f.validation_examples
-    if f.dataset != datasets.DIGITS and validation_examples is None:
-      num_train = datasets.dataset_info(
-          f.dataset, f.data_dir, f.download, validation_examples=1,
-          image_size=f.image_size).split_sizes[datasets.SEARCH_TRAIN] + 1
-      validation_examples = max(1, num_train // 10)
-    dataset_info = datasets.dataset_info(
-        f.dataset, f.data_dir, f.download,
-        validation_examples=validation_examples or 0, image_size=f.image_size)
+    dataset_info = _dataset_info(f)
+  if f.dataset == datasets.DIGITS and f.image_size not in (None,
+                                                   dataset_info.image_size):
+    raise ValueError(f'--image_size: digits images are '
+                     f'{dataset_info.image_size}x{dataset_info.image_size}')
   sizes = dataset_info.split_sizes
-  num_classes = f.num_classes or dataset_info.num_classes
+  num_classes = (dataset_info.num_classes if f.num_classes is None
+                 else f.num_classes)
   if num_classes < dataset_info.num_classes:
     raise ValueError(f'--num_classes={num_classes} is fewer than the '
                      f'{dataset_info.num_classes} labels of {f.dataset!r}')
@@ -180,7 +208,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
     weight_decay = 3e-5 if use_bfloat16 in ('true', 'ontpu') else 4e-5
   job = common_flags.job_config(
       f, num_classes=num_classes,
-      image_size=f.image_size or dataset_info.image_size,
+      image_size=(dataset_info.image_size if f.image_size is None
+                  else f.image_size),
       num_channels=dataset_info.num_channels)
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   cost_model = linear.get_cost_model(
@@ -219,8 +248,14 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
-  """Runs the search of `flag_values`; bad input exits with one line."""
-  del argv
+  """Runs the search of `flag_values`; bad input exits with one line.
+
+  Everything is checked before anything is written to the model directory
+  (`config_from_flags`, `runner.check_search`); a finished search started
+  again says so and writes nothing.
+  """
+  if len(argv) > 1:
+    sys.exit(f'train_search: unexpected arguments {argv[1:]}')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
   # TF's own INFO/deprecation chatter hides the progress lines; errors stay.
@@ -229,7 +264,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
     config = config_from_flags(flag_values)
     runner.run_search(config)
   except ValueError as e:
-    sys.exit(f'train_search: {e}')
+    sys.exit('train_search: ' + ' '.join(str(e).split()))
   return 0
 
 

@@ -106,14 +106,25 @@ class WriteOrCheckTest(absltest.TestCase):
       stored = json.load(f)
     self.assertEqual(stored['rl_delay_steps'], 10)
     self.assertEqual(stored['rl_cost_model_target'], 2.0)
-    # How long to run may change; the stored value follows the new run.
+    # How often to save may change; the stored value follows the new run.
     self.assertTrue(config_lib.write_or_check(
-        self._config(model_dir, '--max_steps=80'), '{}'))
+        self._config(model_dir, '--save_checkpoints_steps=50'), '{}'))
     stored = config_lib.read(model_dir)
     self.assertIsInstance(stored, config_lib.SearchConfig)
-    self.assertEqual((stored.max_steps, stored.rl_delay_steps), (80, 20))
+    self.assertEqual((stored.max_steps, stored.rl_delay_steps), (40, 10))
+    self.assertEqual(stored.job.save_checkpoints_steps, 50)
     self.assertEqual(stored.rl_cost_model_target, 2.0)
-    self.assertEqual(stored, self._config(model_dir, '--max_steps=80'))
+    self.assertEqual(stored,
+                     self._config(model_dir, '--save_checkpoints_steps=50'))
+    # How long the search runs may not: its schedules would change.
+    with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
+      before = f.read()
+    with self.assertRaisesRegex(ValueError, 'max_steps is 40 there and 80 '
+                                'now'):
+      config_lib.write_or_check(self._config(model_dir, '--max_steps=80'),
+                                '{}')
+    with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
+      self.assertEqual(f.read(), before)
 
   def test_mismatch_is_refused_naming_the_field(self):
     model_dir = tempfile.mkdtemp()

@@ -152,38 +152,42 @@ class ShortSearchTest(absltest.TestCase):
     self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])), [])
     json.dumps(result)  # JSON-able.
 
-  def test_resume_longer_and_refuse_a_different_search(self):
-    # Resume from a copy of the finished search with a longer --max_steps.
-    model_dir = searches.copy_finished_search()
-    longer = searches.without_max_steps(_SHORT)
-    runner.run_search(_config(model_dir, '--max_steps=10', *longer))
-    self.assertEqual(_global_step(model_dir), 10)
-    # Step 8 ran after the restart with the state saved at step 8: the
-    # logits it logged (read before its update) are the checkpoint's, and its
-    # baseline continues the stored moving average.
-    saved = tf.train.load_checkpoint(os.path.join(self.model_dir,
-                                                  'model.ckpt-8'))
+  def test_resume_skips_an_unreadable_checkpoint_and_continues_its_state(self):
+    # A copy of the finished search whose newest checkpoint is truncated
+    # (as a kill or a full disk leaves it), without the events of the run.
+    model_dir = searches.copy_finished_search('fallback')
+    data = os.path.join(model_dir, 'model.ckpt-8.data-00000-of-00001')
+    with open(data, 'r+b') as f:
+      f.truncate(100)
+    for path in glob.glob(os.path.join(model_dir, 'events*')):
+      os.remove(path)
+    runner.run_search(_config(model_dir, *_SHORT))
+    # It resumed from model.ckpt-4: steps 4 to 7 ran again.
+    self.assertEqual(_global_step(model_dir), 8)
     events = _events(model_dir)
-    spec = mobile.get_search_space('digits_search')
-    moved = 0.0
-    for path, oneof in schema.flatten_with_paths(spec):
-      logits = saved.get_tensor('rl_controller/logits/' + path)
-      moved += float(np.abs(logits).sum())
-      for j in range(len(oneof.choices)):
-        self.assertAlmostEqual(events[f'rlpathlogits/{path}/{j}'][8],
-                               logits[j], places=6)
-    self.assertGreater(moved, 0.0)
+    self.assertEqual(sorted(events['rlcontroller/reward']), [4, 6])
+    # Step 4 ran with the state saved at step 4: its baseline continues the
+    # stored moving average.
+    saved = tf.train.load_checkpoint(os.path.join(self.model_dir,
+                                                  'model.ckpt-4'))
     m = self.config.rl_baseline_momentum
     numerator = saved.get_tensor('rl_baseline/numerator')
     denominator = saved.get_tensor('rl_baseline/denominator')
-    reward = events['rlcontroller/step_baseline'][8]
+    self.assertGreater(denominator, 0.0)
+    reward = events['rlcontroller/step_baseline'][4]
     self.assertAlmostEqual(
-        events['rlcontroller/baseline'][8],
+        events['rlcontroller/baseline'][4],
         (m * numerator + (1 - m) * reward) / (m * denominator + 1 - m),
         places=5)
+    # The truncated files are kept aside, not deleted or overwritten.
+    with open(data + '.unreadable', 'rb') as f:
+      self.assertLen(f.read(), 100)
+    self.assertTrue(os.path.exists(os.path.join(
+        model_dir, 'model.ckpt-8.index.unreadable')))
     # The optimizers' slots are checkpointed (and so restored with the rest).
     names = tf.train.load_checkpoint(model_dir).get_variable_to_shape_map()
     self.assertTrue(any(n.endswith('/RMSProp') for n in names))
+    spec = mobile.get_search_space('digits_search')
     for path, _ in schema.flatten_with_paths(spec):
       for slot in ('m', 'v'):
         self.assertIn(f'controller_adam/{slot}/rl_controller/logits/{path}',
@@ -193,16 +197,37 @@ class ShortSearchTest(absltest.TestCase):
       runner.run_search(_config(model_dir, *_SHORT,
                                 '--rl_cost_model_exponent=-0.3'))
 
-
-  def test_truncated_checkpoint_is_refused_in_one_line(self):
+  def test_no_readable_checkpoint_is_refused_in_one_line(self):
     model_dir = searches.copy_finished_search('broken')
-    with open(os.path.join(model_dir, 'model.ckpt-8.data-00000-of-00001'),
-              'r+b') as f:
-      f.truncate(100)
-    longer = searches.without_max_steps(_SHORT)
+    for step in (0, 4, 8):
+      with open(os.path.join(model_dir, f'model.ckpt-{step}.data-00000-of-'
+                             '00001'), 'r+b') as f:
+        f.truncate(100)
+    before = sorted(os.listdir(model_dir))
     with self.assertRaisesRegex(
-        ValueError, r'Cannot resume from .*model.ckpt-8: Read less bytes'):
-      runner.run_search(_config(model_dir, '--max_steps=10', *longer))
+        ValueError, r'No readable checkpoint in .*broken \(model.ckpt-8: '
+        r'Read less bytes.*model.ckpt-0: Read less bytes'):
+      runner.run_search(_config(model_dir, *_SHORT))
+    self.assertEqual(sorted(os.listdir(model_dir)), before)
+
+  def test_nan_loss_stops_in_one_line_without_saving_it(self):
+    # A huge learning rate: finite weights after step 0, a NaN loss at 1.
+    model_dir = tempfile.mkdtemp()
+    with self.assertRaisesRegex(
+        ValueError, r'^The model loss is -?nan at step 1: the search stopped '
+        r'without saving it; the last good checkpoint is .*model.ckpt-1$'):
+      runner.run_search(_config(
+          model_dir, '--max_steps=4', '--train_batch_size=16',
+          '--model_learning_rate=1e30', '--save_checkpoints_steps=1'))
+    state = tf.train.get_checkpoint_state(model_dir)
+    self.assertEqual(
+        [os.path.basename(p) for p in state.all_model_checkpoint_paths],
+        ['model.ckpt-0', 'model.ckpt-1'])
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, 'model.ckpt-1'))
+    dtypes = reader.get_variable_to_dtype_map()
+    for name in reader.get_variable_to_shape_map():
+      if dtypes[name].is_floating:
+        self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
 
 
 class TfdsSearchTest(absltest.TestCase):

@@ -118,6 +118,56 @@ class StepsTest(absltest.TestCase):
       self.assertTrue(_reachable(controller.train_op,
                                  {model.train_op.name}))
 
+  def test_a_non_finite_loss_or_reward_stops_before_any_update(self):
+
+    class TinyNet:
+      """A linear classifier with the supernet's interface."""
+
+      def __init__(self):
+        self.kernel = tf.compat.v1.get_variable('kernel', initializer=tf.ones(
+            [64, 10]) * 0.01)
+        self.trainable_variables = [self.kernel]
+
+      def __call__(self, spec, images, training):
+        del spec, training
+        return tf.matmul(tf.reshape(images, [-1, 64]), self.kernel)
+
+      def regularization_loss(self, spec, weight_decay):
+        del spec
+        return weight_decay / 2 * tf.reduce_sum(tf.square(self.kernel))
+
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      net = TinyNet()
+      images = tf.compat.v1.placeholder(tf.float32, [4, 8, 8, 1])
+      model = steps.supernet_train_op(net, None, images,
+                                      tf.one_hot([0, 1, 2, 3], 10),
+                                      global_step, _config())
+      accuracy = tf.compat.v1.placeholder(tf.float32, [])
+      rl = steps.reward_and_advantage(accuracy, None,
+                                      _config('--noenable_cost_model'))
+      state = [v for v in tf.compat.v1.global_variables()
+               if v.name.startswith(('kernel', 'rl_baseline/'))]
+      self.assertLen(state, 5)  # The kernel, its 2 RMSProp slots, the EMA.
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        before = sess.run(state)
+        nan_images = np.full([4, 8, 8, 1], np.nan, np.float32)
+        for fetch, feed, name in ((model.train_op, {images: nan_images},
+                                   'model loss'),
+                                  (rl.advantage, {accuracy: np.inf},
+                                   'reward')):
+          with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
+            sess.run(fetch, feed)
+          failure = steps.non_finite_failure(caught.exception)
+          self.assertEqual(failure[:2], (name, 0), failure)
+        for v, old, new in zip(state, before, sess.run(state)):
+          np.testing.assert_array_equal(old, new, err_msg=v.name)
+        sess.run(global_step.assign(5))  # After the LR warm-up.
+        sess.run(model.train_op, {images: np.ones([4, 8, 8, 1])})
+        self.assertFalse(np.array_equal(sess.run(net.kernel), before[0]))
+    self.assertIsNone(steps.non_finite_failure(ValueError('other')))
+
   def test_controller_frozen_during_delay_and_single_increment(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
     spec = mobile.get_search_space('digits_search')

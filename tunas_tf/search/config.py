@@ -27,7 +27,9 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from tunas_tf import backend
+from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
 
 if TYPE_CHECKING:
@@ -37,14 +39,11 @@ BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
-# Fields that only say how long or where to run: they may change on restart.
-# The step counts derived from the run length follow `max_steps` (a longer
-# run stretches its schedules; the fractions themselves may not change).
-RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {
-    'max_steps', 'max_global_step', 'rl_delay_steps',
-    'increase_ops_warmup_steps', 'increase_filters_warmup_steps',
-    'model_warmup_steps', 'summarize_tag_logits',
-}
+# Fields that only say how often to save, log and summarise, or where to run
+# and read the data: they may change on restart. Everything else, the run
+# length (`max_steps`, `epochs`) and the schedules derived from it included,
+# changes the search and is refused.
+RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {'summarize_tag_logits'}
 
 
 # Values computed from the fields (properties of `SearchConfig`, stored in
@@ -72,10 +71,11 @@ class SearchConfig:
   validates every value (also through `dataclasses.replace`).
 
   Raises (on construction):
-    ValueError: for a non-positive size, a fraction outside [0, 1], a
-      warm-up longer than the RL delay (reference §2, guards of
-      `run_model`), an unknown supernet mode, an empty search, or a cost
-      model that cannot be resolved for the space.
+    ValueError: for a value outside its range (see `_check_ranges`), a
+      batch larger than its data, a warm-up longer than the RL delay
+      (reference §2, guards of `run_model`), an unknown space, supernet mode
+      or reward, an empty search, or a cost model that cannot be resolved
+      for the space.
   """
   # Where, on what data and backend, how often to log and save.
   job: backend.JobConfig
@@ -122,6 +122,7 @@ class SearchConfig:
                        f'expected one of {naming.MODES}')
     if self.max_steps is not None and self.max_steps <= 0:
       raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
+    self._check_ranges()
     if self.max_global_step <= 0:
       raise ValueError(
           f'The search has no steps: {self.search_train_examples} examples x '
@@ -141,7 +142,67 @@ class SearchConfig:
       raise ValueError(f'Model LR warm-up ({model_warmup} steps) must be '
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
+    self._check_batches()
     self.resolved_cost_model  # pylint: disable=pointless-statement
+
+  def _check_ranges(self) -> None:
+    """Each setting on its own: names, rates, momenta, decays, fractions."""
+    from tunas_tf.controller import rewards  # pylint: disable=g-import-not-at-top
+    mobile.space_info(self.ssd)  # An unknown space raises, listing them.
+    if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
+      raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
+                       f'resolved; expected one of {BFLOAT16_MODES[1:]}')
+    if self.rl_reward_function not in rewards.REWARDS:
+      raise ValueError(f'Unknown --rl_reward_function '
+                       f'{self.rl_reward_function!r}; expected one of '
+                       f'{rewards.REWARDS}')
+    checks.number('train_batch_size', self.train_batch_size, 1, integer=True)
+    if self.max_steps is not None:
+      checks.number('max_steps', self.max_steps, 1, integer=True)
+    else:
+      checks.number('epochs', self.epochs, 0, low_open=True)
+    checks.number('model_learning_rate', self.model_learning_rate, 0,
+                  low_open=True)
+    checks.fraction('model_momentum', self.model_momentum, high_open=True)
+    checks.number('model_weight_decay', self.model_weight_decay, 0)
+    checks.number('rl_learning_rate', self.rl_learning_rate, 0)
+    checks.number('rl_entropy_regularization',
+                  self.rl_entropy_regularization, 0)
+    checks.fraction('rl_baseline_momentum', self.rl_baseline_momentum,
+                    high_open=True)
+    checks.number('rl_batch_size_multiplier', self.rl_batch_size_multiplier,
+                  0, low_open=True)
+    for name in ('model_warmup_steps_fraction', 'rl_delay_steps_fraction',
+                 'increase_ops_warmup_steps_fraction',
+                 'increase_filters_warmup_steps_fraction'):
+      checks.fraction(name, getattr(self, name))
+    checks.number('rl_cost_model_target', self.rl_cost_model_target, 0,
+                  low_open=True)
+    # beta < 0 pulls towards the target (more negative: harder); 0 ignores
+    # the cost.
+    checks.number('rl_cost_model_exponent', self.rl_cost_model_exponent,
+                  high=0)
+    checks.number('validation_examples', self.validation_examples, 1,
+                  integer=True)
+    checks.number('search_train_examples', self.search_train_examples, 1,
+                  integer=True)
+
+  def _check_batches(self) -> None:
+    """Each batch holds at least one example and fits in its split."""
+    if self.validation_batch_size < 1:
+      raise ValueError(f'--rl_batch_size_multiplier='
+                       f'{self.rl_batch_size_multiplier} gives an empty '
+                       f'validation batch at --train_batch_size='
+                       f'{self.train_batch_size}')
+    for name, batch, examples, split in (
+        ('--train_batch_size', self.train_batch_size,
+         self.search_train_examples, 'search-train'),
+        ('the validation batch (--train_batch_size x '
+         '--rl_batch_size_multiplier)', self.validation_batch_size,
+         self.validation_examples, 'search-validation')):
+      if batch > examples:
+        raise ValueError(f'{name} is {batch}, more than the {examples} '
+                         f'{split} examples of {self.job.dataset!r}')
 
   @functools.cached_property
   def resolved_cost_model(self) -> 'linear.LinearCostModel':
@@ -220,19 +281,21 @@ class SearchConfig:
     return backend.from_flat(cls, {name: values[name] for name in names})
 
 
-def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
-  """Writes `config.json` and `model_spec.json`, or checks them on resume.
+def check_stored(config: SearchConfig, model_spec_json: str
+                 ) -> Optional[Dict[str, Any]]:
+  """Checks `config` against the model directory's stored search; no writes.
 
   Args:
     config: the new run's config.
     model_spec_json: the search space, serialised with `spec_io.dumps`.
 
   Returns:
-    True when the model directory already held a search (a resume).
+    The stored config.json values, or None when there are none (a new run).
 
   Raises:
     ValueError: naming the first field that differs from the stored config
-      (outside `RUN_ONLY_FIELDS`), or when the stored search space differs.
+      (outside `RUN_ONLY_FIELDS`) with both values, or when the stored search
+      space differs.
   """
   config_path = os.path.join(config.job.model_dir, CONFIG_FILE)
   spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
@@ -243,12 +306,36 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
                        f'--ssd={config.ssd}; use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
-  resumed = files.write_or_check_config(
-      config_path, config.to_json(), RUN_ONLY_FIELDS,
-      DERIVED_FIELDS + ('search_train_examples',))
+  return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
+                            DERIVED_FIELDS + ('search_train_examples',))
+
+
+def write(config: SearchConfig, model_spec_json: str,
+          stored: Optional[Dict[str, Any]]) -> None:
+  """Writes `config.json` (new run-only values on a restart) and the space.
+
+  Call after `check_stored` returned `stored`, once everything else is
+  checked too.
+  """
+  files.write_config(os.path.join(config.job.model_dir, CONFIG_FILE),
+                     config.to_json(), stored, RUN_ONLY_FIELDS)
+  spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
   if not files.exists(spec_path):
     files.write_text(model_spec_json, spec_path)
-  return resumed
+
+
+def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
+  """`check_stored`, then `write`.
+
+  Returns:
+    True when the model directory already held a search (a resume).
+
+  Raises:
+    ValueError: as `check_stored` (then nothing is written).
+  """
+  stored = check_stored(config, model_spec_json)
+  write(config, model_spec_json, stored)
+  return stored is not None
 
 
 def read(model_dir: str) -> SearchConfig:

@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import checkpoints
 from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.cost_model import linear as cost_linear
@@ -58,6 +59,25 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   return logits
 
 
+def _newest_readable(model_dir: str) -> str:
+  """The checkpoint the `checkpoint` file names, if it can be read.
+
+  Raises:
+    ValueError: when there is none, or it cannot be read (naming the newest
+      readable one to pass as --checkpoint); nothing is changed.
+  """
+  point = checkpoints.resume_point(model_dir)
+  if point.checkpoint is None:
+    raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
+                     'saved one yet')
+  if point.skipped:
+    prefix, reason = point.skipped[0]
+    raise ValueError(f'{prefix} is unreadable ({reason}); pass '
+                     f'--checkpoint={point.checkpoint} (the newest readable '
+                     'one) or resume the search, which falls back to it')
+  return point.checkpoint
+
+
 def search_architecture(model_dir: str, checkpoint: Optional[str] = None
                         ) -> architecture_lib.Architecture:
   """The searched architecture of `model_dir`.
@@ -82,10 +102,7 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None
     raise ValueError(f'{spec_path} differs from the current {ssd!r} space; '
                      'the search was made with another version')
   if checkpoint is None:
-    checkpoint = tf.train.latest_checkpoint(model_dir)
-    if checkpoint is None:
-      raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
-                       'saved one yet')
+    checkpoint = _newest_readable(model_dir)
   logits = read_logits(checkpoint, spec)
   indices = reinforce.argmax_indices(logits, spec)
   cost = cost_linear.estimate_cost_of_indices(indices,

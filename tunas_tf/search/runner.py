@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict, NamedTuple, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -130,33 +130,102 @@ def make_estimator(config: SearchConfig):
                                 config.train_batch_size, optimize_graph=False)
 
 
-def run_search(config: SearchConfig) -> None:
-  """Writes/checks config.json and model_spec.json, then trains to the end.
+class Plan(NamedTuple):
+  """What `check_search` found, for `run_search` to act on.
 
-  A model directory holding an earlier run of the same search resumes from
-  its latest checkpoint (Estimator behaviour); a different search is refused.
+  Fields:
+    spec_json: the search space, serialised (model_spec.json).
+    stored: the stored config.json values, or None for a new search.
+    resume: where the search resumes (`checkpoints.ResumePoint`).
+  """
+  spec_json: str
+  stored: Optional[Dict[str, Any]]
+  resume: checkpoints.ResumePoint
+
+  def finished(self, max_global_step: int) -> bool:
+    """Whether the newest readable checkpoint is at the last step."""
+    return (self.resume.checkpoint is not None and
+            self.resume.global_step >= max_global_step)
+
+
+def check_search(config: SearchConfig) -> Plan:
+  """Everything a search checks before it writes anything; writes nothing.
+
+  Raises:
+    ValueError: for bfloat16 compute, a model directory holding another
+      search (naming the field, its stored and its new value), or one whose
+      checkpoints cannot be read.
   """
   if config.use_bfloat16 == 'true' or (config.use_bfloat16 == 'ontpu' and
                                        config.job.use_tpu):
     raise ValueError('bfloat16 compute is not implemented yet (the supernet '
                      'runs in float32); pass --use_bfloat16=false')
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
-  resumed = config_lib.write_or_check(config, spec_json)
+  stored = config_lib.check_stored(config, spec_json)
+  return Plan(spec_json, stored,
+              checkpoints.resume_point(config.job.model_dir))
+
+
+def _stop_line(error: Exception, model_dir: str) -> Optional[str]:
+  """The one line of a run stopped on a NaN or Inf, or None."""
+  failure = steps.non_finite_failure(error)
+  if failure is None:
+    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
+      return None
+    what = 'NaN loss during training'
+  else:
+    name, step, value = failure
+    what = f'The {name} is {value} at step {step}'
+  latest = tf.train.latest_checkpoint(model_dir)
+  return (f'{what}: the search stopped without saving it; the last good '
+          f'checkpoint is {latest or "none (none was saved)"}')
+
+
+def run_search(config: SearchConfig) -> bool:
+  """Checks everything, then writes config.json and trains to the end.
+
+  A model directory holding an earlier run of the same search resumes from
+  its newest readable checkpoint (`checkpoints.resume_point`); a different
+  search is refused before anything is written; a finished one is left as
+  it is.
+
+  Returns:
+    False when the search had already finished (nothing was done).
+
+  Raises:
+    ValueError: as `check_search`; for a TPU that cannot be resolved; when
+      a NaN or Inf loss or reward stops the search (naming the step and the
+      last good checkpoint).
+  """
+  plan = check_search(config)
+  model_dir = config.job.model_dir
+  if plan.finished(config.max_global_step):
+    logging.info('The search in %s has finished (step %d of %d); nothing to '
+                 'do', model_dir, plan.resume.global_step,
+                 config.max_global_step)
+    return False
+  estimator = make_estimator(config)  # Resolves a TPU before any write.
+  checkpoints.use_resume_point(model_dir, plan.resume)
+  config_lib.write(config, plan.spec_json, plan.stored)
   logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d); '
                'building the search graph ...',
-               'Resuming' if resumed else 'Starting', config.ssd,
-               config.job.model_dir, config.max_global_step,
-               config.rl_delay_steps,
+               'Resuming' if plan.stored else 'Starting', config.ssd,
+               model_dir, config.max_global_step, config.rl_delay_steps,
                config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)
-  estimator = make_estimator(config)
-  # Restoring a truncated or foreign checkpoint fails deep inside the
-  # Estimator; say which file and why in one line.
-  with checkpoints.refuse_unreadable(
-      tf.train.latest_checkpoint(config.job.model_dir)):
-    estimator.train(make_input_fn(config), max_steps=config.max_global_step)
-  model_dir = config.job.model_dir
+  # Restoring a foreign checkpoint fails deep inside the Estimator; say which
+  # file and why in one line. A NaN stops the run in one line too.
+  try:
+    with checkpoints.refuse_unreadable(plan.resume.checkpoint):
+      estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+  except (tf.errors.InvalidArgumentError,
+          tf.compat.v1.train.NanLossDuringTrainingError) as e:
+    line = _stop_line(e, model_dir)
+    if line is None:
+      raise
+    raise ValueError(line) from None
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',
                config.max_global_step, model_dir, model_dir)
+  return True

@@ -18,6 +18,7 @@ their variables, so the Estimator's checkpoints hold all the state.
 from __future__ import annotations
 
 import collections
+import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -33,6 +34,46 @@ from tunas_tf.layers import sync
 from tunas_tf.search.config import SearchConfig
 
 LABEL_SMOOTHING = 0.1
+# The first datum of the assertions of `check_finite`, found again in the
+# error by `non_finite_failure`.
+_NON_FINITE = 'tunas_tf non-finite'
+_NON_FINITE_ERROR = re.compile(
+    _NON_FINITE + r'\] \[([^\]]*)\] \[(-?\d+)\] \[([^\]]*)\]')
+
+
+def check_finite(name: str, values: List[tf.Tensor], global_step: tf.Tensor,
+                 use_tpu: bool) -> List[tf.Operation]:
+  """An assertion that every element of `values` is finite (off TPU).
+
+  An update made to depend on it never runs on a NaN or Inf: the session
+  run fails with an error that `non_finite_failure` reads (`name`, the step,
+  the first value), before the update and before any hook saves. On TPU it
+  is empty (XLA drops assertions; the Estimator's NaN-loss hook remains).
+
+  Args:
+    name: what the values are, for the message ('model loss', 'reward').
+    values: float Tensors; the first should be a scalar (it is reported).
+    global_step: the step (reported).
+    use_tpu: whether the graph runs on TPU.
+
+  Returns:
+    The assertion ops (control dependencies), empty on TPU.
+  """
+  if use_tpu:
+    return []
+  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                          for v in values])
+  return [tf.debugging.Assert(
+      finite, [_NON_FINITE, name, tf.cast(global_step, tf.int64), values[0]],
+      name=f"check_finite_{name.replace(' ', '_')}")]
+
+
+def non_finite_failure(error: Exception) -> Optional[Tuple[str, int, str]]:
+  """(name, step, value) of a `check_finite` failure, or None."""
+  match = _NON_FINITE_ERROR.search(str(error))
+  if not match:
+    return None
+  return match.group(1), int(match.group(2)), match.group(3)
 
 
 class ModelStep(NamedTuple):
@@ -124,7 +165,9 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   sample's masks; RMSProp with TF1 semantics (decay 0.9, epsilon 1.0, slots
   start at 1) under cosine decay with linear warm-up; CrossShardOptimizer on
   TPU. The global step is *not* incremented here (the controller step does).
-  With the barrier on, every gradient waits for all of them.
+  With the barrier on, every gradient waits for all of them. The loss (and,
+  with the barrier, the gradients) are checked finite (`check_finite`)
+  before the update.
 
   Returns:
     A `ModelStep`.
@@ -150,8 +193,13 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     raw_grads = grads = [g for g, _ in grads_and_vars]
     if config.use_gradient_sync_barrier:
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
-    train_op = opt.apply_gradients(
-        list(zip(grads, [v for _, v in grads_and_vars])))
+    # A NaN or Inf loss (or gradient, when the barrier makes every update
+    # wait for all of them anyway) stops the run before the update.
+    checked = [loss] + (raw_grads if config.use_gradient_sync_barrier else [])
+    with tf.control_dependencies(check_finite(
+        'model loss', checked, global_step, config.job.use_tpu)):
+      train_op = opt.apply_gradients(
+          list(zip(grads, [v for _, v in grads_and_vars])))
   return ModelStep(train_op=train_op, grads=grads, raw_grads=raw_grads,
                    loss=loss, empirical_loss=empirical_loss,
                    regularization_loss=regularization_loss,
@@ -178,7 +226,10 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
 def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
                          config: SearchConfig) -> RewardStep:
-  """Reward, baseline (EMA of the cross-replica mean reward) and advantage."""
+  """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
+
+  The reward is checked finite (`check_finite`) before anything uses it.
+  """
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.rl_cost_model_target,
@@ -189,10 +240,16 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
     cost_adjustment = tf.convert_to_tensor(stats.cost_adjustment, tf.float32)
   else:
     reward = accuracy
-  step_baseline = cross_replica_mean(reward, config.job.use_tpu)
+  # A NaN or Inf reward stops the run before the baseline and the controller
+  # update.
+  global_step = tf.compat.v1.train.get_or_create_global_step()
   ema = moving_average.MovingAverage(config.rl_baseline_momentum,
                                      name='rl_baseline')
-  baseline = ema.update(step_baseline)
+  with tf.control_dependencies(check_finite('reward', [reward], global_step,
+                                            config.job.use_tpu)):
+    reward = tf.identity(reward)
+    step_baseline = cross_replica_mean(reward, config.job.use_tpu)
+    baseline = ema.update(step_baseline)  # Both of its assignments wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
                     baseline=baseline, advantage=reward - baseline,
                     cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)

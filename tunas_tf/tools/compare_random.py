@@ -30,6 +30,7 @@ import numpy as np
 
 from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
 from tunas_tf.search import config as config_lib
@@ -188,16 +189,19 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     flag_values=f)
 
 
-def main(argv) -> Optional[int]:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
+  """Runs the comparison; bad input exits with one line."""
+  f = flag_values
   if len(argv) > 1:
     sys.exit(f'compare_random: unexpected arguments {argv[1:]}')
-  if not FLAGS.search_dir:
+  if not f.search_dir:
     sys.exit('compare_random: --search_dir is required')
-  output_dir = FLAGS.output_dir or os.path.join(FLAGS.search_dir,
-                                                'compare_random')
+  output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
   try:
-    results = compare(FLAGS.search_dir, output_dir, FLAGS.num_random,
-                      FLAGS.cost_tolerance, FLAGS.seed, FLAGS.train_eval_flags)
+    files.check_output_dir(output_dir, '--output_dir')
+    checks.seed('seed', f.seed)
+    results = compare(f.search_dir, output_dir, f.num_random,
+                      f.cost_tolerance, f.seed, f.train_eval_flags)
   except ValueError as e:
     sys.exit(f'compare_random: {e}')
   plot(results, os.path.join(output_dir, PLOT_FILE))

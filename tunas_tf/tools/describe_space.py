@@ -19,6 +19,8 @@ from absl import flags
 
 from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import checks
+from tunas_tf import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -94,18 +96,26 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       flag_values=flag_values)
 
 
-def main(argv):
-  del argv
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Prints the description; bad input exits with one line."""
+  f = flag_values
+  if len(argv) > 1:
+    sys.exit(f'describe_space: unexpected arguments {argv[1:]}')
+  path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
+          if f.output_dir else None)
   try:
-    result = describe(FLAGS.ssd, FLAGS.indices, FLAGS.seed)
+    if path:
+      files.check_output_dir(f.output_dir, '--output_dir')
+      files.check_output_file(path, '--output_dir')
+    checks.seed('seed', f.seed)
+    result = describe(f.ssd, f.indices, f.seed)
   except ValueError as e:
     sys.exit(f'describe_space: {e}')
   print(f"{result['ssd']}: {result['num_decisions']} decisions, "
         f"{float(result['size']):.3g} architectures")
   print(decision_table(result['ssd'], result['indices']))
   print(f"architecture: {result['indices']}")
-  if FLAGS.output_dir:
-    path = os.path.join(FLAGS.output_dir, architecture_lib.FILE_NAME)
+  if path:
     architecture_lib.write(
         architecture_lib.Architecture(result['ssd'], result['indices']), path)
     print(f'wrote {path}')

@@ -26,6 +26,7 @@ from absl import flags
 
 from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import files
 from tunas_tf.search import extract as extract_lib
 
 # The library this tool runs (kept under these names for its callers).
@@ -47,17 +48,19 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
 
 
-def main(argv) -> None:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Extracts and writes the architecture; bad input exits with one line."""
+  f = flag_values
   if len(argv) > 1:
     sys.exit(f'extract_architecture: unexpected arguments {argv[1:]}')
-  if not FLAGS.model_dir:
+  if not f.model_dir:
     sys.exit('extract_architecture: --model_dir is required')
+  output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
-    result = search_architecture(FLAGS.model_dir, FLAGS.checkpoint)
+    files.check_output_file(output, '--output')
+    result = search_architecture(f.model_dir, f.checkpoint)
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
-  output = FLAGS.output or os.path.join(FLAGS.model_dir,
-                                        architecture_lib.FILE_NAME)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')

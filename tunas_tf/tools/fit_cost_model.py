@@ -80,20 +80,23 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'score the fit.', flag_values=flag_values)
 
 
-def main(argv) -> None:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Fits and writes the coefficients; bad input exits with one line."""
+  f = flag_values
   if len(argv) > 1:
     sys.exit(f'fit_cost_model: unexpected arguments {argv[1:]}')
-  if not FLAGS.csv or not FLAGS.output:
+  if not f.csv or not f.output:
     sys.exit('fit_cost_model: --csv and --output are required')
   try:
-    result = fit_csv(FLAGS.csv, FLAGS.ssd, FLAGS.seed, FLAGS.holdout_fraction)
+    files.check_output_file(f.output, '--output')
+    result = fit_csv(f.csv, f.ssd, f.seed, f.holdout_fraction)
   except ValueError as e:
     sys.exit(f'fit_cost_model: {e}')
   coefficients = result['coefficients']
-  files.write_json(coefficients, FLAGS.output)
+  files.write_json(coefficients, f.output)
   print(fit_lib.summary(coefficients))
-  print(f"{coefficients['num_features']} coefficients for {FLAGS.ssd} "
-        f'written to {FLAGS.output}')
+  print(f"{coefficients['num_features']} coefficients for {f.ssd} "
+        f'written to {f.output}')
 
 
 if __name__ == '__main__':

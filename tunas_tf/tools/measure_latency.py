@@ -48,6 +48,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tunas_tf import checks
 from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import latency_csv
@@ -332,35 +333,37 @@ def _set_tf_threads(num_threads: int) -> None:
     logging.warning('could not set TensorFlow to %d threads', num_threads)
 
 
-def main(argv) -> None:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Measures and appends the latencies; bad input exits with one line."""
+  f = flag_values
   if len(argv) > 1:
     sys.exit(f'measure_latency: unexpected arguments {argv[1:]}')
-  if not FLAGS.output:
+  if not f.output:
     sys.exit('measure_latency: --output is required')
-  if (FLAGS.indices_file is None) == (FLAGS.num is None):
+  if (f.indices_file is None) == (f.num is None):
     sys.exit('measure_latency: give exactly one of --indices_file and --num')
   try:
-    if FLAGS.indices_file is not None:
-      architectures = read_indices_file(FLAGS.indices_file, FLAGS.ssd)
+    files.check_output_file(f.output, '--output')
+    checks.seed('seed', f.seed)
+    if f.indices_file is not None:
+      architectures = read_indices_file(f.indices_file, f.ssd)
     else:
-      architectures = random_search.sample_indices(FLAGS.ssd, FLAGS.num,
-                                                   FLAGS.seed)
-    if FLAGS.backend == 'tf' and FLAGS.num_threads >= 1:
-      _set_tf_threads(FLAGS.num_threads)
+      architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
+    if f.backend == 'tf' and f.num_threads >= 1:
+      _set_tf_threads(f.num_threads)
     result = measure_to_csv(
-        FLAGS.ssd, architectures, FLAGS.output, FLAGS.backend,
-        FLAGS.warmup_runs, FLAGS.runs, image_size=FLAGS.image_size,
-        num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels,
-        num_threads=FLAGS.num_threads)
+        f.ssd, architectures, f.output, f.backend, f.warmup_runs, f.runs,
+        image_size=f.image_size, num_classes=f.num_classes,
+        input_channels=f.input_channels, num_threads=f.num_threads)
   except ValueError as e:
     sys.exit(f'measure_latency: {e}')
   rows = result['rows']
   print(f"measured {len(rows)} architectures ({result['skipped']} already in "
-        f'{FLAGS.output}) with {FLAGS.backend}')
+        f'{f.output}) with {f.backend}')
   if rows:
     latencies = [row[1] for row in rows]
     print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
-          f'written to {FLAGS.output}')
+          f'written to {f.output}')
 
 
 if __name__ == '__main__':

@@ -26,6 +26,7 @@ import sys
 
 from absl import flags
 
+from tunas_tf import checks
 from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
@@ -60,22 +61,26 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       flag_values=flag_values)
 
 
-def main(argv) -> None:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+  """Samples and writes the architectures; bad input exits with one line."""
+  f = flag_values
   if len(argv) > 1:
     sys.exit(f'random_architectures: unexpected arguments {argv[1:]}')
-  if not FLAGS.output:
+  if not f.output:
     sys.exit('random_architectures: --output is required')
   try:
+    files.check_output_file(f.output, '--output')
+    checks.seed('seed', f.seed)
     kept = random_search.sample_architectures(
-        FLAGS.ssd, FLAGS.num, FLAGS.seed, FLAGS.cost_model, FLAGS.min_cost,
-        FLAGS.max_cost, image_size=FLAGS.image_size,
-        num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels)
+        f.ssd, f.num, f.seed, f.cost_model, f.min_cost, f.max_cost,
+        image_size=f.image_size, num_classes=f.num_classes,
+        input_channels=f.input_channels)
   except ValueError as e:
     sys.exit(f'random_architectures: {e}')
-  files.write_json(kept, FLAGS.output)
+  files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
-  print(f'{len(kept)} architectures of {FLAGS.ssd}, estimated cost '
-        f'{min(costs):.6g}..{max(costs):.6g}; written to {FLAGS.output}')
+  print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
+        f'{min(costs):.6g}..{max(costs):.6g}; written to {f.output}')
 
 
 if __name__ == '__main__':

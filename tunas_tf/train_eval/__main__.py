@@ -169,11 +169,16 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
       **{name: getattr(flag_values, name) for name in _CONFIG_FLAGS})
 
 
-def main(argv) -> Optional[int]:
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
+  """Trains, evaluates and exports; bad input exits with one line.
+
+  Everything is checked before anything is written to the model directory
+  (`config_from_flags`, then `runner.run`'s checks).
+  """
   if len(argv) > 1:
     sys.exit(f'train_eval: unexpected arguments {argv[1:]}')
   try:
-    config = config_from_flags(FLAGS)
+    config = config_from_flags(flag_values)
     metrics = runner.run(config)
   except ValueError as e:
     sys.exit('train_eval: ' + ' '.join(str(e).split()))

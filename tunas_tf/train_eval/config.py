@@ -27,6 +27,7 @@ from typing import Any, Dict, Optional, Tuple
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import backend
 from tunas_tf import checkpoints
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.data import datasets
 from tunas_tf.search_space import mobile
@@ -90,6 +91,10 @@ class TrainEvalConfig:
 
   def __post_init__(self):
     check_settings(self, self.job.dataset)
+    if self.train_batch_size > self.train_examples:
+      raise ValueError(f'--train_batch_size is {self.train_batch_size}, more '
+                       f'than the {self.train_examples} training examples of '
+                       f'{self.job.dataset!r}')
     max_global_step = (self.max_steps if self.max_steps is not None else
                        int(math.floor(self.train_examples * self.epochs /
                                       self.train_batch_size)))
@@ -109,8 +114,9 @@ class TrainEvalConfig:
 
 
 def _positive(value, name):
-  if value is None or value <= 0:
+  if value is None or not value > 0:  # NaN is not positive either.
     raise ValueError(f'--{name} must be positive, got {value!r}')
+  checks.number(name, value, 0, low_open=True)  # Finite.
   return value
 
 
@@ -141,20 +147,23 @@ def check_settings(c: Any, dataset: str) -> None:
     ValueError: naming the first bad setting's flag.
   """
   _check_indices(c.ssd, c.indices)
-  if c.filters_multiplier <= 0:
+  if not c.filters_multiplier > 0:
     raise ValueError('--filters_multiplier must be positive, got '
                      f'{c.filters_multiplier}')
+  checks.number('filters_multiplier', c.filters_multiplier, 0, low_open=True)
   for name in _POSITIVE_FIELDS:
     _positive(getattr(c, name), name)
   if c.max_steps is not None:
     _positive(c.max_steps, 'max_steps')
   else:
     _positive(c.epochs, 'epochs')
+  _positive(c.base_learning_rate, 'base_learning_rate')
   for name in ('warmup_steps_fraction', 'moving_average_decay',
-               'label_smoothing'):
+               'label_smoothing', 'momentum'):
     _in_unit_interval(getattr(c, name), name)
-  if c.weight_decay < 0:
+  if not c.weight_decay >= 0:
     raise ValueError(f'--weight_decay must be >= 0, got {c.weight_decay}')
+  checks.number('weight_decay', c.weight_decay, 0)
   _in_unit_interval(c.dropout_rate, 'dropout_rate')
   if c.freeze_inherited and not c.init_from_search:
     raise ValueError('--freeze_inherited needs --init_from_search')
@@ -184,9 +193,14 @@ def _resolve_architecture(architecture: Optional[str], ssd: Optional[str],
   return ssd, schema.format_indices(indices or '')
 
 
-def _dataset_facts(name: str, data_dir: Optional[str], download: bool
-                   ) -> Tuple[int, int, int, int]:
-  """(image_size, num_channels, num_classes, train_examples) of a dataset."""
+def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
+                   eval_split: str) -> Tuple[int, int, int, int]:
+  """(image_size, num_channels, num_classes, train_examples) of a dataset.
+
+  Raises:
+    ValueError: for an unknown, unreachable or unfit dataset, or an
+      `eval_split` it does not have.
+  """
   if name == datasets.DIGITS:
     info = datasets.dataset_info(name)
     sizes = info.split_sizes
@@ -200,6 +214,12 @@ def _dataset_facts(name: str, data_dir: Optional[str], download: bool
   if 'train' not in info.splits:
     raise ValueError(f'Dataset {name!r} has no "train" split; it has '
                      f'{sorted(info.splits.keys())}')
+  if eval_split not in datasets.SPLITS:
+    try:
+      info.splits[eval_split]  # pylint: disable=pointless-statement
+    except Exception as e:  # TFDS raises several kinds for a bad split.
+      raise ValueError(f'--eval_split={eval_split!r} of {name!r}: '
+                       f'{str(e).splitlines()[0]}') from None
   shape = info.features['image'].shape
   return (shape[0], shape[-1], info.features['label'].num_classes,
           info.splits['train'].num_examples)
@@ -235,6 +255,12 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   v = dict(values)
   if not v['model_dir']:
     raise ValueError('--model_dir is required')
+  files.check_output_dir(v['model_dir'], '--model_dir')
+  if v['export'] and v['export_dir']:
+    files.check_output_dir(v['export_dir'], '--export_dir')
+  for name in ('num_classes', 'image_size'):
+    if v[name] is not None:
+      checks.number(name, v[name], 1, integer=True)
   v['ssd'], v['indices'] = _resolve_architecture(architecture, v['ssd'],
                                                  v['indices'])
   v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
@@ -243,10 +269,17 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
     v['init_from_search'] = os.path.abspath(v['init_from_search'])
-    checkpoints.search_checkpoint(v['init_from_search'], v['ssd'])
+    inherited = checkpoints.search_checkpoint(v['init_from_search'],
+                                              v['ssd'])
+    reason = checkpoints.unreadable_reason(inherited)
+    if reason:
+      raise ValueError(f'--init_from_search: {inherited} cannot be read '
+                       f'({reason})')
   image_size, v['num_channels'], classes, v['train_examples'] = (
-      _dataset_facts(v['dataset'], v['data_dir'], v['download']))
-  v['num_classes'] = v['num_classes'] or classes
+      _dataset_facts(v['dataset'], v['data_dir'], v['download'],
+                     v['eval_split']))
+  if v['num_classes'] is None:
+    v['num_classes'] = classes
   if v['num_classes'] < classes:
     raise ValueError(f"--num_classes={v['num_classes']} is fewer than the "
                      f"{classes} labels of {v['dataset']!r}")
@@ -267,19 +300,40 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   return backend.from_flat(TrainEvalConfig, v)
 
 
+def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
+  """Checks `config` against the stored `config.json`; writes nothing.
+
+  Returns:
+    The stored values, or None when there are none (a new run).
+
+  Raises:
+    ValueError: naming the first field that differs outside
+      `RUN_ONLY_FIELDS` (flag-backed fields before derived ones) with its
+      stored and its new value.
+  """
+  return files.check_config(
+      os.path.join(config.job.model_dir, CONFIG_FILE), config.to_json(),
+      RUN_ONLY_FIELDS, DERIVED_FIELDS)
+
+
+def write(config: TrainEvalConfig, stored: Optional[Dict[str, Any]]) -> None:
+  """Writes `config.json` (a restart: the stored one, new run-only values)."""
+  files.write_config(os.path.join(config.job.model_dir, CONFIG_FILE),
+                     config.to_json(), stored, RUN_ONLY_FIELDS)
+
+
 def write_or_check(config: TrainEvalConfig) -> bool:
-  """Writes `config.json`, or checks it against the stored one on restart.
+  """`check_stored`, then `write`.
 
   Returns:
     True when the directory already held a run's config.
 
   Raises:
-    ValueError: naming the first field that differs outside
-      `RUN_ONLY_FIELDS` (flag-backed fields before derived ones).
+    ValueError: as `check_stored` (then nothing is written).
   """
-  return files.write_or_check_config(
-      os.path.join(config.job.model_dir, CONFIG_FILE), config.to_json(),
-      RUN_ONLY_FIELDS, DERIVED_FIELDS)
+  stored = check_stored(config)
+  write(config, stored)
+  return stored is not None
 
 
 def read(model_dir: str) -> TrainEvalConfig:

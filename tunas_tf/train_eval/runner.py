@@ -34,7 +34,8 @@ _SUMMARY_KEYS = ('params', 'macs', 'train_images_per_sec',
 
 def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                   record: Dict[str, Any], one_shot: bool = False,
-                  initialize: bool = True):
+                  initialize: bool = True,
+                  inheritance: Optional[checkpoints.Inheritance] = None):
   """The TPUEstimator model_fn of the standalone network.
 
   Args:
@@ -46,10 +47,12 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
       `init_from_search` this scores the supernet's weights.
     initialize: assign the inherited values at session creation (only
       happens when no checkpoint is restored; pass False once one exists).
+    inheritance: the search's weights, read already; read here when None and
+      `config.init_from_search` is set.
   """
   graph, constants = network.build_graph(config, arch)
-  inheritance = (checkpoints.Inheritance(config.init_from_search)
-                 if config.init_from_search else None)
+  if inheritance is None and config.init_from_search:
+    inheritance = checkpoints.Inheritance(config.init_from_search)
 
   def model_fn(features, labels, mode, params):
     net = steps.forward(graph, constants, features, mode, config, one_shot)
@@ -127,17 +130,19 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
 
 
 def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
-                        has_checkpoint: bool, one_shot: bool
+                        has_checkpoint: bool, one_shot: bool,
+                        inheritance: Optional[checkpoints.Inheritance]
                         ) -> Dict[str, Any]:
   """Trains unless `eval_only`, then evaluates; the Estimator's results."""
   if not config.eval_only:
     model_fn = make_model_fn(config, arch, record,
-                             initialize=not has_checkpoint)
+                             initialize=not has_checkpoint,
+                             inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
     estimator.train(data.make_input_fn(config, True),
                     max_steps=config.max_global_step)
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
-                           initialize=one_shot)
+                           initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
   return estimator.evaluate(data.make_input_fn(config, False), steps=None,
                             name=None)
@@ -146,29 +151,39 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
 
-  Writes/checks `config.json` first; a directory with a checkpoint resumes
-  from it (Estimator behaviour), one without one starts fresh or, with
-  `init_from_search`, from the search's weights.
+  Checks everything first and writes nothing until then: the architecture,
+  the stored `config.json` (a restart may change only `RUN_ONLY_FIELDS`),
+  the checkpoints (`checkpoints.resume_point`: a newest one that cannot be
+  read is skipped, saying so), the search weights to inherit and the TPU.
+  A directory with a checkpoint resumes from it (Estimator behaviour), one
+  without one starts fresh or, with `init_from_search`, from the search's
+  weights.
 
   Raises:
     ValueError: for an inconsistent directory or settings.
   """
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
-  has_checkpoint = (tf.io.gfile.isdir(model_dir) and
-                    tf.train.latest_checkpoint(model_dir) is not None)
+  stored = config_lib.check_stored(config)
+  resume = checkpoints.resume_point(model_dir)
+  has_checkpoint = resume.checkpoint is not None
   one_shot = config.eval_only and not has_checkpoint
   if one_shot and not config.init_from_search:
     raise ValueError(f'--eval_only: {model_dir} holds no checkpoint to '
                      'evaluate (train first, or give --init_from_search for '
                      'one-shot accuracy)')
-  resumed = config_lib.write_or_check(config)
-  logging.info('%s %s %s in %s: %d steps', 'Resuming' if resumed else
+  inheritance = (checkpoints.Inheritance(config.init_from_search)
+                 if config.init_from_search else None)
+  backend.tpu_cluster(config.job)
+  # Everything is checked: now write.
+  checkpoints.use_resume_point(model_dir, resume)
+  config_lib.write(config, stored)
+  logging.info('%s %s %s in %s: %d steps', 'Resuming' if stored else
                'Starting', config.ssd, config.indices, config.job.model_dir,
                config.max_global_step)
   record: Dict[str, Any] = {}
   results = _train_and_evaluate(config, arch, record, has_checkpoint,
-                                one_shot)
+                                one_shot, inheritance)
   metrics = _metrics(config, arch, results, record, one_shot)
   _write_extra_summaries(os.path.join(config.job.model_dir, 'eval'),
                          metrics['global_step'],

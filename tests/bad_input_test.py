@@ -1,0 +1,497 @@
+"""The bad-input table: every binary refuses bad input in one line, unchanged.
+
+Each row runs one binary's `main(argv, flag_values)` in-process in a fresh
+directory `root` (which its `prepare` fills first: a copy of the shared
+finished search, a train_eval directory, a file where a directory belongs,
+...). Every row must exit non-zero with one line (`sys.exit` of one line; a
+flag the parser refuses keeps absl's two-line form, of which the first
+names the flag), that line must match the row's pattern, and every file and
+directory under `root` must be byte-for-byte as before (a model directory
+that did not exist still does not). Every row fails while checking its
+input, before any graph is built. A few rows run again as real processes
+for the exit code and the absence of a traceback.
+"""
+
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from typing import Callable, Dict, List, Optional, Tuple
+from unittest import mock
+
+from absl import flags
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tests.testing import searches
+from tests.testing import train_eval_runs
+from tunas_tf import train_search
+from tunas_tf.search import runner as search_runner
+from tunas_tf.tools import compare_random
+from tunas_tf.tools import describe_space
+from tunas_tf.tools import extract_architecture
+from tunas_tf.tools import fit_cost_model
+from tunas_tf.tools import measure_latency
+from tunas_tf.tools import random_architectures
+from tunas_tf.train_eval import __main__ as train_eval_main
+from tunas_tf.train_eval import config as train_eval_config
+
+_BINARIES = {
+    'train_search': train_search,
+    'train_eval': train_eval_main,
+    'extract_architecture': extract_architecture,
+    'describe_space': describe_space,
+    'random_architectures': random_architectures,
+    'compare_random': compare_random,
+    'fit_cost_model': fit_cost_model,
+    'measure_latency': measure_latency,
+}
+_MODULES = {
+    'train_search': 'tunas_tf.train_search',
+    'train_eval': 'tunas_tf.train_eval',
+    'extract_architecture': 'tunas_tf.tools.extract_architecture',
+}
+_ZEROS = ':'.join(['0'] * 18)
+_SHORT = searches.SHORT_SEARCH_FLAGS
+_RUN = '--model_dir={root}/run'
+_UNSET = 'unset:'  # A row's `unset:--flag` drops the base rows' --flag.
+_SEARCH = '--model_dir={root}/search'
+
+
+def _snapshot(path: str) -> Optional[Dict[str, str]]:
+  """{relative path: sha256 or 'dir'} of everything under `path`."""
+  if not os.path.lexists(path):
+    return None
+  if not os.path.isdir(path):
+    with open(path, 'rb') as f:
+      return {'.': hashlib.sha256(f.read()).hexdigest()}
+  out = {}
+  for directory, names, file_names in os.walk(path):
+    for name in names:
+      out[os.path.relpath(os.path.join(directory, name), path)] = 'dir'
+    for name in file_names:
+      full = os.path.join(directory, name)
+      with open(full, 'rb') as f:
+        out[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+# What a row's `prepare` may put under `root`.
+
+
+def _file(root: str) -> None:
+  with open(os.path.join(root, 'afile'), 'w') as f:
+    f.write('not a directory\n')
+
+
+def _finished_search(root: str) -> None:
+  shutil.copytree(searches.finished_search(), os.path.join(root, 'search'))
+
+
+def _truncate(path: str) -> None:
+  with open(path, 'r+b') as f:
+    f.truncate(100)
+
+
+def _broken_search(root: str) -> None:
+  """The finished search with every checkpoint truncated."""
+  _finished_search(root)
+  for step in (0, 4, 8):
+    _truncate(os.path.join(root, 'search',
+                           f'model.ckpt-{step}.data-00000-of-00001'))
+
+
+def _newest_truncated(root: str) -> None:
+  _finished_search(root)
+  _truncate(os.path.join(root, 'search', 'model.ckpt-8.data-00000-of-00001'))
+
+
+def _no_architecture(root: str) -> None:
+  _finished_search(root)
+  os.remove(os.path.join(root, 'search', 'architecture.json'))
+
+
+def _garbled_config(root: str) -> None:
+  _finished_search(root)
+  with open(os.path.join(root, 'search', 'config.json'), 'w') as f:
+    f.write('{"ssd": ')
+
+
+def _train_eval_dir(root: str) -> None:
+  """A train_eval directory: its config.json and an unreadable checkpoint."""
+  model_dir = os.path.join(root, 'run')
+  train_eval_config.write_or_check(train_eval_runs.config(
+      f'--model_dir={model_dir}', f'--indices={_ZEROS}', '--max_steps=30'))
+  with open(os.path.join(model_dir, 'checkpoint'), 'w') as f:
+    f.write('model_checkpoint_path: "model.ckpt-5"\n')
+  for suffix in ('index', 'data-00000-of-00001'):
+    with open(os.path.join(model_dir, f'model.ckpt-5.{suffix}'), 'wb') as f:
+      f.write(b'garbage')
+
+
+def _latency_csv(root: str) -> None:
+  with open(os.path.join(root, 'few.csv'), 'w') as f:
+    f.write('indices,latency_ms,spread_ms\n')
+    f.write(f'{_ZEROS},1.0,0.1\n')
+
+
+def _both(*prepares: Callable[[str], None]) -> Callable[[str], None]:
+  def prepare(root: str) -> None:
+    for p in prepares:
+      p(root)
+  return prepare
+
+
+# (name, binary, args, pattern of the last line, prepare). Args may hold
+# {root}. train_search rows run the short search's flags unless they give
+# --max_steps or a model dir of their own.
+_SEARCH_ROWS = [
+    ('rl_lr', ['--rl_learning_rate=-1'], r'--rl_learning_rate must be >= 0, '
+     r'got -1.0$'),
+    ('target', ['--rl_cost_model_target=-1'],
+     r'--rl_cost_model_target must be > 0, got -1.0$'),
+    ('target_nan', ['--rl_cost_model_target=nan'],
+     r'--rl_cost_model_target must be a finite number, got nan$'),
+    ('exponent', ['--rl_cost_model_exponent=0.5'],
+     r'--rl_cost_model_exponent must be <= 0, got 0.5$'),
+    ('model_lr', ['--model_learning_rate=0'],
+     r'--model_learning_rate must be > 0, got 0.0$'),
+    ('momentum', ['--model_momentum=1.5'],
+     r'--model_momentum must be in \[0, 1\), got 1.5$'),
+    ('baseline_momentum', ['--rl_baseline_momentum=1'],
+     r'--rl_baseline_momentum must be in \[0, 1\), got 1.0$'),
+    ('weight_decay', ['--model_weight_decay=-1e-5'],
+     r'--model_weight_decay must be >= 0'),
+    ('entropy', ['--rl_entropy_regularization=-0.1'],
+     r'--rl_entropy_regularization must be >= 0'),
+    ('multiplier', ['--rl_batch_size_multiplier=0'],
+     r'--rl_batch_size_multiplier must be > 0'),
+    ('tiny_multiplier', ['--rl_batch_size_multiplier=0.001'],
+     r'gives an empty validation batch'),
+    ('fraction', ['--rl_delay_steps_fraction=1.5'],
+     r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5$'),
+    ('fraction_nan', ['--model_warmup_steps_fraction=nan'],
+     r'--model_warmup_steps_fraction must be a finite number'),
+    ('warmup', ['--increase_ops_warmup_steps_fraction=0.75'],
+     r'Op warm-up \(6 steps\) is longer than the RL delay \(4 steps\)'),
+    ('epochs', ['--epochs=0', _UNSET + '--max_steps'],
+     r'--epochs must be > 0, got 0.0$'),
+    ('max_steps', ['--max_steps=0'], r'--max_steps must be > 0, got 0$'),
+    ('batch', ['--train_batch_size=0'], r'--train_batch_size must be > 0'),
+    ('batch_too_big', ['--train_batch_size=5000'],
+     r'--train_batch_size is 5000, more than the 1078 search-train examples'),
+    ('validation_too_big', ['--rl_batch_size_multiplier=30'],
+     r'the validation batch .* is 480, more than the 359 search-validation'),
+    ('seed', ['--seed=-1'],
+     r'--seed must be an integer in \[0, 2147483647\], got -1$'),
+    ('cadence', ['--save_checkpoints_steps=0'],
+     r'--save_checkpoints_steps must be positive, got 0$'),
+    ('keep', ['--keep_checkpoint_max=0'], r'--keep_checkpoint_max must be'),
+    ('log_every', ['--log_every_steps=-5'], r'--log_every_steps must be'),
+    ('loop', ['--tpu_iterations_per_loop=0'], r'--tpu_iterations_per_loop'),
+    ('classes_zero', ['--num_classes=0'],
+     r'--num_classes must be an integer >= 1, got 0$'),
+    ('classes_few', ['--num_classes=5'], r'--num_classes=5 is fewer than'),
+    ('image_size', ['--image_size=32'], r'--image_size: digits images are '
+     r'8x8$'),
+    ('image_size_zero', ['--image_size=0'], r'--image_size must be an integer'),
+    ('validation_examples', ['--validation_examples=10'],
+     r'--validation_examples: digits has a fixed split'),
+    ('use_tpu', ['--use_tpu'], r'--use_tpu needs --tpu=NAME$'),
+    ('bfloat16', ['--use_bfloat16=true'], r'bfloat16 compute is not '
+     'implemented'),
+    ('cost_model', ['--cost_model={root}/no/such.json'], r'no/such.json'),
+    ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
+    ('model_dir_file', ['--model_dir={root}/afile'],
+     r'--model_dir=.*/afile is a file, not a directory$', _file),
+    ('model_dir_under_file', ['--model_dir={root}/afile/run'],
+     r'--model_dir=.*/afile/run cannot be created: .*/afile is a file$',
+     _file),
+    ('unknown_dataset', ['--dataset=no_such_data', '--data_dir={root}/tfds'],
+     r"Unknown dataset 'no_such_data'"),
+    ('nodownload', ['--dataset=mnist', '--data_dir={root}/tfds',
+                    '--nodownload'],
+     r"'mnist' is not prepared .* downloads are off .*tfds build mnist"),
+    ('offline', ['--dataset=mnist', '--data_dir={root}/tfds'],
+     r"'mnist' is not prepared .* cannot be downloaded \(storage.googleapis"
+     r'.com: .*\); prepare it where there is network with `tfds build mnist'),
+    ('extra_argument', ['stray'], r"unexpected arguments \['stray'\]$"),
+    # Restarts of the finished search.
+    ('restart_max_steps', [_SEARCH, '--max_steps=10'],
+     r'config.json was written by a different run: max_steps is 8 there and '
+     r'10 now', _finished_search),
+    ('restart_epochs', [_SEARCH, '--epochs=3'],
+     r'epochs is 48.0 there and 3.0 now', _finished_search),
+    ('restart_rl_lr', [_SEARCH, '--rl_learning_rate=0.5'],
+     r'rl_learning_rate is 1.0 there and 0.5 now', _finished_search),
+    ('restart_seed', [_SEARCH, '--seed=1'], r'seed is 0 there and 1 now',
+     _finished_search),
+    ('restart_space', [_SEARCH, '--ssd=cifar_search'],
+     r'model_spec.json holds a different search space than '
+     r'--ssd=cifar_search', _finished_search),
+    ('restart_unreadable', [_SEARCH],
+     r'No readable checkpoint in .*search \(model.ckpt-8: Read less bytes '
+     r'.*model.ckpt-0: .*\); nothing was changed', _broken_search),
+    ('restart_garbled_config', [_SEARCH], r'config.json is not valid JSON',
+     _garbled_config),
+]
+_TRAIN_EVAL_ROWS = [
+    ('momentum', ['--momentum=-3'], r'--momentum must be in \[0, 1\), got '
+     r'-3.0$'),
+    ('lr', ['--base_learning_rate=-1'], r'--base_learning_rate must be '
+     'positive'),
+    ('weight_decay', ['--weight_decay=nan'], r'--weight_decay must be >= 0'),
+    ('smoothing', ['--label_smoothing=1'], r'--label_smoothing must be in'),
+    ('dropout', ['--dropout_rate=1'], r'--dropout_rate must be in'),
+    ('ema', ['--moving_average_decay=1'], r'--moving_average_decay must be'),
+    ('warmup', ['--warmup_steps_fraction=1'], r'--warmup_steps_fraction'),
+    ('epochs', ['--epochs=0'], r'--epochs must be positive, got 0.0$'),
+    ('max_steps', ['--max_steps=0'], r'--max_steps must be positive'),
+    ('eval_batch', ['--eval_batch_size=0'], r'--eval_batch_size must be'),
+    ('batch_too_big', ['--train_batch_size=5000'],
+     r'--train_batch_size is 5000, more than the 1437 training examples'),
+    ('multiplier', ['--filters_multiplier=0'], r'--filters_multiplier must'),
+    ('classes', ['--num_classes=0'], r'--num_classes must be an integer'),
+    ('image_size', ['--image_size=32'], r'digits images are 8x8$'),
+    ('seed', ['--seed=-1'], r'--seed must be an integer in'),
+    ('indices', ['--indices=0:1'], r'expected 18 indices'),
+    ('ssd', ['--ssd=no_such_space'], r"Unknown search space 'no_such_space'"),
+    ('architecture', ['--architecture={root}/missing.json'], r'Cannot read'),
+    ('split', ['--eval_split=nope'], r"--eval_split='nope': digits has"),
+    ('freeze', ['--freeze_inherited'], r'--freeze_inherited needs'),
+    ('eval_only', ['--eval_only'], r'no checkpoint to evaluate'),
+    ('init_empty', ['--init_from_search={root}'], r'holds no checkpoint'),
+    ('init_unreadable', ['--init_from_search={root}/search'],
+     r'--init_from_search: .*model.ckpt-8 cannot be read \(Read less bytes',
+     _newest_truncated),
+    ('model_dir_file', ['--model_dir={root}/afile'], r'is a file, not a '
+     'directory$', _file),
+    ('export_dir_file', ['--export_dir={root}/afile'],
+     r'--export_dir=.*/afile is a file, not a directory$', _file),
+    ('offline', ['--dataset=mnist', '--data_dir={root}/tfds'],
+     r"'mnist' is not prepared .* cannot be downloaded"),
+    ('extra_argument', ['stray'], r"unexpected arguments \['stray'\]$"),
+    ('restart_changed', ['--max_steps=30', '--base_learning_rate=0.5'],
+     r'base_learning_rate is 0.165 there and 0.5 now', _train_eval_dir),
+    ('restart_unreadable', ['--max_steps=30'], r'No readable checkpoint in '
+     r'.*run \(model.ckpt-5: .*sstable.*\); nothing was changed',
+     _train_eval_dir),
+]
+_TOOL_ROWS = [
+    ('extract_architecture', 'no_dir', [], r'--model_dir is required$'),
+    ('extract_architecture', 'empty', ['--model_dir={root}'],
+     r'No config.json in'),
+    ('extract_architecture', 'checkpoint', [_SEARCH,
+                                            '--checkpoint={root}/nothing'],
+     r'Cannot read checkpoint', _finished_search),
+    ('extract_architecture', 'unreadable', [_SEARCH],
+     r'model.ckpt-8 is unreadable \(Read less bytes .*\); pass '
+     r'--checkpoint=.*model.ckpt-4', _newest_truncated),
+    ('extract_architecture', 'output_dir', [_SEARCH, '--output={root}'],
+     r'--output=.* is a directory, not a file$', _finished_search),
+    ('describe_space', 'indices', ['--indices=0:9'], r'expected 18 indices'),
+    ('describe_space', 'output_file', ['--output_dir={root}/afile'],
+     r'--output_dir=.*afile is a file, not a directory$', _file),
+    ('describe_space', 'seed', ['--seed=-1'],
+     r'--seed must be an integer in \[0, 2147483647\], got -1$'),
+    ('random_architectures', 'num', ['--num=0', '--output={root}/a.json'],
+     r'num must be a positive int, got 0$'),
+    ('random_architectures', 'band', ['--min_cost=3', '--max_cost=2',
+                                      '--output={root}/a.json'],
+     r'greater than max_cost'),
+    ('random_architectures', 'cost_nan', ['--min_cost=nan',
+                                          '--output={root}/a.json'],
+     r'min_cost must be a finite number'),
+    ('random_architectures', 'no_output', [], r'--output is required$'),
+    ('random_architectures', 'seed', ['--seed=-2', '--output={root}/a.json'],
+     r'--seed must be an integer in'),
+    ('random_architectures', 'output_dir', ['--output={root}'],
+     r'is a directory, not a file$'),
+    ('random_architectures', 'cost_model', ['--cost_model={root}/x.json',
+                                            '--output={root}/a.json'],
+     r'x.json'),
+    ('compare_random', 'no_dir', [], r'--search_dir is required$'),
+    ('compare_random', 'empty', ['--search_dir={root}'], r'No config.json in'),
+    ('compare_random', 'num', ['--search_dir={root}/search',
+                               '--num_random=0'],
+     r'--num_random must be > 0', _finished_search),
+    ('compare_random', 'tolerance', ['--search_dir={root}/search',
+                                     '--cost_tolerance=2'],
+     r'--cost_tolerance must be in \(0, 1\)', _finished_search),
+    ('compare_random', 'no_architecture', ['--search_dir={root}/search'],
+     r'No architecture.json in .*run tunas_tf.tools.extract_architecture',
+     _no_architecture),
+    ('compare_random', 'output_file', ['--search_dir={root}/search',
+                                       '--output_dir={root}/afile'],
+     r'--output_dir=.*afile is a file', _both(_finished_search, _file)),
+    ('fit_cost_model', 'no_csv', ['--output={root}/c.json'],
+     r'--csv and --output are required$'),
+    ('fit_cost_model', 'missing_csv', ['--csv={root}/none.csv',
+                                       '--output={root}/c.json'],
+     r'none.csv'),
+    ('fit_cost_model', 'few_rows', ['--csv={root}/few.csv',
+                                    '--output={root}/c.json'],
+     r'too few rows', _latency_csv),
+    ('fit_cost_model', 'holdout', ['--csv={root}/few.csv',
+                                   '--holdout_fraction=1.5',
+                                   '--output={root}/c.json'],
+     r'holdout_fraction must be in \(0, 1\)', _latency_csv),
+    ('fit_cost_model', 'output_dir', ['--csv={root}/few.csv',
+                                      '--output={root}'],
+     r'is a directory, not a file$', _latency_csv),
+    ('measure_latency', 'no_output', ['--num=1'], r'--output is required$'),
+    ('measure_latency', 'neither', ['--output={root}/l.csv'],
+     r'give exactly one of --indices_file and --num$'),
+    ('measure_latency', 'num', ['--num=0', '--output={root}/l.csv'],
+     r'num must be a positive int'),
+    ('measure_latency', 'backend', ['--num=1', '--backend=onnx',
+                                    '--output={root}/l.csv'],
+     r"unknown backend 'onnx'"),
+    ('measure_latency', 'runs', ['--num=1', '--runs=0',
+                                 '--output={root}/l.csv'],
+     r'runs must be an int >= 1, got 0$'),
+    ('measure_latency', 'indices_file', ['--indices_file={root}/none.json',
+                                         '--output={root}/l.csv'],
+     r'cannot read .*none.json'),
+    ('measure_latency', 'output_dir', ['--num=1', '--output={root}'],
+     r'is a directory, not a file$'),
+]
+# Rows the flag parser refuses (absl's two-line form names the flag).
+_FLAG_ROWS = [
+    ('train_search', ['--ssd=no_such_space'], 'ssd'),
+    ('train_search', ['--rl_reward_function=best'], 'rl_reward_function'),
+    ('train_search', ['--model_learning_rate=fast'], 'model_learning_rate'),
+    ('train_search', ['--no_such_flag=1'], 'no_such_flag'),
+    ('train_eval', ['--max_steps=1.5'], 'max_steps'),
+    ('describe_space', ['--ssd=no_such_space'], 'ssd'),
+]
+
+
+def _name(arg: str) -> str:
+  return arg.split('=')[0].lstrip('-')
+
+
+def _merge(base: List[str], args: List[str]) -> List[str]:
+  """`base` without the flags `args` sets (or unsets with _UNSET), then args."""
+  names = {_name(a.replace(_UNSET, '')) for a in args}
+  return ([a for a in base if _name(a) not in names] +
+          [a for a in args if not a.startswith(_UNSET)])
+
+
+def _rows() -> List[Tuple]:
+  """The table as named_parameters: (name, binary, args, pattern, prepare)."""
+  rows = []
+  for name, args, pattern, *prepare in _SEARCH_ROWS:
+    rows.append((f'train_search_{name}', 'train_search',
+                 _merge([_RUN, *_SHORT], args), pattern,
+                 prepare[0] if prepare else None))
+  for name, args, pattern, *prepare in _TRAIN_EVAL_ROWS:
+    base = [_RUN]
+    if not any(_name(a) in ('architecture', 'ssd') for a in args):
+      base.append(f'--indices={_ZEROS}')
+    rows.append((f'train_eval_{name}', 'train_eval', _merge(base, args),
+                 pattern, prepare[0] if prepare else None))
+  for binary, name, args, pattern, *prepare in _TOOL_ROWS:
+    rows.append((f'{binary}_{name}', binary, args, pattern,
+                 prepare[0] if prepare else None))
+  return rows
+
+
+def _parse(binary: str, args: List[str]):
+  values = flags.FlagValues()
+  _BINARIES[binary].define_flags(values)
+  return values, values([binary] + list(args))
+
+
+_OFFLINE = mock.patch.object(
+    socket, 'create_connection',
+    side_effect=OSError(101, 'Network is unreachable'))
+
+
+class BadInputTest(parameterized.TestCase):
+
+  def _root(self) -> str:
+    root = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+  @parameterized.named_parameters(*_rows())
+  def test_refused_in_one_line_and_nothing_changes(self, binary, args,
+                                                   pattern, prepare):
+    root = self._root()
+    if prepare:
+      prepare(root)
+    args = [a.format(root=root) for a in args]
+    before = _snapshot(root)
+    values, argv = _parse(binary, args)
+    proxies = {k: '' for k in ('https_proxy', 'HTTPS_PROXY', 'http_proxy',
+                               'HTTP_PROXY', 'all_proxy', 'ALL_PROXY')}
+    with _OFFLINE, mock.patch.dict(os.environ, proxies):
+      with self.assertRaises(SystemExit) as caught:
+        _BINARIES[binary].main(argv, values)
+    line = caught.exception.code
+    self.assertIsInstance(line, str, f'exit code {line!r}')
+    self.assertNotIn('\n', line)
+    self.assertTrue(line.startswith(f'{binary}: '), line)
+    self.assertRegex(line, pattern)
+    self.assertEqual(_snapshot(root), before, 'the directory changed')
+
+  @parameterized.parameters(*_FLAG_ROWS)
+  def test_flag_parser_names_the_flag(self, binary, args, flag):
+    with self.assertRaisesRegex(flags.Error, flag):
+      _parse(binary, args)
+
+  def test_a_finished_search_started_again_writes_nothing(self):
+    root = self._root()
+    _finished_search(root)
+    model_dir = os.path.join(root, 'search')
+    before = _snapshot(root)
+    # The same flags, then another cadence (which a restart may change).
+    for extra in ([], ['--save_checkpoints_steps=2', '--log_every_steps=1']):
+      values, argv = _parse('train_search', [f'--model_dir={model_dir}',
+                                             *_SHORT, *extra])
+      with self.assertLogs('absl', level='INFO') as logs:
+        self.assertEqual(train_search.main(argv, values), 0)
+      self.assertTrue(any('has finished (step 8 of 8); nothing to do' in line
+                          for line in logs.output), logs.output)
+      self.assertEqual(_snapshot(root), before)
+    config = searches.search_config(model_dir, *_SHORT)
+    self.assertFalse(search_runner.run_search(config))
+
+  def test_real_processes_exit_non_zero_without_a_traceback(self):
+    root = self._root()
+    _file(root)
+    cases = [
+        ('train_search', [f'--model_dir={root}/run', '--rl_learning_rate=-1'],
+         'train_search: --rl_learning_rate must be >= 0, got -1.0'),
+        ('train_search', [f'--model_dir={root}/afile'],
+         f'train_search: --model_dir={root}/afile is a file, not a directory'),
+        ('train_eval', [f'--model_dir={root}/run', f'--indices={_ZEROS}',
+                        '--momentum=-3'],
+         'train_eval: --momentum must be in [0, 1), got -3.0'),
+        ('train_search', ['--ssd=no_such_space'],
+         'Pass --helpshort or --helpfull to see help on flags.'),
+    ]
+    before = _snapshot(root)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    processes = [subprocess.Popen(
+        [sys.executable, '-m', _MODULES[binary], *args], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for binary, args, _ in cases]
+    for process, (_, args, last) in zip(processes, cases):
+      _, stderr = process.communicate(timeout=300)
+      self.assertNotEqual(process.returncode, 0, args)
+      self.assertNotIn('Traceback', stderr)
+      lines = [line for line in stderr.splitlines() if line.strip()]
+      self.assertEqual(lines[-1], last)
+      if last.startswith('Pass --help'):
+        self.assertIn("flag --ssd=no_such_space: value should be one of",
+                      lines[-2])
+    self.assertEqual(_snapshot(root), before)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,57 @@
+"""Tests of `checks`: the one-line range checks of settings."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tunas_tf import checks
+
+
+class ChecksTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      (dict(value=0.5, low=0, high=1),),
+      (dict(value=0, low=0, high=1),),
+      (dict(value=1, low=0, high=1),),
+      (dict(value=1e-9, low=0, low_open=True),),
+      (dict(value=-3, high=0),),
+      (dict(value=7, low=1, integer=True),),
+  )
+  def test_accepts(self, kwargs):
+    value = kwargs.pop('value')
+    checks.number('x', value, **kwargs)
+
+  @parameterized.parameters(
+      (1.5, dict(low=0, high=1, high_open=True),
+       r'^--x must be in \[0, 1\), got 1.5$'),
+      (1.0, dict(low=0, high=1, high_open=True),
+       r'^--x must be in \[0, 1\), got 1.0$'),
+      (0.0, dict(low=0, low_open=True), r'^--x must be > 0, got 0.0$'),
+      (-1.0, dict(low=0), r'^--x must be >= 0, got -1.0$'),
+      (0.5, dict(high=0), r'^--x must be <= 0, got 0.5$'),
+      (float('nan'), dict(low=0), r'^--x must be a finite number, got nan$'),
+      (float('inf'), dict(), r'^--x must be a finite number, got inf$'),
+      (2.5, dict(low=1, integer=True),
+       r'^--x must be an integer >= 1, got 2.5$'),
+      (True, dict(low=0, integer=True), r'^--x must be an integer >= 0'),
+      ('3', dict(low=0), r"^--x must be >= 0, got '3'$"),
+  )
+  def test_refuses_naming_the_flag_value_and_range(self, value, kwargs,
+                                                   message):
+    with self.assertRaisesRegex(ValueError, message):
+      checks.number('x', value, **kwargs)
+
+  def test_fraction_and_seed(self):
+    checks.fraction('f', 1.0)
+    with self.assertRaisesRegex(ValueError, r'--f must be in \[0, 1\), got'):
+      checks.fraction('f', 1.0, high_open=True)
+    checks.seed('seed', 0)
+    checks.seed('seed', checks.MAX_SEED)
+    for bad in (-1, checks.MAX_SEED + 1, 1.0):
+      with self.assertRaisesRegex(ValueError,
+                                  r'--seed must be an integer in \[0, '
+                                  r'2147483647\]'):
+        checks.seed('seed', bad)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,78 @@
+"""Range checks of settings, each failing with one line naming the flag.
+
+The typed configs (`backend.JobConfig`, `search.config.SearchConfig`,
+`train_eval.config.TrainEvalConfig`) call these in `__post_init__`, so a
+setting is checked once whether it comes from a flag, a stored config.json
+or a `dataclasses.replace`:
+
+  checks.number('model_momentum', 1.5, 0, 1, high_open=True)
+  -> ValueError('--model_momentum must be in [0, 1), got 1.5')
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Optional
+
+# The largest seed: TF graph seeds and NumPy's RandomState both take it.
+MAX_SEED = 2**31 - 1
+
+
+def _show(bound: float) -> str:
+  return str(bound) if isinstance(bound, int) else f'{bound:g}'
+
+
+def _bound(low: Optional[float], high: Optional[float], low_open: bool,
+           high_open: bool) -> str:
+  """'in [0, 1)', '> 0', '>= 0', '<= 0' or 'a number'."""
+  if low is None and high is None:
+    return 'a number'
+  if low is not None and high is not None:
+    return (f"in {'(' if low_open else '['}{_show(low)}, {_show(high)}"
+            f"{')' if high_open else ']'}")
+  if low is not None:
+    return f"{'>' if low_open else '>='} {_show(low)}"
+  return f"{'<' if high_open else '<='} {_show(high)}"
+
+
+def number(name: str, value: Any, low: Optional[float] = None,
+           high: Optional[float] = None, *, low_open: bool = False,
+           high_open: bool = False, integer: bool = False) -> None:
+  """Checks that `value` is a finite number inside the given bounds.
+
+  Args:
+    name: the flag's name (without dashes), for the message.
+    value: the value to check.
+    low, high: the bounds (None: unbounded on that side).
+    low_open, high_open: whether the bound itself is excluded.
+    integer: whether `value` must be an int (bools are refused).
+
+  Raises:
+    ValueError: '--{name} must be {an integer }{bound}, got {value!r}', or
+      '--{name} must be a finite number, got nan'.
+  """
+  kind = 'an integer ' if integer else ''
+  bound = _bound(low, high, low_open, high_open)
+  if integer and low is None and high is None:
+    kind, bound = '', 'an integer'
+  if isinstance(value, bool) or not isinstance(
+      value, numbers.Integral if integer else numbers.Real):
+    raise ValueError(f'--{name} must be {kind}{bound}, got {value!r}')
+  if not math.isfinite(value):
+    raise ValueError(f'--{name} must be a finite number, got {value!r}')
+  too_low = low is not None and (value <= low if low_open else value < low)
+  too_high = high is not None and (value >= high if high_open
+                                   else value > high)
+  if too_low or too_high:
+    raise ValueError(f'--{name} must be {kind}{bound}, got {value!r}')
+
+
+def fraction(name: str, value: Any, *, high_open: bool = False) -> None:
+  """`number(name, value, 0, 1)`: a fraction, a decay or a momentum."""
+  number(name, value, 0, 1, high_open=high_open)
+
+
+def seed(name: str, value: Any) -> None:
+  """An integer seed in [0, MAX_SEED]."""
+  number(name, value, 0, MAX_SEED, integer=True)
