@@ -65,8 +65,13 @@ class CompareRandomTest(absltest.TestCase):
                                                   'results.json')), results)
     self.assertIn('searched top-1', compare_random.summary(results))
     plot = os.path.join(output_dir, 'compare_random.png')
-    compare_random.plot(results, plot)
+    compare_random.plot(results, plot,
+                        **compare_random._plot_context(self.search_dir))  # pylint: disable=protected-access
     self.assertGreater(os.path.getsize(plot), 1000)
+    self.assertEqual(compare_random._plot_context(self.search_dir),  # pylint: disable=protected-access
+                     {'units': 'MACs', 'num_test': 360,
+                      'target': config_lib.read(
+                          self.search_dir).rl_cost_model_target})
     # Started again, it trains nothing (a failing train_eval would show).
     again = compare_random.compare(self.search_dir, output_dir, 2,
                                    cost_tolerance=0.3, seed=1,

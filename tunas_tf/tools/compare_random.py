@@ -33,7 +33,9 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
+from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import report
 
 RESULTS_FILE = 'results.json'
 PLOT_FILE = 'compare_random.png'
@@ -153,24 +155,55 @@ def summary(results: List[Dict[str, Any]]) -> str:
   return '\n'.join(lines)
 
 
-def plot(results: List[Dict[str, Any]], path: str) -> None:
-  """Top-1 against estimated cost: random in grey, the searched one in red."""
+def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
+         target: Optional[float] = None,
+         num_test: Optional[int] = None) -> None:
+  """Top-1 against estimated cost: the random architectures as grey dots,
+  the searched one as a red star, the search's target as a dashed line."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(5, 4))
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6.5, 4.5))
   ax.scatter([r['estimated_cost'] for r in results[1:]],
-             [r['top1'] for r in results[1:]], c='grey', label='random')
-  ax.scatter([results[0]['estimated_cost']], [results[0]['top1']], c='red',
-             marker='*', s=150, label='searched')
-  ax.set_xlabel('estimated cost')
-  ax.set_ylabel('top-1 accuracy')
-  ax.legend()
+             [100.0 * r['top1'] for r in results[1:]], c='grey',
+             label=f'random ({len(results) - 1}, same cost band)')
+  searched = results[0]
+  ax.scatter([searched['estimated_cost']], [100.0 * searched['top1']],
+             c='red', marker='*', s=200, zorder=3,
+             label=f"searched ({100.0 * searched['top1']:.2f}%)")
+  if target:
+    ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
+               label=f'target {target:,.6g} {units}')
+  ax.xaxis.set_major_formatter(ticker.FuncFormatter(
+      lambda x, _: f'{x:,.0f}' if abs(x) >= 1000 else f'{x:g}'))
+  ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
+  ax.set_xlabel(f'estimated cost ({units})')
+  ax.set_ylabel('top-1 accuracy on the test split (%)')
+  title = 'Searched vs random architectures of equal cost'
+  if num_test:
+    title += f'\n{num_test:,} test images: one image is {100.0 / num_test:.2f}%'
+  ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
   fig.tight_layout()
   tmp = path + '.tmp.png'
-  fig.savefig(tmp)
+  fig.savefig(tmp, dpi=100)
   plt.close(fig)
   os.replace(tmp, path)
+
+
+def _plot_context(search_dir: str) -> Dict[str, Any]:
+  """Units, target and test-split size of the search, for `plot`."""
+  config = config_lib.read(search_dir)
+  context = {'units': report.cost_units(config.cost_model),
+             'target': config.rl_cost_model_target}
+  try:
+    info = datasets.dataset_info(config.job.dataset, config.job.data_dir)
+    context['num_test'] = info.split_sizes.get('test')
+  except ValueError:  # The plot goes without the count.
+    pass
+  return context
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -204,7 +237,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
                       f.cost_tolerance, f.seed, f.train_eval_flags)
   except ValueError as e:
     sys.exit(f'compare_random: {e}')
-  plot(results, os.path.join(output_dir, PLOT_FILE))
+  plot(results, os.path.join(output_dir, PLOT_FILE),
+       **_plot_context(f.search_dir))
   print(summary(results))
   print(f'Results: {os.path.join(output_dir, RESULTS_FILE)}, plot: '
         f'{os.path.join(output_dir, PLOT_FILE)}')
