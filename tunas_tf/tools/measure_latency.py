@@ -49,6 +49,7 @@ from absl import logging
 import numpy as np
 
 from tunas_tf import checks
+from tunas_tf import native_output
 from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import latency_csv
@@ -175,7 +176,9 @@ def build_runner(ssd: str, indices: Any, backend: str = 'tflite', *,
     tensor = tf.constant(image)
     return lambda: concrete(tensor).numpy()
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
-  interpreter = tf.lite.Interpreter(model_content=converter.convert(),
+  with native_output.captured():  # The converter's op summary.
+    content = converter.convert()
+  interpreter = tf.lite.Interpreter(model_content=content,
                                     num_threads=num_threads)
   interpreter.allocate_tensors()
   input_index = interpreter.get_input_details()[0]['index']

@@ -13,6 +13,7 @@ from typing import Dict
 
 import tensorflow as tf
 
+from tunas_tf import native_output
 from tunas_tf import checkpoints
 from tunas_tf.graph import model as model_lib
 from tunas_tf.search_space import ops as spec_ops
@@ -53,7 +54,8 @@ def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
 
 
 def _write_tflite(saved_dir: str, tflite_path: str) -> None:
-  tflite = tf.lite.TFLiteConverter.from_saved_model(saved_dir).convert()
+  with native_output.captured():  # The converter's op summary.
+    tflite = tf.lite.TFLiteConverter.from_saved_model(saved_dir).convert()
   with tf.io.gfile.GFile(tflite_path + '.tmp', 'wb') as f:
     f.write(tflite)
   tf.io.gfile.rename(tflite_path + '.tmp', tflite_path, overwrite=True)

@@ -1,0 +1,51 @@
+"""Silences what native code prints straight to the process's stdout/stderr.
+
+TF's TFLite converter (MLIR) prints a summary of "non-converted ops" per
+conversion from C++, which Python logging cannot reach: ~20 lines per
+`train_eval` export and per architecture `measure_latency` converts.
+`captured()` points file descriptors 1 and 2 at a temporary file for the
+block; if the block fails, what it printed is written back to stderr, so
+no error is lost.
+
+  with native_output.captured():
+    tflite = converter.convert()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def captured() -> Iterator[None]:
+  """Native stdout/stderr output of the block goes to a temporary file
+  (replayed to stderr when the block raises)."""
+  for stream in (sys.stdout, sys.stderr):
+    stream.flush()
+  saved = [os.dup(1), os.dup(2)]
+  with tempfile.TemporaryFile() as sink:
+    os.dup2(sink.fileno(), 1)
+    os.dup2(sink.fileno(), 2)
+    try:
+      yield
+    except BaseException:
+      _restore(saved)
+      sink.seek(0)
+      sys.stderr.write(sink.read().decode('utf-8', 'replace'))
+      sys.stderr.flush()
+      raise
+    else:
+      _restore(saved)
+
+
+def _restore(saved) -> None:
+  for stream in (sys.stdout, sys.stderr):
+    stream.flush()
+  os.dup2(saved[0], 1)
+  os.dup2(saved[1], 2)
+  for fd in saved:
+    os.close(fd)
