@@ -79,6 +79,28 @@ class FitTest(absltest.TestCase):
       self.assertAlmostEqual(estimate / (entry['estimated_cost'] / 1e4), 1.0,
                              delta=0.1)
 
+  def test_settings_are_recorded_and_another_image_size_is_refused(self):
+    csv = os.path.join(self.directory, 'measured.csv')
+    _write_csv(csv, self.indices[:100], self.latencies[:100])
+    settings = {'ssd': SSD, 'backend': 'tflite', 'image_size': 8,
+                'num_classes': 10, 'input_channels': 1, 'num_threads': 1,
+                'device': 'a test CPU, 2 cores'}
+    files.write_json(settings, csv + '.settings.json')
+    result = fit_cost_model.fit_csv(csv, SSD, seed=0)
+    self.assertEqual(result['coefficients']['measured_with'], settings)
+    path = os.path.join(self.directory, 'measured.json')
+    files.write_json(result['coefficients'], path)
+    model = cost_linear.get_cost_model(SSD, path, image_size=8)
+    self.assertEqual(model.measured_with['num_threads'], 1)
+    with self.assertRaisesRegex(ValueError, 'measured at 8x8 images, not '
+                                '32x32'):
+      cost_linear.get_cost_model(SSD, path, image_size=32)
+    # 100 rows for 744 coefficients: the tool says how many more to measure.
+    warning = fit_cost_model.too_few_rows(result['coefficients'])
+    self.assertIn('100 measurements for 744 coefficients', warning)
+    self.assertIn('about 644 more', warning)
+    self.assertIsNone(fit_cost_model.too_few_rows(self.result['coefficients']))
+
   def test_split_seed_changes_the_score_not_the_final_fit(self):
     other = fit_lib.fit(SSD, self.indices, self.latencies, seed=1)
     first = self.result['coefficients']

@@ -28,7 +28,7 @@ import functools
 import json
 import math
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -58,6 +58,9 @@ class LinearCostModel:
     bias: Python float.
     source: 'macs', or the path of the JSON it was read from.
     kind: `RELEASED`, `MACS`, or `FITTED` (any other coefficients JSON).
+    measured_with: for a fitted model, how its latencies were measured
+      (`image_size`, `num_threads`, `backend`, `device`, ...: the JSON's
+      `measured_with`, written by `tools/fit_cost_model`), or None.
   """
   ssd: str
   units: str
@@ -65,6 +68,8 @@ class LinearCostModel:
   bias: float
   source: str
   kind: str = FITTED
+  measured_with: Optional[Dict[str, Any]] = dataclasses.field(
+      default=None, compare=False, repr=False)
 
   @property
   def num_features(self) -> int:
@@ -123,8 +128,13 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
                      f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
   array.setflags(write=False)
+  measured_with = data.get('measured_with')
+  if measured_with is not None and not isinstance(measured_with, dict):
+    raise ValueError(f"Cost model {path}: field 'measured_with' must be an "
+                     f'object, got {measured_with!r}')
   return LinearCostModel(ssd=ssd, units=data['units'], kernel=array,
-                         bias=float(data['bias']), source=path)
+                         bias=float(data['bias']), source=path,
+                         measured_with=measured_with)
 
 
 @functools.lru_cache(maxsize=32)
@@ -171,7 +181,8 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
     cost_model: None (released where it exists, else macs), `'released'`,
       `'macs'`, or the path of a coefficients JSON.
     image_size: input resolution for `'macs'` (default: the space's, see
-      `macs.default_input`); ignored by the other kinds.
+      `macs.default_input`); for a fitted JSON that records the size it was
+      measured at, the size it must have.
     num_classes: classifier width for `'macs'` (default: the space's).
     input_channels: image channels for `'macs'` (default: the space's).
 
@@ -208,7 +219,16 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
         f'Unknown cost model {cost_model!r}; expected one of '
         f'{list(COST_MODEL_KINDS)} or the path of a coefficients JSON (no such '
         f'file)')
-  return load_coefficients(cost_model, ssd)
+  model = load_coefficients(cost_model, ssd)
+  measured_size = (model.measured_with or {}).get('image_size')
+  if (image_size is not None and measured_size is not None and
+      measured_size != image_size):
+    raise ValueError(
+        f'Cost model {model.source} was measured at {measured_size}x'
+        f'{measured_size} images, not {image_size}x{image_size}: measure '
+        f'and fit one at this size (tools/measure_latency --image_size='
+        f'{image_size})')
+  return model
 
 
 def _check_model(model: LinearCostModel, caller: str) -> None:

@@ -25,14 +25,18 @@ model is refitted on all rows and written as a coefficients JSON that
 
 The features have hundreds of entries for small spaces and thousands for the
 big ones, so a useful fit needs many rows (for `digits_search`, several
-hundred); the held-out errors say whether there were enough.
+hundred); the held-out errors say whether there were enough, and with fewer
+rows than coefficients the tool says how many more to measure. The settings
+the CSV was measured with (`<csv>.settings.json`: image size, threads,
+backend, device) go into the JSON as `measured_with`, and a search at another
+image size refuses the model.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from absl import flags
 
@@ -61,6 +65,9 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
   fit_lib.split_sizes(len(indices), holdout_fraction)
   result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction)
   result['coefficients']['source_csv'] = os.path.abspath(csv_path)
+  settings = latency_csv.settings_path(csv_path)
+  if os.path.exists(settings):  # How the rows were measured.
+    result['coefficients']['measured_with'] = files.read_json(settings)
   result['indices'] = indices
   return result
 
@@ -97,6 +104,21 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(fit_lib.summary(coefficients))
   print(f"{coefficients['num_features']} coefficients for {f.ssd} "
         f'written to {f.output}')
+  warning = too_few_rows(coefficients)
+  if warning:
+    print(warning)
+
+
+def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
+  """A warning when the fit had fewer rows than coefficients, else None."""
+  rows, features = coefficients['num_rows'], coefficients['num_features']
+  if rows >= features:
+    return None
+  return (f'Warning: {rows} measurements for {features} coefficients: the fit '
+          'is underdetermined (ridge regression picks one of many) and its '
+          f'held-out error is the guide; measure about {features - rows:,} '
+          'more architectures (tools/measure_latency appends to the CSV) '
+          'for at least one row per coefficient')
 
 
 if __name__ == '__main__':

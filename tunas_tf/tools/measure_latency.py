@@ -40,6 +40,7 @@ fold into the convolutions, as for a trained network.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -273,7 +274,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   settings = {'ssd': ssd, 'backend': backend, 'image_size': shape.image_size,
               'num_classes': shape.num_classes,
               'input_channels': shape.input_channels,
-              'num_threads': num_threads}
+              'num_threads': num_threads, 'device': _device()}
   latency_csv.check_settings(output, settings)
   done = set(latency_csv.read_for_append(output, ssd))
   todo = [indices for indices in wanted if indices not in done]
@@ -283,6 +284,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                  skipped, len(wanted), output)
   files.write_json(settings, latency_csv.settings_path(output))
   new_rows = []
+  start = time.time()
   with latency_csv.appender(output) as write_row:
     for n, indices in enumerate(todo, 1):
       median, spread = measure_latency(
@@ -291,9 +293,36 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
           num_threads=num_threads)
       write_row(indices, median, spread)
       new_rows.append((indices, median, spread))
-      logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %s)', n, len(todo),
-                   indices, median, spread, backend)
+      eta = (time.time() - start) / n * (len(todo) - n)
+      logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %s)  ETA %s', n,
+                   len(todo), indices, median, spread, backend,
+                   _duration(eta))
   return {'rows': new_rows, 'skipped': skipped}
+
+
+def _duration(seconds: float) -> str:
+  """'42s', '7m05s' or '1h02m'."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f'{seconds}s'
+  if seconds < 3600:
+    return f'{seconds // 60}m{seconds % 60:02d}s'
+  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+
+
+def _device() -> str:
+  """This machine, as the latencies' context: CPU model and core count."""
+  import platform  # pylint: disable=g-import-not-at-top
+  name = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      models = [line.split(':', 1)[1].strip() for line in f
+                if line.startswith('model name')]
+    if models:
+      name = models[0]
+  except OSError:
+    pass
+  return f'{name}, {os.cpu_count()} cores'
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
