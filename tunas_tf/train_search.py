@@ -73,6 +73,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      flag_values=f)
   flags.DEFINE_integer('train_batch_size', 64, 'Global batch of the '
                        'shared-weight update.', flag_values=f)
+  flags.DEFINE_integer('replicas', 1, 'Replicas off TPU, through '
+                       'tf.distribute: N GPUs, or without GPUs the CPU split '
+                       'into N devices. Each samples its own architecture on '
+                       'train_batch_size / N images; gradients and controller '
+                       'moments are averaged. On TPU the topology decides.',
+                       flag_values=f)
   flags.DEFINE_float('epochs', 48.0, 'Search length in epochs of the '
                      'search-train data.', flag_values=f)
   _define_controller_flags(f)
@@ -150,7 +156,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   f = flag_values
   if not f.model_dir:
     raise ValueError('--model_dir is required')
-  backend.resolve_use_tpu(f.tpu, f.use_tpu)  # Before reading any data.
+  # Before reading any data.
+  if backend.resolve_use_tpu(f.tpu, f.use_tpu) and f['replicas'].present:
+    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                     'comes from the topology')
   if dataset_info is None:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     validation_examples = f.validation_examples
@@ -210,7 +219,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       cost_model=f.cost_model or cost_model.kind,
       rl_cost_model_target=float(target),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
-      use_gradient_sync_barrier=f.use_gradient_sync_barrier)
+      use_gradient_sync_barrier=f.use_gradient_sync_barrier,
+      replicas=f.replicas)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

@@ -74,8 +74,9 @@ class SearchConfig:
   Raises (on construction):
     ValueError: for a non-positive size, a fraction outside [0, 1], a
       warm-up longer than the RL delay (reference §2, guards of
-      `run_model`), an unknown supernet mode, an empty search, or a cost
-      model that cannot be resolved for the space.
+      `run_model`), an unknown supernet mode, an empty search, a cost
+      model that cannot be resolved for the space, or replicas that are
+      fewer than 1, on TPU, or do not split the train batch.
   """
   # Where, on what data and backend, how often to log and save.
   job: backend.JobConfig
@@ -109,11 +110,15 @@ class SearchConfig:
   # Images that train the shared weights (the dataset's train split minus
   # the controller's hold-out).
   search_train_examples: int
+  # Replicas off TPU (`--replicas`; 1 on TPU, where the topology decides):
+  # each samples its own architecture on train_batch_size / replicas images.
+  replicas: int = 1
 
   def __post_init__(self):
     if self.train_batch_size <= 0:
       raise ValueError(f'--train_batch_size must be > 0, got '
                        f'{self.train_batch_size}')
+    self._check_replicas()
     if self.supernet_mode not in naming.MODES:
       raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
                        f'expected one of {naming.MODES}')
@@ -139,6 +144,25 @@ class SearchConfig:
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
     self.resolved_cost_model  # pylint: disable=pointless-statement
+
+  def _check_replicas(self) -> None:
+    replicas = self.replicas
+    if (isinstance(replicas, bool) or not isinstance(replicas, int) or
+        replicas < 1):
+      raise ValueError(f'--replicas must be >= 1, got {replicas!r}')
+    if self.job.use_tpu and replicas != 1:
+      raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                       'comes from the topology')
+    if self.train_batch_size % replicas:
+      raise ValueError(
+          f'--train_batch_size={self.train_batch_size} does not split across '
+          f'--replicas={replicas} (each replica takes train_batch_size / '
+          'replicas images)')
+
+  @property
+  def replica_batch_size(self) -> int:
+    """Train images per replica and step off TPU (train_batch_size / N)."""
+    return self.train_batch_size // self.replicas
 
   @functools.cached_property
   def resolved_cost_model(self) -> 'linear.LinearCostModel':
