@@ -13,7 +13,8 @@ from tests.testing import replicated
 
 
 def _mirrored(variables):
-  return [v for v in variables if isinstance(v, tf.distribute.DistributedValues)]
+  return [v for v in variables
+          if isinstance(v, tf.distribute.DistributedValues)]
 
 
 class OneReplicaTest(absltest.TestCase):

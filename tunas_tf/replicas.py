@@ -149,7 +149,8 @@ def is_first_replica() -> bool:
   """
   if _tpu_replicas():
     return True
-  replica_id = tf.get_static_value(_distribute_context().replica_id_in_sync_group)
+  replica_id = tf.get_static_value(
+      _distribute_context().replica_id_in_sync_group)
   return replica_id is None or int(replica_id) == 0
 
 

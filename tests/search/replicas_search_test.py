@@ -24,7 +24,8 @@ from tests.testing import searches
 
 # 4 steps of 16 images (8 per replica), then resumed to 6: RL delay 2 of 4
 # steps, warm-ups 1 and 2, summaries every step, checkpoints every 2.
-_FLAGS = ('--replicas=2', '--train_batch_size=16', '--rl_delay_steps_fraction=0.5',
+_FLAGS = ('--replicas=2', '--train_batch_size=16',
+          '--rl_delay_steps_fraction=0.5',
           '--increase_ops_warmup_steps_fraction=0.25',
           '--increase_filters_warmup_steps_fraction=0.5',
           '--tpu_iterations_per_loop=1', '--save_checkpoints_steps=2',

@@ -16,7 +16,7 @@ their variables, so the Estimator's checkpoints hold all the state. They run
 once per replica (on TPU, or with `--replicas=N` under `tf.distribute`);
 what replicas share goes through `tunas_tf.replicas`: the mean reward of
 the baseline, the model's mean gradient, the controller's mean moments. The
-controller and the baseline are created `replicas.identical_variables`:
+controller and the baseline are made under `replicas.identical_variables`:
 every replica applies the same (averaged) update to them.
 """
 
