@@ -34,7 +34,13 @@ _ONLY_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 def _tpu_replicas() -> int:
-  """The TPU replica count inside a TPU computation, else 0."""
+  """The TPU replica count inside a TPU computation, else 0.
+
+  TPUEstimator builds the step inside `tpu.split_compile_and_shard(...,
+  num_shards=replicas)`, which sets this count (tensorflow/python/tpu/
+  tpu.py:784); its own `tf.distribute` replica context there reports one
+  replica (its strategy is the default one), so it is checked first.
+  """
   return int(tpu_function.get_tpu_context().number_of_shards or 0)
 
 
