@@ -135,9 +135,7 @@ class MirroredTest(absltest.TestCase):
       np.testing.assert_allclose(copy, w, rtol=1e-5)
 
   def test_averaging_optimizer_refuses_to_sum(self):
-    strategy = tf.distribute.MirroredStrategy(
-        ['/cpu:0', '/cpu:1'],
-        cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = replicas.mirrored_strategy(['/cpu:0', '/cpu:1'])
     # Outside Estimator.train the v1 optimizer would sum the gradients.
     with tf.Graph().as_default(), strategy.scope():
       with self.assertRaisesRegex(ValueError, 'would sum the replicas'):

@@ -161,16 +161,20 @@ def is_first_replica() -> bool:
 
 
 def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.Strategy:
-  """`MirroredStrategy` over `devices` (from `replica_devices`).
+  """`MirroredStrategy` over `devices` (from `replica_devices`), for a graph.
 
   On CPU devices the reductions go through one device
-  (`ReductionToOneDevice`); on GPUs TF picks (NCCL).
+  (`ReductionToOneDevice`); on GPUs TF picks (NCCL). Made in a graph: made
+  eagerly over CPU devices, the strategy also builds collective ops that
+  place an eager variable on every device, which fails on devices that only
+  a session's `device_count` creates.
   """
   cross_device_ops = None
   if all('cpu' in d.lower() for d in devices):
     cross_device_ops = tf.distribute.ReductionToOneDevice()
-  return tf.distribute.MirroredStrategy(devices=list(devices),
-                                        cross_device_ops=cross_device_ops)
+  with tf.Graph().as_default():
+    return tf.distribute.MirroredStrategy(devices=list(devices),
+                                          cross_device_ops=cross_device_ops)
 
 
 def replica_devices(count: int) -> Tuple[List[str], int]:

@@ -18,14 +18,17 @@ import tensorflow as tf
 @contextlib.contextmanager
 def graph(num_replicas: int) -> Iterator[tf.distribute.Strategy]:
   """A new default graph under an N-replica strategy on /cpu:0..N-1."""
-  strategy = tf.distribute.MirroredStrategy(
-      devices=[f'/cpu:{i}' for i in range(num_replicas)],
-      cross_device_ops=tf.distribute.ReductionToOneDevice())
-  # What Estimator.train enters around the model_fn (estimator.py:1273).
-  with tf.Graph().as_default(), strategy.scope(), \
-      strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
-    tf.compat.v1.random.set_random_seed(0)
-    yield strategy
+  with tf.Graph().as_default():
+    # Made in the graph: eagerly, it would also place eager variables on
+    # CPU devices that only the session has (replicas.mirrored_strategy).
+    strategy = tf.distribute.MirroredStrategy(
+        devices=[f'/cpu:{i}' for i in range(num_replicas)],
+        cross_device_ops=tf.distribute.ReductionToOneDevice())
+    # What Estimator.train enters around the model_fn (estimator.py:1273).
+    with strategy.scope(), \
+        strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
+      tf.compat.v1.random.set_random_seed(0)
+      yield strategy
 
 
 def run(strategy: tf.distribute.Strategy, step_fn: Callable[[int], Any]):
