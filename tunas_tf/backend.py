@@ -210,8 +210,15 @@ def tpu_cluster(job: JobConfig):
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
-                   optimize_graph: bool = True):
-  """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU.
+                   optimize_graph: bool = True, replicas: int = 1):
+  """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU; N replicas off TPU.
+
+  With `replicas` > 1 (off TPU, training only): a plain `Estimator` whose
+  `train_distribute` is a `MirroredStrategy` over N GPUs, or without GPUs
+  over the CPU split into N devices (the session's `device_count`). It calls
+  `model_fn` once per replica (`distributed_model_fn`) and `input_fn` once,
+  with no `batch_size` in its params; each replica takes the next element of
+  the dataset, so `input_fn` batches per replica.
 
   Args:
     model_fn: the TPUEstimator model_fn.
@@ -224,19 +231,31 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       ~20 s before the first step on `cifar_search` and made the steps no
       faster (bench/README.md), so the search turns it off. On TPU, XLA
       compiles the step and this has no effect.
+    replicas: replicas off TPU (1 on TPU).
 
   Raises:
-    ValueError: when the TPU name cannot be resolved (one line).
+    ValueError: when the TPU name cannot be resolved, or for more replicas
+      than GPUs (one line).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tunas_tf import replicas as replicas_lib  # pylint: disable=g-import-not-at-top
   tpu = tf.compat.v1.estimator.tpu
+  if replicas > 1 and job.use_tpu:
+    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                     'comes from the topology')
+  devices, cpu_devices = (replicas_lib.replica_devices(replicas)
+                          if replicas > 1 else (None, 1))
   cluster = tpu_cluster(job)
   session_config = None
   if not optimize_graph and not job.use_tpu:
     session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     session_config.graph_options.rewrite_options.disable_meta_optimizer = True
-  run_config = tpu.RunConfig(
-      cluster=cluster, model_dir=job.model_dir, session_config=session_config,
+  if cpu_devices > 1:
+    session_config = session_config or tf.compat.v1.ConfigProto(
+        allow_soft_placement=True)
+    session_config.device_count['CPU'] = cpu_devices
+  common = dict(
+      model_dir=job.model_dir, session_config=session_config,
       tf_random_seed=job.seed,
       save_checkpoints_steps=job.save_checkpoints_steps,
       keep_checkpoint_max=job.keep_checkpoint_max,
@@ -250,7 +269,15 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       # The search graph is large (~5 MB serialised for digits_search):
       # no graph.pbtxt, no model.ckpt-N.meta. This alone still leaves the graph
       # in the events file; `checkpoint_hooks` keeps it out.
-      checkpoint_save_graph_def=False,
+      checkpoint_save_graph_def=False)
+  if devices:
+    return tf.estimator.Estimator(
+        model_fn=distributed_model_fn(model_fn, job.keep_checkpoint_max),
+        config=tf.estimator.RunConfig(
+            train_distribute=replicas_lib.mirrored_strategy(devices),
+            **common))
+  run_config = tpu.RunConfig(
+      cluster=cluster, **common,
       tpu_config=tpu.TPUConfig(
           iterations_per_loop=job.tpu_iterations_per_loop,
           per_host_input_for_training=(
@@ -259,3 +286,47 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       model_fn=model_fn, config=run_config, use_tpu=job.use_tpu,
       train_batch_size=train_batch_size,
       eval_batch_size=eval_batch_size, predict_batch_size=eval_batch_size)
+
+
+def distributed_model_fn(model_fn: Callable[..., Any],
+                         keep_checkpoint_max: int) -> Callable[..., Any]:
+  """A TPUEstimator model_fn made a per-replica `Estimator` model_fn.
+
+  Under `train_distribute` the Estimator calls the result once per replica
+  and keeps the first replica's hooks (the count must match across
+  replicas). Each call returns the model_fn's `TPUEstimatorSpec` as the
+  training `EstimatorSpec` that TPUEstimator makes of it off TPU, except for
+  the host_call: its ops run on the first replica only
+  (`hooks.HostCallHook`; the first replica's row is also what TPU's
+  host_call writes), the other replicas get a hook that does nothing in its
+  place and no second summary writer. (`TPUEstimatorSpec.as_estimator_spec`
+  would not do: it reads the host_call of the last spec made in the process,
+  a class attribute.) The first replica also registers the graph's `Saver`
+  (`replicas.saver`: checkpoint names as with one replica), which the
+  Estimator and `hooks.CheckpointSaverHook` find in the SAVERS collection.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tunas_tf import hooks  # pylint: disable=g-import-not-at-top
+  from tunas_tf import replicas  # pylint: disable=g-import-not-at-top
+
+  def replica_model_fn(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    if spec.scaffold_fn is not None or spec.eval_metrics is not None:
+      raise ValueError('distributed_model_fn: a model_fn that trains, '
+                       'without scaffold_fn or eval_metrics')
+    training_hooks = list(spec.training_hooks)
+    first = replicas.is_first_replica()
+    if spec.host_call is not None:
+      host_fn, tensors = spec.host_call
+      training_hooks.append(hooks.HostCallHook(host_fn(*tensors)) if first
+                            else tf.compat.v1.train.SessionRunHook())
+    if first:
+      tf.compat.v1.add_to_collection(
+          tf.compat.v1.GraphKeys.SAVERS,
+          replicas.saver(sharded=True, max_to_keep=keep_checkpoint_max,
+                         save_relative_paths=True))
+    return tf.estimator.EstimatorSpec(
+        mode=mode, loss=spec.loss, train_op=spec.train_op,
+        training_hooks=training_hooks)
+
+  return replica_model_fn

@@ -5,6 +5,9 @@ the last line, the ETA and the scalars it fetches; with `images_per_step`,
 images/s too) and measures images per second of wall time, per core, for
 `metrics.json`.
 
+`HostCallHook` runs a host_call's ops on every step, as TPUEstimator does
+off TPU (for the Estimator that runs `--replicas=N`).
+
 `CheckpointSaverHook` and `summaries_only_writer` keep the graph out of the
 events file. TF 2.15 writes the whole graph def and a meta graph def into the
 model directory's (v1) events file twice at every session start, whatever
@@ -35,6 +38,7 @@ from absl import logging
 import tensorflow as tf
 # The cache of v1 FileWriters that TF's session hooks share (one per logdir);
 # not exported under tf.*.
+from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.summary.writer import writer_cache  # pylint: disable=g-direct-tensorflow-import
 
 
@@ -159,6 +163,37 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     rate = self.rate()
     if rate is not None and self._record is not None:
       self._record[self._key] = rate
+
+
+class HostCallHook(tf.compat.v1.train.SessionRunHook):
+  """Runs a host_call's result with every step (its summaries, CPU).
+
+  What TPUEstimator's `_OutfeedHostCallHook` does off TPU: the graph's TF2
+  summary writers are initialised when the session starts and flushed at
+  the end. Make it in the model_fn with `host_fn(*tensors)`.
+
+  Args:
+    outputs: what the host_fn returned (fetched on every step).
+  """
+
+  def __init__(self, outputs: Any):
+    self._outputs = outputs
+
+  def begin(self):
+    self._init_ops = summary_ops_v2.summary_writer_initializer_op()
+    self._flush_ops = [summary_ops_v2.legacy_raw_flush(writer=op.inputs[0])
+                       for op in self._init_ops]
+
+  def after_create_session(self, session, coord):
+    del coord
+    session.run(self._init_ops)
+
+  def before_run(self, run_context):
+    del run_context
+    return tf.compat.v1.train.SessionRunArgs(self._outputs)
+
+  def end(self, session):
+    session.run(self._flush_ops)
 
 
 class _SummariesOnlyFileWriter(tf.compat.v1.summary.FileWriter):

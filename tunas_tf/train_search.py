@@ -79,6 +79,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      flag_values=f)
   flags.DEFINE_integer('train_batch_size', 64, 'Global batch of the '
                        'shared-weight update.', flag_values=f)
+  flags.DEFINE_integer('replicas', 1, 'Replicas off TPU, through '
+                       'tf.distribute: N GPUs, or without GPUs the CPU split '
+                       'into N devices. Each samples its own architecture on '
+                       'train_batch_size / N images; gradients and controller '
+                       'moments are averaged. On TPU the topology decides.',
+                       flag_values=f)
   flags.DEFINE_float('epochs', 48.0, 'Search length in epochs of the '
                      'search-train data.', flag_values=f)
   _define_controller_flags(f)
@@ -183,7 +189,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   if not f.model_dir:
     raise ValueError('--model_dir is required')
   files.check_output_dir(f.model_dir, '--model_dir')
-  backend.resolve_use_tpu(f.tpu, f.use_tpu)  # Before reading any data.
+  # Before reading any data.
+  if backend.resolve_use_tpu(f.tpu, f.use_tpu) and f['replicas'].present:
+    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                     'comes from the topology')
   for name in ('num_classes', 'image_size'):
     if f[name].value is not None:
       checks.number(name, f[name].value, 1, integer=True)
@@ -244,7 +253,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       rl_cost_model_target=float(target),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,
-      summarize_tag_logits=f.summarize_tag_logits)
+      summarize_tag_logits=f.summarize_tag_logits,
+      replicas=f.replicas)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

@@ -5,7 +5,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import replicas
 from tunas_tf.controller import optimizer
+from tests.testing import replicated
 
 
 class ControllerAdamTest(tf.test.TestCase):
@@ -56,6 +58,59 @@ class ControllerAdamTest(tf.test.TestCase):
       optimizer.ControllerAdam([], beta1=1.0)
     with self.assertRaisesRegex(ValueError, 'epsilon must be > 0'):
       optimizer.ControllerAdam([], epsilon=0.0)
+
+
+class ReplicatedControllerAdamTest(tf.test.TestCase):
+  """ControllerAdam in N replicas (MirroredStrategy on N CPU devices)."""
+
+  def _step(self, grads, reg_grads, lr):
+    """One step with replica i's gradient grads[i]; returns what it left."""
+    n = len(grads)
+    with replicated.graph(n) as strategy:
+      step = tf.compat.v1.train.get_or_create_global_step()
+
+      def replica_step(i):
+        with replicas.identical_variables():
+          var = tf.Variable([1.0, 2.0], name='var')
+          adam = optimizer.ControllerAdam([var])
+        train = adam.apply([tf.constant(grads[i], tf.float32)], lr, step,
+                           [tf.constant(reg_grads[i], tf.float32)])
+        return train, var, adam
+
+      train, var, adam = replicated.run(strategy, replica_step)
+      var, adam = replicated.local(strategy, var)[0], replicated.local(
+          strategy, adam)[0]
+      copies = [replicated.local(strategy, v)
+                for v in (var, adam.m[0], adam.v[0], adam.beta2_power, step)]
+      with replicated.session(n) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(replicated.local(strategy, train))
+        return sess.run(copies)
+
+  def test_moments_and_regularisation_use_replica_means(self):
+    b2, eps, lr = 0.999, 1e-8, 0.1
+    for grads, reg_grads in (
+        ([[0.5, -1.0], [1.5, 3.0]], [[1.0, 0.0], [0.0, -2.0]]),
+        ([[0.5, -1.0], [1.5, 3.0], [-2.0, 0.0], [0.0, 4.0]],
+         [[1.0, 0.0], [0.0, -2.0], [2.0, 2.0], [1.0, 0.0]])):
+      got = self._step(grads, reg_grads, lr)
+      g, r = np.array(grads), np.array(reg_grads)
+      mean_g, mean_g2 = g.mean(axis=0), (g**2).mean(axis=0)  # Square first.
+      v = (1 - b2) * mean_g2
+      # beta1 = 0: m = mean g; lr_t = lr sqrt(1 - b2); then w -= lr mean r.
+      want = (np.array([1.0, 2.0]) - lr * math.sqrt(1 - b2) * mean_g /
+              (np.sqrt(v) + eps) - lr * r.mean(axis=0))
+      # Not the square of the mean: the two differ here.
+      self.assertGreater(np.abs(mean_g2 - mean_g**2).min(), 0.1)
+      var, m, v_slot, power, step = got
+      for copy in var:  # Every replica's copy took the same update.
+        self.assertAllClose(copy, want, rtol=1e-5)
+      for copies in (m, v_slot, power, step):
+        for copy in copies[1:]:
+          self.assertAllEqual(copy, copies[0])
+      self.assertAllClose(m[0], mean_g)
+      self.assertAllClose(v_slot[0], v)
+      self.assertEqual(step[0], 1)
 
 
 if __name__ == '__main__':

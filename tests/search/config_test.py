@@ -126,6 +126,21 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
       self.assertEqual(f.read(), before)
 
+  def test_a_search_from_before_the_newer_fields_resumes(self):
+    model_dir = tempfile.mkdtemp()
+    config_lib.write_or_check(self._config(model_dir), '{}')
+    path = os.path.join(model_dir, 'config.json')
+    with open(path) as f:
+      stored = json.load(f)
+    for name in ('replicas', 'summarize_tag_logits'):
+      del stored[name]
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    # Absent fields compare as their defaults: a resume, not a refusal.
+    self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
+    with self.assertRaisesRegex(ValueError, 'replicas is 1 there and 2 now'):
+      config_lib.write_or_check(self._config(model_dir, '--replicas=2'), '{}')
+
   def test_mismatch_is_refused_naming_the_field(self):
     model_dir = tempfile.mkdtemp()
     config_lib.write_or_check(self._config(model_dir), '{}')
@@ -199,10 +214,32 @@ class SearchConfigTest(parameterized.TestCase):
       ('cost_model', dict(cost_model='/no/such.json'), 'no/such.json'),
       ('released', dict(cost_model='released'),
        "No released cost model for search space 'digits_search'"),
+      ('replicas', dict(replicas=0), '--replicas must be >= 1, got 0'),
+      ('replicas_batch', dict(replicas=5),
+       '--train_batch_size=64 does not split across --replicas=5'),
   )
   def test_replace_validates(self, changes, message):
     with self.assertRaisesRegex(ValueError, message):
       dataclasses.replace(self._config(), **changes)
+
+  def test_replicas_split_the_batch_off_tpu(self):
+    config = self._config()
+    self.assertEqual((config.replicas, config.replica_batch_size), (1, 64))
+    config = dataclasses.replace(config, replicas=4)
+    self.assertEqual(config.replica_batch_size, 16)
+    self.assertEqual(config.to_json()['replicas'], 4)
+    with self.assertRaisesRegex(ValueError, 'on TPU the replica count comes '
+                                'from the topology'):
+      dataclasses.replace(config, job=dataclasses.replace(
+          config.job, use_tpu=True, tpu='my-tpu'))
+
+  def test_config_json_before_replicas_reads_as_one_replica(self):
+    model_dir = tempfile.mkdtemp()
+    stored = self._config().to_json()
+    del stored['replicas']
+    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
+      json.dump(stored, f)
+    self.assertEqual(config_lib.read(model_dir).replicas, 1)
 
   def test_cost_model_is_resolved_once_for_the_input(self):
     config = self._config()

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_tf import train_search
+from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
@@ -19,6 +20,7 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tests.testing import searches
 from absl import flags
+from tests.testing import replicated
 
 _DIGITS = datasets.DatasetInfo(
     'digits', 8, 1, 10,
@@ -319,6 +321,90 @@ class StepsTest(absltest.TestCase):
     self.assertEqual(results, [True, False, True, False])
     # The row is split into scalars (one Unpack) only when the step writes.
     self.assertEqual(unpacks, [1, 0, 1, 0])
+
+
+class ReplicatedStepsTest(absltest.TestCase):
+  """Steps 1-2 and 7-8 in N replicas (MirroredStrategy on N CPU devices).
+
+  Only `tf.distribute` and the steps (no `tunas_tf.replicas` here): before
+  the replica module, the baseline used each replica's own reward and the
+  controller each replica's own gradient, and this test failed.
+  """
+
+  def _build(self, strategy, config, spec):
+    """Sample, reward, baseline and controller step of every replica."""
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+
+    def replica_step(i):
+      sampled, dist_info = steps.sample_architecture(
+          spec, tf.constant(0.0), tf.constant(0.0))
+      accuracy = tf.constant(0.25 * (i + 1))  # Replica i's own reward.
+      rl = steps.reward_and_advantage(accuracy, None, config)
+      controller = steps.controller_train_op(dist_info, rl.advantage,
+                                             global_step, config)
+      variables = dist_info.controller.trainable_variables
+      # The same gradients as the step's (the hand computation's input).
+      grads = controller_optimizer.gradients(controller.empirical_loss,
+                                             variables)
+      grads = [tf.zeros_like(v) if g is None else g
+               for g, v in zip(grads, variables)]
+      masks = [oneof.mask for oneof in schema.flatten(sampled)]
+      baselines = (rl.step_baseline, rl.baseline, rl.advantage)
+      return (controller.train_op, grads, masks, baselines,
+              controller.learning_rate)
+
+    return replicated.run(strategy, replica_step), global_step
+
+  def test_baseline_and_controller_use_replica_means(self):
+    config = _config('--rl_delay_steps_fraction=0', '--noenable_cost_model',
+                     '--increase_ops_warmup_steps_fraction=0',
+                     '--increase_filters_warmup_steps_fraction=0')
+    spec = mobile.get_search_space('digits_search')
+    b2, eps = 0.999, 1e-8
+    for n in (2, 4):
+      with replicated.graph(n) as strategy:
+        built, global_step = self._build(strategy, config, spec)
+        train, grads, masks, rl, lr = [
+            replicated.local(strategy, x) for x in built]
+        local = lambda v: replicated.local(strategy, v)
+        state = [v for v in tf.compat.v1.global_variables()  # Not copies.
+                 if isinstance(v, tf.distribute.DistributedValues)]
+        with replicated.session(n) as sess:
+          sess.run(tf.compat.v1.global_variables_initializer())
+          _, grads, masks, rl, lr = sess.run([train, grads, masks, rl, lr])
+          logits = sess.run([local(v) for v in state
+                             if v.name.startswith('rl_controller/logits/')])
+          for _ in range(3):
+            sess.run(train)
+          copies = sess.run([local(v) for v in state])
+          step = sess.run(global_step)
+      # Each replica drew its own architecture.
+      for i in range(n):
+        for j in range(i):
+          self.assertFalse(all(np.array_equal(a, b) for a, b in
+                               zip(masks[i], masks[j])), (n, i, j))
+      # The baseline is the mean reward (its first value), on every replica.
+      mean_reward = np.mean([0.25 * (i + 1) for i in range(n)])
+      for i, (step_baseline, baseline, advantage) in enumerate(rl):
+        self.assertAlmostEqual(step_baseline, mean_reward, places=6)
+        self.assertAlmostEqual(baseline, mean_reward, places=6)
+        self.assertAlmostEqual(advantage, 0.25 * (i + 1) - mean_reward,
+                               places=6)
+      # Logits after one step: Adam (beta1 0) on mean g and mean g^2.
+      g = np.array([np.concatenate(per_replica) for per_replica in grads])
+      self.assertGreater(np.abs(g).max(), 0.0)
+      mean_g, mean_g2 = g.mean(axis=0), (g**2).mean(axis=0)
+      want = (-lr[0] * np.sqrt(1 - b2) * mean_g /
+              (np.sqrt((1 - b2) * mean_g2) + eps))
+      for copy in zip(*logits):  # Each replica's copy of every variable.
+        np.testing.assert_allclose(np.concatenate(copy), want, rtol=1e-4,
+                                   atol=1e-7)
+      # After 4 steps every variable is the same on every replica, and the
+      # global step counted steps, not replica steps.
+      for variable in copies:
+        for copy in variable[1:]:
+          np.testing.assert_array_equal(copy, variable[0])
+      self.assertEqual(step, 4)
 
 
 if __name__ == '__main__':

@@ -4,7 +4,8 @@ Differences from a stock Adam, all deliberate:
 
 * across replicas, the first moment uses the mean gradient and the second
   moment the mean of the *squared* per-replica gradients (square, then
-  average);
+  average), and the regularisation step the mean regularisation gradient
+  (`tunas_tf.replicas`: TPU, `tf.distribute` or one replica);
 * the bias-correction powers are variables initialised to beta1 and beta2,
   so step k uses beta^k;
 * a regularisation loss (the entropy bonus) is applied as a separate plain
@@ -20,11 +21,7 @@ from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 
-
-def _cross_replica_mean(value: tf.Tensor, num_replicas: int) -> tf.Tensor:
-  if num_replicas == 1:
-    return value
-  return tf.compat.v1.tpu.cross_replica_sum(value) / float(num_replicas)
+from tunas_tf import replicas
 
 
 class ControllerAdam(tf.Module):
@@ -66,9 +63,15 @@ class ControllerAdam(tf.Module):
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
             global_step: tf.Variable,
-            regularization_grads: Optional[Sequence[tf.Tensor]] = None,
-            num_replicas: int = 1) -> tf.Operation:
+            regularization_grads: Optional[Sequence[tf.Tensor]] = None
+            ) -> tf.Operation:
     """Applies one step and increments `global_step`.
+
+    Call it in the per-replica step: the moments average over the replicas
+    there are (`replicas.means`, one reduction for all of them). Under
+    `tf.distribute` create the module, the variables and the global step so
+    that every replica may assign them (`replicas.identical_variables`; the
+    Estimator's global step already is).
 
     Args:
       grads: per-replica gradients of the loss, one per variable (None for
@@ -77,7 +80,6 @@ class ControllerAdam(tf.Module):
       global_step: the int64 global step variable.
       regularization_grads: per-replica gradients of the regularisation loss
         (entropy term), or None.
-      num_replicas: replicas to average over (cross-replica sums on TPU only).
 
     Returns:
       The op that applies the update and then increments the global step.
@@ -85,18 +87,24 @@ class ControllerAdam(tf.Module):
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.
     lr_t = lr * tf.sqrt(1.0 - self.beta2_power) / (1.0 - self.beta1_power)
+    grads = [g if g is not None else tf.zeros_like(var)
+             for g, var in zip(grads, self._variables)]
+    regs = [i for i, r in enumerate(regularization_grads or [])
+            if r is not None]
+    n = len(grads)
+    # mean g, mean g^2 (square, then average) and mean r, in one reduction.
+    averaged = replicas.means(grads + [tf.square(g) for g in grads] +
+                              [regularization_grads[i] for i in regs])
+    mean_reg = dict(zip(regs, averaged[2 * n:]))
     updates = []
     for i, var in enumerate(self._variables):
-      g = grads[i] if grads[i] is not None else tf.zeros_like(var)
-      mean_g = _cross_replica_mean(g, num_replicas)
-      mean_g2 = _cross_replica_mean(tf.square(g), num_replicas)
+      mean_g, mean_g2 = averaged[i], averaged[n + i]
       m = self.m[i].assign(self._beta1 * self.m[i] + (1 - self._beta1) * mean_g)
       v = self.v[i].assign(self._beta2 * self.v[i] + (1 - self._beta2) * mean_g2)
       step = var.assign_sub(lr_t * m / (tf.sqrt(v) + self._epsilon))
-      if regularization_grads is not None and regularization_grads[i] is not None:
+      if i in mean_reg:
         with tf.control_dependencies([step]):
-          reg = _cross_replica_mean(regularization_grads[i], num_replicas)
-          step = var.assign_sub(lr * reg)
+          step = var.assign_sub(lr * mean_reg[i])
       updates.append(step)
     with tf.control_dependencies(updates):
       powers = [self.beta1_power.assign(self.beta1_power * self._beta1),

@@ -74,8 +74,9 @@ class SearchConfig:
     ValueError: for a value outside its range (see `_check_ranges`), a
       batch larger than its data, a warm-up longer than the RL delay
       (reference §2, guards of `run_model`), an unknown space, supernet mode
-      or reward, an empty search, or a cost model that cannot be resolved
-      for the space.
+      or reward, an empty search, a cost model that cannot be resolved for
+      the space, or replicas that are fewer than 1, on TPU, or do not split
+      the train batch.
   """
   # Where, on what data and backend, how often to log and save.
   job: backend.JobConfig
@@ -112,11 +113,15 @@ class SearchConfig:
   # Also the original's `rltaglogits/` summaries (the `rlpathlogits/` tensors
   # by tag); off by default: TensorBoard shows each logit once.
   summarize_tag_logits: bool = False
+  # Replicas off TPU (`--replicas`; 1 on TPU, where the topology decides):
+  # each samples its own architecture on train_batch_size / replicas images.
+  replicas: int = 1
 
   def __post_init__(self):
     if self.train_batch_size <= 0:
       raise ValueError(f'--train_batch_size must be > 0, got '
                        f'{self.train_batch_size}')
+    self._check_replicas()
     if self.supernet_mode not in naming.MODES:
       raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
                        f'expected one of {naming.MODES}')
@@ -204,6 +209,25 @@ class SearchConfig:
         raise ValueError(f'{name} is {batch}, more than the {examples} '
                          f'{split} examples of {self.job.dataset!r}')
 
+  def _check_replicas(self) -> None:
+    replicas = self.replicas
+    if (isinstance(replicas, bool) or not isinstance(replicas, int) or
+        replicas < 1):
+      raise ValueError(f'--replicas must be >= 1, got {replicas!r}')
+    if self.job.use_tpu and replicas != 1:
+      raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                       'comes from the topology')
+    if self.train_batch_size % replicas:
+      raise ValueError(
+          f'--train_batch_size={self.train_batch_size} does not split across '
+          f'--replicas={replicas} (each replica takes train_batch_size / '
+          'replicas images)')
+
+  @property
+  def replica_batch_size(self) -> int:
+    """Train images per replica and step off TPU (train_batch_size / N)."""
+    return self.train_batch_size // self.replicas
+
   @functools.cached_property
   def resolved_cost_model(self) -> 'linear.LinearCostModel':
     """`--cost_model` resolved once for this space and input."""
@@ -265,15 +289,15 @@ class SearchConfig:
   def from_json(cls, values: Dict[str, Any], where: str) -> 'SearchConfig':
     """The config stored as `to_json` wrote it (derived values recomputed).
 
+    A field added with a default since (`replicas`) reads as its default
+    where an older file lacks it.
+
     Raises:
       ValueError: naming `where` and the field, for a missing field.
     """
     names = backend.flat_keys(cls)
-    # Fields with a default came later; a config.json without them reads
-    # with the default.
-    optional = {f.name for f in dataclasses.fields(cls)
-                if f.default is not dataclasses.MISSING}
-    names = [name for name in names if name in values or name not in optional]
+    values = {**{f.name: f.default for f in dataclasses.fields(cls)
+                 if f.default is not dataclasses.MISSING}, **values}
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
@@ -306,8 +330,11 @@ def check_stored(config: SearchConfig, model_spec_json: str
                        f'--ssd={config.ssd}; use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
+  added_later = {f.name: f.default for f in dataclasses.fields(SearchConfig)
+                 if f.default is not dataclasses.MISSING}
   return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
-                            DERIVED_FIELDS + ('search_train_examples',))
+                            DERIVED_FIELDS + ('search_train_examples',),
+                            defaults=added_later)
 
 
 def write(config: SearchConfig, model_spec_json: str,

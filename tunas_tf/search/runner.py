@@ -10,6 +10,7 @@ import tensorflow as tf
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import hooks
+from tunas_tf import replicas
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
@@ -82,8 +83,11 @@ def make_input_fn(config: SearchConfig):
   """Returns the input_fn: zipped train/validation batches (reference §2.1)."""
 
   def input_fn(params):
-    # On TPU, TPUEstimator passes the per-replica batch size.
-    batch = params.get('batch_size', config.train_batch_size)
+    # On TPU, TPUEstimator passes the per-replica batch size. With
+    # --replicas=N the Estimator passes none and gives each replica the next
+    # element: N consecutive batches of train_batch_size / N are the images
+    # of one global batch.
+    batch = params.get('batch_size', config.replica_batch_size)
     validation_batch = int(round(batch * config.rl_batch_size_multiplier))
     job = config.job
     dataset = datasets.search_dataset(
@@ -125,9 +129,11 @@ def _cost_text(cost: float, config: SearchConfig) -> str:
 
 
 def make_estimator(config: SearchConfig):
-  """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
+  """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`); with
+  `--replicas=N`, an Estimator running N replicas (`backend.make_estimator`)."""
   return backend.make_estimator(make_model_fn(config), config.job,
-                                config.train_batch_size, optimize_graph=False)
+                                config.train_batch_size, optimize_graph=False,
+                                replicas=config.replicas)
 
 
 class Plan(NamedTuple):
@@ -160,6 +166,8 @@ def check_search(config: SearchConfig) -> Plan:
                                        config.job.use_tpu):
     raise ValueError('bfloat16 compute is not implemented yet (the supernet '
                      'runs in float32); pass --use_bfloat16=false')
+  if config.replicas > 1:  # Enough GPUs, before anything is written.
+    replicas.replica_devices(config.replicas)
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   stored = config_lib.check_stored(config, spec_json)
   return Plan(spec_json, stored,

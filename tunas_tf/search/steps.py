@@ -12,7 +12,12 @@
 9. `host_call`              -- every scalar to TensorBoard.
 
 They build TF1 graph ops (the Estimator's graph); the modules they use own
-their variables, so the Estimator's checkpoints hold all the state.
+their variables, so the Estimator's checkpoints hold all the state. They run
+once per replica (on TPU, or with `--replicas=N` under `tf.distribute`);
+what replicas share goes through `tunas_tf.replicas`: the mean reward of
+the baseline, the model's mean gradient, the controller's mean moments. The
+controller and the baseline are made under `replicas.identical_variables`:
+every replica applies the same (averaged) update to them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tunas_tf import replicas
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
@@ -118,20 +124,6 @@ class ControllerStep(NamedTuple):
   learning_rate: tf.Tensor
 
 
-def num_replicas(use_tpu: bool) -> tf.Tensor:
-  """Replica count: a cross-replica sum of 1 on TPU, the constant 1 elsewhere."""
-  if use_tpu:
-    return tf.compat.v1.tpu.cross_replica_sum(tf.constant(1.0))
-  return tf.constant(1.0)
-
-
-def cross_replica_mean(value: tf.Tensor, use_tpu: bool) -> tf.Tensor:
-  """Mean over replicas (identity off TPU)."""
-  if use_tpu:
-    return tf.compat.v1.tpu.cross_replica_sum(value) / num_replicas(True)
-  return value
-
-
 def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
                          ) -> Tuple[tf.Tensor, tf.Tensor]:
   """Returns (increase_ops_prob, increase_filters_prob): 1 -> 0 linearly."""
@@ -144,7 +136,8 @@ def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
                         increase_filters_prob: tf.Tensor
                         ) -> Tuple[Any, reinforce.DistInfo]:
   """The controller's sample (one per replica) and its dist_info."""
-  with tf.compat.v1.variable_scope('rl_controller'):
+  with tf.compat.v1.variable_scope('rl_controller'), \
+      replicas.identical_variables():
     return reinforce.independent_sample(
         spec, increase_ops_probability=increase_ops_prob,
         increase_filters_probability=increase_filters_prob)
@@ -163,8 +156,9 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
 
   Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
   sample's masks; RMSProp with TF1 semantics (decay 0.9, epsilon 1.0, slots
-  start at 1) under cosine decay with linear warm-up; CrossShardOptimizer on
-  TPU. The global step is *not* incremented here (the controller step does).
+  start at 1) under cosine decay with linear warm-up, on the mean gradient
+  over replicas (`replicas.averaging_optimizer`: CrossShardOptimizer on
+  TPU). The global step is *not* incremented here (the controller step does).
   With the barrier on, every gradient waits for all of them. The loss (and,
   with the barrier, the gradients) are checked finite (`check_finite`)
   before the update.
@@ -184,8 +178,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
         config.max_global_step, config.model_warmup_steps)
     opt = tf.compat.v1.train.RMSPropOptimizer(
         learning_rate, decay=0.9, momentum=config.model_momentum, epsilon=1.0)
-    if config.job.use_tpu:
-      opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
+    opt = replicas.averaging_optimizer(opt)
     variables = list(supernet.trainable_variables)
     grads_and_vars = [(g, v) for g, v in
                       opt.compute_gradients(loss, var_list=variables)
@@ -243,12 +236,13 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
   # A NaN or Inf reward stops the run before the baseline and the controller
   # update.
   global_step = tf.compat.v1.train.get_or_create_global_step()
-  ema = moving_average.MovingAverage(config.rl_baseline_momentum,
-                                     name='rl_baseline')
+  with replicas.identical_variables():
+    ema = moving_average.MovingAverage(config.rl_baseline_momentum,
+                                       name='rl_baseline')
   with tf.control_dependencies(check_finite('reward', [reward], global_step,
                                             config.job.use_tpu)):
     reward = tf.identity(reward)
-    step_baseline = cross_replica_mean(reward, config.job.use_tpu)
+    step_baseline = replicas.mean(reward)
     baseline = ema.update(step_baseline)  # Both of its assignments wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
                     baseline=baseline, advantage=reward - baseline,
@@ -256,9 +250,12 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
 
 
 def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
-                        global_step: tf.Variable, config: SearchConfig,
-                        num_replicas_value: int = 1) -> ControllerStep:
+                        global_step: tf.Variable, config: SearchConfig
+                        ) -> ControllerStep:
   """REINFORCE with Adam (beta1 0); the only global-step increment.
+
+  Adam's moments use the mean over replicas of the gradients and of their
+  squares, the entropy step the mean entropy gradient (`ControllerAdam`).
 
   loss = -stop_gradient(advantage) * log_prob; the entropy bonus
   -rl_entropy_regularization * entropy is applied as a separate SGD step; the
@@ -281,9 +278,9 @@ def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  adam = controller_optimizer.ControllerAdam(variables)
-  train_op = adam.apply(grads, learning_rate, global_step, reg_grads,
-                        num_replicas=num_replicas_value)
+  with replicas.identical_variables():
+    adam = controller_optimizer.ControllerAdam(variables)
+  train_op = adam.apply(grads, learning_rate, global_step, reg_grads)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
 

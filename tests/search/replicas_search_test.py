@@ -1,0 +1,132 @@
+"""`train_search --replicas=2` on CPU: two replicas on two CPU devices.
+
+The search graph is built once per replica (about twice a one-replica
+search's start), so one search, resumed once, serves every end-to-end check.
+The per-replica math (samples, means, identical copies) is tested on small
+graphs in tests/replicas_test.py, tests/search/steps_test.py and
+tests/controller/optimizer_test.py.
+"""
+
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf import train_search
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import runner
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+from tunas_tf.tools import extract_architecture
+from tests.testing import searches
+
+# 4 steps of 16 images (8 per replica), then resumed to 6: RL delay 2 of 4
+# steps, warm-ups 1 and 2, summaries every step, checkpoints every 2.
+_FLAGS = ('--replicas=2', '--train_batch_size=16',
+          '--rl_delay_steps_fraction=0.5',
+          '--increase_ops_warmup_steps_fraction=0.25',
+          '--increase_filters_warmup_steps_fraction=0.5',
+          '--tpu_iterations_per_loop=1', '--save_checkpoints_steps=2',
+          '--rl_learning_rate=1.0')
+
+
+def _checkpoint_names(path):
+  return sorted(name for name, _ in tf.train.list_variables(path))
+
+
+class ReplicatedSearchTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model_dir = os.path.join(tempfile.mkdtemp(), 'search')
+    cls.config = searches.search_config(cls.model_dir, '--max_steps=4',
+                                        *_FLAGS)
+    runner.run_search(cls.config)
+    state = tf.train.get_checkpoint_state(cls.model_dir)
+    cls.first_checkpoints = [os.path.basename(p)
+                             for p in state.all_model_checkpoint_paths]
+    cls.first_step = searches.global_step(cls.model_dir)
+    runner.run_search(searches.search_config(cls.model_dir, '--max_steps=6',
+                                             *_FLAGS))
+    cls.events = searches.events(cls.model_dir)
+
+  def test_runs_checkpoints_and_resumes(self):
+    self.assertEqual(self.config.replicas, 2)
+    self.assertEqual(self.first_step, 4)
+    self.assertEqual(self.first_checkpoints,
+                     ['model.ckpt-0', 'model.ckpt-2', 'model.ckpt-4'])
+    self.assertEqual(searches.global_step(self.model_dir), 6)
+    self.assertEqual(config_lib.read(self.model_dir).replicas, 2)
+    # One summary row per step (the first replica's), across the restart.
+    self.assertEqual(sorted(self.events['rlcontroller/reward']),
+                     list(range(6)))
+    # Step 4 ran after the restart on the restored state: the logits it
+    # logged (read before its update) are checkpoint 4's, and had moved.
+    saved = tf.train.load_checkpoint(os.path.join(self.model_dir,
+                                                  'model.ckpt-4'))
+    spec = mobile.get_search_space('digits_search')
+    moved = 0.0
+    for path, oneof in schema.flatten_with_paths(spec):
+      logits = saved.get_tensor('rl_controller/logits/' + path)
+      moved += float(np.abs(logits).sum())
+      for j in range(len(oneof.choices)):
+        self.assertAlmostEqual(self.events[f'rlpathlogits/{path}/{j}'][4],
+                               logits[j], places=6)
+    self.assertGreater(moved, 0.0)
+    # One events file of summaries per run: the first replica's writer.
+    self.assertLen([f for f in os.listdir(self.model_dir)
+                    if f.endswith('.v2')], 2)
+
+  def test_checkpoint_names_are_those_of_one_replica(self):
+    names = _checkpoint_names(self.model_dir)
+    self.assertEmpty([n for n in names if 'replica' in n])
+    self.assertEqual(names, _checkpoint_names(searches.finished_search()))
+
+  def test_extract_architecture(self):
+    result = extract_architecture.extract(self.model_dir)
+    self.assertEqual(result['global_step'], 6)
+    spec = mobile.get_search_space('digits_search')
+    self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])),
+                     [])
+
+  def test_input_fn_gives_each_replica_its_share(self):
+    # The Estimator calls input_fn once, without a batch size, and hands
+    # each replica the next element.
+    dataset = runner.make_input_fn(self.config)({})
+    features, labels = dataset.element_spec
+    self.assertEqual(features['train'].shape, [8, 8, 8, 1])
+    self.assertEqual(features['validation'].shape, [32, 8, 8, 1])
+    self.assertEqual(labels['train'].shape, [8, 10])
+
+
+class BadReplicasTest(absltest.TestCase):
+
+  def test_refused_in_one_line_with_nothing_written(self):
+    for args, message in (
+        (['--replicas=0'], '--replicas must be >= 1, got 0'),
+        (['--replicas=2', '--tpu=my-tpu'],
+         '--replicas is for CPU/GPU: on TPU the replica count comes from'),
+        (['--replicas=1', '--tpu=my-tpu'], '--replicas is for CPU/GPU'),
+        (['--replicas=3'], '--train_batch_size=16 does not split across '
+         '--replicas=3'),
+        (['--replicas=32'], '--train_batch_size=16 does not split across '
+         '--replicas=32'),
+    ):
+      model_dir = tempfile.mkdtemp()
+      values = searches.search_flags(f'--model_dir={model_dir}',
+                                     '--train_batch_size=16', '--max_steps=4',
+                                     *args)
+      with self.assertRaises(SystemExit) as caught:
+        train_search.main([], values)
+      line = str(caught.exception.code)
+      self.assertTrue(line.startswith('train_search: '), line)
+      self.assertIn(message, line)
+      self.assertNotIn('\n', line)
+      self.assertEqual(os.listdir(model_dir), [], args)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,52 @@
+"""A TF1 graph with N replicas on N CPU devices, as the Estimator builds it.
+
+`--replicas=N` runs the search's model_fn once per replica under
+`tf.distribute.MirroredStrategy` inside `Estimator.train`. These helpers build
+the same situation without an Estimator, for small unit tests: a graph under
+the strategy's scope (with the Estimator's loss scaling for v1 optimizers),
+`run` to build a step per replica, and a session whose CPU is split into N
+devices (`device_count`, as `backend.make_estimator` does; TF's process-wide
+device list is not touched, so these run in any test process).
+"""
+
+import contextlib
+from typing import Any, Callable, Iterator, List
+
+import tensorflow as tf
+
+
+@contextlib.contextmanager
+def graph(num_replicas: int) -> Iterator[tf.distribute.Strategy]:
+  """A new default graph under an N-replica strategy on /cpu:0..N-1."""
+  with tf.Graph().as_default():
+    # Made in the graph: eagerly, it would also place eager variables on
+    # CPU devices that only the session has (replicas.mirrored_strategy).
+    strategy = tf.distribute.MirroredStrategy(
+        devices=[f'/cpu:{i}' for i in range(num_replicas)],
+        cross_device_ops=tf.distribute.ReductionToOneDevice())
+    # What Estimator.train enters around the model_fn (estimator.py:1273).
+    with strategy.scope(), \
+        strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
+      tf.compat.v1.random.set_random_seed(0)
+      yield strategy
+
+
+def run(strategy: tf.distribute.Strategy, step_fn: Callable[[int], Any]):
+  """Builds `step_fn(replica_id)` once per replica (replica context)."""
+
+  def per_replica():
+    context = tf.distribute.get_replica_context()
+    return step_fn(int(tf.get_static_value(context.replica_id_in_sync_group)))
+
+  return strategy.extended.call_for_each_replica(per_replica)
+
+
+def local(strategy: tf.distribute.Strategy, value: Any) -> List[Any]:
+  """The per-replica parts of a value `run` returned (or of a variable)."""
+  return list(strategy.experimental_local_results(value))
+
+
+def session(num_replicas: int) -> tf.compat.v1.Session:
+  """A session of the default graph with the CPU split into N devices."""
+  return tf.compat.v1.Session(config=tf.compat.v1.ConfigProto(
+      device_count={'CPU': num_replicas}))

@@ -1,0 +1,243 @@
+"""Replicas: how many there are, and the mean of a value over them.
+
+A search step runs once per replica, each on its own sample and batch
+(DESIGN "One step"); what they share goes through this module, which knows
+the three places the step can be built in:
+
+* a TPU replica context (TPUEstimator on TPU calls the model_fn inside
+  `tpu_shard_context(number_of_shards)`): means are `cross_replica_sum / n`;
+* a `tf.distribute` replica context with several replicas (`--replicas=N`
+  off TPU, `MirroredStrategy` under the Estimator): means are one
+  `batch_reduce_to(MEAN)` in a `merge_call`;
+* anything else (one replica, CPU/GPU): means are the identity.
+
+Reference §2, items 24 and 31: the baseline uses the mean reward; the
+controller's Adam uses the mean gradient, the mean *squared* gradient and the
+mean regularisation gradient; the model's optimizer averages its gradients.
+Means carry no gradient (nothing differentiates through them).
+
+`tf.distribute` also needs its variables and checkpoints handled
+(`identical_variables`, `saver`) and a strategy (`mirrored_strategy`); those
+are here too, so that nothing else imports `tf.distribute` internals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, List, Sequence, Tuple
+
+import tensorflow as tf
+from tensorflow.python.tpu import tpu_function  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.training.saving import saveable_object  # pylint: disable=g-direct-tensorflow-import
+
+_ONLY_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+
+def _tpu_replicas() -> int:
+  """The TPU replica count inside a TPU computation, else 0.
+
+  TPUEstimator builds the step inside `tpu.split_compile_and_shard(...,
+  num_shards=replicas)`, which sets this count (tensorflow/python/tpu/
+  tpu.py:784); its own `tf.distribute` replica context there reports one
+  replica (its strategy is the default one), so it is checked first.
+  """
+  return int(tpu_function.get_tpu_context().number_of_shards or 0)
+
+
+def _distribute_context() -> tf.distribute.ReplicaContext:
+  context = tf.distribute.get_replica_context()
+  if context is None:
+    raise ValueError('replicas: called in a cross-replica context; call it '
+                     'in the per-replica step (the model_fn)')
+  return context
+
+
+def num_replicas() -> int:
+  """The number of replicas the current step is built for, a Python int.
+
+  Raises:
+    ValueError: in a `tf.distribute` cross-replica context.
+  """
+  return _tpu_replicas() or _distribute_context().num_replicas_in_sync
+
+
+def means(values: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+  """The mean over replicas of each value (one reduction for all of them).
+
+  Args:
+    values: float tensors, each with the same shape on every replica.
+
+  Returns:
+    One tensor per value, its shape and dtype, equal on every replica and
+    without a gradient. The values themselves (stopped) for one replica.
+
+  Raises:
+    ValueError: in a `tf.distribute` cross-replica context.
+  """
+  values = [tf.stop_gradient(tf.convert_to_tensor(v)) for v in values]
+  tpu = _tpu_replicas()
+  if tpu:
+    return [tf.compat.v1.tpu.cross_replica_sum(v) / tf.cast(tpu, v.dtype)
+            if tpu > 1 else v for v in values]
+  context = _distribute_context()
+  if context.num_replicas_in_sync == 1 or not values:
+    return values
+
+  def reduce(strategy, *per_replica):
+    return strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.MEAN, [(v, v) for v in per_replica])
+
+  # `ReplicaContext.all_reduce` fails in graph mode (TF 2.15: its
+  # custom_gradient rejects variables); merge_call is what it does inside.
+  return list(context.merge_call(reduce, args=tuple(values)))
+
+
+def mean(value: tf.Tensor) -> tf.Tensor:
+  """The mean over replicas of `value` (see `means`)."""
+  return means([value])[0]
+
+
+def averaging_optimizer(optimizer: tf.compat.v1.train.Optimizer
+                        ) -> tf.compat.v1.train.Optimizer:
+  """`optimizer`, made to apply the mean over replicas of the gradients.
+
+  On TPU, `CrossShardOptimizer` (reduction MEAN). Under `tf.distribute`, the
+  v1 optimizer itself: inside `Estimator.train` its `compute_gradients`
+  scales the loss by 1/N and its `apply_gradients` sums over replicas, which
+  is the mean; that needs the last `tf.compat.v1.losses` loss built before
+  this call to reduce by a mean (the default). Otherwise `optimizer`.
+
+  Raises:
+    ValueError: under `tf.distribute` with several replicas when the
+      optimizer would sum the gradients instead (outside `Estimator.train`,
+      or after a loss reduced by SUM).
+  """
+  if _tpu_replicas():
+    return tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
+  if _distribute_context().num_replicas_in_sync > 1:
+    from tensorflow.python.distribute import distribute_utils  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+    if distribute_utils.get_loss_reduction() != tf.distribute.ReduceOp.MEAN:
+      raise ValueError('replicas.averaging_optimizer: the v1 optimizer would '
+                       'sum the replicas\' gradients (outside Estimator.train '
+                       'or after a SUM loss)')
+  return optimizer
+
+
+@contextlib.contextmanager
+def identical_variables() -> Iterator[None]:
+  """Variables created inside are updated alike by every replica.
+
+  Under `tf.distribute` with several replicas they get the aggregation
+  ONLY_FIRST_REPLICA, which lets each replica's step assign them (the
+  controller's logits, its Adam slots, the baseline) with the first
+  replica's value, so their copies stay identical. Every replica must then
+  compute the same value (from `means`). Elsewhere this does nothing.
+  """
+  strategy = tf.distribute.get_strategy()
+  if _tpu_replicas() or strategy.num_replicas_in_sync == 1:
+    yield
+    return
+
+  def creator(next_creator, **kwargs):
+    if kwargs.get('aggregation') in (None, tf.VariableAggregation.NONE):
+      kwargs['aggregation'] = _ONLY_FIRST
+    return next_creator(**kwargs)
+
+  with tf.variable_creator_scope(creator):
+    yield
+
+
+def is_first_replica() -> bool:
+  """Whether this is the first replica's step (always, off `tf.distribute`).
+
+  Under `MirroredStrategy` each replica builds its own copy of the step;
+  what only one copy should build (the summary writer) checks this.
+  """
+  if _tpu_replicas():
+    return True
+  replica_id = tf.get_static_value(
+      _distribute_context().replica_id_in_sync_group)
+  return replica_id is None or int(replica_id) == 0
+
+
+def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.Strategy:
+  """`MirroredStrategy` over `devices` (from `replica_devices`), for a graph.
+
+  On CPU devices the reductions go through one device
+  (`ReductionToOneDevice`); on GPUs TF picks (NCCL). Made in a graph: made
+  eagerly over CPU devices, the strategy also builds collective ops that
+  place an eager variable on every device, which fails on devices that only
+  a session's `device_count` creates.
+  """
+  cross_device_ops = None
+  if all('cpu' in d.lower() for d in devices):
+    cross_device_ops = tf.distribute.ReductionToOneDevice()
+  with tf.Graph().as_default():
+    return tf.distribute.MirroredStrategy(devices=list(devices),
+                                          cross_device_ops=cross_device_ops)
+
+
+def replica_devices(count: int) -> Tuple[List[str], int]:
+  """The devices of `count` replicas, and the CPU devices a session needs.
+
+  With GPUs: the first `count` GPUs (and 1 CPU). Without: the CPU split into
+  `count` devices, which a v1 session creates from its ConfigProto's
+  `device_count['CPU']` (TF's process-wide device list need not change).
+
+  Raises:
+    ValueError: when there are GPUs but fewer than `count`.
+  """
+  gpus = tf.config.list_physical_devices('GPU')
+  if gpus:
+    if len(gpus) < count:
+      raise ValueError(f'--replicas={count} needs {count} GPUs, found '
+                       f'{len(gpus)}')
+    return [f'/gpu:{i}' for i in range(count)], 1
+  return [f'/cpu:{i}' for i in range(count)], count
+
+
+class _FirstCopySaveable(saveable_object.SaveableObject):
+  """A mirrored variable saved as its first copy, restored into every copy."""
+
+  def __init__(self, variable, name: str):
+    self._copies = list(variable.values)
+    first = self._copies[0]
+    spec = saveable_object.SaveSpec(first.read_value, '', name,
+                                    dtype=first.dtype, device=first.device)
+    super().__init__(first, [spec], name)
+
+  def restore(self, restored_tensors, restored_shapes):
+    del restored_shapes
+    tensor, = restored_tensors
+    assigns = []
+    for copy in self._copies:
+      with tf.device(copy.device):
+        assigns.append(copy.assign(tensor, read_value=False))
+    return tf.group(assigns)
+
+
+def saver(**saver_kwargs) -> tf.compat.v1.train.Saver:
+  """A `Saver` of the graph's variables whose names ignore the replicas.
+
+  Under `MirroredStrategy` the graph holds each variable's per-replica
+  copies (`w`, `w/replica_1`, ...) and a default `Saver` writes them all.
+  This one writes each mirrored variable once, its first copy under the
+  variable's own name, and restores it into every copy: a checkpoint's
+  names are those of a one-replica run, and either restores the other.
+
+  Args:
+    **saver_kwargs: passed to `tf.compat.v1.train.Saver` (not `var_list`).
+  """
+  graph = tf.compat.v1.get_default_graph()
+  saveables, copies = [], set()
+  for variable in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
+    if isinstance(variable, tf.distribute.DistributedValues):
+      copies.update(id(c) for c in variable.values)
+      name = variable.values[0].name.split(':')[0]
+      saveables.append(_FirstCopySaveable(variable, name))
+  plain = [v for v in graph.get_collection(
+      tf.compat.v1.GraphKeys.GLOBAL_VARIABLES) +
+           graph.get_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS)
+           if id(v) not in copies and
+           not isinstance(v, tf.distribute.DistributedValues)]
+  return tf.compat.v1.train.Saver(var_list=saveables + plain, **saver_kwargs)
