@@ -53,6 +53,7 @@ from absl import app
 from absl import flags
 
 from tunas_tf import flags as common_flags
+from tunas_tf import precision
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -67,7 +68,7 @@ _CONFIG_FLAGS = (
     'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
-    'dropout_rate', 'label_smoothing', 'moving_average_decay',
+    'use_bfloat16', 'dropout_rate', 'label_smoothing', 'moving_average_decay',
     'init_from_search', 'freeze_inherited', 'eval_only', 'export',
     'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
     'log_every_steps')
@@ -117,9 +118,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float('warmup_steps_fraction', 0.025, 'Fraction of the steps '
                      'with a linear LR warm-up.', flag_values=f)
   flags.DEFINE_float('momentum', 0.9, 'RMSProp momentum.', flag_values=f)
-  flags.DEFINE_float('weight_decay', 4e-5, 'L2 strength on the kernels '
-                     '(classifier excluded), applied as wd/2 * sum(w^2).',
-                     flag_values=f)
+  flags.DEFINE_float('weight_decay', None, 'L2 strength on the kernels '
+                     '(classifier excluded), applied as wd/2 * sum(w^2); '
+                     'default 4e-5, or 3e-5 with bfloat16.', flag_values=f)
+  flags.DEFINE_enum('use_bfloat16', precision.FALSE, precision.BFLOAT16_MODES,
+                    'bfloat16 compute (float32 variables, batch-norm '
+                    'statistics, loss and export), as --use_bfloat16 of '
+                    'train_search: ontpu on TPU only, true on every device, '
+                    'auto ontpu for MobileNetV3-like spaces. Default false, '
+                    'as the original mobile_train_eval.', flag_values=f)
   flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
                      'default 0 below 150 epochs, else 0.25 for '
                      'MobileNetV3-like spaces and 0.15 for the others.',

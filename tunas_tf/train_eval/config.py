@@ -28,6 +28,7 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import files
+from tunas_tf import precision
 from tunas_tf.data import datasets
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -74,7 +75,8 @@ class TrainEvalConfig:
   base_learning_rate: float
   warmup_steps_fraction: float
   momentum: float
-  weight_decay: float
+  weight_decay: float  # Resolved (None -> 4e-5, or 3e-5 with bfloat16).
+  use_bfloat16: str  # Resolved: 'true', 'false' or 'ontpu'.
   dropout_rate: float
   label_smoothing: float
   moving_average_decay: float
@@ -155,6 +157,7 @@ def check_settings(c: Any, dataset: str) -> None:
     _in_unit_interval(getattr(c, name), name)
   if c.weight_decay < 0:
     raise ValueError(f'--weight_decay must be >= 0, got {c.weight_decay}')
+  precision.check_resolved(c.use_bfloat16)
   _in_unit_interval(c.dropout_rate, 'dropout_rate')
   if c.freeze_inherited and not c.init_from_search:
     raise ValueError('--freeze_inherited needs --init_from_search')
@@ -222,8 +225,8 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     architecture: an `architecture.json` giving `ssd` and `indices`, or None.
     **values: one keyword per flag-backed field of `TrainEvalConfig`, as the
       flags hold them: `ssd`, `indices`, `use_tpu`, `dropout_rate`,
-      `num_classes`, `image_size` and `export_dir` may be None (their
-      defaults are resolved here).
+      `weight_decay`, `num_classes`, `image_size` and `export_dir` may be
+      None, and `use_bfloat16` 'auto' (their defaults are resolved here).
 
   Returns:
     The frozen config.
@@ -240,6 +243,10 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
   if v['dropout_rate'] is None:
     v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
+  v['use_bfloat16'] = precision.resolve(
+      v['use_bfloat16'], mobile.space_info(v['ssd']).mobilenet_v3_like)
+  if v['weight_decay'] is None:
+    v['weight_decay'] = precision.default_weight_decay(v['use_bfloat16'])
   check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
     v['init_from_search'] = os.path.abspath(v['init_from_search'])
