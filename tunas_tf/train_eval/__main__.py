@@ -101,7 +101,34 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'initial weights.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=100)
-  # Recipe (reference/tunas.md §8.3).
+  _define_recipe_flags(f)
+  # Inheritance and modes.
+  flags.DEFINE_string('init_from_search', None, 'A search directory: start '
+                      'from its latest checkpoint\'s supernet weights (the '
+                      'chosen ops\' leading slices). Used only while '
+                      '--model_dir has no checkpoint.', flag_values=f)
+  flags.DEFINE_boolean('freeze_inherited', False, 'With --init_from_search, '
+                       'train only the variables that were not inherited.',
+                       flag_values=f)
+  flags.DEFINE_boolean('eval_only', False, 'Evaluate without training: the '
+                       'latest checkpoint or, without one and with '
+                       '--init_from_search, the inherited weights with batch '
+                       'norm on batch statistics (one-shot accuracy).',
+                       flag_values=f)
+  flags.DEFINE_boolean('export', True, 'Export a SavedModel and a TFLite '
+                       'file of the evaluated weights.', flag_values=f)
+  flags.DEFINE_string('export_dir', None, 'Export directory; default '
+                      'MODEL_DIR/export.', flag_values=f)
+  flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint cadence.',
+                       flag_values=f)
+  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
+                       flag_values=f)
+  flags.DEFINE_integer('log_every_steps', 100, 'Progress log cadence.',
+                       flag_values=f)
+
+
+def _define_recipe_flags(f: flags.FlagValues) -> None:
+  """The recipe's flags (reference §8.3): batch, length, LR, L2, bfloat16."""
   flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
                        'ImageNet recipe: 4096).', flag_values=f)
   flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '
@@ -137,29 +164,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'moving average of the trained weights, evaluated and '
                      'exported in their place (0: off; e.g. 0.9999).',
                      flag_values=f)
-  # Inheritance and modes.
-  flags.DEFINE_string('init_from_search', None, 'A search directory: start '
-                      'from its latest checkpoint\'s supernet weights (the '
-                      'chosen ops\' leading slices). Used only while '
-                      '--model_dir has no checkpoint.', flag_values=f)
-  flags.DEFINE_boolean('freeze_inherited', False, 'With --init_from_search, '
-                       'train only the variables that were not inherited.',
-                       flag_values=f)
-  flags.DEFINE_boolean('eval_only', False, 'Evaluate without training: the '
-                       'latest checkpoint or, without one and with '
-                       '--init_from_search, the inherited weights with batch '
-                       'norm on batch statistics (one-shot accuracy).',
-                       flag_values=f)
-  flags.DEFINE_boolean('export', True, 'Export a SavedModel and a TFLite '
-                       'file of the evaluated weights.', flag_values=f)
-  flags.DEFINE_string('export_dir', None, 'Export directory; default '
-                      'MODEL_DIR/export.', flag_values=f)
-  flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint cadence.',
-                       flag_values=f)
-  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
-                       flag_values=f)
-  flags.DEFINE_integer('log_every_steps', 100, 'Progress log cadence.',
-                       flag_values=f)
 
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS
