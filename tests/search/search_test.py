@@ -214,11 +214,12 @@ class Bfloat16SearchTest(absltest.TestCase):
   def test_first_step_is_the_float32_step_in_bfloat16(self):
     # Step 0 samples no architecture (all ops, widest filters: warm-up
     # probabilities 1) and reads the same initial weights and batch as the
-    # shared float32 search: its loss differs by bfloat16 rounding only.
+    # shared float32 search: its loss differs by bfloat16 rounding only
+    # (2.31600 against 2.31627 when written).
     float32 = _events(searches.finished_search())
     loss = 'model/empirical_loss'
     self.assertNotEqual(self.events[loss][0], float32[loss][0])
-    self.assertAlmostEqual(self.events[loss][0], float32[loss][0], delta=0.02)
+    self.assertAlmostEqual(self.events[loss][0], float32[loss][0], delta=5e-3)
     # The regulariser reads the float32 variables: the same sum of squares
     # (the strength is 3e-5 here, 4e-5 there).
     reg = 'model/regularization_loss'
