@@ -30,6 +30,7 @@ from tunas_tf import backend
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import flags as common_flags
+from tunas_tf import precision
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
@@ -61,8 +62,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
                     'elsewhere.', flag_values=f)
   flags.DEFINE_enum('use_bfloat16', 'auto', config_lib.BFLOAT16_MODES,
-                    'bfloat16 compute. auto: ontpu for MobileNetV3-like spaces, '
-                    'else false. ontpu: cast inside model_fn on TPU only.',
+                    'bfloat16 compute (float32 variables, batch-norm '
+                    'statistics and loss). auto: ontpu for MobileNetV3-like '
+                    'spaces, else false. ontpu: on TPU only. true: on every '
+                    'device (CPU/GPU too).',
                     flag_values=f)
   flags.DEFINE_integer('max_steps', None, 'Stop after this many steps (the '
                        'schedules use it instead of --epochs).', flag_values=f)
@@ -209,12 +212,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
     raise ValueError(f'--num_classes={num_classes} is fewer than the '
                      f'{dataset_info.num_classes} labels of {f.dataset!r}')
   info = mobile.space_info(f.ssd)
-  use_bfloat16 = f.use_bfloat16
-  if use_bfloat16 == 'auto':
-    use_bfloat16 = 'ontpu' if info.mobilenet_v3_like else 'false'
+  use_bfloat16 = precision.resolve(f.use_bfloat16, info.mobilenet_v3_like)
   weight_decay = f.model_weight_decay
   if weight_decay is None:
-    weight_decay = 3e-5 if use_bfloat16 in ('true', 'ontpu') else 4e-5
+    weight_decay = precision.default_weight_decay(use_bfloat16)
   job = common_flags.job_config(
       f, num_classes=num_classes,
       image_size=(dataset_info.image_size if f.image_size is None

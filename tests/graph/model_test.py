@@ -5,9 +5,12 @@ import copy
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.graph import from_spec
 from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
 from tunas_tf.graph import zoo
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
 
 OpType = ir.OpType
 
@@ -182,6 +185,63 @@ class ModelTest(tf.test.TestCase):
   def test_model_rejects_non_graph(self):
     with self.assertRaisesRegex(ValueError, 'Model needs an ir.Graph'):
       model_lib.Model([])
+
+
+
+class ModelBfloat16Test(tf.test.TestCase):
+  """`compute_dtype=tf.bfloat16`: bfloat16 ops on float32 variables."""
+
+  def _run(self, graph, constants, dtype, images, training):
+    model = model_lib.Model(graph, constants, seed=1, compute_dtype=dtype)
+    model.build(images.shape)
+    with tf.GradientTape() as tape:
+      logits = model(images, training=training)
+      loss = tf.reduce_sum(tf.cast(logits, tf.float32) *
+                           tf.range(1.0, 1.0 + logits.shape[-1]))
+    grads = tape.gradient(loss, model.trainable_variables)
+    return model, logits, grads
+
+  def test_standalone_network_close_to_float32(self):
+    space = mobile.get_search_space('digits_search')
+    graph, constants = from_spec.graph_from_spec(
+        schema.prune(space, ':'.join(['0'] * 18)), 10, input_channels=1)
+    images = tf.random.stateless_uniform([8, 8, 8, 1], [0, 4])
+    for training in (True, False):
+      f32 = self._run(graph, constants, tf.float32, images, training)
+      bf16 = self._run(graph, constants, tf.bfloat16, images, training)
+      self.assertEqual(bf16[0].compute_dtype, tf.bfloat16)
+      self.assertEqual(bf16[1].dtype, tf.bfloat16)
+      logits = f32[1].numpy()
+      difference = np.abs(tf.cast(bf16[1], tf.float32).numpy() - logits)
+      # The supernet's bound (tests/models/supernet_bfloat16_test.py).
+      self.assertLessEqual(difference.max(), 0.05 * np.abs(logits).max())
+      self.assertGreater(difference.max(), 0.0)
+      self.assertEqual({v.dtype for v in bf16[0].variables}, {tf.float32})
+      self.assertEqual({g.dtype for g in bf16[2]}, {tf.float32})
+      if training:  # The moving statistics were updated, in float32.
+        bn = [group for group in bf16[0].op_variables.values()
+              if 'moving_mean' in group][0]
+        self.assertGreater(float(tf.reduce_max(tf.abs(bn['moving_mean']))),
+                           0.0)
+
+  def test_dense_and_stateful_batch_norm_in_bfloat16(self):
+    graph = _two_head_graph()
+    model = model_lib.Model(graph, compute_dtype='bfloat16')
+    out = model({'x': tf.ones([2, 3]) * [[1.0], [3.0]],
+                 'y': tf.zeros([2, 3])}, training=True)
+    # bn(x) = +-1 per column, relu -> 0 or 1; dense kernel of ones: 0 or 3.
+    self.assertEqual(out['logits'].dtype, tf.bfloat16)
+    self.assertAllEqual(out['logits'], [[0] * 6, [3] * 6])
+    moving_mean = model.op_variables['bn']['moving_mean']
+    self.assertEqual(moving_mean.dtype, tf.float32)
+    self.assertAllClose(moving_mean, [0.02] * 3)  # 0.99 * 0 + 0.01 * 2.
+
+  def test_bad_compute_dtype(self):
+    graph, constants, _ = zoo.CifarNet()
+    for dtype in (tf.float16, 'int32', 'nonsense'):
+      with self.assertRaisesRegex(ValueError, 'compute_dtype must be float32 '
+                                  'or bfloat16'):
+        model_lib.Model(graph, constants, compute_dtype=dtype)
 
 
 if __name__ == '__main__':

@@ -58,6 +58,22 @@ class ConfigTest(absltest.TestCase):
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config.job, **{field: value})
 
+  def test_bfloat16_modes_and_weight_decay_defaults(self):
+    v3_like = ['--ssd=mobilenet_v3_large', '--indices=']
+    for args, mode, weight_decay in (
+        ([], 'false', 4e-5),  # The original mobile_train_eval's default.
+        (['--use_bfloat16=true'], 'true', 3e-5),
+        (['--use_bfloat16=ontpu', '--weight_decay=1e-4'], 'ontpu', 1e-4),
+        (['--use_bfloat16=auto'], 'false', 4e-5),
+        (['--use_bfloat16=auto'] + v3_like, 'ontpu', 3e-5)):
+      if '--ssd=mobilenet_v3_large' not in args:
+        args = args + [f'--indices={_ZEROS}']
+      config = runs.config('--model_dir=x', *args)
+      self.assertEqual((config.use_bfloat16, config.weight_decay),
+                       (mode, weight_decay), args)
+    with self.assertRaisesRegex(ValueError, 'use_bfloat16 must be one of'):
+      dataclasses.replace(config, use_bfloat16='auto')
+
   def test_json_keys_are_flat_and_read_returns_the_config(self):
     model_dir = tempfile.mkdtemp()
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
@@ -73,6 +89,23 @@ class ConfigTest(absltest.TestCase):
     self.assertTrue(config_lib.write_or_check(
         dataclasses.replace(config, max_steps=60)))
     self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
+
+  def test_a_run_from_before_bfloat16_reads_and_resumes(self):
+    model_dir = tempfile.mkdtemp()
+    config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+                         '--max_steps=30')
+    config_lib.write_or_check(config)
+    path = os.path.join(model_dir, 'config.json')
+    stored = runs.read_json(path)
+    del stored['use_bfloat16']
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    self.assertEqual(config_lib.read(model_dir).use_bfloat16, 'false')
+    self.assertTrue(config_lib.write_or_check(config))
+    with self.assertRaisesRegex(ValueError, "use_bfloat16 is 'false' there "
+                                "and 'true' now"):
+      config_lib.write_or_check(dataclasses.replace(config,
+                                                    use_bfloat16='true'))
 
   def test_read_refuses_a_bad_file(self):
     model_dir = tempfile.mkdtemp()

@@ -164,6 +164,31 @@ class RunTest(absltest.TestCase):
     moving = [n for n in end if n.endswith('moving_mean')]
     self.assertTrue(any(not np.array_equal(start[n], end[n]) for n in moving))
 
+  def test_bfloat16_training_end_to_end(self):
+    # The searched architecture trained in bfloat16 on CPU (`true`; `ontpu`
+    # would compute in float32 here), then exported in float32.
+    model_dir = os.path.join(self.root, 'bfloat16')
+    config = runs.config(f'--architecture={self.architecture}',
+                         f'--model_dir={model_dir}', '--use_bfloat16=true',
+                         '--max_steps=40', *runs.TINY)
+    self.assertEqual((config.use_bfloat16, config.weight_decay),
+                     ('true', 3e-5))
+    metrics = runner.run(config)
+    self.assertEqual(metrics['global_step'], 40)
+    self.assertTrue(np.isfinite(metrics['loss']))
+    # As the float32 run's bound at 40 steps (that one evaluates an EMA).
+    self.assertGreater(metrics['top1'], 0.5)
+    reader = tf.train.load_checkpoint(model_dir)
+    dtypes = reader.get_variable_to_dtype_map()
+    self.assertTrue(any(n.endswith('/moving_mean') for n in dtypes))
+    self.assertTrue(any(n.endswith('/RMSProp') for n in dtypes))
+    self.assertEqual({d for n, d in dtypes.items() if n != 'global_step'},
+                     {tf.float32})
+    served = tf.saved_model.load(metrics['export']['saved_model'])
+    logits = served.signatures['serving_default'](
+        images=tf.zeros([2, 8, 8, 1]))['logits']
+    self.assertEqual((logits.dtype, logits.shape), (tf.float32, (2, 10)))
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -17,6 +17,7 @@ Differences from a stock Adam, all deliberate:
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
@@ -50,10 +51,13 @@ class ControllerAdam(tf.Module):
     # checkpoints do not depend on the order the variables come in.
     slot_names = [v.name.split(':')[0] for v in self._variables]
     with self.name_scope:
-      self.m = [tf.Variable(tf.zeros_like(v), trainable=False,
+      # Callable initial values: made outside any control-flow context (a
+      # TPU or XLA compile context refuses a tensor made inside it).
+      zeros = lambda v: functools.partial(tf.zeros, v.shape, v.dtype)
+      self.m = [tf.Variable(zeros(v), trainable=False,
                             name=f'm/{n}') for v, n in zip(variables,
                                                            slot_names)]
-      self.v = [tf.Variable(tf.zeros_like(v), trainable=False,
+      self.v = [tf.Variable(zeros(v), trainable=False,
                             name=f'v/{n}') for v, n in zip(variables,
                                                            slot_names)]
       self.beta1_power = tf.Variable(beta1, trainable=False, dtype=tf.float32,

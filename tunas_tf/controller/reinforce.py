@@ -29,6 +29,7 @@ right: its variables are restored by name from the checkpoint).
 from __future__ import annotations
 
 import collections
+import functools
 import numbers
 import re
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
@@ -92,9 +93,12 @@ class Controller(tf.Module):
     entries = schema.flatten_with_paths(spec)
     self.paths = tuple(path for path, _ in entries)
     self.num_choices = tuple(len(oneof.choices) for _, oneof in entries)
+    # Initial values are callables, so that their ops are made outside any
+    # control-flow context (a TPU or XLA compile context refuses a tensor
+    # made inside it as a variable's initial value).
     self._logits = [
-        tf.Variable(tf.zeros([n], tf.float32), trainable=True,
-                    name=_variable_name(path))
+        tf.Variable(functools.partial(tf.zeros, [n], tf.float32),
+                    trainable=True, name=_variable_name(path))
         for path, n in zip(self.paths, self.num_choices)]
 
   @property

@@ -46,6 +46,10 @@ class Model(tf.Module):
       makes each variable's initial value a function of (seed, its name).
     share_variables_with: another `Model` whose variables are reused for ops
       of the same name (e.g. to run a subgraph with a full model's weights).
+    compute_dtype: tf.float32 (default) or tf.bfloat16. With bfloat16 every
+      graph input is cast to it and the ops compute in it, reading their
+      float32 variables cast (batch norm keeps float32 statistics, see
+      `graph.ops`); outputs come out in bfloat16.
     name: the module's name.
   """
 
@@ -54,10 +58,19 @@ class Model(tf.Module):
                stateless_batch_norm: bool = False,
                seed: Optional[int] = None,
                share_variables_with: Optional['Model'] = None,
+               compute_dtype: tf.DType = tf.float32,
                name: Optional[str] = None):
     super().__init__(name=name)
     if not isinstance(graph, ir.Graph):
       raise ValueError(f'Model needs an ir.Graph, got {type(graph).__name__}')
+    try:
+      dtype = tf.as_dtype(compute_dtype)
+    except TypeError:
+      dtype = None
+    if dtype not in (tf.float32, tf.bfloat16):
+      raise ValueError('Model compute_dtype must be float32 or bfloat16, got '
+                       f'{compute_dtype!r}')
+    self._compute_dtype = dtype
     self._graph = graph
     self._constants = dict(constants or {})
     self._stateless = bool(stateless_batch_norm)
@@ -82,6 +95,11 @@ class Model(tf.Module):
   def stateless_batch_norm(self) -> bool:
     """The model's default batch-norm mode (see the class docstring)."""
     return self._stateless
+
+  @property
+  def compute_dtype(self) -> tf.DType:
+    """The dtype the ops compute in (see the class docstring)."""
+    return self._compute_dtype
 
   @property
   def built(self) -> bool:
@@ -113,7 +131,8 @@ class Model(tf.Module):
     Args:
       inputs: a float tensor for a single-input graph, or a dict from graph
         input name (as written or canonical, `"input"` / `"input:0"`) to
-        tensor. Non-float inputs are cast to float32.
+        tensor. Non-float inputs are cast to float32; with a bfloat16
+        `compute_dtype` every input is cast to bfloat16.
       training: a Python bool; batch norm uses batch statistics and updates
         its moving averages, dropout drops.
 
@@ -184,7 +203,9 @@ class Model(tf.Module):
         raise ValueError(f'Missing graph input {name!r}; got keys '
                          f'{sorted(inputs)}')
       value = tf.convert_to_tensor(value)
-      if not value.dtype.is_floating:
+      if self._compute_dtype != tf.float32:
+        value = tf.cast(value, self._compute_dtype)
+      elif not value.dtype.is_floating:
         value = tf.cast(value, tf.float32)
       values[canonical] = value
     return values

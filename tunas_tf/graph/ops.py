@@ -33,6 +33,12 @@ the op. Per type (defaults in brackets):
 * MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
 * FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
   batch size. TRANSPOSE: `axes`. DROPOUT: `rate` (training only).
+
+Precision: an op computes in the dtype of its first input (float32, or
+bfloat16 when the `Model` computes in it). Variables are float32; CONV,
+DEPTHWISE_CONV, DENSE and LAYER_NORM cast theirs to that dtype on read,
+BATCH_NORM keeps float32 gamma, beta and moving statistics (the fused op's
+U dtype), so its statistics and their updates stay float32.
 """
 
 from __future__ import annotations
@@ -436,6 +442,20 @@ _ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
 }
 
 
+# Ops whose variables are read in the input's dtype (see the module docstring).
+_CAST_ON_READ = frozenset({OpType.CONV, OpType.DEPTHWISE_CONV, OpType.DENSE,
+                           OpType.LAYER_NORM})
+
+
+def _read_as(variables: Mapping[str, Any], dtype: tf.DType
+             ) -> Mapping[str, Any]:
+  """`variables`, each cast to `dtype` if it has another dtype."""
+  if all(v.dtype == dtype for v in variables.values()):
+    return variables
+  return {name: v if v.dtype == dtype else tf.cast(v, dtype)
+          for name, v in variables.items()}
+
+
 def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
           variables: Mapping[str, tf.Variable], training: bool = False,
           stateless_batch_norm: bool = False) -> List[tf.Tensor]:
@@ -460,6 +480,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
   check_kwargs(op, kwargs)
   t = op.type
   x = inputs[0]
+  if t in _CAST_ON_READ:
+    variables = _read_as(variables, x.dtype)
   if t in _ACTIVATIONS:
     y = _ACTIVATIONS[t](x)
   elif t == OpType.GELU:

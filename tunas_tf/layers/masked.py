@@ -21,6 +21,13 @@ Statistics are per channel, so normalising the `n` sliced channels equals
 normalising all channels and masking; the two modes give the same values and
 gradients on the first `n` channels.
 
+Precision: the ops compute in the dtype of their input `x` (float32, or
+bfloat16 for `--use_bfloat16`); kernels and biases must come in that dtype
+(the supernet casts its float32 variables on read), channel masks are made
+in it, and batch norm takes float32 gamma and beta whatever `x` is
+(`FusedBatchNormV3` with T = bfloat16 and U = float32 keeps its statistics
+in float32).
+
 Also here: the tensor twins of `filters.scale_filters` and
 `filters.make_divisible`, and the masked activation (the activations
 themselves are `layers.activations`; the initialisers
@@ -134,16 +141,19 @@ class Width:
     """True when the width is statically the maximum (no mask or slice)."""
     return isinstance(self.n, int) and self.n == self.max
 
-  def mask(self) -> Optional[tf.Tensor]:
+  def mask(self, dtype: tf.DType = tf.float32) -> Optional[tf.Tensor]:
     """The channel mask, or None when the width is statically full.
 
+    Args:
+      dtype: the mask's float dtype (that of the tensor it multiplies).
+
     Returns:
-      float32 Tensor [max] with the first `n` entries 1 and the rest 0, or
-      None.
+      Tensor [max] of `dtype` with the first `n` entries 1 and the rest 0,
+      or None.
     """
     if self.is_full:
       return None
-    return tf.sequence_mask(self.n, self.max, dtype=tf.float32)
+    return tf.sequence_mask(self.n, self.max, dtype=dtype)
 
   def channels(self, mode: str) -> IntLike:
     """The channel count of a tensor of this width in `mode` (max or n)."""
@@ -162,7 +172,7 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
   """The part of a widest kernel that the sampled widths use.
 
   Args:
-    kernel: float32 Tensor [kh, kw, in_max, out_max] (HWIO), or a depthwise
+    kernel: float Tensor [kh, kw, in_max, out_max] (HWIO), or a depthwise
       kernel [kh, kw, C_max, 1] with `out_width` None.
     in_width: `Width` of axis 2, or None to leave the axis as is.
     out_width: `Width` of axis 3, or None to leave the axis as is.
@@ -170,7 +180,8 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
       `'sampled'` (slice to [kh, kw, n_in, n_out]).
 
   Returns:
-    float32 Tensor: the masked kernel (masked) or the sliced one (sampled).
+    Tensor of `kernel`'s dtype: the masked kernel (masked) or the sliced
+    one (sampled).
   """
   check_mode(mode)
   if mode == SAMPLED:
@@ -180,9 +191,9 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
       kernel = _slice_to(kernel, 3, out_width)
     return kernel
   if in_width is not None and not in_width.is_full:
-    kernel = kernel * in_width.mask()[:, tf.newaxis]
+    kernel = kernel * in_width.mask(kernel.dtype)[:, tf.newaxis]
   if out_width is not None and not out_width.is_full:
-    kernel = kernel * out_width.mask()
+    kernel = kernel * out_width.mask(kernel.dtype)
   return kernel
 
 
@@ -190,19 +201,20 @@ def effective_vector(vector: tf.Tensor, width: Width, mode: str) -> tf.Tensor:
   """A per-channel vector (bias, gamma, beta) masked or sliced to `width`.
 
   Args:
-    vector: float32 Tensor [width.max].
+    vector: float Tensor [width.max].
     width: the channel `Width`.
     mode: `'masked'` or `'sampled'`.
 
   Returns:
-    float32 Tensor [max] (masked, zero beyond n) or [n] (sampled).
+    Tensor of `vector`'s dtype, [max] (masked, zero beyond n) or [n]
+    (sampled).
   """
   check_mode(mode)
   if width.is_full:
     return vector
   if mode == SAMPLED:
     return _slice_to(vector, 0, width)
-  return vector * width.mask()
+  return vector * width.mask(vector.dtype)
 
 
 def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
@@ -233,17 +245,17 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: Width, out_width: Width,
   """'SAME' convolution with a widest kernel at the sampled widths.
 
   Args:
-    x: float32 Tensor [batch, H, W, C]; C = in_width.max (masked) or
-      in_width.n (sampled).
-    kernel: float32 Tensor [k, k, in_max, out_max].
+    x: float32 or bfloat16 Tensor [batch, H, W, C]; C = in_width.max
+      (masked) or in_width.n (sampled).
+    kernel: Tensor [k, k, in_max, out_max] of `x`'s dtype.
     in_width: input `Width`.
     out_width: output `Width`.
     strides: Python int, the stride in both spatial dims.
     mode: `'masked'` or `'sampled'`.
-    bias: optional float32 Tensor [out_max].
+    bias: optional Tensor [out_max] of `x`'s dtype.
 
   Returns:
-    float32 Tensor [batch, ceil(H/strides), ceil(W/strides), C_out] with
+    Tensor of `x`'s dtype [batch, ceil(H/strides), ceil(W/strides), C_out],
     C_out = out_width.max (masked, zero beyond n) or out_width.n (sampled).
   """
   kernel = effective_kernel(kernel, in_width, out_width, mode)
@@ -258,14 +270,15 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
   """'SAME' depthwise convolution (multiplier 1) at the sampled width.
 
   Args:
-    x: float32 Tensor [batch, H, W, C] (C = width.max or width.n by mode).
-    kernel: float32 Tensor [k, k, C_max, 1].
+    x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
+      width.n by mode).
+    kernel: Tensor [k, k, C_max, 1] of `x`'s dtype.
     width: the channel `Width`.
     strides: Python int.
     mode: `'masked'` or `'sampled'`.
 
   Returns:
-    float32 Tensor [batch, ceil(H/strides), ceil(W/strides), C].
+    Tensor of `x`'s dtype [batch, ceil(H/strides), ceil(W/strides), C].
   """
   kernel = effective_kernel(kernel, width, None, mode)
   return tf.nn.depthwise_conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
@@ -285,15 +298,16 @@ def stateless_batch_norm(
   so the two agree on the first `n` channels.
 
   Args:
-    x: float32 Tensor [batch, H, W, C] (C = width.max or width.n by mode).
-    gamma: float32 Tensor [C_max], the scale.
+    x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
+      width.n by mode).
+    gamma: float32 Tensor [C_max], the scale (float32 for either `x`).
     beta: float32 Tensor [C_max], the offset.
     width: the channel `Width`.
     mode: `'masked'` or `'sampled'`.
     epsilon: Python float added to the variance.
 
   Returns:
-    float32 Tensor of the shape of `x`.
+    Tensor of the shape and dtype of `x`.
   """
   check_mode(mode)
   if mode == SAMPLED:
@@ -303,7 +317,7 @@ def stateless_batch_norm(
   y, _, _ = tf.compat.v1.nn.fused_batch_norm(
       x, gamma, beta, epsilon=epsilon, data_format='NHWC', is_training=True)
   if mode == MASKED and not width.is_full:
-    y = y * width.mask()
+    y = y * width.mask(y.dtype)
   return y
 
 
@@ -316,13 +330,13 @@ def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
   `width`, so that channels beyond the sampled width stay zero.
 
   Args:
-    x: float32 Tensor of any shape.
+    x: float Tensor of any shape.
     name: activation name.
     width: the channel `Width` of `x` (only read in masked mode).
     mode: `'masked'` or `'sampled'`.
 
   Returns:
-    float32 Tensor of the shape of `x`.
+    Tensor of the shape and dtype of `x`.
 
   Raises:
     ValueError: for an unknown activation name.
@@ -330,5 +344,5 @@ def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
   y = activations.by_name(name)(x)
   if (mode == MASKED and width is not None and not width.is_full and
       not activations.maps_zero_to_zero(name)):
-    y = y * width.mask()
+    y = y * width.mask(y.dtype)
   return y

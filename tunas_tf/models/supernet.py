@@ -21,6 +21,13 @@ runs the architecture that the masks of `sampled_spec` select
   forward) and fused (one `FusedBatchNormV3` op each way, see
   `masked.stateless_batch_norm`), with gamma/beta variables and
   `naming.BATCH_NORM_EPSILON`.
+* Precision (`compute_dtype`): float32, or bfloat16 as the original's
+  `--use_bfloat16` on TPU: the images are cast to it and the forward pass
+  runs in it, the float32 variables cast on read (their gradients and the
+  regularisation loss stay float32), batch-norm statistics in float32 (the
+  fused op's U dtype). The logits come back in the compute dtype: the
+  caller casts them to float32 for the loss and takes the argmax in their
+  own dtype (`reference/tunas.md` §2.6).
 * Head: optional dropout, 1x1 conv to `num_classes` with bias
   (N(0, `naming.CLASSIFIER_STDDEV`) init, no weight decay), global average
   pool. Other kernels are He-normal (`layers.initializers`; depthwise
@@ -60,6 +67,7 @@ from tunas_tf.search_space import structure
 from tunas_tf.search_space import walker
 
 MODES = naming.MODES
+COMPUTE_DTYPES = (tf.float32, tf.bfloat16)
 
 
 def _join(path: str, key: Any) -> str:
@@ -177,12 +185,14 @@ class Supernet(tf.Module):
     num_classes: Python int.
     mode: `'masked'` or `'sampled'`.
     input_channels: Python int, the channels of the images.
+    compute_dtype: tf.float32 or tf.bfloat16, the dtype of the forward pass.
   """
 
   def __init__(self, spec: ops_lib.ConvTowerSpec, num_classes: int,
                mode: str = naming.SAMPLED, dropout_rate: float = 0.0,
                input_channels: int = 3, seed: Optional[int] = None,
                batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON,
+               compute_dtype: tf.DType = tf.float32,
                name: Optional[str] = None):
     """Builds the network and creates its variables.
 
@@ -198,6 +208,8 @@ class Supernet(tf.Module):
       seed: None, or an int that fixes every initial value (per variable
         name, with stateless random ops).
       batch_norm_epsilon: positive Python float.
+      compute_dtype: tf.float32 (default) or tf.bfloat16: the dtype of the
+        forward pass and of the logits; variables are float32 either way.
       name: the tf.Module name.
 
     Raises:
@@ -224,6 +236,15 @@ class Supernet(tf.Module):
     if batch_norm_epsilon <= 0:
       raise ValueError(
           f'batch_norm_epsilon must be positive, got {batch_norm_epsilon!r}')
+    try:
+      dtype = tf.as_dtype(compute_dtype)
+    except TypeError:
+      dtype = None
+    if dtype not in COMPUTE_DTYPES:
+      raise ValueError('compute_dtype must be one of '
+                       f'{[d.name for d in COMPUTE_DTYPES]}, got '
+                       f'{compute_dtype!r}')
+    self.compute_dtype = dtype
     self.spec = spec
     self.num_classes = num_classes
     self.input_channels = input_channels
@@ -293,7 +314,7 @@ class Supernet(tf.Module):
                          f'[{n}] (one entry per choice)')
       masks[path] = mask
     return widths.CallContext(masks, self._sources, self.mode, bool(training),
-                             self._epsilon)
+                             self._epsilon, self.compute_dtype)
 
   @tf.autograph.experimental.do_not_convert
   def __call__(self, sampled_spec: Any, images: tf.Tensor,
@@ -310,7 +331,7 @@ class Supernet(tf.Module):
         statistics either way.
 
     Returns:
-      float32 Tensor [batch, num_classes], the logits.
+      Tensor [batch, num_classes] of `compute_dtype`, the logits.
 
     Raises:
       ValueError: if `sampled_spec` differs from the supernet's spec (the
@@ -325,7 +346,7 @@ class Supernet(tf.Module):
     if images.shape.rank != 4 or images.shape[-1] != self.input_channels:
       raise ValueError(f'images must be [batch, H, W, {self.input_channels}], '
                        f'got shape {images.shape}')
-    x = tf.cast(images, tf.float32)
+    x = tf.cast(images, self.compute_dtype)
     for node in self._layers:
       x = node(x, ctx)
     return self._classifier(x, ctx)

@@ -17,6 +17,11 @@ the mask carries no gradient; the regularisers of a
 branch are multiplied by mask[i] (a branch with mask[i] == 0 adds exactly 0,
 its kernels zeroed by `tf.where`), and a variable reached from several
 branches keeps the largest of its terms.
+
+Precision: the forward pass runs in `ctx.dtype` (float32, or bfloat16 for
+`--use_bfloat16`): kernels and biases are cast on read, Switch masks scale
+outputs in that dtype, and batch norm keeps float32 gamma, beta and
+statistics. Variables, gradients and the regularisers stay float32.
 """
 
 from __future__ import annotations
@@ -106,18 +111,23 @@ class VariableStore:
           trainable=True)
 
   def get(self, name: str, shape: Sequence[int],
-          active: Optional[tf.Tensor] = None) -> tf.Tensor:
+          active: Optional[tf.Tensor] = None,
+          dtype: tf.DType = tf.float32) -> tf.Tensor:
     """Variable `name`, sliced to its leading `shape` if that is smaller.
 
     With `active` (a scalar bool Tensor), zeros where it is False, by
-    `tf.where`: exactly 0, with zero gradient, whatever the values.
+    `tf.where`: exactly 0, with zero gradient, whatever the values. With a
+    `dtype` other than float32 (bfloat16 compute), the value is cast on
+    read; the variable stays float32 and so does its gradient.
     """
     variable = self.variables[name]
     value = (variable if list(variable.shape) == list(shape)
              else variable[tuple(slice(0, int(d)) for d in shape)])
-    if active is None:
-      return value
-    return tf.where(active, value, tf.zeros_like(value))
+    if active is not None:
+      value = tf.where(active, value, tf.zeros_like(value))
+    if tf.as_dtype(dtype) != variable.dtype:
+      value = tf.cast(value, dtype)
+    return value
 
 
 # -----------------------------------------------------------------------------
@@ -148,9 +158,10 @@ class Node:
   strides: int = 1
 
   def __call__(self, x: tf.Tensor, ctx: CallContext) -> tf.Tensor:
-    """Forward pass: float32 [batch, H, W, C_in] -> [batch, H', W', C_out].
+    """Forward pass: [batch, H, W, C_in] -> [batch, H', W', C_out].
 
-    C is the width's max in masked mode and its sampled n in sampled mode.
+    In and out in `ctx.dtype` (float32, or bfloat16). C is the width's max
+    in masked mode and its sampled n in sampled mode.
     """
     raise NotImplementedError
 
@@ -173,12 +184,13 @@ def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
   """Zeros of the shape a 'SAME' layer with `strides` gives for input `x`.
 
   Args:
-    x: float32 Tensor [batch, H, W, C].
+    x: float Tensor [batch, H, W, C].
     strides: Python int.
     channels: Python int or scalar int32 Tensor, the output channels.
 
   Returns:
-    float32 zeros [batch, ceil(H / strides), ceil(W / strides), channels].
+    Zeros of `x`'s dtype, [batch, ceil(H / strides), ceil(W / strides),
+    channels].
   """
   static = x.shape.as_list()
   dynamic = tf.shape(x)
@@ -191,8 +203,8 @@ def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
     dims.append(size)
   dims.append(channels)
   if all(isinstance(d, int) for d in dims):
-    return tf.zeros(dims, tf.float32)
-  return tf.zeros(tf.stack([tf.cast(d, tf.int32) for d in dims]), tf.float32)
+    return tf.zeros(dims, x.dtype)
+  return tf.zeros(tf.stack([tf.cast(d, tf.int32) for d in dims]), x.dtype)
 
 
 class Identity(Node):
@@ -271,11 +283,13 @@ class ConvBN(Node):
     out_shape = [self.out_source.max]
     bias = (None if self.use_batch_norm
             else self.store.get(self.names[naming.BIAS], out_shape,
-                                ctx.active))
+                                ctx.active, ctx.dtype))
     y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
-                                        self.kernel_shape, ctx.active),
+                                        self.kernel_shape, ctx.active,
+                                        ctx.dtype),
                       in_w, out_w, self.strides, ctx.mode, bias)
     if self.use_batch_norm:
+      # gamma and beta stay float32 (the fused op's statistics dtype).
       y = masked.stateless_batch_norm(
           y, self.store.get(self.names[naming.GAMMA], out_shape, ctx.active),
           self.store.get(self.names[naming.BETA], out_shape, ctx.active),
@@ -319,7 +333,7 @@ class DepthwiseBN(Node):
     shape = [self.in_source.max]
     y = masked.depthwise_conv2d(
         x, self.store.get(self.names[naming.KERNEL], self.kernel_shape,
-                          ctx.active), width,
+                          ctx.active, ctx.dtype), width,
         self.strides, ctx.mode)
     y = masked.stateless_batch_norm(
         y, self.store.get(self.names[naming.GAMMA], shape, ctx.active),
@@ -369,19 +383,19 @@ class SqueezeExcite(Node):
       store.request(self.names[role], shape,
                     _CONV if role.endswith(naming.KERNEL) else _ZEROS)
 
-  def _get(self, role, active=None):
-    return self.store.get(self.names[role], self.shapes[role], active)
+  def _get(self, role, active=None, dtype=tf.float32):
+    return self.store.get(self.names[role], self.shapes[role], active, dtype)
 
   def __call__(self, x, ctx):
     width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
     s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
-    s = masked.conv2d(s, self._get('reduce_kernel', ctx.active), width,
-                      hidden, 1, ctx.mode,
-                      self._get('reduce_bias', ctx.active))
+    s = masked.conv2d(s, self._get('reduce_kernel', ctx.active, ctx.dtype),
+                      width, hidden, 1, ctx.mode,
+                      self._get('reduce_bias', ctx.active, ctx.dtype))
     s = masked.activation(s, self.inner_activation, hidden, ctx.mode)
-    s = masked.conv2d(s, self._get('expand_kernel', ctx.active), hidden,
-                      width, 1, ctx.mode,
-                      self._get('expand_bias', ctx.active))
+    s = masked.conv2d(s, self._get('expand_kernel', ctx.active, ctx.dtype),
+                      hidden, width, 1, ctx.mode,
+                      self._get('expand_bias', ctx.active, ctx.dtype))
     s = masked.activation(s, self.gating_activation, width, ctx.mode)
     return x * s
 
@@ -455,16 +469,18 @@ class Switch(Node):
     return zeros_output(x, self.strides, channels)
 
   def __call__(self, x, ctx):
-    mask = ctx.mask(self.path)
+    # `mask` decides which branches run; `scale`, the same values in the
+    # compute dtype, multiplies their outputs.
+    mask, scale = ctx.mask(self.path), ctx.forward_mask(self.path)
     if len(self.branches) == 1:
       branch = self.branches[0]
       y = branch(x, ctx) if branch is not None else self._zeros(x, ctx)
-      return y if mask is None else y * mask[0]
+      return y if mask is None else y * scale[0]
     live = [i for i, branch in enumerate(self.branches) if branch is not None]
     if not live:
       return self._zeros(x, ctx)
     if len(live) == 1:
-      return self._in_cond(live[0], x, ctx, mask)
+      return self._in_cond(live[0], x, ctx, mask, scale)
     # One-hot masks (every sample after the op warm-up) take a single
     # switch_case over the branches: the chosen branch runs and nothing
     # else does, forward or backward (no zeros for the others, no sum).
@@ -475,19 +491,19 @@ class Switch(Node):
     one_hot = tf.equal(tf.reduce_sum(tf.cast(nonzero, tf.int32)), 1)
     index = tf.where(one_hot, tf.argmax(mask, output_type=tf.int32),
                      len(self.branches))
-    cases = [self._one_branch(i, x, ctx, mask)
+    cases = [self._one_branch(i, x, ctx, scale)
              for i in range(len(self.branches))]
-    cases.append(lambda: self._dense_mixture(x, ctx, mask))
+    cases.append(lambda: self._dense_mixture(x, ctx, mask, scale))
     return tf.switch_case(index, cases)
 
-  def _one_branch(self, i, x, ctx, mask):
+  def _one_branch(self, i, x, ctx, scale):
     """The case of a one-hot mask on choice `i`: mask[i] * branch_i(x)."""
     branch = self.branches[i]
     if branch is None:
       return lambda: self._zeros(x, ctx)
-    return lambda: mask[i] * branch(x, ctx)
+    return lambda: scale[i] * branch(x, ctx)
 
-  def _dense_mixture(self, x, ctx, mask):
+  def _dense_mixture(self, x, ctx, mask, scale):
     """sum_i mask[i] * branch_i(x), every live branch run.
 
     A branch whose mask entry is 0 reads zeros instead of its weights
@@ -500,14 +516,14 @@ class Switch(Node):
       if branch is None:
         continue
       with ctx.gated(tf.not_equal(mask[i], 0.0)):
-        y = mask[i] * branch(x, ctx)
+        y = scale[i] * branch(x, ctx)
       total = y if total is None else total + y
     return total
 
-  def _in_cond(self, i, x, ctx, mask):
+  def _in_cond(self, i, x, ctx, mask, scale):
     """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond)."""
     return tf.cond(tf.not_equal(mask[i], 0.0),
-                   lambda: mask[i] * self.branches[i](x, ctx),
+                   lambda: scale[i] * self.branches[i](x, ctx),
                    lambda: self._zeros(x, ctx))
 
   def regularizers(self, ctx):
@@ -550,13 +566,13 @@ class Classifier(Node):
     store.request(self.names[naming.BIAS], [num_classes], _ZEROS)
 
   def __call__(self, x, ctx):
-    """[batch, H, W, C] -> float32 logits [batch, num_classes]."""
+    """[batch, H, W, C] -> logits [batch, num_classes] in `ctx.dtype`."""
     if ctx.training and self.dropout_rate > 0:
       x = tf.nn.dropout(x, rate=self.dropout_rate)
     classes = Width(self.num_classes, self.num_classes)
     y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
-                                        self.kernel_shape),
+                                        self.kernel_shape, dtype=ctx.dtype),
                       ctx.width(self.in_source), classes, 1, ctx.mode,
                       self.store.get(self.names[naming.BIAS],
-                                     [self.num_classes]))
+                                     [self.num_classes], dtype=ctx.dtype))
     return tf.reduce_mean(y, axis=[1, 2])

@@ -75,6 +75,10 @@ class CallContext:
     mode: `'masked'` or `'sampled'`.
     training: Python bool (only dropout reads it; batch norm is stateless).
     epsilon: batch-norm epsilon.
+    dtype: the compute dtype of the forward pass (float32 or bfloat16):
+      activations, kernels and biases as read (`VariableStore.get(...,
+      dtype=ctx.dtype)`) and the masks that scale activations
+      (`forward_mask`). The regularisers read float32 variables.
     active: None, or a scalar bool Tensor: False for a Switch branch whose
       mask entry is 0, while running it in a mixture or listing its
       regularisers; nodes then read zeros for its weights
@@ -83,10 +87,11 @@ class CallContext:
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
                sources: Sequence[WidthSource], mode: str, training: bool,
-               epsilon: float):
+               epsilon: float, dtype: tf.DType = tf.float32):
     self.mode = mode
     self.training = training
     self.epsilon = epsilon
+    self.dtype = tf.as_dtype(dtype)
     self._masks = dict(masks)
     self.active: Optional[tf.Tensor] = None
     self._widths: Dict[int, Width] = {}
@@ -97,6 +102,13 @@ class CallContext:
   def mask(self, path: str) -> Optional[tf.Tensor]:
     """The (stop-gradiented float32) mask of the OneOf at `path`, or None."""
     return self._masks.get(path)
+
+  def forward_mask(self, path: str) -> Optional[tf.Tensor]:
+    """`mask(path)` in the compute dtype (the same tensor for float32)."""
+    mask = self._masks.get(path)
+    if mask is None or mask.dtype == self.dtype:
+      return mask
+    return tf.cast(mask, self.dtype)
 
   def width(self, source: WidthSource) -> Width:
     """The resolved `Width` of `source`."""

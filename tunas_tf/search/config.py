@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 from tunas_tf import backend
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import precision
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
 
 if TYPE_CHECKING:
   from tunas_tf.cost_model import linear
 
-BFLOAT16_MODES = ('auto', 'true', 'false', 'ontpu')
+BFLOAT16_MODES = precision.BFLOAT16_MODES
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
@@ -122,6 +123,7 @@ class SearchConfig:
       raise ValueError(f'--train_batch_size must be > 0, got '
                        f'{self.train_batch_size}')
     self._check_replicas()
+    precision.check_resolved(self.use_bfloat16)
     if self.supernet_mode not in naming.MODES:
       raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
                        f'expected one of {naming.MODES}')

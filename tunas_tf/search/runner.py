@@ -10,6 +10,7 @@ import tensorflow as tf
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import hooks
+from tunas_tf import precision
 from tunas_tf import replicas
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
@@ -37,6 +38,11 @@ def make_model_fn(config: SearchConfig):
     if config.job.use_tpu:  # The host sent HWCN (a layout hint for XLA).
       train_images = tf.transpose(train_images, [3, 0, 1, 2])
       valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
+    # bfloat16 compute casts here, not in the input pipeline (reference §2.1
+    # item 4); variables, loss and gradients stay float32.
+    dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+    train_images = tf.cast(train_images, dtype)
+    valid_images = tf.cast(valid_images, dtype)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     # 1-2. Warm-up probabilities and this replica's sampled architecture.
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
@@ -48,7 +54,8 @@ def make_model_fn(config: SearchConfig):
     supernet = supernet_lib.Supernet(spec, config.job.num_classes,
                                      mode=config.supernet_mode,
                                      input_channels=config.job.num_channels,
-                                     seed=config.job.seed)
+                                     seed=config.job.seed,
+                                     compute_dtype=dtype)
     model = steps.supernet_train_op(supernet, sampled, train_images,
                                     labels['train'], global_step, config)
     # 6. Validation accuracy of the same sample, after the update.
@@ -162,10 +169,6 @@ def check_search(config: SearchConfig) -> Plan:
       search (naming the field, its stored and its new value), or one whose
       checkpoints cannot be read.
   """
-  if config.use_bfloat16 == 'true' or (config.use_bfloat16 == 'ontpu' and
-                                       config.job.use_tpu):
-    raise ValueError('bfloat16 compute is not implemented yet (the supernet '
-                     'runs in float32); pass --use_bfloat16=false')
   if config.replicas > 1:  # Enough GPUs, before anything is written.
     replicas.replica_devices(config.replicas)
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))

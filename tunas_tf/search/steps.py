@@ -213,7 +213,9 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
       images = sync.with_data_dependencies(grads[:1], [images])[0]
     with tf.control_dependencies([model_train_op]):
       logits = supernet(sampled_spec, images, training=False)
-    correct = tf.equal(tf.argmax(logits, axis=-1), tf.argmax(labels, axis=-1))
+    # int32 indices: TPUs have no native 64-bit integers (XLA emulates them).
+    correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
+                       tf.argmax(labels, axis=-1, output_type=tf.int32))
     return tf.reduce_mean(tf.cast(correct, tf.float32))
 
 

@@ -52,6 +52,7 @@ from typing import Optional
 from absl import flags
 
 from tunas_tf import flags as common_flags
+from tunas_tf import precision
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -66,7 +67,7 @@ _CONFIG_FLAGS = (
     'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
-    'dropout_rate', 'label_smoothing', 'moving_average_decay',
+    'use_bfloat16', 'dropout_rate', 'label_smoothing', 'moving_average_decay',
     'init_from_search', 'freeze_inherited', 'eval_only', 'export',
     'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
     'log_every_steps')
@@ -101,36 +102,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.define_tpu_flags(f, iterations_per_loop=100)
   # The shared flags are this binary's own in --help (not only --helpfull).
   flags.adopt_module_key_flags(common_flags, flag_values=f)
-  # Recipe (reference/tunas.md §8.3).
-  flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
-                       'ImageNet recipe: 4096).', flag_values=f)
-  flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '
-                       'recipe: 256).', flag_values=f)
-  flags.DEFINE_float('epochs', 90.0, 'Training length in epochs of the full '
-                     'training data (the schedules use --max_steps instead '
-                     'when given).', flag_values=f)
-  flags.DEFINE_integer('max_steps', None, 'Stop after this many steps; may '
-                       'grow on restart (the schedule stretches).',
-                       flag_values=f)
-  flags.DEFINE_float('base_learning_rate', 0.165, 'Peak LR per 256 images; '
-                     'the actual peak is this x train_batch_size / 256.',
-                     flag_values=f)
-  flags.DEFINE_float('warmup_steps_fraction', 0.025, 'Fraction of the steps '
-                     'with a linear LR warm-up.', flag_values=f)
-  flags.DEFINE_float('momentum', 0.9, 'RMSProp momentum.', flag_values=f)
-  flags.DEFINE_float('weight_decay', 4e-5, 'L2 strength on the kernels '
-                     '(classifier excluded), applied as wd/2 * sum(w^2).',
-                     flag_values=f)
-  flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
-                     'default 0 below 150 epochs, else 0.25 for '
-                     'MobileNetV3-like spaces and 0.15 for the others.',
-                     flag_values=f)
-  flags.DEFINE_float('label_smoothing', 0.1, 'Label smoothing of the '
-                     'training cross-entropy.', flag_values=f)
-  flags.DEFINE_float('moving_average_decay', 0.0, 'Decay of an exponential '
-                     'moving average of the trained weights, evaluated and '
-                     'exported in their place (0: off; e.g. 0.9999).',
-                     flag_values=f)
+  _define_recipe_flags(f)
   # Inheritance and modes.
   flags.DEFINE_string('init_from_search', None, 'A search directory: start '
                       'from its latest checkpoint\'s supernet weights (the '
@@ -154,6 +126,45 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
   flags.DEFINE_integer('log_every_steps', 100, 'Progress log cadence.',
                        flag_values=f)
+
+
+def _define_recipe_flags(f: flags.FlagValues) -> None:
+  """The recipe's flags (reference §8.3): batch, length, LR, L2, bfloat16."""
+  flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
+                       'ImageNet recipe: 4096).', flag_values=f)
+  flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '
+                       'recipe: 256).', flag_values=f)
+  flags.DEFINE_float('epochs', 90.0, 'Training length in epochs of the full '
+                     'training data (the schedules use --max_steps instead '
+                     'when given).', flag_values=f)
+  flags.DEFINE_integer('max_steps', None, 'Stop after this many steps; may '
+                       'grow on restart (the schedule stretches).',
+                       flag_values=f)
+  flags.DEFINE_float('base_learning_rate', 0.165, 'Peak LR per 256 images; '
+                     'the actual peak is this x train_batch_size / 256.',
+                     flag_values=f)
+  flags.DEFINE_float('warmup_steps_fraction', 0.025, 'Fraction of the steps '
+                     'with a linear LR warm-up.', flag_values=f)
+  flags.DEFINE_float('momentum', 0.9, 'RMSProp momentum.', flag_values=f)
+  flags.DEFINE_float('weight_decay', None, 'L2 strength on the kernels '
+                     '(classifier excluded), applied as wd/2 * sum(w^2); '
+                     'default 4e-5, or 3e-5 with bfloat16.', flag_values=f)
+  flags.DEFINE_enum('use_bfloat16', precision.FALSE, precision.BFLOAT16_MODES,
+                    'bfloat16 compute (float32 variables, batch-norm '
+                    'statistics, loss and export), as --use_bfloat16 of '
+                    'train_search: ontpu on TPU only, true on every device, '
+                    'auto ontpu for MobileNetV3-like spaces. Default false, '
+                    'as the original mobile_train_eval.', flag_values=f)
+  flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
+                     'default 0 below 150 epochs, else 0.25 for '
+                     'MobileNetV3-like spaces and 0.15 for the others.',
+                     flag_values=f)
+  flags.DEFINE_float('label_smoothing', 0.1, 'Label smoothing of the '
+                     'training cross-entropy.', flag_values=f)
+  flags.DEFINE_float('moving_average_decay', 0.0, 'Decay of an exponential '
+                     'moving average of the trained weights, evaluated and '
+                     'exported in their place (0: off; e.g. 0.9999).',
+                     flag_values=f)
 
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS

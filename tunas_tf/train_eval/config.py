@@ -29,6 +29,7 @@ from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import precision
 from tunas_tf.data import datasets
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -75,7 +76,8 @@ class TrainEvalConfig:
   base_learning_rate: float
   warmup_steps_fraction: float
   momentum: float
-  weight_decay: float
+  weight_decay: float  # Resolved (None -> 4e-5, or 3e-5 with bfloat16).
+  use_bfloat16: str  # Resolved: 'true', 'false' or 'ontpu'.
   dropout_rate: float
   label_smoothing: float
   moving_average_decay: float
@@ -164,6 +166,7 @@ def check_settings(c: Any, dataset: str) -> None:
   if not c.weight_decay >= 0:
     raise ValueError(f'--weight_decay must be >= 0, got {c.weight_decay}')
   checks.number('weight_decay', c.weight_decay, 0)
+  precision.check_resolved(c.use_bfloat16)
   _in_unit_interval(c.dropout_rate, 'dropout_rate')
   if c.freeze_inherited and not c.init_from_search:
     raise ValueError('--freeze_inherited needs --init_from_search')
@@ -242,8 +245,8 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     architecture: an `architecture.json` giving `ssd` and `indices`, or None.
     **values: one keyword per flag-backed field of `TrainEvalConfig`, as the
       flags hold them: `ssd`, `indices`, `use_tpu`, `dropout_rate`,
-      `num_classes`, `image_size` and `export_dir` may be None (their
-      defaults are resolved here).
+      `weight_decay`, `num_classes`, `image_size` and `export_dir` may be
+      None, and `use_bfloat16` 'auto' (their defaults are resolved here).
 
   Returns:
     The frozen config.
@@ -266,6 +269,10 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
   if v['dropout_rate'] is None:
     v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
+  v['use_bfloat16'] = precision.resolve(
+      v['use_bfloat16'], mobile.space_info(v['ssd']).mobilenet_v3_like)
+  if v['weight_decay'] is None:
+    v['weight_decay'] = precision.default_weight_decay(v['use_bfloat16'])
   check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
     v['init_from_search'] = os.path.abspath(v['init_from_search'])
@@ -300,6 +307,11 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   return backend.from_flat(TrainEvalConfig, v)
 
 
+# Fields added after runs were written: a config.json without one holds the
+# value those runs had (they trained in float32).
+ADDED_LATER = {'use_bfloat16': 'false'}
+
+
 def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
   """Checks `config` against the stored `config.json`; writes nothing.
 
@@ -313,7 +325,7 @@ def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
   """
   return files.check_config(
       os.path.join(config.job.model_dir, CONFIG_FILE), config.to_json(),
-      RUN_ONLY_FIELDS, DERIVED_FIELDS)
+      RUN_ONLY_FIELDS, DERIVED_FIELDS, defaults=ADDED_LATER)
 
 
 def write(config: TrainEvalConfig, stored: Optional[Dict[str, Any]]) -> None:
@@ -345,7 +357,7 @@ def read(model_dir: str) -> TrainEvalConfig:
       disagrees with the one computed from the others.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  stored = files.read_config(model_dir, 'train_eval')
+  stored = {**ADDED_LATER, **files.read_config(model_dir, 'train_eval')}
   names = set(backend.flat_keys(TrainEvalConfig))
   missing = sorted(names - set(stored))
   unknown = sorted(set(stored) - names)

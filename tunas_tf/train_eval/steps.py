@@ -24,6 +24,7 @@ import tensorflow as tf
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import hooks
+from tunas_tf import precision
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
 from tunas_tf.layers import schedules
@@ -35,8 +36,8 @@ class Forward(NamedTuple):
 
   Fields:
     model: the `graph.model.Model` (its variables created).
-    images: float32 [N, H, W, C] Tensor.
-    logits: float32 [N, num_classes] Tensor.
+    images: [N, H, W, C] Tensor, in the compute dtype.
+    logits: float32 [N, num_classes] Tensor (cast back from bfloat16).
     training: whether the mode is TRAIN (dropout, batch-norm updates).
   """
   model: Any
@@ -79,10 +80,16 @@ class TrainStep(NamedTuple):
 
 def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
             one_shot: bool) -> Forward:
-  """Builds the network in this graph and applies it to the batch."""
+  """Builds the network in this graph and applies it to the batch.
+
+  With bfloat16 compute (`--use_bfloat16`), the images are cast here, inside
+  the model_fn, and the network computes in bfloat16 on float32 variables.
+  """
   images = features['images'] if isinstance(features, dict) else features
+  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+  images = tf.cast(images, dtype)
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
-                          seed=config.job.seed)
+                          seed=config.job.seed, compute_dtype=dtype)
   training = mode == tf.estimator.ModeKeys.TRAIN
   logits = tf.cast(model(images, training=training), tf.float32)
   return Forward(model, images, logits, training)

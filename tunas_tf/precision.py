@@ -1,0 +1,88 @@
+"""bfloat16 compute: the `--use_bfloat16` modes and what they resolve to.
+
+The original's modes (`reference/tunas.md` §2 item 4, §3): `auto` becomes
+`ontpu` for the MobileNetV3-like spaces and `false` for the others; `ontpu`
+computes in bfloat16 on TPU only; `true` on every device (CPU and GPU
+included, so that it can be tested without a TPU); `false` never. Either
+entry point (`train_search`, `train_eval`) resolves `auto` once, stores the
+resolved mode in its config and derives the weight-decay default from it
+(3e-5 with bfloat16, else 4e-5).
+
+In bfloat16 the images are cast inside the model_fn (the original's `true`
+cast them in the input pipeline, which could hang; here both modes cast in
+the model_fn), the network computes in bfloat16 on float32 variables cast on
+read, batch-norm statistics stay float32, and the logits are cast back to
+float32 for the loss (the search's argmax for the validation accuracy is
+taken in bfloat16, as the original does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+AUTO, TRUE, FALSE, ONTPU = 'auto', 'true', 'false', 'ontpu'
+BFLOAT16_MODES = (AUTO, TRUE, FALSE, ONTPU)
+RESOLVED_MODES = (TRUE, FALSE, ONTPU)
+
+WEIGHT_DECAY = 4e-5
+WEIGHT_DECAY_BFLOAT16 = 3e-5
+
+
+def resolve(mode: str, mobilenet_v3_like: bool) -> str:
+  """`auto` -> `ontpu` for MobileNetV3-like spaces, else `false`.
+
+  Args:
+    mode: one of `BFLOAT16_MODES`.
+    mobilenet_v3_like: whether the search space is MobileNetV3-like
+      (`mobile.space_info(ssd).mobilenet_v3_like`).
+
+  Returns:
+    One of `RESOLVED_MODES`.
+
+  Raises:
+    ValueError: for a mode outside `BFLOAT16_MODES`.
+  """
+  if mode not in BFLOAT16_MODES:
+    raise ValueError(f'Unknown --use_bfloat16={mode!r}; expected one of '
+                     f'{BFLOAT16_MODES}')
+  if mode == AUTO:
+    return ONTPU if mobilenet_v3_like else FALSE
+  return mode
+
+
+def check_resolved(mode: str) -> str:
+  """Returns `mode` if it is one of `RESOLVED_MODES`.
+
+  Raises:
+    ValueError: naming the mode and the allowed ones.
+  """
+  if mode not in RESOLVED_MODES:
+    raise ValueError(f'use_bfloat16 must be one of {RESOLVED_MODES} once '
+                     f'resolved, got {mode!r}')
+  return mode
+
+
+def default_weight_decay(mode: str) -> float:
+  """3e-5 when `mode` asks for bfloat16 (`true`, `ontpu`), else 4e-5."""
+  return WEIGHT_DECAY_BFLOAT16 if mode in (TRUE, ONTPU) else WEIGHT_DECAY
+
+
+def compute_dtype(mode: str, use_tpu: bool) -> Any:
+  """The network's compute dtype for a resolved mode on this backend.
+
+  Args:
+    mode: one of `RESOLVED_MODES`.
+    use_tpu: whether the model_fn runs on TPU.
+
+  Returns:
+    tf.bfloat16 for `true`, and for `ontpu` on TPU; else tf.float32.
+
+  Raises:
+    ValueError: for a mode outside `RESOLVED_MODES`.
+  """
+  # TensorFlow only here: the configs that import this module do without it.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  check_resolved(mode)
+  if mode == TRUE or (mode == ONTPU and use_tpu):
+    return tf.bfloat16
+  return tf.float32
