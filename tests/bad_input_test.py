@@ -201,8 +201,9 @@ _SEARCH_ROWS = [
     ('validation_examples', ['--validation_examples=10'],
      r'--validation_examples: digits has a fixed split'),
     ('use_tpu', ['--use_tpu'], r'--use_tpu needs --tpu=NAME$'),
-    ('bfloat16', ['--use_bfloat16=true'], r'bfloat16 compute is not '
-     'implemented'),
+    ('replicas_zero', ['--replicas=0'], r'--replicas must be >= 1, got 0$'),
+    ('replicas_tpu', ['--replicas=2', '--tpu=my-tpu'],
+     r'--replicas is for CPU/GPU'),
     ('cost_model', ['--cost_model={root}/no/such.json'], r'no/such.json'),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
@@ -366,6 +367,8 @@ _FLAG_ROWS = [
     ('train_search', ['--model_learning_rate=fast'], 'model_learning_rate'),
     ('train_search', ['--no_such_flag=1'], 'no_such_flag'),
     ('train_eval', ['--max_steps=1.5'], 'max_steps'),
+    ('train_search', ['--use_bfloat16=maybe'], 'use_bfloat16'),
+    ('train_eval', ['--use_bfloat16=maybe'], 'use_bfloat16'),
     ('describe_space', ['--ssd=no_such_space'], 'ssd'),
 ]
 

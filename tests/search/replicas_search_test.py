@@ -22,9 +22,10 @@ from tunas_tf.search_space import schema
 from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 
-# 4 steps of 16 images (8 per replica), then resumed to 6: RL delay 2 of 4
-# steps, warm-ups 1 and 2, summaries every step, checkpoints every 2.
-_FLAGS = ('--replicas=2', '--train_batch_size=16',
+# 6 steps of 16 images (8 per replica), cut back to step 4 and resumed: RL
+# delay 3 of 6 steps, warm-ups 1 and 3, summaries every step, checkpoints
+# every 2 (5 kept).
+_FLAGS = ('--replicas=2', '--train_batch_size=16', '--keep_checkpoint_max=5',
           '--rl_delay_steps_fraction=0.5',
           '--increase_ops_warmup_steps_fraction=0.25',
           '--increase_filters_warmup_steps_fraction=0.5',
@@ -42,22 +43,25 @@ class ReplicatedSearchTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.model_dir = os.path.join(tempfile.mkdtemp(), 'search')
-    cls.config = searches.search_config(cls.model_dir, '--max_steps=4',
+    cls.config = searches.search_config(cls.model_dir, '--max_steps=6',
                                         *_FLAGS)
     runner.run_search(cls.config)
-    state = tf.train.get_checkpoint_state(cls.model_dir)
-    cls.first_checkpoints = [os.path.basename(p)
-                             for p in state.all_model_checkpoint_paths]
+    # As if the run had been killed before saving step 6 (a restart may not
+    # lengthen a search): checkpoint 6 gone, the checkpoint file at 4.
+    for name in os.listdir(cls.model_dir):
+      if name.startswith('model.ckpt-6.'):
+        os.remove(os.path.join(cls.model_dir, name))
+    cls.first_checkpoints = ['model.ckpt-0', 'model.ckpt-2', 'model.ckpt-4']
+    tf.compat.v1.train.update_checkpoint_state(
+        cls.model_dir, cls.first_checkpoints[-1],
+        all_model_checkpoint_paths=cls.first_checkpoints)
     cls.first_step = searches.global_step(cls.model_dir)
-    runner.run_search(searches.search_config(cls.model_dir, '--max_steps=6',
-                                             *_FLAGS))
+    runner.run_search(cls.config)
     cls.events = searches.events(cls.model_dir)
 
   def test_runs_checkpoints_and_resumes(self):
     self.assertEqual(self.config.replicas, 2)
     self.assertEqual(self.first_step, 4)
-    self.assertEqual(self.first_checkpoints,
-                     ['model.ckpt-0', 'model.ckpt-2', 'model.ckpt-4'])
     self.assertEqual(searches.global_step(self.model_dir), 6)
     self.assertEqual(config_lib.read(self.model_dir).replicas, 2)
     # One summary row per step (the first replica's), across the restart.

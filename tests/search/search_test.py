@@ -367,21 +367,6 @@ class CommandLineTest(absltest.TestCase):
     with self.assertRaisesRegex(flags.IllegalFlagValueError, 'no_such_space'):
       searches.search_flags('--ssd=no_such_space')
 
-  def test_unknown_bfloat16_mode_exits_before_writing(self):
-    model_dir = os.path.join(tempfile.mkdtemp(), 'never')
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    result = subprocess.run(self._command(model_dir, '--use_bfloat16=maybe'),
-                            capture_output=True, text=True, env=env,
-                            timeout=120)
-    self.assertNotEqual(result.returncode, 0)
-    lines = [l for l in result.stderr.splitlines() if l.strip()]
-    # absl's one error line, then its standard hint.
-    self.assertIn('flag --use_bfloat16=maybe: value should be one of '
-                  '<auto|true|false|ontpu>', lines[-2])
-    self.assertEqual(lines[-1],
-                     'Pass --helpshort or --helpfull to see help on flags.')
-    self.assertFalse(os.path.exists(model_dir))
-
 
 if __name__ == '__main__':
   absltest.main()

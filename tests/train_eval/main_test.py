@@ -58,22 +58,6 @@ class MainTest(absltest.TestCase):
     self.assertTrue(lines[-1].startswith('train_eval: --indices='), lines)
     self.assertIn('expected 18 indices', lines[-1])
 
-  def test_unknown_bfloat16_mode_is_refused_by_the_flag_parser(self):
-    model_dir = f'{self.root}/bad_bfloat16'
-    result = subprocess.run(
-        [sys.executable, '-m', 'tunas_tf.train_eval',
-         f'--model_dir={model_dir}', '--use_bfloat16=maybe'],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
-    self.assertNotEqual(result.returncode, 0)
-    lines = [l for l in result.stderr.splitlines() if l.strip()]
-    # absl's one error line, then its standard hint.
-    self.assertIn('flag --use_bfloat16=maybe: value should be one of '
-                  '<auto|true|false|ontpu>', lines[-2])
-    self.assertEqual(lines[-1],
-                     'Pass --helpshort or --helpfull to see help on flags.')
-    self.assertFalse(os.path.exists(model_dir))
-
 
 if __name__ == '__main__':
   absltest.main()
