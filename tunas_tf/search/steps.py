@@ -159,9 +159,8 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   start at 1) under cosine decay with linear warm-up, on the mean gradient
   over replicas (`replicas.averaging_optimizer`: CrossShardOptimizer on
   TPU). The global step is *not* incremented here (the controller step does).
-  With the barrier on, every gradient waits for all of them. The loss (and,
-  with the barrier, the gradients) are checked finite (`check_finite`)
-  before the update.
+  With the barrier on, every gradient waits for all of them. The loss is
+  checked finite (`check_finite`) before the update.
 
   Returns:
     A `ModelStep`.
@@ -186,11 +185,12 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     raw_grads = grads = [g for g, _ in grads_and_vars]
     if config.use_gradient_sync_barrier:
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
-    # A NaN or Inf loss (or gradient, when the barrier makes every update
-    # wait for all of them anyway) stops the run before the update.
-    checked = [loss] + (raw_grads if config.use_gradient_sync_barrier else [])
+    # A NaN or Inf loss stops the run before the update. The gradients are
+    # not checked: reading all 572 of them cost 6% of a sampled
+    # cifar_search step (bench/README.md), and weights a NaN gradient
+    # spoils make the next step's loss NaN.
     with tf.control_dependencies(check_finite(
-        'model loss', checked, global_step, config.job.use_tpu)):
+        'model loss', [loss], global_step, config.job.use_tpu)):
       train_op = opt.apply_gradients(
           list(zip(grads, [v for _, v in grads_and_vars])))
   return ModelStep(train_op=train_op, grads=grads, raw_grads=raw_grads,
