@@ -355,11 +355,8 @@ class CommandLineTest(absltest.TestCase):
         (['--max_steps=8', '--epochs=0', '--max_steps=0'],
          '--max_steps must be > 0'),
     ):
-      values = searches.search_flags(f'--model_dir={model_dir}',
-                                     '--train_batch_size=16', *args)
-      with self.assertRaises(SystemExit) as caught:
-        train_search.main([], values)
-      line = str(caught.exception.code)
+      line = searches.refusal_line(f'--model_dir={model_dir}',
+                                   '--train_batch_size=16', *args)
       self.assertTrue(line.startswith('train_search: '), line)
       self.assertIn(message, line)
       self.assertNotIn('\n', line)

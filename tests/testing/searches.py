@@ -103,3 +103,18 @@ def global_step(model_dir: str) -> int:
 
 def without_max_steps(args: List[str]) -> List[str]:
   return [a for a in args if not a.startswith('--max_steps')]
+
+
+def refusal_line(*args: str) -> str:
+  """The exit line of `train_search.main` on `args`, which must refuse them.
+
+  Raises:
+    AssertionError: when main returns instead of exiting.
+  """
+  values = search_flags(*args)
+  try:
+    train_search.main([], values)
+  except SystemExit as e:
+    return str(e.code)
+  raise AssertionError(f'train_search accepted {args}')
+
