@@ -14,7 +14,6 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import train_search
 from tunas_tf.controller import reinforce
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import runner
