@@ -1,7 +1,5 @@
 """Tests for the model_fn helpers in `search/steps.py`, in a TF1 graph."""
 
-import glob
-import os
 import tempfile
 from unittest import mock
 
@@ -202,16 +200,10 @@ class StepsTest(absltest.TestCase):
       host_fn, args = steps.host_call(scalars, tf.constant(step, tf.int64),
                                       model_dir, every_n_steps=2)
       host_fn(*args)
-    seen = {}
-    for path in glob.glob(os.path.join(model_dir, 'events*')):
-      for record in tf.data.TFRecordDataset(path):
-        event = tf.compat.v1.Event.FromString(record.numpy())
-        for value in event.summary.value:
-          seen.setdefault(value.tag, []).append(
-              (event.step, float(tf.make_ndarray(value.tensor))))
+    seen = searches.events(model_dir)
     self.assertEqual(sorted(seen), ['a/x', 'b/y'])
-    self.assertEqual([s for s, _ in sorted(seen['a/x'])], [0, 2, 4])
-    self.assertEqual({v for _, v in seen['b/y']}, {-2.0})
+    self.assertEqual(sorted(seen['a/x']), [0, 2, 4])
+    self.assertEqual(set(seen['b/y'].values()), {-2.0})
 
   def test_host_call_writes_vectors_element_by_element(self):
     model_dir = tempfile.mkdtemp()
@@ -223,12 +215,8 @@ class StepsTest(absltest.TestCase):
     # One [1, n] tensor; a tensor under two names is sent once.
     self.assertEqual(args[1].shape, [1, 5])
     host_fn(*args)
-    seen = {}
-    for path in glob.glob(os.path.join(model_dir, 'events*')):
-      for record in tf.data.TFRecordDataset(path):
-        event = tf.compat.v1.Event.FromString(record.numpy())
-        for value in event.summary.value:
-          seen[value.tag] = float(tf.make_ndarray(value.tensor))
+    seen = {tag: values[0] for tag, values in
+            searches.events(model_dir).items()}
     self.assertEqual(seen, {'a/x': 1.5, 'b/y': -2.0, 'p/v/0': 0.5,
                             'p/v/1': -1.0, 'p/v/2': 2.0, 't/w/0': 0.5,
                             't/w/1': -1.0, 't/w/2': 2.0})

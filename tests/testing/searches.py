@@ -21,6 +21,7 @@ import tensorflow as tf
 from tunas_tf import architecture
 from tunas_tf import train_search
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import report
 from tunas_tf.search import runner
 from tunas_tf.tools import extract_architecture
 
@@ -68,31 +69,23 @@ def copy_finished_search(name: str = 'copy') -> str:
   return model_dir
 
 
-def _summary_values(model_dir: str):
-  """(tag, step, plugin name, tensor) of the TF2 summary files' values."""
-  for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
-      for value in event.summary.value:
-        yield (value.tag, event.step, value.metadata.plugin_data.plugin_name,
-               tf.make_ndarray(value.tensor))
-
-
 def events(model_dir: str) -> Dict[str, Dict[int, float]]:
   """{tag: {step: value}} of the scalar summaries of `model_dir`."""
-  out = {}
-  for tag, step, plugin, tensor in _summary_values(model_dir):
-    if plugin != 'images':
-      out.setdefault(tag, {})[step] = float(tensor)
-  return out
+  return report.read_scalars(model_dir)
 
 
 def images(model_dir: str) -> Dict[str, Dict[int, 'np.ndarray']]:
   """{tag: {step: uint8 [H, W, C]}} of the image summaries of `model_dir`."""
   out = {}
-  for tag, step, plugin, tensor in _summary_values(model_dir):
-    if plugin == 'images':  # [width, height, PNG bytes, ...]
-      out.setdefault(tag, {})[step] = tf.io.decode_png(tensor[2]).numpy()
+  for path in glob.glob(os.path.join(model_dir, 'events*.v2')):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      for value in event.summary.value:
+        if value.metadata.plugin_data.plugin_name == 'images':
+          # The tensor holds [width, height, PNG bytes, ...].
+          png = tf.make_ndarray(value.tensor)[2]
+          out.setdefault(value.tag, {})[event.step] = tf.io.decode_png(
+              png).numpy()
   return out
 
 
