@@ -11,8 +11,8 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import train_search
+from tunas_tf.search import extract
 from tunas_tf.search import runner
-from tunas_tf.tools import extract_architecture
 
 
 class DemoSearchTest(absltest.TestCase):
@@ -26,7 +26,7 @@ class DemoSearchTest(absltest.TestCase):
     self.assertEqual((config.job.dataset, config.ssd, config.cost_model),
                      ('digits', 'digits_search', 'macs'))
     runner.run_search(config)
-    result = extract_architecture.extract(model_dir)
+    result = extract.extract(model_dir)
     self.assertEqual(result['global_step'], config.max_global_step)
     target = config.rl_cost_model_target
     self.assertLess(abs(result['estimated_cost'] / target - 1), 0.10,

@@ -15,10 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import extract
 from tunas_tf.search import runner
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
-from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 
 # 6 steps of 16 images (8 per replica), cut back to step 4 and resumed: RL
@@ -89,7 +89,7 @@ class ReplicatedSearchTest(absltest.TestCase):
     self.assertEqual(names, _checkpoint_names(searches.finished_search()))
 
   def test_extract_architecture(self):
-    result = extract_architecture.extract(self.model_dir)
+    result = extract.extract(self.model_dir)
     self.assertEqual(result['global_step'], 6)
     spec = mobile.get_search_space('digits_search')
     self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])),

@@ -16,13 +16,13 @@ import tensorflow as tf
 
 from tunas_tf.controller import reinforce
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import extract
 from tunas_tf.search import runner
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
-from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 from tests.testing import tiny_tfds
 
@@ -135,7 +135,7 @@ class ShortSearchTest(absltest.TestCase):
                              acc + beta * abs(cost / target - 1), places=5)
 
   def test_extract_architecture(self):
-    result = extract_architecture.extract(self.model_dir)
+    result = extract.extract(self.model_dir)
     spec = mobile.get_search_space('digits_search')
     reader = tf.train.load_checkpoint(self.model_dir)
     logits = {path: reader.get_tensor('rl_controller/logits/' + path)
@@ -273,7 +273,7 @@ class Bfloat16SearchTest(absltest.TestCase):
                            delta=1e-6 * float32[reg][0] / 4e-5)
 
   def test_extract_architecture(self):
-    result = extract_architecture.extract(self.model_dir)
+    result = extract.extract(self.model_dir)
     self.assertEqual(result['global_step'], 8)
     spec = mobile.get_search_space('digits_search')
     self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])),
@@ -299,7 +299,7 @@ class TfdsSearchTest(absltest.TestCase):
     self.assertEqual(_global_step(model_dir), 3)
     events = _events(model_dir)
     self.assertEqual(sorted(events['rlcontroller/reward']), [0, 1, 2])
-    self.assertEqual(extract_architecture.extract(model_dir)['num_classes'], 3)
+    self.assertEqual(extract.extract(model_dir)['num_classes'], 3)
 
 
 class CommandLineTest(absltest.TestCase):

@@ -21,9 +21,9 @@ import tensorflow as tf
 from tunas_tf import architecture
 from tunas_tf import train_search
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import extract
 from tunas_tf.search import report
 from tunas_tf.search import runner
-from tunas_tf.tools import extract_architecture
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
 # summaries every 2 steps, checkpoints at 4 and 8.
@@ -57,7 +57,7 @@ def finished_search() -> str:
   """
   model_dir = os.path.join(tempfile.mkdtemp(), 'search')
   runner.run_search(search_config(model_dir, *SHORT_SEARCH_FLAGS))
-  architecture.write(extract_architecture.search_architecture(model_dir),
+  architecture.write(extract.search_architecture(model_dir),
                      os.path.join(model_dir, architecture.FILE_NAME))
   return model_dir
 

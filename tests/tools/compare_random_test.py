@@ -13,10 +13,10 @@ from tunas_tf import architecture
 from tunas_tf import files
 from tunas_tf.cost_model import linear
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import compare_random
-from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 
 
@@ -80,7 +80,7 @@ class CompareRandomTest(absltest.TestCase):
 
   def test_extract_is_the_json_of_the_record(self):
     search_dir, searched = self.search_dir, self.searched
-    self.assertEqual(extract_architecture.extract(search_dir),
+    self.assertEqual(extract.extract(search_dir),
                      searched.to_json())
     config = config_lib.read(search_dir)
     self.assertEqual(searched.global_step, config.max_global_step)
@@ -117,14 +117,14 @@ class ExtractArchitectureTest(absltest.TestCase):
   def test_directory_errors(self):
     empty = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
-      extract_architecture.extract(empty)
+      extract.extract(empty)
     config = _search_config(empty)
     config_lib.write_or_check(
         config, spec_io.dumps(mobile.get_search_space('digits_search')))
     with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
-      extract_architecture.extract(empty)
+      extract.extract(empty)
     with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
-      extract_architecture.extract(empty, os.path.join(empty, 'model.ckpt-9'))
+      extract.extract(empty, os.path.join(empty, 'model.ckpt-9'))
 
   def test_command_line_error_is_one_line(self):
     done = subprocess.run(

@@ -71,9 +71,14 @@ def read_scalars(model_dir: str) -> Scalars:
   return out
 
 
+UNKNOWN_UNITS = 'cost'
+
+
 def cost_units(cost_model: Optional[str]) -> str:
-  """The unit of a cost model's estimates: 'MACs', 'ms' or 'cost'."""
-  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '', 'cost')
+  """The unit of a cost model's estimates: 'MACs', 'ms' or `UNKNOWN_UNITS`
+  (a fitted coefficients JSON)."""
+  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '',
+                                                UNKNOWN_UNITS)
 
 
 def probabilities_over_time(scalars: Scalars, path: str,
@@ -287,7 +292,6 @@ img {{ max-width: 100%; }}</style></head>
 def write_report(model_dir: str, scalars: Scalars, arch: Any
                  ) -> Tuple[str, str]:
   """Writes `report.png` and `report.html` into `model_dir`; their paths."""
-  mobile.get_search_space(arch.ssd)  # An unknown space fails here, clearly.
   if not schema.flatten(mobile.get_search_space(arch.ssd)):
     raise ValueError(f'{arch.ssd!r} has no decisions: nothing to report')
   rows = layer_table(arch)

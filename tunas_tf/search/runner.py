@@ -15,6 +15,7 @@ from tunas_tf import replicas
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import report
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
@@ -129,8 +130,9 @@ def _progress_hook(scalars: Dict[str, tf.Tensor],
 
 def _cost_text(cost: float, config: SearchConfig) -> str:
   """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
-  units = {'macs': 'MACs', 'released': 'ms'}.get(config.cost_model, '')
-  return (f'cost {cost:,.6g}{" " + units if units else ""} (target '
+  units = report.cost_units(config.cost_model)
+  units = '' if units == report.UNKNOWN_UNITS else ' ' + units
+  return (f'cost {cost:,.6g}{units} (target '
           f'{config.rl_cost_model_target:,.6g}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 

@@ -29,12 +29,6 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.search import extract as extract_lib
 
-# The library this tool runs (kept under these names for its callers).
-CONTROLLER_SCOPE = extract_lib.CONTROLLER_SCOPE
-read_logits = extract_lib.read_logits
-search_architecture = extract_lib.search_architecture
-extract = extract_lib.extract
-
 FLAGS = flags.FLAGS
 
 
@@ -58,7 +52,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
     files.check_output_file(output, '--output')
-    result = search_architecture(f.model_dir, f.checkpoint)
+    result = extract_lib.search_architecture(f.model_dir, f.checkpoint)
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
   architecture_lib.write(result, output)
