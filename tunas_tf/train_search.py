@@ -267,10 +267,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """
   if len(argv) > 1:
     sys.exit(f'train_search: unexpected arguments {argv[1:]}')
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
-  # TF's own INFO/deprecation chatter hides the progress lines; errors stay.
-  tf.get_logger().setLevel('ERROR')
   try:
     config = config_from_flags(flag_values)
     runner.run_search(config)
