@@ -81,6 +81,12 @@ def cost_units(cost_model: Optional[str]) -> str:
                                                 UNKNOWN_UNITS)
 
 
+def cost_text(value: float) -> str:
+  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
+  else 6 significant digits ('84.2')."""
+  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
+
+
 def probabilities_over_time(scalars: Scalars, path: str,
                             labels: Sequence[str]
                             ) -> Tuple[List[int], np.ndarray]:
@@ -146,9 +152,9 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
                  f'{np.mean([accuracy[s] for s in last]):.3f}')
   if arch.estimated_cost is not None:
     units = cost_units(arch.cost_model)
-    text = f'cost {arch.estimated_cost:,.6g} {units}'
+    text = f'cost {cost_text(arch.estimated_cost)} {units}'
     if arch.cost_target:
-      text += (f' (target {arch.cost_target:,.6g}, '
+      text += (f' (target {cost_text(arch.cost_target)}, '
                f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
     parts.append(text)
   parts.append(f'indices {arch.indices_string}')
@@ -184,10 +190,10 @@ def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
             linewidth=1.2)
   if arch.cost_target:
     ax.axhline(arch.cost_target, color='crimson', linestyle='--',
-               label=f'target {arch.cost_target:,.6g} {units}')
+               label=f'target {cost_text(arch.cost_target)} {units}')
   if arch.estimated_cost is not None:
     ax.axhline(arch.estimated_cost, color='black', linestyle=':',
-               label=f'searched {arch.estimated_cost:,.6g} {units}')
+               label=f'searched {cost_text(arch.estimated_cost)} {units}')
   ax.set_title('Cost of the sampled architectures')
   ax.set_xlabel('step')
   ax.set_ylabel(units)

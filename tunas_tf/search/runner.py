@@ -132,8 +132,8 @@ def _cost_text(cost: float, config: SearchConfig) -> str:
   """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
   units = report.cost_units(config.cost_model)
   units = '' if units == report.UNKNOWN_UNITS else ' ' + units
-  return (f'cost {cost:,.6g}{units} (target '
-          f'{config.rl_cost_model_target:,.6g}, '
+  return (f'cost {report.cost_text(cost)}{units} (target '
+          f'{report.cost_text(config.rl_cost_model_target)}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 

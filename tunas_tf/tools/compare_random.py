@@ -69,7 +69,9 @@ def train_command(run_dir: str, ssd: str, indices: str,
   return command + list(train_eval_flags)
 
 
-def _train(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
+def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
+  """Runs one `train_eval` command unless `run_dir` has its metrics; the
+  metrics dict. Raises ValueError naming the run when training fails."""
   metrics_path = os.path.join(run_dir, METRICS_FILE)
   if os.path.exists(metrics_path):
     logging.info('%s: already trained (%s)', name, metrics_path)
@@ -129,7 +131,7 @@ def compare(search_dir: str, output_dir: str, num_random: int,
   results = []
   for name, indices, estimated_cost in candidates:
     run_dir = os.path.join(output_dir, 'runs', name)
-    metrics = _train(name, train_command(run_dir, ssd, indices, search_config,
+    metrics = train_one(name, train_command(run_dir, ssd, indices, search_config,
                                          train_eval_flags), run_dir)
     results.append({'name': name, 'indices': indices,
                     'estimated_cost': estimated_cost,
@@ -174,7 +176,7 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
              label=f"searched ({100.0 * searched['top1']:.2f}%)")
   if target:
     ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
-               label=f'target {target:,.6g} {units}')
+               label=f'target {report.cost_text(target)} {units}')
   ax.xaxis.set_major_formatter(ticker.FuncFormatter(
       lambda x, _: f'{x:,.0f}' if abs(x) >= 1000 else f'{x:g}'))
   ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
