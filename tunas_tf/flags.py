@@ -8,6 +8,7 @@ can build their own.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Callable
 
@@ -46,16 +47,32 @@ def quiet_tensorflow(verbose: bool) -> None:
   TF's logger has a handler of its own and also passed its lines to absl's,
   so each Estimator line came twice; its INFO lines and deprecation warnings
   hid the binaries' progress lines. Unless `verbose` (`--verbosity` given),
-  the logger keeps only errors and TF's Python `warnings` are ignored.
+  the logger keeps only errors, TF's Python `warnings` are ignored, and
+  TensorFlow Datasets' INFO lines (three per split read: "Load dataset info
+  ...", "Creating a tf.data.Dataset reading 1 files ...", "Constructing
+  ...") are dropped from absl's log (`TfdsInfoFilter`).
   """
   import logging  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   logger = logging.getLogger('tensorflow')
   logger.propagate = False
   if not verbose:
     logger.setLevel(logging.ERROR)
     warnings.filterwarnings(
         'ignore', module=r'(tensorflow|tensorflow_estimator|keras)(\.|$)')
+    handler = absl_logging.get_absl_handler()
+    if not any(isinstance(f, TfdsInfoFilter) for f in handler.filters):
+      handler.addFilter(TfdsInfoFilter())
+
+
+class TfdsInfoFilter:
+  """A `logging` filter: drops records below WARNING logged from inside the
+  `tensorflow_datasets` package (TFDS logs through absl)."""
+
+  def filter(self, record) -> bool:
+    return (record.levelno >= 30 or  # logging.WARNING
+            f'{os.sep}tensorflow_datasets{os.sep}' not in record.pathname)
 
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
