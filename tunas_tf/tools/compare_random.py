@@ -146,7 +146,7 @@ def summary(results: List[Dict[str, Any]]) -> str:
   """A table of the runs and the searched architecture's standing."""
   lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
   for r in results:
-    lines.append(f"{r['name']:<12} {r['estimated_cost']:>12.6g} "
+    lines.append(f"{r['name']:<12} {report.cost_text(r['estimated_cost']):>12} "
                  f"{r['top1']:>8.4f}  {r['indices']}")
   searched = results[0]['top1']
   random_top1 = np.array([r['top1'] for r in results[1:]])
@@ -178,7 +178,7 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
     ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
                label=f'target {report.cost_text(target)} {units}')
   ax.xaxis.set_major_formatter(ticker.FuncFormatter(
-      lambda x, _: f'{x:,.0f}' if abs(x) >= 1000 else f'{x:g}'))
+      lambda x, _: report.cost_text(x)))
   ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
   ax.set_xlabel(f'estimated cost ({units})')
   ax.set_ylabel('top-1 accuracy on the test split (%)')

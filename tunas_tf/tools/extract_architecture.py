@@ -28,6 +28,7 @@ from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.search import extract as extract_lib
+from tunas_tf.search import report
 
 FLAGS = flags.FLAGS
 
@@ -58,8 +59,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
-  print(f'Estimated cost {result.estimated_cost:.6g} '
-        f'({result.cost_model}; target {result.cost_target:.6g})')
+  print(f'Estimated cost {report.cost_text(result.estimated_cost)} '
+        f'({result.cost_model}; target {report.cost_text(result.cost_target)})')
   print(f'Written to {output}')
 
 
