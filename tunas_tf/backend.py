@@ -288,6 +288,29 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       eval_batch_size=eval_batch_size, predict_batch_size=eval_batch_size)
 
 
+def input_pipeline(params: Mapping[str, Any], job: JobConfig,
+                   replicas: int = 1):
+  """The `datasets.Pipeline` of an input_fn call: which per-replica batches
+  of each step its dataset yields.
+
+  Off TPU, the input_fn is called once and its elements are the replicas'
+  batches in turn (`replicas` of them per step; `make_estimator`). On TPU,
+  TPUEstimator (per-host input) calls it once per host, passing a
+  `TPUContext` as `params['context']`; the host's cores take its elements
+  in turn.
+
+  Args:
+    params: the input_fn's params.
+    job: the run's job config.
+    replicas: replicas off TPU (`--replicas`).
+  """
+  from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+  if job.use_tpu and 'context' in params:
+    _, index, count, batches = params['context'].current_input_fn_deployment()
+    return datasets.Pipeline(index, count, batches)
+  return datasets.Pipeline(0, 1, replicas)
+
+
 def distributed_model_fn(model_fn: Callable[..., Any],
                          keep_checkpoint_max: int) -> Callable[..., Any]:
   """A TPUEstimator model_fn made a per-replica `Estimator` model_fn.

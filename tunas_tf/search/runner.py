@@ -87,14 +87,20 @@ def make_model_fn(config: SearchConfig):
   return model_fn
 
 
-def make_input_fn(config: SearchConfig):
-  """Returns the input_fn: zipped train/validation batches (reference §2.1)."""
+def make_input_fn(config: SearchConfig, start_step: int = 0):
+  """Returns the input_fn: zipped train/validation batches (reference §2.1).
+
+  Args:
+    config: the search's config.
+    start_step: the global step the search resumes at: the data stream goes
+      on from there (`datasets.keyed_batches`), as if never interrupted.
+  """
 
   def input_fn(params):
     # On TPU, TPUEstimator passes the per-replica batch size. With
     # --replicas=N the Estimator passes none and gives each replica the next
     # element: N consecutive batches of train_batch_size / N are the images
-    # of one global batch.
+    # of one global batch (`backend.input_pipeline`).
     batch = params.get('batch_size', config.replica_batch_size)
     validation_batch = int(round(batch * config.rl_batch_size_multiplier))
     job = config.job
@@ -102,7 +108,8 @@ def make_input_fn(config: SearchConfig):
         job.dataset, job.num_classes, batch, validation_batch, seed=job.seed,
         data_dir=job.data_dir, download=job.download,
         validation_examples=config.validation_examples,
-        image_size=job.image_size)
+        image_size=job.image_size, start_step=start_step,
+        pipeline=backend.input_pipeline(params, job, config.replicas))
     if config.job.use_tpu:
       to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(
@@ -230,7 +237,8 @@ def run_search(config: SearchConfig) -> bool:
   # file and why in one line. A NaN stops the run in one line too.
   try:
     with checkpoints.refuse_unreadable(plan.resume.checkpoint):
-      estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+      estimator.train(make_input_fn(config, plan.resume.global_step),
+                      max_steps=config.max_global_step)
   except (tf.errors.InvalidArgumentError,
           tf.compat.v1.train.NanLossDuringTrainingError) as e:
     line = _stop_line(e, model_dir)
