@@ -1,6 +1,10 @@
-"""Tests for `backend`: which batches an input_fn call yields."""
+"""Tests for `backend`: which batches an input_fn call yields, determinism."""
+
+import dataclasses
+from unittest import mock
 
 from absl.testing import absltest
+import tensorflow as tf
 
 from tunas_tf import backend
 from tunas_tf.data import datasets
@@ -36,6 +40,25 @@ class InputPipelineTest(absltest.TestCase):
         {'batch_size': 16, 'context': _FakeTPUContext()}, _job(use_tpu=True))
     self.assertEqual(pipeline, datasets.Pipeline(1, 4, 8))
     self.assertEqual(pipeline.replicas, 32)
+
+
+class DeterminismTest(absltest.TestCase):
+
+  def test_use_determinism_only_when_asked(self):
+    # Process-wide and one-way: checked through a mock, not turned on here.
+    with mock.patch.object(tf.config.experimental,
+                           'enable_op_determinism') as enable:
+      backend.use_determinism(_job())
+      enable.assert_not_called()
+      backend.use_determinism(dataclasses.replace(_job(), deterministic=True))
+      enable.assert_called_once_with()
+
+  def test_a_job_without_deterministic_reads_as_false(self):
+    stored = _job().to_json()
+    del stored['deterministic']
+    self.assertFalse(backend.JobConfig.from_flat(stored).deterministic)
+    self.assertEqual(backend.JobConfig.defaults(), {'deterministic': False})
+    self.assertIn('deterministic', backend.JOB_RUN_ONLY_FIELDS)
 
 
 if __name__ == '__main__':

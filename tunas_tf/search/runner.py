@@ -224,6 +224,7 @@ def run_search(config: SearchConfig) -> bool:
                  'do', model_dir, plan.resume.global_step,
                  config.max_global_step)
     return False
+  backend.use_determinism(config.job)  # Before any graph is built.
   estimator = make_estimator(config)  # Resolves a TPU before any write.
   checkpoints.use_resume_point(model_dir, plan.resume)
   config_lib.write(config, plan.spec_json, plan.stored)

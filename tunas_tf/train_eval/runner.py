@@ -175,6 +175,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   inheritance = (checkpoints.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
   backend.tpu_cluster(config.job)
+  backend.use_determinism(config.job)  # Before any graph is built.
   # Everything is checked: now write.
   checkpoints.use_resume_point(model_dir, resume)
   config_lib.write(config, stored)
