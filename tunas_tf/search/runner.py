@@ -186,21 +186,6 @@ def check_search(config: SearchConfig) -> Plan:
               checkpoints.resume_point(config.job.model_dir))
 
 
-def _stop_line(error: Exception, model_dir: str) -> Optional[str]:
-  """The one line of a run stopped on a NaN or Inf, or None."""
-  failure = steps.non_finite_failure(error)
-  if failure is None:
-    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
-      return None
-    what = 'NaN loss during training'
-  else:
-    name, step, value = failure
-    what = f'The {name} is {value} at step {step}'
-  latest = tf.train.latest_checkpoint(model_dir)
-  return (f'{what}: the search stopped without saving it; the last good '
-          f'checkpoint is {latest or "none (none was saved)"}')
-
-
 def run_search(config: SearchConfig) -> bool:
   """Checks everything, then writes config.json and trains to the end.
 
@@ -242,7 +227,7 @@ def run_search(config: SearchConfig) -> bool:
                       max_steps=config.max_global_step)
   except (tf.errors.InvalidArgumentError,
           tf.compat.v1.train.NanLossDuringTrainingError) as e:
-    line = _stop_line(e, model_dir)
+    line = steps.stop_line(e, model_dir, 'the search')
     if line is None:
       raise
     raise ValueError(line) from None
