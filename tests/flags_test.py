@@ -26,7 +26,8 @@ class HelpTest(absltest.TestCase):
     for module, process in running.items():
       out, err = process.communicate(timeout=240)
       self.assertEqual(process.returncode, 0, f'{module}: {err[-500:]}')
-      for flag in ('--model_dir', '--dataset', '--data_dir', '--tpu:'):
+      for flag in ('--model_dir', '--dataset', '--data_dir', '--tpu:',
+                   '--[no]deterministic:'):
         self.assertIn(flag, out, f'{module} --help lacks {flag}')
       for outside in _OUTSIDE:
         self.assertNotIn(outside, out, module)

@@ -15,12 +15,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from tunas_tf import checks
 
-# `JobConfig` fields that only say where to run, on which copy of the data and
-# how often to log and save: a restarted run may change them.
+# `JobConfig` fields that only say where to run, on which copy of the data,
+# how often to log and save, and whether kernels must be deterministic: a
+# restarted run may change them.
 JOB_RUN_ONLY_FIELDS = frozenset({
     'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
-    'keep_checkpoint_max',
+    'keep_checkpoint_max', 'deterministic',
 })
 _POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
                     'tpu_iterations_per_loop', 'save_checkpoints_steps',
@@ -52,6 +53,9 @@ class JobConfig:
     save_checkpoints_steps: checkpoint cadence.
     keep_checkpoint_max: checkpoints kept.
     log_every_steps: progress log cadence (CPU/GPU).
+    deterministic: TF op determinism (`use_determinism`): the same run gives
+      the same bits, at some cost in speed. Added later: a config.json
+      without it reads as False.
 
   Raises (on construction):
     ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
@@ -74,6 +78,7 @@ class JobConfig:
   save_checkpoints_steps: int
   keep_checkpoint_max: int
   log_every_steps: int
+  deterministic: bool = False
 
   def __post_init__(self):
     if not self.model_dir:
@@ -98,12 +103,20 @@ class JobConfig:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
   @classmethod
+  def defaults(cls) -> Dict[str, Any]:
+    """The fields added later, with the value a file without them means."""
+    return {f.name: f.default for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING}
+
+  @classmethod
   def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
-    """The `JobConfig` among a flat mapping's keys (others are ignored).
+    """The `JobConfig` among a flat mapping's keys (others are ignored); a
+    field added later (`defaults`) may be missing.
 
     Raises:
       KeyError: naming a missing field.
     """
+    values = {**cls.defaults(), **values}
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
@@ -147,6 +160,20 @@ def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
   if resolved and not tpu:
     raise ValueError('--use_tpu needs --tpu=NAME')
   return resolved
+
+
+def use_determinism(job: JobConfig) -> None:
+  """Turns on TF op determinism for `job.deterministic` (before any graph).
+
+  `tf.config.experimental.enable_op_determinism`: every op runs a
+  deterministic kernel (or fails saying it has none) and tf.data keeps its
+  order, so a run and its resumption give the same bits on the same machine.
+  It is process-wide and cannot be turned off again; without
+  `job.deterministic` nothing changes.
+  """
+  if job.deterministic:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.experimental.enable_op_determinism()
 
 
 def checkpoint_hooks(job: JobConfig) -> List[Any]:
@@ -286,6 +313,29 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       model_fn=model_fn, config=run_config, use_tpu=job.use_tpu,
       train_batch_size=train_batch_size,
       eval_batch_size=eval_batch_size, predict_batch_size=eval_batch_size)
+
+
+def input_pipeline(params: Mapping[str, Any], job: JobConfig,
+                   replicas: int = 1):
+  """The `datasets.Pipeline` of an input_fn call: which per-replica batches
+  of each step its dataset yields.
+
+  Off TPU, the input_fn is called once and its elements are the replicas'
+  batches in turn (`replicas` of them per step; `make_estimator`). On TPU,
+  TPUEstimator (per-host input) calls it once per host, passing a
+  `TPUContext` as `params['context']`; the host's cores take its elements
+  in turn.
+
+  Args:
+    params: the input_fn's params.
+    job: the run's job config.
+    replicas: replicas off TPU (`--replicas`).
+  """
+  from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+  if job.use_tpu and 'context' in params:
+    _, index, count, batches = params['context'].current_input_fn_deployment()
+    return datasets.Pipeline(index, count, batches)
+  return datasets.Pipeline(0, 1, replicas)
 
 
 def distributed_model_fn(model_fn: Callable[..., Any],

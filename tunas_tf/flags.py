@@ -89,13 +89,23 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
                        flag_values=f)
 
 
+def define_determinism_flag(f: flags.FlagValues) -> None:
+  """--[no]deterministic."""
+  flags.DEFINE_boolean('deterministic', False, 'TF op determinism: the same '
+                       'flags give the same bits, and a killed run resumed '
+                       'ends as an uninterrupted one (same machine), at some '
+                       'cost in speed; ops without a deterministic kernel '
+                       'then fail. May change on restart.', flag_values=f)
+
+
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
                num_channels: int) -> backend.JobConfig:
   """The `JobConfig` of a binary's flags, with the dataset facts resolved.
 
   Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
-  binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max` and
-  `--log_every_steps`; `--use_tpu` defaults to whether `--tpu` is set.
+  binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max`,
+  `--log_every_steps` and `--deterministic`; `--use_tpu` defaults to whether
+  `--tpu` is set.
 
   Raises:
     ValueError: as `backend.resolve_use_tpu` and `backend.JobConfig`.
@@ -109,4 +119,4 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
       tpu_iterations_per_loop=f.tpu_iterations_per_loop,
       save_checkpoints_steps=f.save_checkpoints_steps,
       keep_checkpoint_max=f.keep_checkpoint_max,
-      log_every_steps=f.log_every_steps)
+      log_every_steps=f.log_every_steps, deterministic=f.deterministic)

@@ -55,6 +55,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'controller initialisation.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=10)
+  common_flags.define_determinism_flag(f)
   # The shared flags are this binary's own in --help (not only --helpfull).
   flags.adopt_module_key_flags(common_flags, flag_values=f)
   flags.DEFINE_enum('supernet_mode', None, naming.MODES,

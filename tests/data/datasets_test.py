@@ -80,6 +80,99 @@ class DatasetsTest(tf.test.TestCase):
     self.assertEqual(labels['train'].shape, (3, 4))
     self.assertAllClose(tf.reduce_sum(labels['validation'], axis=1), [1, 1])
 
+  def _take(self, dataset, count):
+    return [tf.nest.map_structure(lambda t: t.numpy(), element)
+            for element in dataset.take(count)]
+
+  def test_keyed_batches_resumed_equal_the_tail_across_epochs(self):
+    # 10 examples, batches of 3 and 2 per step: a step is 6 examples, so
+    # steps 0..5 span 3.6 epochs; the stream from step 3 starts mid-epoch.
+    examples = tf.data.Dataset.range(10)
+    whole = self._take(datasets.keyed_batches(
+        examples, 10, 3, key=(7, 0), pipeline=datasets.Pipeline(0, 1, 2)),
+                       12)
+    tail = self._take(datasets.keyed_batches(
+        examples, 10, 3, key=(7, 0), start_step=3,
+        pipeline=datasets.Pipeline(0, 1, 2)), 6)
+    self.assertAllEqual(np.stack(whole[6:]), np.stack(tail))
+    flat = np.concatenate(whole)
+    # Each epoch is a permutation, and the epochs differ in order.
+    for epoch in range(3):
+      self.assertCountEqual(flat[10 * epoch:10 * epoch + 10], range(10))
+    self.assertFalse(np.array_equal(flat[:10], flat[10:20]))
+    # Another seed, another order; the same seed, the same.
+    other = np.concatenate(self._take(datasets.keyed_batches(
+        examples, 10, 3, key=(8, 0)), 3))
+    self.assertFalse(np.array_equal(flat[:9], other))
+    again = self._take(datasets.keyed_batches(examples, 10, 3, key=(7, 0)),
+                       3)
+    self.assertAllEqual(flat[:9], np.concatenate(again))
+
+  def test_keyed_batches_pipelines_split_each_step(self):
+    # Two hosts of two replicas: host h yields batches 4s + 2h, 4s + 2h + 1.
+    examples = tf.data.Dataset.range(10)
+    whole = self._take(datasets.keyed_batches(examples, 10, 3, key=(1, 2)),
+                       16)
+    for host in (0, 1):
+      mine = self._take(datasets.keyed_batches(
+          examples, 10, 3, key=(1, 2), start_step=1,
+          pipeline=datasets.Pipeline(host, 2, 2)), 6)
+      expected = [whole[4 * s + 2 * host + i] for s in (1, 2, 3)
+                  for i in (0, 1)]
+      self.assertAllEqual(np.stack(mine), np.stack(expected))
+
+  def test_keyed_batches_prepare_is_keyed_on_the_position(self):
+    examples = tf.data.Dataset.range(4)
+    prepare = lambda x, seed: (x, seed)
+    batches = self._take(datasets.keyed_batches(
+        examples, 4, 2, key=(3, 1), prepare=prepare), 4)
+    seeds = np.concatenate([b[1] for b in batches])
+    expected = [tf.random.experimental.stateless_fold_in(
+        tf.constant([3, 1], tf.int64), tf.constant(p, tf.int64)).numpy()
+                for p in range(8)]
+    self.assertAllEqual(seeds, np.stack(expected))
+
+  def test_keyed_batches_refuses(self):
+    examples = tf.data.Dataset.range(4)
+    with self.assertRaisesRegex(ValueError, '4 examples are fewer than one '
+                                'batch of 5'):
+      datasets.keyed_batches(examples, 4, 5, key=(0, 0))
+    with self.assertRaisesRegex(ValueError, 'start_step must be >= 0'):
+      datasets.keyed_batches(examples, 4, 2, key=(0, 0), start_step=-1)
+    with self.assertRaisesRegex(ValueError, 'Bad pipeline'):
+      datasets.keyed_batches(examples, 4, 2, key=(0, 0),
+                             pipeline=datasets.Pipeline(2, 2, 1))
+
+  def test_augment_is_a_function_of_the_seed(self):
+    image = tf.reshape(tf.range(8 * 8 * 1, dtype=tf.float32), [8, 8, 1])
+    seed = tf.constant([5, 9], tf.int64)
+    self.assertAllEqual(datasets.augment(image, seed),
+                        datasets.augment(image, seed))
+    outputs = {datasets.augment(image, tf.constant([5, s], tf.int64))
+               .numpy().tobytes() for s in range(8)}
+    self.assertGreater(len(outputs), 1)
+
+  def _search_steps(self, start_step, count, name='tiny_images'):
+    kwargs = dict(data_dir=self.data_dir, validation_examples=5,
+                  image_size=16) if name != 'digits' else {}
+    return self._take(datasets.search_dataset(
+        name, 10 if name == 'digits' else 4, 4, 3, seed=3,
+        start_step=start_step, **kwargs), count)
+
+  def test_search_dataset_resumed_equals_the_tail(self):
+    # tiny_images: 15 train images in batches of 4 (augmented), 5 validation
+    # images in batches of 3; digits: batches of 4 and 3 from 1,078 and 359.
+    for name, start in (('tiny_images', 5), ('digits', 130)):
+      whole = self._search_steps(0, start + 3, name)
+      tail = self._search_steps(start, 3, name)
+      for side in ('train', 'validation'):
+        for i in range(3):
+          self.assertAllEqual(whole[start + i][0][side], tail[i][0][side])
+          self.assertAllEqual(whole[start + i][1][side], tail[i][1][side])
+      # The sides have their own orders.
+      self.assertNotAllEqual(whole[0][1]['train'][:3],
+                             whole[0][1]['validation'])
+
   def test_mock_data_loads(self):
     with tfds.testing.mock_data(num_examples=4):
       dataset = tfds.load('tiny_images', split='train', as_supervised=True,

@@ -181,6 +181,22 @@ class OpsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertTrue(set(np.unique(y)) <= {0.0, 2.0})
     self.assertGreater((y == 0).sum(), 0)
 
+  def test_dropout_with_a_seed_is_keyed_on_it_and_the_op_name(self):
+    x = np.ones([4, 100], np.float32)
+    graph = ir.new_graph(['in0'], ['b'], [
+        ir.new_op('a', OpType.DROPOUT, ['in0'], op_kwargs={'rate': 0.5}),
+        ir.new_op('b', OpType.DROPOUT, ['in0'], op_kwargs={'rate': 0.5})])
+    model = model_lib.Model(graph)
+    seed = tf.constant([1, 2], tf.int64)
+    first = model.call_all(x, training=True, dropout_seed=seed)
+    again = model.call_all(x, training=True, dropout_seed=seed)
+    self.assertAllEqual(first['a:0'], again['a:0'])
+    self.assertNotAllEqual(first['a:0'], first['b:0'])
+    self.assertAllEqual(
+        model(x, training=True, dropout_seed=seed), first['b:0'])
+    self.assertNotAllEqual(first['b:0'], model(
+        x, training=True, dropout_seed=tf.constant([1, 3], tf.int64)))
+
   def test_check_kwargs_rejects_unknown_kwarg(self):
     with self.assertRaisesRegex(ValueError,
                                 r"Op 'op' \(RELU\): unknown kwargs "

@@ -238,6 +238,12 @@ class SemanticsTest(tf.test.TestCase):
     tf.random.set_seed(0)
     self.assertNotAllClose(dropped(sampled, images, training=True),
                            plain(sampled, images, training=True))
+    # Keyed on a seed, the mask repeats.
+    seed = tf.constant([4, 9], tf.int64)
+    self.assertAllEqual(dropped(sampled, images, True, dropout_seed=seed),
+                        dropped(sampled, images, True, dropout_seed=seed))
+    self.assertNotAllClose(dropped(sampled, images, True, dropout_seed=seed),
+                           plain(sampled, images, training=True))
 
   def test_single_choice_op_oneof_is_scaled_by_its_mask(self):
     spec = ops.ConvTowerSpec((ops.Block((

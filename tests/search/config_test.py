@@ -132,7 +132,7 @@ class WriteOrCheckTest(absltest.TestCase):
     path = os.path.join(model_dir, 'config.json')
     with open(path) as f:
       stored = json.load(f)
-    for name in ('replicas', 'summarize_tag_logits'):
+    for name in ('replicas', 'summarize_tag_logits', 'deterministic'):
       del stored[name]
     with open(path, 'w') as f:
       json.dump(stored, f)
@@ -140,6 +140,16 @@ class WriteOrCheckTest(absltest.TestCase):
     self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
     with self.assertRaisesRegex(ValueError, 'replicas is 1 there and 2 now'):
       config_lib.write_or_check(self._config(model_dir, '--replicas=2'), '{}')
+
+  def test_deterministic_is_stored_and_may_change_on_restart(self):
+    model_dir = tempfile.mkdtemp()
+    config = self._config(model_dir, '--deterministic')
+    self.assertTrue(config.job.deterministic)
+    config_lib.write_or_check(config, '{}')
+    self.assertTrue(config_lib.read(model_dir).job.deterministic)
+    # It changes the kernels, not the search: a restart may turn it off.
+    self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
+    self.assertFalse(config_lib.read(model_dir).job.deterministic)
 
   def test_mismatch_is_refused_naming_the_field(self):
     model_dir = tempfile.mkdtemp()
@@ -236,10 +246,11 @@ class SearchConfigTest(parameterized.TestCase):
   def test_config_json_before_replicas_reads_as_one_replica(self):
     model_dir = tempfile.mkdtemp()
     stored = self._config().to_json()
-    del stored['replicas']
+    del stored['replicas'], stored['deterministic']
     with open(os.path.join(model_dir, 'config.json'), 'w') as f:
       json.dump(stored, f)
     self.assertEqual(config_lib.read(model_dir).replicas, 1)
+    self.assertFalse(config_lib.read(model_dir).job.deterministic)
 
   def test_cost_model_is_resolved_once_for_the_input(self):
     config = self._config()

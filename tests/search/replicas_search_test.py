@@ -103,6 +103,16 @@ class ReplicatedSearchTest(absltest.TestCase):
     self.assertEqual(features['train'].shape, [8, 8, 8, 1])
     self.assertEqual(features['validation'].shape, [32, 8, 8, 1])
     self.assertEqual(labels['train'].shape, [8, 10])
+    # Resumed at step 2, it goes on with the 5th per-replica batch (2 steps
+    # of 2 replicas), and the replicas' batches differ.
+    whole = list(dataset.take(6).as_numpy_iterator())
+    resumed = list(runner.make_input_fn(self.config, start_step=2)({})
+                   .take(2).as_numpy_iterator())
+    for mine, expected in zip(resumed, whole[4:]):
+      for side in ('train', 'validation'):
+        np.testing.assert_array_equal(mine[0][side], expected[0][side])
+    self.assertFalse(np.array_equal(whole[0][0]['train'],
+                                    whole[1][0]['train']))
 
 
 class BadReplicasTest(absltest.TestCase):

@@ -97,11 +97,17 @@ class ConfigTest(absltest.TestCase):
     config_lib.write_or_check(config)
     path = os.path.join(model_dir, 'config.json')
     stored = runs.read_json(path)
-    del stored['use_bfloat16']
+    del stored['use_bfloat16'], stored['deterministic']
     with open(path, 'w') as f:
       json.dump(stored, f)
     self.assertEqual(config_lib.read(model_dir).use_bfloat16, 'false')
+    self.assertFalse(config_lib.read(model_dir).job.deterministic)
     self.assertTrue(config_lib.write_or_check(config))
+    # --deterministic may change on restart (only the kernels change).
+    self.assertTrue(config_lib.write_or_check(runs.config(
+        f'--model_dir={model_dir}', f'--indices={_ZEROS}', '--max_steps=30',
+        '--deterministic')))
+    self.assertTrue(config_lib.read(model_dir).job.deterministic)
     with self.assertRaisesRegex(ValueError, "use_bfloat16 is 'false' there "
                                 "and 'true' now"):
       config_lib.write_or_check(dataclasses.replace(config,

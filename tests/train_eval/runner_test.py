@@ -99,6 +99,22 @@ class RunTest(absltest.TestCase):
           f'--indices={other}', f'--model_dir={self.model_dir}',
           '--moving_average_decay=0.9', '--max_steps=40', *runs.TINY))
 
+  def test_nan_loss_stops_in_one_line_without_saving_it(self):
+    # A huge learning rate: finite weights after step 0, a NaN loss at 1.
+    model_dir = os.path.join(self.root, 'nan')
+    with self.assertRaisesRegex(
+        ValueError, r'^The loss is -?(nan|inf) at step 1: train_eval stopped '
+        r'without saving it; the last good checkpoint is .*model.ckpt-1$'):
+      runner.run(runs.config(
+          f'--architecture={self.architecture}', f'--model_dir={model_dir}',
+          '--max_steps=4', '--noexport', *runs.TINY,
+          '--base_learning_rate=1e30', '--save_checkpoints_steps=1'))
+    state = tf.train.get_checkpoint_state(model_dir)
+    self.assertEqual(
+        [os.path.basename(p) for p in state.all_model_checkpoint_paths],
+        ['model.ckpt-0', 'model.ckpt-1'])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, 'metrics.json')))
+
   def test_batch_norm_statistics_and_weight_averages_are_checkpointed(self):
     reader = tf.train.load_checkpoint(self.model_dir)
     names = reader.get_variable_to_shape_map()

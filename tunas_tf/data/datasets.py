@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import os
 import socket
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 import urllib.parse
 
 import numpy as np
@@ -240,84 +240,291 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
        TEST: splits['test'].num_examples})
 
 
-def _augment(image: tf.Tensor) -> tf.Tensor:
-  """Random 1/8 pad-and-crop and left-right flip (CIFAR-style)."""
-  size = tf.shape(image)[0]
-  pad = tf.maximum(size // 8, 1)
-  padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode='REFLECT')
-  image = tf.image.random_crop(padded, tf.shape(image))
-  return tf.image.random_flip_left_right(image)
+class Source(NamedTuple):
+  """One ordered split, before decoding.
+
+  Fields:
+    examples: `tf.data.Dataset` of (image as stored, int64 label), always in
+      the same order (TFDS: read with `shuffle_files=False` and the images
+      left encoded; digits: the arrays).
+    size: number of examples.
+    decode: image as stored -> float32 [H, W, C] in [0, 1] at the run's size
+      (a traceable function of one image).
+  """
+  examples: tf.data.Dataset
+  size: int
+  decode: Callable[[tf.Tensor], tf.Tensor]
+
+
+def _array_source(images: np.ndarray, labels: np.ndarray) -> Source:
+  return Source(tf.data.Dataset.from_tensor_slices((images, labels)),
+                len(labels), lambda image: image)
+
+
+def _tfds_source(name: str, tfds_split: str, data_dir: Optional[str],
+                 download: bool, image_size: Optional[int]) -> Source:
+  """A TFDS split in its stored order, images still encoded."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = tfds_builder(name, data_dir, download)
+  feature = builder.info.features['image']
+  examples = builder.as_dataset(
+      split=tfds_split, as_supervised=True, shuffle_files=False,
+      decoders={'image': tfds.decode.SkipDecoding()})
+  size = builder.info.splits[tfds_split].num_examples
+
+  def decode(encoded):
+    image = tf.image.convert_image_dtype(feature.decode_example(encoded),
+                                         tf.float32)
+    if image_size is not None:
+      image = tf.image.resize(image, [image_size, image_size])
+    return image
+
+  return Source(examples, size, decode)
+
+
+def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
+                 download: bool = False, validation_examples: int = 0,
+                 image_size: Optional[int] = None) -> Source:
+  """One split (of `SPLITS`) as an ordered, undecoded `Source`.
+
+  Args:
+    name, data_dir, download, validation_examples, image_size: as
+      `dataset_info`.
+    split: one of `SPLITS`.
+
+  Raises:
+    ValueError: unknown split, missing data or an unusable hold-out.
+  """
+  if split not in SPLITS:
+    raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
+  if name == DIGITS:
+    return _array_source(*digits_arrays()[split])
+  builder = tfds_builder(name, data_dir, download)
+  num_train = builder.info.splits['train'].num_examples
+  return _tfds_source(name, holdout_splits(num_train, validation_examples)[
+      split], data_dir, download, image_size)
+
+
+def training_source(name: str, *, data_dir: Optional[str] = None,
+                    download: bool = False,
+                    image_size: Optional[int] = None) -> Source:
+  """All the training data (standalone training): digits' search-train then
+  search-validation, or a TFDS dataset's `train` split, in a fixed order."""
+  if name == DIGITS:
+    arrays = digits_arrays()
+    parts = [arrays[SEARCH_TRAIN], arrays[SEARCH_VALIDATION]]
+    return _array_source(np.concatenate([p[0] for p in parts]),
+                         np.concatenate([p[1] for p in parts]))
+  return _tfds_source(name, 'train', data_dir, download, image_size)
 
 
 def load_split(name: str, split: str, num_classes: int, *,
                data_dir: Optional[str] = None, download: bool = False,
-               validation_examples: int = 0, image_size: Optional[int] = None,
-               augment: bool = False, shuffle_files: bool = False
+               validation_examples: int = 0, image_size: Optional[int] = None
                ) -> tf.data.Dataset:
-  """Returns one split as a dataset of (image, one-hot label), unbatched.
+  """Returns one split in its stored order as (image, one-hot label).
 
   Args:
     name: `digits` or a TFDS dataset.
     split: one of `SPLITS`.
     num_classes: one-hot depth (>= the dataset's own label count).
     data_dir, download, validation_examples, image_size: as `dataset_info`.
-    augment: random crop and flip (TFDS only; digits are never flipped).
-    shuffle_files: TFDS file shuffling (training input).
 
   Returns:
-    `tf.data.Dataset` of (float32 [H, W, C] in [0, 1], float32 [num_classes]).
+    `tf.data.Dataset` of (float32 [H, W, C] in [0, 1], float32
+    [num_classes]), unbatched.
 
   Raises:
     ValueError: unknown split, missing data or an empty split.
   """
-  if split not in SPLITS:
-    raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
-  if name == DIGITS:
-    images, labels = digits_arrays()[split]
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
-  else:
-    builder = tfds_builder(name, data_dir, download)
-    num_train = builder.info.splits['train'].num_examples
-    tfds_split = holdout_splits(num_train, validation_examples)[split]
-    dataset = builder.as_dataset(split=tfds_split, as_supervised=True,
-                                 shuffle_files=shuffle_files)
-    size = image_size
-
-    def prepare(image, label):
-      image = tf.image.convert_image_dtype(image, tf.float32)
-      if size is not None:
-        image = tf.image.resize(image, [size, size])
-      if augment:
-        image = _augment(image)
-      return image, label
-
-    dataset = dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
-  return dataset.map(
-      lambda image, label: (image, tf.one_hot(label, num_classes)),
+  source = split_source(name, split, data_dir=data_dir, download=download,
+                        validation_examples=validation_examples,
+                        image_size=image_size)
+  return source.examples.map(
+      lambda image, label: (source.decode(image),
+                            tf.one_hot(label, num_classes)),
       num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# -----------------------------------------------------------------------------
+# The training streams: a pure function of (seed, position).
+# -----------------------------------------------------------------------------
+
+# The second word of a stream's key: each stream of a run has its own order.
+SEARCH_TRAIN_STREAM = 0
+SEARCH_VALIDATION_STREAM = 1
+TRAIN_EVAL_STREAM = 2
+
+
+class Pipeline(NamedTuple):
+  """Which per-replica batches of each step one input pipeline yields.
+
+  A step takes `replicas` = `count * batches` consecutive per-replica batches
+  of a stream; pipeline `index` (of `count`) yields `batches` of them, those
+  from `index * batches` on. One replica: `Pipeline()`. An Estimator over N
+  replicas calls the input_fn once and hands each replica the next element:
+  `Pipeline(0, 1, N)`. TPUEstimator (per-host input) calls it once per host
+  and the host's cores take its elements in turn: `Pipeline(host, hosts,
+  cores per host)`.
+  """
+  index: int = 0
+  count: int = 1
+  batches: int = 1
+
+  @property
+  def replicas(self) -> int:
+    """Per-replica batches per step, all pipelines together."""
+    return self.count * self.batches
+
+
+def augment(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+  """Random 1/8 pad-and-crop and left-right flip (CIFAR-style), a pure
+  function of the image and `seed` (int64 [2]; stateless ops)."""
+  size = tf.shape(image)[0]
+  pad = tf.maximum(size // 8, 1)
+  padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode='REFLECT')
+  crop_seed = tf.random.experimental.stateless_fold_in(seed, 0)
+  flip_seed = tf.random.experimental.stateless_fold_in(seed, 1)
+  image = tf.image.stateless_random_crop(padded, tf.shape(image), crop_seed)
+  return tf.image.stateless_random_flip_left_right(image, flip_seed)
+
+
+def _epoch_seed(key: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
+  """The shuffle seed (int64 scalar) of one epoch of the stream `key`."""
+  return tf.random.stateless_uniform(
+      [], tf.random.experimental.stateless_fold_in(key, epoch),
+      minval=None, maxval=None, dtype=tf.int64)
+
+
+def keyed_batches(examples: tf.data.Dataset, num_examples: int,
+                  batch_size: int, *, key: Tuple[int, int],
+                  start_step: int = 0, pipeline: Pipeline = Pipeline(),
+                  prepare: Optional[Callable[..., Any]] = None,
+                  shuffle_buffer: Optional[int] = None) -> tf.data.Dataset:
+  """An endless stream of batches, a pure function of `key` and position.
+
+  Example p of the stream (p = 0, 1, ...) is example p mod N of epoch
+  e = p // N, where epoch e is `examples` shuffled with a seed drawn from
+  (`key`, e); `prepare(example, seed)` then maps it with seed (`key`, p), so
+  random augmentation is keyed too. Per-replica batch j holds examples
+  [j * batch_size, (j + 1) * batch_size) (epochs run into each other; the
+  batches all have `batch_size` examples) and step s takes per-replica
+  batches [s * R, (s + 1) * R) with R = `pipeline.replicas`. Started at
+  `start_step`, the stream is the tail of the one started at 0: the epoch
+  starts at p // N and the examples before p are skipped before `prepare`
+  (read, not decoded).
+
+  The shuffle's seed pair also takes the graph-level seed (the Estimator's
+  `tf_random_seed`, the job's seed), so the order is a function of that too.
+
+  Args:
+    examples: an unbatched dataset of N examples in a fixed order.
+    num_examples: N.
+    batch_size: examples per per-replica batch.
+    key: (seed, stream), the stream's key (`*_STREAM`).
+    start_step: the first step to yield (a resumed run's global step).
+    pipeline: which of each step's per-replica batches this pipeline yields.
+    prepare: maps (example, seed) to the example to batch (decode, augment,
+      one-hot); seed is an int64 [2] Tensor. None: the example as it is.
+    shuffle_buffer: examples in the shuffle buffer; default N (a uniform
+      permutation of each epoch).
+
+  Returns:
+    An infinite `tf.data.Dataset` of batches (static batch dimension).
+
+  Raises:
+    ValueError: for fewer examples than one batch, a negative start, or a
+      pipeline index outside its count.
+  """
+  if num_examples < batch_size:
+    raise ValueError(f'{num_examples} examples are fewer than one batch of '
+                     f'{batch_size}')
+  if start_step < 0:
+    raise ValueError(f'start_step must be >= 0, got {start_step}')
+  if not 0 <= pipeline.index < pipeline.count or pipeline.batches < 1:
+    raise ValueError(f'Bad pipeline {pipeline}')
+  key = tf.constant(key, tf.int64)
+  buffer = min(num_examples, shuffle_buffer or num_examples)
+  start = start_step * pipeline.replicas * batch_size
+  stream = tf.data.Dataset.counter(start // num_examples).flat_map(
+      lambda epoch: examples.shuffle(buffer, seed=_epoch_seed(key, epoch),
+                                     reshuffle_each_iteration=False))
+  stream = stream.skip(start % num_examples).enumerate(start)
+  if pipeline.count > 1:  # This pipeline's runs of `batches` batches.
+    run = pipeline.batches * batch_size
+    stream = stream.filter(
+        lambda p, _: tf.equal(p // run % pipeline.count, pipeline.index))
+  prepare = prepare or (lambda example, seed: example)
+  stream = stream.map(
+      lambda p, example: prepare(
+          example, tf.random.experimental.stateless_fold_in(key, p)),
+      num_parallel_calls=tf.data.AUTOTUNE)
+  return stream.batch(batch_size, drop_remainder=True)
+
+
+def _prepare_fn(source: Source, num_classes: int, augmented: bool):
+  """`keyed_batches`' prepare: decode, augment (keyed), one-hot."""
+  def prepare(example, seed):
+    image, label = example
+    image = source.decode(image)
+    if augmented:
+      image = augment(image, seed)
+    return image, tf.one_hot(label, num_classes)
+  return prepare
+
+
+def training_batches(source: Source, num_classes: int, batch_size: int, *,
+                     key: Tuple[int, int], augmented: bool,
+                     start_step: int = 0, pipeline: Pipeline = Pipeline(),
+                     shuffle_buffer: Optional[int] = None
+                     ) -> tf.data.Dataset:
+  """`keyed_batches` of a `Source`: (images, one-hot labels) batches.
+
+  Args:
+    source: the ordered data.
+    num_classes: one-hot depth.
+    batch_size, key, start_step, pipeline, shuffle_buffer: as
+      `keyed_batches`.
+    augmented: random crop and flip (`augment`, keyed on the position).
+
+  Returns:
+    An infinite dataset of (float32 [B, H, W, C], float32 [B, num_classes]).
+
+  Raises:
+    ValueError: as `keyed_batches`.
+  """
+  return keyed_batches(source.examples, source.size, batch_size, key=key,
+                       start_step=start_step, pipeline=pipeline,
+                       prepare=_prepare_fn(source, num_classes, augmented),
+                       shuffle_buffer=shuffle_buffer)
 
 
 def search_dataset(name: str, num_classes: int, train_batch_size: int,
                    validation_batch_size: int, *, seed: int = 0,
                    data_dir: Optional[str] = None, download: bool = False,
                    validation_examples: int = 0,
-                   image_size: Optional[int] = None,
+                   image_size: Optional[int] = None, start_step: int = 0,
+                   pipeline: Pipeline = Pipeline(),
                    shuffle_buffer: int = 1024) -> tf.data.Dataset:
   """The search input: train and validation batches zipped, forever.
 
   Each element is `({'train': images, 'validation': images},
-  {'train': labels, 'validation': labels})` (reference §2.1). Only the train
-  side is augmented (TFDS datasets); both are shuffled and repeated; the
-  remainder of each pass is dropped so batches have static shapes.
+  {'train': labels, 'validation': labels})` (reference §2.1). Each side is a
+  `keyed_batches` stream of its split, keyed (seed, `SEARCH_TRAIN_STREAM`)
+  and (seed, `SEARCH_VALIDATION_STREAM`), so a search resumed at
+  `start_step` reads what an uninterrupted one reads from there. Only the
+  train side is augmented (TFDS datasets).
 
   Args:
     name, data_dir, download, validation_examples, image_size: as
       `dataset_info`.
     num_classes: one-hot depth.
-    train_batch_size: images per train batch (per replica on TPU).
-    validation_batch_size: images per validation batch.
-    seed: shuffle seed.
-    shuffle_buffer: shuffle buffer size.
+    train_batch_size: images per train batch (per replica).
+    validation_batch_size: images per validation batch (per replica).
+    seed: the job's seed.
+    start_step: the step the search resumes at.
+    pipeline: which per-replica batches this input_fn call yields.
+    shuffle_buffer: shuffle buffer of each side (digits: the whole split).
 
   Returns:
     An infinite `tf.data.Dataset` of (features, labels) dicts; images
@@ -327,20 +534,21 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
     ValueError: if a split is smaller than its batch.
   """
   sides = {}
-  for key, split, batch in (('train', SEARCH_TRAIN, train_batch_size),
-                            ('validation', SEARCH_VALIDATION,
-                             validation_batch_size)):
-    dataset = load_split(name, split, num_classes, data_dir=data_dir,
-                         download=download,
-                         validation_examples=validation_examples,
-                         image_size=image_size,
-                         augment=(key == 'train' and name != DIGITS),
-                         shuffle_files=True)
-    if name == DIGITS and len(digits_arrays()[split][1]) < batch:
-      raise ValueError(f'{split} of {name!r} has {len(digits_arrays()[split][1])}'
-                       f' examples, fewer than one batch of {batch}')
-    dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)
-    sides[key] = dataset.batch(batch, drop_remainder=True)
+  for key, split, batch, stream in (
+      ('train', SEARCH_TRAIN, train_batch_size, SEARCH_TRAIN_STREAM),
+      ('validation', SEARCH_VALIDATION, validation_batch_size,
+       SEARCH_VALIDATION_STREAM)):
+    source = split_source(name, split, data_dir=data_dir, download=download,
+                          validation_examples=validation_examples,
+                          image_size=image_size)
+    if source.size < batch:
+      raise ValueError(f'{split} of {name!r} has {source.size} examples, '
+                       f'fewer than one batch of {batch}')
+    sides[key] = training_batches(
+        source, num_classes, batch, key=(seed, stream),
+        augmented=key == 'train' and name != DIGITS, start_step=start_step,
+        pipeline=pipeline,
+        shuffle_buffer=None if name == DIGITS else shuffle_buffer)
   zipped = tf.data.Dataset.zip((sides['train'], sides['validation']))
   return zipped.map(
       lambda t, v: ({'train': t[0], 'validation': v[0]},

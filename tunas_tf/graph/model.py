@@ -124,7 +124,8 @@ class Model(tf.Module):
       self.call_all({k: tf.compat.v1.placeholder(s.dtype, s.shape)
                      for k, s in specs.items()}, training=False)
 
-  def __call__(self, inputs: Inputs, training: bool = False
+  def __call__(self, inputs: Inputs, training: bool = False,
+               dropout_seed: Optional[tf.Tensor] = None
                ) -> Union[tf.Tensor, Dict[str, tf.Tensor]]:
     """Runs the graph.
 
@@ -135,6 +136,9 @@ class Model(tf.Module):
         `compute_dtype` every input is cast to bfloat16.
       training: a Python bool; batch norm uses batch statistics and updates
         its moving averages, dropout drops.
+      dropout_seed: None (stateful dropout), or an integer [2] Tensor, e.g.
+        `layers.dropout.step_seed(seed, global_step)`: each DROPOUT op's mask
+        is then a function of it and the op's name.
 
     Returns:
       The output tensor when the graph has one output, else a dict keyed by
@@ -144,7 +148,8 @@ class Model(tf.Module):
       ValueError: on a missing input, or a bare tensor for a graph with
         several inputs.
     """
-    values = self.call_all(inputs, training=training)
+    values = self.call_all(inputs, training=training,
+                           dropout_seed=dropout_seed)
     outputs = {name: values[ir.canonicalize_tensor_name(name)]
                for name in self._graph.output_names}
     if len(outputs) == 1:
@@ -152,7 +157,8 @@ class Model(tf.Module):
     return outputs
 
   def call_all(self, inputs: Inputs, training: bool = False,
-               output_names: Optional[Sequence[str]] = None
+               output_names: Optional[Sequence[str]] = None,
+               dropout_seed: Optional[tf.Tensor] = None
                ) -> Dict[str, tf.Tensor]:
     """Runs the graph and returns every tensor (the intermediates).
 
@@ -160,6 +166,7 @@ class Model(tf.Module):
       inputs: as for `__call__`.
       training: as for `__call__`.
       output_names: if given, only the ops these tensors need are run.
+      dropout_seed: as for `__call__`.
 
     Returns:
       A dict from canonical tensor name (`"op:k"`, and `"input:0"` for
@@ -178,7 +185,8 @@ class Model(tf.Module):
       variables = self._variables_for(op, kwargs, shapes)
       with tf.name_scope(op.name):
         outs = ops_lib.apply(op, kwargs, args, variables, training=training,
-                             stateless_batch_norm=self._stateless)
+                             stateless_batch_norm=self._stateless,
+                             dropout_seed=dropout_seed)
       if len(outs) != op.num_outputs:
         raise RuntimeError(f'Op {op.name!r} returned {len(outs)} output(s) but '
                            f'declares num_outputs={op.num_outputs}')

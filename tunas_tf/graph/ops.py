@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from tunas_tf.graph import ir
 from tunas_tf.layers import activations
+from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import initializers
 from tunas_tf.search_space import naming
 
@@ -458,7 +459,8 @@ def _read_as(variables: Mapping[str, Any], dtype: tf.DType
 
 def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
           variables: Mapping[str, tf.Variable], training: bool = False,
-          stateless_batch_norm: bool = False) -> List[tf.Tensor]:
+          stateless_batch_norm: bool = False,
+          dropout_seed: Optional[tf.Tensor] = None) -> List[tf.Tensor]:
   """Runs one op.
 
   Args:
@@ -469,6 +471,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
     training: batch norm uses batch statistics and updates its moving
       averages; dropout drops.
     stateless_batch_norm: the model's default for batch norm.
+    dropout_seed: DROPOUT's mask is a function of (this integer [2] Tensor,
+      the op's name) (`layers.dropout`); None: stateful dropout.
 
   Returns:
     A list of `op.num_outputs` tensors.
@@ -522,7 +526,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
     y = tf.transpose(x, list(_require(kwargs, 'axes', where)))
   elif t == OpType.DROPOUT:
     rate = float(_require(kwargs, 'rate', where))
-    y = tf.nn.dropout(x, rate) if training and rate > 0 else x
+    y = (dropout_lib.dropout(x, rate, dropout_seed, op.name)
+         if training and rate > 0 else x)
   else:
     raise ValueError(f'{where}: unknown op type {t!r}')
   return [y]

@@ -289,7 +289,8 @@ class Supernet(tf.Module):
   # ---------------------------------------------------------------------------
   # Calls.
 
-  def _context(self, sampled_spec: Any, training: bool) -> widths.CallContext:
+  def _context(self, sampled_spec: Any, training: bool,
+               dropout_seed: Optional[tf.Tensor] = None) -> widths.CallContext:
     """Validates `sampled_spec` and resolves its masks and widths."""
     difference = _first_difference(sampled_spec, self.spec)
     if difference is not None:
@@ -314,11 +315,12 @@ class Supernet(tf.Module):
                          f'[{n}] (one entry per choice)')
       masks[path] = mask
     return widths.CallContext(masks, self._sources, self.mode, bool(training),
-                             self._epsilon, self.compute_dtype)
+                             self._epsilon, self.compute_dtype, dropout_seed)
 
   @tf.autograph.experimental.do_not_convert
   def __call__(self, sampled_spec: Any, images: tf.Tensor,
-               training: bool = False) -> tf.Tensor:
+               training: bool = False,
+               dropout_seed: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Runs the sampled architecture.
 
     Args:
@@ -329,6 +331,9 @@ class Supernet(tf.Module):
       images: float Tensor [batch, H, W, input_channels] (NHWC).
       training: Python bool; enables dropout. Batch norm uses batch
         statistics either way.
+      dropout_seed: None (stateful dropout), or an integer [2] Tensor, e.g.
+        `layers.dropout.step_seed(seed, global_step)`: the classifier's
+        dropout mask is then a function of it.
 
     Returns:
       Tensor [batch, num_classes] of `compute_dtype`, the logits.
@@ -339,7 +344,7 @@ class Supernet(tf.Module):
         mask or a mask has the wrong shape, or the images are not
         [batch, H, W, input_channels].
     """
-    ctx = self._context(sampled_spec, training)
+    ctx = self._context(sampled_spec, training, dropout_seed)
     images = tf.convert_to_tensor(images)
     if not images.dtype.is_floating:
       raise ValueError(f'images must be a float Tensor, got {images.dtype}')

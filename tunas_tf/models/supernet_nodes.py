@@ -31,6 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import initializers
 from tunas_tf.layers import masked
 from tunas_tf.models import supernet_widths as widths
@@ -568,7 +569,8 @@ class Classifier(Node):
   def __call__(self, x, ctx):
     """[batch, H, W, C] -> logits [batch, num_classes] in `ctx.dtype`."""
     if ctx.training and self.dropout_rate > 0:
-      x = tf.nn.dropout(x, rate=self.dropout_rate)
+      x = dropout_lib.dropout(x, self.dropout_rate, ctx.dropout_seed,
+                              naming.CLASSIFIER)
     classes = Width(self.num_classes, self.num_classes)
     y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
                                         self.kernel_shape, dtype=ctx.dtype),

@@ -74,6 +74,8 @@ class CallContext:
   Attributes:
     mode: `'masked'` or `'sampled'`.
     training: Python bool (only dropout reads it; batch norm is stateless).
+    dropout_seed: None, or an integer [2] Tensor keying the dropout masks
+      (`layers.dropout`).
     epsilon: batch-norm epsilon.
     dtype: the compute dtype of the forward pass (float32 or bfloat16):
       activations, kernels and biases as read (`VariableStore.get(...,
@@ -87,9 +89,11 @@ class CallContext:
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
                sources: Sequence[WidthSource], mode: str, training: bool,
-               epsilon: float, dtype: tf.DType = tf.float32):
+               epsilon: float, dtype: tf.DType = tf.float32,
+               dropout_seed: Optional[tf.Tensor] = None):
     self.mode = mode
     self.training = training
+    self.dropout_seed = dropout_seed
     self.epsilon = epsilon
     self.dtype = tf.as_dtype(dtype)
     self._masks = dict(masks)

@@ -291,14 +291,15 @@ class SearchConfig:
   def from_json(cls, values: Dict[str, Any], where: str) -> 'SearchConfig':
     """The config stored as `to_json` wrote it (derived values recomputed).
 
-    A field added with a default since (`replicas`) reads as its default
-    where an older file lacks it.
+    A field added with a default since (`replicas`, the job's
+    `deterministic`) reads as its default where an older file lacks it.
 
     Raises:
       ValueError: naming `where` and the field, for a missing field.
     """
     names = backend.flat_keys(cls)
-    values = {**{f.name: f.default for f in dataclasses.fields(cls)
+    values = {**backend.JobConfig.defaults(),
+              **{f.name: f.default for f in dataclasses.fields(cls)
                  if f.default is not dataclasses.MISSING}, **values}
     missing = [name for name in names if name not in values]
     if missing:

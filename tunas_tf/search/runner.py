@@ -91,14 +91,20 @@ def make_model_fn(config: SearchConfig):
   return model_fn
 
 
-def make_input_fn(config: SearchConfig):
-  """Returns the input_fn: zipped train/validation batches (reference §2.1)."""
+def make_input_fn(config: SearchConfig, start_step: int = 0):
+  """Returns the input_fn: zipped train/validation batches (reference §2.1).
+
+  Args:
+    config: the search's config.
+    start_step: the global step the search resumes at: the data stream goes
+      on from there (`datasets.keyed_batches`), as if never interrupted.
+  """
 
   def input_fn(params):
     # On TPU, TPUEstimator passes the per-replica batch size. With
     # --replicas=N the Estimator passes none and gives each replica the next
     # element: N consecutive batches of train_batch_size / N are the images
-    # of one global batch.
+    # of one global batch (`backend.input_pipeline`).
     batch = params.get('batch_size', config.replica_batch_size)
     validation_batch = int(round(batch * config.rl_batch_size_multiplier))
     job = config.job
@@ -106,7 +112,8 @@ def make_input_fn(config: SearchConfig):
         job.dataset, job.num_classes, batch, validation_batch, seed=job.seed,
         data_dir=job.data_dir, download=job.download,
         validation_examples=config.validation_examples,
-        image_size=job.image_size)
+        image_size=job.image_size, start_step=start_step,
+        pipeline=backend.input_pipeline(params, job, config.replicas))
     if config.job.use_tpu:
       to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(
@@ -183,21 +190,6 @@ def check_search(config: SearchConfig) -> Plan:
               checkpoints.resume_point(config.job.model_dir))
 
 
-def _stop_line(error: Exception, model_dir: str) -> Optional[str]:
-  """The one line of a run stopped on a NaN or Inf, or None."""
-  failure = steps.non_finite_failure(error)
-  if failure is None:
-    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
-      return None
-    what = 'NaN loss during training'
-  else:
-    name, step, value = failure
-    what = f'The {name} is {value} at step {step}'
-  latest = tf.train.latest_checkpoint(model_dir)
-  return (f'{what}: the search stopped without saving it; the last good '
-          f'checkpoint is {latest or "none (none was saved)"}')
-
-
 def run_search(config: SearchConfig) -> bool:
   """Checks everything, then writes config.json and trains to the end.
 
@@ -221,6 +213,7 @@ def run_search(config: SearchConfig) -> bool:
                  'do', model_dir, plan.resume.global_step,
                  config.max_global_step)
     return False
+  backend.use_determinism(config.job)  # Before any graph is built.
   estimator = make_estimator(config)  # Resolves a TPU before any write.
   checkpoints.use_resume_point(model_dir, plan.resume)
   config_lib.write(config, plan.spec_json, plan.stored)
@@ -234,10 +227,11 @@ def run_search(config: SearchConfig) -> bool:
   # file and why in one line. A NaN stops the run in one line too.
   try:
     with checkpoints.refuse_unreadable(plan.resume.checkpoint):
-      estimator.train(make_input_fn(config), max_steps=config.max_global_step)
+      estimator.train(make_input_fn(config, plan.resume.global_step),
+                      max_steps=config.max_global_step)
   except (tf.errors.InvalidArgumentError,
           tf.compat.v1.train.NanLossDuringTrainingError) as e:
-    line = _stop_line(e, model_dir)
+    line = steps.stop_line(e, model_dir, 'the search')
     if line is None:
       raise
     raise ValueError(line) from None

@@ -87,6 +87,28 @@ def non_finite_failure(error: Exception) -> Optional[Tuple[str, int, str]]:
   return match.group(1), int(match.group(2)), match.group(3)
 
 
+def stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
+  """The one line of a run stopped on a NaN or Inf, or None for another error.
+
+  Args:
+    error: what the Estimator's train raised: a `check_finite` failure or
+      TF's `NanLossDuringTrainingError`.
+    model_dir: the run's directory (its newest checkpoint is named).
+    run: what stopped, e.g. 'the search'.
+  """
+  failure = non_finite_failure(error)
+  if failure is None:
+    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
+      return None
+    what = 'NaN loss during training'
+  else:
+    name, step, value = failure
+    what = f'The {name} is {value} at step {step}'
+  latest = tf.train.latest_checkpoint(model_dir)
+  return (f'{what}: {run} stopped without saving it; the last good '
+          f'checkpoint is {latest or "none (none was saved)"}')
+
+
 class ModelStep(NamedTuple):
   """The shared-weight update (`supernet_train_op`).
 

@@ -70,7 +70,7 @@ _CONFIG_FLAGS = (
     'use_bfloat16', 'dropout_rate', 'label_smoothing', 'moving_average_decay',
     'init_from_search', 'freeze_inherited', 'eval_only', 'export',
     'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
-    'log_every_steps')
+    'log_every_steps', 'deterministic')
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -100,6 +100,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'initial weights.', flag_values=f)
   # Backend.
   common_flags.define_tpu_flags(f, iterations_per_loop=100)
+  common_flags.define_determinism_flag(f)
   # The shared flags are this binary's own in --help (not only --helpfull).
   flags.adopt_module_key_flags(common_flags, flag_values=f)
   _define_recipe_flags(f)

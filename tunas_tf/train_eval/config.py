@@ -308,8 +308,8 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
 
 
 # Fields added after runs were written: a config.json without one holds the
-# value those runs had (they trained in float32).
-ADDED_LATER = {'use_bfloat16': 'false'}
+# value those runs had (they trained in float32, without op determinism).
+ADDED_LATER = {'use_bfloat16': 'false', **backend.JobConfig.defaults()}
 
 
 def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:

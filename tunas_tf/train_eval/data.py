@@ -4,34 +4,45 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tunas_tf import backend
 from tunas_tf.data import datasets
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 
-def train_dataset(config: TrainEvalConfig, batch_size: int) -> tf.data.Dataset:
-  """Full training data (digits: all but test), shuffled, repeated, batched.
+def train_dataset(config: TrainEvalConfig, batch_size: int,
+                  start_step: int = 0,
+                  pipeline: datasets.Pipeline = datasets.Pipeline()
+                  ) -> tf.data.Dataset:
+  """The full training data (digits: all but test), batched, forever.
+
+  A `datasets.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
+  each epoch a permutation drawn from (seed, epoch), TFDS images augmented
+  with a crop and flip drawn from (seed, position); started at `start_step`
+  (a resumed run's global step), it goes on as if never interrupted.
+
+  Args:
+    config: the run's config.
+    batch_size: images per (per-replica) batch.
+    start_step: the global step training resumes at.
+    pipeline: which per-replica batches this input_fn call yields.
 
   Raises:
     ValueError: if the training data holds less than one batch.
   """
-  # search_train + search_validation is the whole training data; for TFDS a
-  # hold-out of 1 example makes them train[1:] and train[:1].
   job = config.job
-  holdout = 0 if job.dataset == datasets.DIGITS else 1
-  parts = [datasets.load_split(
-      job.dataset, split, job.num_classes, data_dir=job.data_dir,
-      download=job.download, validation_examples=holdout,
-      image_size=job.image_size, augment=job.dataset != datasets.DIGITS,
-      shuffle_files=True)
-           for split in (datasets.SEARCH_TRAIN, datasets.SEARCH_VALIDATION)]
-  dataset = parts[0].concatenate(parts[1])
-  if config.train_examples < batch_size:
-    raise ValueError(f'The training data has {config.train_examples} '
-                     f'examples, fewer than one batch of {batch_size}')
-  dataset = dataset.repeat().shuffle(
-      min(16384, max(1024, config.train_examples)), seed=config.job.seed)
-  return dataset.batch(batch_size, drop_remainder=True).prefetch(
-      tf.data.AUTOTUNE)
+  source = datasets.training_source(job.dataset, data_dir=job.data_dir,
+                                    download=job.download,
+                                    image_size=job.image_size)
+  if source.size < batch_size:
+    raise ValueError(f'The training data has {source.size} examples, fewer '
+                     f'than one batch of {batch_size}')
+  digits = job.dataset == datasets.DIGITS
+  return datasets.training_batches(
+      source, job.num_classes, batch_size,
+      key=(job.seed, datasets.TRAIN_EVAL_STREAM), augmented=not digits,
+      start_step=start_step, pipeline=pipeline,
+      shuffle_buffer=None if digits else min(16384, source.size)).prefetch(
+          tf.data.AUTOTUNE)
 
 
 def _tfds_split(config: TrainEvalConfig) -> tf.data.Dataset:
@@ -75,12 +86,20 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
       tf.data.AUTOTUNE)
 
 
-def make_input_fn(config: TrainEvalConfig, training: bool):
-  """The TPUEstimator input_fn: training batches or one eval pass."""
+def make_input_fn(config: TrainEvalConfig, training: bool,
+                  start_step: int = 0):
+  """The TPUEstimator input_fn: training batches or one eval pass.
+
+  Args:
+    config: the run's config.
+    training: training batches (from `start_step` on), else one eval pass.
+    start_step: the global step training resumes at.
+  """
   def input_fn(params):
     if training:
-      return train_dataset(config, params.get('batch_size',
-                                              config.train_batch_size))
+      return train_dataset(
+          config, params.get('batch_size', config.train_batch_size),
+          start_step, backend.input_pipeline(params, config.job))
     # TPU needs static shapes: the last partial batch is dropped there (the
     # original pads it with zero weights).
     return eval_dataset(config, params.get('batch_size',

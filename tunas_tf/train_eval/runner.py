@@ -16,6 +16,7 @@ import tensorflow as tf
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import files
+from tunas_tf.search import steps as search_steps
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import data
@@ -130,17 +131,25 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
 
 
 def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
-                        has_checkpoint: bool, one_shot: bool,
+                        resume: checkpoints.ResumePoint, one_shot: bool,
                         inheritance: Optional[checkpoints.Inheritance]
                         ) -> Dict[str, Any]:
-  """Trains unless `eval_only`, then evaluates; the Estimator's results."""
+  """Trains unless `eval_only` (the data from the step it resumes at), then
+  evaluates; the Estimator's results."""
   if not config.eval_only:
     model_fn = make_model_fn(config, arch, record,
-                             initialize=not has_checkpoint,
+                             initialize=resume.checkpoint is None,
                              inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-    estimator.train(data.make_input_fn(config, True),
-                    max_steps=config.max_global_step)
+    try:
+      estimator.train(data.make_input_fn(config, True, resume.global_step),
+                      max_steps=config.max_global_step)
+    except (tf.errors.InvalidArgumentError,
+            tf.compat.v1.train.NanLossDuringTrainingError) as e:
+      line = search_steps.stop_line(e, config.job.model_dir, 'train_eval')
+      if line is None:
+        raise
+      raise ValueError(line) from None
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
@@ -155,12 +164,14 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   the stored `config.json` (a restart may change only `RUN_ONLY_FIELDS`),
   the checkpoints (`checkpoints.resume_point`: a newest one that cannot be
   read is skipped, saying so), the search weights to inherit and the TPU.
-  A directory with a checkpoint resumes from it (Estimator behaviour), one
-  without one starts fresh or, with `init_from_search`, from the search's
-  weights.
+  A directory with a checkpoint resumes from it (Estimator behaviour), the
+  training data going on from its step (`data.train_dataset`); one without
+  one starts fresh or, with `init_from_search`, from the search's weights.
 
   Raises:
-    ValueError: for an inconsistent directory or settings.
+    ValueError: for an inconsistent directory or settings; when a NaN or Inf
+      loss stops training (naming the step and the last good checkpoint;
+      nothing is saved after it).
   """
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
@@ -175,6 +186,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   inheritance = (checkpoints.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
   backend.tpu_cluster(config.job)
+  backend.use_determinism(config.job)  # Before any graph is built.
   # Everything is checked: now write.
   checkpoints.use_resume_point(model_dir, resume)
   config_lib.write(config, stored)
@@ -182,8 +194,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
                'Starting', config.ssd, config.indices, config.job.model_dir,
                config.max_global_step)
   record: Dict[str, Any] = {}
-  results = _train_and_evaluate(config, arch, record, has_checkpoint,
-                                one_shot, inheritance)
+  results = _train_and_evaluate(config, arch, record, resume, one_shot,
+                                inheritance)
   metrics = _metrics(config, arch, results, record, one_shot)
   _write_extra_summaries(os.path.join(config.job.model_dir, 'eval'),
                          metrics['global_step'],

@@ -1,8 +1,9 @@
 """The steps of the standalone model_fn, each a small function.
 
 `runner.make_model_fn` calls them in order:
-  1. `forward`: the network's logits (dropout and batch statistics when
-     training; batch statistics throughout for one-shot accuracy).
+  1. `forward`: the network's logits (dropout keyed on (seed, step) and
+     batch statistics when training; batch statistics throughout for
+     one-shot accuracy).
   2. `variables_to_train`: inherited values and the variables the optimizer
      updates (only the fresh ones under `freeze_inherited`).
   3. `moving_average`: the optional EMA of the weights; `scaffold_fn` restores
@@ -27,6 +28,7 @@ from tunas_tf import hooks
 from tunas_tf import precision
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
+from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import schedules
 from tunas_tf.search import steps as search_steps
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -84,6 +86,10 @@ def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
 
   With bfloat16 compute (`--use_bfloat16`), the images are cast here, inside
   the model_fn, and the network computes in bfloat16 on float32 variables.
+  Training, the dropout masks are a function of (seed, global step)
+  (`layers.dropout.step_seed`), so a resumed run drops what an uninterrupted
+  one dropped at the same step (on TPU every core draws the same masks, on
+  its own images).
   """
   images = features['images'] if isinstance(features, dict) else features
   dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
@@ -91,7 +97,11 @@ def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
                           seed=config.job.seed, compute_dtype=dtype)
   training = mode == tf.estimator.ModeKeys.TRAIN
-  logits = tf.cast(model(images, training=training), tf.float32)
+  dropout_seed = (dropout_lib.step_seed(
+      config.job.seed, tf.compat.v1.train.get_or_create_global_step())
+                  if training else None)
+  logits = tf.cast(model(images, training=training,
+                         dropout_seed=dropout_seed), tf.float32)
   return Forward(model, images, logits, training)
 
 
@@ -234,7 +244,11 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
 
 def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
                config: TrainEvalConfig) -> TrainStep:
-  """RMSProp (decay 0.9, epsilon 1.0) under cosine decay, then the EMA."""
+  """RMSProp (decay 0.9, epsilon 1.0) under cosine decay, then the EMA.
+
+  The loss is checked finite first (`search.steps.check_finite`, off TPU):
+  a NaN or Inf stops the step before any update and before any save.
+  """
   global_step = tf.compat.v1.train.get_or_create_global_step()
   learning_rate = schedules.cosine_decay_with_linear_warmup(
       config.learning_rate_scaled, global_step, config.max_global_step,
@@ -243,7 +257,9 @@ def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
       learning_rate, decay=0.9, momentum=config.momentum, epsilon=1.0)
   if config.job.use_tpu:
     opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
-  train_op = opt.minimize(loss, global_step=global_step, var_list=var_list)
+  with tf.control_dependencies(search_steps.check_finite(
+      'loss', [loss], global_step, config.job.use_tpu)):
+    train_op = opt.minimize(loss, global_step=global_step, var_list=var_list)
   if ema is not None:
     with tf.control_dependencies([train_op]):
       train_op = ema.apply(var_list)

@@ -1,0 +1,65 @@
+"""Tests for `backend`: which batches an input_fn call yields, determinism."""
+
+import dataclasses
+from unittest import mock
+
+from absl.testing import absltest
+import tensorflow as tf
+
+from tunas_tf import backend
+from tunas_tf.data import datasets
+
+
+def _job(use_tpu=False):
+  return backend.JobConfig(
+      model_dir='/tmp/unused', dataset='digits', data_dir=None,
+      download=False, num_classes=10, image_size=8, num_channels=1, seed=0,
+      use_tpu=use_tpu, tpu='my-tpu' if use_tpu else '', tpu_zone=None,
+      gcp_project=None, tpu_iterations_per_loop=1, save_checkpoints_steps=1,
+      keep_checkpoint_max=1, log_every_steps=1)
+
+
+class _FakeTPUContext:
+  """What TPUEstimator passes a per-host input_fn (host 1 of 4, 8 cores)."""
+
+  def current_input_fn_deployment(self):
+    return '/job:worker/task:1/device:CPU:0', 1, 4, 8
+
+
+class InputPipelineTest(absltest.TestCase):
+
+  def test_one_replica_and_replicas_off_tpu(self):
+    self.assertEqual(backend.input_pipeline({}, _job()), datasets.Pipeline())
+    self.assertEqual(backend.input_pipeline({}, _job(), replicas=3),
+                     datasets.Pipeline(0, 1, 3))
+    self.assertEqual(backend.input_pipeline({}, _job(), replicas=3).replicas,
+                     3)
+
+  def test_a_tpu_host_feeds_its_cores(self):
+    pipeline = backend.input_pipeline(
+        {'batch_size': 16, 'context': _FakeTPUContext()}, _job(use_tpu=True))
+    self.assertEqual(pipeline, datasets.Pipeline(1, 4, 8))
+    self.assertEqual(pipeline.replicas, 32)
+
+
+class DeterminismTest(absltest.TestCase):
+
+  def test_use_determinism_only_when_asked(self):
+    # Process-wide and one-way: checked through a mock, not turned on here.
+    with mock.patch.object(tf.config.experimental,
+                           'enable_op_determinism') as enable:
+      backend.use_determinism(_job())
+      enable.assert_not_called()
+      backend.use_determinism(dataclasses.replace(_job(), deterministic=True))
+      enable.assert_called_once_with()
+
+  def test_a_job_without_deterministic_reads_as_false(self):
+    stored = _job().to_json()
+    del stored['deterministic']
+    self.assertFalse(backend.JobConfig.from_flat(stored).deterministic)
+    self.assertEqual(backend.JobConfig.defaults(), {'deterministic': False})
+    self.assertIn('deterministic', backend.JOB_RUN_ONLY_FIELDS)
+
+
+if __name__ == '__main__':
+  absltest.main()

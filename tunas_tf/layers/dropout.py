@@ -1,0 +1,47 @@
+"""Dropout keyed on a seed: the mask is a function of (seed, layer name).
+
+A training step passes one seed for the whole network, e.g. (job seed,
+global step) (`step_seed`); each dropout layer folds its own name into it
+(`crc32(name) & 0x7fffffff`, the rule of `initializers.stateless_seed`), so
+two layers draw different masks and a resumed run draws, at step t, the mask
+an uninterrupted one drew there. Without a seed, TF's stateful dropout
+draws (a fresh mask per run).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Optional
+
+import tensorflow as tf
+
+
+def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
+  """The dropout seed of one training step: int64 [2] Tensor (seed, step).
+
+  Args:
+    seed: the job's seed, a Python int.
+    step: scalar integer Tensor, the global step.
+  """
+  return tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
+
+
+def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
+            name: str) -> tf.Tensor:
+  """`x` with a fraction `rate` of its entries zeroed, the rest scaled up.
+
+  Args:
+    x: float Tensor.
+    rate: Python float in [0, 1).
+    seed: None (stateful dropout), or an integer [2] Tensor: the mask is
+      then a function of (`seed`, `name`).
+    name: the layer's name, e.g. the graph op's or `classifier`.
+
+  Returns:
+    A Tensor of `x`'s shape and dtype.
+  """
+  if seed is None:
+    return tf.nn.dropout(x, rate)
+  layer_seed = tf.random.experimental.stateless_fold_in(
+      seed, zlib.crc32(name.encode()) & 0x7fffffff)
+  return tf.nn.experimental.stateless_dropout(x, rate, layer_seed)
