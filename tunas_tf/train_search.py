@@ -14,8 +14,11 @@ The original's ImageNet recipes ship as flagfiles (`tunas_tf/configs/`):
 The model directory receives `config.json`, `model_spec.json`, checkpoints
 and TensorBoard event files; a killed search started again with the same
 flags resumes from its last checkpoint (a restart may change only the
-cadences and where it runs: `search.config.RUN_ONLY_FIELDS`, README
-"Restarting a run"). Every flag is checked before anything is written.
+cadences, where it runs and `--deterministic`: `search.config.
+RUN_ONLY_FIELDS`, README "Restarting a run"), reading the data from where it
+stopped. `--deterministic` turns on TF op determinism: the same flags give
+the same bits on the same machine. Every flag is checked before anything is
+written.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ Two sources, one interface:
 Images come out as float32 NHWC in [0, 1]; labels as one-hot float32 of depth
 `num_classes`. Split names: `search_train`, `search_validation` (both carved
 from the training data) and `test` (the held-out evaluation split).
+
+Every split is first an ordered, undecoded `Source`. Training reads it as a
+`keyed_batches` stream, a pure function of (seed, position): each epoch a
+permutation drawn from (seed, epoch), augmentation drawn from (seed,
+position), so a run resumed at step t reads what an uninterrupted one read
+from t on.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ Train the searched architecture of a demo search on digits:
   python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
       --model_dir=runs/demo_train --epochs=150
 
+With `--deterministic` (TF op determinism), a run killed at any step and
+started again ends with the metrics of an uninterrupted one, to the bit. A
+NaN or Inf loss stops training in one line naming the step and the last
+good checkpoint, saving nothing after it.
+
 Score it without training (one-shot accuracy: the supernet's weights, batch
 norm on batch statistics, as during the search):
 
@@ -34,9 +39,10 @@ A reference model on a TFDS dataset:
       --eval_split=validation --num_classes=1001 --image_size=224
 
 The model directory receives `config.json` (checked on restart: a killed run
-started again with the same flags resumes from its last checkpoint;
-`--max_steps`, `--eval_only`, `--tpu` and other settings that only say how
-long or where to run may change), checkpoints, TensorBoard events (training
+started again with the same flags resumes from its last checkpoint, its data
+and dropout going on from there; `--max_steps`, `--eval_only`, `--tpu`,
+`--deterministic` and other settings that only say how long or where to run
+may change), checkpoints, TensorBoard events (training
 scalars; the eval summaries under `eval/`), `metrics.json` (`top1`, `top5`,
 `loss`, `params`, `macs`, `train_images_per_sec`, `eval_images_per_sec`,
 `global_step`) and, unless `--noexport`, `export/saved_model/` (serving

@@ -29,7 +29,9 @@ def _serving_module(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   """A module holding the checkpoint's weights and a `serve` function."""
   graph, constants = network.build_graph(config, arch)
   shape = list(network.input_shape(config))
-  model = model_lib.Model(graph, constants)
+  # Seeded: the initial values are overwritten, but unseeded random ops are
+  # refused under --deterministic (op determinism).
+  model = model_lib.Model(graph, constants, seed=config.job.seed)
   model(tf.zeros([1] + shape), training=False)
   model_lib.set_params(model, checkpoints.model_values(model, checkpoint))
   module = tf.Module()

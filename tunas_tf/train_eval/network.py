@@ -81,7 +81,8 @@ def count_params(config: TrainEvalConfig, arch) -> int:
   """Trainable weights of the standalone network (batch-norm stats excluded)."""
   graph, constants = build_graph(config, arch)
   with tf.Graph().as_default():
-    model = model_lib.Model(graph, constants)
+    # Seeded: unseeded random ops are refused under op determinism.
+    model = model_lib.Model(graph, constants, seed=config.job.seed)
     model(tf.compat.v1.placeholder(tf.float32, [1, *input_shape(config)]))
     return model_lib.count_params(model)
 
