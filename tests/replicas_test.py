@@ -28,10 +28,13 @@ class OneReplicaTest(absltest.TestCase):
       opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
       self.assertIs(replicas.averaging_optimizer(opt), opt)
       self.assertTrue(replicas.is_first_replica())
+      replica = replicas.replica_id()
+      self.assertEqual(replica.dtype, tf.int32)
       with replicas.identical_variables():
         v = tf.Variable(0.0)
       self.assertEqual(v.aggregation, tf.VariableAggregation.NONE)
       with tf.compat.v1.Session() as sess:
+        self.assertEqual(sess.run(replica), 0)
         np.testing.assert_array_equal(sess.run(mean_x), [1.0, -2.0])
         np.testing.assert_array_equal(sess.run(mean_square), [1.0, 4.0])
 
@@ -50,9 +53,13 @@ class TpuContextTest(absltest.TestCase):
         opt = replicas.averaging_optimizer(
             tf.compat.v1.train.GradientDescentOptimizer(0.1))
         self.assertTrue(replicas.is_first_replica())
+        replica = replicas.replica_id()
         with replicas.identical_variables():
           v = tf.Variable(0.0)
       self.assertEqual(replicas.num_replicas(), 1)  # Outside again.
+    # XLA's replica id (XLA gives each replica of the computation its own).
+    self.assertEqual((replica.op.type, replica.dtype),
+                     ('XlaReplicaId', tf.int32))
     self.assertIsInstance(opt, tf.compat.v1.tpu.CrossShardOptimizer)
     self.assertEqual(v.aggregation, tf.VariableAggregation.NONE)
     types = [op.type for op in graph.get_operations()]
@@ -63,7 +70,7 @@ class TpuContextTest(absltest.TestCase):
 class MirroredTest(absltest.TestCase):
   """N replicas: MirroredStrategy on N CPU devices, as `--replicas=N`."""
 
-  def test_means_count_and_identical_variables(self):
+  def test_means_count_replica_ids_and_identical_variables(self):
     for n in (2, 4):
       seen = []  # Per replica: (count, first, gradient of the mean).
       with replicated.graph(n) as strategy:
@@ -77,18 +84,20 @@ class MirroredTest(absltest.TestCase):
           assign = v.assign_add(mean_x)
           seen.append((replicas.num_replicas(), replicas.is_first_replica(),
                        tf.gradients(mean_x, x)[0]))
-          return mean_x, mean_square, assign, v
+          return mean_x, mean_square, assign, v, replicas.replica_id()
 
-        mean_x, mean_square, assign, v = [
+        mean_x, mean_square, assign, v, replica = [
             replicated.local(strategy, out)
             for out in replicated.run(strategy, step)]
         self.assertEqual(seen, [(n, i == 0, None) for i in range(n)])
         self.assertEqual(v[0].aggregation,
                          tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.assertEqual({r.dtype for r in replica}, {tf.int32})
         with replicated.session(n) as sess:
           sess.run(tf.compat.v1.global_variables_initializer())
           got_x, got_square, _ = sess.run([mean_x, mean_square, assign])
           copies = sess.run(v)  # Its copies.
+          self.assertEqual(sess.run(replica), list(range(n)))
       x = np.array([[i, 2 * i + 1] for i in range(n)], np.float32)
       for i in range(n):
         np.testing.assert_allclose(got_x[i], x.mean(axis=0))

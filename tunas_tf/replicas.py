@@ -1,15 +1,17 @@
-"""Replicas: how many there are, and the mean of a value over them.
+"""Replicas: how many there are, which one this is, and means over them.
 
 A search step runs once per replica, each on its own sample and batch
 (DESIGN "One step"); what they share goes through this module, which knows
 the three places the step can be built in:
 
 * a TPU replica context (TPUEstimator on TPU calls the model_fn inside
-  `tpu_shard_context(number_of_shards)`): means are `cross_replica_sum / n`;
+  `tpu_shard_context(number_of_shards)`): means are `cross_replica_sum / n`,
+  the replica id is XLA's;
 * a `tf.distribute` replica context with several replicas (`--replicas=N`
   off TPU, `MirroredStrategy` under the Estimator): means are one
-  `batch_reduce_to(MEAN)` in a `merge_call`;
-* anything else (one replica, CPU/GPU): means are the identity.
+  `batch_reduce_to(MEAN)` in a `merge_call`, the replica id the context's;
+* anything else (one replica, CPU/GPU): means are the identity, the replica
+  id 0.
 
 Reference §2, items 24 and 31: the baseline uses the mean reward; the
 controller's Adam uses the mean gradient, the mean *squared* gradient and the
@@ -27,6 +29,7 @@ import contextlib
 from typing import Iterator, List, Sequence, Tuple
 
 import tensorflow as tf
+from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.tpu import tpu_function  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.saving import saveable_object  # pylint: disable=g-direct-tensorflow-import
 
@@ -59,6 +62,27 @@ def num_replicas() -> int:
     ValueError: in a `tf.distribute` cross-replica context.
   """
   return _tpu_replicas() or _distribute_context().num_replicas_in_sync
+
+
+def replica_id() -> tf.Tensor:
+  """Which replica the current step is built for: a scalar int32 tensor.
+
+  In [0, num_replicas()), distinct per replica and the same in every run
+  of the same set-up, so that randomness keyed on it (the controller's
+  sample) is a pure function of the replica. On TPU it is XLA's replica id
+  (TPUEstimator's step runs under `tpu.replicate`, which gives each replica
+  its own; it need not follow the order of `tf.distribute`'s ids, which
+  TPUEstimator does not use); under `tf.distribute` the context's
+  `replica_id_in_sync_group` (a constant in a graph); elsewhere 0.
+
+  Raises:
+    ValueError: in a `tf.distribute` cross-replica context.
+  """
+  if _tpu_replicas() > 1:
+    return xla.replica_id()
+  if _tpu_replicas():
+    return tf.constant(0, tf.int32)
+  return tf.cast(_distribute_context().replica_id_in_sync_group, tf.int32)
 
 
 def means(values: Sequence[tf.Tensor]) -> List[tf.Tensor]:

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.controller import reinforce
+from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
@@ -41,6 +42,33 @@ _LAYER = 'blocks/0/layers/0/layer'
 
 def _masks(sampled):
   return [oneof.mask for oneof in schema.flatten(sampled)]
+
+
+def _wide_spec(extra=False):
+  """Eight OneOfs of 4 choices by name (op, filters alternating); with
+  `extra`, a ninth whose path sorts first."""
+  spec = {f'd{i}': OneOf((1, 2, 3, 4), (OP_TAG, FILTERS_TAG)[i % 2])
+          for i in range(8)}
+  if extra:
+    spec['a'] = OneOf((1, 2, 3), OP_TAG)
+  return spec
+
+
+def _graph_sample(spec, seed, p_ops=0.5, p_filters=0.5):
+  """Masks and log-prob of a sample with stateless `seed`, in a new graph
+  (logits 0.1 * [0, 1, ...] per OneOf)."""
+  with tf.Graph().as_default():
+    controller = reinforce.Controller(spec)
+    sampled, info = reinforce.independent_sample(
+        spec, p_ops, p_filters, controller=controller,
+        seed=tf.constant(seed, tf.int32))
+    with tf.compat.v1.Session() as sess:
+      sess.run([v.assign(0.1 * np.arange(v.shape[0], dtype=np.float32))
+                for v in controller.trainable_variables])
+      masks, log_prob = sess.run([
+          {path: o.mask for path, o in schema.flatten_with_paths(sampled)},
+          info.sample_log_prob])
+  return masks, log_prob
 
 
 class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
@@ -257,6 +285,95 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
           self.assertEqual(masks[0].sum(), 1.0)
           self.assertAllClose(log_prob, math.log(1 / 3) + math.log(1 / 2))
           self.assertAllClose(entropy, math.log(3) + math.log(2))
+
+  def test_independent_sample_seed_same_sample_in_another_graph(self):
+    first = _graph_sample(_wide_spec(), [3, 7])
+    again = _graph_sample(_wide_spec(), [3, 7])
+    self.assertEqual(first[0].keys(), again[0].keys())
+    for path, mask in first[0].items():
+      np.testing.assert_array_equal(mask, again[0][path], err_msg=path)
+    self.assertEqual(first[1], again[1])  # Bit for bit.
+
+  def test_independent_sample_seed_other_seeds_other_samples(self):
+    # Each seed differing in one of its two words gives another sample, and
+    # the warm-up replacements (uniform op masks or the largest filters)
+    # differ from seed to seed too.
+    samples = [_graph_sample(_wide_spec(), seed)[0]
+               for seed in ([3, 7], [3, 8], [4, 7], [0, 0])]
+    replaced = []
+    for masks in samples:
+      replaced.append(tuple(
+          bool(np.allclose(m, 0.25) or (path in ('d1', 'd3', 'd5', 'd7') and
+                                        m[3] == 1.0))
+          for path, m in sorted(masks.items())))
+    for i in range(len(samples)):
+      for j in range(i):
+        self.assertFalse(all(np.array_equal(samples[i][k], samples[j][k])
+                             for k in samples[i]), (i, j))
+    self.assertGreater(len(set(replaced)), 1)
+
+  def test_independent_sample_seed_draws_keyed_by_path(self):
+    # Adding a OneOf leaves every other OneOf's draws as they were.
+    masks, _ = _graph_sample(_wide_spec(), [5, 1])
+    more, _ = _graph_sample(_wide_spec(extra=True), [5, 1])
+    self.assertEqual(set(more) - set(masks), {'a'})
+    for path, mask in masks.items():
+      np.testing.assert_array_equal(mask, more[path], err_msg=path)
+
+  def test_path_keys_differ_in_every_search_space(self):
+    for name in mobile.SEARCH_SPACES:
+      paths = [path for path, _ in
+               schema.flatten_with_paths(mobile.get_search_space(name))]
+      keys = {reinforce.path_key(path) for path in paths}
+      self.assertLen(keys, len(paths), name)
+      self.assertLess(max(keys, default=0), 2**31)
+
+  def test_independent_sample_seed_frequencies_follow_softmax(self):
+    # 2000 seeds: the categorical draw follows softmax([0.5, 1, 2]) and the
+    # warm-up replaces with probability 0.3 (chi-square, 0.1% critical
+    # values: 13.82 for 2 degrees of freedom, 10.83 for 1).
+    spec = [OneOf((3, 5, 7), OP_TAG), OneOf((16, 32), FILTERS_TAG)]
+    controller = reinforce.Controller(spec)
+    controller.logits_by_path['0'].assign([0.5, 1.0, 2.0])
+
+    @tf.function
+    def draw(seed):
+      sampled, _ = reinforce.independent_sample(
+          spec, increase_filters_probability=0.3, controller=controller,
+          seed=seed)
+      return sampled[0].mask, sampled[1].mask
+
+    n, counts, replaced = 2000, np.zeros(3), 0
+    for i in range(n):
+      op_mask, filters_mask = draw(tf.constant([i, 12345], tf.int32))
+      counts += op_mask.numpy()
+      # The largest filters are 32 either way; P(32) = 0.3 + 0.7 / 2.
+      replaced += int(filters_mask.numpy()[1] == 1.0)
+    probs = np.exp([0.5, 1.0, 2.0]) / np.exp([0.5, 1.0, 2.0]).sum()
+    self.assertLess((((counts - n * probs)**2) / (n * probs)).sum(), 13.82)
+    p32 = 0.3 + 0.7 / 2
+    expected = np.array([n * p32, n * (1 - p32)])
+    got = np.array([replaced, n - replaced])
+    self.assertLess((((got - expected)**2) / expected).sum(), 10.83)
+
+  def test_independent_sample_seed_int64_and_python_ints(self):
+    spec = _flat_spec()
+    for seed in ([1, 2], tf.constant([1, 2], tf.int64)):
+      sampled, info = reinforce.independent_sample(spec, 0.5, 0.5, seed=seed)
+      again, info_again = reinforce.independent_sample(
+          spec, 0.5, 0.5, seed=seed, controller=info.controller)
+      for a, b in zip(_masks(sampled), _masks(again)):
+        self.assertAllEqual(a, b)
+      self.assertEqual(float(info.sample_log_prob),
+                       float(info_again.sample_log_prob))
+
+  @parameterized.named_parameters(
+      ('float', tf.constant([1.0, 2.0])), ('three', [1, 2, 3]),
+      ('scalar', tf.constant(1)))
+  def test_independent_sample_bad_seed(self, seed):
+    with self.assertRaisesRegex(ValueError, r'seed must be None or a '
+                                r'stateless seed \(shape \[2\]'):
+      reinforce.independent_sample(_flat_spec(), seed=seed)
 
   def test_independent_sample_logits_by_tag_names(self):
     spec = _skippable_spec()

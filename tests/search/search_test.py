@@ -3,9 +3,9 @@
 import glob
 import json
 import os
+import random
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -14,6 +14,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import architecture
 from tunas_tf.controller import reinforce
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
@@ -23,6 +24,7 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
+from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 from tests.testing import tiny_tfds
 
@@ -31,6 +33,16 @@ _config = searches.search_config
 _events = searches.events
 _global_step = searches.global_step
 _SHORT = list(searches.SHORT_SEARCH_FLAGS)
+
+
+def _latest_step(model_dir):
+  """The step of the checkpoint the `checkpoint` file names, or -1.
+
+  (It names a checkpoint once it is complete: its data and index files are
+  written first.)
+  """
+  latest = tf.train.latest_checkpoint(model_dir)
+  return int(latest.rsplit('-', 1)[1]) if latest else -1
 
 
 class ShortSearchTest(absltest.TestCase):
@@ -304,42 +316,63 @@ class TfdsSearchTest(absltest.TestCase):
 
 class CommandLineTest(absltest.TestCase):
 
-  def _command(self, model_dir, *args):
-    return [sys.executable, '-m', 'tunas_tf.train_search',
-            f'--model_dir={model_dir}', '--train_batch_size=16',
-            '--log_every_steps=5'] + list(args)
-
-  def test_killed_search_resumes_to_the_end(self):
-    model_dir = tempfile.mkdtemp()
-    cmd = self._command(model_dir, '--max_steps=100',
-                        '--save_checkpoints_steps=20')
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  def _kill_after_checkpoint(self, cmd, model_dir, step):
+    """Runs `cmd` and SIGKILLs it once it has saved a checkpoint >= `step`."""
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=env)
+                               stderr=subprocess.DEVNULL, env=searches.QUIET)
     deadline = time.time() + 300
     try:
       while time.time() < deadline:
-        found = tf.train.latest_checkpoint(model_dir)
-        if found and int(found.rsplit('-', 1)[1]) >= 20:
+        if _latest_step(model_dir) >= step:
           break
         if process.poll() is not None:
-          self.fail('the search ended before it could be killed')
-        time.sleep(0.5)
+          self.fail(f'the search ended before step {step}, unkilled')
+        time.sleep(0.005)  # A step takes ~50 ms here.
       else:
-        self.fail('no checkpoint after 300 s')
+        self.fail(f'no checkpoint at step {step} after 300 s')
     finally:
       process.send_signal(signal.SIGKILL)
       process.wait()
-    killed_at = _global_step(model_dir)
-    self.assertBetween(killed_at, 20, 99)
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return _global_step(model_dir)
+
+  def test_killed_twice_ends_bit_identical_to_an_uninterrupted_run(self):
+    # The shared finished search (SHORT_SEARCH_FLAGS --deterministic: RL
+    # delay 4 of 8 steps) is the uninterrupted run. This one saves every
+    # step, is killed after a checkpoint at a random step before the RL
+    # delay, then after one past it, and runs to the end.
+    kills = (random.choice((1, 2)), random.choice((5, 6)))
+    model_dir = os.path.join(tempfile.mkdtemp(), 'killed')
+    cmd = searches.search_command(
+        model_dir, '--deterministic', '--log_every_steps=1',
+        *[a for a in _SHORT if not a.startswith('--save_checkpoints')],
+        '--save_checkpoints_steps=1')
+    resumed = [self._kill_after_checkpoint(cmd, model_dir, step)
+               for step in kills]
+    self.assertBetween(resumed[0], kills[0], 3, kills)  # RL delay 4.
+    self.assertBetween(resumed[1], kills[1], 7, kills)
+    done = subprocess.run(cmd, capture_output=True, text=True,
+                          env=searches.QUIET)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     self.assertIn('Resuming search digits_search', done.stderr)
-    self.assertEqual(_global_step(model_dir), 100)
     # The restart continued the run: it logged steps after the kill only.
     logged = [int(line.split('step ')[1].split('/')[0])
               for line in done.stderr.splitlines() if 'steps/s' in line]
-    self.assertTrue(logged and min(logged) > killed_at, logged)
+    self.assertTrue(all(step > resumed[1] for step in logged), logged)
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', f'--model_dir={model_dir}'])
+    extract_architecture.main(['extract_architecture'], values)
+    got, want = [architecture.read(os.path.join(d, architecture.FILE_NAME))
+                 for d in (model_dir, searches.finished_search())]
+    self.assertEqual((got.global_step, got.indices), (8, want.indices), kills)
+    self.assertEqual(got.probabilities, want.probabilities, kills)
+    # Bit for bit: the controller's logits and every weight.
+    mine, theirs = [tf.train.load_checkpoint(d)
+                    for d in (model_dir, searches.finished_search())]
+    for name in theirs.get_variable_to_shape_map():
+      np.testing.assert_array_equal(mine.get_tensor(name),
+                                    theirs.get_tensor(name),
+                                    err_msg=f'{name} (kills at {kills})')
 
   def test_bad_input_exits_with_one_line(self):
     # In-process through main (the kill test above runs the real binary).

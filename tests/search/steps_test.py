@@ -48,7 +48,55 @@ def _reachable(start, target_names):
   return found
 
 
+def _sampling_step(spec, config, seed):
+  """(global step, masks, controller train op) of a one-replica graph."""
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  p_ops, p_filters = steps.warmup_probabilities(global_step, config)
+  sampled, dist_info = steps.sample_architecture(
+      spec, p_ops, p_filters, seed=steps.sample_seed(seed, global_step))
+  controller = steps.controller_train_op(dist_info, tf.constant(1.0),
+                                         global_step, config)
+  masks = [oneof.mask for oneof in schema.flatten(sampled)]
+  return global_step, masks, controller.train_op
+
+
+def _same(masks, other):
+  return all(np.array_equal(a, b) for a, b in zip(masks, other))
+
+
 class StepsTest(absltest.TestCase):
+
+  def test_sample_at_step_t_is_a_function_of_seed_and_step(self):
+    config = _config()  # 40 steps: warm-ups of 10, RL delay 10.
+    spec = mobile.get_search_space('digits_search')
+    with tf.Graph().as_default():  # Steps 0-5 in a row.
+      global_step, masks, train_op = _sampling_step(spec, config, seed=7)
+      read = global_step.op.outputs[0].consumers()
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        run = [sess.run([masks, train_op])[0] for _ in range(6)]
+        self.assertEqual(sess.run(global_step), 6)
+    # The step's increment waits for the sample's read of the step.
+    seed_reads = {op.name for op in read
+                  if op.type == 'ReadVariableOp' and
+                  any(c.type == 'Cast' and c.outputs[0].dtype == tf.int32
+                      for c in op.outputs[0].consumers())}
+    self.assertLen(seed_reads, 1)
+    self.assertEqual(_reachable(train_op, seed_reads), seed_reads)
+    # A new graph restored at step 3 (the logits are still 0 in the RL
+    # delay) draws steps 3-5 as the run did; another seed draws otherwise.
+    for seed, equal in ((7, True), (8, False)):
+      with tf.Graph().as_default():
+        global_step, masks, _ = _sampling_step(spec, config, seed=seed)
+        with tf.compat.v1.Session() as sess:
+          sess.run(tf.compat.v1.global_variables_initializer())
+          for t in (3, 4, 5):
+            sess.run(global_step.assign(t))
+            self.assertEqual(_same(sess.run(masks), run[t]), equal, t)
+    # Each step draws anew (steps 0 and 1 replace most masks: warm-up
+    # probabilities 1 and 0.9).
+    for t in range(2, 6):
+      self.assertFalse(any(_same(run[t], run[u]) for u in range(t)), t)
 
   def test_warmup_probabilities_decay_linearly(self):
     config = _config()  # 40 steps: warm-ups of 10.
@@ -325,7 +373,8 @@ class ReplicatedStepsTest(absltest.TestCase):
 
     def replica_step(i):
       sampled, dist_info = steps.sample_architecture(
-          spec, tf.constant(0.0), tf.constant(0.0))
+          spec, tf.constant(0.0), tf.constant(0.0),
+          seed=steps.sample_seed(5, global_step))
       accuracy = tf.constant(0.25 * (i + 1))  # Replica i's own reward.
       rl = steps.reward_and_advantage(accuracy, None, config)
       controller = steps.controller_train_op(dist_info, rl.advantage,
@@ -349,6 +398,7 @@ class ReplicatedStepsTest(absltest.TestCase):
                      '--increase_filters_warmup_steps_fraction=0')
     spec = mobile.get_search_space('digits_search')
     b2, eps = 0.999, 1e-8
+    first_masks = None  # Of the 2-replica run.
     for n in (2, 4):
       with replicated.graph(n) as strategy:
         built, global_step = self._build(strategy, config, spec)
@@ -366,11 +416,14 @@ class ReplicatedStepsTest(absltest.TestCase):
             sess.run(train)
           copies = sess.run([local(v) for v in state])
           step = sess.run(global_step)
-      # Each replica drew its own architecture.
+      # Each replica drew its own architecture, the same for replica i
+      # whatever the count.
       for i in range(n):
         for j in range(i):
-          self.assertFalse(all(np.array_equal(a, b) for a, b in
-                               zip(masks[i], masks[j])), (n, i, j))
+          self.assertFalse(_same(masks[i], masks[j]), (n, i, j))
+      first_masks = first_masks or masks
+      for i in range(2):
+        self.assertTrue(_same(masks[i], first_masks[i]), (n, i))
       # The baseline is the mean reward (its first value), on every replica.
       mean_reward = np.mean([0.25 * (i + 1) for i in range(n)])
       for i, (step_baseline, baseline, advantage) in enumerate(rl):

@@ -4,13 +4,17 @@ Building a search graph costs most of a small search's time (~55 s on 2
 cores), so the tests that need a finished search (its checkpoints, events and
 architecture.json) share this one instead of each running its own. Tests
 must not modify it: copy it first (`copy_finished_search`) to resume it or
-break it.
+break it. It runs `train_search --deterministic` in a subprocess (op
+determinism is process-wide and cannot be turned off), so that a killed and
+resumed `--deterministic` search can be compared with it bit for bit.
 """
 
 import functools
 import glob
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from typing import Dict, List
 
@@ -23,7 +27,6 @@ from tunas_tf import train_search
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
-from tunas_tf.search import runner
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
 # summaries every 2 steps, checkpoints at 4 and 8.
@@ -49,14 +52,32 @@ def search_config(model_dir: str, *args: str) -> config_lib.SearchConfig:
       search_flags(f'--model_dir={model_dir}', *args))
 
 
+def search_command(model_dir: str, *args: str) -> List[str]:
+  """The command line of `train_search --model_dir=model_dir args...`."""
+  return [sys.executable, '-m', 'tunas_tf.train_search',
+          f'--model_dir={model_dir}', *args]
+
+
+# The environment of a `search_command` subprocess: TF's C++ log quiet.
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+
+
 @functools.lru_cache(maxsize=None)
 def finished_search() -> str:
   """The model dir of the shared short digits search, with architecture.json.
 
-  Runs `SHORT_SEARCH_FLAGS` the first time it is called in a process.
+  Runs `SHORT_SEARCH_FLAGS` with `--deterministic` (in a subprocess) the
+  first time it is called in a process.
+
+  Raises:
+    AssertionError: when the search fails (with the end of its log).
   """
   model_dir = os.path.join(tempfile.mkdtemp(), 'search')
-  runner.run_search(search_config(model_dir, *SHORT_SEARCH_FLAGS))
+  done = subprocess.run(
+      search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
+      capture_output=True, text=True, env=QUIET, check=False)
+  if done.returncode:
+    raise AssertionError(f'the shared search failed:\n{done.stderr[-3000:]}')
   architecture.write(extract.search_architecture(model_dir),
                      os.path.join(model_dir, architecture.FILE_NAME))
   return model_dir

@@ -5,9 +5,8 @@ float32 logits variable per OneOf of a search space, named `logits/<path>`
 (the initial policy is uniform). `independent_sample` draws an architecture
 from it:
 
-* each OneOf samples a one-hot mask from softmax(logits / temperature)
-  (plain TF: `tf.random.categorical`), with its log-probability and the
-  distribution's exact entropy;
+* each OneOf samples a one-hot mask from softmax(logits / temperature),
+  with its log-probability and the distribution's exact entropy;
 * warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
   becomes the uniform vector [1/n, ..., 1/n] (op tag: every op runs, each
   weighted 1/n) or the one-hot of the largest choice (filters tag), and the
@@ -16,6 +15,14 @@ from it:
 * log-prob and entropy are summed over the *active* OneOfs only: a OneOf
   nested under a choice whose mask entry is |m| <= 1e-6 (anywhere up its
   path, e.g. the kernel of a skipped layer) contributes nothing.
+
+Draws are stateless when `independent_sample` gets a seed (the search's is
+a function of its seed, the step and the replica): each OneOf's categorical
+draw and its warm-up draw then have their own seed, `stateless_fold_in` of
+the given one with a key of the draw's kind and the OneOf's path, so a
+sample is a pure function of (seed, logits, probabilities) and adding or
+removing a OneOf leaves every other OneOf's draws as they were. Without a
+seed they use TF's stateful ops (`tf.random.categorical`, `tf.random.uniform`).
 
 Tags never tie parameters: they only pick the warm-up rule and name the
 `logits_by_tag` entries. The final architecture of a search is the argmax of
@@ -32,6 +39,7 @@ import collections
 import functools
 import numbers
 import re
+import zlib
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -44,6 +52,10 @@ from tunas_tf.search_space import schema
 ACTIVE_THRESHOLD = 1e-6
 
 Probability = Union[None, float, tf.Tensor]
+Seed = Union[None, Sequence[int], tf.Tensor]
+
+# The kinds of draw, folded into a stateless seed before the path's key.
+_CATEGORICAL_DRAW, _WARMUP_DRAW = 1, 2
 
 
 def _variable_name(path: str) -> str:
@@ -143,15 +155,68 @@ def _check_probability(value: Probability, name: str) -> Probability:
   return float(value)
 
 
+def path_key(path: str) -> int:
+  """The key of a OneOf's draws in a stateless seed: crc32(path), 31 bits."""
+  return zlib.crc32(path.encode()) & 0x7fffffff
+
+
+def _check_seed(seed: Seed) -> Optional[tf.Tensor]:
+  """None, or `seed` as a [2] int32/int64 tensor (Python ints: int32)."""
+  if seed is None:
+    return None
+  if not tf.is_tensor(seed):
+    seed = tf.constant(seed, tf.int32)
+  if seed.dtype not in (tf.int32, tf.int64) or seed.shape != [2]:
+    raise ValueError('seed must be None or a stateless seed (shape [2], '
+                     f'int32 or int64), got {seed!r}')
+  return seed
+
+
+class _Draws:
+  """A OneOf's random draws: stateless under `seed` (see the module doc)."""
+
+  def __init__(self, seed: Optional[tf.Tensor]):
+    self._seeds = None
+    if seed is not None:
+      fold_in = tf.random.experimental.stateless_fold_in
+      self._seeds = {kind: fold_in(seed, tf.constant(kind, seed.dtype))
+                     for kind in (_CATEGORICAL_DRAW, _WARMUP_DRAW)}
+
+  def _seed(self, kind: int, path: str) -> tf.Tensor:
+    seed = self._seeds[kind]
+    return tf.random.experimental.stateless_fold_in(
+        seed, tf.constant(path_key(path), seed.dtype))
+
+  def categorical(self, logits: tf.Tensor, path: str) -> tf.Tensor:
+    """Scalar int32 index drawn from softmax(logits) (rank-1 logits)."""
+    if self._seeds is None:
+      index = tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)
+    else:
+      index = tf.random.stateless_categorical(
+          logits[tf.newaxis], 1, self._seed(_CATEGORICAL_DRAW, path),
+          dtype=tf.int32)
+    return index[0, 0]
+
+  def uniform(self, path: str) -> tf.Tensor:
+    """Scalar float32 u ~ U(0, 1), the warm-up draw."""
+    if self._seeds is None:
+      return tf.random.uniform([])
+    return tf.random.stateless_uniform([], self._seed(_WARMUP_DRAW, path))
+
+
 def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
                               probability: Probability,
-                              replacement: tf.Tensor
+                              replacement: tf.Tensor, uniform
                               ) -> Tuple[tf.Tensor, tf.Tensor]:
-  """With probability p: replacement and log(p); else log(1-p) + log_prob."""
+  """With probability p: replacement and log(p); else log(1-p) + log_prob.
+
+  `uniform()` draws the scalar u ~ U(0, 1) that decides (u < p); it is
+  called only when p is not None.
+  """
   if probability is None:
     return mask, log_prob
   probability = tf.convert_to_tensor(probability, tf.float32)
-  replace = tf.less(tf.random.uniform([]), probability)
+  replace = tf.less(uniform(), probability)
   new_mask = tf.where(replace, replacement, mask)
   new_log_prob = tf.where(replace, tf.math.log(probability),
                           tf.math.log(1.0 - probability) + log_prob)
@@ -191,6 +256,7 @@ def independent_sample(
     *,
     controller: Optional[Controller] = None,
     hierarchical: bool = True,
+    seed: Seed = None,
 ) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
 
@@ -208,6 +274,11 @@ def independent_sample(
       outside, since variables can only be created on the first trace).
     hierarchical: if True (the original's default), log-prob and entropy sum
       over active OneOfs only; if False over all of them.
+    seed: None (TF's stateful random ops draw), or a stateless seed: a
+      rank-1 int32 or int64 tensor (int32 under XLA) or two Python ints.
+      Every draw is then a stateless op with its own seed derived from it
+      (the kind of draw and the OneOf's path folded in), and the sample is
+      a pure function of (seed, logits, temperature, probabilities).
 
   Returns:
     (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
@@ -221,7 +292,8 @@ def independent_sample(
 
   Raises:
     ValueError: for a Python temperature <= 0, a Python probability outside
-      [0, 1], or a `controller` built for another spec.
+      [0, 1], a seed that is not [2] int32/int64, or a `controller` built
+      for another spec.
   """
   if not tf.is_tensor(temperature) and not temperature > 0:
     raise ValueError(f'temperature must be > 0, got {temperature!r}')
@@ -229,6 +301,7 @@ def independent_sample(
                                                 'increase_ops_probability')
   increase_filters_probability = _check_probability(
       increase_filters_probability, 'increase_filters_probability')
+  seed = _check_seed(seed)
   if controller is None:
     controller = Controller(spec)
   else:
@@ -240,6 +313,7 @@ def independent_sample(
   tag_counts = collections.Counter()
   masks, log_probs, entropies = {}, {}, {}
   variables = controller.logits_by_path
+  draws = _Draws(seed)
 
   def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
     n = len(oneof.choices)
@@ -254,17 +328,18 @@ def independent_sample(
     if n == 1:
       mask = tf.ones([1], tf.float32)
     else:
-      index = tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)
-      mask = tf.one_hot(index[0, 0], n, dtype=tf.float32)
+      mask = tf.one_hot(draws.categorical(logits, path), n, dtype=tf.float32)
     log_prob = tf.reduce_sum(mask * log_softmax)
+    uniform = functools.partial(draws.uniform, path)
     if oneof.tag == schema.OP_TAG:
       mask, log_prob = _replace_with_probability(
           mask, log_prob, increase_ops_probability,
-          tf.fill([n], 1.0 / n))
+          tf.fill([n], 1.0 / n), uniform)
     elif oneof.tag == schema.FILTERS_TAG:
       mask, log_prob = _replace_with_probability(
           mask, log_prob, increase_filters_probability,
-          tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32))
+          tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32),
+          uniform)
     masks[path] = mask
     log_probs[path] = log_prob
     return schema.OneOf(oneof.choices, oneof.tag, mask)

@@ -46,8 +46,12 @@ def make_model_fn(config: SearchConfig):
     valid_images = tf.cast(valid_images, dtype)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     # 1-2. Warm-up probabilities and this replica's sampled architecture.
+    # The sample is a pure function of (seed, step, replica): a resumed
+    # search draws what an uninterrupted one would.
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
-    sampled, dist_info = steps.sample_architecture(spec, p_ops, p_filters)
+    sampled, dist_info = steps.sample_architecture(
+        spec, p_ops, p_filters,
+        seed=steps.sample_seed(config.job.seed, global_step))
     # 3. Cost of the sample (a mixture during warm-up).
     cost = (steps.estimate_cost(sampled, config)
             if config.enable_cost_model else None)

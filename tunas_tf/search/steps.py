@@ -3,7 +3,8 @@
 `runner.model_fn` calls them in order:
 
 1. `warmup_probabilities`   -- op / filter warm-up probabilities.
-2. `sample_architecture`    -- the controller's sample and its dist_info.
+2. `sample_architecture`    -- the controller's sample and its dist_info,
+                              drawn from `sample_seed` (seed, step, replica).
 3. `estimate_cost`          -- the cost model on the sampled masks.
 4-5. `supernet_train_op`    -- RMSProp step on the train batch, barrier.
 6. `validation_accuracy`    -- top-1 of the sampled network after the update.
@@ -40,6 +41,10 @@ from tunas_tf.layers import sync
 from tunas_tf.search.config import SearchConfig
 
 LABEL_SMOOTHING = 0.1
+# The second word of the sample's stateless seed (before the step and the
+# replica are folded in): keeps its stream apart from other streams of the
+# same job seed (the initial weights' seeds are [seed, crc32(name)]).
+_SAMPLE_STREAM = 0x5a3b1e
 # The first datum of the assertions of `check_finite`, found again in the
 # error by `non_finite_failure`.
 _NON_FINITE = 'tunas_tf non-finite'
@@ -154,15 +159,42 @@ def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
                                  config.increase_filters_warmup_steps))
 
 
+def sample_seed(seed: int, global_step: tf.Tensor) -> tf.Tensor:
+  """The stateless seed of this step's sample on this replica.
+
+  A pure function of (`seed`, the step, `replicas.replica_id()`), so that a
+  resumed search draws at step t what an uninterrupted one draws there.
+  The step is read once, here; the read comes before the controller's
+  increment of the same step, which depends on it through the sample (the
+  gradient of the log-probability reads the masks and the warm-up draws).
+
+  Args:
+    seed: the job's seed, a Python int in [0, 2^31 - 1].
+    global_step: the scalar integer global step (variable or tensor);
+      steps past 2^31 - 1 wrap (as int32).
+
+  Returns:
+    A rank-1 int32 tensor of length 2 (int32: what XLA takes).
+  """
+  fold_in = tf.random.experimental.stateless_fold_in
+  step = tf.cast(global_step, tf.int32)
+  key = tf.constant([seed, _SAMPLE_STREAM], tf.int32)
+  return fold_in(fold_in(key, step), replicas.replica_id())
+
+
 def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
-                        increase_filters_prob: tf.Tensor
+                        increase_filters_prob: tf.Tensor,
+                        seed: Optional[tf.Tensor] = None
                         ) -> Tuple[Any, reinforce.DistInfo]:
-  """The controller's sample (one per replica) and its dist_info."""
+  """The controller's sample (one per replica) and its dist_info.
+
+  `seed` is None (stateful draws) or a stateless seed (`sample_seed`).
+  """
   with tf.compat.v1.variable_scope('rl_controller'), \
       replicas.identical_variables():
     return reinforce.independent_sample(
         spec, increase_ops_probability=increase_ops_prob,
-        increase_filters_probability=increase_filters_prob)
+        increase_filters_probability=increase_filters_prob, seed=seed)
 
 
 def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
