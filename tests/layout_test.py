@@ -54,6 +54,12 @@ def _imports(tree):
 
 class LayoutTest(absltest.TestCase):
 
+  def test_the_slowest_first_list_names_existing_files(self):
+    from tests import conftest  # pylint: disable=g-import-not-at-top
+    missing = [p for p in conftest.SLOWEST_FIRST
+               if not os.path.isfile(os.path.join(os.path.dirname(_ROOT), p))]
+    self.assertEqual(missing, [], 'tests/conftest.py SLOWEST_FIRST')
+
   def test_sizes(self):
     too_long = []
     for relative, path in _modules():
