@@ -203,11 +203,15 @@ def sweep(dirs: Sequence[str], path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search import report  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 4.8))
+  targets = set()
   for i, d in enumerate(dirs):
     with open(os.path.join(d, RESULTS_FILE)) as f:
       record = json.load(f)
     res, s = record['results'], record['summary']
+    targets.add(record['target'])
     ax.scatter([r['estimated_cost'] for r in res[1:]],
                [100 * r['top1'] for r in res[1:]], c='grey', s=12,
                label='random, +-5% of the searched cost' if i == 0 else None)
@@ -220,7 +224,11 @@ def sweep(dirs: Sequence[str], path: str) -> None:
     print(f"{d}: x{record['target_scale']:g} seed {record['seed']}: "
           + last_line(s))
   ax.set_xscale('log')
-  ax.set_xlabel('estimated cost (MACs)')
+  ax.set_xticks(sorted(targets))  # The targets, written out.
+  ax.xaxis.set_major_formatter(
+      ticker.FuncFormatter(lambda x, _: report.cost_text(x)))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+  ax.set_xlabel('estimated cost (MACs; ticks at the targets)')
   ax.set_ylabel('top-1 on the test split (%)')
   ax.set_title('Searched vs random architectures of equal cost', fontsize=10)
   ax.grid(alpha=0.3)
