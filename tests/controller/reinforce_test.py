@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.controller import reinforce
+from tunas_tf.layers import initializers
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -324,7 +325,7 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     for name in mobile.SEARCH_SPACES:
       paths = [path for path, _ in
                schema.flatten_with_paths(mobile.get_search_space(name))]
-      keys = {reinforce.path_key(path) for path in paths}
+      keys = {initializers.name_key(path) for path in paths}
       self.assertLen(keys, len(paths), name)
       self.assertLess(max(keys, default=0), 2**31)
 

@@ -19,10 +19,11 @@ from it:
 Draws are stateless when `independent_sample` gets a seed (the search's is
 a function of its seed, the step and the replica): each OneOf's categorical
 draw and its warm-up draw then have their own seed, `stateless_fold_in` of
-the given one with a key of the draw's kind and the OneOf's path, so a
-sample is a pure function of (seed, logits, probabilities) and adding or
-removing a OneOf leaves every other OneOf's draws as they were. Without a
-seed they use TF's stateful ops (`tf.random.categorical`, `tf.random.uniform`).
+the given one with a key of the draw's kind and the OneOf's path
+(`initializers.name_key`), so a sample is a pure function of (seed, logits,
+probabilities) and adding or removing a OneOf leaves every other OneOf's
+draws as they were. Without a seed they use TF's stateful ops
+(`tf.random.categorical`, `tf.random.uniform`).
 
 Tags never tie parameters: they only pick the warm-up rule and name the
 `logits_by_tag` entries. The final architecture of a search is the argmax of
@@ -39,13 +40,13 @@ import collections
 import functools
 import numbers
 import re
-import zlib
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.layers import initializers
 from tunas_tf.search_space import schema
 
 # A choice is active when its mask entry exceeds this in absolute value.
@@ -155,11 +156,6 @@ def _check_probability(value: Probability, name: str) -> Probability:
   return float(value)
 
 
-def path_key(path: str) -> int:
-  """The key of a OneOf's draws in a stateless seed: crc32(path), 31 bits."""
-  return zlib.crc32(path.encode()) & 0x7fffffff
-
-
 def _check_seed(seed: Seed) -> Optional[tf.Tensor]:
   """None, or `seed` as a [2] int32/int64 tensor (Python ints: int32)."""
   if seed is None:
@@ -185,7 +181,7 @@ class _Draws:
   def _seed(self, kind: int, path: str) -> tf.Tensor:
     seed = self._seeds[kind]
     return tf.random.experimental.stateless_fold_in(
-        seed, tf.constant(path_key(path), seed.dtype))
+        seed, tf.constant(initializers.name_key(path), seed.dtype))
 
   def categorical(self, logits: tf.Tensor, path: str) -> tf.Tensor:
     """Scalar int32 index drawn from softmax(logits) (rank-1 logits)."""

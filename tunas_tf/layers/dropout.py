@@ -2,7 +2,7 @@
 
 A training step passes one seed for the whole network, e.g. (job seed,
 global step) (`step_seed`); each dropout layer folds its own name into it
-(`crc32(name) & 0x7fffffff`, the rule of `initializers.stateless_seed`), so
+(`initializers.name_key`, as the initial values do), so
 two layers draw different masks and a resumed run draws, at step t, the mask
 an uninterrupted one drew there. Without a seed, TF's stateful dropout
 draws (a fresh mask per run).
@@ -10,10 +10,11 @@ draws (a fresh mask per run).
 
 from __future__ import annotations
 
-import zlib
 from typing import Optional
 
 import tensorflow as tf
+
+from tunas_tf.layers import initializers
 
 
 def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
@@ -43,5 +44,5 @@ def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
   if seed is None:
     return tf.nn.dropout(x, rate)
   layer_seed = tf.random.experimental.stateless_fold_in(
-      seed, zlib.crc32(name.encode()) & 0x7fffffff)
+      seed, initializers.name_key(name))
   return tf.nn.experimental.stateless_dropout(x, rate, layer_seed)

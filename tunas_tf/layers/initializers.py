@@ -24,8 +24,18 @@ import tensorflow as tf
 from tunas_tf.search_space import naming
 
 
+def name_key(name: str) -> int:
+  """A name's 31-bit key in a stateless seed: crc32(name) & 0x7fffffff.
+
+  The one rule for keying draws by name: initial values (`stateless_seed`),
+  dropout masks (`layers.dropout`) and the controller's draws per decision
+  path (`controller.reinforce`).
+  """
+  return zlib.crc32(name.encode()) & 0x7fffffff
+
+
 def stateless_seed(seed: int, name: str) -> List[int]:
-  """The stateless seed of variable `name`: [seed, crc32(name) & 0x7fffffff].
+  """The stateless seed of variable `name`: [seed, `name_key(name)`].
 
   Args:
     seed: Python int.
@@ -34,7 +44,7 @@ def stateless_seed(seed: int, name: str) -> List[int]:
   Returns:
     Two Python ints.
   """
-  return [int(seed), zlib.crc32(name.encode()) & 0x7fffffff]
+  return [int(seed), name_key(name)]
 
 
 def normal(shape: Sequence[int], stddev: float, seed: Optional[int] = None,
