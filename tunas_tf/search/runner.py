@@ -225,16 +225,10 @@ def run_search(config: SearchConfig) -> bool:
                config.increase_filters_warmup_steps)
   # Restoring a foreign checkpoint fails deep inside the Estimator; say which
   # file and why in one line. A NaN stops the run in one line too.
-  try:
-    with checkpoints.refuse_unreadable(plan.resume.checkpoint):
-      estimator.train(make_input_fn(config, plan.resume.global_step),
-                      max_steps=config.max_global_step)
-  except (tf.errors.InvalidArgumentError,
-          tf.compat.v1.train.NanLossDuringTrainingError) as e:
-    line = steps.stop_line(e, model_dir, 'the search')
-    if line is None:
-      raise
-    raise ValueError(line) from None
+  with steps.stops_in_one_line(model_dir, 'the search'), \
+      checkpoints.refuse_unreadable(plan.resume.checkpoint):
+    estimator.train(make_input_fn(config, plan.resume.global_step),
+                    max_steps=config.max_global_step)
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',

@@ -24,8 +24,10 @@ every replica applies the same (averaged) update to them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import tensorflow as tf
 
@@ -87,7 +89,7 @@ def non_finite_failure(error: Exception) -> Optional[Tuple[str, int, str]]:
   return match.group(1), int(match.group(2)), match.group(3)
 
 
-def stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
+def _stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
   """The one line of a run stopped on a NaN or Inf, or None for another error.
 
   Args:
@@ -107,6 +109,26 @@ def stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
   latest = tf.train.latest_checkpoint(model_dir)
   return (f'{what}: {run} stopped without saving it; the last good '
           f'checkpoint is {latest or "none (none was saved)"}')
+
+
+@contextlib.contextmanager
+def stops_in_one_line(model_dir: str, run: str) -> Iterator[None]:
+  """Around an Estimator's `train`: a NaN or Inf stop (`check_finite`, or
+  TF's NaN-loss check on TPU) becomes a ValueError of one line naming the
+  step and the last good checkpoint of `model_dir`; other errors pass.
+
+  Args:
+    model_dir: the run's directory.
+    run: what stopped, for the line, e.g. 'the search' or 'train_eval'.
+  """
+  try:
+    yield
+  except (tf.errors.InvalidArgumentError,
+          tf.compat.v1.train.NanLossDuringTrainingError) as e:
+    line = _stop_line(e, model_dir, run)
+    if line is None:
+      raise
+    raise ValueError(line) from None
 
 
 class ModelStep(NamedTuple):

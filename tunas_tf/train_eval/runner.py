@@ -141,15 +141,9 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
                              initialize=resume.checkpoint is None,
                              inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-    try:
+    with search_steps.stops_in_one_line(config.job.model_dir, 'train_eval'):
       estimator.train(data.make_input_fn(config, True, resume.global_step),
                       max_steps=config.max_global_step)
-    except (tf.errors.InvalidArgumentError,
-            tf.compat.v1.train.NanLossDuringTrainingError) as e:
-      line = search_steps.stop_line(e, config.job.model_dir, 'train_eval')
-      if line is None:
-        raise
-      raise ValueError(line) from None
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
