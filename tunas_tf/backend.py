@@ -105,8 +105,7 @@ class JobConfig:
   @classmethod
   def defaults(cls) -> Dict[str, Any]:
     """The fields added later, with the value a file without them means."""
-    return {f.name: f.default for f in dataclasses.fields(cls)
-            if f.default is not dataclasses.MISSING}
+    return field_defaults(cls)
 
   @classmethod
   def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
@@ -122,7 +121,19 @@ class JobConfig:
 
 # A run's config (`SearchConfig`, `TrainEvalConfig`) is a frozen dataclass with
 # a `job: JobConfig` field; in config.json the job's fields sit flat beside
-# the run's own. These three functions are that layout, for both.
+# the run's own. These functions are that layout, for both.
+
+
+def field_defaults(config_type: type) -> Dict[str, Any]:
+  """A config dataclass's fields that have a default (those added later: a
+  config.json without them means that value), with it."""
+  return {f.name: f.default for f in dataclasses.fields(config_type)
+          if f.default is not dataclasses.MISSING}
+
+
+def flat_defaults(config_type: type) -> Dict[str, Any]:
+  """`field_defaults` of `config_type` and of the job, flat (config.json)."""
+  return {**JobConfig.defaults(), **field_defaults(config_type)}
 
 
 def flat_keys(config_type: type) -> List[str]:

@@ -298,9 +298,7 @@ class SearchConfig:
       ValueError: naming `where` and the field, for a missing field.
     """
     names = backend.flat_keys(cls)
-    values = {**backend.JobConfig.defaults(),
-              **{f.name: f.default for f in dataclasses.fields(cls)
-                 if f.default is not dataclasses.MISSING}, **values}
+    values = {**backend.flat_defaults(cls), **values}
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
@@ -333,11 +331,9 @@ def check_stored(config: SearchConfig, model_spec_json: str
                        f'--ssd={config.ssd}; use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
-  added_later = {f.name: f.default for f in dataclasses.fields(SearchConfig)
-                 if f.default is not dataclasses.MISSING}
   return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
                             DERIVED_FIELDS + ('search_train_examples',),
-                            defaults=added_later)
+                            defaults=backend.flat_defaults(SearchConfig))
 
 
 def write(config: SearchConfig, model_spec_json: str,
