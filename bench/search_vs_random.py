@@ -181,8 +181,7 @@ def run(args) -> Dict[str, Any]:
             'seconds': seconds}
   files.write_json(record, os.path.join(output_dir, RESULTS_FILE))
   compare_random.plot(results, os.path.join(output_dir, PLOT_FILE),
-                      units='MACs', target=target,
-                      num_test=_num_test(args))
+                      **compare_random.plot_context(search_dir))
   print(compare_random.summary(results))
   if noise:
     print(f"searched architecture over {len(noise) + 1} train seeds: "
@@ -190,12 +189,6 @@ def run(args) -> Dict[str, Any]:
   print('seconds: ' + ', '.join(f'{k} {v:.0f}' for k, v in seconds.items()))
   print(last_line(summary))
   return record
-
-
-def _num_test(args) -> int:
-  info = datasets.dataset_info(args.dataset, args.data_dir,
-                               validation_examples=1)
-  return info.split_sizes[datasets.TEST]
 
 
 def sweep(dirs: Sequence[str], path: str) -> None:

@@ -18,6 +18,7 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import compare_random
 from tests.testing import searches
+from tests.testing import tiny_tfds
 
 
 _search_config = searches.search_config
@@ -66,9 +67,9 @@ class CompareRandomTest(absltest.TestCase):
     self.assertIn('searched top-1', compare_random.summary(results))
     plot = os.path.join(output_dir, 'compare_random.png')
     compare_random.plot(results, plot,
-                        **compare_random._plot_context(self.search_dir))  # pylint: disable=protected-access
+                        **compare_random.plot_context(self.search_dir))
     self.assertGreater(os.path.getsize(plot), 1000)
-    self.assertEqual(compare_random._plot_context(self.search_dir),  # pylint: disable=protected-access
+    self.assertEqual(compare_random.plot_context(self.search_dir),
                      {'units': 'MACs', 'num_test': 360,
                       'target': config_lib.read(
                           self.search_dir).rl_cost_model_target})
@@ -134,6 +135,24 @@ class ExtractArchitectureTest(absltest.TestCase):
     self.assertNotEqual(done.returncode, 0)
     self.assertEqual(done.stderr.strip().splitlines()[-1][:40],
                      'extract_architecture: No config.json in ')
+
+
+class PlotContextTest(absltest.TestCase):
+
+  def test_a_tfds_search_gives_its_test_split_size(self):
+    # A TFDS dataset needs the search's hold-out to be described at all.
+    data_dir = tempfile.mkdtemp()
+    tiny_tfds.TinyImages(data_dir=data_dir).download_and_prepare()
+    search_dir = tempfile.mkdtemp()
+    config = searches.search_config(
+        search_dir, '--dataset=tiny_images', f'--data_dir={data_dir}',
+        '--nodownload', '--validation_examples=8', '--train_batch_size=4',
+        '--rl_batch_size_multiplier=1', '--max_steps=3')
+    config_lib.write(config, spec_io.dumps(mobile.get_search_space(
+        config.ssd)), None)
+    self.assertEqual(compare_random.plot_context(search_dir),
+                     {'units': 'MACs', 'num_test': 6,
+                      'target': config.rl_cost_model_target})
 
 
 if __name__ == '__main__':

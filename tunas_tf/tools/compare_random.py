@@ -195,14 +195,17 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
   os.replace(tmp, path)
 
 
-def _plot_context(search_dir: str) -> Dict[str, Any]:
+def plot_context(search_dir: str) -> Dict[str, Any]:
   """Units, target and test-split size of the search, for `plot`."""
   config = config_lib.read(search_dir)
   context = {'units': report.cost_units(config.cost_model),
              'target': config.rl_cost_model_target}
   try:
-    info = datasets.dataset_info(config.job.dataset, config.job.data_dir)
-    context['num_test'] = info.split_sizes.get('test')
+    # The search's hold-out: a TFDS dataset refuses none.
+    info = datasets.dataset_info(
+        config.job.dataset, config.job.data_dir,
+        validation_examples=config.validation_examples)
+    context['num_test'] = info.split_sizes.get(datasets.TEST)
   except ValueError:  # The plot goes without the count.
     pass
   return context
@@ -240,7 +243,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   except ValueError as e:
     sys.exit(f'compare_random: {e}')
   plot(results, os.path.join(output_dir, PLOT_FILE),
-       **_plot_context(f.search_dir))
+       **plot_context(f.search_dir))
   print(summary(results))
   print(f'Results: {os.path.join(output_dir, RESULTS_FILE)}, plot: '
         f'{os.path.join(output_dir, PLOT_FILE)}')
