@@ -14,7 +14,7 @@ from tunas_tf.cost_model import macs as macs_lib
 from tunas_tf.data import datasets
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
-from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search import oneshot
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.train_eval import runner
@@ -138,25 +138,12 @@ class RunTest(absltest.TestCase):
     self.assertTrue(metrics['one_shot'])
     self.assertEqual(metrics['global_step'], 0)
     self.assertFalse(os.path.exists(os.path.join(model_dir, 'export')))
-    # The supernet in sampled mode with the same weights and batches.
-    space = mobile.get_search_space('digits_search')
-    net = supernet_lib.Supernet(space, 10, mode='sampled', input_channels=1)
-    reader = tf.train.load_checkpoint(self.search_dir)
-    for name, variable in net.variables_by_name().items():
-      variable.assign(reader.get_tensor(name))
-    values = schema.parse_indices(self.indices)
-    position = iter(values)
-    sampled = schema.map_oneofs_with_paths(
-        lambda _, o: schema.OneOf(o.choices, o.tag,
-                                  tf.one_hot(next(position), len(o.choices))),
-        space)
-    correct = total = 0
-    for images, labels in datasets.eval_dataset('digits', 'test', 10, 50):
-      logits = net(sampled, images, training=False)
-      correct += int(np.sum(np.argmax(logits, -1) == np.argmax(labels, -1)))
-      total += int(images.shape[0])
-    self.assertEqual(total, 360)
-    self.assertAlmostEqual(metrics['top1'], correct / total, delta=1e-4)
+    # The supernet in sampled mode with the same weights and batches
+    # (`search.oneshot`): the graph module's pruned network with inherited
+    # weights must compute what the masked supernet does.
+    [expected] = oneshot.accuracies(self.search_dir, [self.indices],
+                                    split=datasets.TEST, batch_size=50)
+    self.assertAlmostEqual(metrics['top1'], expected, delta=1e-4)
 
   def test_freeze_inherited_trains_only_fresh_variables(self):
     model_dir = os.path.join(self.root, 'frozen')

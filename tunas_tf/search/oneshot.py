@@ -1,0 +1,132 @@
+"""One-shot accuracy: architectures scored with a search's shared weights.
+
+Weight sharing rests on one premise: the supernet ranks architectures of
+equal cost the way standalone training does. `accuracies` scores any index
+vectors of the searched space with a search checkpoint's supernet weights,
+as the search's validation step does (sampled mode, batch norm on each
+batch's own statistics, batches of the search's validation size by
+default), on one ordered pass over a split. `bench/supernet_ranking.py`
+compares these scores with standalone top-1.
+
+`train_eval --init_from_search=DIR --eval_only` gives the same figure for
+one architecture through the graph module's inherited weights (a process and
+a graph per architecture); here one supernet serves many architectures.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf import checkpoints
+from tunas_tf.data import datasets
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.search import config as config_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+Indices = Union[str, Sequence[int]]
+
+
+def _masked(spec, masks: Sequence[tf.Tensor]):
+  """`spec` with `masks` (one per OneOf, in `schema.flatten` order)."""
+  position = iter(masks)
+  return schema.map_oneofs_with_paths(
+      lambda _, o: schema.OneOf(o.choices, o.tag, next(position)), spec)
+
+
+def load_supernet(search_dir: str, checkpoint: Optional[str] = None
+                  ) -> supernet_lib.Supernet:
+  """The search's supernet (sampled mode, float32) with a checkpoint's weights.
+
+  Args:
+    search_dir: a search directory (its config.json names the space).
+    checkpoint: a checkpoint prefix; default the directory's latest.
+
+  Raises:
+    ValueError: no config or checkpoint, or a checkpoint that lacks one of
+      the space's supernet variables or holds it with another shape.
+  """
+  config = config_lib.read(search_dir)
+  checkpoint = checkpoint or checkpoints.search_checkpoint(search_dir)
+  values = checkpoints.read_supernet_values(checkpoint)
+  net = supernet_lib.Supernet(mobile.get_search_space(config.ssd),
+                              config.job.num_classes, mode='sampled',
+                              input_channels=config.job.num_channels)
+  for name, variable in net.variables_by_name().items():
+    if name not in values:
+      raise ValueError(f'{checkpoint} has no {name}: not a {config.ssd} '
+                       'search checkpoint')
+    if tuple(values[name].shape) != tuple(variable.shape):
+      raise ValueError(f'{checkpoint}: {name} has shape '
+                       f'{list(values[name].shape)}, the {config.ssd} '
+                       f'supernet {variable.shape.as_list()}')
+    variable.assign(values[name])
+  return net
+
+
+def accuracies(search_dir: str, architectures: Sequence[Indices], *,
+               checkpoint: Optional[str] = None,
+               split: str = datasets.SEARCH_VALIDATION,
+               batch_size: Optional[int] = None) -> List[float]:
+  """Top-1 of each architecture with the supernet's weights.
+
+  Args:
+    search_dir: a search directory.
+    architectures: index vectors of the search's space (strings like
+      '2:1:0' or int sequences).
+    checkpoint: a checkpoint prefix of the search; default the latest.
+    split: one of `datasets.SPLITS`; default the search's hold-out, the data
+      its rewards were measured on.
+    batch_size: default the search's validation batch (batch norm uses each
+      batch's statistics, so the size matters a little).
+
+  Returns:
+    One top-1 per architecture, in order.
+
+  Raises:
+    ValueError: a malformed index vector (the message names it), or as
+      `load_supernet` and `datasets.eval_dataset`.
+  """
+  config = config_lib.read(search_dir)
+  spec = mobile.get_search_space(config.ssd)
+  checked = [schema.check_indices(spec, a) for a in architectures]
+  net = load_supernet(search_dir, checkpoint)
+  job = config.job
+  dataset = datasets.eval_dataset(
+      job.dataset, split, job.num_classes,
+      batch_size or config.validation_batch_size, data_dir=job.data_dir,
+      validation_examples=config.validation_examples,
+      image_size=job.image_size)
+
+  # The masks are arguments (tensors), so one trace serves every
+  # architecture; the spec with masks is built inside.
+  @tf.function
+  def correct(masks, images, labels):
+    logits = net(_masked(spec, masks), images, training=False)
+    hits = tf.equal(tf.argmax(logits, -1), tf.argmax(labels, -1))
+    return tf.reduce_sum(tf.cast(hits, tf.int64))
+
+  sizes = [len(o.choices) for o in schema.flatten(spec)]
+  result = []
+  for indices in checked:
+    masks = [tf.one_hot(i, n) for i, n in zip(indices, sizes)]
+    hits = total = 0
+    for images, labels in dataset:  # Read again per architecture: a
+      hits += int(correct(masks, images, labels))  # split may not fit RAM.
+      total += int(images.shape[0])
+    if not total:
+      raise ValueError(f'split {split!r} of {job.dataset} is empty')
+    result.append(hits / total)
+  return result
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+  """Spearman's rank correlation (ties get their mean rank)."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  if len(x) != len(y) or len(x) < 2:
+    raise ValueError(f'spearman needs two sequences of one length >= 2, got '
+                     f'{len(x)} and {len(y)}')
+  return float(stats.spearmanr(np.asarray(x), np.asarray(y)).statistic)
