@@ -143,6 +143,8 @@ class RunTest(absltest.TestCase):
     # weights must compute what the masked supernet does.
     [expected] = oneshot.accuracies(self.search_dir, [self.indices],
                                     split=datasets.TEST, batch_size=50)
+    # A count over the whole test split (360 images).
+    self.assertAlmostEqual(expected * 360, round(expected * 360), places=6)
     self.assertAlmostEqual(metrics['top1'], expected, delta=1e-4)
 
   def test_freeze_inherited_trains_only_fresh_variables(self):

@@ -49,7 +49,12 @@ def load_supernet(search_dir: str, checkpoint: Optional[str] = None
     ValueError: no config or checkpoint, or a checkpoint that lacks one of
       the space's supernet variables or holds it with another shape.
   """
-  config = config_lib.read(search_dir)
+  return _supernet(config_lib.read(search_dir), search_dir, checkpoint)
+
+
+def _supernet(config: config_lib.SearchConfig, search_dir: str,
+              checkpoint: Optional[str]) -> supernet_lib.Supernet:
+  """`load_supernet` for a config already read."""
   checkpoint = checkpoint or checkpoints.search_checkpoint(search_dir)
   values = checkpoints.read_supernet_values(checkpoint)
   net = supernet_lib.Supernet(mobile.get_search_space(config.ssd),
@@ -93,7 +98,7 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
   config = config_lib.read(search_dir)
   spec = mobile.get_search_space(config.ssd)
   checked = [schema.check_indices(spec, a) for a in architectures]
-  net = load_supernet(search_dir, checkpoint)
+  net = _supernet(config, search_dir, checkpoint)
   job = config.job
   dataset = datasets.eval_dataset(
       job.dataset, split, job.num_classes,
