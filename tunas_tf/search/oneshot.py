@@ -37,28 +37,18 @@ def _masked(spec, masks: Sequence[tf.Tensor]):
       lambda _, o: schema.OneOf(o.choices, o.tag, next(position)), spec)
 
 
-def load_supernet(search_dir: str, checkpoint: Optional[str] = None
-                  ) -> supernet_lib.Supernet:
-  """The search's supernet (sampled mode, float32) with a checkpoint's weights.
-
-  Args:
-    search_dir: a search directory (its config.json names the space).
-    checkpoint: a checkpoint prefix; default the directory's latest.
+def _supernet(config: config_lib.SearchConfig, spec, search_dir: str,
+              checkpoint: Optional[str]) -> supernet_lib.Supernet:
+  """The search's supernet for `spec` (sampled mode, float32) with a
+  checkpoint's weights (default the directory's latest).
 
   Raises:
-    ValueError: no config or checkpoint, or a checkpoint that lacks one of
-      the space's supernet variables or holds it with another shape.
+    ValueError: no checkpoint, or a checkpoint that lacks one of the space's
+      supernet variables or holds it with another shape.
   """
-  return _supernet(config_lib.read(search_dir), search_dir, checkpoint)
-
-
-def _supernet(config: config_lib.SearchConfig, search_dir: str,
-              checkpoint: Optional[str]) -> supernet_lib.Supernet:
-  """`load_supernet` for a config already read."""
   checkpoint = checkpoint or checkpoints.search_checkpoint(search_dir)
   values = checkpoints.read_supernet_values(checkpoint)
-  net = supernet_lib.Supernet(mobile.get_search_space(config.ssd),
-                              config.job.num_classes, mode='sampled',
+  net = supernet_lib.Supernet(spec, config.job.num_classes, mode='sampled',
                               input_channels=config.job.num_channels)
   for name, variable in net.variables_by_name().items():
     if name not in values:
@@ -92,13 +82,14 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
     One top-1 per architecture, in order.
 
   Raises:
-    ValueError: a malformed index vector (the message names it), or as
-      `load_supernet` and `datasets.eval_dataset`.
+    ValueError: a malformed index vector (the message names it), no config
+      or checkpoint, a checkpoint of another space, or as
+      `datasets.eval_dataset`.
   """
   config = config_lib.read(search_dir)
   spec = mobile.get_search_space(config.ssd)
   checked = [schema.check_indices(spec, a) for a in architectures]
-  net = _supernet(config, search_dir, checkpoint)
+  net = _supernet(config, spec, search_dir, checkpoint)
   job = config.job
   dataset = datasets.eval_dataset(
       job.dataset, split, job.num_classes,
