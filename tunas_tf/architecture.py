@@ -6,6 +6,7 @@ and `train_eval --architecture=` read them. The file is a JSON object:
 
   {"format_version": 1, "ssd": "digits_search", "indices": "0:2:1:...",
    "estimated_cost": 251234.0, "cost_model": "macs", "cost_target": 3e5,
+   "cost_tolerance": 0.05, "argmax_indices": "0:2:2:...",
    "global_step": 300, "max_global_step": 300, "checkpoint": ".../ckpt-300",
    "image_size": 8, "num_classes": 10, "num_channels": 1,
    "probabilities": {path: [p_0, ...]}, "choices": {path: value},
@@ -19,7 +20,9 @@ order, with its choices named (`ops.choice_label`: filters and kernel sizes
 as numbers, 'x6' for an expansion of 6 x the input width, 'skip' for a
 skipped layer), the chosen index and value, whether the decision matters
 (`active`: false under an alternative that was not chosen) and the
-controller's probabilities when known.
+controller's probabilities when known. `cost_tolerance` and `argmax_indices`
+are there when the extraction took the most likely architecture within the
+target -/+ that fraction (`search.extract`) rather than the argmax.
 
 Only `ssd` and `indices` are required (files written before the optional keys
 existed still load); `choices`, `decisions` and `architecture` are derived on
@@ -48,10 +51,11 @@ FILE_NAME = 'architecture.json'
 FORMAT_VERSION = 1
 # The optional scalar fields, in the order they are written, and by type.
 _OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
-                    'global_step', 'max_global_step', 'checkpoint',
-                    'image_size', 'num_classes', 'num_channels')
-_NUMBER_FIELDS = ('estimated_cost', 'cost_target')
-_STRING_FIELDS = ('cost_model', 'checkpoint')
+                    'cost_tolerance', 'argmax_indices', 'global_step',
+                    'max_global_step', 'checkpoint', 'image_size',
+                    'num_classes', 'num_channels')
+_NUMBER_FIELDS = ('estimated_cost', 'cost_target', 'cost_tolerance')
+_STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices')
 _INT_FIELDS = ('global_step', 'max_global_step', 'image_size', 'num_classes',
                'num_channels')
 
@@ -67,6 +71,9 @@ class Architecture:
     estimated_cost: its cost under `cost_model` (None: not costed).
     cost_model: 'released', 'macs' or a coefficients JSON path.
     cost_target: the search's cost target.
+    cost_tolerance: set when the architecture is the most likely one within
+      cost_target * (1 -/+ cost_tolerance) rather than the argmax.
+    argmax_indices: then, the argmax's indices ('0:2:1'), for the record.
     global_step: the checkpoint step it was extracted at.
     max_global_step: the search's last step.
     checkpoint: the checkpoint path it was extracted from.
@@ -83,6 +90,8 @@ class Architecture:
   estimated_cost: Optional[float] = None
   cost_model: Optional[str] = None
   cost_target: Optional[float] = None
+  cost_tolerance: Optional[float] = None
+  argmax_indices: Optional[str] = None
   global_step: Optional[int] = None
   max_global_step: Optional[int] = None
   checkpoint: Optional[str] = None

@@ -78,6 +78,18 @@ class CompareRandomTest(absltest.TestCase):
                                    cost_tolerance=0.3, seed=1,
                                    train_eval_flags=['--no_such_flag'])
     self.assertEqual(again, results)
+    # A finished run of another architecture under a run's name is refused,
+    # not reused (an output directory kept after the search changed).
+    config_path = os.path.join(results[1]['run_dir'], 'config.json')
+    stored = files.read_json(config_path)
+    stored['indices'] = results[2]['indices']
+    files.write_json(stored, config_path)
+    with self.assertRaisesRegex(
+        ValueError, r"random_0 holds a finished training with indices "
+        r"'[0-9:]+', not random_0's '[0-9:]+': remove it"):
+      compare_random.compare(self.search_dir, output_dir, 2,
+                             cost_tolerance=0.3, seed=1,
+                             train_eval_flags=['--no_such_flag'])
 
   def test_extract_is_the_json_of_the_record(self):
     search_dir, searched = self.search_dir, self.searched
@@ -90,6 +102,49 @@ class CompareRandomTest(absltest.TestCase):
     self.assertLen(searched.probabilities, len(searched.indices))
     self.assertEqual(architecture.read(
         os.path.join(search_dir, 'architecture.json')), searched)
+
+  def test_extract_within_a_cost_band(self):
+    config = config_lib.read(self.search_dir)
+    target = config.rl_cost_model_target
+    argmax_cost = self.searched.estimated_cost
+    # A band the argmax is in: the argmax, recorded as such.
+    tolerance = abs(argmax_cost / target - 1) + 0.01
+    inside = extract.search_architecture(self.search_dir,
+                                         cost_tolerance=tolerance)
+    self.assertEqual(inside.indices, self.searched.indices)
+    self.assertEqual(inside.argmax_indices, self.searched.indices_string)
+    self.assertEqual(inside.cost_tolerance, tolerance)
+    # A target the argmax misses: the most likely architecture in the band.
+    moved = searches.copy_finished_search('moved')
+    stored = files.read_json(os.path.join(moved, 'config.json'))
+    stored['rl_cost_model_target'] = argmax_cost * 1.5
+    files.write_json(stored, os.path.join(moved, 'config.json'))
+    other = extract.search_architecture(moved, cost_tolerance=0.1)
+    self.assertNotEqual(other.indices, self.searched.indices)
+    self.assertEqual(other.argmax_indices, self.searched.indices_string)
+    self.assertBetween(other.estimated_cost, argmax_cost * 1.5 * 0.9,
+                       argmax_cost * 1.5 * 1.1)
+    self.assertAlmostEqual(other.estimated_cost,
+                           linear.estimate_cost_of_indices(
+                               list(other.indices), config.resolved_cost_model),
+                           places=3)
+    # Optimal at least against single changes: each change of one decision
+    # to a more likely choice leaves the band.
+    model = config.resolved_cost_model
+    for k, path in enumerate(other.probabilities):
+      probs = other.probabilities[path]
+      for choice, p in enumerate(probs):
+        if p > probs[other.indices[k]]:
+          changed = list(other.indices)
+          changed[k] = choice
+          cost = linear.estimate_cost_of_indices(changed, model)
+          self.assertFalse(argmax_cost * 1.35 <= cost <= argmax_cost * 1.65,
+                           (path, choice, cost))
+    path = os.path.join(moved, 'architecture.json')
+    architecture.write(other, path)
+    self.assertEqual(architecture.read(path), other)
+    with self.assertRaisesRegex(ValueError, r'--cost_tolerance must be in'):
+      extract.search_architecture(moved, cost_tolerance=0.0)
 
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):

@@ -8,12 +8,25 @@ search (default the latest); the search space comes from the directory's
 
   arch = extract.search_architecture('runs/demo')
   arch.indices_string, arch.estimated_cost, arch.probabilities
+
+With `cost_tolerance=T` the result is instead the most likely architecture
+whose estimated cost is within the search's target times (1 -/+ T): the
+controller's decisions are independent, so the likelihood of an index vector
+is the product of its choices' probabilities and the argmax is the most likely
+vector; `most_likely_in_band` walks the vectors from the most likely down and
+takes the first in the band (the argmax itself whenever it is in the band).
+When a decision has not settled (two filter counts at 0.42 each), the argmax
+can land one cost step off the target although the controller samples around
+it; this keeps what the controller learned and the cost the user asked for.
+
+  arch = extract.search_architecture('runs/demo', cost_tolerance=0.05)
 """
 
 from __future__ import annotations
 
+import heapq
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -28,11 +41,85 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 CONTROLLER_SCOPE = 'rl_controller/logits/'
+# How many index vectors `most_likely_in_band` costs before it gives up.
+MAX_CANDIDATES = 20000
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:
   shifted = np.exp(values - values.max())
   return shifted / shifted.sum()
+
+
+def _log_softmax(values: np.ndarray) -> np.ndarray:
+  shifted = values - values.max()
+  return shifted - np.log(np.exp(shifted).sum())
+
+
+def most_likely_in_band(logits: Sequence[np.ndarray],
+                        cost_of: Callable[[Tuple[int, ...]], float],
+                        low: float, high: float,
+                        max_candidates: int = MAX_CANDIDATES
+                        ) -> Tuple[Tuple[int, ...], int]:
+  """The most likely index vector with `low <= cost_of(vector) <= high`.
+
+  Args:
+    logits: one rank-1 array of logits per decision; the decisions are
+      independent, so a vector's log-likelihood is the sum of its choices'
+      log-softmax values.
+    cost_of: the cost of an index vector.
+    low, high: the cost band (inclusive).
+    max_candidates: how many vectors to cost before giving up.
+
+  Returns:
+    (indices, rank): the vector and its place in order of likelihood (1: the
+    argmax, first maximum on ties). Ties are broken by the choices'
+    order of likelihood and then by index, so the result is deterministic.
+
+  Raises:
+    ValueError: for an empty band, or when none of the `max_candidates` most
+      likely vectors is in it (the message gives the argmax's cost).
+  """
+  if not low <= high:
+    raise ValueError(f'most_likely_in_band: empty band [{low}, {high}]')
+  if max_candidates < 1:
+    raise ValueError(f'max_candidates must be >= 1, got {max_candidates}')
+  scores = [_log_softmax(np.asarray(v, np.float64).reshape(-1))
+            for v in logits]
+  # Each decision's choices from the most likely down (stable: index order
+  # on ties, so rank 0 everywhere is `argmax_indices`).
+  orders = [np.argsort(-s, kind='stable') for s in scores]
+  sorted_scores = [s[o] for s, o in zip(scores, orders)]
+
+  def total(ranks: Tuple[int, ...]) -> float:
+    return float(sum(s[r] for s, r in zip(sorted_scores, ranks)))
+
+  # Best-first over rank vectors: a vector's predecessors (one rank less
+  # somewhere) are at least as likely, so the heap pops in order.
+  start = (0,) * len(scores)
+  heap: List[Tuple[float, Tuple[int, ...]]] = [(-total(start), start)]
+  seen = {start}
+  argmax_cost = None
+  rank = 0
+  while heap and rank < max_candidates:
+    rank += 1
+    _, ranks = heapq.heappop(heap)
+    indices = tuple(int(o[r]) for o, r in zip(orders, ranks))
+    cost = float(cost_of(indices))
+    if argmax_cost is None:
+      argmax_cost = cost
+    if low <= cost <= high:
+      return indices, rank
+    for k in range(len(ranks)):
+      if ranks[k] + 1 < len(orders[k]):
+        child = ranks[:k] + (ranks[k] + 1,) + ranks[k + 1:]
+        if child not in seen:
+          seen.add(child)
+          heapq.heappush(heap, (-total(child), child))
+  raise ValueError(
+      f'none of the {rank} most likely architectures '
+      f'costs within [{low:.6g}, {high:.6g}] (the argmax costs '
+      f'{argmax_cost:.6g}); widen the tolerance or search with a closer '
+      'target')
 
 
 def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
@@ -78,7 +165,8 @@ def _newest_readable(model_dir: str) -> str:
   return point.checkpoint
 
 
-def search_architecture(model_dir: str, checkpoint: Optional[str] = None
+def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
+                        cost_tolerance: Optional[float] = None
                         ) -> architecture_lib.Architecture:
   """The searched architecture of `model_dir`.
 
@@ -86,11 +174,19 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None
     model_dir: a search's model directory (config.json, model_spec.json,
       checkpoints).
     checkpoint: a checkpoint path; default the directory's latest.
+    cost_tolerance: None for the argmax (the original's extraction), or T in
+      (0, 1): the most likely architecture whose estimated cost is within
+      the search's target times (1 -/+ T) (see the module doc); the record
+      then carries `cost_tolerance` and `argmax_indices`.
 
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
-      or whose files disagree.
+      or whose files disagree; a tolerance outside (0, 1); no architecture
+      in the band among the `MAX_CANDIDATES` most likely.
   """
+  if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
+    raise ValueError(f'--cost_tolerance must be in (0, 1), got '
+                     f'{cost_tolerance}')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config = config_lib.read(model_dir)
   spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
@@ -105,8 +201,23 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None
     checkpoint = _newest_readable(model_dir)
   logits = read_logits(checkpoint, spec)
   indices = reinforce.argmax_indices(logits, spec)
-  cost = cost_linear.estimate_cost_of_indices(indices,
-                                              config.resolved_cost_model)
+  model = config.resolved_cost_model
+  argmax_indices = None
+  if cost_tolerance is not None:
+    target = config.rl_cost_model_target
+    costs = {}
+
+    def cost_of(candidate: Tuple[int, ...]) -> float:
+      if candidate not in costs:
+        costs[candidate] = cost_linear.estimate_cost_of_indices(
+            list(candidate), model)
+      return costs[candidate]
+
+    argmax_indices = architecture_lib.Architecture(ssd, indices).indices_string
+    indices, _ = most_likely_in_band(
+        [logits[path] for path, _ in schema.flatten_with_paths(spec)],
+        cost_of, target * (1 - cost_tolerance), target * (1 + cost_tolerance))
+  cost = cost_linear.estimate_cost_of_indices(list(indices), model)
   global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
       'global_step'))
   return architecture_lib.Architecture(
@@ -115,11 +226,12 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None
       max_global_step=config.max_global_step,
       checkpoint=os.path.abspath(checkpoint), image_size=config.job.image_size,
       num_classes=config.job.num_classes, num_channels=config.job.num_channels,
+      cost_tolerance=cost_tolerance, argmax_indices=argmax_indices,
       probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
                      for path, v in logits.items()})
 
 
-def extract(model_dir: str, checkpoint: Optional[str] = None
-            ) -> Dict[str, Any]:
+def extract(model_dir: str, checkpoint: Optional[str] = None,
+            cost_tolerance: Optional[float] = None) -> Dict[str, Any]:
   """`search_architecture` as the JSON object of `architecture.json`."""
-  return search_architecture(model_dir, checkpoint).to_json()
+  return search_architecture(model_dir, checkpoint, cost_tolerance).to_json()

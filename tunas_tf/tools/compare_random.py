@@ -69,11 +69,29 @@ def train_command(run_dir: str, ssd: str, indices: str,
   return command + list(train_eval_flags)
 
 
+def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
+  """Refuses a finished run of `run_dir` whose architecture differs from the
+  one `command` would train (e.g. an output directory reused after the
+  searched architecture changed)."""
+  wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
+            for flag in command if flag.startswith(('--ssd=', '--indices='))}
+  path = os.path.join(run_dir, files.CONFIG_FILE)
+  stored = files.read_json(path) if os.path.exists(path) else {}
+  for key, value in wanted.items():
+    if stored.get(key) != value:
+      raise ValueError(
+          f'{run_dir} holds a finished training with {key} '
+          f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or use '
+          'another output directory')
+
+
 def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
   """Runs one `train_eval` command unless `run_dir` has its metrics; the
-  metrics dict. Raises ValueError naming the run when training fails."""
+  metrics dict. Raises ValueError naming the run when training fails, or
+  when `run_dir` holds a finished training of another architecture."""
   metrics_path = os.path.join(run_dir, METRICS_FILE)
   if os.path.exists(metrics_path):
+    _check_trained(name, command, run_dir)
     logging.info('%s: already trained (%s)', name, metrics_path)
   else:
     logging.info('%s: training in %s', name, run_dir)

@@ -15,6 +15,11 @@ writes `runs/demo/architecture.json`:
 (`tunas_tf.architecture` reads and writes it), which `train_eval
 --architecture=` and `tools/compare_random` read. The search space comes from the
 directory's `model_spec.json`, so the indices always match what was searched.
+
+`--cost_tolerance=0.05` takes instead the most likely architecture whose
+estimated cost is within 5% of the search's target (the argmax when it is;
+`search.extract` explains the choice); the file then also holds
+`cost_tolerance` and `argmax_indices`.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=flag_values)
   flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
                       "directory's latest.", flag_values=flag_values)
+  flags.DEFINE_float('cost_tolerance', None, 'If set, T in (0, 1): the most '
+                     'likely architecture whose estimated cost is within the '
+                     "search's target times (1 -/+ T), instead of the "
+                     'argmax.', flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
 
@@ -53,7 +62,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
     files.check_output_file(output, '--output')
-    result = extract_lib.search_architecture(f.model_dir, f.checkpoint)
+    result = extract_lib.search_architecture(f.model_dir, f.checkpoint,
+                                             f.cost_tolerance)
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
   architecture_lib.write(result, output)
@@ -61,6 +71,13 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         f'{result.ssd} {result.indices_string}')
   print(f'Estimated cost {report.cost_text(result.estimated_cost)} '
         f'({result.cost_model}; target {report.cost_text(result.cost_target)})')
+  if result.argmax_indices is not None:
+    if result.argmax_indices == result.indices_string:
+      print(f'The argmax is within {f.cost_tolerance:g} of the target')
+    else:
+      print(f'The argmax {result.argmax_indices} is outside '
+            f'{f.cost_tolerance:g} of the target; this is the most likely '
+            'architecture within it')
   print(f'Written to {output}')
 
 
