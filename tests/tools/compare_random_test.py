@@ -1,5 +1,7 @@
 """Tests for tools/compare_random and tools/extract_architecture on a tiny search."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -7,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 
+from absl import flags
 from absl.testing import absltest
 
 from tunas_tf import architecture
@@ -17,6 +20,7 @@ from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import compare_random
+from tunas_tf.tools import extract_architecture
 from tests.testing import searches
 from tests.testing import tiny_tfds
 
@@ -145,6 +149,22 @@ class CompareRandomTest(absltest.TestCase):
     self.assertEqual(architecture.read(path), other)
     with self.assertRaisesRegex(ValueError, r'--cost_tolerance must be in'):
       extract.search_architecture(moved, cost_tolerance=0.0)
+    # The tool writes the same record and says how much less likely it is.
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', f'--model_dir={moved}',
+            '--cost_tolerance=0.1'])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      extract_architecture.main(['extract_architecture'], values)
+    self.assertEqual(architecture.read(path), other)
+    ratio = 1.0
+    for k, probs in enumerate(other.probabilities.values()):
+      ratio *= probs[other.indices[k]] / probs[self.searched.indices[k]]
+    self.assertLess(ratio, 1.0)
+    self.assertIn(f'The argmax {self.searched.indices_string} is outside 0.1 '
+                  'of the target; this is the most likely architecture '
+                  f'within it, {ratio:.3g} times as likely', out.getvalue())
 
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):

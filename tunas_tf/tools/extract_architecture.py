@@ -52,6 +52,17 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
 
 
+def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
+  """How likely `result.indices` is against `result.argmax_indices` under the
+  controller's probabilities (decisions independent)."""
+  argmax = [int(i) for i in result.argmax_indices.split(':')]
+  ratio = 1.0
+  for probs, i, j in zip(result.probabilities.values(), result.indices,
+                         argmax):
+    ratio *= probs[i] / probs[j]
+  return ratio
+
+
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Extracts and writes the architecture; bad input exits with one line."""
   f = flag_values
@@ -77,7 +88,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     else:
       print(f'The argmax {result.argmax_indices} is outside '
             f'{f.cost_tolerance:g} of the target; this is the most likely '
-            'architecture within it')
+            'architecture within it, '
+            f'{_likelihood_ratio(result):.3g} times as likely')
   print(f'Written to {output}')
 
 
