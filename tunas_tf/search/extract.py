@@ -205,18 +205,12 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
   argmax_indices = None
   if cost_tolerance is not None:
     target = config.rl_cost_model_target
-    costs = {}
-
-    def cost_of(candidate: Tuple[int, ...]) -> float:
-      if candidate not in costs:
-        costs[candidate] = cost_linear.estimate_cost_of_indices(
-            list(candidate), model)
-      return costs[candidate]
-
-    argmax_indices = architecture_lib.Architecture(ssd, indices).indices_string
+    argmax_indices = schema.format_indices(indices)
     indices, _ = most_likely_in_band(
         [logits[path] for path, _ in schema.flatten_with_paths(spec)],
-        cost_of, target * (1 - cost_tolerance), target * (1 + cost_tolerance))
+        lambda candidate: cost_linear.estimate_cost_of_indices(
+            list(candidate), model),
+        target * (1 - cost_tolerance), target * (1 + cost_tolerance))
   cost = cost_linear.estimate_cost_of_indices(list(indices), model)
   global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
       'global_step'))

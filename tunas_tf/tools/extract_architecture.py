@@ -34,6 +34,7 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.search import extract as extract_lib
 from tunas_tf.search import report
+from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
 
@@ -55,7 +56,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
   """How likely `result.indices` is against `result.argmax_indices` under the
   controller's probabilities (decisions independent)."""
-  argmax = [int(i) for i in result.argmax_indices.split(':')]
+  argmax = schema.parse_indices(result.argmax_indices)
   ratio = 1.0
   for probs, i, j in zip(result.probabilities.values(), result.indices,
                          argmax):
