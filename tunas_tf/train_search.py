@@ -123,6 +123,12 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                      'this x train batch.', flag_values=f)
   flags.DEFINE_float('rl_delay_steps_fraction', 0.25, 'Fraction of the steps '
                      'before the controller learns.', flag_values=f)
+  flags.DEFINE_enum('supernet_sampling', config_lib.SUPERNET_SAMPLING[0],
+                    config_lib.SUPERNET_SAMPLING, 'What the shared weights '
+                    "train on: the controller's sample (the original) or "
+                    'a uniform one (every path keeps training; the '
+                    "controller's sample is still the one rewarded).",
+                    flag_values=f)
   flags.DEFINE_float('increase_ops_warmup_steps_fraction', 0.25, 'Op warm-up '
                      'length (all ops on with a probability decaying 1->0); '
                      'at most the RL delay.', flag_values=f)
@@ -259,7 +265,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       rl_cost_model_exponent=f.rl_cost_model_exponent,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,
       summarize_tag_logits=f.summarize_tag_logits,
-      replicas=f.replicas)
+      replicas=f.replicas, supernet_sampling=f.supernet_sampling)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

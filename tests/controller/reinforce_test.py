@@ -429,6 +429,52 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
                                 'Controller does not match the spec'):
       reinforce.independent_sample(_skippable_spec(), controller=controller)
 
+  def test_uniform_sample_ignores_the_controller(self):
+    # However sure the controller is, each choice is drawn 1/n (chi-square,
+    # 0.1% critical value 13.82 for 2 degrees of freedom), and nothing of
+    # the controller's is read: no variable is made.
+    spec = [OneOf((3, 5, 7), OP_TAG), OneOf((16, 32), FILTERS_TAG)]
+    controller = reinforce.Controller(spec)
+    controller.logits_by_path['0'].assign([50.0, 0.0, 0.0])
+
+    @tf.function
+    def draw(seed):
+      sampled = reinforce.uniform_sample(spec, seed=seed)
+      return sampled[0].mask, sampled[1].mask
+
+    n, counts = 1500, np.zeros(3)
+    for i in range(n):
+      op_mask, filters_mask = draw(tf.constant([i, 99], tf.int32))
+      counts += op_mask.numpy()
+      self.assertEqual(filters_mask.numpy().sum(), 1.0)
+    self.assertLess(((counts - n / 3)**2 / (n / 3)).sum(), 13.82)
+    self.assertEqual(counts.sum(), n)
+    with tf.Graph().as_default():
+      reinforce.uniform_sample(spec, 0.5, 0.5, seed=[1, 2])
+      self.assertEmpty(tf.compat.v1.global_variables())
+
+  def test_uniform_sample_is_the_untrained_controllers_sample(self):
+    # Same seed, same warm-up probabilities: the same masks as a controller
+    # with logits 0, warm-up replacements included.
+    spec = _wide_spec()
+    for seed in ([3, 7], [8, 1]):
+      sampled, _ = reinforce.independent_sample(spec, 0.5, 0.5, seed=seed)
+      uniform = reinforce.uniform_sample(spec, 0.5, 0.5, seed=seed)
+      for path, oneof in schema.flatten_with_paths(uniform):
+        self.assertAllEqual(oneof.mask, sampled[path].mask, msg=path)
+
+  def test_uniform_sample_warmup_and_single_choice(self):
+    spec = [OneOf((3, 5, 7), OP_TAG), OneOf((16, 48, 32), FILTERS_TAG),
+            OneOf((8,), FILTERS_TAG)]
+    sampled = reinforce.uniform_sample(spec, 1.0, 1.0, seed=[4, 4])
+    self.assertAllClose(sampled[0].mask, [1 / 3] * 3)
+    self.assertAllEqual(sampled[1].mask, [0.0, 1.0, 0.0])
+    self.assertAllEqual(sampled[2].mask, [1.0])
+    with self.assertRaisesRegex(ValueError, 'increase_ops_probability must'):
+      reinforce.uniform_sample(spec, 1.5)
+    with self.assertRaisesRegex(ValueError, 'seed must be None'):
+      reinforce.uniform_sample(spec, seed=[1, 2, 3])
+
 
 if __name__ == '__main__':
   tf.test.main()

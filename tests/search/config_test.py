@@ -132,7 +132,8 @@ class WriteOrCheckTest(absltest.TestCase):
     path = os.path.join(model_dir, 'config.json')
     with open(path) as f:
       stored = json.load(f)
-    for name in ('replicas', 'summarize_tag_logits', 'deterministic'):
+    for name in ('replicas', 'summarize_tag_logits', 'deterministic',
+                 'supernet_sampling'):
       del stored[name]
     with open(path, 'w') as f:
       json.dump(stored, f)
@@ -140,6 +141,10 @@ class WriteOrCheckTest(absltest.TestCase):
     self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
     with self.assertRaisesRegex(ValueError, 'replicas is 1 there and 2 now'):
       config_lib.write_or_check(self._config(model_dir, '--replicas=2'), '{}')
+    with self.assertRaisesRegex(ValueError, 'supernet_sampling is '
+                                "'controller' there and 'uniform' now"):
+      config_lib.write_or_check(
+          self._config(model_dir, '--supernet_sampling=uniform'), '{}')
 
   def test_deterministic_is_stored_and_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
@@ -214,6 +219,8 @@ class SearchConfigTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('batch', dict(train_batch_size=0), '--train_batch_size must be > 0'),
       ('mode', dict(supernet_mode='x'), "Unknown --supernet_mode 'x'"),
+      ('sampling', dict(supernet_sampling='x'),
+       "Unknown --supernet_sampling 'x'"),
       ('max_steps', dict(max_steps=0), '--max_steps must be > 0'),
       ('no_steps', dict(max_steps=None, epochs=0.01),
        'The search has no steps'),

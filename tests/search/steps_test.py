@@ -98,6 +98,41 @@ class StepsTest(absltest.TestCase):
     for t in range(2, 6):
       self.assertFalse(any(_same(run[t], run[u]) for u in range(t)), t)
 
+  def test_training_architecture_controller_or_uniform(self):
+    spec = mobile.get_search_space('digits_search')
+    original = _config()
+    self.assertEqual(original.supernet_sampling, 'controller')
+    uniform = _config('--supernet_sampling=uniform')
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      p_ops, p_filters = steps.warmup_probabilities(global_step, uniform)
+      sampled, dist_info = steps.sample_architecture(
+          spec, p_ops, p_filters, seed=steps.sample_seed(7, global_step))
+      # The original trains what the controller sampled: the same masks.
+      self.assertIs(steps.training_architecture(
+          spec, sampled, p_ops, p_filters, global_step, original), sampled)
+      trained = steps.training_architecture(
+          spec, sampled, p_ops, p_filters, global_step, uniform)
+      pairs = [(a.mask, b.mask) for a, b in
+               zip(schema.flatten(sampled), schema.flatten(trained))]
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        # The controller sure of its first choice everywhere.
+        sess.run([v.assign(tf.one_hot(0, v.shape[0], 30.0, 0.0))
+                  for v in dist_info.controller.trainable_variables])
+        runs = []
+        for t in (20, 21, 22, 23, 20):  # After the warm-ups.
+          sess.run(global_step.assign(t))
+          runs.append(sess.run(pairs))
+    multi = [i for i, (a, _) in enumerate(runs[0]) if len(a) > 1]
+    for run in runs:
+      # The controller's sample is its argmax; the uniform one is not.
+      self.assertTrue(all(run[i][0][0] == 1.0 for i in multi))
+      self.assertFalse(all(run[i][1][0] == 1.0 for i in multi))
+    # A function of (seed, step): step 20 again draws what it drew.
+    self.assertTrue(_same([b for _, b in runs[4]], [b for _, b in runs[0]]))
+    self.assertFalse(_same([b for _, b in runs[1]], [b for _, b in runs[0]]))
+
   def test_warmup_probabilities_decay_linearly(self):
     config = _config()  # 40 steps: warm-ups of 10.
     with tf.Graph().as_default():

@@ -219,6 +219,76 @@ def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
   return new_mask, new_log_prob
 
 
+def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
+               log_softmax: tf.Tensor, draws: _Draws,
+               increase_ops_probability: Probability,
+               increase_filters_probability: Probability
+               ) -> Tuple[tf.Tensor, tf.Tensor]:
+  """A OneOf's mask drawn from softmax(logits), warm-up rules applied.
+
+  Returns:
+    (mask, log_prob): the rank-1 float32 mask and its log-probability.
+  """
+  n = len(oneof.choices)
+  if n == 1:
+    mask = tf.ones([1], tf.float32)
+  else:
+    mask = tf.one_hot(draws.categorical(logits, path), n, dtype=tf.float32)
+  log_prob = tf.reduce_sum(mask * log_softmax)
+  uniform = functools.partial(draws.uniform, path)
+  if oneof.tag == schema.OP_TAG:
+    mask, log_prob = _replace_with_probability(
+        mask, log_prob, increase_ops_probability,
+        tf.fill([n], 1.0 / n), uniform)
+  elif oneof.tag == schema.FILTERS_TAG:
+    mask, log_prob = _replace_with_probability(
+        mask, log_prob, increase_filters_probability,
+        tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32),
+        uniform)
+  return mask, log_prob
+
+
+def uniform_sample(spec: Any,
+                   increase_ops_probability: Probability = None,
+                   increase_filters_probability: Probability = None,
+                   *,
+                   seed: Seed = None) -> Any:
+  """Samples an architecture uniformly: every choice of every OneOf 1/n.
+
+  No controller: the draws and the warm-up rules are those of
+  `independent_sample` with all logits 0 (its initial policy), so under the
+  same seed the two draw the same masks while the controller is untrained.
+  The search's `--supernet_sampling=uniform` trains the shared weights on
+  these samples (with a seed of their own) instead of the controller's.
+
+  Args:
+    spec: the search space.
+    increase_ops_probability: as for `independent_sample`.
+    increase_filters_probability: as for `independent_sample`.
+    seed: as for `independent_sample`.
+
+  Returns:
+    A copy of `spec` whose OneOfs carry `mask` (see `independent_sample`).
+
+  Raises:
+    ValueError: for a Python probability outside [0, 1] or a bad seed.
+  """
+  increase_ops_probability = _check_probability(increase_ops_probability,
+                                                'increase_ops_probability')
+  increase_filters_probability = _check_probability(
+      increase_filters_probability, 'increase_filters_probability')
+  draws = _Draws(_check_seed(seed))
+
+  def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
+    logits = tf.zeros([len(oneof.choices)], tf.float32)
+    mask, _ = _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits),
+                         draws, increase_ops_probability,
+                         increase_filters_probability)
+    return schema.OneOf(oneof.choices, oneof.tag, mask)
+
+  return schema.map_oneofs_with_paths(visit, spec)
+
+
 def _index_of_largest(choices: Sequence[Any]) -> int:
   """First index of max(choices) (ints, or FilterMultipliers via `<`)."""
   best = 0
@@ -312,7 +382,6 @@ def independent_sample(
   draws = _Draws(seed)
 
   def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
-    n = len(oneof.choices)
     logits = variables[path] / temperature
     logits_by_path[path] = logits
     logits_by_tag[f'{oneof.tag}_{tag_counts[oneof.tag]}'] = logits
@@ -321,21 +390,9 @@ def independent_sample(
     log_softmax = tf.nn.log_softmax(logits)
     entropies[path] = -tf.reduce_sum(
         tf.math.multiply_no_nan(log_softmax, tf.nn.softmax(logits)))
-    if n == 1:
-      mask = tf.ones([1], tf.float32)
-    else:
-      mask = tf.one_hot(draws.categorical(logits, path), n, dtype=tf.float32)
-    log_prob = tf.reduce_sum(mask * log_softmax)
-    uniform = functools.partial(draws.uniform, path)
-    if oneof.tag == schema.OP_TAG:
-      mask, log_prob = _replace_with_probability(
-          mask, log_prob, increase_ops_probability,
-          tf.fill([n], 1.0 / n), uniform)
-    elif oneof.tag == schema.FILTERS_TAG:
-      mask, log_prob = _replace_with_probability(
-          mask, log_prob, increase_filters_probability,
-          tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32),
-          uniform)
+    mask, log_prob = _draw_mask(oneof, path, logits, log_softmax, draws,
+                                increase_ops_probability,
+                                increase_filters_probability)
     masks[path] = mask
     log_probs[path] = log_prob
     return schema.OneOf(oneof.choices, oneof.tag, mask)

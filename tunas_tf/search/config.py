@@ -37,6 +37,8 @@ if TYPE_CHECKING:
   from tunas_tf.cost_model import linear
 
 BFLOAT16_MODES = precision.BFLOAT16_MODES
+# `--supernet_sampling` values, the default (the original's) first.
+SUPERNET_SAMPLING = ('controller', 'uniform')
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
@@ -74,10 +76,10 @@ class SearchConfig:
   Raises (on construction):
     ValueError: for a value outside its range (see `_check_ranges`), a
       batch larger than its data, a warm-up longer than the RL delay
-      (reference §2, guards of `run_model`), an unknown space, supernet mode
-      or reward, an empty search, a cost model that cannot be resolved for
-      the space, or replicas that are fewer than 1, on TPU, or do not split
-      the train batch.
+      (reference §2, guards of `run_model`), an unknown space, supernet
+      mode, supernet sampling or reward, an empty search, a cost model that
+      cannot be resolved for the space, or replicas that are fewer than 1,
+      on TPU, or do not split the train batch.
   """
   # Where, on what data and backend, how often to log and save.
   job: backend.JobConfig
@@ -117,6 +119,9 @@ class SearchConfig:
   # Replicas off TPU (`--replicas`; 1 on TPU, where the topology decides):
   # each samples its own architecture on train_batch_size / replicas images.
   replicas: int = 1
+  # What the shared weights train on (`--supernet_sampling`): 'controller'
+  # (the original: the sample that is rewarded) or 'uniform'.
+  supernet_sampling: str = 'controller'
 
   def __post_init__(self):
     if self.train_batch_size <= 0:
@@ -127,6 +132,10 @@ class SearchConfig:
     if self.supernet_mode not in naming.MODES:
       raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
                        f'expected one of {naming.MODES}')
+    if self.supernet_sampling not in SUPERNET_SAMPLING:
+      raise ValueError(f'Unknown --supernet_sampling '
+                       f'{self.supernet_sampling!r}; expected one of '
+                       f'{SUPERNET_SAMPLING}')
     if self.max_steps is not None and self.max_steps <= 0:
       raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
     self._check_ranges()

@@ -61,9 +61,13 @@ def make_model_fn(config: SearchConfig):
                                      input_channels=config.job.num_channels,
                                      seed=config.job.seed,
                                      compute_dtype=dtype)
-    model = steps.supernet_train_op(supernet, sampled, train_images,
+    # (With --supernet_sampling=uniform the weights train on a uniform
+    # sample; the controller's sample is still the one validated.)
+    trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
+                                          global_step, config)
+    model = steps.supernet_train_op(supernet, trained, train_images,
                                     labels['train'], global_step, config)
-    # 6. Validation accuracy of the same sample, after the update.
+    # 6. Validation accuracy of the controller's sample, after the update.
     accuracy = steps.validation_accuracy(
         supernet, sampled, valid_images, labels['validation'],
         model.train_op, model.grads, config.use_gradient_sync_barrier)

@@ -4,10 +4,14 @@
 
 1. `warmup_probabilities`   -- op / filter warm-up probabilities.
 2. `sample_architecture`    -- the controller's sample and its dist_info,
-                              drawn from `sample_seed` (seed, step, replica).
+                              drawn from `sample_seed` (seed, step, replica);
+   `training_architecture`  -- what the shared weights train on: that
+                              sample, or with `--supernet_sampling=uniform`
+                              a uniform one from its own stream.
 3. `estimate_cost`          -- the cost model on the sampled masks.
 4-5. `supernet_train_op`    -- RMSProp step on the train batch, barrier.
-6. `validation_accuracy`    -- top-1 of the sampled network after the update.
+6. `validation_accuracy`    -- top-1 of the controller's sample after the
+                              update.
 7. `reward_and_advantage`   -- reward, moving-average baseline, advantage.
 8. `controller_train_op`    -- REINFORCE with Adam; increments global_step.
 9. `host_call`              -- every scalar to TensorBoard.
@@ -47,6 +51,8 @@ LABEL_SMOOTHING = 0.1
 # replica are folded in): keeps its stream apart from other streams of the
 # same job seed (the initial weights' seeds are [seed, crc32(name)]).
 _SAMPLE_STREAM = 0x5a3b1e
+# The same for the uniform training sample of `--supernet_sampling=uniform`.
+_UNIFORM_STREAM = 0x2c7d94
 # The first datum of the assertions of `check_finite`, found again in the
 # error by `non_finite_failure`.
 _NON_FINITE = 'tunas_tf non-finite'
@@ -181,7 +187,8 @@ def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
                                  config.increase_filters_warmup_steps))
 
 
-def sample_seed(seed: int, global_step: tf.Tensor) -> tf.Tensor:
+def sample_seed(seed: int, global_step: tf.Tensor,
+                stream: int = _SAMPLE_STREAM) -> tf.Tensor:
   """The stateless seed of this step's sample on this replica.
 
   A pure function of (`seed`, the step, `replicas.replica_id()`), so that a
@@ -194,13 +201,15 @@ def sample_seed(seed: int, global_step: tf.Tensor) -> tf.Tensor:
     seed: the job's seed, a Python int in [0, 2^31 - 1].
     global_step: the scalar integer global step (variable or tensor);
       steps past 2^31 - 1 wrap (as int32).
+    stream: the seed's second word: the controller's sample by default,
+      `_UNIFORM_STREAM` for `training_architecture`'s uniform one.
 
   Returns:
     A rank-1 int32 tensor of length 2 (int32: what XLA takes).
   """
   fold_in = tf.random.experimental.stateless_fold_in
   step = tf.cast(global_step, tf.int32)
-  key = tf.constant([seed, _SAMPLE_STREAM], tf.int32)
+  key = tf.constant([seed, stream], tf.int32)
   return fold_in(fold_in(key, step), replicas.replica_id())
 
 
@@ -217,6 +226,26 @@ def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
     return reinforce.independent_sample(
         spec, increase_ops_probability=increase_ops_prob,
         increase_filters_probability=increase_filters_prob, seed=seed)
+
+
+def training_architecture(spec: Any, sampled_spec: Any,
+                          increase_ops_prob: tf.Tensor,
+                          increase_filters_prob: tf.Tensor,
+                          global_step: tf.Tensor, config: SearchConfig) -> Any:
+  """The architecture the shared weights train on this step.
+
+  `--supernet_sampling=controller` (the original): the controller's sample,
+  `sampled_spec`. `uniform`: an architecture drawn uniformly
+  (`reinforce.uniform_sample`, same warm-up rules) from its own stateless
+  stream of (seed, step, replica), so every path keeps training however
+  sure the controller grows; the controller's sample is still the one
+  validated, costed and rewarded.
+  """
+  if config.supernet_sampling == 'controller':
+    return sampled_spec
+  return reinforce.uniform_sample(
+      spec, increase_ops_prob, increase_filters_prob,
+      seed=sample_seed(config.job.seed, global_step, _UNIFORM_STREAM))
 
 
 def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
