@@ -79,7 +79,7 @@ COST_TOLERANCE = 0.05
 # the target at x0.5, so the first RL steps are all cost and lock the
 # cheapest choices in (both optional layers skipped at p >= 0.97 by step
 # 2,000), which the standalone networks pay for; the bonus keeps the
-# controller from locking in (bench/README.md, "An entropy bonus").
+# controller from locking in (bench/README.md, "Runs at `SEARCH_FLAGS` now").
 SEARCH_FLAGS = ('--max_steps=3000', '--train_batch_size=64',
                 '--rl_learning_rate=0.04', '--rl_cost_model_exponent=-0.2',
                 '--rl_entropy_regularization=2.0')
