@@ -117,6 +117,12 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                        'last step.', flag_values=f)
   flags.DEFINE_float('rl_entropy_regularization', 0.0, 'Weight of the '
                      'entropy bonus.', flag_values=f)
+  flags.DEFINE_enum('rl_entropy_schedule', config_lib.ENTROPY_SCHEDULES[0],
+                    config_lib.ENTROPY_SCHEDULES, 'How the entropy bonus '
+                    'moves: constant (the original) or linear (falls to 0 '
+                    'from the end of the RL delay to the last step, so the '
+                    'controller explores early and settles by the end).',
+                    flag_values=f)
   flags.DEFINE_float('rl_baseline_momentum', 0.95, 'Momentum of the '
                      'moving-average reward baseline.', flag_values=f)
   flags.DEFINE_float('rl_batch_size_multiplier', 4.0, 'Validation batch = '
@@ -265,7 +271,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       rl_cost_model_exponent=f.rl_cost_model_exponent,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,
       summarize_tag_logits=f.summarize_tag_logits,
-      replicas=f.replicas, supernet_sampling=f.supernet_sampling)
+      replicas=f.replicas, supernet_sampling=f.supernet_sampling,
+      rl_entropy_schedule=f.rl_entropy_schedule)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

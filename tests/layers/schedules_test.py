@@ -195,6 +195,43 @@ class RlLearningRateTest(parameterized.TestCase, tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, regex):
       schedules.rl_learning_rate(1.0, 0, delay_steps, total_steps)
 
+  @parameterized.named_parameters(
+      ('before_delay', 10, 2.0),
+      ('delay_end', 25, 2.0),
+      ('quarter', 50, 1.5),
+      ('end', 125, 0.0),
+      ('past_end', 500, 0.0),
+  )
+  def test_rl_entropy_weight_linear(self, step, expected):
+    value = schedules.rl_entropy_weight(2.0, step, 25, 125, 'linear')
+    self.assertEqual(value.dtype, tf.float32)
+    self.assertEqual(value.shape, [])
+    self.assertAllClose(value, expected)
+
+  @parameterized.parameters(0, 25, 125, 500)
+  def test_rl_entropy_weight_constant(self, step):
+    self.assertAllClose(schedules.rl_entropy_weight(2.0, step, 25, 125), 2.0)
+
+  def test_rl_entropy_weight_total_before_delay_is_off_after_delay(self):
+    # max(1, 5 - 10) = 1: full weight up to step 10, nothing from step 11.
+    self.assertAllClose(
+        schedules.rl_entropy_weight(1.0, 10, 10, 5, 'linear'), 1.0)
+    self.assertAllClose(
+        schedules.rl_entropy_weight(1.0, 11, 10, 5, 'linear'), 0.0)
+
+  def test_rl_entropy_weight_follows_a_step_variable(self):
+    step = tf.Variable(25, dtype=tf.int64)
+    weight = tf.function(lambda: schedules.rl_entropy_weight(
+        4.0, step, 25, 125, 'linear'))
+    self.assertAllClose(weight(), 4.0)
+    step.assign(100)
+    self.assertAllClose(weight(), 1.0)
+
+  def test_rl_entropy_weight_unknown_schedule_raises(self):
+    with self.assertRaisesRegex(ValueError,
+                                "Unknown entropy schedule 'cosine'"):
+      schedules.rl_entropy_weight(1.0, 0, 25, 125, 'cosine')
+
 
 if __name__ == '__main__':
   tf.test.main()

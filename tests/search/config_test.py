@@ -133,7 +133,7 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(path) as f:
       stored = json.load(f)
     for name in ('replicas', 'summarize_tag_logits', 'deterministic',
-                 'supernet_sampling'):
+                 'supernet_sampling', 'rl_entropy_schedule'):
       del stored[name]
     with open(path, 'w') as f:
       json.dump(stored, f)
@@ -145,6 +145,10 @@ class WriteOrCheckTest(absltest.TestCase):
                                 "'controller' there and 'uniform' now"):
       config_lib.write_or_check(
           self._config(model_dir, '--supernet_sampling=uniform'), '{}')
+    with self.assertRaisesRegex(ValueError, 'rl_entropy_schedule is '
+                                "'constant' there and 'linear' now"):
+      config_lib.write_or_check(
+          self._config(model_dir, '--rl_entropy_schedule=linear'), '{}')
 
   def test_deterministic_is_stored_and_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
@@ -221,6 +225,8 @@ class SearchConfigTest(parameterized.TestCase):
       ('mode', dict(supernet_mode='x'), "Unknown --supernet_mode 'x'"),
       ('sampling', dict(supernet_sampling='x'),
        "Unknown --supernet_sampling 'x'"),
+      ('entropy_schedule', dict(rl_entropy_schedule='x'),
+       "Unknown --rl_entropy_schedule 'x'"),
       ('max_steps', dict(max_steps=0), '--max_steps must be > 0'),
       ('no_steps', dict(max_steps=None, epochs=0.01),
        'The search has no steps'),

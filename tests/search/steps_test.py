@@ -276,6 +276,26 @@ class StepsTest(absltest.TestCase):
         moved = sum(float(np.abs(v).sum()) for v in sess.run(logits))
         self.assertGreater(moved, 0.0)
 
+  def test_linear_entropy_schedule_weighs_the_bonus_by_step(self):
+    config = _config('--rl_entropy_regularization=2.0',
+                     '--rl_entropy_schedule=linear')  # Delay 10 of 40 steps.
+    spec = mobile.get_search_space('digits_search')
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
+                                               tf.constant(0.0))
+      controller = steps.controller_train_op(dist_info, tf.constant(0.0),
+                                             global_step, config)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        for step, weight in ((0, 2.0), (10, 2.0), (25, 1.0), (40, 0.0)):
+          sess.run(global_step.assign(step))
+          loss, entropy = sess.run([controller.entropy_loss,
+                                    dist_info.entropy])
+          self.assertGreater(entropy, 0.0)
+          np.testing.assert_allclose(loss, -weight * entropy, rtol=1e-6,
+                                     err_msg=f'step {step}')
+
   def test_host_call_writes_every_n_steps(self):
     model_dir = tempfile.mkdtemp()
     scalars = {'a/x': tf.constant(1.5), 'b/y': tf.constant(-2.0)}

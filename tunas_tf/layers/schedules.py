@@ -1,4 +1,4 @@
-"""Step-indexed schedules: warm-up probabilities and learning rates.
+"""Step-indexed schedules: warm-up probabilities, learning rates, entropy.
 
 Every schedule is a small pure function of the global step (reference §2.2
 item 8, §2.4 and §2.8). The step is a Python int or a scalar integer tensor
@@ -188,3 +188,47 @@ def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
       tf.cast(step - delay_steps, tf.float32) /
       float(max(1, total_steps - delay_steps)))
   return learning_rate * tf.pow(10.0, progress)
+
+
+# `--rl_entropy_schedule` values, the default (the original's) first.
+ENTROPY_SCHEDULES = ('constant', 'linear')
+
+
+def rl_entropy_weight(weight: float, step: Step, delay_steps: int,
+                      total_steps: int, schedule: str = 'constant'
+                      ) -> tf.Tensor:
+  """The entropy bonus's weight at step t.
+
+  'constant' (the original): `weight` at every step. 'linear': `weight`
+  until the RL delay ends, then falling linearly to 0 at `total_steps`,
+  w(t) = weight * (1 - clip((t - D) / max(1, T - D), 0, 1)): the bonus keeps
+  the controller exploring while its first rewards are mostly cost and lets
+  it settle on an architecture by the end of the search.
+
+  Args:
+    weight: the bonus's weight (`--rl_entropy_regularization`), a Python
+      float.
+    step: the current step t, a Python int or a scalar int32/int64 Tensor.
+    delay_steps: D, the RL delay, a non-negative Python int.
+    total_steps: T, the search's last step, a non-negative Python int.
+    schedule: one of `ENTROPY_SCHEDULES`.
+
+  Returns:
+    Scalar float32 Tensor.
+
+  Raises:
+    ValueError: for an unknown `schedule`, a negative `delay_steps` or
+      `total_steps`, or a non-scalar `step`.
+    TypeError: if `step` is not an integer.
+  """
+  if schedule not in ENTROPY_SCHEDULES:
+    raise ValueError(f'Unknown entropy schedule {schedule!r}; expected one '
+                     f'of {ENTROPY_SCHEDULES}')
+  delay_steps = _non_negative_int(delay_steps, 'delay_steps')
+  total_steps = _non_negative_int(total_steps, 'total_steps')
+  step = _int64_step(step)
+  weight = tf.constant(weight, tf.float32)
+  if schedule == 'constant':
+    return weight
+  return weight * linear_decay(step - delay_steps,
+                               max(1, total_steps - delay_steps))

@@ -30,6 +30,7 @@ from tunas_tf import backend
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import precision
+from tunas_tf.layers import schedules
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 BFLOAT16_MODES = precision.BFLOAT16_MODES
 # `--supernet_sampling` values, the default (the original's) first.
 SUPERNET_SAMPLING = ('controller', 'uniform')
+# `--rl_entropy_schedule` values, the default (the original's) first.
+ENTROPY_SCHEDULES = schedules.ENTROPY_SCHEDULES
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
@@ -77,7 +80,7 @@ class SearchConfig:
     ValueError: for a value outside its range (see `_check_ranges`), a
       batch larger than its data, a warm-up longer than the RL delay
       (reference §2, guards of `run_model`), an unknown space, supernet
-      mode, supernet sampling or reward, an empty search, a cost model that
+      mode, supernet sampling, entropy schedule or reward, an empty search, a cost model that
       cannot be resolved for the space, or replicas that are fewer than 1,
       on TPU, or do not split the train batch.
   """
@@ -122,6 +125,10 @@ class SearchConfig:
   # What the shared weights train on (`--supernet_sampling`): 'controller'
   # (the original: the sample that is rewarded) or 'uniform'.
   supernet_sampling: str = 'controller'
+  # How the entropy bonus's weight moves (`--rl_entropy_schedule`):
+  # 'constant' (the original) or 'linear' (to 0 from the RL delay's end to
+  # the last step; `schedules.rl_entropy_weight`).
+  rl_entropy_schedule: str = 'constant'
 
   def __post_init__(self):
     if self.train_batch_size <= 0:
@@ -136,6 +143,10 @@ class SearchConfig:
       raise ValueError(f'Unknown --supernet_sampling '
                        f'{self.supernet_sampling!r}; expected one of '
                        f'{SUPERNET_SAMPLING}')
+    if self.rl_entropy_schedule not in ENTROPY_SCHEDULES:
+      raise ValueError(f'Unknown --rl_entropy_schedule '
+                       f'{self.rl_entropy_schedule!r}; expected one of '
+                       f'{ENTROPY_SCHEDULES}')
     if self.max_steps is not None and self.max_steps <= 0:
       raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
     self._check_ranges()

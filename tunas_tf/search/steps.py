@@ -365,16 +365,21 @@ def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
   squares, the entropy step the mean entropy gradient (`ControllerAdam`).
 
   loss = -stop_gradient(advantage) * log_prob; the entropy bonus
-  -rl_entropy_regularization * entropy is applied as a separate SGD step; the
-  learning rate is 0 before `rl_delay_steps`, then grows 10x by the end
-  (FBNet's delay, reference §2.8).
+  -w(t) * entropy is applied as a separate SGD step, w(t) the
+  `rl_entropy_regularization` weight under `rl_entropy_schedule`
+  (`schedules.rl_entropy_weight`: constant, or falling linearly to 0 after
+  the delay); the learning rate is 0 before `rl_delay_steps`, then grows 10x
+  by the end (FBNet's delay, reference §2.8).
 
   Returns:
     A `ControllerStep`.
   """
   variables = list(dist_info.controller.trainable_variables)
   empirical_loss = -tf.stop_gradient(advantage) * dist_info.sample_log_prob
-  entropy_loss = -config.rl_entropy_regularization * dist_info.entropy
+  entropy_weight = schedules.rl_entropy_weight(
+      config.rl_entropy_regularization, global_step, config.rl_delay_steps,
+      config.max_global_step, config.rl_entropy_schedule)
+  entropy_loss = -entropy_weight * dist_info.entropy
   learning_rate = schedules.rl_learning_rate(
       config.rl_learning_rate_scaled, global_step, config.rl_delay_steps,
       config.max_global_step, config.use_exponential_rl_learning_rate_schedule)
