@@ -166,6 +166,17 @@ class CompareRandomTest(absltest.TestCase):
                   'of the target; this is the most likely architecture '
                   f'within it, {ratio:.3g} times as likely', out.getvalue())
 
+  def test_summary_line(self):
+    results = [{'name': n, 'estimated_cost': 1e6, 'top1': t, 'indices': '0:1'}
+               for n, t in [('searched', 0.87), ('random_0', 0.80),
+                            ('random_1', 0.90), ('random_2', 0.85)]]
+    last = compare_random.summary(results).splitlines()[-1]
+    # Mean 0.85, sample std 0.05 (the population std would be 0.0408).
+    self.assertEqual(last, 'searched top-1 0.8700; random 0.8500 +- 0.0500 '
+                     '(n=3); the searched architecture beats 2 of 3')
+    one = compare_random.summary(results[:2]).splitlines()[-1]
+    self.assertIn('random 0.8000 +- 0.0000 (n=1)', one)
+
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):
       compare_random.compare(self.search_dir, tempfile.mkdtemp(), 0)

@@ -161,7 +161,12 @@ def compare(search_dir: str, output_dir: str, num_random: int,
 
 
 def summary(results: List[Dict[str, Any]]) -> str:
-  """A table of the runs and the searched architecture's standing."""
+  """A table of the runs and the searched architecture's standing.
+
+  The random architectures' spread is their sample standard deviation
+  (n - 1 in the denominator; 0 for one architecture), the figure
+  `bench/search_vs_random.py` reports as `random_std`.
+  """
   lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
   for r in results:
     lines.append(f"{r['name']:<12} {report.cost_text(r['estimated_cost']):>12} "
@@ -169,8 +174,9 @@ def summary(results: List[Dict[str, Any]]) -> str:
   searched = results[0]['top1']
   random_top1 = np.array([r['top1'] for r in results[1:]])
   beaten = int(np.sum(random_top1 < searched))
+  std = random_top1.std(ddof=1) if len(random_top1) > 1 else 0.0
   lines.append(f'searched top-1 {searched:.4f}; random {random_top1.mean():.4f}'
-               f' +- {random_top1.std():.4f} (n={len(random_top1)}); the '
+               f' +- {std:.4f} (n={len(random_top1)}); the '
                f'searched architecture beats {beaten} of {len(random_top1)}')
   return '\n'.join(lines)
 
