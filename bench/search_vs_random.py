@@ -79,10 +79,14 @@ COST_TOLERANCE = 0.05
 # the target at x0.5, so the first RL steps are all cost and lock the
 # cheapest choices in (both optional layers skipped at p >= 0.97 by step
 # 2,000), which the standalone networks pay for; the bonus keeps the
-# controller from locking in (bench/README.md, "Runs at `SEARCH_FLAGS` now").
+# controller from locking in. Held constant it also keeps the controller
+# diffuse to the end (x2 missed its median); falling linearly to 0 over the
+# RL steps it lets the controller settle (bench/README.md, "Runs at
+# `SEARCH_FLAGS` now").
 SEARCH_FLAGS = ('--max_steps=3000', '--train_batch_size=64',
                 '--rl_learning_rate=0.04', '--rl_cost_model_exponent=-0.2',
-                '--rl_entropy_regularization=2.0')
+                '--rl_entropy_regularization=2.0',
+                '--rl_entropy_schedule=linear')
 # One train_eval recipe for every architecture of a run.
 # 2 epochs at batch 128, peak LR 0.5 per 256: ~2 min on 2 cores for a 2.7M
 # MACs network on Fashion-MNIST (LR 0.05 / 0.165 / 0.5 / 1.0 gave 77.7 /
