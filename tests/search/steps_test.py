@@ -60,6 +60,20 @@ def _sampling_step(spec, config, seed):
   return global_step, masks, controller.train_op
 
 
+def _digits_controller(config, reward):
+  """The global step, controller distribution and train op of digits_search.
+
+  Built in the default graph: no warm-up, `reward` fed as a constant.
+  """
+  spec = mobile.get_search_space('digits_search')
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
+                                           tf.constant(0.0))
+  controller = steps.controller_train_op(dist_info, tf.constant(reward),
+                                         global_step, config)
+  return global_step, dist_info, controller
+
+
 def _same(masks, other):
   return all(np.array_equal(a, b) for a, b in zip(masks, other))
 
@@ -253,13 +267,8 @@ class StepsTest(absltest.TestCase):
 
   def test_controller_frozen_during_delay_and_single_increment(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
-    spec = mobile.get_search_space('digits_search')
     with tf.Graph().as_default():
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
-                                               tf.constant(0.0))
-      controller = steps.controller_train_op(dist_info, tf.constant(1.0),
-                                             global_step, config)
+      global_step, dist_info, controller = _digits_controller(config, 1.0)
       logits = dist_info.controller.trainable_variables
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
@@ -279,13 +288,8 @@ class StepsTest(absltest.TestCase):
   def test_linear_entropy_schedule_weighs_the_bonus_by_step(self):
     config = _config('--rl_entropy_regularization=2.0',
                      '--rl_entropy_schedule=linear')  # Delay 10 of 40 steps.
-    spec = mobile.get_search_space('digits_search')
     with tf.Graph().as_default():
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
-                                               tf.constant(0.0))
-      controller = steps.controller_train_op(dist_info, tf.constant(0.0),
-                                             global_step, config)
+      global_step, dist_info, controller = _digits_controller(config, 0.0)
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for step, weight in ((0, 2.0), (10, 2.0), (25, 1.0), (40, 0.0)):
