@@ -155,18 +155,9 @@ def noise_runs(args, searched: Dict[str, Any], output_dir: str,
 def summarise(results: Sequence[Dict[str, Any]], target: float
               ) -> Dict[str, Any]:
   """The last line's figures from [searched, random...] results."""
-  searched = float(results[0]['top1'])
-  random_top1 = np.array([float(r['top1']) for r in results[1:]])
-  return {
-      'searched_top1': searched,
-      'random_median_top1': float(np.median(random_top1)),
-      'random_mean_top1': float(random_top1.mean()),
-      'random_std': (float(random_top1.std(ddof=1))
-                     if len(random_top1) > 1 else 0.0),
-      'beats': int(np.sum(random_top1 < searched)),
-      'n': len(random_top1),
-      'cost_dev': abs(float(results[0]['estimated_cost']) / target - 1.0),
-  }
+  figures = compare_random.standing(results)
+  figures['cost_dev'] = abs(float(results[0]['estimated_cost']) / target - 1.0)
+  return figures
 
 
 def last_line(s: Dict[str, Any]) -> str:

@@ -80,9 +80,9 @@ class SearchConfig:
     ValueError: for a value outside its range (see `_check_ranges`), a
       batch larger than its data, a warm-up longer than the RL delay
       (reference §2, guards of `run_model`), an unknown space, supernet
-      mode, supernet sampling, entropy schedule or reward, an empty search, a cost model that
-      cannot be resolved for the space, or replicas that are fewer than 1,
-      on TPU, or do not split the train batch.
+      mode, supernet sampling, entropy schedule or reward, an empty search,
+      a cost model that cannot be resolved for the space, or replicas that
+      are fewer than 1, on TPU, or do not split the train batch.
   """
   # Where, on what data and backend, how often to log and save.
   job: backend.JobConfig

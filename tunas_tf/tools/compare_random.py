@@ -160,24 +160,42 @@ def compare(search_dir: str, output_dir: str, num_random: int,
   return results
 
 
-def summary(results: List[Dict[str, Any]]) -> str:
-  """A table of the runs and the searched architecture's standing.
+def standing(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+  """The searched architecture's standing among the random ones.
 
-  The random architectures' spread is their sample standard deviation
-  (n - 1 in the denominator; 0 for one architecture), the figure
-  `bench/search_vs_random.py` reports as `random_std`.
+  Args:
+    results: [searched, random...] records with a 'top1'.
+
+  Returns:
+    'searched_top1'; the random architectures' 'random_median_top1',
+    'random_mean_top1' and 'random_std', their sample standard deviation
+    (n - 1 in the denominator; 0 for one architecture); 'beats', how many
+    of them the searched one beats; 'n', how many there are.
   """
+  searched = float(results[0]['top1'])
+  random_top1 = np.array([float(r['top1']) for r in results[1:]])
+  return {
+      'searched_top1': searched,
+      'random_median_top1': float(np.median(random_top1)),
+      'random_mean_top1': float(random_top1.mean()),
+      'random_std': (float(random_top1.std(ddof=1))
+                     if len(random_top1) > 1 else 0.0),
+      'beats': int(np.sum(random_top1 < searched)),
+      'n': len(random_top1),
+  }
+
+
+def summary(results: List[Dict[str, Any]]) -> str:
+  """A table of the runs and the searched architecture's `standing`."""
   lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
   for r in results:
     lines.append(f"{r['name']:<12} {report.cost_text(r['estimated_cost']):>12} "
                  f"{r['top1']:>8.4f}  {r['indices']}")
-  searched = results[0]['top1']
-  random_top1 = np.array([r['top1'] for r in results[1:]])
-  beaten = int(np.sum(random_top1 < searched))
-  std = random_top1.std(ddof=1) if len(random_top1) > 1 else 0.0
-  lines.append(f'searched top-1 {searched:.4f}; random {random_top1.mean():.4f}'
-               f' +- {std:.4f} (n={len(random_top1)}); the '
-               f'searched architecture beats {beaten} of {len(random_top1)}')
+  s = standing(results)
+  lines.append(f"searched top-1 {s['searched_top1']:.4f}; random "
+               f"{s['random_mean_top1']:.4f} +- {s['random_std']:.4f} "
+               f"(n={s['n']}); the searched architecture beats {s['beats']} "
+               f"of {s['n']}")
   return '\n'.join(lines)
 
 
