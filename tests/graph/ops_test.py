@@ -62,6 +62,32 @@ class OpsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(y[0, 1, 1], [9.0, 18.0])  # per-channel 3x3 sums
     self.assertAllClose(y[0, 0, 0], [4.0, 8.0])
 
+  def test_dilated_conv_same_padding_keeps_the_size(self):
+    x = np.ones([1, 5, 5, 1], np.float32)
+    y, _ = _run(OpType.DEPTHWISE_CONV, x, kernel_size=3, dilations=2,
+                kernel_init='I:ones', use_bias=False)
+    # Taps at offsets -2, 0, 2: the centre sees 9 pixels, a corner 4.
+    self.assertEqual(y.shape, (1, 5, 5, 1))
+    self.assertAllClose([y[0, 2, 2, 0], y[0, 0, 0, 0]], [9.0, 4.0])
+
+  @parameterized.parameters(
+      (OpType.CONV, {'features': 1}, 2, 2),
+      (OpType.DEPTHWISE_CONV, {}, 2, 2),
+      (OpType.DEPTHWISE_CONV, {}, [1, 2], [2, 1]))
+  def test_strides_and_dilations_both_above_one_are_refused(
+      self, op_type, extra, strides, dilations):
+    # Keras refuses it; `tf.nn.depthwise_conv2d` turned a 6x6 input into
+    # 4x4 here, where every other stride-2 SAME op gives 3x3.
+    graph = ir.new_graph(['x'], ['op'], [ir.new_op(
+        'op', op_type, ['x'], op_kwargs=dict(
+            kernel_size=3, strides=strides, dilations=dilations, **extra))])
+    message = (rf"Op 'op' \({op_type.name}\): strides .* and dilations .* "
+               'cannot both be above 1')
+    with self.assertRaisesRegex(ValueError, message):  # Building.
+      model_lib.Model(graph).build([1, 6, 6, 1])
+    with self.assertRaisesRegex(ValueError, message):  # Shape inference.
+      model_lib.abstract_shapes(graph, None, [1, 6, 6, 1])
+
   def test_dense_on_last_axis_of_rank3(self):
     x = np.ones([2, 3, 4], np.float32)
     y, model = _run(OpType.DENSE, x, features=5, kernel_init='I:ones',

@@ -7,6 +7,8 @@ the op. Per type (defaults in brackets):
 * CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
   ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
   `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
+  `strides` > 1 together with `dilations` > 1 is refused (as Keras and the
+  original do; `tf.nn.depthwise_conv2d` gives a wrong SAME size for it).
   Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
 * DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
   Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
@@ -45,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -117,6 +119,17 @@ def _pair(value: Any, where: str, name: str) -> List[int]:
   return [int(value)] * 2
 
 
+def _conv_windows(kwargs: Mapping[str, Any],
+                  where: str) -> Tuple[List[int], List[int]]:
+  """A convolution's (strides, dilations); refuses both above 1."""
+  strides = _pair(kwargs.get('strides', 1), where, 'strides')
+  dilations = _pair(kwargs.get('dilations', 1), where, 'dilations')
+  if max(strides) > 1 and max(dilations) > 1:
+    raise ValueError(f'{where}: strides {strides} and dilations {dilations} '
+                     'cannot both be above 1; use one of them')
+  return strides, dilations
+
+
 def _require(kwargs: Mapping[str, Any], key: str, where: str) -> Any:
   if key not in kwargs:
     raise ValueError(f'{where}: missing required kwarg {key!r}')
@@ -166,6 +179,8 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
   kernel_init = kwargs.get('kernel_init', 'I:lecun_normal')
   bias_init = kwargs.get('bias_init', 'I:zeros')
   specs = {}
+  if op.type in (OpType.CONV, OpType.DEPTHWISE_CONV):
+    _conv_windows(kwargs, where)
   if op.type == OpType.CONV:
     cin = _channels(input_shapes[0], where, rank=4)
     features = int(_require(kwargs, 'features', where))
@@ -381,8 +396,7 @@ def _layer_norm(x, kwargs, variables):
 
 
 def _conv(op_type, x, kwargs, variables, where):
-  strides = _pair(kwargs.get('strides', 1), where, 'strides')
-  dilations = _pair(kwargs.get('dilations', 1), where, 'dilations')
+  strides, dilations = _conv_windows(kwargs, where)
   padding = _padding(kwargs, 'SAME', where)
   if op_type == OpType.CONV:
     y = tf.nn.conv2d(x, variables['kernel'], [1] + strides + [1], padding,
