@@ -17,11 +17,14 @@ on the same sample, in both modes:
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search_space import mobile
 from tests.testing import sampled_specs as helpers
+
+pytestmark = [pytest.mark.numerics, pytest.mark.bfloat16]
 
 Supernet = supernet_lib.Supernet
 LOGITS_RTOL = 0.05  # Of max |float32 logits|.

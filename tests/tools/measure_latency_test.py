@@ -10,6 +10,7 @@ from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 
 from tunas_tf import files
 from tunas_tf.cost_model import latency_csv
@@ -125,6 +126,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
 class BuildAndTimeTest(absltest.TestCase):
 
+  @pytest.mark.numerics
   def test_tflite_and_tf_compute_the_same_network(self):
     indices = random_search.sample_indices(SSD, 1, seed=5)[0]
     tflite = measure_latency.build_runner(SSD, indices, 'tflite')
@@ -132,6 +134,8 @@ class BuildAndTimeTest(absltest.TestCase):
     tflite_logits, tf_logits = tflite(), tf_run()
     self.assertEqual(tflite_logits.shape, (1, 10))
     self.assertGreater(np.abs(tf_logits).max(), 0.0)
+    # One image, inference-mode batch norm; TFLite's kernels sum in their
+    # own order: measured 3.4e-8 (oneDNN's and Eigen's kernels for TF).
     np.testing.assert_allclose(tflite_logits, tf_logits, atol=1e-4)
     median, spread = measure_latency.time_runs(tf_run, warmup_runs=1, runs=3)
     self.assertGreater(median, 0.0)
