@@ -2,8 +2,10 @@
 
 The train_eval tests share them: `search()` is the shared 8-step digits
 search (`searches.finished_search`) and its architecture; `trained()` trains
-that architecture 20 steps (with an EMA of the weights, no export), then
-resumes it to 40 (with export).
+a pinned digits_search architecture (`PINNED`, not the search's: a search
+may end elsewhere on other kernels, and this one needs no search) 20 steps
+(with an EMA of the weights, no export), then resumes it to 40 (with
+export).
 """
 
 import functools
@@ -25,6 +27,22 @@ from tests.testing import searches
 TINY = ['--train_batch_size=32', '--eval_batch_size=50',
         '--save_checkpoints_steps=10', '--log_every_steps=10',
         '--base_learning_rate=1.0', '--tpu_iterations_per_loop=5']
+
+
+# A digits_search architecture given by its indices (kernel 5 x3 and 7 x6
+# bottlenecks, one skipped layer, narrower widths). At TINY's learning rate
+# its training loss falls from ln(10) = 2.30 to 1.05-1.30 in 40 steps (the
+# mean of the last two logged steps; seeds 0-4, float32 and bfloat16,
+# Eigen's and oneDNN's kernels), while its test accuracy after 40 steps is
+# 0.15-0.41: batch norm's moving statistics (momentum 0.99) have not
+# settled, so no accuracy bound is asserted on it.
+PINNED_INDICES = '1:0:0:1:0:0:2:1:0:2:2:1:0:0:0:1:1:2'
+PINNED = ('--ssd=digits_search', f'--indices={PINNED_INDICES}')
+
+
+def training_losses(model_dir: str) -> Dict[int, float]:
+  """{step: cross-entropy of the train batch} logged by a train_eval run."""
+  return searches.events(model_dir)['model/empirical_loss']
 
 
 def parse_flags(*args) -> flags.FlagValues:
@@ -64,16 +82,16 @@ class Search(NamedTuple):
 
 
 class Trained(NamedTuple):
-  """The standalone run of `Search`'s architecture.
+  """The standalone run of the `PINNED` architecture.
 
   Fields:
-    search: the `Search`.
+    root: a fresh directory, the parent of `model_dir`, for more runs.
     model_dir: the run's model directory.
     first: the metrics after 20 steps.
     config: the config of the resumed run (40 steps).
     metrics: the metrics after 40 steps (with `export`).
   """
-  search: Search
+  root: str
   model_dir: str
   first: Dict[str, Any]
   config: TrainEvalConfig
@@ -92,11 +110,12 @@ def search() -> Search:
 
 @functools.lru_cache(maxsize=None)
 def trained() -> Trained:
-  """Trains 20 steps (with an EMA of the weights), then resumes to 40."""
-  done = search()
-  model_dir = os.path.join(done.root, 'train')
-  common = [f'--architecture={done.architecture}', f'--model_dir={model_dir}',
+  """Trains `PINNED` 20 steps (with an EMA of the weights), then resumes to
+  40. (It needs no search.)"""
+  root = tempfile.mkdtemp()
+  model_dir = os.path.join(root, 'train')
+  common = [*PINNED, f'--model_dir={model_dir}',
             '--moving_average_decay=0.9'] + TINY
   first = runner.run(config(*common, '--max_steps=20', '--noexport'))
   resumed = config(*common, '--max_steps=40')
-  return Trained(done, model_dir, first, resumed, runner.run(resumed))
+  return Trained(root, model_dir, first, resumed, runner.run(resumed))
