@@ -25,9 +25,17 @@ $(STAMP): setup.py | $(PY)
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end. The
 # suite's budget is 8 minutes on 2 cores.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
+# Then the tests that compare two code paths' numbers (marker `numerics`)
+# again under the kernels this machine does not use by default (oneDNN's or
+# Eigen's: tests/testing/other_kernels.py): other summation orders, as
+# another CPU would give, so that a tolerance fitted to one CPU fails here
+# and not on somebody else's machine.
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
+	kernels=$$($(PY) -m tests.testing.other_kernels) && \
+	  echo "The numerics tests again, with $$kernels:" && \
+	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile
 
 # The offline demo: digits, digits_search, its MACs model and rule target.
 # Running it again resumes (or, when finished, only re-extracts).

@@ -1,5 +1,9 @@
 """The installed stack keeps the properties the project depends on."""
 
+import os
+import subprocess
+import sys
+
 from absl.testing import absltest
 from google.protobuf.internal import api_implementation
 
@@ -11,6 +15,16 @@ class StackTest(absltest.TestCase):
     # search's start ~3x slower: every graph serialisation ran in Python
     # (bench/search_startup.py). setup.py pins a compiled one.
     self.assertNotEqual(api_implementation.Type(), 'python')
+
+  def test_other_kernels_names_the_setting_not_in_force(self):
+    # `make test` reruns the numerics tests with what this prints.
+    for setting, other in (('0', '1'), ('1', '0')):
+      out = subprocess.run(
+          [sys.executable, '-m', 'tests.testing.other_kernels'],
+          env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting,
+                   TF_CPP_MIN_LOG_LEVEL='3'),
+          capture_output=True, text=True, check=True)
+      self.assertEqual(out.stdout, f'TF_ENABLE_ONEDNN_OPTS={other}\n')
 
 
 if __name__ == '__main__':
