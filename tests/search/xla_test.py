@@ -11,15 +11,16 @@ real model_fn (`search.runner.make_model_fn`, masked mode, off TPU):
   value is a tensor made inside such a context is refused; the controller's
   logits and Adam slots were);
 * traced in an XLA context and lowered by tf2xla to HLO (`jit_compile=True`,
-  `experimental_get_compiler_ir(stage='hlo')`) for
-  `proxylessnas_enlarged_search` (every kind of decision; the other spaces
-  use a subset of its ops) in bfloat16 at batch 2: every op has an XLA kernel, every shape
+  `experimental_get_compiler_ir(stage='hlo')`) for `digits_search` (every
+  kind of decision, and the same 90 op types in its step's graph as
+  `proxylessnas_enlarged_search`, which took 6 times as long to lower) in
+  bfloat16 at batch 2: every op has an XLA kernel, every shape
   is static, 64-bit integers appear only as scalars (the global step) and
   as the stateless random ops' two-word counters, which TPUs emulate, and
   the controller samples with stateless ops. The CPU backend's own code
   generation is not run: it is not what a TPU runs, and on these spaces it
   is slow and large (3.5 min and 5 GB for digits_search; cifar_search
-  passed 23 GB; README "bfloat16 and XLA"). About 2 min on 2 busy cores.
+  passed 23 GB; README "bfloat16 and XLA"). About 25 s on 2 busy cores.
 """
 
 import tempfile
@@ -124,13 +125,12 @@ class XlaTest(absltest.TestCase):
     self.assertEqual(loss.dtype, tf.float32)
 
   def test_per_replica_step_lowers_to_hlo(self):
-    # The largest space with both kinds of decision (ProxylessNAS ops and
-    # searched widths) at 32x32: 5 stride-2 stages leave a 1x1 map; the
-    # layers and choices are the space's own. In bfloat16, as TPU's `ontpu`
+    # Both kinds of decision (ProxylessNAS ops with skippable layers, and
+    # searched widths) at the space's own 8x8. In bfloat16, as TPU's `ontpu`
     # computes (float32 lowers the same ops with float32 shapes).
-    ssd = 'proxylessnas_enlarged_search'
-    self.assertEqual(mobile.get_image_size(ssd), 224)
-    module = lower_to_hlo(_config(ssd, 32, 2, '--use_bfloat16=true'))
+    ssd = 'digits_search'
+    module = lower_to_hlo(_config(ssd, mobile.get_image_size(ssd), 2,
+                                  '--use_bfloat16=true'))
     opcodes, op_types, vector_s64, bf16_convolutions = set(), set(), [], 0
     for instruction in _instructions(module):
       opcodes.add(instruction.opcode)
