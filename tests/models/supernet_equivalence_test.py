@@ -112,8 +112,9 @@ def _copy_weights(source: Supernet, target: Supernet) -> None:
     variable.assign(values[name][tuple(slice(0, d) for d in variable.shape)])
 
 
-def _run(net, spec, masks, images, use_tf_function=False):
-  """Logits, regulariser and {name: gradient} of sum(logits * w) + reg."""
+def _step(net, spec, use_tf_function=False):
+  """run(masks, images) -> logits, regulariser and {name: gradient} of
+  sum(logits * w) + reg; traced once when `use_tf_function`."""
 
   def step(masks, images):
     sampled = helpers.attach(spec, masks)
@@ -128,10 +129,19 @@ def _run(net, spec, masks, images, use_tf_function=False):
 
   if use_tf_function:
     step = tf.function(step)
-  logits, reg, grads = step(
-      {k: tf.constant(v) for k, v in masks.items()}, images)
   names = list(net.variables_by_name())
-  return logits, reg, dict(zip(names, grads))
+
+  def run(masks, images):
+    logits, reg, grads = step(
+        {k: tf.constant(v) for k, v in masks.items()}, images)
+    return logits, reg, dict(zip(names, grads))
+
+  return run
+
+
+def _run(net, spec, masks, images, use_tf_function=False):
+  """`_step`'s results for one call."""
+  return _step(net, spec, use_tf_function)(masks, images)
 
 
 def _nan_outside(supernet: Supernet, fixed: Supernet) -> None:
@@ -209,16 +219,18 @@ class SampledSkipsUnchosenWorkTest(tf.test.TestCase):
       net = Supernet(spec, 10, mode=mode, input_channels=channels, seed=11)
       _copy_weights(net, fixed)
       expected = fixed(pruned, images, training=True)
-      logits, reg, grads = _run(net, spec, masks, images, use_tf_function)
+      run = _step(net, spec, use_tf_function and mode == 'sampled')
+      logits, reg, grads = run(masks, images)
       # A one-hot sample is the standalone net with inherited weights.
       self.assertAllClose(logits, expected, rtol=0, atol=LOGITS_TOL, msg=mode)
     fixed_reg = fixed.regularization_loss(pruned, WEIGHT_DECAY)
     self.assertAllClose(reg, fixed_reg, rtol=REGULARIZER_RTOL, atol=0)
     # `net` is the sampled-mode supernet: poison what it must not read. Its
     # logits, regulariser and gradients are then the same bits (exact: the
-    # same ops read the same values), and finite.
+    # same ops, or the same traced function, read the same values), and
+    # finite.
     _nan_outside(net, fixed)
-    poisoned = _run(net, spec, masks, images, use_tf_function)
+    poisoned = run(masks, images)
     self.assertAllEqual(poisoned[0], logits)
     self.assertEqual(float(poisoned[1]), float(reg))
     self.assertEqual(sorted(poisoned[2]), sorted(grads))
