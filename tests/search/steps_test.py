@@ -499,8 +499,7 @@ class ReplicatedStepsTest(absltest.TestCase):
       want = (-lr[0] * np.sqrt(1 - b2) * mean_g /
               (np.sqrt((1 - b2) * mean_g2) + eps))
       # float32 Adam against the float64 formula, a few roundings of ~6e-8
-      # each (measured 6e-6 relative at most, where the mean gradient is
-      # small against its root mean square).
+      # each: measured at 6% of this bound.
       for copy in zip(*logits):  # Each replica's copy of every variable.
         np.testing.assert_allclose(np.concatenate(copy), want, rtol=1e-4,
                                    atol=1e-7)
