@@ -1,6 +1,9 @@
 # The two set-up commands of the README. Both create the virtualenv if it is
-# missing and (re)install the package when setup.py changes.
-PYTHON ?= python3.11
+# missing and (re)install the package when setup.py changes. Python 3.11, or
+# else 3.10 (a Cloud TPU VM's), the first that runs (a pyenv shim may exist
+# without its interpreter).
+PYTHON ?= $(or $(shell for p in python3.11 python3.10; do \
+	$$p -c '' 2>/dev/null && echo $$p && break; done),python3.11)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

@@ -3,8 +3,11 @@
 import setuptools
 
 INSTALL_REQUIRES = [
-    'tensorflow==2.15.1',
-    'tensorflow-estimator==2.15.0',
+    # Any TF 2.15 (TPUEstimator's last release): an installed build of it, as
+    # a Cloud TPU VM's own TPU build, satisfies this and is kept, never
+    # replaced by the CPU/GPU wheel from the package index.
+    'tensorflow>=2.15,<2.16',
+    'tensorflow-estimator>=2.15,<2.16',
     'tensorflow-datasets==4.9.10',
     # tensorflow-metadata>=1.18 needs protobuf 5, which TF 2.15 refuses.
     'tensorflow-metadata<1.18',
@@ -32,7 +35,9 @@ setuptools.setup(
     name='tunas_tf',
     version='0.1.0',
     description=__doc__,
-    python_requires='>=3.11,<3.12',
+    # 3.10: the Python of Cloud TPU VMs' TF 2.15 images; TF 2.15 has no
+    # wheels past 3.11.
+    python_requires='>=3.10,<3.12',
     packages=setuptools.find_packages(include=['tunas_tf', 'tunas_tf.*']),
     package_data={'tunas_tf': ['cost_model/data/*.json', 'configs/*.cfg']},
     install_requires=INSTALL_REQUIRES,
