@@ -13,7 +13,7 @@ export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: test search clean-venv
+.PHONY: test check-py310 search clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,32 @@ test: $(STAMP)
 	kernels=$$($(PY) -m tests.testing.other_kernels) && \
 	  echo "The numerics tests again, with $$kernels:" && \
 	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile
+
+# Python 3.10, a Cloud TPU VM's Python, where this machine has one (on PATH,
+# or a pyenv version): the package in its own virtualenv, an 8-step search
+# and its extraction, and the fast tests. Says so and passes where there is
+# none. CI runs it after `test`.
+PY310 ?= $(firstword $(shell for p in python3.10 \
+	$$(ls -d $$(pyenv root 2>/dev/null)/versions/3.10*/bin/python3.10 \
+	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done))
+VENV310 ?= .venv310
+
+check-py310:
+	@if [ -z "$(PY310)" ]; then \
+	  echo "check-py310: skipped, this machine has no Python 3.10"; exit 0; fi; \
+	set -e; echo "check-py310: $(PY310) ($$($(PY310) --version))"; \
+	test -x $(VENV310)/bin/python || $(PY310) -m venv $(VENV310); \
+	$(VENV310)/bin/python -m pip install --quiet --upgrade pip; \
+	$(VENV310)/bin/python -m pip install --quiet -e '.[test]'; \
+	dir=$$(mktemp -d); \
+	$(VENV310)/bin/python -m tunas_tf.train_search --model_dir=$$dir/search \
+	  --max_steps=8 --train_batch_size=16 --rl_delay_steps_fraction=0.5 \
+	  --tpu_iterations_per_loop=2 --save_checkpoints_steps=4; \
+	$(VENV310)/bin/python -m tunas_tf.tools.extract_architecture \
+	  --model_dir=$$dir/search; \
+	rm -rf $$dir; \
+	$(VENV310)/bin/python -m pytest -q -n 2 --dist loadfile tests/search_space \
+	  tests/controller tests/cost_model tests/layers tests/graph
 
 # The offline demo: digits, digits_search, its MACs model and rule target.
 # Running it again resumes (or, when finished, only re-extracts).
