@@ -18,10 +18,12 @@ INSTALL_REQUIRES = [
     # protobuf 3.x has no binary wheel for Python 3.11: its pure-Python
     # implementation made a search start ~3x slower (graph serialisation).
     'protobuf>=4.25,<5',
-    # Resolves a Cloud TPU by name through TF's bundled Cloud TPU client.
-    # (cloud-tpu-client 0.10 pins google-api-python-client 1.8, which holds
-    # protobuf below 4.)
+    # The Cloud TPU API service that `cloud_tpu` hands TF's bundled Cloud TPU
+    # client (which would build one with oauth2client, deprecated since 2017;
+    # cloud-tpu-client 0.10 pins google-api-python-client 1.8, which holds
+    # protobuf below 4), with google-auth's application-default credentials.
     'google-api-python-client>=2,<3',
+    'google-auth>=2,<3',
     # 2.28+ warns at every import that Python 3.11 will lose support.
     'google-api-core<2.28',
     'scikit-learn>=1.3,<1.7',

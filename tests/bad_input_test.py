@@ -145,6 +145,27 @@ def _both(*prepares: Callable[[str], None]) -> Callable[[str], None]:
   return prepare
 
 
+# TPU refusals, the same for both binaries (`cloud_tpu`): the rows run
+# offline (no network), so a name cannot be looked up.
+_TPU_ROWS = [
+    ('tpu_local', ['--tpu=local'], r'--tpu=local: this machine has no TPU '
+     r'\(no /dev/accel\* or /dev/vfio device\)'),
+    ('tpu_name_offline', ['--tpu=no-such-tpu'],
+     r'--tpu=no-such-tpu: cannot find its project and zone \(.*\); give '
+     r'--gcp_project and --tpu_zone$'),
+    # No credentials here; with some, the API cannot be reached offline.
+    ('tpu_name_no_api', ['--tpu=no-such-tpu', '--gcp_project=p',
+                         '--tpu_zone=z'],
+     r'--tpu=no-such-tpu: (no Google Cloud credentials|the Cloud TPU API '
+     r'cannot look it up in project p, zone z)'),
+    ('tpu_silent_address', ['--tpu=grpc://127.0.0.1:1'],
+     r'--tpu=grpc://127.0.0.1:1: no TPU answers there \(.*\); check the '
+     r'address'),
+    ('tpu_malformed_address', ['--tpu=grpc://10.0.0.2'],
+     r'--tpu=grpc://10.0.0.2 is not an address grpc://HOST:PORT'),
+]
+
+
 # (name, binary, args, pattern of the last line, prepare). Args may hold
 # {root}. train_search rows run the short search's flags unless they give
 # --max_steps or a model dir of their own.
@@ -390,11 +411,11 @@ def _merge(base: List[str], args: List[str]) -> List[str]:
 def _rows() -> List[Tuple]:
   """The table as named_parameters: (name, binary, args, pattern, prepare)."""
   rows = []
-  for name, args, pattern, *prepare in _SEARCH_ROWS:
+  for name, args, pattern, *prepare in _SEARCH_ROWS + _TPU_ROWS:
     rows.append((f'train_search_{name}', 'train_search',
                  _merge([_RUN, *_SHORT], args), pattern,
                  prepare[0] if prepare else None))
-  for name, args, pattern, *prepare in _TRAIN_EVAL_ROWS:
+  for name, args, pattern, *prepare in _TRAIN_EVAL_ROWS + _TPU_ROWS:
     base = [_RUN]
     if not any(_name(a) in ('architecture', 'ssd') for a in args):
       base.append(f'--indices={_ZEROS}')
@@ -478,6 +499,14 @@ class BadInputTest(parameterized.TestCase):
         ('train_eval', [f'--model_dir={root}/run', f'--indices={_ZEROS}',
                         '--momentum=-3'],
          'train_eval: --momentum must be in [0, 1), got -3.0'),
+        ('train_search', [f'--model_dir={root}/run', '--tpu=local'],
+         'train_search: --tpu=local: this machine has no TPU (no /dev/accel* '
+         "or /dev/vfio device); it names a Cloud TPU VM's own TPU: run on "
+         'the TPU VM, or give the TPU by name'),
+        ('train_eval', [f'--model_dir={root}/run', f'--indices={_ZEROS}',
+                        '--tpu=grpc://10.0.0.2'],
+         'train_eval: --tpu=grpc://10.0.0.2 is not an address '
+         'grpc://HOST:PORT (e.g. grpc://10.0.0.2:8470)'),
         ('train_search', ['--ssd=no_such_space'],
          'Pass --helpshort or --helpfull to see help on flags.'),
     ]

@@ -1,7 +1,7 @@
 """What the search and train_eval share: the `JobConfig` and the Estimator.
 
-Both run their model_fn on `TPUEstimator`: on Cloud TPU with `--tpu=NAME`
-(resolved by `TPUClusterResolver`), and with `use_tpu=False` on CPU/GPU.
+Both run their model_fn on `TPUEstimator`: on Cloud TPU with `--tpu=local`
+or `--tpu=NAME` (`cloud_tpu.resolve`), and with `use_tpu=False` on CPU/GPU.
 The flags that fill a `JobConfig` live in `tunas_tf.flags` (entry points
 only).
 """
@@ -46,7 +46,8 @@ class JobConfig:
     num_channels: image channels of the dataset.
     seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
     use_tpu: run on TPU (`tpu` names it).
-    tpu: Cloud TPU name or grpc://ip:port ('' off TPU).
+    tpu: 'local' (a TPU VM's own TPU), a Cloud TPU name or grpc://HOST:PORT
+      ('' off TPU); see `cloud_tpu`.
     tpu_zone: TPU zone, or None.
     gcp_project: GCP project, or None.
     tpu_iterations_per_loop: steps per TPU loop; also the summary cadence.
@@ -230,19 +231,17 @@ def summaries_only_eval_events(job: JobConfig) -> None:
 
 
 def tpu_cluster(job: JobConfig):
-  """The `TPUClusterResolver` of `job.tpu` (None off TPU).
+  """The `TPUClusterResolver` of `job.tpu` (None off TPU), resolved once per
+  process: every lookup the Estimator makes later has succeeded
+  (`cloud_tpu.resolve`).
 
   Raises:
-    ValueError: when the TPU name cannot be resolved (one line).
+    ValueError: one line naming the TPU, what failed and what to check.
   """
   if not job.use_tpu:
     return None
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    return tf.distribute.cluster_resolver.TPUClusterResolver(
-        job.tpu, zone=job.tpu_zone, project=job.gcp_project)
-  except Exception as e:  # The resolver raises several kinds of errors.
-    raise ValueError(f'Cannot resolve TPU {job.tpu!r}: {e}') from None
+  from tunas_tf import cloud_tpu  # pylint: disable=g-import-not-at-top
+  return cloud_tpu.cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)
 
 
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,

@@ -95,10 +95,15 @@ def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
 
 def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
   """--tpu, --tpu_zone, --gcp_project, --use_tpu, --tpu_iterations_per_loop."""
-  flags.DEFINE_string('tpu', '', 'Cloud TPU name or grpc://ip:port; implies '
+  flags.DEFINE_string('tpu', '', "local: the TPU of this Cloud TPU VM (one "
+                      'host); NAME: a TPU by name through the Cloud TPU API '
+                      '(a pod slice: run on worker 0); or grpc://HOST:PORT. '
+                      'Checked before anything is written. Implies '
                       '--use_tpu.', flag_values=f)
-  flags.DEFINE_string('tpu_zone', None, 'TPU zone.', flag_values=f)
-  flags.DEFINE_string('gcp_project', None, 'GCP project.', flag_values=f)
+  flags.DEFINE_string('tpu_zone', None, "The named TPU's zone; default the "
+                      "VM's.", flag_values=f)
+  flags.DEFINE_string('gcp_project', None, "The named TPU's project; default "
+                      "the VM's.", flag_values=f)
   flags.DEFINE_boolean('use_tpu', None, 'Run on TPU; default: whether --tpu is '
                        'set.', flag_values=f)
   flags.DEFINE_integer('tpu_iterations_per_loop', iterations_per_loop,

@@ -9,7 +9,7 @@ for a laptop CPU:
 The original's ImageNet recipes ship as flagfiles (`tunas_tf/configs/`):
 
   python -m tunas_tf.train_search --flagfile=tunas_tf/configs/proxylessnas_search.cfg \
-      --tpu=my-tpu --model_dir=gs://bucket/search --data_dir=gs://bucket/tfds
+      --tpu=local --model_dir=gs://bucket/search --data_dir=gs://bucket/tfds
 
 The model directory receives `config.json`, `model_spec.json`, checkpoints
 and TensorBoard event files; a killed search started again with the same

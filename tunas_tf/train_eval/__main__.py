@@ -34,7 +34,7 @@ norm on batch statistics, as during the search):
 A reference model on a TFDS dataset:
 
   python -m tunas_tf.train_eval --ssd=mobilenet_v2 --indices= \
-      --dataset=imagenet2012 --data_dir=gs://bucket/tfds --tpu=my-tpu \
+      --dataset=imagenet2012 --data_dir=gs://bucket/tfds --tpu=local \
       --model_dir=gs://bucket/mnv2 --train_batch_size=4096 --epochs=360 \
       --eval_split=validation --num_classes=1001 --image_size=224
 

@@ -1,0 +1,206 @@
+"""Finding the TPU a run names (`--tpu`), every failure in one line.
+
+Three ways to name a TPU:
+
+- `local`: the TPU of this machine, a Cloud TPU VM (the way on a TPU VM
+  with one host). The machine must have TPU devices (`/dev/accel*` on
+  v2-v4, `/dev/vfio/N` on later generations).
+- `grpc://HOST:PORT`: a TPU worker's address (the TPU Nodes of old, which
+  reached end of life in 2025). A TCP connection must open within seconds.
+- `NAME`: a TPU by name, through the Cloud TPU API (needed for a pod slice,
+  whose hosts TF finds by the name; run on worker 0). The project and zone
+  come from `--gcp_project` and `--tpu_zone`, or from the VM's metadata
+  server; the credentials are Google's application-default ones
+  (`google.auth.default`: the VM's service account on a Cloud VM). The TPU
+  must be READY.
+
+TF 2.15's bundled Cloud TPU client builds its API service with
+`oauth2client`, a library deprecated since 2017 that is not installed here;
+given a service it uses that one. So `api_service` builds it with
+`google-auth` and `google-api-python-client` (both in setup.py; the client
+ships the TPU API's discovery document, so building needs no network) and
+`resolve` hands it to the resolver.
+
+`resolve` does every lookup the Estimator would do later, so a TPU that
+cannot be used is refused before a run writes anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import re
+import socket
+import urllib.error
+import urllib.request
+from typing import Any, Optional, Tuple
+
+LOCAL = 'local'
+_GRPC = 'grpc://'
+# The devices of a TPU VM: /dev/accel0.. (v2-v4), /dev/vfio/0.. (v5e on).
+_DEVICE_PATTERNS = ('/dev/accel[0-9]*', '/dev/vfio/[0-9]*')
+_METADATA_URL = 'http://metadata.google.internal/computeMetadata/v1/'
+_TIMEOUT_S = 5.0
+
+
+class TpuError(ValueError):
+  """A TPU that cannot be used; its message is one line naming it."""
+
+
+def _first_line(error: BaseException) -> str:
+  text = ' '.join(str(error).split())
+  return text or type(error).__name__
+
+
+def local_devices(patterns=_DEVICE_PATTERNS) -> list:
+  """The TPU device files of this machine."""
+  return sorted(path for pattern in patterns for path in glob.glob(pattern))
+
+
+def parse_address(tpu: str) -> Tuple[str, int]:
+  """(host, port) of `grpc://HOST:PORT`.
+
+  Raises:
+    TpuError: for an address without a host or a numeric port.
+  """
+  rest = tpu[len(_GRPC):]
+  host, sep, port = rest.rpartition(':')
+  if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise TpuError(f'--tpu={tpu} is not an address grpc://HOST:PORT (e.g. '
+                   'grpc://10.0.0.2:8470)')
+  return host, int(port)
+
+
+def _check_reachable(tpu: str, timeout: float) -> None:
+  host, port = parse_address(tpu)
+  try:
+    socket.create_connection((host, port), timeout=timeout).close()
+  except OSError as e:
+    raise TpuError(
+        f'--tpu={tpu}: no TPU answers there ({_first_line(e)}); check the '
+        'address and that the TPU is up (TPU Nodes reached end of life in '
+        '2025: on a TPU VM use --tpu=local)') from None
+
+
+def _metadata(path: str, timeout: float) -> str:
+  request = urllib.request.Request(_METADATA_URL + path,
+                                   headers={'Metadata-Flavor': 'Google'})
+  with urllib.request.urlopen(request, timeout=timeout) as response:
+    return response.read().decode('utf-8')
+
+
+def _project_and_zone(tpu: str, project: Optional[str], zone: Optional[str],
+                      timeout: float) -> Tuple[str, str]:
+  """The given project and zone, the missing ones from the VM's metadata."""
+  try:
+    if not project:
+      project = _metadata('project/project-id', timeout)
+    if not zone:
+      zone = _metadata('instance/zone', timeout).split('/')[-1]
+  except (OSError, urllib.error.URLError) as e:
+    raise TpuError(
+        f'--tpu={tpu}: cannot find its project and zone ({_first_line(e)} '
+        'from the metadata server: this is not a Google Cloud VM); give '
+        '--gcp_project and --tpu_zone') from None
+  return project, zone
+
+
+def api_service(tpu: str, credentials: Any = None, http: Any = None):
+  """The Cloud TPU API (v1) service, built with google-auth credentials.
+
+  Args:
+    tpu: the TPU's name, for the error.
+    credentials: google-auth credentials; default `google.auth.default()`.
+    http: an `httplib2.Http` to use instead of credentials (tests pass a
+      `googleapiclient.http.HttpMockSequence`).
+
+  Raises:
+    TpuError: when there are no application-default credentials.
+  """
+  from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
+  if http is None and credentials is None:
+    import google.auth  # pylint: disable=g-import-not-at-top
+    import google.auth.exceptions  # pylint: disable=g-import-not-at-top
+    try:
+      credentials, _ = google.auth.default(
+          scopes=['https://www.googleapis.com/auth/cloud-platform'])
+    except google.auth.exceptions.GoogleAuthError as e:
+      raise TpuError(
+          f'--tpu={tpu}: no Google Cloud credentials ({_first_line(e)}); on '
+          'a Cloud VM its service account provides them, elsewhere run '
+          '`gcloud auth application-default login`') from None
+  return discovery.build('tpu', 'v1', credentials=credentials, http=http,
+                         cache_discovery=False, static_discovery=True)
+
+
+def resolve(tpu: str, zone: Optional[str] = None,
+            project: Optional[str] = None, *, service: Any = None,
+            timeout: float = _TIMEOUT_S):
+  """The `TPUClusterResolver` of `tpu`, after every lookup succeeded.
+
+  Args:
+    tpu: 'local', 'grpc://HOST:PORT' or a Cloud TPU name.
+    zone: the TPU's zone (a name only), or None for the VM's.
+    project: the TPU's project (a name only), or None for the VM's.
+    service: the Cloud TPU API service (default `api_service(tpu)`).
+    timeout: seconds to wait for a network answer.
+
+  Raises:
+    TpuError: one line naming the TPU, what failed and what to check: no
+      TPU on this machine, a malformed or silent address, no project or
+      zone, no credentials, a name the API does not know, a TPU that is
+      not READY.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  resolver_type = tf.distribute.cluster_resolver.TPUClusterResolver
+  if tpu == LOCAL:
+    if not local_devices():
+      raise TpuError(
+          '--tpu=local: this machine has no TPU (no /dev/accel* or /dev/vfio '
+          "device); it names a Cloud TPU VM's own TPU: run on the TPU VM, or "
+          'give the TPU by name')
+    return resolver_type(LOCAL)
+  if tpu.startswith(_GRPC):
+    _check_reachable(tpu, timeout)
+    return resolver_type(tpu)
+  if '://' in tpu or '/' in tpu or not tpu.strip():
+    raise TpuError(f'--tpu={tpu!r} is neither local, grpc://HOST:PORT nor a '
+                   'TPU name')
+  project, zone = _project_and_zone(tpu, project, zone, timeout)
+  where = f'project {project}, zone {zone}'
+  if service is None:
+    service = api_service(tpu)
+  try:
+    resolver = resolver_type(tpu, zone=zone, project=project, service=service)
+    resolver.cluster_spec()  # Looks the TPU up; checks that it is READY.
+  except RuntimeError as e:  # TF's client: 'TPU "x" is not yet ready ...'.
+    raise TpuError(
+        f'--tpu={tpu} ({where}) is not READY: {_first_line(e)}; wait for it '
+        f'or check it with `gcloud compute tpus tpu-vm describe {tpu} '
+        f'--zone={zone}`') from None
+  except Exception as e:  # pylint: disable=broad-except
+    # TF's client wraps every API error (unknown name, no permission, no
+    # network) in a ValueError whose text ends with the API's answer.
+    raise TpuError(
+        f'--tpu={tpu}: the Cloud TPU API cannot look it up in {where} '
+        f'({_api_reason(e)}); check the name, zone and project (`gcloud '
+        f'compute tpus tpu-vm list --zone={zone}`), the credentials and the '
+        'network') from None
+  return resolver
+
+
+def _api_reason(error: Exception) -> str:
+  """The API's own words from TF's wrapped error, else its first line."""
+  text = _first_line(error)
+  # An HttpError reads '<HttpError 404 when requesting URL returned "why".
+  # Details: ...>'.
+  match = re.search(r'<HttpError (\d+) .*? returned "([^"]*)"', text)
+  if match:
+    return f'HTTP {match.group(1)}: {match.group(2)}'
+  return text.split('Exception: ', 1)[-1][:300]
+
+
+@functools.lru_cache(maxsize=None)
+def cached_resolve(tpu: str, zone: Optional[str], project: Optional[str]):
+  """`resolve`, once per process for each (tpu, zone, project)."""
+  return resolve(tpu, zone, project)
