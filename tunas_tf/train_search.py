@@ -284,12 +284,16 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """
   if len(argv) > 1:
     sys.exit(f'train_search: unexpected arguments {argv[1:]}')
+  from tunas_tf import preemption  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
   try:
     config = config_from_flags(flag_values)
     runner.run_search(config)
   except ValueError as e:
     sys.exit('train_search: ' + ' '.join(str(e).split()))
+  except preemption.Stopped as e:
+    print(f'train_search: {e}', file=sys.stderr)
+    return preemption.EXIT_CODE
   return 0
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -15,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import architecture
+from tunas_tf import preemption
 from tunas_tf.controller import reinforce
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
@@ -335,29 +337,86 @@ class CommandLineTest(absltest.TestCase):
       process.wait()
     return _global_step(model_dir)
 
-  def test_killed_twice_ends_bit_identical_to_an_uninterrupted_run(self):
+  def _stop_after_step(self, cmd, step, while_building=None):
+    """Runs `cmd`, SIGTERMs it once it has logged `step`; (its stderr, the
+    seconds from the signal to its exit). While it builds its graph (it
+    holds the directory then) it is paused and `while_building(pid)` runs.
+    """
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True,
+                               env=searches.QUIET)
+    lines, signalled = [], None
+    try:
+      for line in process.stderr:
+        lines.append(line)
+        if while_building and 'building the search graph' in line:
+          process.send_signal(signal.SIGSTOP)
+          try:
+            while_building(process.pid)
+          finally:
+            process.send_signal(signal.SIGCONT)
+        if signalled is None and f'step {step}/' in line:
+          process.send_signal(signal.SIGTERM)
+          signalled = time.time()
+      process.wait(timeout=300)
+    finally:
+      if process.poll() is None:
+        process.kill()
+    self.assertIsNotNone(signalled, ''.join(lines[-20:]))
+    self.assertEqual(process.returncode, preemption.EXIT_CODE,
+                     ''.join(lines[-20:]))
+    return ''.join(lines), time.time() - signalled
+
+  def test_killed_then_preempted_ends_bit_identical_to_an_uninterrupted_run(
+      self):
     # The shared finished search (SHORT_SEARCH_FLAGS --deterministic: RL
     # delay 4 of 8 steps) is the uninterrupted run. This one saves every
-    # step, is killed after a checkpoint at a random step before the RL
-    # delay, then after one past it, and runs to the end.
-    kills = (random.choice((1, 2)), random.choice((5, 6)))
+    # step and is SIGKILLed after a checkpoint at a random step before the
+    # RL delay; restarted with no checkpoint cadence to speak of, it gets a
+    # SIGTERM (a preemption) after a random step past the delay, saves there
+    # and exits 75; restarted again, it runs to the end. The first restart
+    # takes the directory over from the killed process; a second search
+    # started while it runs is refused.
+    kills = (random.choice((1, 2)), random.choice((4, 5)))
     model_dir = os.path.join(tempfile.mkdtemp(), 'killed')
-    cmd = searches.search_command(
-        model_dir, '--deterministic', '--log_every_steps=1',
-        *[a for a in _SHORT if not a.startswith('--save_checkpoints')],
-        '--save_checkpoints_steps=1')
-    resumed = [self._kill_after_checkpoint(cmd, model_dir, step)
-               for step in kills]
-    self.assertBetween(resumed[0], kills[0], 3, kills)  # RL delay 4.
-    self.assertBetween(resumed[1], kills[1], 7, kills)
+    flags_ = ['--deterministic', '--log_every_steps=1',
+              *[a for a in _SHORT if not a.startswith('--save_checkpoints')]]
+    cmd = searches.search_command(model_dir, *flags_,
+                                  '--save_checkpoints_steps=1')
+    killed = self._kill_after_checkpoint(cmd, model_dir, kills[0])
+    self.assertBetween(killed, kills[0], 3, kills)  # RL delay 4.
+    def second_search(pid):
+      second = subprocess.run(cmd, capture_output=True, text=True,
+                              env=searches.QUIET)
+      self.assertNotEqual(second.returncode, 0)
+      self.assertRegex(
+          second.stderr.strip().splitlines()[-1],
+          rf'^train_search: {model_dir} is in use by train_search on host '
+          rf'{socket.gethostname()}, pid {pid}, since .* UTC')
+
+    log, seconds = self._stop_after_step(
+        searches.search_command(model_dir, *flags_,
+                                '--save_checkpoints_steps=100'), kills[1],
+        while_building=second_search)
+    self.assertRegex(log, r'Taking over .*killed from train_search on host '
+                     r'.*: pid \d+ on host .* is gone')
+    stopped = _global_step(model_dir)
+    self.assertBetween(stopped, kills[1], 7, kills)
+    self.assertLess(seconds, 30, 'a preemption gives ~30 s')
+    self.assertIn(f'from step {killed} (model.ckpt-{killed})', log)
+    self.assertEqual(
+        log.strip().splitlines()[-1],
+        f'train_search: stopped at step {stopped} by SIGTERM, checkpoint '
+        'saved: run the same command to resume')
     done = subprocess.run(cmd, capture_output=True, text=True,
                           env=searches.QUIET)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
-    self.assertIn('Resuming search digits_search', done.stderr)
-    # The restart continued the run: it logged steps after the kill only.
+    self.assertIn(f'Resuming search digits_search in {model_dir} from step '
+                  f'{stopped} (model.ckpt-{stopped})', done.stderr)
+    # The restart continued the run: it logged steps after the stop only.
     logged = [int(line.split('step ')[1].split('/')[0])
               for line in done.stderr.splitlines() if 'steps/s' in line]
-    self.assertTrue(all(step > resumed[1] for step in logged), logged)
+    self.assertTrue(all(step > stopped for step in logged), logged)
     values = flags.FlagValues()
     extract_architecture.define_flags(values)
     values(['extract_architecture', f'--model_dir={model_dir}'])

@@ -5,12 +5,16 @@ import json
 import os
 import random
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 from absl.testing import absltest
+
+from tunas_tf import preemption
 
 _ZEROS = ':'.join(['0'] * 18)
 # A tiny deterministic run: 60 steps of 32 digits, dropout and an EMA of the
@@ -23,13 +27,13 @@ _EXACT = ('--ssd=digits_search', f'--indices={_ZEROS}', '--max_steps=60',
 _ENV = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
 
 
-def _start(model_dir: str) -> subprocess.Popen:
-  """`python -m tunas_tf.train_eval` of `_EXACT` into `model_dir` (its
-  output in `model_dir`.log)."""
+def _start(model_dir: str, *extra: str) -> subprocess.Popen:
+  """`python -m tunas_tf.train_eval` of `_EXACT` (then `extra`) into
+  `model_dir` (its output in `model_dir`.log)."""
   with open(model_dir + '.log', 'w') as log:
     return subprocess.Popen(
         [sys.executable, '-m', 'tunas_tf.train_eval',
-         f'--model_dir={model_dir}', *_EXACT],
+         f'--model_dir={model_dir}', *_EXACT, *extra],
         stdout=log, stderr=subprocess.STDOUT, env=_ENV)
 
 
@@ -61,22 +65,70 @@ class MainTest(absltest.TestCase):
     self.assertEqual(process.wait(), -9, f'it ended before step {step}')
     self.assertGreaterEqual(_newest_saved(model_dir), step)
 
-  def test_a_killed_deterministic_run_ends_as_an_uninterrupted_one(self):
+  def _preempt_at(self, step: int, model_dir: str, process) -> str:
+    """SIGTERMs `process` once it has logged `step`; its log. It must exit
+    75 within 30 s (a preemption's notice), having saved at that step or
+    after."""
+    log_path = model_dir + '.log'
+    deadline = time.time() + 240
+    while time.time() < deadline:
+      with open(log_path) as f:
+        logged = [int(n) for n in re.findall(r'step (\d+)/60 ', f.read())]
+      if max(logged, default=0) >= step:
+        break
+      self.assertIsNone(process.poll(), f'it ended before step {step}')
+      time.sleep(0.005)
+    process.send_signal(signal.SIGTERM)
+    signalled = time.time()
+    self.assertEqual(process.wait(timeout=60), preemption.EXIT_CODE)
+    self.assertLess(time.time() - signalled, 30)
+    self.assertGreaterEqual(_newest_saved(model_dir), step)
+    with open(log_path) as f:
+      return f.read()
+
+  def _refused_while_running(self, model_dir: str, process) -> None:
+    """Pauses `process` once it holds `model_dir`; a second run of the same
+    command there is refused in one line naming it; then resumes it."""
+    deadline = time.time() + 240
+    while _newest_saved(model_dir) < 0 and time.time() < deadline:
+      self.assertIsNone(process.poll(), 'it ended before its first save')
+      time.sleep(0.02)
+    process.send_signal(signal.SIGSTOP)
+    try:
+      second = subprocess.run(
+          [sys.executable, '-m', 'tunas_tf.train_eval',
+           f'--model_dir={model_dir}', *_EXACT],
+          capture_output=True, text=True, env=_ENV, timeout=240)
+    finally:
+      process.send_signal(signal.SIGCONT)
+    self.assertNotEqual(second.returncode, 0)
+    self.assertRegex(second.stderr.strip().splitlines()[-1],
+                     rf'^train_eval: {model_dir} is in use by train_eval on '
+                     rf'host {socket.gethostname()}, pid {process.pid}, since')
+
+  def test_a_killed_then_preempted_deterministic_run_ends_as_an_uninterrupted_one(
+      self):
     # A run SIGKILLed once it has saved a checkpoint at or after a random
-    # early step, restarted, killed again after a random late step and
+    # early step, restarted (taking the directory over from the dead
+    # process) with a checkpoint cadence longer than the run, stopped by a
+    # SIGTERM after a random late step (it saves there and exits 75), and
     # restarted to the end, ends with the metrics of a run left alone (which
-    # runs meanwhile), to the bit.
+    # runs meanwhile, and refuses a second run in its directory), to the
+    # bit.
     rng = random.Random()
     kills = (rng.randrange(4, 24), rng.randrange(36, 50))
     reference = os.path.join(self.root, 'uninterrupted')
     model_dir = os.path.join(self.root, 'killed')
     processes = [_start(reference)]
     try:
-      starts = []
-      for step in kills:
-        processes.append(_start(model_dir))
-        self._kill_at(step, model_dir, processes[-1])
-        starts.append(_newest_saved(model_dir))
+      self._refused_while_running(reference, processes[0])
+      processes.append(_start(model_dir))
+      self._kill_at(kills[0], model_dir, processes[-1])
+      killed = _newest_saved(model_dir)
+      processes.append(_start(model_dir, '--save_checkpoints_steps=1000',
+                              '--log_every_steps=1'))
+      log = self._preempt_at(kills[1], model_dir, processes[-1])
+      stopped = _newest_saved(model_dir)
       processes.append(_start(model_dir))
       for process in processes[0], processes[-1]:
         process.wait(timeout=240)
@@ -84,18 +136,24 @@ class MainTest(absltest.TestCase):
       for process in processes:
         if process.poll() is None:
           process.kill()
+    self.assertRegex(log, r'Taking over .*killed from train_eval on host .*: '
+                     r'pid \d+ on host .* is gone')
+    self.assertIn(f'from step {killed} (model.ckpt-{killed})', log)
+    self.assertEqual(log.strip().splitlines()[-1],
+                     f'train_eval: stopped at step {stopped} by SIGTERM, '
+                     'checkpoint saved: run the same command to resume')
     for directory, process in ((reference, processes[0]),
                                (model_dir, processes[-1])):
       with open(directory + '.log') as f:
         self.assertEqual(process.returncode, 0, f.read()[-2000:])
     expected, metrics = _metrics(reference), _metrics(model_dir)
     self.assertEqual(expected['global_step'], 60)
-    # The last restart resumed from a checkpoint of the second killed run
-    # (the newest the `checkpoint` file names: at most one save before).
-    self.assertBetween(metrics['train_start_step'], kills[1] - 2, 58)
+    # The last restart resumed from the preempted run's checkpoint.
+    self.assertEqual(metrics['train_start_step'], stopped)
     for key in ('top1', 'top5', 'loss', 'global_step'):
       self.assertEqual(metrics[key], expected[key],
-                       f'{key}, killed at steps {kills} (saved {starts})')
+                       f'{key}, killed at step {kills[0]} (saved {killed}), '
+                       f'stopped at {stopped}')
 
   def test_command_line_error_is_one_line(self):
     result = subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, NamedTuple, Optional
 
 from absl import logging
@@ -11,7 +12,9 @@ from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import hooks
 from tunas_tf import precision
+from tunas_tf import preemption
 from tunas_tf import replicas
+from tunas_tf import run_lock
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
@@ -200,41 +203,75 @@ def run_search(config: SearchConfig) -> bool:
   A model directory holding an earlier run of the same search resumes from
   its newest readable checkpoint (`checkpoints.resume_point`); a different
   search is refused before anything is written; a finished one is left as
-  it is.
+  it is. One process at a time runs in a model directory (`run_lock`: a
+  second is refused naming the holder; a holder that is gone is taken
+  over). A SIGTERM or SIGINT stops it after the step in flight (the TPU loop
+  in flight on TPU) with a checkpoint at that step (`preemption`).
 
   Returns:
     False when the search had already finished (nothing was done).
 
   Raises:
-    ValueError: as `check_search`; for a TPU that cannot be resolved; when
-      a NaN or Inf loss or reward stops the search (naming the step and the
-      last good checkpoint).
+    ValueError: as `check_search`; for a TPU that cannot be resolved; for a
+      directory another live process holds (`run_lock.Held`); when a NaN or
+      Inf loss or reward stops the search (naming the step and the last good
+      checkpoint).
+    preemption.Stopped: when a signal stopped it (its checkpoint saved).
   """
   plan = check_search(config)
   model_dir = config.job.model_dir
   if plan.finished(config.max_global_step):
-    logging.info('The search in %s has finished (step %d of %d); nothing to '
-                 'do', model_dir, plan.resume.global_step,
-                 config.max_global_step)
+    _log_finished(config, plan)
     return False
   backend.use_determinism(config.job)  # Before any graph is built.
   estimator = make_estimator(config)  # Resolves a TPU before any write.
-  checkpoints.use_resume_point(model_dir, plan.resume)
-  config_lib.write(config, plan.spec_json, plan.stored)
-  logging.info('%s search %s in %s: %d steps (RL delay %d, warm-up %d/%d); '
-               'building the search graph ...',
-               'Resuming' if plan.stored else 'Starting', config.ssd,
-               model_dir, config.max_global_step, config.rl_delay_steps,
-               config.increase_ops_warmup_steps,
-               config.increase_filters_warmup_steps)
-  # Restoring a foreign checkpoint fails deep inside the Estimator; say which
-  # file and why in one line. A NaN stops the run in one line too.
-  with steps.stops_in_one_line(model_dir, 'the search'), \
-      checkpoints.refuse_unreadable(plan.resume.checkpoint):
-    estimator.train(make_input_fn(config, plan.resume.global_step),
-                    max_steps=config.max_global_step)
+  with run_lock.acquire(model_dir, 'train_search') as lock, \
+      preemption.stop_on_signal('train_search', lock.lost) as stop:
+    # Again, now that no other process can change the directory.
+    plan = check_search(config)
+    if plan.finished(config.max_global_step):
+      _log_finished(config, plan)
+      return False
+    checkpoints.use_resume_point(model_dir, plan.resume)
+    config_lib.write(config, plan.spec_json, plan.stored)
+    _log_start(config, plan)
+
+    def train():
+      # Restoring a foreign checkpoint fails deep inside the Estimator; say
+      # which file and why in one line. A NaN stops the run in one line too.
+      with steps.stops_in_one_line(model_dir, 'the search'), \
+          checkpoints.refuse_unreadable(plan.resume.checkpoint):
+        estimator.train(make_input_fn(config, plan.resume.global_step),
+                        hooks=[stop.hook()],
+                        max_steps=config.max_global_step)
+
+    preemption.run_in_thread(train)
+  if stop.signal_name:
+    raise preemption.Stopped(preemption.stopped_line(
+        stop, checkpoints.resume_point(model_dir).global_step))
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',
                config.max_global_step, model_dir, model_dir)
   return True
+
+
+def _log_finished(config: SearchConfig, plan: Plan) -> None:
+  logging.info('The search in %s has finished (step %d of %d); nothing to '
+               'do', config.job.model_dir, plan.resume.global_step,
+               config.max_global_step)
+
+
+def _log_start(config: SearchConfig, plan: Plan) -> None:
+  """'Starting ...' or 'Resuming ... from step N (model.ckpt-N)'."""
+  if plan.resume.checkpoint is not None:
+    what = (f'Resuming search {config.ssd} in {config.job.model_dir} from '
+            f'step {plan.resume.global_step} '
+            f'({os.path.basename(plan.resume.checkpoint)})')
+  else:
+    what = (f'{"Restarting" if plan.stored else "Starting"} search '
+            f'{config.ssd} in {config.job.model_dir}')
+  logging.info('%s: %d steps (RL delay %d, warm-up %d/%d); building the '
+               'search graph ...', what, config.max_global_step,
+               config.rl_delay_steps, config.increase_ops_warmup_steps,
+               config.increase_filters_warmup_steps)

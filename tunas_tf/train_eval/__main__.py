@@ -59,6 +59,7 @@ from absl import flags
 
 from tunas_tf import flags as common_flags
 from tunas_tf import precision
+from tunas_tf import preemption
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -200,6 +201,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
     metrics = runner.run(config)
   except ValueError as e:
     sys.exit('train_eval: ' + ' '.join(str(e).split()))
+  except preemption.Stopped as e:
+    print(f'train_eval: {e}', file=sys.stderr)
+    return preemption.EXIT_CODE
   print(json.dumps({k: metrics[k] for k in runner.METRIC_KEYS}))
   return 0
 

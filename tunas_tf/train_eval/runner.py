@@ -16,6 +16,8 @@ import tensorflow as tf
 from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import files
+from tunas_tf import preemption
+from tunas_tf import run_lock
 from tunas_tf.search import steps as search_steps
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
@@ -132,23 +134,56 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
 
 def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
                         resume: checkpoints.ResumePoint, one_shot: bool,
-                        inheritance: Optional[checkpoints.Inheritance]
-                        ) -> Dict[str, Any]:
+                        inheritance: Optional[checkpoints.Inheritance],
+                        stop: preemption.StopRequest) -> Dict[str, Any]:
   """Trains unless `eval_only` (the data from the step it resumes at), then
-  evaluates; the Estimator's results."""
+  evaluates; the Estimator's results.
+
+  Raises:
+    preemption.Stopped: when `stop` was asked for (after saving, when
+      training; evaluation then does not run or is cut short).
+  """
+  model_dir = config.job.model_dir
   if not config.eval_only:
     model_fn = make_model_fn(config, arch, record,
                              initialize=resume.checkpoint is None,
                              inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-    with search_steps.stops_in_one_line(config.job.model_dir, 'train_eval'):
-      estimator.train(data.make_input_fn(config, True, resume.global_step),
-                      max_steps=config.max_global_step)
+
+    def train():
+      with search_steps.stops_in_one_line(model_dir, 'train_eval'):
+        estimator.train(data.make_input_fn(config, True, resume.global_step),
+                        hooks=[stop.hook()],
+                        max_steps=config.max_global_step)
+
+    preemption.run_in_thread(train)
+    if stop.signal_name:
+      raise preemption.Stopped(preemption.stopped_line(
+          stop, checkpoints.resume_point(model_dir).global_step))
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
-  return estimator.evaluate(data.make_input_fn(config, False), steps=None,
-                            name=None)
+  results = preemption.run_in_thread(lambda: estimator.evaluate(
+      data.make_input_fn(config, False), steps=None, name=None,
+      hooks=[stop.hook()]))
+  if stop.signal_name:
+    raise preemption.Stopped(preemption.stopped_line(
+        stop, int(results.get('global_step', 0)),
+        'before its evaluation ended (nothing to save)'))
+  return results
+
+
+def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
+               resume: checkpoints.ResumePoint) -> None:
+  """'Starting ...', or 'Resuming ... from step N (model.ckpt-N)'."""
+  if resume.checkpoint is not None:
+    what = (f'Resuming {config.ssd} {config.indices} in {config.job.model_dir}'
+            f' from step {resume.global_step} '
+            f'({os.path.basename(resume.checkpoint)})')
+  else:
+    what = (f'{"Restarting" if stored else "Starting"} {config.ssd} '
+            f'{config.indices} in {config.job.model_dir}')
+  logging.info('%s: %d steps', what, config.max_global_step)
 
 
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
@@ -162,10 +197,18 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   training data going on from its step (`data.train_dataset`); one without
   one starts fresh or, with `init_from_search`, from the search's weights.
 
+  One process at a time runs in a model directory (`run_lock`: a second is
+  refused naming the holder; a holder that is gone is taken over). A
+  SIGTERM or SIGINT stops training after the step in flight (the TPU loop
+  in flight on TPU), with a checkpoint at that step, or cuts the evaluation
+  short (`preemption`); nothing more is written then.
+
   Raises:
-    ValueError: for an inconsistent directory or settings; when a NaN or Inf
+    ValueError: for an inconsistent directory or settings, or one another
+      live process holds (`run_lock.Held`); when a NaN or Inf
       loss stops training (naming the step and the last good checkpoint;
       nothing is saved after it).
+    preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
@@ -182,23 +225,29 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   backend.tpu_cluster(config.job)
   backend.use_determinism(config.job)  # Before any graph is built.
   # Everything is checked: now write.
-  checkpoints.use_resume_point(model_dir, resume)
-  config_lib.write(config, stored)
-  logging.info('%s %s %s in %s: %d steps', 'Resuming' if stored else
-               'Starting', config.ssd, config.indices, config.job.model_dir,
-               config.max_global_step)
-  record: Dict[str, Any] = {}
-  results = _train_and_evaluate(config, arch, record, resume, one_shot,
-                                inheritance)
-  metrics = _metrics(config, arch, results, record, one_shot)
-  _write_extra_summaries(os.path.join(config.job.model_dir, 'eval'),
-                         metrics['global_step'],
-                         {k: metrics[k] for k in _SUMMARY_KEYS})
-  if config.export and not one_shot:
-    metrics['export'] = export_lib.export(
-        config, arch, tf.train.latest_checkpoint(config.job.model_dir))
-  files.write_json(metrics, os.path.join(config.job.model_dir, METRICS_FILE),
-                   sort_keys=True)
+  with run_lock.acquire(model_dir, 'train_eval') as lock, \
+      preemption.stop_on_signal('train_eval', lock.lost) as stop:
+    # Again, now that no other process can change the directory.
+    stored = config_lib.check_stored(config)
+    resume = checkpoints.resume_point(model_dir)
+    if (resume.checkpoint is not None) != has_checkpoint:
+      raise ValueError(f'{model_dir} changed while this run started; run '
+                       'the same command again')
+    checkpoints.use_resume_point(model_dir, resume)
+    config_lib.write(config, stored)
+    _log_start(config, stored, resume)
+    record: Dict[str, Any] = {}
+    results = _train_and_evaluate(config, arch, record, resume, one_shot,
+                                  inheritance, stop)
+    metrics = _metrics(config, arch, results, record, one_shot)
+    _write_extra_summaries(os.path.join(model_dir, 'eval'),
+                           metrics['global_step'],
+                           {k: metrics[k] for k in _SUMMARY_KEYS})
+    if config.export and not one_shot:
+      metrics['export'] = export_lib.export(
+          config, arch, tf.train.latest_checkpoint(model_dir))
+    files.write_json(metrics, os.path.join(model_dir, METRICS_FILE),
+                     sort_keys=True)
   logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
                metrics['top1'], metrics['top5'], metrics['loss'],
                metrics['params'], metrics['macs'], metrics['global_step'])

@@ -1,0 +1,145 @@
+"""Stopping a run cleanly on SIGTERM or SIGINT: finish the step, save, exit.
+
+Spot and preemptible VMs (TPU and GPU) are stopped with a SIGTERM and about
+30 seconds' notice; Ctrl-C sends a SIGINT. Inside `stop_on_signal` the
+first of either is acknowledged at once in the log and only asks the run to
+stop: `StopHook` ends the Estimator's training after the session run in
+flight, whose end saves a checkpoint at that step (the Estimator's saver
+hook saves at the end of training), and the runner then raises `Stopped`,
+which the binary turns into one line and exit status `EXIT_CODE`. A second
+signal ends the process at once, without a checkpoint (the signal's default
+action).
+
+A session run is one step on CPU/GPU and one loop of
+`--tpu_iterations_per_loop` steps under TPUEstimator on TPU: there the run
+stops, and saves, at the end of the loop in flight.
+
+Python runs a signal handler in the main thread only, between bytecodes, so
+while the main thread waits inside a session run the handler (and the log
+line) would wait for the run to end; `run_in_thread` runs the training in a
+worker thread so that the main thread, waiting for it, handles the signal
+at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Callable, Iterator, Optional
+
+from absl import logging
+import tensorflow as tf
+
+# EX_TEMPFAIL of sysexits.h: a temporary failure, run the command again.
+EXIT_CODE = 75
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(Exception):
+  """A run stopped by a signal, its state saved; the message is one line."""
+
+
+class StopRequest:
+  """Whether a stop was asked for, and why.
+
+  Attributes:
+    signal_name: 'SIGTERM' or 'SIGINT' once one arrived, else None.
+    lost: a callable giving why the run lost its model directory to another
+      process (`run_lock.RunLock.lost`), or None while it holds it.
+  """
+
+  def __init__(self, lost: Optional[Callable[[], Optional[str]]] = None):
+    self.signal_name: Optional[str] = None
+    self._lost = lost or (lambda: None)
+
+  def lost(self) -> Optional[str]:
+    return self._lost()
+
+  def hook(self) -> 'StopHook':
+    return StopHook(self)
+
+
+class StopHook(tf.compat.v1.train.SessionRunHook):
+  """Ends training after the session run in flight when a stop was asked.
+
+  A signal ends it as `max_steps` does (`request_stop`: the saver hook then
+  saves at that step). A lost model directory raises instead, so that
+  nothing more is saved over the run that holds it now.
+  """
+
+  def __init__(self, request: StopRequest):
+    self._request = request
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    lost = self._request.lost()
+    if lost:
+      raise ValueError(lost)
+    if self._request.signal_name:
+      run_context.request_stop()
+
+
+@contextlib.contextmanager
+def stop_on_signal(binary: str,
+                   lost: Optional[Callable[[], Optional[str]]] = None
+                   ) -> Iterator[StopRequest]:
+  """Turns SIGTERM and SIGINT into a `StopRequest` for the block.
+
+  The first signal logs a line and sets `signal_name`; it also gives both
+  signals back their default action, so that a second one ends the process
+  at once. The previous handlers return when the block ends. Outside the
+  main thread (where Python cannot install handlers) the block runs with a
+  request that never stops.
+
+  Args:
+    binary: the binary's name, for the line.
+    lost: see `StopRequest`.
+  """
+  request = StopRequest(lost)
+  if threading.current_thread() is not threading.main_thread():
+    yield request
+    return
+
+  def handle(signum, frame):
+    del frame
+    for s in SIGNALS:
+      signal.signal(s, signal.SIG_DFL)
+    request.signal_name = signal.Signals(signum).name
+    logging.warning('%s: %s received: finishing the step in flight and '
+                    'saving a checkpoint (a second signal stops at once, '
+                    'without one)', binary, request.signal_name)
+
+  previous = {s: signal.signal(s, handle) for s in SIGNALS}
+  try:
+    yield request
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+
+
+def run_in_thread(fn: Callable[[], Any]) -> Any:
+  """`fn()` in a worker thread, the main thread waiting (and so free to run
+  signal handlers at once); returns its result or raises its exception."""
+  outcome = {}
+
+  def target():
+    try:
+      outcome['value'] = fn()
+    except BaseException as e:  # pylint: disable=broad-except
+      outcome['error'] = e
+
+  thread = threading.Thread(target=target, name='tunas_tf-run', daemon=True)
+  thread.start()
+  while thread.is_alive():
+    thread.join(0.2)
+  if 'error' in outcome:
+    raise outcome['error']
+  return outcome.get('value')
+
+
+def stopped_line(request: StopRequest, step: int, what: str = '') -> str:
+  """'stopped at step N by SIGTERM, checkpoint saved: run the same command
+  to resume' (`what` replaces 'checkpoint saved')."""
+  return (f'stopped at step {step} by {request.signal_name}, '
+          f'{what or "checkpoint saved"}: run the same command to resume')
