@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any, Collection, Dict, Optional
@@ -27,20 +28,53 @@ def exists(path: str) -> bool:
   return _gfile().exists(path)
 
 
+def is_remote(path: str) -> bool:
+  """Whether `path` names a filesystem of `tf.io.gfile` (`gs://...`)."""
+  return '://' in path
+
+
+def abspath(path: str) -> str:
+  """`os.path.abspath` of a local path; a remote one as it is.
+
+  `os.path.abspath('gs://b/run')` would give `<cwd>/gs:/b/run`.
+  """
+  return path if is_remote(path) else os.path.abspath(path)
+
+
+def _write(data: Any, path: str, mode: str) -> None:
+  gfile = _gfile()
+  directory = os.path.dirname(path)
+  if directory:
+    gfile.makedirs(directory)
+  tmp = path + '.tmp'
+  with gfile.GFile(tmp, mode) as f:
+    f.write(data)
+  gfile.rename(tmp, path, overwrite=True)
+
+
 def write_text(text: str, path: str) -> None:
   """Writes `text` to `path` through a temporary file and a rename.
 
   Creates the parent directory if needed. Readers see the old file or the new
   one, never a partial write.
   """
-  gfile = _gfile()
-  directory = os.path.dirname(path)
-  if directory:
-    gfile.makedirs(directory)
-  tmp = path + '.tmp'
-  with gfile.GFile(tmp, 'w') as f:
-    f.write(text)
-  gfile.rename(tmp, path, overwrite=True)
+  _write(text, path, 'w')
+
+
+def write_bytes(data: bytes, path: str) -> None:
+  """Writes `data` to `path` atomically (see `write_text`)."""
+  _write(data, path, 'wb')
+
+
+def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
+  """Saves a matplotlib `figure` as a PNG at `path` (see `write_text`).
+
+  matplotlib writes to local files only; the PNG is drawn into memory, so
+  `path` may be remote.
+  """
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format='png', **savefig_args)
+  write_bytes(buffer.getvalue(), path)
 
 
 def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
@@ -147,10 +181,6 @@ def write_or_check_config(path: str, new: Dict[str, Any],
   return stored is not None
 
 
-def _is_local(path: str) -> bool:
-  return '://' not in path
-
-
 def _nearest_existing(path: str) -> str:
   """`path` or its nearest ancestor that exists (local paths)."""
   path = os.path.abspath(path)
@@ -188,7 +218,7 @@ def check_output_dir(path: str, flag: str) -> None:
       writable' or '... cannot be created: {ancestor} is a file' (or is not
       writable).
   """
-  if _is_local(path):
+  if not is_remote(path):
     problem = _directory_problem(path)
   else:
     gfile = _gfile()
@@ -208,7 +238,7 @@ def check_output_file(path: str, flag: str) -> None:
   if _gfile().isdir(path):
     raise ValueError(f'{flag}={path} is a directory, not a file')
   directory = os.path.dirname(path)
-  if directory and _is_local(path):
+  if directory and not is_remote(path):
     problem = _directory_problem(directory)
     if problem:
       found = _nearest_existing(directory)
