@@ -54,6 +54,20 @@ UNREADABLE_SUFFIX = '.unreadable'
 _STEP = re.compile(r'-(\d+)$')
 
 
+def reader(prefix: str) -> Any:
+  """A `CheckpointReader` of the checkpoint `prefix` (its `.index` and data).
+
+  `tf.train.load_checkpoint` first asks whether the path is a directory, to
+  read that directory's latest checkpoint instead; a prefix is not one, and
+  on TF's `ram://` filesystem, where every leading part of a file's name
+  counts as a directory, the answer is yes and the read fails.
+
+  Raises:
+    tf.errors.OpError: when the checkpoint cannot be read.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def unreadable_reason(prefix: str) -> Optional[str]:
   """Why the checkpoint `prefix` cannot be restored, or None if it can.
 
@@ -64,9 +78,9 @@ def unreadable_reason(prefix: str) -> Optional[str]:
   if not tf.io.gfile.exists(prefix + '.index'):
     return 'its files are missing'
   try:
-    reader = tf.train.load_checkpoint(prefix)
-    for name in reader.get_variable_to_shape_map():
-      reader.get_tensor(name)
+    values = reader(prefix)
+    for name in values.get_variable_to_shape_map():
+      values.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
     # TF raises OpErrors, and IndexError/ValueError for a truncated file.
     return op_error_reason(e) if str(e).strip() else type(e).__name__
@@ -140,7 +154,7 @@ def resume_point(model_dir: str) -> ResumePoint:
   for i, prefix in enumerate(candidates):
     reason = unreadable_reason(prefix)
     if reason is None:
-      step = int(tf.train.load_checkpoint(prefix).get_tensor('global_step'))
+      step = int(reader(prefix).get_tensor('global_step'))
       # Only those the `checkpoint` file named stay in it (and so in the
       # Saver's rotation): a fallback never schedules other files' deletion.
       older = [p for p in candidates[i + 1:] if p in named]
@@ -167,7 +181,8 @@ def _write_state(model_dir: str, latest: str, kept: List[str]) -> None:
   """Writes the `checkpoint` file as TF's Saver does (relative names)."""
 
   def name(prefix: str) -> str:
-    same = os.path.dirname(prefix) == os.path.normpath(model_dir)
+    # Not `normpath`, which would turn `gs://b/run` into `gs:/b/run`.
+    same = os.path.dirname(prefix) == model_dir.rstrip('/')
     return json.dumps(os.path.basename(prefix) if same else prefix)
 
   files.write_text(''.join([f'model_checkpoint_path: {name(latest)}\n'] + [
@@ -266,19 +281,19 @@ def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
     ValueError: if the checkpoint cannot be read.
   """
   try:
-    reader = tf.train.load_checkpoint(checkpoint)
+    values = reader(checkpoint)
   except (tf.errors.OpError, ValueError) as e:
     raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
                      f'{str(e).splitlines()[0]}') from None
-  values = {}
-  for name in reader.get_variable_to_shape_map():
+  kept = {}
+  for name in values.get_variable_to_shape_map():
     if not name.startswith(('blocks/', 'classifier/')):
       continue
     last = name.rsplit('/', 1)[-1]
     if last.startswith(('RMSProp', 'Momentum', 'Adam', EMA_SUFFIX)):
       continue
-    values[name] = reader.get_tensor(name)
-  return values
+    kept[name] = values.get_tensor(name)
+  return kept
 
 
 class Inherited(NamedTuple):
@@ -335,8 +350,8 @@ def model_values(model, checkpoint: str) -> Dict[str, Dict[str, Any]]:
   Raises:
     ValueError: if a variable of `model` is missing from the checkpoint.
   """
-  reader = tf.train.load_checkpoint(checkpoint)
-  names = reader.get_variable_to_shape_map()
+  values = reader(checkpoint)
+  names = values.get_variable_to_shape_map()
   params = {}
   for op, group in model.op_variables.items():
     for name, variable in group.items():
@@ -347,5 +362,5 @@ def model_values(model, checkpoint: str) -> Dict[str, Dict[str, Any]]:
       if key not in names:
         raise ValueError(f'Checkpoint {checkpoint} has no variable {key!r}: '
                          'not a checkpoint of this architecture')
-      params.setdefault(op, {})[name] = reader.get_tensor(key)
+      params.setdefault(op, {})[name] = values.get_tensor(key)
   return params

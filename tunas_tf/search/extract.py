@@ -131,7 +131,7 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
-    reader = tf.train.load_checkpoint(checkpoint)
+    reader = checkpoints.reader(checkpoint)
   except (tf.errors.OpError, ValueError) as e:
     raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
                      f'{str(e).splitlines()[0]}') from None
@@ -187,7 +187,6 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
   if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
                      f'{cost_tolerance}')
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config = config_lib.read(model_dir)
   spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
   if not files.exists(spec_path):
@@ -212,13 +211,12 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
             list(candidate), model),
         target * (1 - cost_tolerance), target * (1 + cost_tolerance))
   cost = cost_linear.estimate_cost_of_indices(list(indices), model)
-  global_step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
-      'global_step'))
+  global_step = int(checkpoints.reader(checkpoint).get_tensor('global_step'))
   return architecture_lib.Architecture(
       ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
       cost_target=config.rl_cost_model_target, global_step=global_step,
       max_global_step=config.max_global_step,
-      checkpoint=os.path.abspath(checkpoint), image_size=config.job.image_size,
+      checkpoint=files.abspath(checkpoint), image_size=config.job.image_size,
       num_classes=config.job.num_classes, num_channels=config.job.num_channels,
       cost_tolerance=cost_tolerance, argmax_indices=argmax_indices,
       probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))

@@ -275,7 +275,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     v['weight_decay'] = precision.default_weight_decay(v['use_bfloat16'])
   check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
-    v['init_from_search'] = os.path.abspath(v['init_from_search'])
+    v['init_from_search'] = files.abspath(v['init_from_search'])
     inherited = checkpoints.search_checkpoint(v['init_from_search'],
                                               v['ssd'])
     reason = checkpoints.unreadable_reason(inherited)
