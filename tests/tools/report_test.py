@@ -91,7 +91,8 @@ class ReportTest(absltest.TestCase):
     self.assertEqual(os.listdir(empty), [])
     a_file = os.path.join(empty, 'f')
     open(a_file, 'w').close()
-    with self.assertRaisesRegex(SystemExit, 'is not a directory'):
+    with self.assertRaisesRegex(
+        SystemExit, '^report: --output_dir=.* is a file, not a directory$'):
       _run(f'--model_dir={self.search_dir}', f'--output_dir={a_file}')
 
 

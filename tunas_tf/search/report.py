@@ -23,7 +23,6 @@ Plain matplotlib (Agg); nothing needs a display.
 
 from __future__ import annotations
 
-import glob
 import html
 import math
 import os
@@ -55,7 +54,7 @@ def read_scalars(model_dir: str) -> Scalars:
     ValueError: when the directory holds no TF2 events file.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  paths = sorted(glob.glob(os.path.join(model_dir, 'events*.v2')))
+  paths = sorted(tf.io.gfile.glob(os.path.join(model_dir, 'events*.v2')))
   if not paths:
     raise ValueError(f'No TensorBoard events in {model_dir!r}: the search '
                      'has not written a summary yet')
@@ -218,7 +217,8 @@ def _plot_decision(ax, scalars: Scalars, path: str, labels: Sequence[str],
 
 def plot(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]],
          path: str) -> None:
-  """Draws the report picture into `path` (PNG)."""
+  """Draws the report picture into `path` (PNG, written atomically; local or
+  remote)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -252,7 +252,7 @@ def plot(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]],
   table.auto_set_column_width(list(range(len(TABLE_COLUMNS))))
   fig.suptitle(summary_line(scalars, arch), fontsize=10,
                y=1.0 - 0.25 / fig_height)
-  fig.savefig(path, dpi=80, bbox_inches='tight')
+  files.write_png(fig, path, dpi=80, bbox_inches='tight')
   plt.close(fig)
 
 
@@ -303,8 +303,6 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any
   rows = layer_table(arch)
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
-  tmp = png + '.tmp.png'
-  plot(scalars, arch, rows, tmp)
-  os.replace(tmp, png)
+  plot(scalars, arch, rows, png)
   files.write_text(page(scalars, arch, rows), page_path)
   return png, page_path

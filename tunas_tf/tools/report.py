@@ -10,11 +10,12 @@ write them elsewhere); see `tunas_tf.search.report` for what they show.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import flags
+import tensorflow as tf
 
+from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.search import report
 from tunas_tf.search import extract
@@ -39,14 +40,12 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if not f.model_dir:
     sys.exit('report: --model_dir is required')
   output_dir = f.output_dir or f.model_dir
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    sys.exit(f'report: --output_dir {output_dir} is not a directory')
   try:
+    files.check_output_dir(output_dir, '--output_dir')
     arch = extract.search_architecture(f.model_dir, f.checkpoint)
     scalars = report.read_scalars(f.model_dir)
-    os.makedirs(output_dir, exist_ok=True)
     png, page = report.write_report(output_dir, scalars, arch)
-  except (ValueError, OSError) as e:
+  except (ValueError, OSError, tf.errors.OpError) as e:
     sys.exit('report: ' + ' '.join(str(e).split()))
   print(report.summary_line(scalars, arch))
   print(f'Report: {png} and {page}')
