@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
@@ -89,9 +90,9 @@ def _is_number(value: Any) -> bool:
 def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   """Reads and validates a coefficients JSON (uncached)."""
   try:
-    with open(path) as f:
+    with tf.io.gfile.GFile(path) as f:
       data = json.load(f)
-  except OSError as e:
+  except (OSError, tf.errors.OpError) as e:
     raise ValueError(f'Cost model {path}: cannot read it ({e})') from None
   except json.JSONDecodeError as e:
     raise ValueError(f'Cost model {path}: not valid JSON ({e})') from None
@@ -137,6 +138,14 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
                          measured_with=measured_with)
 
 
+def _is_file(path: str) -> bool:
+  """Whether `path` (local or remote, e.g. `gs://`) is an existing file."""
+  try:
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+  except tf.errors.OpError:  # E.g. an unknown scheme: not a file.
+    return False
+
+
 @functools.lru_cache(maxsize=32)
 def _cached_coefficients(path: str, ssd: str, mtime_ns: int) -> LinearCostModel:
   del mtime_ns  # Part of the cache key only: a rewritten file is re-read.
@@ -162,10 +171,10 @@ def load_coefficients(path: str, ssd: str) -> LinearCostModel:
       `num_features` numbers; also for an unknown `ssd`.
   """
   mobile.get_search_space(ssd)  # Validates the name.
-  path = os.path.abspath(path)
+  path = files.abspath(path)
   try:
-    mtime_ns = os.stat(path).st_mtime_ns
-  except OSError as e:
+    mtime_ns = tf.io.gfile.stat(path).mtime_nsec
+  except tf.errors.OpError as e:
     raise ValueError(f'Cost model {path}: cannot read it ({e})') from None
   return _cached_coefficients(path, ssd, mtime_ns)
 
@@ -214,7 +223,7 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
                                         shape.num_classes, shape.input_channels)
     return LinearCostModel(ssd=ssd, units=MACS_UNITS, kernel=kernel,
                            bias=bias, source=MACS, kind=MACS)
-  if not isinstance(cost_model, str) or not os.path.isfile(cost_model):
+  if not isinstance(cost_model, str) or not _is_file(cost_model):
     raise ValueError(
         f'Unknown cost model {cost_model!r}; expected one of '
         f'{list(COST_MODEL_KINDS)} or the path of a coefficients JSON (no such '
