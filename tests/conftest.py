@@ -20,6 +20,7 @@ SLOWEST_FIRST = (
     'tests/search/steps_test.py',
     'tests/models/supernet_test.py',
     'tests/models/supernet_equivalence_test.py',
+    'tests/remote_storage_test.py',
 )
 
 
