@@ -91,6 +91,23 @@ def read_text(path: str) -> str:
     return f.read()
 
 
+def read_input(path: str) -> str:
+  """Reads a text file a user named (local or remote).
+
+  Raises:
+    ValueError: 'cannot read {path}: {reason}' (missing, a directory,
+      unreadable).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return f.read()
+  except tf.errors.OpError as e:
+    # TF's message starts with the path: '{path}; No such file or directory'.
+    reason = (e.message or type(e).__name__).replace(f'{path}; ', '', 1)
+    raise ValueError(f'cannot read {path}: {reason}') from None
+
+
 def read_json(path: str) -> Any:
   """Reads a JSON file.
 

@@ -6,6 +6,7 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+import tensorflow as tf
 
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import random_search
@@ -94,6 +95,28 @@ class AppendTest(absltest.TestCase):
     self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
     with open(path) as f:
       self.assertEqual(f.read(), complete)
+
+  def test_remote_csv_is_appended_resumed_and_read(self):
+    # TF's in-memory filesystem stands in for Cloud Storage.
+    path = f'ram://latency_csv_test-{os.getpid()}/sub/latency.csv'
+    indices = random_search.sample_indices(SSD, 3, seed=1)
+    self.assertEqual(latency_csv.read_for_append(path, SSD), [])
+    with latency_csv.appender(path) as write_row:
+      write_row(indices[0], 1.25, 0.5)
+    with latency_csv.appender(path) as write_row:
+      write_row(indices[1], 2.0, 0.25)
+    complete = (f'{HEADER}\n{indices[0]},1.250000,0.500000\n'
+                f'{indices[1]},2.000000,0.250000\n')
+    with tf.io.gfile.GFile(path, 'a') as f:  # A run killed mid-row.
+      f.write(indices[2][:5])
+    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
+    with tf.io.gfile.GFile(path) as f:
+      self.assertEqual(f.read(), complete)
+    self.assertEqual(latency_csv.read(path, SSD)[0], indices[:2])
+    with tf.io.gfile.GFile(latency_csv.settings_path(path), 'w') as f:
+      f.write(json.dumps({'backend': 'tf'}))
+    with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
+      latency_csv.check_settings(path, {'backend': 'tflite'})
 
   def test_read_for_append_needs_the_exact_header(self):
     directory = tempfile.mkdtemp()

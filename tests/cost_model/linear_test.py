@@ -192,6 +192,16 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
             indices, linear.get_cost_model(_PROXYLESSNAS, path)), 24.0)
     self.assertEqual(linear.get_cost_model(_PROXYLESSNAS, path).units, 'ms')
 
+  def test_remote_coefficients_json(self):
+    # TF's in-memory filesystem stands in for Cloud Storage.
+    path = f'ram://linear_test-{os.getpid()}/model.json'
+    with tf.io.gfile.GFile(path, 'w') as f:
+      f.write(json.dumps(self._coefficients()))
+    model = linear.get_cost_model(_PROXYLESSNAS, path)
+    self.assertEqual(model.source, path)
+    indices = schema.extreme_indices(mobile.proxylessnas_search(), False)
+    self.assertEqual(linear.estimate_cost_of_indices(indices, model), 24.0)
+
   def test_unknown_ssd(self):
     with self.assertRaisesRegex(ValueError, "Unknown search space 'nope'"):
       linear.get_cost_model('nope')

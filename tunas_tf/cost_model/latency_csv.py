@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 from absl import logging
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -92,10 +93,7 @@ def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
       names the line), or a latency that is not a finite positive number.
   """
   try:
-    with open(path, newline='') as f:
-      rows = list(csv.reader(f))
-  except OSError as e:
-    raise ValueError(f'cannot read {path}: {e.strerror}') from None
+    rows = list(csv.reader(io.StringIO(files.read_input(path))))
   except (csv.Error, UnicodeDecodeError) as e:
     raise ValueError(f'{path} is not a CSV file: {e}') from None
   if not rows:
@@ -115,28 +113,30 @@ def read_for_append(path: str, ssd: str) -> List[str]:
     ValueError: if the file exists with another header than `COLUMNS`, or
       a row breaks the rules of `read`.
   """
-  if not os.path.exists(path) or os.path.getsize(path) == 0:
+  if not files.exists(path):
     return []
-  with open(path, newline='') as f:
-    text = f.read()
+  found = text = files.read_input(path)
+  if not text:
+    return []
   if not text.endswith('\n'):
     cut = text.rfind('\n') + 1
     if cut > 0:  # Keep a lone header line to be checked below.
       logging.warning('%s: dropping an incomplete last line %r', path,
                       text[cut:])
       text = text[:cut]
-      with open(path, 'r+', newline='') as f:
-        f.truncate(len(text.encode()))
   rows = list(csv.reader(io.StringIO(text)))
   header = rows[0] if rows else []
   if tuple(h.strip() for h in header) != COLUMNS:
     raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
                      f'{HEADER!r}; not a latency CSV of this tool (move it '
                      'or choose another --output)')
+  indices = _parse(rows, path, ssd)[0]
   if not text.endswith('\n'):  # A lone header: rows go on the next line.
-    with open(path, 'a', newline='') as f:
-      f.write('\n')
-  return _parse(rows, path, ssd)[0]
+    text += '\n'
+  if text != found:
+    # Rewritten whole (Cloud Storage cannot truncate a file in place).
+    files.write_text(text, path)
+  return indices
 
 
 @contextlib.contextmanager
@@ -144,19 +144,25 @@ def appender(path: str) -> Iterator[Callable[[str, float, float], None]]:
   """Opens `path` for appending rows; yields `write_row(indices, ms, spread)`.
 
   Creates the directory, and the header when the file is new. Each row is
-  flushed to disk as it is written, so a killed run loses at most the row
-  being written (which `read_for_append` then drops).
+  flushed as it is written (to a local disk with `fsync`; on Cloud Storage a
+  flush uploads the file again), so a killed run loses at most the row being
+  written (which `read_for_append` then drops).
   """
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, 'a', newline='') as f:
-    if f.tell() == 0:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  remote = files.is_remote(path)
+  tf.io.gfile.makedirs(os.path.dirname(files.abspath(path)))
+  new = not tf.io.gfile.exists(path) or not tf.io.gfile.stat(path).length
+  with (tf.io.gfile.GFile(path, 'a') if remote else
+        open(path, 'a', newline='')) as f:
+    if new:
       f.write(HEADER + '\n')
       f.flush()
 
     def write_row(indices: str, latency_ms: float, spread_ms: float) -> None:
       f.write(f'{indices},{latency_ms:.6f},{spread_ms:.6f}\n')
       f.flush()
-      os.fsync(f.fileno())
+      if not remote:  # A GFile has no file descriptor to sync.
+        os.fsync(f.fileno())
 
     yield write_row
 
@@ -178,12 +184,11 @@ def check_settings(path: str, settings: Dict[str, Any]) -> None:
     ValueError: naming the first setting that differs.
   """
   recorded_path = settings_path(path)
-  if not os.path.exists(path) or not os.path.exists(recorded_path):
+  if not files.exists(path) or not files.exists(recorded_path):
     return
   try:
-    with open(recorded_path) as f:
-      recorded = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
+    recorded = json.loads(files.read_input(recorded_path))
+  except json.JSONDecodeError as e:
     raise ValueError(f'cannot read {recorded_path}: {e}') from None
   for key, value in settings.items():
     if key in recorded and recorded[key] != value:

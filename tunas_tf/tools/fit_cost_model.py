@@ -34,7 +34,6 @@ image size refuses the model.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Dict, Optional
 
@@ -55,7 +54,8 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
 
   Returns:
     The dict of `fit.fit`, with `indices` (the CSV's, canonical) added and
-    the CSV's absolute path in the coefficients (`source_csv`).
+    the CSV's absolute path (a remote one as given) in the coefficients
+    (`source_csv`).
 
   Raises:
     ValueError: for a bad CSV (`latency_csv.read`) or too few rows.
@@ -64,9 +64,9 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
   # Before computing features.
   fit_lib.split_sizes(len(indices), holdout_fraction)
   result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction)
-  result['coefficients']['source_csv'] = os.path.abspath(csv_path)
+  result['coefficients']['source_csv'] = files.abspath(csv_path)
   settings = latency_csv.settings_path(csv_path)
-  if os.path.exists(settings):  # How the rows were measured.
+  if files.exists(settings):  # How the rows were measured.
     result['coefficients']['measured_with'] = files.read_json(settings)
   result['indices'] = indices
   return result

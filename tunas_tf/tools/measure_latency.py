@@ -93,11 +93,7 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
       that do not fit the space (the message names the entry).
   """
   space = mobile.get_search_space(ssd)
-  try:
-    with open(path) as f:
-      text = f.read()
-  except OSError as e:
-    raise ValueError(f'cannot read {path}: {e.strerror}') from None
+  text = files.read_input(path)
   try:
     document = json.loads(text)
   except json.JSONDecodeError:
