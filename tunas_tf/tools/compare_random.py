@@ -46,7 +46,7 @@ FLAGS = flags.FLAGS
 
 def _read_architecture(search_dir: str) -> architecture_lib.Architecture:
   path = os.path.join(search_dir, architecture_lib.FILE_NAME)
-  if not os.path.exists(path):
+  if not files.exists(path):
     raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
                      'tunas_tf.tools.extract_architecture first')
   architecture = architecture_lib.read(path)
@@ -76,7 +76,7 @@ def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
   wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
             for flag in command if flag.startswith(('--ssd=', '--indices='))}
   path = os.path.join(run_dir, files.CONFIG_FILE)
-  stored = files.read_json(path) if os.path.exists(path) else {}
+  stored = files.read_json(path) if files.exists(path) else {}
   for key, value in wanted.items():
     if stored.get(key) != value:
       raise ValueError(
@@ -90,7 +90,7 @@ def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
   metrics dict. Raises ValueError naming the run when training fails, or
   when `run_dir` holds a finished training of another architecture."""
   metrics_path = os.path.join(run_dir, METRICS_FILE)
-  if os.path.exists(metrics_path):
+  if files.exists(metrics_path):
     _check_trained(name, command, run_dir)
     logging.info('%s: already trained (%s)', name, metrics_path)
   else:
@@ -101,7 +101,7 @@ def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
                if not line.startswith('Pass --help')] or ['(no output)']
       raise ValueError(f'train_eval failed for {name} in {run_dir}: '
                        f'{lines[-1]}')
-    if not os.path.exists(metrics_path):
+    if not files.exists(metrics_path):
       raise ValueError(f'train_eval wrote no {METRICS_FILE} in {run_dir}')
   return files.read_json(metrics_path)
 
@@ -231,10 +231,8 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
   fig.tight_layout()
-  tmp = path + '.tmp.png'
-  fig.savefig(tmp, dpi=100)
+  files.write_png(fig, path, dpi=100)
   plt.close(fig)
-  os.replace(tmp, path)
 
 
 def plot_context(search_dir: str) -> Dict[str, Any]:
