@@ -111,6 +111,9 @@ def check(root: str) -> None:
   # Every write goes through a temporary name renamed into place.
   leftovers = [p for p in found if '.tmp' in p]
   assert not leftovers, f'temporary files left: {leftovers}'
+  # Each binary held its model directory (a lease, `run_lock`) and let go.
+  leases = [p for p in found if p.endswith('/run.lock')]
+  assert not leases, f'leases left: {leases}'
   with tf.io.gfile.GFile(f'{root}/report/report.png', 'rb') as f:
     assert f.read(8) == b'\x89PNG\r\n\x1a\n', 'report.png is not a PNG'
   # Paths recorded in the files stay remote (`os.path.abspath` would have
