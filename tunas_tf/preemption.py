@@ -3,7 +3,7 @@
 Spot and preemptible VMs (TPU and GPU) are stopped with a SIGTERM and about
 30 seconds' notice; Ctrl-C sends a SIGINT. Inside `stop_on_signal` the
 first of either is acknowledged at once in the log and only asks the run to
-stop: `StopHook` ends the Estimator's training after the session run in
+stop: its `hook` ends the Estimator's training after the session run in
 flight, whose end saves a checkpoint at that step (the Estimator's saver
 hook saves at the end of training), and the runner then raises `Stopped`,
 which the binary turns into one line and exit status `EXIT_CODE`. A second
@@ -24,12 +24,12 @@ at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from typing import Any, Callable, Iterator, Optional
 
 from absl import logging
-import tensorflow as tf
 
 # EX_TEMPFAIL of sysexits.h: a temporary failure, run the command again.
 EXIT_CODE = 75
@@ -56,28 +56,37 @@ class StopRequest:
   def lost(self) -> Optional[str]:
     return self._lost()
 
-  def hook(self) -> 'StopHook':
-    return StopHook(self)
+  def hook(self):
+    """The Estimator hook that acts on this request (`_hook_type`)."""
+    return _hook_type()(self)
 
 
-class StopHook(tf.compat.v1.train.SessionRunHook):
-  """Ends training after the session run in flight when a stop was asked.
+@functools.lru_cache(maxsize=None)
+def _hook_type() -> type:
+  """`StopHook`'s class (made on first use: importing this module does not
+  import TensorFlow)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-  A signal ends it as `max_steps` does (`request_stop`: the saver hook then
-  saves at that step). A lost model directory raises instead, so that
-  nothing more is saved over the run that holds it now.
-  """
+  class StopHook(tf.compat.v1.train.SessionRunHook):
+    """Ends training after the session run in flight when a stop was asked.
 
-  def __init__(self, request: StopRequest):
-    self._request = request
+    A signal ends it as `max_steps` does (`request_stop`: the saver hook
+    then saves at that step). A lost model directory raises instead, so that
+    nothing more is saved over the run that holds it now.
+    """
 
-  def after_run(self, run_context, run_values):
-    del run_values
-    lost = self._request.lost()
-    if lost:
-      raise ValueError(lost)
-    if self._request.signal_name:
-      run_context.request_stop()
+    def __init__(self, request: StopRequest):
+      self._request = request
+
+    def after_run(self, run_context, run_values):
+      del run_values
+      lost = self._request.lost()
+      if lost:
+        raise ValueError(lost)
+      if self._request.signal_name:
+        run_context.request_stop()
+
+  return StopHook
 
 
 @contextlib.contextmanager
