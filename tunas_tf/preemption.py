@@ -27,7 +27,7 @@ import contextlib
 import functools
 import signal
 import threading
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence
 
 from absl import logging
 
@@ -145,6 +145,32 @@ def run_in_thread(fn: Callable[[], Any]) -> Any:
   if 'error' in outcome:
     raise outcome['error']
   return outcome.get('value')
+
+
+def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
+          stop: StopRequest, model_dir: str,
+          guards: Sequence[ContextManager[Any]] = ()) -> None:
+  """`estimator.train` to `max_steps`, stopping when `stop` asks.
+
+  Runs in a worker thread (`run_in_thread`) inside `guards` (context
+  managers that turn errors into one line), with `stop.hook()`.
+
+  Raises:
+    Stopped: when a signal stopped it, naming the step of the checkpoint
+      saved in `model_dir`.
+  """
+
+  def run():
+    with contextlib.ExitStack() as stack:
+      for guard in guards:
+        stack.enter_context(guard)
+      estimator.train(input_fn, hooks=[stop.hook()], max_steps=max_steps)
+
+  run_in_thread(run)
+  if stop.signal_name:
+    from tunas_tf import checkpoints  # pylint: disable=g-import-not-at-top
+    raise Stopped(stopped_line(
+        stop, checkpoints.resume_point(model_dir).global_step))
 
 
 def stopped_line(request: StopRequest, step: int, what: str = '') -> str:

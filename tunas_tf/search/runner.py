@@ -235,20 +235,13 @@ def run_search(config: SearchConfig) -> bool:
     checkpoints.use_resume_point(model_dir, plan.resume)
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)
-
-    def train():
-      # Restoring a foreign checkpoint fails deep inside the Estimator; say
-      # which file and why in one line. A NaN stops the run in one line too.
-      with steps.stops_in_one_line(model_dir, 'the search'), \
-          checkpoints.refuse_unreadable(plan.resume.checkpoint):
-        estimator.train(make_input_fn(config, plan.resume.global_step),
-                        hooks=[stop.hook()],
-                        max_steps=config.max_global_step)
-
-    preemption.run_in_thread(train)
-  if stop.signal_name:
-    raise preemption.Stopped(preemption.stopped_line(
-        stop, checkpoints.resume_point(model_dir).global_step))
+    # Restoring a foreign checkpoint fails deep inside the Estimator; say
+    # which file and why in one line. A NaN stops the run in one line too.
+    preemption.train(
+        estimator, make_input_fn(config, plan.resume.global_step),
+        max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
+        guards=[steps.stops_in_one_line(model_dir, 'the search'),
+                checkpoints.refuse_unreadable(plan.resume.checkpoint)])
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',

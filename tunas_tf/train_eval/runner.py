@@ -149,17 +149,10 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
                              initialize=resume.checkpoint is None,
                              inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-
-    def train():
-      with search_steps.stops_in_one_line(model_dir, 'train_eval'):
-        estimator.train(data.make_input_fn(config, True, resume.global_step),
-                        hooks=[stop.hook()],
-                        max_steps=config.max_global_step)
-
-    preemption.run_in_thread(train)
-    if stop.signal_name:
-      raise preemption.Stopped(preemption.stopped_line(
-          stop, checkpoints.resume_point(model_dir).global_step))
+    preemption.train(
+        estimator, data.make_input_fn(config, True, resume.global_step),
+        max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
+        guards=[search_steps.stops_in_one_line(model_dir, 'train_eval')])
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
