@@ -43,7 +43,8 @@ test: $(STAMP)
 
 # Python 3.10, a Cloud TPU VM's Python, where this machine has one (on PATH,
 # or a pyenv version): the package in its own virtualenv, an 8-step search
-# and its extraction, and the fast tests. Says so and passes where there is
+# and its extraction, and the fast tests (the TPU resolution, signal and
+# run-lock tests among them). Says so and passes where there is
 # none. CI runs it after `test`.
 PY310 ?= $(firstword $(shell for p in python3.10 \
 	$$(ls -d $$(pyenv root 2>/dev/null)/versions/3.10*/bin/python3.10 \
@@ -65,7 +66,8 @@ check-py310:
 	  --model_dir=$$dir/search; \
 	rm -rf $$dir; \
 	$(VENV310)/bin/python -m pytest -q -n 2 --dist loadfile tests/search_space \
-	  tests/controller tests/cost_model tests/layers tests/graph
+	  tests/controller tests/cost_model tests/layers tests/graph \
+	  tests/cloud_tpu_test.py tests/preemption_test.py tests/run_lock_test.py
 
 # The offline demo: digits, digits_search, its MACs model and rule target.
 # Running it again resumes (or, when finished, only re-extracts).
