@@ -1,0 +1,253 @@
+"""ImageNet preprocessing of one encoded image: the original's, keyed on a seed.
+
+`imagenet_train` and `imagenet_eval` reproduce the original's
+`imagenet_preprocessing.preprocess_for_train/_eval` followed by
+`fast_imagenet_input`'s normalisation (reference §2.1 items 2 and 5):
+
+* train: a distorted box of the whole image (min object covered 0.1, aspect
+  3/4..4/3, area 0.08..1, 10 attempts); when the sampled box is the whole
+  image (sampling failed) the eval crop instead; only that window of a JPEG is
+  decoded; TF1 bicubic resize to `image_size`, random left-right flip.
+* eval: the centre square of side `image_size / (image_size + 32) * min(h, w)`
+  (float32 product, truncated), decoded alone, TF1 bicubic resize.
+* both: float32 on the 0..255 scale, no clipping (the original's
+  `convert_image_dtype` to float32 of a float32 image is a no-op, so bicubic
+  over- and undershoot stay), minus `MEAN_RGB`, divided by `STDDEV_RGB`.
+
+Where this differs from the original:
+
+* Randomness is stateless: the crop and the flip are functions of `seed`
+  (crop: `stateless_fold_in(seed, 0)`, flip: `stateless_fold_in(seed, 1)`),
+  not of op-level seeds, so a resumed run reads the same images.
+* The failed-sampling test compares height and width only. The original
+  compared `[h, w, c]` of the JPEG header with the decoded crop's
+  `[h, w, 3]`, so on grayscale (c = 1) and CMYK (c = 4) JPEGs its fallback to
+  the eval crop never fired.
+* The box is sampled before decoding, so a failed sample decodes once (the
+  original decoded the whole image, then the centre crop).
+* Non-JPEG encodings (PNG, BMP, GIF: `tf.io.decode_image`) are decoded whole,
+  then cropped; the original read JPEGs only.
+* `channels=1` (grayscale datasets) decodes one channel and normalises with
+  the mean of the three means and of the three stddevs.
+
+The resize is `ResizeBicubic` with `half_pixel_centers=False` (cubic
+coefficient -0.75): TF1 `tf.image.resize_bicubic`, which the original used.
+TF2's `tf.image.resize(method='bicubic')` is the same op with half-pixel
+centres (coefficient -0.5), a different image.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+import tensorflow as tf
+
+# The original's normalisation (fast_imagenet_input.py), on the 0..255 scale.
+MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+# Eval crops the centre image_size / (image_size + CROP_PADDING) of the short
+# side (224 of 256).
+CROP_PADDING = 32
+
+_MIN_OBJECT_COVERED = 0.1
+_ASPECT_RATIO_RANGE = (3. / 4., 4. / 3.)
+_AREA_RANGE = (0.08, 1.0)
+_MAX_ATTEMPTS = 10
+_CHANNELS = (1, 3)
+
+SeedLike = Union[tf.Tensor, Sequence[int]]
+WindowFn = Callable[[tf.Tensor], tf.Tensor]
+
+
+def _check(image_size: int, channels: int) -> None:
+  """Raises ValueError for a non-positive `image_size` or bad `channels`."""
+  if isinstance(image_size, bool) or not isinstance(image_size, int) or (
+      image_size <= 0):
+    raise ValueError(f'image_size must be a positive int, got {image_size!r}')
+  if channels not in _CHANNELS:
+    raise ValueError(f'channels must be one of {_CHANNELS}, got {channels!r}')
+
+
+def eval_crop_window(image_shape: tf.Tensor, image_size: int) -> tf.Tensor:
+  """The eval crop: the centre square of `image_size / (image_size + 32)`.
+
+  The side is `int(float32(image_size / (image_size + CROP_PADDING)) *
+  float32(min(height, width)))` and the offsets `(height - side + 1) // 2`
+  and `(width - side + 1) // 2`, as in the original.
+
+  Args:
+    image_shape: int32 Tensor whose first two entries are the image's height
+      and width (e.g. `tf.image.extract_jpeg_shape`'s `[h, w, c]`).
+    image_size: the side the crop is resized to (a Python int).
+
+  Returns:
+    int32 Tensor `[offset_y, offset_x, side, side]` (the `crop_window` of
+    `tf.image.decode_and_crop_jpeg`).
+  """
+  height = tf.cast(image_shape[0], tf.int32)
+  width = tf.cast(image_shape[1], tf.int32)
+  ratio = image_size / (image_size + CROP_PADDING)
+  # The original's arithmetic: a float32 product, truncated towards zero.
+  side = tf.cast(
+      tf.constant(ratio, tf.float32) *
+      tf.cast(tf.minimum(height, width), tf.float32), tf.int32)
+  offset_y = (height - side + 1) // 2
+  offset_x = (width - side + 1) // 2
+  return tf.stack([offset_y, offset_x, side, side])
+
+
+def train_crop_window(image_shape: tf.Tensor, seed: SeedLike,
+                      image_size: int) -> tf.Tensor:
+  """The train crop: a distorted box keyed on `seed`, else the eval crop.
+
+  Samples `tf.image.stateless_sample_distorted_bounding_box` of the whole
+  image (min object covered 0.1, so the box covers at least 10% of the
+  image; aspect ratio width / height in 3/4..4/3 up to the rounding of the
+  width to whole pixels; area 0.08..1; 10 attempts) with the seed
+  `stateless_fold_in(seed, 0)`. A box as large as the image (the op returns
+  the whole image after 10 failed attempts) gives `eval_crop_window`.
+
+  Args:
+    image_shape: int32 Tensor whose first two entries are the image's height
+      and width.
+    seed: int32 or int64 Tensor (or pair of ints) of shape [2]: the image's
+      seed, the one `imagenet_train` takes.
+    image_size: the side the crop is resized to (for the eval fallback).
+
+  Returns:
+    int32 Tensor `[offset_y, offset_x, height, width]`.
+  """
+  height_width = tf.cast(image_shape[:2], tf.int32)
+  crop_seed = tf.random.experimental.stateless_fold_in(seed, 0)
+  whole_image = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
+  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+      tf.concat([height_width, [1]], axis=0),
+      bounding_boxes=whole_image,
+      seed=crop_seed,
+      min_object_covered=_MIN_OBJECT_COVERED,
+      aspect_ratio_range=_ASPECT_RATIO_RANGE,
+      area_range=_AREA_RANGE,
+      max_attempts=_MAX_ATTEMPTS,
+      use_image_if_no_bounding_boxes=True)
+  sampled = tf.concat([begin[:2], size[:2]], axis=0)
+  failed = tf.reduce_all(tf.equal(size[:2], height_width))
+  return tf.where(failed, eval_crop_window(height_width, image_size), sampled)
+
+
+def decode_crop(encoded: tf.Tensor, window_fn: WindowFn,
+                channels: int = 3) -> tf.Tensor:
+  """Decodes the window `window_fn([height, width])` of one encoded image.
+
+  A JPEG's shape is read from its header and only the window is decoded
+  (`tf.image.decode_and_crop_jpeg`); other encodings are decoded whole, then
+  sliced. For a JPEG with subsampled chroma (4:2:0, 4:2:2) the window's first
+  and last columns can differ from a full decode's: libjpeg upsamples the
+  chroma of the window as if its left and right edges were the image's. The
+  rest of the window, and every pixel of grayscale and 4:4:4 JPEGs, is equal.
+
+  Args:
+    encoded: scalar string Tensor, one encoded image.
+    window_fn: maps an int32 Tensor `[height, width]` to an int32 Tensor
+      `[offset_y, offset_x, crop_height, crop_width]` inside the image.
+    channels: 1 or 3, the channels to decode to.
+
+  Returns:
+    uint8 Tensor `[crop_height, crop_width, channels]`.
+  """
+
+  def jpeg() -> tf.Tensor:
+    window = window_fn(tf.image.extract_jpeg_shape(encoded)[:2])
+    return tf.image.decode_and_crop_jpeg(encoded, window, channels=channels)
+
+  def other() -> tf.Tensor:
+    image = tf.io.decode_image(encoded, channels=channels,
+                               expand_animations=False)
+    window = window_fn(tf.shape(image)[:2])
+    return tf.slice(image, [window[0], window[1], 0],
+                    [window[2], window[3], channels])
+
+  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+
+
+def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
+  """TF1 `resize_bicubic` (no half-pixel centres): float32, not clipped."""
+  resized = tf.raw_ops.ResizeBicubic(
+      images=image[tf.newaxis], size=[image_size, image_size],
+      align_corners=False, half_pixel_centers=False)
+  return resized[0]
+
+
+def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
+  """(image - mean) / stddev per channel; one channel takes their means."""
+  if channels == 1:
+    mean = [sum(MEAN_RGB) / 3]
+    stddev = [sum(STDDEV_RGB) / 3]
+  else:
+    mean, stddev = MEAN_RGB, STDDEV_RGB
+  return ((image - tf.constant(mean, tf.float32)) /
+          tf.constant(stddev, tf.float32))
+
+
+def imagenet_train(encoded: tf.Tensor, seed: SeedLike, image_size: int,
+                   channels: int = 3) -> tf.Tensor:
+  """The original's training preprocessing of one image, keyed on `seed`.
+
+  Crop `train_crop_window` (decoding only that window of a JPEG), TF1 bicubic
+  resize to `image_size`, left-right flip with probability 1/2 drawn from
+  `stateless_fold_in(seed, 1)`, normalisation. A pure function of
+  (`encoded`, `seed`): traceable in `tf.data` maps, `tf.function` and TF1
+  graphs.
+
+  Args:
+    encoded: scalar string Tensor, one encoded image (JPEG, PNG, BMP, GIF).
+    seed: int32 or int64 Tensor (or pair of ints) of shape [2].
+    image_size: side of the output (a Python int, e.g. 224).
+    channels: 3 (RGB), or 1 for grayscale datasets (normalised with the mean
+      of the three channels' means and stddevs).
+
+  Returns:
+    float32 Tensor `[image_size, image_size, channels]`: 0..255 values (plus
+    bicubic overshoot) minus the mean, divided by the stddev.
+
+  Raises:
+    ValueError: if `image_size` is not a positive int or `channels` is not 1
+      or 3.
+  """
+  _check(image_size, channels)
+  seed = tf.convert_to_tensor(seed)
+  image = decode_crop(
+      encoded, lambda shape: train_crop_window(shape, seed, image_size),
+      channels)
+  image = _resize(image, image_size)
+  # After the resize, as the original flips: the half-pixel offset of TF1's
+  # resize makes flip-then-resize a different image.
+  image = tf.image.stateless_random_flip_left_right(
+      image, seed=tf.random.experimental.stateless_fold_in(seed, 1))
+  return _normalize(image, channels)
+
+
+def imagenet_eval(encoded: tf.Tensor, image_size: int,
+                  channels: int = 3) -> tf.Tensor:
+  """The original's eval preprocessing of one image (deterministic).
+
+  Crop `eval_crop_window` (decoding only that window of a JPEG), TF1 bicubic
+  resize to `image_size`, normalisation.
+
+  Args:
+    encoded: scalar string Tensor, one encoded image (JPEG, PNG, BMP, GIF).
+    image_size: side of the output (a Python int, e.g. 224).
+    channels: 3 (RGB), or 1 for grayscale datasets (normalised with the mean
+      of the three channels' means and stddevs).
+
+  Returns:
+    float32 Tensor `[image_size, image_size, channels]`, normalised as
+    `imagenet_train`'s.
+
+  Raises:
+    ValueError: if `image_size` is not a positive int or `channels` is not 1
+      or 3.
+  """
+  _check(image_size, channels)
+  image = decode_crop(
+      encoded, lambda shape: eval_crop_window(shape, image_size), channels)
+  return _normalize(_resize(image, image_size), channels)
