@@ -13,7 +13,8 @@ from tunas_tf.data import datasets
 def _job(use_tpu=False):
   return backend.JobConfig(
       model_dir='/tmp/unused', dataset='digits', data_dir=None,
-      download=False, num_classes=10, image_size=8, num_channels=1, seed=0,
+      download=False, num_classes=10, image_size=8, num_channels=1,
+      preprocessing='none', seed=0,
       use_tpu=use_tpu, tpu='my-tpu' if use_tpu else '', tpu_zone=None,
       gcp_project=None, tpu_iterations_per_loop=1, save_checkpoints_steps=1,
       keep_checkpoint_max=1, log_every_steps=1)

@@ -259,6 +259,11 @@ _SEARCH_ROWS = [
      r'.*model.ckpt-0: .*\); nothing was changed', _broken_search),
     ('restart_garbled_config', [_SEARCH], r'config.json is not valid JSON',
      _garbled_config),
+    ('restart_preprocessing', [_SEARCH, '--preprocessing=cifar'],
+     r"preprocessing is 'none' there and 'cifar' now", _finished_search),
+    ('preprocessing_digits', ['--preprocessing=imagenet'],
+     r'--preprocessing=imagenet decodes stored images; digits are 8x8 arrays '
+     r'\(use none or cifar\)$'),
 ]
 _TRAIN_EVAL_ROWS = [
     ('momentum', ['--momentum=-3'], r'--momentum must be in \[0, 1\), got '
@@ -296,6 +301,8 @@ _TRAIN_EVAL_ROWS = [
     ('offline', ['--dataset=mnist', '--data_dir={root}/tfds'],
      r"'mnist' is not prepared .* cannot be downloaded"),
     ('extra_argument', ['stray'], r"unexpected arguments \['stray'\]$"),
+    ('preprocessing_digits', ['--preprocessing=imagenet'],
+     r'--preprocessing=imagenet decodes stored images; digits are 8x8 arrays'),
     ('restart_changed', ['--max_steps=30', '--base_learning_rate=0.5'],
      r'base_learning_rate is 0.165 there and 0.5 now', _train_eval_dir),
     ('restart_unreadable', ['--max_steps=30'], r'No readable checkpoint in '
@@ -393,6 +400,8 @@ _FLAG_ROWS = [
     ('train_eval', ['--max_steps=1.5'], 'max_steps'),
     ('train_search', ['--use_bfloat16=maybe'], 'use_bfloat16'),
     ('train_eval', ['--use_bfloat16=maybe'], 'use_bfloat16'),
+    ('train_search', ['--preprocessing=jpeg'], 'preprocessing'),
+    ('train_eval', ['--preprocessing=jpeg'], 'preprocessing'),
     ('describe_space', ['--ssd=no_such_space'], 'ssd'),
 ]
 

@@ -44,6 +44,8 @@ class JobConfig:
     num_classes: classifier width (at least the dataset's label count).
     image_size: input side in pixels.
     num_channels: image channels of the dataset.
+    preprocessing: how stored images become the network's input
+      (`datasets.PREPROCESSINGS`); part of the run (checked on restart).
     seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
     use_tpu: run on TPU (`tpu` names it).
     tpu: 'local' (a TPU VM's own TPU), a Cloud TPU name or grpc://HOST:PORT
@@ -70,6 +72,7 @@ class JobConfig:
   num_classes: int
   image_size: int
   num_channels: int
+  preprocessing: str
   seed: int
   use_tpu: bool
   tpu: str
@@ -88,6 +91,8 @@ class JobConfig:
       raise ValueError('--use_tpu needs --tpu=NAME')
     if not self.dataset:
       raise ValueError('--dataset must name a dataset')
+    from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+    datasets.check_preprocessing(self.dataset, self.preprocessing)
     for name in _POSITIVE_FIELDS:
       value = getattr(self, name)
       if (isinstance(value, bool) or not isinstance(value, numbers.Integral)

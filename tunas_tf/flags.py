@@ -77,7 +77,8 @@ class TfdsInfoFilter:
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
   """--model_dir (alias --checkpoint_dir), --dataset, --data_dir (alias
-  --dataset_dir), --[no]download, --num_classes, --image_size."""
+  --dataset_dir), --[no]download, --num_classes, --image_size,
+  --preprocessing."""
   flags.DEFINE_string('model_dir', None, model_dir_help, flag_values=f)
   flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
   flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
@@ -90,7 +91,17 @@ def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
   flags.DEFINE_integer('num_classes', None, "Classes of the classifier; "
                        "default the dataset's own count.", flag_values=f)
   flags.DEFINE_integer('image_size', None, 'Input side in pixels; default the '
-                       "dataset's own (digits: 8).", flag_values=f)
+                       "stored images' shorter side (digits: 8); required "
+                       'for images of varying sizes.', flag_values=f)
+  flags.DEFINE_enum('preprocessing', None, ['imagenet', 'cifar', 'none'],
+                    "imagenet: the original's Inception-style crop for "
+                    'training, a padded centre crop for evaluation and the '
+                    "controller's validation batches, bicubic, mean/std "
+                    'normalised; cifar: the whole image in [0, 1], a 1/8 '
+                    'pad-and-crop and flip for training; none: the whole '
+                    'image, never augmented. Default: none for digits, cifar '
+                    'for square images of at most 64 px, else imagenet.',
+                    flag_values=f)
 
 
 def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
@@ -121,10 +132,12 @@ def define_determinism_flag(f: flags.FlagValues) -> None:
 
 
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
-               num_channels: int) -> backend.JobConfig:
+               num_channels: int, preprocessing: str) -> backend.JobConfig:
   """The `JobConfig` of a binary's flags, with the dataset facts resolved.
 
-  Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
+  `preprocessing` is the resolved `--preprocessing` (the dataset's default
+  when unset). Reads the flags of `define_data_flags` and `define_tpu_flags`
+  plus the
   binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max`,
   `--log_every_steps` and `--deterministic`; `--use_tpu` defaults to whether
   `--tpu` is set.
@@ -135,7 +148,7 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
   return backend.JobConfig(
       model_dir=f.model_dir, dataset=f.dataset, data_dir=f.data_dir,
       download=f.download, num_classes=num_classes, image_size=image_size,
-      num_channels=num_channels, seed=f.seed,
+      num_channels=num_channels, preprocessing=preprocessing, seed=f.seed,
       use_tpu=backend.resolve_use_tpu(f.tpu, f.use_tpu), tpu=f.tpu,
       tpu_zone=f.tpu_zone, gcp_project=f.gcp_project,
       tpu_iterations_per_loop=f.tpu_iterations_per_loop,

@@ -236,7 +236,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       f, num_classes=num_classes,
       image_size=(dataset_info.image_size if f.image_size is None
                   else f.image_size),
-      num_channels=dataset_info.num_channels)
+      num_channels=dataset_info.num_channels,
+      preprocessing=f.preprocessing or dataset_info.default_preprocessing)
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   cost_model = linear.get_cost_model(
       f.ssd, f.cost_model, image_size=job.image_size,

@@ -80,6 +80,30 @@ class DatasetsTest(tf.test.TestCase):
     self.assertEqual(labels['train'].shape, (3, 4))
     self.assertAllClose(tf.reduce_sum(labels['validation'], axis=1), [1, 1])
 
+  def test_imagenet_preprocessing_normalises_each_side_of_its_split(self):
+    # Each tiny image is filled with its index: after any crop and resize,
+    # (value - mean) / std per channel gives the index back.
+    from tunas_tf.data import preprocessing  # pylint: disable=g-import-not-at-top
+    dataset = datasets.search_dataset(
+        'tiny_images', 4, 3, 2, data_dir=self.data_dir, validation_examples=5,
+        image_size=12, preprocessing='imagenet')
+    mean = np.array(preprocessing.MEAN_RGB, np.float32)
+    std = np.array(preprocessing.STDDEV_RGB, np.float32)
+    for features, _ in dataset.take(4).as_numpy_iterator():
+      for side, indices in (('train', self._indices('search_train')),
+                            ('validation',
+                             self._indices('search_validation'))):
+        images = features[side]
+        self.assertEqual(images.shape[1:], (12, 12, 3))
+        self.assertEqual(images.dtype, np.float32)
+        pixels = images * std + mean  # Back to 0-255.
+        for image in pixels:
+          self.assertAllClose(image, np.full_like(image, image[0, 0, 0]),
+                              atol=1e-3)
+          self.assertIn(int(round(image[0, 0, 0])), indices)
+    with self.assertRaisesRegex(ValueError, 'digits are 8x8 arrays'):
+      datasets.search_dataset('digits', 10, 4, 3, preprocessing='imagenet')
+
   def _take(self, dataset, count):
     return [tf.nest.map_structure(lambda t: t.numpy(), element)
             for element in dataset.take(count)]

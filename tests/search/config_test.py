@@ -56,6 +56,7 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(config.job.num_classes, 1001)
     self.assertEqual(config.validation_batch_size, 16384)
     self.assertEqual(config.supernet_mode, 'masked')
+    self.assertEqual(config.job.preprocessing, 'imagenet')
     self.assertTrue(config.job.use_tpu)
 
   def test_max_steps_overrides_epochs(self):

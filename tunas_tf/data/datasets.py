@@ -14,8 +14,9 @@ Two sources, one interface:
   unless `download=False`, in which case a missing dataset fails at once,
   naming it and the data directory.
 
-Images come out as float32 NHWC in [0, 1]; labels as one-hot float32 of depth
-`num_classes`. Split names: `search_train`, `search_validation` (both carved
+Images come out as float32 NHWC, preprocessed as `--preprocessing` says
+(`PREPROCESSINGS`: in [0, 1] for `cifar` and `none`, mean/std normalised for
+`imagenet`); labels as one-hot float32 of depth `num_classes`. Split names: `search_train`, `search_validation` (both carved
 from the training data) and `test` (the held-out evaluation split).
 
 Every split is first an ordered, undecoded `Source`. Training reads it as a
@@ -43,6 +44,20 @@ SEARCH_VALIDATION = 'search_validation'
 TEST = 'test'
 SPLITS = (SEARCH_TRAIN, SEARCH_VALIDATION, TEST)
 
+# How stored images become the network's input (`--preprocessing`):
+# IMAGENET: the original's Inception-style crop (training) and padded centre
+# crop (evaluation, and the controller's validation batches), bicubic, mean/
+# std normalised 0-255 values (`preprocessing.py`); CIFAR: the whole image
+# resized to the run's size in [0, 1], a 1/8 pad-and-crop and flip for
+# training (`augment`); NONE: the whole image in [0, 1], never augmented.
+IMAGENET = 'imagenet'
+CIFAR = 'cifar'
+NONE = 'none'
+PREPROCESSINGS = (IMAGENET, CIFAR, NONE)
+# Square images of a fixed side up to this many pixels are "small" (CIFAR,
+# Fashion-MNIST): CIFAR-style by default; larger or varying ones ImageNet's.
+SMALL_IMAGE_SIDE = 64
+
 _DIGITS_SEED = 20200614
 _DIGITS_FRACTIONS = (0.6, 0.2)  # search-train, search-validation; rest test.
 
@@ -57,12 +72,59 @@ class DatasetInfo:
     num_channels: 1 (digits, grayscale) or 3.
     num_classes: the dataset's own number of labels.
     split_sizes: dict split name -> number of examples.
+    stored_shape: (height, width) of the stored images, None where they
+      vary (`default_preprocessing`).
   """
   name: str
   image_size: int
   num_channels: int
   num_classes: int
   split_sizes: Dict[str, int]
+  stored_shape: Tuple[Optional[int], Optional[int]] = (None, None)
+
+  @property
+  def default_preprocessing(self) -> str:
+    return default_preprocessing(self.name, self.stored_shape)
+
+
+def default_preprocessing(name: str,
+                          stored_shape: Tuple[Optional[int], Optional[int]]
+                          ) -> str:
+  """`none` for digits, `cifar` for small fixed-size square images, else
+  (larger, non-square or varying ones) `imagenet`."""
+  if name == DIGITS:
+    return NONE
+  height, width = stored_shape
+  if height is not None and height == width and height <= SMALL_IMAGE_SIDE:
+    return CIFAR
+  return IMAGENET
+
+
+def run_image_size(name: str,
+                   stored_shape: Tuple[Optional[int], Optional[int]],
+                   image_size: Optional[int]) -> int:
+  """The side the network sees: `image_size`, or the stored images' shorter
+  side when they all have one size.
+
+  Raises:
+    ValueError: for images of varying sizes without `image_size`.
+  """
+  if image_size is not None:
+    return image_size
+  if None in stored_shape:
+    raise ValueError(f'{name!r} holds images of varying sizes: give '
+                     '--image_size (e.g. 224)')
+  return min(stored_shape)
+
+
+def check_preprocessing(name: str, preprocessing: str) -> None:
+  """Raises ValueError for an unknown one, or `imagenet` on digits."""
+  if preprocessing not in PREPROCESSINGS:
+    raise ValueError(f'--preprocessing={preprocessing!r}: expected one of '
+                     f'{", ".join(PREPROCESSINGS)}')
+  if name == DIGITS and preprocessing == IMAGENET:
+    raise ValueError('--preprocessing=imagenet decodes stored images; digits '
+                     'are 8x8 arrays (use none or cifar)')
 
 
 @functools.lru_cache(maxsize=1)
@@ -225,7 +287,7 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
   if name == DIGITS:
     arrays = digits_arrays()
     return DatasetInfo(DIGITS, 8, 1, 10,
-                       {k: len(v[1]) for k, v in arrays.items()})
+                       {k: len(v[1]) for k, v in arrays.items()}, (8, 8))
   builder = tfds_builder(name, data_dir, download)
   info = builder.info
   if 'image' not in info.features or 'label' not in info.features:
@@ -238,12 +300,13 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
   num_train = splits['train'].num_examples
   holdout_splits(num_train, validation_examples)  # Validates.
   shape = info.features['image'].shape
+  stored = (shape[0], shape[1])
   return DatasetInfo(
-      name, image_size or shape[0], shape[-1],
+      name, run_image_size(name, stored, image_size), shape[-1],
       info.features['label'].num_classes,
       {SEARCH_TRAIN: num_train - validation_examples,
        SEARCH_VALIDATION: validation_examples,
-       TEST: splits['test'].num_examples})
+       TEST: splits['test'].num_examples}, stored)
 
 
 class Source(NamedTuple):
@@ -260,16 +323,50 @@ class Source(NamedTuple):
   examples: tf.data.Dataset
   size: int
   decode: Callable[[tf.Tensor], tf.Tensor]
+  encoded: bool = False
+  channels: int = 1
+  stored_shape: Tuple[Optional[int], Optional[int]] = (None, None)
+  image_size: Optional[int] = None
+  name: str = DIGITS
+
+  def preprocess_fn(self, preprocessing: Optional[str], training: bool
+                    ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """(image as stored, int64 [2] seed) -> the network's input image.
+
+    Args:
+      preprocessing: `IMAGENET`, `CIFAR`, `NONE`, or None for the dataset's
+        default (`default_preprocessing`).
+      training: the training side (augmented); else evaluation (and the
+        controller's validation batches): never augmented.
+
+    Raises:
+      ValueError: for `IMAGENET` on images that are not encoded (digits).
+    """
+    preprocessing = preprocessing or default_preprocessing(
+        self.name, self.stored_shape)
+    check_preprocessing(self.name, preprocessing)
+    if preprocessing == IMAGENET:
+      from tunas_tf.data import preprocessing as lib  # pylint: disable=g-import-not-at-top
+      size = run_image_size(self.name, self.stored_shape, self.image_size)
+      if training:
+        return lambda image, seed: lib.imagenet_train(image, seed, size,
+                                                      self.channels)
+      return lambda image, seed: lib.imagenet_eval(image, size, self.channels)
+    if preprocessing == CIFAR and training:
+      return lambda image, seed: augment(self.decode(image), seed)
+    return lambda image, seed: self.decode(image)
 
 
 def _array_source(images: np.ndarray, labels: np.ndarray) -> Source:
   return Source(tf.data.Dataset.from_tensor_slices((images, labels)),
-                len(labels), lambda image: image)
+                len(labels), lambda image: image, channels=images.shape[-1],
+                stored_shape=images.shape[1:3], image_size=images.shape[1])
 
 
-def _tfds_source(name: str, tfds_split: str, data_dir: Optional[str],
-                 download: bool, image_size: Optional[int]) -> Source:
-  """A TFDS split in its stored order, images still encoded."""
+def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
+                      download: bool, image_size: Optional[int]) -> Source:
+  """A TFDS split (any split string) in its stored order, images still
+  encoded."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   builder = tfds_builder(name, data_dir, download)
   feature = builder.info.features['image']
@@ -278,14 +375,17 @@ def _tfds_source(name: str, tfds_split: str, data_dir: Optional[str],
       decoders={'image': tfds.decode.SkipDecoding()})
   size = builder.info.splits[tfds_split].num_examples
 
+  stored_shape = tuple(feature.shape[:2])
+  side = run_image_size(name, stored_shape, image_size)
+
   def decode(encoded):
     image = tf.image.convert_image_dtype(feature.decode_example(encoded),
                                          tf.float32)
-    if image_size is not None:
-      image = tf.image.resize(image, [image_size, image_size])
-    return image
+    return tf.image.resize(image, [side, side])
 
-  return Source(examples, size, decode)
+  return Source(examples, size, decode, encoded=True,
+                channels=feature.shape[-1], stored_shape=stored_shape,
+                image_size=side, name=name)
 
 
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
@@ -307,7 +407,7 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
     return _array_source(*digits_arrays()[split])
   builder = tfds_builder(name, data_dir, download)
   num_train = builder.info.splits['train'].num_examples
-  return _tfds_source(name, holdout_splits(num_train, validation_examples)[
+  return tfds_split_source(name, holdout_splits(num_train, validation_examples)[
       split], data_dir, download, image_size)
 
 
@@ -321,13 +421,13 @@ def training_source(name: str, *, data_dir: Optional[str] = None,
     parts = [arrays[SEARCH_TRAIN], arrays[SEARCH_VALIDATION]]
     return _array_source(np.concatenate([p[0] for p in parts]),
                          np.concatenate([p[1] for p in parts]))
-  return _tfds_source(name, 'train', data_dir, download, image_size)
+  return tfds_split_source(name, 'train', data_dir, download, image_size)
 
 
 def load_split(name: str, split: str, num_classes: int, *,
                data_dir: Optional[str] = None, download: bool = False,
-               validation_examples: int = 0, image_size: Optional[int] = None
-               ) -> tf.data.Dataset:
+               validation_examples: int = 0, image_size: Optional[int] = None,
+               preprocessing: Optional[str] = None) -> tf.data.Dataset:
   """Returns one split in its stored order as (image, one-hot label).
 
   Args:
@@ -335,10 +435,12 @@ def load_split(name: str, split: str, num_classes: int, *,
     split: one of `SPLITS`.
     num_classes: one-hot depth (>= the dataset's own label count).
     data_dir, download, validation_examples, image_size: as `dataset_info`.
+    preprocessing: as `Source.preprocess_fn` (its evaluation side).
 
   Returns:
-    `tf.data.Dataset` of (float32 [H, W, C] in [0, 1], float32
-    [num_classes]), unbatched.
+    `tf.data.Dataset` of (float32 [H, W, C], float32 [num_classes]),
+    unbatched: images in [0, 1] (`cifar`, `none`) or normalised
+    (`imagenet`).
 
   Raises:
     ValueError: unknown split, missing data or an empty split.
@@ -346,8 +448,9 @@ def load_split(name: str, split: str, num_classes: int, *,
   source = split_source(name, split, data_dir=data_dir, download=download,
                         validation_examples=validation_examples,
                         image_size=image_size)
+  prepare = source.preprocess_fn(preprocessing, training=False)
   return source.examples.map(
-      lambda image, label: (source.decode(image),
+      lambda image, label: (prepare(image, None),
                             tf.one_hot(label, num_classes)),
       num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -468,19 +571,9 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
   return stream.batch(batch_size, drop_remainder=True)
 
 
-def _prepare_fn(source: Source, num_classes: int, augmented: bool):
-  """`keyed_batches`' prepare: decode, augment (keyed), one-hot."""
-  def prepare(example, seed):
-    image, label = example
-    image = source.decode(image)
-    if augmented:
-      image = augment(image, seed)
-    return image, tf.one_hot(label, num_classes)
-  return prepare
-
-
 def training_batches(source: Source, num_classes: int, batch_size: int, *,
-                     key: Tuple[int, int], augmented: bool,
+                     key: Tuple[int, int], training: bool,
+                     preprocessing: Optional[str] = None,
                      start_step: int = 0, pipeline: Pipeline = Pipeline(),
                      shuffle_buffer: Optional[int] = None
                      ) -> tf.data.Dataset:
@@ -491,18 +584,25 @@ def training_batches(source: Source, num_classes: int, batch_size: int, *,
     num_classes: one-hot depth.
     batch_size, key, start_step, pipeline, shuffle_buffer: as
       `keyed_batches`.
-    augmented: random crop and flip (`augment`, keyed on the position).
+    training: the training side of `preprocessing` (augmented, keyed on the
+      position), else its evaluation side.
+    preprocessing: as `Source.preprocess_fn`.
 
   Returns:
     An infinite dataset of (float32 [B, H, W, C], float32 [B, num_classes]).
 
   Raises:
-    ValueError: as `keyed_batches`.
+    ValueError: as `keyed_batches` and `Source.preprocess_fn`.
   """
+  image_fn = source.preprocess_fn(preprocessing, training)
+
+  def prepare(example, seed):
+    image, label = example
+    return image_fn(image, seed), tf.one_hot(label, num_classes)
+
   return keyed_batches(source.examples, source.size, batch_size, key=key,
                        start_step=start_step, pipeline=pipeline,
-                       prepare=_prepare_fn(source, num_classes, augmented),
-                       shuffle_buffer=shuffle_buffer)
+                       prepare=prepare, shuffle_buffer=shuffle_buffer)
 
 
 def search_dataset(name: str, num_classes: int, train_batch_size: int,
@@ -511,15 +611,17 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
                    validation_examples: int = 0,
                    image_size: Optional[int] = None, start_step: int = 0,
                    pipeline: Pipeline = Pipeline(),
-                   shuffle_buffer: int = 1024) -> tf.data.Dataset:
+                   shuffle_buffer: int = 1024,
+                   preprocessing: Optional[str] = None) -> tf.data.Dataset:
   """The search input: train and validation batches zipped, forever.
 
   Each element is `({'train': images, 'validation': images},
   {'train': labels, 'validation': labels})` (reference §2.1). Each side is a
   `keyed_batches` stream of its split, keyed (seed, `SEARCH_TRAIN_STREAM`)
   and (seed, `SEARCH_VALIDATION_STREAM`), so a search resumed at
-  `start_step` reads what an uninterrupted one reads from there. Only the
-  train side is augmented (TFDS datasets).
+  `start_step` reads what an uninterrupted one reads from there. The train
+  side gets the training side of `preprocessing`, the validation side its
+  evaluation side (never augmented; reference §2.1 item 1).
 
   Args:
     name, data_dir, download, validation_examples, image_size: as
@@ -531,6 +633,7 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
     start_step: the step the search resumes at.
     pipeline: which per-replica batches this input_fn call yields.
     shuffle_buffer: shuffle buffer of each side (digits: the whole split).
+    preprocessing: as `Source.preprocess_fn`.
 
   Returns:
     An infinite `tf.data.Dataset` of (features, labels) dicts; images
@@ -552,8 +655,8 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
                        f'fewer than one batch of {batch}')
     sides[key] = training_batches(
         source, num_classes, batch, key=(seed, stream),
-        augmented=key == 'train' and name != DIGITS, start_step=start_step,
-        pipeline=pipeline,
+        training=key == 'train', preprocessing=preprocessing,
+        start_step=start_step, pipeline=pipeline,
         shuffle_buffer=None if name == DIGITS else shuffle_buffer)
   zipped = tf.data.Dataset.zip((sides['train'], sides['validation']))
   return zipped.map(
@@ -565,10 +668,11 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
 def eval_dataset(name: str, split: str, num_classes: int, batch_size: int, *,
                  data_dir: Optional[str] = None, download: bool = False,
                  validation_examples: int = 0,
-                 image_size: Optional[int] = None) -> tf.data.Dataset:
+                 image_size: Optional[int] = None,
+                 preprocessing: Optional[str] = None) -> tf.data.Dataset:
   """One ordered pass over `split` in batches (the last one may be short)."""
   dataset = load_split(name, split, num_classes, data_dir=data_dir,
                        download=download,
                        validation_examples=validation_examples,
-                       image_size=image_size)
+                       image_size=image_size, preprocessing=preprocessing)
   return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)

@@ -120,7 +120,8 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
         data_dir=job.data_dir, download=job.download,
         validation_examples=config.validation_examples,
         image_size=job.image_size, start_step=start_step,
-        pipeline=backend.input_pipeline(params, job, config.replicas))
+        pipeline=backend.input_pipeline(params, job, config.replicas),
+        preprocessing=job.preprocessing)
     if config.job.use_tpu:
       to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(

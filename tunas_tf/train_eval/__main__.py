@@ -70,7 +70,8 @@ FLAGS = flags.FLAGS
 # are computed).
 _CONFIG_FLAGS = (
     'model_dir', 'ssd', 'indices', 'filters_multiplier', 'dataset',
-    'data_dir', 'download', 'num_classes', 'image_size', 'eval_split', 'seed',
+    'data_dir', 'download', 'num_classes', 'image_size', 'preprocessing',
+    'eval_split', 'seed',
     'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',

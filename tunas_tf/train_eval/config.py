@@ -197,8 +197,11 @@ def _resolve_architecture(architecture: Optional[str], ssd: Optional[str],
 
 
 def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
-                   eval_split: str) -> Tuple[int, int, int, int]:
-  """(image_size, num_channels, num_classes, train_examples) of a dataset.
+                   eval_split: str
+                   ) -> Tuple[Tuple[Optional[int], Optional[int]], int, int,
+                              int]:
+  """(stored (height, width), num_channels, num_classes, train_examples) of
+  a dataset (None where the stored images' sizes vary).
 
   Raises:
     ValueError: for an unknown, unreachable or unfit dataset, or an
@@ -207,7 +210,7 @@ def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
   if name == datasets.DIGITS:
     info = datasets.dataset_info(name)
     sizes = info.split_sizes
-    return (info.image_size, info.num_channels, info.num_classes,
+    return (info.stored_shape, info.num_channels, info.num_classes,
             sizes[datasets.SEARCH_TRAIN] + sizes[datasets.SEARCH_VALIDATION])
   builder = datasets.tfds_builder(name, data_dir, download)
   info = builder.info
@@ -224,7 +227,7 @@ def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
       raise ValueError(f'--eval_split={eval_split!r} of {name!r}: '
                        f'{str(e).splitlines()[0]}') from None
   shape = info.features['image'].shape
-  return (shape[0], shape[-1], info.features['label'].num_classes,
+  return ((shape[0], shape[1]), shape[-1], info.features['label'].num_classes,
           info.splits['train'].num_examples)
 
 
@@ -282,20 +285,24 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     if reason:
       raise ValueError(f'--init_from_search: {inherited} cannot be read '
                        f'({reason})')
-  image_size, v['num_channels'], classes, v['train_examples'] = (
+  stored_shape, v['num_channels'], classes, v['train_examples'] = (
       _dataset_facts(v['dataset'], v['data_dir'], v['download'],
                      v['eval_split']))
+  v['preprocessing'] = v['preprocessing'] or datasets.default_preprocessing(
+      v['dataset'], stored_shape)
   if v['num_classes'] is None:
     v['num_classes'] = classes
   if v['num_classes'] < classes:
     raise ValueError(f"--num_classes={v['num_classes']} is fewer than the "
                      f"{classes} labels of {v['dataset']!r}")
   if v['image_size'] is not None:
-    if v['dataset'] == datasets.DIGITS and v['image_size'] != image_size:
-      raise ValueError(f'--image_size: digits images are {image_size}x'
-                       f'{image_size}')
-    image_size = _positive(v['image_size'], 'image_size')
-  v['image_size'] = image_size
+    if v['dataset'] == datasets.DIGITS and (v['image_size'],) * 2 != tuple(
+        stored_shape):
+      raise ValueError(f'--image_size: digits images are {stored_shape[0]}x'
+                       f'{stored_shape[1]}')
+    v['image_size'] = _positive(v['image_size'], 'image_size')
+  v['image_size'] = datasets.run_image_size(v['dataset'], stored_shape,
+                                            v['image_size'])
   v['export_dir'] = v['export_dir'] or os.path.join(v['model_dir'],
                                                     EXPORT_SUBDIR)
   for name in ('filters_multiplier', 'epochs', 'base_learning_rate',

@@ -16,8 +16,9 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
   """The full training data (digits: all but test), batched, forever.
 
   A `datasets.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
-  each epoch a permutation drawn from (seed, epoch), TFDS images augmented
-  with a crop and flip drawn from (seed, position); started at `start_step`
+  each epoch a permutation drawn from (seed, epoch), images preprocessed by
+  the training side of `--preprocessing` with its random crop and flip drawn
+  from (seed, position); started at `start_step`
   (a resumed run's global step), it goes on as if never interrupted.
 
   Args:
@@ -39,31 +40,29 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
   digits = job.dataset == datasets.DIGITS
   return datasets.training_batches(
       source, job.num_classes, batch_size,
-      key=(job.seed, datasets.TRAIN_EVAL_STREAM), augmented=not digits,
-      start_step=start_step, pipeline=pipeline,
+      key=(job.seed, datasets.TRAIN_EVAL_STREAM), training=True,
+      preprocessing=job.preprocessing, start_step=start_step,
+      pipeline=pipeline,
       shuffle_buffer=None if digits else min(16384, source.size)).prefetch(
           tf.data.AUTOTUNE)
 
 
 def _tfds_split(config: TrainEvalConfig) -> tf.data.Dataset:
-  """Any TFDS split string, decoded, resized and one-hot (unbatched)."""
-  builder = datasets.tfds_builder(config.job.dataset, config.job.data_dir,
-                                   config.job.download)
+  """Any TFDS split string, preprocessed for evaluation and one-hot
+  (unbatched)."""
+  job = config.job
   try:
-    dataset = builder.as_dataset(split=config.eval_split,
-                                 as_supervised=True, shuffle_files=False)
+    source = datasets.tfds_split_source(job.dataset, config.eval_split,
+                                        job.data_dir, job.download,
+                                        job.image_size)
   except Exception as e:  # TFDS raises several kinds for a bad split.
     raise ValueError(f'--eval_split={config.eval_split!r} of '
-                     f'{config.job.dataset!r}: {str(e).splitlines()[0]}'
-                    ) from None
-  size, classes = config.job.image_size, config.job.num_classes
-
-  def prepare(image, label):
-    image = tf.image.convert_image_dtype(image, tf.float32)
-    image = tf.image.resize(image, [size, size])
-    return image, tf.one_hot(label, classes)
-
-  return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
+                     f'{job.dataset!r}: {str(e).splitlines()[0]}') from None
+  prepare = source.preprocess_fn(job.preprocessing, training=False)
+  return source.examples.map(
+      lambda image, label: (prepare(image, None),
+                            tf.one_hot(label, job.num_classes)),
+      num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def eval_dataset(config: TrainEvalConfig, batch_size: int,
@@ -79,7 +78,7 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
         job.dataset, config.eval_split, job.num_classes,
         data_dir=job.data_dir, download=job.download,
         validation_examples=0 if job.dataset == datasets.DIGITS else 1,
-        image_size=job.image_size)
+        image_size=job.image_size, preprocessing=job.preprocessing)
   else:
     dataset = _tfds_split(config)
   return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(
