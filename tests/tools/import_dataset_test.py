@@ -1,9 +1,13 @@
 """Tests for tools/import_dataset: tiny IDX, npz and folder datasets built here,
-imported, and read back through `data/datasets.py`; each bad input exits with
-one line naming the problem and leaves data_dir as it was."""
+imported, and read back through `data/datasets.py` (or TFDS itself, for
+images of varying sizes, kept encoded); each bad input exits with one line
+naming the problem and leaves data_dir as it was."""
 
+import contextlib
 import gzip
+import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -13,9 +17,13 @@ from absl import flags
 from absl.testing import absltest
 import numpy as np
 from PIL import Image
+import tensorflow as tf
+import tensorflow_datasets as tfds
 
+from tests.testing import jpeg_folder
 from tunas_tf.data import datasets
 from tunas_tf.data import importing
+from tunas_tf.data import local_data
 from tunas_tf.tools import import_dataset
 
 # IDX images of 4 rows x 3 columns (not square, so rows and columns cannot be
@@ -120,6 +128,27 @@ class ImportDatasetTest(absltest.TestCase):
       loaded[int(image.flat[0])] = (image, int(np.argmax(one_hot)))
     return loaded
 
+  def _stored(self, split, name='local_set'):
+    """(the image feature, [(image bytes as stored, label)]) of one split,
+    read by TFDS without decoding."""
+    builder = tfds.builder(name, data_dir=self.data_dir)
+    dataset = builder.as_dataset(
+        split=split, shuffle_files=False,
+        decoders={'image': tfds.decode.SkipDecoding()})
+    return builder.info.features['image'], [
+        (example['image'].numpy(), int(example['label']))
+        for example in dataset]
+
+  def _files(self):
+    """{path under data_dir: its bytes}."""
+    found = {}
+    for folder, _, names in os.walk(self.data_dir):
+      for name in names:
+        path = os.path.join(folder, name)
+        with open(path, 'rb') as f:
+          found[os.path.relpath(path, self.data_dir)] = f.read()
+    return found
+
   def assertExitsNaming(self, message, *args):
     """`main` exits with one line `import_dataset: ...` holding `message`
     (sys.exit of a string: status 1, the string on stderr) and writes
@@ -199,6 +228,7 @@ class ImportDatasetTest(absltest.TestCase):
     builder = datasets.tfds_builder('local_set', self.data_dir, False)
     self.assertEqual(builder.info.features['label'].names, ['apple', 'zebra'])
     self.assertEqual(builder.info.features['image'].shape, (3, 5, 1))
+    self.assertEqual(builder.info.features['image'].encoding_format, 'png')
     self.assertEqual({s: builder.info.splits[s].num_examples
                       for s in ('train', 'test')}, {'train': 3, 'test': 2})
     # Pixel value 20 * k names image k; apple is label 0, zebra 1.
@@ -216,10 +246,91 @@ class ImportDatasetTest(absltest.TestCase):
     Image.fromarray(np.full((3, 5), 30, np.uint8)).save(
         os.path.join(root, 'test', 'zebra', '7.jpg'), quality=100)
     self._import('folder', root)
+    feature = datasets.tfds_builder('local_set', self.data_dir,
+                                    False).info.features['image']
+    self.assertEqual(feature.shape, (3, 5, 3))
+    self.assertIsNone(feature.encoding_format)  # PNGs and a JPEG.
     loaded = self._load('test', 2)
     self.assertEqual(loaded[80][0].shape, (3, 5, 3))
     self.assertTrue(np.all(loaded[80][0] == 80))  # Gray -> equal channels.
     self.assertLen(loaded, 3)  # The .jpg too.
+
+  def test_folder_of_mixed_size_jpegs_is_stored_byte_for_byte(self):
+    sizes = {'train': {'cat': [(200, 300), (480, 120)],
+                       'dog': [(64, 64, 1), (100, 80)]},  # 1: grayscale.
+             'test': {'cat': [(90, 60)], 'dog': [(64, 64)]}}
+    root = jpeg_folder.make_jpeg_folder(os.path.join(self.tmp, 'images'),
+                                        sizes, seed=1)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+      self._import('folder', root)
+    self.assertIn(': train 4, test 2 images of varying sizes, 3 channels '
+                  '(stored as JPEG), 2 classes.', out.getvalue())
+    self.assertIn('The images differ in size: pass --image_size',
+                  out.getvalue())
+    for split, classes in sizes.items():
+      source = {}  # File bytes -> (label, size).
+      for label, name in enumerate(sorted(classes)):
+        for k, size in enumerate(classes[name]):
+          with open(os.path.join(root, split, name, f'{k:03d}.jpg'),
+                    'rb') as f:
+            source[f.read()] = (label, size)
+      feature, stored = self._stored(split)
+      self.assertEqual(feature.shape, (None, None, 3))
+      self.assertEqual(feature.encoding_format, 'jpeg')
+      self.assertCountEqual([data for data, _ in stored], list(source))
+      for data, label in stored:
+        self.assertEqual(label, source[data][0])
+        height, width = source[data][1][:2]
+        image = feature.decode_example(tf.constant(data)).numpy()
+        self.assertEqual((image.shape, image.dtype),
+                         ((height, width, 3), np.uint8))
+        if len(source[data][1]) == 3:  # Grayscale, decoded to 3 channels.
+          np.testing.assert_array_equal(image[..., 0], image[..., 1])
+          np.testing.assert_array_equal(image[..., 0], image[..., 2])
+        with Image.open(io.BytesIO(data)) as pil:
+          reference = np.asarray(pil.convert('RGB'), np.int32)
+        # TensorFlow's default (fast integer) IDCT against PIL's (slow
+        # integer) one: a few levels apart.
+        self.assertLessEqual(np.abs(image - reference).max(), 8)
+        # Stored as JPEG, so a window alone can be decoded. (Along the
+        # window's edges the chroma is upsampled from the window's own rows
+        # and columns: a few levels off the whole image's there.)
+        top, left, rows, cols = height // 4, width // 4, height // 2, width // 2
+        window = tf.image.decode_and_crop_jpeg(
+            data, [top, left, rows, cols], channels=3).numpy()
+        self.assertEqual(window.shape, (rows, cols, 3))
+        crop = image[top:top + rows, left:left + cols].astype(np.int32)
+        self.assertLessEqual(np.abs(window - crop).max(), 8)
+
+  def test_folder_of_one_size_jpegs_has_a_fixed_shape(self):
+    root = jpeg_folder.make_jpeg_folder(
+        os.path.join(self.tmp, 'images'),
+        {'train': {'a': [(24, 32)] * 3, 'b': [(24, 32)]},
+         'test': {'a': [(24, 32)]}}, seed=2)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+      self._import('folder', root)
+    self.assertIn('images of 24x32x3 (stored as JPEG)', out.getvalue())
+    feature, stored = self._stored('test')
+    self.assertEqual(feature.shape, (24, 32, 3))
+    self.assertEqual(feature.encoding_format, 'jpeg')
+    with open(os.path.join(root, 'test', 'a', '000.jpg'), 'rb') as f:
+      self.assertEqual(stored, [(f.read(), 0)])
+    info = datasets.dataset_info('local_set', self.data_dir,
+                                 validation_examples=1)
+    self.assertEqual((info.num_channels, info.num_classes), (3, 2))
+
+  def test_jpeg_folder_fixture(self):
+    data_dir, name = jpeg_folder.import_jpeg_dataset(self.tmp, 'jpeg_set')
+    builder = tfds.builder(name, data_dir=data_dir)
+    feature = builder.info.features['image']
+    self.assertEqual((feature.shape, feature.encoding_format),
+                     ((None, None, 3), 'jpeg'))
+    self.assertEqual(builder.info.features['label'].names,
+                     list(jpeg_folder.CLASSES))
+    self.assertEqual(
+        {s: builder.info.splits[s].num_examples for s in ('train', 'test')},
+        {'train': 2 * jpeg_folder.TRAIN_PER_CLASS,
+         'test': 2 * jpeg_folder.TEST_PER_CLASS})
 
   def test_overwrite_replaces_an_existing_dataset(self):
     self._import('idx', _write_idx(os.path.join(self.tmp, 'idx')))
@@ -265,12 +376,16 @@ class ImportDatasetTest(absltest.TestCase):
     self._bad_import('y_train holds a negative label (-1 at index 1)', 'npz',
                      path)
 
-  def test_mixed_image_sizes_in_a_folder(self):
+  def test_mixed_image_sizes_in_a_folder_have_a_variable_shape(self):
     root = _write_folder(os.path.join(self.tmp, 'images'))
     _write_png(os.path.join(root, 'test', 'zebra', '9.png'),
-               np.zeros((4, 5), np.uint8))
-    self._bad_import('mixed image sizes: train/apple/3.png is 3x5, '
-                     'test/zebra/9.png is 4x5', 'folder', root)
+               np.full((4, 5), 90, np.uint8))
+    self._import('folder', root)
+    feature, stored = self._stored('test')
+    self.assertEqual(feature.shape, (None, None, 1))
+    shapes = sorted(tuple(feature.decode_example(tf.constant(data)).shape)
+                    for data, _ in stored)
+    self.assertEqual(shapes, [(3, 5, 1), (3, 5, 1), (4, 5, 1)])
 
   def test_mixed_image_sizes_in_an_npz(self):
     path = _write_npz(os.path.join(self.tmp, 'data.npz'),
@@ -330,16 +445,41 @@ class ImportDatasetTest(absltest.TestCase):
     builtin = importing._BUILTIN  # pylint: disable=protected-access
     self.assertEqual(builtin, datasets.DIGITS)
 
-  def test_undecodable_image_leaves_no_temporary_folder(self):
-    # The header reads, the pixels do not: this fails while TFDS writes.
-    root = _write_folder(os.path.join(self.tmp, 'images'))
-    path = os.path.join(root, 'train', 'zebra', '2.png')
+  def test_unusable_images_are_counted_in_one_line_before_writing(self):
+    root = jpeg_folder.make_jpeg_folder(
+        os.path.join(self.tmp, 'images'),
+        {'train': {'cat': [(40, 30)] * 3, 'dog': [(30, 40)] * 3},
+         'test': {'cat': [(32, 32)], 'dog': [(32, 32)]}}, seed=3)
+    self._import('folder', root)
+    before = self._files()
+    with open(os.path.join(root, 'train', 'cat', 'x.jpg'), 'w') as f:
+      f.write('not an image')
+    path = os.path.join(root, 'train', 'dog', '001.jpg')
     with open(path, 'rb') as f:
       data = f.read()
     with open(path, 'wb') as f:
-      f.write(data[:45])  # Signature, IHDR and the start of IDAT.
+      f.write(data[:len(data) // 2])
+    Image.fromarray(np.full((4, 4), 1000, np.uint16)).save(
+        os.path.join(root, 'test', 'dog', 'deep.png'))
+    line = self._bad_import(
+        f'3 unusable image files under {root} (train/cat/x.jpg: cannot '
+        'identify image file; train/dog/001.jpg: ', 'folder', root,
+        '--overwrite')
+    # PIL words a cut JPEG after what it reached ("image file is truncated
+    # (N bytes not processed)", "Truncated File Read").
+    rest = re.escape('; test/dog/deep.png: PIL mode I;16, not 8-bit '
+                     'grayscale or colour)')
+    self.assertRegex(line, f'001.jpg: [^;]*[Tt]runcated[^;]*{rest}$')
+    self.assertEqual(self._files(), before)  # The old dataset, untouched.
+
+  def test_file_gone_while_writing_leaves_no_temporary_folder(self):
+    # Checked, then removed: the write fails half-way.
+    root = _write_folder(os.path.join(self.tmp, 'images'))
+    dataset = local_data.read_folder(root)
+    os.remove(os.path.join(root, 'train', 'zebra', '2.png'))
     os.makedirs(self.data_dir)
-    self._bad_import('cannot decode image train/zebra/2.png', 'folder', root)
+    with self.assertRaisesRegex(OSError, '2.png'):
+      importing.write_dataset(dataset, 'local_set', self.data_dir, 'test')
     self.assertEqual(os.listdir(self.data_dir), [])
 
 

@@ -3,11 +3,14 @@
 `local_data.read_source` reads and checks the data (IDX files, an `.npz` or
 an image folder); `write_dataset` writes it as the TFDS dataset
 `<data_dir>/<name>/1.0.0/` with TFDS's own writer (a small
-`GeneratorBasedBuilder`): features `image` (uint8 [H, W, C]) and `label`
-(ClassLabel with the class names), splits `train` and `test`, and
-(`image`, `label`) as the supervised keys. The name is not registered with
-TFDS, so `tfds.builder(name, data_dir=...)`, and hence `datasets.load_split`,
-reads it from its files like any prepared TFDS dataset.
+`GeneratorBasedBuilder`): features `image` and `label` (a ClassLabel with the
+class names), splits `train` and `test`, and (`image`, `label`) as the
+supervised keys. `image` decodes to uint8 [H, W, C], or [None, None, C] when a
+folder's images differ in size. Arrays are stored PNG-encoded by TFDS, a
+folder's files byte for byte (TFDS stores the bytes it is given as they are),
+with `encoding_format` 'png', 'jpeg', or None for a folder of both. The name
+is not registered with TFDS, so `tfds.builder(name, data_dir=...)`, and hence
+`datasets.load_split`, reads it from its files like any prepared TFDS dataset.
 
 Everything is checked before anything is written, and the dataset is written
 into a temporary folder inside `data_dir` that is renamed into place at the
@@ -95,7 +98,9 @@ def _builder(name: str, dataset: LocalDataset, data_dir: str,
       return tfds.core.DatasetInfo(
           builder=self, description=description,
           features=tfds.features.FeaturesDict({
-              'image': tfds.features.Image(shape=dataset.image_shape),
+              'image': tfds.features.Image(
+                  shape=dataset.image_shape,
+                  encoding_format=dataset.encoding_format),
               'label': tfds.features.ClassLabel(names=dataset.class_names)}),
           supervised_keys=('image', 'label'))
 
@@ -131,7 +136,8 @@ def write_dataset(dataset: LocalDataset, name: str, data_dir: str,
     The dataset's folder, `data_dir/name`.
 
   Raises:
-    ValueError: as `check_destination`, or an image that cannot be decoded.
+    ValueError: as `check_destination`.
+    OSError: a folder's image file that cannot be read any more.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   target = check_destination(name, data_dir, overwrite)

@@ -9,15 +9,18 @@ Fashion-MNIST from the Debian package `dataset-fashion-mnist` (IDX files):
   python -m tunas_tf.train_search --dataset=fashion_mnist_local \
       --data_dir=data/tfds --nodownload --model_dir=runs/fashion
 
-Your own images, as `train/<class>/*.png|jpg` and `test/<class>/...`:
+Your own images, as `train/<class>/*.png|jpg` and `test/<class>/...`, of any
+sizes (each file is stored as it is, so JPEGs stay JPEG; pass --image_size
+to train on images of different sizes or not square):
 
   python -m tunas_tf.tools.import_dataset --format=folder --source=my_images \
       --name=my_images --data_dir=data/tfds
 
 or as one `.npz` holding `x_train`, `y_train`, `x_test`, `y_test`
 (`--format=npz`). The dataset is written with TFDS's own writer to
-`<data_dir>/<name>/1.0.0/` (features `image` uint8 [H, W, C] and `label`, a
-ClassLabel; splits `train` and `test`), so `--dataset=<name>
+`<data_dir>/<name>/1.0.0/` (features `image` uint8 [H, W, C], or [None, None,
+C] for a folder of images of different sizes, and `label`, a ClassLabel;
+splits `train` and `test`), so `--dataset=<name>
 --data_dir=<data_dir>` reads it like any TFDS dataset; the search holds out
 part of `train` for its controller, as for every TFDS dataset. Bad input stops
 with one line naming the problem and leaves `data_dir` as it was; an existing
@@ -38,6 +41,9 @@ from tunas_tf.data import importing
 from tunas_tf.data import local_data
 
 FLAGS = flags.FLAGS
+# `LocalDataset.encoding_format` -> how the summary names it.
+_STORED_AS = {local_data.PNG: 'PNG', local_data.JPEG: 'JPEG',
+              None: 'PNG and JPEG files'}
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -98,12 +104,16 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   sizes = ', '.join(f'{split} {s.num_examples}'
                     for split, s in dataset.splits.items())
   height, width, channels = dataset.image_shape
-  print(f'Imported {f.name!r} to {path}: {sizes} images of {height}x{width}x'
-        f'{channels}, {len(dataset.class_names)} classes. Use it with '
+  shape = (f'{height}x{width}x{channels}' if height is not None else
+           f'varying sizes, {channels} channel{"s" * (channels > 1)}')
+  stored = _STORED_AS[dataset.encoding_format]
+  print(f'Imported {f.name!r} to {path}: {sizes} images of {shape} (stored '
+        f'as {stored}), {len(dataset.class_names)} classes. Use it with '
         f'--dataset={f.name} --data_dir={f.data_dir}')
-  if height != width:
-    print(f'The images are not square: pass --image_size to train_search '
-          'and train_eval (they resize to a square).')
+  if height is None or height != width:
+    which = 'differ in size' if height is None else 'are not square'
+    print(f'The images {which}: pass --image_size to train_search and '
+          'train_eval (they resize to a square).')
 
 
 if __name__ == '__main__':
