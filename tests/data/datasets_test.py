@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tunas_tf.data import datasets
+from tests.testing import jpeg_folder
 from tests.testing import tiny_tfds
 
 
@@ -20,6 +21,7 @@ class DatasetsTest(tf.test.TestCase):
     super().setUpClass()
     cls.data_dir = tempfile.mkdtemp()
     tiny_tfds.TinyImages(data_dir=cls.data_dir).download_and_prepare()
+    cls.jpeg_dir, _ = jpeg_folder.import_jpeg_dataset(tempfile.mkdtemp())
 
   def test_digits_split_is_deterministic_and_disjoint(self):
     arrays = datasets.digits_arrays()
@@ -177,16 +179,24 @@ class DatasetsTest(tf.test.TestCase):
     self.assertGreater(len(outputs), 1)
 
   def _search_steps(self, start_step, count, name='tiny_images'):
-    kwargs = dict(data_dir=self.data_dir, validation_examples=5,
-                  image_size=16) if name != 'digits' else {}
+    if name == 'digits':
+      kwargs = {}
+    elif name == 'jpeg_folder':  # Mixed-size JPEGs, ImageNet preprocessing.
+      kwargs = dict(data_dir=self.jpeg_dir, validation_examples=6,
+                    image_size=24, preprocessing='imagenet')
+    else:
+      kwargs = dict(data_dir=self.data_dir, validation_examples=5,
+                    image_size=16)
     return self._take(datasets.search_dataset(
         name, 10 if name == 'digits' else 4, 4, 3, seed=3,
         start_step=start_step, **kwargs), count)
 
   def test_search_dataset_resumed_equals_the_tail(self):
     # tiny_images: 15 train images in batches of 4 (augmented), 5 validation
-    # images in batches of 3; digits: batches of 4 and 3 from 1,078 and 359.
-    for name, start in (('tiny_images', 5), ('digits', 130)):
+    # images in batches of 3; jpeg_folder: 18 and 6 JPEGs of 64-160 px,
+    # Inception-style crops; digits: batches of 4 and 3 from 1,078 and 359.
+    for name, start in (('tiny_images', 5), ('jpeg_folder', 5),
+                        ('digits', 130)):
       whole = self._search_steps(0, start + 3, name)
       tail = self._search_steps(start, 3, name)
       for side in ('train', 'validation'):
@@ -196,6 +206,25 @@ class DatasetsTest(tf.test.TestCase):
       # The sides have their own orders.
       self.assertNotAllEqual(whole[0][1]['train'][:3],
                              whole[0][1]['validation'])
+
+  def test_imagenet_validation_side_is_never_augmented(self):
+    # Every validation image is the eval preprocessing of one held-out JPEG
+    # (of 6), to the bit, at every step; the train side's crops and flips
+    # make images the eval preprocessing never gives.
+    from tunas_tf.data import preprocessing  # pylint: disable=g-import-not-at-top
+    source = datasets.split_source('jpeg_folder', 'search_validation',
+                                   data_dir=self.jpeg_dir,
+                                   validation_examples=6, image_size=24)
+    evaluated = {preprocessing.imagenet_eval(image, 24).numpy().tobytes()
+                 for image, _ in source.examples}
+    self.assertLen(evaluated, 6)
+    steps = self._search_steps(0, 8, 'jpeg_folder')
+    for features, _ in steps:
+      for image in features['validation']:
+        self.assertIn(image.tobytes(), evaluated)
+    train = [image.tobytes() for features, _ in steps
+             for image in features['train']]
+    self.assertNotEmpty([t for t in train if t not in evaluated])
 
   def test_mock_data_loads(self):
     with tfds.testing.mock_data(num_examples=4):
