@@ -79,6 +79,23 @@ class StopOnSignalTest(absltest.TestCase):
       hook.after_run(_RunContext(), None)
     self.assertIsInstance(hook, tf.compat.v1.train.SessionRunHook)
 
+  def test_tpu_estimators_sigint_hook_leaves_our_handler_from_a_thread(self):
+    # On TPU, TPUEstimator adds this hook; unpatched, its before_run fails
+    # in a worker thread ("signal only works in main thread") and, in the
+    # main thread, would reset SIGINT to its default action.
+    from tensorflow_estimator.python.estimator.tpu import tpu_estimator  # pylint: disable=g-import-not-at-top
+    preemption.keep_handlers_under_tpu_estimator()
+    with preemption.stop_on_signal('test'):
+      ours = signal.getsignal(signal.SIGINT)
+
+      def run_hook():
+        hook = tpu_estimator.InstallSignalHandlerHook()
+        hook.before_run(None)
+        hook.end(None)
+
+      preemption.run_in_thread(run_hook)
+      self.assertIs(signal.getsignal(signal.SIGINT), ours)
+
   def test_run_in_thread_returns_or_raises(self):
     self.assertEqual(preemption.run_in_thread(lambda: 3), 3)
 

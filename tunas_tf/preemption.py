@@ -127,6 +127,24 @@ def stop_on_signal(binary: str,
       signal.signal(s, handler)
 
 
+def keep_handlers_under_tpu_estimator() -> None:
+  """Stops TPUEstimator from resetting SIGINT before every session run.
+
+  On TPU, TPUEstimator's training and evaluation add an
+  `InstallSignalHandlerHook`, which sets SIGINT to its default action
+  before each session run (so that Ctrl-C kills a process it found hung)
+  and restores it at the end. That would undo `stop_on_signal`'s handler,
+  and from the worker thread of `run_in_thread` it fails: Python sets
+  handlers in the main thread only. The hook's two methods become no-ops
+  (for the process: the binaries install their own handlers); its
+  constructor only reads the handler, which works in any thread.
+  """
+  from tensorflow_estimator.python.estimator.tpu import tpu_estimator  # pylint: disable=g-import-not-at-top
+  hook = tpu_estimator.InstallSignalHandlerHook
+  hook.before_run = lambda self, run_context: None
+  hook.end = lambda self, session: None
+
+
 def run_in_thread(fn: Callable[[], Any]) -> Any:
   """`fn()` in a worker thread, the main thread waiting (and so free to run
   signal handlers at once); returns its result or raises its exception."""
@@ -166,6 +184,7 @@ def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
         stack.enter_context(guard)
       estimator.train(input_fn, hooks=[stop.hook()], max_steps=max_steps)
 
+  keep_handlers_under_tpu_estimator()
   run_in_thread(run)
   if stop.signal_name:
     from tunas_tf import checkpoints  # pylint: disable=g-import-not-at-top
