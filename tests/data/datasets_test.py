@@ -67,6 +67,19 @@ class DatasetsTest(tf.test.TestCase):
     self.assertEqual(sorted(validation + train), list(range(20)))
     self.assertEqual(self._indices('test'), list(range(100, 106)))
 
+  def test_without_a_test_split_validation_is_held_out(self):
+    data_dir = tempfile.mkdtemp()
+    tiny_tfds.TinyImagesNoTest(data_dir=data_dir).download_and_prepare()
+    info = datasets.dataset_info('tiny_images_no_test', data_dir=data_dir,
+                                 validation_examples=5)
+    self.assertEqual(info.split_sizes, {'search_train': 15,
+                                        'search_validation': 5, 'test': 6})
+    test = datasets.load_split('tiny_images_no_test', 'test', 3,
+                               data_dir=data_dir, validation_examples=5)
+    self.assertEqual(sorted(int(image[0, 0, 0] * 255 + 0.5)
+                            for image, _ in test.as_numpy_iterator()),
+                     list(range(100, 106)))
+
   def test_tfds_info_and_search_batches(self):
     info = datasets.dataset_info('tiny_images', data_dir=self.data_dir,
                                  validation_examples=5)

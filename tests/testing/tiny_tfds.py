@@ -31,3 +31,13 @@ class TinyImages(tfds.core.GeneratorBasedBuilder):
       # The pixel value encodes the example's index, so splits can be checked.
       image = np.full((8, 8, 3), offset + i, dtype=np.uint8)
       yield i, {'image': image, 'label': i % 3}
+
+
+class TinyImagesNoTest(TinyImages):
+  """`TinyImages` with a `validation` split instead of `test`, as
+  `imagenet2012` has (its test labels are not public)."""
+
+  def _split_generators(self, dl_manager):
+    del dl_manager
+    return {'train': self._generate_examples(20, 0),
+            'validation': self._generate_examples(6, 100)}

@@ -16,8 +16,10 @@ Two sources, one interface:
 
 Images come out as float32 NHWC, preprocessed as `--preprocessing` says
 (`PREPROCESSINGS`: in [0, 1] for `cifar` and `none`, mean/std normalised for
-`imagenet`); labels as one-hot float32 of depth `num_classes`. Split names: `search_train`, `search_validation` (both carved
-from the training data) and `test` (the held-out evaluation split).
+`imagenet`); labels as one-hot float32 of depth `num_classes`. Split names:
+`search_train`, `search_validation` (both carved from the training data) and
+`test` (the held-out evaluation split: TFDS `test`, or `validation` where
+there is no `test`, as in `imagenet2012`).
 
 Every split is first an ordered, undecoded `Source`. Training reads it as a
 `keyed_batches` stream, a pure function of (seed, position): each epoch a
@@ -149,8 +151,23 @@ def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
           for split, idx in zip(SPLITS, parts)}
 
 
+def test_split(split_names) -> str:
+  """The held-out evaluation split of a TFDS dataset: `test`, or where there
+  is none `validation` (`imagenet2012`, whose test labels are not public).
+
+  Raises:
+    ValueError: when the dataset has neither.
+  """
+  for name in ('test', 'validation'):
+    if name in split_names:
+      return name
+  raise ValueError(f'needs a "test" or "validation" split; it has '
+                   f'{sorted(split_names)}')
+
+
 def holdout_splits(num_train_examples: int,
-                   validation_examples: int) -> Dict[str, str]:
+                   validation_examples: int,
+                   test: str = 'test') -> Dict[str, str]:
   """TFDS split strings that carve the search splits out of `train`.
 
   The first `validation_examples` training images are the controller's
@@ -159,10 +176,11 @@ def holdout_splits(num_train_examples: int,
   Args:
     num_train_examples: size of the dataset's `train` split.
     validation_examples: how many to hold out, 0 < v < num_train_examples.
+    test: the dataset's held-out evaluation split (`test_split`).
 
   Returns:
     dict with `search_train` -> 'train[v:]', `search_validation` ->
-    'train[:v]', `test` -> 'test'.
+    'train[:v]', `test` -> `test`.
 
   Raises:
     ValueError: if the hold-out is empty or leaves no training data.
@@ -174,7 +192,7 @@ def holdout_splits(num_train_examples: int,
         f'{validation_examples}')
   return {SEARCH_TRAIN: f'train[{validation_examples}:]',
           SEARCH_VALIDATION: f'train[:{validation_examples}]',
-          TEST: 'test'}
+          TEST: test}
 
 
 # Seconds to wait for a download host before calling a dataset unreachable.
@@ -294,9 +312,13 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
     raise ValueError(f'Dataset {name!r} is not an image-classification '
                      'dataset (needs "image" and "label" features)')
   splits = info.splits
-  if 'train' not in splits or 'test' not in splits:
-    raise ValueError(f'Dataset {name!r} needs "train" and "test" splits; it has '
+  if 'train' not in splits:
+    raise ValueError(f'Dataset {name!r} needs a "train" split; it has '
                      f'{sorted(splits.keys())}')
+  try:
+    test = test_split(splits.keys())
+  except ValueError as e:
+    raise ValueError(f'Dataset {name!r} {e}') from None
   num_train = splits['train'].num_examples
   holdout_splits(num_train, validation_examples)  # Validates.
   shape = info.features['image'].shape
@@ -306,7 +328,7 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
       info.features['label'].num_classes,
       {SEARCH_TRAIN: num_train - validation_examples,
        SEARCH_VALIDATION: validation_examples,
-       TEST: splits['test'].num_examples}, stored)
+       TEST: splits[test].num_examples}, stored)
 
 
 class Source(NamedTuple):
@@ -406,9 +428,11 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
   if name == DIGITS:
     return _array_source(*digits_arrays()[split])
   builder = tfds_builder(name, data_dir, download)
-  num_train = builder.info.splits['train'].num_examples
-  return tfds_split_source(name, holdout_splits(num_train, validation_examples)[
-      split], data_dir, download, image_size)
+  splits = builder.info.splits
+  tfds_splits = holdout_splits(splits['train'].num_examples,
+                               validation_examples, test_split(splits.keys()))
+  return tfds_split_source(name, tfds_splits[split], data_dir, download,
+                           image_size)
 
 
 def training_source(name: str, *, data_dir: Optional[str] = None,
