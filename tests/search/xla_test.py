@@ -45,7 +45,8 @@ def _config(ssd: str, image_size: int, batch: int, *args: str):
   flag_values = searches.search_flags(
       f'--model_dir={tempfile.mkdtemp()}', f'--ssd={ssd}', '--max_steps=40',
       '--supernet_mode=masked', f'--train_batch_size={batch}',
-      '--rl_batch_size_multiplier=1', '--cost_model=macs', *args)
+      '--rl_batch_size_multiplier=1', '--cost_model=macs',
+      '--preprocessing=none', *args)  # (The input is made up here.)
   from tunas_tf import train_search  # pylint: disable=g-import-not-at-top
   return train_search.config_from_flags(flag_values, info)
 
