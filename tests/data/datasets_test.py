@@ -80,6 +80,24 @@ class DatasetsTest(tf.test.TestCase):
                             for image, _ in test.as_numpy_iterator()),
                      list(range(100, 106)))
 
+  def test_non_square_images_are_seen_at_the_size_the_cost_model_sees(self):
+    # 12x16 images: the run's size is the shorter side, which the cost model
+    # is given, and the network's input has it (ImageNet-style crops by
+    # default, the images not being square).
+    data_dir = tempfile.mkdtemp()
+    tiny_tfds.TinyWideImages(data_dir=data_dir).download_and_prepare()
+    info = datasets.dataset_info('tiny_wide_images', data_dir=data_dir,
+                                 validation_examples=5)
+    self.assertEqual((info.image_size, info.stored_shape,
+                      info.default_preprocessing), (12, (12, 16), 'imagenet'))
+    for preprocessing in datasets.PREPROCESSINGS[:2]:
+      features, _ = next(iter(datasets.search_dataset(
+          'tiny_wide_images', 3, 4, 2, data_dir=data_dir,
+          validation_examples=5, image_size=info.image_size,
+          preprocessing=preprocessing)))
+      for side in ('train', 'validation'):
+        self.assertEqual(features[side].shape[1:3], (12, 12), preprocessing)
+
   def test_tfds_info_and_search_batches(self):
     info = datasets.dataset_info('tiny_images', data_dir=self.data_dir,
                                  validation_examples=5)

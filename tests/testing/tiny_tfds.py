@@ -41,3 +41,23 @@ class TinyImagesNoTest(TinyImages):
     del dl_manager
     return {'train': self._generate_examples(20, 0),
             'validation': self._generate_examples(6, 100)}
+
+
+class TinyWideImages(TinyImages):
+  """`TinyImages` at 12x16 (non-square): the network sees 12x12."""
+
+  SHAPE = (12, 16, 3)
+
+  def _info(self):
+    return tfds.core.DatasetInfo(
+        builder=self,
+        features=tfds.features.FeaturesDict({
+            'image': tfds.features.Image(shape=self.SHAPE),
+            'label': tfds.features.ClassLabel(num_classes=3),
+        }),
+        supervised_keys=('image', 'label'))
+
+  def _generate_examples(self, count, offset):
+    for i in range(count):
+      yield i, {'image': np.full(self.SHAPE, offset + i, dtype=np.uint8),
+                'label': i % 3}
