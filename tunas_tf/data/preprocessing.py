@@ -171,21 +171,39 @@ def decode_crop(encoded: tf.Tensor, window_fn: WindowFn,
 
 def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
   """TF1 `resize_bicubic` (no half-pixel centres): float32, not clipped."""
+  # The kernel reads uint8 as float anyway; from float32 it is the same image
+  # and ~15% faster (bench/README.md, input pipeline).
   resized = tf.raw_ops.ResizeBicubic(
-      images=image[tf.newaxis], size=[image_size, image_size],
-      align_corners=False, half_pixel_centers=False)
+      images=tf.cast(image, tf.float32)[tf.newaxis],
+      size=[image_size, image_size], align_corners=False,
+      half_pixel_centers=False)
   return resized[0]
 
 
 def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
-  """(image - mean) / stddev per channel; one channel takes their means."""
+  """(image - mean) / stddev per channel; one channel takes their means.
+
+  Args:
+    image: float32 Tensor `[size, size, channels]`, static shape.
+    channels: 1 or 3.
+
+  Returns:
+    float32 Tensor of the same shape, the same values as broadcasting the
+    per-channel constants.
+  """
   if channels == 1:
     mean = [sum(MEAN_RGB) / 3]
     stddev = [sum(STDDEV_RGB) / 3]
   else:
     mean, stddev = MEAN_RGB, STDDEV_RGB
-  return ((image - tf.constant(mean, tf.float32)) /
-          tf.constant(stddev, tf.float32))
+  height, width, _ = image.shape
+  # Broadcasting a [channels] vector is ~5x slower on CPU than broadcasting
+  # a whole row (Eigen's inner-dimension-3 broadcast): normalise rows of
+  # width * channels against the constants tiled along a row.
+  rows = tf.reshape(image, [height, width * channels])
+  rows = ((rows - tf.constant(mean * width, tf.float32)) /
+          tf.constant(stddev * width, tf.float32))
+  return tf.reshape(rows, [height, width, channels])
 
 
 def imagenet_train(encoded: tf.Tensor, seed: SeedLike, image_size: int,
