@@ -246,7 +246,8 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
   def test_train_same_seed_same_image_other_seeds_differ(self):
     encoded = self.images['jpeg_300x200']
     first = preprocessing.imagenet_train(encoded, [4, 5], 64)
-    self.assertAllEqual(first, preprocessing.imagenet_train(encoded, [4, 5], 64))
+    self.assertAllEqual(first,
+                        preprocessing.imagenet_train(encoded, [4, 5], 64))
     # int64 seeds of the same values key the same stream.
     self.assertAllEqual(first, preprocessing.imagenet_train(
         encoded, tf.constant([4, 5], tf.int64), 64))
