@@ -10,6 +10,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tunas_tf.data import datasets
+from tunas_tf.data import preprocessing
+from tunas_tf.data import tfds_builders
 from tests.testing import jpeg_folder
 from tests.testing import tiny_tfds
 
@@ -116,7 +118,6 @@ class DatasetsTest(tf.test.TestCase):
   def test_imagenet_preprocessing_normalises_each_side_of_its_split(self):
     # Each tiny image is filled with its index: after any crop and resize,
     # (value - mean) / std per channel gives the index back.
-    from tunas_tf.data import preprocessing  # pylint: disable=g-import-not-at-top
     dataset = datasets.search_dataset(
         'tiny_images', 4, 3, 2, data_dir=self.data_dir, validation_examples=5,
         image_size=12, preprocessing='imagenet')
@@ -203,9 +204,9 @@ class DatasetsTest(tf.test.TestCase):
   def test_augment_is_a_function_of_the_seed(self):
     image = tf.reshape(tf.range(8 * 8 * 1, dtype=tf.float32), [8, 8, 1])
     seed = tf.constant([5, 9], tf.int64)
-    self.assertAllEqual(datasets.augment(image, seed),
-                        datasets.augment(image, seed))
-    outputs = {datasets.augment(image, tf.constant([5, s], tf.int64))
+    self.assertAllEqual(preprocessing.cifar_augment(image, seed),
+                        preprocessing.cifar_augment(image, seed))
+    outputs = {preprocessing.cifar_augment(image, tf.constant([5, s], tf.int64))
                .numpy().tobytes() for s in range(8)}
     self.assertGreater(len(outputs), 1)
 
@@ -242,7 +243,6 @@ class DatasetsTest(tf.test.TestCase):
     # Every validation image is the eval preprocessing of one held-out JPEG
     # (of 6), to the bit, at every step; the train side's crops and flips
     # make images the eval preprocessing never gives.
-    from tunas_tf.data import preprocessing  # pylint: disable=g-import-not-at-top
     source = datasets.split_source('jpeg_folder', 'search_validation',
                                    data_dir=self.jpeg_dir,
                                    validation_examples=6, image_size=24)
@@ -297,7 +297,7 @@ class DatasetsTest(tf.test.TestCase):
       os.makedirs(builder.data_dir + '.incomplete')
       raise ConnectionError('Max retries exceeded\nsecond line')
 
-    with mock.patch.object(datasets, '_unreachable_host', return_value=None), \
+    with mock.patch.object(tfds_builders, '_unreachable_host', return_value=None), \
         mock.patch.object(tfds.core.DatasetBuilder, 'download_and_prepare',
                           fail):
       with self.assertRaisesRegex(

@@ -33,12 +33,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import socket
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
-import urllib.parse
 
 import numpy as np
 import tensorflow as tf
+
+from tunas_tf.data import preprocessing as preprocessing_lib
+from tunas_tf.data import tfds_builders
 
 DIGITS = 'digits'
 SEARCH_TRAIN = 'search_train'
@@ -51,7 +52,8 @@ SPLITS = (SEARCH_TRAIN, SEARCH_VALIDATION, TEST)
 # crop (evaluation, and the controller's validation batches), bicubic, mean/
 # std normalised 0-255 values (`preprocessing.py`); CIFAR: the whole image
 # resized to the run's size in [0, 1], a 1/8 pad-and-crop and flip for
-# training (`augment`); NONE: the whole image in [0, 1], never augmented.
+# training (`preprocessing.cifar_augment`); NONE: the whole image in [0, 1],
+# never augmented.
 IMAGENET = 'imagenet'
 CIFAR = 'cifar'
 NONE = 'none'
@@ -100,23 +102,6 @@ def default_preprocessing(name: str,
   if height is not None and height == width and height <= SMALL_IMAGE_SIDE:
     return CIFAR
   return IMAGENET
-
-
-def run_image_size(name: str,
-                   stored_shape: Tuple[Optional[int], Optional[int]],
-                   image_size: Optional[int]) -> int:
-  """The side the network sees: `image_size`, or the stored images' shorter
-  side when they all have one size.
-
-  Raises:
-    ValueError: for images of varying sizes without `image_size`.
-  """
-  if image_size is not None:
-    return image_size
-  if None in stored_shape:
-    raise ValueError(f'{name!r} holds images of varying sizes: give '
-                     '--image_size (e.g. 224)')
-  return min(stored_shape)
 
 
 def check_preprocessing(name: str, preprocessing: str) -> None:
@@ -195,94 +180,6 @@ def holdout_splits(num_train_examples: int,
           TEST: test}
 
 
-# Seconds to wait for a download host before calling a dataset unreachable.
-_CONNECT_TIMEOUT_S = 5.0
-_PROXY_VARIABLES = ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
-                    'all_proxy', 'ALL_PROXY')
-
-
-def _unreachable_host(builder) -> Optional[str]:
-  """'host: why' for the first of the builder's download hosts that cannot be
-  reached within `_CONNECT_TIMEOUT_S`, or None (all reachable, none known, or
-  a proxy set, which a direct connection cannot judge)."""
-  if any(os.environ.get(name) for name in _PROXY_VARIABLES):
-    return None
-  try:
-    urls = list(builder.url_infos or {})
-  except Exception:  # pylint: disable=broad-except
-    urls = []  # No registered checksums: TFDS will say what it lacks.
-  hosts = sorted({(u.hostname, u.port or (80 if u.scheme == 'http' else 443))
-                  for u in map(urllib.parse.urlparse, urls) if u.hostname})
-  for host, port in hosts:
-    try:
-      with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
-        pass
-    except OSError as e:
-      return f'{host}: {e.strerror or e}'
-  return None
-
-
-def _prepare_offline_hint(name: str) -> str:
-  return (f'prepare it where there is network with `tfds build {name} '
-          '--data_dir=DIR`, copy DIR here and pass --data_dir=DIR')
-
-
-def _download_and_prepare(builder, name: str, root: str, where: str) -> None:
-  """`builder.download_and_prepare()`; a failure is one line and leaves none
-  of the directories this call created under `root` (the data_dir)."""
-  made = [path for path in (root, os.path.join(root, 'downloads'),
-                            os.path.join(root, name))
-          if not tf.io.gfile.exists(path)]
-  try:
-    builder.download_and_prepare()
-  except Exception as e:  # pylint: disable=broad-except
-    for path in made:
-      if tf.io.gfile.exists(path):
-        tf.io.gfile.rmtree(path)
-    reason = str(e).strip().splitlines()[0] if str(e).strip() else ''
-    raise ValueError(f'Dataset {name!r} could not be downloaded and prepared '
-                     f'in {where} ({type(e).__name__}: {reason[:300]}); '
-                     f'{_prepare_offline_hint(name)}') from None
-
-
-def tfds_builder(name: str, data_dir: Optional[str], download: bool):
-  """The TFDS builder of `name`, prepared (downloading only if `download`).
-
-  Raises:
-    ValueError: for an unknown name; a dataset that is not prepared when
-      downloads are off, its download host cannot be reached (within
-      seconds, before anything is written), or the download fails (the
-      directories it created are removed). Each message says how to prepare
-      the dataset offline.
-  """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  try:
-    builder = tfds.builder(name, data_dir=data_dir)
-  except Exception as e:  # TFDS raises its own DatasetNotFoundError.
-    # An unregistered name is looked up as a prepared dataset in data_dir
-    # (what tools/import_dataset writes).
-    raise ValueError(f'Unknown dataset {name!r}: not {DIGITS!r}, not a '
-                     'registered TFDS dataset and not prepared in '
-                     f'data_dir={data_dir!r} ({type(e).__name__}); '
-                     '`python -m tunas_tf.tools.import_dataset` prepares '
-                     'local data') from None
-  if builder.is_prepared():
-    return builder
-  root = data_dir or tfds.core.constants.DATA_DIR
-  where = f'data_dir={root!r}'
-  if not download:
-    raise ValueError(
-        f'Dataset {name!r} is not prepared in {where} and downloads are off '
-        f'(--nodownload); {_prepare_offline_hint(name)}, or allow downloads')
-  unreachable = _unreachable_host(builder)
-  if unreachable:
-    raise ValueError(f'Dataset {name!r} is not prepared in {where} and '
-                     f'cannot be downloaded ({unreachable}); '
-                     f'{_prepare_offline_hint(name)}')
-  _download_and_prepare(builder, name, root, where)
-  return builder
-
-
 def dataset_info(name: str, data_dir: Optional[str] = None,
                  download: bool = False, validation_examples: int = 0,
                  image_size: Optional[int] = None) -> DatasetInfo:
@@ -306,7 +203,7 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
     arrays = digits_arrays()
     return DatasetInfo(DIGITS, 8, 1, 10,
                        {k: len(v[1]) for k, v in arrays.items()}, (8, 8))
-  builder = tfds_builder(name, data_dir, download)
+  builder = tfds_builders.tfds_builder(name, data_dir, download)
   info = builder.info
   if 'image' not in info.features or 'label' not in info.features:
     raise ValueError(f'Dataset {name!r} is not an image-classification '
@@ -324,7 +221,8 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
   shape = info.features['image'].shape
   stored = (shape[0], shape[1])
   return DatasetInfo(
-      name, run_image_size(name, stored, image_size), shape[-1],
+      name, preprocessing_lib.run_image_size(name, stored, image_size),
+      shape[-1],
       info.features['label'].num_classes,
       {SEARCH_TRAIN: num_train - validation_examples,
        SEARCH_VALIDATION: validation_examples,
@@ -368,14 +266,15 @@ class Source(NamedTuple):
         self.name, self.stored_shape)
     check_preprocessing(self.name, preprocessing)
     if preprocessing == IMAGENET:
-      from tunas_tf.data import preprocessing as lib  # pylint: disable=g-import-not-at-top
-      size = run_image_size(self.name, self.stored_shape, self.image_size)
+      lib = preprocessing_lib
+      size = lib.run_image_size(self.name, self.stored_shape, self.image_size)
       if training:
         return lambda image, seed: lib.imagenet_train(image, seed, size,
                                                       self.channels)
       return lambda image, seed: lib.imagenet_eval(image, size, self.channels)
     if preprocessing == CIFAR and training:
-      return lambda image, seed: augment(self.decode(image), seed)
+      return lambda image, seed: preprocessing_lib.cifar_augment(
+          self.decode(image), seed)
     return lambda image, seed: self.decode(image)
 
 
@@ -390,7 +289,7 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
   """A TFDS split (any split string) in its stored order, images still
   encoded."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  builder = tfds_builder(name, data_dir, download)
+  builder = tfds_builders.tfds_builder(name, data_dir, download)
   feature = builder.info.features['image']
   examples = builder.as_dataset(
       split=tfds_split, as_supervised=True, shuffle_files=False,
@@ -398,16 +297,17 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
   size = builder.info.splits[tfds_split].num_examples
 
   stored_shape = tuple(feature.shape[:2])
-  side = run_image_size(name, stored_shape, image_size)
 
   def decode(encoded):
     image = tf.image.convert_image_dtype(feature.decode_example(encoded),
                                          tf.float32)
-    return tf.image.resize(image, [side, side])
+    if image_size is not None:  # (A run always gives one.)
+      image = tf.image.resize(image, [image_size, image_size])
+    return image
 
   return Source(examples, size, decode, encoded=True,
                 channels=feature.shape[-1], stored_shape=stored_shape,
-                image_size=side, name=name)
+                image_size=image_size, name=name)
 
 
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
@@ -427,7 +327,7 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
     raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
   if name == DIGITS:
     return _array_source(*digits_arrays()[split])
-  builder = tfds_builder(name, data_dir, download)
+  builder = tfds_builders.tfds_builder(name, data_dir, download)
   splits = builder.info.splits
   tfds_splits = holdout_splits(splits['train'].num_examples,
                                validation_examples, test_split(splits.keys()))
@@ -508,18 +408,6 @@ class Pipeline(NamedTuple):
   def replicas(self) -> int:
     """Per-replica batches per step, all pipelines together."""
     return self.count * self.batches
-
-
-def augment(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-  """Random 1/8 pad-and-crop and left-right flip (CIFAR-style), a pure
-  function of the image and `seed` (int64 [2]; stateless ops)."""
-  size = tf.shape(image)[0]
-  pad = tf.maximum(size // 8, 1)
-  padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode='REFLECT')
-  crop_seed = tf.random.experimental.stateless_fold_in(seed, 0)
-  flip_seed = tf.random.experimental.stateless_fold_in(seed, 1)
-  image = tf.image.stateless_random_crop(padded, tf.shape(image), crop_seed)
-  return tf.image.stateless_random_flip_left_right(image, flip_seed)
 
 
 def _epoch_seed(key: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:

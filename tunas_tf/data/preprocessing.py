@@ -269,3 +269,32 @@ def imagenet_eval(encoded: tf.Tensor, image_size: int,
   image = decode_crop(
       encoded, lambda shape: eval_crop_window(shape, image_size), channels)
   return _normalize(_resize(image, image_size), channels)
+
+
+def cifar_augment(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+  """Random 1/8 pad-and-crop and left-right flip (CIFAR-style), a pure
+  function of the image and `seed` (int64 [2]; stateless ops)."""
+  size = tf.shape(image)[0]
+  pad = tf.maximum(size // 8, 1)
+  padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode='REFLECT')
+  crop_seed = tf.random.experimental.stateless_fold_in(seed, 0)
+  flip_seed = tf.random.experimental.stateless_fold_in(seed, 1)
+  image = tf.image.stateless_random_crop(padded, tf.shape(image), crop_seed)
+  return tf.image.stateless_random_flip_left_right(image, flip_seed)
+
+
+def run_image_size(name: str,
+                   stored_shape: Tuple[Optional[int], Optional[int]],
+                   image_size: Optional[int]) -> int:
+  """The side the network sees: `image_size`, or the stored images' shorter
+  side when they all have one size.
+
+  Raises:
+    ValueError: for images of varying sizes without `image_size`.
+  """
+  if image_size is not None:
+    return image_size
+  if None in stored_shape:
+    raise ValueError(f'{name!r} holds images of varying sizes: give '
+                     '--image_size (e.g. 224)')
+  return min(stored_shape)

@@ -31,6 +31,8 @@ from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import precision
 from tunas_tf.data import datasets
+from tunas_tf.data import preprocessing
+from tunas_tf.data import tfds_builders
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -212,7 +214,7 @@ def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
     sizes = info.split_sizes
     return (info.stored_shape, info.num_channels, info.num_classes,
             sizes[datasets.SEARCH_TRAIN] + sizes[datasets.SEARCH_VALIDATION])
-  builder = datasets.tfds_builder(name, data_dir, download)
+  builder = tfds_builders.tfds_builder(name, data_dir, download)
   info = builder.info
   if 'image' not in info.features or 'label' not in info.features:
     raise ValueError(f'Dataset {name!r} is not an image-classification '
@@ -301,7 +303,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
       raise ValueError(f'--image_size: digits images are {stored_shape[0]}x'
                        f'{stored_shape[1]}')
     v['image_size'] = _positive(v['image_size'], 'image_size')
-  v['image_size'] = datasets.run_image_size(v['dataset'], stored_shape,
+  v['image_size'] = preprocessing.run_image_size(v['dataset'], stored_shape,
                                             v['image_size'])
   v['export_dir'] = v['export_dir'] or os.path.join(v['model_dir'],
                                                     EXPORT_SUBDIR)

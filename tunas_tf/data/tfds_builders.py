@@ -1,0 +1,104 @@
+"""TFDS datasets by name: prepared, or downloaded and prepared, or refused.
+
+`tfds_builder` gives the builder of a prepared dataset. For one that is not
+prepared it downloads and prepares it (TFDS's own behaviour), unless
+downloads are off or its download host cannot be reached within seconds:
+then, as for an unknown name or a failed download, one line says why and how
+to prepare the dataset offline, and no directory is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Optional
+import urllib.parse
+
+import tensorflow as tf
+
+# Seconds to wait for a download host before calling a dataset unreachable.
+_CONNECT_TIMEOUT_S = 5.0
+_PROXY_VARIABLES = ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
+                    'all_proxy', 'ALL_PROXY')
+
+
+def _unreachable_host(builder) -> Optional[str]:
+  """'host: why' for the first of the builder's download hosts that cannot be
+  reached within `_CONNECT_TIMEOUT_S`, or None (all reachable, none known, or
+  a proxy set, which a direct connection cannot judge)."""
+  if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+    return None
+  try:
+    urls = list(builder.url_infos or {})
+  except Exception:  # pylint: disable=broad-except
+    urls = []  # No registered checksums: TFDS will say what it lacks.
+  hosts = sorted({(u.hostname, u.port or (80 if u.scheme == 'http' else 443))
+                  for u in map(urllib.parse.urlparse, urls) if u.hostname})
+  for host, port in hosts:
+    try:
+      with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
+        pass
+    except OSError as e:
+      return f'{host}: {e.strerror or e}'
+  return None
+
+
+def _prepare_offline_hint(name: str) -> str:
+  return (f'prepare it where there is network with `tfds build {name} '
+          '--data_dir=DIR`, copy DIR here and pass --data_dir=DIR')
+
+
+def _download_and_prepare(builder, name: str, root: str, where: str) -> None:
+  """`builder.download_and_prepare()`; a failure is one line and leaves none
+  of the directories this call created under `root` (the data_dir)."""
+  made = [path for path in (root, os.path.join(root, 'downloads'),
+                            os.path.join(root, name))
+          if not tf.io.gfile.exists(path)]
+  try:
+    builder.download_and_prepare()
+  except Exception as e:  # pylint: disable=broad-except
+    for path in made:
+      if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else ''
+    raise ValueError(f'Dataset {name!r} could not be downloaded and prepared '
+                     f'in {where} ({type(e).__name__}: {reason[:300]}); '
+                     f'{_prepare_offline_hint(name)}') from None
+
+
+def tfds_builder(name: str, data_dir: Optional[str], download: bool):
+  """The TFDS builder of `name`, prepared (downloading only if `download`).
+
+  Raises:
+    ValueError: for an unknown name; a dataset that is not prepared when
+      downloads are off, its download host cannot be reached (within
+      seconds, before anything is written), or the download fails (the
+      directories it created are removed). Each message says how to prepare
+      the dataset offline.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+  except Exception as e:  # TFDS raises its own DatasetNotFoundError.
+    # An unregistered name is looked up as a prepared dataset in data_dir
+    # (what tools/import_dataset writes).
+    raise ValueError(f'Unknown dataset {name!r}: not \'digits\', not a '
+                     'registered TFDS dataset and not prepared in '
+                     f'data_dir={data_dir!r} ({type(e).__name__}); '
+                     '`python -m tunas_tf.tools.import_dataset` prepares '
+                     'local data') from None
+  if builder.is_prepared():
+    return builder
+  root = data_dir or tfds.core.constants.DATA_DIR
+  where = f'data_dir={root!r}'
+  if not download:
+    raise ValueError(
+        f'Dataset {name!r} is not prepared in {where} and downloads are off '
+        f'(--nodownload); {_prepare_offline_hint(name)}, or allow downloads')
+  unreachable = _unreachable_host(builder)
+  if unreachable:
+    raise ValueError(f'Dataset {name!r} is not prepared in {where} and '
+                     f'cannot be downloaded ({unreachable}); '
+                     f'{_prepare_offline_hint(name)}')
+  _download_and_prepare(builder, name, root, where)
+  return builder
