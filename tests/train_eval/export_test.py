@@ -1,12 +1,15 @@
 """Tests of `train_eval.export`: the exported networks predict like the run."""
 
 import os
+import tempfile
 
 from absl.testing import absltest
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
+from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import export as export_lib
@@ -61,6 +64,42 @@ class ExportTest(absltest.TestCase):
     interpreter.invoke()
     lite = interpreter.get_tensor(interpreter.get_output_details()[0]['index'])
     np.testing.assert_allclose(lite, expected, atol=1e-4)
+
+
+class PixelExportTest(absltest.TestCase):
+  """A TFDS run's exports take its uint8 pixels and preprocess them."""
+
+  def test_uint8_pixels_give_the_runs_predictions(self):
+    data_dir = tempfile.mkdtemp()
+    tiny_tfds.TinyImages(data_dir=data_dir).download_and_prepare()
+    for preprocessing in ('imagenet', 'cifar'):
+      config = runs.config(
+          f'--model_dir={tempfile.mkdtemp()}', '--dataset=tiny_images',
+          f'--data_dir={data_dir}', '--nodownload',
+          f'--indices={":".join(["0"] * 18)}', '--max_steps=2',
+          '--train_batch_size=4', '--eval_batch_size=6',
+          f'--preprocessing={preprocessing}')
+      metrics = runner.run(config)
+      # The estimator on the run's own evaluation input (6 test images).
+      arch = network.build_architecture(config)
+      estimator = runner.make_estimator(
+          config, runner.make_model_fn(config, arch, {}, initialize=False))
+      expected = np.stack([p['logits'] for p in estimator.predict(
+          lambda params, c=config: datasets.eval_dataset(
+              'tiny_images', 'test', 3, 6, data_dir=data_dir,
+              validation_examples=1, image_size=8,
+              preprocessing=c.job.preprocessing).map(lambda x, y: x))])
+      pixels = np.stack([image for image, _ in tfds.as_numpy(
+          tfds.builder('tiny_images', data_dir=data_dir).as_dataset(
+              split='test', as_supervised=True, shuffle_files=False))])
+      self.assertEqual(pixels.dtype, np.uint8)
+      loaded = tf.saved_model.load(metrics['export']['saved_model'])
+      served = loaded.signatures['serving_default'](
+          images=tf.constant(pixels))['logits'].numpy()
+      # The images are constant, so a crop and a bicubic resize leave them
+      # as they are but for float rounding (weights summing to 1).
+      np.testing.assert_allclose(served, expected, atol=1e-4,
+                                 err_msg=preprocessing)
 
 
 if __name__ == '__main__':

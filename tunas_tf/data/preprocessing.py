@@ -298,3 +298,27 @@ def run_image_size(name: str,
     raise ValueError(f'{name!r} holds images of varying sizes: give '
                      '--image_size (e.g. 224)')
   return min(stored_shape)
+
+
+def from_pixels(images: tf.Tensor, preprocessing: str,
+                channels: int) -> tf.Tensor:
+  """The network's input from images of 0-255 pixels at the run's size.
+
+  The value transform of `preprocessing`'s evaluation side, without its crop
+  and resize (what an exported model applies to the images it is given):
+  `imagenet` subtracts the mean and divides by the standard deviation
+  (`_normalize`'s constants), `cifar` and `none` scale to [0, 1].
+
+  Args:
+    images: uint8 or float Tensor [..., channels] of 0-255 values.
+    preprocessing: 'imagenet', 'cifar' or 'none'.
+    channels: 1 or 3.
+  """
+  images = tf.cast(images, tf.float32)
+  if preprocessing != 'imagenet':
+    return images / 255.0
+  if channels == 1:
+    mean, stddev = [sum(MEAN_RGB) / 3], [sum(STDDEV_RGB) / 3]
+  else:
+    mean, stddev = MEAN_RGB, STDDEV_RGB
+  return (images - tf.constant(mean)) / tf.constant(stddev)

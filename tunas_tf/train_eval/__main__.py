@@ -126,7 +126,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'norm on batch statistics (one-shot accuracy).',
                        flag_values=f)
   flags.DEFINE_boolean('export', True, 'Export a SavedModel and a TFLite '
-                       'file of the evaluated weights.', flag_values=f)
+                       'file of the evaluated weights. They take uint8 '
+                       'images of 0-255 pixels at --image_size (digits: '
+                       'float32 in [0, 1]) and apply --preprocessing\'s value '
+                       'transform themselves; resize or crop first.',
+                       flag_values=f)
   flags.DEFINE_string('export_dir', None, 'Export directory; default '
                       'MODEL_DIR/export.', flag_values=f)
   flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint cadence.',

@@ -1,9 +1,16 @@
 """Export of a trained network: a SavedModel and a TFLite file.
 
 Layout under `export_dir` (default MODEL_DIR/export): `saved_model/` (serving
-signature `serving_default`: float32 `images` [N, H, W, C] -> `logits`
+signature `serving_default`: `images` [N, S, S, C] -> `logits`
 [N, num_classes]) and `model.tflite`. Each is written beside its final path
 and renamed into place, so a killed export leaves no half-written file.
+
+The exports take images as a TFDS dataset stores them: uint8 pixels 0-255,
+at the run's side S (`--image_size`; resize or crop to it first: the
+`imagenet` evaluation crop is `preprocessing.eval_crop_window`), and apply
+the value transform of the run's `--preprocessing` themselves
+(`preprocessing.from_pixels`). `digits`, stored as float32 in [0, 1], is
+taken as stored.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import tensorflow as tf
 
 from tunas_tf import native_output
 from tunas_tf import checkpoints
+from tunas_tf.data import datasets
+from tunas_tf.data import preprocessing
 from tunas_tf.graph import model as model_lib
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import network
@@ -36,11 +45,22 @@ def _serving_module(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   model_lib.set_params(model, checkpoints.model_values(model, checkpoint))
   module = tf.Module()
   module.model = model
+  dtype, transform = input_contract(config)
   module.serve = tf.function(
-      lambda images: {'logits': model(images, training=False)},
-      input_signature=[tf.TensorSpec([None] + shape, tf.float32,
-                                     name='images')])
+      lambda images: {'logits': model(transform(images), training=False)},
+      input_signature=[tf.TensorSpec([None] + shape, dtype, name='images')])
   return module
+
+
+def input_contract(config: TrainEvalConfig):
+  """(dtype of the exported `images`, their transform to the network's
+  input): uint8 pixels and `preprocessing.from_pixels`; digits' float32 in
+  [0, 1] as they are."""
+  job = config.job
+  if job.dataset == datasets.DIGITS:
+    return tf.float32, lambda images: images
+  return tf.uint8, lambda images: preprocessing.from_pixels(
+      images, job.preprocessing, job.num_channels)
 
 
 def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
