@@ -4,14 +4,88 @@ import dataclasses
 import json
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 
+from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
+from tunas_tf.data import datasets
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
 from tunas_tf.train_eval import config as config_lib
+from tunas_tf.train_eval import data
 from tunas_tf.train_eval import runner
 
 _ZEROS = ':'.join(['0'] * 18)
+
+
+_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'tunas_tf', 'configs')
+# imagenet2012 as TFDS prepares it: images of varying sizes, 3 channels,
+# 1,000 labels, 1,281,167 training images.
+_IMAGENET_FACTS = ((None, None), 3, 1000, 1281167)
+
+
+class RecipeTest(absltest.TestCase):
+
+  def _recipe(self, name):
+    indices = ':'.join(['0'] * len(schema.flatten_with_paths(
+        mobile.get_search_space('proxylessnas_search'))))
+    with mock.patch.object(config_lib, '_dataset_facts',
+                           return_value=_IMAGENET_FACTS):
+      return runs.config(f'--flagfile={_CONFIGS}/{name}.cfg',
+                         '--model_dir=/tmp/unused', '--ssd=proxylessnas_search',
+                         f'--indices={indices}', '--tpu=grpc://10.0.0.1:8470')
+
+  def test_held_out_recipe_is_the_originals_90_epochs(self):
+    config = self._recipe('imagenet_train_eval_90_epochs')
+    # 1,231,121 l2l_train images x 90 epochs / 4096.
+    self.assertEqual((config.train_examples, config.max_global_step),
+                     (1231121, 27050))
+    self.assertEqual((config.validation_examples, config.eval_split),
+                     (50046, 'search_validation'))
+    self.assertEqual(config.dropout_rate, 0.0)
+    self.assertAlmostEqual(config.learning_rate_scaled, 2.64)
+    self.assertEqual((config.job.preprocessing, config.job.image_size,
+                      config.job.num_classes), ('imagenet', 224, 1001))
+
+  def test_test_set_recipe_is_the_originals_360_epochs(self):
+    config = self._recipe('imagenet_train_eval_360_epochs')
+    self.assertEqual((config.train_examples, config.max_global_step),
+                     (1281167, 112602))
+    self.assertEqual((config.validation_examples, config.eval_split),
+                     (0, 'test'))
+    self.assertEqual(config.dropout_rate, 0.15)
+    self.assertEqual(config.eval_batch_size, 256)
+
+
+class ValidationExamplesTest(absltest.TestCase):
+
+  def test_trains_on_the_search_split_and_evaluates_its_hold_out(self):
+    data_dir = tempfile.mkdtemp()
+    tiny_tfds.TinyImages(data_dir=data_dir).download_and_prepare()
+    config = runs.config('--model_dir=/tmp/unused', f'--indices={_ZEROS}',
+                         '--dataset=tiny_images', f'--data_dir={data_dir}',
+                         '--nodownload', '--validation_examples=5',
+                         '--eval_split=search_validation',
+                         '--train_batch_size=15', '--preprocessing=none')
+    self.assertEqual(config.train_examples, 15)
+    index = lambda images: sorted(int(round(i[0, 0, 0] * 255)) for i in images)
+    expected = {
+        split: index(image for image, _ in datasets.load_split(
+            'tiny_images', split, 3, data_dir=data_dir, validation_examples=5,
+            preprocessing='none').as_numpy_iterator())
+        for split in (datasets.SEARCH_TRAIN, datasets.SEARCH_VALIDATION)}
+    # One batch of 15 is one epoch of the training data.
+    images, _ = next(iter(data.train_dataset(config, 15)))
+    self.assertEqual(index(images.numpy()), expected[datasets.SEARCH_TRAIN])
+    evaluated = [i for images, _ in data.eval_dataset(config, 4)
+                 for i in images.numpy()]
+    self.assertEqual(index(evaluated), expected[datasets.SEARCH_VALIDATION])
+    with self.assertRaisesRegex(ValueError, 'digits has a fixed split'):
+      runs.config('--model_dir=/tmp/unused', f'--indices={_ZEROS}',
+                  '--validation_examples=5')
 
 
 class ConfigTest(absltest.TestCase):

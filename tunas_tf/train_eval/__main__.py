@@ -71,7 +71,7 @@ FLAGS = flags.FLAGS
 _CONFIG_FLAGS = (
     'model_dir', 'ssd', 'indices', 'filters_multiplier', 'dataset',
     'data_dir', 'download', 'num_classes', 'image_size', 'preprocessing',
-    'eval_split', 'seed',
+    'validation_examples', 'eval_split', 'seed',
     'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
@@ -104,6 +104,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'one of search_train, search_validation, test; for '
                       'TFDS any split string (test, validation, '
                       'train[:10%], ...).', flag_values=f)
+  flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: train on '
+                       'the train split less its first this many images (the '
+                       "search's hold-out, which --eval_split=search_"
+                       'validation then evaluates); default: all of it.',
+                       flag_values=f)
   flags.DEFINE_integer('seed', 0, 'Seed of the data order, dropout and the '
                        'initial weights.', flag_values=f)
   # Backend.

@@ -58,8 +58,10 @@ _POSITIVE_FIELDS = ('train_batch_size', 'eval_batch_size')
 class TrainEvalConfig:
   """All settings of one standalone run (flag names; see `__main__.py`).
 
-  Dataset facts: `num_channels` and `train_examples` (the size of the full
-  training data). Computed in `__post_init__`: `max_global_step`,
+  Dataset facts: `num_channels` and `train_examples` (the size of the
+  training data: all of it, or with `validation_examples` > 0 the train
+  split less its first `validation_examples`, which the search held out
+  for its controller and `eval_split=search_validation` evaluates). Computed in `__post_init__`: `max_global_step`,
   `warmup_steps`, `learning_rate_scaled` (see the module docstring).
 
   Raises:
@@ -89,6 +91,7 @@ class TrainEvalConfig:
   export: bool
   export_dir: str
   train_examples: int
+  validation_examples: int = 0
   max_global_step: int = dataclasses.field(init=False)
   warmup_steps: int = dataclasses.field(init=False)
   learning_rate_scaled: float = dataclasses.field(init=False)
@@ -290,6 +293,13 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   stored_shape, v['num_channels'], classes, v['train_examples'] = (
       _dataset_facts(v['dataset'], v['data_dir'], v['download'],
                      v['eval_split']))
+  v['validation_examples'] = v['validation_examples'] or 0
+  if v['validation_examples']:
+    if v['dataset'] == datasets.DIGITS:
+      raise ValueError('--validation_examples: digits has a fixed split '
+                       '(leave it unset)')
+    datasets.holdout_splits(v['train_examples'], v['validation_examples'])
+    v['train_examples'] -= v['validation_examples']
   v['preprocessing'] = v['preprocessing'] or datasets.default_preprocessing(
       v['dataset'], stored_shape)
   if v['num_classes'] is None:
@@ -318,7 +328,8 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
 
 # Fields added after runs were written: a config.json without one holds the
 # value those runs had (they trained in float32, without op determinism).
-ADDED_LATER = {'use_bfloat16': 'false', **backend.JobConfig.defaults()}
+ADDED_LATER = {'use_bfloat16': 'false', 'validation_examples': 0,
+               **backend.JobConfig.defaults()}
 
 
 def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:

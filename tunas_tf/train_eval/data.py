@@ -13,7 +13,8 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
                   start_step: int = 0,
                   pipeline: datasets.Pipeline = datasets.Pipeline()
                   ) -> tf.data.Dataset:
-  """The full training data (digits: all but test), batched, forever.
+  """The training data (digits: all but test; TFDS: `train`, less the
+  search's hold-out with `validation_examples`), batched, forever.
 
   A `datasets.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
   each epoch a permutation drawn from (seed, epoch), images preprocessed by
@@ -31,9 +32,15 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
     ValueError: if the training data holds less than one batch.
   """
   job = config.job
-  source = datasets.training_source(job.dataset, data_dir=job.data_dir,
-                                    download=job.download,
-                                    image_size=job.image_size)
+  if config.validation_examples:  # The search's own training split.
+    source = datasets.split_source(
+        job.dataset, datasets.SEARCH_TRAIN, data_dir=job.data_dir,
+        download=job.download, image_size=job.image_size,
+        validation_examples=config.validation_examples)
+  else:
+    source = datasets.training_source(job.dataset, data_dir=job.data_dir,
+                                      download=job.download,
+                                      image_size=job.image_size)
   if source.size < batch_size:
     raise ValueError(f'The training data has {source.size} examples, fewer '
                      f'than one batch of {batch_size}')
@@ -77,7 +84,8 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
     dataset = datasets.load_split(
         job.dataset, config.eval_split, job.num_classes,
         data_dir=job.data_dir, download=job.download,
-        validation_examples=0 if job.dataset == datasets.DIGITS else 1,
+        validation_examples=(0 if job.dataset == datasets.DIGITS else
+                             config.validation_examples or 1),
         image_size=job.image_size, preprocessing=job.preprocessing)
   else:
     dataset = _tfds_split(config)
