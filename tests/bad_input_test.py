@@ -303,6 +303,8 @@ _TRAIN_EVAL_ROWS = [
     ('extra_argument', ['stray'], r"unexpected arguments \['stray'\]$"),
     ('preprocessing_digits', ['--preprocessing=imagenet'],
      r'--preprocessing=imagenet decodes stored images; digits are 8x8 arrays'),
+    ('validation_examples', ['--validation_examples=5'],
+     r'--validation_examples: digits has a fixed split \(leave it unset\)$'),
     ('restart_changed', ['--max_steps=30', '--base_learning_rate=0.5'],
      r'base_learning_rate is 0.165 there and 0.5 now', _train_eval_dir),
     ('restart_unreadable', ['--max_steps=30'], r'No readable checkpoint in '
