@@ -6,7 +6,7 @@ Usage:
 
 Makes a fixture of JPEGs at ImageNet-like sizes offline (sides 300-600 px,
 smooth shapes, edges and grain, quality 90, 4:2:0; encoded by TF's
-libjpeg-turbo, as the project's virtualenv has no PIL, into a temp dir and
+libjpeg-turbo, the library that decodes them, into a temp dir and
 read back; the same files every run), holds the encoded bytes in memory,
 then times tf.data passes over them of
 
