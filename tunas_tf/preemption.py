@@ -27,7 +27,8 @@ import contextlib
 import functools
 import signal
 import threading
-from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence
+from typing import (Any, Callable, ContextManager, Dict, Iterator, Optional,
+                    Sequence)
 
 from absl import logging
 
@@ -165,31 +166,56 @@ def run_in_thread(fn: Callable[[], Any]) -> Any:
   return outcome.get('value')
 
 
+def _run_estimator(call: Callable[[list], Any], stop: StopRequest) -> Any:
+  """`call(hooks)` (an Estimator's train or evaluate given `hooks`) with
+  `stop.hook()`, in a worker thread (`run_in_thread`), TPUEstimator kept
+  from resetting SIGINT; its result."""
+  keep_handlers_under_tpu_estimator()
+  return run_in_thread(lambda: call([stop.hook()]))
+
+
 def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
           stop: StopRequest, model_dir: str,
           guards: Sequence[ContextManager[Any]] = ()) -> None:
   """`estimator.train` to `max_steps`, stopping when `stop` asks.
 
-  Runs in a worker thread (`run_in_thread`) inside `guards` (context
-  managers that turn errors into one line), with `stop.hook()`.
+  Runs inside `guards` (context managers that turn errors into one line),
+  as `_run_estimator` says.
 
   Raises:
     Stopped: when a signal stopped it, naming the step of the checkpoint
       saved in `model_dir`.
   """
 
-  def run():
+  def call(hooks):
     with contextlib.ExitStack() as stack:
       for guard in guards:
         stack.enter_context(guard)
-      estimator.train(input_fn, hooks=[stop.hook()], max_steps=max_steps)
+      estimator.train(input_fn, hooks=hooks, max_steps=max_steps)
 
-  keep_handlers_under_tpu_estimator()
-  run_in_thread(run)
+  _run_estimator(call, stop)
   if stop.signal_name:
     from tunas_tf import checkpoints  # pylint: disable=g-import-not-at-top
     raise Stopped(stopped_line(
         stop, checkpoints.resume_point(model_dir).global_step))
+
+
+def evaluate(estimator: Any, input_fn: Callable[..., Any],
+             stop: StopRequest) -> Dict[str, Any]:
+  """`estimator.evaluate` of one pass of `input_fn`, cut short when `stop`
+  asks (as `_run_estimator` says); its results.
+
+  Raises:
+    Stopped: when a signal cut it short (nothing is saved then).
+  """
+  results = _run_estimator(
+      lambda hooks: estimator.evaluate(input_fn, steps=None, name=None,
+                                       hooks=hooks), stop)
+  if stop.signal_name:
+    raise Stopped(stopped_line(stop, int(results.get('global_step', 0)),
+                               'before its evaluation ended (nothing to '
+                               'save)'))
+  return results
 
 
 def stopped_line(request: StopRequest, step: int, what: str = '') -> str:

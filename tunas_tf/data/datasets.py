@@ -369,9 +369,16 @@ def load_split(name: str, split: str, num_classes: int, *,
   Raises:
     ValueError: unknown split, missing data or an empty split.
   """
-  source = split_source(name, split, data_dir=data_dir, download=download,
-                        validation_examples=validation_examples,
-                        image_size=image_size)
+  return evaluation_examples(
+      split_source(name, split, data_dir=data_dir, download=download,
+                   validation_examples=validation_examples,
+                   image_size=image_size), num_classes, preprocessing)
+
+
+def evaluation_examples(source: Source, num_classes: int,
+                        preprocessing: Optional[str]) -> tf.data.Dataset:
+  """`source` in its order as (image, one-hot label), unbatched, its images
+  through the evaluation side of `preprocessing` (`Source.preprocess_fn`)."""
   prepare = source.preprocess_fn(preprocessing, training=False)
   return source.examples.map(
       lambda image, label: (prepare(image, None),

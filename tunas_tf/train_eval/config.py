@@ -61,8 +61,9 @@ class TrainEvalConfig:
   Dataset facts: `num_channels` and `train_examples` (the size of the
   training data: all of it, or with `validation_examples` > 0 the train
   split less its first `validation_examples`, which the search held out
-  for its controller and `eval_split=search_validation` evaluates). Computed in `__post_init__`: `max_global_step`,
-  `warmup_steps`, `learning_rate_scaled` (see the module docstring).
+  for its controller and `eval_split=search_validation` evaluates).
+  Computed in `__post_init__`: `max_global_step`, `warmup_steps`,
+  `learning_rate_scaled` (see the module docstring).
 
   Raises:
     ValueError: on construction, for a missing, malformed or inconsistent

@@ -65,11 +65,8 @@ def _tfds_split(config: TrainEvalConfig) -> tf.data.Dataset:
   except Exception as e:  # TFDS raises several kinds for a bad split.
     raise ValueError(f'--eval_split={config.eval_split!r} of '
                      f'{job.dataset!r}: {str(e).splitlines()[0]}') from None
-  prepare = source.preprocess_fn(job.preprocessing, training=False)
-  return source.examples.map(
-      lambda image, label: (prepare(image, None),
-                            tf.one_hot(label, job.num_classes)),
-      num_parallel_calls=tf.data.AUTOTUNE)
+  return datasets.evaluation_examples(source, job.num_classes,
+                                     job.preprocessing)
 
 
 def eval_dataset(config: TrainEvalConfig, batch_size: int,

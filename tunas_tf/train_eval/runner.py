@@ -156,15 +156,8 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
-  preemption.keep_handlers_under_tpu_estimator()
-  results = preemption.run_in_thread(lambda: estimator.evaluate(
-      data.make_input_fn(config, False), steps=None, name=None,
-      hooks=[stop.hook()]))
-  if stop.signal_name:
-    raise preemption.Stopped(preemption.stopped_line(
-        stop, int(results.get('global_step', 0)),
-        'before its evaluation ended (nothing to save)'))
-  return results
+  return preemption.evaluate(estimator, data.make_input_fn(config, False),
+                             stop)
 
 
 def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
