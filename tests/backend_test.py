@@ -7,7 +7,7 @@ from absl.testing import absltest
 import tensorflow as tf
 
 from tunas_tf import backend
-from tunas_tf.data import datasets
+from tunas_tf.data import streams
 
 
 def _job(use_tpu=False):
@@ -30,16 +30,16 @@ class _FakeTPUContext:
 class InputPipelineTest(absltest.TestCase):
 
   def test_one_replica_and_replicas_off_tpu(self):
-    self.assertEqual(backend.input_pipeline({}, _job()), datasets.Pipeline())
+    self.assertEqual(backend.input_pipeline({}, _job()), streams.Pipeline())
     self.assertEqual(backend.input_pipeline({}, _job(), replicas=3),
-                     datasets.Pipeline(0, 1, 3))
+                     streams.Pipeline(0, 1, 3))
     self.assertEqual(backend.input_pipeline({}, _job(), replicas=3).replicas,
                      3)
 
   def test_a_tpu_host_feeds_its_cores(self):
     pipeline = backend.input_pipeline(
         {'batch_size': 16, 'context': _FakeTPUContext()}, _job(use_tpu=True))
-    self.assertEqual(pipeline, datasets.Pipeline(1, 4, 8))
+    self.assertEqual(pipeline, streams.Pipeline(1, 4, 8))
     self.assertEqual(pipeline.replicas, 32)
 
 

@@ -323,7 +323,13 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       tpu_config=tpu.TPUConfig(
           iterations_per_loop=job.tpu_iterations_per_loop,
           per_host_input_for_training=(
-              tpu.InputPipelineConfig.PER_HOST_V2)))
+              tpu.InputPipelineConfig.PER_HOST_V2),
+          # Evaluation on TPU: one input pipeline of global batches, each
+          # split over the cores (the original's BROADCAST eval), so a pod
+          # reads every example once. (TPUEstimator refuses SLICED off TPU.)
+          eval_training_input_configuration=(
+              tpu.InputPipelineConfig.SLICED if job.use_tpu else
+              tpu.InputPipelineConfig.PER_HOST_V1)))
   return tpu.TPUEstimator(
       model_fn=model_fn, config=run_config, use_tpu=job.use_tpu,
       train_batch_size=train_batch_size,
@@ -332,7 +338,7 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
 
 def input_pipeline(params: Mapping[str, Any], job: JobConfig,
                    replicas: int = 1):
-  """The `datasets.Pipeline` of an input_fn call: which per-replica batches
+  """The `streams.Pipeline` of an input_fn call: which per-replica batches
   of each step its dataset yields.
 
   Off TPU, the input_fn is called once and its elements are the replicas'
@@ -346,11 +352,11 @@ def input_pipeline(params: Mapping[str, Any], job: JobConfig,
     job: the run's job config.
     replicas: replicas off TPU (`--replicas`).
   """
-  from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+  from tunas_tf.data import streams  # pylint: disable=g-import-not-at-top
   if job.use_tpu and 'context' in params:
     _, index, count, batches = params['context'].current_input_fn_deployment()
-    return datasets.Pipeline(index, count, batches)
-  return datasets.Pipeline(0, 1, replicas)
+    return streams.Pipeline(index, count, batches)
+  return streams.Pipeline(0, 1, replicas)
 
 
 def distributed_model_fn(model_fn: Callable[..., Any],

@@ -166,12 +166,21 @@ def run_in_thread(fn: Callable[[], Any]) -> Any:
   return outcome.get('value')
 
 
-def _run_estimator(call: Callable[[list], Any], stop: StopRequest) -> Any:
+def _run_estimator(call: Callable[[list], Any], stop: StopRequest,
+                   guards: Sequence[ContextManager[Any]] = ()) -> Any:
   """`call(hooks)` (an Estimator's train or evaluate given `hooks`) with
-  `stop.hook()`, in a worker thread (`run_in_thread`), TPUEstimator kept
-  from resetting SIGINT; its result."""
+  `stop.hook()`, inside `guards` (context managers that turn errors into one
+  line), in a worker thread (`run_in_thread`), TPUEstimator kept from
+  resetting SIGINT; its result."""
   keep_handlers_under_tpu_estimator()
-  return run_in_thread(lambda: call([stop.hook()]))
+
+  def guarded():
+    with contextlib.ExitStack() as stack:
+      for guard in guards:
+        stack.enter_context(guard)
+      return call([stop.hook()])
+
+  return run_in_thread(guarded)
 
 
 def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
@@ -179,21 +188,15 @@ def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
           guards: Sequence[ContextManager[Any]] = ()) -> None:
   """`estimator.train` to `max_steps`, stopping when `stop` asks.
 
-  Runs inside `guards` (context managers that turn errors into one line),
-  as `_run_estimator` says.
+  Runs inside `guards`, as `_run_estimator` says.
 
   Raises:
     Stopped: when a signal stopped it, naming the step of the checkpoint
       saved in `model_dir`.
   """
-
-  def call(hooks):
-    with contextlib.ExitStack() as stack:
-      for guard in guards:
-        stack.enter_context(guard)
-      estimator.train(input_fn, hooks=hooks, max_steps=max_steps)
-
-  _run_estimator(call, stop)
+  _run_estimator(
+      lambda hooks: estimator.train(input_fn, hooks=hooks,
+                                    max_steps=max_steps), stop, guards)
   if stop.signal_name:
     from tunas_tf import checkpoints  # pylint: disable=g-import-not-at-top
     raise Stopped(stopped_line(
@@ -201,16 +204,18 @@ def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
 
 
 def evaluate(estimator: Any, input_fn: Callable[..., Any],
-             stop: StopRequest) -> Dict[str, Any]:
-  """`estimator.evaluate` of one pass of `input_fn`, cut short when `stop`
-  asks (as `_run_estimator` says); its results.
+             stop: StopRequest, steps: Optional[int] = None,
+             guards: Sequence[ContextManager[Any]] = ()) -> Dict[str, Any]:
+  """`estimator.evaluate` of one pass of `input_fn` (`steps` batches, or
+  until it ends), cut short when `stop` asks (as `_run_estimator` says,
+  inside `guards`); its results.
 
   Raises:
     Stopped: when a signal cut it short (nothing is saved then).
   """
   results = _run_estimator(
-      lambda hooks: estimator.evaluate(input_fn, steps=None, name=None,
-                                       hooks=hooks), stop)
+      lambda hooks: estimator.evaluate(input_fn, steps=steps, name=None,
+                                       hooks=hooks), stop, guards)
   if stop.signal_name:
     raise Stopped(stopped_line(stop, int(results.get('global_step', 0)),
                                'before its evaluation ended (nothing to '

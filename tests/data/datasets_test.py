@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
+from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
 from tests.testing import jpeg_folder
 from tests.testing import tiny_tfds
@@ -146,12 +147,12 @@ class DatasetsTest(tf.test.TestCase):
     # 10 examples, batches of 3 and 2 per step: a step is 6 examples, so
     # steps 0..5 span 3.6 epochs; the stream from step 3 starts mid-epoch.
     examples = tf.data.Dataset.range(10)
-    whole = self._take(datasets.keyed_batches(
-        examples, 10, 3, key=(7, 0), pipeline=datasets.Pipeline(0, 1, 2)),
+    whole = self._take(streams.keyed_batches(
+        examples, 10, 3, key=(7, 0), pipeline=streams.Pipeline(0, 1, 2)),
                        12)
-    tail = self._take(datasets.keyed_batches(
+    tail = self._take(streams.keyed_batches(
         examples, 10, 3, key=(7, 0), start_step=3,
-        pipeline=datasets.Pipeline(0, 1, 2)), 6)
+        pipeline=streams.Pipeline(0, 1, 2)), 6)
     self.assertAllEqual(np.stack(whole[6:]), np.stack(tail))
     flat = np.concatenate(whole)
     # Each epoch is a permutation, and the epochs differ in order.
@@ -159,22 +160,22 @@ class DatasetsTest(tf.test.TestCase):
       self.assertCountEqual(flat[10 * epoch:10 * epoch + 10], range(10))
     self.assertFalse(np.array_equal(flat[:10], flat[10:20]))
     # Another seed, another order; the same seed, the same.
-    other = np.concatenate(self._take(datasets.keyed_batches(
+    other = np.concatenate(self._take(streams.keyed_batches(
         examples, 10, 3, key=(8, 0)), 3))
     self.assertFalse(np.array_equal(flat[:9], other))
-    again = self._take(datasets.keyed_batches(examples, 10, 3, key=(7, 0)),
+    again = self._take(streams.keyed_batches(examples, 10, 3, key=(7, 0)),
                        3)
     self.assertAllEqual(flat[:9], np.concatenate(again))
 
   def test_keyed_batches_pipelines_split_each_step(self):
     # Two hosts of two replicas: host h yields batches 4s + 2h, 4s + 2h + 1.
     examples = tf.data.Dataset.range(10)
-    whole = self._take(datasets.keyed_batches(examples, 10, 3, key=(1, 2)),
+    whole = self._take(streams.keyed_batches(examples, 10, 3, key=(1, 2)),
                        16)
     for host in (0, 1):
-      mine = self._take(datasets.keyed_batches(
+      mine = self._take(streams.keyed_batches(
           examples, 10, 3, key=(1, 2), start_step=1,
-          pipeline=datasets.Pipeline(host, 2, 2)), 6)
+          pipeline=streams.Pipeline(host, 2, 2)), 6)
       expected = [whole[4 * s + 2 * host + i] for s in (1, 2, 3)
                   for i in (0, 1)]
       self.assertAllEqual(np.stack(mine), np.stack(expected))
@@ -182,7 +183,7 @@ class DatasetsTest(tf.test.TestCase):
   def test_keyed_batches_prepare_is_keyed_on_the_position(self):
     examples = tf.data.Dataset.range(4)
     prepare = lambda x, seed: (x, seed)
-    batches = self._take(datasets.keyed_batches(
+    batches = self._take(streams.keyed_batches(
         examples, 4, 2, key=(3, 1), prepare=prepare), 4)
     seeds = np.concatenate([b[1] for b in batches])
     expected = [tf.random.experimental.stateless_fold_in(
@@ -194,12 +195,12 @@ class DatasetsTest(tf.test.TestCase):
     examples = tf.data.Dataset.range(4)
     with self.assertRaisesRegex(ValueError, '4 examples are fewer than one '
                                 'batch of 5'):
-      datasets.keyed_batches(examples, 4, 5, key=(0, 0))
+      streams.keyed_batches(examples, 4, 5, key=(0, 0))
     with self.assertRaisesRegex(ValueError, 'start_step must be >= 0'):
-      datasets.keyed_batches(examples, 4, 2, key=(0, 0), start_step=-1)
+      streams.keyed_batches(examples, 4, 2, key=(0, 0), start_step=-1)
     with self.assertRaisesRegex(ValueError, 'Bad pipeline'):
-      datasets.keyed_batches(examples, 4, 2, key=(0, 0),
-                             pipeline=datasets.Pipeline(2, 2, 1))
+      streams.keyed_batches(examples, 4, 2, key=(0, 0),
+                             pipeline=streams.Pipeline(2, 2, 1))
 
   def test_augment_is_a_function_of_the_seed(self):
     image = tf.reshape(tf.range(8 * 8 * 1, dtype=tf.float32), [8, 8, 1])

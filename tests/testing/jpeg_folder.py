@@ -3,7 +3,8 @@
 `make_jpeg_folder` writes `root/<split>/<class>/<k>.jpg` (the layout
 `tools/import_dataset --format=folder` reads); `import_jpeg_dataset` builds a
 small one (2 classes, 12 train and 3 test images each, sides 64..160 px, one
-grayscale) and imports it as a prepared TFDS dataset in a second or two.
+grayscale) and imports it as a prepared TFDS dataset in a second or two,
+optionally with some images corrupted (undecodable).
 
 Example:
   data_dir, name = jpeg_folder.import_jpeg_dataset(tempfile.mkdtemp())
@@ -83,9 +84,19 @@ def mixed_sizes(seed: int) -> Sizes:
 
 
 def import_jpeg_dataset(tmpdir: str, name: str = 'jpeg_folder',
-                        seed: int = 0) -> Tuple[str, str]:
+                        seed: int = 0,
+                        corrupted: Sequence[str] = ()) -> Tuple[str, str]:
   """Builds a `mixed_sizes(seed)` folder in `tmpdir/jpeg_folder` and imports
   it with `importing.import_dataset` into `tmpdir/tfds`.
+
+  Args:
+    tmpdir: where the folder and the data directory go.
+    name: the dataset's name.
+    seed: seeds the sizes and the pixels.
+    corrupted: files (relative to the folder, e.g. 'train/dog/003.jpg')
+      whose bytes after the JPEG signature become zeros once the import has
+      checked them, so that the dataset stores a JPEG that cannot be decoded
+      (as a dataset corrupted after it was written would).
 
   Returns:
     (data_dir, name): `--data_dir` and `--dataset` of the imported dataset
@@ -94,5 +105,12 @@ def import_jpeg_dataset(tmpdir: str, name: str = 'jpeg_folder',
   root = make_jpeg_folder(os.path.join(tmpdir, 'jpeg_folder'),
                           mixed_sizes(seed), seed)
   data_dir = os.path.join(tmpdir, 'tfds')
-  importing.import_dataset(local_data.FOLDER, root, name, data_dir)
+  dataset = local_data.read_folder(root)  # Checks every file; reads later.
+  for path in corrupted:
+    path = os.path.join(root, path)
+    with open(path, 'rb') as f:
+      content = f.read()
+    with open(path, 'wb') as f:
+      f.write(content[:3] + bytes(len(content) - 3))
+  importing.write_dataset(dataset, name, data_dir, 'a test fixture')
   return data_dir, name

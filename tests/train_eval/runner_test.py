@@ -18,6 +18,8 @@ from tunas_tf.graph import model as model_lib
 from tunas_tf.search import oneshot
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
+from tunas_tf.train_eval import data
+from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 
 
@@ -58,6 +60,33 @@ class RunTest(absltest.TestCase):
     model(tf.zeros([1, 8, 8, 1]))
     self.assertEqual(stored['params'], model_lib.count_params(model))
     self.assertGreater(stored['params'], 0)
+
+  def test_a_padded_last_batch_counts_every_example_once(self):
+    # TPU's eval input (full batches, the last one padded with zero-label
+    # examples), evaluated here on CPU beside the unpadded pass.
+    config = self.config
+    examples = data.eval_examples(config)
+    self.assertEqual(examples, 360)
+    batches = list(data.eval_dataset(config, 7, pad=True))
+    self.assertLen(batches, 52)  # ceil(360 / 7)
+    for images, labels in batches:
+      self.assertEqual((images.shape[0], labels.shape[0]), (7, 7))
+    labels = np.concatenate([b[1].numpy() for b in batches])
+    self.assertEqual(labels.sum(), 360)
+    np.testing.assert_array_equal(
+        np.concatenate([b[0].numpy() for b in batches])[360:],
+        np.zeros([4, 8, 8, 1]))
+    arch = network.build_architecture(config)
+    estimator = runner.make_estimator(
+        config, runner.make_model_fn(config, arch, {}, initialize=False))
+    results = [estimator.evaluate(
+        lambda params, pad=pad: data.eval_dataset(config, 7, pad=pad))
+               for pad in (False, True)]
+    for key in ('top1', 'top5', 'cross_entropy'):
+      # Sums over the same 360 terms, grouped alike: float32 rounding only.
+      self.assertAlmostEqual(results[1][key], results[0][key], delta=1e-6)
+    self.assertAlmostEqual(results[0]['top1'], self.metrics['top1'],
+                           delta=1e-6)
 
   def test_training_loss_falls_well_under_chance(self):
     # The pinned architecture's train-batch loss starts at chance.

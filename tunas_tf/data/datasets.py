@@ -22,10 +22,11 @@ Images come out as float32 NHWC, preprocessed as `--preprocessing` says
 there is no `test`, as in `imagenet2012`).
 
 Every split is first an ordered, undecoded `Source`. Training reads it as a
-`keyed_batches` stream, a pure function of (seed, position): each epoch a
-permutation drawn from (seed, epoch), augmentation drawn from (seed,
+`streams.keyed_batches` stream, a pure function of (seed, position): each
+epoch a permutation drawn from (seed, epoch), augmentation drawn from (seed,
 position), so a run resumed at step t reads what an uninterrupted one read
-from t on.
+from t on. A stored image that cannot be decoded stops a run with an error
+naming the split and the example (`unreadable`), training or evaluating.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.data import preprocessing as preprocessing_lib
+from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
+from tunas_tf.data import unreadable
 
 DIGITS = 'digits'
 SEARCH_TRAIN = 'search_train'
@@ -239,6 +242,12 @@ class Source(NamedTuple):
     size: number of examples.
     decode: image as stored -> float32 [H, W, C] in [0, 1] at the run's size
       (a traceable function of one image).
+    encoded: whether the images are stored encoded (TFDS: PNG or JPEG).
+    channels, stored_shape, image_size: the images' channels, stored (H, W)
+      (None where they vary) and the run's side.
+    name: the dataset's name.
+    split: the split, as messages name it, e.g. "search_train
+      (train[:-10000]) of 'imagenet2012'".
   """
   examples: tf.data.Dataset
   size: int
@@ -248,6 +257,7 @@ class Source(NamedTuple):
   stored_shape: Tuple[Optional[int], Optional[int]] = (None, None)
   image_size: Optional[int] = None
   name: str = DIGITS
+  split: str = ''
 
   def preprocess_fn(self, preprocessing: Optional[str], training: bool
                     ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
@@ -285,9 +295,11 @@ def _array_source(images: np.ndarray, labels: np.ndarray) -> Source:
 
 
 def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
-                      download: bool, image_size: Optional[int]) -> Source:
+                      download: bool, image_size: Optional[int],
+                      split: Optional[str] = None) -> Source:
   """A TFDS split (any split string) in its stored order, images still
-  encoded."""
+  encoded; `split` names it in messages (one of `SPLITS`; default the TFDS
+  split string)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   builder = tfds_builders.tfds_builder(name, data_dir, download)
   feature = builder.info.features['image']
@@ -305,9 +317,10 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
       image = tf.image.resize(image, [image_size, image_size])
     return image
 
+  shown = f'{split} ({tfds_split})' if split else tfds_split
   return Source(examples, size, decode, encoded=True,
                 channels=feature.shape[-1], stored_shape=stored_shape,
-                image_size=image_size, name=name)
+                image_size=image_size, name=name, split=f'{shown} of {name!r}')
 
 
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
@@ -332,7 +345,7 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
   tfds_splits = holdout_splits(splits['train'].num_examples,
                                validation_examples, test_split(splits.keys()))
   return tfds_split_source(name, tfds_splits[split], data_dir, download,
-                           image_size)
+                           image_size, split)
 
 
 def training_source(name: str, *, data_dir: Optional[str] = None,
@@ -378,140 +391,49 @@ def load_split(name: str, split: str, num_classes: int, *,
 def evaluation_examples(source: Source, num_classes: int,
                         preprocessing: Optional[str]) -> tf.data.Dataset:
   """`source` in its order as (image, one-hot label), unbatched, its images
-  through the evaluation side of `preprocessing` (`Source.preprocess_fn`)."""
+  through the evaluation side of `preprocessing` (`Source.preprocess_fn`);
+  an image that cannot be decoded fails the iterator, naming it
+  (`unreadable`)."""
   prepare = source.preprocess_fn(preprocessing, training=False)
-  return source.examples.map(
-      lambda image, label: (prepare(image, None),
-                            tf.one_hot(label, num_classes)),
+
+  def example(image, label):
+    return prepare(image, None), tf.one_hot(label, num_classes)
+
+  if not source.encoded:
+    return source.examples.map(example, num_parallel_calls=tf.data.AUTOTUNE)
+  prepared = source.examples.enumerate().map(
+      lambda i, pair: (i, example(*pair)),
       num_parallel_calls=tf.data.AUTOTUNE)
-
-
-# -----------------------------------------------------------------------------
-# The training streams: a pure function of (seed, position).
-# -----------------------------------------------------------------------------
-
-# The second word of a stream's key: each stream of a run has its own order.
-SEARCH_TRAIN_STREAM = 0
-SEARCH_VALIDATION_STREAM = 1
-TRAIN_EVAL_STREAM = 2
-
-
-class Pipeline(NamedTuple):
-  """Which per-replica batches of each step one input pipeline yields.
-
-  A step takes `replicas` = `count * batches` consecutive per-replica batches
-  of a stream; pipeline `index` (of `count`) yields `batches` of them, those
-  from `index * batches` on. One replica: `Pipeline()`. An Estimator over N
-  replicas calls the input_fn once and hands each replica the next element:
-  `Pipeline(0, 1, N)`. TPUEstimator (per-host input) calls it once per host
-  and the host's cores take its elements in turn: `Pipeline(host, hosts,
-  cores per host)`.
-  """
-  index: int = 0
-  count: int = 1
-  batches: int = 1
-
-  @property
-  def replicas(self) -> int:
-    """Per-replica batches per step, all pipelines together."""
-    return self.count * self.batches
-
-
-def _epoch_seed(key: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
-  """The shuffle seed (int64 scalar) of one epoch of the stream `key`."""
-  return tf.random.stateless_uniform(
-      [], tf.random.experimental.stateless_fold_in(key, epoch),
-      minval=None, maxval=None, dtype=tf.int64)
-
-
-def keyed_batches(examples: tf.data.Dataset, num_examples: int,
-                  batch_size: int, *, key: Tuple[int, int],
-                  start_step: int = 0, pipeline: Pipeline = Pipeline(),
-                  prepare: Optional[Callable[..., Any]] = None,
-                  shuffle_buffer: Optional[int] = None) -> tf.data.Dataset:
-  """An endless stream of batches, a pure function of `key` and position.
-
-  Example p of the stream (p = 0, 1, ...) is example p mod N of epoch
-  e = p // N, where epoch e is `examples` shuffled with a seed drawn from
-  (`key`, e); `prepare(example, seed)` then maps it with seed (`key`, p), so
-  random augmentation is keyed too. Per-replica batch j holds examples
-  [j * batch_size, (j + 1) * batch_size) (epochs run into each other; the
-  batches all have `batch_size` examples) and step s takes per-replica
-  batches [s * R, (s + 1) * R) with R = `pipeline.replicas`. Started at
-  `start_step`, the stream is the tail of the one started at 0: the epoch
-  starts at p // N and the examples before p are skipped before `prepare`
-  (read, not decoded).
-
-  The shuffle's seed pair also takes the graph-level seed (the Estimator's
-  `tf_random_seed`, the job's seed), so the order is a function of that too.
-
-  Args:
-    examples: an unbatched dataset of N examples in a fixed order.
-    num_examples: N.
-    batch_size: examples per per-replica batch.
-    key: (seed, stream), the stream's key (`*_STREAM`).
-    start_step: the first step to yield (a resumed run's global step).
-    pipeline: which of each step's per-replica batches this pipeline yields.
-    prepare: maps (example, seed) to the example to batch (decode, augment,
-      one-hot); seed is an int64 [2] Tensor. None: the example as it is.
-    shuffle_buffer: examples in the shuffle buffer; default N (a uniform
-      permutation of each epoch).
-
-  Returns:
-    An infinite `tf.data.Dataset` of batches (static batch dimension).
-
-  Raises:
-    ValueError: for fewer examples than one batch, a negative start, or a
-      pipeline index outside its count.
-  """
-  if num_examples < batch_size:
-    raise ValueError(f'{num_examples} examples are fewer than one batch of '
-                     f'{batch_size}')
-  if start_step < 0:
-    raise ValueError(f'start_step must be >= 0, got {start_step}')
-  if not 0 <= pipeline.index < pipeline.count or pipeline.batches < 1:
-    raise ValueError(f'Bad pipeline {pipeline}')
-  key = tf.constant(key, tf.int64)
-  buffer = min(num_examples, shuffle_buffer or num_examples)
-  start = start_step * pipeline.replicas * batch_size
-  stream = tf.data.Dataset.counter(start // num_examples).flat_map(
-      lambda epoch: examples.shuffle(buffer, seed=_epoch_seed(key, epoch),
-                                     reshuffle_each_iteration=False))
-  stream = stream.skip(start % num_examples).enumerate(start)
-  if pipeline.count > 1:  # This pipeline's runs of `batches` batches.
-    run = pipeline.batches * batch_size
-    stream = stream.filter(
-        lambda p, _: tf.equal(p // run % pipeline.count, pipeline.index))
-  prepare = prepare or (lambda example, seed: example)
-  stream = stream.map(
-      lambda p, example: prepare(
-          example, tf.random.experimental.stateless_fold_in(key, p)),
-      num_parallel_calls=tf.data.AUTOTUNE)
-  return stream.batch(batch_size, drop_remainder=True)
+  expected = tf.data.Dataset.range(source.size).map(
+      lambda i: (i, i, tf.constant(-1, tf.int64)))
+  return unreadable.checked(prepared, expected, source.split, finite=True)
 
 
 def training_batches(source: Source, num_classes: int, batch_size: int, *,
                      key: Tuple[int, int], training: bool,
                      preprocessing: Optional[str] = None,
-                     start_step: int = 0, pipeline: Pipeline = Pipeline(),
+                     start_step: int = 0,
+                     pipeline: streams.Pipeline = streams.Pipeline(),
                      shuffle_buffer: Optional[int] = None
                      ) -> tf.data.Dataset:
-  """`keyed_batches` of a `Source`: (images, one-hot labels) batches.
+  """`streams.keyed_batches` of a `Source`: (images, one-hot labels) batches.
 
   Args:
     source: the ordered data.
     num_classes: one-hot depth.
     batch_size, key, start_step, pipeline, shuffle_buffer: as
-      `keyed_batches`.
+      `streams.keyed_batches`.
     training: the training side of `preprocessing` (augmented, keyed on the
       position), else its evaluation side.
     preprocessing: as `Source.preprocess_fn`.
 
   Returns:
-    An infinite dataset of (float32 [B, H, W, C], float32 [B, num_classes]).
+    An infinite dataset of (float32 [B, H, W, C], float32 [B, num_classes]);
+    its iterator fails at an image that cannot be decoded, naming it
+    (`unreadable`).
 
   Raises:
-    ValueError: as `keyed_batches` and `Source.preprocess_fn`.
+    ValueError: as `streams.keyed_batches` and `Source.preprocess_fn`.
   """
   image_fn = source.preprocess_fn(preprocessing, training)
 
@@ -519,9 +441,11 @@ def training_batches(source: Source, num_classes: int, batch_size: int, *,
     image, label = example
     return image_fn(image, seed), tf.one_hot(label, num_classes)
 
-  return keyed_batches(source.examples, source.size, batch_size, key=key,
-                       start_step=start_step, pipeline=pipeline,
-                       prepare=prepare, shuffle_buffer=shuffle_buffer)
+  return streams.keyed_batches(
+      source.examples, source.size, batch_size, key=key,
+      start_step=start_step, pipeline=pipeline, prepare=prepare,
+      shuffle_buffer=shuffle_buffer,
+      checked=source.split if source.encoded else None)
 
 
 def search_dataset(name: str, num_classes: int, train_batch_size: int,
@@ -529,15 +453,15 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
                    data_dir: Optional[str] = None, download: bool = False,
                    validation_examples: int = 0,
                    image_size: Optional[int] = None, start_step: int = 0,
-                   pipeline: Pipeline = Pipeline(),
+                   pipeline: streams.Pipeline = streams.Pipeline(),
                    shuffle_buffer: int = 1024,
                    preprocessing: Optional[str] = None) -> tf.data.Dataset:
   """The search input: train and validation batches zipped, forever.
 
   Each element is `({'train': images, 'validation': images},
   {'train': labels, 'validation': labels})` (reference §2.1). Each side is a
-  `keyed_batches` stream of its split, keyed (seed, `SEARCH_TRAIN_STREAM`)
-  and (seed, `SEARCH_VALIDATION_STREAM`), so a search resumed at
+  `streams.keyed_batches` stream of its split, keyed (seed,
+  `SEARCH_TRAIN_STREAM`) and (seed, `SEARCH_VALIDATION_STREAM`), so a search resumed at
   `start_step` reads what an uninterrupted one reads from there. The train
   side gets the training side of `preprocessing`, the validation side its
   evaluation side (never augmented; reference §2.1 item 1).
@@ -563,9 +487,9 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
   """
   sides = {}
   for key, split, batch, stream in (
-      ('train', SEARCH_TRAIN, train_batch_size, SEARCH_TRAIN_STREAM),
+      ('train', SEARCH_TRAIN, train_batch_size, streams.SEARCH_TRAIN_STREAM),
       ('validation', SEARCH_VALIDATION, validation_batch_size,
-       SEARCH_VALIDATION_STREAM)):
+       streams.SEARCH_VALIDATION_STREAM)):
     source = split_source(name, split, data_dir=data_dir, download=download,
                           validation_examples=validation_examples,
                           image_size=image_size)

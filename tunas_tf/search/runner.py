@@ -16,6 +16,7 @@ from tunas_tf import preemption
 from tunas_tf import replicas
 from tunas_tf import run_lock
 from tunas_tf.data import datasets
+from tunas_tf.data import unreadable
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import report
@@ -104,7 +105,7 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
   Args:
     config: the search's config.
     start_step: the global step the search resumes at: the data stream goes
-      on from there (`datasets.keyed_batches`), as if never interrupted.
+      on from there (`data.streams.keyed_batches`), as if never interrupted.
   """
 
   def input_fn(params):
@@ -237,11 +238,13 @@ def run_search(config: SearchConfig) -> bool:
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)
     # Restoring a foreign checkpoint fails deep inside the Estimator; say
-    # which file and why in one line. A NaN stops the run in one line too.
+    # which file and why in one line. A NaN, or an image that cannot be
+    # decoded, stops the run in one line too.
     preemption.train(
         estimator, make_input_fn(config, plan.resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
         guards=[steps.stops_in_one_line(model_dir, 'the search'),
+                unreadable.stops_in_one_line('the search', model_dir),
                 checkpoints.refuse_unreadable(plan.resume.checkpoint)])
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '

@@ -6,17 +6,19 @@ import tensorflow as tf
 
 from tunas_tf import backend
 from tunas_tf.data import datasets
+from tunas_tf.data import streams
+from tunas_tf.data import tfds_builders
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 
 def train_dataset(config: TrainEvalConfig, batch_size: int,
                   start_step: int = 0,
-                  pipeline: datasets.Pipeline = datasets.Pipeline()
+                  pipeline: streams.Pipeline = streams.Pipeline()
                   ) -> tf.data.Dataset:
   """The training data (digits: all but test; TFDS: `train`, less the
   search's hold-out with `validation_examples`), batched, forever.
 
-  A `datasets.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
+  A `streams.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
   each epoch a permutation drawn from (seed, epoch), images preprocessed by
   the training side of `--preprocessing` with its random crop and flip drawn
   from (seed, position); started at `start_step`
@@ -47,7 +49,7 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
   digits = job.dataset == datasets.DIGITS
   return datasets.training_batches(
       source, job.num_classes, batch_size,
-      key=(job.seed, datasets.TRAIN_EVAL_STREAM), training=True,
+      key=(job.seed, streams.TRAIN_EVAL_STREAM), training=True,
       preprocessing=job.preprocessing, start_step=start_step,
       pipeline=pipeline,
       shuffle_buffer=None if digits else min(16384, source.size)).prefetch(
@@ -69,9 +71,38 @@ def _tfds_split(config: TrainEvalConfig) -> tf.data.Dataset:
                                      job.preprocessing)
 
 
+def eval_examples(config: TrainEvalConfig) -> int:
+  """The number of examples in `eval_split`."""
+  job = config.job
+  if job.dataset == datasets.DIGITS or config.eval_split in datasets.SPLITS:
+    info = datasets.dataset_info(
+        job.dataset, job.data_dir, job.download,
+        validation_examples=(0 if job.dataset == datasets.DIGITS else
+                             config.validation_examples or 1),
+        image_size=job.image_size)
+    return info.split_sizes[config.eval_split]
+  return tfds_builders.tfds_builder(
+      job.dataset, job.data_dir, job.download).info.splits[
+          config.eval_split].num_examples
+
+
+def eval_steps(config: TrainEvalConfig, batch_size: int) -> int:
+  """Batches in one pass of `eval_split` (the last one padded)."""
+  return -(-eval_examples(config) // batch_size)
+
+
 def eval_dataset(config: TrainEvalConfig, batch_size: int,
-                 drop_remainder: bool = False) -> tf.data.Dataset:
-  """One ordered pass over `eval_split` (the last batch may be short).
+                 pad: bool = False) -> tf.data.Dataset:
+  """One ordered pass over `eval_split`.
+
+  Labels are one-hot: a metric weighs each example by its label's sum.
+
+  Args:
+    config: the run's config.
+    batch_size: images per batch.
+    pad: every batch full (static shapes, for TPU): the last one is filled
+      up with zero images of all-zero labels (weight 0), so every example
+      counts once and no padding counts; else the last batch may be short.
 
   Raises:
     ValueError: for a split TFDS cannot read.
@@ -86,7 +117,14 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
         image_size=job.image_size, preprocessing=job.preprocessing)
   else:
     dataset = _tfds_split(config)
-  return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(
+  if pad:  # N + B - 1 examples make ceil(N / B) full batches.
+    image_spec, label_spec = dataset.element_spec
+    filler = (tf.zeros([job.image_size, job.image_size, job.num_channels],
+                       image_spec.dtype), tf.zeros([job.num_classes],
+                                                   label_spec.dtype))
+    dataset = dataset.concatenate(
+        tf.data.Dataset.from_tensors(filler).repeat(batch_size - 1))
+  return dataset.batch(batch_size, drop_remainder=pad).prefetch(
       tf.data.AUTOTUNE)
 
 
@@ -96,7 +134,9 @@ def make_input_fn(config: TrainEvalConfig, training: bool,
 
   Args:
     config: the run's config.
-    training: training batches (from `start_step` on), else one eval pass.
+    training: training batches (from `start_step` on), else one eval pass
+      (on TPU, which needs static shapes, its last batch padded:
+      `eval_dataset`).
     start_step: the global step training resumes at.
   """
   def input_fn(params):
@@ -104,9 +144,7 @@ def make_input_fn(config: TrainEvalConfig, training: bool,
       return train_dataset(
           config, params.get('batch_size', config.train_batch_size),
           start_step, backend.input_pipeline(params, config.job))
-    # TPU needs static shapes: the last partial batch is dropped there (the
-    # original pads it with zero weights).
     return eval_dataset(config, params.get('batch_size',
                                            config.eval_batch_size),
-                        drop_remainder=config.job.use_tpu)
+                        pad=config.job.use_tpu)
   return input_fn

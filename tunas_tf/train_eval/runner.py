@@ -18,6 +18,7 @@ from tunas_tf import checkpoints
 from tunas_tf import files
 from tunas_tf import preemption
 from tunas_tf import run_lock
+from tunas_tf.data import unreadable
 from tunas_tf.search import steps as search_steps
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
@@ -152,12 +153,18 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
     preemption.train(
         estimator, data.make_input_fn(config, True, resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
-        guards=[search_steps.stops_in_one_line(model_dir, 'train_eval')])
+        guards=[search_steps.stops_in_one_line(model_dir, 'train_eval'),
+                unreadable.stops_in_one_line('train_eval', model_dir)])
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
-  return preemption.evaluate(estimator, data.make_input_fn(config, False),
-                             stop)
+  # TPU needs the number of steps; its last batch is padded (SLICED input:
+  # one pipeline of full eval batches, split over the cores).
+  steps = (data.eval_steps(config, config.eval_batch_size)
+           if config.job.use_tpu else None)
+  return preemption.evaluate(
+      estimator, data.make_input_fn(config, False), stop, steps=steps,
+      guards=[unreadable.stops_in_one_line("train_eval's evaluation")])
 
 
 def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],

@@ -212,6 +212,9 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
               ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
   """top1, top5 (top-k, k <= 5) and cross_entropy; the eval images/s.
 
+  Each example weighs its one-hot label's sum: 1, or 0 for the padding of
+  a TPU's last batch, which so counts nowhere.
+
   The metrics' events file (model_dir/eval) holds no graph
   (`backend.summaries_only_eval_events`).
   """
@@ -219,6 +222,8 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
   k = min(5, config.job.num_classes)
 
   def metric_fn(labels, logits):
+    # An all-zero label is padding (`data.eval_dataset`): weight 0.
+    weights = tf.reduce_sum(labels, axis=-1)
     target = tf.argmax(labels, axis=-1)
     in_top = tf.cast(tf.nn.in_top_k(targets=target, predictions=logits, k=k),
                      tf.float32)
@@ -226,9 +231,10 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
         labels=labels, logits=logits)
     return {
         'top1': tf.compat.v1.metrics.accuracy(
-            target, tf.argmax(logits, axis=-1)),
-        'top5': tf.compat.v1.metrics.mean(in_top),
-        'cross_entropy': tf.compat.v1.metrics.mean(cross_entropy),
+            target, tf.argmax(logits, axis=-1), weights=weights),
+        'top5': tf.compat.v1.metrics.mean(in_top, weights=weights),
+        'cross_entropy': tf.compat.v1.metrics.mean(cross_entropy,
+                                                   weights=weights),
     }
 
   # On TPU the batch lives inside the TPU computation and cannot be fetched

@@ -1,0 +1,137 @@
+"""The training streams: batches that are a pure function of (seed, position).
+
+Example p of a stream (p = 0, 1, ...) is example p mod N of epoch p // N, each
+epoch a permutation drawn from (seed, epoch); augmentation is drawn from
+(seed, p). So a run resumed at step t reads what an uninterrupted one read
+from t on, whichever replicas and hosts read it (`Pipeline`). A stream of
+encoded images stops at the first one that cannot be decoded, naming it
+(`unreadable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.data import unreadable
+
+
+# The second word of a stream's key: each stream of a run has its own order.
+SEARCH_TRAIN_STREAM = 0
+SEARCH_VALIDATION_STREAM = 1
+TRAIN_EVAL_STREAM = 2
+
+
+class Pipeline(NamedTuple):
+  """Which per-replica batches of each step one input pipeline yields.
+
+  A step takes `replicas` = `count * batches` consecutive per-replica batches
+  of a stream; pipeline `index` (of `count`) yields `batches` of them, those
+  from `index * batches` on. One replica: `Pipeline()`. An Estimator over N
+  replicas calls the input_fn once and hands each replica the next element:
+  `Pipeline(0, 1, N)`. TPUEstimator (per-host input) calls it once per host
+  and the host's cores take its elements in turn: `Pipeline(host, hosts,
+  cores per host)`.
+  """
+  index: int = 0
+  count: int = 1
+  batches: int = 1
+
+  @property
+  def replicas(self) -> int:
+    """Per-replica batches per step, all pipelines together."""
+    return self.count * self.batches
+
+
+def _epoch_seed(key: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
+  """The shuffle seed (int64 scalar) of one epoch of the stream `key`."""
+  return tf.random.stateless_uniform(
+      [], tf.random.experimental.stateless_fold_in(key, epoch),
+      minval=None, maxval=None, dtype=tf.int64)
+
+
+def keyed_batches(examples: tf.data.Dataset, num_examples: int,
+                  batch_size: int, *, key: Tuple[int, int],
+                  start_step: int = 0, pipeline: Pipeline = Pipeline(),
+                  prepare: Optional[Callable[..., Any]] = None,
+                  shuffle_buffer: Optional[int] = None,
+                  checked: Optional[str] = None) -> tf.data.Dataset:
+  """An endless stream of batches, a pure function of `key` and position.
+
+  Example p of the stream (p = 0, 1, ...) is example p mod N of epoch
+  e = p // N, where epoch e is `examples` shuffled with a seed drawn from
+  (`key`, e); `prepare(example, seed)` then maps it with seed (`key`, p), so
+  random augmentation is keyed too. Per-replica batch j holds examples
+  [j * batch_size, (j + 1) * batch_size) (epochs run into each other; the
+  batches all have `batch_size` examples) and step s takes per-replica
+  batches [s * R, (s + 1) * R) with R = `pipeline.replicas`. Started at
+  `start_step`, the stream is the tail of the one started at 0: the epoch
+  starts at p // N and the examples before p are skipped before `prepare`
+  (read, not decoded).
+
+  The shuffle's seed pair also takes the graph-level seed (the Estimator's
+  `tf_random_seed`, the job's seed), so the order is a function of that too.
+
+  Args:
+    examples: an unbatched dataset of N examples in a fixed order.
+    num_examples: N.
+    batch_size: examples per per-replica batch.
+    key: (seed, stream), the stream's key (`*_STREAM`).
+    start_step: the first step to yield (a resumed run's global step).
+    pipeline: which of each step's per-replica batches this pipeline yields.
+    prepare: maps (example, seed) to the example to batch (decode, augment,
+      one-hot); seed is an int64 [2] Tensor. None: the example as it is.
+    shuffle_buffer: examples in the shuffle buffer; default N (a uniform
+      permutation of each epoch).
+    checked: None, or the split's name for `unreadable.checked`: an example
+      that `prepare` fails on (an undecodable image) then stops the stream
+      with an error naming it, its index in `examples` and its step.
+
+  Returns:
+    An infinite `tf.data.Dataset` of batches (static batch dimension).
+
+  Raises:
+    ValueError: for fewer examples than one batch, a negative start, or a
+      pipeline index outside its count.
+  """
+  if num_examples < batch_size:
+    raise ValueError(f'{num_examples} examples are fewer than one batch of '
+                     f'{batch_size}')
+  if start_step < 0:
+    raise ValueError(f'start_step must be >= 0, got {start_step}')
+  if not 0 <= pipeline.index < pipeline.count or pipeline.batches < 1:
+    raise ValueError(f'Bad pipeline {pipeline}')
+  key = tf.constant(key, tf.int64)
+  buffer = min(num_examples, shuffle_buffer or num_examples)
+  start = start_step * pipeline.replicas * batch_size
+
+  def ordered(data):
+    """(position, element) of `data` in the stream's order from `start`."""
+    stream = tf.data.Dataset.counter(start // num_examples).flat_map(
+        lambda epoch: data.shuffle(buffer, seed=_epoch_seed(key, epoch),
+                                   reshuffle_each_iteration=False))
+    stream = stream.skip(start % num_examples).enumerate(start)
+    if pipeline.count > 1:  # This pipeline's runs of `batches` batches.
+      run = pipeline.batches * batch_size
+      stream = stream.filter(
+          lambda p, _: tf.equal(p // run % pipeline.count, pipeline.index))
+    return stream
+
+  prepare = prepare or (lambda example, seed: example)
+
+  def prepared(p, example):
+    return prepare(example, tf.random.experimental.stateless_fold_in(key, p))
+
+  if checked is None:
+    stream = ordered(examples).map(prepared,
+                                   num_parallel_calls=tf.data.AUTOTUNE)
+  else:  # The same shuffles of the indices (a shuffle's order depends on
+    # its seed and length only) give each position's index and step.
+    stream = ordered(examples).map(lambda p, example: (p, prepared(p, example)),
+                                   num_parallel_calls=tf.data.AUTOTUNE)
+    step_examples = pipeline.replicas * batch_size
+    expected = ordered(tf.data.Dataset.range(num_examples)).map(
+        lambda p, index: (p, index, p // step_examples))
+    stream = unreadable.checked(stream, expected, checked, finite=False)
+  return stream.batch(batch_size, drop_remainder=True)
