@@ -2,10 +2,12 @@
 
 Usage:
   PYTHONPATH=CHECKOUT python bench/input_pipeline.py [--num_images 1000]
-      [--image_size 224] [--repeats 5]
+      [--image_size 224] [--repeats 5] [--grain 6]
 
 Makes a fixture of JPEGs at ImageNet-like sizes offline (sides 300-600 px,
-smooth shapes, edges and grain, quality 90, 4:2:0; encoded by TF's
+smooth shapes, edges and grain of std `--grain` levels, quality 90, 4:2:0;
+~2.2 bits a pixel at the default 6, 3.8 at 16, where ImageNet's train set
+averages roughly 4.8 (~110 KB at ~470 x 390 px); encoded by TF's
 libjpeg-turbo, the library that decodes them, into a temp dir and
 read back; the same files every run), holds the encoded bytes in memory,
 then times tf.data passes over them of
@@ -59,8 +61,10 @@ STAGES = ('train: window', 'train: + resize', 'eval: window',
 CORES = 2  # This machine's; the two-thread run's total is divided by it.
 
 
-def _picture(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
-  """uint8 [h, w, 3]: smooth colour fields, a few hard-edged shapes, grain."""
+def _picture(rng: np.random.Generator, height: int, width: int,
+             grain: float = 6.0) -> np.ndarray:
+  """uint8 [h, w, 3]: smooth colour fields, a few hard-edged shapes, grain
+  (Gaussian, std `grain` levels)."""
   image = np.zeros((height, width, 3), np.float32)
   for cells, amplitude in ((4, 70.0), (16, 35.0), (64, 15.0)):
     coarse = rng.normal(0, amplitude, (cells, cells, 3)).astype(np.float32)
@@ -74,20 +78,25 @@ def _picture(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     else:
       inside = (np.abs(y - cy) < ry) & (np.abs(x - cx) < rx)
     image[inside] = 0.4 * image[inside] + rng.uniform(-100, 100, 3)
-  image += 128 + 6 * rng.standard_normal(image.shape, np.float32)
+  image += 128 + grain * rng.standard_normal(image.shape, np.float32)
   return np.clip(image, 0, 255).astype(np.uint8)
 
 
-def make_fixture(num_images: int, directory: str,
-                 seed: int = 0) -> Tuple[List[bytes], np.ndarray]:
-  """Writes `num_images` JPEGs to `directory`; returns (bytes, [N, 2] h, w)."""
+def make_fixture(num_images: int, directory: str, seed: int = 0,
+                 grain: float = 6.0) -> Tuple[List[bytes], np.ndarray]:
+  """Writes `num_images` JPEGs to `directory`; returns (bytes, [N, 2] h, w).
+
+  `grain` (std of the pixel noise, in levels) sets the bytes per pixel: 6
+  gives ~2.2 bits a pixel, 16 ~3.8 (ImageNet's train JPEGs: roughly 110 KB
+  at ~470 x 390 px, ~4.8; approximate public figures, not measured here).
+  """
   rng = np.random.default_rng(seed)
   shapes = rng.integers(300, 601, (num_images, 2))
   encoded = []
   for i, (height, width) in enumerate(shapes):
     path = os.path.join(directory, f'{i:05d}.jpg')
-    jpeg = tf.io.encode_jpeg(_picture(rng, int(height), int(width)),
-                             quality=90)
+    jpeg = tf.io.encode_jpeg(
+        _picture(rng, int(height), int(width), grain), quality=90)
     tf.io.write_file(path, jpeg)
     with open(path, 'rb') as f:
       encoded.append(f.read())
@@ -129,6 +138,12 @@ def make_dataset(encoded: tf.Tensor, kind: str, image_size: int,
   dataset = tf.data.Dataset.from_tensor_slices(encoded).enumerate().map(
       _stage_fn(kind, image_size),
       num_parallel_calls=threads if threads > 1 else None)
+  return on_threads(dataset, threads)
+
+
+def on_threads(dataset: tf.data.Dataset, threads: int) -> tf.data.Dataset:
+  """`dataset` on a private pool of `threads`, one thread per op, no
+  autotuning (the map's `num_parallel_calls` is the caller's)."""
   options = tf.data.Options()
   options.threading.private_threadpool_size = threads
   options.threading.max_intra_op_parallelism = 1
@@ -165,11 +180,15 @@ def main() -> None:
   parser.add_argument('--num_images', type=int, default=1000)
   parser.add_argument('--image_size', type=int, default=224)
   parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--grain', type=float, default=6.0,
+                      help='pixel noise std of the fixture (levels): denser '
+                      'JPEGs cost more entropy decoding')
   args = parser.parse_args()
 
   start = time.perf_counter()
   with tempfile.TemporaryDirectory(prefix='bench_jpegs_') as directory:
-    encoded, shapes = make_fixture(args.num_images, directory)
+    encoded, shapes = make_fixture(args.num_images, directory,
+                                   grain=args.grain)
   sizes = np.array([len(e) for e in encoded])
   pixels = shapes.prod(axis=1)
   train_area = np.mean([
@@ -182,8 +201,9 @@ def main() -> None:
       for shape in shapes])
   print(f'fixture: {len(encoded)} JPEGs (q90), {shapes[:, 0].mean():.0f} x '
         f'{shapes[:, 1].mean():.0f} px mean, {pixels.mean() / 1e3:.0f} kpx, '
-        f'{sizes.mean() / 1e3:.1f} KB mean ({sizes.sum() / 1e6:.1f} MB in '
-        f'memory), made in {time.perf_counter() - start:.1f} s')
+        f'{sizes.mean() / 1e3:.1f} KB mean, '
+        f'{np.mean(sizes * 8 / pixels):.2f} bits/px, grain {args.grain:g} '
+        f'({sizes.sum() / 1e6:.1f} MB in memory), made in {time.perf_counter() - start:.1f} s')
   print(f'decoded area: train crop {train_area:.3f} of the image (mean), '
         f'eval crop {eval_area:.3f}; output {args.image_size}x'
         f'{args.image_size}')
