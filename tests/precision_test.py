@@ -2,6 +2,7 @@
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from tunas_tf import precision
@@ -38,6 +39,40 @@ class PrecisionTest(parameterized.TestCase):
     for mode in ('auto', 'TRUE', None):
       with self.assertRaisesRegex(ValueError, 'use_bfloat16 must be one of'):
         precision.compute_dtype(mode, False)
+
+  @parameterized.parameters(('true', tf.bfloat16), ('ontpu', tf.float32),
+                            ('false', tf.float32))
+  def test_input_dtype(self, mode, expected):
+    self.assertEqual(precision.input_dtype(mode), expected)
+
+  def test_input_dtype_refuses_an_unresolved_mode(self):
+    with self.assertRaisesRegex(ValueError, "once resolved, got 'auto'"):
+      precision.input_dtype('auto')
+
+  def test_cast_input_casts_every_image_and_keeps_the_labels(self):
+    # 1 + 2^-9 is a float32; bfloat16 (7 explicit mantissa bits) rounds it
+    # to 1, and 2 + 2^-8 to 2.
+    images = tf.fill([2, 4, 4, 1], 1.0 + 2.0**-9)
+    labels = tf.one_hot([0, 1], 10)
+    for features, expected in (
+        (images, 1.0),
+        ({'train': images, 'validation': 2.0 * images},
+         {'train': 1.0, 'validation': 2.0})):
+      dataset = tf.data.Dataset.from_tensors((features, labels))
+      got_features, got_labels = next(iter(precision.cast_input(dataset,
+                                                                'true')))
+      for got, value in zip(tf.nest.flatten(got_features),
+                            tf.nest.flatten(expected)):
+        self.assertEqual((got.dtype, got.shape), (tf.bfloat16, [2, 4, 4, 1]))
+        np.testing.assert_array_equal(tf.cast(got, tf.float32), value)
+      self.assertEqual(got_labels.dtype, tf.float32)
+      np.testing.assert_array_equal(got_labels, labels)
+
+  @parameterized.parameters('ontpu', 'false')
+  def test_cast_input_leaves_float32_modes_alone(self, mode):
+    dataset = tf.data.Dataset.from_tensors((tf.ones([2, 4, 4, 1]),
+                                            tf.ones([2, 10])))
+    self.assertIs(precision.cast_input(dataset, mode), dataset)
 
 
 if __name__ == '__main__':

@@ -86,3 +86,47 @@ def compute_dtype(mode: str, use_tpu: bool) -> Any:
   if mode == TRUE or (mode == ONTPU and use_tpu):
     return tf.bfloat16
   return tf.float32
+
+
+def input_dtype(mode: str) -> Any:
+  """The dtype of the images the input pipeline emits for a resolved mode.
+
+  Args:
+    mode: one of `RESOLVED_MODES`.
+
+  Returns:
+    tf.bfloat16 for `true` (the original's bfloat16 input); else tf.float32
+    (`ontpu` casts inside the model_fn, on TPU only).
+
+  Raises:
+    ValueError: for a mode outside `RESOLVED_MODES`.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.bfloat16 if check_resolved(mode) == TRUE else tf.float32
+
+
+def cast_input(dataset: Any, mode: str) -> Any:
+  """`dataset` with its images cast to `input_dtype(mode)`, the last step of
+  an input_fn's pipeline (before the TPU's layout transpose).
+
+  Args:
+    dataset: a `tf.data.Dataset` of (features, labels), `features` a float32
+      images Tensor or a dict of them.
+    mode: one of `RESOLVED_MODES`.
+
+  Returns:
+    The dataset itself when the dtype is float32; else one whose every
+    features Tensor is bfloat16, the labels unchanged.
+
+  Raises:
+    ValueError: for a mode outside `RESOLVED_MODES`.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dtype = input_dtype(mode)
+  if dtype == tf.float32:
+    return dataset
+  cast = lambda x: tf.cast(x, dtype)
+  return dataset.map(
+      lambda features, labels: (tf.nest.map_structure(cast, features),
+                                labels),
+      num_parallel_calls=tf.data.AUTOTUNE)
