@@ -8,12 +8,21 @@ entry point (`train_search`, `train_eval`) resolves `auto` once, stores the
 resolved mode in its config and derives the weight-decay default from it
 (3e-5 with bfloat16, else 4e-5).
 
-In bfloat16 the images are cast inside the model_fn (the original's `true`
-cast them in the input pipeline, which could hang; here both modes cast in
-the model_fn), the network computes in bfloat16 on float32 variables cast on
-read, batch-norm statistics stay float32, and the logits are cast back to
-float32 for the loss (the search's argmax for the validation accuracy is
-taken in bfloat16, as the original does).
+Where the images become bfloat16, as in the original (§2.1 item 4): with
+`true` both binaries' input_fns cast them at the end of the pipeline, after
+preprocessing and normalisation (`input_dtype`, `cast_input`), so the infeed
+carries half the bytes (`bench/bfloat16_input.py`); labels stay float32.
+With `ontpu` (and `false`) the pipeline emits float32 and the model_fn casts
+to the compute dtype. The original's warning that `true` may hang was a
+2019 tf.data issue of its TF 1.x. Here `true` searches and standalone runs
+on digits, run as subprocesses with a time limit, finish with finite losses
+(tests/search/search_test.py, tests/train_eval/main_test.py), under
+oneDNN's kernels and Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`).
+
+In bfloat16 the network computes on float32 variables cast on read,
+batch-norm statistics stay float32, and the logits are cast back to float32
+for the loss (the search's argmax for the validation accuracy is taken in
+bfloat16, as the original does).
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
-"""Tests for search/runner's progress line (the search itself: search_test)."""
+"""Tests for search/runner's input_fn and progress line (the search itself:
+search_test)."""
 
+import dataclasses
 import tempfile
 
 from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
 
 from tunas_tf.search import runner
 from tests.testing import searches
@@ -32,6 +37,57 @@ class CostTextTest(absltest.TestCase):
     self.assertEqual(report.cost_text(2248370.4), '2,248,370')
     self.assertEqual(report.cost_text(84.25), '84.25')
     self.assertEqual(report.cost_text(999.5), '999.5')
+
+
+class InputFnTest(parameterized.TestCase):
+
+  @parameterized.parameters(('true', tf.bfloat16), ('ontpu', tf.float32),
+                            ('false', tf.float32))
+  def test_images_come_in_the_input_dtype_and_labels_in_float32(
+      self, mode, dtype):
+    # Off TPU `ontpu` computes in float32; on TPU its model_fn casts.
+    config = searches.search_config(tempfile.mkdtemp(), '--train_batch_size=4',
+                                    f'--use_bfloat16={mode}')
+    features, labels = runner.make_input_fn(config)({}).element_spec
+    for side, batch in (('train', 4), ('validation', 16)):
+      self.assertEqual((features[side].dtype, features[side].shape),
+                       (dtype, [batch, 8, 8, 1]), side)
+      self.assertEqual((labels[side].dtype, labels[side].shape),
+                       (tf.float32, [batch, 10]), side)
+
+  def test_bfloat16_images_hold_the_float32_values_and_resume(self):
+    # The same stream in both modes, cast at its end (digits' pixels,
+    # multiples of 1/16, are exact in bfloat16); resumed at step 3, the
+    # bfloat16 one goes on with the 4th batch.
+    streams = {}
+    for mode in ('false', 'true'):
+      config = searches.search_config(tempfile.mkdtemp(),
+                                      '--train_batch_size=4',
+                                      f'--use_bfloat16={mode}')
+      streams[mode] = list(runner.make_input_fn(config)({}).take(4)
+                           .as_numpy_iterator())
+    resumed = list(runner.make_input_fn(config, start_step=3)({}).take(1)
+                   .as_numpy_iterator())
+    for float32, bfloat16 in zip(streams['false'], streams['true']):
+      for side in ('train', 'validation'):
+        self.assertEqual(bfloat16[0][side].dtype, tf.bfloat16.as_numpy_dtype)
+        np.testing.assert_array_equal(bfloat16[0][side].astype(np.float32),
+                                      float32[0][side])
+        np.testing.assert_array_equal(bfloat16[1][side], float32[1][side])
+    for side in ('train', 'validation'):
+      np.testing.assert_array_equal(resumed[0][0][side],
+                                    streams['true'][3][0][side])
+
+  def test_on_tpu_the_bfloat16_images_are_sent_hwcn(self):
+    config = searches.search_config(tempfile.mkdtemp(), '--train_batch_size=4',
+                                    '--use_bfloat16=true')
+    config = dataclasses.replace(
+        config, job=dataclasses.replace(config.job, use_tpu=True, tpu='local'))
+    features, _ = runner.make_input_fn(config)(
+        {'batch_size': 2}).element_spec
+    self.assertEqual((features['train'].dtype, features['train'].shape),
+                     (tf.bfloat16, [8, 8, 1, 2]))
+    self.assertEqual(features['validation'].shape, [8, 8, 1, 8])
 
 
 if __name__ == '__main__':

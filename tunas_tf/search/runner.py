@@ -43,8 +43,9 @@ def make_model_fn(config: SearchConfig):
     if config.job.use_tpu:  # The host sent HWCN (a layout hint for XLA).
       train_images = tf.transpose(train_images, [3, 0, 1, 2])
       valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
-    # bfloat16 compute casts here, not in the input pipeline (reference §2.1
-    # item 4); variables, loss and gradients stay float32.
+    # bfloat16 compute: `true`'s images come in bfloat16 (the cast is a
+    # no-op), `ontpu`'s are cast here (reference §2.1 item 4); variables,
+    # loss and gradients stay float32.
     dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
     train_images = tf.cast(train_images, dtype)
     valid_images = tf.cast(valid_images, dtype)
@@ -102,6 +103,9 @@ def make_model_fn(config: SearchConfig):
 def make_input_fn(config: SearchConfig, start_step: int = 0):
   """Returns the input_fn: zipped train/validation batches (reference §2.1).
 
+  The images are float32, or bfloat16 with `--use_bfloat16=true`
+  (`precision.cast_input`); the labels float32.
+
   Args:
     config: the search's config.
     start_step: the global step the search resumes at: the data stream goes
@@ -123,6 +127,7 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
         image_size=job.image_size, start_step=start_step,
         pipeline=backend.input_pipeline(params, job, config.replicas),
         preprocessing=job.preprocessing)
+    dataset = precision.cast_input(dataset, config.use_bfloat16)
     if config.job.use_tpu:
       to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(

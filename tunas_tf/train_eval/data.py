@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tunas_tf import backend
+from tunas_tf import precision
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
@@ -132,6 +133,9 @@ def make_input_fn(config: TrainEvalConfig, training: bool,
                   start_step: int = 0):
   """The TPUEstimator input_fn: training batches or one eval pass.
 
+  The images are float32, or bfloat16 with `--use_bfloat16=true`
+  (`precision.cast_input`); the labels float32.
+
   Args:
     config: the run's config.
     training: training batches (from `start_step` on), else one eval pass
@@ -141,10 +145,12 @@ def make_input_fn(config: TrainEvalConfig, training: bool,
   """
   def input_fn(params):
     if training:
-      return train_dataset(
+      dataset = train_dataset(
           config, params.get('batch_size', config.train_batch_size),
           start_step, backend.input_pipeline(params, config.job))
-    return eval_dataset(config, params.get('batch_size',
-                                           config.eval_batch_size),
-                        pad=config.job.use_tpu)
+    else:
+      dataset = eval_dataset(config, params.get('batch_size',
+                                                config.eval_batch_size),
+                             pad=config.job.use_tpu)
+    return precision.cast_input(dataset, config.use_bfloat16)
   return input_fn

@@ -84,8 +84,9 @@ def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
             one_shot: bool) -> Forward:
   """Builds the network in this graph and applies it to the batch.
 
-  With bfloat16 compute (`--use_bfloat16`), the images are cast here, inside
-  the model_fn, and the network computes in bfloat16 on float32 variables.
+  With bfloat16 compute (`--use_bfloat16`) the network computes in bfloat16
+  on float32 variables: `true`'s images come in bfloat16 from the input_fn,
+  `ontpu`'s are cast here.
   Training, the dropout masks are a function of (seed, global step)
   (`layers.dropout.step_seed`), so a resumed run drops what an uninterrupted
   one dropped at the same step (on TPU every core draws the same masks, on

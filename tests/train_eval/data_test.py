@@ -1,0 +1,50 @@
+"""Tests of `train_eval.data`'s input_fn: the images' dtype per mode."""
+
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tests.testing import train_eval_runs as runs
+from tunas_tf.train_eval import data
+
+_ZEROS = ':'.join(['0'] * 18)
+
+
+def _config(mode: str):
+  return runs.config(f'--model_dir={tempfile.mkdtemp()}', '--ssd=digits_search',
+                     f'--indices={_ZEROS}', f'--use_bfloat16={mode}',
+                     '--train_batch_size=32', '--eval_batch_size=50')
+
+
+class InputFnTest(parameterized.TestCase):
+
+  @parameterized.parameters(('true', tf.bfloat16), ('ontpu', tf.float32),
+                            ('false', tf.float32))
+  def test_images_come_in_the_input_dtype_and_labels_in_float32(
+      self, mode, dtype):
+    # Off TPU `ontpu` computes in float32; on TPU its model_fn casts.
+    config = _config(mode)
+    for training, batch in ((True, 32), (False, None)):
+      images, labels = data.make_input_fn(config, training)({}).element_spec
+      self.assertEqual((images.dtype, images.shape.as_list()),
+                       (dtype, [batch, 8, 8, 1]), training)
+      self.assertEqual((labels.dtype, labels.shape.as_list()),
+                       (tf.float32, [batch, 10]), training)
+
+  def test_bfloat16_images_hold_the_float32_values(self):
+    # Digits' pixels are multiples of 1/16, which bfloat16 holds exactly:
+    # the cast loses nothing here (`precision_test` checks its rounding).
+    # Training (resumed at step 2, as a restarted run reads it) and eval.
+    for training, start_step in ((True, 2), (False, 0)):
+      (float32, labels), (bfloat16, bfloat16_labels) = [
+          next(data.make_input_fn(_config(mode), training, start_step)(
+              {}).as_numpy_iterator()) for mode in ('false', 'true')]
+      self.assertEqual(bfloat16.dtype, tf.bfloat16.as_numpy_dtype)
+      np.testing.assert_array_equal(bfloat16.astype(np.float32), float32)
+      np.testing.assert_array_equal(bfloat16_labels, labels)
+
+if __name__ == '__main__':
+  absltest.main()
