@@ -2,6 +2,7 @@
 
 import glob
 import json
+import math
 import os
 import random
 import re
@@ -14,6 +15,7 @@ import time
 
 from absl.testing import absltest
 
+from tests.testing import searches
 from tunas_tf import preemption
 
 _ZEROS = ':'.join(['0'] * 18)
@@ -154,6 +156,29 @@ class MainTest(absltest.TestCase):
       self.assertEqual(metrics[key], expected[key],
                        f'{key}, killed at step {kills[0]} (saved {killed}), '
                        f'stopped at {stopped}')
+
+  def test_a_bfloat16_run_finishes_with_finite_losses(self):
+    # --use_bfloat16=true: the input pipeline emits bfloat16 images (the
+    # original's `true`, which could hang there), the network computes in
+    # bfloat16. Two steps, a checkpoint and one eval pass, in time.
+    model_dir = os.path.join(self.root, 'bfloat16')
+    done = subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.train_eval',
+         f'--model_dir={model_dir}', '--ssd=digits_search',
+         f'--indices={_ZEROS}', '--use_bfloat16=true', '--max_steps=2',
+         '--train_batch_size=32', '--eval_batch_size=360',
+         '--save_checkpoints_steps=2', '--log_every_steps=1',
+         '--tpu_iterations_per_loop=1', '--noexport'],
+        capture_output=True, text=True, timeout=300, env=_ENV)
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+    with open(os.path.join(model_dir, 'config.json')) as f:
+      self.assertEqual(json.load(f)['use_bfloat16'], 'true')
+    metrics = _metrics(model_dir)
+    self.assertEqual(metrics['global_step'], 2)
+    self.assertTrue(math.isfinite(metrics['loss']), metrics)
+    losses = searches.events(model_dir)['model/empirical_loss']
+    self.assertEqual(sorted(losses), [0, 1])
+    self.assertTrue(all(math.isfinite(v) for v in losses.values()), losses)
 
   def test_command_line_error_is_one_line(self):
     result = subprocess.run(
