@@ -68,8 +68,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_enum('use_bfloat16', 'auto', config_lib.BFLOAT16_MODES,
                     'bfloat16 compute (float32 variables, batch-norm '
                     'statistics and loss). auto: ontpu for MobileNetV3-like '
-                    'spaces, else false. ontpu: on TPU only. true: on every '
-                    'device (CPU/GPU too).',
+                    'spaces, else false. ontpu: on TPU only, float32 images '
+                    'cast in the model_fn. true: on every device (CPU/GPU '
+                    'too), the input pipeline emitting bfloat16 images '
+                    '(half the infeed bytes).',
                     flag_values=f)
   flags.DEFINE_integer('max_steps', None, 'Stop after this many steps (the '
                        'schedules use it instead of --epochs).', flag_values=f)

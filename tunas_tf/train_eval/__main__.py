@@ -170,9 +170,10 @@ def _define_recipe_flags(f: flags.FlagValues) -> None:
   flags.DEFINE_enum('use_bfloat16', precision.FALSE, precision.BFLOAT16_MODES,
                     'bfloat16 compute (float32 variables, batch-norm '
                     'statistics, loss and export), as --use_bfloat16 of '
-                    'train_search: ontpu on TPU only, true on every device, '
-                    'auto ontpu for MobileNetV3-like spaces. Default false, '
-                    'as the original mobile_train_eval.', flag_values=f)
+                    'train_search: ontpu on TPU only, true on every device '
+                    'with bfloat16 images from the input pipeline, auto '
+                    'ontpu for MobileNetV3-like spaces. Default false, as '
+                    'the original mobile_train_eval.', flag_values=f)
   flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
                      'default 0 below 150 epochs, else 0.25 for '
                      'MobileNetV3-like spaces and 0.15 for the others.',
