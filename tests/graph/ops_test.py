@@ -223,6 +223,29 @@ class OpsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertNotAllEqual(first['b:0'], model(
         x, training=True, dropout_seed=tf.constant([1, 3], tf.int64)))
 
+  def test_whole_tensor_dropout_is_one_scalar_mask(self):
+    x = np.arange(1, 33, dtype=np.float32).reshape([2, 2, 2, 4])
+    graph = ir.new_graph(['in0'], ['op'], [ir.new_op(
+        'op', OpType.DROPOUT, ['in0'],
+        op_kwargs={'rate': 0.25, 'whole_tensor': True})])
+    model = model_lib.Model(graph)
+    self.assertAllEqual(model(x, training=False), x)
+    kept = []
+    for step in range(12):
+      seed = tf.constant([5, step], tf.int64)
+      y = model(x, training=True, dropout_seed=seed).numpy()
+      self.assertAllEqual(model(x, training=True, dropout_seed=seed), y)
+      # All zeros, or all of x / (1 - 0.25).
+      kept.append(bool(y.any()))
+      self.assertAllClose(y, x / 0.75 if kept[-1] else np.zeros_like(x))
+    # 12 draws at keep odds 3/4: both outcomes (all kept: 0.75 ** 12 ~ 3%;
+    # the seeds are fixed, so this never flakes).
+    self.assertEqual(set(kept), {False, True})
+    with self.assertRaisesRegex(ValueError,
+                                "Op 'op' .DROPOUT.: whole_tensor must be a "
+                                "bool, got 'yes'"):
+      _run(OpType.DROPOUT, x, training=True, rate=0.5, whole_tensor='yes')
+
   def test_check_kwargs_rejects_unknown_kwarg(self):
     with self.assertRaisesRegex(ValueError,
                                 r"Op 'op' \(RELU\): unknown kwargs "

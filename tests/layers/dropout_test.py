@@ -31,6 +31,23 @@ class DropoutTest(tf.test.TestCase):
     self.assertTrue(set(np.unique(y)) <= {0.0, 2.0})
     self.assertGreater((y == 0).sum(), 0)
 
+  def test_whole_tensor_drops_or_keeps_all_of_it(self):
+    x = tf.reshape(tf.range(1.0, 33.0), [2, 2, 2, 4])
+    outcomes = set()
+    for step in range(20):
+      seed = dropout.step_seed(3, tf.constant(step))
+      y = dropout.dropout(x, 0.5, seed, 'path', whole_tensor=True)
+      self.assertAllEqual(y, dropout.dropout(x, 0.5, seed, 'path',
+                                             whole_tensor=True))
+      # All zeros, or all of x / (1 - 0.5).
+      kept = bool(np.any(y.numpy()))
+      self.assertAllEqual(y, 2.0 * x if kept else tf.zeros_like(x))
+      outcomes.add(kept)
+    # Both outcomes occur in 20 draws (each misses with odds 2 ** -20).
+    self.assertEqual(outcomes, {False, True})
+    y = dropout.dropout(x, 0.5, None, 'path', whole_tensor=True).numpy()
+    self.assertIn(set(np.unique(y / x.numpy())), ({0.0}, {2.0}))
+
   def test_bfloat16(self):
     y = dropout.dropout(tf.ones([2, 8], tf.bfloat16), 0.5,
                         dropout.step_seed(0, tf.constant(0)), 'head')

@@ -34,7 +34,12 @@ the op. Per type (defaults in brackets):
 * GLOBAL_AVG_POOL: mean over the spatial dims, `keepdims` [False].
 * MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
 * FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
-  batch size. TRANSPOSE: `axes`. DROPOUT: `rate` (training only).
+  batch size. TRANSPOSE: `axes`.
+* DROPOUT (training only; the identity otherwise): `rate`, `whole_tensor`
+  [False]: an elementwise mask, or with True one scalar mask for the whole
+  input, batch included (path dropout: all zeros with probability `rate`,
+  else x / (1 - rate)). The mask is keyed on the op's name
+  (`layers.dropout`).
 
 Precision: an op computes in the dtype of its first input (float32, or
 bfloat16 when the `Model` computes in it). Variables are float32; CONV,
@@ -79,7 +84,7 @@ ALLOWED_KWARGS: Dict[OpType, frozenset] = {
     OpType.CONCAT: frozenset({'axis'}),
     OpType.RESHAPE: frozenset({'new_shape'}),
     OpType.TRANSPOSE: frozenset({'axes'}),
-    OpType.DROPOUT: frozenset({'rate'}),
+    OpType.DROPOUT: frozenset({'rate', 'whole_tensor'}),
 }
 
 
@@ -445,6 +450,17 @@ def _reshape(op_type, x, kwargs, where):
   return tf.reshape(x, new_shape)
 
 
+def _dropout(x, kwargs, training, seed, name, where):
+  rate = float(_require(kwargs, 'rate', where))
+  whole_tensor = kwargs.get('whole_tensor', False)
+  if not isinstance(whole_tensor, bool):
+    raise ValueError(f'{where}: whole_tensor must be a bool, got '
+                     f'{whole_tensor!r}')
+  if not (training and rate > 0):
+    return x
+  return dropout_lib.dropout(x, rate, seed, name, whole_tensor=whole_tensor)
+
+
 _ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
     OpType.RELU: activations.relu,
     OpType.RELU6: activations.relu6,
@@ -539,9 +555,7 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
   elif t == OpType.TRANSPOSE:
     y = tf.transpose(x, list(_require(kwargs, 'axes', where)))
   elif t == OpType.DROPOUT:
-    rate = float(_require(kwargs, 'rate', where))
-    y = (dropout_lib.dropout(x, rate, dropout_seed, op.name)
-         if training and rate > 0 else x)
+    y = _dropout(x, kwargs, training, dropout_seed, op.name, where)
   else:
     raise ValueError(f'{where}: unknown op type {t!r}')
   return [y]

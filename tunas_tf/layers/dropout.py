@@ -5,7 +5,9 @@ global step) (`step_seed`); each dropout layer folds its own name into it
 (`initializers.name_key`, as the initial values do), so
 two layers draw different masks and a resumed run draws, at step t, the mask
 an uninterrupted one drew there. Without a seed, TF's stateful dropout
-draws (a fresh mask per run).
+draws (a fresh mask per run). The mask is elementwise, or with `whole_tensor`
+one scalar for the whole tensor (path dropout: a layer's whole output, the
+batch included, is dropped or kept).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
 
 
 def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
-            name: str) -> tf.Tensor:
+            name: str, whole_tensor: bool = False) -> tf.Tensor:
   """`x` with a fraction `rate` of its entries zeroed, the rest scaled up.
+
+  Kept entries are scaled by 1 / (1 - `rate`).
 
   Args:
     x: float Tensor.
@@ -37,12 +41,24 @@ def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
     seed: None (stateful dropout), or an integer [2] Tensor: the mask is
       then a function of (`seed`, `name`).
     name: the layer's name, e.g. the graph op's or `classifier`.
+    whole_tensor: draw one scalar mask for all of `x` (noise shape all
+      ones): the output is all zeros with probability `rate`, else
+      x / (1 - `rate`).
 
   Returns:
     A Tensor of `x`'s shape and dtype.
   """
+  noise_shape = _ones_shape(x) if whole_tensor else None
   if seed is None:
-    return tf.nn.dropout(x, rate)
+    return tf.nn.dropout(x, rate, noise_shape=noise_shape)
   layer_seed = tf.random.experimental.stateless_fold_in(
       seed, initializers.name_key(name))
-  return tf.nn.experimental.stateless_dropout(x, rate, layer_seed)
+  return tf.nn.experimental.stateless_dropout(x, rate, layer_seed,
+                                              noise_shape=noise_shape)
+
+
+def _ones_shape(x: tf.Tensor):
+  """A noise shape of ones, one per dim of `x` (static when the rank is)."""
+  if x.shape.rank is not None:
+    return [1] * x.shape.rank
+  return tf.ones_like(tf.shape(x))
