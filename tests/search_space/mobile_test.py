@@ -171,6 +171,31 @@ class MobileTest(parameterized.TestCase):
       kernels = {o.choices for o in schema.flatten(spec) if o.choices == (3, 5, 7)}
       self.assertTrue(kernels)
 
+  @parameterized.named_parameters(
+      # Blocks 2-6 have three skippable bottlenecks each (layers 1-3).
+      ('proxylessnas', 'proxylessnas_search',
+       [(b, l) for b in range(2, 7) for l in (1, 2, 3)]),
+      ('enlarged', 'proxylessnas_enlarged_search',
+       [(b, l) for b in range(2, 7) for l in (1, 2, 3)]),
+      # Plus the stem's residual separable conv (block 0, layer 2).
+      ('v3_like', 'mobilenet_v3_like_search',
+       [(0, 2)] + [(b, l) for b in range(1, 6) for l in (1, 2, 3)]),
+      ('cifar', 'cifar_search',
+       [(b, l) for b in range(2, 5) for l in (1, 2)]),
+      ('digits', 'digits_search', [(2, 1), (3, 1)]),
+      ('mobilenet_v2', 'mobilenet_v2', []),
+      ('mobilenet_v3_large', 'mobilenet_v3_large', []),
+  )
+  def test_skippable_layers(self, name, positions):
+    spec = mobile.get_search_space(name)
+    expected = tuple(f'blocks/{b}/layers/{l}' for b, l in positions)
+    self.assertEqual(mobile.skippable_layers(spec), expected)
+    for prefix in expected:
+      b, l = int(prefix.split('/')[1]), int(prefix.split('/')[3])
+      layer = spec.blocks[b].layers[l]
+      self.assertIsInstance(layer, ops.ResidualSpec)
+      self.assertIn(ops.ZeroSpec(), layer.layer.choices)
+
   def test_get_search_space_unknown(self):
     with self.assertRaisesRegex(
         ValueError, r"Unknown search space 'resnet'; expected one of \["

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from tunas_tf.search_space import naming
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import scale_filters
 from tunas_tf.search_space.ops import (
@@ -373,3 +374,27 @@ def search_space_size(spec) -> int:
     Python int (exact).
   """
   return math.prod(schema.num_choices(spec))
+
+
+def skippable_layers(spec: ConvTowerSpec) -> Tuple[str, ...]:
+  """The prefixes of the layers a search space may skip.
+
+  A layer is skippable when it holds an op `OneOf` with a `ZeroSpec` among
+  its choices (in our spaces `ResidualSpec(OneOf((bottleneck, ZeroSpec())))`),
+  as the original's path dropout decides (reference/tunas.md §8.3). A
+  pruned architecture (a reference model) has none.
+
+  Args:
+    spec: a search space (or a pruned architecture).
+
+  Returns:
+    The layers' prefixes `blocks/{b}/layers/{l}` (`naming.layer_prefix`),
+    in network order.
+  """
+  zero = ZeroSpec()
+  return tuple(
+      naming.layer_prefix(b, l)
+      for b, block in enumerate(spec.blocks)
+      for l, layer in enumerate(block.layers)
+      if any(oneof.tag == OP_TAG and zero in oneof.choices
+             for oneof in schema.flatten(layer)))
