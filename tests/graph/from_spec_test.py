@@ -172,6 +172,80 @@ class OneShotEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     self.assertNotAllClose(model(images, training=True), expected)
 
 
+class PathDropoutTest(tf.test.TestCase):
+
+  def _digits(self, **kwargs):
+    space = mobile.get_search_space('digits_search')
+    return graph_from_spec(schema.prune(space, _DIGITS_INDICES), 10,
+                           input_channels=1, **kwargs)
+
+  def test_only_kept_skippable_layers_get_a_whole_tensor_dropout(self):
+    skippable = mobile.skippable_layers(
+        mobile.get_search_space('digits_search'))
+    self.assertEqual(skippable, ('blocks/2/layers/1', 'blocks/3/layers/1'))
+    graph, constants = self._digits(path_dropout_rate=0.5,
+                                    skippable_layers=skippable)
+    # blocks/2/layers/1 kept its bottleneck; blocks/3/layers/1 is skipped.
+    dropouts = [op for op in graph.ops if op.type == OpType.DROPOUT]
+    self.assertEqual([op.name for op in dropouts],
+                     ['blocks/2/layers/1/path_dropout'])
+    self.assertEqual(dropouts[0].op_kwargs, {'rate': 0.5,
+                                             'whole_tensor': True})
+    self.assertEqual(dropouts[0].input_names,
+                     ('blocks/2/layers/1/project/bn:0',))
+    self.assertEqual(graph.op('blocks/2/layers/1/add').input_names,
+                     ('blocks/2/layers/1/path_dropout:0',
+                      'blocks/2/layers/0/project/bn:0'))
+    self.assertEmpty([op.name for op in graph.ops
+                      if op.name.startswith('blocks/3/layers/1/')])
+    # Training: the branch is all dropped or all scaled by 1 / (1 - 0.5);
+    # evaluating: the graph without path dropout.
+    model = model_lib.Model(graph, constants, stateless_batch_norm=True,
+                            seed=0)
+    plain = model_lib.Model(*self._digits(), stateless_batch_norm=True,
+                            seed=0)
+    images = _images(8, 1, 2)
+    self.assertAllEqual(model(images), plain(images))
+    kept = set()
+    for step in range(8):
+      values = model.call_all(images, training=True,
+                              dropout_seed=tf.constant([0, step], tf.int64))
+      branch = values['blocks/2/layers/1/project/bn:0'].numpy()
+      dropped = values['blocks/2/layers/1/path_dropout:0'].numpy()
+      kept.add(bool(dropped.any()))
+      self.assertAllClose(dropped, 2.0 * branch if dropped.any()
+                          else np.zeros_like(branch))
+    self.assertEqual(kept, {False, True})
+
+  def test_rate_zero_or_no_skippable_layers_add_nothing(self):
+    plain, _ = self._digits()
+    skippable = ('blocks/2/layers/1', 'blocks/3/layers/1')
+    self.assertEqual(self._digits(skippable_layers=skippable)[0], plain)
+    self.assertEqual(self._digits(path_dropout_rate=0.5)[0], plain)
+
+  def test_residual_layers_not_named_get_nothing(self):
+    # A reference model: residual layers, none skippable unless named.
+    spec = mobile.get_search_space('mobilenet_v3_large')
+    graph, _ = graph_from_spec(spec, 10, path_dropout_rate=0.2,
+                               skippable_layers=['blocks/1/layers/1'])
+    self.assertEqual(
+        [op.name for op in graph.ops if op.type == OpType.DROPOUT],
+        ['blocks/1/layers/1/path_dropout'])
+    self.assertIn('blocks/2/layers/1/add', [op.name for op in graph.ops])
+
+  def test_bad_arguments_are_refused_naming_them(self):
+    for kwargs, message in (
+        ({'path_dropout_rate': 1.0}, r'path_dropout_rate must be in \[0, 1\)'),
+        ({'path_dropout_rate': -0.1}, 'path_dropout_rate must be in'),
+        ({'skippable_layers': ['blocks/9/layers/0', 'blocks/2/layers/1']},
+         r"skippable_layers \['blocks/9/layers/0'\] are not layers"),
+        ({'skippable_layers': ['blocks/2/layers/0']},
+         r"\['blocks/2/layers/0'\] are not residual layers"),
+        ({'skippable_layers': 'blocks/2/layers/1'}, 'got the string')):
+      with self.assertRaisesRegex(ValueError, message, msg=kwargs):
+        self._digits(**kwargs)
+
+
 class NamingTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_ops_are_named_by_position_and_role(self):

@@ -49,10 +49,13 @@ Ops without variables: an activation after part `P` is `P/{activation}`
 (`.../expand/relu`), an `ActivationSpec` layer `{prefix}/{activation}`,
 squeeze-excite's pooling and product `{prefix}/se/pool` and
 `{prefix}/se/mul`, a `GlobalAveragePoolSpec` `{prefix}/pool`, a residual sum
-`{prefix}/add`, and the output `logits` (the classifier's spatial mean,
-[batch, num_classes]). The input is `input` (NHWC images). A skipped layer
-(`ResidualSpec(ZeroSpec())`) and a `DetectionEndpointSpec` produce no ops;
-a `ZeroSpec` outside a residual (all-zero output) is refused.
+`{prefix}/add`, path dropout on a skippable layer's residual branch (a
+DROPOUT `{prefix}/path_dropout` with `whole_tensor`, the input of
+`{prefix}/add`, when `path_dropout_rate` is positive), and the output
+`logits` (the classifier's spatial mean, [batch, num_classes]). The input
+is `input` (NHWC images). A skipped layer (`ResidualSpec(ZeroSpec())`) and a
+`DetectionEndpointSpec` produce no ops; a `ZeroSpec` outside a residual
+(all-zero output) is refused.
 
 Semantics, as the supernet's: 'SAME' padding; batch norm with the
 epsilon of `naming.BATCH_NORM_EPSILON` (the supernet's batch norm is
@@ -77,7 +80,8 @@ This module does not import `models/`: it reads a supernet through its
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import (Any, Dict, FrozenSet, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
 import tensorflow as tf
@@ -121,9 +125,12 @@ def _check_positive_int(value: Any, name: str) -> int:
 class _Builder:
   """Collects the ops of the graph, naming them by position and role."""
 
-  def __init__(self, epsilon: float):
+  def __init__(self, epsilon: float, path_dropout_rate: float = 0.0,
+               path_dropout_layers: FrozenSet[str] = frozenset()):
     self.ops: List[ir.Op] = []
     self.epsilon = epsilon
+    self.path_dropout_rate = path_dropout_rate
+    self.path_dropout_layers = path_dropout_layers
 
   def add(self, name: str, op_type: OpType, inputs: List[str],
           **op_kwargs) -> str:
@@ -188,8 +195,13 @@ class _Builder:
       return x
     if isinstance(part, structure.Residual):
       y = self.part(x, part.layer, prefix)
-      return self.add(naming.join(part.scope, 'add'), OpType.ADD,
-                      [y, x]) if y != x else y
+      if y == x:
+        return y
+      if prefix in self.path_dropout_layers and self.path_dropout_rate > 0:
+        # One scalar mask for the whole branch: the layer is dropped or kept.
+        y = self.add(naming.join(part.scope, 'path_dropout'), OpType.DROPOUT,
+                     [y], rate=self.path_dropout_rate, whole_tensor=True)
+      return self.add(naming.join(part.scope, 'add'), OpType.ADD, [y, x])
     if isinstance(part, structure.Activation):
       return self.activation(x, part.activation, part.scope)
     if isinstance(part, structure.GlobalPool):
@@ -205,8 +217,31 @@ class _Builder:
     raise ValueError(f'{prefix}: unsupported part {type(part).__name__}')
 
 
+def _check_skippable(layers: Sequence[resolve.ResolvedLayer],
+                     skippable: Sequence[str]) -> FrozenSet[str]:
+  """`skippable` as a set, after checking that it names residual layers."""
+  if isinstance(skippable, str):
+    raise ValueError('graph_from_spec: skippable_layers must be a sequence '
+                     f'of layer prefixes, got the string {skippable!r}')
+  by_prefix = {naming.layer_prefix(l.block_index, l.layer_index): l
+               for l in layers}
+  unknown = sorted(set(skippable) - set(by_prefix))
+  if unknown:
+    raise ValueError(f'graph_from_spec: skippable_layers {unknown} are not '
+                     'layers of the spec (blocks/{b}/layers/{l})')
+  not_residual = sorted(p for p in set(skippable)
+                        if not by_prefix[p].residual)
+  if not_residual:
+    raise ValueError(f'graph_from_spec: skippable_layers {not_residual} are '
+                     'not residual layers; path dropout drops a residual '
+                     'branch')
+  return frozenset(skippable)
+
+
 def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                     input_channels: int = 3, dropout_rate: float = 0.0,
+                    path_dropout_rate: float = 0.0,
+                    skippable_layers: Sequence[str] = (),
                     batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON
                     ) -> Tuple[ir.Graph, Dict[str, Any]]:
   """The standalone network of a fixed architecture, as a graph.
@@ -219,6 +254,16 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
       of a `FilterMultiplier` of the first layer's input).
     dropout_rate: float in [0, 1); dropout before the classifier when
       training (a DROPOUT op `classifier/dropout` when positive).
+    path_dropout_rate: float in [0, 1); when positive and training, each
+      layer of `skippable_layers` that the architecture did not skip has
+      its residual branch dropped as a whole with this probability per
+      step (one scalar mask for the batch) and scaled by 1 / (1 - rate)
+      when kept (reference/tunas.md §8.3); a DROPOUT op
+      `{prefix}/path_dropout` with `whole_tensor`.
+    skippable_layers: prefixes `blocks/{b}/layers/{l}` of the search
+      space's skippable layers (`mobile.skippable_layers` of the space the
+      spec was pruned from); each must be a residual layer of `spec`, or a
+      skipped one (which gets nothing).
     batch_norm_epsilon: positive float, every batch norm's epsilon.
 
   Returns:
@@ -231,7 +276,8 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   Raises:
     ValueError: for a spec that still has a `OneOf` (naming its path), a
       `ZeroSpec` outside a residual, a residual layer that changes the
-      shape, an unsupported layer or a bad argument.
+      shape, an unsupported layer, a skippable layer that is not a layer
+      of `spec` or not a residual one (naming them) or a bad argument.
   """
   if not isinstance(spec, spec_ops.ConvTowerSpec):
     raise ValueError('graph_from_spec: expected a ConvTowerSpec, got '
@@ -248,11 +294,16 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   if not 0.0 <= dropout_rate < 1.0:
     raise ValueError('graph_from_spec: dropout_rate must be in [0, 1), got '
                      f'{dropout_rate!r}')
+  if not 0.0 <= path_dropout_rate < 1.0:
+    raise ValueError('graph_from_spec: path_dropout_rate must be in [0, 1), '
+                     f'got {path_dropout_rate!r}')
   if not batch_norm_epsilon > 0:
     raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
                      f'got {batch_norm_epsilon!r}')
   layers = resolve.resolve_layers(spec, _NOMINAL_IMAGE_SIZE, input_channels)
-  builder = _Builder(float(batch_norm_epsilon))
+  path_dropout_layers = _check_skippable(layers, skippable_layers)
+  builder = _Builder(float(batch_norm_epsilon), float(path_dropout_rate),
+                     path_dropout_layers)
   x = INPUT_NAME
   for layer in layers:
     x = builder.part(x, layer.part,
