@@ -103,6 +103,7 @@ class ConfigTest(absltest.TestCase):
     self.assertEqual(config.indices, _ZEROS)
     self.assertEqual(config.export_dir, os.path.join('x', 'export'))
     self.assertEqual(config.dropout_rate, 0.0)
+    self.assertEqual(config.path_dropout_rate, 0.0)
 
   def test_replace_recomputes_and_checks(self):
     config = runs.config('--model_dir=x', f'--indices={_ZEROS}',
@@ -186,6 +187,48 @@ class ConfigTest(absltest.TestCase):
                                 "and 'true' now"):
       config_lib.write_or_check(dataclasses.replace(config,
                                                     use_bfloat16='true'))
+
+  def test_path_dropout_is_stored_and_checked_on_restart(self):
+    model_dir = tempfile.mkdtemp()
+    args = (f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+            '--max_steps=30')
+    config = runs.config(*args, '--path_dropout_rate=0.2')
+    self.assertEqual(config.path_dropout_rate, 0.2)
+    config_lib.write_or_check(config)
+    path = os.path.join(model_dir, 'config.json')
+    self.assertEqual(runs.read_json(path)['path_dropout_rate'], 0.2)
+    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertTrue(config_lib.write_or_check(config))
+    with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.2 there '
+                                'and 0.0 now'):
+      config_lib.write_or_check(runs.config(*args))
+    for value, message in (
+        (1.0, r'--path_dropout_rate must be in \[0, 1\), got 1.0'),
+        (float('nan'), r'--path_dropout_rate must be in \[0, 1\)')):
+      with self.assertRaisesRegex(ValueError, message):
+        dataclasses.replace(config, path_dropout_rate=value)
+    # A reference model has no skippable layer: a positive rate is refused.
+    with self.assertRaisesRegex(ValueError, '--ssd=mobilenet_v2 has no '
+                                'skippable layer'):
+      runs.config('--model_dir=x', '--ssd=mobilenet_v2', '--indices=',
+                  '--path_dropout_rate=0.1')
+
+  def test_a_run_from_before_path_dropout_reads_and_resumes(self):
+    model_dir = tempfile.mkdtemp()
+    config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+                         '--max_steps=30')
+    config_lib.write_or_check(config)
+    path = os.path.join(model_dir, 'config.json')
+    stored = runs.read_json(path)
+    del stored['path_dropout_rate']
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertTrue(config_lib.write_or_check(config))
+    with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.0 there '
+                                'and 0.5 now'):
+      config_lib.write_or_check(dataclasses.replace(config,
+                                                    path_dropout_rate=0.5))
 
   def test_read_refuses_a_bad_file(self):
     model_dir = tempfile.mkdtemp()

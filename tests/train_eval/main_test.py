@@ -19,10 +19,11 @@ from tests.testing import searches
 from tunas_tf import preemption
 
 _ZEROS = ':'.join(['0'] * 18)
-# A tiny deterministic run: 60 steps of 32 digits, dropout and an EMA of the
-# weights (both resumed exactly), a checkpoint every 2 steps.
+# A tiny deterministic run: 60 steps of 32 digits, dropout, path dropout (on
+# blocks/2/layers/1 and blocks/3/layers/1, both kept) and an EMA of the
+# weights (all resumed exactly), a checkpoint every 2 steps.
 _EXACT = ('--ssd=digits_search', f'--indices={_ZEROS}', '--max_steps=60',
-          '--deterministic', '--dropout_rate=0.2',
+          '--deterministic', '--dropout_rate=0.2', '--path_dropout_rate=0.2',
           '--moving_average_decay=0.9', '--train_batch_size=32',
           '--eval_batch_size=360', '--save_checkpoints_steps=2',
           '--log_every_steps=100', '--base_learning_rate=1.0', '--noexport')

@@ -138,6 +138,20 @@ class RunTest(absltest.TestCase):
           f'--model_dir={self.model_dir}',
           '--moving_average_decay=0.9', '--max_steps=40', *runs.TINY))
 
+  def test_path_dropout_trains_and_counts_the_plain_network(self):
+    # PINNED keeps blocks/2/layers/1 (a path dropout op) and skips
+    # blocks/3/layers/1; evaluation and the counts see the plain network.
+    model_dir = os.path.join(self.root, 'path_dropout')
+    metrics = runner.run(runs.config(
+        *runs.PINNED, f'--model_dir={model_dir}', '--max_steps=2',
+        '--noexport', *runs.TINY, '--path_dropout_rate=0.5'))
+    self.assertEqual(metrics['global_step'], 2)
+    self.assertTrue(np.isfinite(metrics['loss']))
+    self.assertEqual((metrics['params'], metrics['macs']),
+                     (self.metrics['params'], self.metrics['macs']))
+    stored = runs.read_json(os.path.join(model_dir, 'config.json'))
+    self.assertEqual(stored['path_dropout_rate'], 0.5)
+
   def test_nan_loss_stops_in_one_line_without_saving_it(self):
     # A huge learning rate: finite weights after step 0, a NaN loss at 1.
     model_dir = os.path.join(self.root, 'nan')

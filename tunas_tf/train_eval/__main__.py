@@ -10,8 +10,11 @@ and run by `graph.model.Model` inside a TPUEstimator (`--tpu` on Cloud TPU,
 `mobile_train_eval`: RMSProp (decay 0.9, momentum
 0.9, epsilon 1.0, TF1 semantics), cosine decay with linear warm-up, softmax
 cross-entropy with label smoothing 0.1, L2 (wd / 2) on the kernels, stateful
-batch norm, dropout before the classifier, and optionally an exponential
-moving average of the weights that is evaluated and exported in their place.
+batch norm, dropout before the classifier, optionally path dropout (each
+layer the search space may skip, if the architecture kept it, is dropped
+for the whole batch with probability `--path_dropout_rate` per step and
+scaled by 1 / (1 - rate) when kept), and optionally an exponential moving
+average of the weights that is evaluated and exported in their place.
 
 Train the searched architecture of a demo search on digits:
 
@@ -75,7 +78,8 @@ _CONFIG_FLAGS = (
     'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
-    'use_bfloat16', 'dropout_rate', 'label_smoothing', 'moving_average_decay',
+    'use_bfloat16', 'dropout_rate', 'path_dropout_rate', 'label_smoothing',
+    'moving_average_decay',
     'init_from_search', 'freeze_inherited', 'eval_only', 'export',
     'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
     'log_every_steps', 'deterministic')
@@ -177,6 +181,12 @@ def _define_recipe_flags(f: flags.FlagValues) -> None:
   flags.DEFINE_float('dropout_rate', None, 'Dropout before the classifier; '
                      'default 0 below 150 epochs, else 0.25 for '
                      'MobileNetV3-like spaces and 0.15 for the others.',
+                     flag_values=f)
+  flags.DEFINE_float('path_dropout_rate', 0.0, 'Probability of dropping '
+                     'each skippable layer (one whose OneOf in --ssd offers '
+                     'Zero) that the architecture kept, per training step: '
+                     'its residual branch is zeroed for the whole batch, or '
+                     'scaled by 1 / (1 - rate) when kept. 0: off.',
                      flag_values=f)
   flags.DEFINE_float('label_smoothing', 0.1, 'Label smoothing of the '
                      'training cross-entropy.', flag_values=f)

@@ -84,6 +84,7 @@ class TrainEvalConfig:
   weight_decay: float  # Resolved (None -> 4e-5, or 3e-5 with bfloat16).
   use_bfloat16: str  # Resolved: 'true', 'false' or 'ontpu'.
   dropout_rate: float
+  path_dropout_rate: float
   label_smoothing: float
   moving_average_decay: float
   init_from_search: Optional[str]
@@ -174,6 +175,12 @@ def check_settings(c: Any, dataset: str) -> None:
   checks.number('weight_decay', c.weight_decay, 0)
   precision.check_resolved(c.use_bfloat16)
   _in_unit_interval(c.dropout_rate, 'dropout_rate')
+  _in_unit_interval(c.path_dropout_rate, 'path_dropout_rate')
+  if c.path_dropout_rate > 0 and not mobile.skippable_layers(
+      mobile.get_search_space(c.ssd)):
+    raise ValueError(f'--path_dropout_rate={c.path_dropout_rate}: --ssd='
+                     f'{c.ssd} has no skippable layer (an op OneOf with '
+                     'ZeroSpec) to drop')
   if c.freeze_inherited and not c.init_from_search:
     raise ValueError('--freeze_inherited needs --init_from_search')
   if dataset == datasets.DIGITS and c.eval_split not in datasets.SPLITS:
@@ -320,7 +327,8 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
                                                     EXPORT_SUBDIR)
   for name in ('filters_multiplier', 'epochs', 'base_learning_rate',
                'warmup_steps_fraction', 'momentum', 'weight_decay',
-               'dropout_rate', 'label_smoothing', 'moving_average_decay'):
+               'dropout_rate', 'path_dropout_rate', 'label_smoothing',
+               'moving_average_decay'):
     v[name] = float(v[name])
   for name in ('freeze_inherited', 'eval_only', 'export'):
     v[name] = bool(v[name])
@@ -328,9 +336,10 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
 
 
 # Fields added after runs were written: a config.json without one holds the
-# value those runs had (they trained in float32, without op determinism).
+# value those runs had (they trained in float32, without op determinism or
+# path dropout).
 ADDED_LATER = {'use_bfloat16': 'false', 'validation_examples': 0,
-               **backend.JobConfig.defaults()}
+               'path_dropout_rate': 0.0, **backend.JobConfig.defaults()}
 
 
 def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:

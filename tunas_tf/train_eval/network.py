@@ -66,10 +66,18 @@ def build_architecture(config: TrainEvalConfig) -> spec_ops.ConvTowerSpec:
 
 def build_graph(config: TrainEvalConfig,
                 arch: spec_ops.ConvTowerSpec) -> Tuple[Any, Any]:
-  """(graph, constants) of `arch` for the run's classes, channels, dropout."""
+  """(graph, constants) of `arch` for the run's classes, channels, dropout.
+
+  Path dropout (`config.path_dropout_rate`) goes on the layers that the
+  search space `config.ssd` may skip (`mobile.skippable_layers`); like
+  dropout it acts in training only, so evaluation, exports and the
+  parameter count are those of the plain network.
+  """
+  skippable = mobile.skippable_layers(mobile.get_search_space(config.ssd))
   return from_spec.graph_from_spec(
       arch, config.job.num_classes, input_channels=config.job.num_channels,
-      dropout_rate=config.dropout_rate)
+      dropout_rate=config.dropout_rate,
+      path_dropout_rate=config.path_dropout_rate, skippable_layers=skippable)
 
 
 def input_shape(config: TrainEvalConfig) -> Tuple[int, int, int]:
