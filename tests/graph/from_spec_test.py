@@ -221,6 +221,9 @@ class PathDropoutTest(tf.test.TestCase):
     plain, _ = self._digits()
     skippable = ('blocks/2/layers/1', 'blocks/3/layers/1')
     self.assertEqual(self._digits(skippable_layers=skippable)[0], plain)
+    # Without path dropout a non-residual layer may be named too.
+    self.assertEqual(
+        self._digits(skippable_layers=['blocks/2/layers/0'])[0], plain)
     self.assertEqual(self._digits(path_dropout_rate=0.5)[0], plain)
 
   def test_residual_layers_not_named_get_nothing(self):
@@ -239,7 +242,8 @@ class PathDropoutTest(tf.test.TestCase):
         ({'path_dropout_rate': -0.1}, 'path_dropout_rate must be in'),
         ({'skippable_layers': ['blocks/9/layers/0', 'blocks/2/layers/1']},
          r"skippable_layers \['blocks/9/layers/0'\] are not layers"),
-        ({'skippable_layers': ['blocks/2/layers/0']},
+        ({'skippable_layers': ['blocks/2/layers/0'],
+          'path_dropout_rate': 0.5},
          r"\['blocks/2/layers/0'\] are not residual layers"),
         ({'skippable_layers': 'blocks/2/layers/1'}, 'got the string')):
       with self.assertRaisesRegex(ValueError, message, msg=kwargs):

@@ -218,8 +218,9 @@ class _Builder:
 
 
 def _check_skippable(layers: Sequence[resolve.ResolvedLayer],
-                     skippable: Sequence[str]) -> FrozenSet[str]:
-  """`skippable` as a set, after checking that it names residual layers."""
+                     skippable: Sequence[str], rate: float) -> FrozenSet[str]:
+  """`skippable` as a set, after checking that it names layers (residual
+  ones when `rate` is positive)."""
   if isinstance(skippable, str):
     raise ValueError('graph_from_spec: skippable_layers must be a sequence '
                      f'of layer prefixes, got the string {skippable!r}')
@@ -231,7 +232,7 @@ def _check_skippable(layers: Sequence[resolve.ResolvedLayer],
                      'layers of the spec (blocks/{b}/layers/{l})')
   not_residual = sorted(p for p in set(skippable)
                         if not by_prefix[p].residual)
-  if not_residual:
+  if not_residual and rate > 0:
     raise ValueError(f'graph_from_spec: skippable_layers {not_residual} are '
                      'not residual layers; path dropout drops a residual '
                      'branch')
@@ -262,8 +263,9 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
       `{prefix}/path_dropout` with `whole_tensor`.
     skippable_layers: prefixes `blocks/{b}/layers/{l}` of the search
       space's skippable layers (`mobile.skippable_layers` of the space the
-      spec was pruned from); each must be a residual layer of `spec`, or a
-      skipped one (which gets nothing).
+      spec was pruned from); each must be a layer of `spec` and, when
+      `path_dropout_rate` is positive, a residual one (a skipped one gets
+      nothing).
     batch_norm_epsilon: positive float, every batch norm's epsilon.
 
   Returns:
@@ -277,7 +279,8 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
     ValueError: for a spec that still has a `OneOf` (naming its path), a
       `ZeroSpec` outside a residual, a residual layer that changes the
       shape, an unsupported layer, a skippable layer that is not a layer
-      of `spec` or not a residual one (naming them) or a bad argument.
+      of `spec`, or not a residual one under path dropout (naming them),
+      or a bad argument.
   """
   if not isinstance(spec, spec_ops.ConvTowerSpec):
     raise ValueError('graph_from_spec: expected a ConvTowerSpec, got '
@@ -301,7 +304,8 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
     raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
                      f'got {batch_norm_epsilon!r}')
   layers = resolve.resolve_layers(spec, _NOMINAL_IMAGE_SIZE, input_channels)
-  path_dropout_layers = _check_skippable(layers, skippable_layers)
+  path_dropout_layers = _check_skippable(layers, skippable_layers,
+                                         path_dropout_rate)
   builder = _Builder(float(batch_norm_epsilon), float(path_dropout_rate),
                      path_dropout_layers)
   x = INPUT_NAME
