@@ -1,6 +1,5 @@
 """Tests of `python -m tunas_tf.train_eval` (`__main__.py`) as a subprocess."""
 
-import glob
 import json
 import math
 import os
@@ -14,6 +13,7 @@ import tempfile
 import time
 
 from absl.testing import absltest
+import tensorflow as tf
 
 from tests.testing import searches
 from tunas_tf import preemption
@@ -41,10 +41,12 @@ def _start(model_dir: str, *extra: str) -> subprocess.Popen:
 
 
 def _newest_saved(model_dir: str) -> int:
-  """The largest K of a `model.ckpt-K.index` in `model_dir` (-1: none)."""
-  steps = [int(re.search(r'-(\d+)\.index$', path).group(1))
-           for path in glob.glob(os.path.join(model_dir, 'model.ckpt-*.index'))]
-  return max(steps, default=-1)
+  """K of the checkpoint `model.ckpt-K` that `model_dir`'s `checkpoint`
+  file names (-1: none), where a restart resumes. (A `model.ckpt-K.index`
+  appears before that file names it: a kill in between resumes from the
+  one before.)"""
+  path = tf.train.latest_checkpoint(model_dir)
+  return -1 if path is None else int(path.rsplit('-', 1)[1])
 
 
 def _metrics(model_dir: str):
