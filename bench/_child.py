@@ -5,7 +5,7 @@ Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
 
   python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON -- FLAGS...
 
-It wraps the model_fn that `backend.make_estimator` receives so that the
+It wraps the model_fn that `estimator.make_estimator` receives so that the
 graph build is timed and a hook is added to the training hooks. The hook
 records when the TF session exists and how long each step takes, and after
 `STOP_AFTER` steps writes a JSON record to OUTPUT_JSON and leaves the process
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import flags
 import tensorflow as tf
 
-from tunas_tf import backend
+from tunas_tf.runtime import estimator
 from tunas_tf.search import steps as search_steps
 
 _IMPORTED = time.time()
@@ -83,7 +83,7 @@ class _TimingHook(tf.compat.v1.train.SessionRunHook):
 
 def _patch(record, stop_after: int, output: str) -> None:
   """Times the model_fn and adds the timing hook to its training hooks."""
-  make_estimator = backend.make_estimator
+  make_estimator = estimator.make_estimator
   sample_architecture = search_steps.sample_architecture
 
   def sample_and_keep(spec, *args, **kwargs):
@@ -109,7 +109,7 @@ def _patch(record, stop_after: int, output: str) -> None:
       return spec._replace(training_hooks=tuple(hooks))
     return make_estimator(timed_model_fn, *args, **kwargs)
 
-  backend.make_estimator = patched
+  estimator.make_estimator = patched
   search_steps.sample_architecture = sample_and_keep
 
 

@@ -40,8 +40,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = '''
 import json, sys, time
 from absl import flags
-from tunas_tf import hooks
 from tunas_tf import train_search
+from tunas_tf.runtime import hooks
 from tunas_tf.search import runner
 marks = {}
 after_run = hooks.ProgressHook.after_run

@@ -8,7 +8,7 @@ Builds the search's model_fn graph (TRAIN, CPU) on the digits input, calls
 its host_call's host_fn as TPUEstimator does off TPU, and prints:
 
 - ops of the whole graph, and those that `steps.summary_scalars` and
-  `steps.host_call` (the tensors sent to the host) and the host_fn add to it
+  `summaries.host_call` (the tensors sent to the host) and the host_fn add to it
   (top level; ops inside function bodies such as a `tf.cond`'s branches are
   not graph ops);
 - top-level StridedSlice ops of the summary part;
@@ -35,6 +35,7 @@ import tensorflow as tf  # pylint: disable=C0413
 from tensorflow.python.ops import summary_ops_v2  # pylint: disable=C0413
 
 from tunas_tf import train_search  # pylint: disable=C0413
+from tunas_tf.runtime import summaries  # pylint: disable=C0413
 from tunas_tf.search import runner  # pylint: disable=C0413
 from tunas_tf.search import steps  # pylint: disable=C0413
 
@@ -69,7 +70,7 @@ def main() -> None:
     return wrapper
 
   steps.summary_scalars = counted('summary_scalars', steps.summary_scalars)
-  steps.host_call = counted('host_call (tensors)', steps.host_call)
+  summaries.host_call = counted('host_call (tensors)', summaries.host_call)
   with graph.as_default():
     # As the Estimator does: the same samples in every run of this script.
     tf.compat.v1.set_random_seed(config.job.seed)

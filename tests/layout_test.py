@@ -28,7 +28,15 @@ _FORBIDDEN = {
     'layers': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
     'graph': ('tunas_tf.models', 'tunas_tf.search', 'tunas_tf.tools'),
     'models': ('tunas_tf.search', 'tunas_tf.tools'),
-    'search': ('tunas_tf.tools', 'tunas_tf.flags', 'absl.flags'),
+    'search': ('tunas_tf.tools', 'tunas_tf.flags', 'absl.flags',
+               'tunas_tf.train_eval'),
+    # The binaries share the runtime, not each other's modules.
+    'train_eval': ('tunas_tf.search', 'tunas_tf.tools',
+                   'tunas_tf.train_search'),
+    # The runtime knows neither binary.
+    'runtime': ('tunas_tf.search', 'tunas_tf.train_eval',
+                'tunas_tf.train_search', 'tunas_tf.tools', 'tunas_tf.flags',
+                'absl.flags'),
     'tools': ('tunas_tf.tools',),
 }
 

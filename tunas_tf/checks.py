@@ -1,6 +1,6 @@
 """Range checks of settings, each failing with one line naming the flag.
 
-The typed configs (`backend.JobConfig`, `search.config.SearchConfig`,
+The typed configs (`jobs.JobConfig`, `search.config.SearchConfig`,
 `train_eval.config.TrainEvalConfig`) call these in `__post_init__`, so a
 setting is checked once whether it comes from a flag, a stored config.json
 or a `dataclasses.replace`:

@@ -15,7 +15,7 @@ from typing import Callable
 from absl import app
 from absl import flags
 
-from tunas_tf import backend
+from tunas_tf.runtime import jobs
 
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
 _FULL_HELP = ('--helpfull', '-helpfull')
@@ -132,7 +132,7 @@ def define_determinism_flag(f: flags.FlagValues) -> None:
 
 
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
-               num_channels: int, preprocessing: str) -> backend.JobConfig:
+               num_channels: int, preprocessing: str) -> jobs.JobConfig:
   """The `JobConfig` of a binary's flags, with the dataset facts resolved.
 
   `preprocessing` is the resolved `--preprocessing` (the dataset's default
@@ -143,13 +143,13 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
   `--tpu` is set.
 
   Raises:
-    ValueError: as `backend.resolve_use_tpu` and `backend.JobConfig`.
+    ValueError: as `jobs.resolve_use_tpu` and `jobs.JobConfig`.
   """
-  return backend.JobConfig(
+  return jobs.JobConfig(
       model_dir=f.model_dir, dataset=f.dataset, data_dir=f.data_dir,
       download=f.download, num_classes=num_classes, image_size=image_size,
       num_channels=num_channels, preprocessing=preprocessing, seed=f.seed,
-      use_tpu=backend.resolve_use_tpu(f.tpu, f.use_tpu), tpu=f.tpu,
+      use_tpu=jobs.resolve_use_tpu(f.tpu, f.use_tpu), tpu=f.tpu,
       tpu_zone=f.tpu_zone, gcp_project=f.gcp_project,
       tpu_iterations_per_loop=f.tpu_iterations_per_loop,
       save_checkpoints_steps=f.save_checkpoints_steps,

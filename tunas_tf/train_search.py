@@ -29,13 +29,13 @@ from typing import Optional
 from absl import flags
 from absl import logging
 
-from tunas_tf import backend
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import flags as common_flags
-from tunas_tf import precision
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
+from tunas_tf.runtime import jobs
+from tunas_tf.runtime import precision
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
@@ -211,7 +211,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
     raise ValueError('--model_dir is required')
   files.check_output_dir(f.model_dir, '--model_dir')
   # Before reading any data.
-  if backend.resolve_use_tpu(f.tpu, f.use_tpu) and f['replicas'].present:
+  if jobs.resolve_use_tpu(f.tpu, f.use_tpu) and f['replicas'].present:
     raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
                      'comes from the topology')
   for name in ('num_classes', 'image_size'):
@@ -287,7 +287,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """
   if len(argv) > 1:
     sys.exit(f'train_search: unexpected arguments {argv[1:]}')
-  from tunas_tf import preemption  # pylint: disable=g-import-not-at-top
+  from tunas_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
   try:
     config = config_from_flags(flag_values)

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import replicas
 from tunas_tf.controller import optimizer
+from tunas_tf.runtime import replicas
 from tests.testing import replicated
 
 

@@ -3,7 +3,7 @@
 The search graph is built once per replica (about twice a one-replica
 search's start), so one search, resumed once, serves every end-to-end check.
 The per-replica math (samples, means, identical copies) is tested on small
-graphs in tests/replicas_test.py, tests/search/steps_test.py and
+graphs in tests/runtime/replicas_test.py, tests/search/steps_test.py and
 tests/controller/optimizer_test.py.
 """
 

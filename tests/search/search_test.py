@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import architecture
-from tunas_tf import preemption
 from tunas_tf.controller import reinforce
+from tunas_tf.runtime import preemption
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import runner

@@ -14,6 +14,8 @@ from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import summaries as summaries_lib
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -257,14 +259,14 @@ class StepsTest(absltest.TestCase):
                                    'reward')):
           with self.assertRaises(tf.errors.InvalidArgumentError) as caught:
             sess.run(fetch, feed)
-          failure = steps.non_finite_failure(caught.exception)
+          failure = guards.non_finite_failure(caught.exception)
           self.assertEqual(failure[:2], (name, 0), failure)
         for v, old, new in zip(state, before, sess.run(state)):
           np.testing.assert_array_equal(old, new, err_msg=v.name)
         sess.run(global_step.assign(5))  # After the LR warm-up.
         sess.run(model.train_op, {images: np.ones([4, 8, 8, 1])})
         self.assertFalse(np.array_equal(sess.run(net.kernel), before[0]))
-    self.assertIsNone(steps.non_finite_failure(ValueError('other')))
+    self.assertIsNone(guards.non_finite_failure(ValueError('other')))
 
   def test_controller_frozen_during_delay_and_single_increment(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
@@ -305,7 +307,7 @@ class StepsTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     scalars = {'a/x': tf.constant(1.5), 'b/y': tf.constant(-2.0)}
     for step in range(5):
-      host_fn, args = steps.host_call(scalars, tf.constant(step, tf.int64),
+      host_fn, args = summaries_lib.host_call(scalars, tf.constant(step, tf.int64),
                                       model_dir, every_n_steps=2)
       host_fn(*args)
     seen = searches.events(model_dir)
@@ -318,7 +320,7 @@ class StepsTest(absltest.TestCase):
     logits = tf.constant([0.5, -1.0, 2.0])
     summaries = {'a/x': tf.constant(1.5), 'p/v': logits, 't/w': logits,
                  'b/y': tf.constant(-2.0)}
-    host_fn, args = steps.host_call(summaries, tf.constant(0, tf.int64),
+    host_fn, args = summaries_lib.host_call(summaries, tf.constant(0, tf.int64),
                                     model_dir, every_n_steps=1)
     # One [1, n] tensor; a tensor under two names is sent once.
     self.assertEqual(args[1].shape, [1, 5])
@@ -329,7 +331,7 @@ class StepsTest(absltest.TestCase):
                             'p/v/1': -1.0, 'p/v/2': 2.0, 't/w/0': 0.5,
                             't/w/1': -1.0, 't/w/2': 2.0})
     with self.assertRaisesRegex(ValueError, "'m': a scalar or a vector"):
-      steps.host_call({'m': tf.zeros([2, 2])}, tf.constant(0, tf.int64),
+      summaries_lib.host_call({'m': tf.zeros([2, 2])}, tf.constant(0, tf.int64),
                       model_dir, every_n_steps=1)
 
   def test_host_call_writes_probabilities_entropy_and_heatmap(self):
@@ -340,7 +342,7 @@ class StepsTest(absltest.TestCase):
     summaries.update({f'rlpathlogits/{p}': v for p, v in logits.items()})
     decisions = [('b/0/filters', ('8', '16', '24')), ('b/1/op', ('Conv',
                                                                  'skip'))]
-    host_fn, args = steps.host_call(summaries, tf.constant(0, tf.int64),
+    host_fn, args = summaries_lib.host_call(summaries, tf.constant(0, tf.int64),
                                     model_dir, every_n_steps=1,
                                     decisions=decisions)
     host_fn(*args)
@@ -362,7 +364,7 @@ class StepsTest(absltest.TestCase):
     np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
     self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
     with self.assertRaisesRegex(ValueError, "decision 'b/2'"):
-      steps.host_call(summaries, tf.constant(0, tf.int64), model_dir, 1,
+      summaries_lib.host_call(summaries, tf.constant(0, tf.int64), model_dir, 1,
                       decisions=[('b/2', ('a', 'b'))])
 
   def test_summary_scalars_tag_logits_only_when_asked(self):
@@ -396,7 +398,7 @@ class StepsTest(absltest.TestCase):
       step = tf.compat.v1.placeholder(tf.int64, [])
       summaries = {'a/x': tf.constant(1.5),
                    'p/v': tf.range(4, dtype=tf.float32)}
-      host_fn, args = steps.host_call(summaries, step, model_dir,
+      host_fn, args = summaries_lib.host_call(summaries, step, model_dir,
                                       every_n_steps=2)
       wrote = host_fn(*args)
       # What TPUEstimator's host-call hook runs at session start off TPU.
@@ -422,7 +424,7 @@ class StepsTest(absltest.TestCase):
 class ReplicatedStepsTest(absltest.TestCase):
   """Steps 1-2 and 7-8 in N replicas (MirroredStrategy on N CPU devices).
 
-  Only `tf.distribute` and the steps (no `tunas_tf.replicas` here): before
+  Only `tf.distribute` and the steps (no `runtime.replicas` here): before
   the replica module, the baseline used each replica's own reward and the
   controller each replica's own gradient, and this test failed.
   """

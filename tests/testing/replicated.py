@@ -5,7 +5,7 @@
 the same situation without an Estimator, for small unit tests: a graph under
 the strategy's scope (with the Estimator's loss scaling for v1 optimizers),
 `run` to build a step per replica, and a session whose CPU is split into N
-devices (`device_count`, as `backend.make_estimator` does; TF's process-wide
+devices (`device_count`, as `estimator.make_estimator` does; TF's process-wide
 device list is not touched, so these run in any test process).
 """
 

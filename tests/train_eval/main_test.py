@@ -16,7 +16,7 @@ from absl.testing import absltest
 import tensorflow as tf
 
 from tests.testing import searches
-from tunas_tf import preemption
+from tunas_tf.runtime import preemption
 
 _ZEROS = ':'.join(['0'] * 18)
 # A tiny deterministic run: 60 steps of 32 digits, dropout, path dropout (on

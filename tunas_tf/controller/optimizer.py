@@ -5,7 +5,7 @@ Differences from a stock Adam, all deliberate:
 * across replicas, the first moment uses the mean gradient and the second
   moment the mean of the *squared* per-replica gradients (square, then
   average), and the regularisation step the mean regularisation gradient
-  (`tunas_tf.replicas`: TPU, `tf.distribute` or one replica);
+  (`tunas_tf.runtime.replicas`: TPU, `tf.distribute` or one replica);
 * the bias-correction powers are variables initialised to beta1 and beta2,
   so step k uses beta^k;
 * a regularisation loss (the entropy bonus) is applied as a separate plain
@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 
-from tunas_tf import replicas
+from tunas_tf.runtime import replicas
 
 
 class ControllerAdam(tf.Module):

@@ -26,11 +26,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from tunas_tf import backend
 from tunas_tf import checks
 from tunas_tf import files
-from tunas_tf import precision
 from tunas_tf.layers import schedules
+from tunas_tf.runtime import jobs
+from tunas_tf.runtime import precision
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import naming
 
@@ -49,7 +49,7 @@ MODEL_SPEC_FILE = 'model_spec.json'
 # and read the data: they may change on restart. Everything else, the run
 # length (`max_steps`, `epochs`) and the schedules derived from it included,
 # changes the search and is refused.
-RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {'summarize_tag_logits'}
+RUN_ONLY_FIELDS = jobs.JOB_RUN_ONLY_FIELDS | {'summarize_tag_logits'}
 
 
 # Values computed from the fields (properties of `SearchConfig`, stored in
@@ -85,7 +85,7 @@ class SearchConfig:
       are fewer than 1, on TPU, or do not split the train batch.
   """
   # Where, on what data and backend, how often to log and save.
-  job: backend.JobConfig
+  job: jobs.JobConfig
   ssd: str
   validation_examples: int
   supernet_mode: str
@@ -303,7 +303,7 @@ class SearchConfig:
 
   def to_json(self) -> Dict[str, Any]:
     """The fields, the job's and the derived values, flat (config.json)."""
-    values = backend.to_flat(self)
+    values = jobs.to_flat(self)
     values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
     return values
 
@@ -317,13 +317,13 @@ class SearchConfig:
     Raises:
       ValueError: naming `where` and the field, for a missing field.
     """
-    names = backend.flat_keys(cls)
-    values = {**backend.flat_defaults(cls), **values}
+    names = jobs.flat_keys(cls)
+    values = {**jobs.flat_defaults(cls), **values}
     missing = [name for name in names if name not in values]
     if missing:
       raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
                        'this version of train_search')
-    return backend.from_flat(cls, {name: values[name] for name in names})
+    return jobs.from_flat(cls, {name: values[name] for name in names})
 
 
 def check_stored(config: SearchConfig, model_spec_json: str
@@ -353,7 +353,7 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # so an error names what the user changed.
   return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
                             DERIVED_FIELDS + ('search_train_examples',),
-                            defaults=backend.flat_defaults(SearchConfig))
+                            defaults=jobs.flat_defaults(SearchConfig))
 
 
 def write(config: SearchConfig, model_spec_json: str,

@@ -8,16 +8,18 @@ from typing import Any, Dict, NamedTuple, Optional
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf import backend
 from tunas_tf import checkpoints
-from tunas_tf import hooks
-from tunas_tf import precision
-from tunas_tf import preemption
-from tunas_tf import replicas
-from tunas_tf import run_lock
 from tunas_tf.data import datasets
 from tunas_tf.data import unreadable
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import hooks
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import replicas
+from tunas_tf.runtime import run_lock
+from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import report
 from tunas_tf.search import steps
@@ -87,14 +89,14 @@ def make_model_fn(config: SearchConfig):
                                     dist_info, cost, p_ops, p_filters,
                                     tag_logits=config.summarize_tag_logits)
     # Checkpoints without the graph in the events file; the progress log.
-    training_hooks = backend.checkpoint_hooks(config.job)
+    training_hooks = estimator_lib.checkpoint_hooks(config.job)
     if not config.job.use_tpu:
       training_hooks.append(_progress_hook(scalars, config))
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=model.loss, train_op=train_op,
-        host_call=steps.host_call(scalars, global_step, config.job.model_dir,
-                                  config.job.tpu_iterations_per_loop,
-                                  decisions=decisions),
+        host_call=summaries.host_call(
+            scalars, global_step, config.job.model_dir,
+            config.job.tpu_iterations_per_loop, decisions=decisions),
         training_hooks=training_hooks)
 
   return model_fn
@@ -116,7 +118,7 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
     # On TPU, TPUEstimator passes the per-replica batch size. With
     # --replicas=N the Estimator passes none and gives each replica the next
     # element: N consecutive batches of train_batch_size / N are the images
-    # of one global batch (`backend.input_pipeline`).
+    # of one global batch (`estimator_lib.input_pipeline`).
     batch = params.get('batch_size', config.replica_batch_size)
     validation_batch = int(round(batch * config.rl_batch_size_multiplier))
     job = config.job
@@ -125,7 +127,7 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
         data_dir=job.data_dir, download=job.download,
         validation_examples=config.validation_examples,
         image_size=job.image_size, start_step=start_step,
-        pipeline=backend.input_pipeline(params, job, config.replicas),
+        pipeline=estimator_lib.input_pipeline(params, job, config.replicas),
         preprocessing=job.preprocessing)
     dataset = precision.cast_input(dataset, config.use_bfloat16)
     if config.job.use_tpu:
@@ -164,8 +166,9 @@ def _cost_text(cost: float, config: SearchConfig) -> str:
 
 def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`); with
-  `--replicas=N`, an Estimator running N replicas (`backend.make_estimator`)."""
-  return backend.make_estimator(make_model_fn(config), config.job,
+  `--replicas=N`, an Estimator running N replicas
+  (`estimator_lib.make_estimator`)."""
+  return estimator_lib.make_estimator(make_model_fn(config), config.job,
                                 config.train_batch_size, optimize_graph=False,
                                 replicas=config.replicas)
 
@@ -230,7 +233,7 @@ def run_search(config: SearchConfig) -> bool:
   if plan.finished(config.max_global_step):
     _log_finished(config, plan)
     return False
-  backend.use_determinism(config.job)  # Before any graph is built.
+  estimator_lib.use_determinism(config.job)  # Before any graph is built.
   estimator = make_estimator(config)  # Resolves a TPU before any write.
   with run_lock.acquire(model_dir, 'train_search') as lock, \
       preemption.stop_on_signal('train_search', lock.lost) as stop:
@@ -248,7 +251,7 @@ def run_search(config: SearchConfig) -> bool:
     preemption.train(
         estimator, make_input_fn(config, plan.resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
-        guards=[steps.stops_in_one_line(model_dir, 'the search'),
+        guards=[guards.stops_in_one_line(model_dir, 'the search'),
                 unreadable.stops_in_one_line('the search', model_dir),
                 checkpoints.refuse_unreadable(plan.resume.checkpoint)])
   logging.info('Search finished (%d steps). Next: python -m '

@@ -14,12 +14,12 @@
                               update.
 7. `reward_and_advantage`   -- reward, moving-average baseline, advantage.
 8. `controller_train_op`    -- REINFORCE with Adam; increments global_step.
-9. `host_call`              -- every scalar to TensorBoard.
+9. `summary_scalars`        -- every scalar, for `runtime.summaries.host_call`.
 
 They build TF1 graph ops (the Estimator's graph); the modules they use own
 their variables, so the Estimator's checkpoints hold all the state. They run
 once per replica (on TPU, or with `--replicas=N` under `tf.distribute`);
-what replicas share goes through `tunas_tf.replicas`: the mean reward of
+what replicas share goes through `tunas_tf.runtime.replicas`: the mean reward of
 the baseline, the model's mean gradient, the controller's mean moments. The
 controller and the baseline are made under `replicas.identical_variables`:
 every replica applies the same (averaged) update to them.
@@ -28,14 +28,10 @@ every replica applies the same (averaged) update to them.
 from __future__ import annotations
 
 import collections
-import contextlib
-import re
-from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
-                    Tuple)
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
-from tunas_tf import replicas
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
@@ -44,6 +40,8 @@ from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.layers import moving_average
 from tunas_tf.layers import schedules
 from tunas_tf.layers import sync
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import replicas
 from tunas_tf.search.config import SearchConfig
 
 LABEL_SMOOTHING = 0.1
@@ -53,90 +51,6 @@ LABEL_SMOOTHING = 0.1
 _SAMPLE_STREAM = 0x5a3b1e
 # The same for the uniform training sample of `--supernet_sampling=uniform`.
 _UNIFORM_STREAM = 0x2c7d94
-# The first datum of the assertions of `check_finite`, found again in the
-# error by `non_finite_failure`.
-_NON_FINITE = 'tunas_tf non-finite'
-_NON_FINITE_ERROR = re.compile(
-    _NON_FINITE + r'\] \[([^\]]*)\] \[(-?\d+)\] \[([^\]]*)\]')
-
-
-def check_finite(name: str, values: List[tf.Tensor], global_step: tf.Tensor,
-                 use_tpu: bool) -> List[tf.Operation]:
-  """An assertion that every element of `values` is finite (off TPU).
-
-  An update made to depend on it never runs on a NaN or Inf: the session
-  run fails with an error that `non_finite_failure` reads (`name`, the step,
-  the first value), before the update and before any hook saves. On TPU it
-  is empty (XLA drops assertions; the Estimator's NaN-loss hook remains).
-
-  Args:
-    name: what the values are, for the message ('model loss', 'reward').
-    values: float Tensors; the first should be a scalar (it is reported).
-    global_step: the step (reported).
-    use_tpu: whether the graph runs on TPU.
-
-  Returns:
-    The assertion ops (control dependencies), empty on TPU.
-  """
-  if use_tpu:
-    return []
-  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
-                          for v in values])
-  return [tf.debugging.Assert(
-      finite, [_NON_FINITE, name, tf.cast(global_step, tf.int64), values[0]],
-      name=f"check_finite_{name.replace(' ', '_')}")]
-
-
-def non_finite_failure(error: Exception) -> Optional[Tuple[str, int, str]]:
-  """(name, step, value) of a `check_finite` failure, or None."""
-  match = _NON_FINITE_ERROR.search(str(error))
-  if not match:
-    return None
-  return match.group(1), int(match.group(2)), match.group(3)
-
-
-def _stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
-  """The one line of a run stopped on a NaN or Inf, or None for another error.
-
-  Args:
-    error: what the Estimator's train raised: a `check_finite` failure or
-      TF's `NanLossDuringTrainingError`.
-    model_dir: the run's directory (its newest checkpoint is named).
-    run: what stopped, e.g. 'the search'.
-  """
-  failure = non_finite_failure(error)
-  if failure is None:
-    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
-      return None
-    what = 'NaN loss during training'
-  else:
-    name, step, value = failure
-    what = f'The {name} is {value} at step {step}'
-  latest = tf.train.latest_checkpoint(model_dir)
-  return (f'{what}: {run} stopped without saving it; the last good '
-          f'checkpoint is {latest or "none (none was saved)"}')
-
-
-@contextlib.contextmanager
-def stops_in_one_line(model_dir: str, run: str) -> Iterator[None]:
-  """Around an Estimator's `train`: a NaN or Inf stop (`check_finite`, or
-  TF's NaN-loss check on TPU) becomes a ValueError of one line naming the
-  step and the last good checkpoint of `model_dir`; other errors pass.
-
-  Args:
-    model_dir: the run's directory.
-    run: what stopped, for the line, e.g. 'the search' or 'train_eval'.
-  """
-  try:
-    yield
-  except (tf.errors.InvalidArgumentError,
-          tf.compat.v1.train.NanLossDuringTrainingError) as e:
-    line = _stop_line(e, model_dir, run)
-    if line is None:
-      raise
-    raise ValueError(line) from None
-
-
 class ModelStep(NamedTuple):
   """The shared-weight update (`supernet_train_op`).
 
@@ -265,7 +179,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   over replicas (`replicas.averaging_optimizer`: CrossShardOptimizer on
   TPU). The global step is *not* incremented here (the controller step does).
   With the barrier on, every gradient waits for all of them. The loss is
-  checked finite (`check_finite`) before the update.
+  checked finite (`guards.check_finite`) before the update.
 
   Returns:
     A `ModelStep`.
@@ -294,7 +208,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     # not checked: reading all 572 of them cost 6% of a sampled
     # cifar_search step (bench/README.md), and weights a NaN gradient
     # spoils make the next step's loss NaN.
-    with tf.control_dependencies(check_finite(
+    with tf.control_dependencies(guards.check_finite(
         'model loss', [loss], global_step, config.job.use_tpu)):
       train_op = opt.apply_gradients(
           list(zip(grads, [v for _, v in grads_and_vars])))
@@ -328,7 +242,7 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
                          config: SearchConfig) -> RewardStep:
   """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
 
-  The reward is checked finite (`check_finite`) before anything uses it.
+  The reward is checked finite (`guards.check_finite`) before anything uses it.
   """
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
@@ -346,8 +260,8 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
   with replicas.identical_variables():
     ema = moving_average.MovingAverage(config.rl_baseline_momentum,
                                        name='rl_baseline')
-  with tf.control_dependencies(check_finite('reward', [reward], global_step,
-                                            config.job.use_tpu)):
+  with tf.control_dependencies(guards.check_finite(
+      'reward', [reward], global_step, config.job.use_tpu)):
     reward = tf.identity(reward)
     step_baseline = replicas.mean(reward)
     baseline = ema.update(step_baseline)  # Both of its assignments wait.
@@ -445,118 +359,3 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
       # entries' tensors, which `host_call` sends once.
       s[f'{prefix}/{name}'] = tf.cast(values, tf.float32)
   return s
-
-
-def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
-              global_step: tf.Tensor, model_dir: str, every_n_steps: int,
-              decisions: Sequence[Tuple[str, Sequence[str]]] = ()):
-  """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
-
-  `decisions` lists (path, choice labels) of the controller's decisions whose
-  logits are the summaries `rlpathlogits/{path}`: on the steps that write,
-  the host also writes each choice's probability (softmax of the logits) as
-  `rlprobs/{path}/{label}`, the decision's entropy in nats as
-  `rlentropy/{path}`, and one image `rlprobs_heatmap` (a row per decision in
-  visit order, a column per choice; white 0 to dark blue 1, grey where a
-  decision has fewer choices).
-
-  Each value of `summaries` is a float32 scalar, written under its name, or a
-  float32 vector of static length k (e.g. one decision's logits), written as k
-  scalars `{name}/0` ... `{name}/{k-1}`. The step sends one [1, n] tensor
-  (host_call needs rank >= 1 and one tensor is cheaper to outfeed): the
-  scalars stacked, then the vectors, each distinct tensor once (the
-  controller's logits appear by path and by tag). Building it is all the work
-  of a step that writes nothing: the host splits the first replica's row into
-  scalars and writes them (TF2 summary API) inside one `tf.cond` on
-  `step % every_n_steps == 0`. host_fn returns the cond's boolean (whether
-  the step wrote).
-
-  Raises:
-    ValueError: for a value that is neither a scalar nor a vector of static
-      length.
-  """
-  scalars, vectors = [], []  # The distinct tensors, in order of appearance.
-  slot = {}  # Tensor reference -> (is_vector, index in its list).
-  named = []  # (name, tensor reference) in `summaries`' order.
-  for name, value in summaries.items():
-    value = tf.convert_to_tensor(value)
-    shape = value.shape
-    if shape.rank not in (0, 1) or not shape.is_fully_defined():
-      raise ValueError(f'summary {name!r}: a scalar or a vector of static '
-                       f'length, got shape {shape}')
-    if value.ref() not in slot:
-      group = vectors if shape.rank else scalars
-      slot[value.ref()] = (bool(shape.rank), len(group))
-      group.append(tf.cast(value, tf.float32))
-    named.append((name, value.ref()))
-  # Columns of the row: the scalars, then each vector's elements.
-  starts, width = [], len(scalars)
-  for vector in vectors:
-    starts.append(width)
-    width += vector.shape.num_elements()
-  tags = []  # (tag, column), in `summaries`' order.
-  for name, ref in named:
-    is_vector, i = slot[ref]
-    if is_vector:
-      tags.extend((f'{name}/{j}', starts[i] + j)
-                  for j in range(vectors[i].shape.num_elements()))
-    else:
-      tags.append((name, i))
-
-  columns = dict(tags)
-  for path, labels in decisions:
-    if f'rlpathlogits/{path}/{len(labels) - 1}' not in columns:
-      raise ValueError(f'decision {path!r}: no rlpathlogits/{path} summary '
-                       f'of {len(labels)} logits')
-
-  def host_fn(step, values):
-    step = tf.cast(step[0], tf.int64)
-    writer = tf.summary.create_file_writer(model_dir)
-
-    def write():
-      row = tf.unstack(values[0], num=width)
-      with writer.as_default():
-        written = [tf.summary.scalar(tag, row[i], step=step)
-                   for tag, i in tags]
-        if decisions:
-          written += _write_probabilities(decisions, row, columns, step)
-      with tf.control_dependencies(written):
-        return tf.constant(True)
-
-    return tf.cond(tf.equal(step % every_n_steps, 0), write,
-                   lambda: tf.constant(False))
-
-  parts = ([tf.stack(scalars)] if scalars else []) + vectors
-  values = tf.reshape(tf.concat(parts, axis=0), [1, width])
-  return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
-
-
-def _write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],
-                         row: List[tf.Tensor], columns: Dict[str, int],
-                         step: tf.Tensor) -> List[tf.Operation]:
-  """`host_call`'s probability, entropy and heat-map summaries (see there)."""
-  written, rows = [], []
-  width = max(len(labels) for _, labels in decisions)
-  for path, labels in decisions:
-    logits = tf.stack([row[columns[f'rlpathlogits/{path}/{j}']]
-                       for j in range(len(labels))])
-    probs = tf.nn.softmax(logits)
-    written += [tf.summary.scalar(f'rlprobs/{path}/{label}', probs[j],
-                                  step=step)
-                for j, label in enumerate(labels)]
-    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(logits))
-    written.append(tf.summary.scalar(f'rlentropy/{path}', entropy, step=step))
-    rows.append(tf.pad(probs, [[0, width - len(labels)]], constant_values=-1))
-  written.append(tf.summary.image('rlprobs_heatmap',
-                                  _heatmap(tf.stack(rows))[None], step=step))
-  return written
-
-
-def _heatmap(probs: tf.Tensor, cell: int = 12) -> tf.Tensor:
-  """[D, C] probabilities (-1: no such choice) -> an RGB image in [0, 1]."""
-  white = tf.constant([1.0, 1.0, 1.0])
-  blue = tf.constant([0.03, 0.19, 0.42])
-  p = tf.clip_by_value(probs, 0.0, 1.0)[..., None]
-  rgb = white + p * (blue - white)
-  rgb = tf.where((probs < 0)[..., None], tf.fill(tf.shape(rgb), 0.75), rgb)
-  return tf.repeat(tf.repeat(rgb, cell, axis=0), 2 * cell, axis=1)

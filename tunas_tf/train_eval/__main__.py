@@ -61,8 +61,8 @@ from typing import Optional
 from absl import flags
 
 from tunas_tf import flags as common_flags
-from tunas_tf import precision
-from tunas_tf import preemption
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import preemption
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig

@@ -25,14 +25,14 @@ import types
 from typing import Any, Dict, Optional, Tuple
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import checks
 from tunas_tf import files
-from tunas_tf import precision
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
 from tunas_tf.data import tfds_builders
+from tunas_tf.runtime import jobs
+from tunas_tf.runtime import precision
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -42,7 +42,7 @@ DEFAULT_SSD = 'digits_search'
 
 # Fields that only say how long, where or how to report a run: they may change
 # on restart. The warm-up length follows the run length, as in the search.
-RUN_ONLY_FIELDS = backend.JOB_RUN_ONLY_FIELDS | {
+RUN_ONLY_FIELDS = jobs.JOB_RUN_ONLY_FIELDS | {
     'use_tpu', 'max_steps', 'max_global_step', 'warmup_steps', 'eval_only',
     'eval_split', 'eval_batch_size', 'export', 'export_dir',
 }
@@ -69,7 +69,7 @@ class TrainEvalConfig:
     ValueError: on construction, for a missing, malformed or inconsistent
       setting (the message names the flag).
   """
-  job: backend.JobConfig
+  job: jobs.JobConfig
   ssd: str
   indices: str
   filters_multiplier: float
@@ -119,7 +119,7 @@ class TrainEvalConfig:
 
   def to_json(self) -> Dict[str, Any]:
     """The job's fields and the run's own, flat (the config.json layout)."""
-    return backend.to_flat(self)
+    return jobs.to_flat(self)
 
 
 def _positive(value, name):
@@ -145,7 +145,7 @@ def _check_indices(ssd: str, indices: str) -> None:
 def check_settings(c: Any, dataset: str) -> None:
   """Checks the run's own settings that need no file and no dataset.
 
-  (The job's settings are checked by `backend.JobConfig`.)
+  (The job's settings are checked by `jobs.JobConfig`.)
 
   Args:
     c: a `TrainEvalConfig`, or any object with its own flag-backed fields
@@ -282,7 +282,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
       checks.number(name, v[name], 1, integer=True)
   v['ssd'], v['indices'] = _resolve_architecture(architecture, v['ssd'],
                                                  v['indices'])
-  v['use_tpu'] = backend.resolve_use_tpu(v['tpu'], v['use_tpu'])
+  v['use_tpu'] = jobs.resolve_use_tpu(v['tpu'], v['use_tpu'])
   if v['dropout_rate'] is None:
     v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
   v['use_bfloat16'] = precision.resolve(
@@ -332,14 +332,14 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     v[name] = float(v[name])
   for name in ('freeze_inherited', 'eval_only', 'export'):
     v[name] = bool(v[name])
-  return backend.from_flat(TrainEvalConfig, v)
+  return jobs.from_flat(TrainEvalConfig, v)
 
 
 # Fields added after runs were written: a config.json without one holds the
 # value those runs had (they trained in float32, without op determinism or
 # path dropout).
 ADDED_LATER = {'use_bfloat16': 'false', 'validation_examples': 0,
-               'path_dropout_rate': 0.0, **backend.JobConfig.defaults()}
+               'path_dropout_rate': 0.0, **jobs.JobConfig.defaults()}
 
 
 def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
@@ -388,13 +388,13 @@ def read(model_dir: str) -> TrainEvalConfig:
   """
   path = os.path.join(model_dir, CONFIG_FILE)
   stored = {**ADDED_LATER, **files.read_config(model_dir, 'train_eval')}
-  names = set(backend.flat_keys(TrainEvalConfig))
+  names = set(jobs.flat_keys(TrainEvalConfig))
   missing = sorted(names - set(stored))
   unknown = sorted(set(stored) - names)
   if missing or unknown:
     raise ValueError(f'{path} is not a train_eval config: missing '
                      f'{missing}, unknown {unknown}')
-  config = backend.from_flat(TrainEvalConfig,
+  config = jobs.from_flat(TrainEvalConfig,
                              {k: v for k, v in stored.items()
                               if k not in _COMPUTED_FIELDS})
   for name in _COMPUTED_FIELDS:

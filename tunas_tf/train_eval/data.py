@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tunas_tf import backend
-from tunas_tf import precision
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
+from tunas_tf.runtime import estimator
+from tunas_tf.runtime import precision
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 
@@ -147,7 +147,7 @@ def make_input_fn(config: TrainEvalConfig, training: bool,
     if training:
       dataset = train_dataset(
           config, params.get('batch_size', config.train_batch_size),
-          start_step, backend.input_pipeline(params, config.job))
+          start_step, estimator.input_pipeline(params, config.job))
     else:
       dataset = eval_dataset(config, params.get('batch_size',
                                                 config.eval_batch_size),

@@ -13,13 +13,13 @@ from typing import Any, Dict, Optional
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf import backend
 from tunas_tf import checkpoints
 from tunas_tf import files
-from tunas_tf import preemption
-from tunas_tf import run_lock
 from tunas_tf.data import unreadable
-from tunas_tf.search import steps as search_steps
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import run_lock
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import data
@@ -81,7 +81,7 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 def make_estimator(config: TrainEvalConfig, model_fn):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
-  return backend.make_estimator(model_fn, config.job, config.train_batch_size,
+  return estimator_lib.make_estimator(model_fn, config.job, config.train_batch_size,
                                 eval_batch_size=config.eval_batch_size)
 
 
@@ -153,7 +153,7 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
     preemption.train(
         estimator, data.make_input_fn(config, True, resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
-        guards=[search_steps.stops_in_one_line(model_dir, 'train_eval'),
+        guards=[guards.stops_in_one_line(model_dir, 'train_eval'),
                 unreadable.stops_in_one_line('train_eval', model_dir)])
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
@@ -216,8 +216,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
                      'one-shot accuracy)')
   inheritance = (checkpoints.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
-  backend.tpu_cluster(config.job)
-  backend.use_determinism(config.job)  # Before any graph is built.
+  estimator_lib.tpu_cluster(config.job)
+  estimator_lib.use_determinism(config.job)  # Before any graph is built.
   # Everything is checked: now write.
   with run_lock.acquire(model_dir, 'train_eval') as lock, \
       preemption.stop_on_signal('train_eval', lock.lost) as stop:

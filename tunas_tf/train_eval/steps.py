@@ -22,15 +22,16 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import backend
 from tunas_tf import checkpoints
-from tunas_tf import hooks
-from tunas_tf import precision
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
 from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import schedules
-from tunas_tf.search import steps as search_steps
+from tunas_tf.runtime import estimator
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import hooks
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import summaries
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 class Forward(NamedTuple):
@@ -217,9 +218,9 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
   a TPU's last batch, which so counts nowhere.
 
   The metrics' events file (model_dir/eval) holds no graph
-  (`backend.summaries_only_eval_events`).
+  (`estimator.summaries_only_eval_events`).
   """
-  backend.summaries_only_eval_events(config.job)
+  estimator.summaries_only_eval_events(config.job)
   k = min(5, config.job.num_classes)
 
   def metric_fn(labels, logits):
@@ -253,7 +254,7 @@ def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
                config: TrainEvalConfig) -> TrainStep:
   """RMSProp (decay 0.9, epsilon 1.0) under cosine decay, then the EMA.
 
-  The loss is checked finite first (`search.steps.check_finite`, off TPU):
+  The loss is checked finite first (`runtime.guards.check_finite`, off TPU):
   a NaN or Inf stops the step before any update and before any save.
   """
   global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -264,7 +265,7 @@ def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
       learning_rate, decay=0.9, momentum=config.momentum, epsilon=1.0)
   if config.job.use_tpu:
     opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
-  with tf.control_dependencies(search_steps.check_finite(
+  with tf.control_dependencies(guards.check_finite(
       'loss', [loss], global_step, config.job.use_tpu)):
     train_op = opt.minimize(loss, global_step=global_step, var_list=var_list)
   if ema is not None:
@@ -279,7 +280,7 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
                ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
   """The TRAIN spec: summaries through host_call, checkpoints, progress.
 
-  The checkpoint hooks are `backend.checkpoint_hooks` (no graph in the events
+  The checkpoint hooks are `estimator.checkpoint_hooks` (no graph in the events
   file).
   """
   scalars = {'model/loss': loss.total, 'model/empirical_loss': loss.empirical,
@@ -297,9 +298,9 @@ def train_spec(step: TrainStep, loss: Losses, scaffold,
   return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
       mode=tf.estimator.ModeKeys.TRAIN, loss=loss.total,
       train_op=step.train_op,
-      host_call=search_steps.host_call(
+      host_call=summaries.host_call(
           {k: tf.cast(tf.reshape(v, []), tf.float32)
            for k, v in scalars.items()}, step.global_step, config.job.model_dir,
           config.job.tpu_iterations_per_loop),
       scaffold_fn=scaffold,
-      training_hooks=backend.checkpoint_hooks(config.job) + [progress])
+      training_hooks=estimator.checkpoint_hooks(config.job) + [progress])

@@ -18,7 +18,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import tensorflow as tf
 
-from tunas_tf import run_lock
+from tunas_tf.runtime import run_lock
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HOST = socket.gethostname()
@@ -26,7 +26,7 @@ _UTC = r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC'
 # A process that acquires the directory in argv[1], says so, and waits.
 _HOLDER = """
 import sys, time
-from tunas_tf import run_lock
+from tunas_tf.runtime import run_lock
 run_lock.acquire(sys.argv[1], 'train_search')
 print('held', flush=True)
 time.sleep(60)

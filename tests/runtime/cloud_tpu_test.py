@@ -15,7 +15,7 @@ from unittest import mock
 from absl.testing import absltest
 from googleapiclient import http as api_http
 
-from tunas_tf import cloud_tpu
+from tunas_tf.runtime import cloud_tpu
 
 _NODE = {
     'name': 'projects/p/locations/z/nodes/my-pod', 'state': 'READY',

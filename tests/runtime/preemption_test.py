@@ -12,13 +12,13 @@ import time
 from absl.testing import absltest
 import tensorflow as tf
 
-from tunas_tf import preemption
+from tunas_tf.runtime import preemption
 
 # A process that waits in a worker thread inside `stop_on_signal`, as the
 # binaries' training does, and says when its stop was asked for.
 _WAITER = textwrap.dedent('''
     import sys, time
-    from tunas_tf import preemption
+    from tunas_tf.runtime import preemption
     with preemption.stop_on_signal('waiter') as stop:
       print('ready', flush=True)
       def wait():

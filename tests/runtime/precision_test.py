@@ -5,7 +5,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import precision
+from tunas_tf.runtime import precision
 
 
 class PrecisionTest(parameterized.TestCase):

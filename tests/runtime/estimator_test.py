@@ -6,12 +6,13 @@ from unittest import mock
 from absl.testing import absltest
 import tensorflow as tf
 
-from tunas_tf import backend
 from tunas_tf.data import streams
+from tunas_tf.runtime import estimator
+from tunas_tf.runtime import jobs
 
 
 def _job(use_tpu=False):
-  return backend.JobConfig(
+  return jobs.JobConfig(
       model_dir='/tmp/unused', dataset='digits', data_dir=None,
       download=False, num_classes=10, image_size=8, num_channels=1,
       preprocessing='none', seed=0,
@@ -30,14 +31,14 @@ class _FakeTPUContext:
 class InputPipelineTest(absltest.TestCase):
 
   def test_one_replica_and_replicas_off_tpu(self):
-    self.assertEqual(backend.input_pipeline({}, _job()), streams.Pipeline())
-    self.assertEqual(backend.input_pipeline({}, _job(), replicas=3),
+    self.assertEqual(estimator.input_pipeline({}, _job()), streams.Pipeline())
+    self.assertEqual(estimator.input_pipeline({}, _job(), replicas=3),
                      streams.Pipeline(0, 1, 3))
-    self.assertEqual(backend.input_pipeline({}, _job(), replicas=3).replicas,
+    self.assertEqual(estimator.input_pipeline({}, _job(), replicas=3).replicas,
                      3)
 
   def test_a_tpu_host_feeds_its_cores(self):
-    pipeline = backend.input_pipeline(
+    pipeline = estimator.input_pipeline(
         {'batch_size': 16, 'context': _FakeTPUContext()}, _job(use_tpu=True))
     self.assertEqual(pipeline, streams.Pipeline(1, 4, 8))
     self.assertEqual(pipeline.replicas, 32)
@@ -49,17 +50,17 @@ class DeterminismTest(absltest.TestCase):
     # Process-wide and one-way: checked through a mock, not turned on here.
     with mock.patch.object(tf.config.experimental,
                            'enable_op_determinism') as enable:
-      backend.use_determinism(_job())
+      estimator.use_determinism(_job())
       enable.assert_not_called()
-      backend.use_determinism(dataclasses.replace(_job(), deterministic=True))
+      estimator.use_determinism(dataclasses.replace(_job(), deterministic=True))
       enable.assert_called_once_with()
 
   def test_a_job_without_deterministic_reads_as_false(self):
     stored = _job().to_json()
     del stored['deterministic']
-    self.assertFalse(backend.JobConfig.from_flat(stored).deterministic)
-    self.assertEqual(backend.JobConfig.defaults(), {'deterministic': False})
-    self.assertIn('deterministic', backend.JOB_RUN_ONLY_FIELDS)
+    self.assertFalse(jobs.JobConfig.from_flat(stored).deterministic)
+    self.assertEqual(jobs.JobConfig.defaults(), {'deterministic': False})
+    self.assertIn('deterministic', jobs.JOB_RUN_ONLY_FIELDS)
 
 
 if __name__ == '__main__':

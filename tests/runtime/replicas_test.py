@@ -1,4 +1,4 @@
-"""Tests for `tunas_tf.replicas`: one replica, a TPU context, N CPU replicas."""
+"""Tests for `tunas_tf.runtime.replicas`: one replica, a TPU context, N CPU replicas."""
 
 import os
 import tempfile
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.tpu import tpu_function  # pylint: disable=g-direct-tensorflow-import
 
-from tunas_tf import replicas
+from tunas_tf.runtime import replicas
 from tests.testing import replicated
 
 

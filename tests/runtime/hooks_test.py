@@ -9,7 +9,7 @@ from unittest import mock
 from absl.testing import absltest
 import tensorflow as tf
 
-from tunas_tf import hooks
+from tunas_tf.runtime import hooks
 
 
 def _run(hook, train_op, runs):

@@ -1,0 +1,176 @@
+"""The `JobConfig` both binaries share, and their flat config.json layout.
+
+The flags that fill a `JobConfig` live in `tunas_tf.flags` (entry points
+only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any, Dict, List, Mapping, Optional
+
+from tunas_tf import checks
+
+# `JobConfig` fields that only say where to run, on which copy of the data,
+# how often to log and save, and whether kernels must be deterministic: a
+# restarted run may change them.
+JOB_RUN_ONLY_FIELDS = frozenset({
+    'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
+    'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
+    'keep_checkpoint_max', 'deterministic',
+})
+_POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
+                    'tpu_iterations_per_loop', 'save_checkpoints_steps',
+                    'keep_checkpoint_max', 'log_every_steps')
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig:
+  """Where a run writes, on what data, on which backend, how often it saves.
+
+  The part of `search.config.SearchConfig` and `train_eval.config.
+  TrainEvalConfig` that both have (their `job` field); flag names. In
+  `config.json` its fields sit flat beside the run's own (`to_json`).
+
+  Attributes:
+    model_dir: output directory (checkpoints, events, config.json).
+    dataset: 'digits' or a TFDS image-classification dataset name.
+    data_dir: TFDS data directory, or None.
+    download: whether TFDS may download and prepare a missing dataset.
+    num_classes: classifier width (at least the dataset's label count).
+    image_size: input side in pixels.
+    num_channels: image channels of the dataset.
+    preprocessing: how stored images become the network's input
+      (`datasets.PREPROCESSINGS`); part of the run (checked on restart).
+    seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
+    use_tpu: run on TPU (`tpu` names it).
+    tpu: 'local' (a TPU VM's own TPU), a Cloud TPU name or grpc://HOST:PORT
+      ('' off TPU); see `cloud_tpu`.
+    tpu_zone: TPU zone, or None.
+    gcp_project: GCP project, or None.
+    tpu_iterations_per_loop: steps per TPU loop; also the summary cadence.
+    save_checkpoints_steps: checkpoint cadence.
+    keep_checkpoint_max: checkpoints kept.
+    log_every_steps: progress log cadence (CPU/GPU).
+    deterministic: TF op determinism (`use_determinism`): the same run gives
+      the same bits, at some cost in speed. Added later: a config.json
+      without it reads as False.
+
+  Raises (on construction):
+    ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
+      `tpu`, a size or cadence that is not a positive int, or a seed outside
+      [0, 2^31 - 1] (naming the flag).
+  """
+  model_dir: str
+  dataset: str
+  data_dir: Optional[str]
+  download: bool
+  num_classes: int
+  image_size: int
+  num_channels: int
+  preprocessing: str
+  seed: int
+  use_tpu: bool
+  tpu: str
+  tpu_zone: Optional[str]
+  gcp_project: Optional[str]
+  tpu_iterations_per_loop: int
+  save_checkpoints_steps: int
+  keep_checkpoint_max: int
+  log_every_steps: int
+  deterministic: bool = False
+
+  def __post_init__(self):
+    if not self.model_dir:
+      raise ValueError('--model_dir is required')
+    if self.use_tpu and not self.tpu:
+      raise ValueError('--use_tpu needs --tpu=NAME')
+    if not self.dataset:
+      raise ValueError('--dataset must name a dataset')
+    from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
+    datasets.check_preprocessing(self.dataset, self.preprocessing)
+    for name in _POSITIVE_FIELDS:
+      value = getattr(self, name)
+      if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+          or value <= 0):
+        raise ValueError(f'--{name} must be positive, got {value!r}')
+    checks.seed('seed', self.seed)
+
+  def to_json(self) -> Dict[str, Any]:
+    """The fields, flat (they sit beside the run's own in config.json)."""
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def field_names(cls) -> frozenset:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+  @classmethod
+  def defaults(cls) -> Dict[str, Any]:
+    """The fields added later, with the value a file without them means."""
+    return field_defaults(cls)
+
+  @classmethod
+  def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
+    """The `JobConfig` among a flat mapping's keys (others are ignored); a
+    field added later (`defaults`) may be missing.
+
+    Raises:
+      KeyError: naming a missing field.
+    """
+    values = {**cls.defaults(), **values}
+    return cls(**{name: values[name] for name in sorted(cls.field_names())})
+
+
+# A run's config (`SearchConfig`, `TrainEvalConfig`) is a frozen dataclass with
+# a `job: JobConfig` field; in config.json the job's fields sit flat beside
+# the run's own. These functions are that layout, for both.
+
+
+def field_defaults(config_type: type) -> Dict[str, Any]:
+  """A config dataclass's fields that have a default (those added later: a
+  config.json without them means that value), with it."""
+  return {f.name: f.default for f in dataclasses.fields(config_type)
+          if f.default is not dataclasses.MISSING}
+
+
+def flat_defaults(config_type: type) -> Dict[str, Any]:
+  """`field_defaults` of `config_type` and of the job, flat (config.json)."""
+  return {**JobConfig.defaults(), **field_defaults(config_type)}
+
+
+def flat_keys(config_type: type) -> List[str]:
+  """The config.json keys of `config_type`'s fields: its own, then the job's.
+
+  Its own come in field order (fields computed after construction included),
+  the job's sorted.
+  """
+  own = [f.name for f in dataclasses.fields(config_type) if f.name != 'job']
+  return own + sorted(JobConfig.field_names())
+
+
+def to_flat(config: Any) -> Dict[str, Any]:
+  """`config`'s fields, the job's flat beside its own (config.json)."""
+  values = config.job.to_json()
+  values.update((f.name, getattr(config, f.name))
+                for f in dataclasses.fields(config) if f.name != 'job')
+  return values
+
+
+def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
+  """Builds `config_type` from flat values: the job's fields and its own.
+
+  Raises:
+    KeyError: for a missing job field.
+    TypeError: for a missing or unexpected field of its own.
+  """
+  own = {k: v for k, v in values.items() if k not in JobConfig.field_names()}
+  return config_type(job=JobConfig.from_flat(values), **own)
+
+
+def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
+  """--use_tpu defaults to whether --tpu is set; --use_tpu needs --tpu."""
+  resolved = bool(tpu) if use_tpu is None else use_tpu
+  if resolved and not tpu:
+    raise ValueError('--use_tpu needs --tpu=NAME')
+  return resolved

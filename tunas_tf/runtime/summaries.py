@@ -1,0 +1,129 @@
+"""Every scalar to TensorBoard through the TPUEstimator's host_call.
+
+`host_call(summaries, global_step, model_dir, every_n_steps)` packs the
+step's scalars (and the controller's logits, as probabilities, entropies and
+a heat map) into one tensor the host writes every `every_n_steps` steps, on
+TPU and off it alike.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Dict, List, Sequence, Tuple
+
+import tensorflow as tf
+
+
+def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
+              global_step: tf.Tensor, model_dir: str, every_n_steps: int,
+              decisions: Sequence[Tuple[str, Sequence[str]]] = ()):
+  """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
+
+  `decisions` lists (path, choice labels) of the controller's decisions whose
+  logits are the summaries `rlpathlogits/{path}`: on the steps that write,
+  the host also writes each choice's probability (softmax of the logits) as
+  `rlprobs/{path}/{label}`, the decision's entropy in nats as
+  `rlentropy/{path}`, and one image `rlprobs_heatmap` (a row per decision in
+  visit order, a column per choice; white 0 to dark blue 1, grey where a
+  decision has fewer choices).
+
+  Each value of `summaries` is a float32 scalar, written under its name, or a
+  float32 vector of static length k (e.g. one decision's logits), written as k
+  scalars `{name}/0` ... `{name}/{k-1}`. The step sends one [1, n] tensor
+  (host_call needs rank >= 1 and one tensor is cheaper to outfeed): the
+  scalars stacked, then the vectors, each distinct tensor once (the
+  controller's logits appear by path and by tag). Building it is all the work
+  of a step that writes nothing: the host splits the first replica's row into
+  scalars and writes them (TF2 summary API) inside one `tf.cond` on
+  `step % every_n_steps == 0`. host_fn returns the cond's boolean (whether
+  the step wrote).
+
+  Raises:
+    ValueError: for a value that is neither a scalar nor a vector of static
+      length.
+  """
+  scalars, vectors = [], []  # The distinct tensors, in order of appearance.
+  slot = {}  # Tensor reference -> (is_vector, index in its list).
+  named = []  # (name, tensor reference) in `summaries`' order.
+  for name, value in summaries.items():
+    value = tf.convert_to_tensor(value)
+    shape = value.shape
+    if shape.rank not in (0, 1) or not shape.is_fully_defined():
+      raise ValueError(f'summary {name!r}: a scalar or a vector of static '
+                       f'length, got shape {shape}')
+    if value.ref() not in slot:
+      group = vectors if shape.rank else scalars
+      slot[value.ref()] = (bool(shape.rank), len(group))
+      group.append(tf.cast(value, tf.float32))
+    named.append((name, value.ref()))
+  # Columns of the row: the scalars, then each vector's elements.
+  starts, width = [], len(scalars)
+  for vector in vectors:
+    starts.append(width)
+    width += vector.shape.num_elements()
+  tags = []  # (tag, column), in `summaries`' order.
+  for name, ref in named:
+    is_vector, i = slot[ref]
+    if is_vector:
+      tags.extend((f'{name}/{j}', starts[i] + j)
+                  for j in range(vectors[i].shape.num_elements()))
+    else:
+      tags.append((name, i))
+
+  columns = dict(tags)
+  for path, labels in decisions:
+    if f'rlpathlogits/{path}/{len(labels) - 1}' not in columns:
+      raise ValueError(f'decision {path!r}: no rlpathlogits/{path} summary '
+                       f'of {len(labels)} logits')
+
+  def host_fn(step, values):
+    step = tf.cast(step[0], tf.int64)
+    writer = tf.summary.create_file_writer(model_dir)
+
+    def write():
+      row = tf.unstack(values[0], num=width)
+      with writer.as_default():
+        written = [tf.summary.scalar(tag, row[i], step=step)
+                   for tag, i in tags]
+        if decisions:
+          written += _write_probabilities(decisions, row, columns, step)
+      with tf.control_dependencies(written):
+        return tf.constant(True)
+
+    return tf.cond(tf.equal(step % every_n_steps, 0), write,
+                   lambda: tf.constant(False))
+
+  parts = ([tf.stack(scalars)] if scalars else []) + vectors
+  values = tf.reshape(tf.concat(parts, axis=0), [1, width])
+  return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
+
+
+def _write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],
+                         row: List[tf.Tensor], columns: Dict[str, int],
+                         step: tf.Tensor) -> List[tf.Operation]:
+  """`host_call`'s probability, entropy and heat-map summaries (see there)."""
+  written, rows = [], []
+  width = max(len(labels) for _, labels in decisions)
+  for path, labels in decisions:
+    logits = tf.stack([row[columns[f'rlpathlogits/{path}/{j}']]
+                       for j in range(len(labels))])
+    probs = tf.nn.softmax(logits)
+    written += [tf.summary.scalar(f'rlprobs/{path}/{label}', probs[j],
+                                  step=step)
+                for j, label in enumerate(labels)]
+    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(logits))
+    written.append(tf.summary.scalar(f'rlentropy/{path}', entropy, step=step))
+    rows.append(tf.pad(probs, [[0, width - len(labels)]], constant_values=-1))
+  written.append(tf.summary.image('rlprobs_heatmap',
+                                  _heatmap(tf.stack(rows))[None], step=step))
+  return written
+
+
+def _heatmap(probs: tf.Tensor, cell: int = 12) -> tf.Tensor:
+  """[D, C] probabilities (-1: no such choice) -> an RGB image in [0, 1]."""
+  white = tf.constant([1.0, 1.0, 1.0])
+  blue = tf.constant([0.03, 0.19, 0.42])
+  p = tf.clip_by_value(probs, 0.0, 1.0)[..., None]
+  rgb = white + p * (blue - white)
+  rgb = tf.where((probs < 0)[..., None], tf.fill(tf.shape(rgb), 0.75), rgb)
+  return tf.repeat(tf.repeat(rgb, cell, axis=0), 2 * cell, axis=1)
