@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import checkpoints
+from tunas_tf.runtime import resume as resume_lib
 
 
 def _write_checkpoint(directory, values):
@@ -63,17 +64,17 @@ class ResumePointTest(absltest.TestCase):
   def test_readable_newest_changes_nothing(self):
     model_dir = _run_dir()
     before = _listing(model_dir)
-    point = checkpoints.resume_point(model_dir)
+    point = resume_lib.resume_point(model_dir)
     self.assertEqual((os.path.basename(point.checkpoint), point.global_step,
                       point.skipped), ('model.ckpt-8', 8, []))
     self.assertFalse(point.state_stale)
-    self.assertIsNone(checkpoints.use_resume_point(model_dir, point))
+    self.assertIsNone(resume_lib.use_resume_point(model_dir, point))
     self.assertEqual(_listing(model_dir), before)
     fresh = tempfile.mkdtemp()
     for directory in (fresh, os.path.join(fresh, 'missing')):
-      point = checkpoints.resume_point(directory)
+      point = resume_lib.resume_point(directory)
       self.assertEqual((point.checkpoint, point.global_step), (None, 0))
-      self.assertIsNone(checkpoints.use_resume_point(directory, point))
+      self.assertIsNone(resume_lib.use_resume_point(directory, point))
 
   def _break(self, how, model_dir):
     data = os.path.join(model_dir, _DATA.format(8))
@@ -96,14 +97,14 @@ class ResumePointTest(absltest.TestCase):
       model_dir = _run_dir()
       self._break(how, model_dir)
       before = _listing(model_dir)
-      point = checkpoints.resume_point(model_dir)
+      point = resume_lib.resume_point(model_dir)
       self.assertEqual(_listing(model_dir), before)  # Finding writes nothing.
       self.assertEqual((os.path.basename(point.checkpoint),
                         point.global_step), ('model.ckpt-4', 4), how)
       self.assertEqual([os.path.basename(p) for p, _ in point.skipped],
                        ['model.ckpt-8'])
       self.assertIn(reason, point.skipped[0][1], how)
-      line = checkpoints.use_resume_point(model_dir, point)
+      line = resume_lib.use_resume_point(model_dir, point)
       self.assertRegex(line, rf'model.ckpt-8 is unreadable \(.*{reason}.*\): '
                        'resuming from model.ckpt-4, .* the checkpoint file now '
                        'names model.ckpt-4$')
@@ -121,7 +122,7 @@ class ResumePointTest(absltest.TestCase):
                     after['checkpoint'])  # Relative, as TF's Saver writes.
       self.assertEqual(tf.train.latest_checkpoint(model_dir),
                        point.checkpoint)
-      again = checkpoints.resume_point(model_dir)
+      again = resume_lib.resume_point(model_dir)
       self.assertEqual((again.checkpoint, again.skipped),
                        (point.checkpoint, []))
 
@@ -133,10 +134,10 @@ class ResumePointTest(absltest.TestCase):
       if content:
         with open(state_path, 'w') as f:
           f.write(content)
-      point = checkpoints.resume_point(model_dir)
+      point = resume_lib.resume_point(model_dir)
       self.assertEqual((os.path.basename(point.checkpoint), point.skipped,
                         point.state_stale), ('model.ckpt-8', [], True))
-      line = checkpoints.use_resume_point(model_dir, point)
+      line = resume_lib.use_resume_point(model_dir, point)
       self.assertIn('the checkpoint file is missing or unreadable', line)
       self.assertEqual(tf.train.latest_checkpoint(model_dir),
                        point.checkpoint)
@@ -147,13 +148,13 @@ class ResumePointTest(absltest.TestCase):
   def test_an_interrupted_save_or_fallback_still_resumes(self):
     model_dir = _run_dir()
     # A save killed before the checkpoint file named it: left alone.
-    saved = checkpoints.resume_point(model_dir)
+    saved = resume_lib.resume_point(model_dir)
     os.rename(os.path.join(model_dir, 'model.ckpt-8.index'),
               os.path.join(model_dir, 'model.ckpt-12.index'))
     os.makedirs(os.path.join(model_dir, 'model.ckpt-12_temp'))
     with open(os.path.join(model_dir, 'checkpoint')) as f:
       state = f.read()
-    point = checkpoints.resume_point(model_dir)
+    point = resume_lib.resume_point(model_dir)
     self.assertEqual(os.path.basename(point.checkpoint), 'model.ckpt-4')
     self.assertEqual(os.path.basename(point.skipped[0][0]), 'model.ckpt-8')
     # A fallback killed after setting the files aside, before the checkpoint
@@ -162,7 +163,7 @@ class ResumePointTest(absltest.TestCase):
               os.path.join(model_dir, _DATA.format(8) + '.unreadable'))
     with open(os.path.join(model_dir, 'checkpoint')) as f:
       self.assertEqual(f.read(), state)
-    again = checkpoints.resume_point(model_dir)
+    again = resume_lib.resume_point(model_dir)
     self.assertEqual(again.checkpoint, point.checkpoint)
     self.assertEqual(again.skipped[0][1], 'its files are missing')
     self.assertEqual(saved.global_step, 8)
@@ -176,7 +177,7 @@ class ResumePointTest(absltest.TestCase):
         ValueError, r'^No readable checkpoint in .* \(model.ckpt-8: Read '
         r'less bytes than requested; model.ckpt-4: .*; model.ckpt-0: .*\); '
         'nothing was changed'):
-      checkpoints.resume_point(model_dir)
+      resume_lib.resume_point(model_dir)
     self.assertEqual(_listing(model_dir), before)
     # The checkpoint file names a checkpoint whose files were all removed.
     model_dir = _run_dir(steps=(5,))
@@ -185,7 +186,7 @@ class ResumePointTest(absltest.TestCase):
         os.remove(os.path.join(model_dir, name))
     with self.assertRaisesRegex(ValueError, r'model.ckpt-5: its files are '
                                 'missing'):
-      checkpoints.resume_point(model_dir)
+      resume_lib.resume_point(model_dir)
 
 
 class CheckpointsTest(absltest.TestCase):
@@ -194,7 +195,7 @@ class CheckpointsTest(absltest.TestCase):
     error = tf.errors.DataLossError(
         None, None, 'Graph execution error:\n\nDetected at node x\n'
         '  File "a.py", line 3\ntruncated record at 12\n[[{{node y}}]]')
-    self.assertEqual(checkpoints.op_error_reason(error),
+    self.assertEqual(resume_lib.op_error_reason(error),
                      'truncated record at 12')
 
   def test_refuse_unreadable_names_the_checkpoint(self):
@@ -202,14 +203,14 @@ class CheckpointsTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, r'Cannot resume from /d/model.ckpt-5: Restore failed: '
         'bad data; remove the broken checkpoint'):
-      with checkpoints.refuse_unreadable('/d/model.ckpt-5'):
+      with resume_lib.refuse_unreadable('/d/model.ckpt-5'):
         raise error
     with self.assertRaises(tf.errors.DataLossError):  # A fresh run.
-      with checkpoints.refuse_unreadable(None):
+      with resume_lib.refuse_unreadable(None):
         raise error
     other = tf.errors.InternalError(None, None, 'out of memory')
     with self.assertRaises(tf.errors.InternalError):  # Not a restore.
-      with checkpoints.refuse_unreadable('/d/model.ckpt-5'):
+      with resume_lib.refuse_unreadable('/d/model.ckpt-5'):
         raise other
 
   def test_search_checkpoint_and_supernet_values(self):

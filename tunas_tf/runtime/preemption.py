@@ -198,9 +198,10 @@ def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
       lambda hooks: estimator.train(input_fn, hooks=hooks,
                                     max_steps=max_steps), stop, guards)
   if stop.signal_name:
-    from tunas_tf import checkpoints  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from tunas_tf.runtime import resume as resume_lib
     raise Stopped(stopped_line(
-        stop, checkpoints.resume_point(model_dir).global_step))
+        stop, resume_lib.resume_point(model_dir).global_step))
 
 
 def evaluate(estimator: Any, input_fn: Callable[..., Any],

@@ -31,10 +31,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checkpoints
 from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
@@ -131,7 +131,7 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
-    reader = checkpoints.reader(checkpoint)
+    reader = resume_lib.reader(checkpoint)
   except (tf.errors.OpError, ValueError) as e:
     raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
                      f'{str(e).splitlines()[0]}') from None
@@ -153,7 +153,7 @@ def _newest_readable(model_dir: str) -> str:
     ValueError: when there is none, or it cannot be read (naming the newest
       readable one to pass as --checkpoint); nothing is changed.
   """
-  point = checkpoints.resume_point(model_dir)
+  point = resume_lib.resume_point(model_dir)
   if point.checkpoint is None:
     raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
                      'saved one yet')
@@ -211,7 +211,7 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
             list(candidate), model),
         target * (1 - cost_tolerance), target * (1 + cost_tolerance))
   cost = cost_linear.estimate_cost_of_indices(list(indices), model)
-  global_step = int(checkpoints.reader(checkpoint).get_tensor('global_step'))
+  global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
   return architecture_lib.Architecture(
       ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
       cost_target=config.rl_cost_model_target, global_step=global_step,

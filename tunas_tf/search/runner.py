@@ -8,7 +8,6 @@ from typing import Any, Dict, NamedTuple, Optional
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf import checkpoints
 from tunas_tf.data import datasets
 from tunas_tf.data import unreadable
 from tunas_tf.models import supernet as supernet_lib
@@ -18,6 +17,7 @@ from tunas_tf.runtime import hooks
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
 from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
@@ -179,11 +179,11 @@ class Plan(NamedTuple):
   Fields:
     spec_json: the search space, serialised (model_spec.json).
     stored: the stored config.json values, or None for a new search.
-    resume: where the search resumes (`checkpoints.ResumePoint`).
+    resume: where the search resumes (`resume_lib.ResumePoint`).
   """
   spec_json: str
   stored: Optional[Dict[str, Any]]
-  resume: checkpoints.ResumePoint
+  resume: resume_lib.ResumePoint
 
   def finished(self, max_global_step: int) -> bool:
     """Whether the newest readable checkpoint is at the last step."""
@@ -204,14 +204,14 @@ def check_search(config: SearchConfig) -> Plan:
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   stored = config_lib.check_stored(config, spec_json)
   return Plan(spec_json, stored,
-              checkpoints.resume_point(config.job.model_dir))
+              resume_lib.resume_point(config.job.model_dir))
 
 
 def run_search(config: SearchConfig) -> bool:
   """Checks everything, then writes config.json and trains to the end.
 
   A model directory holding an earlier run of the same search resumes from
-  its newest readable checkpoint (`checkpoints.resume_point`); a different
+  its newest readable checkpoint (`resume_lib.resume_point`); a different
   search is refused before anything is written; a finished one is left as
   it is. One process at a time runs in a model directory (`run_lock`: a
   second is refused naming the holder; a holder that is gone is taken
@@ -242,7 +242,7 @@ def run_search(config: SearchConfig) -> bool:
     if plan.finished(config.max_global_step):
       _log_finished(config, plan)
       return False
-    checkpoints.use_resume_point(model_dir, plan.resume)
+    resume_lib.use_resume_point(model_dir, plan.resume)
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)
     # Restoring a foreign checkpoint fails deep inside the Estimator; say
@@ -253,7 +253,7 @@ def run_search(config: SearchConfig) -> bool:
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
         guards=[guards.stops_in_one_line(model_dir, 'the search'),
                 unreadable.stops_in_one_line('the search', model_dir),
-                checkpoints.refuse_unreadable(plan.resume.checkpoint)])
+                resume_lib.refuse_unreadable(plan.resume.checkpoint)])
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',

@@ -33,6 +33,7 @@ from tunas_tf.data import preprocessing
 from tunas_tf.data import tfds_builders
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import precision
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -294,7 +295,7 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
     v['init_from_search'] = files.abspath(v['init_from_search'])
     inherited = checkpoints.search_checkpoint(v['init_from_search'],
                                               v['ssd'])
-    reason = checkpoints.unreadable_reason(inherited)
+    reason = resume_lib.unreadable_reason(inherited)
     if reason:
       raise ValueError(f'--init_from_search: {inherited} cannot be read '
                        f'({reason})')

@@ -19,6 +19,7 @@ from tunas_tf.data import unreadable
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import preemption
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
@@ -134,7 +135,7 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
 
 
 def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
-                        resume: checkpoints.ResumePoint, one_shot: bool,
+                        resume: resume_lib.ResumePoint, one_shot: bool,
                         inheritance: Optional[checkpoints.Inheritance],
                         stop: preemption.StopRequest) -> Dict[str, Any]:
   """Trains unless `eval_only` (the data from the step it resumes at), then
@@ -168,7 +169,7 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
 
 
 def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
-               resume: checkpoints.ResumePoint) -> None:
+               resume: resume_lib.ResumePoint) -> None:
   """'Starting ...', or 'Resuming ... from step N (model.ckpt-N)'."""
   if resume.checkpoint is not None:
     what = (f'Resuming {config.ssd} {config.indices} in {config.job.model_dir}'
@@ -185,7 +186,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
 
   Checks everything first and writes nothing until then: the architecture,
   the stored `config.json` (a restart may change only `RUN_ONLY_FIELDS`),
-  the checkpoints (`checkpoints.resume_point`: a newest one that cannot be
+  the checkpoints (`resume_lib.resume_point`: a newest one that cannot be
   read is skipped, saying so), the search weights to inherit and the TPU.
   A directory with a checkpoint resumes from it (Estimator behaviour), the
   training data going on from its step (`data.train_dataset`); one without
@@ -207,7 +208,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
   stored = config_lib.check_stored(config)
-  resume = checkpoints.resume_point(model_dir)
+  resume = resume_lib.resume_point(model_dir)
   has_checkpoint = resume.checkpoint is not None
   one_shot = config.eval_only and not has_checkpoint
   if one_shot and not config.init_from_search:
@@ -223,11 +224,11 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
       preemption.stop_on_signal('train_eval', lock.lost) as stop:
     # Again, now that no other process can change the directory.
     stored = config_lib.check_stored(config)
-    resume = checkpoints.resume_point(model_dir)
+    resume = resume_lib.resume_point(model_dir)
     if (resume.checkpoint is not None) != has_checkpoint:
       raise ValueError(f'{model_dir} changed while this run started; run '
                        'the same command again')
-    checkpoints.use_resume_point(model_dir, resume)
+    resume_lib.use_resume_point(model_dir, resume)
     config_lib.write(config, stored)
     _log_start(config, stored, resume)
     record: Dict[str, Any] = {}

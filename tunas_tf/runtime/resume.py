@@ -1,0 +1,234 @@
+"""Where a restarted run resumes, and checkpoints that cannot be read.
+
+`resume_point` and `use_resume_point`: the newest checkpoint the `checkpoint`
+file names is read back in full; when it cannot be (truncated or corrupt
+data, a missing shard, a bad index, files removed), the run falls back to the
+newest readable one, sets the unreadable one's files aside (renamed
+`*.unreadable`, never deleted) and points the `checkpoint` file at it, saying
+so in one line; with none readable it refuses in one line.
+`refuse_unreadable`: a foreign checkpoint that fails deep inside the
+Estimator's restore becomes one line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
+
+from absl import logging
+import tensorflow as tf
+
+from tunas_tf import files
+
+
+def op_error_reason(error: Exception) -> str:
+  """The line of a TF graph-execution error that says what went wrong."""
+  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
+           'stack trace', 'File ', 'most recent call')
+  for line in str(error).splitlines():
+    line = line.strip()
+    if line and not any(n in line for n in noise):
+      return line
+  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
+
+
+# The file TF keeps beside the checkpoints, naming the latest (and the kept).
+STATE_FILE = 'checkpoint'
+# The suffix given to the files of a checkpoint that cannot be read.
+UNREADABLE_SUFFIX = '.unreadable'
+_STEP = re.compile(r'-(\d+)$')
+
+
+def reader(prefix: str) -> Any:
+  """A `CheckpointReader` of the checkpoint `prefix` (its `.index` and data).
+
+  `tf.train.load_checkpoint` first asks whether the path is a directory, to
+  read that directory's latest checkpoint instead; a prefix is not one, and
+  on TF's `ram://` filesystem, where every leading part of a file's name
+  counts as a directory, the answer is yes and the read fails.
+
+  Raises:
+    tf.errors.OpError: when the checkpoint cannot be read.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def unreadable_reason(prefix: str) -> Optional[str]:
+  """Why the checkpoint `prefix` cannot be restored, or None if it can.
+
+  Reads every tensor back (the data files' checksums included), so a
+  truncated or corrupt data file, a missing shard or a bad index is found
+  before a run relies on it.
+  """
+  if not tf.io.gfile.exists(prefix + '.index'):
+    return 'its files are missing'
+  try:
+    values = reader(prefix)
+    for name in values.get_variable_to_shape_map():
+      values.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except
+    # TF raises OpErrors, and IndexError/ValueError for a truncated file.
+    return op_error_reason(e) if str(e).strip() else type(e).__name__
+  return None
+
+
+class ResumePoint(NamedTuple):
+  """Where a run in a model directory resumes.
+
+  Fields:
+    checkpoint: the checkpoint prefix to resume from; None for a fresh start.
+    global_step: its global step (0 for a fresh start).
+    skipped: (prefix, reason) of the newer checkpoints that cannot be read.
+    older: the older checkpoints to keep listing in the `checkpoint` file.
+    state_ok: whether the `checkpoint` file exists and can be parsed.
+  """
+  checkpoint: Optional[str]
+  global_step: int
+  skipped: List[Tuple[str, str]]
+  older: List[str]
+  state_ok: bool
+
+  @property
+  def state_stale(self) -> bool:
+    """Whether the `checkpoint` file must be rewritten to name `checkpoint`."""
+    return self.checkpoint is not None and (bool(self.skipped) or
+                                            not self.state_ok)
+
+
+def _step(prefix: str) -> int:
+  match = _STEP.search(prefix)
+  return int(match.group(1)) if match else -1
+
+
+def _candidates(model_dir: str) -> Tuple[List[str], List[str], bool]:
+  """The checkpoints a restart may resume from, newest first.
+
+  Returns:
+    (prefixes, named, state_ok): `prefixes` are those the `checkpoint` file
+    names (`named`, at most as new as its latest) and the `model.ckpt-N`
+    files on disk up to that step, or all of those on disk when the file is
+    missing or unreadable (state_ok False). Newer files the `checkpoint`
+    file does not name are an interrupted save and are left alone, as TF
+    leaves them.
+  """
+  on_disk = [path[:-len('.index')] for path in tf.io.gfile.glob(
+      os.path.join(model_dir, 'model.ckpt-*.index'))]
+  state = None
+  if tf.io.gfile.exists(os.path.join(model_dir, STATE_FILE)):
+    state = tf.train.get_checkpoint_state(model_dir)
+  if state is None or not state.model_checkpoint_path:
+    return sorted(on_disk, key=_step, reverse=True), [], False
+  latest = state.model_checkpoint_path
+  named = [latest] + list(state.all_model_checkpoint_paths)
+  older = [p for p in named + on_disk if _step(p) <= _step(latest)]
+  ordered = [latest] + sorted(set(older) - {latest}, key=_step, reverse=True)
+  return ordered, named, True
+
+
+def resume_point(model_dir: str) -> ResumePoint:
+  """Finds the newest readable checkpoint of `model_dir`; writes nothing.
+
+  Raises:
+    ValueError: when the directory has checkpoints but none can be read,
+      naming each and why.
+  """
+  if not tf.io.gfile.isdir(model_dir):
+    return ResumePoint(None, 0, [], [], False)
+  candidates, named, state_ok = _candidates(model_dir)
+  skipped = []
+  for i, prefix in enumerate(candidates):
+    reason = unreadable_reason(prefix)
+    if reason is None:
+      step = int(reader(prefix).get_tensor('global_step'))
+      # Only those the `checkpoint` file named stay in it (and so in the
+      # Saver's rotation): a fallback never schedules other files' deletion.
+      older = [p for p in candidates[i + 1:] if p in named]
+      return ResumePoint(prefix, step, skipped, older, state_ok)
+    skipped.append((prefix, reason))
+  if skipped:
+    listed = '; '.join(f'{os.path.basename(p)}: {r}' for p, r in skipped)
+    raise ValueError(f'No readable checkpoint in {model_dir} ({listed}); '
+                     'nothing was changed: restore one or use a new '
+                     '--model_dir')
+  return ResumePoint(None, 0, [], [], state_ok)
+
+
+def _set_aside(path: str) -> str:
+  """Renames `path` to a free `path.unreadable[.N]`; returns the new name."""
+  target, n = path + UNREADABLE_SUFFIX, 1
+  while tf.io.gfile.exists(target):
+    target, n = f'{path}{UNREADABLE_SUFFIX}.{n}', n + 1
+  tf.io.gfile.rename(path, target)
+  return target
+
+
+def _write_state(model_dir: str, latest: str, kept: List[str]) -> None:
+  """Writes the `checkpoint` file as TF's Saver does (relative names)."""
+
+  def name(prefix: str) -> str:
+    # Not `normpath`, which would turn `gs://b/run` into `gs:/b/run`.
+    same = os.path.dirname(prefix) == model_dir.rstrip('/')
+    return json.dumps(os.path.basename(prefix) if same else prefix)
+
+  files.write_text(''.join([f'model_checkpoint_path: {name(latest)}\n'] + [
+      f'all_model_checkpoint_paths: {name(p)}\n' for p in kept]),
+                   os.path.join(model_dir, STATE_FILE))
+
+
+def use_resume_point(model_dir: str, point: ResumePoint) -> Optional[str]:
+  """Makes the Estimator resume from `point.checkpoint`; returns the line.
+
+  When the `checkpoint` file is stale: renames the skipped checkpoints'
+  files and an unparsable `checkpoint` file to `*.unreadable` (so the
+  resumed run cannot overwrite them when it saves at their steps), then
+  points the `checkpoint` file at `point.checkpoint` (in that order: a run
+  killed in between finds the renamed files missing and falls back again).
+  Logs and returns the one line saying what it skipped, why, and what it
+  changed; None when nothing needed changing.
+  """
+  if not point.state_stale:
+    return None
+  for prefix, _ in point.skipped:
+    for path in tf.io.gfile.glob(prefix + '.*'):
+      if UNREADABLE_SUFFIX not in path:
+        _set_aside(path)
+  state_path = os.path.join(model_dir, STATE_FILE)
+  if not point.state_ok and tf.io.gfile.exists(state_path):
+    _set_aside(state_path)
+  _write_state(model_dir, point.checkpoint,
+               sorted(point.older, key=_step) + [point.checkpoint])
+  name = os.path.basename(point.checkpoint)
+  problems = [f'{os.path.basename(p)} is unreadable ({r})'
+              for p, r in point.skipped]
+  if not point.state_ok:
+    problems.append(f'the {STATE_FILE} file is missing or unreadable')
+  line = (f'{model_dir}: {"; ".join(problems)}: resuming from {name}, the '
+          f'newest readable checkpoint; the unreadable files are kept as '
+          f'*{UNREADABLE_SUFFIX} and the {STATE_FILE} file now names {name}')
+  logging.warning('%s', line)
+  return line
+
+
+@contextlib.contextmanager
+def refuse_unreadable(checkpoint: Optional[str]) -> Iterator[None]:
+  """Runs a resume from `checkpoint`; a failed restore becomes one line.
+
+  Args:
+    checkpoint: the checkpoint the run resumes from (None: a fresh run,
+      whose errors pass through).
+
+  Raises:
+    ValueError: when the body fails restoring `checkpoint`, naming it and the
+      reason.
+  """
+  try:
+    yield
+  except tf.errors.OpError as e:
+    if checkpoint is None or 'Restore' not in str(e):
+      raise
+    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
+                     'remove the broken checkpoint or use a new '
+                     '--model_dir') from None
