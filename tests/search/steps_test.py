@@ -399,7 +399,7 @@ class StepsTest(absltest.TestCase):
       summaries = {'a/x': tf.constant(1.5),
                    'p/v': tf.range(4, dtype=tf.float32)}
       host_fn, args = summaries_lib.host_call(summaries, step, model_dir,
-                                      every_n_steps=2)
+                                              every_n_steps=2)
       wrote = host_fn(*args)
       # What TPUEstimator's host-call hook runs at session start off TPU.
       init = summary_ops_v2.summary_writer_initializer_op()

@@ -9,16 +9,14 @@ from absl import logging
 import tensorflow as tf
 
 from tunas_tf.data import datasets
-from tunas_tf.data import unreadable
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import estimator as estimator_lib
-from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
-from tunas_tf.runtime import run_lock
 from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import report
@@ -168,9 +166,9 @@ def make_estimator(config: SearchConfig):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`); with
   `--replicas=N`, an Estimator running N replicas
   (`estimator_lib.make_estimator`)."""
-  return estimator_lib.make_estimator(make_model_fn(config), config.job,
-                                config.train_batch_size, optimize_graph=False,
-                                replicas=config.replicas)
+  return estimator_lib.make_estimator(
+      make_model_fn(config), config.job, config.train_batch_size,
+      optimize_graph=False, replicas=config.replicas)
 
 
 class Plan(NamedTuple):
@@ -213,7 +211,7 @@ def run_search(config: SearchConfig) -> bool:
   A model directory holding an earlier run of the same search resumes from
   its newest readable checkpoint (`resume_lib.resume_point`); a different
   search is refused before anything is written; a finished one is left as
-  it is. One process at a time runs in a model directory (`run_lock`: a
+  it is. One process at a time runs in a model directory (`runtime.run_lock`: a
   second is refused naming the holder; a holder that is gone is taken
   over). A SIGTERM or SIGINT stops it after the step in flight (the TPU loop
   in flight on TPU) with a checkpoint at that step (`preemption`).
@@ -223,37 +221,33 @@ def run_search(config: SearchConfig) -> bool:
 
   Raises:
     ValueError: as `check_search`; for a TPU that cannot be resolved; for a
-      directory another live process holds (`run_lock.Held`); when a NaN or
+      directory another live process holds (`runtime.run_lock.Held`); when
+      a NaN or
       Inf loss or reward stops the search (naming the step and the last good
       checkpoint).
     preemption.Stopped: when a signal stopped it (its checkpoint saved).
   """
-  plan = check_search(config)
   model_dir = config.job.model_dir
-  if plan.finished(config.max_global_step):
-    _log_finished(config, plan)
-    return False
-  estimator_lib.use_determinism(config.job)  # Before any graph is built.
-  estimator = make_estimator(config)  # Resolves a TPU before any write.
-  with run_lock.acquire(model_dir, 'train_search') as lock, \
-      preemption.stop_on_signal('train_search', lock.lost) as stop:
-    # Again, now that no other process can change the directory.
-    plan = check_search(config)
+
+  def finished(plan: Plan) -> bool:
     if plan.finished(config.max_global_step):
       _log_finished(config, plan)
-      return False
-    resume_lib.use_resume_point(model_dir, plan.resume)
+      return True
+    return False
+
+  def start(plan: Plan, stop: preemption.StopRequest) -> bool:
+    estimator = make_estimator(config)
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)
-    # Restoring a foreign checkpoint fails deep inside the Estimator; say
-    # which file and why in one line. A NaN, or an image that cannot be
-    # decoded, stops the run in one line too.
-    preemption.train(
-        estimator, make_input_fn(config, plan.resume.global_step),
-        max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
-        guards=[guards.stops_in_one_line(model_dir, 'the search'),
-                unreadable.stops_in_one_line('the search', model_dir),
-                resume_lib.refuse_unreadable(plan.resume.checkpoint)])
+    lifecycle.train(estimator, make_input_fn(config, plan.resume.global_step),
+                    max_steps=config.max_global_step, stop=stop,
+                    model_dir=model_dir, run_name='the search',
+                    resume_checkpoint=plan.resume.checkpoint)
+    return True
+
+  if not lifecycle.run(config.job, 'train_search',
+                       lambda: check_search(config), start, finished):
+    return False
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
                'python -m tunas_tf.tools.report --model_dir=%s',

@@ -396,8 +396,8 @@ def read(model_dir: str) -> TrainEvalConfig:
     raise ValueError(f'{path} is not a train_eval config: missing '
                      f'{missing}, unknown {unknown}')
   config = jobs.from_flat(TrainEvalConfig,
-                             {k: v for k, v in stored.items()
-                              if k not in _COMPUTED_FIELDS})
+                          {k: v for k, v in stored.items()
+                           if k not in _COMPUTED_FIELDS})
   for name in _COMPUTED_FIELDS:
     if stored[name] != getattr(config, name):
       raise ValueError(f'{path}: {name} is {stored[name]!r}, but the other '

@@ -8,7 +8,7 @@ and exports the evaluated weights (`export.py`).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -17,10 +17,9 @@ from tunas_tf import checkpoints
 from tunas_tf import files
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import estimator as estimator_lib
-from tunas_tf.runtime import guards
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
-from tunas_tf.runtime import run_lock
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import data
@@ -82,8 +81,9 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 def make_estimator(config: TrainEvalConfig, model_fn):
   """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`)."""
-  return estimator_lib.make_estimator(model_fn, config.job, config.train_batch_size,
-                                eval_batch_size=config.eval_batch_size)
+  return estimator_lib.make_estimator(
+      model_fn, config.job, config.train_batch_size,
+      eval_batch_size=config.eval_batch_size)
 
 
 def _write_extra_summaries(directory: str, step: int,
@@ -151,11 +151,10 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
                              initialize=resume.checkpoint is None,
                              inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-    preemption.train(
+    lifecycle.train(
         estimator, data.make_input_fn(config, True, resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
-        guards=[guards.stops_in_one_line(model_dir, 'train_eval'),
-                unreadable.stops_in_one_line('train_eval', model_dir)])
+        run_name='train_eval', resume_checkpoint=resume.checkpoint)
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
                            initialize=one_shot, inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
@@ -181,6 +180,13 @@ def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
   logging.info('%s: %d steps', what, config.max_global_step)
 
 
+class _Plan(NamedTuple):
+  """What `run` checks before it writes: the stored config.json values (None
+  for a new run) and where the run resumes."""
+  stored: Optional[Dict[str, Any]]
+  resume: resume_lib.ResumePoint
+
+
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
 
@@ -192,7 +198,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   training data going on from its step (`data.train_dataset`); one without
   one starts fresh or, with `init_from_search`, from the search's weights.
 
-  One process at a time runs in a model directory (`run_lock`: a second is
+  One process at a time runs in a model directory (`runtime.run_lock`: a
+  second is
   refused naming the holder; a holder that is gone is taken over). A
   SIGTERM or SIGINT stops training after the step in flight (the TPU loop
   in flight on TPU), with a checkpoint at that step, or cuts the evaluation
@@ -200,40 +207,33 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
 
   Raises:
     ValueError: for an inconsistent directory or settings, or one another
-      live process holds (`run_lock.Held`); when a NaN or Inf
+      live process holds (`runtime.run_lock.Held`); when a NaN or Inf
       loss stops training (naming the step and the last good checkpoint;
       nothing is saved after it).
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
   model_dir = config.job.model_dir
-  stored = config_lib.check_stored(config)
-  resume = resume_lib.resume_point(model_dir)
-  has_checkpoint = resume.checkpoint is not None
-  one_shot = config.eval_only and not has_checkpoint
+
+  def check() -> _Plan:
+    return _Plan(config_lib.check_stored(config),
+                 resume_lib.resume_point(model_dir))
+
+  plan = check()
+  one_shot = config.eval_only and plan.resume.checkpoint is None
   if one_shot and not config.init_from_search:
     raise ValueError(f'--eval_only: {model_dir} holds no checkpoint to '
                      'evaluate (train first, or give --init_from_search for '
                      'one-shot accuracy)')
   inheritance = (checkpoints.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
-  estimator_lib.tpu_cluster(config.job)
-  estimator_lib.use_determinism(config.job)  # Before any graph is built.
-  # Everything is checked: now write.
-  with run_lock.acquire(model_dir, 'train_eval') as lock, \
-      preemption.stop_on_signal('train_eval', lock.lost) as stop:
-    # Again, now that no other process can change the directory.
-    stored = config_lib.check_stored(config)
-    resume = resume_lib.resume_point(model_dir)
-    if (resume.checkpoint is not None) != has_checkpoint:
-      raise ValueError(f'{model_dir} changed while this run started; run '
-                       'the same command again')
-    resume_lib.use_resume_point(model_dir, resume)
-    config_lib.write(config, stored)
-    _log_start(config, stored, resume)
+
+  def start(plan: _Plan, stop: preemption.StopRequest) -> Dict[str, Any]:
+    config_lib.write(config, plan.stored)
+    _log_start(config, plan.stored, plan.resume)
     record: Dict[str, Any] = {}
-    results = _train_and_evaluate(config, arch, record, resume, one_shot,
-                                  inheritance, stop)
+    results = _train_and_evaluate(config, arch, record, plan.resume,
+                                  one_shot, inheritance, stop)
     metrics = _metrics(config, arch, results, record, one_shot)
     _write_extra_summaries(os.path.join(model_dir, 'eval'),
                            metrics['global_step'],
@@ -243,6 +243,9 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
           config, arch, tf.train.latest_checkpoint(model_dir))
     files.write_json(metrics, os.path.join(model_dir, METRICS_FILE),
                      sort_keys=True)
+    return metrics
+
+  metrics = lifecycle.run(config.job, 'train_eval', check, start)
   logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
                metrics['top1'], metrics['top5'], metrics['loss'],
                metrics['params'], metrics['macs'], metrics['global_step'])

@@ -1,0 +1,85 @@
+"""One run's lifecycle, the same for every binary: check, then write, then
+train.
+
+`run(job, binary, check, start)`: `check()` looks at everything (the stored
+config, the checkpoints, the data) and writes nothing; the TPU is resolved
+and determinism set; then, holding the model directory (`run_lock`) with
+signals turned into a stop after the step in flight (`preemption`), it
+checks again, points the `checkpoint` file at the resume point and calls
+`start(plan, stop)`, which writes the run's files and trains. `train` runs
+an Estimator's training under the guards every run has: a NaN, an
+undecodable image or an unreadable checkpoint stops it in one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Protocol, TypeVar
+
+from tunas_tf.data import unreadable
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.runtime import run_lock
+from tunas_tf.runtime.jobs import JobConfig
+
+
+class Plan(Protocol):
+  """What a binary's `check` found: at least where the run resumes."""
+  resume: resume_lib.ResumePoint
+
+
+P = TypeVar('P', bound=Plan)
+R = TypeVar('R')
+
+
+def run(job: JobConfig, binary: str, check: Callable[[], P],
+        start: Callable[[P, preemption.StopRequest], R],
+        finished: Callable[[P], bool] = lambda plan: False) -> Optional[R]:
+  """Checks, then (holding the model directory) checks again and starts.
+
+  Args:
+    job: the run's job config.
+    binary: the binary's name, for the lock and the messages.
+    check: looks at everything and writes nothing; raises ValueError (one
+      line) for what it refuses.
+    start: given the plan of the second check and the stop request, writes
+      the run's files and trains; its result is returned.
+    finished: whether a plan says there is nothing left to do (then `run`
+      returns None, having written nothing).
+
+  Raises:
+    ValueError: from `check`; for a TPU that cannot be resolved; for a
+      directory another live process holds or that changed in between.
+    preemption.Stopped: when a signal stopped the run.
+  """
+  plan = check()
+  if finished(plan):
+    return None
+  estimator_lib.tpu_cluster(job)  # Before anything is written.
+  estimator_lib.use_determinism(job)  # Before any graph is built.
+  with run_lock.acquire(job.model_dir, binary) as lock, \
+      preemption.stop_on_signal(binary, lock.lost) as stop:
+    # Again, now that no other process can change the directory.
+    again = check()
+    if finished(again):
+      return None
+    if (again.resume.checkpoint is None) != (plan.resume.checkpoint is None):
+      raise ValueError(f'{job.model_dir} changed while this run started; '
+                       'run the same command again')
+    resume_lib.use_resume_point(job.model_dir, again.resume)
+    return start(again, stop)
+
+
+def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
+          stop: preemption.StopRequest, model_dir: str, run_name: str,
+          resume_checkpoint: Optional[str] = None) -> None:
+  """`preemption.train` under every run's guards (`run_name` names the run
+  in their lines, e.g. 'the search'); the checkpoint it resumes from, if
+  any, is named when it cannot be restored."""
+  preemption.train(
+      estimator, input_fn, max_steps=max_steps, stop=stop,
+      model_dir=model_dir,
+      guards=[guards.stops_in_one_line(model_dir, run_name),
+              unreadable.stops_in_one_line(run_name, model_dir),
+              resume_lib.refuse_unreadable(resume_checkpoint)])
