@@ -28,18 +28,20 @@ def _garbage_at(count, bad):
       lambda i, image: (i, tf.io.decode_png(image)))
 
 
-class CheckedTest(tf.test.TestCase):
+def _failure(test, dataset):
+  """`unreadable.failure` of the error iterating `dataset` raises."""
+  with test.assertRaises(tf.errors.InvalidArgumentError) as raised:
+    for _ in dataset:
+      pass
+  return unreadable.failure(raised.exception)
 
-  def _failure(self, dataset):
-    with self.assertRaises(tf.errors.InvalidArgumentError) as raised:
-      for _ in dataset:
-        pass
-    return unreadable.failure(raised.exception)
+
+class CheckedTest(tf.test.TestCase):
 
   def test_the_first_undecodable_position_is_named_first_middle_or_last(self):
     for bad in ({0}, {3, 5}, {6}):
       expected = tf.data.Dataset.range(7).map(lambda i: (i, 10 + i, i // 2))
-      found = self._failure(unreadable.checked(
+      found = _failure(self, unreadable.checked(
           _garbage_at(7, bad), expected, "test of 'café'", finite=True))
       first = min(bad)
       self.assertEqual(found, ("test of 'café'", 10 + first, first // 2),
@@ -99,17 +101,11 @@ class UndecodableDatasetTest(tf.test.TestCase):
     cls.stored_index = [i for i, e in enumerate(stored)
                         if e['image'].numpy() == bad][0]
 
-  def _failure(self, dataset):
-    with self.assertRaises(tf.errors.InvalidArgumentError) as raised:
-      for _ in dataset:
-        pass
-    return unreadable.failure(raised.exception)
-
   def test_an_evaluation_pass_names_the_example(self):
     source = datasets.tfds_split_source(self.name, 'train', self.data_dir,
                                         False, 32)
     for preprocessing in (datasets.IMAGENET, datasets.CIFAR):
-      found = self._failure(datasets.evaluation_examples(source, 2,
+      found = _failure(self, datasets.evaluation_examples(source, 2,
                                                          preprocessing))
       self.assertEqual(found, ("train of 'jpeg_folder'", self.stored_index,
                                -1))
@@ -123,7 +119,7 @@ class UndecodableDatasetTest(tf.test.TestCase):
                                    validation_examples=_HELD_OUT,
                                    image_size=32)
     key = (3, streams.SEARCH_TRAIN_STREAM)
-    found = self._failure(datasets.training_batches(
+    found = _failure(self, datasets.training_batches(
         source, 2, 4, key=key, training=True,
         preprocessing=datasets.IMAGENET).take(source.size))  # 4 epochs.
     # Where the stream reads that example first: the same shuffles of the
