@@ -106,7 +106,7 @@ class UndecodableDatasetTest(tf.test.TestCase):
                                         False, 32)
     for preprocessing in (datasets.IMAGENET, datasets.CIFAR):
       found = _failure(self, datasets.evaluation_examples(source, 2,
-                                                         preprocessing))
+                                                          preprocessing))
       self.assertEqual(found, ("train of 'jpeg_folder'", self.stored_index,
                                -1))
 
