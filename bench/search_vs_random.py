@@ -64,35 +64,15 @@ RESULTS_FILE = 'results.json'
 PLOT_FILE = 'search_vs_random.png'
 COST_TOLERANCE = 0.05
 
-# The search: steps, batch and the controller's learning rate. At the flag
-# default (0.1 per 256 images) the controller's per-step Adam moves
-# (beta1 0) random-walk the logits to p >= 0.97 on most decisions by step
-# 3,000 and the supernet then trains mostly the architecture it locked on:
-# all three targets picked the widest-stem, few-parameter networks and lost
-# at x0.5 and x2. 0.04 keeps it exploring while the supernet matures and
-# still ends on target (bench/README.md, "What the search got wrong").
-# Reward exponent -0.2 (the flag default -0.5): at -0.5 the cost term's
-# variance swamps the accuracy differences REINFORCE should see; -0.2 found
-# better architectures over 3 seeds (bench/README.md, "A weaker cost
-# penalty"), and the extraction's cost band keeps the result on target.
-# Entropy bonus 2.0 (the flag default 0): uniform samples cost several times
-# the target at x0.5, so the first RL steps are all cost and lock the
-# cheapest choices in (both optional layers skipped at p >= 0.97 by step
-# 2,000), which the standalone networks pay for; the bonus keeps the
-# controller from locking in. Held constant it also keeps the controller
-# diffuse to the end (x2 missed its median); falling linearly to 0 over the
-# RL steps it lets the controller settle (bench/README.md, "Runs at
-# `SEARCH_FLAGS` now").
-SEARCH_FLAGS = ('--max_steps=3000', '--train_batch_size=64',
-                '--rl_learning_rate=0.04', '--rl_cost_model_exponent=-0.2',
-                '--rl_entropy_regularization=2.0',
-                '--rl_entropy_schedule=linear')
-# One train_eval recipe for every architecture of a run.
-# 2 epochs at batch 128, peak LR 0.5 per 256: ~2 min on 2 cores for a 2.7M
-# MACs network on Fashion-MNIST (LR 0.05 / 0.165 / 0.5 / 1.0 gave 77.7 /
-# 82.6 / 85.0 / 85.4% top-1 for one architecture).
-RECIPE = ('--epochs=2', '--train_batch_size=128', '--base_learning_rate=0.5',
-          '--noexport', '--log_every_steps=1000')
+# The recipes, flagfiles in tunas_tf/configs/ (their comments say why each
+# value; bench/README.md has the runs).
+SEARCH_FLAGFILE = os.path.join(ROOT, 'tunas_tf', 'configs',
+                               'fashion_mnist_search.cfg')
+TRAIN_FLAGFILE = os.path.join(ROOT, 'tunas_tf', 'configs',
+                              'fashion_mnist_train_eval.cfg')
+SEARCH_FLAGS = (f'--flagfile={SEARCH_FLAGFILE}',)
+RECIPE = (f'--flagfile={TRAIN_FLAGFILE}', '--noexport',
+          '--log_every_steps=1000')
 
 
 def rule_target(ssd: str, dataset: str, data_dir: str) -> float:
@@ -124,9 +104,10 @@ def search(args, target: float, search_dir: str) -> Dict[str, float]:
     common.append(f'--data_dir={args.data_dir}')
   seconds = {}
   seconds['search_s'] = _run(
-      python + ['tunas_tf.train_search', f'--model_dir={search_dir}',
+      python + ['tunas_tf.train_search', *SEARCH_FLAGS,
+                f'--model_dir={search_dir}',
                 f'--rl_cost_model_target={target!r}', f'--seed={args.seed}']
-      + common + list(SEARCH_FLAGS) + list(args.search_flags), 'search')
+      + common + list(args.search_flags), 'search')
   seconds['extract_s'] = _run(
       python + ['tunas_tf.tools.extract_architecture',
                 f'--model_dir={search_dir}',

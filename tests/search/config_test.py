@@ -33,6 +33,22 @@ def _flags(*args):
 
 class RecipeTest(parameterized.TestCase):
 
+  def test_fashion_mnist_recipe_is_the_benchmarks(self):
+    # bench/search_vs_random.py runs the search with this flagfile.
+    fashion = datasets.DatasetInfo(
+        'fashion_mnist_local', 28, 1, 10,
+        {'search_train': 50000, 'search_validation': 10000, 'test': 10000})
+    values = _flags(
+        f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_search.cfg")}',
+        '--model_dir=/tmp/unused', '--dataset=fashion_mnist_local')
+    config = train_search.config_from_flags(values, fashion)
+    self.assertEqual(
+        (config.ssd, config.cost_model, config.max_global_step,
+         config.train_batch_size, config.rl_learning_rate,
+         config.rl_cost_model_exponent, config.rl_entropy_regularization,
+         config.rl_entropy_schedule),
+        ('digits_search', 'macs', 3000, 64, 0.04, -0.2, 2.0, 'linear'))
+
   @parameterized.named_parameters(
       ('proxylessnas', 'proxylessnas_search', 84.0, 4e-5, 'false'),
       ('enlarged', 'proxylessnas_enlarged_search', 84.0, 4e-5, 'false'),

@@ -60,6 +60,14 @@ class RecipeTest(absltest.TestCase):
     self.assertEqual(config.eval_batch_size, 256)
 
 
+  def test_fashion_mnist_recipe_is_the_benchmarks(self):
+    # bench/search_vs_random.py trains every architecture with it.
+    config = runs.config(f'--flagfile={_CONFIGS}/fashion_mnist_train_eval.cfg',
+                         '--model_dir=/tmp/unused', f'--indices={_ZEROS}')
+    self.assertEqual((config.epochs, config.train_batch_size,
+                      config.base_learning_rate), (2, 128, 0.5))
+
+
 class ValidationExamplesTest(absltest.TestCase):
 
   def test_trains_on_the_search_split_and_evaluates_its_hold_out(self):
