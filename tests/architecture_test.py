@@ -1,5 +1,6 @@
 """Tests for tunas_tf/architecture: the record and its architecture.json."""
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -26,8 +27,10 @@ def _searched():
   return architecture.Architecture(
       SSD, INDICES, estimated_cost=251234.0, cost_model='macs',
       cost_target=3e5, global_step=300, max_global_step=300,
-      checkpoint='/runs/demo/model.ckpt-300', image_size=8, num_classes=10,
-      num_channels=1, probabilities={'blocks/0/filters': (0.1, 0.2, 0.3, 0.4)})
+      checkpoint='/runs/demo/model.ckpt-300', dataset='digits', image_size=8,
+      num_classes=10, num_channels=1, preprocessing='none',
+      validation_examples=359,
+      probabilities={'blocks/0/filters': (0.1, 0.2, 0.3, 0.4)})
 
 
 class ArchitectureTest(absltest.TestCase):
@@ -43,15 +46,21 @@ class ArchitectureTest(absltest.TestCase):
         list(written),
         ['format_version', 'ssd', 'indices', 'estimated_cost', 'cost_model',
          'cost_target', 'global_step', 'max_global_step', 'checkpoint',
-         'image_size', 'num_classes', 'num_channels', 'probabilities',
+         'dataset', 'image_size', 'num_classes', 'num_channels',
+         'preprocessing', 'validation_examples', 'probabilities',
          'choices', 'decisions', 'architecture'])
     self.assertEqual(written['indices'], INDICES)
+    self.assertEqual(architecture.read(path).data,
+                     {'dataset': 'digits', 'image_size': 8, 'num_classes': 10,
+                      'num_channels': 1, 'preprocessing': 'none',
+                      'validation_examples': 359})
     self.assertEqual(spec_io.from_json(written['architecture']),
                      schema.prune(mobile.get_search_space(SSD), INDICES))
     minimal = architecture.Architecture(SSD, schema.parse_indices(INDICES))
     architecture.write(minimal, path)
     self.assertEqual(architecture.read(path), minimal)
     self.assertIsNone(architecture.read(path).estimated_cost)
+    self.assertEqual(architecture.read(path).data, {})
 
   def test_indices_are_canonical_and_checked(self):
     record = architecture.Architecture(SSD, ' ' + INDICES)
@@ -108,6 +117,16 @@ class ArchitectureTest(absltest.TestCase):
     del searched['choices']  # Written before the key existed.
     self.assertEqual(architecture.read(_write(directory, searched)),
                      _searched())
+    # Written before the search's dataset, preprocessing and hold-out were.
+    for name in ('dataset', 'preprocessing', 'validation_examples'):
+      del searched[name]
+    older = architecture.read(_write(directory, searched, 'older.json'))
+    self.assertEqual(older, dataclasses.replace(
+        _searched(), dataset=None, preprocessing=None,
+        validation_examples=None))
+    self.assertIsNone(older.dataset)
+    self.assertEqual(older.data, {'image_size': 8, 'num_classes': 10,
+                                  'num_channels': 1})
     # tools/describe_space's former format.
     described = {'ssd': SSD, 'num_decisions': 18, 'size': 1, 'paths': [],
                  'indices': INDICES, 'spec': {}}
@@ -134,6 +153,12 @@ class ArchitectureTest(absltest.TestCase):
          "field 'global_step' is 1.5, expected an int"),
         ({**good, 'cost_model': 3}, "field 'cost_model' is 3, expected a "
                                     'string'),
+        ({**good, 'dataset': ['digits']},
+         r"field 'dataset' is \['digits'\], expected a string"),
+        ({**good, 'preprocessing': 0},
+         "field 'preprocessing' is 0, expected a string"),
+        ({**good, 'validation_examples': 3.5},
+         "field 'validation_examples' is 3.5, expected an int"),
         ({**good, 'probabilities': {'a': ['x']}}, "field 'probabilities'"),
         ({**good, 'format_version': 2}, "field 'format_version' is 2"),
     ]

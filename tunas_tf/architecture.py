@@ -8,7 +8,8 @@ and `train_eval --architecture=` read them. The file is a JSON object:
    "estimated_cost": 251234.0, "cost_model": "macs", "cost_target": 3e5,
    "cost_tolerance": 0.05, "argmax_indices": "0:2:2:...",
    "global_step": 300, "max_global_step": 300, "checkpoint": ".../ckpt-300",
-   "image_size": 8, "num_classes": 10, "num_channels": 1,
+   "dataset": "digits", "image_size": 8, "num_classes": 10,
+   "num_channels": 1, "preprocessing": "none", "validation_examples": 359,
    "probabilities": {path: [p_0, ...]}, "choices": {path: value},
    "decisions": [{"path": "blocks/0/filters", "choices": ["8", "16", "24",
                   "32"], "index": 2, "value": "24", "active": true,
@@ -23,9 +24,13 @@ skipped layer), the chosen index and value, whether the decision matters
 controller's probabilities when known. `cost_tolerance` and `argmax_indices`
 are there when the extraction took the most likely architecture within the
 target -/+ that fraction (`search.extract`) rather than the argmax.
+The data fields (`dataset` to `validation_examples`) are the search's
+(its `config.json`): `train_eval --architecture=` takes them as defaults
+and refuses a contradiction.
 
 Only `ssd` and `indices` are required (files written before the optional keys
-existed still load); `choices`, `decisions` and `architecture` are derived on
+existed, e.g. before `dataset`, `preprocessing` and `validation_examples`,
+still load); `choices`, `decisions` and `architecture` are derived on
 writing and ignored on reading, as are unknown keys. Paths go through
 `tunas_tf.files` (`tf.io.gfile`), so a search directory may be on Cloud
 Storage. A malformed file is refused with one line naming the file and field:
@@ -49,15 +54,18 @@ from tunas_tf.search_space import spec_io
 
 FILE_NAME = 'architecture.json'
 FORMAT_VERSION = 1
+# The search's data, as its config.json names them (optional, in this order).
+DATA_FIELDS = ('dataset', 'image_size', 'num_classes', 'num_channels',
+               'preprocessing', 'validation_examples')
 # The optional scalar fields, in the order they are written, and by type.
 _OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
                     'cost_tolerance', 'argmax_indices', 'global_step',
-                    'max_global_step', 'checkpoint', 'image_size',
-                    'num_classes', 'num_channels')
+                    'max_global_step', 'checkpoint') + DATA_FIELDS
 _NUMBER_FIELDS = ('estimated_cost', 'cost_target', 'cost_tolerance')
-_STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices')
+_STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices', 'dataset',
+                  'preprocessing')
 _INT_FIELDS = ('global_step', 'max_global_step', 'image_size', 'num_classes',
-               'num_channels')
+               'num_channels', 'validation_examples')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +85,14 @@ class Architecture:
     global_step: the checkpoint step it was extracted at.
     max_global_step: the search's last step.
     checkpoint: the checkpoint path it was extracted from.
+    dataset: the search's dataset ('digits' or a TFDS name; None: not
+      recorded, as in files written before it was).
     image_size: the search's input resolution.
     num_classes: the search's class count.
     num_channels: the search's image channels.
+    preprocessing: the search's `--preprocessing` (resolved).
+    validation_examples: the training images the search held out for its
+      controller (the first ones of the train split).
     probabilities: the controller's softmax per OneOf path.
 
   Raises (on construction):
@@ -95,9 +108,12 @@ class Architecture:
   global_step: Optional[int] = None
   max_global_step: Optional[int] = None
   checkpoint: Optional[str] = None
+  dataset: Optional[str] = None
   image_size: Optional[int] = None
   num_classes: Optional[int] = None
   num_channels: Optional[int] = None
+  preprocessing: Optional[str] = None
+  validation_examples: Optional[int] = None
   probabilities: Optional[Dict[str, Tuple[float, ...]]] = dataclasses.field(
       default=None, hash=False)
 
@@ -110,6 +126,12 @@ class Architecture:
   def indices_string(self) -> str:
     """The indices as '0:2:1' (what `--indices=` takes)."""
     return schema.format_indices(self.indices)
+
+  @property
+  def data(self) -> Dict[str, Any]:
+    """The recorded `DATA_FIELDS` by name (those that are not None)."""
+    return {name: getattr(self, name) for name in DATA_FIELDS
+            if getattr(self, name) is not None}
 
   @property
   def spec(self) -> Any:

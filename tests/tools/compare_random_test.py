@@ -103,6 +103,13 @@ class CompareRandomTest(absltest.TestCase):
     self.assertEqual(searched.global_step, config.max_global_step)
     self.assertEqual(searched.max_global_step, config.max_global_step)
     self.assertEqual(searched.cost_model, 'macs')
+    job = config.job
+    self.assertEqual(searched.data, {
+        'dataset': job.dataset, 'image_size': job.image_size,
+        'num_classes': job.num_classes, 'num_channels': job.num_channels,
+        'preprocessing': job.preprocessing,
+        'validation_examples': config.validation_examples})
+    self.assertEqual(searched.data['dataset'], 'digits')
     self.assertLen(searched.probabilities, len(searched.indices))
     self.assertEqual(architecture.read(
         os.path.join(search_dir, 'architecture.json')), searched)

@@ -4,7 +4,8 @@ The argmax of each OneOf's controller logits, read from a checkpoint of the
 search (default the latest); the search space comes from the directory's
 `model_spec.json`, so the indices always match what was searched. Used by
 `tools/extract_architecture` (which writes `architecture.json`) and
-`tools/report`.
+`tools/report`. The record carries the search's data (dataset, image size,
+channels, classes, preprocessing, hold-out) from its `config.json`.
 
   arch = extract.search_architecture('runs/demo')
   arch.indices_string, arch.estimated_cost, arch.probabilities
@@ -216,8 +217,11 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
       ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
       cost_target=config.rl_cost_model_target, global_step=global_step,
       max_global_step=config.max_global_step,
-      checkpoint=files.abspath(checkpoint), image_size=config.job.image_size,
-      num_classes=config.job.num_classes, num_channels=config.job.num_channels,
+      checkpoint=files.abspath(checkpoint), dataset=config.job.dataset,
+      image_size=config.job.image_size, num_classes=config.job.num_classes,
+      num_channels=config.job.num_channels,
+      preprocessing=config.job.preprocessing,
+      validation_examples=config.validation_examples,
       cost_tolerance=cost_tolerance, argmax_indices=argmax_indices,
       probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
                      for path, v in logits.items()})

@@ -9,11 +9,14 @@ writes `runs/demo/architecture.json`:
 
   {"ssd": ..., "indices": "0:2:1:...", "estimated_cost": ..., "cost_model":
    ..., "cost_target": ..., "global_step": ..., "checkpoint": ...,
+   "dataset": ..., "image_size": ..., "num_classes": ..., "num_channels": ...,
+   "preprocessing": ..., "validation_examples": ...,
    "probabilities": {path: [p_0, ...]}, "choices": {path: value},
    "architecture": <spec_io JSON>}
 
 (`tunas_tf.architecture` reads and writes it), which `train_eval
---architecture=` and `tools/compare_random` read. The search space comes from the
+--architecture=` (taking the search's data as its defaults) and
+`tools/compare_random` read. The search space comes from the
 directory's `model_spec.json`, so the indices always match what was searched.
 
 `--cost_tolerance=0.05` takes instead the most likely architecture whose
@@ -81,6 +84,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
+  print(f'Searched on {result.dataset} at {result.image_size}x'
+        f'{result.image_size}, {result.num_classes} classes, preprocessing '
+        f'{result.preprocessing}')
   print(f'Estimated cost {report.cost_text(result.estimated_cost)} '
         f'({result.cost_model}; target {report.cost_text(result.cost_target)})')
   if result.argmax_indices is not None:
