@@ -9,6 +9,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checkpoints
 from tunas_tf.search import runner
 from tests.testing import searches
 
@@ -28,6 +29,36 @@ class ProgressLineTest(absltest.TestCase):
                                     '--rl_cost_model_target=2685375')
     self.assertEqual(runner._cost_text(2248370.4, config),  # pylint: disable=protected-access
                      'cost 2,248,370 MACs (target 2,685,375, -16%)')
+
+
+class StartLineTest(absltest.TestCase):
+
+  def _line(self, log, *args):
+    with self.assertLogs('absl', level='INFO') as logs:
+      log(*args)
+    self.assertLen(logs.records, 1)
+    return logs.records[0].getMessage()
+
+  def test_start_resume_and_finished_lines_name_the_data(self):
+    model_dir = tempfile.mkdtemp()
+    config = searches.search_config(model_dir, *searches.SHORT_SEARCH_FLAGS)
+    data = 'digits 8x8, preprocessing none, 1078 + 359 held-out images'
+    fresh = checkpoints.ResumePoint(None, 0, [], [], False)
+    line = self._line(runner._log_start, config,  # pylint: disable=protected-access
+                      runner.Plan('{}', None, fresh))
+    self.assertEqual(line, f'Starting search digits_search in {model_dir}: 8 '
+                     f'steps on {data} (RL delay 4, warm-up 2/4); building '
+                     'the search graph ...')
+    resumed = checkpoints.ResumePoint(f'{model_dir}/model.ckpt-4', 4, [], [],
+                                      True)
+    line = self._line(runner._log_start, config,  # pylint: disable=protected-access
+                      runner.Plan('{}', {}, resumed))
+    self.assertTrue(line.startswith(
+        f'Resuming search digits_search in {model_dir} from step 4 '
+        f'(model.ckpt-4): 8 steps on {data} '), line)
+    line = self._line(runner._log_finished, config,  # pylint: disable=protected-access
+                      runner.Plan('{}', {}, resumed._replace(global_step=8)))
+    self.assertTrue(line.endswith(f'nothing to do ({data})'), line)
 
 
 class CostTextTest(absltest.TestCase):

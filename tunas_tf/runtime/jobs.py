@@ -97,6 +97,13 @@ class JobConfig:
         raise ValueError(f'--{name} must be positive, got {value!r}')
     checks.seed('seed', self.seed)
 
+  @property
+  def data_text(self) -> str:
+    """The data in a few words, for a run's first line: 'digits 8x8,
+    preprocessing none'."""
+    return (f'{self.dataset} {self.image_size}x{self.image_size}, '
+            f'preprocessing {self.preprocessing}')
+
   def to_json(self) -> Dict[str, Any]:
     """The fields, flat (they sit beside the run's own in config.json)."""
     return dataclasses.asdict(self)

@@ -255,14 +255,21 @@ def run_search(config: SearchConfig) -> bool:
   return True
 
 
+def _data_text(config: SearchConfig) -> str:
+  """'digits 8x8, preprocessing none, 1078 + 359 held-out images'."""
+  return (f'{config.job.data_text}, {config.search_train_examples} + '
+          f'{config.validation_examples} held-out images')
+
+
 def _log_finished(config: SearchConfig, plan: Plan) -> None:
   logging.info('The search in %s has finished (step %d of %d); nothing to '
-               'do', config.job.model_dir, plan.resume.global_step,
-               config.max_global_step)
+               'do (%s)', config.job.model_dir, plan.resume.global_step,
+               config.max_global_step, _data_text(config))
 
 
 def _log_start(config: SearchConfig, plan: Plan) -> None:
-  """'Starting ...' or 'Resuming ... from step N (model.ckpt-N)'."""
+  """The first line, naming the data: 'Starting ...' or 'Resuming ... from
+  step N (model.ckpt-N)'."""
   if plan.resume.checkpoint is not None:
     what = (f'Resuming search {config.ssd} in {config.job.model_dir} from '
             f'step {plan.resume.global_step} '
@@ -270,7 +277,8 @@ def _log_start(config: SearchConfig, plan: Plan) -> None:
   else:
     what = (f'{"Restarting" if plan.stored else "Starting"} search '
             f'{config.ssd} in {config.job.model_dir}')
-  logging.info('%s: %d steps (RL delay %d, warm-up %d/%d); building the '
-               'search graph ...', what, config.max_global_step,
-               config.rl_delay_steps, config.increase_ops_warmup_steps,
+  logging.info('%s: %d steps on %s (RL delay %d, warm-up %d/%d); building '
+               'the search graph ...', what, config.max_global_step,
+               _data_text(config), config.rl_delay_steps,
+               config.increase_ops_warmup_steps,
                config.increase_filters_warmup_steps)

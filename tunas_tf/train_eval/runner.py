@@ -169,15 +169,25 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
 
 def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
                resume: resume_lib.ResumePoint) -> None:
-  """'Starting ...', or 'Resuming ... from step N (model.ckpt-N)'."""
-  if resume.checkpoint is not None:
-    what = (f'Resuming {config.ssd} {config.indices} in {config.job.model_dir}'
-            f' from step {resume.global_step} '
-            f'({os.path.basename(resume.checkpoint)})')
+  """The run's first line, naming its data: 'Starting ...', 'Resuming ...
+  from step N (model.ckpt-N)' or, with `eval_only`, 'Evaluating ...'."""
+  where = f'{config.ssd} {config.indices} in {config.job.model_dir}'
+  point = (f'step {resume.global_step} '
+           f'({os.path.basename(resume.checkpoint)})'
+           if resume.checkpoint is not None else None)
+  if config.eval_only:
+    weights = (f'at {point}' if point else 'one-shot (the supernet weights '
+               f'of {config.init_from_search})')
+    logging.info('Evaluating %s %s on %s, split %s', where, weights,
+                 config.job.data_text, config.eval_split)
+    return
+  if point is not None:
+    what = f'Resuming {where} from {point}'
   else:
-    what = (f'{"Restarting" if stored else "Starting"} {config.ssd} '
-            f'{config.indices} in {config.job.model_dir}')
-  logging.info('%s: %d steps', what, config.max_global_step)
+    what = f'{"Restarting" if stored else "Starting"} {where}'
+  logging.info('%s: %d steps on %s (%d training images), evaluating %s',
+               what, config.max_global_step, config.job.data_text,
+               config.train_examples, config.eval_split)
 
 
 class _Plan(NamedTuple):
