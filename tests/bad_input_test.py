@@ -59,6 +59,7 @@ _SHORT = searches.SHORT_SEARCH_FLAGS
 _RUN = '--model_dir={root}/run'
 _UNSET = 'unset:'  # A row's `unset:--flag` drops the base rows' --flag.
 _SEARCH = '--model_dir={root}/search'
+_ARCHITECTURE = '--architecture={root}/search/architecture.json'
 
 
 def _snapshot(path: str) -> Optional[Dict[str, str]]:
@@ -292,6 +293,16 @@ _TRAIN_EVAL_ROWS = [
     ('indices', ['--indices=0:1'], r'expected 18 indices'),
     ('ssd', ['--ssd=no_such_space'], r"Unknown search space 'no_such_space'"),
     ('architecture', ['--architecture={root}/missing.json'], r'Cannot read'),
+    # The searched architecture's data (digits, 10 classes) against others.
+    ('architecture_dataset', [_ARCHITECTURE, '--dataset=mnist'],
+     r"--dataset=mnist contradicts the search's dataset 'digits' in "
+     r'.*/search/architecture.json; leave --dataset unset, or pass '
+     r'--allow_other_data to train on other data$', _finished_search),
+    ('architecture_classes', [_ARCHITECTURE, '--num_classes=12'],
+     r"--num_classes=12 contradicts the search's num_classes 10 in ",
+     _finished_search),
+    ('allow_other_data', ['--allow_other_data'],
+     r'--allow_other_data needs --architecture$'),
     ('split', ['--eval_split=nope'], r"--eval_split='nope': digits has"),
     ('freeze', ['--freeze_inherited'], r'--freeze_inherited needs'),
     ('eval_only', ['--eval_only'], r'no checkpoint to evaluate'),

@@ -75,14 +75,16 @@ class TfdsInfoFilter:
             f'{os.sep}tensorflow_datasets{os.sep}' not in record.pathname)
 
 
-def define_data_flags(f: flags.FlagValues, model_dir_help: str) -> None:
+def define_data_flags(f: flags.FlagValues, model_dir_help: str,
+                      dataset_note: str = '') -> None:
   """--model_dir (alias --checkpoint_dir), --dataset, --data_dir (alias
   --dataset_dir), --[no]download, --num_classes, --image_size,
-  --preprocessing."""
+  --preprocessing; `dataset_note` ends --dataset's help."""
   flags.DEFINE_string('model_dir', None, model_dir_help, flag_values=f)
   flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
   flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
-                      'TFDS image-classification dataset name.', flag_values=f)
+                      'TFDS image-classification dataset name.' + dataset_note,
+                      flag_values=f)
   flags.DEFINE_string('data_dir', None, 'TFDS data directory.', flag_values=f)
   flags.DEFINE_alias('dataset_dir', 'data_dir', flag_values=f)
   flags.DEFINE_boolean('download', True, 'Let TFDS download and prepare a '

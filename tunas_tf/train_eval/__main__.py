@@ -16,7 +16,11 @@ for the whole batch with probability `--path_dropout_rate` per step and
 scaled by 1 / (1 - rate) when kept), and optionally an exponential moving
 average of the weights that is evaluated and exported in their place.
 
-Train the searched architecture of a demo search on digits:
+Train the searched architecture of a demo search (on the search's data,
+which architecture.json records: `--dataset`, `--image_size`, `--num_classes`
+and `--preprocessing` default to the search's, and one set to another value
+is refused in one line unless `--allow_other_data`; a file without them, as
+written before they were recorded, gives no data defaults):
 
   python -m tunas_tf.train_search --model_dir=runs/demo
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
@@ -90,8 +94,17 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   # What to train.
   flags.DEFINE_string('architecture', None, 'An architecture.json of '
-                      'tools/extract_architecture; gives --ssd and --indices.',
-                      flag_values=f)
+                      'tools/extract_architecture; gives --ssd and --indices '
+                      "and, as defaults, its search's --dataset, "
+                      '--image_size, --num_classes and --preprocessing: one '
+                      'set to another value is refused (see '
+                      '--allow_other_data).', flag_values=f)
+  flags.DEFINE_boolean('allow_other_data', False, 'With --architecture: '
+                       'train on other data than its search\'s (transfer): '
+                       '--dataset, --image_size, --num_classes and '
+                       '--preprocessing may differ from the file\'s, which '
+                       'then gives defaults only for the search\'s own '
+                       'dataset.', flag_values=f)
   flags.DEFINE_string('ssd', None, 'Search space or reference model; default '
                       'digits_search (or the architecture file\'s).',
                       flag_values=f)
@@ -102,8 +115,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'filter count (rounded to the space\'s filters_base).',
                      flag_values=f)
   # Where and on what.
-  common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
-                            'config.json, metrics.json, export/. Required.')
+  common_flags.define_data_flags(
+      f, 'Output directory: checkpoints, events, config.json, metrics.json, '
+      'export/. Required.', dataset_note=" With --architecture, default its "
+      "search's (digits for a file that does not record it).")
   flags.DEFINE_string('eval_split', 'test', 'Evaluation split: for digits '
                       'one of search_train, search_validation, test; for '
                       'TFDS any split string (test, validation, '
@@ -204,9 +219,12 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
     ValueError: for missing, malformed or inconsistent settings (the message
       names the flag).
   """
-  return config_lib.derive(
-      architecture=flag_values.architecture,
-      **{name: getattr(flag_values, name) for name in _CONFIG_FLAGS})
+  values = {name: getattr(flag_values, name) for name in _CONFIG_FLAGS}
+  if not flag_values['dataset'].present:  # Unset: the search's, or digits.
+    values['dataset'] = None
+  return config_lib.derive(architecture=flag_values.architecture,
+                           allow_other_data=flag_values.allow_other_data,
+                           **values)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:

@@ -1,8 +1,9 @@
 """`TrainEvalConfig`: every value of a standalone run, checked once.
 
 `train_eval/__main__.py` turns its flags into keyword arguments of `derive`,
-which resolves what needs a file or the dataset (`--architecture`, the
-dataset's sizes, `--init_from_search`) and builds the frozen config. The
+which resolves what needs a file or the dataset (`--architecture` and the
+search's data it records, the dataset's sizes, `--init_from_search`) and
+builds the frozen config. The
 config checks its own values in `__post_init__`, so a
 `dataclasses.replace` is checked as well, and computes the derived fields:
 
@@ -40,6 +41,9 @@ from tunas_tf.search_space import schema
 CONFIG_FILE = files.CONFIG_FILE
 EXPORT_SUBDIR = 'export'
 DEFAULT_SSD = 'digits_search'
+DEFAULT_DATASET = datasets.DIGITS
+# The flags an architecture.json with the search's data gives defaults for.
+SEARCH_DATA_FLAGS = ('dataset', 'image_size', 'num_classes', 'preprocessing')
 
 # Fields that only say how long, where or how to report a run: they may change
 # on restart. The warm-up length follows the run length, as in the search.
@@ -190,13 +194,17 @@ def check_settings(c: Any, dataset: str) -> None:
 
 
 def _resolve_architecture(architecture: Optional[str], ssd: Optional[str],
-                          indices: Optional[str]) -> Tuple[str, str]:
-  """(ssd, normalised indices) from `--architecture`, `--ssd`, `--indices`."""
+                          indices: Optional[str]
+                          ) -> Tuple[str, str, Dict[str, Any]]:
+  """(ssd, normalised indices, the search's data) from `--architecture`,
+  `--ssd`, `--indices`; the data are {} without a file that records them."""
+  data = {}
   if architecture:
     try:
       arch = architecture_lib.read(architecture)
     except ValueError as e:
       raise ValueError(f'--architecture: {e}') from None
+    data = arch.data if arch.dataset is not None else {}
     file_ssd, file_indices = arch.ssd, arch.indices_string
     if ssd is not None and ssd != file_ssd:
       raise ValueError(f'--ssd={ssd} disagrees with --architecture '
@@ -207,7 +215,44 @@ def _resolve_architecture(architecture: Optional[str], ssd: Optional[str],
     ssd, indices = file_ssd, file_indices
   ssd = ssd or DEFAULT_SSD
   _check_indices(ssd, indices or '')
-  return ssd, schema.format_indices(indices or '')
+  return ssd, schema.format_indices(indices or ''), data
+
+
+def use_search_data(v: Dict[str, Any], data: Dict[str, Any],
+                    architecture: Optional[str],
+                    allow_other_data: bool) -> None:
+  """Fills the unset `SEARCH_DATA_FLAGS` of `v` from the search's data.
+
+  A flag set to another value than the search's is refused unless
+  `allow_other_data`; then the search's values fill the unset flags only
+  while the dataset is the search's. Without recorded data (no
+  `--architecture`, or a file written before it held them) the dataset
+  defaults to `DEFAULT_DATASET` and the others to the dataset's own.
+
+  Args:
+    v: the flag values by name (`dataset` None when unset); changed in place.
+    data: `Architecture.data` of the file, or {}.
+    architecture: the file's path (named in errors), or None.
+    allow_other_data: `--allow_other_data`.
+
+  Raises:
+    ValueError: one line naming the flag, both values and the file; or
+      `--allow_other_data` without `--architecture`.
+  """
+  if allow_other_data and not architecture:
+    raise ValueError('--allow_other_data needs --architecture')
+  if not allow_other_data:
+    for name in SEARCH_DATA_FLAGS:
+      if v[name] is not None and name in data and v[name] != data[name]:
+        raise ValueError(
+            f"--{name}={v[name]} contradicts the search's {name} "
+            f'{data[name]!r} in {architecture}; leave --{name} unset, or '
+            'pass --allow_other_data to train on other data')
+  if data and v['dataset'] in (None, data['dataset']):
+    for name in SEARCH_DATA_FLAGS:
+      if v[name] is None:
+        v[name] = data.get(name)
+  v['dataset'] = v['dataset'] or DEFAULT_DATASET
 
 
 def _dataset_facts(name: str, data_dir: Optional[str], download: bool,
@@ -252,18 +297,22 @@ def default_dropout_rate(ssd: str, epochs: float) -> float:
   return 0.25 if mobile.space_info(ssd).mobilenet_v3_like else 0.15
 
 
-def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
+def derive(*, architecture: Optional[str], allow_other_data: bool = False,
+           **values) -> TrainEvalConfig:
   """Builds a `TrainEvalConfig` from flag values.
 
   Settings that need no file are checked before any file or dataset is
   read, so a typo fails at once.
 
   Args:
-    architecture: an `architecture.json` giving `ssd` and `indices`, or None.
+    architecture: an `architecture.json` giving `ssd`, `indices` and, when
+      it records them, the search's data (`use_search_data`), or None.
+    allow_other_data: let the data flags differ from the search's.
     **values: one keyword per flag-backed field of `TrainEvalConfig`, as the
-      flags hold them: `ssd`, `indices`, `use_tpu`, `dropout_rate`,
-      `weight_decay`, `num_classes`, `image_size` and `export_dir` may be
-      None, and `use_bfloat16` 'auto' (their defaults are resolved here).
+      flags hold them: `ssd`, `indices`, `dataset` (unset), `use_tpu`,
+      `dropout_rate`, `weight_decay`, `num_classes`, `image_size`,
+      `preprocessing` and `export_dir` may be None, and `use_bfloat16`
+      'auto' (their defaults are resolved here).
 
   Returns:
     The frozen config.
@@ -281,8 +330,9 @@ def derive(*, architecture: Optional[str], **values) -> TrainEvalConfig:
   for name in ('num_classes', 'image_size'):
     if v[name] is not None:
       checks.number(name, v[name], 1, integer=True)
-  v['ssd'], v['indices'] = _resolve_architecture(architecture, v['ssd'],
-                                                 v['indices'])
+  v['ssd'], v['indices'], data = _resolve_architecture(
+      architecture, v['ssd'], v['indices'])
+  use_search_data(v, data, architecture, allow_other_data)
   v['use_tpu'] = jobs.resolve_use_tpu(v['tpu'], v['use_tpu'])
   if v['dropout_rate'] is None:
     v['dropout_rate'] = default_dropout_rate(v['ssd'], v['epochs'])
