@@ -63,7 +63,8 @@ def train_command(run_dir: str, ssd: str, indices: str,
              f'--indices={indices}', f'--model_dir={run_dir}',
              f"--dataset={search_config.job.dataset}",
              f"--num_classes={search_config.job.num_classes}",
-             f"--image_size={search_config.job.image_size}"]
+             f"--image_size={search_config.job.image_size}",
+             f"--preprocessing={search_config.job.preprocessing}"]
   if search_config.job.data_dir:
     command.append(f"--data_dir={search_config.job.data_dir}")
   return command + list(train_eval_flags)
