@@ -250,11 +250,13 @@ class InitFromSearchTest(absltest.TestCase):
 
   def test_freeze_inherited_trains_only_fresh_variables(self):
     model_dir = os.path.join(self.root, 'frozen')
-    # 12 classes: the classifier cannot be inherited (10 in the search).
+    # 12 classes: the classifier cannot be inherited (10 in the search; so
+    # other than the architecture's, which needs --allow_other_data).
     runner.run(runs.config(
         f'--architecture={self.architecture}', f'--model_dir={model_dir}',
         f'--init_from_search={self.search_dir}', '--freeze_inherited',
-        '--num_classes=12', '--max_steps=5', '--noexport', *runs.TINY))
+        '--num_classes=12', '--allow_other_data', '--max_steps=5',
+        '--noexport', *runs.TINY))
     search = runs.weights(tf.train.latest_checkpoint(self.search_dir))
     start = runs.weights(os.path.join(model_dir, 'model.ckpt-0'))
     end = runs.weights(os.path.join(model_dir, 'model.ckpt-5'))

@@ -3,9 +3,9 @@
 `train_eval/__main__.py` turns its flags into keyword arguments of `derive`,
 which resolves what needs a file or the dataset (`--architecture` and the
 search's data it records, the dataset's sizes, `--init_from_search`) and
-builds the frozen config. The
-config checks its own values in `__post_init__`, so a
-`dataclasses.replace` is checked as well, and computes the derived fields:
+builds the frozen config. The config checks its own values in
+`__post_init__`, so a `dataclasses.replace` is checked as well, and computes
+the derived fields:
 
   max_global_step = max_steps, or
       floor(train_examples * epochs / train_batch_size);
