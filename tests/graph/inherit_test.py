@@ -61,7 +61,7 @@ class InheritParamsTest(tf.test.TestCase):
     self.assertEqual(sorted(fresh), ['d'])
 
   def test_inherit_params_cifarnet_spec_weight_inheritance(self):
-    # Reference subgraph_test.test_weight_inheritance, shape-aware.
+    # abstract_nas's subgraph_test.test_weight_inheritance, shape-aware.
     graph, constants, _ = zoo.CifarNet()
     spec = [
         rewrite.SubgraphNode(ir.new_op(

@@ -1,4 +1,4 @@
-"""Tests for DepthProperty (reference §4.3 and §6.4 values)."""
+"""Tests for DepthProperty (with abstract_nas's depth_test values)."""
 
 import random
 

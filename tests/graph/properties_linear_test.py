@@ -1,4 +1,4 @@
-"""Tests for LinopProperty and Pairing (reference §4.4, §6.6)."""
+"""Tests for LinopProperty and Pairing (with abstract_nas's linear_test)."""
 
 import itertools
 import random

@@ -1,4 +1,4 @@
-"""Tests for ShapeProperty (reference §6.5 values on CifarNet, batch 5)."""
+"""Tests for ShapeProperty (abstract_nas's shape_test: CifarNet, batch 5)."""
 
 import random
 

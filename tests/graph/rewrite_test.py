@@ -93,7 +93,7 @@ class ReplaceSubgraphTest(tf.test.TestCase):
     self.assertEqual(self._replace(graph, []).op_names, ('a', 'b', 'c'))
 
   def test_replace_subgraph_multi_input_multi_output(self):
-    # Reference G3 with spec M1, except relu1 becomes GELU and add1 MUL.
+    # abstract_nas's G3 with spec M1, except relu1 becomes GELU and add1 MUL.
     graph = fixtures.g3_graph()
     spec = fixtures.g3_spec()
     spec[1] = Node(ir.new_op('relu1', OpType.GELU, ['dense1']))

@@ -1,4 +1,4 @@
-"""Graphs and specs shared by the graph tests (the reference's examples)."""
+"""Graphs and specs shared by the graph tests (abstract_nas's examples)."""
 
 from tunas_tf.graph import ir
 from tunas_tf.graph import rewrite
@@ -8,7 +8,7 @@ Node = rewrite.SubgraphNode
 
 
 def cifar_spec():
-  """Spec S1 (reference §6.3): conv_layer1's conv+relu -> 1x1 conv + GELU."""
+  """Spec S1 (subgraph_test): conv_layer1's conv+relu -> 1x1 conv + GELU."""
   return [
       Node(ir.new_op('conv_layer1/conv/1', OpType.CONV,
                      ['conv_layer0/avg_pool'],
@@ -19,7 +19,7 @@ def cifar_spec():
 
 
 def g3_graph():
-  """Graph G3 (reference §6.4): three dense+relu branches, two adds."""
+  """Graph G3 (depth_test): three dense+relu branches, two adds."""
   ops = [ir.new_op(f'dense{k}', OpType.DENSE, ['input'],
                    op_kwargs={'features': 3}) for k in range(3)]
   ops += [ir.new_op(f'relu{k}', OpType.RELU, [f'dense{k}']) for k in range(3)]

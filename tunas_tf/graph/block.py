@@ -2,7 +2,7 @@
 
 `Block(name, graph, constants)` is a template whose graph reads its own
 declared inputs. `instantiate(input_names, instance_id)` renames it under
-the prefix `f'{name}{instance_id}/'` (reference §1.7):
+the prefix `f'{name}{instance_id}/'`, as abstract_nas's `Block` does:
 
 * every op name and output name gets the prefix;
 * op inputs that are template inputs become the given `input_names`; all

@@ -1,4 +1,4 @@
-"""Weight inheritance by op name and shape (reference §5, §9).
+"""Weight inheritance by op name and shape.
 
 Parameters are nested dicts `{op_name: {var_name: np.ndarray}}` (what
 `model.get_params` returns). A new variable inherits the old variable of the
@@ -11,8 +11,9 @@ same op and variable name when
 
 and stays fresh otherwise. A fresh variable whose name exists in the old
 params is a mismatch: it is logged (op, variable, both shapes) and listed
-by `find_mismatches`. Unlike the reference, which matches whole ops by name
-without a shape check, matching is per variable and shape-aware.
+by `find_mismatches`. Unlike abstract_nas's `inherit_params`, which matches
+whole ops by name without a shape check, matching is per variable and
+shape-aware.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
     `(inherited, fresh)`, both `{op_name: {var_name: np.ndarray}}` with
     disjoint variables that together cover `new_params`: `inherited` holds
     old values (or their leading slices) in the new shapes, `fresh` the new
-    values of everything else (the reference calls it `trainable`). An op
+    values of everything else (abstract_nas calls it `trainable`). An op
     appears in both when only some of its variables are inherited. Each
     mismatch (see module docstring) is logged as a warning.
   """

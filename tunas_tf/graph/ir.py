@@ -1,4 +1,4 @@
-"""The graph IR: op types, ops, graphs and tensor names (reference §1).
+"""The graph IR: op types, ops, graphs and tensor names.
 
 A `Graph` is a flat list of `Op`s over named tensors. Output `k` of op `X` is
 the tensor `"X:k"`; a bare name `"X"` means `"X:0"`. Graph inputs are tensors
@@ -10,10 +10,12 @@ delimit tensor names and symbolic kwargs (`"S:-1*2"`).
 and returns its ops in a stable topological order, so the executor can run
 the list front to back.
 
-Differences from the reference, all deliberate: names are case-sensitive
-(upstream lowercases them when executing), `new_graph` checks duplicates,
-dangling inputs and cycles (upstream checks only the outputs), and `Op` and
-`Graph` are frozen: rewrites build new ones.
+The IR follows abstract_nas's (google-research/google-research, folder
+`abstract_nas/`, `model/concrete.py`), called upstream below. Differences,
+all deliberate: names are case-sensitive (upstream lowercases them when
+executing), `new_graph` checks duplicates, dangling inputs and cycles
+(upstream checks only the outputs), and `Op` and `Graph` are frozen:
+rewrites build new ones.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ class OpType(enum.Enum):
   CONCAT = 25
 
 
-# Depth linearity (reference §1.3, `is_nonlinear`): activations and softmax
-# are nonlinear, IDENTITY is neutral, NONE is skipped, the rest are linear.
+# Depth linearity (upstream's `is_nonlinear` in `abstract/depth.py`):
+# activations and softmax are nonlinear, IDENTITY is neutral, NONE is
+# skipped, the rest are linear.
 NONLINEAR_TYPES = frozenset({
     OpType.RELU, OpType.RELU6, OpType.GELU, OpType.SWISH, OpType.H_SWISH,
     OpType.SIGMOID, OpType.H_SIGMOID, OpType.SOFTMAX})
@@ -71,7 +74,7 @@ _OP_NAME_RE = re.compile(r'^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$')
 
 
 def is_nonlinear(op_type: OpType) -> bool:
-  """Whether `op_type` counts as nonlinear for depth (reference §1.3).
+  """Whether `op_type` counts as nonlinear for depth.
 
   Args:
     op_type: an `OpType`.

@@ -1,4 +1,4 @@
-"""Executes a `Graph` as a `tf.Module` (reference §1.8).
+"""Executes a `Graph` as a `tf.Module`, like abstract_nas's `Model`.
 
 `Model(graph, constants)` creates one set of variables per op, named
 `"{op name}/{variable name}"` (e.g. `conv_layer0/conv/kernel`), the first

@@ -1,4 +1,4 @@
-"""Subgraph replacement and the subgraph view properties work on (§2-3).
+"""Subgraph replacement and the subgraph view properties work on.
 
 `replace_subgraph(graph, spec)` splices a list of `SubgraphNode`s into a
 graph and returns a new graph; the input graph is never mutated:
@@ -11,11 +11,12 @@ graph and returns a new graph; the input graph is never mutated:
   and replace it: "insert after X");
 * old ops that the outputs no longer need are dropped.
 
-Differences from the reference (§9), deliberate: a spec node that no output
-needs is an error rather than silently dropped; errors name the op (a
-missing tensor, a cycle, a duplicate spec name, an unknown rewired tensor,
-a tensor rewired twice); spec nodes may be listed in any order that admits a
-topological sort; a same-named spec op replaces the old op.
+Differences from abstract_nas's `replace_subgraph` (`model/subgraph.py`),
+deliberate: a spec node that no output needs is an error rather than
+silently dropped; errors name the op (a missing tensor, a cycle, a duplicate
+spec name, an unknown rewired tensor, a tensor rewired twice); spec nodes
+may be listed in any order that admits a topological sort; a same-named
+spec op replaces the old op.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
 
 
 class SubgraphModel:
-  """A subgraph in the context of its (already rewritten) graph (§3).
+  """A subgraph in the context of its (already rewritten) graph.
 
   Args:
     graph: the graph containing the spec, i.e. `replace_subgraph(old, spec)`.

@@ -1,4 +1,4 @@
-"""Symbolic kwargs, resolved from input shapes and constants (reference §1.6).
+"""Symbolic kwargs, resolved from input shapes and constants.
 
 A kwarg value may be a string that is resolved when the op is built:
 
@@ -10,9 +10,10 @@ A kwarg value may be a string that is resolved when the op is built:
   must divide the value (`"S:-1*2"`, `"S:-1%4"`, `"S:-1%2*4"`).
 
 Lists and tuples resolve element-wise. Any other string (`"SAME"`, `"B"`,
-initializers `"I:..."`) is left as it is. Unlike the reference, which
-resolves only some kwargs per op type, every `S:`/`K:` string of every kwarg
-is resolved. Resolution always works on copies; the graph is never changed.
+initializers `"I:..."`) is left as it is. Unlike abstract_nas
+(`Model.resolve_op`), which resolves only some kwargs per op type, every
+`S:`/`K:` string of every kwarg is resolved. Resolution always works on
+copies; the graph is never changed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CifarNet and ResNet18 in the IR, with the reference's op names (§6.1-6.2).
+"""CifarNet and ResNet18 in the IR, with abstract_nas's op names.
 
 Each builder returns `(graph, constants, blocks)`: the `ir.Graph`, its
 constants for `"K:<name>"` kwargs, and the list of instantiated
@@ -53,7 +53,7 @@ def _chain(ops: List[ir.Op], constants: Dict[str, Any],
 def CifarNet(  # pylint: disable=invalid-name
     in_features: int = 32, out_features: int = 256, num_classes: int = 10,
     blocks: Optional[Sequence[block_lib.Block]] = None) -> ZooModel:
-  """The reference's small CNN (11 ops, 2,192,458 parameters on 32x32x3).
+  """abstract_nas's small CNN (11 ops, 2,192,458 parameters on 32x32x3).
 
   proj (1x1 conv to `in_features`), two `conv_layer` blocks, flatten,
   fc/dense (`out_features`), fc/relu, fc/logits (`num_classes`).
@@ -140,7 +140,7 @@ def _residual_ops(layer_id: str, x: str, body_out: str,
 def ResNet18(  # pylint: disable=invalid-name
     num_classes: int = 10, input_resolution: str = 'small',
     blocks: Optional[Sequence[block_lib.Block]] = None) -> ZooModel:
-  """ResNet18 v1 as in the reference (69 ops).
+  """ResNet18 v1 as in abstract_nas's `zoo/resnetv1.py` (69 ops).
 
   Stem `init/conv0` (64 filters; 3x3/1 for 'small', 7x7/2 for 'large'),
   `init/bn1`, `init/relu2`, `init/maxpool3` (3x3/2 SAME), `proj4` (1x1, 64);

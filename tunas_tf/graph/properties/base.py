@@ -1,4 +1,4 @@
-"""The common interface of abstract properties (reference §4.1).
+"""The common interface of abstract properties (as in abstract_nas).
 
 A property summarizes a subgraph (its shapes, depth or linear pairings).
 `infer` computes it on a `rewrite.SubgraphModel`, `mutate` returns a

@@ -1,10 +1,11 @@
 """DepthProperty: linearity flips between a subgraph's inputs and outputs.
 
-Reference §4.3. The depth from input tensor X to output tensor Y is the
-largest number of linearity flips (linear -> nonlinear or back) along any
-path from X's producer, through the subgraph's ops, to Y. The edge from X's
-producer into the first op counts; a graph input has no producer and counts
-as nonlinear, so a whole graph starting with a conv starts at depth 1.
+As in abstract_nas (`abstract/depth.py`), the depth from input tensor X to
+output tensor Y is the largest number of linearity flips (linear ->
+nonlinear or back) along any path from X's producer, through the subgraph's
+ops, to Y. The edge from X's producer into the first op counts; a graph
+input has no producer and counts as nonlinear, so a whole graph starting
+with a conv starts at depth 1.
 Activations and softmax are nonlinear (`ir.NONLINEAR_TYPES`), everything
 else is linear, except that IDENTITY is transparent (it passes on the
 linearity it receives, adding no flip) and NONE ops cut every path.

@@ -1,4 +1,4 @@
-"""LinopProperty: which input dims mix into which output dims (ref §4.4).
+"""LinopProperty: which input dims mix into which output dims.
 
 For an input X (rank m) and an output Y (rank n) of a subgraph, the pairing
 is an integer matrix P of shape [m, n]. Input dim i is *paired* with output
@@ -18,12 +18,13 @@ intermediate dim b, (a, b) then (b, c) gives ALL_TO_ONE if the first is
 ALL_TO_ONE, else the larger of the two (only b where both are non-NONE
 count); paths and input slots join by elementwise max.
 
-Differences from the reference: the per-op cache is keyed by the op's
-resolved kwargs and input shapes (upstream keys by kwarg names only, so a
-1x1 and a 3x3 conv would share a pairing); NONE ops and IDENTITY are
-handled as in the reference, but an output that a NONE op cuts off has no
-entry (the concrete Jacobian has none either); concrete inference with a
-spec works (upstream crashes on an unassigned variable).
+Differences from abstract_nas (`abstract/linear.py`, upstream below): the
+per-op cache is keyed by the op's resolved kwargs and input shapes
+(upstream keys by kwarg names only, so a 1x1 and a 3x3 conv would share a
+pairing); NONE ops and IDENTITY are handled as upstream, but an output that
+a NONE op cuts off has no entry (the concrete Jacobian has none either);
+concrete inference with a spec works (upstream crashes on an unassigned
+variable).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ShapeProperty: the shapes at a subgraph's boundary (reference §4.2)."""
+"""ShapeProperty: the shapes at a subgraph's boundary (as in abstract_nas)."""
 
 from __future__ import annotations
 
