@@ -11,7 +11,7 @@ INSTALL_REQUIRES = [
     'tensorflow-datasets==4.9.10',
     # tensorflow-metadata>=1.18 needs protobuf 5, which TF 2.15 refuses.
     'tensorflow-metadata<1.18',
-    # TFDS needs it to build or load a dataset (reference/stack.md).
+    # TFDS needs it: without it, building or loading a dataset fails.
     'importlib_resources',
     'absl-py>=1.4,<3',
     'numpy>=1.23,<2',

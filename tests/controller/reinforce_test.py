@@ -1,4 +1,4 @@
-"""Tests for the REINFORCE controller (reference §5)."""
+"""Tests for the REINFORCE controller (original: tunas/controller.py)."""
 
 import math
 import os

@@ -1,4 +1,4 @@
-"""Tests for the coupled one-hot cost-model features (reference §7)."""
+"""Tests for the coupled one-hot cost-model features."""
 
 import random
 

@@ -17,7 +17,7 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import OneOf
 
 # The original's MobileCostModelTest.test_estimate_cost_integration_test
-# (reference/cost_models/test_vectors.json): assertNear(cost, 84.0, err=1.0).
+# (tunas/mobile_cost_model_test.py): assertNear(cost, 84.0, err=1.0).
 _TEST_VECTOR = (
     '0:0:0:1:0:0:0:0:1:0:0:1:0:0:1:0:1:1:0:1:0:0:1:0:0:0:0:0:0:2:1:0:1:1:0:'
     '2:1:0:2:1:0:0:1:1:0:0:0:0:1:0:0:1:0:0:0:1:1:0:2:0:0:0:0:0:1:0:0:0:2:1:0:'
@@ -56,8 +56,9 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
                      cost)
 
   def test_estimate_cost_of_indices_reference_points(self):
-    # reference §7: ProxylessNAS-Mobile ~84.4 ms; smallest (all k3/e3, every
-    # optional layer skipped) ~30.9 ms; all k7/e6 bottlenecks ~209.1 ms.
+    # The released coefficients give: ProxylessNAS-Mobile ~84.4 ms; smallest
+    # (all k3/e3, every optional layer skipped) ~30.9 ms; all k7/e6
+    # bottlenecks ~209.1 ms.
     mobile_indices = mobile.proxylessnas_search_indices(
         mobile.PROXYLESSNAS_MOBILE_OPS)
     self.assertNear(

@@ -11,8 +11,8 @@ from tunas_tf.runtime import precision
 class PrecisionTest(parameterized.TestCase):
 
   @parameterized.parameters(
-      # mode, MobileNetV3-like, resolved (reference §3: auto -> ontpu for
-      # MobileNetV3-like spaces, else false).
+      # mode, MobileNetV3-like, resolved (as the original's search binary:
+      # auto -> ontpu for MobileNetV3-like spaces, else false).
       ('auto', True, 'ontpu'), ('auto', False, 'false'),
       ('true', False, 'true'), ('false', True, 'false'),
       ('ontpu', False, 'ontpu'))

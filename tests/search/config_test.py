@@ -17,7 +17,7 @@ from tunas_tf.search import config as config_lib
 _CONFIGS = os.path.join(os.path.dirname(train_search.__file__), 'configs')
 _IMAGENET = datasets.DatasetInfo(
     'imagenet2012', 224, 3, 1000,
-    # l2l_train = 1,281,167 - 50,046 (reference §2.0).
+    # l2l_train = 1,281,167 - 50,046 (original: tunas/fast_imagenet_input.py).
     {'search_train': 1231121, 'search_validation': 50046, 'test': 50000})
 _DIGITS = datasets.DatasetInfo(
     'digits', 8, 1, 10,

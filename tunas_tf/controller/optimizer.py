@@ -1,6 +1,7 @@
-"""The controller's Adam step, as the original applies it (reference §2.9).
+"""The controller's Adam step, as the original applies it.
 
-Differences from a stock Adam, all deliberate:
+The original's `apply_adam` (`tunas/tpu_optimizer_ops.py`) differs from a
+stock Adam, and so does this one, deliberately:
 
 * across replicas, the first moment uses the mean gradient and the second
   moment the mean of the *squared* per-replica gradients (square, then

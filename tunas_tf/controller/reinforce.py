@@ -1,9 +1,9 @@
-"""The REINFORCE controller: one categorical per OneOf (reference §5).
+"""The REINFORCE controller: one categorical per OneOf.
 
 `Controller` (a `tf.Module`, so it checkpoints) owns one zero-initialised
 float32 logits variable per OneOf of a search space, named `logits/<path>`
-(the initial policy is uniform). `independent_sample` draws an architecture
-from it:
+(the initial policy is uniform). `independent_sample` (as the original's, in
+`tunas/controller.py`) draws an architecture from it:
 
 * each OneOf samples a one-hot mask from softmax(logits / temperature),
   with its log-probability and the distribution's exact entropy;

@@ -1,7 +1,8 @@
-"""Reward functions that trade quality against an estimated cost (reference §4).
+"""Reward functions that trade quality against an estimated cost.
 
-With Q the quality (validation accuracy), c the estimated cost, T the cost
-target and beta the exponent (negative, e.g. -0.1):
+As in the original (`tunas/search_space_utils.py`), with Q the quality
+(validation accuracy), c the estimated cost, T the cost target and beta the
+exponent (negative, e.g. -0.1):
 
 * `abs`:       adjustment = beta * |c / T - 1|;       reward = Q + adjustment
 * `mnas`:      adjustment = (c / T) ** beta;          reward = Q * adjustment

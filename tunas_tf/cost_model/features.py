@@ -1,7 +1,8 @@
-"""Coupled one-hot features of a (sampled) architecture (reference/tunas.md §7).
+"""Coupled one-hot features of a (sampled) architecture.
 
 The cost model is linear in these features, so their order must be exactly
-the original's for the released coefficients to apply:
+the original's (`coupled_tf_features` in `tunas/mobile_cost_model.py`) for
+the released coefficients to apply:
 
 * walk the blocks in order and every layer of each block (activations, pools
   and detection endpoints included), and emit for each layer

@@ -1,7 +1,7 @@
 """Fits a linear cost model to measured costs: ridge regression, held-out errors.
 
 The features are the coupled one-hot features of each architecture
-(`features(attach_one_hot_masks(space, indices))`, reference/tunas.md §7);
+(`features(attach_one_hot_masks(space, indices))`);
 the fit is ridge regression with the regularisation chosen by
 cross-validation (`sklearn.linear_model.RidgeCV`, efficient leave-one-out
 over `ALPHAS`; rows weighted by 1 / latency, see `_ridge`). A random

@@ -1,4 +1,4 @@
-"""The linear cost model: `features @ kernel + bias` (reference/tunas.md §7).
+"""The linear cost model: `features @ kernel + bias`.
 
 Three kinds of coefficients, one format (DESIGN "Cost models"):
 

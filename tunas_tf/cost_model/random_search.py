@@ -1,11 +1,12 @@
 """Architectures drawn uniformly from a space, optionally inside a cost band.
 
-The random-search baseline (reference/tunas.md §8.2): every OneOf index is
-drawn uniformly and independently with `np.random.RandomState(seed)` (indices
-nested under an alternative that is not chosen are drawn too and ignored by
+The random-search baseline (the original's
+`tools/sample_random_architectures.py`): every OneOf index is drawn uniformly
+and independently with `np.random.RandomState(seed)` (indices nested under
+an alternative that is not chosen are drawn too and ignored by
 `schema.prune`, as in the original); `sample_architectures` keeps an
-architecture when `min_cost <= estimated cost <= max_cost` under a linear cost
-model, and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num` draws.
+architecture when `min_cost <= estimated cost <= max_cost` under a linear
+cost model, and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num` draws.
 
 Used by `tools/random_architectures`, `tools/measure_latency --num`,
 `tools/compare_random` and `tools/describe_space`:

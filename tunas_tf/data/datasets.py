@@ -459,12 +459,12 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
   """The search input: train and validation batches zipped, forever.
 
   Each element is `({'train': images, 'validation': images},
-  {'train': labels, 'validation': labels})` (reference §2.1). Each side is a
-  `streams.keyed_batches` stream of its split, keyed (seed,
-  `SEARCH_TRAIN_STREAM`) and (seed, `SEARCH_VALIDATION_STREAM`), so a search resumed at
-  `start_step` reads what an uninterrupted one reads from there. The train
-  side gets the training side of `preprocessing`, the validation side its
-  evaluation side (never augmented; reference §2.1 item 1).
+  {'train': labels, 'validation': labels})`, as in the original. Each side
+  is a `streams.keyed_batches` stream of its split, keyed (seed,
+  `SEARCH_TRAIN_STREAM`) and (seed, `SEARCH_VALIDATION_STREAM`), so a search
+  resumed at `start_step` reads what an uninterrupted one reads from there.
+  The train side gets the training side of `preprocessing`, the validation
+  side its evaluation side (never augmented, as in the original).
 
   Args:
     name, data_dir, download, validation_examples, image_size: as

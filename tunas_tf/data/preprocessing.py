@@ -2,7 +2,7 @@
 
 `imagenet_train` and `imagenet_eval` reproduce the original's
 `imagenet_preprocessing.preprocess_for_train/_eval` followed by
-`fast_imagenet_input`'s normalisation (reference §2.1 items 2 and 5):
+`fast_imagenet_input`'s normalisation:
 
 * train: a distorted box of the whole image (min object covered 0.1, aspect
   3/4..4/3, area 0.08..1, 10 attempts); when the sampled box is the whole

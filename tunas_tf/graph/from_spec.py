@@ -259,7 +259,7 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
       layer of `skippable_layers` that the architecture did not skip has
       its residual branch dropped as a whole with this probability per
       step (one scalar mask for the batch) and scaled by 1 / (1 - rate)
-      when kept (reference/tunas.md §8.3); a DROPOUT op
+      when kept (the original's `--path_dropout_rate`); a DROPOUT op
       `{prefix}/path_dropout` with `whole_tensor`.
     skippable_layers: prefixes `blocks/{b}/layers/{l}` of the search
       space's skippable layers (`mobile.skippable_layers` of the space the

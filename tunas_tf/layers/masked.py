@@ -9,7 +9,7 @@ takes a `mode`:
   channels `n..max-1` are zero. Kernels are multiplied by the input-mask (x)
   output-mask outer product and batch norm is followed by the channel mask
   `tf.sequence_mask(n, max)` (the first `n` channels on), as the original's
-  `MaskedConv2D` / `MaskedStatelessBatchNorm` (`reference/tunas.md` §6.3).
+  `MaskedConv2D` / `MaskedStatelessBatchNorm` (`tunas/rematlib/layers.py`).
 * `'sampled'` (CPU/GPU): tensors have exactly `n` channels; kernels, biases
   and batch-norm parameters are sliced to their leading `n` entries
   (`kernel[:, :, :n_in, :n_out]`), so the work is that of the sampled width.

@@ -1,8 +1,9 @@
 """A zero-debiased exponential moving average (the RL reward baseline).
 
-Reference §2.7 item 25. The average keeps a numerator and a denominator that
-both start at 0 and decay with the same momentum, so their ratio is the EMA
-divided by its bias (1 - m^k):
+The original's `update_exponential_moving_average`
+(`tunas/custom_layers.py`). The average keeps a numerator and a denominator
+that both start at 0 and decay with the same momentum, so their ratio is the
+EMA divided by its bias (1 - m^k):
 
   after k updates: num / den = sum_i (1 - m) m^(k-i) x_i / (1 - m^k)
 

@@ -1,12 +1,13 @@
 """Step-indexed schedules: warm-up probabilities, learning rates, entropy.
 
-Every schedule is a small pure function of the global step (reference §2.2
-item 8, §2.4 and §2.8). The step is a Python int or a scalar integer tensor
-(int32 or int64, so the int64 global step works); step arithmetic (clipping,
-differences) stays in int64 and only the final small quantities are cast to
-float32, so huge steps such as `1 << 32` lose no precision. Every schedule
-returns a scalar float32 Tensor and contains no Python branch on the step, so
-it can be built once in a graph or traced once by `tf.function`.
+Every schedule is a small pure function of the global step, as in the
+original (`tunas/custom_layers.py`, `tunas/mobile_architecture_search.py`).
+The step is a Python int or a scalar integer tensor (int32 or int64, so the
+int64 global step works); step arithmetic (clipping, differences) stays in
+int64 and only the final small quantities are cast to float32, so huge steps
+such as `1 << 32` lose no precision. Every schedule returns a scalar float32
+Tensor and contains no Python branch on the step, so it can be built once in
+a graph or traced once by `tf.function`.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
   """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
 
   decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0 (already
-  decayed). Used for the op and filter warm-up probabilities (reference §2.2).
+  decayed). Used for the op and filter warm-up probabilities.
 
   Args:
     step: the current step t, a Python int or a scalar int32/int64 Tensor.
@@ -98,7 +99,7 @@ def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
 def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
                                     total_steps: int,
                                     warmup_steps: int) -> tf.Tensor:
-  """Linear warm-up to the peak, then cosine decay to 0 (reference §2.4).
+  """Linear warm-up to the peak, then cosine decay to 0.
 
   With t = max(step, 0), T = `total_steps`, W = `warmup_steps`:
 
@@ -150,8 +151,8 @@ def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
 
   lr = base * 1[t >= D] * 10 ** progress, with
   progress = relu((t - D) / max(1, T - D)), D = `delay_steps`,
-  T = `total_steps` (reference §2.8; the delay follows FBNet, Appendix A).
-  Without the exponential schedule, lr = base * 1[t >= D].
+  T = `total_steps`, as in the original (the delay follows FBNet,
+  Appendix A). Without the exponential schedule, lr = base * 1[t >= D].
 
   So lr is 0 before step D, `base` at D, and `10 * base` at T. Progress is not
   clipped at 1, as in the original: past T the factor keeps growing

@@ -1,9 +1,9 @@
 """A numerically silent data dependency (the gradient-sync barrier).
 
-Reference §2.5 item 18. Control dependencies can be dropped by XLA, so the
-barrier ties tensors together with a real data edge instead: a scalar read
-from every dependency is added to every output, scaled so that the addition
-changes nothing.
+The original's `with_data_dependencies` (`tunas/rematlib/layers.py`).
+Control dependencies can be dropped by XLA, so the barrier ties tensors
+together with a real data edge instead: a scalar read from every dependency
+is added to every output, scaled so that the addition changes nothing.
 
 How the added term is kept exactly zero: the scalar s (the sum of element
 [0, ..., 0] of every dependency) is cast to the output's dtype, NaN is

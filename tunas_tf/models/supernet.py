@@ -2,8 +2,9 @@
 
 `Supernet(spec, num_classes, mode)` allocates every weight of the search
 space `spec` at its widest width; `supernet(sampled_spec, images, training)`
-runs the architecture that the masks of `sampled_spec` select
-(`reference/tunas.md` §6.2-6.3, `DESIGN.md` "Two ways to run the supernet"):
+runs the architecture that the masks of `sampled_spec` select (as the
+original's `tunas/rematlib/mobile_model_v3.py` and `tunas/rematlib/layers.py`;
+`DESIGN.md` "Two ways to run the supernet"):
 
 * Op choices (layer alternatives, kernel sizes, squeeze-excite on/off) are
   Switches: output = sum_i mask[i] * branch_i(x), branch i runs only where
@@ -27,7 +28,7 @@ runs the architecture that the masks of `sampled_spec` select
   regularisation loss stay float32), batch-norm statistics in float32 (the
   fused op's U dtype). The logits come back in the compute dtype: the
   caller casts them to float32 for the loss and takes the argmax in their
-  own dtype (`reference/tunas.md` §2.6).
+  own dtype (as the original does).
 * Head: optional dropout, 1x1 conv to `num_classes` with bias
   (N(0, `naming.CLASSIFIER_STDDEV`) init, no weight decay), global average
   pool. Other kernels are He-normal (`layers.initializers`; depthwise
@@ -367,8 +368,7 @@ class Supernet(tf.Module):
     branch's terms by its mask value (an unused branch adds exactly 0, with
     zero gradient, whatever its weights); a kernel reached from several
     branches counts once, with its largest term. Batch-norm parameters,
-    biases and the classifier are not decayed (`reference/tunas.md` §2.3,
-    §6.3).
+    biases and the classifier are not decayed (as in the original).
 
     Args:
       sampled_spec: as for `__call__`.

@@ -9,11 +9,11 @@ spec's masks. Each node then runs a forward pass (`node(x, ctx)`) and lists
 its masked L2 terms (`node.regularizers(ctx)`), in either supernet mode
 (`layers.masked`).
 
-Switch semantics (`reference/tunas.md` §6.3): the output of an op choice is
-sum_i mask[i] * branch_i(x); a one-hot mask runs the chosen branch alone
-(one `tf.switch_case`), any other mask runs every live branch, one whose
-mask[i] == 0 on zeroed weights (it adds exactly 0, with zero gradient);
-the mask carries no gradient; the regularisers of a
+Switch semantics (the original's `Switch`, `tunas/rematlib/layers.py`): the
+output of an op choice is sum_i mask[i] * branch_i(x); a one-hot mask runs
+the chosen branch alone (one `tf.switch_case`), any other mask runs every
+live branch, one whose mask[i] == 0 on zeroed weights (it adds exactly 0,
+with zero gradient); the mask carries no gradient; the regularisers of a
 branch are multiplied by mask[i] (a branch with mask[i] == 0 adds exactly 0,
 its kernels zeroed by `tf.where`), and a variable reached from several
 branches keeps the largest of its terms.

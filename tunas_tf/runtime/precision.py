@@ -1,6 +1,6 @@
 """bfloat16 compute: the `--use_bfloat16` modes and what they resolve to.
 
-The original's modes (`reference/tunas.md` §2 item 4, §3): `auto` becomes
+The original's modes (`tunas/mobile_architecture_search.py`): `auto` becomes
 `ontpu` for the MobileNetV3-like spaces and `false` for the others; `ontpu`
 computes in bfloat16 on TPU only; `true` on every device (CPU and GPU
 included, so that it can be tested without a TPU); `false` never. Either
@@ -8,8 +8,8 @@ entry point (`train_search`, `train_eval`) resolves `auto` once, stores the
 resolved mode in its config and derives the weight-decay default from it
 (3e-5 with bfloat16, else 4e-5).
 
-Where the images become bfloat16, as in the original (§2.1 item 4): with
-`true` both binaries' input_fns cast them at the end of the pipeline, after
+Where the images become bfloat16, as in the original: with `true` both
+binaries' input_fns cast them at the end of the pipeline, after
 preprocessing and normalisation (`input_dtype`, `cast_input`), so the infeed
 carries half the bytes (`bench/bfloat16_input.py`); labels stay float32.
 With `ontpu` (and `false`) the pipeline emits float32 and the model_fn casts

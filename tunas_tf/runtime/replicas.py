@@ -13,7 +13,8 @@ the three places the step can be built in:
 * anything else (one replica, CPU/GPU): means are the identity, the replica
   id 0.
 
-Reference §2, items 24 and 31: the baseline uses the mean reward; the
+As in the original (`tunas/mobile_architecture_search.py`,
+`tunas/tpu_optimizer_ops.py`): the baseline uses the mean reward; the
 controller's Adam uses the mean gradient, the mean *squared* gradient and the
 mean regularisation gradient; the model's optimizer averages its gradients.
 Means carry no gradient (nothing differentiates through them).

@@ -8,7 +8,7 @@ their flag names and derived ones under names saying what they hold (e.g.
 and any difference in a field that changes the search stops the run (see
 `RUN_ONLY_FIELDS` for what may change).
 
-Derivation (reference/tunas.md §2.0, §3):
+Derivation (as in the original's `tunas/mobile_architecture_search.py`):
   max_global_step = floor(search_train_examples * epochs / train_batch_size),
       or `max_steps` when given;
   rl_delay_steps = int(rl_delay_steps_fraction * max_global_step), and the
@@ -79,7 +79,7 @@ class SearchConfig:
   Raises (on construction):
     ValueError: for a value outside its range (see `_check_ranges`), a
       batch larger than its data, a warm-up longer than the RL delay
-      (reference §2, guards of `run_model`), an unknown space, supernet
+      (as the original's `run_model` refuses), an unknown space, supernet
       mode, supernet sampling, entropy schedule or reward, an empty search,
       a cost model that cannot be resolved for the space, or replicas that
       are fewer than 1, on TPU, or do not split the train batch.

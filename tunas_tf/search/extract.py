@@ -1,11 +1,13 @@
-"""The searched architecture of a search directory (reference/tunas.md §5).
+"""The searched architecture of a search directory.
 
 The argmax of each OneOf's controller logits, read from a checkpoint of the
-search (default the latest); the search space comes from the directory's
-`model_spec.json`, so the indices always match what was searched. Used by
-`tools/extract_architecture` (which writes `architecture.json`) and
-`tools/report`. The record carries the search's data (dataset, image size,
-channels, classes, preprocessing, hold-out) from its `config.json`.
+search (default the latest; the original's `tools/analyze_mobile_search.py`
+reads the last logged logits from the event files instead); the search space
+comes from the directory's `model_spec.json`, so the indices always match
+what was searched. Used by `tools/extract_architecture` (which writes
+`architecture.json`) and `tools/report`. The record carries the search's
+data (dataset, image size, channels, classes, preprocessing, hold-out) from
+its `config.json`.
 
   arch = extract.search_architecture('runs/demo')
   arch.indices_string, arch.estimated_cost, arch.probabilities

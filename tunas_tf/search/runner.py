@@ -44,7 +44,7 @@ def make_model_fn(config: SearchConfig):
       train_images = tf.transpose(train_images, [3, 0, 1, 2])
       valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
     # bfloat16 compute: `true`'s images come in bfloat16 (the cast is a
-    # no-op), `ontpu`'s are cast here (reference §2.1 item 4); variables,
+    # no-op), `ontpu`'s are cast here (as in the original); variables,
     # loss and gradients stay float32.
     dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
     train_images = tf.cast(train_images, dtype)
@@ -101,7 +101,7 @@ def make_model_fn(config: SearchConfig):
 
 
 def make_input_fn(config: SearchConfig, start_step: int = 0):
-  """Returns the input_fn: zipped train/validation batches (reference §2.1).
+  """Returns the input_fn: zipped train/validation batches.
 
   The images are float32, or bfloat16 with `--use_bfloat16=true`
   (`precision.cast_input`); the labels float32.

@@ -225,7 +225,8 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
   Reads the *updated* weights (DESIGN step 6). Batch norm normalises with the
   validation batch's own statistics (stateless). The argmax is taken in the
-  logits' own dtype (reference §2.6: casting bf16 first misbehaved under XLA).
+  logits' own dtype (as in the original, where casting bf16 logits to float32
+  first gave wrong accuracies under XLA).
   """
   with tf.name_scope('validation'):
     if use_barrier and grads:
@@ -283,7 +284,7 @@ def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
   `rl_entropy_regularization` weight under `rl_entropy_schedule`
   (`schedules.rl_entropy_weight`: constant, or falling linearly to 0 after
   the delay); the learning rate is 0 before `rl_delay_steps`, then grows 10x
-  by the end (FBNet's delay, reference §2.8).
+  by the end (FBNet's delay, as in the original).
 
   Returns:
     A `ControllerStep`.
@@ -318,7 +319,7 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     increase_filters_prob: tf.Tensor,
                     tag_logits: bool = False
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
-  """The §2.10 summaries, in the original's order, for `host_call`.
+  """The original's summaries, in its order, for `host_call`.
 
   float32 scalars, except the controller's logits: one float32 vector per
   decision, `rlpathlogits/{path}` (per OneOf), that `host_call` writes

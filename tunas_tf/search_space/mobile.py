@@ -1,7 +1,7 @@
 """The search spaces and reference models, and a registry of them by name.
 
 The three released spaces and four reference models follow the original
-(`reference/tunas.md` §6.4-6.5) layer for layer, since the released cost
+(`tunas/mobile_search_space_v3.py`) layer for layer, since the released cost
 models depend on the exact layer lists. `cifar_search` (32x32) and
 `digits_search` (8x8, the offline default) are small spaces of our own with
 the ProxylessNAS op choices and enlarged-style searched widths.
@@ -381,8 +381,8 @@ def skippable_layers(spec: ConvTowerSpec) -> Tuple[str, ...]:
 
   A layer is skippable when it holds an op `OneOf` with a `ZeroSpec` among
   its choices (in our spaces `ResidualSpec(OneOf((bottleneck, ZeroSpec())))`),
-  as the original's path dropout decides (reference/tunas.md §8.3). A
-  pruned architecture (a reference model) has none.
+  as the original's path dropout decides (`tunas/search_space_utils.py`).
+  A pruned architecture (a reference model) has none.
 
   Args:
     spec: a search space (or a pruned architecture).

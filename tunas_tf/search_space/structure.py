@@ -15,14 +15,15 @@ description instead of branching on the spec types itself:
   (`cost_model/macs.py`) read a pruned architecture's parts through
   `resolve.resolve_layers`, where every width is static (`Width.static`).
 
-Layer semantics (reference/tunas.md §6.2): a block's `filters` is the
-output width of its convolutions, separable convolutions and bottlenecks;
-activations, pools, endpoints and `ZeroSpec` keep their input's width; a
-bottleneck's expanded width is an int or a `FilterMultiplier` of its input
-width (`filters.scale_filters`), its squeeze-excite width
-`make_divisible(SE_RATIO * expanded, filters_base)`; `ResidualSpec(layer)`
-adds the input (the layer must keep the shape) and `ResidualSpec(ZeroSpec())`
-is a skipped layer (the identity). A `DetectionEndpointSpec` has no part.
+Layer semantics (as the original's `tunas/rematlib/mobile_model_v3.py`
+builds them): a block's `filters` is the output width of its convolutions,
+separable convolutions and bottlenecks; activations, pools, endpoints and
+`ZeroSpec` keep their input's width; a bottleneck's expanded width is an int
+or a `FilterMultiplier` of its input width (`filters.scale_filters`), its
+squeeze-excite width `make_divisible(SE_RATIO * expanded, filters_base)`;
+`ResidualSpec(layer)` adds the input (the layer must keep the shape) and
+`ResidualSpec(ZeroSpec())` is a skipped layer (the identity). A
+`DetectionEndpointSpec` has no part.
 
 This module is plain Python (no TensorFlow).
 """

@@ -166,7 +166,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def _define_recipe_flags(f: flags.FlagValues) -> None:
-  """The recipe's flags (reference §8.3): batch, length, LR, L2, bfloat16."""
+  """The recipe's flags: batch, length, LR, L2, bfloat16.
+
+  The ImageNet recipe is the original's (`tunas/mobile_train_eval.py`).
+  """
   flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
                        'ImageNet recipe: 4096).', flag_values=f)
   flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '

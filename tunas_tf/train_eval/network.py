@@ -1,8 +1,8 @@
 """The standalone network of a run: its architecture, graph, size and cost.
 
 The architecture is the run's pruned search space, its absolute widths scaled
-by `filters_multiplier` (reference/tunas.md §8.3); `graph.from_spec` turns it
-into a `Graph` named like the supernet's variables.
+by `filters_multiplier` (as the original's `tunas/mobile_train_eval.py`);
+`graph.from_spec` turns it into a `Graph` named like the supernet's variables.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 
 def scale_architecture(spec: spec_ops.ConvTowerSpec,
                        multiplier: float) -> spec_ops.ConvTowerSpec:
-  """Scales every absolute width of a pruned spec (reference §8.3).
+  """Scales every absolute width of a pruned spec.
 
   Block widths and absolute expansion widths become
   `filters.scale_filters(n, multiplier, spec.filters_base)`; relative widths
