@@ -1,4 +1,4 @@
-"""The package's layout rules (DESIGN "Layout"), checked on the source.
+"""The package's layout rules (docs/layout.md), checked on the source.
 
 Flags only in entry points; no tool imports another tool; imports flow
 downward; no module over 600 lines and no function over 80 lines (docstring
@@ -18,7 +18,7 @@ _MAX_FUNCTION_LINES = 80
 # Modules that may define absl flags: the binaries and the shared flag groups.
 _ENTRY_POINTS = re.compile(
     r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')
-# Packages a package must not import (DESIGN "imports flow one way").
+# Packages a package must not import (imports flow one way).
 _FORBIDDEN = {
     'search_space': ('tensorflow', 'tunas_tf.layers', 'tunas_tf.controller',
                      'tunas_tf.cost_model', 'tunas_tf.models', 'tunas_tf.graph',

@@ -1,6 +1,6 @@
 """The linear cost model: `features @ kernel + bias`.
 
-Three kinds of coefficients, one format (DESIGN "Cost models"):
+Three kinds of coefficients, one format:
 
 * `'released'`: the original's simulated Pixel-1 latencies (ms) for
   `RELEASED_SPACES`, shipped in `cost_model/data/<ssd>.json`;

@@ -3,10 +3,10 @@
 `graph_from_spec(spec, num_classes)` turns a *pruned* architecture (a
 `ConvTowerSpec` without `OneOf`s, e.g. `schema.prune(space, indices)`) into
 an `ir.Graph` that computes what `models.supernet.Supernet` computes for that
-architecture (`DESIGN.md` "Two ways to run the supernet, one semantics",
-"After the search"). Its ops are named after the supernet's variables, so
-that a `model.Model`'s variables `"{op name}/{variable name}"` are exactly
-the supernet's: the supernet variable `blocks/2/layers/1/expand/kernel` is
+architecture, in either of its modes. Its ops are named after the
+supernet's variables, so that a `model.Model`'s variables
+`"{op name}/{variable name}"` are exactly the supernet's: the supernet
+variable `blocks/2/layers/1/expand/kernel` is
 the variable `kernel` of the CONV op `blocks/2/layers/1/expand`, and
 `blocks/2/layers/1/expand/bn/gamma` the `gamma` of the BATCH_NORM op
 `blocks/2/layers/1/expand/bn`. The supernet's weights are the widest

@@ -3,8 +3,8 @@
 `Supernet(spec, num_classes, mode)` allocates every weight of the search
 space `spec` at its widest width; `supernet(sampled_spec, images, training)`
 runs the architecture that the masks of `sampled_spec` select (as the
-original's `tunas/rematlib/mobile_model_v3.py` and `tunas/rematlib/layers.py`;
-`DESIGN.md` "Two ways to run the supernet"):
+original's `tunas/rematlib/mobile_model_v3.py` and
+`tunas/rematlib/layers.py`):
 
 * Op choices (layer alternatives, kernel sizes, squeeze-excite on/off) are
   Switches: output = sum_i mask[i] * branch_i(x), branch i runs only where

@@ -1,7 +1,7 @@
 """Replicas: how many there are, which one this is, and means over them.
 
 A search step runs once per replica, each on its own sample and batch
-(DESIGN "One step"); what they share goes through this module, which knows
+(`search/steps.py`); what they share goes through this module, which knows
 the three places the step can be built in:
 
 * a TPU replica context (TPUEstimator on TPU calls the model_fn inside

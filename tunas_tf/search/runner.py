@@ -29,7 +29,7 @@ from tunas_tf.search_space import spec_io
 
 
 def make_model_fn(config: SearchConfig):
-  """Returns the TPUEstimator model_fn of the search (DESIGN steps 1-9)."""
+  """Returns the TPUEstimator model_fn of the search (`steps.py`'s nine)."""
   spec = mobile.get_search_space(config.ssd)
   # (path, choice labels) of each decision, for the probability summaries.
   decisions = [(path, ops.choice_labels(oneof.choices))

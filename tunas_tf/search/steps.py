@@ -1,4 +1,4 @@
-"""The pieces of one search step, each a small function (DESIGN "One step").
+"""The pieces of one search step, each a small function (one search step).
 
 `runner.model_fn` calls them in order:
 
@@ -223,7 +223,7 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
                         grads: List[tf.Tensor], use_barrier: bool) -> tf.Tensor:
   """Top-1 of the sampled network on the validation batch, after the update.
 
-  Reads the *updated* weights (DESIGN step 6). Batch norm normalises with the
+  Reads the *updated* weights (step 6). Batch norm normalises with the
   validation batch's own statistics (stateless). The argmax is taken in the
   logits' own dtype (as in the original, where casting bf16 logits to float32
   first gave wrong accuracies under XLA).

@@ -3,11 +3,12 @@
 The supernet (`models/supernet.py`), the standalone graph
 (`graph/from_spec.py`) and the cost models build the same network; the names
 of its parts and the numbers that fix its semantics live here, and each of
-them reads these (`DESIGN.md`, "Each fact lives once").
+them reads these (each fact lives once).
 
-Names are by position and role, not by OneOf path (`DESIGN.md` "Two ways to
-run the supernet"): a layer's prefix is `blocks/{b}/layers/{l}`, its parts
-are `conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce` and
+Names are by position and role, not by OneOf path (the same in the
+supernet's masked and sampled modes): a layer's prefix is
+`blocks/{b}/layers/{l}`, its parts are `conv_k{k}`, `depthwise_k{k}`,
+`expand`, `project`, `se/reduce` and
 `se/expand`, a part's batch norm is `{part}/bn`, and the head is
 `classifier`. A supernet variable is `{part name}/{variable}` (e.g.
 `blocks/2/layers/1/expand/kernel`, `blocks/2/layers/1/expand/bn/gamma`); in
@@ -21,7 +22,7 @@ This module is plain Python (no TensorFlow).
 from __future__ import annotations
 
 # -----------------------------------------------------------------------------
-# Supernet modes (`DESIGN.md` "Two ways to run the supernet").
+# Supernet modes (masked: static shapes; sampled: sliced kernels).
 # -----------------------------------------------------------------------------
 
 MASKED = 'masked'  # Widest weights times channel masks; static shapes (TPU).

@@ -1,4 +1,4 @@
-"""Training one architecture standalone (DESIGN "After the search").
+"""Training one architecture standalone (docs/train_eval.md).
 
 `python -m tunas_tf.train_eval` (flags and main in `__main__.py`). Modules:
 config.py (`TrainEvalConfig`, config.json), network.py (the architecture and
