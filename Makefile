@@ -68,7 +68,8 @@ check-py310:
 	rm -rf $$dir; \
 	$(VENV310)/bin/python -m pytest -q -n 2 --dist loadfile tests/search_space \
 	  tests/controller tests/cost_model tests/layers tests/graph \
-	  tests/runtime/cloud_tpu_test.py tests/runtime/preemption_test.py tests/runtime/run_lock_test.py
+	  tests/runtime/cloud_tpu_test.py tests/runtime/preemption_test.py \
+	  tests/runtime/run_lock_test.py
 
 # The offline demo: digits, digits_search, its MACs model and rule target.
 # Running it again resumes (or, when finished, only re-extracts).
