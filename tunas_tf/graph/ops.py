@@ -21,8 +21,8 @@ the op. Per type (defaults in brackets):
   stateless, normalizes with the batch statistics; training and stateful
   also updates the moving averages (`m <- momentum * m + (1 - momentum) *
   batch`, with the biased batch variance), and the output depends on that
-  update, so it runs in a TF1 graph. The normalisation is one fused op
-  (`FusedBatchNormV3`; inputs of rank other than 4 are reshaped to 4-D).
+  update, so it runs in a TF1 graph. The normalisation is
+  `layers.normalization.batch_norm` (one fused op, the supernet's too).
 * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
   `scale_init`, `bias_init`. Variables `gamma`, `beta`.
 * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
@@ -60,6 +60,7 @@ from tunas_tf.graph import ir
 from tunas_tf.layers import activations
 from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import initializers
+from tunas_tf.layers import normalization
 from tunas_tf.search_space import naming
 
 OpType = ir.OpType
@@ -333,64 +334,30 @@ def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
   return out
 
 
-def _fused_batch_norm(x, gamma, beta, eps, mean=None, variance=None):
-  """`x` normalised over all axes but the last, by one fused op.
-
-  Args:
-    x: float32 Tensor of any rank >= 1 with a static last dim C; other ranks
-      than 4 are reshaped to [-1, 1, 1, C] (the statistics are over every
-      axis but the last either way) and back.
-    gamma, beta: float32 [C] Tensors or variables, or None (1 and 0).
-    eps: Python float added to the variance.
-    mean, variance: None to use the batch statistics (`is_training=True`),
-      or the float32 [C] statistics to normalise with (inference).
-
-  Returns:
-    (y, batch_mean, batch_variance): y of the shape of `x`; with batch
-    statistics also their float32 [C] mean and biased variance (the fused
-    op returns the Bessel-corrected variance, times m / (m - 1) for m values
-    per channel; this undoes it), else the given `mean` and `variance`.
-  """
-  channels = int(x.shape[-1])
-  scale = gamma if gamma is not None else tf.ones([channels], tf.float32)
-  offset = beta if beta is not None else tf.zeros([channels], tf.float32)
-  x4 = x if x.shape.rank == 4 else tf.reshape(x, [-1, 1, 1, channels])
-  training = mean is None
-  y, mean, variance = tf.compat.v1.nn.fused_batch_norm(
-      x4, scale, offset, mean, variance, epsilon=eps, data_format='NHWC',
-      is_training=training)
-  if training:
-    count = tf.cast(tf.size(x4) // channels, tf.float32)
-    variance = variance * ((count - 1.0) / tf.maximum(count, 1.0))
-  if x.shape.rank != 4:
-    y = tf.reshape(y, tf.shape(x))
-    y.set_shape(x.shape)
-  return y, mean, variance
-
-
 def _batch_norm(x, kwargs, variables, training, stateless):
   gamma, beta = variables.get('gamma'), variables.get('beta')
   eps = float(kwargs.get('epsilon', naming.BATCH_NORM_EPSILON))
-  if training or stateless:
-    y, mean, variance = _fused_batch_norm(x, gamma, beta, eps)
-  else:
-    y, _, _ = _fused_batch_norm(x, gamma, beta, eps, variables['moving_mean'],
-                                variables['moving_variance'])
-  if training and not stateless:
-    # The moving averages take the fused op's batch statistics (the biased
-    # variance, as `tf.nn.moments` gives; equal to it within float32
-    # rounding, ~1e-6 relative). Nothing differentiates the update.
-    mean, variance = tf.stop_gradient(mean), tf.stop_gradient(variance)
-    momentum = float(kwargs.get('momentum', 0.99))
-    updates = [
-        variables['moving_mean'].assign(
-            momentum * variables['moving_mean'] + (1 - momentum) * mean),
-        variables['moving_variance'].assign(
-            momentum * variables['moving_variance'] +
-            (1 - momentum) * variance)]
-    with tf.control_dependencies(updates):
-      y = tf.identity(y)
-  return y
+  if stateless:
+    return normalization.batch_norm(x, gamma, beta, eps)
+  if not training:
+    return normalization.batch_norm(x, gamma, beta, eps,
+                                    variables['moving_mean'],
+                                    variables['moving_variance'])
+  y, mean, variance = normalization.batch_norm_with_statistics(x, gamma, beta,
+                                                               eps)
+  # The moving averages take the fused op's batch statistics (the biased
+  # variance, as `tf.nn.moments` gives; equal to it within float32
+  # rounding, ~1e-6 relative). Nothing differentiates the update.
+  mean, variance = tf.stop_gradient(mean), tf.stop_gradient(variance)
+  momentum = float(kwargs.get('momentum', 0.99))
+  updates = [
+      variables['moving_mean'].assign(
+          momentum * variables['moving_mean'] + (1 - momentum) * mean),
+      variables['moving_variance'].assign(
+          momentum * variables['moving_variance'] +
+          (1 - momentum) * variance)]
+  with tf.control_dependencies(updates):
+    return tf.identity(y)
 
 
 def _layer_norm(x, kwargs, variables):

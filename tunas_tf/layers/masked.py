@@ -14,9 +14,9 @@ takes a `mode`:
   and batch-norm parameters are sliced to their leading `n` entries
   (`kernel[:, :, :n_in, :n_out]`), so the work is that of the sampled width.
 
-Batch norm is always stateless (batch statistics) and fused (one
-`FusedBatchNormV3` op forward and one gradient op backward, instead of the
-moments, normalisation and their gradients as separate element-wise ops).
+Batch norm is always stateless (batch statistics) and fused
+(`normalization.batch_norm`: one `FusedBatchNormV3` op forward and one
+gradient op backward).
 Statistics are per channel, so normalising the `n` sliced channels equals
 normalising all channels and masking; the two modes give the same values and
 gradients on the first `n` channels.
@@ -42,6 +42,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from tunas_tf.layers import activations
+from tunas_tf.layers import normalization
 from tunas_tf.search_space import naming
 
 MASKED = naming.MASKED
@@ -290,9 +291,9 @@ def stateless_batch_norm(
   """Batch norm with the batch's own statistics, then the channel mask.
 
   Used in training and validation forwards alike (search-time batch norm
-  keeps no moving averages). One fused op (`tf.compat.v1.nn.fused_batch_norm`
-  with `is_training=True`, which also accepts a channel count known only at
-  run time). In masked mode all `max` channels are normalised and the result
+  keeps no moving averages). One fused op (`normalization.batch_norm`, the
+  graph's BATCH_NORM too; it also accepts a channel count known only at run
+  time). In masked mode all `max` channels are normalised and the result
   is multiplied by the channel mask; in sampled mode only the `n` channels
   exist and `gamma`, `beta` are sliced to them. Statistics are per channel,
   so the two agree on the first `n` channels.
@@ -313,9 +314,7 @@ def stateless_batch_norm(
   if mode == SAMPLED:
     gamma = effective_vector(gamma, width, mode)
     beta = effective_vector(beta, width, mode)
-  # The batch mean and (Bessel-corrected) variance it also returns are unused.
-  y, _, _ = tf.compat.v1.nn.fused_batch_norm(
-      x, gamma, beta, epsilon=epsilon, data_format='NHWC', is_training=True)
+  y = normalization.batch_norm(x, gamma, beta, epsilon)
   if mode == MASKED and not width.is_full:
     y = y * width.mask(y.dtype)
   return y
