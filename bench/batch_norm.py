@@ -46,7 +46,7 @@ def old_stateless(x, gamma, beta):
 
 
 def new_stateless(x, gamma, beta):
-  width = masked.Width(int(x.shape[-1]), int(x.shape[-1]))
+  width = masked.ActiveWidth(int(x.shape[-1]), int(x.shape[-1]))
   return masked.stateless_batch_norm(x, gamma, beta, width, masked.SAMPLED,
                                      EPSILON)
 

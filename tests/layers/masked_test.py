@@ -10,7 +10,7 @@ from absl.testing import parameterized
 from tunas_tf.layers import masked
 from tunas_tf.search_space import filters
 
-Width = masked.Width
+ActiveWidth = masked.ActiveWidth
 
 
 class FilterTwinsTest(tf.test.TestCase):
@@ -48,17 +48,18 @@ class FilterTwinsTest(tf.test.TestCase):
       masked.tf_make_divisible(8.0, 0)
 
 
-class WidthTest(tf.test.TestCase):
+class ActiveWidthTest(tf.test.TestCase):
 
   def test_mask_keeps_the_first_n_channels(self):
-    self.assertAllEqual(Width(5, tf.constant(2)).mask(), [1, 1, 0, 0, 0])
-    self.assertAllEqual(Width(4, 3).mask(), [1, 1, 1, 0])
-    self.assertIsNone(Width(4, 4).mask())
-    self.assertTrue(Width(4, 4).is_full)
-    self.assertFalse(Width(4, tf.constant(4)).is_full)  # Not known statically.
+    self.assertAllEqual(ActiveWidth(5, tf.constant(2)).mask(), [1, 1, 0, 0, 0])
+    self.assertAllEqual(ActiveWidth(4, 3).mask(), [1, 1, 1, 0])
+    self.assertIsNone(ActiveWidth(4, 4).mask())
+    self.assertTrue(ActiveWidth(4, 4).is_full)
+    # Not known statically:
+    self.assertFalse(ActiveWidth(4, tf.constant(4)).is_full)
 
   def test_channels_by_mode(self):
-    width = Width(6, 2)
+    width = ActiveWidth(6, 2)
     self.assertEqual(width.channels(masked.MASKED), 6)
     self.assertEqual(width.channels(masked.SAMPLED), 2)
 
@@ -74,7 +75,7 @@ class OpsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_effective_kernel_masks_or_slices(self):
     kernel = tf.reshape(tf.range(1, 13, dtype=tf.float32), [1, 1, 3, 4])
-    in_w, out_w = Width(3, tf.constant(2)), Width(4, tf.constant(1))
+    in_w, out_w = ActiveWidth(3, tf.constant(2)), ActiveWidth(4, tf.constant(1))
     sliced = masked.effective_kernel(kernel, in_w, out_w, 'sampled')
     # Rows are the input channels: [[1..4], [5..8], [9..12]].
     self.assertAllEqual(sliced, [[[[1.0], [5.0]]]])
@@ -88,22 +89,22 @@ class OpsTest(tf.test.TestCase, parameterized.TestCase):
   def test_effective_vector(self):
     vector = tf.constant([1.0, 2.0, 3.0])
     self.assertAllEqual(
-        masked.effective_vector(vector, Width(3, 2), 'sampled'), [1, 2])
+        masked.effective_vector(vector, ActiveWidth(3, 2), 'sampled'), [1, 2])
     self.assertAllEqual(
-        masked.effective_vector(vector, Width(3, 2), 'masked'), [1, 2, 0])
+        masked.effective_vector(vector, ActiveWidth(3, 2), 'masked'), [1, 2, 0])
 
   def test_stateless_batch_norm_by_hand(self):
     # One channel, values 1 and 3: mean 2, variance 1 -> -1, +1 (eps 0).
     x = tf.reshape(tf.constant([1.0, 3.0]), [2, 1, 1, 1])
     y = masked.stateless_batch_norm(x, tf.constant([2.0]), tf.constant([0.5]),
-                                    Width(1, 1), 'sampled', epsilon=0.0)
+                                    ActiveWidth(1, 1), 'sampled', epsilon=0.0)
     self.assertAllClose(tf.reshape(y, [-1]), [-1.5, 2.5])
 
   @parameterized.parameters(1, 2)
   @pytest.mark.numerics  # Below: parameterized copies it to each case.
   def test_conv_depthwise_and_batch_norm_agree_across_modes(self, strides):
     rng = np.random.default_rng(0)
-    in_w, out_w = Width(5, tf.constant(3)), Width(6, tf.constant(4))
+    in_w, out_w = ActiveWidth(5, tf.constant(3)), ActiveWidth(6, tf.constant(4))
     x_full = rng.normal(size=[2, 5, 5, 5]).astype(np.float32)
     x_full[..., 3:] = 0.0  # Masked channels are zero in masked mode.
     kernel = tf.constant(rng.normal(size=[3, 3, 5, 6]), tf.float32)

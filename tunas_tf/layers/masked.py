@@ -1,11 +1,11 @@
 """Convolutions and batch norm over the widest filters, for one width sample.
 
-The supernet allocates every weight at its widest width. A layer's runtime
-width is a `Width`: the static maximum and the sampled count `n` (a Python
-int when known while building, else a scalar int32 Tensor). Every op here
-takes a `mode`:
+The supernet allocates every weight at its widest width. A layer's width in
+one call is an `ActiveWidth`: the static maximum and the sampled count `n`
+of active channels (a Python int when known while building, else a scalar
+int32 Tensor). Every op here takes a `mode`:
 
-* `'masked'` (TPU, static shapes): tensors keep all `Width.max` channels;
+* `'masked'` (TPU, static shapes): tensors keep all `max` channels;
   channels `n..max-1` are zero. Kernels are multiplied by the input-mask (x)
   output-mask outer product and batch norm is followed by the channel mask
   `tf.sequence_mask(n, max)` (the first `n` channels on), as the original's
@@ -16,10 +16,9 @@ takes a `mode`:
 
 Batch norm is always stateless (batch statistics) and fused
 (`normalization.batch_norm`: one `FusedBatchNormV3` op forward and one
-gradient op backward).
-Statistics are per channel, so normalising the `n` sliced channels equals
-normalising all channels and masking; the two modes give the same values and
-gradients on the first `n` channels.
+gradient op backward). Statistics are per channel, so normalising the `n`
+sliced channels equals normalising all channels and masking; the two modes
+give the same values and gradients on the first `n` channels.
 
 Precision: the ops compute in the dtype of their input `x` (float32, or
 bfloat16 for `--use_bfloat16`); kernels and biases must come in that dtype
@@ -126,8 +125,11 @@ def tf_make_divisible(value: Union[float, tf.Tensor],
 
 
 @dataclasses.dataclass(frozen=True)
-class Width:
-  """A layer width: the static maximum and the sampled count.
+class ActiveWidth:
+  """A layer's width in one call: the static maximum and the active count.
+
+  The supernet resolves each `structure.WidthRule` to one per call, from the
+  sampled masks (`models.supernet_widths`).
 
   Attributes:
     max: Python int, the allocated (widest) width.
@@ -161,22 +163,22 @@ class Width:
     return self.max if mode == MASKED else self.n
 
 
-def _slice_to(value: tf.Tensor, axis: int, width: Width) -> tf.Tensor:
+def _slice_to(value: tf.Tensor, axis: int, width: ActiveWidth) -> tf.Tensor:
   """`value` sliced to the leading `width.n` entries along `axis`."""
   if width.is_full:
     return value
   return value[(slice(None),) * axis + (slice(None, width.n),)]
 
 
-def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
-                     out_width: Optional[Width], mode: str) -> tf.Tensor:
+def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
+                     out_width: Optional[ActiveWidth], mode: str) -> tf.Tensor:
   """The part of a widest kernel that the sampled widths use.
 
   Args:
     kernel: float Tensor [kh, kw, in_max, out_max] (HWIO), or a depthwise
       kernel [kh, kw, C_max, 1] with `out_width` None.
-    in_width: `Width` of axis 2, or None to leave the axis as is.
-    out_width: `Width` of axis 3, or None to leave the axis as is.
+    in_width: `ActiveWidth` of axis 2, or None to leave the axis as is.
+    out_width: `ActiveWidth` of axis 3, or None to leave the axis as is.
     mode: `'masked'` (multiply by the masks' outer product; same shape) or
       `'sampled'` (slice to [kh, kw, n_in, n_out]).
 
@@ -198,12 +200,13 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[Width],
   return kernel
 
 
-def effective_vector(vector: tf.Tensor, width: Width, mode: str) -> tf.Tensor:
+def effective_vector(vector: tf.Tensor, width: ActiveWidth,
+                     mode: str) -> tf.Tensor:
   """A per-channel vector (bias, gamma, beta) masked or sliced to `width`.
 
   Args:
     vector: float Tensor [width.max].
-    width: the channel `Width`.
+    width: the channel `ActiveWidth`.
     mode: `'masked'` or `'sampled'`.
 
   Returns:
@@ -218,8 +221,8 @@ def effective_vector(vector: tf.Tensor, width: Width, mode: str) -> tf.Tensor:
   return vector * width.mask(vector.dtype)
 
 
-def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
-           out_width: Optional[Width], mode: str) -> tf.Tensor:
+def l2_sum(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
+           out_width: Optional[ActiveWidth], mode: str) -> tf.Tensor:
   """Sum of squares of the effective (masked or sliced) kernel.
 
   Both modes give the same value: the masked kernel is zero exactly where
@@ -240,8 +243,8 @@ def l2_sum(kernel: tf.Tensor, in_width: Optional[Width],
 # -----------------------------------------------------------------------------
 
 
-def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: Width, out_width: Width,
-           strides: int, mode: str,
+def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: ActiveWidth,
+           out_width: ActiveWidth, strides: int, mode: str,
            bias: Optional[tf.Tensor] = None) -> tf.Tensor:
   """'SAME' convolution with a widest kernel at the sampled widths.
 
@@ -249,8 +252,8 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: Width, out_width: Width,
     x: float32 or bfloat16 Tensor [batch, H, W, C]; C = in_width.max
       (masked) or in_width.n (sampled).
     kernel: Tensor [k, k, in_max, out_max] of `x`'s dtype.
-    in_width: input `Width`.
-    out_width: output `Width`.
+    in_width: input `ActiveWidth`.
+    out_width: output `ActiveWidth`.
     strides: Python int, the stride in both spatial dims.
     mode: `'masked'` or `'sampled'`.
     bias: optional Tensor [out_max] of `x`'s dtype.
@@ -266,7 +269,7 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: Width, out_width: Width,
   return y
 
 
-def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
+def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: ActiveWidth,
                      strides: int, mode: str) -> tf.Tensor:
   """'SAME' depthwise convolution (multiplier 1) at the sampled width.
 
@@ -274,7 +277,7 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
     x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
       width.n by mode).
     kernel: Tensor [k, k, C_max, 1] of `x`'s dtype.
-    width: the channel `Width`.
+    width: the channel `ActiveWidth`.
     strides: Python int.
     mode: `'masked'` or `'sampled'`.
 
@@ -286,8 +289,8 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: Width,
 
 
 def stateless_batch_norm(
-    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: Width, mode: str,
-    epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: ActiveWidth,
+    mode: str, epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
   """Batch norm with the batch's own statistics, then the channel mask.
 
   Used in training and validation forwards alike (search-time batch norm
@@ -303,7 +306,7 @@ def stateless_batch_norm(
       width.n by mode).
     gamma: float32 Tensor [C_max], the scale (float32 for either `x`).
     beta: float32 Tensor [C_max], the offset.
-    width: the channel `Width`.
+    width: the channel `ActiveWidth`.
     mode: `'masked'` or `'sampled'`.
     epsilon: Python float added to the variance.
 
@@ -320,7 +323,7 @@ def stateless_batch_norm(
   return y
 
 
-def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
+def activation(x: tf.Tensor, name: str, width: Optional[ActiveWidth] = None,
                mode: str = SAMPLED) -> tf.Tensor:
   """Applies the activation `name` (one of `ops.ACTIVATIONS`).
 
@@ -331,7 +334,7 @@ def activation(x: tf.Tensor, name: str, width: Optional[Width] = None,
   Args:
     x: float Tensor of any shape.
     name: activation name.
-    width: the channel `Width` of `x` (only read in masked mode).
+    width: the channel `ActiveWidth` of `x` (only read in masked mode).
     mode: `'masked'` or `'sampled'`.
 
   Returns:

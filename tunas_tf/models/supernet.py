@@ -260,7 +260,7 @@ class Supernet(tf.Module):
         if layer.part is not None]
     self._classifier = nodes.Classifier(self._store, network.output_width,
                                         num_classes, self.dropout_rate)
-    self._sources = network.widths
+    self._width_rules = network.widths
     self._store.build()
     # An attribute, so that tf.train.Checkpoint tracks the variables.
     self._named_variables = dict(self._store.variables)
@@ -315,8 +315,9 @@ class Supernet(tf.Module):
         raise ValueError(f'The mask at {path!r} has shape {shape}; expected '
                          f'[{n}] (one entry per choice)')
       masks[path] = mask
-    return widths.CallContext(masks, self._sources, self.mode, bool(training),
-                             self._epsilon, self.compute_dtype, dropout_seed)
+    return widths.CallContext(masks, self._width_rules, self.mode,
+                              bool(training), self._epsilon,
+                              self.compute_dtype, dropout_seed)
 
   @tf.autograph.experimental.do_not_convert
   def __call__(self, sampled_spec: Any, images: tf.Tensor,

@@ -4,10 +4,10 @@ A `Supernet` turns its search-space spec, once, into a tree of nodes (one per
 layer, op part and Switch) that own no TensorFlow state of their own: the
 variables live in one `VariableStore`, keyed by position-and-role names
 (`blocks/2/layers/1/expand/kernel`), and widths are described by
-`WidthSource`s that a `CallContext` resolves, per call, from the sampled
-spec's masks. Each node then runs a forward pass (`node(x, ctx)`) and lists
-its masked L2 terms (`node.regularizers(ctx)`), in either supernet mode
-(`layers.masked`).
+`structure.WidthRule`s that a `CallContext` resolves, per call, from the
+sampled spec's masks. Each node then runs a forward pass (`node(x, ctx)`)
+and lists its masked L2 terms (`node.regularizers(ctx)`), in either
+supernet mode (`layers.masked`).
 
 Switch semantics (the original's `Switch`, `tunas/rematlib/layers.py`): the
 output of an op choice is sum_i mask[i] * branch_i(x); a one-hot mask runs
@@ -38,10 +38,6 @@ from tunas_tf.models import supernet_widths as widths
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import structure
 
-Width = masked.Width
-WidthSource = widths.WidthSource
-CallContext = widths.CallContext
-FixedWidth = structure.FixedWidth
 Regularizers = Dict[str, tf.Tensor]
 
 
@@ -150,15 +146,15 @@ class Node:
   """A piece of the network.
 
   Attributes:
-    in_source: `WidthSource` of the input.
-    out_source: `WidthSource` of the output.
+    in_rule: `structure.WidthRule` of the input.
+    out_rule: `structure.WidthRule` of the output.
     strides: Python int, the spatial stride (output = ceil(input / strides)).
   """
-  in_source: WidthSource
-  out_source: WidthSource
+  in_rule: structure.WidthRule
+  out_rule: structure.WidthRule
   strides: int = 1
 
-  def __call__(self, x: tf.Tensor, ctx: CallContext) -> tf.Tensor:
+  def __call__(self, x: tf.Tensor, ctx: widths.CallContext) -> tf.Tensor:
     """Forward pass: [batch, H, W, C_in] -> [batch, H', W', C_out].
 
     In and out in `ctx.dtype` (float32, or bfloat16). C is the width's max
@@ -166,7 +162,7 @@ class Node:
     """
     raise NotImplementedError
 
-  def regularizers(self, ctx: CallContext) -> Regularizers:
+  def regularizers(self, ctx: widths.CallContext) -> Regularizers:
     """Masked sums of squares {kernel name: scalar float32 Tensor}."""
     del ctx
     return {}
@@ -211,8 +207,8 @@ def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
 class Identity(Node):
   """Returns its input (a Switch's SE-off branch, a skipped residual)."""
 
-  def __init__(self, source: WidthSource):
-    self.in_source = self.out_source = source
+  def __init__(self, rule: structure.WidthRule):
+    self.in_rule = self.out_rule = rule
 
   def __call__(self, x, ctx):
     del ctx
@@ -222,8 +218,8 @@ class Identity(Node):
 class Zero(Node):
   """Zeros of the input's shape (a ZeroSpec outside a Switch)."""
 
-  def __init__(self, source: WidthSource):
-    self.in_source = self.out_source = source
+  def __init__(self, rule: structure.WidthRule):
+    self.in_rule = self.out_rule = rule
 
   def __call__(self, x, ctx):
     del ctx
@@ -233,19 +229,19 @@ class Zero(Node):
 class Activation(Node):
   """An activation layer (keeps the width)."""
 
-  def __init__(self, source: WidthSource, name: str):
-    self.in_source = self.out_source = source
+  def __init__(self, rule: structure.WidthRule, name: str):
+    self.in_rule = self.out_rule = rule
     self.name = name
 
   def __call__(self, x, ctx):
-    return masked.activation(x, self.name, ctx.width(self.in_source), ctx.mode)
+    return masked.activation(x, self.name, ctx.width(self.in_rule), ctx.mode)
 
 
 class GlobalAveragePool(Node):
   """Mean over height and width, keeping them: [b, H, W, C] -> [b, 1, 1, C]."""
 
-  def __init__(self, source: WidthSource):
-    self.in_source = self.out_source = source
+  def __init__(self, rule: structure.WidthRule):
+    self.in_rule = self.out_rule = rule
 
   def __call__(self, x, ctx):
     del ctx
@@ -260,28 +256,28 @@ class ConvBN(Node):
   """
 
   def __init__(self, store: VariableStore, name: str, kernel_size: int,
-               strides: int, in_source: WidthSource, out_source: WidthSource,
-               use_batch_norm: bool = True,
+               strides: int, in_rule: structure.WidthRule,
+               out_rule: structure.WidthRule, use_batch_norm: bool = True,
                activation: Optional[str] = None):
     self.store = store
     self.name = name
     self.strides = strides
-    self.in_source, self.out_source = in_source, out_source
+    self.in_rule, self.out_rule = in_rule, out_rule
     self.use_batch_norm = use_batch_norm
     self.activation = activation
-    self.kernel_shape = (kernel_size, kernel_size, in_source.max,
-                         out_source.max)
+    self.kernel_shape = (kernel_size, kernel_size, in_rule.max,
+                         out_rule.max)
     self.names = _part_variable_names(name)
     store.request(self.names[naming.KERNEL], self.kernel_shape, _CONV)
     if use_batch_norm:
-      store.request(self.names[naming.GAMMA], [out_source.max], _ONES)
-      store.request(self.names[naming.BETA], [out_source.max], _ZEROS)
+      store.request(self.names[naming.GAMMA], [out_rule.max], _ONES)
+      store.request(self.names[naming.BETA], [out_rule.max], _ZEROS)
     else:
-      store.request(self.names[naming.BIAS], [out_source.max], _ZEROS)
+      store.request(self.names[naming.BIAS], [out_rule.max], _ZEROS)
 
   def __call__(self, x, ctx):
-    in_w, out_w = ctx.width(self.in_source), ctx.width(self.out_source)
-    out_shape = [self.out_source.max]
+    in_w, out_w = ctx.width(self.in_rule), ctx.width(self.out_rule)
+    out_shape = [self.out_rule.max]
     bias = (None if self.use_batch_norm
             else self.store.get(self.names[naming.BIAS], out_shape,
                                 ctx.active, ctx.dtype))
@@ -305,7 +301,7 @@ class ConvBN(Node):
     kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
                             ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        kernel, ctx.width(self.in_source), ctx.width(self.out_source),
+        kernel, ctx.width(self.in_rule), ctx.width(self.out_rule),
         ctx.mode)}
 
 
@@ -317,21 +313,21 @@ class DepthwiseBN(Node):
   """
 
   def __init__(self, store: VariableStore, name: str, kernel_size: int,
-               strides: int, source: WidthSource, activation: str):
+               strides: int, rule: structure.WidthRule, activation: str):
     self.store = store
     self.name = name
     self.strides = strides
-    self.in_source = self.out_source = source
+    self.in_rule = self.out_rule = rule
     self.activation = activation
-    self.kernel_shape = (kernel_size, kernel_size, source.max, 1)
+    self.kernel_shape = (kernel_size, kernel_size, rule.max, 1)
     self.names = _part_variable_names(name)
     store.request(self.names[naming.KERNEL], self.kernel_shape, _DEPTHWISE)
-    store.request(self.names[naming.GAMMA], [source.max], _ONES)
-    store.request(self.names[naming.BETA], [source.max], _ZEROS)
+    store.request(self.names[naming.GAMMA], [rule.max], _ONES)
+    store.request(self.names[naming.BETA], [rule.max], _ZEROS)
 
   def __call__(self, x, ctx):
-    width = ctx.width(self.in_source)
-    shape = [self.in_source.max]
+    width = ctx.width(self.in_rule)
+    shape = [self.in_rule.max]
     y = masked.depthwise_conv2d(
         x, self.store.get(self.names[naming.KERNEL], self.kernel_shape,
                           ctx.active, ctx.dtype), width,
@@ -348,7 +344,7 @@ class DepthwiseBN(Node):
     kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
                             ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        kernel, ctx.width(self.in_source), None, ctx.mode)}
+        kernel, ctx.width(self.in_rule), None, ctx.mode)}
 
 
 class SqueezeExcite(Node):
@@ -361,15 +357,15 @@ class SqueezeExcite(Node):
   """
 
   def __init__(self, store: VariableStore, reduce_name: str,
-               expand_name: str, source: WidthSource,
-               hidden_source: WidthSource, inner_activation: str,
+               expand_name: str, rule: structure.WidthRule,
+               hidden_rule: structure.WidthRule, inner_activation: str,
                gating_activation: str):
     self.store = store
-    self.in_source = self.out_source = source
-    self.hidden_source = hidden_source
+    self.in_rule = self.out_rule = rule
+    self.hidden_rule = hidden_rule
     self.inner_activation = inner_activation
     self.gating_activation = gating_activation
-    c, h = source.max, hidden_source.max
+    c, h = rule.max, hidden_rule.max
     reduce_kernel = naming.variable_name(reduce_name, naming.KERNEL)
     expand_kernel = naming.variable_name(expand_name, naming.KERNEL)
     self.names = {'reduce_kernel': reduce_kernel,
@@ -388,7 +384,7 @@ class SqueezeExcite(Node):
     return self.store.get(self.names[role], self.shapes[role], active, dtype)
 
   def __call__(self, x, ctx):
-    width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
+    width, hidden = ctx.width(self.in_rule), ctx.width(self.hidden_rule)
     s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
     s = masked.conv2d(s, self._get('reduce_kernel', ctx.active, ctx.dtype),
                       width, hidden, 1, ctx.mode,
@@ -401,7 +397,7 @@ class SqueezeExcite(Node):
     return x * s
 
   def regularizers(self, ctx):
-    width, hidden = ctx.width(self.in_source), ctx.width(self.hidden_source)
+    width, hidden = ctx.width(self.in_rule), ctx.width(self.hidden_rule)
     return {
         self.names['reduce_kernel']: masked.l2_sum(
             self._get('reduce_kernel', ctx.active), width, hidden, ctx.mode),
@@ -414,8 +410,8 @@ class Chain(Node):
 
   def __init__(self, nodes: Sequence[Node]):
     self.nodes = list(nodes)
-    self.in_source = self.nodes[0].in_source
-    self.out_source = self.nodes[-1].out_source
+    self.in_rule = self.nodes[0].in_rule
+    self.out_rule = self.nodes[-1].out_rule
     self.strides = math.prod(n.strides for n in self.nodes)
 
   def __call__(self, x, ctx):
@@ -432,7 +428,7 @@ class Residual(Node):
 
   def __init__(self, layer: Node):
     self.layer = layer
-    self.in_source = self.out_source = layer.in_source
+    self.in_rule = self.out_rule = layer.in_rule
 
   def __call__(self, x, ctx):
     return self.layer(x, ctx) + x
@@ -448,25 +444,25 @@ class Switch(Node):
   chosen one runs, and only its gradient); any other mask (the op warm-up's
   uniform one) the mask-weighted sum of every live branch, a branch with
   mask[i] == 0 reading zeros for its weights (exactly 0, zero gradient). A
-  Switch with one live branch is one `tf.cond` on its mask entry. `None` branches are
-  `ZeroSpec`s (they contribute nothing). The mask comes
-  from the `CallContext` (stop-gradiented). With one choice and a mask the
+  Switch with one live branch is one `tf.cond` on its mask entry. `None`
+  branches are `ZeroSpec`s (they contribute nothing). The mask comes from
+  the `CallContext` (stop-gradiented). With one choice and a mask the
   output is branch_0(x) * mask[0] (its regularisers unscaled, as the
   original's `maybe_switch_v2`); with no mask (a fixed spec) it is the single
   branch. The branches agree in stride and width (`structure` checks it).
   """
 
   def __init__(self, path: str, branches: Sequence[Optional[Node]],
-               source: WidthSource):
+               rule: structure.WidthRule):
     self.path = path
     self.branches = list(branches)
     live = [b for b in self.branches if b is not None]
-    self.in_source = source
-    self.out_source = live[0].out_source if live else source
+    self.in_rule = rule
+    self.out_rule = live[0].out_rule if live else rule
     self.strides = live[0].strides if live else 1
 
   def _zeros(self, x, ctx):
-    channels = ctx.width(self.out_source).channels(ctx.mode)
+    channels = ctx.width(self.out_rule).channels(ctx.mode)
     return zeros_output(x, self.strides, channels)
 
   def __call__(self, x, ctx):
@@ -554,14 +550,14 @@ class Classifier(Node):
   `classifier/bias` [num_classes]; no weight decay.
   """
 
-  def __init__(self, store: VariableStore, source: WidthSource,
+  def __init__(self, store: VariableStore, rule: structure.WidthRule,
                num_classes: int, dropout_rate: float):
     self.store = store
-    self.in_source = source
-    self.out_source = FixedWidth(num_classes)
+    self.in_rule = rule
+    self.out_rule = structure.FixedWidth(num_classes)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-    self.kernel_shape = (1, 1, source.max, num_classes)
+    self.kernel_shape = (1, 1, rule.max, num_classes)
     self.names = _part_variable_names(naming.CLASSIFIER)
     store.request(self.names[naming.KERNEL], self.kernel_shape, _CLASSIFIER)
     store.request(self.names[naming.BIAS], [num_classes], _ZEROS)
@@ -571,10 +567,10 @@ class Classifier(Node):
     if ctx.training and self.dropout_rate > 0:
       x = dropout_lib.dropout(x, self.dropout_rate, ctx.dropout_seed,
                               naming.CLASSIFIER)
-    classes = Width(self.num_classes, self.num_classes)
+    classes = masked.ActiveWidth(self.num_classes, self.num_classes)
     y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
                                         self.kernel_shape, dtype=ctx.dtype),
-                      ctx.width(self.in_source), classes, 1, ctx.mode,
+                      ctx.width(self.in_rule), classes, 1, ctx.mode,
                       self.store.get(self.names[naming.BIAS],
                                      [self.num_classes], dtype=ctx.dtype))
     return tf.reduce_mean(y, axis=[1, 2])

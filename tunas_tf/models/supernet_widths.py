@@ -1,11 +1,11 @@
 """Widths of the supernet's layers, decided per call from the sampled masks.
 
-A `structure.Width` (the walker's description, here `WidthSource`) says how
-a width is chosen (fixed; picked among ints or `FilterMultiplier`s of
-another width by the argmax of a filters mask; or rounded from another
-width for squeeze-excite) and knows its widest value, at which weights are
-allocated. A `CallContext` resolves every source of a network to a
-`masked.Width` once per call (`resolve_width`).
+A `structure.WidthRule` (the walker's description) says how a width is
+chosen (fixed; picked among ints or `FilterMultiplier`s of another width by
+the argmax of a filters mask; or rounded from another width for
+squeeze-excite) and knows its widest value, at which weights are allocated.
+A `CallContext` resolves every rule of a network to a `masked.ActiveWidth`
+once per call (`resolve_width`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ from tunas_tf.search_space import filters as filters_lib
 from tunas_tf.search_space import ops as ops_lib
 from tunas_tf.search_space import structure
 
-Width = masked.Width
-
-WidthSource = structure.Width
-
 
 def _scaled(value, input_n, base: int, path: str):
   """A filters value for an input width (Python int or int32 Tensor)."""
@@ -33,36 +29,38 @@ def _scaled(value, input_n, base: int, path: str):
   return structure.scaled_filters(value, input_n, base, path)
 
 
-def resolve_width(source: WidthSource, masks: Mapping[str, tf.Tensor],
-                  resolved: Mapping[int, Width]) -> Width:
-  """The sampled `Width` of a `structure.Width` for one call.
+def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
+                  resolved: Mapping[int, masked.ActiveWidth]
+                  ) -> masked.ActiveWidth:
+  """The `ActiveWidth` of a `structure.WidthRule` for one call.
 
   Args:
-    source: a `structure.FixedWidth`, `ChoiceWidth` or `DivisibleWidth`.
+    rule: a `structure.FixedWidth`, `ChoiceWidth` or `DivisibleWidth`.
     masks: float32 rank-1 mask Tensors by OneOf path.
-    resolved: the `Width`s of the sources it derives from, by `id(source)`.
+    resolved: the `ActiveWidth`s of the rules it derives from, by
+      `id(rule)`.
 
   Returns:
-    A `masked.Width`: for a choice, the value at the argmax of its mask (the
-    mask's values are not weights); its `n` is a Python int when the spec
-    and the inputs fix it, else a scalar int32 Tensor.
+    A `masked.ActiveWidth`: for a choice, the value at the argmax of its
+    mask (the mask's values are not weights); its `n` is a Python int when
+    the spec and the inputs fix it, else a scalar int32 Tensor.
   """
-  if isinstance(source, structure.FixedWidth):
-    return Width(source.max, source.max)
-  input_n = resolved[id(source.input)].n if source.input is not None else None
-  if isinstance(source, structure.DivisibleWidth):
+  if isinstance(rule, structure.FixedWidth):
+    return masked.ActiveWidth(rule.max, rule.max)
+  input_n = resolved[id(rule.input)].n if rule.input is not None else None
+  if isinstance(rule, structure.DivisibleWidth):
     if isinstance(input_n, int):
-      return Width(source.max, filters_lib.make_divisible(
-          input_n * source.ratio, source.base))
-    return Width(source.max, masked.tf_make_divisible(
-        tf.cast(input_n, tf.float64) * source.ratio, source.base))
-  candidates = [_scaled(v, input_n, source.base, source.path or 'filters')
-                for v in source.values]
+      return masked.ActiveWidth(rule.max, filters_lib.make_divisible(
+          input_n * rule.ratio, rule.base))
+    return masked.ActiveWidth(rule.max, masked.tf_make_divisible(
+        tf.cast(input_n, tf.float64) * rule.ratio, rule.base))
+  candidates = [_scaled(v, input_n, rule.base, rule.path or 'filters')
+                for v in rule.values]
   if len(candidates) == 1:
-    return Width(source.max, candidates[0])
-  index = tf.argmax(masks[source.path], output_type=tf.int32)
+    return masked.ActiveWidth(rule.max, candidates[0])
+  index = tf.argmax(masks[rule.path], output_type=tf.int32)
   stacked = tf.stack([tf.cast(c, tf.int32) for c in candidates])
-  return Width(source.max, tf.gather(stacked, index))
+  return masked.ActiveWidth(rule.max, tf.gather(stacked, index))
 
 
 class CallContext:
@@ -88,7 +86,8 @@ class CallContext:
   """
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
-               sources: Sequence[WidthSource], mode: str, training: bool,
+               rules: Sequence[structure.WidthRule], mode: str,
+               training: bool,
                epsilon: float, dtype: tf.DType = tf.float32,
                dropout_seed: Optional[tf.Tensor] = None):
     self.mode = mode
@@ -98,9 +97,9 @@ class CallContext:
     self.dtype = tf.as_dtype(dtype)
     self._masks = dict(masks)
     self.active: Optional[tf.Tensor] = None
-    self._widths: Dict[int, Width] = {}
-    for source in sources:
-      self._widths[id(source)] = resolve_width(source, self._masks,
+    self._widths: Dict[int, masked.ActiveWidth] = {}
+    for rule in rules:
+      self._widths[id(rule)] = resolve_width(rule, self._masks,
                                                self._widths)
 
   def mask(self, path: str) -> Optional[tf.Tensor]:
@@ -114,9 +113,9 @@ class CallContext:
       return mask
     return tf.cast(mask, self.dtype)
 
-  def width(self, source: WidthSource) -> Width:
-    """The resolved `Width` of `source`."""
-    return self._widths[id(source)]
+  def width(self, rule: structure.WidthRule) -> masked.ActiveWidth:
+    """The `ActiveWidth` of `rule` in this call."""
+    return self._widths[id(rule)]
 
   @contextlib.contextmanager
   def gated(self, active: tf.Tensor) -> Iterator[None]:

@@ -5,15 +5,16 @@ search space with `OneOf`s, or a pruned architecture without) once and
 returns its structure in the types of this module: per layer a tree of
 parts (convolutions, depthwise convolutions, squeeze-excite, activations,
 pools, `Switch`es over the alternatives of a `OneOf`, residuals), each named
-by the contract of `naming` and wired by `Width` descriptions. Every consumer builds from this
-description instead of branching on the spec types itself:
+by the contract of `naming` and wired by `WidthRule`s (how each width is
+decided). Every consumer builds from this description instead of branching
+on the spec types itself:
 
 * the supernet (`models/supernet.py`) turns each part into a node and each
-  `Width` into a per-call width (all branches of every `Switch` hold
-  weights);
+  `WidthRule` into a per-call `masked.ActiveWidth` (all branches of every
+  `Switch` hold weights);
 * the standalone graph (`graph/from_spec.py`) and the MAC count
   (`cost_model/macs.py`) read a pruned architecture's parts through
-  `resolve.resolve_layers`, where every width is static (`Width.static`).
+  `resolve.resolve_layers`, where every width is static (`WidthRule.static`).
 
 Layer semantics (as the original's `tunas/rematlib/mobile_model_v3.py`
 builds them): a block's `filters` is the output width of its convolutions,
@@ -49,8 +50,10 @@ def short(value: Any, limit: int = 100) -> str:
 # -----------------------------------------------------------------------------
 
 
-class Width:
-  """How a width is decided (compared by identity: one object per width).
+class WidthRule:
+  """How a width is decided: fixed, chosen by a OneOf, or derived.
+
+  Compared by identity: one object per width of the network.
 
   Attributes:
     max: Python int, the widest value (where weights are allocated).
@@ -62,7 +65,7 @@ class Width:
     raise NotImplementedError
 
 
-class FixedWidth(Width):
+class FixedWidth(WidthRule):
   """A width fixed by the spec or the input (image channels, an int)."""
 
   def __init__(self, n: int):
@@ -90,7 +93,7 @@ def scaled_filters(value: Any, input_n: Optional[int], base: int,
   return value
 
 
-class ChoiceWidth(Width):
+class ChoiceWidth(WidthRule):
   """A width picked among `values` by the argmax of the mask at `path`.
 
   Values are ints or `FilterMultiplier`s of `input`'s width (rounded with
@@ -99,7 +102,7 @@ class ChoiceWidth(Width):
   """
 
   def __init__(self, path: Optional[str], values: Sequence[Any],
-               input_width: Optional[Width], base: int):
+               input_width: Optional[WidthRule], base: int):
     self.path = path
     self.values = tuple(values)
     self.input = input_width
@@ -118,10 +121,10 @@ class ChoiceWidth(Width):
                           self.path or 'filters')
 
 
-class DivisibleWidth(Width):
+class DivisibleWidth(WidthRule):
   """`make_divisible(ratio * input width, base)`: the squeeze-excite width."""
 
-  def __init__(self, input_width: Width, ratio: float, base: int):
+  def __init__(self, input_width: WidthRule, ratio: float, base: int):
     self.input = input_width
     self.ratio = ratio
     self.base = base
@@ -134,7 +137,7 @@ class DivisibleWidth(Width):
     return filters_lib.make_divisible(input_n * self.ratio, self.base)
 
 
-def same_width(a: Width, b: Width) -> bool:
+def same_width(a: WidthRule, b: WidthRule) -> bool:
   """Whether two widths always agree (one object, or equal static values)."""
   return a is b or (a.static() is not None and a.static() == b.static())
 
@@ -147,8 +150,8 @@ def same_width(a: Width, b: Width) -> bool:
 @dataclasses.dataclass(eq=False)
 class Part:
   """A piece of a layer. `strides`: spatial stride (out = ceil(in / s))."""
-  in_width: Width
-  out_width: Width
+  in_width: WidthRule
+  out_width: WidthRule
 
   @property
   def strides(self) -> int:
@@ -193,7 +196,7 @@ class SqueezeExcite(Part):
   `hidden` is the reduced width; the convs are `reduce_name` and
   `expand_name` (1x1, biased, no batch norm).
   """
-  hidden: Optional[Width] = None
+  hidden: Optional[WidthRule] = None
   scope: str = ''
   reduce_name: str = ''
   expand_name: str = ''
@@ -325,28 +328,28 @@ class Layer:
     prefix: `naming.layer_prefix(b, l)`, also its schema path.
     spec: its spec as it appears in the block.
     part: its parts, or None for a `DetectionEndpointSpec`.
-    in_width, out_width: `Width`s of its input and output.
+    in_width, out_width: `WidthRule`s of its input and output.
   """
   block_index: int
   layer_index: int
   prefix: str
   spec: Any
   part: Optional[Part]
-  in_width: Width
-  out_width: Width
+  in_width: WidthRule
+  out_width: WidthRule
 
 
 @dataclasses.dataclass(frozen=True)
 class Network:
-  """A whole network: its layers and every `Width`, in creation order.
+  """A whole network: its layers and every `WidthRule`, in creation order.
 
   Attributes:
     layers: one `Layer` per layer spec, blocks in order.
-    widths: every `Width` (inputs before the widths derived from them).
+    widths: every `WidthRule` (inputs before the widths derived from them).
     input_width: the image channels.
     output_width: the last layer's output width (the classifier's input).
   """
   layers: Tuple[Layer, ...]
-  widths: Tuple[Width, ...]
-  input_width: Width
-  output_width: Width
+  widths: Tuple[WidthRule, ...]
+  input_width: WidthRule
+  output_width: WidthRule

@@ -5,7 +5,7 @@ search space (every alternative of every `OneOf` becomes a branch of a
 `structure.Switch`, so the supernet can hold them all) or a pruned
 architecture (no Switch; every width static), and returns a
 `structure.Network`: per layer its tree of `structure` parts, named by
-`naming` and wired by `Width`s. `describe_layer` describes one
+`naming` and wired by `structure.WidthRule`s. `describe_layer` describes one
 layer for given input and block widths (`resolve.resolve_layer` uses it).
 The semantics of each spec type live here and only here (see `structure`).
 
@@ -20,9 +20,6 @@ from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import structure
-
-Part = structure.Part
-Width = structure.Width
 
 
 def _kernel_size(value: Any, path: str) -> int:
@@ -40,20 +37,21 @@ def _is_zero(layer: Any) -> bool:
 
 
 class _Walker:
-  """Describes layers, recording every `Width` it creates, in order."""
+  """Describes layers, recording every `WidthRule` it creates, in order."""
 
   def __init__(self, filters_base: int, check_residuals: bool = True):
     self.base = filters_base
     self.check_residuals = check_residuals
-    self.widths: List[Width] = []
+    self.widths: List[structure.WidthRule] = []
 
-  def add(self, width: Width) -> Width:
+  def add(self, width: structure.WidthRule) -> structure.WidthRule:
     self.widths.append(width)
     return width
 
   def filters(self, path: str, value: Any,
-              input_width: Optional[Width]) -> Width:
-    """The `Width` of a filters value (int, FilterMultiplier or OneOf)."""
+              input_width: Optional[structure.WidthRule]
+              ) -> structure.WidthRule:
+    """The `WidthRule` of a filters value (int, FilterMultiplier or OneOf)."""
     if isinstance(value, schema.OneOf):
       values, oneof_path = value.choices, path
     else:
@@ -64,15 +62,16 @@ class _Walker:
     return self.add(
         structure.ChoiceWidth(oneof_path, values, input_width, self.base))
 
-  def _choice(self, value: Any, path: str, make: Callable[[Any], Part],
-              width: Width) -> Part:
+  def _choice(self, value: Any, path: str,
+              make: Callable[[Any], structure.Part],
+              width: structure.WidthRule) -> structure.Part:
     """`make(value)`, or a structure.Switch over `make(choice)` for a OneOf."""
     if isinstance(value, schema.OneOf):
       return self._switch(path, [make(c) for c in value.choices], width)
     return make(value)
 
-  def _switch(self, path: str, branches: Sequence[Optional[Part]],
-              width: Width) -> structure.Switch:
+  def _switch(self, path: str, branches: Sequence[Optional[structure.Part]],
+              width: structure.WidthRule) -> structure.Switch:
     live = [b for b in branches if b is not None]
     out = live[0].out_width if live else width
     strides = live[0].strides if live else 1
@@ -86,7 +85,8 @@ class _Walker:
     return structure.Switch(width, out, path=path, branches=tuple(branches))
 
   def _depthwise(self, kernel_size: Any, strides: int, activation: str,
-                 path: str, prefix: str, width: Width) -> Part:
+                 path: str, prefix: str,
+                 width: structure.WidthRule) -> structure.Part:
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
       return structure.Depthwise(width, width, naming.join(prefix,
@@ -94,8 +94,9 @@ class _Walker:
                        k, strides, activation)
     return self._choice(kernel_size, f'{path}/kernel_size', make, width)
 
-  def _conv(self, spec: ops.ConvSpec, path: str, prefix: str, in_width: Width,
-            block_width: Width) -> Part:
+  def _conv(self, spec: ops.ConvSpec, path: str, prefix: str,
+            in_width: structure.WidthRule,
+            block_width: structure.WidthRule) -> structure.Part:
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
       return structure.Conv(in_width, block_width,
@@ -105,7 +106,8 @@ class _Walker:
                         in_width)
 
   def _separable(self, spec: ops.SeparableConvSpec, path: str, prefix: str,
-                 in_width: Width, block_width: Width) -> Part:
+                 in_width: structure.WidthRule,
+                 block_width: structure.WidthRule) -> structure.Part:
     parts = (self._depthwise(spec.kernel_size, spec.strides,
                              spec.activation.name, path, prefix, in_width),
              structure.Conv(in_width, block_width,
@@ -113,7 +115,8 @@ class _Walker:
     return structure.Chain(in_width, block_width, parts=parts)
 
   def _squeeze_excite(self, spec: ops.DepthwiseBottleneckSpec, path: str,
-                      prefix: str, expanded: Width) -> Optional[Part]:
+                      prefix: str, expanded: structure.WidthRule
+                      ) -> Optional[structure.Part]:
     """The SE part, a Switch with an Identity branch, or None when off."""
     hidden = None
 
@@ -138,7 +141,8 @@ class _Walker:
     return None if isinstance(part, structure.Identity) else part
 
   def _bottleneck(self, spec: ops.DepthwiseBottleneckSpec, path: str,
-                  prefix: str, in_width: Width, block_width: Width) -> Part:
+                  prefix: str, in_width: structure.WidthRule,
+                  block_width: structure.WidthRule) -> structure.Part:
     expanded = self.filters(f'{path}/expansion_filters',
                             spec.expansion_filters, in_width)
     activation = spec.activation.name
@@ -155,7 +159,8 @@ class _Walker:
     return structure.Chain(in_width, block_width, parts=tuple(parts))
 
   def _residual(self, spec: ops.ResidualSpec, path: str, prefix: str,
-                in_width: Width, block_width: Width) -> Part:
+                in_width: structure.WidthRule,
+                block_width: structure.WidthRule) -> structure.Part:
     if _is_zero(spec.layer):
       # As the original: a skipped layer is the identity.
       return structure.Identity(in_width, in_width)
@@ -173,7 +178,8 @@ class _Walker:
                               scope=prefix)
 
   def _oneof(self, value: schema.OneOf, path: str, prefix: str,
-             in_width: Width, block_width: Width) -> Part:
+             in_width: structure.WidthRule,
+             block_width: structure.WidthRule) -> structure.Part:
     branches = []
     for i, choice in enumerate(value.choices):
       if isinstance(choice, ops.ZeroSpec):
@@ -186,8 +192,9 @@ class _Walker:
                                  in_width, block_width))
     return self._switch(path, branches, in_width)
 
-  def layer(self, value: Any, path: str, prefix: str, in_width: Width,
-            block_width: Width) -> Optional[Part]:
+  def layer(self, value: Any, path: str, prefix: str,
+            in_width: structure.WidthRule,
+            block_width: structure.WidthRule) -> Optional[structure.Part]:
     """The parts of one layer spec; None for a `DetectionEndpointSpec`.
 
     Args:
@@ -222,7 +229,8 @@ class _Walker:
     raise ValueError(f'{path}: unsupported layer spec {structure.short(value)}')
 
 
-def describe_layer(layer: Any, in_width: Width, block_width: Width,
+def describe_layer(layer: Any, in_width: structure.WidthRule,
+                   block_width: structure.WidthRule,
                    filters_base: int, block_index: int = 0,
                    layer_index: int = 0,
                    check_residuals: bool = True) -> structure.Layer:
@@ -230,8 +238,9 @@ def describe_layer(layer: Any, in_width: Width, block_width: Width,
 
   Args:
     layer: a layer spec, with or without OneOfs.
-    in_width: `Width` of its input.
-    block_width: `Width` of its block (the output of conv-like layers).
+    in_width: `structure.WidthRule` of its input.
+    block_width: `structure.WidthRule` of its block (the output of
+      conv-like layers).
     filters_base: positive int, the rounding base of relative widths.
     block_index, layer_index: its position (names and paths).
     check_residuals: refuse a residual layer that changes the stride or the
