@@ -62,8 +62,7 @@ def time_mode(space: str, mode: str, batch: int, samples: List[Dict],
 
   @tf.function
   def step(masks):
-    sampled = schema.map_oneofs_with_paths(
-        lambda path, o: schema.OneOf(o.choices, o.tag, masks[path]), spec)
+    sampled = schema.with_masks(spec, masks)
     with tf.GradientTape() as tape:
       logits = net(sampled, images, training=True)
       loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(

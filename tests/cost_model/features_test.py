@@ -22,11 +22,10 @@ def _one_layer(layer):
 
 
 def _with_masks(spec, masks_by_path, as_tensor=False):
-  def attach(path, oneof):
-    mask = np.asarray(masks_by_path[path], np.float32)
-    return OneOf(oneof.choices, oneof.tag,
-                 tf.constant(mask) if as_tensor else mask)
-  return schema.map_oneofs_with_paths(attach, spec)
+  def mask(path, _):
+    value = np.asarray(masks_by_path[path], np.float32)
+    return tf.constant(value) if as_tensor else value
+  return schema.with_masks(spec, mask)
 
 
 def _random_indices(spec, seed):
@@ -35,8 +34,7 @@ def _random_indices(spec, seed):
 
 
 def _to_numpy_masks(sampled):
-  return schema.map_oneofs(
-      lambda o: OneOf(o.choices, o.tag, np.asarray(o.mask)), sampled)
+  return schema.with_masks(sampled, lambda _, o: np.asarray(o.mask))
 
 
 # The feature-layout cases of the original's mobile_cost_model_test.py.
@@ -128,8 +126,7 @@ class FeaturesTest(tf.test.TestCase, parameterized.TestCase):
     spec = mobile.get_search_space(ssd)
     masked = features.attach_one_hot_masks(spec, _random_indices(spec, 1))
     numpy_features = features.features(masked)
-    as_tensors = schema.map_oneofs(
-        lambda o: OneOf(o.choices, o.tag, tf.constant(o.mask)), masked)
+    as_tensors = schema.with_masks(masked, lambda _, o: tf.constant(o.mask))
     tensor_features = features.features(as_tensors)
     # Reference models have no OneOf, hence no tensor: NumPy [1.0] then.
     if schema.flatten(spec):

@@ -14,7 +14,6 @@ from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
-from tunas_tf.search_space.schema import OneOf
 
 # The original's MobileCostModelTest.test_estimate_cost_integration_test
 # (tunas/mobile_cost_model_test.py): assertNear(cost, 84.0, err=1.0).
@@ -103,8 +102,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     spec = mobile.get_search_space(ssd)
     indices = schema.extreme_indices(spec, largest=True)
     masked = features.attach_one_hot_masks(spec, indices)
-    as_tensors = schema.map_oneofs(
-        lambda o: OneOf(o.choices, o.tag, tf.constant(o.mask)), masked)
+    as_tensors = schema.with_masks(masked, lambda _, o: tf.constant(o.mask))
     model = linear.get_cost_model(ssd)
     cost = linear.estimate_cost(features.features(as_tensors), model)
     self.assertEqual(cost.dtype, tf.float32)
@@ -119,8 +117,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
         mobile.proxylessnas_search(), increase_ops_probability=1.0)
     model = linear.get_cost_model(_PROXYLESSNAS, cost_model)
     cost = linear.estimate_cost(features.features(sampled), model)
-    numpy_masks = schema.map_oneofs(
-        lambda o: OneOf(o.choices, o.tag, np.asarray(o.mask)), sampled)
+    numpy_masks = schema.with_masks(sampled, lambda _, o: np.asarray(o.mask))
     expected = (features.features(numpy_masks).astype(np.float64) @
                 model.kernel + model.bias)
     self.assertAllClose(cost, expected, rtol=1e-6)

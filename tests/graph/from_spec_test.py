@@ -57,8 +57,7 @@ def _sampled(space, indices: Sequence[int]):
   paths = [path for path, _ in schema.flatten_with_paths(space)]
   masks = {path: tf.one_hot(i, len(oneof.choices))
            for path, i, oneof in zip(paths, indices, schema.flatten(space))}
-  return schema.map_oneofs_with_paths(
-      lambda path, o: OneOf(o.choices, o.tag, masks[path]), space)
+  return schema.with_masks(space, masks)
 
 
 def _architectures(name: str, space) -> Dict[str, List[int]]:

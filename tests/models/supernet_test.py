@@ -403,10 +403,8 @@ class ErrorsTest(tf.test.TestCase):
       net(sampled_specs.attach(other, good), images)
     with self.assertRaisesRegex(ValueError, "The OneOf at 'blocks/0/filters' "
                                 'has 2 choices but no mask'):
-      net(schema.map_oneofs_with_paths(
-          lambda p, o: OneOf(o.choices, o.tag,
-                             None if p == 'blocks/0/filters' else good[p]),
-          spec), images)
+      net(schema.with_masks(spec, dict(good, **{'blocks/0/filters': None})),
+          images)
     with self.assertRaisesRegex(ValueError, "The mask at 'blocks/0/filters' "
                                 r'has shape \(3,\); expected \[2\]'):
       net(sampled_specs.attach(

@@ -28,11 +28,9 @@ def _reference_top1(search_dir, indices):
   reader = tf.train.load_checkpoint(search_dir)
   for name, variable in net.variables_by_name().items():
     variable.assign(reader.get_tensor(name))
-  position = iter(schema.parse_indices(indices))
-  sampled = schema.map_oneofs_with_paths(
-      lambda _, o: schema.OneOf(o.choices, o.tag,
-                                tf.one_hot(next(position), len(o.choices))),
-      space)
+  sampled = schema.with_masks(space, [
+      tf.one_hot(i, n) for i, n in zip(schema.parse_indices(indices),
+                                       schema.num_choices(space))])
   correct = total = 0
   for images, labels in datasets.eval_dataset('digits', 'test', 10, 50):
     logits = net(sampled, images, training=False)

@@ -69,6 +69,43 @@ class SchemaTest(parameterized.TestCase):
     spec = OneOf([1, 2], OP_TAG, mask='m')
     self.assertEqual(schema.map_oneofs(lambda o: o.mask, spec), 'm')
 
+  def _masks_in_visit_order(self, spec):
+    return [(path, o.mask) for path, o in schema.flatten_with_paths(spec)]
+
+  def test_with_masks_from_a_mapping_a_sequence_or_a_function(self):
+    spec = _nested_spec()
+    before = copy.deepcopy(spec)
+    paths = [p for p, _ in schema.flatten_with_paths(spec)]
+    expected = [(p, f'm:{p}') for p in paths]
+    by_path = {p: f'm:{p}' for p in paths}
+    by_path['not/a/oneof'] = 'ignored'
+    for masks in (by_path, [f'm:{p}' for p in paths],
+                  lambda path, oneof: f'm:{path}'):
+      masked = schema.with_masks(spec, masks)
+      self.assertEqual(self._masks_in_visit_order(masked), expected)
+      self.assertEqual(masked, spec)  # Masks are not compared.
+    self.assertEqual(self._masks_in_visit_order(spec),
+                     [(p, None) for p in paths])
+    self.assertEqual(spec, before)
+
+  def test_with_masks_function_sees_masked_choices(self):
+    def mask(path, oneof):
+      if path == 'a/first':
+        self.assertEqual(oneof.choices[0].first.mask,
+                         'm:a/first/choices/0/first')
+      return f'm:{path}'
+    masked = schema.with_masks(_nested_spec(), mask)
+    self.assertEqual(masked['a'].first.mask, 'm:a/first')
+
+  def test_with_masks_rejects_a_missing_path_or_a_wrong_count(self):
+    spec = _nested_spec()
+    with self.assertRaisesRegex(ValueError, "no mask for the OneOf at 'a/first"
+                                "/choices/0/first'"):
+      schema.with_masks(spec, {'b/0': 'm'})
+    with self.assertRaisesRegex(ValueError, r'expected 4 masks \(one per '
+                                r'OneOf\), got 3'):
+      schema.with_masks(spec, ['m'] * 3)
+
   @parameterized.named_parameters(
       ('list', [0, 1, 0, 0], 'zero'),
       ('string', '1:0:0:0', _Pair(5, 'x')),

@@ -7,8 +7,6 @@ import tensorflow as tf
 
 from tunas_tf.search_space import schema
 
-OneOf = schema.OneOf
-
 
 def one_hot(n: int, index: int) -> np.ndarray:
   """float32 [n] with a 1 at `index`."""
@@ -46,5 +44,5 @@ def random_indices(spec, rng: np.random.Generator) -> list:
 def attach(spec, masks: Mapping[str, object],
            convert: Callable = tf.convert_to_tensor):
   """`spec` with `masks[path]` (as a Tensor) on the OneOf at each path."""
-  return schema.map_oneofs_with_paths(
-      lambda path, o: OneOf(o.choices, o.tag, convert(masks[path])), spec)
+  return schema.with_masks(spec, {path: convert(mask)
+                                  for path, mask in masks.items()})

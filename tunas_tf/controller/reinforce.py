@@ -279,14 +279,14 @@ def uniform_sample(spec: Any,
       increase_filters_probability, 'increase_filters_probability')
   draws = _Draws(_check_seed(seed))
 
-  def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
+  def draw(path: str, oneof: schema.OneOf) -> tf.Tensor:
     logits = tf.zeros([len(oneof.choices)], tf.float32)
     mask, _ = _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits),
                          draws, increase_ops_probability,
                          increase_filters_probability)
-    return schema.OneOf(oneof.choices, oneof.tag, mask)
+    return mask
 
-  return schema.map_oneofs_with_paths(visit, spec)
+  return schema.with_masks(spec, draw)
 
 
 def _index_of_largest(choices: Sequence[Any]) -> int:
@@ -381,7 +381,7 @@ def independent_sample(
   variables = controller.logits_by_path
   draws = _Draws(seed)
 
-  def visit(path: str, oneof: schema.OneOf) -> schema.OneOf:
+  def draw(path: str, oneof: schema.OneOf) -> tf.Tensor:
     logits = variables[path] / temperature
     logits_by_path[path] = logits
     logits_by_tag[f'{oneof.tag}_{tag_counts[oneof.tag]}'] = logits
@@ -395,9 +395,9 @@ def independent_sample(
                                 increase_filters_probability)
     masks[path] = mask
     log_probs[path] = log_prob
-    return schema.OneOf(oneof.choices, oneof.tag, mask)
+    return mask
 
-  sampled = schema.map_oneofs_with_paths(visit, spec)
+  sampled = schema.with_masks(spec, draw)
 
   zero = tf.constant(0.0, tf.float32)
   sample_log_prob, entropy = zero, zero

@@ -253,9 +253,9 @@ def attach_one_hot_masks(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   schema.prune(spec, values)  # Validates count and ranges, same messages.
   position = iter(values)
 
-  def attach(_, oneof):
+  def one_hot(_, oneof):
     mask = np.zeros([len(oneof.choices)], np.float32)
     mask[next(position)] = 1.0
-    return schema.OneOf(oneof.choices, oneof.tag, mask)
+    return mask
 
-  return schema.map_oneofs_with_paths(attach, spec)
+  return schema.with_masks(spec, one_hot)

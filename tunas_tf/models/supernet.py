@@ -47,7 +47,7 @@ standalone network uses the same names (its weights are the leading slices
 of the supernet's).
 
 Pass the masks into a `tf.function` as tensors and attach them to the spec
-inside it (`schema.map_oneofs_with_paths`): a spec passed as a `tf.function`
+inside it (`schema.with_masks`): a spec passed as a `tf.function`
 argument is compared without its masks and would be traced as a constant.
 """
 
@@ -175,10 +175,9 @@ class Supernet(tf.Module):
     ```
     space = mobile.get_search_space('digits_search')
     net = Supernet(space, num_classes=10, input_channels=1)
-    sampled = schema.map_oneofs_with_paths(
-        lambda path, o: schema.OneOf(o.choices, o.tag, masks[path]), space)
-    logits = net(sampled, images, training=True)        # [batch, 10]
-    loss += net.regularization_loss(sampled, 4e-5)      # (4e-5 / 2) sum w^2
+    sampled = schema.with_masks(space, masks)     # {OneOf path: mask}
+    logits = net(sampled, images, training=True)  # [batch, 10]
+    loss += net.regularization_loss(sampled, 4e-5)  # (4e-5 / 2) sum w^2
     ```
 
   Attributes:

@@ -30,13 +30,6 @@ from tunas_tf.search_space import schema
 Indices = Union[str, Sequence[int]]
 
 
-def _masked(spec, masks: Sequence[tf.Tensor]):
-  """`spec` with `masks` (one per OneOf, in `schema.flatten` order)."""
-  position = iter(masks)
-  return schema.map_oneofs_with_paths(
-      lambda _, o: schema.OneOf(o.choices, o.tag, next(position)), spec)
-
-
 def _supernet(config: config_lib.SearchConfig, spec, search_dir: str,
               checkpoint: Optional[str]) -> supernet_lib.Supernet:
   """The search's supernet for `spec` (sampled mode, float32) with a
@@ -101,7 +94,7 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
   # architecture; the spec with masks is built inside.
   @tf.function
   def correct(masks, images, labels):
-    logits = net(_masked(spec, masks), images, training=False)
+    logits = net(schema.with_masks(spec, masks), images, training=False)
     hits = tf.equal(tf.argmax(logits, -1), tf.argmax(labels, -1))
     return tf.reduce_sum(tf.cast(hits, tf.int64))
 

@@ -21,8 +21,9 @@ are carried opaquely.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
-from typing import Any, Callable, List, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Sequence, Tuple, Union
 
 OP_TAG = 'op_indices'
 FILTERS_TAG = 'filters_indices'
@@ -102,6 +103,56 @@ def map_oneofs_with_paths(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
 def map_oneofs(fn: Callable[[OneOf], Any], spec: Any) -> Any:
   """Like `map_oneofs_with_paths`, for a function of the OneOf alone."""
   return _map(lambda _, oneof: fn(oneof), spec, '')
+
+
+def with_masks(spec: Any,
+               masks: Union[Mapping[str, Any], Sequence[Any],
+                            Callable[[str, OneOf], Any]]) -> Any:
+  """Returns a copy of `spec` whose OneOfs carry the given masks.
+
+  The only way a spec gets masks (a sampled architecture, a warm-up mixture,
+  one-hot masks for the cost model). The input is not mutated.
+
+  Args:
+    spec: any nested spec.
+    masks: one of
+      * a mapping {OneOf path: mask} with an entry for every OneOf (other
+        keys are ignored);
+      * a sequence of masks, one per OneOf in visit order
+        (`flatten_with_paths`);
+      * a callable (path, OneOf) -> mask, called once per OneOf in visit
+        order (the OneOf's choices already carry their masks).
+      A mask is carried opaquely: typically a rank-1 float Tensor or NumPy
+      array of length `len(oneof.choices)`.
+
+  Returns:
+    The spec with `OneOf(choices, tag, mask)` in place of every OneOf.
+
+  Raises:
+    ValueError: for a mapping without an entry for a OneOf's path (naming
+      it) or a sequence whose length is not the number of OneOfs.
+  """
+  if callable(masks):
+    mask_at = masks
+  elif isinstance(masks, collections.abc.Mapping):
+    def mask_at(path, _):
+      if path not in masks:
+        raise ValueError(f'with_masks: no mask for the OneOf at {path!r}')
+      return masks[path]
+  else:
+    values = list(masks)
+    expected = len(flatten(spec))
+    if len(values) != expected:
+      raise ValueError(f'with_masks: expected {expected} masks (one per '
+                       f'OneOf), got {len(values)}')
+    position = iter(values)
+
+    def mask_at(path, oneof):
+      del path, oneof
+      return next(position)
+
+  return _map(lambda path, oneof: OneOf(oneof.choices, oneof.tag,
+                                        mask_at(path, oneof)), spec, '')
 
 
 def flatten_with_paths(spec: Any) -> List[Tuple[str, OneOf]]:
