@@ -27,8 +27,8 @@ Example:
   ```
 
 The layers' parts come from the one walker over the spec
-(`search_space.walker`, through `resolve.resolve_layers`) and their names
-from `search_space.naming`; this module turns each part into ops.
+(`search_space.walker.describe_network`, as for the supernet) and their
+names from `search_space.naming`; this module turns each part into ops.
 
 Op naming rule. A layer's prefix is `blocks/{b}/layers/{l}` (its position in
 the spec; `ResidualSpec` and pruned `OneOf`s add no level). Ops with
@@ -91,9 +91,9 @@ from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops
-from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import structure
+from tunas_tf.search_space import walker
 
 OpType = ir.OpType
 Params = Dict[str, Dict[str, np.ndarray]]
@@ -104,8 +104,6 @@ CLASSIFIER_NAME = naming.CLASSIFIER  # Re-exported: `train_eval` reads it.
 
 _KERNEL_INIT = 'I:he_normal'  # Truncated, std sqrt(2 / fan_in): the supernet's.
 _CLASSIFIER_INIT = f'I:normal:stddev:{naming.CLASSIFIER_STDDEV}'
-# resolve_layers needs a resolution; the graph only reads widths from it.
-_NOMINAL_IMAGE_SIZE = 224
 
 _ACTIVATION_TYPES = {
     spec_ops.RELU: OpType.RELU,
@@ -213,25 +211,25 @@ class _Builder:
       return self.depthwise_bn(x, part)
     if isinstance(part, structure.SqueezeExcite):
       return self.squeeze_excite(x, part)
-    # resolve_layers has refused OneOfs (Switch parts) already.
+    # graph_from_spec has refused OneOfs (Switch parts) already.
     raise ValueError(f'{prefix}: unsupported part {type(part).__name__}')
 
 
-def _check_skippable(layers: Sequence[resolve.ResolvedLayer],
+def _check_skippable(layers: Sequence[structure.Layer],
                      skippable: Sequence[str], rate: float) -> FrozenSet[str]:
   """`skippable` as a set, after checking that it names layers (residual
   ones when `rate` is positive)."""
   if isinstance(skippable, str):
     raise ValueError('graph_from_spec: skippable_layers must be a sequence '
                      f'of layer prefixes, got the string {skippable!r}')
-  by_prefix = {naming.layer_prefix(l.block_index, l.layer_index): l
-               for l in layers}
+  by_prefix = {l.prefix: l for l in layers}
   unknown = sorted(set(skippable) - set(by_prefix))
   if unknown:
     raise ValueError(f'graph_from_spec: skippable_layers {unknown} are not '
                      'layers of the spec (blocks/{b}/layers/{l})')
-  not_residual = sorted(p for p in set(skippable)
-                        if not by_prefix[p].residual)
+  not_residual = sorted(
+      p for p in set(skippable)
+      if not isinstance(by_prefix[p].spec, spec_ops.ResidualSpec))
   if not_residual and rate > 0:
     raise ValueError(f'graph_from_spec: skippable_layers {not_residual} are '
                      'not residual layers; path dropout drops a residual '
@@ -303,15 +301,14 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   if not batch_norm_epsilon > 0:
     raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
                      f'got {batch_norm_epsilon!r}')
-  layers = resolve.resolve_layers(spec, _NOMINAL_IMAGE_SIZE, input_channels)
+  layers = walker.describe_network(spec, input_channels).layers
   path_dropout_layers = _check_skippable(layers, skippable_layers,
                                          path_dropout_rate)
   builder = _Builder(float(batch_norm_epsilon), float(path_dropout_rate),
                      path_dropout_layers)
   x = INPUT_NAME
   for layer in layers:
-    x = builder.part(x, layer.part,
-                     naming.layer_prefix(layer.block_index, layer.layer_index))
+    x = builder.part(x, layer.part, layer.prefix)
   if dropout_rate > 0:
     x = builder.add(naming.join(naming.CLASSIFIER, 'dropout'),
                     OpType.DROPOUT, [x], rate=float(dropout_rate))

@@ -6,8 +6,8 @@ by block and layer by layer: the layer's parts come from the one walker
 adds the resolutions. Each `ResolvedLayer` has the numbers every consumer
 needs (input and output width and resolution, kernel size, stride, expanded
 and squeeze-excite widths) and its `part` tree, which the MAC count
-(`cost_model/macs.py`) and the standalone graph (`graph/from_spec.py`)
-read; the layer semantics are the walker's (see `structure`):
+(`cost_model/macs.py`) and the search report read; the layer semantics are
+the walker's (see `structure`):
 
 * padding is 'SAME': the output resolution is `ceil(input / strides)`;
   `GlobalAveragePoolSpec` gives resolution 1 (keepdims);

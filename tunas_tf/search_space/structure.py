@@ -12,9 +12,10 @@ on the spec types itself:
 * the supernet (`models/supernet.py`) turns each part into a node and each
   `WidthRule` into a per-call `masked.ActiveWidth` (all branches of every
   `Switch` hold weights);
-* the standalone graph (`graph/from_spec.py`) and the MAC count
-  (`cost_model/macs.py`) read a pruned architecture's parts through
-  `resolve.resolve_layers`, where every width is static (`WidthRule.static`).
+* the standalone graph (`graph/from_spec.py`) turns a pruned
+  architecture's parts into ops, every width static (`WidthRule.static`);
+* the MAC count (`cost_model/macs.py`) reads them with their resolutions
+  through `resolve.resolve_layers`.
 
 Layer semantics (as the original's `tunas/rematlib/mobile_model_v3.py`
 builds them): a block's `filters` is the output width of its convolutions,

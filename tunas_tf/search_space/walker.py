@@ -29,6 +29,13 @@ def _kernel_size(value: Any, path: str) -> int:
   return value
 
 
+def _strides(value: Any, path: str) -> int:
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ValueError(f'{path}: strides must be a positive int, got '
+                     f'{value!r}')
+  return value
+
+
 def _is_zero(layer: Any) -> bool:
   """A `ZeroSpec`, or a OneOf whose only choice is one."""
   return isinstance(layer, ops.ZeroSpec) or (
@@ -87,6 +94,8 @@ class _Walker:
   def _depthwise(self, kernel_size: Any, strides: int, activation: str,
                  path: str, prefix: str,
                  width: structure.WidthRule) -> structure.Part:
+    strides = _strides(strides, f'{path}/strides')
+
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
       return structure.Depthwise(width, width, naming.join(prefix,
@@ -97,10 +106,12 @@ class _Walker:
   def _conv(self, spec: ops.ConvSpec, path: str, prefix: str,
             in_width: structure.WidthRule,
             block_width: structure.WidthRule) -> structure.Part:
+    strides = _strides(spec.strides, f'{path}/strides')
+
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
       return structure.Conv(in_width, block_width,
-                  naming.join(prefix, naming.conv_part(k)), k, spec.strides,
+                  naming.join(prefix, naming.conv_part(k)), k, strides,
                   spec.use_batch_norm)
     return self._choice(spec.kernel_size, f'{path}/kernel_size', make,
                         in_width)
@@ -164,16 +175,21 @@ class _Walker:
     if _is_zero(spec.layer):
       # As the original: a skipped layer is the identity.
       return structure.Identity(in_width, in_width)
+    if isinstance(spec.layer, ops.ResidualSpec):
+      raise ValueError(f'{path}: a nested ResidualSpec')
     layer = self.layer(spec.layer, f'{path}/layer', prefix, in_width,
                        block_width)
     if layer is None:  # A residual endpoint: the identity as well.
       return structure.Identity(in_width, in_width)
+    pooled = any(isinstance(p, structure.GlobalPool)
+                 for p in structure.walk(layer))
     if self.check_residuals and (
-        layer.strides != 1 or
+        layer.strides != 1 or pooled or
         not structure.same_width(layer.out_width, in_width)):
       raise ValueError(
-          f'{path}: a ResidualSpec layer must keep the shape (stride 1 and '
-          f'the block width of its input), got stride {layer.strides}')
+          f'{path}: a ResidualSpec layer must keep the shape (stride 1, no '
+          f'global pool and the block width of its input), got stride '
+          f'{layer.strides}')
     return structure.Residual(in_width, in_width, layer=layer, path=path,
                               scope=prefix)
 
