@@ -59,6 +59,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from tunas_tf.layers import masked
+from tunas_tf.layers import regularization
 from tunas_tf.models import supernet_nodes as nodes
 from tunas_tf.models import supernet_widths as widths
 from tunas_tf.search_space import naming
@@ -362,7 +363,8 @@ class Supernet(tf.Module):
                           weight_decay: float) -> tf.Tensor:
     """L2 weight decay of the sampled architecture, under its masks.
 
-    (weight_decay / 2) * sum over kernels of sum((kernel * mask)^2), where
+    `regularization.weight_decay_loss`: (weight_decay / 2) * sum over
+    kernels of sum((kernel * mask)^2), where
     the mask is the kernel's in (x) out channel mask (in sampled mode, the
     sum over the sliced kernel: the same value). A Switch multiplies each
     branch's terms by its mask value (an unused branch adds exactly 0, with
@@ -381,10 +383,7 @@ class Supernet(tf.Module):
     Raises:
       ValueError: for a negative `weight_decay` or a bad `sampled_spec`.
     """
-    if weight_decay < 0:
-      raise ValueError(f'weight_decay must be >= 0, got {weight_decay!r}')
     ctx = self._context(sampled_spec, training=False)
     terms = nodes.merge_max([node.regularizers(ctx) for node in self._layers])
-    if not terms:
-      return tf.constant(0.0, tf.float32)
-    return (weight_decay / 2.0) * tf.add_n(list(terms.values()))
+    return regularization.weight_decay_loss(list(terms.values()),
+                                            weight_decay)

@@ -26,6 +26,7 @@ from tunas_tf import checkpoints
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
 from tunas_tf.layers import dropout as dropout_lib
+from tunas_tf.layers import regularization
 from tunas_tf.layers import schedules
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import guards
@@ -181,13 +182,16 @@ def scaffold_fn(variables: TrainVariables, ema, training: bool,
 
 
 def regularization_loss(model, weight_decay: float) -> tf.Tensor:
-  """(weight_decay / 2) * sum of squared kernels, classifier excluded."""
+  """`regularization.weight_decay_loss` of every kernel but the classifier's.
+
+  With `weight_decay` 0 no term is built (the loss is the constant 0).
+  """
   kernels = [group['kernel'] for op, group in model.op_variables.items()
              if 'kernel' in group and op != from_spec.CLASSIFIER_NAME]
-  if not kernels or weight_decay == 0:
-    return tf.constant(0.0, tf.float32)
-  return (weight_decay / 2.0) * tf.add_n(
-      [tf.reduce_sum(tf.square(k)) for k in kernels])
+  if weight_decay == 0:
+    kernels = []
+  return regularization.weight_decay_loss(
+      [tf.reduce_sum(tf.square(k)) for k in kernels], weight_decay)
 
 
 def losses(model, labels, logits, config: TrainEvalConfig) -> Losses:
