@@ -173,16 +173,23 @@ class ConfigTest(absltest.TestCase):
         dataclasses.replace(config, max_steps=60)))
     self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
 
-  def test_a_run_from_before_bfloat16_reads_and_resumes(self):
+  def _stored_without(self, *fields):
+    """(model_dir, config) of a run whose config.json lacks `fields`, as
+    one written before they existed."""
     model_dir = tempfile.mkdtemp()
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
                          '--max_steps=30')
     config_lib.write_or_check(config)
     path = os.path.join(model_dir, 'config.json')
     stored = runs.read_json(path)
-    del stored['use_bfloat16'], stored['deterministic']
+    for field in fields:
+      del stored[field]
     with open(path, 'w') as f:
       json.dump(stored, f)
+    return model_dir, config
+
+  def test_a_run_from_before_bfloat16_reads_and_resumes(self):
+    model_dir, config = self._stored_without('use_bfloat16', 'deterministic')
     self.assertEqual(config_lib.read(model_dir).use_bfloat16, 'false')
     self.assertFalse(config_lib.read(model_dir).job.deterministic)
     self.assertTrue(config_lib.write_or_check(config))
@@ -222,15 +229,7 @@ class ConfigTest(absltest.TestCase):
                   '--path_dropout_rate=0.1')
 
   def test_a_run_from_before_path_dropout_reads_and_resumes(self):
-    model_dir = tempfile.mkdtemp()
-    config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
-                         '--max_steps=30')
-    config_lib.write_or_check(config)
-    path = os.path.join(model_dir, 'config.json')
-    stored = runs.read_json(path)
-    del stored['path_dropout_rate']
-    with open(path, 'w') as f:
-      json.dump(stored, f)
+    model_dir, config = self._stored_without('path_dropout_rate')
     self.assertEqual(config_lib.read(model_dir), config)
     self.assertTrue(config_lib.write_or_check(config))
     with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.0 there '
