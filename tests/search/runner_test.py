@@ -9,7 +9,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checkpoints
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import runner
 from tests.testing import searches
 
@@ -43,14 +43,14 @@ class StartLineTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     config = searches.search_config(model_dir, *searches.SHORT_SEARCH_FLAGS)
     data = 'digits 8x8, preprocessing none, 1078 + 359 held-out images'
-    fresh = checkpoints.ResumePoint(None, 0, [], [], False)
+    fresh = resume_lib.ResumePoint(None, 0, [], [], False)
     line = self._line(runner._log_start, config,  # pylint: disable=protected-access
                       runner.Plan('{}', None, fresh))
     self.assertEqual(line, f'Starting search digits_search in {model_dir}: 8 '
                      f'steps on {data} (RL delay 4, warm-up 2/4); building '
                      'the search graph ...')
-    resumed = checkpoints.ResumePoint(f'{model_dir}/model.ckpt-4', 4, [], [],
-                                      True)
+    resumed = resume_lib.ResumePoint(f'{model_dir}/model.ckpt-4', 4, [], [],
+                                     True)
     line = self._line(runner._log_start, config,  # pylint: disable=protected-access
                       runner.Plan('{}', {}, resumed))
     self.assertTrue(line.startswith(

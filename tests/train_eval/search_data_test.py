@@ -10,8 +10,8 @@ from absl.testing import absltest
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checkpoints
 from tunas_tf import flags as common_flags
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import runner
@@ -145,8 +145,8 @@ class StartLineTest(absltest.TestCase):
 
   def test_start_resume_and_eval_only_lines_name_the_data(self):
     data = 'digits 8x8, preprocessing none'
-    fresh = checkpoints.ResumePoint(None, 0, [], [], False)
-    at_20 = checkpoints.ResumePoint('/runs/x/model.ckpt-20', 20, [], [], True)
+    fresh = resume_lib.ResumePoint(None, 0, [], [], False)
+    at_20 = resume_lib.ResumePoint('/runs/x/model.ckpt-20', 20, [], [], True)
     run = f'digits_search {_ZEROS} in /runs/x'
     self.assertEqual(
         self._line(stored=None, resume=fresh),
