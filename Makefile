@@ -26,9 +26,10 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end. The
-# suite's budget was 8 minutes on 2 cores; it now takes 10:38 on a 2-core AMD
-# EPYC, plus 2:02 for the second run below (12:48 in all): the preemption,
-# run-lock, ram:// and ImageNet-recipe tests added ~3 minutes.
+# suite's budget was 8 minutes on 2 cores; it now takes 11:58 on a 2-core AMD
+# EPYC, plus 2:36 for the second run below (~14:30 in all): the preemption,
+# run-lock, ram://, ImageNet-recipe and unreadable-image tests added ~5
+# minutes.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 # Then the tests that compare two code paths' numbers (marker `numerics`)
 # again under the kernels this machine does not use by default (oneDNN's or
