@@ -182,22 +182,6 @@ def write_config(path: str, new: Dict[str, Any],
     write_json(merged, path, sort_keys=True)
 
 
-def write_or_check_config(path: str, new: Dict[str, Any],
-                          run_only_fields: Collection[str],
-                          derived_fields: Collection[str] = ()) -> bool:
-  """`check_config`, then `write_config`.
-
-  Returns:
-    True when `path` already held a config (a restart).
-
-  Raises:
-    ValueError: as `check_config` (then nothing is written).
-  """
-  stored = check_config(path, new, run_only_fields, derived_fields)
-  write_config(path, new, stored, run_only_fields)
-  return stored is not None
-
-
 def _nearest_existing(path: str) -> str:
   """`path` or its nearest ancestor that exists (local paths)."""
   path = os.path.abspath(path)
