@@ -8,7 +8,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checkpoints
+from tunas_tf.graph import inherit
 from tunas_tf.runtime import resume as resume_lib
 
 
@@ -216,9 +216,9 @@ class CheckpointsTest(absltest.TestCase):
   def test_search_checkpoint_and_supernet_values(self):
     search_dir = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'holds no checkpoint'):
-      checkpoints.search_checkpoint(search_dir)
+      inherit.search_checkpoint(search_dir)
     with self.assertRaisesRegex(ValueError, 'no such directory'):
-      checkpoints.search_checkpoint(os.path.join(search_dir, 'missing'))
+      inherit.search_checkpoint(os.path.join(search_dir, 'missing'))
     path = _write_checkpoint(search_dir, {
         'blocks/0/layers/0/conv/kernel': np.ones([1, 1, 2, 3], np.float32),
         'blocks/0/layers/0/conv/kernel/RMSProp': np.ones([1, 1, 2, 3],
@@ -226,19 +226,19 @@ class CheckpointsTest(absltest.TestCase):
         'classifier/bias': np.zeros([4], np.float32),
         'rl_controller/logits': np.zeros([2], np.float32),
     })
-    self.assertEqual(checkpoints.search_checkpoint(search_dir), path)
+    self.assertEqual(inherit.search_checkpoint(search_dir), path)
     with open(os.path.join(search_dir, 'config.json'), 'w') as f:
       json.dump({'ssd': 'cifar_search'}, f)
-    self.assertEqual(checkpoints.search_checkpoint(search_dir,
+    self.assertEqual(inherit.search_checkpoint(search_dir,
                                                    'cifar_search'), path)
     with self.assertRaisesRegex(ValueError, "searched 'cifar_search', not "
                                 '--ssd=digits_search'):
-      checkpoints.search_checkpoint(search_dir, 'digits_search')
-    values = checkpoints.read_supernet_values(path)
+      inherit.search_checkpoint(search_dir, 'digits_search')
+    values = inherit.read_supernet_values(path)
     self.assertEqual(sorted(values), ['blocks/0/layers/0/conv/kernel',
                                       'classifier/bias'])
     with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
-      checkpoints.read_supernet_values(os.path.join(search_dir, 'nothing'))
+      inherit.read_supernet_values(os.path.join(search_dir, 'nothing'))
 
 
 if __name__ == '__main__':

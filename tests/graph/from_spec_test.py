@@ -109,7 +109,7 @@ class OneShotEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(any(_is_skip(o, i) for o, i in chosen))
     self.assertTrue(any(o.tag == schema.FILTERS_TAG and len(o.choices) > 1 and
                         o.choices[i] != max(o.choices) for o, i in chosen))
-    old_params = from_spec.supernet_params(net)
+    old_params = inherit.supernet_params(net)
     for label, indices in archs.items():
       with self.subTest(arch=label):
         expected = net(_sampled(space, indices), images, training=False)
@@ -124,7 +124,7 @@ class OneShotEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(fresh, {})
         self.assertEqual(inherit.find_mismatches(
             model_lib.get_params(model), old_params), [])
-        self.assertEqual(from_spec.inherit_from_supernet(model, net), {})
+        self.assertEqual(inherit.inherit_from_supernet(model, net), {})
         self.assertEqual(sorted(model_lib.get_params(model)),
                          sorted(inherited))
         logits = model(images, training=False)
@@ -138,7 +138,7 @@ class OneShotEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
         schema.prune(space, _DIGITS_INDICES), 10, input_channels=1)
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
     self.assertFalse(model.built)
-    self.assertEqual(from_spec.inherit_from_supernet(model, net, strict=True),
+    self.assertEqual(inherit.inherit_from_supernet(model, net, strict=True),
                      {})
     self.assertTrue(model.built)
     images = _images(8, 1, 2)
@@ -163,7 +163,7 @@ class OneShotEquivalenceTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(graph.op('classifier').input_names,
                      ('classifier/dropout:0',))
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
-    from_spec.inherit_from_supernet(model, net, strict=True)
+    inherit.inherit_from_supernet(model, net, strict=True)
     images = _images(8, 1, 4)
     expected = net(_sampled(space, _DIGITS_INDICES), images, training=False)
     self.assertAllClose(model(images, training=False), expected, rtol=TOL,
@@ -308,15 +308,15 @@ class NamingTest(tf.test.TestCase, parameterized.TestCase):
   def test_supernet_params_splits_names_at_the_last_slash(self):
     values = {'blocks/0/layers/0/conv_k3/bn/gamma': np.ones([2]),
               'classifier/bias': tf.Variable([1.0, 2.0])}
-    params = from_spec.supernet_params(values)
+    params = inherit.supernet_params(values)
     self.assertEqual(sorted(params), ['blocks/0/layers/0/conv_k3/bn',
                                       'classifier'])
     self.assertAllEqual(params['classifier']['bias'], [1.0, 2.0])
     self.assertEqual(params['classifier']['bias'].dtype, np.float32)
     with self.assertRaisesRegex(ValueError, "'kernel'"):
-      from_spec.supernet_params({'kernel': np.ones([1])})
+      inherit.supernet_params({'kernel': np.ones([1])})
     with self.assertRaisesRegex(ValueError, 'variables_by_name'):
-      from_spec.supernet_params([1, 2])
+      inherit.supernet_params([1, 2])
 
 
 class ReferenceModelTest(tf.test.TestCase):
@@ -341,7 +341,7 @@ class ReferenceModelTest(tf.test.TestCase):
     self.assertEqual(graph.op('blocks/7/layers/0/conv_k1').op_kwargs[
         'use_bias'], True)
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
-    self.assertEqual(from_spec.inherit_from_supernet(model, net, strict=True),
+    self.assertEqual(inherit.inherit_from_supernet(model, net, strict=True),
                      {})
     # The supernet's swish6 multiplies by 1/6 and the graph's H_SWISH divides
     # by 6: last-bit differences, which a batch norm over 2 values (1x1
@@ -393,8 +393,8 @@ class ErrorTest(tf.test.TestCase):
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
     model(tf.zeros([1, 1, 1, 3]))
     with self.assertRaisesRegex(ValueError, 'not inherited'):
-      from_spec.inherit_from_supernet(model, digits, strict=True)
-    fresh = from_spec.inherit_from_supernet(model, digits)
+      inherit.inherit_from_supernet(model, digits, strict=True)
+    fresh = inherit.inherit_from_supernet(model, digits)
     self.assertIn('kernel', fresh['blocks/0/layers/0/conv_k3'])  # 3 channels.
     self.assertIn('blocks/4/layers/2/project', fresh)  # Not in digits.
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from tunas_tf.graph import from_spec
+from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search_space import ops
@@ -129,7 +130,7 @@ class PartAgreementTest(tf.test.TestCase, parameterized.TestCase):
     graph, constants = from_spec.graph_from_spec(
         schema.prune(space, indices), CLASSES, input_channels=CHANNELS)
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
-    self.assertEqual(from_spec.inherit_from_supernet(model, nets['sampled']),
+    self.assertEqual(inherit.inherit_from_supernet(model, nets['sampled']),
                      {})
     logits['graph'] = model(images, training=False)
     regs['graph'] = train_eval_steps.regularization_loss(model, WEIGHT_DECAY)

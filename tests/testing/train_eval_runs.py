@@ -18,7 +18,7 @@ from absl import flags
 import tensorflow as tf
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checkpoints
+from tunas_tf.graph import inherit
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -70,7 +70,7 @@ def weights(checkpoint: str) -> Dict[str, Any]:
           for name in reader.get_variable_to_shape_map()
           if name.startswith(('blocks/', 'classifier/')) and
           not name.rsplit('/', 1)[-1].startswith(
-              ('RMSProp', checkpoints.EMA_SUFFIX))}
+              ('RMSProp', inherit.EMA_SUFFIX))}
 
 
 class Search(NamedTuple):

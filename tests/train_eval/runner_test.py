@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from tests.testing import train_eval_runs as runs
-from tunas_tf import checkpoints
 from tunas_tf.cost_model import macs as macs_lib
 from tunas_tf.data import datasets
 from tunas_tf.graph import from_spec
+from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
 from tunas_tf.search import oneshot
 from tunas_tf.search_space import mobile
@@ -175,7 +175,7 @@ class RunTest(absltest.TestCase):
     self.assertNotEmpty(moving)
     self.assertTrue(any(np.any(reader.get_tensor(n) != 0) for n in moving))
     kernel = 'classifier/kernel'
-    shadow = f'{kernel}/{checkpoints.EMA_SUFFIX}'
+    shadow = f'{kernel}/{inherit.EMA_SUFFIX}'
     self.assertIn(shadow, names)
     self.assertFalse(np.allclose(reader.get_tensor(kernel),
                                  reader.get_tensor(shadow)))

@@ -10,9 +10,10 @@ variable `blocks/2/layers/1/expand/kernel` is
 the variable `kernel` of the CONV op `blocks/2/layers/1/expand`, and
 `blocks/2/layers/1/expand/bn/gamma` the `gamma` of the BATCH_NORM op
 `blocks/2/layers/1/expand/bn`. The supernet's weights are the widest
-versions of these (`supernet_params`); `inherit.inherit_params` slices them
-to the architecture's widths (leading slices, as the supernet's sampled mode
-does), and `inherit_from_supernet` does both for a `Model`.
+versions of these (`inherit.supernet_params`); `inherit.inherit_params`
+slices them to the architecture's widths (leading slices, as the supernet's
+sampled mode does), and `inherit.inherit_from_supernet` does both for a
+`Model`.
 
 Example:
   ```
@@ -22,7 +23,7 @@ Example:
   arch = schema.prune(space, indices)
   graph, constants = graph_from_spec(arch, num_classes=10, input_channels=1)
   model = model_lib.Model(graph, constants, stateless_batch_norm=True)
-  fresh = inherit_from_supernet(model, net)   # {}: every weight inherited
+  fresh = inherit.inherit_from_supernet(model, net)  # {}: all inherited
   logits = model(images)   # == net(one-hot sample of `indices`, images)
   ```
 
@@ -73,22 +74,13 @@ the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,
 `depthwise_k5`), never a centre crop of a larger kernel. So the leading
 slice that `inherit.inherit_params` takes is always the right sub-kernel and
 no variable needs special handling.
-
-This module does not import `models/`: it reads a supernet through its
-`variables_by_name()` (weights meet by name, not by import).
 """
 
 from __future__ import annotations
 
-from typing import (Any, Dict, FrozenSet, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-import numpy as np
-import tensorflow as tf
-
-from tunas_tf.graph import inherit
 from tunas_tf.graph import ir
-from tunas_tf.graph import model as model_lib
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.search_space import schema
@@ -96,7 +88,6 @@ from tunas_tf.search_space import structure
 from tunas_tf.search_space import walker
 
 OpType = ir.OpType
-Params = Dict[str, Dict[str, np.ndarray]]
 
 INPUT_NAME = 'input'
 OUTPUT_NAME = 'logits'
@@ -318,93 +309,3 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   builder.add(OUTPUT_NAME, OpType.GLOBAL_AVG_POOL, [x], keepdims=False)
   graph = ir.new_graph([INPUT_NAME], [OUTPUT_NAME], builder.ops)
   return graph, {'num_classes': num_classes}
-
-
-def supernet_params(supernet: Any) -> Params:
-  """A supernet's weights as `{op name: {variable name: np.ndarray}}`.
-
-  The variable `blocks/2/layers/1/expand/kernel` becomes
-  `params['blocks/2/layers/1/expand']['kernel']` (the name is split at its
-  last `/`), which is how a `Model` built from `graph_from_spec` names its
-  variables. Values keep the supernet's widest shapes: pass the result as
-  `old_params` to `inherit.inherit_params` / `inherit.inherit_into`, which
-  take the leading slices an architecture needs (see the module docstring
-  for why the leading slice is always the right one).
-
-  Args:
-    supernet: an object with `variables_by_name()` (a `Supernet`), or a
-      mapping from such variable names to arrays or variables (e.g. read
-      from a checkpoint).
-
-  Returns:
-    A new nested dict of float32 NumPy arrays (copies).
-
-  Raises:
-    ValueError: for another argument type or a name without `/`.
-  """
-  if hasattr(supernet, 'variables_by_name'):
-    named = supernet.variables_by_name()
-  elif isinstance(supernet, Mapping):
-    named = supernet
-  else:
-    raise ValueError('supernet_params: expected a Supernet (with '
-                     'variables_by_name()) or a mapping from variable name '
-                     f'to value, got {type(supernet).__name__}')
-  params: Params = {}
-  for name, value in named.items():
-    op_name, sep, var_name = str(name).rpartition('/')
-    if not sep or not op_name or not var_name:
-      raise ValueError(f'supernet_params: variable name {name!r} is not '
-                       '"<op name>/<variable name>"')
-    if hasattr(value, 'numpy'):
-      value = value.numpy()
-    params.setdefault(op_name, {})[var_name] = np.array(value, np.float32,
-                                                        copy=True)
-  return params
-
-
-def inherit_from_supernet(model: model_lib.Model, supernet: Any,
-                          strict: bool = False) -> Params:
-  """Assigns a supernet's (sliced) weights to a `Model` of an architecture.
-
-  Runs eagerly. An unbuilt model is built first, for images with the
-  supernet's `input_channels`, by running it once (training=False) on a 1x1
-  zero image (much quicker than tracing `Model.build`). In a TF1 graph, read
-  the supernet's values with the session, then
-  `inherit.inherit_into(model, supernet_params(values), session)`.
-
-  Args:
-    model: a `model.Model` of a graph from `graph_from_spec`.
-    supernet: as for `supernet_params`.
-    strict: raise instead of leaving a trainable variable fresh (moving
-      statistics may stay fresh).
-
-  Returns:
-    The fresh (not inherited) params `{op name: {variable name: value}}`,
-    with the model's current values; empty when every variable was
-    inherited (batch-norm moving statistics of a stateful model are always
-    fresh: the supernet keeps none).
-
-  Raises:
-    ValueError: when not executing eagerly, if the model is not built and
-      `supernet` has no `input_channels`, or, when `strict`, if a trainable
-      variable stays fresh (naming it).
-  """
-  if not tf.executing_eagerly():
-    raise ValueError('inherit_from_supernet runs eagerly; in a TF1 graph use '
-                     'inherit.inherit_into(model, supernet_params(values), '
-                     'session)')
-  if not model.built:
-    channels = getattr(supernet, 'input_channels', None)
-    if channels is None:
-      raise ValueError('inherit_from_supernet: build the model first '
-                       '(model.build(input_shape)); the supernet argument '
-                       'does not say how many input channels it takes')
-    model(tf.zeros([1, 1, 1, int(channels)]), training=False)
-  _, fresh = inherit.inherit_into(model, supernet_params(supernet))
-  names = [f'{op}/{var}' for op, group in fresh.items() for var in group
-           if model.op_variables[op][var].trainable]
-  if strict and names:
-    raise ValueError(f'inherit_from_supernet: {len(names)} variable(s) not '
-                     f'inherited: {names[:10]}')
-  return fresh

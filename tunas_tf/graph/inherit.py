@@ -14,17 +14,30 @@ params is a mismatch: it is logged (op, variable, both shapes) and listed
 by `find_mismatches`. Unlike abstract_nas's `inherit_params`, which matches
 whole ops by name without a shape check, matching is per variable and
 shape-aware.
+
+All weight inheritance lives here: a supernet's weights as params
+(`supernet_params`, read through its `variables_by_name()`: weights meet by
+name, not by import) onto a `graph_from_spec` model
+(`inherit_from_supernet`); a search checkpoint's (`search_checkpoint`,
+`read_supernet_values`, `Inheritance`, for train_eval); and a model's own
+values in its Estimator checkpoint, moving averages preferred
+(`model_values`, for export).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+import os
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
+import tensorflow as tf
 
+from tunas_tf import files
 from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import resume as resume_lib
 
 Params = Dict[str, Dict[str, np.ndarray]]
 _log = logging.getLogger(__name__)
@@ -138,3 +151,217 @@ def inherit_into(model: model_lib.Model,
                                     old_params)
   model_lib.set_params(model, inherited, session)
   return inherited, fresh
+
+
+def supernet_params(supernet: Any) -> Params:
+  """A supernet's weights as `{op name: {variable name: np.ndarray}}`.
+
+  The variable `blocks/2/layers/1/expand/kernel` becomes
+  `params['blocks/2/layers/1/expand']['kernel']` (the name is split at its
+  last `/`), which is how a `Model` built from `graph_from_spec` names its
+  variables. Values keep the supernet's widest shapes: pass the result as
+  `old_params` to `inherit_params` / `inherit_into`, which
+  take the leading slices an architecture needs (see the module docstring
+  for why the leading slice is always the right one).
+
+  Args:
+    supernet: an object with `variables_by_name()` (a `Supernet`), or a
+      mapping from such variable names to arrays or variables (e.g. read
+      from a checkpoint).
+
+  Returns:
+    A new nested dict of float32 NumPy arrays (copies).
+
+  Raises:
+    ValueError: for another argument type or a name without `/`.
+  """
+  if hasattr(supernet, 'variables_by_name'):
+    named = supernet.variables_by_name()
+  elif isinstance(supernet, Mapping):
+    named = supernet
+  else:
+    raise ValueError('supernet_params: expected a Supernet (with '
+                     'variables_by_name()) or a mapping from variable name '
+                     f'to value, got {type(supernet).__name__}')
+  params: Params = {}
+  for name, value in named.items():
+    op_name, sep, var_name = str(name).rpartition('/')
+    if not sep or not op_name or not var_name:
+      raise ValueError(f'supernet_params: variable name {name!r} is not '
+                       '"<op name>/<variable name>"')
+    if hasattr(value, 'numpy'):
+      value = value.numpy()
+    params.setdefault(op_name, {})[var_name] = np.array(value, np.float32,
+                                                        copy=True)
+  return params
+
+
+def inherit_from_supernet(model: model_lib.Model, supernet: Any,
+                          strict: bool = False) -> Params:
+  """Assigns a supernet's (sliced) weights to a `Model` of an architecture.
+
+  Runs eagerly. An unbuilt model is built first, for images with the
+  supernet's `input_channels`, by running it once (training=False) on a 1x1
+  zero image (much quicker than tracing `Model.build`). In a TF1 graph, read
+  the supernet's values with the session, then
+  `inherit_into(model, supernet_params(values), session)`.
+
+  Args:
+    model: a `model.Model` of a graph from `graph_from_spec`.
+    supernet: as for `supernet_params`.
+    strict: raise instead of leaving a trainable variable fresh (moving
+      statistics may stay fresh).
+
+  Returns:
+    The fresh (not inherited) params `{op name: {variable name: value}}`,
+    with the model's current values; empty when every variable was
+    inherited (batch-norm moving statistics of a stateful model are always
+    fresh: the supernet keeps none).
+
+  Raises:
+    ValueError: when not executing eagerly, if the model is not built and
+      `supernet` has no `input_channels`, or, when `strict`, if a trainable
+      variable stays fresh (naming it).
+  """
+  if not tf.executing_eagerly():
+    raise ValueError('inherit_from_supernet runs eagerly; in a TF1 graph use '
+                     'inherit_into(model, supernet_params(values), '
+                     'session)')
+  if not model.built:
+    channels = getattr(supernet, 'input_channels', None)
+    if channels is None:
+      raise ValueError('inherit_from_supernet: build the model first '
+                       '(model.build(input_shape)); the supernet argument '
+                       'does not say how many input channels it takes')
+    model(tf.zeros([1, 1, 1, int(channels)]), training=False)
+  _, fresh = inherit_into(model, supernet_params(supernet))
+  names = [f'{op}/{var}' for op, group in fresh.items() for var in group
+           if model.op_variables[op][var].trainable]
+  if strict and names:
+    raise ValueError(f'inherit_from_supernet: {len(names)} variable(s) not '
+                     f'inherited: {names[:10]}')
+  return fresh
+
+
+# Suffix of the shadow variables of `tf.train.ExponentialMovingAverage`.
+EMA_SUFFIX = 'ExponentialMovingAverage'
+
+
+def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
+  """The latest checkpoint of a search directory.
+
+  Raises:
+    ValueError: if there is none, or the search's config.json names another
+      search space than `ssd`.
+  """
+  if not tf.io.gfile.isdir(search_dir):
+    raise ValueError(f'--init_from_search={search_dir}: no such directory')
+  checkpoint = tf.train.latest_checkpoint(search_dir)
+  if checkpoint is None:
+    raise ValueError(f'--init_from_search={search_dir} holds no checkpoint')
+  config_path = os.path.join(search_dir, files.CONFIG_FILE)
+  if ssd is not None and tf.io.gfile.exists(config_path):
+    with tf.io.gfile.GFile(config_path) as f:
+      try:
+        search_ssd = json.load(f).get('ssd')
+      except (json.JSONDecodeError, AttributeError):
+        search_ssd = None
+    if search_ssd is not None and search_ssd != ssd:
+      raise ValueError(f'--init_from_search={search_dir} searched '
+                       f'{search_ssd!r}, not --ssd={ssd}')
+  return checkpoint
+
+
+def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
+  """The supernet's weights in a search checkpoint, by variable name.
+
+  Keeps `blocks/...` and `classifier/...`; leaves out optimizer slots
+  (`.../RMSProp*`), the controller (`rl_controller/...`) and the rest.
+
+  Raises:
+    ValueError: if the checkpoint cannot be read.
+  """
+  try:
+    values = resume_lib.reader(checkpoint)
+  except (tf.errors.OpError, ValueError) as e:
+    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+  kept = {}
+  for name in values.get_variable_to_shape_map():
+    if not name.startswith(('blocks/', 'classifier/')):
+      continue
+    last = name.rsplit('/', 1)[-1]
+    if last.startswith(('RMSProp', 'Momentum', 'Adam', EMA_SUFFIX)):
+      continue
+    kept[name] = values.get_tensor(name)
+  return kept
+
+
+class Inherited(NamedTuple):
+  """How a `Model`'s variables split under inheritance.
+
+  Fields:
+    pairs: (variable, inherited value) for every inherited variable.
+    fresh: the trainable variables that inherit nothing.
+  """
+  pairs: List[Tuple[Any, np.ndarray]]
+  fresh: List[Any]
+
+
+class Inheritance:
+  """Which variables of a `Model` inherit which values from a search.
+
+  Args:
+    search_dir: the search's model directory (its latest checkpoint is read).
+  """
+
+  def __init__(self, search_dir: str):
+    self.checkpoint = search_checkpoint(search_dir)
+    self._old = supernet_params(
+        read_supernet_values(self.checkpoint))
+
+  def split(self, model) -> Inherited:
+    """The inherited and the fresh variables of a built `model`.
+
+    Raises:
+      ValueError: if no trainable variable inherits anything.
+    """
+    shapes = {op: {name: np.zeros(v.shape.as_list(), np.float32)
+                   for name, v in group.items()}
+              for op, group in model.op_variables.items() if group}
+    inherited, fresh = inherit_params(shapes, self._old)
+    pairs = [(model.op_variables[op][name], value)
+             for op, group in inherited.items()
+             for name, value in group.items()]
+    fresh_trainable = [model.op_variables[op][name]
+                       for op, group in fresh.items() for name in group
+                       if model.op_variables[op][name].trainable]
+    if not any(v.trainable for v, _ in pairs):
+      raise ValueError(f'Nothing to inherit from {self.checkpoint}: no '
+                       'variable of the architecture matches the supernet')
+    return Inherited(pairs, fresh_trainable)
+
+
+def model_values(model, checkpoint: str) -> Dict[str, Dict[str, Any]]:
+  """A `Model`'s values in an Estimator checkpoint, EMA shadows preferred.
+
+  Returns:
+    {op name: {variable name: array}}, as `graph.model.set_params` takes.
+
+  Raises:
+    ValueError: if a variable of `model` is missing from the checkpoint.
+  """
+  values = resume_lib.reader(checkpoint)
+  names = values.get_variable_to_shape_map()
+  params = {}
+  for op, group in model.op_variables.items():
+    for name, variable in group.items():
+      key = f'{op}/{name}'
+      shadow = f'{key}/{EMA_SUFFIX}'
+      if variable.trainable and shadow in names:
+        key = shadow
+      if key not in names:
+        raise ValueError(f'Checkpoint {checkpoint} has no variable {key!r}: '
+                         'not a checkpoint of this architecture')
+      params.setdefault(op, {})[name] = values.get_tensor(key)
+  return params

@@ -20,8 +20,8 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checkpoints
 from tunas_tf.data import datasets
+from tunas_tf.graph import inherit
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
@@ -39,8 +39,8 @@ def _supernet(config: config_lib.SearchConfig, spec, search_dir: str,
     ValueError: no checkpoint, or a checkpoint that lacks one of the space's
       supernet variables or holds it with another shape.
   """
-  checkpoint = checkpoint or checkpoints.search_checkpoint(search_dir)
-  values = checkpoints.read_supernet_values(checkpoint)
+  checkpoint = checkpoint or inherit.search_checkpoint(search_dir)
+  values = inherit.read_supernet_values(checkpoint)
   net = supernet_lib.Supernet(spec, config.job.num_classes, mode='sampled',
                               input_channels=config.job.num_channels)
   for name, variable in net.variables_by_name().items():

@@ -26,12 +26,12 @@ import types
 from typing import Any, Dict, Optional, Tuple
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checkpoints
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
 from tunas_tf.data import tfds_builders
+from tunas_tf.graph import inherit
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import resume as resume_lib
@@ -343,7 +343,7 @@ def derive(*, architecture: Optional[str], allow_other_data: bool = False,
   check_settings(types.SimpleNamespace(**v), v['dataset'])
   if v['init_from_search']:
     v['init_from_search'] = files.abspath(v['init_from_search'])
-    inherited = checkpoints.search_checkpoint(v['init_from_search'],
+    inherited = inherit.search_checkpoint(v['init_from_search'],
                                               v['ssd'])
     reason = resume_lib.unreadable_reason(inherited)
     if reason:

@@ -21,9 +21,9 @@ from typing import Dict
 import tensorflow as tf
 
 from tunas_tf import native_output
-from tunas_tf import checkpoints
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
+from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import network
@@ -42,7 +42,7 @@ def _serving_module(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   # refused under --deterministic (op determinism).
   model = model_lib.Model(graph, constants, seed=config.job.seed)
   model(tf.zeros([1] + shape), training=False)
-  model_lib.set_params(model, checkpoints.model_values(model, checkpoint))
+  model_lib.set_params(model, inherit.model_values(model, checkpoint))
   module = tf.Module()
   module.model = model
   dtype, transform = input_contract(config)

@@ -13,9 +13,9 @@ from typing import Any, Dict, NamedTuple, Optional
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf import checkpoints
 from tunas_tf import files
 from tunas_tf.data import unreadable
+from tunas_tf.graph import inherit
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
@@ -39,7 +39,7 @@ _SUMMARY_KEYS = ('params', 'macs', 'train_images_per_sec',
 def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                   record: Dict[str, Any], one_shot: bool = False,
                   initialize: bool = True,
-                  inheritance: Optional[checkpoints.Inheritance] = None):
+                  inheritance: Optional[inherit.Inheritance] = None):
   """The TPUEstimator model_fn of the standalone network.
 
   Args:
@@ -56,7 +56,7 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   """
   graph, constants = network.build_graph(config, arch)
   if inheritance is None and config.init_from_search:
-    inheritance = checkpoints.Inheritance(config.init_from_search)
+    inheritance = inherit.Inheritance(config.init_from_search)
 
   def model_fn(features, labels, mode, params):
     net = steps.forward(graph, constants, features, mode, config, one_shot)
@@ -136,7 +136,7 @@ def _metrics(config: TrainEvalConfig, arch, results: Dict[str, Any],
 
 def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
                         resume: resume_lib.ResumePoint, one_shot: bool,
-                        inheritance: Optional[checkpoints.Inheritance],
+                        inheritance: Optional[inherit.Inheritance],
                         stop: preemption.StopRequest) -> Dict[str, Any]:
   """Trains unless `eval_only` (the data from the step it resumes at), then
   evaluates; the Estimator's results.
@@ -235,7 +235,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     raise ValueError(f'--eval_only: {model_dir} holds no checkpoint to '
                      'evaluate (train first, or give --init_from_search for '
                      'one-shot accuracy)')
-  inheritance = (checkpoints.Inheritance(config.init_from_search)
+  inheritance = (inherit.Inheritance(config.init_from_search)
                  if config.init_from_search else None)
 
   def start(plan: _Plan, stop: preemption.StopRequest) -> Dict[str, Any]:

@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checkpoints
 from tunas_tf.graph import from_spec
+from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
 from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import regularization
@@ -108,7 +108,7 @@ def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
   return Forward(model, images, logits, training)
 
 
-def variables_to_train(model, inheritance: Optional[checkpoints.Inheritance],
+def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
                        freeze_inherited: bool,
                        training: bool) -> TrainVariables:
   """The optimizer's variables, and the inherited values.
