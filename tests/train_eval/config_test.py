@@ -59,7 +59,6 @@ class RecipeTest(absltest.TestCase):
     self.assertEqual(config.dropout_rate, 0.15)
     self.assertEqual(config.eval_batch_size, 256)
 
-
   def test_fashion_mnist_recipe_is_the_benchmarks(self):
     # bench/search_vs_random.py trains every architecture with it.
     config = runs.config(f'--flagfile={_CONFIGS}/fashion_mnist_train_eval.cfg',

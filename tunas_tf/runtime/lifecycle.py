@@ -35,7 +35,8 @@ R = TypeVar('R')
 
 def run(job: JobConfig, binary: str, check: Callable[[], P],
         start: Callable[[P, preemption.StopRequest], R],
-        finished: Callable[[P], bool] = lambda plan: False) -> Optional[R]:
+        finished: Callable[[P], bool] = lambda plan: False,
+        plan: Optional[P] = None) -> Optional[R]:
   """Checks, then (holding the model directory) checks again and starts.
 
   Args:
@@ -47,13 +48,15 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       the run's files and trains; its result is returned.
     finished: whether a plan says there is nothing left to do (then `run`
       returns None, having written nothing).
+    plan: the result of a first `check()` the caller made already (to act
+      on it before anything is written); None: `run` makes it.
 
   Raises:
     ValueError: from `check`; for a TPU that cannot be resolved; for a
       directory another live process holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
-  plan = check()
+  plan = check() if plan is None else plan
   if finished(plan):
     return None
   estimator_lib.tpu_cluster(job)  # Before anything is written.

@@ -211,10 +211,11 @@ def run_search(config: SearchConfig) -> bool:
   A model directory holding an earlier run of the same search resumes from
   its newest readable checkpoint (`resume_lib.resume_point`); a different
   search is refused before anything is written; a finished one is left as
-  it is. One process at a time runs in a model directory (`runtime.run_lock`: a
-  second is refused naming the holder; a holder that is gone is taken
-  over). A SIGTERM or SIGINT stops it after the step in flight (the TPU loop
-  in flight on TPU) with a checkpoint at that step (`preemption`).
+  it is. One process at a time runs in a model directory
+  (`runtime.run_lock`: a second is refused naming the holder; a holder that
+  is gone is taken over). A SIGTERM or SIGINT stops it after the step in
+  flight (the TPU loop in flight on TPU) with a checkpoint at that step
+  (`preemption`).
 
   Returns:
     False when the search had already finished (nothing was done).
@@ -222,9 +223,8 @@ def run_search(config: SearchConfig) -> bool:
   Raises:
     ValueError: as `check_search`; for a TPU that cannot be resolved; for a
       directory another live process holds (`runtime.run_lock.Held`); when
-      a NaN or
-      Inf loss or reward stops the search (naming the step and the last good
-      checkpoint).
+      a NaN or Inf loss or reward stops the search (naming the step and the
+      last good checkpoint).
     preemption.Stopped: when a signal stopped it (its checkpoint saved).
   """
   model_dir = config.job.model_dir

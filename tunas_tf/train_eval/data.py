@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
-from tunas_tf.data import tfds_builders
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import precision
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -57,34 +56,32 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
           tf.data.AUTOTUNE)
 
 
-def _tfds_split(config: TrainEvalConfig) -> tf.data.Dataset:
-  """Any TFDS split string, preprocessed for evaluation and one-hot
-  (unbatched)."""
+def _eval_source(config: TrainEvalConfig) -> datasets.Source:
+  """`eval_split` as an ordered `datasets.Source`: one of `datasets.SPLITS`
+  (digits: always), or any TFDS split string.
+
+  Raises:
+    ValueError: for a split TFDS cannot read.
+  """
   job = config.job
+  if job.dataset == datasets.DIGITS or config.eval_split in datasets.SPLITS:
+    return datasets.split_source(
+        job.dataset, config.eval_split, data_dir=job.data_dir,
+        download=job.download, image_size=job.image_size,
+        validation_examples=(0 if job.dataset == datasets.DIGITS else
+                             config.validation_examples or 1))
   try:
-    source = datasets.tfds_split_source(job.dataset, config.eval_split,
-                                        job.data_dir, job.download,
-                                        job.image_size)
+    return datasets.tfds_split_source(job.dataset, config.eval_split,
+                                      job.data_dir, job.download,
+                                      job.image_size)
   except Exception as e:  # TFDS raises several kinds for a bad split.
     raise ValueError(f'--eval_split={config.eval_split!r} of '
                      f'{job.dataset!r}: {str(e).splitlines()[0]}') from None
-  return datasets.evaluation_examples(source, job.num_classes,
-                                     job.preprocessing)
 
 
 def eval_examples(config: TrainEvalConfig) -> int:
   """The number of examples in `eval_split`."""
-  job = config.job
-  if job.dataset == datasets.DIGITS or config.eval_split in datasets.SPLITS:
-    info = datasets.dataset_info(
-        job.dataset, job.data_dir, job.download,
-        validation_examples=(0 if job.dataset == datasets.DIGITS else
-                             config.validation_examples or 1),
-        image_size=job.image_size)
-    return info.split_sizes[config.eval_split]
-  return tfds_builders.tfds_builder(
-      job.dataset, job.data_dir, job.download).info.splits[
-          config.eval_split].num_examples
+  return _eval_source(config).size
 
 
 def eval_steps(config: TrainEvalConfig, batch_size: int) -> int:
@@ -109,15 +106,8 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
     ValueError: for a split TFDS cannot read.
   """
   job = config.job
-  if job.dataset == datasets.DIGITS or config.eval_split in datasets.SPLITS:
-    dataset = datasets.load_split(
-        job.dataset, config.eval_split, job.num_classes,
-        data_dir=job.data_dir, download=job.download,
-        validation_examples=(0 if job.dataset == datasets.DIGITS else
-                             config.validation_examples or 1),
-        image_size=job.image_size, preprocessing=job.preprocessing)
-  else:
-    dataset = _tfds_split(config)
+  dataset = datasets.evaluation_examples(_eval_source(config),
+                                         job.num_classes, job.preprocessing)
   if pad:  # N + B - 1 examples make ceil(N / B) full batches.
     image_spec, label_spec = dataset.element_spec
     filler = (tf.zeros([job.image_size, job.image_size, job.num_channels],

@@ -209,8 +209,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   one starts fresh or, with `init_from_search`, from the search's weights.
 
   One process at a time runs in a model directory (`runtime.run_lock`: a
-  second is
-  refused naming the holder; a holder that is gone is taken over). A
+  second is refused naming the holder; a holder that is gone is taken
+  over). A
   SIGTERM or SIGINT stops training after the step in flight (the TPU loop
   in flight on TPU), with a checkpoint at that step, or cuts the evaluation
   short (`preemption`); nothing more is written then.
@@ -255,7 +255,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
                      sort_keys=True)
     return metrics
 
-  metrics = lifecycle.run(config.job, 'train_eval', check, start)
+  metrics = lifecycle.run(config.job, 'train_eval', check, start, plan=plan)
   logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
                metrics['top1'], metrics['top5'], metrics['loss'],
                metrics['params'], metrics['macs'], metrics['global_step'])
