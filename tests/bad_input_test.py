@@ -269,9 +269,10 @@ _SEARCH_ROWS = [
 _TRAIN_EVAL_ROWS = [
     ('momentum', ['--momentum=-3'], r'--momentum must be in \[0, 1\), got '
      r'-3.0$'),
-    ('lr', ['--base_learning_rate=-1'], r'--base_learning_rate must be '
-     'positive'),
-    ('weight_decay', ['--weight_decay=nan'], r'--weight_decay must be >= 0'),
+    ('lr', ['--base_learning_rate=-1'],
+     r'--base_learning_rate must be > 0, got -1.0$'),
+    ('weight_decay', ['--weight_decay=nan'],
+     r'--weight_decay must be a finite number, got nan$'),
     ('smoothing', ['--label_smoothing=1'], r'--label_smoothing must be in'),
     ('dropout', ['--dropout_rate=1'], r'--dropout_rate must be in'),
     ('path_dropout', ['--path_dropout_rate=1'],
@@ -281,8 +282,8 @@ _TRAIN_EVAL_ROWS = [
      r'--path_dropout_rate=0.1: --ssd=mobilenet_v2 has no skippable layer'),
     ('ema', ['--moving_average_decay=1'], r'--moving_average_decay must be'),
     ('warmup', ['--warmup_steps_fraction=1'], r'--warmup_steps_fraction'),
-    ('epochs', ['--epochs=0'], r'--epochs must be positive, got 0.0$'),
-    ('max_steps', ['--max_steps=0'], r'--max_steps must be positive'),
+    ('epochs', ['--epochs=0'], r'--epochs must be > 0, got 0.0$'),
+    ('max_steps', ['--max_steps=0'], r'--max_steps must be an integer >= 1, got 0$'),
     ('eval_batch', ['--eval_batch_size=0'], r'--eval_batch_size must be'),
     ('batch_too_big', ['--train_batch_size=5000'],
      r'--train_batch_size is 5000, more than the 1437 training examples'),

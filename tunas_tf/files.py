@@ -124,8 +124,7 @@ def read_json(path: str) -> Any:
 
 def check_config(path: str, new: Dict[str, Any],
                  run_only_fields: Collection[str],
-                 derived_fields: Collection[str] = (),
-                 defaults: Optional[Dict[str, Any]] = None
+                 derived_fields: Collection[str] = ()
                  ) -> Optional[Dict[str, Any]]:
   """Checks a run's settings against those stored at `path`; writes nothing.
 
@@ -136,8 +135,6 @@ def check_config(path: str, new: Dict[str, Any],
       where to run; they may differ.
     derived_fields: settings computed from others; compared after the
       others, so an error names what the user changed.
-    defaults: values of settings added after a stored file was written: a
-      file without one compares as if it held its default.
 
   Returns:
     The stored settings, or None when `path` does not exist (a new run).
@@ -152,11 +149,13 @@ def check_config(path: str, new: Dict[str, Any],
   old = read_json(path)
   if not isinstance(old, dict):
     raise ValueError(f'{path} does not hold a JSON object')
-  old = {**(defaults or {}), **old}
   derived = set(derived_fields)
   for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
     if key in run_only_fields:
       continue
+    if key not in old:
+      raise ValueError(f'{path} has no field {key!r}: written by another '
+                       'binary or an earlier version; use a new --model_dir')
     if old.get(key, '<missing>') != new.get(key, '<missing>'):
       raise ValueError(
           f'{path} was written by a different run: {key} is '

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 from absl import app
 from absl import flags
@@ -134,12 +134,13 @@ def define_determinism_flag(f: flags.FlagValues) -> None:
 
 
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
-               num_channels: int, preprocessing: str) -> jobs.JobConfig:
+               num_channels: int, preprocessing: str,
+               dataset: Optional[str] = None) -> jobs.JobConfig:
   """The `JobConfig` of a binary's flags, with the dataset facts resolved.
 
   `preprocessing` is the resolved `--preprocessing` (the dataset's default
-  when unset). Reads the flags of `define_data_flags` and `define_tpu_flags`
-  plus the
+  when unset), `dataset` the resolved `--dataset` (default the flag's).
+  Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
   binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max`,
   `--log_every_steps` and `--deterministic`; `--use_tpu` defaults to whether
   `--tpu` is set.
@@ -148,7 +149,8 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
     ValueError: as `jobs.resolve_use_tpu` and `jobs.JobConfig`.
   """
   return jobs.JobConfig(
-      model_dir=f.model_dir, dataset=f.dataset, data_dir=f.data_dir,
+      model_dir=f.model_dir, dataset=dataset or f.dataset,
+      data_dir=f.data_dir,
       download=f.download, num_classes=num_classes, image_size=image_size,
       num_channels=num_channels, preprocessing=preprocessing, seed=f.seed,
       use_tpu=jobs.resolve_use_tpu(f.tpu, f.use_tpu), tpu=f.tpu,

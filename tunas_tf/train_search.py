@@ -168,26 +168,21 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
 
 
 def _dataset_info(f: flags.FlagValues):
-  """The `datasets.DatasetInfo` of the flags' dataset (its metadata only).
+  """The `datasets.DatasetInfo` of the flags' dataset (its metadata only),
+  holding out `--validation_examples` (default a tenth of `train`).
 
   Raises:
-    ValueError: for an unknown or unreachable dataset, or a hold-out that
-      does not fit it; `--validation_examples` with digits (a fixed split).
+    ValueError: for an unknown or unreachable dataset, or a hold-out or
+      image size that does not fit it.
   """
-  validation_examples = f.validation_examples
-  if f.dataset == datasets.DIGITS:
-    if validation_examples is not None:
-      raise ValueError('--validation_examples: digits has a fixed split '
-                       '(leave it unset)')
-    return datasets.dataset_info(datasets.DIGITS)
-  if validation_examples is None:
-    num_train = datasets.dataset_info(
-        f.dataset, f.data_dir, f.download, validation_examples=1,
-        image_size=f.image_size).split_sizes[datasets.SEARCH_TRAIN] + 1
-    validation_examples = max(1, num_train // 10)
+  info = datasets.dataset_info(f.dataset, f.data_dir, f.download,
+                               image_size=f.image_size,
+                               validation_examples=f.validation_examples or 0)
+  if f.dataset == datasets.DIGITS or f.validation_examples is not None:
+    return info
   return datasets.dataset_info(
-      f.dataset, f.data_dir, f.download,
-      validation_examples=validation_examples, image_size=f.image_size)
+      f.dataset, f.data_dir, f.download, image_size=f.image_size,
+      validation_examples=max(1, info.train_examples // 10))
 
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
@@ -210,34 +205,24 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   if not f.model_dir:
     raise ValueError('--model_dir is required')
   files.check_output_dir(f.model_dir, '--model_dir')
-  # Before reading any data.
-  if jobs.resolve_use_tpu(f.tpu, f.use_tpu) and f['replicas'].present:
-    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
-                     'comes from the topology')
+  # Before reading any data. (The config refuses replicas != 1 on TPU; the
+  # flag is refused there even at 1, which might read as "one TPU core".)
+  if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
+    raise ValueError(config_lib.REPLICAS_ON_TPU)
   for name in ('num_classes', 'image_size'):
     if f[name].value is not None:
       checks.number(name, f[name].value, 1, integer=True)
   if dataset_info is None:
     dataset_info = _dataset_info(f)
-  if f.dataset == datasets.DIGITS and f.image_size not in (None,
-                                                   dataset_info.image_size):
-    raise ValueError(f'--image_size: digits images are '
-                     f'{dataset_info.image_size}x{dataset_info.image_size}')
   sizes = dataset_info.split_sizes
-  num_classes = (dataset_info.num_classes if f.num_classes is None
-                 else f.num_classes)
-  if num_classes < dataset_info.num_classes:
-    raise ValueError(f'--num_classes={num_classes} is fewer than the '
-                     f'{dataset_info.num_classes} labels of {f.dataset!r}')
   info = mobile.space_info(f.ssd)
   use_bfloat16 = precision.resolve(f.use_bfloat16, info.mobilenet_v3_like)
   weight_decay = f.model_weight_decay
   if weight_decay is None:
     weight_decay = precision.default_weight_decay(use_bfloat16)
   job = common_flags.job_config(
-      f, num_classes=num_classes,
-      image_size=(dataset_info.image_size if f.image_size is None
-                  else f.image_size),
+      f, num_classes=dataset_info.classifier_width(f.num_classes),
+      image_size=dataset_info.image_size,
       num_channels=dataset_info.num_channels,
       preprocessing=f.preprocessing or dataset_info.default_preprocessing)
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top

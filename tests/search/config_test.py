@@ -143,29 +143,32 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
       self.assertEqual(f.read(), before)
 
-  def test_a_search_from_before_the_newer_fields_resumes(self):
+  def test_a_search_without_a_field_is_refused_naming_it(self):
     model_dir = tempfile.mkdtemp()
     config_lib.write_or_check(self._config(model_dir), '{}')
     path = os.path.join(model_dir, 'config.json')
     with open(path) as f:
       stored = json.load(f)
-    for name in ('replicas', 'summarize_tag_logits', 'deterministic',
-                 'supernet_sampling', 'rl_entropy_schedule'):
-      del stored[name]
+    del stored['replicas']
     with open(path, 'w') as f:
       json.dump(stored, f)
-    # Absent fields compare as their defaults: a resume, not a refusal.
-    self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
-    with self.assertRaisesRegex(ValueError, 'replicas is 1 there and 2 now'):
-      config_lib.write_or_check(self._config(model_dir, '--replicas=2'), '{}')
-    with self.assertRaisesRegex(ValueError, 'supernet_sampling is '
-                                "'controller' there and 'uniform' now"):
-      config_lib.write_or_check(
-          self._config(model_dir, '--supernet_sampling=uniform'), '{}')
-    with self.assertRaisesRegex(ValueError, 'rl_entropy_schedule is '
-                                "'constant' there and 'linear' now"):
-      config_lib.write_or_check(
-          self._config(model_dir, '--rl_entropy_schedule=linear'), '{}')
+    with self.assertRaisesRegex(ValueError, f"^{path} has no field "
+                                "'replicas': written by another binary or "
+                                'an earlier version; use a new --model_dir$'):
+      config_lib.write_or_check(self._config(model_dir), '{}')
+    with self.assertRaisesRegex(ValueError, f"^{path} has no field "
+                                "'replicas': not written by this version of "
+                                'train_search$'):
+      config_lib.read(model_dir)
+    with open(path, 'w') as f:
+      json.dump({**stored, 'replicas': 1, 'no_such_field': 3}, f)
+    with self.assertRaisesRegex(ValueError, r"unknown fields \['no_such_fie"):
+      config_lib.read(model_dir)
+    with open(path, 'w') as f:
+      json.dump({**stored, 'replicas': 1, 'validation_batch_size': 3}, f)
+    with self.assertRaisesRegex(ValueError, 'validation_batch_size is 3, but '
+                                r'the other fields give \d+$'):
+      config_lib.read(model_dir)
 
   def test_deterministic_is_stored_and_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
@@ -272,15 +275,6 @@ class SearchConfigTest(parameterized.TestCase):
                                 'from the topology'):
       dataclasses.replace(config, job=dataclasses.replace(
           config.job, use_tpu=True, tpu='my-tpu'))
-
-  def test_config_json_before_replicas_reads_as_one_replica(self):
-    model_dir = tempfile.mkdtemp()
-    stored = self._config().to_json()
-    del stored['replicas'], stored['deterministic']
-    with open(os.path.join(model_dir, 'config.json'), 'w') as f:
-      json.dump(stored, f)
-    self.assertEqual(config_lib.read(model_dir).replicas, 1)
-    self.assertFalse(config_lib.read(model_dir).job.deterministic)
 
   def test_cost_model_is_resolved_once_for_the_input(self):
     config = self._config()

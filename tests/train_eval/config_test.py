@@ -22,9 +22,18 @@ _ZEROS = ':'.join(['0'] * 18)
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'tunas_tf', 'configs')
-# imagenet2012 as TFDS prepares it: images of varying sizes, 3 channels,
-# 1,000 labels, 1,281,167 training images.
-_IMAGENET_FACTS = ((None, None), 3, 1000, 1281167)
+
+
+def _imagenet_info(name, data_dir=None, download=False,
+                   validation_examples=0, image_size=None):
+  """imagenet2012 as TFDS prepares it: images of varying sizes, 3 channels,
+  1,000 labels, 1,281,167 training images, 50,000 validation images."""
+  del data_dir, download  # Unused.
+  return datasets.DatasetInfo(
+      name, image_size, 3, 1000,
+      {datasets.SEARCH_TRAIN: 1281167 - validation_examples,
+       datasets.SEARCH_VALIDATION: validation_examples,
+       datasets.TEST: 50000}, (None, None))
 
 
 class RecipeTest(absltest.TestCase):
@@ -32,8 +41,9 @@ class RecipeTest(absltest.TestCase):
   def _recipe(self, name):
     indices = ':'.join(['0'] * len(schema.flatten_with_paths(
         mobile.get_search_space('proxylessnas_search'))))
-    with mock.patch.object(config_lib, '_dataset_facts',
-                           return_value=_IMAGENET_FACTS):
+    with mock.patch.object(datasets, 'dataset_info',
+                           side_effect=_imagenet_info), \
+        mock.patch.object(data, 'eval_examples', return_value=50000):
       return runs.config(f'--flagfile={_CONFIGS}/{name}.cfg',
                          '--model_dir=/tmp/unused', '--ssd=proxylessnas_search',
                          f'--indices={indices}', '--tpu=grpc://10.0.0.1:8470')
@@ -119,7 +129,8 @@ class ConfigTest(absltest.TestCase):
     self.assertEqual(longer.max_global_step, 200)
     self.assertEqual(longer.warmup_steps, 5)
     for field, value, message in (
-        ('train_batch_size', 0, '--train_batch_size must be positive'),
+        ('train_batch_size', 0,
+         '--train_batch_size must be an integer >= 1, got 0'),
         ('label_smoothing', 1.0, r'--label_smoothing must be in \[0, 1\)'),
         ('indices', '0:1', 'expected 18 indices'),
         ('freeze_inherited', True, '--freeze_inherited needs'),
@@ -164,7 +175,8 @@ class ConfigTest(absltest.TestCase):
     stored = runs.read_json(os.path.join(model_dir, 'config.json'))
     self.assertEqual(set(stored),
                      {f.name for f in dataclasses.fields(config)} - {'job'} |
-                     {f.name for f in dataclasses.fields(config.job)})
+                     {f.name for f in dataclasses.fields(config.job)} |
+                     set(config_lib.DERIVED_FIELDS))
     self.assertTrue(all(not isinstance(v, (dict, list))
                         for v in stored.values()))
     self.assertEqual(config_lib.read(model_dir), config)
@@ -172,30 +184,32 @@ class ConfigTest(absltest.TestCase):
         dataclasses.replace(config, max_steps=60)))
     self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
 
-  def _stored_without(self, *fields):
-    """(model_dir, config) of a run whose config.json lacks `fields`, as
-    one written before they existed."""
+  def test_a_run_without_a_field_is_refused_naming_it(self):
     model_dir = tempfile.mkdtemp()
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
                          '--max_steps=30')
     config_lib.write_or_check(config)
     path = os.path.join(model_dir, 'config.json')
     stored = runs.read_json(path)
-    for field in fields:
-      del stored[field]
+    del stored['use_bfloat16']
     with open(path, 'w') as f:
       json.dump(stored, f)
-    return model_dir, config
+    with self.assertRaisesRegex(ValueError, f"^{path} has no field "
+                                "'use_bfloat16': written by another binary "
+                                'or an earlier version; use a new '
+                                '--model_dir$'):
+      config_lib.write_or_check(config)
+    with self.assertRaisesRegex(ValueError, "has no field 'use_bfloat16'"):
+      config_lib.read(model_dir)
 
-  def test_a_run_from_before_bfloat16_reads_and_resumes(self):
-    model_dir, config = self._stored_without('use_bfloat16', 'deterministic')
-    self.assertEqual(config_lib.read(model_dir).use_bfloat16, 'false')
-    self.assertFalse(config_lib.read(model_dir).job.deterministic)
-    self.assertTrue(config_lib.write_or_check(config))
-    # --deterministic may change on restart (only the kernels change).
-    self.assertTrue(config_lib.write_or_check(runs.config(
-        f'--model_dir={model_dir}', f'--indices={_ZEROS}', '--max_steps=30',
-        '--deterministic')))
+  def test_deterministic_may_change_on_restart(self):
+    model_dir = tempfile.mkdtemp()
+    args = (f'--model_dir={model_dir}', f'--indices={_ZEROS}',
+            '--max_steps=30')
+    config = runs.config(*args)
+    self.assertFalse(config_lib.write_or_check(config))
+    self.assertTrue(config_lib.write_or_check(runs.config(*args,
+                                                          '--deterministic')))
     self.assertTrue(config_lib.read(model_dir).job.deterministic)
     with self.assertRaisesRegex(ValueError, "use_bfloat16 is 'false' there "
                                 "and 'true' now"):
@@ -218,7 +232,7 @@ class ConfigTest(absltest.TestCase):
       config_lib.write_or_check(runs.config(*args))
     for value, message in (
         (1.0, r'--path_dropout_rate must be in \[0, 1\), got 1.0'),
-        (float('nan'), r'--path_dropout_rate must be in \[0, 1\)')):
+        (float('nan'), '--path_dropout_rate must be a finite number')):
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config, path_dropout_rate=value)
     # A reference model has no skippable layer: a positive rate is refused.
@@ -226,15 +240,6 @@ class ConfigTest(absltest.TestCase):
                                 'skippable layer'):
       runs.config('--model_dir=x', '--ssd=mobilenet_v2', '--indices=',
                   '--path_dropout_rate=0.1')
-
-  def test_a_run_from_before_path_dropout_reads_and_resumes(self):
-    model_dir, config = self._stored_without('path_dropout_rate')
-    self.assertEqual(config_lib.read(model_dir), config)
-    self.assertTrue(config_lib.write_or_check(config))
-    with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.0 there '
-                                'and 0.5 now'):
-      config_lib.write_or_check(dataclasses.replace(config,
-                                                    path_dropout_rate=0.5))
 
   def test_read_refuses_a_bad_file(self):
     model_dir = tempfile.mkdtemp()
@@ -250,7 +255,8 @@ class ConfigTest(absltest.TestCase):
     del stored['seed']
     with open(os.path.join(model_dir, 'config.json'), 'w') as f:
       json.dump(stored, f)
-    with self.assertRaisesRegex(ValueError, r"missing \['seed'\]"):
+    with self.assertRaisesRegex(ValueError, "has no field 'seed': not "
+                                'written by this version of train_eval$'):
       config_lib.read(model_dir)
 
   def test_bad_input_is_refused(self):

@@ -93,6 +93,20 @@ class DatasetInfo:
   def default_preprocessing(self) -> str:
     return default_preprocessing(self.name, self.stored_shape)
 
+  @property
+  def train_examples(self) -> int:
+    """The training data: the search's two splits together."""
+    return self.split_sizes[SEARCH_TRAIN] + self.split_sizes[SEARCH_VALIDATION]
+
+  def classifier_width(self, num_classes: Optional[int]) -> int:
+    """`--num_classes` (default the dataset's own count; never fewer)."""
+    if num_classes is None:
+      return self.num_classes
+    if num_classes < self.num_classes:
+      raise ValueError(f'--num_classes={num_classes} is fewer than the '
+                       f'{self.num_classes} labels of {self.name!r}')
+    return num_classes
+
 
 def default_preprocessing(name: str,
                           stored_shape: Tuple[Optional[int], Optional[int]]
@@ -193,16 +207,23 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
     data_dir: TFDS data directory (ignored for digits).
     download: let TFDS download and prepare a missing dataset.
     validation_examples: TFDS only: training images held out for the
-      controller (see `holdout_splits`).
-    image_size: TFDS only: resize to this side; default the dataset's own.
+      controller (see `holdout_splits`); 0: none.
+    image_size: the run's side (`--image_size`); default the dataset's own
+      (digits: only its own, 8).
 
   Returns:
     A `DatasetInfo`.
 
   Raises:
-    ValueError: unknown dataset, missing data, or an unusable split.
+    ValueError: unknown dataset, missing data, an unusable split, or an
+      `image_size` or hold-out digits does not have (naming the flag).
   """
   if name == DIGITS:
+    if image_size not in (None, 8):
+      raise ValueError('--image_size: digits images are 8x8')
+    if validation_examples:
+      raise ValueError('--validation_examples: digits has a fixed split '
+                       '(leave it unset)')
     arrays = digits_arrays()
     return DatasetInfo(DIGITS, 8, 1, 10,
                        {k: len(v[1]) for k, v in arrays.items()}, (8, 8))
@@ -220,7 +241,8 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
   except ValueError as e:
     raise ValueError(f'Dataset {name!r} {e}') from None
   num_train = splits['train'].num_examples
-  holdout_splits(num_train, validation_examples)  # Validates.
+  if validation_examples:
+    holdout_splits(num_train, validation_examples)  # Validates.
   shape = info.features['image'].shape
   stored = (shape[0], shape[1])
   return DatasetInfo(

@@ -116,9 +116,7 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       than GPUs (one line).
   """
   tpu = tf.compat.v1.estimator.tpu
-  if replicas > 1 and job.use_tpu:
-    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
-                     'comes from the topology')
+  assert replicas == 1 or not job.use_tpu  # The run's config refuses it.
   devices, cpu_devices = (replicas_lib.replica_devices(replicas)
                           if replicas > 1 else (None, 1))
   cluster = tpu_cluster(job)

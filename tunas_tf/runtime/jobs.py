@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tunas_tf import checks
 
@@ -54,8 +54,7 @@ class JobConfig:
     keep_checkpoint_max: checkpoints kept.
     log_every_steps: progress log cadence (CPU/GPU).
     deterministic: TF op determinism (`use_determinism`): the same run gives
-      the same bits, at some cost in speed. Added later: a config.json
-      without it reads as False.
+      the same bits, at some cost in speed.
 
   Raises (on construction):
     ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
@@ -113,19 +112,12 @@ class JobConfig:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
   @classmethod
-  def defaults(cls) -> Dict[str, Any]:
-    """The fields added later, with the value a file without them means."""
-    return field_defaults(cls)
-
-  @classmethod
   def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
-    """The `JobConfig` among a flat mapping's keys (others are ignored); a
-    field added later (`defaults`) may be missing.
+    """The `JobConfig` among a flat mapping's keys (others are ignored).
 
     Raises:
       KeyError: naming a missing field.
     """
-    values = {**cls.defaults(), **values}
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
@@ -134,23 +126,10 @@ class JobConfig:
 # the run's own. These functions are that layout, for both.
 
 
-def field_defaults(config_type: type) -> Dict[str, Any]:
-  """A config dataclass's fields that have a default (those added later: a
-  config.json without them means that value), with it."""
-  return {f.name: f.default for f in dataclasses.fields(config_type)
-          if f.default is not dataclasses.MISSING}
-
-
-def flat_defaults(config_type: type) -> Dict[str, Any]:
-  """`field_defaults` of `config_type` and of the job, flat (config.json)."""
-  return {**JobConfig.defaults(), **field_defaults(config_type)}
-
-
 def flat_keys(config_type: type) -> List[str]:
   """The config.json keys of `config_type`'s fields: its own, then the job's.
 
-  Its own come in field order (fields computed after construction included),
-  the job's sorted.
+  Its own come in field order, the job's sorted.
   """
   own = [f.name for f in dataclasses.fields(config_type) if f.name != 'job']
   return own + sorted(JobConfig.field_names())
@@ -173,6 +152,42 @@ def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
   """
   own = {k: v for k, v in values.items() if k not in JobConfig.field_names()}
   return config_type(job=JobConfig.from_flat(values), **own)
+
+
+def from_json(config_type: type, values: Mapping[str, Any], where: str,
+              binary: str, derived: Sequence[str]) -> Any:
+  """`config_type` as its `to_json` stored it in config.json.
+
+  Args:
+    config_type: the run's config dataclass.
+    values: the stored object.
+    where: the file, for messages.
+    binary: the binary that writes such files, for messages.
+    derived: the names of the derived values stored beside the fields (each
+      must equal the one the fields give).
+
+  Raises:
+    ValueError: one line naming `where` and the field: a missing or unknown
+      field, a refused value, or a derived value that disagrees.
+  """
+  names = flat_keys(config_type)
+  missing = [name for name in names if name not in values]
+  if missing:
+    raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
+                     f'this version of {binary}')
+  unknown = sorted(set(values) - set(names) - set(derived))
+  if unknown:
+    raise ValueError(f'{where} has unknown fields {unknown}: not written by '
+                     f'this version of {binary}')
+  try:
+    config = from_flat(config_type, {name: values[name] for name in names})
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'{where}: {e}') from None
+  for name in derived:
+    if name in values and values[name] != getattr(config, name):
+      raise ValueError(f'{where}: {name} is {values[name]!r}, but the other '
+                       f'fields give {getattr(config, name)!r}')
+  return config
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:

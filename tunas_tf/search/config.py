@@ -68,6 +68,10 @@ def _fraction_steps(fraction: float, total: int, name: str) -> int:
   return int(fraction * total)
 
 
+REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
+                   'comes from the topology')
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
   """All settings of one search; the derived values are properties.
@@ -237,8 +241,7 @@ class SearchConfig:
         replicas < 1):
       raise ValueError(f'--replicas must be >= 1, got {replicas!r}')
     if self.job.use_tpu and replicas != 1:
-      raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
-                       'comes from the topology')
+      raise ValueError(REPLICAS_ON_TPU)
     if self.train_batch_size % replicas:
       raise ValueError(
           f'--train_batch_size={self.train_batch_size} does not split across '
@@ -309,21 +312,14 @@ class SearchConfig:
 
   @classmethod
   def from_json(cls, values: Dict[str, Any], where: str) -> 'SearchConfig':
-    """The config stored as `to_json` wrote it (derived values recomputed).
-
-    A field added with a default since (`replicas`, the job's
-    `deterministic`) reads as its default where an older file lacks it.
+    """The config stored as `to_json` wrote it.
 
     Raises:
-      ValueError: naming `where` and the field, for a missing field.
+      ValueError: naming `where` and the field, for a missing or unknown
+        field, a refused value, or a stored derived value that disagrees
+        with the one the fields give.
     """
-    names = jobs.flat_keys(cls)
-    values = {**jobs.flat_defaults(cls), **values}
-    missing = [name for name in names if name not in values]
-    if missing:
-      raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
-                       'this version of train_search')
-    return jobs.from_flat(cls, {name: values[name] for name in names})
+    return jobs.from_json(cls, values, where, 'train_search', DERIVED_FIELDS)
 
 
 def check_stored(config: SearchConfig, model_spec_json: str
@@ -352,8 +348,7 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
   return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
-                            DERIVED_FIELDS + ('search_train_examples',),
-                            defaults=jobs.flat_defaults(SearchConfig))
+                            DERIVED_FIELDS + ('search_train_examples',))
 
 
 def write(config: SearchConfig, model_spec_json: str,
@@ -392,8 +387,4 @@ def read(model_dir: str) -> SearchConfig:
       object, or a stored value is missing or invalid.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  values = files.read_config(model_dir, 'search')
-  try:
-    return SearchConfig.from_json(values, path)
-  except TypeError as e:
-    raise ValueError(f'{path}: {e}') from None
+  return SearchConfig.from_json(files.read_config(model_dir, 'search'), path)

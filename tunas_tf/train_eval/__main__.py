@@ -59,35 +59,27 @@ signature: float32 [N, H, W, C] images -> `logits`) and `export/model.tflite`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Optional
 
 from absl import flags
 
+from tunas_tf import checks
+from tunas_tf import files
 from tunas_tf import flags as common_flags
+from tunas_tf.data import datasets
+from tunas_tf.graph import inherit
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import preemption
+from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.search_space import mobile
 from tunas_tf.train_eval import config as config_lib
+from tunas_tf.train_eval import data as data_lib
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 FLAGS = flags.FLAGS
-
-# Flag-backed fields of `TrainEvalConfig` (the rest come from the dataset or
-# are computed).
-_CONFIG_FLAGS = (
-    'model_dir', 'ssd', 'indices', 'filters_multiplier', 'dataset',
-    'data_dir', 'download', 'num_classes', 'image_size', 'preprocessing',
-    'validation_examples', 'eval_split', 'seed',
-    'use_tpu', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
-    'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
-    'base_learning_rate', 'warmup_steps_fraction', 'momentum', 'weight_decay',
-    'use_bfloat16', 'dropout_rate', 'path_dropout_rate', 'label_smoothing',
-    'moving_average_decay',
-    'init_from_search', 'freeze_inherited', 'eval_only', 'export',
-    'export_dir', 'save_checkpoints_steps', 'keep_checkpoint_max',
-    'log_every_steps', 'deterministic')
-
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the train_eval flags (called by `__main__` and by tests only)."""
@@ -216,18 +208,69 @@ def _define_recipe_flags(f: flags.FlagValues) -> None:
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS
                       ) -> TrainEvalConfig:
-  """Resolves the flags into a frozen `TrainEvalConfig`.
+  """Resolves the defaults that depend on other flags, a file or the data.
 
   Raises:
     ValueError: for missing, malformed or inconsistent settings (the message
       names the flag).
   """
-  values = {name: getattr(flag_values, name) for name in _CONFIG_FLAGS}
-  if not flag_values['dataset'].present:  # Unset: the search's, or digits.
-    values['dataset'] = None
-  return config_lib.derive(architecture=flag_values.architecture,
-                           allow_other_data=flag_values.allow_other_data,
-                           **values)
+  f = flag_values
+  if not f.model_dir:
+    raise ValueError('--model_dir is required')
+  files.check_output_dir(f.model_dir, '--model_dir')
+  if f.export and f.export_dir:
+    files.check_output_dir(f.export_dir, '--export_dir')
+  for name in ('num_classes', 'image_size'):  # Before reading any data.
+    if f[name].value is not None:
+      checks.number(name, f[name].value, 1, integer=True)
+  ssd, indices, recorded = config_lib.resolve_architecture(
+      f.architecture, f.ssd, f.indices)
+  data = config_lib.use_search_data(
+      config_lib.SearchData(f.dataset if f['dataset'].present else None,
+                            f.image_size, f.num_classes, f.preprocessing),
+      recorded, f.architecture, f.allow_other_data)
+  validation_examples = f.validation_examples or 0
+  info = datasets.dataset_info(data.dataset, f.data_dir, f.download,
+                               validation_examples=validation_examples,
+                               image_size=data.image_size)
+  use_bfloat16 = precision.resolve(
+      f.use_bfloat16, mobile.space_info(ssd).mobilenet_v3_like)
+  init_from_search = f.init_from_search and files.abspath(f.init_from_search)
+  if init_from_search:
+    inherited = inherit.search_checkpoint(init_from_search, ssd)
+    reason = resume_lib.unreadable_reason(inherited)
+    if reason:
+      raise ValueError(f'--init_from_search: {inherited} cannot be read '
+                       f'({reason})')
+  config = TrainEvalConfig(
+      job=common_flags.job_config(
+          f, dataset=data.dataset,
+          num_classes=info.classifier_width(data.num_classes),
+          image_size=info.image_size, num_channels=info.num_channels,
+          preprocessing=data.preprocessing or info.default_preprocessing),
+      ssd=ssd, indices=indices, filters_multiplier=f.filters_multiplier,
+      eval_split=f.eval_split, train_batch_size=f.train_batch_size,
+      eval_batch_size=f.eval_batch_size, epochs=f.epochs,
+      max_steps=f.max_steps, base_learning_rate=f.base_learning_rate,
+      warmup_steps_fraction=f.warmup_steps_fraction, momentum=f.momentum,
+      weight_decay=(precision.default_weight_decay(use_bfloat16)
+                    if f.weight_decay is None else f.weight_decay),
+      use_bfloat16=use_bfloat16,
+      dropout_rate=(config_lib.default_dropout_rate(ssd, f.epochs)
+                    if f.dropout_rate is None else f.dropout_rate),
+      path_dropout_rate=f.path_dropout_rate,
+      label_smoothing=f.label_smoothing,
+      moving_average_decay=f.moving_average_decay,
+      init_from_search=init_from_search,
+      freeze_inherited=f.freeze_inherited, eval_only=f.eval_only,
+      export=f.export,
+      export_dir=f.export_dir or os.path.join(f.model_dir,
+                                              config_lib.EXPORT_SUBDIR),
+      train_examples=info.split_sizes[datasets.SEARCH_TRAIN] if
+      validation_examples else info.train_examples,
+      validation_examples=validation_examples)
+  data_lib.eval_examples(config)  # A split TFDS cannot read is refused.
+  return config
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
