@@ -1,6 +1,10 @@
-"""Tests for inherit_params: equal shapes, leading slices, mismatches."""
+"""Tests of `graph.inherit`: params (equal shapes, leading slices,
+mismatches) and a search checkpoint's supernet values."""
 
 import copy
+import json
+import os
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -10,6 +14,18 @@ from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
 from tunas_tf.graph import rewrite
 from tunas_tf.graph import zoo
+
+
+def _write_checkpoint(directory, values):
+  """A TF1-style checkpoint of `values` ({name: array}) in `directory`."""
+  with tf.Graph().as_default():
+    variables = [tf.compat.v1.get_variable(name, initializer=value)
+                 for name, value in values.items()]
+    saver = tf.compat.v1.train.Saver(variables)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      return saver.save(session, os.path.join(directory, 'model.ckpt'),
+                        global_step=3)
 
 
 class InheritParamsTest(tf.test.TestCase):
@@ -98,6 +114,36 @@ class InheritParamsTest(tf.test.TestCase):
     self.assertEqual(sorted(inherited['d']), ['kernel'])
     self.assertAllClose(model.op_variables['d']['kernel'],
                         [[0, 1], [2, 3], [4, 5]])
+
+
+class SearchCheckpointTest(tf.test.TestCase):
+
+  def test_search_checkpoint_and_supernet_values(self):
+    search_dir = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'holds no checkpoint'):
+      inherit.search_checkpoint(search_dir)
+    with self.assertRaisesRegex(ValueError, 'no such directory'):
+      inherit.search_checkpoint(os.path.join(search_dir, 'missing'))
+    path = _write_checkpoint(search_dir, {
+        'blocks/0/layers/0/conv/kernel': np.ones([1, 1, 2, 3], np.float32),
+        'blocks/0/layers/0/conv/kernel/RMSProp': np.ones([1, 1, 2, 3],
+                                                          np.float32),
+        'classifier/bias': np.zeros([4], np.float32),
+        'rl_controller/logits': np.zeros([2], np.float32),
+    })
+    self.assertEqual(inherit.search_checkpoint(search_dir), path)
+    with open(os.path.join(search_dir, 'config.json'), 'w') as f:
+      json.dump({'ssd': 'cifar_search'}, f)
+    self.assertEqual(inherit.search_checkpoint(search_dir,
+                                                   'cifar_search'), path)
+    with self.assertRaisesRegex(ValueError, "searched 'cifar_search', not "
+                                '--ssd=digits_search'):
+      inherit.search_checkpoint(search_dir, 'digits_search')
+    values = inherit.read_supernet_values(path)
+    self.assertEqual(sorted(values), ['blocks/0/layers/0/conv/kernel',
+                                      'classifier/bias'])
+    with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
+      inherit.read_supernet_values(os.path.join(search_dir, 'nothing'))
 
 
 if __name__ == '__main__':
