@@ -397,8 +397,9 @@ def _check_image(path: str) -> _ImageFacts:
                              'colour')
       width, height = image.size
       # A JPEG decoded at 1/8 scale still reads all its entropy-coded data
-      # (what a truncated or corrupt file breaks), in less time (1.1 ms
-      # instead of 1.8 for a 500x375 one here); `draft` leaves a PNG alone.
+      # (what a truncated or corrupt file breaks), in less time
+      # (bench/README.md, 'Figures behind code comments'); `draft` leaves a
+      # PNG alone.
       image.draft(None, (1, 1))
       image.load()
   except Image.UnidentifiedImageError:

@@ -104,11 +104,10 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
     train_batch_size: the global training batch.
     eval_batch_size: the eval and predict batch, when the run evaluates.
     optimize_graph: off TPU, whether Grappler (TF's graph optimiser) runs
-      on the session's graphs. It runs once for every new set of fetches;
-      on the search's graph (~19,000 ops and ~100 branch functions) it cost
-      ~20 s before the first step on `cifar_search` and made the steps no
-      faster (bench/README.md), so the search turns it off. On TPU, XLA
-      compiles the step and this has no effect.
+      on the session's graphs. It runs again for every new set of fetches
+      and on the search's graph costs more than it saves, so the search
+      turns it off (bench/README.md, 'Issue 12'). On TPU, XLA compiles the
+      step and this has no effect.
     replicas: replicas off TPU (1 on TPU).
 
   Raises:
@@ -134,13 +133,11 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       save_checkpoints_steps=job.save_checkpoints_steps,
       keep_checkpoint_max=job.keep_checkpoint_max,
       log_step_count_steps=None,
-      # No SummarySaverHook: every scalar goes through host_call. The hook's
-      # `loss` summary (a duplicate of model/loss, in an events file of its
-      # own) was fetched on its steps only, so the first two steps had
-      # different fetch sets and TF built the step's executor twice
-      # (~3.5 s of the search's start on cifar_search, bench/README.md).
+      # No SummarySaverHook: every scalar goes through host_call, and the
+      # hook's fetches on its own steps make TF build the step's executor
+      # twice (bench/README.md, 'Issue 12, second slice').
       save_summary_steps=None,
-      # The search graph is large (~5 MB serialised for digits_search):
+      # The search graph is large (bench/README.md, 'bench/search_events.py'):
       # no graph.pbtxt, no model.ckpt-N.meta. This alone still leaves the graph
       # in the events file; `checkpoint_hooks` keeps it out.
       checkpoint_save_graph_def=False)
