@@ -1,42 +1,11 @@
-r"""One architecture of a search space, and its file `architecture.json`.
+"""One architecture of a search space, and its file `architecture.json`.
 
-`tools/extract_architecture` writes the searched architecture,
-`tools/describe_space` one given or drawn architecture; `tools/compare_random`
-and `train_eval --architecture=` read them. The file is a JSON object:
-
-  {"format_version": 1, "ssd": "digits_search", "indices": "0:2:1:...",
-   "estimated_cost": 251234.0, "cost_model": "macs", "cost_target": 3e5,
-   "cost_tolerance": 0.05, "argmax_indices": "0:2:2:...",
-   "global_step": 300, "max_global_step": 300, "checkpoint": ".../ckpt-300",
-   "dataset": "digits", "image_size": 8, "num_classes": 10,
-   "num_channels": 1, "preprocessing": "none", "validation_examples": 359,
-   "probabilities": {path: [p_0, ...]}, "choices": {path: value},
-   "decisions": [{"path": "blocks/0/filters", "choices": ["8", "16", "24",
-                  "32"], "index": 2, "value": "24", "active": true,
-                  "probabilities": [0.001, 0.006, 0.99, 0.003]}, ...],
-   "architecture": <spec_io JSON of the pruned spec>}
-
-`decisions` reads like the search space: one entry per decision, in visit
-order, with its choices named (`ops.choice_label`: filters and kernel sizes
-as numbers, 'x6' for an expansion of 6 x the input width, 'skip' for a
-skipped layer), the chosen index and value, whether the decision matters
-(`active`: false under an alternative that was not chosen) and the
-controller's probabilities when known. `cost_tolerance` and `argmax_indices`
-are there when the extraction took the most likely architecture within the
-target -/+ that fraction (`search.extract`) rather than the argmax.
-The data fields (`dataset` to `validation_examples`) are the search's
-(its `config.json`): `train_eval --architecture=` takes them as defaults
-and refuses a contradiction.
-
-Only `ssd` and `indices` are required (files written before the optional keys
-existed, e.g. before `dataset`, `preprocessing` and `validation_examples`,
-still load); `choices`, `decisions` and `architecture` are derived on
-writing and ignored on reading, as are unknown keys. Paths go through
-`tunas_tf.files` (`tf.io.gfile`), so a search directory may be on Cloud
-Storage. A malformed file is refused with one line naming the file and field:
-
-  arch = architecture.read('runs/demo/architecture.json')
-  arch.ssd, arch.indices_string, arch.estimated_cost, arch.spec
+`read` and `write` are the one reader and writer of the file (its format:
+docs/search.md, 'architecture.json'). Only `ssd` and `indices` are required;
+`choices`, `decisions` and `architecture` are derived on writing and ignored
+on reading, as are unknown keys. Paths go through `tunas_tf.files`, so they
+may be on Cloud Storage; a malformed file is refused with one line naming the
+file and field.
 """
 
 from __future__ import annotations

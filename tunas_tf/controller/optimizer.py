@@ -1,19 +1,12 @@
-"""The controller's Adam step, as the original applies it.
+"""The controller's Adam step, as the original's `apply_adam` applies it.
 
-The original's `apply_adam` (`tunas/tpu_optimizer_ops.py`) differs from a
-stock Adam, and so does this one, deliberately:
-
-* across replicas, the first moment uses the mean gradient and the second
-  moment the mean of the *squared* per-replica gradients (square, then
-  average), and the regularisation step the mean regularisation gradient
-  (`tunas_tf.runtime.replicas`: TPU, `tf.distribute` or one replica);
-* the bias-correction powers are variables initialised to beta1 and beta2,
-  so step k uses beta^k;
-* a regularisation loss (the entropy bonus) is applied as a separate plain
-  SGD step with the uncorrected learning rate;
-* the moments and powers update every step, even while the learning rate is
-  0 (the RL delay), so the second moment is warm when learning starts;
-* it is the only op that increments the global step.
+Unlike a stock Adam, deliberately: across replicas the second moment is the
+mean of the squared per-replica gradients (`tunas_tf.runtime.replicas`); the
+bias-correction powers are variables initialised to beta1 and beta2; a
+regularisation loss (the entropy bonus) is a separate plain SGD step with the
+uncorrected learning rate; moments and powers update every step, even at
+learning rate 0 (the RL delay); and it is the only op that increments the
+global step.
 """
 
 from __future__ import annotations

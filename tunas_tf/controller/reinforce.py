@@ -1,37 +1,13 @@
 """The REINFORCE controller: one categorical per OneOf.
 
-`Controller` (a `tf.Module`, so it checkpoints) owns one zero-initialised
-float32 logits variable per OneOf of a search space, named `logits/<path>`
-(the initial policy is uniform). `independent_sample` (as the original's, in
-`tunas/controller.py`) draws an architecture from it:
-
-* each OneOf samples a one-hot mask from softmax(logits / temperature),
-  with its log-probability and the distribution's exact entropy;
-* warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
-  becomes the uniform vector [1/n, ..., 1/n] (op tag: every op runs, each
-  weighted 1/n) or the one-hot of the largest choice (filters tag), and the
-  log-prob log(p); otherwise the sample stays and the log-prob is
-  log(1 - p) + log pi(a). p None changes nothing;
-* log-prob and entropy are summed over the *active* OneOfs only: a OneOf
-  nested under a choice whose mask entry is |m| <= 1e-6 (anywhere up its
-  path, e.g. the kernel of a skipped layer) contributes nothing.
-
-Draws are stateless when `independent_sample` gets a seed (the search's is
-a function of its seed, the step and the replica): each OneOf's categorical
-draw and its warm-up draw then have their own seed, `stateless_fold_in` of
-the given one with a key of the draw's kind and the OneOf's path
-(`initializers.name_key`), so a sample is a pure function of (seed, logits,
-probabilities) and adding or removing a OneOf leaves every other OneOf's
-draws as they were. Without a seed they use TF's stateful ops
-(`tf.random.categorical`, `tf.random.uniform`).
-
-Tags never tie parameters: they only pick the warm-up rule and name the
-`logits_by_tag` entries. The final architecture of a search is the argmax of
-each OneOf's logits independently (`argmax_indices`, `argmax_architecture`).
-
-Works eagerly, inside `tf.function` (with a `Controller` made outside) and in
-a TF1 graph (the Estimator's model_fn, where a new `Controller` per graph is
-right: its variables are restored by name from the checkpoint).
+`Controller` (a `tf.Module`) owns one zero-initialised logits variable per
+OneOf, `logits/<path>`. `independent_sample` draws an architecture from it
+with the original's warm-up replacement, summing log-prob and entropy over
+the active OneOfs; with a seed every draw is stateless and keyed by the
+OneOf's path, so a sample is a pure function of (seed, logits,
+probabilities). The searched architecture is each OneOf's argmax
+(`argmax_indices`, `argmax_architecture`). It works eagerly, in
+`tf.function` (with a `Controller` made outside) and in a TF1 graph.
 """
 
 from __future__ import annotations
@@ -326,6 +302,16 @@ def independent_sample(
     seed: Seed = None,
 ) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
+
+  Warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
+  becomes the uniform vector (op tag: every op runs, weighted 1/n) or the
+  one-hot of the largest choice (filters tag), with log-prob log(p); otherwise
+  the sample stays, with log-prob log(1 - p) + log pi(a). A OneOf nested under
+  a choice whose mask entry is |m| <= 1e-6 (anywhere up its path) is inactive.
+  With a seed, each OneOf's categorical and warm-up draws have their own seed,
+  `stateless_fold_in` of the given one with the draw's kind and the OneOf's
+  path (`initializers.name_key`), so adding or removing a OneOf leaves the
+  others' draws as they were. Tags never tie parameters.
 
   Args:
     spec: the search space.

@@ -1,21 +1,11 @@
-"""Reward functions that trade quality against an estimated cost.
+"""Reward functions that trade quality Q against an estimated cost c.
 
-As in the original (`tunas/search_space_utils.py`), with Q the quality
-(validation accuracy), c the estimated cost, T the cost target and beta the
-exponent (negative, e.g. -0.1):
-
-* `abs`:       adjustment = beta * |c / T - 1|;       reward = Q + adjustment
-* `mnas`:      adjustment = (c / T) ** beta;          reward = Q * adjustment
-* `mnas_hard`: adjustment = min((c / T) ** beta, 1);  reward = Q * adjustment
-
-`abs` (the TuNAS absolute-value reward) penalises missing the target on
-either side; `mnas` also rewards being faster than the target; `mnas_hard`
-only penalises being slower.
-
-`compute_reward` works on Python floats and NumPy values (in float64) and
-returns floats (or arrays for array inputs); `tf_compute_reward` is its
-TensorFlow twin, returning float32 tensors. `compute_reward` hands over to
-the twin when any input is a tensor.
+As the original's, with target T and exponent beta (negative): `abs` adds
+beta * |c / T - 1| to Q (penalises missing the target either side); `mnas`
+multiplies Q by (c / T) ** beta (also rewards being under it); `mnas_hard`
+by min((c / T) ** beta, 1) (only penalises being over it).
+`compute_reward` takes Python floats and NumPy values (float64 math) and
+hands tensors over to its TensorFlow twin `tf_compute_reward` (float32).
 """
 
 from __future__ import annotations

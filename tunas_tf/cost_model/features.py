@@ -1,32 +1,11 @@
 """Coupled one-hot features of a (sampled) architecture.
 
-The cost model is linear in these features, so their order must be exactly
-the original's (`coupled_tf_features` in `tunas/mobile_cost_model.py`) for
-the released coefficients to apply:
-
-* walk the blocks in order and every layer of each block (activations, pools
-  and detection endpoints included), and emit for each layer
-  `kron(out_mask, in_mask, layer_features(layer))`, where `out_mask` is the
-  mask of the block's `filters` OneOf, `in_mask` that of the previous layer's
-  output width (the previous block's `filters` for a block's first layer,
-  none for the network's first layer, the block's own `out_mask` for its
-  other layers); a block whose `filters` is a plain int has no mask, and
-  missing operands are skipped;
-* `kron(x, y)` is the flattened outer product (index `i * len(y) + j`);
-* `layer_features`: a primitive gives [1]; a dataclass, list or tuple the
-  kron of its fields or items in order (dicts: sorted keys); a OneOf the
-  concatenation over its choices of `mask[i] * layer_features(choice_i)`, so
-  nested choices stay coupled to their parent;
-* every per-layer block of length 1 is dropped and the rest concatenated
-  (a single [1] if none remain).
-
-Under one-hot masks each per-layer block is one-hot; under the controller's
-warm-up masks the features are the corresponding mixture.
-
-Masks may be TensorFlow tensors (as the controller attaches them) or NumPy
-arrays (`attach_one_hot_masks`, for fixed architectures): `features` returns
-a float32 tensor for the first and a float32 NumPy array for the second, so
-the NumPy path needs no graph or session.
+The cost model is linear in these features, so their order is exactly the
+original's (`coupled_tf_features`), for the released coefficients to apply
+(the rule: `features`). Under one-hot masks each per-layer block is one-hot;
+under the controller's warm-up masks it is the corresponding mixture. Masks
+may be tensors (the controller's: `features` returns a float32 tensor) or
+NumPy arrays (`attach_one_hot_masks`: a float32 array, no graph needed).
 """
 
 from __future__ import annotations
@@ -149,6 +128,19 @@ def _filters_mask(block: ops.Block, b: int, use_tf: bool) -> Optional[Array]:
 @tf.autograph.experimental.do_not_convert
 def features(spec: ops.ConvTowerSpec) -> Array:
   """The coupled one-hot features of a masked network, in the original order.
+
+  The order: walk the blocks and every layer of each (activations, pools and
+  endpoints included) and emit `kron(out_mask, in_mask, layer_features(layer))`
+  per layer, `out_mask` the mask of the block's `filters` OneOf, `in_mask` that
+  of the previous layer's output width (the previous block's `filters` for a
+  block's first layer, none for the network's first layer, the block's own
+  `out_mask` for its other layers); a plain-int `filters` has no mask and
+  missing operands are skipped. `kron(x, y)` is the flattened outer product
+  (index `i * len(y) + j`). `layer_features`: a primitive gives [1]; a
+  dataclass, list or tuple the kron of its fields or items in order (dicts:
+  sorted keys); a OneOf the concatenation over its choices of
+  `mask[i] * layer_features(choice_i)`. Per-layer blocks of length 1 are
+  dropped and the rest concatenated (a single [1] if none remain).
 
   Args:
     spec: a `ConvTowerSpec` whose OneOfs all carry masks: rank-1 float

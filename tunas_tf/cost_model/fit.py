@@ -1,18 +1,12 @@
-"""Fits a linear cost model to measured costs: ridge regression, held-out errors.
+"""Fits a linear cost model to measured costs: ridge, held-out errors.
 
-The features are the coupled one-hot features of each architecture
-(`features(attach_one_hot_masks(space, indices))`);
-the fit is ridge regression with the regularisation chosen by
-cross-validation (`sklearn.linear_model.RidgeCV`, efficient leave-one-out
-over `ALPHAS`; rows weighted by 1 / latency, see `_ridge`). A random
-`holdout_fraction` of the rows (seeded) is held out first: the model fitted on
-the rest is scored there by its mean and worst absolute percentage error, next
-to a constant predictor (the train rows' mean). Then the model is refitted on
-all rows; its coefficients document is what `linear.load_coefficients` (and
-`--cost_model=PATH`) reads. `tools/fit_cost_model` runs it on a latency CSV:
-
-  result = fit.fit('digits_search', indices, latencies_ms, seed=0)
-  result['coefficients']['holdout']['mape_percent']
+`fit` fits ridge regression (`RidgeCV`, leave-one-out over `ALPHAS`, rows
+weighted by 1 / latency) on the coupled one-hot features of each
+architecture, scores a seeded `holdout_fraction` of the rows by mean and
+worst absolute percentage error next to a constant predictor, then refits
+on all rows. Its coefficients document is what `linear.load_coefficients`
+(and `--cost_model=PATH`) reads; `tools/fit_cost_model` runs it on a
+latency CSV.
 """
 
 from __future__ import annotations

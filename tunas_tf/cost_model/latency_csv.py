@@ -1,18 +1,11 @@
 """The latency CSV: measured architectures of one space, one row each.
 
-`tools/measure_latency` writes it, `tools/fit_cost_model` reads it:
-
-  indices,latency_ms,spread_ms
-  0:2:1:...,0.081234,0.002100
-
-`latency_ms` is the median of the timed runs, `spread_ms` their
-interquartile range. The rules for reading are the same for both tools: a
-header naming at least `indices` and `latency_ms` (other columns are
-ignored), blank lines skipped, every row as long as the header, indices that
-fit the space, latencies that are positive finite numbers; an error names the
-file and line. Appending (resuming a measurement) needs the exact header
-`COLUMNS`, and the settings the rows were measured with are kept beside the
-CSV in `settings_path(path)`.
+`tools/measure_latency` writes it and `tools/fit_cost_model` reads it, by the
+same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
+least `indices` and `latency_ms`, every row as long as the header, indices
+that fit the space, positive finite latencies; an error names the file and
+line. Appending needs the exact header `COLUMNS`, and the settings the rows
+were measured with are kept beside the CSV in `settings_path(path)`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The linear cost model: `features @ kernel + bias`.
 
-Three kinds of coefficients, one format:
-
-* `'released'`: the original's simulated Pixel-1 latencies (ms) for
-  `RELEASED_SPACES`, shipped in `cost_model/data/<ssd>.json`;
-* `'macs'`: the exact multiply-add count of the sampled network for any
-  space (`cost_model.macs`), at the space's input (`macs.default_input`)
-  unless `image_size` / `num_classes` / `input_channels` say otherwise;
-* the path of a coefficients JSON `{"ssd", "units", "num_features", "kernel",
-  "bias", ...}` (e.g. fitted to the user's device).
-
-`cost_model=None` means `'released'` where the space has a released model
-and `'macs'` elsewhere.
-
+Three kinds of coefficients, one format: `'released'` (the original's
+simulated Pixel-1 latencies in ms, for `RELEASED_SPACES`), `'macs'` (the
+exact multiply-add count, any space) or the path of a coefficients JSON
+(e.g. fitted to a device); None means released where it exists, else macs.
 `get_cost_model` resolves a `--cost_model` value once into a
-`LinearCostModel` (coefficients, units, kind); everything else takes that
-value: `estimate_cost(features, model)` is a tensor op (it works on the
-controller's warm-up mixtures), `estimate_cost_of_indices(indices, model)` its
-plain Python/NumPy twin for a fixed architecture, and `default_target(model)`
-the search's cost target when none is given.
+`LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
+`estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
 """
 
 from __future__ import annotations

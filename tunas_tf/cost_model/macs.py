@@ -1,33 +1,11 @@
 """Multiply-adds of a network, and the exact linear `macs` cost model.
 
-What counts (one multiply-add per weight per output position):
-
-* convolution: `H_out * W_out * k * k * C_in * C_out`;
-* depthwise convolution: `H_out * W_out * k * k * C`;
-* squeeze-and-excite: two 1x1 convolutions on the pooled 1x1 map,
-  `C * S + S * C` with `S = make_divisible(SE_RATIO * C, filters_base)`
-  (`naming.SE_RATIO`) and C the expanded width;
-* the classifier head: a 1x1 convolution from the network's final width to
-  `num_classes` at the final resolution (1 after a global pool; the
-  MobileNetV3-like head runs its last conv on the pooled 1x1 map, so blocks
-  after the pool count at 1x1 too).
-
-Batch norm, biases, activations, residual adds, the SE gating multiply and
-pooling are not counted. The parts and their shapes come from the walker
-(`search_space.structure`, through `search_space.resolve`: 'SAME' padding,
-`H_out = ceil(H / stride)`).
-
-The MAC count is exactly linear in the coupled features of
-`cost_model.features` (a layer's MACs depend only on its block's width, its
-input width and its own choices, which is what each per-layer feature block
-encodes one-hot), so `macs_cost_model` derives the coefficients directly:
-for each layer it enumerates (block width, input width, the layer's own
-choices), puts the layer's MACs at the hot position of its feature block,
-and folds fixed layers (feature blocks of length 1) into the bias.
-
-The input a space is designed for (resolution, classes, image channels) comes
-from the search-space registry (`mobile.space_info`) through
-`default_input(ssd)`.
+`count_macs` counts one multiply-add per weight per output position
+(convolutions, depthwise convolutions, squeeze-and-excite, the classifier),
+nothing for batch norm, biases, activations, adds and pools. The count is
+exactly linear in `cost_model.features`, so `macs_cost_model` derives the
+coefficients directly. Shapes come from `search_space.resolve`, a space's
+designed input from `default_input(ssd)` (`mobile.space_info`).
 """
 
 from __future__ import annotations
@@ -136,6 +114,12 @@ def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
                num_classes: int, input_channels: int = 3) -> int:
   """Multiply-adds of a fixed network, classifier head included.
 
+  Per layer: convolution `H_out * W_out * k * k * C_in * C_out`; depthwise
+  `H_out * W_out * k * k * C`; squeeze-and-excite `C * S + S * C` with
+  `S = make_divisible(SE_RATIO * C, filters_base)`, C the expanded width; the
+  head a 1x1 convolution to `num_classes` at the final resolution (1 after a
+  global pool). Padding is 'SAME': `H_out = ceil(H / stride)`.
+
   Args:
     pruned_spec: a `ConvTowerSpec` without OneOfs (e.g. `schema.prune`).
     image_size: positive int, input resolution (square).
@@ -188,6 +172,11 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
   For every one-hot architecture of `spec`,
   `features(attach_one_hot_masks(spec, indices)) @ kernel + bias` equals
   `count_macs(schema.prune(spec, indices), ...)`.
+
+  A layer's MACs depend only on its block's width, its input width and its own
+  choices, which is what its feature block encodes one-hot: for each layer
+  this enumerates those, puts the layer's MACs at the hot position of its
+  feature block, and folds fixed layers (blocks of length 1) into the bias.
 
   Args:
     spec: a `ConvTowerSpec`, with or without OneOfs.

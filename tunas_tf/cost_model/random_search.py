@@ -1,19 +1,12 @@
 """Architectures drawn uniformly from a space, optionally inside a cost band.
 
-The random-search baseline (the original's
-`tools/sample_random_architectures.py`): every OneOf index is drawn uniformly
-and independently with `np.random.RandomState(seed)` (indices nested under
-an alternative that is not chosen are drawn too and ignored by
-`schema.prune`, as in the original); `sample_architectures` keeps an
-architecture when `min_cost <= estimated cost <= max_cost` under a linear
-cost model, and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num` draws.
-
-Used by `tools/random_architectures`, `tools/measure_latency --num`,
-`tools/compare_random` and `tools/describe_space`:
-
-  kept = random_search.sample_architectures('digits_search', 5, seed=1,
-                                            min_cost=2e5, max_cost=3e5)
-  # [{'indices': '0:2:1:...', 'estimated_cost': 251234.0}, ...]
+The original's random-search baseline: every OneOf index is drawn uniformly
+and independently with `np.random.RandomState(seed)` (indices under an
+unchosen alternative too, ignored by `schema.prune`). `sample_architectures`
+keeps an architecture when `min_cost <= estimated cost <= max_cost` under a
+linear cost model and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num`
+draws. Used by `tools/random_architectures`, `measure_latency`,
+`compare_random` and `describe_space`.
 """
 
 from __future__ import annotations
