@@ -79,7 +79,7 @@ def resolve_input(ssd: str, image_size: Optional[int] = None,
 
 
 def layer_macs(layer: resolve.ResolvedLayer) -> int:
-  """Multiply-adds of one resolved layer (see the module docstring).
+  """Multiply-adds of one resolved layer (the rules: `count_macs`).
 
   Sums over the layer's computing parts (`structure.sized_leaves`): a conv
   or depthwise conv counts at its output resolution, squeeze-excite on the

@@ -1,25 +1,13 @@
 """Local image data -> a prepared TFDS dataset (run by `tools/import_dataset`).
 
-`local_data.read_source` reads and checks the data (IDX files, an `.npz` or
-an image folder); `write_dataset` writes it as the TFDS dataset
-`<data_dir>/<name>/1.0.0/` with TFDS's own writer (a small
-`GeneratorBasedBuilder`): features `image` and `label` (a ClassLabel with the
-class names), splits `train` and `test`, and (`image`, `label`) as the
-supervised keys. `image` decodes to uint8 [H, W, C], or [None, None, C] when a
-folder's images differ in size. Arrays are stored PNG-encoded by TFDS, a
-folder's files byte for byte (TFDS stores the bytes it is given as they are),
-with `encoding_format` 'png', 'jpeg', or None for a folder of both. The name
-is not registered with TFDS, so `tfds.builder(name, data_dir=...)`, and hence
-`datasets.load_split`, reads it from its files like any prepared TFDS dataset.
-
-Everything is checked before anything is written, and the dataset is written
-into a temporary folder inside `data_dir` that is renamed into place at the
-end (and removed on any failure), so bad input leaves `data_dir` as it was.
-
-Example:
-  path, dataset = importing.import_dataset(
-      'idx', '/usr/share/datasets/fashion-mnist', 'fashion_mnist_local',
-      '/data/tfds')
+`import_dataset` reads and checks the data (`local_data.read_source`), then
+`write_dataset` writes `<data_dir>/<name>/1.0.0/` with TFDS's own writer:
+features `image` (uint8 [H, W, C], or [None, None, C] for a folder of mixed
+sizes) and `label` (a ClassLabel), splits `train` and `test`. The name is not
+registered with TFDS; `tfds.builder(name, data_dir=...)` reads it from its
+files. Everything is checked before anything is written, and the dataset is
+written into a temporary folder renamed into place at the end, so bad input
+leaves `data_dir` as it was.
 """
 
 from __future__ import annotations

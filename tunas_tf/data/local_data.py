@@ -1,35 +1,11 @@
 """Local image data read and checked: IDX files, an `.npz`, an image folder.
 
-`tools/import_dataset` writes what these readers return as a prepared TFDS
-dataset (`data/importing.py`). Three formats:
-
-* `idx`: a directory with the four MNIST/Fashion-MNIST IDX files,
-  `*train-images-idx3-ubyte`, `*train-labels-idx1-ubyte`,
-  `*t10k-images-idx3-ubyte` and `*t10k-labels-idx1-ubyte`, each plain or
-  gzipped (`.gz`); big-endian headers, magic 2051 for images (then count,
-  rows, cols) and 2049 for labels (then count).
-* `npz`: one `.npz` holding `x_train`, `y_train`, `x_test`, `y_test`: uint8
-  images [N, H, W] or [N, H, W, C] (C 1 or 3) and integer labels [N] (or
-  [N, 1], as Keras ships CIFAR-10).
-* `folder`: `train/<class>/*.png|jpg|jpeg` and `test/<class>/...`. The sorted
-  names of the class folders under `train/` give the label ids and are the
-  class names. Other files in a class folder are ignored. Each image file is
-  stored as it is, byte for byte (a JPEG stays a JPEG; its format is what
-  its content says, whatever its extension), so the images may differ in
-  size. Grayscale images (PIL modes 1, L, LA) stay one channel; if any image
-  is in colour, the dataset has 3 channels (TensorFlow decodes a grayscale
-  file to 3 equal ones). An alpha channel is dropped when decoding.
-
-Labels of idx and npz data are named '0', '1', ... up to the largest label,
-unless class names are given (then every label must be below their count).
-Bad input raises `ValueError` naming the file and the problem (a folder: all
-its unusable image files, counted, the first few named, in one line);
+`read_source(format, path)` returns a `LocalDataset` that
+`data/importing.py` writes as a TFDS dataset (the formats: docs/own_data.md
+and `read_source`). Labels of idx and npz data are named '0', '1', ...
+unless class names are given. Bad input raises `ValueError` naming the file
+and the problem (a folder: all its unusable image files in one line);
 nothing is written here.
-
-Example:
-  dataset = local_data.read_source('idx', '/usr/share/datasets/fashion-mnist')
-  dataset.image_shape  # (28, 28, 1)
-  local_data.read_source('folder', 'my_photos').image_shape  # (None, None, 3)
 """
 
 from __future__ import annotations
@@ -200,7 +176,7 @@ def read_idx_file(path: str, magic: int) -> np.ndarray:
 
 def read_idx(directory: str,
              class_names: Optional[Sequence[str]] = None) -> LocalDataset:
-  """Reads the four IDX files of `directory` (see the module docstring).
+  """Reads the four IDX files of `directory` (see `read_source`).
 
   Raises:
     ValueError: a missing or ambiguous file, a wrong magic number, a size
@@ -486,6 +462,18 @@ def read_folder(root: str) -> LocalDataset:
 def read_source(fmt: str, source: str,
                 class_names: Optional[Sequence[str]] = None) -> LocalDataset:
   """Reads and checks a local dataset of format `fmt` (one of `FORMATS`).
+
+  `idx`: the four MNIST IDX files (`*train-images-idx3-ubyte`,
+  `*train-labels-idx1-ubyte`, `*t10k-images-idx3-ubyte`,
+  `*t10k-labels-idx1-ubyte`), plain or gzipped; big-endian headers, magic 2051
+  for images (count, rows, cols), 2049 for labels (count). `npz`: `x_train`,
+  `y_train`, `x_test`, `y_test`, uint8 images [N, H, W] or [N, H, W, C] (C 1
+  or 3), integer labels [N] or [N, 1]. `folder`: `train/<class>/*.png|jpg|jpeg`
+  and `test/<class>/...`; the sorted class folder names under `train/` give
+  the label ids; other files are ignored; each image is stored byte for byte
+  (its format is what its content says), so sizes may differ; grayscale
+  (PIL modes 1, L, LA) stays one channel unless any image is in colour (then
+  3); an alpha channel is dropped when decoding.
 
   Raises:
     ValueError: an unknown format, class names given for a folder (whose

@@ -1,39 +1,14 @@
 """ImageNet preprocessing of one encoded image: the original's, keyed on a seed.
 
 `imagenet_train` and `imagenet_eval` reproduce the original's
-`imagenet_preprocessing.preprocess_for_train/_eval` followed by
-`fast_imagenet_input`'s normalisation:
-
-* train: a distorted box of the whole image (min object covered 0.1, aspect
-  3/4..4/3, area 0.08..1, 10 attempts); when the sampled box is the whole
-  image (sampling failed) the eval crop instead; only that window of a JPEG is
-  decoded; TF1 bicubic resize to `image_size`, random left-right flip.
-* eval: the centre square of side `image_size / (image_size + 32) * min(h, w)`
-  (float32 product, truncated), decoded alone, TF1 bicubic resize.
-* both: float32 on the 0..255 scale, no clipping (the original's
-  `convert_image_dtype` to float32 of a float32 image is a no-op, so bicubic
-  over- and undershoot stay), minus `MEAN_RGB`, divided by `STDDEV_RGB`.
-
-Where this differs from the original:
-
-* Randomness is stateless: the crop and the flip are functions of `seed`
-  (crop: `stateless_fold_in(seed, 0)`, flip: `stateless_fold_in(seed, 1)`),
-  not of op-level seeds, so a resumed run reads the same images.
-* The failed-sampling test compares height and width only. The original
-  compared `[h, w, c]` of the JPEG header with the decoded crop's
-  `[h, w, 3]`, so on grayscale (c = 1) and CMYK (c = 4) JPEGs its fallback to
-  the eval crop never fired.
-* The box is sampled before decoding, so a failed sample decodes once (the
-  original decoded the whole image, then the centre crop).
-* Non-JPEG encodings (PNG, BMP, GIF: `tf.io.decode_image`) are decoded whole,
-  then cropped; the original read JPEGs only.
-* `channels=1` (grayscale datasets) decodes one channel and normalises with
-  the mean of the three means and of the three stddevs.
-
-The resize is `ResizeBicubic` with `half_pixel_centers=False` (cubic
-coefficient -0.75): TF1 `tf.image.resize_bicubic`, which the original used.
-TF2's `tf.image.resize(method='bicubic')` is the same op with half-pixel
-centres (coefficient -0.5), a different image.
+`preprocess_for_train/_eval` and its normalisation (float32 on the 0..255
+scale, not clipped, minus `MEAN_RGB`, divided by `STDDEV_RGB`), with TF1
+bicubic resize (`ResizeBicubic`, no half-pixel centres, which TF2's
+`tf.image.resize` is not). Where it differs: randomness is stateless (crop
+and flip are functions of `seed`, so a resumed run reads the same images);
+the failed-sampling test compares height and width only (the original's
+never fired on grayscale or CMYK JPEGs); only the crop window of a JPEG is
+decoded; non-JPEG images are read too; `channels=1` uses the channel means.
 """
 
 from __future__ import annotations

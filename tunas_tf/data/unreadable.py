@@ -1,17 +1,11 @@
 """A stored image that cannot be decoded stops the run, naming the example.
 
-TF's decode ops fail a whole input pipeline with a message naming the op, not
-the example. Here a prepared stream drops an element whose decoding fails
-(`ignore_errors`, which logs TF's reason as a warning), and meets, in a `zip`, the stream
-of the positions it should yield, computed without reading the data: the
-first missing position fails an assertion naming the split, the example's
-index in the split's stored order and the step that read it. A run turns that
-error into one line (`stop_line`); nothing is skipped silently.
-
-Example:
-  stream = examples.enumerate().map(lambda i, ex: (i, decode(ex)))
-  expected = tf.data.Dataset.range(n).map(lambda i: (i, i, -1))
-  checked_stream = checked(stream, expected, "test of 'cats'", finite=True)
+`checked(stream, expected, ...)` drops an element whose decoding fails
+(`ignore_errors`, TF's reason logged as a warning) and zips the stream with
+the positions it should yield, computed without reading the data: the first
+missing position fails an assertion naming the split, the example's index
+in its stored order and the step. `stop_line` turns that error into one
+line; nothing is skipped silently.
 """
 
 from __future__ import annotations

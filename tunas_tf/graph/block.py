@@ -1,19 +1,9 @@
 """Blocks: reusable subgraph templates, instantiated with a name prefix.
 
 `Block(name, graph, constants)` is a template whose graph reads its own
-declared inputs. `instantiate(input_names, instance_id)` renames it under
-the prefix `f'{name}{instance_id}/'`, as abstract_nas's `Block` does:
-
-* every op name and output name gets the prefix;
-* op inputs that are template inputs become the given `input_names`; all
-  other inputs get the prefix;
-* `"K:<T>"` gets the prefix when T is one of the block's constants;
-  `"S:<T>:<d>"` gets it unless T is a slot index (or a template input,
-  which becomes the given input name); `"S:<d>"` is unchanged;
-* constant names get the prefix.
-
-Instantiation always starts from the template, so re-instantiating an
-instance behaves like instantiating the original.
+declared inputs; `instantiate(input_names, instance_id)` renames it under
+`f'{name}{instance_id}/'` as abstract_nas's `Block` does (the renaming
+rules: `Block`). Instantiation always starts from the template.
 """
 
 from __future__ import annotations
@@ -27,6 +17,12 @@ from tunas_tf.graph import ir
 @dataclasses.dataclass(frozen=True)
 class Block:
   """A subgraph template, or an instance of one.
+
+  Renaming: every op, output and constant name gets the prefix; op inputs that
+  are template inputs become the given `input_names`, all other inputs get the
+  prefix; `"K:<T>"` gets it when T is one of the block's constants;
+  `"S:<T>:<d>"` gets it unless T is a slot index (or a template input, which
+  becomes the given input name); `"S:<d>"` is unchanged.
 
   Attributes:
     name: the block's name (`conv_layer`).

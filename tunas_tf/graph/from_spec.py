@@ -1,79 +1,13 @@
 """An architecture spec -> the standalone network as a `Graph`.
 
-`graph_from_spec(spec, num_classes)` turns a *pruned* architecture (a
-`ConvTowerSpec` without `OneOf`s, e.g. `schema.prune(space, indices)`) into
-an `ir.Graph` that computes what `models.supernet.Supernet` computes for that
-architecture, in either of its modes. Its ops are named after the
-supernet's variables, so that a `model.Model`'s variables
-`"{op name}/{variable name}"` are exactly the supernet's: the supernet
-variable `blocks/2/layers/1/expand/kernel` is
-the variable `kernel` of the CONV op `blocks/2/layers/1/expand`, and
-`blocks/2/layers/1/expand/bn/gamma` the `gamma` of the BATCH_NORM op
-`blocks/2/layers/1/expand/bn`. The supernet's weights are the widest
-versions of these (`inherit.supernet_params`); `inherit.inherit_params`
-slices them to the architecture's widths (leading slices, as the supernet's
-sampled mode does), and `inherit.inherit_from_supernet` does both for a
-`Model`.
-
-Example:
-  ```
-  space = mobile.get_search_space('digits_search')
-  net = Supernet(space, num_classes=10, input_channels=1, seed=0)
-  ... search ...
-  arch = schema.prune(space, indices)
-  graph, constants = graph_from_spec(arch, num_classes=10, input_channels=1)
-  model = model_lib.Model(graph, constants, stateless_batch_norm=True)
-  fresh = inherit.inherit_from_supernet(model, net)  # {}: all inherited
-  logits = model(images)   # == net(one-hot sample of `indices`, images)
-  ```
-
-The layers' parts come from the one walker over the spec
-(`search_space.walker.describe_network`, as for the supernet) and their
-names from `search_space.naming`; this module turns each part into ops.
-
-Op naming rule. A layer's prefix is `blocks/{b}/layers/{l}` (its position in
-the spec; `ResidualSpec` and pruned `OneOf`s add no level). Ops with
-variables:
-
-* `ConvSpec`: CONV `{prefix}/conv_k{k}` (no bias) and BATCH_NORM
-  `{prefix}/conv_k{k}/bn`; without batch norm the CONV has a `bias`.
-* `SeparableConvSpec`: DEPTHWISE_CONV `{prefix}/depthwise_k{k}` + BATCH_NORM
-  `.../bn`, then CONV `{prefix}/project` + BATCH_NORM `{prefix}/project/bn`.
-* `DepthwiseBottleneckSpec`: CONV `{prefix}/expand` + `{prefix}/expand/bn`,
-  DEPTHWISE_CONV `{prefix}/depthwise_k{k}` + `.../bn`, optionally CONVs with
-  bias `{prefix}/se/reduce` and `{prefix}/se/expand`, then CONV
-  `{prefix}/project` + `{prefix}/project/bn` (no activation).
-* The head: CONV `classifier` (1x1, `num_classes` features, bias), after an
-  optional DROPOUT `classifier/dropout`.
-
-Ops without variables: an activation after part `P` is `P/{activation}`
-(`.../expand/relu`), an `ActivationSpec` layer `{prefix}/{activation}`,
-squeeze-excite's pooling and product `{prefix}/se/pool` and
-`{prefix}/se/mul`, a `GlobalAveragePoolSpec` `{prefix}/pool`, a residual sum
-`{prefix}/add`, path dropout on a skippable layer's residual branch (a
-DROPOUT `{prefix}/path_dropout` with `whole_tensor`, the input of
-`{prefix}/add`, when `path_dropout_rate` is positive), and the output
-`logits` (the classifier's spatial mean, [batch, num_classes]). The input
-is `input` (NHWC images). A skipped layer (`ResidualSpec(ZeroSpec())`) and a
-`DetectionEndpointSpec` produce no ops; a `ZeroSpec` outside a residual
-(all-zero output) is refused.
-
-Semantics, as the supernet's: 'SAME' padding; batch norm with the
-epsilon of `naming.BATCH_NORM_EPSILON` (the supernet's batch norm is
-stateless: run the `Model` with `stateless_batch_norm=True` to reproduce its
-outputs, or without it for a standalone network with moving averages);
-`swish6` is H_SWISH, the same function as the supernet's
-(`layers.activations.hard_swish`, x * relu6(x + 3) * (1/6)); initial values
-follow the supernet's rules (`layers.initializers`: He-normal truncated
-kernels, depthwise fan-in k * k, N(0, `naming.CLASSIFIER_STDDEV`) classifier
-kernel, zero biases).
-
-Weight layout: every supernet variable is allocated at its widest shape and
-the sampled network uses its leading slice (`kernel[:, :, :n_in, :n_out]`,
-`gamma[:n]`); each kernel size has its own variable (`depthwise_k3`,
-`depthwise_k5`), never a centre crop of a larger kernel. So the leading
-slice that `inherit.inherit_params` takes is always the right sub-kernel and
-no variable needs special handling.
+`graph_from_spec(spec, num_classes)` turns a pruned `ConvTowerSpec` (no
+`OneOf`) into an `ir.Graph` that computes what `models.supernet.Supernet`
+computes for that architecture. Its ops are named after the supernet's
+variables, so a `model.Model`'s variables `"{op}/{variable}"` are exactly the
+supernet's (`blocks/2/layers/1/expand/kernel` is `kernel` of the CONV op
+`blocks/2/layers/1/expand`), and `inherit.inherit_from_supernet` gives it the
+supernet's weights by their leading slices. Parts come from the walker
+(`search_space.walker`), names from `search_space.naming`.
 """
 
 from __future__ import annotations
@@ -236,6 +170,22 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                     ) -> Tuple[ir.Graph, Dict[str, Any]]:
   """The standalone network of a fixed architecture, as a graph.
 
+  Ops, with a layer's prefix `blocks/{b}/layers/{l}`: `ConvSpec` gives CONV
+  `{prefix}/conv_k{k}` and BATCH_NORM `.../bn` (without batch norm the CONV has
+  a bias); `SeparableConvSpec` DEPTHWISE_CONV `{prefix}/depthwise_k{k}` + bn,
+  then CONV `{prefix}/project` + bn; `DepthwiseBottleneckSpec` CONV `expand` +
+  bn, DEPTHWISE_CONV `depthwise_k{k}` + bn, optional CONVs with bias
+  `se/reduce` and `se/expand` (with `se/pool`, `se/mul`), CONV `project` + bn;
+  the head CONV `classifier` (1x1, bias) after an optional
+  `classifier/dropout`. An activation after part P is `P/{activation}`, an
+  `ActivationSpec` layer `{prefix}/{activation}`, a pool `{prefix}/pool`, a
+  residual sum `{prefix}/add` (after `{prefix}/path_dropout` when used), the
+  output `logits`, the input `input` (NHWC). A skipped layer and a
+  `DetectionEndpointSpec` give no ops. Semantics are the supernet's ('SAME'
+  padding, `naming.BATCH_NORM_EPSILON`; run the `Model` with
+  `stateless_batch_norm=True` to reproduce its outputs), and each kernel size
+  has its own variable, so a leading slice is always the right sub-kernel.
+
   Args:
     spec: a pruned `ConvTowerSpec` (no `OneOf`), e.g.
       `schema.prune(space, indices)` or a reference model of `mobile`.
@@ -260,7 +210,7 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   Returns:
     `(graph, constants)`: an `ir.Graph` from the input `input` (float
     [batch, H, W, input_channels]) to the single output `logits`
-    ([batch, num_classes]) with ops named as in the module docstring, and
+    ([batch, num_classes]) with ops named as above, and
     its constants (`{'num_classes': num_classes}`, read by the classifier
     as `"K:num_classes"`), for `model.Model(graph, constants)`.
 

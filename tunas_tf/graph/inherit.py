@@ -1,27 +1,14 @@
-"""Weight inheritance by op name and shape.
+"""Weight inheritance by op name and shape: all of it lives here.
 
-Parameters are nested dicts `{op_name: {var_name: np.ndarray}}` (what
-`model.get_params` returns). A new variable inherits the old variable of the
-same op and variable name when
-
-* the shapes are equal: the old value as is;
-* the old value is at least as large in every dim (same rank): its leading
-  slice, e.g. an old kernel [3, 3, 32, 64] gives `old[:, :, :16, :24]` for
-  a new [3, 3, 16, 24] (a supernet's widest kernel to a standalone net);
-
-and stays fresh otherwise. A fresh variable whose name exists in the old
-params is a mismatch: it is logged (op, variable, both shapes) and listed
-by `find_mismatches`. Unlike abstract_nas's `inherit_params`, which matches
-whole ops by name without a shape check, matching is per variable and
-shape-aware.
-
-All weight inheritance lives here: a supernet's weights as params
-(`supernet_params`, read through its `variables_by_name()`: weights meet by
-name, not by import) onto a `graph_from_spec` model
-(`inherit_from_supernet`); a search checkpoint's (`search_checkpoint`,
-`read_supernet_values`, `Inheritance`, for train_eval); and a model's own
-values in its Estimator checkpoint, moving averages preferred
-(`model_values`, for export).
+Parameters are `{op_name: {var_name: np.ndarray}}` (`model.get_params`). A
+new variable inherits the old one of the same op and name when the shapes
+are equal, or its leading slice when the old one is at least as large in
+every dim (a supernet's widest kernel to a standalone net); else it stays
+fresh, and a fresh variable whose name exists in the old params is a logged
+mismatch (`find_mismatches`). Sources: a supernet (`supernet_params`,
+`inherit_from_supernet`), a search checkpoint (`search_checkpoint`,
+`read_supernet_values`, `Inheritance`) and a model's own checkpoint values,
+moving averages preferred (`model_values`, for export).
 """
 
 from __future__ import annotations
@@ -113,7 +100,7 @@ def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
     old values (or their leading slices) in the new shapes, `fresh` the new
     values of everything else (abstract_nas calls it `trainable`). An op
     appears in both when only some of its variables are inherited. Each
-    mismatch (see module docstring) is logged as a warning.
+    mismatch (`find_mismatches`) is logged as a warning.
   """
   inherited: Params = {}
   fresh: Params = {}
@@ -161,8 +148,8 @@ def supernet_params(supernet: Any) -> Params:
   last `/`), which is how a `Model` built from `graph_from_spec` names its
   variables. Values keep the supernet's widest shapes: pass the result as
   `old_params` to `inherit_params` / `inherit_into`, which
-  take the leading slices an architecture needs (see the module docstring
-  for why the leading slice is always the right one).
+  take the leading slices an architecture needs (`graph_from_spec` says
+  why the leading slice is always the right one).
 
   Args:
     supernet: an object with `variables_by_name()` (a `Supernet`), or a

@@ -1,21 +1,12 @@
 """The graph IR: op types, ops, graphs and tensor names.
 
-A `Graph` is a flat list of `Op`s over named tensors. Output `k` of op `X` is
-the tensor `"X:k"`; a bare name `"X"` means `"X:0"`. Graph inputs are tensors
-too (`"input"` is the tensor `"input:0"`). Op names are unique, may contain
-`/` for scoping (`conv_layer0/conv`) and never contain `:`, `*` or `%`, which
-delimit tensor names and symbolic kwargs (`"S:-1*2"`).
-
-`new_graph` validates a graph (unique names, every input produced, no cycle)
-and returns its ops in a stable topological order, so the executor can run
-the list front to back.
-
-The IR follows abstract_nas's (google-research/google-research, folder
-`abstract_nas/`, `model/concrete.py`), called upstream below. Differences,
-all deliberate: names are case-sensitive (upstream lowercases them when
-executing), `new_graph` checks duplicates, dangling inputs and cycles
-(upstream checks only the outputs), and `Op` and `Graph` are frozen:
-rewrites build new ones.
+A `Graph` is a flat list of `Op`s over named tensors: output `k` of op `X` is
+`"X:k"` (`"X"` means `"X:0"`), graph inputs are tensors too. Op names are
+unique, may contain `/` and never `:`, `*` or `%`. `new_graph` validates a
+graph (unique names, every input produced, no cycle) and returns its ops in a
+stable topological order. It follows abstract_nas's `model/concrete.py`, but
+names are case-sensitive, `new_graph` checks more, and `Op` and `Graph` are
+frozen: rewrites build new ones.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Executes a `Graph` as a `tf.Module`, like abstract_nas's `Model`.
 
-`Model(graph, constants)` creates one set of variables per op, named
-`"{op name}/{variable name}"` (e.g. `conv_layer0/conv/kernel`), the first
-time it sees its inputs (or on `build`), and applies the ops in topological
-order. It runs eagerly, inside `tf.function` and inside a TF1 graph (an
-Estimator `model_fn`): variables are created under `tf.init_scope`, and
-batch-norm updates are control dependencies of the op's output.
-
-`get_params` / `set_params` read and write the variables as
-`{op_name: {var_name: np.ndarray}}`, the form `inherit.inherit_params`
-works on; `abstract_shapes` infers every tensor's static shape without
-creating real weights.
+`Model(graph, constants)` creates one variable per op variable, named
+`"{op name}/{variable name}"`, the first time it sees its inputs (or on
+`build`), and applies the ops in topological order, eagerly, in
+`tf.function` or in a TF1 graph (batch-norm updates are control dependencies
+of the op's output). `get_params` / `set_params` use the form
+`inherit.inherit_params` works on; `abstract_shapes` infers every tensor's
+static shape without creating weights.
 """
 
 from __future__ import annotations

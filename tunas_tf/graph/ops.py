@@ -1,51 +1,11 @@
 """What each `OpType` computes: its variables and its forward pass.
 
-Layout is NHWC. Kwargs come from `Op.kwargs` (op_kwargs and input_kwargs
-merged) after symbolic resolution; unknown kwargs are a `ValueError` naming
-the op. Per type (defaults in brackets):
-
-* CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
-  ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
-  `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
-  `strides` > 1 together with `dilations` > 1 is refused (as Keras and the
-  original do; `tf.nn.depthwise_conv2d` gives a wrong SAME size for it).
-  Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
-* DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
-  Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
-* DENSE (on the last axis): `features`, `use_bias`, `kernel_init`,
-  `bias_init`. Variables `kernel` [C_in, features], `bias` [features].
-* BATCH_NORM (last axis): `momentum` [0.99], `epsilon` [1e-3], `use_scale`,
-  `use_bias` [True], `scale_init` ['I:ones'], `bias_init` ['I:zeros'],
-  `stateless` [the model's setting]. Variables `gamma`, `beta` and, unless
-  stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
-  stateless, normalizes with the batch statistics; training and stateful
-  also updates the moving averages (`m <- momentum * m + (1 - momentum) *
-  batch`, with the biased batch variance), and the output depends on that
-  update, so it runs in a TF1 graph. The normalisation is
-  `layers.normalization.batch_norm` (one fused op, the supernet's too).
-* LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
-  `scale_init`, `bias_init`. Variables `gamma`, `beta`.
-* RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
-  (x relu6(x + 3) * (1/6)), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
-  (`axis` [-1]), IDENTITY, NONE (stop-gradient): no variables.
-* ADD, MUL: sum / product of the inputs, with broadcasting.
-* AVG_POOL, MAX_POOL: `window_shape` (int or per spatial dim; 0 means the
-  whole dim), `strides` [1], `padding` ['VALID'].
-* GLOBAL_AVG_POOL: mean over the spatial dims, `keepdims` [False].
-* MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
-* FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
-  batch size. TRANSPOSE: `axes`.
-* DROPOUT (training only; the identity otherwise): `rate`, `whole_tensor`
-  [False]: an elementwise mask, or with True one scalar mask for the whole
-  input, batch included (path dropout: all zeros with probability `rate`,
-  else x / (1 - rate)). The mask is keyed on the op's name
-  (`layers.dropout`).
-
-Precision: an op computes in the dtype of its first input (float32, or
-bfloat16 when the `Model` computes in it). Variables are float32; CONV,
-DEPTHWISE_CONV, DENSE and LAYER_NORM cast theirs to that dtype on read,
-BATCH_NORM keeps float32 gamma, beta and moving statistics (the fused op's
-U dtype), so its statistics and their updates stay float32.
+Layout is NHWC. Kwargs come from `Op.kwargs` after symbolic resolution;
+unknown kwargs are a `ValueError` naming the op (each type's kwargs and
+variables: `apply`). Precision: an op computes in the dtype of its first
+input (float32, or bfloat16 when the `Model` computes in it); variables are
+float32, and CONV, DEPTHWISE_CONV, DENSE and LAYER_NORM cast theirs on read,
+while BATCH_NORM keeps float32 gamma, beta and statistics.
 """
 
 from __future__ import annotations
@@ -459,6 +419,45 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
           stateless_batch_norm: bool = False,
           dropout_seed: Optional[tf.Tensor] = None) -> List[tf.Tensor]:
   """Runs one op.
+
+  Per type (defaults in brackets):
+
+  * CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
+    ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
+    `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
+    `strides` > 1 together with `dilations` > 1 is refused (as Keras and the
+    original do; `tf.nn.depthwise_conv2d` gives a wrong SAME size for it).
+    Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
+  * DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
+    Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
+  * DENSE (on the last axis): `features`, `use_bias`, `kernel_init`,
+    `bias_init`. Variables `kernel` [C_in, features], `bias` [features].
+  * BATCH_NORM (last axis): `momentum` [0.99], `epsilon` [1e-3], `use_scale`,
+    `use_bias` [True], `scale_init` ['I:ones'], `bias_init` ['I:zeros'],
+    `stateless` [the model's setting]. Variables `gamma`, `beta` and, unless
+    stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
+    stateless, normalizes with the batch statistics; training and stateful
+    also updates the moving averages (`m <- momentum * m + (1 - momentum) *
+    batch`, with the biased batch variance), and the output depends on that
+    update, so it runs in a TF1 graph. The normalisation is
+    `layers.normalization.batch_norm` (one fused op, the supernet's too).
+  * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
+    `scale_init`, `bias_init`. Variables `gamma`, `beta`.
+  * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
+    (x relu6(x + 3) * (1/6)), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
+    (`axis` [-1]), IDENTITY, NONE (stop-gradient): no variables.
+  * ADD, MUL: sum / product of the inputs, with broadcasting.
+  * AVG_POOL, MAX_POOL: `window_shape` (int or per spatial dim; 0 means the
+    whole dim), `strides` [1], `padding` ['VALID'].
+  * GLOBAL_AVG_POOL: mean over the spatial dims, `keepdims` [False].
+  * MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
+  * FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
+    batch size. TRANSPOSE: `axes`.
+  * DROPOUT (training only; the identity otherwise): `rate`, `whole_tensor`
+    [False]: an elementwise mask, or with True one scalar mask for the whole
+    input, batch included (path dropout: all zeros with probability `rate`,
+    else x / (1 - rate)). The mask is keyed on the op's name
+    (`layers.dropout`).
 
   Args:
     op: the op.

@@ -1,22 +1,11 @@
 """Subgraph replacement and the subgraph view properties work on.
 
 `replace_subgraph(graph, spec)` splices a list of `SubgraphNode`s into a
-graph and returns a new graph; the input graph is never mutated:
-
-* each spec op is inserted; one named like an existing op replaces it (its
-  outputs keep their names, so that op's consumers read the new op);
-* for every `node.output_names[k]` naming an existing tensor X, every old
-  consumer of X, and the graph's outputs, read `"{node.op.name}:k"`
-  instead (spec ops' own inputs are never redirected, so a node may read X
-  and replace it: "insert after X");
-* old ops that the outputs no longer need are dropped.
-
-Differences from abstract_nas's `replace_subgraph` (`model/subgraph.py`),
-deliberate: a spec node that no output needs is an error rather than
-silently dropped; errors name the op (a missing tensor, a cycle, a duplicate
-spec name, an unknown rewired tensor, a tensor rewired twice); spec nodes
-may be listed in any order that admits a topological sort; a same-named
-spec op replaces the old op.
+graph and returns a new graph (the input is never mutated): a spec op named
+like an existing op replaces it, consumers of a tensor a node's
+`output_names` name read that node's output instead, and old ops no output
+needs are dropped. Unlike abstract_nas's, an unneeded spec node is an error,
+errors name the op, and spec nodes may come in any topological order.
 """
 
 from __future__ import annotations
@@ -113,6 +102,12 @@ def _check_spec(graph: ir.Graph, spec: SubgraphSpec) -> Dict[str, str]:
 
 def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
   """Returns a copy of `graph` with the subgraph spliced in.
+
+  For every `node.output_names[k]` naming an existing tensor X, every old
+  consumer of X, and the graph's outputs, read `"{node.op.name}:k"` instead;
+  spec ops' own inputs are never redirected, so a node may read X and replace
+  it ("insert after X"). Errors: a missing tensor, a cycle, a duplicate spec
+  name, an unknown rewired tensor, a tensor rewired twice.
 
   Args:
     graph: the graph to rewrite; not mutated.

@@ -1,19 +1,11 @@
 """Symbolic kwargs, resolved from input shapes and constants.
 
-A kwarg value may be a string that is resolved when the op is built:
-
-* `"K:<name>"`: `int(constants[name])`, a named integer constant;
-* `"S:<d>"`: dim `d` of the op's first input (`"S:-1"` is its channels);
-* `"S:<i>:<d>"` (i an int): dim `d` of the op's i-th input;
-* `"S:<tensor>:<d>"`: dim `d` of a named tensor computed earlier;
-* a `%<div>` and/or `*<mul>` suffix: `(value // div) * mul`, where `div`
-  must divide the value (`"S:-1*2"`, `"S:-1%4"`, `"S:-1%2*4"`).
-
-Lists and tuples resolve element-wise. Any other string (`"SAME"`, `"B"`,
-initializers `"I:..."`) is left as it is. Unlike abstract_nas
-(`Model.resolve_op`), which resolves only some kwargs per op type, every
-`S:`/`K:` string of every kwarg is resolved. Resolution always works on
-copies; the graph is never changed.
+A kwarg string `"K:<name>"` is `int(constants[name])`; `"S:<d>"` dim d of the
+op's first input; `"S:<i>:<d>"` of its i-th input; `"S:<tensor>:<d>"` of a
+named earlier tensor; a `%<div>` and/or `*<mul>` suffix gives
+`(value // div) * mul`, div dividing the value (`"S:-1%2*4"`). Lists and
+tuples resolve element-wise; other strings stay. Unlike abstract_nas, every
+`S:`/`K:` string of every kwarg is resolved, always on copies.
 """
 
 from __future__ import annotations

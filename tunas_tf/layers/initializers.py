@@ -1,16 +1,12 @@
 """Initial values of weights, and the rule that seeds them by name.
 
-The supernet (`models/supernet_nodes.py`) and the graph ops
-(`graph/ops.py`) draw their initial values here. With a seed, a value is
-fixed by (seed, variable name) through stateless random ops: the stateless
-seed is `[seed, crc32(name) & 0x7fffffff]`, so a variable's value does not
-depend on how many variables were created before it. Without a seed the
-global generator draws.
-
-Kernels are He-normal (`he_normal_stddev`): a normal truncated at two
-standard deviations of the underlying normal, scaled so that the truncated
-values have the target standard deviation sqrt(2 / fan_in) (conv fan-in
-kh * kw * C_in, depthwise fan-in kh * kw).
+The supernet and the graph ops draw their initial values here. With a seed a
+value is fixed by (seed, variable name) through stateless ops (seed
+`[seed, crc32(name) & 0x7fffffff]`), so it does not depend on how many
+variables came before; without one the global generator draws. Kernels are
+He-normal (`he_normal_stddev`): truncated at two standard deviations and
+scaled so the truncated values have stddev sqrt(2 / fan_in) (depthwise
+fan-in kh * kw).
 """
 
 from __future__ import annotations

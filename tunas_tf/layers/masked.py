@@ -1,36 +1,13 @@
 """Convolutions and batch norm over the widest filters, for one width sample.
 
-The supernet allocates every weight at its widest width. A layer's width in
-one call is an `ActiveWidth`: the static maximum and the sampled count `n`
-of active channels (a Python int when known while building, else a scalar
-int32 Tensor). Every op here takes a `mode`:
-
-* `'masked'` (TPU, static shapes): tensors keep all `max` channels;
-  channels `n..max-1` are zero. Kernels are multiplied by the input-mask (x)
-  output-mask outer product and batch norm is followed by the channel mask
-  `tf.sequence_mask(n, max)` (the first `n` channels on), as the original's
-  `MaskedConv2D` / `MaskedStatelessBatchNorm` (`tunas/rematlib/layers.py`).
-* `'sampled'` (CPU/GPU): tensors have exactly `n` channels; kernels, biases
-  and batch-norm parameters are sliced to their leading `n` entries
-  (`kernel[:, :, :n_in, :n_out]`), so the work is that of the sampled width.
-
-Batch norm is always stateless (batch statistics) and fused
-(`normalization.batch_norm`: one `FusedBatchNormV3` op forward and one
-gradient op backward). Statistics are per channel, so normalising the `n`
-sliced channels equals normalising all channels and masking; the two modes
-give the same values and gradients on the first `n` channels.
-
-Precision: the ops compute in the dtype of their input `x` (float32, or
-bfloat16 for `--use_bfloat16`); kernels and biases must come in that dtype
-(the supernet casts its float32 variables on read), channel masks are made
-in it, and batch norm takes float32 gamma and beta whatever `x` is
-(`FusedBatchNormV3` with T = bfloat16 and U = float32 keeps its statistics
-in float32).
-
-Also here: the tensor twins of `filters.scale_filters` and
-`filters.make_divisible`, and the masked activation (the activations
-themselves are `layers.activations`; the initialisers
-`layers.initializers`; the modes and constants `search_space.naming`).
+A layer's width in one call is an `ActiveWidth` (the static maximum and the
+sampled count n). Every op takes a `mode`: `'masked'` (TPU, static shapes:
+all channels kept, those from n on zeroed by masks, as the original's
+`MaskedConv2D`) or `'sampled'` (CPU/GPU: weights sliced to their leading n,
+so the work is the sampled width's); both give the same values and
+gradients on the first n channels. Batch norm is stateless and fused. Ops
+compute in the dtype of `x` (kernels must come in it; gamma and beta stay
+float32). Also: tensor twins of `scale_filters` and `make_divisible`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """A numerically silent data dependency (the gradient-sync barrier).
 
-The original's `with_data_dependencies` (`tunas/rematlib/layers.py`).
-Control dependencies can be dropped by XLA, so the barrier ties tensors
-together with a real data edge instead: a scalar read from every dependency
-is added to every output, scaled so that the addition changes nothing.
-
-How the added term is kept exactly zero: the scalar s (the sum of element
-[0, ..., 0] of every dependency) is cast to the output's dtype, NaN is
-replaced by 0, and s is clipped to [-tiny, tiny], where tiny is the dtype's
-smallest positive normal number. The term -|s| * tiny then has magnitude at
-most tiny**2, far below the smallest subnormal of any IEEE format, so it
-rounds to -0.0 with or without flush-to-zero, and x + (-0.0) == x for every
-x, signed zeros included. The constant tiny itself is non-zero, so graph
-optimisers cannot fold the product to a constant and prune the edge. (The
-original added tiny * s unclipped, which changes outputs equal to 0 when
-|s| >= 1 and spreads NaN/inf from a dependency into every output.)
+The original's `with_data_dependencies`: XLA may drop control dependencies,
+so the barrier adds to every output a scalar read from every dependency,
+scaled so that the addition changes nothing (how: `with_data_dependencies`).
 """
 
 from __future__ import annotations
@@ -56,10 +44,19 @@ def with_data_dependencies(
   """Returns `outputs` unchanged in value but data-dependent on `dependencies`.
 
   Element [0, ..., 0] of every dependency is cast to the first dependency's
-  dtype and summed; the sum is passed through `tf.stop_gradient`, bounded as
-  described in the module docstring and added, times the output dtype's
-  smallest normal number, to every output. The values are bit-for-bit
-  unchanged, but no output can be computed before every dependency exists.
+  dtype and summed; the sum is passed through `tf.stop_gradient`, bounded
+  and added, times the output dtype's smallest normal number, to every
+  output. The values are bit-for-bit unchanged, but no output can be
+  computed before every dependency exists.
+
+  The bound: the sum s is cast to the output's dtype, NaN becomes 0, and s
+  is clipped to [-tiny, tiny], tiny the dtype's smallest positive normal.
+  The term -|s| * tiny is then at most tiny**2 in magnitude, below the
+  smallest subnormal of any IEEE format, so it rounds to -0.0 with or
+  without flush-to-zero, and x + (-0.0) == x for every x, signed zeros
+  included; tiny is non-zero, so optimisers cannot fold the edge away. (The
+  original added tiny * s unclipped, which changes zero outputs when
+  |s| >= 1 and spreads NaN/inf from a dependency.)
   Gradients flow to `outputs` unchanged (the addition has derivative 1) and
   never to `dependencies`.
 

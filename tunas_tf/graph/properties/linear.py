@@ -1,30 +1,12 @@
 """LinopProperty: which input dims mix into which output dims.
 
-For an input X (rank m) and an output Y (rank n) of a subgraph, the pairing
-is an integer matrix P of shape [m, n]. Input dim i is *paired* with output
-dim j when every index of X along i influences some element of the 1-D line
-of Y along j through Y's centre (a non-zero Jacobian entry). A paired
-cell's strength comes from the centre element of Y alone: ALL_TO_ONE when it
-depends on every index of dim i (and the dim has more than one), MANY_TO_ONE
-when on several, ONE_TO_ONE when on one. Unpaired cells are NONE. E.g. a
-3x3 SAME conv on [B, H, W, C] pairs batch->batch ONE_TO_ONE, H->H and W->W
-MANY_TO_ONE, and C->every dim ALL_TO_ONE.
-
-Concrete inference differentiates the whole subgraph with its state.
-Abstract inference (the default) needs no state: each op's own pairing is
-computed once by differentiating that op alone on all-ones inputs with
-positive weights, and pairings compose along paths: through an
-intermediate dim b, (a, b) then (b, c) gives ALL_TO_ONE if the first is
-ALL_TO_ONE, else the larger of the two (only b where both are non-NONE
-count); paths and input slots join by elementwise max.
-
-Differences from abstract_nas (`abstract/linear.py`, upstream below): the
-per-op cache is keyed by the op's resolved kwargs and input shapes
-(upstream keys by kwarg names only, so a 1x1 and a 3x3 conv would share a
-pairing); NONE ops and IDENTITY are handled as upstream, but an output that
-a NONE op cuts off has no entry (the concrete Jacobian has none either);
-concrete inference with a spec works (upstream crashes on an unassigned
-variable).
+For an input X (rank m) and output Y (rank n) of a subgraph the pairing is an
+[m, n] matrix: input dim i is paired with output dim j when every index of X
+along i influences the line of Y along j through Y's centre; a pair is
+ALL_TO_ONE, MANY_TO_ONE or ONE_TO_ONE by how many indices of i the centre
+element depends on, else NONE (a 3x3 SAME conv: batch->batch ONE_TO_ONE, H->H
+MANY_TO_ONE, C->every dim ALL_TO_ONE). Concrete inference differentiates the
+subgraph; abstract inference (the default) composes per-op pairings.
 """
 
 from __future__ import annotations
@@ -256,6 +238,14 @@ PairingMap = Dict[str, Dict[str, Pairing]]
 
 class LinopProperty(base.AbstractProperty):
   """The pairings of a subgraph's outputs with its inputs.
+
+  Abstract inference differentiates each op alone once, on all-ones inputs with
+  positive weights, and composes along paths: through an intermediate dim b,
+  (a, b) then (b, c) gives ALL_TO_ONE if the first is, else the larger of the
+  two (only b where both are non-NONE count); paths and input slots join by
+  elementwise max. Unlike abstract_nas's `abstract/linear.py`, the per-op cache
+  is keyed by resolved kwargs and input shapes, an output a NONE op cuts off
+  has no entry, and concrete inference with a spec works.
 
   Args:
     pairings: `{output tensor: {input tensor: Pairing}}`.
