@@ -1,54 +1,14 @@
 """The supernet: a search space's network at its widest, run on sampled masks.
 
-`Supernet(spec, num_classes, mode)` allocates every weight of the search
-space `spec` at its widest width; `supernet(sampled_spec, images, training)`
-runs the architecture that the masks of `sampled_spec` select (as the
-original's `tunas/rematlib/mobile_model_v3.py` and
-`tunas/rematlib/layers.py`):
-
-* Op choices (layer alternatives, kernel sizes, squeeze-excite on/off) are
-  Switches: output = sum_i mask[i] * branch_i(x), branch i runs only where
-  mask[i] != 0 (one-hot: one branch; the uniform op warm-up mask: all), and
-  the mask carries no gradient. Each kernel size has its own depthwise (or
-  conv) kernel and batch norm; a bottleneck's 1x1 expand / project convs and
-  SE weights are single widest tensors shared by all its choices.
-* Filter choices: n = choices[argmax(mask)] (FilterMultipliers scaled from the
-  runtime input width with `scale_filters`); the mask's values are not
-  weights. In `'masked'` mode the first n of the widest channels are kept by
-  channel masks (static shapes, for TPU); in `'sampled'` mode kernels are
-  sliced to the sampled widths (dynamic shapes), so a step costs about what
-  the sampled network costs. Both give the same outputs and gradients.
-* Batch norm is stateless (batch statistics in the training and validation
-  forward) and fused (one `FusedBatchNormV3` op each way, see
-  `masked.stateless_batch_norm`), with gamma/beta variables and
-  `naming.BATCH_NORM_EPSILON`.
-* Precision (`compute_dtype`): float32, or bfloat16 as the original's
-  `--use_bfloat16` on TPU: the images are cast to it and the forward pass
-  runs in it, the float32 variables cast on read (their gradients and the
-  regularisation loss stay float32), batch-norm statistics in float32 (the
-  fused op's U dtype). The logits come back in the compute dtype: the
-  caller casts them to float32 for the loss and takes the argmax in their
-  own dtype (as the original does).
-* Head: optional dropout, 1x1 conv to `num_classes` with bias
-  (N(0, `naming.CLASSIFIER_STDDEV`) init, no weight decay), global average
-  pool. Other kernels are He-normal (`layers.initializers`; depthwise
-  fan_in = kh * kw).
-
-The network's structure comes from the one walker over the spec
-(`search_space.walker`): this module turns its parts into nodes
-(`supernet_nodes`) and its widths into per-call widths (`supernet_widths`).
-Variables are named by position and role, not by OneOf path (Residual and
-OneOf wrappers add no level), by the contract of `search_space.naming`:
-`blocks/{b}/layers/{l}/{part}/{var}` with parts `conv_k{k}` (`kernel`,
-`bn/gamma`, `bn/beta` or `bias`), `depthwise_k{k}`, `expand`, `project`,
-`se/reduce`, `se/expand` (`kernel`, `bias`), and `classifier/kernel`,
-`classifier/bias`. A pruned architecture has the same positions, so a
-standalone network uses the same names (its weights are the leading slices
-of the supernet's).
-
-Pass the masks into a `tf.function` as tensors and attach them to the spec
-inside it (`schema.with_masks`): a spec passed as a `tf.function`
-argument is compared without its masks and would be traced as a constant.
+`Supernet(spec, num_classes, mode)` allocates every weight at its widest;
+`supernet(sampled_spec, images, training)` runs the architecture the masks
+select, as the original's `mobile_model_v3.py`: op choices are Switches
+(sum_i mask[i] * branch_i(x), no gradient through the mask), filter choices
+take n = choices[argmax(mask)] channels (`'masked'` or `'sampled'`,
+`layers.masked`), batch norm is stateless and fused. Variables are named by
+position and role (`search_space.naming`), so a standalone network has the
+same names. Pass masks into a `tf.function` as tensors and attach them
+inside it (`schema.with_masks`): a spec argument would trace as a constant.
 """
 
 from __future__ import annotations

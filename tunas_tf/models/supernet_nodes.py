@@ -1,27 +1,12 @@
 """The building blocks of `supernet.Supernet`: variables and nodes.
 
-A `Supernet` turns its search-space spec, once, into a tree of nodes (one per
-layer, op part and Switch) that own no TensorFlow state of their own: the
-variables live in one `VariableStore`, keyed by position-and-role names
-(`blocks/2/layers/1/expand/kernel`), and widths are described by
-`structure.WidthRule`s that a `CallContext` resolves, per call, from the
-sampled spec's masks. Each node then runs a forward pass (`node(x, ctx)`)
-and lists its masked L2 terms (`node.regularizers(ctx)`), in either
-supernet mode (`layers.masked`).
-
-Switch semantics (the original's `Switch`, `tunas/rematlib/layers.py`): the
-output of an op choice is sum_i mask[i] * branch_i(x); a one-hot mask runs
-the chosen branch alone (one `tf.switch_case`), any other mask runs every
-live branch, one whose mask[i] == 0 on zeroed weights (it adds exactly 0,
-with zero gradient); the mask carries no gradient; the regularisers of a
-branch are multiplied by mask[i] (a branch with mask[i] == 0 adds exactly 0,
-its kernels zeroed by `tf.where`), and a variable reached from several
-branches keeps the largest of its terms.
-
-Precision: the forward pass runs in `ctx.dtype` (float32, or bfloat16 for
-`--use_bfloat16`): kernels and biases are cast on read, Switch masks scale
-outputs in that dtype, and batch norm keeps float32 gamma, beta and
-statistics. Variables, gradients and the regularisers stay float32.
+A `Supernet` turns its spec once into a tree of nodes (per layer, op part and
+Switch) that own no state: variables live in one `VariableStore` keyed by
+position-and-role names, and `structure.WidthRule`s are resolved per call by
+a `CallContext` from the sampled masks. A node runs its forward pass
+(`node(x, ctx)`) and lists its masked L2 terms (`node.regularizers(ctx)`).
+The forward pass runs in `ctx.dtype`; variables, gradients and regularisers
+stay float32.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """Finding the TPU a run names (`--tpu`), every failure in one line.
 
-Three ways to name a TPU:
-
-- `local`: the TPU of this machine, a Cloud TPU VM (the way on a TPU VM
-  with one host). The machine must have TPU devices (`/dev/accel*` on
-  v2-v4, `/dev/vfio/N` on later generations).
-- `grpc://HOST:PORT`: a TPU worker's address (the TPU Nodes of old, which
-  reached end of life in 2025). A TCP connection must open within seconds.
-- `NAME`: a TPU by name, through the Cloud TPU API (needed for a pod slice,
-  whose hosts TF finds by the name; run on worker 0). The project and zone
-  come from `--gcp_project` and `--tpu_zone`, or from the VM's metadata
-  server; the credentials are Google's application-default ones
-  (`google.auth.default`: the VM's service account on a Cloud VM). The TPU
-  must be READY.
-
-TF 2.15's bundled Cloud TPU client builds its API service with
-`oauth2client`, a library deprecated since 2017 that is not installed here;
-given a service it uses that one. So `api_service` builds it with
-`google-auth` and `google-api-python-client` (both in setup.py; the client
-ships the TPU API's discovery document, so building needs no network) and
-`resolve` hands it to the resolver.
-
-`resolve` does every lookup the Estimator would do later, so a TPU that
-cannot be used is refused before a run writes anything.
+`--tpu` is `local` (this TPU VM's own devices, `/dev/accel*` or
+`/dev/vfio/N`), `grpc://HOST:PORT` (a TPU worker, which must accept a TCP
+connection within seconds) or `NAME` (a READY TPU through the Cloud TPU
+API, project and zone from the flags or the VM's metadata, application-
+default credentials). `resolve` does every lookup the Estimator would do
+later, so an unusable TPU is refused before a run writes anything.
+`api_service` builds the API client with `google-auth`, since TF 2.15's
+bundled client needs `oauth2client`, which is not installed.
 """
 
 from __future__ import annotations

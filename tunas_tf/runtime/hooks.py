@@ -1,32 +1,12 @@
 """The session hooks of the search and of train_eval.
 
-`ProgressHook` logs one line every `log_every` steps (the step, steps/s since
-the last line, the ETA and the scalars it fetches; with `images_per_step`,
-images/s too) and measures images per second of wall time, per core, for
-`metrics.json`.
-
-`HostCallHook` runs a host_call's ops on every step, as TPUEstimator does
-off TPU (for the Estimator that runs `--replicas=N`).
-
-`CheckpointSaverHook` and `summaries_only_writer` keep the graph out of the
-events file. TF 2.15 writes the whole graph def and a meta graph def into the
-model directory's (v1) events file twice at every session start, whatever
-`RunConfig(checkpoint_save_graph_def=False)` says (that flag only drops
-graph.pbtxt and the model.ckpt-N.meta files). In tensorflow/python/:
-
-- `FileWriterCache.get(logdir)` creates the directory's shared `FileWriter`
-  with `graph=ops.get_default_graph()` (summary/writer/writer_cache.py:58),
-  and that constructor writes the graph and a meta graph
-  (summary/writer/writer.py:80 and :85). The first hook whose `begin` asks
-  for the writer creates it: TF's `CheckpointSaverHook`
-  (training/basic_session_run_hooks.py:577), `SummarySaverHook` (:837) or
-  `StepCounterHook` and TPUEstimator's `ExamplesPerSecondHook` (:699).
-- `CheckpointSaverHook.after_create_session` serialises the graph and a meta
-  graph and adds both to that writer whatever `save_graph_def` says
-  (training/basic_session_run_hooks.py:594-599).
-
-For digits_search that was ~18 MB of a 30-step search's ~18.1 MB of events
-and seconds of serialisation per session start (bench/README.md).
+`ProgressHook` logs a line every `log_every` steps (step, steps/s, ETA,
+scalars, images/s) and measures images/s per core for `metrics.json`.
+`HostCallHook` runs a host_call's ops every step, as TPUEstimator does off
+TPU. `CheckpointSaverHook` and `summaries_only_writer` keep the graph out of
+the events file, where TF 2.15 writes it twice at every session start
+whatever `checkpoint_save_graph_def` says (where in TF's source, and what it
+cost: bench/README.md, 'bench/search_events.py').
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """bfloat16 compute: the `--use_bfloat16` modes and what they resolve to.
 
-The original's modes (`tunas/mobile_architecture_search.py`): `auto` becomes
-`ontpu` for the MobileNetV3-like spaces and `false` for the others; `ontpu`
-computes in bfloat16 on TPU only; `true` on every device (CPU and GPU
-included, so that it can be tested without a TPU); `false` never. Either
-entry point (`train_search`, `train_eval`) resolves `auto` once, stores the
-resolved mode in its config and derives the weight-decay default from it
-(3e-5 with bfloat16, else 4e-5).
-
-Where the images become bfloat16, as in the original: with `true` both
-binaries' input_fns cast them at the end of the pipeline, after
-preprocessing and normalisation (`input_dtype`, `cast_input`), so the infeed
-carries half the bytes (`bench/bfloat16_input.py`); labels stay float32.
-With `ontpu` (and `false`) the pipeline emits float32 and the model_fn casts
-to the compute dtype. The original's warning that `true` may hang was a
-2019 tf.data issue of its TF 1.x. Here `true` searches and standalone runs
-on digits, run as subprocesses with a time limit, finish with finite losses
-(tests/search/search_test.py, tests/train_eval/main_test.py), under
-oneDNN's kernels and Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`).
-
-In bfloat16 the network computes on float32 variables cast on read,
-batch-norm statistics stay float32, and the logits are cast back to float32
-for the loss (the search's argmax for the validation accuracy is taken in
-bfloat16, as the original does).
+The original's modes: `auto` (`ontpu` for the MobileNetV3-like spaces, else
+`false`), `ontpu` (bfloat16 on TPU only), `true` (every device), `false`.
+Each binary resolves `auto` once, stores the resolved mode in its config and
+derives the weight-decay default from it (3e-5 with bfloat16, else 4e-5).
+With `true` the input_fns cast images at the end of the pipeline
+(`input_dtype`, `cast_input`; labels stay float32); otherwise the model_fn
+casts. Variables and batch-norm statistics stay float32, and the logits are
+cast back to float32 for the loss (docs/scaling.md, 'bfloat16').
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Stopping a run cleanly on SIGTERM or SIGINT: finish the step, save, exit.
 
-Spot and preemptible VMs (TPU and GPU) are stopped with a SIGTERM and about
-30 seconds' notice; Ctrl-C sends a SIGINT. Inside `stop_on_signal` the
-first of either is acknowledged at once in the log and only asks the run to
-stop: its `hook` ends the Estimator's training after the session run in
-flight, whose end saves a checkpoint at that step (the Estimator's saver
-hook saves at the end of training), and the runner then raises `Stopped`,
-which the binary turns into one line and exit status `EXIT_CODE`. A second
-signal ends the process at once, without a checkpoint (the signal's default
-action).
-
-A session run is one step on CPU/GPU and one loop of
-`--tpu_iterations_per_loop` steps under TPUEstimator on TPU: there the run
-stops, and saves, at the end of the loop in flight.
-
-Python runs a signal handler in the main thread only, between bytecodes, so
-while the main thread waits inside a session run the handler (and the log
-line) would wait for the run to end; `run_in_thread` runs the training in a
-worker thread so that the main thread, waiting for it, handles the signal
-at once.
+Inside `stop_on_signal` the first signal is logged at once and only asks the
+run to stop: its `hook` ends training after the session run in flight (one
+step, or one loop of `--tpu_iterations_per_loop` steps on TPU), whose end
+saves a checkpoint, and the runner raises `Stopped`, which the binary turns
+into one line and exit status `EXIT_CODE`; a second signal ends the process
+at once. Python handles signals in the main thread only, so `run_in_thread`
+trains in a worker thread and the main thread handles the signal at once.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """Replicas: how many there are, which one this is, and means over them.
 
-A search step runs once per replica, each on its own sample and batch
-(`search/steps.py`); what they share goes through this module, which knows
-the three places the step can be built in:
-
-* a TPU replica context (TPUEstimator on TPU calls the model_fn inside
-  `tpu_shard_context(number_of_shards)`): means are `cross_replica_sum / n`,
-  the replica id is XLA's;
-* a `tf.distribute` replica context with several replicas (`--replicas=N`
-  off TPU, `MirroredStrategy` under the Estimator): means are one
-  `batch_reduce_to(MEAN)` in a `merge_call`, the replica id the context's;
-* anything else (one replica, CPU/GPU): means are the identity, the replica
-  id 0.
-
-As in the original (`tunas/mobile_architecture_search.py`,
-`tunas/tpu_optimizer_ops.py`): the baseline uses the mean reward; the
-controller's Adam uses the mean gradient, the mean *squared* gradient and the
-mean regularisation gradient; the model's optimizer averages its gradients.
-Means carry no gradient (nothing differentiates through them).
-
-`tf.distribute` also needs its variables and checkpoints handled
-(`identical_variables`, `saver`) and a strategy (`mirrored_strategy`); those
-are here too, so that nothing else imports `tf.distribute` internals.
+A search step runs once per replica; what replicas share goes through here,
+in a TPU replica context (means `cross_replica_sum / n`), a `tf.distribute`
+one with several replicas (`--replicas=N`: one `batch_reduce_to(MEAN)`) or
+neither (identity, replica 0). As the original: the baseline uses the mean
+reward, the controller's Adam the mean gradient and mean squared gradient,
+the model's optimizer the mean gradient; means carry no gradient. Also here:
+`identical_variables`, `saver`, `mirrored_strategy`, so nothing else imports
+`tf.distribute` internals.
 """
 
 from __future__ import annotations

@@ -1,51 +1,13 @@
 """One process per run directory: the lease file `run.lock` in a model dir.
 
-Two binaries started on one model directory (two terminals, a resubmitted
-job) would both write its checkpoints. `acquire` takes `model_dir/run.lock`
-for this process, or raises `Held` (one line naming the holder) when a live
-process holds it. A holder that is gone (killed, preempted, its machine
-lost) is taken over, with a warning that says who and why.
-
-The file is JSON: `host`, `pid`, `start_time` (field 22 of /proc/<pid>/stat,
-null where unreadable: it tells a reused pid from the holder), `since` and
-`heartbeat` (epoch seconds), `token` (uuid4 hex, this lease's identity) and
-`binary`. A daemon thread rewrites `heartbeat` every `heartbeat_seconds`.
-
-When is a holder alive?
-  * Same host: its pid exists, is not a zombie, and started when the file
-    says. Our own pid with a token this process does not hold is a previous
-    incarnation (a restarted container reuses pids): gone. A host name
-    shared by two machines (two containers named alike) defeats this test.
-  * Other host: its heartbeat is younger than `stale_seconds`, by our clock
-    (so clocks must agree to well within `stale_seconds - heartbeat_seconds`).
-  * An unreadable file (empty, cut short, not a lease): a local lock file is
-    empty for a moment while its creator writes it, and a young one may be a
-    live holder's, so it is refused until its mtime is `stale_seconds` old,
-    then taken over. Where the filesystem keeps no mtime (`ram://`), it is
-    taken over at once: remote writes replace the whole object, so an
-    unreadable remote lease is never one being written.
-
-What it guarantees:
-  * Local paths: the lock file is created exclusively (O_CREAT|O_EXCL), so of
-    two processes only one creates it. A takeover first renames the old file
-    aside and checks it is the one judged gone (else puts it back and
-    refuses), so two processes taking over one dead holder end with one
-    winner; the other is refused naming it.
-  * Remote paths (`gs://...`): there is no exclusive create, so the lease is
-    written, then read back after `settle_seconds`; if another token is
-    there, that process won and this one is refused. GCS has strong
-    read-after-write consistency, so of two processes that both pass the
-    check and both write within the settle window, the last writer wins and
-    the other sees its token on read-back. A writer slower than the settle
-    window, or a takeover of a holder that only looked dead (a long pause),
-    is caught by the holder's next heartbeat: it reads the file before each
-    rewrite and, finding another token, stops heartbeating and reports
-    `lost()`. So after at most one heartbeat interval one process holds the
-    directory; the binaries should check `lost()` at their checkpoints.
-
-Example:
-  with run_lock.acquire('runs/a', 'train_search') as lock:
-    ...  # train; stop if lock.lost() says why
+`acquire(model_dir, binary)` takes `model_dir/run.lock` for this process or
+raises `Held` (one line naming the holder) when a live process holds it; a
+holder that is gone is taken over with a warning saying who and why (when a
+holder is alive: `_gone_reason`). The file is JSON (`host`, `pid`,
+`start_time`, `since`, `heartbeat`, `token`, `binary`); a daemon thread
+rewrites `heartbeat`. After at most one heartbeat interval one process holds
+the directory; callers check `lost()` at their checkpoints (guarantees:
+`acquire`).
 """
 
 from __future__ import annotations
@@ -208,7 +170,22 @@ def _gone_on_this_host(lease: _Lease, me: Holder) -> Optional[str]:
 
 def _gone_reason(lease: _Lease, me: Holder,
                  stale_seconds: float) -> Optional[str]:
-  """Why `lease`'s holder is gone, or None if it is alive (module docstring)."""
+  """Why `lease`'s holder is gone, or None if it is alive.
+
+  When is a holder alive?
+    * Same host: its pid exists, is not a zombie, and started when the file
+      says. Our own pid with a token this process does not hold is a previous
+      incarnation (a restarted container reuses pids): gone. A host name
+      shared by two machines (two containers named alike) defeats this test.
+    * Other host: its heartbeat is younger than `stale_seconds`, by our clock
+      (so clocks must agree to well within `stale_seconds - heartbeat_seconds`).
+    * An unreadable file (empty, cut short, not a lease): a local lock file is
+      empty for a moment while its creator writes it, and a young one may be a
+      live holder's, so it is refused until its mtime is `stale_seconds` old,
+      then taken over. Where the filesystem keeps no mtime (`ram://`), it is
+      taken over at once: remote writes replace the whole object, so an
+      unreadable remote lease is never one being written.
+  """
   if lease.host == me.host:
     return _gone_on_this_host(lease, me)
   age = time.time() - lease.heartbeat
@@ -534,6 +511,24 @@ def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
             identity: Optional[Holder] = None) -> RunLock:
   """Takes `model_dir` for this process (creating it) or refuses.
 
+  What it guarantees:
+    * Local paths: the lock file is created exclusively (O_CREAT|O_EXCL), so of
+      two processes only one creates it. A takeover first renames the old file
+      aside and checks it is the one judged gone (else puts it back and
+      refuses), so two processes taking over one dead holder end with one
+      winner; the other is refused naming it.
+    * Remote paths (`gs://...`): there is no exclusive create, so the lease is
+      written, then read back after `settle_seconds`; if another token is
+      there, that process won and this one is refused. GCS has strong
+      read-after-write consistency, so of two processes that both pass the
+      check and both write within the settle window, the last writer wins and
+      the other sees its token on read-back. A writer slower than the settle
+      window, or a takeover of a holder that only looked dead (a long pause),
+      is caught by the holder's next heartbeat: it reads the file before each
+      rewrite and, finding another token, stops heartbeating and reports
+      `lost()`. So after at most one heartbeat interval one process holds the
+      directory; the binaries should check `lost()` at their checkpoints.
+
   Args:
     model_dir: the run directory, local or remote (with '://').
     binary: the binary taking it ('train_search' or 'train_eval'), named in
@@ -543,7 +538,7 @@ def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
       gone; an unreadable lock file this old is taken over. Several
       heartbeats, so one slow write does not make a live holder stale.
     settle_seconds: remote only, how long to wait before reading the lease
-      back (module docstring).
+      back (see above).
     identity: who this process is (tests pretend to be another); defaults to
       `Holder.this_process()`.
 
