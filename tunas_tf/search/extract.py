@@ -1,28 +1,13 @@
 """The searched architecture of a search directory.
 
-The argmax of each OneOf's controller logits, read from a checkpoint of the
-search (default the latest; the original's `tools/analyze_mobile_search.py`
-reads the last logged logits from the event files instead); the search space
-comes from the directory's `model_spec.json`, so the indices always match
-what was searched. Used by `tools/extract_architecture` (which writes
-`architecture.json`) and `tools/report`. The record carries the search's
-data (dataset, image size, channels, classes, preprocessing, hold-out) from
-its `config.json`.
-
-  arch = extract.search_architecture('runs/demo')
-  arch.indices_string, arch.estimated_cost, arch.probabilities
-
-With `cost_tolerance=T` the result is instead the most likely architecture
-whose estimated cost is within the search's target times (1 -/+ T): the
-controller's decisions are independent, so the likelihood of an index vector
-is the product of its choices' probabilities and the argmax is the most likely
-vector; `most_likely_in_band` walks the vectors from the most likely down and
-takes the first in the band (the argmax itself whenever it is in the band).
-When a decision has not settled (two filter counts at 0.42 each), the argmax
-can land one cost step off the target although the controller samples around
-it; this keeps what the controller learned and the cost the user asked for.
-
-  arch = extract.search_architecture('runs/demo', cost_tolerance=0.05)
+`search_architecture(model_dir)` takes the argmax of each OneOf's controller
+logits from a checkpoint (default the latest), the space from the
+directory's `model_spec.json` and the search's data from its `config.json`.
+With `cost_tolerance=T` it is instead the most likely architecture whose
+estimated cost is within the target times (1 -/+ T) (`most_likely_in_band`:
+the argmax whenever it is in the band), which keeps what the controller
+learned when a decision has not settled. Used by
+`tools/extract_architecture` and `tools/report`.
 """
 
 from __future__ import annotations

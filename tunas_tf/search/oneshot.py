@@ -1,16 +1,10 @@
 """One-shot accuracy: architectures scored with a search's shared weights.
 
-Weight sharing rests on one premise: the supernet ranks architectures of
-equal cost the way standalone training does. `accuracies` scores any index
-vectors of the searched space with a search checkpoint's supernet weights,
-as the search's validation step does (sampled mode, batch norm on each
-batch's own statistics, batches of the search's validation size by
-default), on one ordered pass over a split. `bench/supernet_ranking.py`
-compares these scores with standalone top-1.
-
-`train_eval --init_from_search=DIR --eval_only` gives the same figure for
-one architecture through the graph module's inherited weights (a process and
-a graph per architecture); here one supernet serves many architectures.
+`accuracies` scores index vectors of the searched space with a search
+checkpoint's supernet weights, as the search's validation step does (sampled
+mode, batch statistics, the search's validation batch size), on one ordered
+pass over a split: one supernet serves many architectures.
+`bench/supernet_ranking.py` compares these scores with standalone top-1.
 """
 
 from __future__ import annotations

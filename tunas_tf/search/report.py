@@ -1,21 +1,8 @@
 """A search read as a person reads it: `report.png` and `report.html`.
 
-`tools/report` writes both into a search's model directory (and `make search`
-runs it after the extraction). They show, from the directory's TensorBoard
-events and its searched architecture (`architecture.Architecture`):
-
-* reward, validation accuracy and the baseline over the steps;
-* the estimated cost over the steps, in the cost model's units (MACs for
-  `macs`, milliseconds for the released latency models), with the target
-  drawn;
-* each decision's probabilities over the steps, one small chart per decision
-  with its choices named by value (`ops.choice_label`);
-* the searched architecture as a table: one row per layer (block, layer, op,
-  kernel, expansion, filters, squeeze-excite) with its share of the network's
-  multiply-adds.
-
-`report.html` holds the picture, a summary line and the same table as text.
-Plain matplotlib (Agg); nothing needs a display.
+`tools/report` writes both into a search's model directory from its
+TensorBoard events and its searched architecture (what they show:
+docs/search.md, 'The report'); plain matplotlib (Agg), no display needed:
 
   scalars = report.read_scalars(model_dir)
   png, page = report.write_report(model_dir, scalars, arch, config)

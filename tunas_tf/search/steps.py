@@ -1,28 +1,12 @@
-"""The pieces of one search step, each a small function (one search step).
+"""The pieces of one search step, each a small function.
 
-`runner.model_fn` calls them in order:
-
-1. `warmup_probabilities`   -- op / filter warm-up probabilities.
-2. `sample_architecture`    -- the controller's sample and its dist_info,
-                              drawn from `sample_seed` (seed, step, replica);
-   `training_architecture`  -- what the shared weights train on: that
-                              sample, or with `--supernet_sampling=uniform`
-                              a uniform one from its own stream.
-3. `estimate_cost`          -- the cost model on the sampled masks.
-4-5. `supernet_train_op`    -- RMSProp step on the train batch, barrier.
-6. `validation_accuracy`    -- top-1 of the controller's sample after the
-                              update.
-7. `reward_and_advantage`   -- reward, moving-average baseline, advantage.
-8. `controller_train_op`    -- REINFORCE with Adam; increments global_step.
-9. `summary_scalars`        -- every scalar, for `runtime.summaries.host_call`.
-
-They build TF1 graph ops (the Estimator's graph); the modules they use own
-their variables, so the Estimator's checkpoints hold all the state. They run
-once per replica (on TPU, or with `--replicas=N` under `tf.distribute`);
-what replicas share goes through `tunas_tf.runtime.replicas`: the mean reward of
-the baseline, the model's mean gradient, the controller's mean moments. The
-controller and the baseline are made under `replicas.identical_variables`:
-every replica applies the same (averaged) update to them.
+`runner.model_fn` calls them in order: `warmup_probabilities`,
+`sample_architecture` and `training_architecture`, `estimate_cost`,
+`supernet_train_op`, `validation_accuracy`, `reward_and_advantage`,
+`controller_train_op` (it increments global_step), `summary_scalars`. They
+build TF1 graph ops whose variables the Estimator's checkpoints hold, once
+per replica: what replicas share goes through `runtime.replicas`, and the
+controller and baseline are made under `replicas.identical_variables`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The variable-name contract and the network constants, in one place.
 
-The supernet (`models/supernet.py`), the standalone graph
-(`graph/from_spec.py`) and the cost models build the same network; the names
-of its parts and the numbers that fix its semantics live here, and each of
-them reads these (each fact lives once).
-
-Names are by position and role, not by OneOf path (the same in the
-supernet's masked and sampled modes): a layer's prefix is
-`blocks/{b}/layers/{l}`, its parts are `conv_k{k}`, `depthwise_k{k}`,
-`expand`, `project`, `se/reduce` and
-`se/expand`, a part's batch norm is `{part}/bn`, and the head is
-`classifier`. A supernet variable is `{part name}/{variable}` (e.g.
-`blocks/2/layers/1/expand/kernel`, `blocks/2/layers/1/expand/bn/gamma`); in
-the standalone graph the part (or its batch norm) is the op and the variable
-keeps its last name (`kernel` of op `blocks/2/layers/1/expand`, `gamma` of
-op `blocks/2/layers/1/expand/bn`).
-
-This module is plain Python (no TensorFlow).
+The supernet, the standalone graph and the cost models build the same
+network and read its names and constants here. Names are by position and
+role, not OneOf path: a layer's prefix is `blocks/{b}/layers/{l}`, its parts
+`conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce`, `se/expand`,
+a part's batch norm `{part}/bn`, the head `classifier`. A supernet variable
+is `{part}/{variable}`; in the standalone graph the part is the op (`kernel`
+of op `blocks/2/layers/1/expand`). Plain Python (no TensorFlow).
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Shapes of every layer of a fixed architecture, in plain Python.
 
-`resolve_layers` resolves a *pruned* `ConvTowerSpec` (no `OneOf` left) block
-by block and layer by layer: the layer's parts come from the one walker
-(`walker.describe_layer`), here with every width static, and this module
-adds the resolutions. Each `ResolvedLayer` has the numbers every consumer
-needs (input and output width and resolution, kernel size, stride, expanded
-and squeeze-excite widths) and its `part` tree, which the MAC count
-(`cost_model/macs.py`) and the search report read; the layer semantics are
-the walker's (see `structure`):
-
-* padding is 'SAME': the output resolution is `ceil(input / strides)`;
-  `GlobalAveragePoolSpec` gives resolution 1 (keepdims);
-* `ResidualSpec(layer)` must keep the shape (stride 1, output width = input
-  width); `ResidualSpec(ZeroSpec())` means the layer is skipped.
-
-Resolution is a single int: images are square.
-
-This module is plain Python (no TensorFlow).
+`resolve_layers` resolves a pruned `ConvTowerSpec` layer by layer from the
+walker's parts (`walker.describe_layer`, every width static) and adds the
+resolutions: each `ResolvedLayer` has input and output width and resolution,
+kernel, stride, expanded and squeeze-excite widths and its `part` tree.
+Padding is 'SAME' (`ceil(input / strides)`); a global pool gives 1;
+`ResidualSpec` must keep the shape; resolutions are single ints (square).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The search-space schema: `OneOf` nodes and traversal of nested specs.
 
-A spec is a nested structure of frozen dataclasses, lists, tuples, dicts and
-primitives, in which any value may be a `OneOf` (a choice among alternatives,
-which may themselves contain `OneOf`s). Every traversal here visits nodes in
-one fixed order, which defines the `indices` vector used everywhere (the
-controller, logging, pruning and the cost model):
-
-* the children of a `OneOf` (its choices, in order) before the `OneOf` itself;
-* dataclass fields in declaration order;
-* lists and tuples in order;
-* dict keys in sorted order.
-
-A node's path is the '/'-joined list of field names, list indices, dict keys
-and `choices/<i>` steps from the root, e.g. `blocks/2/layers/1/layer` or
-`blocks/2/layers/1/layer/choices/0/kernel_size`. The root's path is ''.
-
-This module is plain Python (no TensorFlow): masks attached by the controller
-are carried opaquely.
+A spec is nested frozen dataclasses, lists, tuples, dicts and primitives, any
+value of which may be a `OneOf`. Every traversal visits nodes in one order,
+which defines the `indices` vector used everywhere: a `OneOf`'s choices
+before the `OneOf`, dataclass fields in declaration order, lists and tuples
+in order, dict keys sorted. A path joins field names, indices, keys and
+`choices/<i>` with '/' (`blocks/2/layers/1/layer/choices/0/kernel_size`;
+the root's is ''). Plain Python: the controller's masks are carried opaquely.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Specs <-> JSON, versioned, with an explicit registry of types (no pickle).
 
-The document is `{"format_version": 1, "spec": NODE}` where NODE is one of:
-
-* a JSON number, string, boolean or null (Python int/float/str/bool/None);
-* a JSON list (a Python list);
-* `{"__type__": "tuple", "items": [NODE...]}`;
-* `{"__type__": "dict", "items": [[KEY, NODE]...]}` (keys: str or int);
-* `{"__type__": "OneOf", "choices": [NODE...], "tag": TAG}` (masks are not
-  serialised);
-* `{"__type__": CLASS, "fields": {NAME: NODE...}}` for a registered spec
-  dataclass (`ops.SPEC_CLASSES`).
-
-Unknown type names, unknown or missing fields and other versions are refused
-with a ValueError that names the problem.
+`{"format_version": 1, "spec": NODE}`, NODE a JSON number, string, boolean,
+null or list, or `{"__type__": "tuple"|"dict"|"OneOf"|CLASS, ...}` for
+tuples, dicts (`items`: [KEY, NODE] pairs), `OneOf`s (`choices`, `tag`; masks
+are not serialised) and the registered spec dataclasses
+(`ops.SPEC_CLASSES`, `fields`). Unknown types, unknown or missing fields and
+other versions are refused with a ValueError naming the problem.
 """
 
 from __future__ import annotations

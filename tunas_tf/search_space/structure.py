@@ -1,33 +1,13 @@
 """An architecture's structure: its parts, named and wired by widths.
 
-`walker.describe_network(spec, input_channels)` walks a `ConvTowerSpec` (a
-search space with `OneOf`s, or a pruned architecture without) once and
-returns its structure in the types of this module: per layer a tree of
-parts (convolutions, depthwise convolutions, squeeze-excite, activations,
-pools, `Switch`es over the alternatives of a `OneOf`, residuals), each named
-by the contract of `naming` and wired by `WidthRule`s (how each width is
-decided). Every consumer builds from this description instead of branching
-on the spec types itself:
-
-* the supernet (`models/supernet.py`) turns each part into a node and each
-  `WidthRule` into a per-call `masked.ActiveWidth` (all branches of every
-  `Switch` hold weights);
-* the standalone graph (`graph/from_spec.py`) turns a pruned
-  architecture's parts into ops, every width static (`WidthRule.static`);
-* the MAC count (`cost_model/macs.py`) reads them with their resolutions
-  through `resolve.resolve_layers`.
-
-Layer semantics (as the original's `tunas/rematlib/mobile_model_v3.py`
-builds them): a block's `filters` is the output width of its convolutions,
-separable convolutions and bottlenecks; activations, pools, endpoints and
-`ZeroSpec` keep their input's width; a bottleneck's expanded width is an int
-or a `FilterMultiplier` of its input width (`filters.scale_filters`), its
-squeeze-excite width `make_divisible(SE_RATIO * expanded, filters_base)`;
-`ResidualSpec(layer)` adds the input (the layer must keep the shape) and
-`ResidualSpec(ZeroSpec())` is a skipped layer (the identity). A
-`DetectionEndpointSpec` has no part.
-
-This module is plain Python (no TensorFlow).
+`walker.describe_network(spec, input_channels)` returns, in this module's
+types, a tree of parts per layer (convolutions, squeeze-excite, activations,
+pools, `Switch`es over a `OneOf`'s alternatives, residuals), named by
+`naming` and wired by `WidthRule`s. The supernet, the standalone graph and
+the MAC count build from it instead of branching on spec types. Semantics
+are the original's: a block's `filters` is its convolutions' output width,
+activations, pools and endpoints keep the input's, `ResidualSpec(ZeroSpec())`
+is a skipped layer. Plain Python (no TensorFlow).
 """
 
 from __future__ import annotations

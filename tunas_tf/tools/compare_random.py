@@ -1,20 +1,11 @@
 r"""The TuNAS paper's experiment: the searched architecture against random ones.
 
-Given a finished search, draws K architectures uniformly from the same space
-inside the searched architecture's cost band, trains every one of them (the
-searched one included) with identical `train_eval` settings, and prints and
-plots accuracy against cost:
+Draws K architectures uniformly inside the searched one's cost band, trains
+all of them with the same `train_eval` settings, and prints and plots
+accuracy against cost (outputs and restarts: docs/tools.md):
 
   python -m tunas_tf.tools.compare_random --search_dir=runs/digits_search \
-      --num_random=5 --train_eval_flags='--epochs=60'
-
-writes under `--output_dir` (default SEARCH_DIR/compare_random):
-  runs/searched, runs/random_<i>   one `train_eval` model directory each,
-  results.json                     [{name, indices, estimated_cost, top1, ...}],
-  compare_random.png               top-1 against cost.
-
-A killed comparison started again skips the runs that already wrote their
-`metrics.json` (and `train_eval` itself resumes an unfinished run).
+      --num_random=5 --train_eval_flags=--epochs=60
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
-r"""Extracts the searched architecture from a search's model directory.
+"""Extracts the searched architecture from a search's model directory.
 
-The final architecture is the argmax of each OneOf's controller logits
-(as the original extracts it), read from the latest checkpoint (or `--checkpoint`):
+Writes `architecture.json` (docs/search.md, 'architecture.json'): the argmax
+of each OneOf's controller logits from the latest checkpoint (or
+`--checkpoint`), or with `--cost_tolerance=0.05` the most likely
+architecture within 5% of the search's target (`search.extract`):
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
-
-writes `runs/demo/architecture.json`:
-
-  {"ssd": ..., "indices": "0:2:1:...", "estimated_cost": ..., "cost_model":
-   ..., "cost_target": ..., "global_step": ..., "checkpoint": ...,
-   "dataset": ..., "image_size": ..., "num_classes": ..., "num_channels": ...,
-   "preprocessing": ..., "validation_examples": ...,
-   "probabilities": {path: [p_0, ...]}, "choices": {path: value},
-   "architecture": <spec_io JSON>}
-
-(`tunas_tf.architecture` reads and writes it), which `train_eval
---architecture=` (taking the search's data as its defaults) and
-`tools/compare_random` read. The search space comes from the
-directory's `model_spec.json`, so the indices always match what was searched.
-
-`--cost_tolerance=0.05` takes instead the most likely architecture whose
-estimated cost is within 5% of the search's target (the argmax when it is;
-`search.extract` explains the choice); the file then also holds
-`cost_tolerance` and `argmax_indices`.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 r"""Fits a linear latency model to measured latencies (a device's cost model).
 
-Reads the CSV of `tools/measure_latency` (columns `indices,latency_ms,...`,
-`cost_model.latency_csv`), computes each architecture's coupled one-hot
-features (`features(attach_one_hot_masks(space, indices))`, as the
-original's cost models), and fits ridge regression with the regularisation chosen by
-cross-validation (`cost_model.fit`: `sklearn.linear_model.RidgeCV`, efficient
-leave-one-out over `fit.ALPHAS`; rows weighted by 1 / latency). A
-random `--holdout_fraction` of the rows (seeded by `--seed`) is held out first:
-the model fitted on the rest is scored there by its mean and worst absolute
-percentage error, next to a constant predictor (the train rows' mean). Then the
-model is refitted on all rows and written as a coefficients JSON that
-`--cost_model=PATH` accepts everywhere (search, `random_architectures`,
-`linear.estimate_cost_of_indices`):
+Reads the CSV of `tools/measure_latency`, fits `cost_model.fit` (ridge on the
+coupled one-hot features, held-out errors against a constant predictor) and
+writes a coefficients JSON that `--cost_model=PATH` accepts everywhere, with
+the CSV's measurement settings as `measured_with` (docs/tools.md):
 
-  python -m tunas_tf.tools.measure_latency --ssd=digits_search --num=300 \
-      --output=/tmp/latency.csv
   python -m tunas_tf.tools.fit_cost_model --ssd=digits_search \
       --csv=/tmp/latency.csv --output=/tmp/digits_latency.json
-
-  {"ssd": "digits_search", "units": "ms", "num_features": 744,
-   "kernel": [...], "bias": 0.05, "alpha": 0.001, "num_rows": 300,
-   "holdout": {"mape_percent": ..., "max_ape_percent": ...,
-               "constant_mape_percent": ..., ...}, "source_csv": ..., ...}
-
-The features have hundreds of entries for small spaces and thousands for the
-big ones, so a useful fit needs many rows (for `digits_search`, several
-hundred); the held-out errors say whether there were enough, and with fewer
-rows than coefficients the tool says how many more to measure. The settings
-the CSV was measured with (`<csv>.settings.json`: image size, threads,
-backend, device) go into the JSON as `measured_with`, and a search at another
-image size refuses the model.
 """
 
 from __future__ import annotations

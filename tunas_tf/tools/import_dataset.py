@@ -1,31 +1,13 @@
 r"""Imports local image data as a prepared TFDS dataset, for use offline.
 
-Fashion-MNIST from the Debian package `dataset-fashion-mnist` (IDX files):
+`--format` is `idx`, `npz` or `folder` (docs/own_data.md); the dataset goes
+to `<data_dir>/<name>/1.0.0/`, read by `--dataset=<name>
+--data_dir=<data_dir>`. Bad input stops with one line and leaves `data_dir`
+as it was; an existing dataset is replaced only with `--overwrite`:
 
-  apt-get install dataset-fashion-mnist
   python -m tunas_tf.tools.import_dataset --format=idx \
       --source=/usr/share/datasets/fashion-mnist --name=fashion_mnist_local \
       --data_dir=data/tfds
-  python -m tunas_tf.train_search --dataset=fashion_mnist_local \
-      --data_dir=data/tfds --nodownload --model_dir=runs/fashion
-
-Your own images, as `train/<class>/*.png|jpg` and `test/<class>/...`, of any
-sizes (each file is stored as it is, so JPEGs stay JPEG; pass --image_size
-to train on images of different sizes or not square):
-
-  python -m tunas_tf.tools.import_dataset --format=folder --source=my_images \
-      --name=my_images --data_dir=data/tfds
-
-or as one `.npz` holding `x_train`, `y_train`, `x_test`, `y_test`
-(`--format=npz`). The dataset is written with TFDS's own writer to
-`<data_dir>/<name>/1.0.0/` (features `image` uint8 [H, W, C], or [None, None,
-C] for a folder of images of different sizes, and `label`, a ClassLabel;
-splits `train` and `test`), so `--dataset=<name>
---data_dir=<data_dir>` reads it like any TFDS dataset; the search holds out
-part of `train` for its controller, as for every TFDS dataset. Bad input stops
-with one line naming the problem and leaves `data_dir` as it was; an existing
-dataset of that name is replaced only with `--overwrite`. The library code is
-`data/local_data.py` (reading and checking) and `data/importing.py` (writing).
 """
 
 from __future__ import annotations

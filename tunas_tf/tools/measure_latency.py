@@ -1,40 +1,13 @@
 r"""Measures the single-image inference latency of architectures here.
 
-Each architecture (a colon-separated index list of the space) is built as a
-standalone network, `Model(*graph_from_spec(schema.prune(space, indices),
-num_classes, input_channels=...), seed=0)` (the graph module's network, batch
-norm on moving statistics as at inference), wrapped in a `tf.function` with the fixed input
-signature [1, H, W, C], and run either as TFLite (`--backend=tflite`, the
-default: converted with `TFLiteConverter.from_concrete_functions`, run by
-`tf.lite.Interpreter` with `--num_threads` threads) or as the TensorFlow
-concrete function itself (`--backend=tf`). After `--warmup_runs` untimed runs,
-`--runs` runs are timed one by one; the CSV gets their median and their
-interquartile range (75th minus 25th percentile), both in ms:
+Each architecture is built as a standalone network (untrained, seeded; batch
+norm on moving statistics), run as TFLite (`--backend=tflite`) or as the TF
+function (`--backend=tf`), and timed `--runs` times after `--warmup_runs`;
+rows (median and interquartile range, ms) are appended to the latency CSV
+and a killed run skips the rows it has (docs/tools.md):
 
-  indices,latency_ms,spread_ms
-  0:2:1:...,0.081234,0.002100
-
-Architectures come from `--indices_file` (the JSON list written by
-`tools/random_architectures`, a JSON object with "indices" such as
-`tools/extract_architecture` writes, or a text file with one colon-separated
-index list per line; blank lines and lines starting with '#' are skipped) or
-are drawn uniformly with `--num` and `--seed`:
-
-  python -m tunas_tf.tools.random_architectures --ssd=digits_search \
-      --num=200 --output=/tmp/archs.json
   python -m tunas_tf.tools.measure_latency --ssd=digits_search \
       --indices_file=/tmp/archs.json --output=/tmp/latency.csv
-
-Rows are appended and flushed as they are measured, and architectures already
-in an existing `--output` (with the right header) are skipped, so a killed run
-picks up where it stopped when started again with the same arguments. The
-settings (space, backend, input shape, threads) are recorded in
-`<output>.settings.json`, and appending rows measured with other settings is
-refused. The CSV is what `tools/fit_cost_model --csv` reads.
-
-Note: weights are untrained (seeded); latency does not depend on their values.
-Batch norm reads constant moving statistics, which the TFLite converter can
-fold into the convolutions, as for a trained network.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 r"""Samples architectures uniformly, optionally inside a cost band.
 
-The random-search baseline of the original: every OneOf index is
-drawn uniformly and independently (indices nested under an alternative that is
-not chosen are drawn too and ignored by `schema.prune`, as in the original), and
-an architecture is kept when `min_cost <= estimated cost <= max_cost`. Draws go
-on until `--num` architectures are kept, or give up after `1000 * num` draws
-with an error saying how many were kept and which costs were seen.
+The original's random-search baseline (`cost_model.random_search`): keeps an
+architecture when `min_cost <= estimated cost <= max_cost` under
+`--cost_model`, and writes a JSON list of `indices` and `estimated_cost`
+that `tools/measure_latency --indices_file` reads (docs/tools.md):
 
   python -m tunas_tf.tools.random_architectures --ssd=digits_search \
       --num=20 --seed=1 --output=/tmp/random.json
-
-  python -m tunas_tf.tools.random_architectures --ssd=proxylessnas_search \
-      --num=5 --min_cost=83 --max_cost=85 --output=/tmp/random_84ms.json
-
-writes a JSON list `[{"indices": "0:2:1:...", "estimated_cost": 84.2}, ...]`.
-`--cost_model` is `released`, `macs` or the path of a coefficients JSON; by
-default the search's (released where it exists, else macs). The written file
-is what `tools/measure_latency --indices_file` reads. The sampling itself is
-`cost_model.random_search.sample_architectures`.
 """
 
 from __future__ import annotations

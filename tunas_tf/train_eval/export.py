@@ -1,16 +1,11 @@
 """Export of a trained network: a SavedModel and a TFLite file.
 
-Layout under `export_dir` (default MODEL_DIR/export): `saved_model/` (serving
-signature `serving_default`: `images` [N, S, S, C] -> `logits`
-[N, num_classes]) and `model.tflite`. Each is written beside its final path
-and renamed into place, so a killed export leaves no half-written file.
-
-The exports take images as a TFDS dataset stores them: uint8 pixels 0-255,
-at the run's side S (`--image_size`; resize or crop to it first: the
-`imagenet` evaluation crop is `preprocessing.eval_crop_window`), and apply
-the value transform of the run's `--preprocessing` themselves
-(`preprocessing.from_pixels`). `digits`, stored as float32 in [0, 1], is
-taken as stored.
+Under `export_dir` (default MODEL_DIR/export): `saved_model/` (signature
+`serving_default`, `images` [N, S, S, C] -> `logits`) and `model.tflite`, each
+written beside its final path and renamed into place. The exports take uint8
+pixels 0-255 at the run's side S and apply the run's `--preprocessing` value
+transform themselves (`preprocessing.from_pixels`); `digits` is taken as
+stored (float32 in [0, 1]). docs/train_eval.md, 'Outputs'.
 """
 
 from __future__ import annotations

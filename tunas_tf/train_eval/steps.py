@@ -1,18 +1,11 @@
 """The steps of the standalone model_fn, each a small function.
 
-`runner.make_model_fn` calls them in order:
-  1. `forward`: the network's logits (dropout keyed on (seed, step) and
-     batch statistics when training; batch statistics throughout for
-     one-shot accuracy).
-  2. `variables_to_train`: inherited values and the variables the optimizer
-     updates (only the fresh ones under `freeze_inherited`).
-  3. `moving_average`: the optional EMA of the weights; `scaffold_fn` restores
-     it in place of the weights for evaluation and assigns inherited values
-     when no checkpoint is restored.
-  4. `losses`: smoothed cross-entropy plus L2 (wd / 2) on the kernels.
-  5. `eval_spec` or `train_spec` (RMSProp under cosine decay with linear
-     warm-up, the EMA update after it, host_call scalars, the checkpoint
-     hooks that keep the graph out of the events file, progress hook).
+`runner.make_model_fn` calls them in order: `forward` (logits; dropout keyed
+on (seed, step)), `variables_to_train` (inherited values, the variables the
+optimizer updates), `moving_average` (the optional EMA, restored for
+evaluation), `losses` (smoothed cross-entropy plus L2), then `eval_spec` or
+`train_spec` (RMSProp under cosine decay with warm-up, the EMA update, host
+call, the checkpoint and progress hooks).
 """
 
 from __future__ import annotations
