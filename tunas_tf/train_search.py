@@ -1,24 +1,13 @@
-r"""Architecture search: flags -> SearchConfig -> TPUEstimator(model_fn).
+r"""`python -m tunas_tf.train_search`: flags -> SearchConfig -> the search.
 
-The flag defaults run the offline demo: the 8x8 `digits` data, the
-`digits_search` space, its `macs` cost model and a target fixed by rule, sized
-for a laptop CPU:
+The flag defaults run the offline demo (8x8 `digits`, `digits_search`, its
+`macs` cost model), sized for a laptop CPU; the original's recipes are
+flagfiles in `tunas_tf/configs/` (docs/search.md):
 
   python -m tunas_tf.train_search --model_dir=runs/demo
 
-The original's ImageNet recipes ship as flagfiles (`tunas_tf/configs/`):
-
-  python -m tunas_tf.train_search --flagfile=tunas_tf/configs/proxylessnas_search.cfg \
-      --tpu=local --model_dir=gs://bucket/search --data_dir=gs://bucket/tfds
-
-The model directory receives `config.json`, `model_spec.json`, checkpoints
-and TensorBoard event files; a killed search started again with the same
-flags resumes from its last checkpoint (a restart may change only the
-cadences, where it runs and `--deterministic`: `search.config.
-RUN_ONLY_FIELDS`, README "Restarting a run"), reading the data from where it
-stopped. `--deterministic` turns on TF op determinism: the same flags give
-the same bits on the same machine. Every flag is checked before anything is
-written.
+Every flag is checked before anything is written; a killed search started
+again with the same flags resumes (docs/restarting.md).
 """
 
 from __future__ import annotations

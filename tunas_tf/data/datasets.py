@@ -1,32 +1,12 @@
-"""Datasets for the search and for standalone training.
+"""Datasets of both binaries: `digits` (offline) and TFDS image classification.
 
-Two sources, one interface:
-
-* `digits` (the offline default): scikit-learn's bundled 8x8 handwritten
-  digits (1,797 images, 1 channel, 10 classes), scaled to [0, 1] and split
-  with a fixed seed into search-train 60% / search-validation 20% / test 20%.
-  Needs no network.
-* any TFDS image-classification dataset by name (`cifar10`,
-  `imagenet2012`, ...), or prepared in `data_dir` (local data imported with
-  `tools/import_dataset`). The search holds out the first
-  `validation_examples` images of the `train` split for the controller (never
-  the test split). TFDS downloads an unprepared dataset (its own behaviour)
-  unless `download=False`, in which case a missing dataset fails at once,
-  naming it and the data directory.
-
-Images come out as float32 NHWC, preprocessed as `--preprocessing` says
-(`PREPROCESSINGS`: in [0, 1] for `cifar` and `none`, mean/std normalised for
-`imagenet`); labels as one-hot float32 of depth `num_classes`. Split names:
-`search_train`, `search_validation` (both carved from the training data) and
-`test` (the held-out evaluation split: TFDS `test`, or `validation` where
-there is no `test`, as in `imagenet2012`).
-
-Every split is first an ordered, undecoded `Source`. Training reads it as a
-`streams.keyed_batches` stream, a pure function of (seed, position): each
-epoch a permutation drawn from (seed, epoch), augmentation drawn from (seed,
-position), so a run resumed at step t reads what an uninterrupted one read
-from t on. A stored image that cannot be decoded stops a run with an error
-naming the split and the example (`unreadable`), training or evaluating.
+`digits` is scikit-learn's bundled 8x8 digits (1,797 images, 10 classes)
+split with a fixed seed 60/20/20; a TFDS dataset (or local data imported with
+`tools/import_dataset`) gives `search_validation` as the first
+`validation_examples` images of `train`, `search_train` as the rest, and
+`test` (or `validation`). `dataset_info` checks the data flags against a
+dataset once; every split is an ordered `Source`, read for training as a
+`streams.keyed_batches` stream (a pure function of seed and position).
 """
 
 from __future__ import annotations

@@ -74,6 +74,16 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
     return start(again, stop)
 
 
+def start_words(run_name: str, model_dir: str, stored: bool,
+                resume: resume_lib.ResumePoint) -> str:
+  """The start of a run's first line: 'Starting RUN in DIR', 'Restarting
+  ...' (a config.json, no checkpoint) or 'Resuming ... from step N
+  (model.ckpt-N)'."""
+  if resume.checkpoint is not None:
+    return f'Resuming {run_name} in {model_dir} from {resume.text}'
+  return f'{"Restarting" if stored else "Starting"} {run_name} in {model_dir}'
+
+
 def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
           stop: preemption.StopRequest, model_dir: str, run_name: str,
           resume_checkpoint: Optional[str] = None) -> None:

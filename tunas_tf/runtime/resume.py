@@ -92,6 +92,13 @@ class ResumePoint(NamedTuple):
   state_ok: bool
 
   @property
+  def text(self) -> Optional[str]:
+    """'step N (model.ckpt-N)', or None for a fresh start."""
+    if self.checkpoint is None:
+      return None
+    return f'step {self.global_step} ({os.path.basename(self.checkpoint)})'
+
+  @property
   def state_stale(self) -> bool:
     """Whether the `checkpoint` file must be rewritten to name `checkpoint`."""
     return self.checkpoint is not None and (bool(self.skipped) or

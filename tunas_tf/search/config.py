@@ -1,21 +1,12 @@
 """`SearchConfig`: every value a search uses, derived once from the flags.
 
-`train_search.py` turns its flags into a `SearchConfig`; below the entry
-point, code reads this frozen dataclass (attribute access), never flags.
-`config.json` in the model directory holds it: flag-backed values under
-their flag names and derived ones under names saying what they hold (e.g.
-`rl_delay_steps`). On restart the stored file is compared with the new config
-and any difference in a field that changes the search stops the run (see
-`RUN_ONLY_FIELDS` for what may change).
-
-Derivation (as in the original's `tunas/mobile_architecture_search.py`):
-  max_global_step = floor(search_train_examples * epochs / train_batch_size),
-      or `max_steps` when given;
-  rl_delay_steps = int(rl_delay_steps_fraction * max_global_step), and the
-      same for the two warm-ups and the model LR warm-up;
-  model_learning_rate_scaled = model_learning_rate * train_batch_size / 256,
-      and the same for the RL learning rate;
-  validation_batch_size = round(train_batch_size * rl_batch_size_multiplier).
+`train_search.py` resolves its flags into this frozen dataclass; below the
+entry point code reads it, never flags. Construction checks every value
+(also through `dataclasses.replace`); the derived values are properties (as
+in the original's `mobile_architecture_search.py`: a fraction of the steps,
+a learning rate per 256 images). `config.json` holds the fields and the
+derived values flat; on restart any difference outside `RUN_ONLY_FIELDS`
+stops the run naming it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, NamedTuple, Optional
 
 from absl import logging
@@ -270,13 +269,8 @@ def _log_finished(config: SearchConfig, plan: Plan) -> None:
 def _log_start(config: SearchConfig, plan: Plan) -> None:
   """The first line, naming the data: 'Starting ...' or 'Resuming ... from
   step N (model.ckpt-N)'."""
-  if plan.resume.checkpoint is not None:
-    what = (f'Resuming search {config.ssd} in {config.job.model_dir} from '
-            f'step {plan.resume.global_step} '
-            f'({os.path.basename(plan.resume.checkpoint)})')
-  else:
-    what = (f'{"Restarting" if plan.stored else "Starting"} search '
-            f'{config.ssd} in {config.job.model_dir}')
+  what = lifecycle.start_words(f'search {config.ssd}', config.job.model_dir,
+                               bool(plan.stored), plan.resume)
   logging.info('%s: %d steps on %s (RL delay %d, warm-up %d/%d); building '
                'the search graph ...', what, config.max_global_step,
                _data_text(config), config.rl_delay_steps,

@@ -1,59 +1,13 @@
 r"""`python -m tunas_tf.train_eval`: flags -> TrainEvalConfig -> `runner.run`.
 
-Trains and evaluates one architecture standalone, e.g. the searched one.
+Trains, evaluates and exports one architecture standalone (docs/train_eval.md),
+e.g. the searched one, on the search's data that architecture.json records:
 
-The network is a pruned architecture of a search space (`--ssd` and
-`--indices`, or `--architecture=.../architecture.json` as written by
-`tools/extract_architecture`), built with `graph.from_spec.graph_from_spec`
-and run by `graph.model.Model` inside a TPUEstimator (`--tpu` on Cloud TPU,
-`use_tpu=False` on CPU/GPU). The recipe is the original's
-`mobile_train_eval`: RMSProp (decay 0.9, momentum
-0.9, epsilon 1.0, TF1 semantics), cosine decay with linear warm-up, softmax
-cross-entropy with label smoothing 0.1, L2 (wd / 2) on the kernels, stateful
-batch norm, dropout before the classifier, optionally path dropout (each
-layer the search space may skip, if the architecture kept it, is dropped
-for the whole batch with probability `--path_dropout_rate` per step and
-scaled by 1 / (1 - rate) when kept), and optionally an exponential moving
-average of the weights that is evaluated and exported in their place.
-
-Train the searched architecture of a demo search (on the search's data,
-which architecture.json records: `--dataset`, `--image_size`, `--num_classes`
-and `--preprocessing` default to the search's, and one set to another value
-is refused in one line unless `--allow_other_data`; a file without them, as
-written before they were recorded, gives no data defaults):
-
-  python -m tunas_tf.train_search --model_dir=runs/demo
-  python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
   python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
       --model_dir=runs/demo_train --epochs=150
 
-With `--deterministic` (TF op determinism), a run killed at any step and
-started again ends with the metrics of an uninterrupted one, to the bit. A
-NaN or Inf loss stops training in one line naming the step and the last
-good checkpoint, saving nothing after it.
-
-Score it without training (one-shot accuracy: the supernet's weights, batch
-norm on batch statistics, as during the search):
-
-  python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
-      --model_dir=runs/demo_oneshot --init_from_search=runs/demo --eval_only
-
-A reference model on a TFDS dataset:
-
-  python -m tunas_tf.train_eval --ssd=mobilenet_v2 --indices= \
-      --dataset=imagenet2012 --data_dir=gs://bucket/tfds --tpu=local \
-      --model_dir=gs://bucket/mnv2 --train_batch_size=4096 --epochs=360 \
-      --eval_split=validation --num_classes=1001 --image_size=224
-
-The model directory receives `config.json` (checked on restart: a killed run
-started again with the same flags resumes from its last checkpoint, its data
-and dropout going on from there; `--max_steps`, `--eval_only`, `--tpu`,
-`--deterministic` and other settings that only say how long or where to run
-may change), checkpoints, TensorBoard events (training
-scalars; the eval summaries under `eval/`), `metrics.json` (`top1`, `top5`,
-`loss`, `params`, `macs`, `train_images_per_sec`, `eval_images_per_sec`,
-`global_step`) and, unless `--noexport`, `export/saved_model/` (serving
-signature: float32 [N, H, W, C] images -> `logits`) and `export/model.tflite`.
+Every flag is checked before anything is written; a killed run started again
+with the same flags resumes (docs/restarting.md).
 """
 
 from __future__ import annotations

@@ -171,20 +171,16 @@ def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
                resume: resume_lib.ResumePoint) -> None:
   """The run's first line, naming its data: 'Starting ...', 'Resuming ...
   from step N (model.ckpt-N)' or, with `eval_only`, 'Evaluating ...'."""
-  where = f'{config.ssd} {config.indices} in {config.job.model_dir}'
-  point = (f'step {resume.global_step} '
-           f'({os.path.basename(resume.checkpoint)})'
-           if resume.checkpoint is not None else None)
+  name = f'{config.ssd} {config.indices}'
   if config.eval_only:
-    weights = (f'at {point}' if point else 'one-shot (the supernet weights '
-               f'of {config.init_from_search})')
-    logging.info('Evaluating %s %s on %s, split %s', where, weights,
-                 config.job.data_text, config.eval_split)
+    weights = (f'at {resume.text}' if resume.text else 'one-shot (the '
+               f'supernet weights of {config.init_from_search})')
+    logging.info('Evaluating %s in %s %s on %s, split %s', name,
+                 config.job.model_dir, weights, config.job.data_text,
+                 config.eval_split)
     return
-  if point is not None:
-    what = f'Resuming {where} from {point}'
-  else:
-    what = f'{"Restarting" if stored else "Starting"} {where}'
+  what = lifecycle.start_words(name, config.job.model_dir, bool(stored),
+                               resume)
   logging.info('%s: %d steps on %s (%d training images), evaluating %s',
                what, config.max_global_step, config.job.data_text,
                config.train_examples, config.eval_split)
