@@ -77,7 +77,7 @@ RECIPE = (f'--flagfile={TRAIN_FLAGFILE}', '--noexport',
 
 def rule_target(ssd: str, dataset: str, data_dir: str) -> float:
   """The search's default target for `ssd` on `dataset` (macs model)."""
-  info = datasets.dataset_info(dataset, data_dir, validation_examples=1)
+  info = datasets.dataset_info(dataset, data_dir)
   model = linear.get_cost_model(ssd, 'macs', image_size=info.image_size,
                                 num_classes=info.num_classes,
                                 input_channels=info.num_channels)

@@ -44,6 +44,22 @@ class DatasetsTest(tf.test.TestCase):
     info = datasets.dataset_info('digits')
     self.assertEqual((info.image_size, info.num_channels, info.num_classes),
                      (8, 1, 10))
+    self.assertEqual(info.train_examples, 1797 - info.split_sizes['test'])
+    self.assertEqual(datasets.dataset_info('digits', image_size=8), info)
+    for kwargs, message in ((dict(image_size=16),
+                             '^--image_size: digits images are 8x8$'),
+                            (dict(validation_examples=5),
+                             '^--validation_examples: digits has a fixed')):
+      with self.assertRaisesRegex(ValueError, message):
+        datasets.dataset_info('digits', **kwargs)
+
+  def test_classifier_width_is_at_least_the_label_count(self):
+    info = datasets.dataset_info('digits')
+    self.assertEqual((info.classifier_width(None),
+                      info.classifier_width(1001)), (10, 1001))
+    with self.assertRaisesRegex(ValueError, "^--num_classes=9 is fewer than "
+                                "the 10 labels of 'digits'$"):
+      info.classifier_width(9)
 
   def test_holdout_splits(self):
     self.assertEqual(datasets.holdout_splits(100, 10),
@@ -106,6 +122,9 @@ class DatasetsTest(tf.test.TestCase):
                                  validation_examples=5)
     self.assertEqual(info.split_sizes, {'search_train': 15,
                                         'search_validation': 5, 'test': 6})
+    whole = datasets.dataset_info('tiny_images', data_dir=self.data_dir)
+    self.assertEqual((whole.split_sizes['search_validation'],
+                      whole.train_examples), (0, 20))
     self.assertEqual((info.num_classes, info.num_channels), (3, 3))
     dataset = datasets.search_dataset(
         'tiny_images', 4, 3, 2, data_dir=self.data_dir, validation_examples=5,

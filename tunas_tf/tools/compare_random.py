@@ -233,10 +233,10 @@ def plot_context(search_dir: str) -> Dict[str, Any]:
   context = {'units': report.cost_units(config.cost_model),
              'target': config.rl_cost_model_target}
   try:
-    # The search's hold-out: a TFDS dataset refuses none.
-    info = datasets.dataset_info(
+    info = datasets.dataset_info(  # With the search's hold-out (TFDS).
         config.job.dataset, config.job.data_dir,
-        validation_examples=config.validation_examples)
+        validation_examples=(0 if config.job.dataset == datasets.DIGITS
+                             else config.validation_examples))
     context['num_test'] = info.split_sizes.get(datasets.TEST)
   except ValueError:  # The plot goes without the count.
     pass
