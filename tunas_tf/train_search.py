@@ -12,11 +12,7 @@ again with the same flags resumes (docs/restarting.md).
 
 from __future__ import annotations
 
-import sys
-from typing import Optional
-
 from absl import flags
-from absl import logging
 
 from tunas_tf import checks
 from tunas_tf import files
@@ -24,6 +20,7 @@ from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import precision
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile
@@ -252,26 +249,14 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       rl_entropy_schedule=f.rl_entropy_schedule)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
-  """Runs the search of `flag_values`; bad input exits with one line.
-
-  Everything is checked before anything is written to the model directory
-  (`config_from_flags`, `runner.check_search`); a finished search started
-  again says so and writes nothing.
-  """
-  if len(argv) > 1:
-    sys.exit(f'train_search: unexpected arguments {argv[1:]}')
-  from tunas_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:
+  """Runs the search; bad input exits with one line. Everything is checked
+  before anything is written; a finished search started again says so and
+  writes nothing."""
   from tunas_tf.search import runner  # pylint: disable=g-import-not-at-top
-  try:
-    config = config_from_flags(flag_values)
-    runner.run_search(config)
-  except ValueError as e:
-    sys.exit('train_search: ' + ' '.join(str(e).split()))
-  except preemption.Stopped as e:
-    print(f'train_search: {e}', file=sys.stderr)
-    return preemption.EXIT_CODE
-  return 0
+  return lifecycle.main(
+      'train_search', argv,
+      lambda: runner.run_search(config_from_flags(flag_values)))
 
 
 if __name__ == '__main__':

@@ -13,7 +13,8 @@ undecodable image or an unreadable checkpoint stops it in one line.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, TypeVar
+import sys
+from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import estimator as estimator_lib
@@ -31,6 +32,23 @@ class Plan(Protocol):
 
 P = TypeVar('P', bound=Plan)
 R = TypeVar('R')
+
+
+def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
+  """A binary's `main` once its flags are parsed: `body()` (which checks,
+  then runs), with extra arguments or a ValueError exiting in one line
+  ('BINARY: ...', exit 1) and a stop by signal returning
+  `preemption.EXIT_CODE`."""
+  if len(argv) > 1:
+    sys.exit(f'{binary}: unexpected arguments {list(argv[1:])}')
+  try:
+    body()
+  except ValueError as e:
+    sys.exit(f'{binary}: ' + ' '.join(str(e).split()))
+  except preemption.Stopped as e:
+    print(f'{binary}: {e}', file=sys.stderr)
+    return preemption.EXIT_CODE
+  return 0
 
 
 def run(job: JobConfig, binary: str, check: Callable[[], P],

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from typing import Optional
 
 from absl import flags
 
@@ -24,8 +22,8 @@ from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.data import datasets
 from tunas_tf.graph import inherit
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import precision
-from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.train_eval import config as config_lib
@@ -227,24 +225,13 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
   return config
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
-  """Trains, evaluates and exports; bad input exits with one line.
-
-  Everything is checked before anything is written to the model directory
-  (`config_from_flags`, then `runner.run`'s checks).
-  """
-  if len(argv) > 1:
-    sys.exit(f'train_eval: unexpected arguments {argv[1:]}')
-  try:
-    config = config_from_flags(flag_values)
-    metrics = runner.run(config)
-  except ValueError as e:
-    sys.exit('train_eval: ' + ' '.join(str(e).split()))
-  except preemption.Stopped as e:
-    print(f'train_eval: {e}', file=sys.stderr)
-    return preemption.EXIT_CODE
-  print(json.dumps({k: metrics[k] for k in runner.METRIC_KEYS}))
-  return 0
+def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:
+  """Trains, evaluates and exports, then prints the metrics; bad input exits
+  with one line. Everything is checked before anything is written."""
+  def body():
+    metrics = runner.run(config_from_flags(flag_values))
+    print(json.dumps({k: metrics[k] for k in runner.METRIC_KEYS}))
+  return lifecycle.main('train_eval', argv, body)
 
 
 if __name__ == '__main__':
