@@ -2,22 +2,34 @@
 
 import setuptools
 
+# Two stacks, chosen by the Python that installs the package: TF 2.15 with
+# TPUEstimator on Python 3.10-3.11 (what the binaries run on today), the
+# newest TF on 3.12-3.13 (no tf.estimator: the binaries need the tf.distribute
+# engine there; the rest of the package runs).
+OLD = 'python_version < "3.12"'
+NEW = 'python_version >= "3.12"'
+
 INSTALL_REQUIRES = [
     # Any TF 2.15 (TPUEstimator's last release): an installed build of it, as
     # a Cloud TPU VM's own TPU build, satisfies this and is kept, never
     # replaced by the CPU/GPU wheel from the package index.
-    'tensorflow>=2.15,<2.16',
-    'tensorflow-estimator>=2.15,<2.16',
+    f'tensorflow>=2.15,<2.16; {OLD}',
+    f'tensorflow-estimator>=2.15,<2.16; {OLD}',
+    # Tested on 2.21 (Keras 3, protobuf 6+, numpy 2).
+    f'tensorflow>=2.16,<2.22; {NEW}',
     'tensorflow-datasets==4.9.10',
     # tensorflow-metadata>=1.18 needs protobuf 5, which TF 2.15 refuses.
-    'tensorflow-metadata<1.18',
+    f'tensorflow-metadata<1.18; {OLD}',
     # TFDS needs it: without it, building or loading a dataset fails.
     'importlib_resources',
     'absl-py>=1.4,<3',
-    'numpy>=1.23,<2',
+    # TF 2.15 is built against numpy 1.
+    f'numpy>=1.23,<2; {OLD}',
+    f'numpy>=1.26,<3; {NEW}',
     # protobuf 3.x has no binary wheel for Python 3.11: its pure-Python
     # implementation made a search start ~3x slower (graph serialisation).
-    'protobuf>=4.25,<5',
+    # TF 2.15 refuses 5. (Newer TF pins its own: 6 or 7.)
+    f'protobuf>=4.25,<5; {OLD}',
     # The Cloud TPU API service that `cloud_tpu` hands TF's bundled Cloud TPU
     # client (which would build one with oauth2client, deprecated since 2017;
     # cloud-tpu-client 0.10 pins google-api-python-client 1.8, which holds
@@ -25,9 +37,11 @@ INSTALL_REQUIRES = [
     'google-api-python-client>=2,<3',
     'google-auth>=2,<3',
     # 2.28+ warns at every import that Python 3.11 will lose support.
-    'google-api-core<2.28',
-    'scikit-learn>=1.3,<1.7',
-    'matplotlib>=3.7,<3.10',
+    f'google-api-core<2.28; {OLD}',
+    f'scikit-learn>=1.3,<1.7; {OLD}',
+    f'scikit-learn>=1.5,<1.10; {NEW}',
+    f'matplotlib>=3.7,<3.10; {OLD}',
+    f'matplotlib>=3.9,<3.12; {NEW}',
     # tools/import_dataset reads image folders (PNG/JPEG headers, then pixels);
     # matplotlib already installs it.
     'pillow>=8,<14',
@@ -38,8 +52,8 @@ setuptools.setup(
     version='0.1.0',
     description=__doc__,
     # 3.10: the Python of Cloud TPU VMs' TF 2.15 images; TF 2.15 has no
-    # wheels past 3.11.
-    python_requires='>=3.10,<3.12',
+    # wheels past 3.11. 3.12-3.13: the newest TF (see OLD and NEW).
+    python_requires='>=3.10,<3.14',
     packages=setuptools.find_packages(include=['tunas_tf', 'tunas_tf.*']),
     package_data={'tunas_tf': ['cost_model/data/*.json', 'configs/*.cfg']},
     install_requires=INSTALL_REQUIRES,
