@@ -1,6 +1,10 @@
-"""Tests for `backend`: which batches an input_fn call yields, determinism."""
+"""Tests for `estimator`: which batches an input_fn call yields, determinism,
+the refusal on a TF without Estimator."""
 
 import dataclasses
+import os
+import shutil
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -9,6 +13,7 @@ import tensorflow as tf
 from tunas_tf.data import streams
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
+from tunas_tf.runtime import lifecycle
 
 
 def _job(use_tpu=False):
@@ -57,6 +62,30 @@ class DeterminismTest(absltest.TestCase):
 
   def test_deterministic_may_change_on_restart(self):
     self.assertIn('deterministic', jobs.JOB_RUN_ONLY_FIELDS)
+
+
+class RequireEstimatorTest(absltest.TestCase):
+
+  def test_this_tf_has_the_estimator_exactly_when_it_is_tf_2_15(self):
+    version = tuple(int(n) for n in tf.__version__.split('.')[:2])
+    self.assertEqual(estimator.has_estimator(), version < (2, 16))
+
+  def test_a_tf_without_it_is_refused_in_one_line(self):
+    with mock.patch.object(estimator, 'has_estimator', return_value=False):
+      with self.assertRaisesRegex(ValueError, r'^[^\n]*tf\.distribute engine'):
+        estimator.make_estimator(lambda *args: None, _job(), 8)
+
+  def test_a_run_is_refused_before_it_writes_anything(self):
+    root = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, root)
+    model_dir = os.path.join(root, 'run')
+    job = dataclasses.replace(_job(), model_dir=model_dir)
+    start = mock.Mock()
+    with mock.patch.object(estimator, 'has_estimator', return_value=False):
+      with self.assertRaisesRegex(ValueError, 'tf.distribute engine'):
+        lifecycle.run(job, 'train_search', lambda: None, start)
+    start.assert_not_called()
+    self.assertFalse(os.path.exists(model_dir))
 
 
 if __name__ == '__main__':

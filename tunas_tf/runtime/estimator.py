@@ -2,7 +2,9 @@
 
 `TPUEstimator` on Cloud TPU (`--tpu=local` or `--tpu=NAME`,
 `cloud_tpu.resolve`), with `use_tpu=False` on CPU/GPU, or a plain
-`Estimator` over a `MirroredStrategy` for `--replicas` off TPU.
+`Estimator` over a `MirroredStrategy` for `--replicas` off TPU. TF 2.15 and
+tensorflow-estimator only: TF 2.16+ has no `tf.estimator`
+(`require_estimator`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,25 @@ from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import hooks
 from tunas_tf.runtime import replicas as replicas_lib
 from tunas_tf.runtime.jobs import JobConfig
+
+
+def has_estimator() -> bool:
+  """Whether this TF has `tf.estimator` (TF 2.15 with tensorflow-estimator;
+  TF 2.16+ has none)."""
+  return hasattr(tf.compat.v1, 'estimator')
+
+
+def require_estimator() -> None:
+  """Refuses, in one line, to train or evaluate on a TF without Estimator.
+
+  Raises:
+    ValueError: on TF 2.16+ (`has_estimator` False).
+  """
+  if not has_estimator():
+    raise ValueError(
+        f'training and evaluation need tf.estimator, which TF '
+        f'{tf.__version__} does not have (TF 2.16+): use TF 2.15 on Python '
+        f'3.10-3.11 until the tf.distribute engine lands')
 
 
 def use_determinism(job: JobConfig) -> None:
@@ -111,9 +132,10 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
     replicas: replicas off TPU (1 on TPU).
 
   Raises:
-    ValueError: when the TPU name cannot be resolved, or for more replicas
-      than GPUs (one line).
+    ValueError: when the TPU name cannot be resolved, for more replicas
+      than GPUs, or on TF 2.16+ (`require_estimator`) (one line).
   """
+  require_estimator()
   tpu = tf.compat.v1.estimator.tpu
   assert replicas == 1 or not job.use_tpu  # The run's config refuses it.
   devices, cpu_devices = (replicas_lib.replica_devices(replicas)
