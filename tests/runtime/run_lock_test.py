@@ -20,7 +20,9 @@ import tensorflow as tf
 
 from tunas_tf.runtime import run_lock
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The worktree's root (its `tunas_tf`, whatever the venv has installed).
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 _HOST = socket.gethostname()
 _UTC = r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC'
 # A process that acquires the directory in argv[1], says so, and waits.
@@ -270,7 +272,9 @@ class HeartbeatTest(_Test):
     lock = self.acquire(heartbeat_seconds=0.02, stale_seconds=1)
     token = self.read()['token']
     os.remove(self.path)
-    _eventually(lambda: os.path.exists(self.path))
+    # Created, then written: wait for the lease, not only the file.
+    _eventually(lambda: os.path.exists(self.path) and
+                os.path.getsize(self.path) > 0)
     self.assertEqual(self.read()['token'], token)
     self.assertIsNone(lock.lost())
 
