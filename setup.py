@@ -17,6 +17,8 @@ INSTALL_REQUIRES = [
     f'tensorflow-estimator>=2.15,<2.16; {OLD}',
     # Tested on 2.21 (Keras 3, protobuf 6+, numpy 2).
     f'tensorflow>=2.16,<2.22; {NEW}',
+    # tf.summary is TensorBoard's: TF 2.15 installs it, TF 2.16+ does not.
+    'tensorboard>=2.15',
     'tensorflow-datasets==4.9.10',
     # tensorflow-metadata>=1.18 needs protobuf 5, which TF 2.15 refuses.
     f'tensorflow-metadata<1.18; {OLD}',
