@@ -70,8 +70,8 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       on it before anything is written); None: `run` makes it.
 
   Raises:
-    ValueError: from `check`; on TF 2.16+, which has no Estimator; for a
-      TPU that cannot be resolved; for a directory another live process
+    ValueError: from `check`; for a TPU that cannot be resolved; on TF
+      2.16+, which has no Estimator; for a directory another live process
       holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
@@ -79,8 +79,8 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
   if finished(plan):
     return None
   # Before anything is written:
-  estimator_lib.require_estimator()
   estimator_lib.tpu_cluster(job)
+  estimator_lib.require_estimator()
   estimator_lib.use_determinism(job)  # Before any graph is built.
   with run_lock.acquire(job.model_dir, binary) as lock, \
       preemption.stop_on_signal(binary, lock.lost) as stop:
