@@ -3,6 +3,8 @@ and the slowest files first."""
 
 import os
 
+import pytest
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 # The files that take a minute or more of a worker (the slowest first, as
@@ -33,7 +35,16 @@ def _rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
   """Drops `tf.test.TestCase.test_session` (a deprecated helper, not a
-  test) and puts the `SLOWEST_FIRST` files first, the rest in their order."""
+  test), skips the tests marked `estimator` on a TF without one
+  (`tests.testing.engine`) and puts the `SLOWEST_FIRST` files first, the
+  rest in their order."""
   del config
   kept = [item for item in items if item.name != 'test_session']
+  if any(item.get_closest_marker('estimator') for item in kept):
+    from tests.testing import engine  # pylint: disable=g-import-not-at-top
+    if not engine.estimator.has_estimator():
+      skip = pytest.mark.skip(reason=engine.NEEDS_ESTIMATOR)
+      for item in kept:
+        if item.get_closest_marker('estimator'):
+          item.add_marker(skip)
   items[:] = sorted(kept, key=_rank)  # Stable: the rest keep their order.

@@ -19,10 +19,12 @@ import time
 import uuid
 
 from absl.testing import absltest
+import pytest
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.estimator
 class RemoteStorageTest(absltest.TestCase):
 
   def test_search_extract_report_train_write_only_to_ram(self):

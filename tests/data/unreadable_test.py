@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -132,6 +133,7 @@ class UndecodableDatasetTest(tf.test.TestCase):
     self.assertEqual(found, (f"{split} ({tfds_split}) of 'jpeg_folder'",
                              index, step))
 
+  @pytest.mark.estimator
   def test_a_search_stops_in_one_line_keeping_its_last_checkpoint(self):
     model_dir = os.path.join(self.tmp, 'search')
     data = [f'--dataset={self.name}', f'--data_dir={self.data_dir}',

@@ -10,6 +10,7 @@ import textwrap
 import time
 
 from absl.testing import absltest
+import pytest
 import tensorflow as tf
 
 from tunas_tf.runtime import preemption
@@ -79,6 +80,7 @@ class StopOnSignalTest(absltest.TestCase):
       hook.after_run(_RunContext(), None)
     self.assertIsInstance(hook, tf.compat.v1.train.SessionRunHook)
 
+  @pytest.mark.estimator
   def test_tpu_estimators_sigint_hook_leaves_our_handler_from_a_thread(self):
     # On TPU, TPUEstimator adds this hook; unpatched, its before_run fails
     # in a worker thread ("signal only works in main thread") and, in the

@@ -9,12 +9,14 @@ import tempfile
 from absl import flags
 from absl.testing import absltest
 import numpy as np
+import pytest
 
 from tunas_tf import train_search
 from tunas_tf.search import extract
 from tunas_tf.search import runner
 
 
+@pytest.mark.estimator
 class DemoSearchTest(absltest.TestCase):
 
   def test_stochastic_smoke_default_demo_nears_its_target_and_learns(self):

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from absl.testing import absltest
+import pytest
 
 from tests.testing import jpeg_folder
 from tunas_tf import architecture
@@ -23,6 +24,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                         text=True, env=_ENV, timeout=600, check=False)
 
 
+@pytest.mark.estimator
 class ImagenetRecipeTest(absltest.TestCase):
 
   def test_search_then_train_on_mixed_size_jpegs(self):

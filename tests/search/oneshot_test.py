@@ -10,6 +10,7 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf.data import datasets
@@ -39,6 +40,7 @@ def _reference_top1(search_dir, indices):
   return correct / total
 
 
+@pytest.mark.estimator
 class AccuraciesTest(absltest.TestCase):
 
   @classmethod

@@ -12,6 +12,7 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf.search import config as config_lib
@@ -36,6 +37,7 @@ def _checkpoint_names(path):
   return sorted(name for name, _ in tf.train.list_variables(path))
 
 
+@pytest.mark.estimator
 class ReplicatedSearchTest(absltest.TestCase):
 
   @classmethod

@@ -13,6 +13,7 @@ import time
 from absl import flags
 from absl.testing import absltest
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf import architecture
@@ -47,6 +48,7 @@ def _latest_step(model_dir):
   return int(latest.rsplit('-', 1)[1]) if latest else -1
 
 
+@pytest.mark.estimator
 class ShortSearchTest(absltest.TestCase):
 
   @classmethod
@@ -243,6 +245,7 @@ class ShortSearchTest(absltest.TestCase):
         self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
 
 
+@pytest.mark.estimator
 class Bfloat16SearchTest(absltest.TestCase):
   """The short search with --use_bfloat16=true: bfloat16 input and compute
   on CPU, run by the binary with a time limit (the original's `true` could
@@ -302,6 +305,7 @@ class Bfloat16SearchTest(absltest.TestCase):
                      [])
 
 
+@pytest.mark.estimator
 class TfdsSearchTest(absltest.TestCase):
 
   def test_search_on_a_tfds_dataset(self):
@@ -375,6 +379,7 @@ class CommandLineTest(absltest.TestCase):
                      ''.join(lines[-20:]))
     return ''.join(lines), time.time() - signalled
 
+  @pytest.mark.estimator
   def test_killed_then_preempted_ends_bit_identical_to_an_uninterrupted_run(
       self):
     # The shared finished search (SHORT_SEARCH_FLAGS --deterministic: RL

@@ -26,6 +26,7 @@ real model_fn (`search.runner.make_model_fn`, masked mode, off TPU):
 import tempfile
 
 from absl.testing import absltest
+import pytest
 import tensorflow as tf
 from tensorflow.compiler.xla import xla_data_pb2  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.compiler.xla.service import hlo_pb2  # pylint: disable=g-direct-tensorflow-import
@@ -114,6 +115,7 @@ def _is_rng_counter(instruction) -> bool:
           list(instruction.shape.dimensions) in ([1], [2]))
 
 
+@pytest.mark.estimator
 class XlaTest(absltest.TestCase):
 
   def test_model_fn_builds_in_an_xla_compile_context(self):

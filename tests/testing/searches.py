@@ -27,6 +27,7 @@ from tunas_tf import train_search
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
+from tests.testing import engine
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
 # summaries every 2 steps, checkpoints at 4 and 8.
@@ -71,7 +72,9 @@ def finished_search() -> str:
 
   Raises:
     AssertionError: when the search fails (with the end of its log).
+    unittest.SkipTest: on a TF without Estimator (`engine`).
   """
+  engine.skip_without_estimator()
   model_dir = os.path.join(tempfile.mkdtemp(), 'search')
   done = subprocess.run(
       search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),

@@ -22,6 +22,7 @@ from tunas_tf.graph import inherit
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
+from tests.testing import engine
 from tests.testing import searches
 
 TINY = ['--train_batch_size=32', '--eval_batch_size=50',
@@ -112,6 +113,7 @@ def search() -> Search:
 def trained() -> Trained:
   """Trains `PINNED` 20 steps (with an EMA of the weights), then resumes to
   40. (It needs no search.)"""
+  engine.skip_without_estimator()
   root = tempfile.mkdtemp()
   model_dir = os.path.join(root, 'train')
   common = [*PINNED, f'--model_dir={model_dir}',

@@ -11,6 +11,7 @@ import tempfile
 
 from absl import flags
 from absl.testing import absltest
+import pytest
 
 from tunas_tf import architecture
 from tunas_tf import files
@@ -28,6 +29,7 @@ from tests.testing import tiny_tfds
 _search_config = searches.search_config
 
 
+@pytest.mark.estimator
 class CompareRandomTest(absltest.TestCase):
 
   @classmethod

@@ -7,6 +7,7 @@ import tempfile
 from absl import flags
 from absl.testing import absltest
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf.search import report
@@ -22,6 +23,7 @@ def _run(*args):
   report_tool.main(['report'], values)
 
 
+@pytest.mark.estimator
 class ReportTest(absltest.TestCase):
 
   @classmethod

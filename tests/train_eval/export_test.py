@@ -17,6 +17,7 @@ from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 
 
+@pytest.mark.estimator
 class ExportTest(absltest.TestCase):
 
   @classmethod
@@ -66,6 +67,7 @@ class ExportTest(absltest.TestCase):
     np.testing.assert_allclose(lite, expected, atol=1e-4)
 
 
+@pytest.mark.estimator
 class PixelExportTest(absltest.TestCase):
   """A TFDS run's exports take its uint8 pixels and preprocess them."""
 

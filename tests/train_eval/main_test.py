@@ -13,6 +13,7 @@ import tempfile
 import time
 
 from absl.testing import absltest
+import pytest
 import tensorflow as tf
 
 from tests.testing import searches
@@ -111,6 +112,7 @@ class MainTest(absltest.TestCase):
                      rf'^train_eval: {model_dir} is in use by train_eval on '
                      rf'host {socket.gethostname()}, pid {process.pid}, since')
 
+  @pytest.mark.estimator
   def test_a_killed_then_preempted_deterministic_run_ends_as_an_uninterrupted_one(
       self):
     # A run SIGKILLed once it has saved a checkpoint at or after a random
@@ -160,6 +162,7 @@ class MainTest(absltest.TestCase):
                        f'{key}, killed at step {kills[0]} (saved {killed}), '
                        f'stopped at {stopped}')
 
+  @pytest.mark.estimator
   def test_a_bfloat16_run_finishes_with_finite_losses(self):
     # --use_bfloat16=true: the input pipeline emits bfloat16 images (the
     # original's `true`, which could hang there), the network computes in

@@ -23,6 +23,7 @@ from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 
 
+@pytest.mark.estimator
 class RunTest(absltest.TestCase):
 
   @classmethod
@@ -219,6 +220,7 @@ class RunTest(absltest.TestCase):
     self.assertEqual((logits.dtype, logits.shape), (tf.float32, (2, 10)))
 
 
+@pytest.mark.estimator
 class InitFromSearchTest(absltest.TestCase):
   """Runs that inherit the shared search's weights."""
 

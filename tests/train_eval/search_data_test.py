@@ -6,6 +6,7 @@ import os
 import tempfile
 
 from absl.testing import absltest
+import pytest
 
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
@@ -115,6 +116,7 @@ class SearchDataTest(absltest.TestCase):
                                  f'--architecture={self.path}',
                                  '--num_classes=12').job.num_classes, 12)
 
+  @pytest.mark.estimator
   def test_a_run_trains_on_the_searchs_data_and_its_first_line_says_so(self):
     model_dir = os.path.join(self.root, 'run')
     values = runs.parse_flags(
