@@ -13,7 +13,7 @@ export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: test check-py310 search clean-venv
+.PHONY: test test-newtf check-py310 search clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,29 @@ test: $(STAMP)
 	kernels=$$($(PY) -m tests.testing.other_kernels) && \
 	  echo "The numerics tests again, with $$kernels:" && \
 	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile
+
+# The newest TensorFlow (2.16+, which has no tf.estimator) on Python 3.13, or
+# else 3.12 (on PATH or a pyenv version), in its own virtualenv: setup.py
+# picks that stack there. The tests that train or evaluate (marker
+# `estimator`, and those that ask for the shared search or training) are
+# skipped, saying 'needs tf.estimator (TF <= 2.15)', until the tf.distribute
+# engine lands.
+PYNEW ?= $(firstword $(shell for v in 3.13 3.12; do for p in python$$v \
+	$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v*/bin/python$$v \
+	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done; done))
+VENVNEW ?= .venv-newtf
+STAMPNEW := $(VENVNEW)/.installed
+
+$(STAMPNEW): setup.py
+	@test -n "$(PYNEW)" || { echo "test-newtf: this machine has no Python \
+	3.13 or 3.12 (on PATH or a pyenv version)"; exit 1; }
+	test -x $(VENVNEW)/bin/python || $(PYNEW) -m venv $(VENVNEW)
+	$(VENVNEW)/bin/python -m pip install --quiet --upgrade pip
+	$(VENVNEW)/bin/python -m pip install --quiet -e '.[test]'
+	touch $(STAMPNEW)
+
+test-newtf: $(STAMPNEW)
+	$(VENVNEW)/bin/python -m pytest -q $(PYTEST_FLAGS)
 
 # Python 3.10, a Cloud TPU VM's Python, where this machine has one (on PATH,
 # or a pyenv version): the package in its own virtualenv, an 8-step search
