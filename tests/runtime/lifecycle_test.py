@@ -13,6 +13,7 @@ import tempfile
 from typing import Any, Dict, NamedTuple, Optional
 
 from absl.testing import absltest
+import pytest
 import tensorflow as tf
 
 from tunas_tf import files
@@ -99,6 +100,7 @@ def _weight(model_dir: str) -> float:
   return float(tf.train.load_checkpoint(model_dir).get_tensor('weight'))
 
 
+@pytest.mark.estimator
 class ThirdBinaryTest(absltest.TestCase):
 
   def test_trains_resumes_and_refuses_other_settings(self):
