@@ -39,6 +39,9 @@ def op_error_reason(error: Exception) -> str:
 STATE_FILE = 'checkpoint'
 # The suffix given to the files of a checkpoint that cannot be read.
 UNREADABLE_SUFFIX = '.unreadable'
+# The global step's key in a checkpoint: a name-based `Saver`'s (the
+# Estimator's), else `tf.train.Checkpoint(global_step=...)`'s.
+GLOBAL_STEP_KEYS = ('global_step', 'global_step/.ATTRIBUTES/VARIABLE_VALUE')
 _STEP = re.compile(r'-(\d+)$')
 
 
@@ -73,6 +76,18 @@ def unreadable_reason(prefix: str) -> Optional[str]:
     # TF raises OpErrors, and IndexError/ValueError for a truncated file.
     return op_error_reason(e) if str(e).strip() else type(e).__name__
   return None
+
+
+def checkpoint_step(prefix: str) -> int:
+  """The global step stored in the checkpoint `prefix` (either engine's).
+
+  Raises:
+    tf.errors.OpError: when the checkpoint cannot be read or has no step.
+  """
+  values = reader(prefix)
+  key = next((k for k in GLOBAL_STEP_KEYS if values.has_tensor(k)),
+             GLOBAL_STEP_KEYS[0])
+  return int(values.get_tensor(key))
 
 
 class ResumePoint(NamedTuple):
@@ -149,7 +164,7 @@ def resume_point(model_dir: str) -> ResumePoint:
   for i, prefix in enumerate(candidates):
     reason = unreadable_reason(prefix)
     if reason is None:
-      step = int(reader(prefix).get_tensor('global_step'))
+      step = checkpoint_step(prefix)
       # Only those the `checkpoint` file named stay in it (and so in the
       # Saver's rotation): a fallback never schedules other files' deletion.
       older = [p for p in candidates[i + 1:] if p in named]
