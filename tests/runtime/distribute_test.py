@@ -1,0 +1,360 @@
+"""Tests of `runtime.distribute`: the toy third binary on the tf.distribute
+engine, through `lifecycle.run` unchanged, on any TF.
+
+The toy trains one weight `w` on the loss mean((w x - 3)^2) by gradient
+descent at rate 0.1. With x = 1 each step gives w' = 0.8 w + 0.6, so from 0
+w_n = 3 (1 - 0.8^n); with the batch x = (1, 2) the gradient is 5 w - 9 and
+w' = 0.5 w + 0.9, so w_n = 1.8 (1 - 0.5^n).
+"""
+
+import dataclasses
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from typing import Optional, Sequence
+from unittest import mock
+
+from absl.testing import absltest
+import tensorflow as tf
+
+from tests.runtime import lifecycle_test
+from tunas_tf import files
+from tunas_tf.runtime import distribute
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import jobs
+from tunas_tf.runtime import lifecycle
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import replicas
+from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.runtime import run_lock
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_WEIGHT = 'weight/.ATTRIBUTES/VARIABLE_VALUE'
+
+
+class _ToyTrainer:
+  """One weight moved towards 3 by gradient descent, the mean gradient over
+  replicas."""
+
+  def __init__(self, learning_rate: float):
+    self._learning_rate = learning_rate
+    self.weight = None
+
+  def build(self):
+    with replicas.identical_variables():
+      self.weight = tf.Variable(0.0, name='weight')
+    return {'weight': self.weight}
+
+  def step(self, features, global_step):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
+    gradient, = replicas.means([tape.gradient(loss, self.weight)])
+    checks = guards.check_finite('toy loss', [loss], global_step,
+                                 use_tpu=False)
+    with tf.control_dependencies(checks):
+      self.weight.assign_sub(self._learning_rate * gradient)
+    return {'toy/loss': loss, 'toy/weight': self.weight.read_value()}
+
+
+def _dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
+                started=None):
+  """The global batch `features` at every step (NaN from step `nan_from`),
+  split over the replicas; keyed on the step, so a resumed run reads what an
+  uninterrupted one would."""
+
+  def dataset_fn(context, start):
+    if started is not None:
+      started(start)
+    batch = tf.constant(features, tf.float32)
+
+    def at(step):
+      bad = (step >= nan_from if nan_from is not None
+             else tf.constant(False))
+      return batch * tf.where(bad, float('nan'), 1.0)
+
+    per_replica = context.get_per_replica_batch_size(len(features))
+    return (tf.data.Dataset.range(start, 2**62).map(at).unbatch()
+            .batch(per_replica))
+
+  return dataset_fn
+
+
+def _config(model_dir: str, max_steps: int, per_loop: int = 3,
+            save_every: int = 3, learning_rate: float = 0.1):
+  # pylint: disable-next=protected-access
+  config = lifecycle_test._config(model_dir, learning_rate, max_steps)
+  return dataclasses.replace(config, job=dataclasses.replace(
+      config.job, tpu_iterations_per_loop=per_loop,
+      save_checkpoints_steps=save_every, log_every_steps=2))
+
+
+def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
+             strategy=None):
+  """The whole third binary below its entry point, on tf.distribute."""
+  path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
+  values = jobs.to_flat(config)
+  run_only = jobs.JOB_RUN_ONLY_FIELDS | {'max_steps'}
+
+  def check():
+    stored = files.check_config(path, values, run_only)
+    return lifecycle_test._Plan(  # pylint: disable=protected-access
+        stored, resume_lib.resume_point(config.job.model_dir))
+
+  def start(plan, stop):
+    files.write_config(path, values, plan.stored, run_only)
+    step = distribute.train(
+        strategy or distribute.strategy_for(config.job),
+        _ToyTrainer(config.learning_rate),
+        _dataset_fn(features, nan_from, started(stop) if started else None),
+        job=config.job, max_steps=config.max_steps, stop=stop,
+        run_name='the toy run')
+    return plan, step
+
+  return lifecycle.run(config.job, 'toy', check, start, engine='distribute')
+
+
+def _weight(model_dir: str) -> float:
+  return float(tf.train.load_checkpoint(model_dir).get_tensor(_WEIGHT))
+
+
+def _steps(model_dir: str):
+  return sorted(int(p.split('-')[-1][:-len('.index')]) for p in glob.glob(
+      os.path.join(model_dir, 'model.ckpt-*.index')))
+
+
+def _scalars(model_dir: str):
+  """{tag: [(step, value)]} of the events files of `model_dir`."""
+  found = {}
+  for path in sorted(glob.glob(os.path.join(model_dir, 'events.out.*'))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        number = float(tf.make_ndarray(value.tensor))
+        found.setdefault(value.tag, []).append((event.step, number))
+  return found
+
+
+class ThirdBinaryTest(absltest.TestCase):
+
+  def test_trains_to_max_steps_in_loops_of_three(self):
+    model_dir = tempfile.mkdtemp()
+    (plan, step) = _toy_run(_config(model_dir, max_steps=7))
+    self.assertIsNone(plan.resume.checkpoint)
+    self.assertEqual(step, 7)
+    self.assertEqual(resume_lib.resume_point(model_dir).global_step, 7)
+    self.assertAlmostEqual(_weight(model_dir), 3 * (1 - 0.8**7), places=5)
+    # Loops end at 3, 6 and 7 (the last shortened); saves every 3 and at 7.
+    self.assertEqual(_steps(model_dir), [3, 6, 7])
+    self.assertFalse(os.path.exists(os.path.join(model_dir,
+                                                 run_lock.LOCK_FILE)))
+
+  def test_a_resumed_run_ends_where_an_uninterrupted_one_does(self):
+    first, whole = tempfile.mkdtemp(), tempfile.mkdtemp()
+    _toy_run(_config(first, max_steps=4, per_loop=2))
+    (plan, step) = _toy_run(_config(first, max_steps=9, per_loop=3))
+    self.assertEqual(plan.resume.global_step, 4)
+    self.assertEqual(lifecycle.start_words('toy', first, True, plan.resume),
+                     f'Resuming toy in {first} from step 4 (model.ckpt-4)')
+    self.assertEqual(step, 9)
+    _toy_run(_config(whole, max_steps=9, per_loop=3))
+    self.assertEqual(_weight(first), _weight(whole))  # Bit-equal.
+    self.assertAlmostEqual(_weight(whole), 3 * (1 - 0.8**9), places=5)
+    # Nothing left to do: the same step, nothing saved.
+    self.assertEqual(_toy_run(_config(whole, max_steps=9))[1], 9)
+    self.assertEqual(_steps(whole), [3, 6, 9])
+
+  def test_summaries_are_written_at_the_end_of_every_loop(self):
+    model_dir = tempfile.mkdtemp()
+    _toy_run(_config(model_dir, max_steps=5, per_loop=2))
+    found = _scalars(model_dir)
+    self.assertEqual(sorted(found), ['toy/loss', 'toy/weight'])
+    self.assertEqual([s for s, _ in found['toy/loss']], [2, 4, 5])
+    # The loss of step n (1-based) is (w_{n-1} - 3)^2 = 9 * 0.64^(n-1).
+    for step, loss in found['toy/loss']:
+      self.assertAlmostEqual(loss, 9 * 0.64**(step - 1), places=4)
+    for step, weight in found['toy/weight']:
+      self.assertAlmostEqual(weight, 3 * (1 - 0.8**step), places=5)
+    self.assertLen(glob.glob(os.path.join(model_dir, 'events.out.*')), 1)
+
+  def test_a_nan_stops_it_in_one_line_without_saving(self):
+    model_dir = tempfile.mkdtemp()
+    _toy_run(_config(model_dir, max_steps=3))
+    with self.assertRaisesRegex(
+        ValueError, r'^The toy loss is nan at step 5: the toy run stopped '
+        'without saving it; the last good checkpoint is .*model.ckpt-3$'):
+      _toy_run(_config(model_dir, max_steps=9), nan_from=5)
+    self.assertEqual(_steps(model_dir), [3])
+    self.assertEqual(resume_lib.resume_point(model_dir).global_step, 3)
+
+  def test_a_stop_request_ends_after_the_loop_in_flight_and_saves(self):
+    model_dir = tempfile.mkdtemp()
+
+    def started(stop):
+      def ask(start):  # From another thread, before the first loop.
+        del start
+        asker = threading.Thread(
+            target=lambda: setattr(stop, 'signal_name', 'SIGTERM'))
+        asker.start()
+        asker.join()
+      return ask
+
+    with self.assertRaisesRegex(
+        preemption.Stopped, '^stopped at step 3 by SIGTERM, checkpoint '
+        'saved: run the same command to resume$'):
+      _toy_run(_config(model_dir, max_steps=100, save_every=50),
+               started=started)
+    self.assertEqual(_steps(model_dir), [3])
+    self.assertAlmostEqual(_weight(model_dir), 3 * (1 - 0.8**3), places=5)
+
+  def test_a_lost_directory_stops_it_without_saving(self):
+    model_dir = tempfile.mkdtemp()
+    stop = preemption.StopRequest(lambda: f'{model_dir} was taken over')
+    with self.assertRaisesRegex(ValueError, '^.* was taken over$'):
+      distribute.train(
+          tf.distribute.get_strategy(), _ToyTrainer(0.1),
+          _dataset_fn([1.0]), job=_config(model_dir, 9).job, max_steps=9,
+          stop=stop, run_name='the toy run')
+    self.assertEqual(_steps(model_dir), [])
+
+
+# Trains the toy with the batch (1, 2) to step 5 on STRATEGY_REPLICAS
+# replicas (2: two CPU devices, which only a fresh process can make).
+_MIRRORED = textwrap.dedent('''
+    import sys
+    from tests.runtime import distribute_test as t
+    print(repr(t.batch_of_two(sys.argv[1], int(sys.argv[2]))))
+''')
+
+
+def batch_of_two(model_dir: str, replica_count: int) -> float:
+  """The toy's weight after 5 steps on the batch (1, 2), and checks the
+  replica count."""
+  config = _config(model_dir, max_steps=5, per_loop=2)
+  strategy = distribute.strategy_for(config.job, replica_count)
+  assert strategy.num_replicas_in_sync == replica_count
+  _toy_run(config, features=(1.0, 2.0), strategy=strategy)
+  return _weight(model_dir)
+
+
+def _python(*args: str, **popen_kwargs) -> subprocess.Popen:
+  return subprocess.Popen(
+      [sys.executable, '-c', *args], cwd=_ROOT, text=True,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'),
+      **popen_kwargs)
+
+
+class MirroredTest(absltest.TestCase):
+
+  def test_two_cpu_replicas_average_the_gradient_of_half_batches(self):
+    one = batch_of_two(tempfile.mkdtemp(), 1)
+    process = _python(_MIRRORED, tempfile.mkdtemp(), '2')
+    out, err = process.communicate(timeout=120)
+    self.assertEqual(process.returncode, 0, err)
+    two = float(out.strip().splitlines()[-1])
+    self.assertAlmostEqual(one, 1.8 * (1 - 0.5**5), places=5)
+    self.assertAlmostEqual(two, one, places=6)
+
+
+# The toy binary to step 10^6 in a process of its own; says when it reads
+# its data (its signal handlers are in place by then).
+_LONG_RUN = textwrap.dedent('''
+    import sys
+    from tunas_tf.runtime import lifecycle
+    from tests.runtime import distribute_test as t
+
+    def started(stop):
+      return lambda start: print('ready', flush=True)
+
+    config = t._config(sys.argv[1], max_steps=10**6, save_every=10**5)
+    sys.exit(lifecycle.main('toy', ['toy'],
+                            lambda: t._toy_run(config, started=started)))
+''')
+
+
+class SignalTest(absltest.TestCase):
+
+  def test_sigterm_saves_after_the_loop_in_flight_and_exits_75(self):
+    model_dir = tempfile.mkdtemp()
+    process = _python(_LONG_RUN, model_dir)
+    self.assertEqual(process.stdout.readline(), 'ready\n')
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    self.assertEqual(process.returncode, preemption.EXIT_CODE, err)
+    self.assertIn('toy: SIGTERM received', err)
+    step = resume_lib.resume_point(model_dir).global_step
+    self.assertIn(f'toy: stopped at step {step} by SIGTERM, checkpoint '
+                  'saved: run the same command to resume', err)
+    self.assertEqual(step % 3, 0)
+    self.assertGreater(step, 0)
+    self.assertEqual(_steps(model_dir), [step])
+
+
+class StrategyTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.job = _config(tempfile.mkdtemp(), 1).job
+
+  def test_one_device_by_default(self):
+    self.assertIs(distribute.strategy_for(self.job),
+                  tf.distribute.get_strategy())
+
+  def test_tf_config_chooses_multi_worker(self):
+    tf_config = '{"cluster": {"worker": ["localhost:1"]}, "task": ' \
+                '{"type": "worker", "index": 0}}'
+    with mock.patch.dict(os.environ, TF_CONFIG=tf_config), mock.patch.object(
+        tf.distribute, 'MultiWorkerMirroredStrategy') as strategy:
+      self.assertIs(distribute.strategy_for(self.job), strategy.return_value)
+    strategy.assert_called_once_with()
+
+  def test_tpu_chooses_tpu_strategy_over_the_resolved_tpu(self):
+    job = dataclasses.replace(self.job, use_tpu=True, tpu='grpc://h:8470')
+    resolver = object()
+    with mock.patch.object(estimator_lib, 'tpu_cluster',
+                           return_value=resolver) as cluster, \
+        mock.patch.object(tf.config, 'experimental_connect_to_cluster') as \
+        connect, \
+        mock.patch.object(tf.tpu.experimental, 'initialize_tpu_system'), \
+        mock.patch.object(tf.distribute, 'TPUStrategy') as strategy:
+      self.assertIs(distribute.strategy_for(job), strategy.return_value)
+    cluster.assert_called_once_with(job)
+    connect.assert_called_once_with(resolver)
+    strategy.assert_called_once_with(resolver)
+
+  def test_impossible_requests_are_refused_in_one_line(self):
+    tpu = dataclasses.replace(self.job, use_tpu=True, tpu='local')
+    for job, replica_count, env, message in [
+        (self.job, 0, {}, '--replicas must be positive, got 0'),
+        (tpu, 2, {}, 'on TPU every core is a replica'),
+        (tpu, 1, {'TF_CONFIG': '{}'}, 'TF_CONFIG is set and --use_tpu'),
+        (self.job, 2, {'TF_CONFIG': '{}'}, 'drop --replicas'),
+        (self.job, 1, {'TF_CONFIG': 'x'}, 'TF_CONFIG is not JSON with a'),
+    ]:
+      with mock.patch.dict(os.environ, env), \
+          self.assertRaisesRegex(ValueError, message) as raised:
+        distribute.strategy_for(job, replica_count)
+      self.assertNotIn('\n', str(raised.exception))
+
+
+class LifecycleEngineTest(absltest.TestCase):
+
+  def test_the_estimator_engine_alone_needs_tf_estimator(self):
+    config = _config(tempfile.mkdtemp(), 1)
+    with mock.patch.object(estimator_lib, 'has_estimator',
+                           return_value=False):
+      with self.assertRaisesRegex(ValueError, 'need tf.estimator'):
+        lifecycle.run(config.job, 'toy', lambda: None, None)
+      self.assertEqual(_toy_run(config)[1], 1)
+    with self.assertRaisesRegex(ValueError, '--engine must be one of'):
+      lifecycle.run(config.job, 'toy', None, None, engine='keras')
+
+
+if __name__ == '__main__':
+  absltest.main()

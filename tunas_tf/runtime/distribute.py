@@ -1,0 +1,296 @@
+"""The tf.distribute engine: a run as a custom training loop.
+
+`strategy_for(job, replicas)` picks the strategy: one device, a
+`MirroredStrategy` over `replicas` GPUs or CPU devices, a
+`MultiWorkerMirroredStrategy` under `TF_CONFIG`, a `TPUStrategy` on TPU.
+`train(strategy, trainer, dataset_fn, ...)` resumes from the newest
+checkpoint and runs a `Trainer`'s per-replica step to `max_steps`,
+`job.tpu_iterations_per_loop` steps per `tf.function` call; between calls
+it writes the mean scalars, logs, saves `model.ckpt-N` and acts on a stop
+request, under the guards every run has (a NaN stops it in one line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import Any, Callable, Dict, Mapping, Protocol
+
+from absl import logging
+import tensorflow as tf
+
+from tunas_tf.data import unreadable
+from tunas_tf.runtime import cloud_tpu
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import replicas as replicas_lib
+from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.runtime.jobs import JobConfig
+
+# Checkpoints are `model.ckpt-N`, as the Estimator names them.
+CHECKPOINT_NAME = 'model.ckpt'
+# (input context, global step the run starts at) -> per-replica batches.
+DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+
+
+class Trainer(Protocol):
+  """What `train` trains: variables made once, and a per-replica step."""
+
+  def build(self) -> Mapping[str, Any]:
+    """Creates every variable; returns the objects to checkpoint, by name.
+
+    Called once, under the strategy's scope, before a checkpoint is
+    restored and before the first step. 'global_step' is the loop's.
+    """
+
+  def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """One replica's step on its batch `inputs`; its scalars, by name.
+
+    Runs inside `tf.function` in the strategy's replica context
+    (`runtime.replicas` gives means over replicas). `global_step` (int64)
+    is the step being taken, for `guards.check_finite`, on which every
+    update must depend.
+    """
+
+
+def _split_cpu(count: int) -> None:
+  """Makes the CPU `count` logical devices (before TF's runtime starts).
+
+  Raises:
+    ValueError: when TF's runtime started with fewer CPU devices.
+  """
+  cpu = tf.config.list_physical_devices('CPU')[0]
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+  except RuntimeError:
+    have = len(tf.config.list_logical_devices('CPU'))
+    if have < count:
+      raise ValueError(
+          f'--replicas={count} on CPU needs {count} CPU devices, and '
+          f'TensorFlow already started with {have}: choose the strategy '
+          f'before TensorFlow runs anything') from None
+
+
+def _check_tf_config(text: str) -> None:
+  """Refuses a `TF_CONFIG` without a cluster, in one line."""
+  try:
+    cluster = json.loads(text).get('cluster')
+  except (ValueError, AttributeError):
+    cluster = None
+  if not cluster:
+    raise ValueError(f'TF_CONFIG is not JSON with a "cluster": {text!r}')
+
+
+def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
+  """`TPUStrategy` over `job.tpu` (resolved by `estimator.tpu_cluster`)."""
+  resolver = estimator_lib.tpu_cluster(job)
+  if job.tpu != cloud_tpu.LOCAL:
+    tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
+  """The strategy a run trains under.
+
+  On TPU (`job.use_tpu`) a `TPUStrategy`; with `TF_CONFIG` in the
+  environment a `MultiWorkerMirroredStrategy`; with `replicas` > 1 a
+  `MirroredStrategy` over that many GPUs or, without GPUs, the CPU split
+  into that many logical devices (so call this before TF runs anything);
+  else the default strategy (one device).
+
+  Raises:
+    ValueError: one line, for `replicas` < 1, `replicas` > 1 on TPU or with
+      `TF_CONFIG`, `TF_CONFIG` on TPU or without a cluster, fewer GPUs than
+      `replicas`, or CPU devices that can no longer be split.
+  """
+  if isinstance(replicas, bool) or not isinstance(replicas, int) or (
+      replicas < 1):
+    raise ValueError(f'--replicas must be positive, got {replicas!r}')
+  tf_config = os.environ.get('TF_CONFIG')
+  if job.use_tpu:
+    if replicas > 1:
+      raise ValueError(f'--replicas={replicas} is for CPU and GPU: on TPU '
+                       'every core is a replica')
+    if tf_config:
+      raise ValueError('TF_CONFIG is set and --use_tpu: a TPU finds its '
+                       'hosts through --tpu; unset TF_CONFIG')
+    return _tpu_strategy(job)
+  if tf_config:
+    if replicas > 1:
+      raise ValueError(f'--replicas={replicas} with TF_CONFIG: each worker '
+                       'trains on its own GPUs; drop --replicas')
+    _check_tf_config(tf_config)
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if replicas == 1:
+    return tf.distribute.get_strategy()
+  devices, cpu_devices = replicas_lib.replica_devices(replicas)
+  if cpu_devices == 1:
+    return tf.distribute.MirroredStrategy(devices)
+  _split_cpu(cpu_devices)
+  return tf.distribute.MirroredStrategy(
+      devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+class _Progress:
+  """The progress line, every `every` steps and at `max_steps`."""
+
+  def __init__(self, max_steps: int, every: int):
+    self._max_steps, self._every = max_steps, every
+    self._last = None  # (time, step) of the last line or the first loop.
+
+  def after_loop(self, step: int, values: Mapping[str, float]) -> None:
+    now = time.time()
+    if self._last is None:  # The first loop traces: no rate yet.
+      self._last = (now, step)
+      return
+    last_time, last_step = self._last
+    if step // self._every == last_step // self._every and (
+        step < self._max_steps):
+      return
+    rate = (step - last_step) / max(now - last_time, 1e-9)
+    logging.info('step %d/%d  %.2f steps/s  %s', step, self._max_steps,
+                 rate, ' '.join(f'{k}={v:.4g}' for k, v in values.items()))
+    self._last = (now, step)
+
+
+class _Run:
+  """A trainer's variables, checkpoint and step loop under a strategy."""
+
+  def __init__(self, strategy: tf.distribute.Strategy, trainer: Trainer,
+               job: JobConfig):
+    self.strategy, self._job, self._trainer = strategy, job, trainer
+    with strategy.scope():
+      self.global_step = tf.Variable(
+          0, dtype=tf.int64, trainable=False, name='global_step',
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      objects = dict(trainer.build())
+    if 'global_step' in objects:
+      raise ValueError("a trainer's checkpointed objects cannot be named "
+                       "'global_step' (the loop's)")
+    self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
+                                           **objects)
+    self.manager = tf.train.CheckpointManager(
+        self._checkpoint, job.model_dir, max_to_keep=job.keep_checkpoint_max,
+        checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
+    self.loop = tf.function(self._loop)
+
+  def restore(self) -> int:
+    """Restores the checkpoint the `checkpoint` file names; the step.
+
+    Raises:
+      ValueError: naming the checkpoint, when it cannot be restored into
+        the trainer's objects.
+    """
+    latest = tf.train.latest_checkpoint(self._job.model_dir)
+    if latest is not None:
+      try:
+        self._checkpoint.restore(latest).assert_existing_objects_matched()
+      except (tf.errors.OpError, AssertionError, ValueError) as e:
+        raise ValueError(
+            f'Cannot resume from {latest}: {resume_lib.op_error_reason(e)}; '
+            'remove the broken checkpoint or use a new --model_dir') from None
+    return int(self.global_step.numpy())
+
+  def _one_step(self, iterator) -> Dict[str, Any]:
+    step = self.global_step.read_value()
+    summaries = self.strategy.run(self._trainer.step,
+                                  args=(next(iterator), step))
+    self.global_step.assign_add(1)
+    return summaries
+
+  def _loop(self, iterator, steps: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """`steps` steps (traced once); the last one's scalars, mean over
+    replicas."""
+    for _ in tf.range(steps - 1):
+      self._one_step(iterator)
+    summaries = self._one_step(iterator)
+    return {name: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value,
+                                       axis=None)
+            for name, value in summaries.items()}
+
+
+def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
+           stop: preemption.StopRequest) -> int:
+  """`train`'s loop, once the run's objects exist; the final step."""
+  step = start = run.restore()
+  if step >= max_steps:
+    return step
+  dataset = run.strategy.distribute_datasets_from_function(
+      lambda context: dataset_fn(context, start))
+  iterator = iter(dataset)
+  writer = tf.summary.create_file_writer(job.model_dir)
+  progress = _Progress(max_steps, job.log_every_steps)
+  saved = step
+  try:
+    while step < max_steps:
+      steps = min(job.tpu_iterations_per_loop, max_steps - step)
+      values = run.loop(iterator, tf.constant(steps, tf.int64))
+      step = int(run.global_step.numpy())
+      values = {name: float(value) for name, value in values.items()}
+      with writer.as_default():
+        for name, value in values.items():
+          tf.summary.scalar(name, value, step=step)
+      progress.after_loop(step, values)
+      lost = stop.lost()
+      if lost:
+        raise ValueError(lost)
+      every = job.save_checkpoints_steps
+      if (stop.signal_name or step >= max_steps or
+          step // every > saved // every):
+        run.manager.save(checkpoint_number=step)
+        saved = step
+      if stop.signal_name:
+        raise preemption.Stopped(preemption.stopped_line(stop, step))
+  finally:
+    writer.close()
+  return step
+
+
+def train(strategy: tf.distribute.Strategy, trainer: Trainer,
+          dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
+          stop: preemption.StopRequest, run_name: str) -> int:
+  """Trains `trainer` under `strategy` to `max_steps`; the final step.
+
+  Builds the trainer's variables and an int64 `global_step`, restores the
+  checkpoint the `checkpoint` file of `job.model_dir` names (where
+  `lifecycle.run` pointed it: `resume.resume_point`), then runs loops of
+  `job.tpu_iterations_per_loop` steps (the last one shortened to end at
+  `max_steps`) over the batches of `dataset_fn(context, start_step)`. After
+  each loop it writes the last step's scalars (mean over replicas) to
+  `job.model_dir`'s events file at the global step, logs every
+  `job.log_every_steps` steps, and saves `model.ckpt-N` (keeping
+  `job.keep_checkpoint_max`) every `job.save_checkpoints_steps` steps, at
+  the end and on a stop request. Runs in a worker thread
+  (`preemption.run_in_thread`), so the main thread sees signals at once.
+
+  Args:
+    strategy: from `strategy_for`.
+    trainer: the variables and the per-replica step.
+    dataset_fn: the per-replica batches from the start step on.
+    job: the run's job config.
+    max_steps: the global step training ends at.
+    stop: checked after every loop.
+    run_name: the run in the guards' lines, e.g. 'the search'.
+
+  Raises:
+    ValueError: one line, for a NaN or Inf (`guards.check_finite`; nothing
+      saved after the last good checkpoint, which it names), an undecodable
+      image, an unrestorable checkpoint or a lost model directory.
+    preemption.Stopped: when a signal stopped it (after the loop in flight,
+      a checkpoint saved).
+  """
+
+  def guarded() -> int:
+    with contextlib.ExitStack() as stack:
+      stack.enter_context(guards.stops_in_one_line(job.model_dir, run_name))
+      stack.enter_context(unreadable.stops_in_one_line(run_name,
+                                                       job.model_dir))
+      run = _Run(strategy, trainer, job)
+      return _train(run, dataset_fn, job, max_steps, stop)
+
+  return preemption.run_in_thread(guarded)
