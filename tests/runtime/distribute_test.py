@@ -169,6 +169,35 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertEqual(_toy_run(_config(whole, max_steps=9))[1], 9)
     self.assertEqual(_steps(whole), [3, 6, 9])
 
+  def test_keeps_keep_checkpoint_max_and_falls_back_past_a_broken_one(self):
+    model_dir, whole = tempfile.mkdtemp(), tempfile.mkdtemp()
+    config = _config(model_dir, max_steps=9)
+    config = dataclasses.replace(config, job=dataclasses.replace(
+        config.job, keep_checkpoint_max=2))
+    _toy_run(config)
+    self.assertEqual(_steps(model_dir), [6, 9])
+    point = resume_lib.resume_point(model_dir)
+    self.assertEqual((point.global_step, point.older),
+                     (9, [os.path.join(model_dir, 'model.ckpt-6')]))
+    data, = glob.glob(os.path.join(model_dir, 'model.ckpt-9.data-*'))
+    with open(data, 'r+b') as f:
+      f.truncate(2)
+    (plan, step) = _toy_run(dataclasses.replace(config, max_steps=12))
+    self.assertEqual((plan.resume.global_step, step), (6, 12))
+    _toy_run(_config(whole, max_steps=12))
+    self.assertEqual(_weight(model_dir), _weight(whole))
+
+  def test_a_checkpoint_of_another_model_is_refused_in_one_line(self):
+    model_dir = tempfile.mkdtemp()
+    other = tf.train.Checkpoint(global_step=tf.Variable(1, dtype=tf.int64),
+                                bias=tf.Variable(2.0))
+    tf.train.CheckpointManager(other, model_dir, 1,
+                               checkpoint_name='model.ckpt').save(1)
+    with self.assertRaisesRegex(ValueError, r'^Cannot resume from '
+                                '.*model.ckpt-1: .*; remove the broken '
+                                'checkpoint or use a new --model_dir$'):
+      _toy_run(_config(model_dir, max_steps=3))
+
   def test_summaries_are_written_at_the_end_of_every_loop(self):
     model_dir = tempfile.mkdtemp()
     _toy_run(_config(model_dir, max_steps=5, per_loop=2))
