@@ -5,8 +5,8 @@ mean of the squared per-replica gradients (`tunas_tf.runtime.replicas`); the
 bias-correction powers are variables initialised to beta1 and beta2; a
 regularisation loss (the entropy bonus) is a separate plain SGD step with the
 uncorrected learning rate; moments and powers update every step, even at
-learning rate 0 (the RL delay); and it is the only op that increments the
-global step.
+learning rate 0 (the RL delay); and, given the global step, it is the only
+op that increments it.
 """
 
 from __future__ import annotations
@@ -60,10 +60,10 @@ class ControllerAdam(tf.Module):
                                      name='beta2_power')
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
-            global_step: tf.Variable,
+            global_step: Optional[tf.Variable],
             regularization_grads: Optional[Sequence[tf.Tensor]] = None
             ) -> tf.Operation:
-    """Applies one step and increments `global_step`.
+    """Applies one step and increments `global_step` (unless None).
 
     Call it in the per-replica step: the moments average over the replicas
     there are (`replicas.means`, one reduction for all of them). Under
@@ -75,12 +75,14 @@ class ControllerAdam(tf.Module):
       grads: per-replica gradients of the loss, one per variable (None for
         a variable the loss does not reach: treated as zero).
       learning_rate: scalar float32, the RL learning rate (0 during delay).
-      global_step: the int64 global step variable.
+      global_step: the int64 global step variable, or None when the
+        caller's loop increments it (`runtime.distribute`).
       regularization_grads: per-replica gradients of the regularisation loss
         (entropy term), or None.
 
     Returns:
-      The op that applies the update and then increments the global step.
+      The op that applies the update and then increments the global step
+      (with one).
     """
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.
@@ -107,6 +109,8 @@ class ControllerAdam(tf.Module):
     with tf.control_dependencies(updates):
       powers = [self.beta1_power.assign(self.beta1_power * self._beta1),
                 self.beta2_power.assign(self.beta2_power * self._beta2)]
+    if global_step is None:
+      return tf.group(*powers)
     with tf.control_dependencies(powers):
       increment = global_step.assign_add(1)
     return increment.op if hasattr(increment, 'op') else increment

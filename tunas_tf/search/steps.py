@@ -113,17 +113,63 @@ def sample_seed(seed: int, global_step: tf.Tensor,
 
 def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
                         increase_filters_prob: tf.Tensor,
-                        seed: Optional[tf.Tensor] = None
+                        seed: Optional[tf.Tensor] = None,
+                        controller: Optional[reinforce.Controller] = None
                         ) -> Tuple[Any, reinforce.DistInfo]:
   """The controller's sample (one per replica) and its dist_info.
 
   `seed` is None (stateful draws) or a stateless seed (`sample_seed`).
+  `controller` is None (made here, in a TF1 graph) or one made beforehand
+  (`make_controller`; inside `tf.function`).
   """
+  if controller is not None:
+    return reinforce.independent_sample(
+        spec, increase_ops_probability=increase_ops_prob,
+        increase_filters_probability=increase_filters_prob, seed=seed,
+        controller=controller)
   with tf.compat.v1.variable_scope('rl_controller'), \
       replicas.identical_variables():
     return reinforce.independent_sample(
         spec, increase_ops_probability=increase_ops_prob,
         increase_filters_probability=increase_filters_prob, seed=seed)
+
+
+def make_controller(spec: Any) -> reinforce.Controller:
+  """The controller `sample_architecture` makes, made beforehand."""
+  with tf.compat.v1.variable_scope('rl_controller'), \
+      replicas.identical_variables():
+    return reinforce.Controller(spec)
+
+
+def make_baseline(config: SearchConfig) -> moving_average.MovingAverage:
+  """The reward baseline `reward_and_advantage` makes, made beforehand."""
+  with replicas.identical_variables():
+    return moving_average.MovingAverage(config.rl_baseline_momentum,
+                                        name='rl_baseline')
+
+
+def make_controller_adam(controller: reinforce.Controller
+                         ) -> controller_optimizer.ControllerAdam:
+  """The Adam `controller_train_op` makes, made beforehand."""
+  with replicas.identical_variables():
+    return controller_optimizer.ControllerAdam(
+        list(controller.trainable_variables))
+
+
+def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
+                        ) -> tf.Tensor:
+  """The shared weights' learning rate: cosine decay, linear warm-up."""
+  return schedules.cosine_decay_with_linear_warmup(
+      config.model_learning_rate_scaled, global_step, config.max_global_step,
+      config.model_warmup_steps)
+
+
+def model_optimizer(learning_rate: Any, config: SearchConfig
+                    ) -> tf.compat.v1.train.Optimizer:
+  """The shared weights' RMSProp (TF1 semantics), mean over replicas."""
+  opt = tf.compat.v1.train.RMSPropOptimizer(
+      learning_rate, decay=0.9, momentum=config.model_momentum, epsilon=1.0)
+  return replicas.averaging_optimizer(opt)
 
 
 def training_architecture(spec: Any, sampled_spec: Any,
@@ -154,7 +200,9 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
                       labels: tf.Tensor, global_step: tf.Tensor,
-                      config: SearchConfig) -> ModelStep:
+                      config: SearchConfig,
+                      optimizer: Optional[tf.compat.v1.train.Optimizer] = None
+                      ) -> ModelStep:
   """One RMSProp step of the shared weights on the train batch.
 
   Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
@@ -163,7 +211,9 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   over replicas (`replicas.averaging_optimizer`: CrossShardOptimizer on
   TPU). The global step is *not* incremented here (the controller step does).
   With the barrier on, every gradient waits for all of them. The loss is
-  checked finite (`guards.check_finite`) before the update.
+  checked finite (`guards.check_finite`) before the update. `optimizer`:
+  None (made here) or `model_optimizer` of a callable learning rate made
+  beforehand (its slots then outlive one `tf.function` trace).
 
   Returns:
     A `ModelStep`.
@@ -175,12 +225,8 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     regularization_loss = supernet.regularization_loss(
         sampled_spec, config.model_weight_decay)
     loss = empirical_loss + regularization_loss
-    learning_rate = schedules.cosine_decay_with_linear_warmup(
-        config.model_learning_rate_scaled, global_step,
-        config.max_global_step, config.model_warmup_steps)
-    opt = tf.compat.v1.train.RMSPropOptimizer(
-        learning_rate, decay=0.9, momentum=config.model_momentum, epsilon=1.0)
-    opt = replicas.averaging_optimizer(opt)
+    learning_rate = model_learning_rate(global_step, config)
+    opt = optimizer or model_optimizer(learning_rate, config)
     variables = list(supernet.trainable_variables)
     grads_and_vars = [(g, v) for g, v in
                       opt.compute_gradients(loss, var_list=variables)
@@ -223,11 +269,15 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
     return tf.reduce_mean(tf.cast(correct, tf.float32))
 
 
-def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
-                         config: SearchConfig) -> RewardStep:
+def reward_and_advantage(
+    accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
+    global_step: Optional[tf.Tensor] = None,
+    baseline: Optional[moving_average.MovingAverage] = None) -> RewardStep:
   """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
 
-  The reward is checked finite (`guards.check_finite`) before anything uses it.
+  The reward is checked finite (`guards.check_finite`) before anything uses
+  it. `global_step` defaults to the TF1 graph's; `baseline` to one made here
+  (`make_baseline`).
   """
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
@@ -241,10 +291,9 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
     reward = accuracy
   # A NaN or Inf reward stops the run before the baseline and the controller
   # update.
-  global_step = tf.compat.v1.train.get_or_create_global_step()
-  with replicas.identical_variables():
-    ema = moving_average.MovingAverage(config.rl_baseline_momentum,
-                                       name='rl_baseline')
+  if global_step is None:
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+  ema = baseline or make_baseline(config)
   with tf.control_dependencies(guards.check_finite(
       'reward', [reward], global_step, config.job.use_tpu)):
     reward = tf.identity(reward)
@@ -255,10 +304,16 @@ def reward_and_advantage(accuracy: tf.Tensor, cost: Optional[tf.Tensor],
                     cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)
 
 
-def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
-                        global_step: tf.Variable, config: SearchConfig
-                        ) -> ControllerStep:
+def controller_train_op(
+    dist_info: reinforce.DistInfo, advantage: tf.Tensor,
+    global_step: tf.Variable, config: SearchConfig,
+    adam: Optional[controller_optimizer.ControllerAdam] = None,
+    increment_global_step: bool = True) -> ControllerStep:
   """REINFORCE with Adam (beta1 0); the only global-step increment.
+
+  `adam` is None (made here) or `make_controller_adam`'s. Without
+  `increment_global_step` the caller's loop increments the step
+  (`runtime.distribute`) and `global_step` may be a tensor.
 
   Adam's moments use the mean over replicas of the gradients and of their
   squares, the entropy step the mean entropy gradient (`ControllerAdam`).
@@ -289,9 +344,12 @@ def controller_train_op(dist_info: reinforce.DistInfo, advantage: tf.Tensor,
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  with replicas.identical_variables():
-    adam = controller_optimizer.ControllerAdam(variables)
-  train_op = adam.apply(grads, learning_rate, global_step, reg_grads)
+  if adam is None:
+    with replicas.identical_variables():
+      adam = controller_optimizer.ControllerAdam(variables)
+  train_op = adam.apply(grads, learning_rate,
+                        global_step if increment_global_step else None,
+                        reg_grads)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
 
