@@ -1,0 +1,195 @@
+"""Tests of `search.trainer`: a digits_search search on the distribute
+engine, on any TF.
+
+One process of its own (op determinism is process-wide) runs 6 steps, two
+per loop, a checkpoint every 2; then resumes a copy of its step-4
+checkpoint to step 6. The RL delay is the first 2 steps.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from absl import flags
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf import train_search
+from tunas_tf.data import datasets
+from tunas_tf.runtime import distribute
+from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import preemption
+from tunas_tf.search import steps
+from tunas_tf.search import trainer as trainer_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_DIGITS = datasets.DatasetInfo(
+    'digits', 8, 1, 10,
+    {'search_train': 1078, 'search_validation': 359, 'test': 360})
+_STEPS = 6
+
+
+def _config(model_dir: str):
+  values = flags.FlagValues()
+  train_search.define_flags(values)
+  values(['train_search', f'--model_dir={model_dir}',
+          f'--max_steps={_STEPS}', '--train_batch_size=16',
+          '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=2',
+          '--log_every_steps=2', '--deterministic',
+          '--rl_delay_steps_fraction=0.34',
+          '--increase_ops_warmup_steps_fraction=0.34',
+          '--increase_filters_warmup_steps_fraction=0.34'])
+  return train_search.config_from_flags(values, _DIGITS)
+
+
+def _search(model_dir: str) -> int:
+  config = _config(model_dir)
+  return distribute.train(
+      tf.distribute.get_strategy(), trainer_lib.SearchTrainer(config),
+      trainer_lib.make_dataset_fn(config), job=config.job,
+      max_steps=config.max_global_step, stop=preemption.StopRequest(),
+      run_name='the search')
+
+
+def run_and_resume(root: str) -> None:
+  """`root`/full: 6 steps; `root`/resumed: its step-4 checkpoint resumed."""
+  full, resumed = os.path.join(root, 'full'), os.path.join(root, 'resumed')
+  estimator_lib.use_determinism(_config(full).job)
+  assert _search(full) == _STEPS
+  os.makedirs(resumed)
+  for path in glob.glob(os.path.join(full, 'model.ckpt-4.*')):
+    shutil.copy(path, resumed)
+  with open(os.path.join(resumed, 'checkpoint'), 'w') as f:
+    f.write('model_checkpoint_path: "model.ckpt-4"\n')
+  assert _search(resumed) == _STEPS
+
+
+_RUN = textwrap.dedent('''
+    import sys
+    from tests.search import trainer_test as t
+    t.run_and_resume(sys.argv[1])
+''')
+
+
+def _tags(model_dir: str):
+  tags = set()
+  for path in glob.glob(os.path.join(model_dir, 'events*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(value.tag for value in event.summary.value)
+  return tags
+
+
+def _variables(checkpoint: str, prefix: str = ''):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith(prefix) and name.endswith('VARIABLE_VALUE')}
+
+
+class SearchTrainerTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = tempfile.mkdtemp()
+    process = subprocess.run(
+        [sys.executable, '-c', _RUN, root], cwd=_ROOT, text=True,
+        capture_output=True, timeout=1200,
+        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    assert process.returncode == 0, process.stderr[-3000:]
+    cls.full = os.path.join(root, 'full')
+    cls.resumed = os.path.join(root, 'resumed')
+
+  def test_runs_to_max_steps(self):
+    self.assertEqual(
+        os.path.basename(tf.train.latest_checkpoint(self.full)),
+        f'model.ckpt-{_STEPS}')
+    step = _variables(os.path.join(self.full, 'model.ckpt-6'), 'global_step')
+    self.assertEqual(list(step.values()), [_STEPS])
+
+  def test_writes_the_estimator_paths_scalars(self):
+    expected = {'model/loss', 'model/empirical_loss',
+                'model/regularization_loss', 'model/learning_rate',
+                'rlcontroller/empirical_loss', 'rlcontroller/entropy_loss',
+                'rlcontroller/validation_accuracy', 'rlcontroller/reward',
+                'rlcontroller/step_baseline', 'rlcontroller/baseline',
+                'rlcontroller/advantage', 'rlcontroller/log_prob',
+                'rlcontroller/estimated_cost', 'rlcontroller/cost_ratio',
+                'rlcontroller/cost_adjustment', 'rlcontroller/learning_rate',
+                'rlcontroller/increase_ops_prob',
+                'rlcontroller/increase_filters_prob'}
+    spec = mobile.get_search_space('digits_search')
+    for path, oneof in schema.flatten_with_paths(spec):
+      expected |= {f'rlpathlogits/{path}/{j}'
+                   for j in range(len(oneof.choices))}
+    self.assertEqual(expected - _tags(self.full), set())
+
+  def test_controller_learns_after_the_rl_delay(self):
+    at = lambda step: _variables(
+        os.path.join(self.full, f'model.ckpt-{step}'), 'controller/')
+    self.assertNotEmpty(at(2))
+    for value in at(2).values():
+      np.testing.assert_array_equal(value, np.zeros_like(value))
+    self.assertTrue(any(np.any(value != 0) for value in at(6).values()))
+
+  def test_resumed_search_gives_the_same_bits(self):
+    full = _variables(os.path.join(self.full, 'model.ckpt-6'))
+    resumed = _variables(os.path.join(self.resumed, 'model.ckpt-6'))
+    self.assertEqual(sorted(full), sorted(resumed))
+    self.assertTrue(any(k.startswith('supernet/') for k in full))
+    self.assertTrue(any('.OPTIMIZER_SLOT/model_optimizer/rms/' in k
+                        for k in full))
+    for name, value in full.items():
+      if name.startswith('save_counter'):
+        continue
+      np.testing.assert_array_equal(value, resumed[name], err_msg=name)
+
+
+def _estimator_masks(config, step: int):
+  """The masks the Estimator path's graph samples at `step`."""
+  spec = mobile.get_search_space(config.ssd)
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    p_ops, p_filters = steps.warmup_probabilities(global_step, config)
+    sampled, _ = steps.sample_architecture(
+        spec, p_ops, p_filters,
+        seed=steps.sample_seed(config.job.seed, global_step))
+    masks = [oneof.mask for oneof in schema.flatten(sampled)]
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(global_step.assign(step))
+      return session.run(masks)
+
+
+class SampleTest(absltest.TestCase):
+
+  def test_the_estimator_paths_sample_at_the_same_step(self):
+    config = _config(tempfile.mkdtemp())
+    spec = mobile.get_search_space(config.ssd)
+    controller = steps.make_controller(spec)
+
+    @tf.function
+    def sample(step):
+      p_ops, p_filters = steps.warmup_probabilities(step, config)
+      sampled, _ = steps.sample_architecture(
+          spec, p_ops, p_filters,
+          seed=steps.sample_seed(config.job.seed, step),
+          controller=controller)
+      return [oneof.mask for oneof in schema.flatten(sampled)]
+
+    for step in (0, 1):
+      ours = sample(tf.constant(step, tf.int64))
+      for mine, theirs in zip(ours, _estimator_masks(config, step)):
+        np.testing.assert_array_equal(mine.numpy(), theirs)
+
+
+if __name__ == '__main__':
+  absltest.main()
