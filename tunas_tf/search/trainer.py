@@ -54,8 +54,8 @@ class SearchTrainer:
         self._spec, config.job.num_classes, mode=config.supernet_mode,
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
-    self.model_optimizer = steps.model_optimizer(lambda: self._learning_rate,
-                                                 config)
+    self.model_optimizer = steps.model_optimizer(
+        lambda: self._learning_rate, config, in_estimator=False)
     return {'supernet': self.supernet, 'controller': self.controller,
             'baseline': self.baseline,
             'controller_adam': self.controller_adam,
