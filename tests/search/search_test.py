@@ -80,20 +80,7 @@ class ShortSearchTest(absltest.TestCase):
         ['model.ckpt-0', 'model.ckpt-4', 'model.ckpt-8'])
 
   def test_every_scalar_is_logged(self):
-    spec = mobile.get_search_space('digits_search')
-    expected = ['model/loss', 'model/empirical_loss',
-                'model/regularization_loss', 'model/learning_rate',
-                'rlcontroller/empirical_loss', 'rlcontroller/entropy_loss',
-                'rlcontroller/validation_accuracy', 'rlcontroller/reward',
-                'rlcontroller/step_baseline', 'rlcontroller/baseline',
-                'rlcontroller/advantage', 'rlcontroller/log_prob',
-                'rlcontroller/estimated_cost', 'rlcontroller/cost_ratio',
-                'rlcontroller/cost_adjustment', 'rlcontroller/learning_rate',
-                'rlcontroller/increase_ops_prob',
-                'rlcontroller/increase_filters_prob']
-    for path, oneof in schema.flatten_with_paths(spec):
-      expected += [f'rlpathlogits/{path}/{j}'
-                   for j in range(len(oneof.choices))]
+    expected = searches.scalar_tags()
     missing = [t for t in expected if t not in self.events]
     self.assertEqual(missing, [])
     # The original's logits by tag only with --summarize_tag_logits.

@@ -28,6 +28,7 @@ from tunas_tf.search import steps
 from tunas_tf.search import trainer as trainer_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
+from tests.testing import searches
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -116,20 +117,7 @@ class SearchTrainerTest(absltest.TestCase):
     self.assertEqual(list(step.values()), [_STEPS])
 
   def test_writes_the_estimator_paths_scalars(self):
-    expected = {'model/loss', 'model/empirical_loss',
-                'model/regularization_loss', 'model/learning_rate',
-                'rlcontroller/empirical_loss', 'rlcontroller/entropy_loss',
-                'rlcontroller/validation_accuracy', 'rlcontroller/reward',
-                'rlcontroller/step_baseline', 'rlcontroller/baseline',
-                'rlcontroller/advantage', 'rlcontroller/log_prob',
-                'rlcontroller/estimated_cost', 'rlcontroller/cost_ratio',
-                'rlcontroller/cost_adjustment', 'rlcontroller/learning_rate',
-                'rlcontroller/increase_ops_prob',
-                'rlcontroller/increase_filters_prob'}
-    spec = mobile.get_search_space('digits_search')
-    for path, oneof in schema.flatten_with_paths(spec):
-      expected |= {f'rlpathlogits/{path}/{j}'
-                   for j in range(len(oneof.choices))}
+    expected = set(searches.scalar_tags())
     self.assertEqual(expected - _tags(self.full), set())
 
   def test_controller_learns_after_the_rl_delay(self):

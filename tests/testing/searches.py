@@ -27,6 +27,8 @@ from tunas_tf import train_search
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
 from tests.testing import engine
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
@@ -91,6 +93,22 @@ def copy_finished_search(name: str = 'copy') -> str:
   model_dir = os.path.join(tempfile.mkdtemp(), name)
   shutil.copytree(finished_search(), model_dir)
   return model_dir
+
+
+def scalar_tags(ssd: str = 'digits_search') -> List[str]:
+  """The scalar tags a search writes (without --summarize_tag_logits)."""
+  tags = ['model/loss', 'model/empirical_loss', 'model/regularization_loss',
+          'model/learning_rate', 'rlcontroller/empirical_loss',
+          'rlcontroller/entropy_loss', 'rlcontroller/validation_accuracy',
+          'rlcontroller/reward', 'rlcontroller/step_baseline',
+          'rlcontroller/baseline', 'rlcontroller/advantage',
+          'rlcontroller/log_prob', 'rlcontroller/estimated_cost',
+          'rlcontroller/cost_ratio', 'rlcontroller/cost_adjustment',
+          'rlcontroller/learning_rate', 'rlcontroller/increase_ops_prob',
+          'rlcontroller/increase_filters_prob']
+  for path, oneof in schema.flatten_with_paths(mobile.get_search_space(ssd)):
+    tags += [f'rlpathlogits/{path}/{j}' for j in range(len(oneof.choices))]
+  return tags
 
 
 def events(model_dir: str) -> Dict[str, Dict[int, float]]:
