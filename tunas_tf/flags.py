@@ -15,6 +15,8 @@ from typing import Callable, Optional
 from absl import app
 from absl import flags
 
+from tunas_tf import checks
+from tunas_tf import files
 from tunas_tf.runtime import jobs
 
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
@@ -104,6 +106,22 @@ def define_data_flags(f: flags.FlagValues, model_dir_help: str,
                     'image, never augmented. Default: none for digits, cifar '
                     'for square images of at most 64 px, else imagenet.',
                     flag_values=f)
+
+
+def check_data_flags(f: flags.FlagValues) -> None:
+  """The flags of `define_data_flags` that need no file or data to check:
+  `--model_dir` given and writable, `--num_classes` and `--image_size`
+  positive integers when set.
+
+  Raises:
+    ValueError: one line naming the flag.
+  """
+  if not f.model_dir:
+    raise ValueError('--model_dir is required')
+  files.check_output_dir(f.model_dir, '--model_dir')
+  for name in ('num_classes', 'image_size'):
+    if f[name].value is not None:
+      checks.number(name, f[name].value, 1, integer=True)
 
 
 def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from absl import flags
 
-from tunas_tf import checks
-from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
@@ -188,16 +186,11 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       flag).
   """
   f = flag_values
-  if not f.model_dir:
-    raise ValueError('--model_dir is required')
-  files.check_output_dir(f.model_dir, '--model_dir')
-  # Before reading any data. (The config refuses replicas != 1 on TPU; the
-  # flag is refused there even at 1, which might read as "one TPU core".)
+  common_flags.check_data_flags(f)  # Before reading any data.
+  # (The config refuses replicas != 1 on TPU; the flag is refused there even
+  # at 1, which might read as "one TPU core".)
   if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
     raise ValueError(config_lib.REPLICAS_ON_TPU)
-  for name in ('num_classes', 'image_size'):
-    if f[name].value is not None:
-      checks.number(name, f[name].value, 1, integer=True)
   if dataset_info is None:
     dataset_info = _dataset_info(f)
   sizes = dataset_info.split_sizes

@@ -362,9 +362,7 @@ def controller_train_op(
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  if adam is None:
-    with replicas.identical_variables():
-      adam = controller_optimizer.ControllerAdam(variables)
+  adam = adam or make_controller_adam(dist_info.controller)
   train_op = adam.apply(grads, learning_rate,
                         global_step if increment_global_step else None,
                         reg_grads)

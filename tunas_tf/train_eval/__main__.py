@@ -17,7 +17,6 @@ import os
 
 from absl import flags
 
-from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.data import datasets
@@ -167,14 +166,9 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
       names the flag).
   """
   f = flag_values
-  if not f.model_dir:
-    raise ValueError('--model_dir is required')
-  files.check_output_dir(f.model_dir, '--model_dir')
+  common_flags.check_data_flags(f)  # Before reading any data.
   if f.export and f.export_dir:
     files.check_output_dir(f.export_dir, '--export_dir')
-  for name in ('num_classes', 'image_size'):  # Before reading any data.
-    if f[name].value is not None:
-      checks.number(name, f[name].value, 1, integer=True)
   ssd, indices, recorded = config_lib.resolve_architecture(
       f.architecture, f.ssd, f.indices)
   data = config_lib.use_search_data(

@@ -80,12 +80,7 @@ class TrainEvalConfig:
   validation_examples: int
 
   def __post_init__(self):
-    space = mobile.get_search_space(self.ssd)  # Unknown names raise.
-    try:
-      schema.check_indices(space, self.indices)
-    except ValueError as e:
-      raise ValueError(f'--indices={self.indices!r} for --ssd={self.ssd}: '
-                       f'{e}') from None
+    space = _check_indices(self.ssd, self.indices)
     checks.number('filters_multiplier', self.filters_multiplier, 0,
                   low_open=True)
     for name in ('train_batch_size', 'eval_batch_size'):
@@ -155,6 +150,17 @@ class TrainEvalConfig:
     return jobs.from_json(cls, values, where, 'train_eval', DERIVED_FIELDS)
 
 
+def _check_indices(ssd: str, indices: str) -> Any:
+  """The space `ssd` (an unknown name raises), refusing `indices` that do
+  not fit it in one line naming both flags."""
+  space = mobile.get_search_space(ssd)
+  try:
+    schema.check_indices(space, indices)
+  except ValueError as e:
+    raise ValueError(f'--indices={indices!r} for --ssd={ssd}: {e}') from None
+  return space
+
+
 class SearchData(NamedTuple):
   """The data flags an architecture.json gives defaults for (None: unset)."""
   dataset: Optional[str]
@@ -190,10 +196,7 @@ def resolve_architecture(path: Optional[str], ssd: Optional[str],
                        'of them')
     ssd, indices = arch.ssd, arch.indices_string
   ssd = ssd or DEFAULT_SSD
-  try:
-    schema.check_indices(mobile.get_search_space(ssd), indices or '')
-  except ValueError as e:
-    raise ValueError(f'--indices={indices!r} for --ssd={ssd}: {e}') from None
+  _check_indices(ssd, indices or '')
   return ssd, schema.format_indices(indices or ''), recorded
 
 
