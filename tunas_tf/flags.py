@@ -17,6 +17,7 @@ from absl import flags
 
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
@@ -125,7 +126,8 @@ def check_data_flags(f: flags.FlagValues) -> None:
 
 
 def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
-  """--tpu, --tpu_zone, --gcp_project, --use_tpu, --tpu_iterations_per_loop."""
+  """--tpu, --tpu_zone, --gcp_project, --use_tpu, --tpu_iterations_per_loop,
+  --engine."""
   flags.DEFINE_string('tpu', '', "local: the TPU of this Cloud TPU VM (one "
                       'host); NAME: a TPU by name through the Cloud TPU API '
                       '(a pod slice: run on worker 0); or grpc://HOST:PORT. '
@@ -140,6 +142,12 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
   flags.DEFINE_integer('tpu_iterations_per_loop', iterations_per_loop,
                        'Steps per TPU loop; also the summary cadence.',
                        flag_values=f)
+  flags.DEFINE_enum('engine', None, list(jobs.ENGINES), 'What trains: '
+                    'estimator (TPUEstimator; TF 2.15 only; TPU v2-v4) or '
+                    'distribute (a tf.distribute training loop; any TF; TPU '
+                    'v5e/v5p, current GPUs, several machines). Default: '
+                    'estimator where this TF has it, else distribute. A run '
+                    'goes on on the engine it started on.', flag_values=f)
 
 
 def define_determinism_flag(f: flags.FlagValues) -> None:
@@ -161,7 +169,7 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
   Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
   binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max`,
   `--log_every_steps` and `--deterministic`; `--use_tpu` defaults to whether
-  `--tpu` is set.
+  `--tpu` is set, `--engine` to `estimator.default_engine()`.
 
   Raises:
     ValueError: as `jobs.resolve_use_tpu` and `jobs.JobConfig`.
@@ -176,4 +184,5 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
       tpu_iterations_per_loop=f.tpu_iterations_per_loop,
       save_checkpoints_steps=f.save_checkpoints_steps,
       keep_checkpoint_max=f.keep_checkpoint_max,
-      log_every_steps=f.log_every_steps, deterministic=f.deterministic)
+      log_every_steps=f.log_every_steps, deterministic=f.deterministic,
+      engine=f.engine or estimator.default_engine())

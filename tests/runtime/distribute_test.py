@@ -92,7 +92,8 @@ def _config(model_dir: str, max_steps: int, per_loop: int = 3,
   config = lifecycle_test._config(model_dir, learning_rate, max_steps)
   return dataclasses.replace(config, job=dataclasses.replace(
       config.job, tpu_iterations_per_loop=per_loop,
-      save_checkpoints_steps=save_every, log_every_steps=2))
+      save_checkpoints_steps=save_every, log_every_steps=2,
+      engine='distribute'))
 
 
 def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
@@ -117,7 +118,7 @@ def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
         run_name='the toy run')
     return plan, step
 
-  return lifecycle.run(config.job, 'toy', check, start, engine='distribute')
+  return lifecycle.run(config.job, 'toy', check, start)
 
 
 def _weight(model_dir: str) -> float:
@@ -376,13 +377,17 @@ class LifecycleEngineTest(absltest.TestCase):
 
   def test_the_estimator_engine_alone_needs_tf_estimator(self):
     config = _config(tempfile.mkdtemp(), 1)
+    on_estimator = dataclasses.replace(config.job, engine='estimator')
     with mock.patch.object(estimator_lib, 'has_estimator',
                            return_value=False):
-      with self.assertRaisesRegex(ValueError, 'need tf.estimator'):
-        lifecycle.run(config.job, 'toy', lambda: None, None)
+      with self.assertRaisesRegex(
+          ValueError, '^--engine=estimator needs tf.estimator, .* use '
+          '--engine=distribute'):
+        lifecycle.run(on_estimator, 'toy', lambda: None, None)
       self.assertEqual(_toy_run(config)[1], 1)
-    with self.assertRaisesRegex(ValueError, '--engine must be one of'):
-      lifecycle.run(config.job, 'toy', None, None, engine='keras')
+    with self.assertRaisesRegex(ValueError,
+                                "--engine must be one of .*, got 'keras'"):
+      dataclasses.replace(config.job, engine='keras')
 
 
 if __name__ == '__main__':

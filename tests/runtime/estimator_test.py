@@ -23,7 +23,7 @@ def _job(use_tpu=False):
       preprocessing='none', seed=0,
       use_tpu=use_tpu, tpu='my-tpu' if use_tpu else '', tpu_zone=None,
       gcp_project=None, tpu_iterations_per_loop=1, save_checkpoints_steps=1,
-      keep_checkpoint_max=1, log_every_steps=1)
+      keep_checkpoint_max=1, log_every_steps=1, engine='estimator')
 
 
 class _FakeTPUContext:
@@ -72,7 +72,9 @@ class RequireEstimatorTest(absltest.TestCase):
 
   def test_a_tf_without_it_is_refused_in_one_line(self):
     with mock.patch.object(estimator, 'has_estimator', return_value=False):
-      with self.assertRaisesRegex(ValueError, r'^[^\n]*tf\.distribute engine'):
+      with self.assertRaisesRegex(
+          ValueError, r'^--engine=estimator needs [^\n]*use '
+          '--engine=distribute'):
         estimator.make_estimator(lambda *args: None, _job(), 8)
 
   def test_a_run_is_refused_before_it_writes_anything(self):
@@ -82,7 +84,7 @@ class RequireEstimatorTest(absltest.TestCase):
     job = dataclasses.replace(_job(), model_dir=model_dir)
     start = mock.Mock()
     with mock.patch.object(estimator, 'has_estimator', return_value=False):
-      with self.assertRaisesRegex(ValueError, 'tf.distribute engine'):
+      with self.assertRaisesRegex(ValueError, 'use --engine=distribute'):
         lifecycle.run(job, 'train_search', lambda: None, start)
     start.assert_not_called()
     self.assertFalse(os.path.exists(model_dir))

@@ -44,7 +44,7 @@ def _config(model_dir: str, learning_rate: float = 0.1,
       num_classes=10, image_size=8, num_channels=1, preprocessing='none',
       seed=0, use_tpu=False, tpu='', tpu_zone=None, gcp_project=None,
       tpu_iterations_per_loop=2, save_checkpoints_steps=2,
-      keep_checkpoint_max=5, log_every_steps=2)
+      keep_checkpoint_max=5, log_every_steps=2, engine='estimator')
   return _ToyConfig(job, learning_rate, max_steps)
 
 

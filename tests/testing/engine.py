@@ -1,5 +1,5 @@
-"""Which tests this TF can run: the ones that train or evaluate need
-`tf.estimator` (TF 2.15) until the tf.distribute engine lands.
+"""Which tests this TF can run: the ones that train or evaluate on the
+Estimator engine need `tf.estimator` (TF 2.15).
 
 Such a test carries the marker `estimator` (tests/conftest.py skips it on a
 TF without one, saying why); the shared runs (`searches.finished_search`,

@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Mapping, Protocol
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from absl import logging
 import tensorflow as tf
@@ -25,6 +25,7 @@ from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
+from tunas_tf.runtime import hooks
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas as replicas_lib
 from tunas_tf.runtime import resume as resume_lib
@@ -137,10 +138,13 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
 
 
 class _Progress:
-  """The progress line, every `every` steps and at `max_steps`."""
+  """The progress line (`hooks.log_progress`), every `every` steps and at
+  `max_steps`, of the scalars `formats` names (all when None)."""
 
-  def __init__(self, max_steps: int, every: int):
+  def __init__(self, max_steps: int, every: int,
+               formats: Optional[Mapping[str, Callable[[float], str]]]):
     self._max_steps, self._every = max_steps, every
+    self._formats = formats
     self._last = None  # (time, step) of the last line or the first loop.
 
   def after_loop(self, step: int, values: Mapping[str, float]) -> None:
@@ -153,8 +157,11 @@ class _Progress:
         step < self._max_steps):
       return
     rate = (step - last_step) / max(now - last_time, 1e-9)
-    logging.info('step %d/%d  %.2f steps/s  %s', step, self._max_steps,
-                 rate, ' '.join(f'{k}={v:.4g}' for k, v in values.items()))
+    if self._formats is not None:
+      values = {name: values[name] for name in self._formats
+                if name in values}
+    hooks.log_progress(step, self._max_steps, rate, values,
+                       self._formats or {})
     self._last = (now, step)
 
 
@@ -177,7 +184,8 @@ class _Run:
     self.manager = tf.train.CheckpointManager(
         self._checkpoint, job.model_dir, max_to_keep=job.keep_checkpoint_max,
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
-    self.loop = tf.function(self._loop)
+    self.names = None  # The step's scalars, in order (once traced).
+    self.loop = tf.function(self._loop, autograph=False)
 
   def restore(self) -> int:
     """Restores the checkpoint the `checkpoint` file names; the step.
@@ -196,26 +204,39 @@ class _Run:
             'remove the broken checkpoint or use a new --model_dir') from None
     return int(self.global_step.numpy())
 
-  def _one_step(self, iterator) -> Dict[str, Any]:
-    step = self.global_step.read_value()
-    summaries = self.strategy.run(self._trainer.step,
-                                  args=(next(iterator), step))
-    self.global_step.assign_add(1)
-    return summaries
+  def _replica_step(self, inputs: Any, step: tf.Tensor) -> tf.Tensor:
+    """The trainer's step; its scalars as one vector (names in
+    `self.names`, set when traced)."""
+    scalars = self._trainer.step(inputs, step)
+    self.names = list(scalars)
+    return tf.stack([tf.cast(scalars[name], tf.float32)
+                     for name in self.names])
 
-  def _loop(self, iterator, steps: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """`steps` steps (traced once); the last one's scalars, mean over
-    replicas."""
-    for _ in tf.range(steps - 1):
-      self._one_step(iterator)
-    summaries = self._one_step(iterator)
-    return {name: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value,
-                                       axis=None)
-            for name, value in summaries.items()}
+  def _loop(self, iterator, steps: tf.Tensor) -> tf.Tensor:
+    """`steps` steps; the last one's scalars (`self.names`), mean over
+    replicas. The step is traced once: its scalars leave the loop as a
+    vector of a length known only once traced."""
+
+    def body(i, values):
+      del values
+      step = self.global_step.read_value()
+      values = self.strategy.reduce(
+          tf.distribute.ReduceOp.MEAN,
+          self.strategy.run(self._replica_step, args=(next(iterator), step)),
+          axis=None)
+      with tf.control_dependencies([values]):
+        self.global_step.assign_add(1)
+        return i + 1, tf.identity(values)
+
+    _, values = tf.while_loop(
+        lambda i, values: i < steps, body,
+        (tf.constant(0, tf.int64), tf.zeros([0])),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))
+    return values
 
 
 def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
-           stop: preemption.StopRequest) -> int:
+           stop: preemption.StopRequest, progress: _Progress) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
   if step >= max_steps:
@@ -224,14 +245,13 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
       lambda context: dataset_fn(context, start))
   iterator = iter(dataset)
   writer = tf.summary.create_file_writer(job.model_dir)
-  progress = _Progress(max_steps, job.log_every_steps)
   saved = step
   try:
     while step < max_steps:
       steps = min(job.tpu_iterations_per_loop, max_steps - step)
-      values = run.loop(iterator, tf.constant(steps, tf.int64))
+      values = run.loop(iterator, tf.constant(steps, tf.int64)).numpy()
       step = int(run.global_step.numpy())
-      values = {name: float(value) for name, value in values.items()}
+      values = dict(zip(run.names, values.tolist()))
       with writer.as_default():
         for name, value in values.items():
           tf.summary.scalar(name, value, step=step)
@@ -253,7 +273,9 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
 
 def train(strategy: tf.distribute.Strategy, trainer: Trainer,
           dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
-          stop: preemption.StopRequest, run_name: str) -> int:
+          stop: preemption.StopRequest, run_name: str,
+          progress: Optional[Mapping[str, Callable[[float], str]]] = None
+          ) -> int:
   """Trains `trainer` under `strategy` to `max_steps`; the final step.
 
   Builds the trainer's variables and an int64 `global_step`, restores the
@@ -276,6 +298,8 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
     max_steps: the global step training ends at.
     stop: checked after every loop.
     run_name: the run in the guards' lines, e.g. 'the search'.
+    progress: the scalars of the progress line, by name, and how to write
+      them (as `hooks.ProgressHook`'s formats); None: all, `name=value`.
 
   Raises:
     ValueError: one line, for a NaN or Inf (`guards.check_finite`; nothing
@@ -291,6 +315,7 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       stack.enter_context(unreadable.stops_in_one_line(run_name,
                                                        job.model_dir))
       run = _Run(strategy, trainer, job)
-      return _train(run, dataset_fn, job, max_steps, stop)
+      return _train(run, dataset_fn, job, max_steps, stop,
+                    _Progress(max_steps, job.log_every_steps, progress))
 
   return preemption.run_in_thread(guarded)

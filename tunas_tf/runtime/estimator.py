@@ -27,6 +27,11 @@ def has_estimator() -> bool:
   return hasattr(tf.compat.v1, 'estimator')
 
 
+def default_engine() -> str:
+  """'estimator' where this TF has it (TF 2.15), else 'distribute'."""
+  return 'estimator' if has_estimator() else 'distribute'
+
+
 def require_estimator() -> None:
   """Refuses, in one line, to train or evaluate on a TF without Estimator.
 
@@ -35,9 +40,9 @@ def require_estimator() -> None:
   """
   if not has_estimator():
     raise ValueError(
-        f'training and evaluation need tf.estimator, which TF '
-        f'{tf.__version__} does not have (TF 2.16+): use TF 2.15 on Python '
-        f'3.10-3.11 until the tf.distribute engine lands')
+        f'--engine=estimator needs tf.estimator, which TF {tf.__version__} '
+        f'does not have (TF 2.16+): use --engine=distribute, or TF 2.15 on '
+        f'Python 3.10-3.11')
 
 
 def use_determinism(job: JobConfig) -> None:

@@ -12,7 +12,7 @@ cost: bench/README.md, 'bench/search_events.py').
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -20,6 +20,22 @@ import tensorflow as tf
 # not exported under tf.*.
 from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.summary.writer import writer_cache  # pylint: disable=g-direct-tensorflow-import
+
+
+def log_progress(step: int, max_step: int, rate: float,
+                 values: Mapping[str, float],
+                 formats: Mapping[str, Callable[[float], str]],
+                 images: Optional[str] = None) -> None:
+  """Logs the progress line of either engine: 'step 40/120  12.10 steps/s
+  ETA 7s  reward 0.523 ...' (`formats` by value name; default `name=value`,
+  4 significant digits), then the images/s when given."""
+  eta = (max_step - step) / rate if rate > 0 else float('inf')
+  extra = ' '.join(formats[k](v) if k in formats else f'{k}={v:.4g}'
+                   for k, v in values.items())
+  line = f'step {step}/{max_step}  {rate:.2f} steps/s  ETA {eta:.0f}s  {extra}'
+  if images is not None:
+    line += f'  {images} images/s'
+  logging.info('%s', line)
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
@@ -114,19 +130,13 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
   def _log(self, now: float, step: int, results: Dict[str, Any]) -> None:
     last_time, last_step = self._window
     rate = (step - last_step) / max(now - last_time, 1e-9)
-    eta = (self._max_step - step) / rate if rate > 0 else float('inf')
-    extra = ' '.join(
-        self._formats[k](float(v)) if k in self._formats
-        else f'{k}={float(v):.4g}' for k, v in results.items()
-        if k not in ('step', 'batch'))
+    values = {k: float(v) for k, v in results.items()
+              if k not in ('step', 'batch')}
+    images = None
     if self._per_step:
       images = self.rate()
-      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s  %s images/s',
-                   step, self._max_step, rate, eta, extra,
-                   f'{images:.1f}' if images else '?')
-    else:
-      logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step,
-                   self._max_step, rate, eta, extra)
+      images = f'{images:.1f}' if images else '?'
+    log_progress(step, self._max_step, rate, values, self._formats, images)
 
   def rate(self) -> Optional[float]:
     """Images/s per core so far (None before the first run)."""

@@ -20,6 +20,10 @@ JOB_RUN_ONLY_FIELDS = frozenset({
     'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'deterministic',
 })
+# What a run trains on: TPUEstimator (TF <= 2.15), or a custom loop under a
+# tf.distribute strategy (`runtime.distribute`, any TF). Recorded in
+# config.json: a run goes on on the engine it started on.
+ENGINES = ('estimator', 'distribute')
 _POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
                     'tpu_iterations_per_loop', 'save_checkpoints_steps',
                     'keep_checkpoint_max', 'log_every_steps')
@@ -55,11 +59,12 @@ class JobConfig:
     log_every_steps: progress log cadence (CPU/GPU).
     deterministic: TF op determinism (`use_determinism`): the same run gives
       the same bits, at some cost in speed.
+    engine: what the run trains on (`ENGINES`); part of the run.
 
   Raises (on construction):
     ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
       `tpu`, a size or cadence that is not a positive int, or a seed outside
-      [0, 2^31 - 1] (naming the flag).
+      [0, 2^31 - 1], or an unknown engine (naming the flag).
   """
   model_dir: str
   dataset: str
@@ -78,6 +83,7 @@ class JobConfig:
   save_checkpoints_steps: int
   keep_checkpoint_max: int
   log_every_steps: int
+  engine: str
   deterministic: bool = False
 
   def __post_init__(self):
@@ -95,6 +101,9 @@ class JobConfig:
           or value <= 0):
         raise ValueError(f'--{name} must be positive, got {value!r}')
     checks.seed('seed', self.seed)
+    if self.engine not in ENGINES:
+      raise ValueError(f'--engine must be one of {", ".join(ENGINES)}, got '
+                       f'{self.engine!r}')
 
   @property
   def data_text(self) -> str:

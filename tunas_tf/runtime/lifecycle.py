@@ -5,9 +5,10 @@ nothing; the TPU is resolved and determinism set; then, holding the model
 directory (`run_lock`) with signals turned into a stop after the step in
 flight (`preemption`), it checks again, points the `checkpoint` file at the
 resume point and calls `start(plan, stop)`, which writes the run's files and
-trains on its engine (`ENGINES`). `train` is the Estimator's training under
-the guards every run has: a NaN, an undecodable image or an unreadable
-checkpoint stops it in one line (`distribute.train`: the other engine's).
+trains on the job's engine (`jobs.ENGINES`). `train` is the Estimator's
+training under the guards every run has: a NaN, an undecodable image or an
+unreadable checkpoint stops it in one line (`distribute.train`: the other
+engine's).
 """
 
 from __future__ import annotations
@@ -32,11 +33,6 @@ class Plan(Protocol):
 P = TypeVar('P', bound=Plan)
 R = TypeVar('R')
 
-# What `start` trains on: TPUEstimator (TF <= 2.15), or a custom loop under
-# a tf.distribute strategy (`runtime.distribute`, any TF).
-ENGINES = ('estimator', 'distribute')
-
-
 def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
   """A binary's `main` once its flags are parsed: `body()` (which checks,
   then runs), with extra arguments or a ValueError exiting in one line
@@ -57,7 +53,7 @@ def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
 def run(job: JobConfig, binary: str, check: Callable[[], P],
         start: Callable[[P, preemption.StopRequest], R],
         finished: Callable[[P], bool] = lambda plan: False,
-        plan: Optional[P] = None, engine: str = 'estimator') -> Optional[R]:
+        plan: Optional[P] = None) -> Optional[R]:
   """Checks, then (holding the model directory) checks again and starts.
 
   Args:
@@ -71,8 +67,6 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       returns None, having written nothing).
     plan: the result of a first `check()` the caller made already (to act
       on it before anything is written); None: `run` makes it.
-    engine: what `start` trains on (`ENGINES`); 'estimator' needs
-      `tf.estimator`.
 
   Raises:
     ValueError: from `check`; for a TPU that cannot be resolved; for the
@@ -80,15 +74,12 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       another live process holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
-  if engine not in ENGINES:
-    raise ValueError(f'--engine must be one of {", ".join(ENGINES)}, got '
-                     f'{engine!r}')
   plan = check() if plan is None else plan
   if finished(plan):
     return None
   # Before anything is written:
   estimator_lib.tpu_cluster(job)
-  if engine == 'estimator':
+  if job.engine == 'estimator':  # (`start` trains on `job.engine`.)
     estimator_lib.require_estimator()
   estimator_lib.use_determinism(job)  # Before any graph is built.
   with run_lock.acquire(job.model_dir, binary) as lock, \

@@ -20,6 +20,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from tunas_tf import files
 
@@ -39,24 +40,75 @@ def op_error_reason(error: Exception) -> str:
 STATE_FILE = 'checkpoint'
 # The suffix given to the files of a checkpoint that cannot be read.
 UNREADABLE_SUFFIX = '.unreadable'
-# The global step's key in a checkpoint: a name-based `Saver`'s (the
-# Estimator's), else `tf.train.Checkpoint(global_step=...)`'s.
-GLOBAL_STEP_KEYS = ('global_step', 'global_step/.ATTRIBUTES/VARIABLE_VALUE')
 _STEP = re.compile(r'-(\d+)$')
+# Where `tf.train.Checkpoint` (the distribute engine) stores its object graph.
+_OBJECT_GRAPH = '_CHECKPOINTABLE_OBJECT_GRAPH'
 
 
-def reader(prefix: str) -> Any:
-  """A `CheckpointReader` of the checkpoint `prefix` (its `.index` and data).
+class _ByVariableName:
+  """A `tf.train.Checkpoint`'s tensors under their variables' names.
+
+  Such a checkpoint keys a tensor by its object path
+  (`controller/_logits/3/.ATTRIBUTES/VARIABLE_VALUE`); its object graph
+  keeps each variable's own name (`rl_controller/logits/blocks/1/filters`),
+  the key the Estimator's `Saver` uses. Both engines name the variables
+  alike, so the tools read either engine's checkpoint by these names. A
+  tensor is also found by its object path (`global_step`) where no
+  variable has that name.
+  """
+
+  def __init__(self, raw: Any):
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(raw.get_tensor(_OBJECT_GRAPH))
+    self._raw = raw
+    attributes = [a for node in graph.nodes for a in node.attributes]
+    suffix = '/.ATTRIBUTES/VARIABLE_VALUE'
+    self._keys = {a.checkpoint_key[:-len(suffix)]: a.checkpoint_key
+                  for a in attributes if a.checkpoint_key.endswith(suffix)}
+    self._keys.update((a.full_name, a.checkpoint_key) for a in attributes
+                      if a.full_name)
+    shapes = raw.get_variable_to_shape_map()
+    dtypes = raw.get_variable_to_dtype_map()
+    self._shapes = {name: shapes[key] for name, key in self._keys.items()}
+    self._dtypes = {name: dtypes[key] for name, key in self._keys.items()}
+
+  def get_variable_to_shape_map(self):
+    return dict(self._shapes)
+
+  def get_variable_to_dtype_map(self):
+    return dict(self._dtypes)
+
+  def has_tensor(self, name: str) -> bool:
+    return name in self._keys
+
+  def get_tensor(self, name: str):
+    if name not in self._keys:
+      raise tf.errors.NotFoundError(None, None,
+                                    f'Key {name} not found in checkpoint')
+    return self._raw.get_tensor(self._keys[name])
+
+
+def _raw_reader(prefix: str) -> Any:
+  """A `CheckpointReader` of `prefix`, keyed as the checkpoint is.
 
   `tf.train.load_checkpoint` first asks whether the path is a directory, to
   read that directory's latest checkpoint instead; a prefix is not one, and
   on TF's `ram://` filesystem, where every leading part of a file's name
   counts as a directory, the answer is yes and the read fails.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def reader(prefix: str) -> Any:
+  """A reader of the checkpoint `prefix` keyed by variable name, whichever
+  engine wrote it (`get_variable_to_shape_map`, `has_tensor`, `get_tensor`;
+  `global_step`, `rl_controller/logits/...`, `blocks/...`).
 
   Raises:
     tf.errors.OpError: when the checkpoint cannot be read.
   """
-  return tf.compat.v1.train.NewCheckpointReader(prefix)
+  raw = _raw_reader(prefix)
+  return _ByVariableName(raw) if raw.has_tensor(_OBJECT_GRAPH) else raw
 
 
 def unreadable_reason(prefix: str) -> Optional[str]:
@@ -69,7 +121,7 @@ def unreadable_reason(prefix: str) -> Optional[str]:
   if not tf.io.gfile.exists(prefix + '.index'):
     return 'its files are missing'
   try:
-    values = reader(prefix)
+    values = _raw_reader(prefix)
     for name in values.get_variable_to_shape_map():
       values.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
@@ -84,10 +136,7 @@ def checkpoint_step(prefix: str) -> int:
   Raises:
     tf.errors.OpError: when the checkpoint cannot be read or has no step.
   """
-  values = reader(prefix)
-  key = next((k for k in GLOBAL_STEP_KEYS if values.has_tensor(k)),
-             GLOBAL_STEP_KEYS[0])
-  return int(values.get_tensor(key))
+  return int(reader(prefix).get_tensor('global_step'))
 
 
 class ResumePoint(NamedTuple):

@@ -1,14 +1,20 @@
-"""The search's model_fn, input_fn and the TPUEstimator that runs them."""
+"""The search: checked, then run on its engine.
+
+`run_search(config)` checks everything before it writes, then trains on
+`config.job.engine`: the TPUEstimator's model_fn and input_fn (here) or the
+tf.distribute loop over `search.trainer`'s step.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from absl import logging
 import tensorflow as tf
 
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import hooks
 from tunas_tf.runtime import lifecycle
@@ -20,6 +26,7 @@ from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import report
 from tunas_tf.search import steps
+from tunas_tf.search import trainer as trainer_lib
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
@@ -136,17 +143,20 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
   return input_fn
 
 
+def _progress_formats(config: SearchConfig
+                      ) -> Dict[str, Callable[[float], str]]:
+  """The scalars of the progress line, either engine's, and their text."""
+  return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
+          'rlcontroller/estimated_cost': lambda v: _cost_text(v, config),
+          'rlcontroller/validation_accuracy': lambda v: f'accuracy {v:.3f}'}
+
+
 def _progress_hook(scalars: Dict[str, tf.Tensor],
                    config: SearchConfig) -> hooks.ProgressHook:
   """Logs step, steps/s, ETA, reward and cost every `log_every_steps`."""
+  formats = _progress_formats(config)
   fetches = {'step': tf.compat.v1.train.get_global_step()}
-  for key in ('rlcontroller/reward', 'rlcontroller/estimated_cost',
-              'rlcontroller/validation_accuracy'):
-    if key in scalars:
-      fetches[key.split('/')[1]] = scalars[key]
-  formats = {'reward': lambda v: f'reward {v:.3f}',
-             'validation_accuracy': lambda v: f'accuracy {v:.3f}',
-             'estimated_cost': lambda cost: _cost_text(cost, config)}
+  fetches.update((key, scalars[key]) for key in formats if key in scalars)
   return hooks.ProgressHook(fetches, max_step=config.max_global_step,
                             log_every=max(1, config.job.log_every_steps),
                             formats=formats)
@@ -235,6 +245,16 @@ def run_search(config: SearchConfig) -> bool:
     return False
 
   def start(plan: Plan, stop: preemption.StopRequest) -> bool:
+    if config.job.engine == 'distribute':
+      strategy = distribute.strategy_for(config.job, config.replicas)
+      config_lib.write(config, plan.spec_json, plan.stored)
+      _log_start(config, plan)
+      distribute.train(strategy, trainer_lib.SearchTrainer(config),
+                       trainer_lib.make_dataset_fn(config), job=config.job,
+                       max_steps=config.max_global_step, stop=stop,
+                       run_name='the search',
+                       progress=_progress_formats(config))
+      return True
     estimator = make_estimator(config)
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)

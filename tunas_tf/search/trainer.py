@@ -41,7 +41,8 @@ class SearchTrainer:
     self._learning_rate = None  # This trace's model learning rate.
 
   def build(self) -> Mapping[str, Any]:
-    """Makes every variable but the RMSProp slots (the first step's).
+    """Makes every variable, the RMSProp slots too (so the step, traced
+    once, creates none).
 
     Returns:
       The objects to checkpoint, by name.
@@ -56,6 +57,10 @@ class SearchTrainer:
         compute_dtype=self._dtype)
     self.model_optimizer = steps.model_optimizer(
         lambda: self._learning_rate, config, in_estimator=False)
+    # As `apply_gradients` makes them (outside any graph), with its names.
+    with tf.name_scope(self.model_optimizer.get_name()):
+      self.model_optimizer._create_slots(  # pylint: disable=protected-access
+          list(self.supernet.trainable_variables))
     return {'supernet': self.supernet, 'controller': self.controller,
             'baseline': self.baseline,
             'controller_adam': self.controller_adam,
