@@ -199,17 +199,20 @@ class ThirdBinaryTest(absltest.TestCase):
                                 'checkpoint or use a new --model_dir$'):
       _toy_run(_config(model_dir, max_steps=3))
 
-  def test_summaries_are_written_at_the_end_of_every_loop(self):
+  def test_summaries_are_written_at_the_estimators_steps(self):
     model_dir = tempfile.mkdtemp()
     _toy_run(_config(model_dir, max_steps=5, per_loop=2))
     found = _scalars(model_dir)
     self.assertEqual(sorted(found), ['toy/loss', 'toy/weight'])
-    self.assertEqual([s for s, _ in found['toy/loss']], [2, 4, 5])
-    # The loss of step n (1-based) is (w_{n-1} - 3)^2 = 9 * 0.64^(n-1).
+    # Steps 0, 2 and 4 (0-based; loops [0, 1], [2, 3], [4]), as host_call
+    # writes every 2 steps.
+    self.assertEqual([s for s, _ in found['toy/loss']], [0, 2, 4])
+    # The loss of step s is (w_s - 3)^2 = 9 * 0.64^s; the weight after it
+    # 3 (1 - 0.8^(s + 1)).
     for step, loss in found['toy/loss']:
-      self.assertAlmostEqual(loss, 9 * 0.64**(step - 1), places=4)
+      self.assertAlmostEqual(loss, 9 * 0.64**step, places=4)
     for step, weight in found['toy/weight']:
-      self.assertAlmostEqual(weight, 3 * (1 - 0.8**step), places=5)
+      self.assertAlmostEqual(weight, 3 * (1 - 0.8**(step + 1)), places=5)
     self.assertLen(glob.glob(os.path.join(model_dir, 'events.out.*')), 1)
 
   def test_a_nan_stops_it_in_one_line_without_saving(self):

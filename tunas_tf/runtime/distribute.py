@@ -6,8 +6,9 @@
 `train(strategy, trainer, dataset_fn, ...)` resumes from the newest
 checkpoint and runs a `Trainer`'s per-replica step to `max_steps`,
 `job.tpu_iterations_per_loop` steps per `tf.function` call; between calls
-it writes the mean scalars, logs, saves `model.ckpt-N` and acts on a stop
-request, under the guards every run has (a NaN stops it in one line).
+it writes the mean scalars (at the Estimator's steps), logs, saves
+`model.ckpt-N` and acts on a stop request, under the guards every run has
+(a NaN stops it in one line).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -35,6 +36,9 @@ from tunas_tf.runtime.jobs import JobConfig
 CHECKPOINT_NAME = 'model.ckpt'
 # (input context, global step the run starts at) -> per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+# (one step's scalars by name, its step) -> writes more summaries from them
+# (under the run's default summary writer).
+Summaries = Callable[[Mapping[str, float], int], None]
 
 
 class Trainer(Protocol):
@@ -212,31 +216,51 @@ class _Run:
     return tf.stack([tf.cast(scalars[name], tf.float32)
                      for name in self.names])
 
-  def _loop(self, iterator, steps: tf.Tensor) -> tf.Tensor:
-    """`steps` steps; the last one's scalars (`self.names`), mean over
-    replicas. The step is traced once: its scalars leave the loop as a
-    vector of a length known only once traced."""
+  def _loop(self, iterator, steps: tf.Tensor
+            ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`steps` steps; the scalars (`self.names`, mean over replicas) of the
+    last one, and of the one whose step is a multiple of the summary cadence
+    (`tpu_iterations_per_loop`, as the Estimator's host_call) with its step
+    (-1: none was). The step is traced once: its scalars leave the loop as
+    vectors of a length known only once traced."""
+    every = self._job.tpu_iterations_per_loop
 
-    def body(i, values):
-      del values
+    def body(i, last, kept, kept_at):
+      del last
       step = self.global_step.read_value()
       values = self.strategy.reduce(
           tf.distribute.ReduceOp.MEAN,
           self.strategy.run(self._replica_step, args=(next(iterator), step)),
           axis=None)
-      with tf.control_dependencies([values]):
+      keep = tf.equal(step % every, 0)
+      kept = tf.cond(keep, lambda: values, lambda: kept)
+      kept_at = tf.where(keep, step, kept_at)
+      with tf.control_dependencies([values, kept]):
         self.global_step.assign_add(1)
-        return i + 1, tf.identity(values)
+        return i + 1, tf.identity(values), tf.identity(kept), kept_at
 
-    _, values = tf.while_loop(
-        lambda i, values: i < steps, body,
-        (tf.constant(0, tf.int64), tf.zeros([0])),
-        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))
-    return values
+    vector, scalar = tf.TensorShape([None]), tf.TensorShape([])
+    _, last, kept, kept_at = tf.while_loop(
+        lambda i, *_: i < steps, body,
+        (tf.constant(0, tf.int64), tf.zeros([0]), tf.zeros([0]),
+         tf.constant(-1, tf.int64)),
+        shape_invariants=(scalar, vector, vector, scalar))
+    return last, kept, kept_at
+
+
+def _write(writer, values: Mapping[str, float], step: int,
+           summaries: Optional[Summaries]) -> None:
+  """Writes one step's scalars, and what `summaries` makes of them."""
+  with writer.as_default():
+    for name, value in values.items():
+      tf.summary.scalar(name, value, step=step)
+    if summaries is not None:
+      summaries(values, step)
 
 
 def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
-           stop: preemption.StopRequest, progress: _Progress) -> int:
+           stop: preemption.StopRequest, progress: _Progress,
+           summaries: Optional[Summaries]) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
   if step >= max_steps:
@@ -249,13 +273,12 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   try:
     while step < max_steps:
       steps = min(job.tpu_iterations_per_loop, max_steps - step)
-      values = run.loop(iterator, tf.constant(steps, tf.int64)).numpy()
+      last, kept, kept_at = run.loop(iterator, tf.constant(steps, tf.int64))
       step = int(run.global_step.numpy())
-      values = dict(zip(run.names, values.tolist()))
-      with writer.as_default():
-        for name, value in values.items():
-          tf.summary.scalar(name, value, step=step)
-      progress.after_loop(step, values)
+      if int(kept_at) >= 0:
+        _write(writer, dict(zip(run.names, kept.numpy().tolist())),
+               int(kept_at), summaries)
+      progress.after_loop(step, dict(zip(run.names, last.numpy().tolist())))
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -274,17 +297,19 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
 def train(strategy: tf.distribute.Strategy, trainer: Trainer,
           dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
           stop: preemption.StopRequest, run_name: str,
-          progress: Optional[Mapping[str, Callable[[float], str]]] = None
-          ) -> int:
+          progress: Optional[Mapping[str, Callable[[float], str]]] = None,
+          summaries: Optional[Summaries] = None) -> int:
   """Trains `trainer` under `strategy` to `max_steps`; the final step.
 
   Builds the trainer's variables and an int64 `global_step`, restores the
   checkpoint the `checkpoint` file of `job.model_dir` names (where
   `lifecycle.run` pointed it: `resume.resume_point`), then runs loops of
   `job.tpu_iterations_per_loop` steps (the last one shortened to end at
-  `max_steps`) over the batches of `dataset_fn(context, start_step)`. After
-  each loop it writes the last step's scalars (mean over replicas) to
-  `job.model_dir`'s events file at the global step, logs every
+  `max_steps`) over the batches of `dataset_fn(context, start_step)`. The
+  scalars (mean over replicas) of each step whose 0-based index is a
+  multiple of `job.tpu_iterations_per_loop` go to `job.model_dir`'s events
+  file at that index, as the Estimator's host_call writes them. After each
+  loop it logs every
   `job.log_every_steps` steps, and saves `model.ckpt-N` (keeping
   `job.keep_checkpoint_max`) every `job.save_checkpoints_steps` steps, at
   the end and on a stop request. Runs in a worker thread
@@ -300,6 +325,8 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
     run_name: the run in the guards' lines, e.g. 'the search'.
     progress: the scalars of the progress line, by name, and how to write
       them (as `hooks.ProgressHook`'s formats); None: all, `name=value`.
+    summaries: writes more summaries from the scalars of a step that writes
+      (e.g. `summaries.write_probabilities`).
 
   Raises:
     ValueError: one line, for a NaN or Inf (`guards.check_finite`; nothing
@@ -316,6 +343,7 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
                                                        job.model_dir))
       run = _Run(strategy, trainer, job)
       return _train(run, dataset_fn, job, max_steps, stop,
-                    _Progress(max_steps, job.log_every_steps, progress))
+                    _Progress(max_steps, job.log_every_steps, progress),
+                    summaries)
 
   return preemption.run_in_thread(guarded)

@@ -9,9 +9,15 @@ TPU and off it alike.
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 import tensorflow as tf
+
+
+def vector_tags(name: str, length: int) -> List[str]:
+  """The tags a vector summary `name` of `length` values is written under:
+  `{name}/0` ... (either engine)."""
+  return [f'{name}/{j}' for j in range(length)]
 
 
 def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
@@ -65,8 +71,8 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
   for name, ref in named:
     is_vector, i = slot[ref]
     if is_vector:
-      tags.extend((f'{name}/{j}', starts[i] + j)
-                  for j in range(vectors[i].shape.num_elements()))
+      tags.extend((tag, starts[i] + j) for j, tag in enumerate(
+          vector_tags(name, vectors[i].shape.num_elements())))
     else:
       tags.append((name, i))
 
@@ -86,7 +92,8 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
         written = [tf.summary.scalar(tag, row[i], step=step)
                    for tag, i in tags]
         if decisions:
-          written += _write_probabilities(decisions, row, columns, step)
+          written += write_probabilities(
+              decisions, lambda tag: row[columns[tag]], step)
       with tf.control_dependencies(written):
         return tf.constant(True)
 
@@ -98,14 +105,17 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
 
 
-def _write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],
-                         row: List[tf.Tensor], columns: Dict[str, int],
-                         step: tf.Tensor) -> List[tf.Operation]:
-  """`host_call`'s probability, entropy and heat-map summaries (see there)."""
+def write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],
+                        value: Callable[[str], Any], step: Any
+                        ) -> List[Any]:
+  """`host_call`'s probability, entropy and heat-map summaries (see there),
+  under the default writer, from `value(tag)`: the scalar summary `tag`
+  (`rlpathlogits/{path}/{j}`) of the step. In a graph or eagerly (the
+  distribute engine's host)."""
   written, rows = [], []
   width = max(len(labels) for _, labels in decisions)
   for path, labels in decisions:
-    logits = tf.stack([row[columns[f'rlpathlogits/{path}/{j}']]
+    logits = tf.stack([tf.cast(value(f'rlpathlogits/{path}/{j}'), tf.float32)
                        for j in range(len(labels))])
     probs = tf.nn.softmax(logits)
     written += [tf.summary.scalar(f'rlprobs/{path}/{label}', probs[j],

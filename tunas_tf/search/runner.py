@@ -7,7 +7,7 @@ tf.distribute loop over `search.trainer`'s step.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -34,12 +34,17 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 
+def _decisions(spec: Any) -> List[Tuple[str, List[str]]]:
+  """(path, choice labels) of each decision, for the probability
+  summaries."""
+  return [(path, ops.choice_labels(oneof.choices))
+          for path, oneof in schema.flatten_with_paths(spec)]
+
+
 def make_model_fn(config: SearchConfig):
   """Returns the TPUEstimator model_fn of the search (`steps.py`'s nine)."""
   spec = mobile.get_search_space(config.ssd)
-  # (path, choice labels) of each decision, for the probability summaries.
-  decisions = [(path, ops.choice_labels(oneof.choices))
-               for path, oneof in schema.flatten_with_paths(spec)]
+  decisions = _decisions(spec)
 
   def model_fn(features, labels, mode, params):
     del params
@@ -249,11 +254,14 @@ def run_search(config: SearchConfig) -> bool:
       strategy = distribute.strategy_for(config.job, config.replicas)
       config_lib.write(config, plan.spec_json, plan.stored)
       _log_start(config, plan)
-      distribute.train(strategy, trainer_lib.SearchTrainer(config),
-                       trainer_lib.make_dataset_fn(config), job=config.job,
-                       max_steps=config.max_global_step, stop=stop,
-                       run_name='the search',
-                       progress=_progress_formats(config))
+      decisions = _decisions(mobile.get_search_space(config.ssd))
+      distribute.train(
+          strategy, trainer_lib.SearchTrainer(config),
+          trainer_lib.make_dataset_fn(config), job=config.job,
+          max_steps=config.max_global_step, stop=stop, run_name='the search',
+          progress=_progress_formats(config),
+          summaries=lambda values, step: summaries.write_probabilities(
+              decisions, values.__getitem__, step))
       return True
     estimator = make_estimator(config)
     config_lib.write(config, plan.spec_json, plan.stored)

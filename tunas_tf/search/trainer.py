@@ -19,6 +19,7 @@ from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import precision
+from tunas_tf.runtime import summaries
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
@@ -110,15 +111,15 @@ class SearchTrainer:
 
 def _flat_scalars(scalars: Mapping[str, tf.Tensor]
                   ) -> 'collections.OrderedDict[str, tf.Tensor]':
-  """`summary_scalars`' entries as scalars: a logits vector as
-  `{name}/{j}`, as `summaries.host_call` writes it."""
+  """`summary_scalars`' entries as scalars: a logits vector under
+  `summaries.vector_tags`, as `summaries.host_call` writes it."""
   flat = collections.OrderedDict()
   for name, value in scalars.items():
     if value.shape.rank == 0:
       flat[name] = tf.identity(value)
       continue
-    for j in range(value.shape[0]):
-      flat[f'{name}/{j}'] = tf.identity(value[j])
+    for j, tag in enumerate(summaries.vector_tags(name, value.shape[0])):
+      flat[tag] = tf.identity(value[j])
   return flat
 
 
