@@ -51,6 +51,38 @@ def _epoch_seed(key: tf.Tensor, epoch: tf.Tensor) -> tf.Tensor:
       minval=None, maxval=None, dtype=tf.int64)
 
 
+# TF's seeds are taken modulo this (`_truncate_seed`).
+_MAXINT32 = 2**31 - 1
+
+
+def _shuffle(data: tf.data.Dataset, buffer: int, graph_seed: int,
+             op_seed: tf.Tensor) -> tf.data.Dataset:
+  """`data.shuffle(buffer, seed=op_seed, reshuffle_each_iteration=False)`
+  as a graph with graph-level seed `graph_seed` makes it, wherever made.
+
+  The order is a function of the seed pair (graph-level seed, op seed). The
+  Estimator's graph has the job's seed as graph-level seed
+  (`tf_random_seed`); eagerly or in `tf.function` (the distribute engine)
+  `Dataset.shuffle` takes TF's default one, another order (and with a
+  global seed of 0 it fails on a Tensor op seed). So the pair is made here
+  as `tf.data`'s `get_seed` makes it, for the op `Dataset.shuffle` makes in
+  a function (`ShuffleDatasetV3`). `data`'s elements are plain tensors.
+  """
+  seed = tf.constant(graph_seed % _MAXINT32, tf.int64)
+  seed2 = tf.cast(op_seed, tf.int64) % _MAXINT32
+  seed2 = tf.where(tf.logical_and(tf.equal(seed, 0), tf.equal(seed2, 0)),
+                   tf.constant(_MAXINT32, tf.int64), seed2)
+  specs = tf.nest.flatten(data.element_spec)
+  variant = tf.raw_ops.ShuffleDatasetV3(
+      input_dataset=tf.data.experimental.to_variant(data),
+      buffer_size=tf.constant(buffer, tf.int64), seed=seed, seed2=seed2,
+      seed_generator=tf.raw_ops.DummySeedGenerator(),
+      output_types=[spec.dtype for spec in specs],
+      output_shapes=[spec.shape for spec in specs],
+      reshuffle_each_iteration=False)
+  return tf.data.experimental.from_variant(variant, data.element_spec)
+
+
 def keyed_batches(examples: tf.data.Dataset, num_examples: int,
                   batch_size: int, *, key: Tuple[int, int],
                   start_step: int = 0, pipeline: Pipeline = Pipeline(),
@@ -70,8 +102,9 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
   starts at p // N and the examples before p are skipped before `prepare`
   (read, not decoded).
 
-  The shuffle's seed pair also takes the graph-level seed (the Estimator's
-  `tf_random_seed`, the job's seed), so the order is a function of that too.
+  Each shuffle's seed pair takes `key`'s seed as graph-level seed, as in the
+  Estimator's graph (`tf_random_seed`, the job's seed), wherever the stream
+  is made: both engines read the same batches (`_shuffle`).
 
   Args:
     examples: an unbatched dataset of N examples in a fixed order.
@@ -102,6 +135,7 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
     raise ValueError(f'start_step must be >= 0, got {start_step}')
   if not 0 <= pipeline.index < pipeline.count or pipeline.batches < 1:
     raise ValueError(f'Bad pipeline {pipeline}')
+  graph_seed = int(key[0])
   key = tf.constant(key, tf.int64)
   buffer = min(num_examples, shuffle_buffer or num_examples)
   start = start_step * pipeline.replicas * batch_size
@@ -109,8 +143,8 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
   def ordered(data):
     """(position, element) of `data` in the stream's order from `start`."""
     stream = tf.data.Dataset.counter(start // num_examples).flat_map(
-        lambda epoch: data.shuffle(buffer, seed=_epoch_seed(key, epoch),
-                                   reshuffle_each_iteration=False))
+        lambda epoch: _shuffle(data, buffer, graph_seed,
+                               _epoch_seed(key, epoch)))
     stream = stream.skip(start % num_examples).enumerate(start)
     if pipeline.count > 1:  # This pipeline's runs of `batches` batches.
       run = pipeline.batches * batch_size
