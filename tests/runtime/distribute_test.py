@@ -151,7 +151,7 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertEqual(resume_lib.resume_point(model_dir).global_step, 7)
     self.assertAlmostEqual(_weight(model_dir), 3 * (1 - 0.8**7), places=5)
     # Loops end at 3, 6 and 7 (the last shortened); saves every 3 and at 7.
-    self.assertEqual(_steps(model_dir), [3, 6, 7])
+    self.assertEqual(_steps(model_dir), [0, 3, 6, 7])
     self.assertFalse(os.path.exists(os.path.join(model_dir,
                                                  run_lock.LOCK_FILE)))
 
@@ -168,7 +168,7 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertAlmostEqual(_weight(whole), 3 * (1 - 0.8**9), places=5)
     # Nothing left to do: the same step, nothing saved.
     self.assertEqual(_toy_run(_config(whole, max_steps=9))[1], 9)
-    self.assertEqual(_steps(whole), [3, 6, 9])
+    self.assertEqual(_steps(whole), [0, 3, 6, 9])
 
   def test_keeps_keep_checkpoint_max_and_falls_back_past_a_broken_one(self):
     model_dir, whole = tempfile.mkdtemp(), tempfile.mkdtemp()
@@ -222,7 +222,7 @@ class ThirdBinaryTest(absltest.TestCase):
         ValueError, r'^The toy loss is nan at step 5: the toy run stopped '
         'without saving it; the last good checkpoint is .*model.ckpt-3$'):
       _toy_run(_config(model_dir, max_steps=9), nan_from=5)
-    self.assertEqual(_steps(model_dir), [3])
+    self.assertEqual(_steps(model_dir), [0, 3])
     self.assertEqual(resume_lib.resume_point(model_dir).global_step, 3)
 
   def test_a_stop_request_ends_after_the_loop_in_flight_and_saves(self):
@@ -242,7 +242,7 @@ class ThirdBinaryTest(absltest.TestCase):
         'saved: run the same command to resume$'):
       _toy_run(_config(model_dir, max_steps=100, save_every=50),
                started=started)
-    self.assertEqual(_steps(model_dir), [3])
+    self.assertEqual(_steps(model_dir), [0, 3])
     self.assertAlmostEqual(_weight(model_dir), 3 * (1 - 0.8**3), places=5)
 
   def test_a_lost_directory_stops_it_without_saving(self):
@@ -253,7 +253,7 @@ class ThirdBinaryTest(absltest.TestCase):
           tf.distribute.get_strategy(), _ToyTrainer(0.1),
           _dataset_fn([1.0]), job=_config(model_dir, 9).job, max_steps=9,
           stop=stop, run_name='the toy run')
-    self.assertEqual(_steps(model_dir), [])
+    self.assertEqual(_steps(model_dir), [0])  # The initial state only.
 
 
 # Trains the toy with the batch (1, 2) to step 5 on STRATEGY_REPLICAS
@@ -326,7 +326,7 @@ class SignalTest(absltest.TestCase):
                   'saved: run the same command to resume', err)
     self.assertEqual(step % 3, 0)
     self.assertGreater(step, 0)
-    self.assertEqual(_steps(model_dir), [step])
+    self.assertEqual(_steps(model_dir), [0, step])
 
 
 class StrategyTest(absltest.TestCase):

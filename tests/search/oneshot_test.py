@@ -26,7 +26,7 @@ def _reference_top1(search_dir, indices):
   checkpoint's weights on digits' test split in batches of 50."""
   space = mobile.get_search_space('digits_search')
   net = supernet_lib.Supernet(space, 10, mode='sampled', input_channels=1)
-  reader = tf.train.load_checkpoint(search_dir)
+  reader = searches.reader(search_dir)
   for name, variable in net.variables_by_name().items():
     variable.assign(reader.get_tensor(name))
   sampled = schema.with_masks(space, [
@@ -40,7 +40,6 @@ def _reference_top1(search_dir, indices):
   return correct / total
 
 
-@pytest.mark.estimator
 class AccuraciesTest(absltest.TestCase):
 
   @classmethod

@@ -48,7 +48,6 @@ def _latest_step(model_dir):
   return int(latest.rsplit('-', 1)[1]) if latest else -1
 
 
-@pytest.mark.estimator
 class ShortSearchTest(absltest.TestCase):
 
   @classmethod
@@ -140,7 +139,7 @@ class ShortSearchTest(absltest.TestCase):
   def test_extract_architecture(self):
     result = extract.extract(self.model_dir)
     spec = mobile.get_search_space('digits_search')
-    reader = tf.train.load_checkpoint(self.model_dir)
+    reader = searches.reader(self.model_dir)
     logits = {path: reader.get_tensor('rl_controller/logits/' + path)
               for path, _ in schema.flatten_with_paths(spec)}
     self.assertEqual(
@@ -170,7 +169,7 @@ class ShortSearchTest(absltest.TestCase):
     self.assertEqual(sorted(events['rlcontroller/reward']), [4, 6])
     # Step 4 ran with the state saved at step 4: its baseline continues the
     # stored moving average.
-    saved = tf.train.load_checkpoint(os.path.join(self.model_dir,
+    saved = searches.reader(os.path.join(self.model_dir,
                                                   'model.ckpt-4'))
     m = self.config.rl_baseline_momentum
     numerator = saved.get_tensor('rl_baseline/numerator')
@@ -187,7 +186,7 @@ class ShortSearchTest(absltest.TestCase):
     self.assertTrue(os.path.exists(os.path.join(
         model_dir, 'model.ckpt-8.index.unreadable')))
     # The optimizers' slots are checkpointed (and so restored with the rest).
-    names = tf.train.load_checkpoint(model_dir).get_variable_to_shape_map()
+    names = searches.reader(model_dir).get_variable_to_shape_map()
     self.assertTrue(any(n.endswith('/RMSProp') for n in names))
     spec = mobile.get_search_space('digits_search')
     for path, _ in schema.flatten_with_paths(spec):
@@ -220,19 +219,19 @@ class ShortSearchTest(absltest.TestCase):
         r'without saving it; the last good checkpoint is .*model.ckpt-1$'):
       runner.run_search(_config(
           model_dir, '--max_steps=4', '--train_batch_size=16',
-          '--model_learning_rate=1e30', '--save_checkpoints_steps=1'))
+          '--model_learning_rate=1e30', '--save_checkpoints_steps=1',
+          '--tpu_iterations_per_loop=1'))
     state = tf.train.get_checkpoint_state(model_dir)
     self.assertEqual(
         [os.path.basename(p) for p in state.all_model_checkpoint_paths],
         ['model.ckpt-0', 'model.ckpt-1'])
-    reader = tf.train.load_checkpoint(os.path.join(model_dir, 'model.ckpt-1'))
+    reader = searches.reader(os.path.join(model_dir, 'model.ckpt-1'))
     dtypes = reader.get_variable_to_dtype_map()
     for name in reader.get_variable_to_shape_map():
       if dtypes[name].is_floating:
         self.assertTrue(np.all(np.isfinite(reader.get_tensor(name))), name)
 
 
-@pytest.mark.estimator
 class Bfloat16SearchTest(absltest.TestCase):
   """The short search with --use_bfloat16=true: bfloat16 input and compute
   on CPU, run by the binary with a time limit (the original's `true` could
@@ -260,7 +259,7 @@ class Bfloat16SearchTest(absltest.TestCase):
     for tag, values in self.events.items():
       self.assertTrue(np.all(np.isfinite(list(values.values()))), tag)
     # Variables, RMSProp slots (gradients' squares) and Adam slots: float32.
-    reader = tf.train.load_checkpoint(self.model_dir)
+    reader = searches.reader(self.model_dir)
     dtypes = reader.get_variable_to_dtype_map()
     self.assertTrue(any(n.endswith('/RMSProp') for n in dtypes))
     self.assertIn('controller_adam/v/rl_controller/logits/blocks/0/filters',
@@ -292,7 +291,6 @@ class Bfloat16SearchTest(absltest.TestCase):
                      [])
 
 
-@pytest.mark.estimator
 class TfdsSearchTest(absltest.TestCase):
 
   def test_search_on_a_tfds_dataset(self):
@@ -366,7 +364,6 @@ class CommandLineTest(absltest.TestCase):
                      ''.join(lines[-20:]))
     return ''.join(lines), time.time() - signalled
 
-  @pytest.mark.estimator
   def test_killed_then_preempted_ends_bit_identical_to_an_uninterrupted_run(
       self):
     # The shared finished search (SHORT_SEARCH_FLAGS --deterministic: RL
@@ -426,7 +423,7 @@ class CommandLineTest(absltest.TestCase):
     self.assertEqual((got.global_step, got.indices), (8, want.indices), kills)
     self.assertEqual(got.probabilities, want.probabilities, kills)
     # Bit for bit: the controller's logits and every weight.
-    mine, theirs = [tf.train.load_checkpoint(d)
+    mine, theirs = [searches.reader(d)
                     for d in (model_dir, searches.finished_search())]
     for name in theirs.get_variable_to_shape_map():
       np.testing.assert_array_equal(mine.get_tensor(name),

@@ -24,12 +24,12 @@ import tensorflow as tf
 
 from tunas_tf import architecture
 from tunas_tf import train_search
+from tunas_tf.runtime import resume
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
-from tests.testing import engine
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
 # summaries every 2 steps, checkpoints at 4 and 8.
@@ -70,13 +70,12 @@ def finished_search() -> str:
   """The model dir of the shared short digits search, with architecture.json.
 
   Runs `SHORT_SEARCH_FLAGS` with `--deterministic` (in a subprocess) the
-  first time it is called in a process.
+  first time it is called in a process, on this TF's default engine (the
+  Estimator on TF 2.15, else the distribute engine).
 
   Raises:
     AssertionError: when the search fails (with the end of its log).
-    unittest.SkipTest: on a TF without Estimator (`engine`).
   """
-  engine.skip_without_estimator()
   model_dir = os.path.join(tempfile.mkdtemp(), 'search')
   done = subprocess.run(
       search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
@@ -131,9 +130,17 @@ def images(model_dir: str) -> Dict[str, Dict[int, 'np.ndarray']]:
   return out
 
 
+def reader(path: str):
+  """A reader, by variable name, of the checkpoint `path` or of a model
+  directory's latest, either engine's (`resume.reader`)."""
+  if tf.io.gfile.isdir(path):
+    path = tf.train.latest_checkpoint(path)
+  return resume.reader(path)
+
+
 def global_step(model_dir: str) -> int:
   """The global step of the latest checkpoint in `model_dir`."""
-  return int(tf.train.load_checkpoint(model_dir).get_tensor('global_step'))
+  return resume.checkpoint_step(tf.train.latest_checkpoint(model_dir))
 
 
 def without_max_steps(args: List[str]) -> List[str]:

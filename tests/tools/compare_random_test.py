@@ -29,7 +29,6 @@ from tests.testing import tiny_tfds
 _search_config = searches.search_config
 
 
-@pytest.mark.estimator
 class CompareRandomTest(absltest.TestCase):
 
   @classmethod

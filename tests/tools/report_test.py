@@ -23,7 +23,6 @@ def _run(*args):
   report_tool.main(['report'], values)
 
 
-@pytest.mark.estimator
 class ReportTest(absltest.TestCase):
 
   @classmethod

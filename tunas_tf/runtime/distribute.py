@@ -265,6 +265,8 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   step = start = run.restore()
   if step >= max_steps:
     return step
+  if run.manager.latest_checkpoint is None:  # The initial state, as the
+    run.manager.save(checkpoint_number=step)  # Estimator saves it.
   dataset = run.strategy.distribute_datasets_from_function(
       lambda context: dataset_fn(context, start))
   iterator = iter(dataset)
@@ -309,10 +311,10 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
   scalars (mean over replicas) of each step whose 0-based index is a
   multiple of `job.tpu_iterations_per_loop` go to `job.model_dir`'s events
   file at that index, as the Estimator's host_call writes them. After each
-  loop it logs every
-  `job.log_every_steps` steps, and saves `model.ckpt-N` (keeping
-  `job.keep_checkpoint_max`) every `job.save_checkpoints_steps` steps, at
-  the end and on a stop request. Runs in a worker thread
+  loop it logs every `job.log_every_steps` steps, and saves `model.ckpt-N`
+  (keeping `job.keep_checkpoint_max`; the first at the start of a new run,
+  as the Estimator) every `job.save_checkpoints_steps` steps, at the end
+  and on a stop request. Runs in a worker thread
   (`preemption.run_in_thread`), so the main thread sees signals at once.
 
   Args:

@@ -32,10 +32,12 @@ def log_progress(step: int, max_step: int, rate: float,
   eta = (max_step - step) / rate if rate > 0 else float('inf')
   extra = ' '.join(formats[k](v) if k in formats else f'{k}={v:.4g}'
                    for k, v in values.items())
-  line = f'step {step}/{max_step}  {rate:.2f} steps/s  ETA {eta:.0f}s  {extra}'
-  if images is not None:
-    line += f'  {images} images/s'
-  logging.info('%s', line)
+  if images is None:
+    logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step, max_step,
+                 rate, eta, extra)
+  else:
+    logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s  %s images/s',
+                 step, max_step, rate, eta, extra, images)
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
