@@ -1,9 +1,13 @@
 # The two set-up commands of the README. Both create the virtualenv if it is
 # missing and (re)install the package when setup.py changes. Python 3.11, or
-# else 3.10 (a Cloud TPU VM's), the first that runs (a pyenv shim may exist
-# without its interpreter).
-PYTHON ?= $(or $(shell for p in python3.11 python3.10; do \
-	$$p -c '' 2>/dev/null && echo $$p && break; done),python3.11)
+# else 3.10 (a Cloud TPU VM's): the TF 2.15 stack, both engines; else 3.13 or
+# 3.12 (on PATH or a pyenv version): the newest TF, the distribute engine
+# (setup.py picks the stack by Python). The first that runs (a pyenv shim may
+# exist without its interpreter).
+PYTHON_VERSIONS ?= 3.11 3.10 3.13 3.12
+PYTHON ?= $(or $(firstword $(shell for v in $(PYTHON_VERSIONS); do \
+	for p in python$$v $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v*/bin/python$$v \
+	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done; done)),python3.11)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -16,6 +20,9 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 .PHONY: test test-newtf check-py310 search clean-venv
 
 $(PY):
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; print("Python %d.%d: %s" % (v + ((\
+	  "TensorFlow 2.15, engines estimator (default) and distribute",) if v < (3, 12) else \
+	  ("the newest TensorFlow, engine distribute (no tf.estimator there)",))))'
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): setup.py | $(PY)
@@ -45,10 +52,9 @@ test: $(STAMP)
 
 # The newest TensorFlow (2.16+, which has no tf.estimator) on Python 3.13, or
 # else 3.12 (on PATH or a pyenv version), in its own virtualenv: setup.py
-# picks that stack there. The tests that train or evaluate (marker
-# `estimator`, and those that ask for the shared search or training) are
-# skipped, saying 'needs tf.estimator (TF <= 2.15)', until the tf.distribute
-# engine lands.
+# picks that stack there. Everything runs on the distribute engine; the tests
+# of the Estimator engine (marker `estimator`) are skipped, saying 'needs
+# tf.estimator (TF <= 2.15)'.
 PYNEW ?= $(firstword $(shell for v in 3.13 3.12; do for p in python$$v \
 	$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v*/bin/python$$v \
 	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done; done))
