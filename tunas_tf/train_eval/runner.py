@@ -2,12 +2,15 @@
 
 `run(config)` writes or checks `config.json`, trains (unless `eval_only`),
 evaluates, writes `metrics.json` (see `METRIC_KEYS`) and the eval summaries,
-and exports the evaluated weights (`export.py`).
+and exports the evaluated weights (`export.py`), on `config.job.engine`: the
+TPUEstimator's model_fn (here), or the tf.distribute loop over
+`trainer.py`'s step and `evaluate.py`'s pass.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Dict, NamedTuple, Optional
 
 from absl import logging
@@ -16,6 +19,7 @@ import tensorflow as tf
 from tunas_tf import files
 from tunas_tf.data import unreadable
 from tunas_tf.graph import inherit
+from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
@@ -23,9 +27,11 @@ from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import data
+from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import steps
+from tunas_tf.train_eval import trainer as trainer_lib
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 METRICS_FILE = 'metrics.json'
@@ -167,6 +173,44 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
       guards=[unreadable.stops_in_one_line("train_eval's evaluation")])
 
 
+def _train_and_evaluate_distributed(
+    config: TrainEvalConfig, arch, record: Dict[str, Any],
+    resume: resume_lib.ResumePoint, one_shot: bool,
+    inheritance: Optional[inherit.Inheritance],
+    stop: preemption.StopRequest) -> Dict[str, Any]:
+  """`_train_and_evaluate` on the distribute engine: trains unless
+  `eval_only` or finished (`trainer.TrainEvalTrainer`), then evaluates
+  (`evaluate.evaluate`, which writes nothing); the results.
+
+  Raises:
+    preemption.Stopped: as `_train_and_evaluate`.
+  """
+  model_dir = config.job.model_dir
+  strategy = distribute.strategy_for(config.job)
+  if not config.eval_only and resume.global_step < config.max_global_step:
+    record['train_start_step'] = resume.global_step
+    since = time.time()
+    end = distribute.train(
+        strategy, trainer_lib.TrainEvalTrainer(
+            config, arch, initialize=resume.checkpoint is None,
+            inheritance=inheritance),
+        trainer_lib.make_dataset_fn(config), job=config.job,
+        max_steps=config.max_global_step, stop=stop, run_name='train_eval',
+        progress=trainer_lib.PROGRESS)
+    rate = trainer_lib.images_per_sec(
+        model_dir, since, resume.global_step, end, config.train_batch_size,
+        strategy.num_replicas_in_sync)
+    if rate is not None:
+      record['train_images_per_sec'] = rate
+  checkpoint = None if one_shot else tf.train.latest_checkpoint(model_dir)
+  results = evaluate_lib.evaluate(config, arch, strategy, stop,
+                                  checkpoint=checkpoint,
+                                  inheritance=inheritance)
+  record['eval_images_per_sec'] = results.pop('images_per_sec')
+  evaluate_lib.write_summaries(model_dir, results, checkpoint)
+  return results
+
+
 def _log_start(config: TrainEvalConfig, stored: Optional[Dict[str, Any]],
                resume: resume_lib.ResumePoint) -> None:
   """The run's first line, naming its data: 'Starting ...', 'Resuming ...
@@ -238,8 +282,11 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     config_lib.write(config, plan.stored)
     _log_start(config, plan.stored, plan.resume)
     record: Dict[str, Any] = {}
-    results = _train_and_evaluate(config, arch, record, plan.resume,
-                                  one_shot, inheritance, stop)
+    run_engine = (_train_and_evaluate_distributed
+                  if config.job.engine == 'distribute' else
+                  _train_and_evaluate)
+    results = run_engine(config, arch, record, plan.resume, one_shot,
+                         inheritance, stop)
     metrics = _metrics(config, arch, results, record, one_shot)
     _write_extra_summaries(os.path.join(model_dir, 'eval'),
                            metrics['global_step'],

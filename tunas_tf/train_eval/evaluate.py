@@ -1,0 +1,170 @@
+"""Evaluation without the Estimator (the distribute engine).
+
+`evaluate(config, arch, strategy, stop, ...)` runs one pass of `eval_split`
+on a checkpoint's weights (the EMA's shadows in place of the weights they
+average, as the Estimator's eval restores them) or, one-shot, on the
+search's (batch norm on batch statistics), and returns what
+`Estimator.evaluate` returns (`top1`, `top5`, `cross_entropy`, `loss`,
+`global_step`); `write_summaries` writes them to `model_dir/eval` under the
+Estimator's tags.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.data import unreadable
+from tunas_tf.graph import inherit
+from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import preemption
+from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.train_eval import data
+from tunas_tf.train_eval import steps
+from tunas_tf.train_eval import trainer as trainer_lib
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+EVAL_SUBDIR = 'eval'
+# The per-replica sums of a batch, in order.
+_SUMS = ('correct', 'in_top_k', 'cross_entropy', 'weight', 'loss_rows',
+         'rows')
+
+
+def _restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                    checkpoint: Optional[str],
+                    inheritance: Optional[inherit.Inheritance]
+                    ) -> model_lib.Model:
+  """The network with the checkpoint's weights (EMA shadows preferred,
+  `inherit.model_values`) or, without one, one-shot with the inherited
+  values (the others keep their seeded initial values)."""
+  model = trainer_lib.build_model(config, arch, one_shot=checkpoint is None)
+  if checkpoint is not None:
+    model_lib.set_params(model, inherit.model_values(model, checkpoint))
+  else:
+    for variable, value in inheritance.split(model).pairs:
+      variable.assign(value)
+  return model
+
+
+def _batch_sums(model: model_lib.Model, images: tf.Tensor, labels: tf.Tensor,
+                config: TrainEvalConfig) -> tf.Tensor:
+  """One replica's `_SUMS` of its batch: each example weighs its one-hot
+  label's sum (0 for padding), as `steps.eval_spec`'s metrics; the
+  training loss (a batch mean) times the rows."""
+  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+  logits = tf.cast(model(tf.cast(images, dtype), training=False), tf.float32)
+  weights = tf.reduce_sum(labels, axis=-1)
+  target = tf.argmax(labels, axis=-1)
+  k = min(5, config.job.num_classes)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), target), tf.float32)
+  in_top = tf.cast(tf.nn.in_top_k(targets=target, predictions=logits, k=k),
+                   tf.float32)
+  cross_entropy = tf.nn.softmax_cross_entropy_with_logits(labels=labels,
+                                                          logits=logits)
+  rows = tf.cast(tf.shape(labels)[0], tf.float32)
+  loss = steps.losses(model, labels, logits, config).total
+  return tf.stack([tf.reduce_sum(weights * correct),
+                   tf.reduce_sum(weights * in_top),
+                   tf.reduce_sum(weights * cross_entropy),
+                   tf.reduce_sum(weights), loss * rows, rows])
+
+
+def _one_pass(config: TrainEvalConfig, model: model_lib.Model,
+              strategy: tf.distribute.Strategy, stop: preemption.StopRequest,
+              global_step: int) -> Dict[str, Any]:
+  """The metrics of one pass, and `images_per_sec` (per replica, from the
+  end of the first batch, as the Estimator's hook measures it)."""
+  dataset = strategy.experimental_distribute_dataset(precision.cast_input(
+      data.eval_dataset(config, config.eval_batch_size,
+                        pad=config.job.use_tpu), config.use_bfloat16))
+
+  @tf.function(input_signature=[dataset.element_spec], autograph=False)
+  def batch(inputs):
+    sums = strategy.run(lambda i: _batch_sums(model, i[0], i[1], config),
+                        args=(inputs,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
+
+  totals, losses, batches = np.zeros(len(_SUMS)), 0.0, 0
+  start, first, images = time.time(), None, 0.0
+  for inputs in dataset:
+    sums = batch(inputs).numpy().astype(np.float64)
+    totals += sums
+    if sums[5] > 0:
+      losses += sums[4] / sums[5]
+      batches += 1
+    if first is None:
+      first, first_images = time.time(), sums[5]
+    else:
+      images += sums[5]
+    if stop.signal_name:
+      raise preemption.Stopped(preemption.stopped_line(
+          stop, global_step, 'before its evaluation ended (nothing to save)'))
+  values = dict(zip(_SUMS, totals))
+  weight = values['weight']
+  mean = lambda name: float(values[name] / weight) if weight else 0.0
+  cores = strategy.num_replicas_in_sync
+  last = time.time()
+  rate = (images / (last - first) if images and last > first else
+          first_images / max(first - start, 1e-9) if first else None)
+  return {'top1': mean('correct'), 'top5': mean('in_top_k'),
+          'cross_entropy': mean('cross_entropy'),
+          'loss': float(losses / batches) if batches else 0.0,
+          'global_step': global_step,
+          'images_per_sec': float(rate / cores) if rate is not None else None}
+
+
+def evaluate(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+             strategy: tf.distribute.Strategy, stop: preemption.StopRequest,
+             checkpoint: Optional[str] = None,
+             inheritance: Optional[inherit.Inheritance] = None
+             ) -> Dict[str, Any]:
+  """One pass of `eval_split` under `strategy`; `Estimator.evaluate`'s
+  results plus `images_per_sec` (eval images/s per replica).
+
+  Args:
+    config: the run's config.
+    arch: the pruned, scaled architecture.
+    strategy: the run's strategy (the eval batches are split over its
+      replicas; on TPU the last one is padded, `data.eval_dataset`).
+    stop: checked after every batch.
+    checkpoint: the checkpoint to evaluate (either engine's), or None for
+      the one-shot accuracy of `inheritance`'s weights.
+    inheritance: the search's weights, for a one-shot evaluation.
+
+  Raises:
+    ValueError: one line, for an undecodable image or a checkpoint not of
+      this architecture.
+    preemption.Stopped: when a signal cut it short (nothing is saved then).
+  """
+  if checkpoint is None and inheritance is None:
+    raise ValueError('evaluate: no checkpoint and no search to inherit from')
+
+  def guarded() -> Dict[str, Any]:
+    with unreadable.stops_in_one_line("train_eval's evaluation"):
+      with strategy.scope():
+        model = _restored_model(config, arch, checkpoint, inheritance)
+      step = (resume_lib.checkpoint_step(checkpoint) if checkpoint else 0)
+      return _one_pass(config, model, strategy, stop, step)
+
+  return preemption.run_in_thread(guarded)
+
+
+def write_summaries(model_dir: str, results: Dict[str, Any],
+                    checkpoint: Optional[str]) -> None:
+  """The Estimator's eval summaries: `top1`, `top5`, `cross_entropy`,
+  `loss` and the text `checkpoint_path`, at the global step, in
+  `model_dir/eval`."""
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, EVAL_SUBDIR))
+  step = int(results['global_step'])
+  with writer.as_default():
+    for name in ('cross_entropy', 'loss', 'top1', 'top5'):
+      tf.summary.scalar(name, float(results[name]), step=step)
+    if checkpoint is not None:
+      tf.summary.text('checkpoint_path', checkpoint, step=step)
+  writer.close()

@@ -1,0 +1,231 @@
+"""Standalone training as a `runtime.distribute.Trainer` (the other engine).
+
+`TrainEvalTrainer(config, arch, ...).build()` makes the network, RMSProp
+and its slots and, with `moving_average_decay` > 0, the weights' EMA, each
+variable named as the Estimator's graph names it (`{op}/{var}`, `.../RMSProp`,
+`.../RMSProp_1`, `.../ExponentialMovingAverage`), and starts from the
+search's weights (`init_from_search`) when no checkpoint is restored. `step`
+is `runner.make_model_fn`'s TRAIN step: the same loss, schedule, optimizer
+and EMA, and its scalars. `make_dataset_fn(config)` gives the batches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional
+
+import tensorflow as tf
+
+from tunas_tf.data import streams
+from tunas_tf.graph import inherit
+from tunas_tf.graph import model as model_lib
+from tunas_tf.layers import dropout as dropout_lib
+from tunas_tf.layers import schedules
+from tunas_tf.runtime import guards
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import replicas
+from tunas_tf.search_space import ops as spec_ops
+from tunas_tf.train_eval import data
+from tunas_tf.train_eval import network
+from tunas_tf.train_eval import steps
+from tunas_tf.train_eval.config import TrainEvalConfig
+
+# The scalars of the progress line, and how it writes them (as the
+# Estimator's `loss=... lr=...`).
+PROGRESS = {'model/loss': lambda v: f'loss={v:.4g}',
+            'model/learning_rate': lambda v: f'lr={v:.4g}'}
+
+
+class _MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
+  """RMSProp on the mean gradient over `tf.distribute` replicas outside
+  the Estimator: the loss is scaled by 1/N, and `apply_gradients` sums."""
+
+  @staticmethod
+  def _scale_loss(loss_value):
+    count = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss_value * (1.0 / count) if count > 1 else loss_value
+
+
+def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                one_shot: bool = False) -> model_lib.Model:
+  """The run's network with its variables made (eagerly, their initial
+  values a function of (seed, name)); batch norm on batch statistics when
+  `one_shot`. Under a strategy's scope, every replica's copies are updated
+  alike (`replicas.identical_variables`)."""
+  graph, constants = network.build_graph(config, arch)
+  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+  model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
+                          seed=config.job.seed, compute_dtype=dtype)
+  with replicas.identical_variables():
+    model(tf.zeros([1, *network.input_shape(config)]), training=False)
+  return model
+
+
+class _Shadows(tf.Module):
+  """The EMA's shadow variables, one per trained variable, in its order."""
+
+  def __init__(self, var_list: List[tf.Variable]):
+    super().__init__(name=None)
+    with replicas.identical_variables():
+      self.variables_list = [
+          tf.Variable(v.read_value(), trainable=False,
+                      name=f'{_name(v)}/{inherit.EMA_SUFFIX}')
+          for v in var_list]
+
+
+def _name(variable: tf.Variable) -> str:
+  """A variable's name without ':0'."""
+  return variable.name.split(':')[0]
+
+
+class TrainEvalTrainer:
+  """The standalone network's variables and its per-replica training step.
+
+  Args:
+    config: the run's config.
+    arch: the pruned, scaled architecture (`network.build_architecture`).
+    initialize: start from the search's weights (`inheritance`); pass False
+      when a checkpoint will be restored.
+    inheritance: the search's weights (`config.init_from_search`), or None.
+  """
+
+  def __init__(self, config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+               initialize: bool = True,
+               inheritance: Optional[inherit.Inheritance] = None):
+    self._config, self._arch = config, arch
+    self._initialize, self._inheritance = initialize, inheritance
+    self._dtype = precision.compute_dtype(config.use_bfloat16,
+                                          config.job.use_tpu)
+    self.model = self.optimizer = self.shadows = None
+    self.var_list: List[tf.Variable] = []
+    self._learning_rate = None  # This trace's learning rate.
+
+  def build(self) -> Mapping[str, Any]:
+    """Makes every variable (RMSProp's slots and the EMA's shadows too, so
+    the step, traced once, makes none); assigns the inherited values (and
+    their shadows') when `initialize`.
+
+    Returns:
+      The objects to checkpoint, by name.
+
+    Raises:
+      ValueError: as `steps.variables_to_train`.
+    """
+    config = self._config
+    self.model = build_model(config, self._arch)
+    variables = steps.variables_to_train(
+        self.model, self._inheritance, config.freeze_inherited, True)
+    self.var_list = variables.var_list
+    if self._initialize:
+      for variable, value in variables.inherited:
+        variable.assign(value)
+    self.optimizer = _MeanRMSProp(lambda: self._learning_rate, decay=0.9,
+                                  momentum=config.momentum, epsilon=1.0)
+    # As `apply_gradients` makes them (outside any graph), with its names.
+    with tf.name_scope(self.optimizer.get_name()):
+      self.optimizer._create_slots(self.var_list)  # pylint: disable=protected-access
+    objects = {'model': self.model, 'optimizer': self.optimizer}
+    if config.moving_average_decay > 0:
+      # Made after the inherited values: they start equal, as the
+      # Estimator's `steps._init_fn` makes them.
+      self.shadows = _Shadows(self.var_list)
+      objects['moving_average'] = self.shadows
+    return objects
+
+  def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """One training step on this replica's batch; its scalars, by name.
+
+    As the Estimator's: dropout keyed on (seed, step), smoothed
+    cross-entropy plus L2, the loss checked finite before RMSProp under
+    cosine decay with warm-up, then the EMA (its decay
+    min(decay, (1 + n) / (10 + n)), n the step after the update).
+    """
+    config = self._config
+    images, labels = inputs
+    images = tf.cast(images, self._dtype)
+    logits = tf.cast(self.model(
+        images, training=True,
+        dropout_seed=dropout_lib.step_seed(config.job.seed, global_step)),
+                     tf.float32)
+    loss = steps.losses(self.model, labels, logits, config)
+    self._learning_rate = schedules.cosine_decay_with_linear_warmup(
+        config.learning_rate_scaled, global_step, config.max_global_step,
+        config.warmup_steps)
+    with tf.control_dependencies(guards.check_finite(
+        'loss', [loss.total], global_step, config.job.use_tpu)):
+      grads_and_vars = [(g, v) for g, v in self.optimizer.compute_gradients(
+          loss.total, var_list=self.var_list) if g is not None]
+      update = self.optimizer.apply_gradients(grads_and_vars)
+    if self.shadows is not None:
+      with tf.control_dependencies([update]):
+        update = self._update_shadows(global_step)
+    with tf.control_dependencies([update]):
+      return {'model/loss': tf.identity(loss.total),
+              'model/empirical_loss': tf.identity(loss.empirical),
+              'model/regularization_loss': tf.identity(loss.regularization),
+              'model/learning_rate': tf.identity(self._learning_rate)}
+
+  def _update_shadows(self, global_step: tf.Tensor) -> tf.Operation:
+    """`ExponentialMovingAverage.apply`'s update, its `num_updates` the
+    global step after the update (as the Estimator's graph reads it)."""
+    updates = tf.cast(global_step + 1, tf.float32)
+    decay = tf.minimum(tf.constant(self._config.moving_average_decay,
+                                   tf.float32),
+                       (1.0 + updates) / (10.0 + updates))
+    assigns = [shadow.assign_sub((shadow - variable) * (1.0 - decay))
+               for shadow, variable in zip(self.shadows.variables_list,
+                                           self.var_list)]
+    return tf.group(assigns)
+
+
+def make_dataset_fn(config: TrainEvalConfig):
+  """The `distribute.DatasetFn` of standalone training: each input pipeline
+  yields its replicas' batches in turn (`streams.Pipeline`), from the start
+  step on (`data.train_dataset`).
+
+  The order is a function of the job's seed, but not the Estimator's: each
+  epoch's shuffle also takes the graph-level seed, which the Estimator sets
+  to the job's seed (`tf_random_seed`) and this engine leaves unset
+  (`tf.random.set_seed(0)` would make TF 2.15-2.21 compare a seed tensor
+  as a Python bool in `random_seed.get_seed`).
+  """
+
+  def dataset_fn(context: tf.distribute.InputContext, start_step: int
+                 ) -> tf.data.Dataset:
+    batch = context.get_per_replica_batch_size(config.train_batch_size)
+    count = context.num_input_pipelines
+    pipeline = streams.Pipeline(context.input_pipeline_id, count,
+                                context.num_replicas_in_sync // count)
+    return precision.cast_input(
+        data.train_dataset(config, batch, start_step, pipeline),
+        config.use_bfloat16)
+
+  return dataset_fn
+
+
+def images_per_sec(model_dir: str, since: float, start_step: int,
+                   end_step: int, batch_size: int, cores: int
+                   ) -> Optional[float]:
+  """Training images/s per core of the session that began at `since`.
+
+  As the Estimator's measure, from the end of the first loop (which traces
+  the step) to the end of the last, read from the times of the loops'
+  `model/loss` summaries; with one loop, from `since`. None without steps.
+  """
+  times = []  # (wall time, step) of this session's loops.
+  for path in tf.io.gfile.glob(os.path.join(model_dir, 'events*')):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      if event.wall_time >= since and any(
+          v.tag == 'model/loss' for v in event.summary.value):
+        times.append((event.wall_time, event.step))
+  times.sort()
+  if len(times) >= 2 and times[-1][0] > times[0][0]:
+    steps_per_sec = ((times[-1][1] - times[0][1]) /
+                     (times[-1][0] - times[0][0]))
+  elif end_step > start_step:
+    steps_per_sec = (end_step - start_step) / max(time.time() - since, 1e-9)
+  else:
+    return None
+  return float(steps_per_sec * batch_size / max(1, cores))
