@@ -20,6 +20,8 @@ SLOWEST_FIRST = (
     'tests/bad_input_test.py',
     'tests/tools/compare_random_test.py',
     'tests/train_eval/main_test.py',
+    'tests/train_eval/distribute_inherit_test.py',
+    'tests/train_eval/distribute_test.py',
     'tests/search/steps_test.py',
     'tests/models/supernet_test.py',
     'tests/models/supernet_equivalence_test.py',

@@ -5,20 +5,23 @@ search (`searches.finished_search`) and its architecture; `trained()` trains
 a pinned digits_search architecture (`PINNED`, not the search's: a search
 may end elsewhere on other kernels, and this one needs no search) 20 steps
 (with an EMA of the weights, no export), then resumes it to 40 (with
-export).
+export). `trained_distribute()` and `distribute_search()` are the same
+on the distribute engine (any TF).
 """
 
 import functools
+import glob
 import json
 import os
 import tempfile
-from typing import Any, Dict, NamedTuple
+from typing import Any, Dict, NamedTuple, Set
 
 from absl import flags
 import tensorflow as tf
 
 from tunas_tf import architecture as architecture_lib
 from tunas_tf.graph import inherit
+from tunas_tf.search import runner as search_runner
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -39,6 +42,26 @@ TINY = ['--train_batch_size=32', '--eval_batch_size=50',
 # settled, so no accuracy bound is asserted on it.
 PINNED_INDICES = '1:0:0:1:0:0:2:1:0:2:2:1:0:0:0:1:1:2'
 PINNED = ('--ssd=digits_search', f'--indices={PINNED_INDICES}')
+
+
+# The scalars a train_eval run writes: training (both engines), and its
+# evaluation's in model_dir/eval (`Estimator.evaluate`'s or
+# `evaluate.write_summaries`', then the runner's; the Estimator also writes
+# the text `checkpoint_path`).
+TRAIN_TAGS = frozenset({'model/loss', 'model/empirical_loss',
+                        'model/regularization_loss', 'model/learning_rate'})
+EVAL_TAGS = frozenset({'top1', 'top5', 'cross_entropy', 'loss', 'params',
+                       'macs', 'train_images_per_sec', 'eval_images_per_sec'})
+
+
+def tags(directory: str) -> Set[str]:
+  """The summary tags of the events files in `directory`."""
+  found = set()
+  for path in glob.glob(os.path.join(directory, 'events*')):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      found.update(value.tag for value in event.summary.value)
+  return found
 
 
 def training_losses(model_dir: str) -> Dict[int, float]:
@@ -121,3 +144,28 @@ def trained() -> Trained:
   first = runner.run(config(*common, '--max_steps=20', '--noexport'))
   resumed = config(*common, '--max_steps=40')
   return Trained(root, model_dir, first, resumed, runner.run(resumed))
+
+
+@functools.lru_cache(maxsize=None)
+def trained_distribute() -> Trained:
+  """`trained()` on the distribute engine: `PINNED` 20 steps (with an EMA
+  of the weights, no export), then resumed to 40 (with export)."""
+  root = tempfile.mkdtemp()
+  model_dir = os.path.join(root, 'train')
+  common = [*PINNED, f'--model_dir={model_dir}', '--engine=distribute',
+            '--moving_average_decay=0.9'] + TINY
+  first = runner.run(config(*common, '--max_steps=20', '--noexport'))
+  resumed = config(*common, '--max_steps=40')
+  return Trained(root, model_dir, first, resumed, runner.run(resumed))
+
+
+@functools.lru_cache(maxsize=None)
+def distribute_search() -> str:
+  """The model dir of a 4-step digits search on the distribute engine (in
+  this process; a checkpoint at 4)."""
+  model_dir = os.path.join(tempfile.mkdtemp(), 'search')
+  search_runner.run_search(searches.search_config(
+      model_dir, '--engine=distribute', '--max_steps=4',
+      '--train_batch_size=16', '--rl_delay_steps_fraction=0.5',
+      '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=4'))
+  return model_dir

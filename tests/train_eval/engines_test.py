@@ -1,0 +1,93 @@
+"""train_eval on both engines (TF 2.15): the same first step, the same
+evaluation, the same summary tags, and no restart on the other engine."""
+
+import os
+import tempfile
+from unittest import mock
+
+from absl.testing import absltest
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.testing import train_eval_runs as runs
+from tunas_tf.runtime import resume
+from tunas_tf.train_eval import data
+from tunas_tf.train_eval import runner
+from tunas_tf.train_eval import trainer as trainer_lib
+
+
+@pytest.mark.estimator
+class EnginesAgreeTest(absltest.TestCase):
+  """`runs.PINNED` one step on each engine, on the same batch (the engines'
+  data orders differ: `trainer.make_dataset_fn`), with dropout, path
+  dropout, L2 and an EMA; then each evaluated."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = tempfile.mkdtemp()
+    args = [*runs.PINNED, '--max_steps=1', '--dropout_rate=0.2',
+            '--path_dropout_rate=0.2', '--weight_decay=1e-2',
+            '--moving_average_decay=0.9', '--noexport', *runs.TINY]
+    first = runs.config(*args, f'--model_dir={root}/x')
+    batch = tuple(x.numpy() for x in next(iter(data.train_dataset(first,
+                                                                  32))))
+    batches = lambda: tf.data.Dataset.from_tensors(batch).repeat()
+    input_fn = data.make_input_fn
+
+    def make_input_fn(config, training, start_step=0):
+      if training:
+        return lambda params: batches()
+      return input_fn(config, training, start_step)
+
+    cls.dirs, cls.metrics, cls.args = {}, {}, args
+    with mock.patch.object(data, 'make_input_fn', make_input_fn), \
+        mock.patch.object(trainer_lib, 'make_dataset_fn',
+                          lambda config: lambda context, start: batches()):
+      for engine in ('estimator', 'distribute'):
+        cls.dirs[engine] = os.path.join(root, engine)
+        cls.metrics[engine] = runner.run(runs.config(
+            *args, f'--model_dir={cls.dirs[engine]}', f'--engine={engine}'))
+
+  def test_the_first_step_updates_alike(self):
+    readers = {engine: resume.reader(os.path.join(directory, 'model.ckpt-1'))
+               for engine, directory in self.dirs.items()}
+    names = readers['estimator'].get_variable_to_shape_map()
+    self.assertEqual(len([n for n in names if n.endswith('/RMSProp_1')]), 41)
+    start = resume.reader(os.path.join(self.dirs['estimator'],
+                                       'model.ckpt-0'))
+    moved = 0
+    for name in names:
+      theirs = readers['estimator'].get_tensor(name)
+      ours = readers['distribute'].get_tensor(name)
+      # Every variable of the Estimator's checkpoint, its slots and shadows
+      # too, is in ours under its name: measured equal to the bit (the same
+      # ops, on CPU); float32 rounding allowed.
+      np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7,
+                                 err_msg=name)
+      moved += not np.array_equal(theirs, start.get_tensor(name))
+    self.assertGreater(moved, 150)
+
+  def test_evaluations_agree(self):
+    ours, theirs = self.metrics['distribute'], self.metrics['estimator']
+    self.assertEqual(ours['global_step'], theirs['global_step'])
+    # Counts over 360 images, and a mean over them of float32 terms.
+    self.assertAlmostEqual(ours['top1'], theirs['top1'], places=6)
+    self.assertAlmostEqual(ours['top5'], theirs['top5'], places=6)
+    self.assertAlmostEqual(ours['loss'], theirs['loss'], places=5)
+    for engine, directory in self.dirs.items():
+      self.assertEqual(runs.tags(os.path.join(directory, 'eval')) -
+                       {'checkpoint_path'}, runs.EVAL_TAGS, engine)
+      self.assertEqual(runs.TRAIN_TAGS - runs.tags(directory), set(), engine)
+
+  def test_an_estimator_run_restarted_on_distribute_is_refused(self):
+    with self.assertRaisesRegex(
+        ValueError, "^[^\n]*: engine is 'estimator'[^\n]*'distribute'"):
+      runner.run(runs.config(
+          *self.args, f'--model_dir={self.dirs["estimator"]}',
+          '--engine=distribute'))
+
+
+if __name__ == '__main__':
+  absltest.main()
