@@ -1,5 +1,6 @@
 """Tests of train_eval on the distribute engine (`trainer.py`, `evaluate.py`,
-`runner.run`), on any TF: `runs.trained_distribute()` and runs beside it.
+`runner.run`), on any TF: `runs.trained_distribute()` and runs beside it,
+and `python -m tunas_tf.train_eval --engine=distribute` resumed exactly.
 
 Inheritance is in distribute_inherit_test.py, the agreement with the
 Estimator engine in engines_test.py.
@@ -9,6 +10,8 @@ import dataclasses
 import glob
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 from absl.testing import absltest
@@ -178,6 +181,57 @@ class DistributeRunTest(absltest.TestCase):
         [os.path.basename(p) for p in state.all_model_checkpoint_paths],
         ['model.ckpt-1'])
     self.assertFalse(os.path.exists(os.path.join(model_dir, 'metrics.json')))
+
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+# 6 deterministic steps, two per loop, a checkpoint every 2; dropout, path
+# dropout and an EMA, all resumed exactly.
+_EXACT = ('--engine=distribute', '--deterministic', '--max_steps=6',
+          '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=2',
+          '--dropout_rate=0.2', '--path_dropout_rate=0.2',
+          '--moving_average_decay=0.9', '--train_batch_size=32',
+          '--eval_batch_size=360', '--base_learning_rate=1.0', '--noexport')
+
+
+class ResumeTest(absltest.TestCase):
+
+  def _run(self, model_dir: str) -> None:
+    """`python -m tunas_tf.train_eval` of `_EXACT` into `model_dir` (its
+    own process: op determinism cannot be turned off)."""
+    done = subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.train_eval', *runs.PINNED,
+         f'--model_dir={model_dir}', *_EXACT], capture_output=True,
+        text=True, timeout=600, cwd=_ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+
+  def test_a_resumed_run_ends_as_an_uninterrupted_one(self):
+    root = tempfile.mkdtemp()
+    full, resumed = os.path.join(root, 'full'), os.path.join(root, 'resumed')
+    self._run(full)
+    os.makedirs(resumed)
+    for path in glob.glob(os.path.join(full, 'model.ckpt-4.*')) + [
+        os.path.join(full, 'config.json')]:
+      shutil.copy(path, resumed)
+    with open(os.path.join(resumed, 'checkpoint'), 'w') as f:
+      f.write('model_checkpoint_path: "model.ckpt-4"\n')
+    self._run(resumed)
+    expected = runs.read_json(os.path.join(full, 'metrics.json'))
+    metrics = runs.read_json(os.path.join(resumed, 'metrics.json'))
+    self.assertEqual((expected['train_start_step'],
+                      metrics['train_start_step']), (0, 4))
+    for key in ('top1', 'top5', 'loss', 'global_step'):
+      self.assertEqual(metrics[key], expected[key], key)
+    ours = resume.reader(os.path.join(resumed, 'model.ckpt-6'))
+    theirs = resume.reader(os.path.join(full, 'model.ckpt-6'))
+    names = [n for n in theirs.get_variable_to_shape_map()
+             if not n.startswith('save_counter')]
+    self.assertIn(f'classifier/kernel/{inherit.EMA_SUFFIX}', names)
+    for name in names:
+      np.testing.assert_array_equal(ours.get_tensor(name),
+                                    theirs.get_tensor(name), err_msg=name)
 
 
 if __name__ == '__main__':

@@ -155,16 +155,14 @@ def evaluate(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   return preemption.run_in_thread(guarded)
 
 
-def write_summaries(model_dir: str, results: Dict[str, Any],
-                    checkpoint: Optional[str]) -> None:
-  """The Estimator's eval summaries: `top1`, `top5`, `cross_entropy`,
-  `loss` and the text `checkpoint_path`, at the global step, in
-  `model_dir/eval`."""
+def write_summaries(model_dir: str, results: Dict[str, Any]) -> None:
+  """The Estimator's eval scalars, `top1`, `top5`, `cross_entropy` and
+  `loss`, at the global step, in `model_dir/eval` (not its text
+  `checkpoint_path`: every summary of a TF2 events file here is a scalar,
+  as `search.report.read_scalars` reads them)."""
   writer = tf.summary.create_file_writer(os.path.join(model_dir, EVAL_SUBDIR))
   step = int(results['global_step'])
   with writer.as_default():
     for name in ('cross_entropy', 'loss', 'top1', 'top5'):
       tf.summary.scalar(name, float(results[name]), step=step)
-    if checkpoint is not None:
-      tf.summary.text('checkpoint_path', checkpoint, step=step)
   writer.close()

@@ -179,8 +179,9 @@ def _train_and_evaluate_distributed(
     inheritance: Optional[inherit.Inheritance],
     stop: preemption.StopRequest) -> Dict[str, Any]:
   """`_train_and_evaluate` on the distribute engine: trains unless
-  `eval_only` or finished (`trainer.TrainEvalTrainer`), then evaluates
-  (`evaluate.evaluate`, which writes nothing); the results.
+  `eval_only` or finished (`trainer.TrainEvalTrainer`, the data from the
+  step it resumes at), then evaluates (`evaluate.evaluate`) and writes the
+  eval summaries, as `Estimator.evaluate` does; the results.
 
   Raises:
     preemption.Stopped: as `_train_and_evaluate`.
@@ -207,7 +208,7 @@ def _train_and_evaluate_distributed(
                                   checkpoint=checkpoint,
                                   inheritance=inheritance)
   record['eval_images_per_sec'] = results.pop('images_per_sec')
-  evaluate_lib.write_summaries(model_dir, results, checkpoint)
+  evaluate_lib.write_summaries(model_dir, results)
   return results
 
 

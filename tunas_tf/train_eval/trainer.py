@@ -124,7 +124,8 @@ class TrainEvalTrainer:
                                   momentum=config.momentum, epsilon=1.0)
     # As `apply_gradients` makes them (outside any graph), with its names.
     with tf.name_scope(self.optimizer.get_name()):
-      self.optimizer._create_slots(self.var_list)  # pylint: disable=protected-access
+      # pylint: disable-next=protected-access
+      self.optimizer._create_slots(self.var_list)
     objects = {'model': self.model, 'optimizer': self.optimizer}
     if config.moving_average_decay > 0:
       # Made after the inherited values: they start equal, as the
