@@ -16,6 +16,8 @@ SLOWEST_FIRST = (
     'tests/search/search_test.py',
     'tests/search/replicas_search_test.py',
     'tests/search/demo_test.py',
+    'tests/search/engine_choice_test.py',
+    'tests/search/engines_test.py',
     'tests/search/imagenet_recipe_test.py',
     'tests/bad_input_test.py',
     'tests/tools/compare_random_test.py',
