@@ -43,19 +43,23 @@ class HelpTest(absltest.TestCase):
 
 class QuietLogTest(absltest.TestCase):
 
-  def test_tfds_info_lines_are_dropped_and_its_warnings_kept(self):
+  def test_library_info_lines_are_dropped_and_their_warnings_kept(self):
     import logging  # pylint: disable=g-import-not-at-top
     from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
     tfds_file = os.path.join(os.sep, 'venv', 'site-packages',
                              'tensorflow_datasets', 'core', 'reader.py')
+    tf_file = os.path.join(os.sep, 'venv', 'site-packages', 'tensorflow',
+                           'python', 'checkpoint', 'functional_saver.py')
     ours = os.path.join(os.sep, 'repo', 'tunas_tf', 'search', 'runner.py')
 
     def record(level, path):
       return logging.LogRecord('absl', level, path, 1, 'msg', None, None)
 
-    keep = common_flags.TfdsInfoFilter().filter
+    keep = common_flags.LibraryInfoFilter().filter
     self.assertFalse(keep(record(logging.INFO, tfds_file)))
     self.assertTrue(keep(record(logging.WARNING, tfds_file)))
+    self.assertFalse(keep(record(logging.INFO, tf_file)))
+    self.assertTrue(keep(record(logging.WARNING, tf_file)))
     self.assertTrue(keep(record(logging.INFO, ours)))
 
 

@@ -51,9 +51,10 @@ def quiet_tensorflow(verbose: bool) -> None:
   so each Estimator line came twice; its INFO lines and deprecation warnings
   hid the binaries' progress lines. Unless `verbose` (`--verbosity` given),
   the logger keeps only errors, TF's Python `warnings` are ignored, and
-  TensorFlow Datasets' INFO lines (three per split read: "Load dataset info
-  ...", "Creating a tf.data.Dataset reading 1 files ...", "Constructing
-  ...") are dropped from absl's log (`TfdsInfoFilter`).
+  INFO lines logged through absl from inside TensorFlow Datasets (three per
+  split read: "Load dataset info ...", "Creating a tf.data.Dataset reading 1
+  files ...", "Constructing ...") or TensorFlow (TF 2.16+: "Sharding
+  callback duration" per checkpoint) are dropped (`LibraryInfoFilter`).
   """
   import logging  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
@@ -65,17 +66,20 @@ def quiet_tensorflow(verbose: bool) -> None:
     warnings.filterwarnings(
         'ignore', module=r'(tensorflow|tensorflow_estimator|keras)(\.|$)')
     handler = absl_logging.get_absl_handler()
-    if not any(isinstance(f, TfdsInfoFilter) for f in handler.filters):
-      handler.addFilter(TfdsInfoFilter())
+    if not any(isinstance(f, LibraryInfoFilter) for f in handler.filters):
+      handler.addFilter(LibraryInfoFilter())
 
 
-class TfdsInfoFilter:
+class LibraryInfoFilter:
   """A `logging` filter: drops records below WARNING logged from inside the
-  `tensorflow_datasets` package (TFDS logs through absl)."""
+  `tensorflow_datasets` or `tensorflow` packages (through absl)."""
+
+  _PACKAGES = tuple(f'{os.sep}{name}{os.sep}'
+                    for name in ('tensorflow_datasets', 'tensorflow'))
 
   def filter(self, record) -> bool:
     return (record.levelno >= 30 or  # logging.WARNING
-            f'{os.sep}tensorflow_datasets{os.sep}' not in record.pathname)
+            not any(p in record.pathname for p in self._PACKAGES))
 
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str,

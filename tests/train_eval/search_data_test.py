@@ -126,7 +126,7 @@ class SearchDataTest(absltest.TestCase):
     with self.assertLogs('absl', level='INFO') as logs:
       self.assertEqual(train_eval_main.main(['train_eval'], values), 0)
     # The binary's log drops TFDS's INFO lines (`flags.quiet_tensorflow`).
-    shown = [r for r in logs.records if common_flags.TfdsInfoFilter().filter(r)]
+    shown = [r for r in logs.records if common_flags.LibraryInfoFilter().filter(r)]
     self.assertEqual(
         shown[0].getMessage(),
         f'Starting digits_search {_ZEROS} in {model_dir}: 2 steps on '
