@@ -344,6 +344,8 @@ class StrategyTest(absltest.TestCase):
                 '{"type": "worker", "index": 0}}'
     with mock.patch.dict(os.environ, TF_CONFIG=tf_config), mock.patch.object(
         tf.distribute, 'MultiWorkerMirroredStrategy') as strategy:
+      distribute.check_strategy(self.job)  # Makes nothing.
+      strategy.assert_not_called()
       self.assertIs(distribute.strategy_for(self.job), strategy.return_value)
     strategy.assert_called_once_with()
 
@@ -368,12 +370,14 @@ class StrategyTest(absltest.TestCase):
         (tpu, 2, {}, 'on TPU every core is a replica'),
         (tpu, 1, {'TF_CONFIG': '{}'}, 'TF_CONFIG is set and --use_tpu'),
         (self.job, 2, {'TF_CONFIG': '{}'}, 'drop --replicas'),
-        (self.job, 1, {'TF_CONFIG': 'x'}, 'TF_CONFIG is not JSON with a'),
+        (self.job, 1, {'TF_CONFIG': 'x'},
+         r'TF_CONFIG is not a multi-worker cluster \(not JSON\)'),
     ]:
-      with mock.patch.dict(os.environ, env), \
-          self.assertRaisesRegex(ValueError, message) as raised:
-        distribute.strategy_for(job, replica_count)
-      self.assertNotIn('\n', str(raised.exception))
+      for call in (distribute.check_strategy, distribute.strategy_for):
+        with mock.patch.dict(os.environ, env), \
+            self.assertRaisesRegex(ValueError, message) as raised:
+          call(job, replica_count)
+        self.assertNotIn('\n', str(raised.exception))
 
 
 class LifecycleEngineTest(absltest.TestCase):

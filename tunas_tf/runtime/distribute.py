@@ -14,7 +14,6 @@ it writes the mean scalars (at the Estimator's steps), logs, saves
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
@@ -24,6 +23,7 @@ import tensorflow as tf
 
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
+from tunas_tf.runtime import cluster
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
@@ -80,16 +80,6 @@ def _split_cpu(count: int) -> None:
           f'before TensorFlow runs anything') from None
 
 
-def _check_tf_config(text: str) -> None:
-  """Refuses a `TF_CONFIG` without a cluster, in one line."""
-  try:
-    cluster = json.loads(text).get('cluster')
-  except (ValueError, AttributeError):
-    cluster = None
-  if not cluster:
-    raise ValueError(f'TF_CONFIG is not JSON with a "cluster": {text!r}')
-
-
 def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
   """`TPUStrategy` over `job.tpu` (resolved by `estimator.tpu_cluster`)."""
   resolver = estimator_lib.tpu_cluster(job)
@@ -99,24 +89,19 @@ def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
   return tf.distribute.TPUStrategy(resolver)
 
 
-def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
-  """The strategy a run trains under.
-
-  On TPU (`job.use_tpu`) a `TPUStrategy`; with `TF_CONFIG` in the
-  environment a `MultiWorkerMirroredStrategy`; with `replicas` > 1 a
-  `MirroredStrategy` over that many GPUs or, without GPUs, the CPU split
-  into that many logical devices (so call this before TF runs anything);
-  else the default strategy (one device).
+def check_strategy(job: JobConfig, replicas: int = 1) -> None:
+  """Refuses what `strategy_for` would, making nothing (call it before
+  anything is written).
 
   Raises:
     ValueError: one line, for `replicas` < 1, `replicas` > 1 on TPU or with
-      `TF_CONFIG`, `TF_CONFIG` on TPU or without a cluster, fewer GPUs than
-      `replicas`, or CPU devices that can no longer be split.
+      `TF_CONFIG`, `TF_CONFIG` on TPU or malformed (`cluster.parse`), or
+      fewer GPUs than `replicas` > 1 asks for.
   """
   if isinstance(replicas, bool) or not isinstance(replicas, int) or (
       replicas < 1):
     raise ValueError(f'--replicas must be positive, got {replicas!r}')
-  tf_config = os.environ.get('TF_CONFIG')
+  tf_config = os.environ.get(cluster.ENV, '').strip()
   if job.use_tpu:
     if replicas > 1:
       raise ValueError(f'--replicas={replicas} is for CPU and GPU: on TPU '
@@ -124,12 +109,33 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
     if tf_config:
       raise ValueError('TF_CONFIG is set and --use_tpu: a TPU finds its '
                        'hosts through --tpu; unset TF_CONFIG')
-    return _tpu_strategy(job)
-  if tf_config:
+  elif tf_config:
     if replicas > 1:
       raise ValueError(f'--replicas={replicas} with TF_CONFIG: each worker '
                        'trains on its own GPUs; drop --replicas')
-    _check_tf_config(tf_config)
+    cluster.worker()
+  elif replicas > 1:
+    replicas_lib.replica_devices(replicas)
+
+
+def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
+  """The strategy a run trains under.
+
+  On TPU (`job.use_tpu`) a `TPUStrategy`; with `TF_CONFIG` in the
+  environment a `MultiWorkerMirroredStrategy`; with `replicas` > 1 a
+  `MirroredStrategy` over that many GPUs or, without GPUs, the CPU split
+  into that many logical devices; else the default strategy (one device).
+  Call it before TF runs anything: the CPU split and the multi-worker
+  collectives are set up as TF starts.
+
+  Raises:
+    ValueError: one line, for what `check_strategy` refuses, or CPU devices
+      that can no longer be split.
+  """
+  check_strategy(job, replicas)
+  if job.use_tpu:
+    return _tpu_strategy(job)
+  if cluster.worker() is not None:
     return tf.distribute.MultiWorkerMirroredStrategy()
   if replicas == 1:
     return tf.distribute.get_strategy()

@@ -209,9 +209,13 @@ def check_search(config: SearchConfig) -> Plan:
   Raises:
     ValueError: for bfloat16 compute, a model directory holding another
       search (naming the field, its stored and its new value), or one whose
-      checkpoints cannot be read.
+      checkpoints cannot be read; for a strategy `distribute.strategy_for`
+      would refuse (`--engine=distribute`: a malformed `TF_CONFIG`, too few
+      GPUs).
   """
-  if config.replicas > 1:  # Enough GPUs, before anything is written.
+  if config.job.engine == 'distribute':  # What strategy_for would refuse.
+    distribute.check_strategy(config.job, config.replicas)
+  elif config.replicas > 1:  # Enough GPUs, before anything is written.
     replicas.replica_devices(config.replicas)
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   stored = config_lib.check_stored(config, spec_json)
