@@ -8,13 +8,16 @@ checkpoint and runs a `Trainer`'s per-replica step to `max_steps`,
 `job.tpu_iterations_per_loop` steps per `tf.function` call; between calls
 it writes the mean scalars (at the Estimator's steps), logs, saves
 `model.ckpt-N` and acts on a stop request, under the guards every run has
-(a NaN stops it in one line).
+(a NaN stops it in one line). Of several workers only the chief writes
+into the model directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 
@@ -176,7 +179,15 @@ class _Progress:
 
 
 class _Run:
-  """A trainer's variables, checkpoint and step loop under a strategy."""
+  """A trainer's variables, checkpoint and step loop under a strategy.
+
+  Attributes:
+    chief: whether this process writes the run's files (events, checkpoints
+      in `job.model_dir`): always, but for the non-chief workers of a
+      `MultiWorkerMirroredStrategy`. Those save too (a save may read
+      variables collectively, so every worker saves at the same steps),
+      into a directory of their own that `close` removes.
+  """
 
   def __init__(self, strategy: tf.distribute.Strategy, trainer: Trainer,
                job: JobConfig):
@@ -191,11 +202,22 @@ class _Run:
                        "'global_step' (the loop's)")
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
                                            **objects)
+    self.chief = strategy.extended.should_checkpoint
+    self._save_dir = job.model_dir
+    if not self.chief:
+      self._save_dir = tempfile.mkdtemp(prefix='tunas_tf-worker-')
     self.manager = tf.train.CheckpointManager(
-        self._checkpoint, job.model_dir, max_to_keep=job.keep_checkpoint_max,
+        self._checkpoint, self._save_dir,
+        max_to_keep=job.keep_checkpoint_max if self.chief else 1,
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
     self.names = None  # The step's scalars, in order (once traced).
+    self.resumed = False  # Whether `restore` found a checkpoint.
     self.loop = tf.function(self._loop, autograph=False)
+
+  def close(self) -> None:
+    """Removes a non-chief worker's own checkpoints."""
+    if not self.chief:
+      shutil.rmtree(self._save_dir, ignore_errors=True)
 
   def restore(self) -> int:
     """Restores the checkpoint the `checkpoint` file names; the step.
@@ -205,6 +227,7 @@ class _Run:
         the trainer's objects.
     """
     latest = tf.train.latest_checkpoint(self._job.model_dir)
+    self.resumed = latest is not None
     if latest is not None:
       try:
         self._checkpoint.restore(latest).assert_existing_objects_matched()
@@ -271,12 +294,13 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   step = start = run.restore()
   if step >= max_steps:
     return step
-  if run.manager.latest_checkpoint is None:  # The initial state, as the
-    run.manager.save(checkpoint_number=step)  # Estimator saves it.
+  if not run.resumed:  # The initial state, as the Estimator saves it (on
+    run.manager.save(checkpoint_number=step)  # every worker, as later ones).
   dataset = run.strategy.distribute_datasets_from_function(
       lambda context: dataset_fn(context, start))
   iterator = iter(dataset)
-  writer = tf.summary.create_file_writer(job.model_dir)
+  writer = (tf.summary.create_file_writer(job.model_dir) if run.chief
+            else tf.summary.create_noop_writer())
   saved = step
   try:
     while step < max_steps:
@@ -286,7 +310,9 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
       if int(kept_at) >= 0:
         _write(writer, dict(zip(run.names, kept.numpy().tolist())),
                int(kept_at), summaries)
-      progress.after_loop(step, dict(zip(run.names, last.numpy().tolist())))
+      if run.chief:
+        progress.after_loop(step,
+                            dict(zip(run.names, last.numpy().tolist())))
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -320,7 +346,10 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
   loop it logs every `job.log_every_steps` steps, and saves `model.ckpt-N`
   (keeping `job.keep_checkpoint_max`; the first at the start of a new run,
   as the Estimator) every `job.save_checkpoints_steps` steps, at the end
-  and on a stop request. Runs in a worker thread
+  and on a stop request. Under `MultiWorkerMirroredStrategy` only the chief
+  writes events, progress lines and checkpoints into `job.model_dir`; every
+  worker restores from there, and the others save at the same steps to a
+  temporary directory removed at the end. Runs in a worker thread
   (`preemption.run_in_thread`), so the main thread sees signals at once.
 
   Args:
@@ -350,8 +379,11 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       stack.enter_context(unreadable.stops_in_one_line(run_name,
                                                        job.model_dir))
       run = _Run(strategy, trainer, job)
-      return _train(run, dataset_fn, job, max_steps, stop,
-                    _Progress(max_steps, job.log_every_steps, progress),
-                    summaries)
+      try:
+        return _train(run, dataset_fn, job, max_steps, stop,
+                      _Progress(max_steps, job.log_every_steps, progress),
+                      summaries)
+      finally:
+        run.close()
 
   return preemption.run_in_thread(guarded)
