@@ -13,6 +13,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 # end the run on one worker while the other idles.
 SLOWEST_FIRST = (
     'tests/search/xla_test.py',
+    'tests/search/multiworker_test.py',
     'tests/search/search_test.py',
     'tests/search/replicas_search_test.py',
     'tests/search/demo_test.py',

@@ -396,6 +396,31 @@ class LifecycleEngineTest(absltest.TestCase):
                                 "--engine must be one of .*, got 'keras'"):
       dataclasses.replace(config.job, engine='keras')
 
+  def test_only_the_chief_of_a_cluster_takes_the_lock(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), 'run')
+    job = _config(model_dir, 1).job
+    lock = os.path.join(model_dir, run_lock.LOCK_FILE)
+    check = lambda: lifecycle_test._Plan(  # pylint: disable=protected-access
+        None, resume_lib.resume_point(model_dir))
+    workers = '{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": ' \
+              '"worker", "index": %d}}'
+    for index, locked in ((1, False), (0, True)):
+      with mock.patch.dict(os.environ, TF_CONFIG=workers % index):
+        self.assertEqual(lifecycle.run(
+            job, 'toy', check, lambda plan, stop: os.path.exists(lock),
+            multi_worker=True), locked)
+      self.assertEqual(os.path.exists(model_dir), locked)
+    # Refused before the check: a malformed TF_CONFIG, or any cluster for a
+    # binary that runs as one worker.
+    for tf_config, message, multi_worker in (
+        ('{"cluster": {}}', 'no "cluster" object', True),
+        (workers % 0, '^toy runs as one worker: TF_CONFIG names a cluster; '
+         'unset it$', False)):
+      with mock.patch.dict(os.environ, TF_CONFIG=tf_config), \
+          self.assertRaisesRegex(ValueError, message):
+        lifecycle.run(job, 'toy', mock.Mock(side_effect=AssertionError),
+                      None, multi_worker=multi_worker)
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -5,10 +5,11 @@ nothing; the TPU is resolved and determinism set; then, holding the model
 directory (`run_lock`) with signals turned into a stop after the step in
 flight (`preemption`), it checks again, points the `checkpoint` file at the
 resume point and calls `start(plan, stop)`, which writes the run's files and
-trains on the job's engine (`jobs.ENGINES`). `train` is the Estimator's
-training under the guards every run has: a NaN, an undecodable image or an
-unreadable checkpoint stops it in one line (`distribute.train`: the other
-engine's).
+trains on the job's engine (`jobs.ENGINES`); a non-chief worker of a
+multi-worker run (`cluster`) writes nothing and takes no lock. `train` is
+the Estimator's training under the guards every run has: a NaN, an
+undecodable image or an unreadable checkpoint stops it in one line
+(`distribute.train`: the other engine's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 from tunas_tf.data import unreadable
+from tunas_tf.runtime import cluster
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import preemption
@@ -53,7 +55,8 @@ def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
 def run(job: JobConfig, binary: str, check: Callable[[], P],
         start: Callable[[P, preemption.StopRequest], R],
         finished: Callable[[P], bool] = lambda plan: False,
-        plan: Optional[P] = None) -> Optional[R]:
+        plan: Optional[P] = None, multi_worker: bool = False
+        ) -> Optional[R]:
   """Checks, then (holding the model directory) checks again and starts.
 
   Args:
@@ -67,13 +70,27 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       returns None, having written nothing).
     plan: the result of a first `check()` the caller made already (to act
       on it before anything is written); None: `run` makes it.
+    multi_worker: whether the binary runs as several workers on the
+      distribute engine (`TF_CONFIG`); if not, a cluster is refused.
+
+  With `multi_worker`, a non-chief worker of a cluster (`cluster.worker()`)
+  neither takes the lock nor checks again nor moves the `checkpoint` file:
+  it calls `start` after the first check, and `start` must write none of
+  the run's files (`cluster.is_chief`).
 
   Raises:
-    ValueError: from `check`; for a TPU that cannot be resolved; for the
+    ValueError: from `check`; for a malformed `TF_CONFIG` on the distribute
+      engine, or any without `multi_worker` (before `check`); for a TPU
+      that cannot be resolved; for the
       Estimator engine on TF 2.16+, which has no Estimator; for a directory
       another live process holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
+  # A malformed TF_CONFIG is refused first (the distribute engine's).
+  worker = cluster.worker() if job.engine == 'distribute' else None
+  if worker is not None and not multi_worker:
+    raise ValueError(f'{binary} runs as one worker: TF_CONFIG names a '
+                     'cluster; unset it')
   plan = check() if plan is None else plan
   if finished(plan):
     return None
@@ -82,6 +99,13 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
   if job.engine == 'estimator':  # (`start` trains on `job.engine`.)
     estimator_lib.require_estimator()
   estimator_lib.use_determinism(job)  # Before any graph is built.
+  if worker is not None and not worker.chief:
+    # The chief holds the directory and points its `checkpoint` file at the
+    # resume point before it makes its strategy, which every worker's waits
+    # for (so workers restore what the chief does); this one writes nothing
+    # there.
+    with preemption.stop_on_signal(binary) as stop:
+      return start(plan, stop)
   with run_lock.acquire(job.model_dir, binary) as lock, \
       preemption.stop_on_signal(binary, lock.lost) as stop:
     # Again, now that no other process can change the directory.

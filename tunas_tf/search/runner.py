@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import cluster
 from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import hooks
@@ -231,7 +232,9 @@ def run_search(config: SearchConfig) -> bool:
   search is refused before anything is written; a finished one is left as
   it is. One process at a time runs in a model directory
   (`runtime.run_lock`: a second is refused naming the holder; a holder that
-  is gone is taken over). A SIGTERM or SIGINT stops it after the step in
+  is gone is taken over), but for the non-chief workers of a multi-worker
+  search (`--engine=distribute` under `TF_CONFIG`), which write nothing
+  there (`runtime.cluster`). A SIGTERM or SIGINT stops it after the step in
   flight (the TPU loop in flight on TPU) with a checkpoint at that step
   (`preemption`).
 
@@ -239,7 +242,8 @@ def run_search(config: SearchConfig) -> bool:
     False when the search had already finished (nothing was done).
 
   Raises:
-    ValueError: as `check_search`; for a TPU that cannot be resolved; for a
+    ValueError: as `check_search`; for a malformed `TF_CONFIG`
+      (`--engine=distribute`); for a TPU that cannot be resolved; for a
       directory another live process holds (`runtime.run_lock.Held`); when
       a NaN or Inf loss or reward stops the search (naming the step and the
       last good checkpoint).
@@ -255,9 +259,15 @@ def run_search(config: SearchConfig) -> bool:
 
   def start(plan: Plan, stop: preemption.StopRequest) -> bool:
     if config.job.engine == 'distribute':
+      # First: a MultiWorkerMirroredStrategy before TF runs anything.
       strategy = distribute.strategy_for(config.job, config.replicas)
-      config_lib.write(config, plan.spec_json, plan.stored)
-      _log_start(config, plan)
+      worker = cluster.worker()
+      if worker is None or worker.chief:
+        config_lib.write(config, plan.spec_json, plan.stored)
+        _log_start(config, plan)
+      else:
+        logging.info('Joining the search in %s as %s: the chief writes its '
+                     'files', model_dir, worker.text())
       decisions = _decisions(mobile.get_search_space(config.ssd))
       distribute.train(
           strategy, trainer_lib.SearchTrainer(config),
@@ -277,7 +287,8 @@ def run_search(config: SearchConfig) -> bool:
     return True
 
   if not lifecycle.run(config.job, 'train_search',
-                       lambda: check_search(config), start, finished):
+                       lambda: check_search(config), start, finished,
+                       multi_worker=True):
     return False
   logging.info('Search finished (%d steps). Next: python -m '
                'tunas_tf.tools.extract_architecture --model_dir=%s, then '
