@@ -41,10 +41,14 @@ _WEIGHT = 'weight/.ATTRIBUTES/VARIABLE_VALUE'
 
 class _ToyTrainer:
   """One weight moved towards 3 by gradient descent, the mean gradient over
-  replicas."""
+  replicas; its loss checked finite in the graph unless `check_in_graph` is
+  False (as on TPU, where XLA drops the assertion), and on the host."""
 
-  def __init__(self, learning_rate: float):
+  finite_scalars = {'toy/loss': 'toy loss'}
+
+  def __init__(self, learning_rate: float, check_in_graph: bool = True):
     self._learning_rate = learning_rate
+    self._check_in_graph = check_in_graph
     self.weight = None
 
   def build(self):
@@ -57,7 +61,7 @@ class _ToyTrainer:
       loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
     gradient, = replicas.means([tape.gradient(loss, self.weight)])
     checks = guards.check_finite('toy loss', [loss], global_step,
-                                 use_tpu=False)
+                                 use_tpu=not self._check_in_graph)
     with tf.control_dependencies(checks):
       self.weight.assign_sub(self._learning_rate * gradient)
     return {'toy/loss': loss, 'toy/weight': self.weight.read_value()}
@@ -97,7 +101,7 @@ def _config(model_dir: str, max_steps: int, per_loop: int = 3,
 
 
 def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
-             strategy=None):
+             strategy=None, check_in_graph=True):
   """The whole third binary below its entry point, on tf.distribute."""
   path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
   values = jobs.to_flat(config)
@@ -112,7 +116,7 @@ def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
     files.write_config(path, values, plan.stored, run_only)
     step = distribute.train(
         strategy or distribute.strategy_for(config.job),
-        _ToyTrainer(config.learning_rate),
+        _ToyTrainer(config.learning_rate, check_in_graph),
         _dataset_fn(features, nan_from, started(stop) if started else None),
         job=config.job, max_steps=config.max_steps, stop=stop,
         run_name='the toy run')
@@ -224,6 +228,30 @@ class ThirdBinaryTest(absltest.TestCase):
       _toy_run(_config(model_dir, max_steps=9), nan_from=5)
     self.assertEqual(_steps(model_dir), [0, 3])
     self.assertEqual(resume_lib.resume_point(model_dir).global_step, 3)
+
+  def test_without_the_graphs_check_the_host_stops_it_in_one_line(self):
+    model_dir = tempfile.mkdtemp()
+    _toy_run(_config(model_dir, max_steps=3))
+    # The loop of steps 3-5 ends after step 4, the first NaN.
+    with self.assertRaisesRegex(
+        ValueError, r'^The toy loss is nan at step 4: the toy run stopped '
+        'without saving it; the last good checkpoint is .*model.ckpt-3$'):
+      _toy_run(_config(model_dir, max_steps=9), nan_from=4,
+               check_in_graph=False)
+    self.assertEqual(_steps(model_dir), [0, 3])
+    # Nothing of the loop: not even its finite step 3.
+    self.assertEqual([s for s, _ in _scalars(model_dir)['toy/loss']], [0])
+
+  def test_finite_scalars_must_be_scalars_of_the_step(self):
+    trainer = _ToyTrainer(0.1)
+    trainer.finite_scalars = {'toy/lost': 'toy loss'}
+    with self.assertRaisesRegex(
+        ValueError, r"^a trainer's finite_scalars \['toy/lost'\] are not "
+        'among its scalars$'):
+      distribute.train(
+          tf.distribute.get_strategy(), trainer, _dataset_fn([1.0]),
+          job=_config(tempfile.mkdtemp(), 3).job, max_steps=3,
+          stop=preemption.StopRequest(), run_name='the toy run')
 
   def test_a_stop_request_ends_after_the_loop_in_flight_and_saves(self):
     model_dir = tempfile.mkdtemp()

@@ -15,11 +15,13 @@ into the model directory.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
+from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
+                    Tuple)
 
 from absl import logging
 import tensorflow as tf
@@ -45,7 +47,14 @@ Summaries = Callable[[Mapping[str, float], int], None]
 
 
 class Trainer(Protocol):
-  """What `train` trains: variables made once, and a per-replica step."""
+  """What `train` trains: variables made once, and a per-replica step.
+
+  It may also have `finite_scalars`: {scalar name: what it is}, the scalars
+  of `step` that must stay finite ({'model/loss': 'model loss'}). The loop
+  ends after the first step where one (mean over replicas) is not, and
+  `train` stops in one line (`guards.non_finite_line`), saving nothing: the
+  check `guards.check_finite` makes in the graph, where XLA dropped it.
+  """
 
   def build(self) -> Mapping[str, Any]:
     """Creates every variable; returns the objects to checkpoint, by name.
@@ -212,6 +221,7 @@ class _Run:
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
     self.names = None  # The step's scalars, in order (once traced).
     self.resumed = False  # Whether `restore` found a checkpoint.
+    self.finite = dict(getattr(trainer, 'finite_scalars', {}))
     self.loop = tf.function(self._loop, autograph=False)
 
   def close(self) -> None:
@@ -245,17 +255,35 @@ class _Run:
     return tf.stack([tf.cast(scalars[name], tf.float32)
                      for name in self.names])
 
+  def _all_finite(self, values: tf.Tensor) -> tf.Tensor:
+    """Whether the `finite` scalars among `values` are finite."""
+    missing = sorted(set(self.finite) - set(self.names))
+    if missing:
+      raise ValueError(f"a trainer's finite_scalars {missing} are not among "
+                       f'its scalars')
+    indices = [self.names.index(name) for name in self.finite]
+    return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
+
+  def non_finite(self, values: Mapping[str, float]
+                 ) -> Optional[Tuple[str, float]]:
+    """What the first non-finite `finite` scalar is, with its value."""
+    for name, what in self.finite.items():
+      if not math.isfinite(values[name]):
+        return what, values[name]
+    return None
+
   def _loop(self, iterator, steps: tf.Tensor
             ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`steps` steps; the scalars (`self.names`, mean over replicas) of the
+    """`steps` steps, or fewer, ending after the first step whose `finite`
+    scalars are not; the scalars (`self.names`, mean over replicas) of the
     last one, and of the one whose step is a multiple of the summary cadence
     (`tpu_iterations_per_loop`, as the Estimator's host_call) with its step
     (-1: none was). The step is traced once: its scalars leave the loop as
     vectors of a length known only once traced."""
     every = self._job.tpu_iterations_per_loop
 
-    def body(i, last, kept, kept_at):
-      del last
+    def body(i, last, kept, kept_at, finite):
+      del last, finite
       step = self.global_step.read_value()
       values = self.strategy.reduce(
           tf.distribute.ReduceOp.MEAN,
@@ -266,14 +294,15 @@ class _Run:
       kept_at = tf.where(keep, step, kept_at)
       with tf.control_dependencies([values, kept]):
         self.global_step.assign_add(1)
-        return i + 1, tf.identity(values), tf.identity(kept), kept_at
+        return (i + 1, tf.identity(values), tf.identity(kept), kept_at,
+                self._all_finite(values))
 
     vector, scalar = tf.TensorShape([None]), tf.TensorShape([])
-    _, last, kept, kept_at = tf.while_loop(
-        lambda i, *_: i < steps, body,
+    _, last, kept, kept_at, _ = tf.while_loop(
+        lambda i, *rest: tf.logical_and(i < steps, rest[-1]), body,
         (tf.constant(0, tf.int64), tf.zeros([0]), tf.zeros([0]),
-         tf.constant(-1, tf.int64)),
-        shape_invariants=(scalar, vector, vector, scalar))
+         tf.constant(-1, tf.int64), tf.constant(True)),
+        shape_invariants=(scalar, vector, vector, scalar, scalar))
     return last, kept, kept_at
 
 
@@ -289,7 +318,7 @@ def _write(writer, values: Mapping[str, float], step: int,
 
 def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
            stop: preemption.StopRequest, progress: _Progress,
-           summaries: Optional[Summaries]) -> int:
+           summaries: Optional[Summaries], run_name: str) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
   if step >= max_steps:
@@ -307,12 +336,16 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
       steps = min(job.tpu_iterations_per_loop, max_steps - step)
       last, kept, kept_at = run.loop(iterator, tf.constant(steps, tf.int64))
       step = int(run.global_step.numpy())
+      last = dict(zip(run.names, last.numpy().tolist()))
+      non_finite = run.non_finite(last)
+      if non_finite:  # At the loop's last step, before anything is written.
+        raise ValueError(guards.non_finite_line(
+            *non_finite, step - 1, job.model_dir, run_name))
       if int(kept_at) >= 0:
         _write(writer, dict(zip(run.names, kept.numpy().tolist())),
                int(kept_at), summaries)
       if run.chief:
-        progress.after_loop(step,
-                            dict(zip(run.names, last.numpy().tolist())))
+        progress.after_loop(step, last)
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -366,8 +399,9 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       (e.g. `summaries.write_probabilities`).
 
   Raises:
-    ValueError: one line, for a NaN or Inf (`guards.check_finite`; nothing
-      saved after the last good checkpoint, which it names), an undecodable
+    ValueError: one line, for a NaN or Inf (`guards.check_finite` in the
+      graph, or the trainer's `finite_scalars` on the host; nothing saved
+      after the last good checkpoint, which it names), an undecodable
       image, an unrestorable checkpoint or a lost model directory.
     preemption.Stopped: when a signal stopped it (after the loop in flight,
       a checkpoint saved).
@@ -382,7 +416,7 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       try:
         return _train(run, dataset_fn, job, max_steps, stop,
                       _Progress(max_steps, job.log_every_steps, progress),
-                      summaries)
+                      summaries, run_name)
       finally:
         run.close()
 

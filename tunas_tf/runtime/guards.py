@@ -4,7 +4,8 @@
 TPU); an update made to depend on it never runs on a NaN. Around an
 Estimator's `train`, `stops_in_one_line` turns that failure (or TF's
 NaN-loss check on TPU) into one line naming the value, the step and the last
-good checkpoint.
+good checkpoint; `non_finite_line` says the same of a value the host found
+non-finite (`runtime.distribute`, where XLA dropped the assertions).
 """
 
 from __future__ import annotations
@@ -74,9 +75,22 @@ def _stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
   else:
     name, step, value = failure
     what = f'The {name} is {value} at step {step}'
+  return _line(what, model_dir, run)
+
+
+def _line(what: str, model_dir: str, run: str) -> str:
   latest = tf.train.latest_checkpoint(model_dir)
   return (f'{what}: {run} stopped without saving it; the last good '
           f'checkpoint is {latest or "none (none was saved)"}')
+
+
+def non_finite_line(name: str, value: float, step: int, model_dir: str,
+                    run: str) -> str:
+  """The line of a value found non-finite on the host (where the graph has
+  no `check_finite`: XLA drops assertions), worded as a `check_finite` stop:
+  'The reward is nan at step 7: the search stopped without saving it; the
+  last good checkpoint is DIR/model.ckpt-6'."""
+  return _line(f'The {name} is {value} at step {step}', model_dir, run)
 
 
 @contextlib.contextmanager
