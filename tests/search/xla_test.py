@@ -28,13 +28,12 @@ import tempfile
 from absl.testing import absltest
 import pytest
 import tensorflow as tf
-from tensorflow.compiler.xla import xla_data_pb2  # pylint: disable=g-direct-tensorflow-import
-from tensorflow.compiler.xla.service import hlo_pb2  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import control_flow_ops  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_tf.data import datasets
 from tunas_tf.search import runner
 from tunas_tf.search_space import mobile
+from tests.testing import hlo
 from tests.testing import searches
 
 
@@ -78,7 +77,7 @@ def _inputs(config, as_specs=False):
                                        labels[1])] * 2
 
 
-def lower_to_hlo(config) -> hlo_pb2.HloModuleProto:
+def lower_to_hlo(config):
   """The per-replica step of `config` as tf2xla's HLO module.
 
   The step is traced once, as TF1 code (`wrap_function`: its variables are
@@ -95,24 +94,8 @@ def lower_to_hlo(config) -> hlo_pb2.HloModuleProto:
   finally:
     context.Exit()
   compiled = tf.function(step, jit_compile=True, autograph=False)
-  return hlo_pb2.HloModuleProto.FromString(
-      compiled.experimental_get_compiler_ir(*_inputs(config))(
-          stage='hlo_serialized'))
-
-
-def _instructions(module: hlo_pb2.HloModuleProto):
-  for computation in module.computations:
-    yield from computation.instructions
-
-
-def _is_rng_counter(instruction) -> bool:
-  """Whether an instruction is a stateless random op's counter (S64[<=2]).
-
-  TF's stateless random ops (V2) lower their seed to a key and a counter of
-  at most two 64-bit words (Philox), whatever the size of the draw.
-  """
-  return (instruction.metadata.op_type.startswith('StatelessRandom') and
-          list(instruction.shape.dimensions) in ([1], [2]))
+  return hlo.module(compiled.experimental_get_compiler_ir(
+      *_inputs(config))(stage='hlo_serialized'))
 
 
 @pytest.mark.estimator
@@ -134,16 +117,12 @@ class XlaTest(absltest.TestCase):
     ssd = 'digits_search'
     module = lower_to_hlo(_config(ssd, mobile.get_image_size(ssd), 2,
                                   '--use_bfloat16=true'))
-    opcodes, op_types, vector_s64, bf16_convolutions = set(), set(), [], 0
-    for instruction in _instructions(module):
+    opcodes, op_types, bf16_convolutions = set(), set(), 0
+    for instruction in hlo.instructions(module):
       opcodes.add(instruction.opcode)
       op_types.add(instruction.metadata.op_type)
-      shape = instruction.shape
-      if (shape.element_type == xla_data_pb2.S64 and shape.dimensions and
-          not _is_rng_counter(instruction)):
-        vector_s64.append(instruction.metadata.op_name)
       if (instruction.opcode == 'convolution' and
-          shape.element_type == xla_data_pb2.BF16):
+          instruction.shape.element_type == hlo.BF16):
         bf16_convolutions += 1
     # The Switches are XLA conditionals; the controller samples on device
     # with stateless draws (no stateful RNG: the sample at a step is a
@@ -154,7 +133,7 @@ class XlaTest(absltest.TestCase):
                                'StatelessRandomUniformV2'}, op_types)
     # 64-bit integers only as scalars (the global step and its schedules),
     # but for the stateless random ops' two-word counters.
-    self.assertEqual(vector_s64, [])
+    self.assertEqual(hlo.vector_s64(module), [])
     self.assertGreater(bf16_convolutions, 10)
 
 

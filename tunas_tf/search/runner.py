@@ -53,8 +53,8 @@ def make_model_fn(config: SearchConfig):
       raise ValueError(f'The search model_fn only trains, got mode {mode!r}')
     train_images, valid_images = features['train'], features['validation']
     if config.job.use_tpu:  # The host sent HWCN (a layout hint for XLA).
-      train_images = tf.transpose(train_images, [3, 0, 1, 2])
-      valid_images = tf.transpose(valid_images, [3, 0, 1, 2])
+      train_images = trainer_lib.from_hwcn(train_images)
+      valid_images = trainer_lib.from_hwcn(valid_images)
     # bfloat16 compute: `true`'s images come in bfloat16 (the cast is a
     # no-op), `ontpu`'s are cast here (as in the original); variables,
     # loss and gradients stay float32.
@@ -141,9 +141,8 @@ def make_input_fn(config: SearchConfig, start_step: int = 0):
         preprocessing=job.preprocessing)
     dataset = precision.cast_input(dataset, config.use_bfloat16)
     if config.job.use_tpu:
-      to_hwcn = lambda x: tf.transpose(x, [1, 2, 3, 0])
       dataset = dataset.map(
-          lambda f, l: ({k: to_hwcn(v) for k, v in f.items()}, l))
+          lambda f, l: ({k: trainer_lib.to_hwcn(v) for k, v in f.items()}, l))
     return dataset
 
   return input_fn

@@ -4,8 +4,10 @@
 reward baseline, the controller's Adam and the model's RMSProp; `step` runs
 what `runner.make_model_fn` runs, in the same order, and returns the same
 scalars (the logits one scalar per choice, `rlpathlogits/{path}/{j}`).
-`make_dataset_fn(config)` gives each input pipeline its replicas' batches.
-The distribute loop increments the global step, the controller step not.
+`make_dataset_fn(config)` gives each input pipeline its replicas' batches;
+on TPU the images go HWCN (`to_hwcn`) and the step turns them back, as the
+Estimator's input_fn and model_fn do. The distribute loop increments the
+global step, the controller step not.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ class SearchTrainer:
 
   Args:
     config: the search's config.
+
+  Attributes:
+    finite_scalars: the scalars checked finite on the host after each loop
+      (`distribute.Trainer`), as `steps` checks them in the graph off TPU.
   """
+
+  finite_scalars = {'model/loss': 'model loss',
+                    'rlcontroller/reward': 'reward'}
 
   def __init__(self, config: SearchConfig):
     self._config = config
@@ -72,8 +81,12 @@ class SearchTrainer:
     """One search step on this replica's batches; its scalars, by name."""
     config = self._config
     features, labels = inputs
-    train_images = tf.cast(features['train'], self._dtype)
-    valid_images = tf.cast(features['validation'], self._dtype)
+    train_images, valid_images = features['train'], features['validation']
+    if config.job.use_tpu:  # The host sent HWCN (`make_dataset_fn`).
+      train_images, valid_images = from_hwcn(train_images), from_hwcn(
+          valid_images)
+    train_images = tf.cast(train_images, self._dtype)
+    valid_images = tf.cast(valid_images, self._dtype)
     # 1-2. Warm-up probabilities and this replica's sampled architecture.
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
     sampled, dist_info = steps.sample_architecture(
@@ -123,13 +136,25 @@ def _flat_scalars(scalars: Mapping[str, tf.Tensor]
   return flat
 
 
+def to_hwcn(images: tf.Tensor) -> tf.Tensor:
+  """A batch of NHWC images as HWCN, the layout TPU infeed is sent in (a
+  layout hint for XLA)."""
+  return tf.transpose(images, [1, 2, 3, 0])
+
+
+def from_hwcn(images: tf.Tensor) -> tf.Tensor:
+  """`to_hwcn`'s images back as NHWC, on the device."""
+  return tf.transpose(images, [3, 0, 1, 2])
+
+
 def make_dataset_fn(config: SearchConfig):
   """The `distribute.DatasetFn` of the search.
 
   Each input pipeline (`context.input_pipeline_id` of
   `context.num_input_pipelines`) yields the per-replica batches of its
   replicas in turn (`streams.Pipeline`), from the start step on, as the
-  Estimator's input_fn does.
+  Estimator's input_fn does; on TPU (`config.job.use_tpu`) the images HWCN
+  (`to_hwcn`), which `SearchTrainer.step` turns back.
   """
 
   def dataset_fn(context: tf.distribute.InputContext, start_step: int
@@ -146,6 +171,10 @@ def make_dataset_fn(config: SearchConfig):
         validation_examples=config.validation_examples,
         image_size=job.image_size, start_step=start_step, pipeline=pipeline,
         preprocessing=job.preprocessing)
-    return precision.cast_input(dataset, config.use_bfloat16)
+    dataset = precision.cast_input(dataset, config.use_bfloat16)
+    if job.use_tpu:
+      dataset = dataset.map(
+          lambda f, l: ({k: to_hwcn(v) for k, v in f.items()}, l))
+    return dataset
 
   return dataset_fn

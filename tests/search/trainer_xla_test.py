@@ -1,0 +1,113 @@
+"""XLA as the TPU proxy for the distribute engine's search step, on any TF.
+
+On TPU, `TPUStrategy` compiles `SearchTrainer.step` with XLA. Without a
+TPU: a masked-mode digits_search whose config says `use_tpu` (the input sent
+HWCN by `make_dataset_fn`, no `check_finite` in the graph) has its replica
+step traced with `jit_compile=True` and lowered by tf2xla to HLO
+(`experimental_get_compiler_ir`), as tests/search/xla_test.py does for the
+Estimator's model_fn: every op has an XLA kernel, every shape is static, the
+controller samples with stateless ops, the HWCN images are turned back on
+the device. Also: the HWCN round trip, and XLA dropping an assertion (why
+`distribute.train` checks the step's loss and reward on the host).
+"""
+
+import dataclasses
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from tunas_tf.runtime import guards
+from tunas_tf.search import trainer as trainer_lib
+from tests.testing import hlo
+from tests.testing import searches
+
+_BATCH = 2
+
+
+def _configs():
+  """(off TPU, as on TPU) configs of a masked digits_search at batch 2."""
+  config = searches.search_config(
+      tempfile.mkdtemp(), '--supernet_mode=masked', '--max_steps=40',
+      f'--train_batch_size={_BATCH}', '--rl_batch_size_multiplier=1')
+  return config, dataclasses.replace(config, job=dataclasses.replace(
+      config.job, use_tpu=True, tpu='local'))
+
+
+def _first_batch(config):
+  dataset = trainer_lib.make_dataset_fn(config)(tf.distribute.InputContext(),
+                                                0)
+  return next(iter(dataset))
+
+
+class LayoutTest(absltest.TestCase):
+
+  def test_on_tpu_the_images_go_hwcn_and_come_back(self):
+    off_tpu, on_tpu = _configs()
+    (nhwc, labels), (hwcn, tpu_labels) = map(_first_batch, (off_tpu, on_tpu))
+    for side in ('train', 'validation'):
+      self.assertEqual(nhwc[side].shape, [_BATCH, 8, 8, 1])
+      self.assertEqual(hwcn[side].shape, [8, 8, 1, _BATCH])
+      np.testing.assert_array_equal(hwcn[side],
+                                    np.transpose(nhwc[side], [1, 2, 3, 0]))
+      np.testing.assert_array_equal(trainer_lib.from_hwcn(hwcn[side]),
+                                    nhwc[side])
+      np.testing.assert_array_equal(tpu_labels[side], labels[side])
+
+
+class XlaDropsAssertionsTest(absltest.TestCase):
+
+  def test_check_finite_fails_in_a_graph_and_not_under_xla(self):
+
+    def step(loss, global_step):
+      checks = guards.check_finite('model loss', [loss], global_step,
+                                   use_tpu=False)
+      with tf.control_dependencies(checks):
+        return loss + 1.0
+
+    args = (tf.constant(float('nan')), tf.constant(3, tf.int64))
+    with self.assertRaises(tf.errors.InvalidArgumentError) as raised:
+      tf.function(step)(*args)
+    self.assertEqual(guards.non_finite_failure(raised.exception),
+                     ('model loss', 3, 'nan'))
+    self.assertTrue(np.isnan(tf.function(step, jit_compile=True)(*args)))
+
+
+class SearchTrainerXlaTest(absltest.TestCase):
+
+  def test_the_replica_step_lowers_to_hlo(self):
+    _, config = _configs()
+    features, labels = _first_batch(config)
+    trainer = trainer_lib.SearchTrainer(config)
+    trainer.build()
+
+    def step(features, labels, global_step):
+      return trainer.step((features, labels), global_step)
+
+    compiled = tf.function(step, jit_compile=True, autograph=False)
+    module = hlo.module(compiled.experimental_get_compiler_ir(
+        features, labels, tf.constant(0, tf.int64))(stage='hlo_serialized'))
+    opcodes, op_types, parameters = set(), set(), []
+    for instruction in hlo.instructions(module):
+      opcodes.add(instruction.opcode)
+      op_types.add(instruction.metadata.op_type)
+      if instruction.opcode == 'parameter':
+        parameters.append(list(instruction.shape.dimensions))
+    # HWCN images in, turned back (Transpose) before the convolutions.
+    self.assertIn([8, 8, 1, _BATCH], parameters)
+    self.assertContainsSubset({'Transpose', 'Conv2D', 'If'}, op_types)
+    self.assertContainsSubset({'convolution', 'conditional'}, opcodes)
+    # No assertion (XLA would drop it): the host checks these instead.
+    self.assertNotIn('Assert', op_types)
+    self.assertContainsSubset(trainer.finite_scalars, searches.scalar_tags())
+    # The controller samples with stateless draws (a pure function of the
+    # seed, the step and the replica); no stateful RNG.
+    self.assertNotIn('rng', opcodes)
+    self.assertContainsSubset({'StatelessMultinomial',
+                               'StatelessRandomUniformV2'}, op_types)
+    self.assertEqual(hlo.vector_s64(module), [])
+
+
+if __name__ == '__main__':
+  absltest.main()
