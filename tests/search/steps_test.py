@@ -460,7 +460,6 @@ class ReplicatedStepsTest(absltest.TestCase):
                      '--increase_ops_warmup_steps_fraction=0',
                      '--increase_filters_warmup_steps_fraction=0')
     spec = mobile.get_search_space('digits_search')
-    b2, eps = 0.999, 1e-8
     first_masks = None  # Of the 2-replica run.
     for n in (2, 4):
       with replicated.graph(n) as strategy:
@@ -497,9 +496,7 @@ class ReplicatedStepsTest(absltest.TestCase):
       # Logits after one step: Adam (beta1 0) on mean g and mean g^2.
       g = np.array([np.concatenate(per_replica) for per_replica in grads])
       self.assertGreater(np.abs(g).max(), 0.0)
-      mean_g, mean_g2 = g.mean(axis=0), (g**2).mean(axis=0)
-      want = (-lr[0] * np.sqrt(1 - b2) * mean_g /
-              (np.sqrt((1 - b2) * mean_g2) + eps))
+      want = replicated.first_adam_step(lr[0], g)
       # float32 Adam against the float64 formula, a few roundings of ~6e-8
       # each: measured at 6% of this bound.
       for copy in zip(*logits):  # Each replica's copy of every variable.

@@ -6,12 +6,14 @@ the same situation without an Estimator, for small unit tests: a graph under
 the strategy's scope (with the Estimator's loss scaling for v1 optimizers),
 `run` to build a step per replica, and a session whose CPU is split into N
 devices (`device_count`, as `estimator.make_estimator` does; TF's process-wide
-device list is not touched, so these run in any test process).
+device list is not touched, so these run in any test process). Also the hand
+computation of the controller's first step on N replicas (`first_adam_step`).
 """
 
 import contextlib
 from typing import Any, Callable, Iterator, List
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -50,3 +52,16 @@ def session(num_replicas: int) -> tf.compat.v1.Session:
   """A session of the default graph with the CPU split into N devices."""
   return tf.compat.v1.Session(config=tf.compat.v1.ConfigProto(
       device_count={'CPU': num_replicas}))
+
+
+def first_adam_step(learning_rate: float, grads: 'np.ndarray',
+                    beta2: float = 0.999, epsilon: float = 1e-8
+                    ) -> 'np.ndarray':
+  """The controller's first Adam step (beta1 0) given replica i's gradient
+  `grads[i]` (float64, by hand): -lr sqrt(1 - beta2) mean g /
+  (sqrt((1 - beta2) mean g^2) + epsilon), the square taken before the mean.
+  """
+  grads = np.asarray(grads, np.float64)
+  mean_g, mean_g2 = grads.mean(axis=0), (grads**2).mean(axis=0)
+  return (-learning_rate * np.sqrt(1 - beta2) * mean_g /
+          (np.sqrt((1 - beta2) * mean_g2) + epsilon))
