@@ -242,6 +242,32 @@ class ThirdBinaryTest(absltest.TestCase):
     # Nothing of the loop: not even its finite step 3.
     self.assertEqual([s for s, _ in _scalars(model_dir)['toy/loss']], [0])
 
+  def test_a_lost_worker_stops_a_worker_of_a_cluster_in_one_line(self):
+    model_dir = tempfile.mkdtemp()
+    _toy_run(_config(model_dir, max_steps=3))
+    reason = 'Collective ops is aborted by: Connection reset by peer'
+
+    def peer_gone(context, start):
+      del context, start
+      raise tf.errors.UnavailableError(None, None, reason)
+
+    def train():
+      distribute.train(
+          tf.distribute.get_strategy(), _ToyTrainer(0.1), peer_gone,
+          job=_config(model_dir, 9).job, max_steps=9,
+          stop=preemption.StopRequest(), run_name='the toy run')
+
+    with self.assertRaises(tf.errors.UnavailableError):  # Not in a cluster.
+      train()
+    tf_config = ('{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": '
+                 '"worker", "index": 1}}')
+    with mock.patch.dict(os.environ, TF_CONFIG=tf_config), \
+        self.assertRaisesRegex(
+            ValueError, f'^the toy run lost a worker of its cluster '
+            f'\\({reason}\\) and stopped; the last checkpoint is '
+            '.*model.ckpt-3: start every worker again to resume$'):
+      train()
+
   def test_finite_scalars_must_be_scalars_of_the_step(self):
     trainer = _ToyTrainer(0.1)
     trainer.finite_scalars = {'toy/lost': 'toy loss'}

@@ -20,8 +20,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
-                    Tuple)
+from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
+                    Protocol, Tuple)
 
 from absl import logging
 import tensorflow as tf
@@ -361,6 +361,25 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   return step
 
 
+@contextlib.contextmanager
+def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
+  """In a worker of a cluster (`cluster.worker()`): a peer that stopped
+  (killed, preempted, failed), which fails this worker's collectives,
+  becomes one line naming the last checkpoint; elsewhere nothing."""
+  if cluster.worker() is None:
+    yield
+    return
+  try:
+    yield
+  except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
+    latest = tf.train.latest_checkpoint(model_dir)
+    raise ValueError(
+        f'{run} lost a worker of its cluster '
+        f'({resume_lib.op_error_reason(e)}) and stopped; the last checkpoint '
+        f'is {latest or "none (none was saved)"}: start every worker again '
+        'to resume') from None
+
+
 def train(strategy: tf.distribute.Strategy, trainer: Trainer,
           dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
           stop: preemption.StopRequest, run_name: str,
@@ -402,13 +421,15 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
     ValueError: one line, for a NaN or Inf (`guards.check_finite` in the
       graph, or the trainer's `finite_scalars` on the host; nothing saved
       after the last good checkpoint, which it names), an undecodable
-      image, an unrestorable checkpoint or a lost model directory.
+      image, an unrestorable checkpoint, a lost model directory or, in a
+      cluster, a lost worker (naming the last checkpoint).
     preemption.Stopped: when a signal stopped it (after the loop in flight,
       a checkpoint saved).
   """
 
   def guarded() -> int:
     with contextlib.ExitStack() as stack:
+      stack.enter_context(_lost_worker_in_one_line(job.model_dir, run_name))
       stack.enter_context(guards.stops_in_one_line(job.model_dir, run_name))
       stack.enter_context(unreadable.stops_in_one_line(run_name,
                                                        job.model_dir))
