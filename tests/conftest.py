@@ -14,6 +14,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 SLOWEST_FIRST = (
     'tests/search/xla_test.py',
     'tests/search/multiworker_test.py',
+    'tests/search/trainer_replicas_test.py',
+    'tests/search/trainer_xla_test.py',
     'tests/search/search_test.py',
     'tests/search/replicas_search_test.py',
     'tests/search/demo_test.py',
