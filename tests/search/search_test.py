@@ -376,8 +376,12 @@ class CommandLineTest(absltest.TestCase):
     # started while it runs is refused.
     kills = (random.choice((1, 2)), random.choice((4, 5)))
     model_dir = os.path.join(tempfile.mkdtemp(), 'killed')
+    # One step per loop: the distribute engine logs, saves and stops
+    # between loops.
     flags_ = ['--deterministic', '--log_every_steps=1',
-              *[a for a in _SHORT if not a.startswith('--save_checkpoints')]]
+              '--tpu_iterations_per_loop=1',
+              *[a for a in _SHORT if not a.startswith(
+                  ('--save_checkpoints', '--tpu_iterations_per_loop'))]]
     cmd = searches.search_command(model_dir, *flags_,
                                   '--save_checkpoints_steps=1')
     killed = self._kill_after_checkpoint(cmd, model_dir, kills[0])

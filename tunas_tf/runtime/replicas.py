@@ -252,3 +252,14 @@ def saver(**saver_kwargs) -> tf.compat.v1.train.Saver:
            if id(v) not in copies and
            not isinstance(v, tf.distribute.DistributedValues)]
   return tf.compat.v1.train.Saver(var_list=saveables + plain, **saver_kwargs)
+
+
+class MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
+  """RMSProp on the mean gradient over `tf.distribute` replicas outside
+  the Estimator (the distribute engine's, made in the cross-replica
+  context): the loss is scaled by 1/N, and `apply_gradients` sums."""
+
+  @staticmethod
+  def _scale_loss(loss_value):
+    count = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss_value * (1.0 / count) if count > 1 else loss_value

@@ -54,7 +54,8 @@ class _ByVariableName:
   the key the Estimator's `Saver` uses. Both engines name the variables
   alike, so the tools read either engine's checkpoint by these names. A
   tensor is also found by its object path (`global_step`) where no
-  variable has that name.
+  variable has that name. The Checkpoint's own `save_counter` is left out:
+  it counts saves, not the run's state.
   """
 
   def __init__(self, raw: Any):
@@ -67,6 +68,7 @@ class _ByVariableName:
                   for a in attributes if a.checkpoint_key.endswith(suffix)}
     self._keys.update((a.full_name, a.checkpoint_key) for a in attributes
                       if a.full_name)
+    self._keys.pop('save_counter', None)  # The Checkpoint's, not the run's.
     shapes = raw.get_variable_to_shape_map()
     dtypes = raw.get_variable_to_dtype_map()
     self._shapes = {name: shapes[key] for name, key in self._keys.items()}

@@ -164,16 +164,6 @@ def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
       config.model_warmup_steps)
 
 
-class _MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
-  """RMSProp on the mean gradient over `tf.distribute` replicas outside
-  the Estimator: the loss is scaled by 1/N, and `apply_gradients` sums."""
-
-  @staticmethod
-  def _scale_loss(loss_value):
-    count = tf.distribute.get_strategy().num_replicas_in_sync
-    return loss_value * (1.0 / count) if count > 1 else loss_value
-
-
 def model_optimizer(learning_rate: Any, config: SearchConfig,
                     in_estimator: bool = True
                     ) -> tf.compat.v1.train.Optimizer:
@@ -185,7 +175,7 @@ def model_optimizer(learning_rate: Any, config: SearchConfig,
   """
   kwargs = dict(decay=0.9, momentum=config.model_momentum, epsilon=1.0)
   if not in_estimator:
-    return _MeanRMSProp(learning_rate, **kwargs)
+    return replicas.MeanRMSProp(learning_rate, **kwargs)
   opt = tf.compat.v1.train.RMSPropOptimizer(learning_rate, **kwargs)
   return replicas.averaging_optimizer(opt)
 

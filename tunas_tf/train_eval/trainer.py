@@ -37,16 +37,6 @@ PROGRESS = {'model/loss': lambda v: f'loss={v:.4g}',
             'model/learning_rate': lambda v: f'lr={v:.4g}'}
 
 
-class _MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
-  """RMSProp on the mean gradient over `tf.distribute` replicas outside
-  the Estimator: the loss is scaled by 1/N, and `apply_gradients` sums."""
-
-  @staticmethod
-  def _scale_loss(loss_value):
-    count = tf.distribute.get_strategy().num_replicas_in_sync
-    return loss_value * (1.0 / count) if count > 1 else loss_value
-
-
 def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                 one_shot: bool = False) -> model_lib.Model:
   """The run's network with its variables made (eagerly, their initial
@@ -120,8 +110,9 @@ class TrainEvalTrainer:
     if self._initialize:
       for variable, value in variables.inherited:
         variable.assign(value)
-    self.optimizer = _MeanRMSProp(lambda: self._learning_rate, decay=0.9,
-                                  momentum=config.momentum, epsilon=1.0)
+    self.optimizer = replicas.MeanRMSProp(
+        lambda: self._learning_rate, decay=0.9, momentum=config.momentum,
+        epsilon=1.0)
     # As `apply_gradients` makes them (outside any graph), with its names.
     with tf.name_scope(self.optimizer.get_name()):
       # pylint: disable-next=protected-access
