@@ -261,7 +261,8 @@ class _Run:
     if missing:
       raise ValueError(f"a trainer's finite_scalars {missing} are not among "
                        f'its scalars')
-    indices = [self.names.index(name) for name in self.finite]
+    indices = tf.constant([self.names.index(name) for name in self.finite],
+                          tf.int32)  # (Possibly none: all finite.)
     return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
 
   def non_finite(self, values: Mapping[str, float]
