@@ -48,7 +48,7 @@ class DistributeSearchTest(absltest.TestCase):
     self.assertEqual(arch.global_step, 8)
     output = tempfile.mkdtemp()
     png, html = report.write_report(output, report.read_scalars(
-        self.model_dir), arch)
+        self.model_dir), arch, config_lib.read(self.model_dir))
     self.assertGreater(os.path.getsize(png), 0)
     self.assertIn('digits_search', files.read_text(html))
 

@@ -1,11 +1,19 @@
 """A search read as a person reads it: `report.png` and `report.html`.
 
 `tools/report` writes both into a search's model directory from its
-TensorBoard events and its searched architecture (what they show:
-docs/search.md, 'The report'); plain matplotlib (Agg), no display needed:
+TensorBoard events, its `config.json` and its searched architecture (what
+they show: docs/search.md, 'The report'); plain matplotlib (Agg), no display
+needed:
 
   scalars = report.read_scalars(model_dir)
+  config = config_lib.read(model_dir)
   png, page = report.write_report(model_dir, scalars, arch, config)
+
+A decision is *unsettled* when its two most likely choices' final
+probabilities (the controller's at the report's checkpoint) differ by less
+than `UNSETTLED_MARGIN` (0.1, absolute): its argmax could flip with a few
+more steps or another seed. The picture titles such a chart in red with
+'unsettled'; the page marks its row.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
 
 if TYPE_CHECKING:
+  from matplotlib import figure as figure_lib
   from tunas_tf.search.config import SearchConfig
 
 PNG_NAME = 'report.png'
@@ -40,6 +49,13 @@ _PANEL_COLUMNS = 4
 # decision whose argmax flipped between two runs of one search (0.34 vs
 # 0.27), far above the probabilities' rounding.
 UNSETTLED_MARGIN = 0.1
+# Characters per line of a decision chart's title (a quarter of the
+# picture's width at its font size) and of the picture's title.
+_PANEL_TITLE_WIDTH = 40
+_FIGURE_TITLE_WIDTH = 170
+# The `gid` of the phase marks' lines and labels (the RL delay's end, the
+# warm-ups' ends) on every time-series chart.
+MARK_GID = 'phase_mark'
 # What ends at a phase mark: (config property, text in the legend and on the
 # top charts, short text on the decision charts).
 _PHASES = (
@@ -47,6 +63,7 @@ _PHASES = (
     ('increase_filters_warmup_steps', 'filter warm-up ends', 'filters'),
     ('rl_delay_steps', 'RL delay ends', 'RL'),
 )
+_UNSETTLED_COLOR = 'crimson'
 
 Scalars = Dict[str, Dict[int, float]]
 
@@ -264,9 +281,13 @@ def _cost_model_name(cost_model: str) -> str:
 
 
 def layer_table(arch: Any) -> List[Dict[str, Any]]:
-  """The architecture's layers as rows of `TABLE_COLUMNS` (skipped layers
+  """The classifier's layers as rows of `TABLE_COLUMNS` (skipped layers
   included, with 0 MACs), plus a last 'classifier' row; shares of the total
-  multiply-adds (`cost_model.macs`) at the search's input."""
+  multiply-adds (`cost_model.macs`) at the search's input.
+
+  A `DetectionEndpointSpec` (where a detector would tap features; a
+  classifier computes nothing there) gets no row.
+  """
   info = macs.resolve_input(arch.ssd, arch.image_size, arch.num_classes,
                             arch.num_channels)
   layers = resolve.resolve_layers(arch.spec, info.image_size,
@@ -274,6 +295,8 @@ def layer_table(arch: Any) -> List[Dict[str, Any]]:
   rows = []
   for layer in layers:
     op = layer.op
+    if isinstance(op, ops.DetectionEndpointSpec):
+      continue
     expansion = ''
     if layer.expanded_width and layer.input_width:
       expansion = f'x{layer.expanded_width / layer.input_width:g}'
@@ -315,10 +338,49 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
   return '; '.join(parts)
 
 
+def _decision_rows(scalars: Scalars, arch: Any) -> List[Dict[str, Any]]:
+  """`arch.decisions`, each with its 'label', 'final' probabilities and
+  their 'final_step' (`final_probabilities`) and whether it is
+  'unsettled'."""
+  decisions = arch.decisions
+  labels = decision_labels([d['path'] for d in decisions])
+  rows = []
+  for d in decisions:
+    step, final = final_probabilities(scalars, arch, d['path'], d['choices'])
+    rows.append(dict(d, label=labels[d['path']], final=final,
+                     final_step=step,
+                     unsettled=final is not None and is_unsettled(final)))
+  return rows
+
+
+def _unsettled_text(final: np.ndarray) -> str:
+  first, second = top_two(final)
+  return f'unsettled: {first:.2f} vs {second:.2f}'
+
+
 def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
   values = scalars.get(tag, {})
   steps = sorted(values)
   return steps, [values[s] for s in steps]
+
+
+def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool
+                 ) -> None:
+  """Vertical dashed lines at the `phase_marks`, labelled along the line
+  (`short`: 'ops', 'filters', 'RL'); the RL delay shaded."""
+  for step, texts in marks:
+    if 'RL delay ends' in texts:
+      ax.axvspan(0, step, color='0.5', alpha=0.08, linewidth=0, gid=MARK_GID)
+    ax.axvline(step, color='0.35', linestyle='--', linewidth=0.9,
+               gid=MARK_GID)
+    words = ('+'.join(_short_phase(t) for t in texts) if short
+             else f"{', '.join(texts)} (step {step})")
+    ax.text(step, 0.97, words, transform=ax.get_xaxis_transform(),
+            rotation=90, ha='right', va='top', color='0.25',
+            fontsize=6 if short else 7, gid=MARK_GID,
+            bbox=dict(facecolor='white', alpha=0.7, edgecolor='none',
+                      pad=1.0),
+            zorder=6)  # Above a legend (5) that would hide it.
 
 
 def _plot_reward(ax, scalars: Scalars) -> None:
@@ -355,48 +417,98 @@ def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
   ax.legend(fontsize=8, loc='upper right')
 
 
-def _plot_decision(ax, scalars: Scalars, path: str, labels: Sequence[str],
-                   chosen: int, active: bool) -> None:
-  steps, probs = probabilities_over_time(scalars, path, labels)
+def decision_title(row: Dict[str, Any]) -> str:
+  """A decision chart's title: its label, '(no effect)' under a skipped
+  layer, 'unsettled: p1 vs p2' when unsettled; wrapped between words."""
+  title = row['label'] + ('' if row['active'] else ' (no effect)')
+  if row['unsettled']:
+    title += f" - {_unsettled_text(row['final'])}"
+  return wrap_words(title, _PANEL_TITLE_WIDTH)
+
+
+def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any]) -> None:
+  labels, chosen = row['choices'], row['index']
+  steps, probs = probabilities_over_time(scalars, row['path'], labels)
   for j, label in enumerate(labels):
+    color = f'C{j % 10}'
     if steps:
       ax.plot(steps, probs[:, j], linewidth=1.6 if j == chosen else 1.0,
+              color=color,
               label=label + (' (chosen)' if j == chosen else ''))
-  title = path if len(path) <= 42 else '...' + path[-39:]
-  ax.set_title(title + ('' if active else ' (no effect)'), fontsize=8)
+    if row['final'] is not None and row['final_step'] is not None:
+      # The final probabilities, which the flag reads.
+      ax.plot([row['final_step']], [row['final'][j]], marker='o',
+              markersize=3, color=color)
+  ax.set_title(decision_title(row), fontsize=8,
+               color=_UNSETTLED_COLOR if row['unsettled'] else 'black')
   ax.set_ylim(-0.02, 1.02)
   ax.tick_params(labelsize=7)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=6, loc='center left', framealpha=0.6)
 
 
-def plot(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]],
-         path: str) -> None:
-  """Draws the report picture into `path` (PNG, written atomically; local or
-  remote)."""
+def one_choice_text(rows: List[Dict[str, Any]]) -> str:
+  """The decisions with a single choice (no chart) in one sentence; ''
+  when there are none."""
+  fixed = [r for r in rows if len(r['choices']) == 1]
+  if not fixed:
+    return ''
+  items = '; '.join(f"{r['label']} = {r['value']}" for r in fixed)
+  return (f'{len(fixed)} decision{"s" if len(fixed) > 1 else ""} with a '
+          f'single choice (no chart): {items}')
+
+
+def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
+                 rows: List[Dict[str, Any]]) -> 'figure_lib.Figure':
+  """The report picture as a matplotlib Figure (close it when done).
+
+  Axes carry a `gid`: 'reward', 'cost', 'decision <path>' per charted
+  decision (those with two or more choices), 'one choice' (the folded
+  single-choice decisions, when any) and 'table'. The phase marks' lines
+  and labels carry `MARK_GID`.
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  decisions = arch.decisions
-  panel_rows = math.ceil(len(decisions) / _PANEL_COLUMNS)
+  decisions = _decision_rows(scalars, arch)
+  charted = [d for d in decisions if len(d['choices']) > 1]
+  folded = one_choice_text(decisions)
+  marks = phase_marks(config)
+  panel_rows = math.ceil(len(charted) / _PANEL_COLUMNS)
   table_height = 0.28 * (len(rows) + 1) + 0.6
-  heights = [3.2] + [2.0] * panel_rows + [table_height]
-  fig_height = sum(heights) + 1.0
+  folded_lines = wrap_words(folded, 190).count('\n') + 1 if folded else 0
+  title = '\n'.join(_title_lines(line, _FIGURE_TITLE_WIDTH) for line in (
+      run_facts(config), summary_line(scalars, arch)))
+  title_height = 0.25 + 0.2 * (title.count('\n') + 1)
+  heights = ([3.2] + [2.3] * panel_rows +
+             ([0.25 * folded_lines + 0.1] if folded else []) + [table_height])
+  fig_height = sum(heights) + title_height + 0.5
   fig = plt.figure(figsize=(16, fig_height))
   grid = fig.add_gridspec(len(heights), _PANEL_COLUMNS,
-                          height_ratios=heights, hspace=0.6, wspace=0.25,
-                          top=1.0 - 0.7 / fig_height, bottom=0.02)
-  _plot_reward(fig.add_subplot(grid[0, :2]), scalars)
-  _plot_cost(fig.add_subplot(grid[0, 2:]), scalars, arch)
-  for k, row in enumerate(decisions):
-    ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS])
-    _plot_decision(ax, scalars, row['path'], row['choices'], row['index'],
-                   row['active'])
+                          height_ratios=heights, hspace=0.55, wspace=0.25,
+                          top=1.0 - (title_height + 0.3) / fig_height,
+                          bottom=0.02)
+  reward_ax = fig.add_subplot(grid[0, :2], gid='reward')
+  _plot_reward(reward_ax, scalars)
+  cost_ax = fig.add_subplot(grid[0, 2:], gid='cost')
+  _plot_cost(cost_ax, scalars, arch)
+  for ax in (reward_ax, cost_ax):
+    _mark_phases(ax, marks, short=False)
+  for k, row in enumerate(charted):
+    ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS],
+                         gid=f"decision {row['path']}")
+    _mark_phases(ax, marks, short=True)
+    _plot_decision(ax, scalars, row)
     if k % _PANEL_COLUMNS == 0:
       ax.set_ylabel('probability', fontsize=8)
     if k // _PANEL_COLUMNS == panel_rows - 1:
       ax.set_xlabel('step', fontsize=8)
-  table_ax = fig.add_subplot(grid[-1, :])
+  if folded:
+    folded_ax = fig.add_subplot(grid[1 + panel_rows, :], gid='one choice')
+    folded_ax.axis('off')
+    folded_ax.text(0.0, 0.5, wrap_words(folded, 190), fontsize=8,
+                   va='center', ha='left', transform=folded_ax.transAxes)
+  table_ax = fig.add_subplot(grid[-1, :], gid='table')
   table_ax.axis('off')
   table_ax.set_title('Searched architecture', fontsize=11)
   table = table_ax.table(
@@ -405,10 +517,20 @@ def plot(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]],
   table.auto_set_font_size(False)
   table.set_fontsize(8)
   table.auto_set_column_width(list(range(len(TABLE_COLUMNS))))
-  fig.suptitle(summary_line(scalars, arch), fontsize=10,
-               y=1.0 - 0.25 / fig_height)
-  files.write_png(fig, path, dpi=80, bbox_inches='tight')
-  plt.close(fig)
+  fig.suptitle(title, fontsize=10, y=1.0 - 0.2 / fig_height, va='top')
+  return fig
+
+
+def plot(scalars: Scalars, arch: Any, config: 'SearchConfig',
+         rows: List[Dict[str, Any]], path: str) -> None:
+  """Draws `build_figure` into `path` (PNG, written atomically; local or
+  remote)."""
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig = build_figure(scalars, arch, config, rows)
+  try:
+    files.write_png(fig, path, dpi=80, bbox_inches='tight')
+  finally:
+    plt.close(fig)
 
 
 def _format(value: Any) -> str:
@@ -417,47 +539,130 @@ def _format(value: Any) -> str:
   return str(value)
 
 
-def page(scalars: Scalars, arch: Any, rows: List[Dict[str, Any]]) -> str:
-  """`report.html`: the summary, the picture, and the table as text."""
+def _facts_table(config: 'SearchConfig', arch: Any) -> str:
+  units = cost_units(config.cost_model)
+  if config.enable_cost_model:
+    reward = (f'{config.rl_reward_function}, beta '
+              f'{config.rl_cost_model_exponent:g}')
+  else:
+    reward = 'accuracy alone (--noenable_cost_model)'
+  facts = (
+      ('search space', config.ssd),
+      ('dataset', config.job.data_text),
+      ('cost model', config.cost_model),
+      ('cost target', f'{cost_text(config.rl_cost_model_target)} {units}'),
+      ('reward', reward),
+      ('steps', f'{config.max_global_step} ({config.train_batch_size} '
+                'images a step)'),
+      ('checkpoint step', str(arch.global_step)),
+      ('RL delay', f'{config.rl_delay_steps} steps'),
+      ('op warm-up', f'{config.increase_ops_warmup_steps} steps'),
+      ('filter warm-up', f'{config.increase_filters_warmup_steps} steps'),
+  )
+  return '\n'.join(f'<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td>'
+                   '</tr>' for k, v in facts)
+
+
+def _marks_text(config: 'SearchConfig') -> str:
+  marks = phase_marks(config)
+  if not marks:
+    return 'No RL delay and no warm-ups: nothing is marked.'
+  where = '; '.join(f"step {step}: {', '.join(texts)}"
+                    for step, texts in marks)
+  return (f'Dashed vertical lines on every chart over the steps: {where}. '
+          'During the op warm-up every op of the supernet is on with a '
+          'probability falling from 1 to 0, during the filter warm-up the '
+          'widest filters likewise; the controller learns only after the '
+          f'RL delay ({config.rl_delay_steps} steps, shaded), so its '
+          'probabilities are flat before it.')
+
+
+def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
+         rows: List[Dict[str, Any]]) -> str:
+  """`report.html`: the run's facts, the summary, the picture, the layer
+  table and the decisions (unsettled ones marked) as text."""
   header = ''.join(f'<th>{html.escape(c)}</th>' for c in TABLE_COLUMNS)
   body = '\n'.join(
       '<tr>' + ''.join(f'<td>{html.escape(_format(row[c]))}</td>'
                        for c in TABLE_COLUMNS) + '</tr>' for row in rows)
-  decisions = '\n'.join(
-      f"<tr><td>{html.escape(d['path'])}</td>"
-      f"<td>{html.escape(' '.join(d['choices']))}</td>"
-      f"<td>{html.escape(d['value'])}{'' if d['active'] else ' (no effect)'}"
-      '</td></tr>' for d in arch.decisions)
+  decisions = _decision_rows(scalars, arch)
+  lines = []
+  for d in decisions:
+    if len(d['choices']) == 1:
+      continue
+    final = d['final']
+    probabilities = ('' if final is None else ', '.join(
+        f'{c} {p:.2f}' for c, p in zip(d['choices'], final)))
+    settled = ('' if final is None else
+               f"<td class=\"unsettled\">{_unsettled_text(final)}</td>"
+               if d['unsettled'] else
+               '<td>settled: {:.2f} vs {:.2f}</td>'.format(*top_two(final)))
+    lines.append(
+        f"<tr><td>{html.escape(d['label'])}</td>"
+        f"<td><code>{html.escape(d['path'])}</code></td>"
+        f'<td>{html.escape(probabilities)}</td>'
+        f"<td>{html.escape(d['value'])}"
+        f"{'' if d['active'] else ' (no effect)'}</td>"
+        f"{settled or '<td></td>'}</tr>")
+  folded = one_choice_text(decisions)
+  title = f'Search report: {config.ssd} on {config.job.dataset}'
   return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>Search report: {html.escape(arch.ssd)}</title>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body {{ font-family: sans-serif; margin: 2em; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border: 1px solid #bbb; padding: 2px 8px; text-align: right; }}
+td.unsettled {{ color: {_UNSETTLED_COLOR}; font-weight: bold; }}
 img {{ max-width: 100%; }}</style></head>
 <body>
-<h1>Search report: {html.escape(arch.ssd)}</h1>
+<h1>{html.escape(title)}</h1>
+<table class="facts">
+{_facts_table(config, arch)}
+</table>
 <p>{html.escape(summary_line(scalars, arch))}</p>
+<p class="marks">{html.escape(_marks_text(config))}</p>
 <img src="{PNG_NAME}" alt="reward, cost and the decisions' probabilities over the steps">
 <h2>Searched architecture</h2>
 <table><tr>{header}</tr>
 {body}
 </table>
 <h2>Decisions</h2>
-<table><tr><th>decision</th><th>choices</th><th>chosen</th></tr>
-{decisions}
+<p class="legend">Final probabilities are the controller's at the report's
+checkpoint (step {arch.global_step}; the dots at the end of each chart).
+A decision is <span style="color: {_UNSETTLED_COLOR}">unsettled</span> when
+its two most likely choices' final probabilities differ by less than
+{UNSETTLED_MARGIN:g} (absolute): its argmax, the chosen value, could flip
+with a few more steps or another seed.</p>
+<table><tr><th>decision</th><th>path</th><th>final probabilities</th><th>chosen</th><th>settled</th></tr>
+{chr(10).join(lines)}
 </table>
+<p class="one-choice">{html.escape(folded)}</p>
 </body></html>
 """
 
 
-def write_report(model_dir: str, scalars: Scalars, arch: Any
-                 ) -> Tuple[str, str]:
-  """Writes `report.png` and `report.html` into `model_dir`; their paths."""
+def write_report(model_dir: str, scalars: Scalars, arch: Any,
+                 config: 'SearchConfig') -> Tuple[str, str]:
+  """Writes `report.png` and `report.html` into `model_dir`; their paths.
+
+  Args:
+    model_dir: where to write them.
+    scalars: the search's summaries (`read_scalars`).
+    arch: its searched architecture (`extract.search_architecture`).
+    config: its `SearchConfig` (`config.read`): the run's facts, the RL
+      delay and the warm-ups.
+
+  Raises:
+    ValueError: for a space without decisions, or a config of another
+      space than `arch`'s.
+  """
+  if config.ssd != arch.ssd:
+    raise ValueError(f'the config is a search of {config.ssd!r}, the '
+                     f'architecture of {arch.ssd!r}')
   if not schema.flatten(mobile.get_search_space(arch.ssd)):
     raise ValueError(f'{arch.ssd!r} has no decisions: nothing to report')
   rows = layer_table(arch)
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
-  plot(scalars, arch, rows, png)
-  files.write_text(page(scalars, arch, rows), page_path)
+  plot(scalars, arch, config, rows, png)
+  files.write_text(page(scalars, arch, config, rows), page_path)
   return png, page_path

@@ -2,9 +2,10 @@ r"""Writes a search's report: `report.png` and `report.html`.
 
   python -m tunas_tf.tools.report --model_dir=runs/digits_search
 
-reads the directory's TensorBoard events and its searched architecture (the
-argmax of the latest checkpoint's controller, as `extract_architecture`
-computes it) and writes both files into the directory (`--output_dir` to
+reads the directory's TensorBoard events, its `config.json` (the run's
+facts, RL delay and warm-ups) and its searched architecture (the argmax of
+the latest checkpoint's controller, as `extract_architecture` computes it)
+and writes both files into the directory (`--output_dir` to
 write them elsewhere); see `tunas_tf.search.report` for what they show.
 """
 
@@ -17,8 +18,9 @@ import tensorflow as tf
 
 from tunas_tf import files
 from tunas_tf import flags as common_flags
-from tunas_tf.search import report
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
+from tunas_tf.search import report
 
 FLAGS = flags.FLAGS
 
@@ -43,8 +45,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   try:
     files.check_output_dir(output_dir, '--output_dir')
     arch = extract.search_architecture(f.model_dir, f.checkpoint)
+    config = config_lib.read(f.model_dir)
     scalars = report.read_scalars(f.model_dir)
-    png, page = report.write_report(output_dir, scalars, arch)
+    png, page = report.write_report(output_dir, scalars, arch, config)
   except (ValueError, OSError, tf.errors.OpError) as e:
     sys.exit('report: ' + ' '.join(str(e).split()))
   print(report.summary_line(scalars, arch))
