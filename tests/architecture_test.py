@@ -9,6 +9,7 @@ from absl.testing import absltest
 
 from tunas_tf import architecture
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
@@ -76,14 +77,49 @@ class ArchitectureTest(absltest.TestCase):
     values = architecture.Architecture(SSD, INDICES).choice_values
     self.assertEqual(values['blocks/0/filters'], 8)
     self.assertEqual(values['blocks/1/layers/0/kernel_size'], 5)
-    self.assertEqual(values['blocks/2/layers/0'], 'DepthwiseBottleneckSpec')
+    self.assertEqual(values['blocks/2/layers/0'], 'DepthwiseBottleneck')
+    # An expansion of 3x the input width.
     self.assertEqual(values['blocks/2/layers/0/choices/0/expansion_filters'],
-                     'FilterMultiplier(scale=3.0)')
+                     3.0)
     # blocks/2/layers/1 is skipped (ZeroSpec): its kernel size is moot.
-    self.assertEqual(values['blocks/2/layers/1/layer'], 'ZeroSpec()')
+    self.assertEqual(values['blocks/2/layers/1/layer'], 'skip')
     self.assertNotIn('blocks/2/layers/1/layer/choices/0/kernel_size', values)
     self.assertIn('blocks/3/layers/1/layer/choices/0/kernel_size', values)
     self.assertLen(values, 16)
+
+  def test_written_choices_are_plain_json_scalars_in_every_space(self):
+    directory = tempfile.mkdtemp()
+    for ssd in mobile.SEARCH_SPACES:
+      oneofs = schema.flatten(mobile.get_search_space(ssd))
+      if not oneofs:
+        continue  # A fixed network (mobilenet_v2, ...): no decision.
+      # The first and the last choice of every decision.
+      for pick in (0, -1):
+        indices = [range(len(o.choices))[pick] for o in oneofs]
+        path = os.path.join(directory, f'{ssd}{pick}.json')
+        architecture.write(architecture.Architecture(ssd, indices), path)
+        with open(path) as f:
+          choices = json.load(f)['choices']
+        self.assertNotEmpty(choices)
+        for key, value in choices.items():
+          self.assertIsInstance(value, (int, float, str), (ssd, key))
+          if isinstance(value, str):
+            self.assertNotRegex(value, r'\(|Spec', (ssd, key))
+
+  def test_plain_choices_tell_every_choice_apart(self):
+    self.assertEqual(
+        architecture.plain_choices((ops.FilterMultiplier(3.0), 16,
+                                    ops.ZeroSpec(), ops.ActivationSpec('relu'),
+                                    True, None)),
+        [3.0, 16, 'skip', 'relu', True, None])
+    # Plain values that would read alike: the decision's labels instead.
+    self.assertEqual(
+        architecture.plain_choices((ops.FilterMultiplier(6.0), 6)),
+        ['x6', '6'])
+    self.assertEqual(
+        architecture.plain_choices((ops.ConvSpec(kernel_size=3, strides=1),
+                                    ops.ConvSpec(kernel_size=5, strides=1))),
+        ['Conv#0', 'Conv#1'])
 
   def test_decisions_name_choices_and_values(self):
     rows = _searched().decisions

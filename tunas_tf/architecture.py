@@ -112,13 +112,14 @@ class Architecture:
     """The chosen value of every decision that matters, by OneOf path.
 
     Decisions nested under an alternative that was not chosen are left out.
-    A value is the choice itself for a number, string or bool, the repr of
-    a spec without decisions inside (e.g. 'FilterMultiplier(scale=6.0)'),
-    or the class name of an op whose own decisions are listed separately.
+    A value is a plain JSON scalar (`plain_choices`): 24 filters, kernel 5,
+    6.0 for an expansion of 6x the input width, 'skip' for a skipped layer,
+    'DepthwiseBottleneck' for an op (whose own decisions are listed
+    separately).
     """
     found = schema.flatten_with_paths(mobile.get_search_space(self.ssd))
     chosen = {path: index for (path, _), index in zip(found, self.indices)}
-    return {path: _describe(oneof.choices[chosen[path]])
+    return {path: plain_choices(oneof.choices)[chosen[path]]
             for path, oneof in found if _is_active(path, chosen)}
 
   @property
@@ -221,12 +222,28 @@ def _probabilities(document: Dict[str, Any], where: str
   return {path: tuple(float(p) for p in v) for path, v in value.items()}
 
 
-def _describe(value: Any) -> Any:
-  if value is None or isinstance(value, (bool, int, float, str)):
-    return value
-  if dataclasses.is_dataclass(value) and not schema.flatten(value):
-    return repr(value)
-  return type(value).__name__
+def plain_choices(choices: Tuple[Any, ...]) -> List[Any]:
+  """Each choice of a decision as a plain JSON scalar, one per choice.
+
+  A number, string, bool or None is itself, a `FilterMultiplier` its scale
+  (6.0: 6x the input width), any other op its `ops.choice_label` ('skip',
+  'relu', 'DepthwiseBottleneck'). Where two choices would read alike (two
+  ops of one class), the decision's `ops.choice_labels` instead, which tell
+  every choice apart ('Conv#0', 'Conv#1').
+  """
+  values = [_plain(choice) for choice in choices]
+  # `count` compares with ==, so 6 and 6.0 (or 1 and True) collide too.
+  if any(values.count(value) > 1 for value in values):
+    return list(ops.choice_labels(choices))
+  return values
+
+
+def _plain(choice: Any) -> Any:
+  if choice is None or isinstance(choice, (bool, int, float, str)):
+    return choice
+  if isinstance(choice, ops.FilterMultiplier):
+    return choice.scale
+  return ops.choice_label(choice)
 
 
 def _is_active(path: str, chosen: Dict[str, int]) -> bool:
