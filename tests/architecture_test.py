@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -22,6 +23,13 @@ def _write(directory, document, name='architecture.json'):
   with open(path, 'w') as f:
     f.write(document if isinstance(document, str) else json.dumps(document))
   return path
+
+
+def _touch_checkpoint(directory, prefix):
+  """An empty `prefix.index` in `directory`: where `read` looks for one."""
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, prefix + '.index'), 'w'):
+    pass
 
 
 def _searched():
@@ -147,6 +155,71 @@ class ArchitectureTest(absltest.TestCase):
         architecture.Architecture(SSD, INDICES).choice_values))
     self.assertNotIn('probabilities', by_path['blocks/1/filters'])
 
+  def test_checkpoint_is_written_relative_to_the_file(self):
+    run = os.path.join(tempfile.mkdtemp(), 'run')
+    _touch_checkpoint(run, 'model.ckpt-300')
+    inside = dataclasses.replace(
+        _searched(), checkpoint=os.path.join(run, 'model.ckpt-300'))
+    path = os.path.join(run, architecture.FILE_NAME)
+    architecture.write(inside, path)
+    with open(path) as f:
+      written = json.load(f)
+    self.assertEqual(written['format_version'], 2)
+    self.assertEqual(written['checkpoint'], 'model.ckpt-300')
+    self.assertEqual(architecture.read(path), inside)
+    # Read through a relative path, it still comes back absolute.
+    cwd = os.getcwd()
+    try:
+      os.chdir(os.path.dirname(run))
+      self.assertEqual(architecture.read(os.path.join('run',
+                                                      'architecture.json')),
+                       inside)
+    finally:
+      os.chdir(cwd)
+    # The directory moved: the checkpoint moved with it.
+    moved = os.path.join(tempfile.mkdtemp(), 'moved')
+    shutil.move(run, moved)
+    self.assertEqual(
+        architecture.read(os.path.join(moved, architecture.FILE_NAME)),
+        dataclasses.replace(inside,
+                            checkpoint=os.path.join(moved, 'model.ckpt-300')))
+    # A checkpoint outside the file's directory is written as it is.
+    elsewhere = os.path.join(tempfile.mkdtemp(), architecture.FILE_NAME)
+    architecture.write(_searched(), elsewhere)
+    with open(elsewhere) as f:
+      self.assertEqual(json.load(f)['checkpoint'],
+                       '/runs/demo/model.ckpt-300')
+    self.assertEqual(architecture.read(elsewhere), _searched())
+
+  def test_format_1_files_still_load(self):
+    run = os.path.join(tempfile.mkdtemp(), 'run')
+    _touch_checkpoint(run, 'model.ckpt-300')
+    checkpoint = os.path.join(run, 'model.ckpt-300')
+    # As extract_architecture wrote it before: choices as Python reprs and
+    # class names, an absolute checkpoint.
+    old = _searched().to_json()
+    old.update(format_version=1, checkpoint=checkpoint, choices={
+        'blocks/0/filters': 8,
+        'blocks/2/layers/0': 'DepthwiseBottleneckSpec',
+        'blocks/2/layers/0/choices/0/expansion_filters':
+            'FilterMultiplier(scale=3.0)',
+        'blocks/2/layers/1/layer': 'ZeroSpec()'})
+    path = _write(run, old)
+    searched = dataclasses.replace(_searched(), checkpoint=checkpoint)
+    self.assertEqual(architecture.read(path), searched)
+    # The run directory moved: the absolute path is gone, and the checkpoint
+    # of the same name beside the file is taken instead.
+    moved = os.path.join(tempfile.mkdtemp(), 'moved')
+    shutil.move(run, moved)
+    self.assertEqual(
+        architecture.read(os.path.join(moved, 'architecture.json')),
+        dataclasses.replace(searched,
+                            checkpoint=os.path.join(moved, 'model.ckpt-300')))
+    # With none beside it, the path stays as written.
+    os.remove(os.path.join(moved, 'model.ckpt-300.index'))
+    self.assertEqual(
+        architecture.read(os.path.join(moved, 'architecture.json')), searched)
+
   def test_older_files_still_load(self):
     directory = tempfile.mkdtemp()
     searched = _searched().to_json()
@@ -196,7 +269,9 @@ class ArchitectureTest(absltest.TestCase):
         ({**good, 'validation_examples': 3.5},
          "field 'validation_examples' is 3.5, expected an int"),
         ({**good, 'probabilities': {'a': ['x']}}, "field 'probabilities'"),
-        ({**good, 'format_version': 2}, "field 'format_version' is 2"),
+        ({**good, 'format_version': 3},
+         "field 'format_version' is 3; this version reads 1 and 2"),
+        ({**good, 'format_version': True}, "field 'format_version' is True"),
     ]
     for i, (document, message) in enumerate(cases):
       path = _write(directory, document, f'bad{i}.json')

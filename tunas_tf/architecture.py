@@ -3,9 +3,11 @@
 `read` and `write` are the one reader and writer of the file (its format:
 docs/search.md, 'architecture.json'). Only `ssd` and `indices` are required;
 `choices`, `decisions` and `architecture` are derived on writing and ignored
-on reading, as are unknown keys. Paths go through `tunas_tf.files`, so they
-may be on Cloud Storage; a malformed file is refused with one line naming the
-file and field.
+on reading, as are unknown keys. A checkpoint inside the file's directory is
+written relative to it, so a run directory can be moved; a file of format 1
+(absolute checkpoint, `choices` as Python reprs) still reads. Paths go
+through `tunas_tf.files`, so they may be on Cloud Storage; a malformed file
+is refused with one line naming the file and field.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from tunas_tf import files
@@ -22,7 +25,10 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 FILE_NAME = 'architecture.json'
-FORMAT_VERSION = 1
+# 2: `checkpoint` relative to the file's directory when inside it, `choices`
+# as plain JSON values. 1: an absolute `checkpoint`, `choices` as reprs.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 # The search's data, as its config.json names them (optional, in this order).
 DATA_FIELDS = ('dataset', 'image_size', 'num_classes', 'num_channels',
                'preprocessing', 'validation_examples')
@@ -53,7 +59,9 @@ class Architecture:
     argmax_indices: then, the argmax's indices ('0:2:1'), for the record.
     global_step: the checkpoint step it was extracted at.
     max_global_step: the search's last step.
-    checkpoint: the checkpoint path it was extracted from.
+    checkpoint: the checkpoint prefix it was extracted from, absolute as
+      `read` gives it (the file holds it relative to its own directory when
+      it lies inside it).
     dataset: the search's dataset ('digits' or a TFDS name; None: not
       recorded, as in files written before it was).
     image_size: the search's input resolution.
@@ -139,13 +147,20 @@ class Architecture:
       rows.append(row)
     return rows
 
-  def to_json(self) -> Dict[str, Any]:
-    """The JSON object of `architecture.json` (None fields left out)."""
+  def to_json(self, directory: Optional[str] = None) -> Dict[str, Any]:
+    """The JSON object of `architecture.json` (None fields left out).
+
+    Args:
+      directory: the directory of the file it goes to: a `checkpoint` inside
+        it is written relative to it. None: `checkpoint` as it is.
+    """
     document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
                 'indices': self.indices_string}
     for name in _OPTIONAL_FIELDS:
       if getattr(self, name) is not None:
         document[name] = getattr(self, name)
+    if self.checkpoint is not None and directory is not None:
+      document['checkpoint'] = _relative_to(self.checkpoint, directory)
     if self.probabilities is not None:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}
@@ -155,20 +170,30 @@ class Architecture:
     return document
 
   @classmethod
-  def from_json(cls, document: Any, where: str) -> 'Architecture':
+  def from_json(cls, document: Any, where: str,
+                directory: Optional[str] = None) -> 'Architecture':
     """Builds the record from a JSON object; `where` names it in errors.
+
+    Reads `FORMAT_VERSION` and the older `READ_VERSIONS` alike.
+
+    Args:
+      document: the parsed JSON.
+      where: what to call it in errors (the file's path).
+      directory: a relative `checkpoint` is taken relative to this (the
+        file's directory); None: kept as it is.
 
     Raises:
       ValueError: one line naming `where` and the field, for a document
-        that is not an object, another format version, a missing or
+        that is not an object, an unknown format version, a missing or
         mistyped field, an unknown space or indices that do not fit it.
     """
     if not isinstance(document, dict):
       raise ValueError(f'{where} is not a JSON object')
     version = document.get('format_version', FORMAT_VERSION)
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS or isinstance(version, bool):
       raise ValueError(f"{where}: field 'format_version' is {version!r}; this "
-                       f'version reads {FORMAT_VERSION}')
+                       'version reads '
+                       f"{' and '.join(map(str, READ_VERSIONS))}")
     for name in ('ssd', 'indices'):
       if not isinstance(document.get(name), str):
         raise ValueError(f'{where} has no string {name!r}')
@@ -180,6 +205,8 @@ class Architecture:
                                 lambda v: isinstance(v, str), 'a string')
                    for name in _STRING_FIELDS})
     values['probabilities'] = _probabilities(document, where)
+    if values['checkpoint'] is not None and directory is not None:
+      values['checkpoint'] = _resolve(values['checkpoint'], directory)
     try:
       mobile.get_search_space(document['ssd'])
     except ValueError as e:
@@ -246,6 +273,19 @@ def _plain(choice: Any) -> Any:
   return ops.choice_label(choice)
 
 
+def _relative_to(path: str, directory: str) -> str:
+  """`path` relative to `directory` when it lies inside it, else `path`."""
+  prefix = directory.rstrip('/') + '/'
+  return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def _resolve(path: str, directory: str) -> str:
+  """A relative `path` joined to `directory`; another as it is."""
+  if files.is_remote(path) or os.path.isabs(path):
+    return path
+  return os.path.join(directory, path)
+
+
 def _is_active(path: str, chosen: Dict[str, int]) -> bool:
   """Whether every alternative on the way to `path` is the chosen one."""
   steps = path.split('/')
@@ -259,6 +299,11 @@ def _is_active(path: str, chosen: Dict[str, int]) -> bool:
 
 def read(path: str) -> Architecture:
   """Reads an `architecture.json`.
+
+  Its `checkpoint` comes back absolute: a relative one joined to the file's
+  directory; an absolute local one that is gone replaced by the checkpoint
+  of the same name beside the file when there is one (a run directory moved
+  after a format-1 file was written).
 
   Raises:
     ValueError: one line naming `path` (and the field): a missing or
@@ -276,10 +321,20 @@ def read(path: str) -> Architecture:
     document = json.loads(text)
   except json.JSONDecodeError as e:
     raise ValueError(f'{path} is not valid JSON: {e}') from None
-  return Architecture.from_json(document, path)
+  directory = files.abspath(os.path.dirname(path))
+  architecture = Architecture.from_json(document, path, directory)
+  checkpoint = architecture.checkpoint
+  if (checkpoint is not None and os.path.isabs(checkpoint) and
+      not files.exists(checkpoint + '.index')):
+    beside = os.path.join(directory, os.path.basename(checkpoint))
+    if files.exists(beside + '.index'):
+      architecture = dataclasses.replace(architecture, checkpoint=beside)
+  return architecture
 
 
 def write(architecture: Architecture, path: str) -> None:
-  """Writes `architecture` to `path` atomically (`files.write_json`)."""
-  files.write_json(architecture.to_json(), path)
+  """Writes `architecture` to `path` atomically (`files.write_json`), its
+  `checkpoint` relative to the file's directory when inside it."""
+  files.write_json(architecture.to_json(
+      files.abspath(os.path.dirname(path))), path)
 
