@@ -1,11 +1,16 @@
-"""Tests for search.extract.most_likely_in_band (plain NumPy)."""
+"""Tests for search.extract.most_likely_in_band (plain NumPy) and the line
+saying a searched architecture misses its target (plain numbers)."""
 
+import dataclasses
 import itertools
+import tempfile
 
 from absl.testing import absltest
 import numpy as np
 
+from tunas_tf import architecture
 from tunas_tf.search import extract
+from tests.testing import searches
 
 
 def _log_likelihood(logits, indices):
@@ -87,6 +92,75 @@ class MostLikelyInBandTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'max_candidates must be >= 1'):
       extract.most_likely_in_band(self.logits, _cost, 0.0, 1.0,
                                   max_candidates=0)
+
+
+_REMEDIES = ('search longer (--max_steps), pull harder towards the target (a '
+             'more negative --rl_cost_model_exponent), or extract the most '
+             'likely architecture within 5% of it (--cost_tolerance=0.05)')
+
+
+class CostMissLineTest(absltest.TestCase):
+
+  def test_names_the_miss_and_the_remedies(self):
+    # 171,000 / 220,131 - 1 = -0.2232.
+    self.assertEqual(
+        extract.cost_miss_line(171000.0, 220131.0, 'MACs'),
+        'the searched architecture costs 171,000 MACs, 22.3% under its '
+        f'target 220,131 MACs: {_REMEDIES}')
+    # 92.4 / 84 - 1 = +0.1.
+    self.assertEqual(
+        extract.cost_miss_line(92.4, 84.0, 'ms'),
+        f'the searched architecture costs 92.4 ms, 10% over its target 84 '
+        f'ms: {_REMEDIES}')
+    self.assertEqual(
+        extract.cost_miss_line(50.0, 100.0),
+        f'the searched architecture costs 50, 50% under its target 100: '
+        f'{_REMEDIES}')
+
+  def test_silent_within_five_percent(self):
+    for cost in (95.0, 96.5, 100.0, 104.99, 105.0):
+      self.assertIsNone(extract.cost_miss_line(cost, 100.0, 'MACs'), cost)
+    # 220,131 * 1.05 is 1.05 times it up to rounding: it prints as 5%, so
+    # it is not more than 5% off.
+    self.assertIsNone(extract.cost_miss_line(220131.0 * 1.05, 220131.0))
+    self.assertIn('5.01% over', extract.cost_miss_line(105.01, 100.0))
+    self.assertIn('5.1% under', extract.cost_miss_line(94.9, 100.0))
+
+  def test_follows_the_reward(self):
+    # mnas_hard does not penalise a cheaper architecture.
+    self.assertIsNone(extract.cost_miss_line(50.0, 100.0, reward='mnas_hard'))
+    self.assertEqual(extract.cost_miss_line(150.0, 100.0, reward='mnas_hard'),
+                     extract.cost_miss_line(150.0, 100.0))
+    # mnas pays for being under: a more negative exponent would push
+    # further under, so it is not offered then.
+    self.assertEqual(
+        extract.cost_miss_line(50.0, 100.0, reward='mnas'),
+        'the searched architecture costs 50, 50% under its target 100: '
+        'search longer (--max_steps) or extract the most likely '
+        'architecture within 5% of it (--cost_tolerance=0.05)')
+    self.assertEqual(extract.cost_miss_line(150.0, 100.0, reward='mnas'),
+                     extract.cost_miss_line(150.0, 100.0))
+
+  def test_off_target_line_of_a_search(self):
+    config = searches.search_config(tempfile.mkdtemp())
+    target = config.rl_cost_model_target
+    self.assertEqual(config.cost_model, 'macs')
+    far = architecture.Architecture(
+        config.ssd, [0] * 18, estimated_cost=0.5 * target, cost_model='macs')
+    self.assertEqual(extract.off_target_line(far, config),
+                     extract.cost_miss_line(0.5 * target, target, 'MACs'))
+    self.assertIn('50% under', extract.off_target_line(far, config))
+    near = dataclasses.replace(far, estimated_cost=1.04 * target)
+    self.assertIsNone(extract.off_target_line(near, config))
+    # No cost term in the reward, no cost known: nothing to say.
+    self.assertIsNone(extract.off_target_line(
+        far, dataclasses.replace(config, enable_cost_model=False)))
+    self.assertIsNone(extract.off_target_line(
+        dataclasses.replace(far, estimated_cost=None), config))
+    # A fitted model's unit is not known: the figures alone.
+    fitted = dataclasses.replace(far, cost_model='/models/phone.json')
+    self.assertEqual(extract.off_target_line(fitted, config),
+                     extract.cost_miss_line(0.5 * target, target))
 
 
 if __name__ == '__main__':

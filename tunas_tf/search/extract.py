@@ -6,7 +6,8 @@ directory's `model_spec.json` and the search's data from its `config.json`.
 With `cost_tolerance=T` it is instead the most likely architecture whose
 estimated cost is within the target times (1 -/+ T) (`most_likely_in_band`:
 the argmax whenever it is in the band), which keeps what the controller
-learned when a decision has not settled. Used by
+learned when a decision has not settled. `off_target_line` says when the
+result's cost misses the search's target by more than `OFF_TARGET`. Used by
 `tools/extract_architecture` and `tools/report`.
 """
 
@@ -21,9 +22,11 @@ import numpy as np
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.controller import reinforce
+from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import report
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -31,6 +34,10 @@ from tunas_tf.search_space import spec_io
 CONTROLLER_SCOPE = 'rl_controller/logits/'
 # How many index vectors `most_likely_in_band` costs before it gives up.
 MAX_CANDIDATES = 20000
+# How far (a fraction of the target) a searched architecture's cost may be
+# from the target before `off_target_line` speaks: the band README and
+# docs/search.md advise for `--cost_tolerance`.
+OFF_TARGET = 0.05
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:
@@ -218,3 +225,57 @@ def extract(model_dir: str, checkpoint: Optional[str] = None,
             cost_tolerance: Optional[float] = None) -> Dict[str, Any]:
   """`search_architecture` as the JSON object of `architecture.json`."""
   return search_architecture(model_dir, checkpoint, cost_tolerance).to_json()
+
+
+def cost_miss_line(cost: float, target: float, units: str = '',
+                   reward: str = rewards.REWARD_ABS) -> Optional[str]:
+  """The line saying `cost` misses `target` by more than `OFF_TARGET`, with
+  the remedies (None when it does not).
+
+  Args:
+    cost: the searched architecture's estimated cost.
+    target: the search's cost target (> 0).
+    units: the cost's unit ('MACs', 'ms'), or '' for none.
+    reward: the search's `--rl_reward_function`: under `mnas_hard`, which
+      does not penalise a cheaper architecture, only a cost over the target
+      counts.
+
+  Returns:
+    e.g. 'the searched architecture costs 171,000 MACs, 22.3% under its
+    target 220,131 MACs: search longer (--max_steps), pull harder towards
+    the target (a more negative --rl_cost_model_exponent), or extract the
+    most likely architecture within 5% of it (--cost_tolerance=0.05)'.
+  """
+  miss = cost / target - 1.0
+  # Decided on the figure the line prints, so it never says '5% over'.
+  percent = f'{100 * abs(miss):.3g}'
+  if float(percent) <= 100 * OFF_TARGET or (
+      reward == rewards.REWARD_MNAS_HARD and miss < 0):
+    return None
+  remedies = ['search longer (--max_steps)']
+  # A more negative beta pulls the `abs` reward to the target from either
+  # side, and every reward down from above it; `mnas` pays for being under.
+  if reward == rewards.REWARD_ABS or miss > 0:
+    remedies.append('pull harder towards the target (a more negative '
+                    '--rl_cost_model_exponent)')
+  remedies.append('extract the most likely architecture within '
+                  f'{OFF_TARGET:.0%} of it (--cost_tolerance={OFF_TARGET:g})')
+  unit = f' {units}' if units else ''
+  return (f'the searched architecture costs {report.cost_text(cost)}{unit}, '
+          f"{percent}% {'over' if miss > 0 else 'under'} its "
+          f'target {report.cost_text(target)}{unit}: '
+          f"{', '.join(remedies[:-1])}{',' if len(remedies) > 2 else ''} or "
+          f'{remedies[-1]}')
+
+
+def off_target_line(architecture: architecture_lib.Architecture,
+                    config: config_lib.SearchConfig) -> Optional[str]:
+  """`cost_miss_line` of a searched architecture against its search's
+  target; None when the search had no cost term or the cost is unknown."""
+  if not config.enable_cost_model or architecture.estimated_cost is None:
+    return None
+  units = report.cost_units(architecture.cost_model)
+  return cost_miss_line(
+      architecture.estimated_cost, config.rl_cost_model_target,
+      '' if units == report.UNKNOWN_UNITS else units,
+      config.rl_reward_function)

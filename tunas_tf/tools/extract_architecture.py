@@ -3,7 +3,8 @@
 Writes `architecture.json` (docs/search.md, 'architecture.json'): the argmax
 of each OneOf's controller logits from the latest checkpoint (or
 `--checkpoint`), or with `--cost_tolerance=0.05` the most likely
-architecture within 5% of the search's target (`search.extract`):
+architecture within 5% of the search's target (`search.extract`); says in
+one line, with the remedies, when its cost is more than 5% off the target:
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
 """
@@ -18,6 +19,7 @@ from absl import flags
 from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
 from tunas_tf.search import report
 from tunas_tf.search_space import schema
@@ -62,6 +64,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     files.check_output_file(output, '--output')
     result = extract_lib.search_architecture(f.model_dir, f.checkpoint,
                                              f.cost_tolerance)
+    off_target = extract_lib.off_target_line(result,
+                                             config_lib.read(f.model_dir))
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
   architecture_lib.write(result, output)
@@ -80,6 +84,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
             f'{f.cost_tolerance:g} of the target; this is the most likely '
             'architecture within it, '
             f'{_likelihood_ratio(result):.3g} times as likely')
+  if off_target:
+    print(f'Note: {off_target}')
   print(f'Written to {output}')
 
 
