@@ -183,6 +183,18 @@ class ArchitectureTest(absltest.TestCase):
         architecture.read(os.path.join(moved, architecture.FILE_NAME)),
         dataclasses.replace(inside,
                             checkpoint=os.path.join(moved, 'model.ckpt-300')))
+    # One given relative (to the working directory) is written relative to
+    # the file.
+    cwd = os.getcwd()
+    try:
+      os.chdir(os.path.dirname(moved))
+      architecture.write(
+          dataclasses.replace(inside, checkpoint='moved/model.ckpt-300'),
+          os.path.join(moved, architecture.FILE_NAME))
+    finally:
+      os.chdir(cwd)
+    with open(os.path.join(moved, architecture.FILE_NAME)) as f:
+      self.assertEqual(json.load(f)['checkpoint'], 'model.ckpt-300')
     # A checkpoint outside the file's directory is written as it is.
     elsewhere = os.path.join(tempfile.mkdtemp(), architecture.FILE_NAME)
     architecture.write(_searched(), elsewhere)

@@ -151,8 +151,10 @@ class Architecture:
     """The JSON object of `architecture.json` (None fields left out).
 
     Args:
-      directory: the directory of the file it goes to: a `checkpoint` inside
-        it is written relative to it. None: `checkpoint` as it is.
+      directory: the (absolute) directory of the file it goes to: a
+        `checkpoint` inside it is written relative to it, another absolute
+        (a relative one is taken from the working directory). None:
+        `checkpoint` as it is.
     """
     document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
                 'indices': self.indices_string}
@@ -160,7 +162,8 @@ class Architecture:
       if getattr(self, name) is not None:
         document[name] = getattr(self, name)
     if self.checkpoint is not None and directory is not None:
-      document['checkpoint'] = _relative_to(self.checkpoint, directory)
+      document['checkpoint'] = _relative_to(files.abspath(self.checkpoint),
+                                            directory)
     if self.probabilities is not None:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}

@@ -223,7 +223,8 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
 
 def extract(model_dir: str, checkpoint: Optional[str] = None,
             cost_tolerance: Optional[float] = None) -> Dict[str, Any]:
-  """`search_architecture` as the JSON object of `architecture.json`."""
+  """`search_architecture` as the JSON object of `architecture.json` (its
+  checkpoint absolute: `architecture.write` makes it relative to the file)."""
   return search_architecture(model_dir, checkpoint, cost_tolerance).to_json()
 
 
