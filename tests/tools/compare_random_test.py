@@ -1,6 +1,7 @@
 """Tests for tools/compare_random and tools/extract_architecture on a tiny search."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -16,14 +17,17 @@ import pytest
 from tunas_tf import architecture
 from tunas_tf import files
 from tunas_tf.cost_model import linear
+from tunas_tf.runtime import resume
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import compare_random
 from tunas_tf.tools import extract_architecture
+from tunas_tf.train_eval import runner as train_eval_runner
 from tests.testing import searches
 from tests.testing import tiny_tfds
+from tests.testing import train_eval_runs
 
 
 _search_config = searches.search_config
@@ -173,6 +177,60 @@ class CompareRandomTest(absltest.TestCase):
     self.assertIn(f'The argmax {self.searched.indices_string} is outside 0.1 '
                   'of the target; this is the most likely architecture '
                   f'within it, {ratio:.3g} times as likely', out.getvalue())
+
+  def test_a_moved_run_directory_keeps_its_checkpoint(self):
+    moved = os.path.join(tempfile.mkdtemp(), 'moved')
+    shutil.move(searches.copy_finished_search('run'), moved)
+    path = os.path.join(moved, architecture.FILE_NAME)
+    # The file names the checkpoint in the directory it is in now, which
+    # restores.
+    name = os.path.basename(self.searched.checkpoint)
+    read = architecture.read(path)
+    self.assertEqual(read.checkpoint, os.path.join(moved, name))
+    self.assertIsNone(resume.unreadable_reason(read.checkpoint))
+    self.assertEqual(resume.checkpoint_step(read.checkpoint),
+                     self.searched.global_step)
+    self.assertEqual(
+        dataclasses.replace(read, checkpoint=self.searched.checkpoint),
+        self.searched)
+    # Extracted again there: the same record, relative in the file.
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', f'--model_dir={moved}'])
+    with contextlib.redirect_stdout(io.StringIO()):
+      extract_architecture.main(['extract_architecture'], values)
+    self.assertEqual(files.read_json(path)['checkpoint'], name)
+    self.assertEqual(architecture.read(path), read)
+    # train_eval takes the architecture and starts from the search's weights.
+    metrics = train_eval_runner.run(train_eval_runs.config(
+        f'--architecture={path}', f'--init_from_search={moved}',
+        f'--model_dir={os.path.join(moved, "train")}', '--max_steps=2',
+        '--noexport', *train_eval_runs.TINY))
+    self.assertEqual(metrics['global_step'], 2)
+
+  def test_says_when_the_cost_is_off_target(self):
+    cost = self.searched.estimated_cost
+    run = searches.copy_finished_search('off_target')
+    config_path = os.path.join(run, 'config.json')
+
+    def extract_with_target(target):
+      stored = files.read_json(config_path)
+      stored['rl_cost_model_target'] = target
+      files.write_json(stored, config_path)
+      values = flags.FlagValues()
+      extract_architecture.define_flags(values)
+      values(['extract_architecture', f'--model_dir={run}'])
+      out = io.StringIO()
+      with contextlib.redirect_stdout(out):
+        extract_architecture.main(['extract_architecture'], values)
+      return out.getvalue().splitlines()
+
+    # cost / (1.5 cost) - 1 = -33.3%.
+    far = extract_with_target(cost * 1.5)
+    line = extract.cost_miss_line(cost, cost * 1.5, 'MACs')
+    self.assertIn('33.3% under', line)
+    self.assertIn(f'Note: {line}', far)
+    self.assertNotIn('Note:', '\n'.join(extract_with_target(cost * 1.03)))
 
   def test_summary_line(self):
     results = [{'name': n, 'estimated_cost': 1e6, 'top1': t, 'indices': '0:1'}
