@@ -26,9 +26,12 @@ from absl import flags
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from tests.testing import jpeg_folder
 from tests.testing import searches
 from tests.testing import train_eval_runs
 from tunas_tf import train_search
+from tunas_tf.data import importing
+from tunas_tf.data import local_data
 from tunas_tf.search import runner as search_runner
 from tunas_tf.tools import compare_random
 from tunas_tf.tools import describe_space
@@ -192,7 +195,8 @@ _SEARCH_ROWS = [
     ('multiplier', ['--rl_batch_size_multiplier=0'],
      r'--rl_batch_size_multiplier must be > 0'),
     ('tiny_multiplier', ['--rl_batch_size_multiplier=0.001'],
-     r'gives an empty validation batch'),
+     r'gives an empty validation batch at --train_batch_size=16: use '
+     r'--rl_batch_size_multiplier=0.0625 or more$'),
     ('fraction', ['--rl_delay_steps_fraction=1.5'],
      r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5$'),
     ('fraction_nan', ['--model_warmup_steps_fraction=nan'],
@@ -203,10 +207,16 @@ _SEARCH_ROWS = [
      r'--epochs must be > 0, got 0.0$'),
     ('max_steps', ['--max_steps=0'], r'--max_steps must be > 0, got 0$'),
     ('batch', ['--train_batch_size=0'], r'--train_batch_size must be > 0'),
+    # Both batches are too big: one line says so, with values that fit.
     ('batch_too_big', ['--train_batch_size=5000'],
-     r'--train_batch_size is 5000, more than the 1078 search-train examples'),
+     r"--train_batch_size=5000 is more than the 1078 search-train examples "
+     r"of 'digits': use --train_batch_size=1078 or less; and the validation "
+     r'batch .* is 20000, more than the 359 search-validation examples of '
+     r"'digits': at --train_batch_size=1078 use --rl_batch_size_multiplier="
+     r'0.333 or less$'),
     ('validation_too_big', ['--rl_batch_size_multiplier=30'],
-     r'the validation batch .* is 480, more than the 359 search-validation'),
+     r'the validation batch .* is 480, more than the 359 search-validation '
+     r"examples of 'digits': use --rl_batch_size_multiplier=22.4 or less$"),
     ('seed', ['--seed=-1'],
      r'--seed must be an integer in \[0, 2147483647\], got -1$'),
     ('cadence', ['--save_checkpoints_steps=0'],
@@ -286,7 +296,8 @@ _TRAIN_EVAL_ROWS = [
     ('max_steps', ['--max_steps=0'], r'--max_steps must be an integer >= 1, got 0$'),
     ('eval_batch', ['--eval_batch_size=0'], r'--eval_batch_size must be'),
     ('batch_too_big', ['--train_batch_size=5000'],
-     r'--train_batch_size is 5000, more than the 1437 training examples'),
+     r"--train_batch_size=5000 is more than the 1437 training examples of "
+     r"'digits': use --train_batch_size=1437 or less$"),
     ('multiplier', ['--filters_multiplier=0'], r'--filters_multiplier must'),
     ('classes', ['--num_classes=0'], r'--num_classes must be an integer'),
     ('image_size', ['--image_size=32'], r'digits images are 8x8$'),
@@ -556,6 +567,59 @@ class BadInputTest(parameterized.TestCase):
         self.assertIn("flag --ssd=no_such_space: value should be one of",
                       lines[-2])
     self.assertEqual(_snapshot(root), before)
+
+  def test_a_sixty_image_folder_is_refused_once_with_sizes_that_fit(self):
+    # 30 + 30 images of 16 x 16, imported as tools/import_dataset does; the
+    # search holds out 10% (6) for its controller.
+    root = self._root()
+    sizes = {'train': {c: [(16, 16)] * 30 for c in ('cat', 'dog')},
+             'test': {c: [(16, 16)] * 2 for c in ('cat', 'dog')}}
+    folder = jpeg_folder.make_jpeg_folder(os.path.join(root, 'images'),
+                                          sizes, seed=0)
+    data_dir = os.path.join(root, 'tfds')
+    importing.write_dataset(local_data.read_folder(folder), 'sixty', data_dir,
+                            'sixty images')
+    data = ['--dataset=sixty', f'--data_dir={data_dir}', '--nodownload',
+            '--image_size=16']
+    cases = {
+        'train_search': (
+            [f'--model_dir={root}/search', *data],
+            "train_search: --train_batch_size=64 is more than the 54 "
+            "search-train examples of 'sixty': use --train_batch_size=54 or "
+            'less; and the validation batch (--train_batch_size x '
+            '--rl_batch_size_multiplier = 64 x 4.0) is 256, more than the 6 '
+            "search-validation examples of 'sixty': at --train_batch_size=54 "
+            'use --rl_batch_size_multiplier=0.111 or less'),
+        'train_eval': (
+            [f'--model_dir={root}/train_eval', f'--indices={_ZEROS}', *data],
+            "train_eval: --train_batch_size=64 is more than the 60 training "
+            "examples of 'sixty': use --train_batch_size=60 or less"),
+    }
+    before = _snapshot(root)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    processes = {binary: subprocess.Popen(
+        [sys.executable, '-m', _MODULES[binary], *args], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for binary, (args, _) in cases.items()}
+    for binary, process in processes.items():
+      _, stderr = process.communicate(timeout=300)
+      self.assertNotEqual(process.returncode, 0, binary)
+      self.assertNotIn('Traceback', stderr)
+      lines = [line for line in stderr.splitlines() if line.strip()]
+      self.assertEqual(lines[-1], cases[binary][1])
+    self.assertEqual(_snapshot(root), before)
+    # The sizes advised are accepted.
+    values, _ = _parse('train_search', [f'--model_dir={root}/search', *data,
+                                        '--train_batch_size=54',
+                                        '--rl_batch_size_multiplier=0.111'])
+    config = train_search.config_from_flags(values)
+    self.assertEqual((config.search_train_examples, config.train_batch_size,
+                      config.validation_batch_size), (54, 54, 6))
+    values, _ = _parse('train_eval', [f'--model_dir={root}/train_eval',
+                                      f'--indices={_ZEROS}', *data,
+                                      '--train_batch_size=60'])
+    self.assertEqual(train_eval_main.config_from_flags(values).train_examples,
+                     60)
 
 
 if __name__ == '__main__':

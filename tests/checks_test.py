@@ -52,6 +52,26 @@ class ChecksTest(parameterized.TestCase):
                                   r'2147483647\]'):
         checks.seed('seed', bad)
 
+  @parameterized.parameters(
+      # 6 / 54 = 0.1111...; down: 54 x 0.111 = 5.994 <= 6.
+      (6, 54, False, 0.111),
+      # 1 / 64 = 0.015625; up: 64 x 0.0157 = 1.0048 >= 1.
+      (1, 64, True, 0.0157),
+      # 100 / 64 = 1.5625 and 64 / 54 = 1.185...
+      (100, 64, False, 1.56), (100, 64, True, 1.57), (64, 54, True, 1.19),
+      # Exact ratios stay as they are, in either direction.
+      (128, 64, False, 2.0), (128, 64, True, 2.0), (1, 1000, True, 0.001),
+      (12345, 1, True, 12400.0), (12345, 1, False, 12300.0),
+  )
+  def test_rounded_bound_stays_on_the_bounds_side(self, numerator,
+                                                  denominator, up, expected):
+    value = checks.rounded_bound(numerator, denominator, up=up)
+    self.assertEqual(value, expected)
+    if up:
+      self.assertGreaterEqual(value * denominator, numerator)
+    else:
+      self.assertLessEqual(value * denominator, numerator)
+
 
 if __name__ == '__main__':
   absltest.main()

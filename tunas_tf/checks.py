@@ -11,6 +11,7 @@ or a `dataclasses.replace`:
 
 from __future__ import annotations
 
+import fractions
 import math
 import numbers
 from typing import Any, Optional
@@ -76,3 +77,20 @@ def fraction(name: str, value: Any, *, high_open: bool = False) -> None:
 def seed(name: str, value: Any) -> None:
   """An integer seed in [0, MAX_SEED]."""
   number(name, value, 0, MAX_SEED, integer=True)
+
+
+def rounded_bound(numerator: int, denominator: int, *, up: bool,
+                  digits: int = 3) -> float:
+  """numerator / denominator (> 0) rounded up or down to `digits`
+  significant digits: a value to advise for a flag bounded by that ratio,
+  on the bound's right side (`up`: a least value, else a greatest).
+
+  rounded_bound(6, 54, up=False) -> 0.111; rounded_bound(1, 64, up=True)
+  -> 0.0157.
+  """
+  value = fractions.Fraction(numerator, denominator)
+  exponent = math.floor(math.log10(value)) - digits + 1
+  scale = fractions.Fraction(10) ** exponent
+  steps = value / scale
+  rounded = (math.ceil(steps) if up else math.floor(steps)) * scale
+  return round(float(rounded), max(0, -exponent))

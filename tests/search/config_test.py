@@ -109,6 +109,108 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual((values.model_dir, values.data_dir), ('/tmp/a', '/tmp/b'))
 
 
+# 60 images of 16 x 16 in two classes (an imported image folder), 10% of
+# them held out for the controller by default.
+_SIXTY = datasets.DatasetInfo(
+    'sixty', 16, 3, 2, {'search_train': 54, 'search_validation': 6,
+                        'test': 4}, (16, 16))
+_THOUSAND = datasets.DatasetInfo(
+    'thousand', 16, 3, 2, {'search_train': 900, 'search_validation': 100,
+                           'test': 100}, (16, 16))
+
+
+class BatchAdviceTest(absltest.TestCase):
+  """A batch that does not fit its split is refused naming the flags to
+  change and values that fit, every such batch in one line; the advised
+  values are accepted."""
+
+  def _config(self, info, *args):
+    values = _flags('--model_dir=/tmp/unused', f'--dataset={info.name}',
+                    '--rl_cost_model_target=1.0', *args)
+    return train_search.config_from_flags(values, info)
+
+  def _refusal(self, info, *args):
+    with self.assertRaises(ValueError) as caught:
+      self._config(info, *args)
+    return str(caught.exception)
+
+  def test_both_batches_of_the_defaults_are_refused_in_one_line(self):
+    self.assertEqual(
+        self._refusal(_SIXTY),
+        "--train_batch_size=64 is more than the 54 search-train examples of "
+        "'sixty': use --train_batch_size=54 or less; and the validation "
+        'batch (--train_batch_size x --rl_batch_size_multiplier = 64 x 4.0) '
+        "is 256, more than the 6 search-validation examples of 'sixty': at "
+        '--train_batch_size=54 use --rl_batch_size_multiplier=0.111 or less')
+    # round(54 x 0.111) = 6 images per validation batch.
+    config = self._config(_SIXTY, '--train_batch_size=54',
+                          '--rl_batch_size_multiplier=0.111')
+    self.assertEqual((config.train_batch_size, config.validation_batch_size),
+                     (54, 6))
+
+  def test_a_validation_batch_alone_gets_a_multiplier_or_a_hold_out(self):
+    self.assertEqual(
+        self._refusal(_THOUSAND),
+        'the validation batch (--train_batch_size x '
+        '--rl_batch_size_multiplier = 64 x 4.0) is 256, more than the 100 '
+        "search-validation examples of 'thousand': use "
+        '--rl_batch_size_multiplier=1.56 or less, or hold out '
+        '--validation_examples=256')
+    # round(64 x 1.56) = 100.
+    self.assertEqual(self._config(
+        _THOUSAND, '--rl_batch_size_multiplier=1.56').validation_batch_size,
+                     100)
+    held_out = datasets.DatasetInfo(
+        'thousand', 16, 3, 2, {'search_train': 744, 'search_validation': 256,
+                               'test': 100}, (16, 16))
+    self.assertEqual(self._config(held_out).validation_batch_size, 256)
+    # digits has a fixed split: no hold-out is advised.
+    self.assertRegex(
+        self._refusal(_DIGITS, '--train_batch_size=16',
+                      '--rl_batch_size_multiplier=30', '--max_steps=40'),
+        r"examples of 'digits': use --rl_batch_size_multiplier=22.4 or less$")
+
+  def test_the_advised_train_batch_splits_across_the_replicas(self):
+    self.assertRegex(
+        self._refusal(_THOUSAND, '--train_batch_size=2000', '--replicas=8'),
+        r'^--train_batch_size=2000 is more than the 900 search-train '
+        r"examples of 'thousand': use --train_batch_size=896 or less \(a "
+        r'multiple of --replicas=8\); and the validation batch .* at '
+        r'--train_batch_size=896 use --rl_batch_size_multiplier=0.111 or '
+        r'less$')
+    config = self._config(_THOUSAND, '--train_batch_size=896', '--replicas=8',
+                          '--rl_batch_size_multiplier=0.111')
+    self.assertEqual(config.replica_batch_size, 112)
+
+  def test_an_oversized_train_batch_whose_fix_fits_both_is_refused_once(self):
+    # The validation batch, 1000 x 0.105 = 105, is more than the 100
+    # held out, but at the advised 900 it is round(94.5) = 94: only the
+    # train batch needs to change.
+    self.assertEqual(
+        self._refusal(_THOUSAND, '--train_batch_size=1000',
+                      '--rl_batch_size_multiplier=0.105'),
+        "--train_batch_size=1000 is more than the 900 search-train examples "
+        "of 'thousand': use --train_batch_size=900 or less")
+    self.assertEqual(self._config(
+        _THOUSAND, '--train_batch_size=900',
+        '--rl_batch_size_multiplier=0.105').validation_batch_size, 94)
+
+  def test_an_empty_validation_batch_and_no_steps_get_a_value(self):
+    self.assertEqual(
+        self._refusal(_THOUSAND, '--rl_batch_size_multiplier=0.001'),
+        '--rl_batch_size_multiplier=0.001 gives an empty validation batch '
+        'at --train_batch_size=64: use --rl_batch_size_multiplier=0.0157 or '
+        'more')
+    self.assertEqual(self._config(
+        _THOUSAND, '--rl_batch_size_multiplier=0.0157').validation_batch_size,
+                     1)
+    self.assertEqual(
+        self._refusal(_SIXTY, '--train_batch_size=54',
+                      '--rl_batch_size_multiplier=0.1', '--epochs=0.5'),
+        'The search has no steps: 54 examples x 0.5 epochs / batch 54: use '
+        '--epochs=1.0 or more, or give --max_steps')
+
+
 class WriteOrCheckTest(absltest.TestCase):
 
   def _config(self, model_dir, *extra):

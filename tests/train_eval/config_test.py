@@ -103,6 +103,13 @@ class ValidationExamplesTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'digits has a fixed split'):
       runs.config('--model_dir=/tmp/unused', f'--indices={_ZEROS}',
                   '--validation_examples=5')
+    # A train batch the 15 images cannot hold names the hold-out and the
+    # largest batch they hold.
+    with self.assertRaisesRegex(
+        ValueError, r"^--train_batch_size=16 is more than the 15 training "
+        r"examples of 'tiny_images' \(the train split less "
+        r'--validation_examples=5\): use --train_batch_size=15 or less$'):
+      dataclasses.replace(config, train_batch_size=16)
 
 
 class ConfigTest(absltest.TestCase):
@@ -150,6 +157,26 @@ class ConfigTest(absltest.TestCase):
         ('use_tpu', True, '--use_tpu needs --tpu=NAME')):
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config.job, **{field: value})
+
+  def test_a_batch_or_length_that_gives_no_step_is_refused_with_one_that_does(
+      self):
+    config = runs.config('--model_dir=x', f'--indices={_ZEROS}',
+                         '--max_steps=100')
+    with self.assertRaisesRegex(
+        ValueError, r"^--train_batch_size=2000 is more than the 1437 "
+        r"training examples of 'digits': use --train_batch_size=1437 or "
+        r'less$'):
+      dataclasses.replace(config, train_batch_size=2000)
+    self.assertEqual(
+        dataclasses.replace(config, train_batch_size=1437).max_global_step,
+        100)
+    # 64 / 1437 = 0.04454 epochs make the first step.
+    with self.assertRaisesRegex(
+        ValueError, r'^--epochs=0.01 gives no training step at batch 64: use '
+        r'--epochs=0.0446 or more, or give --max_steps$'):
+      dataclasses.replace(config, max_steps=None, epochs=0.01)
+    self.assertEqual(dataclasses.replace(config, max_steps=None,
+                                         epochs=0.0446).max_global_step, 1)
 
   def test_bfloat16_modes_and_weight_decay_defaults(self):
     v3_like = ['--ssd=mobilenet_v3_large', '--indices=']

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf.data import datasets
 from tunas_tf.layers import schedules
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import precision
@@ -73,7 +74,8 @@ class SearchConfig:
 
   Raises (on construction):
     ValueError: for a value outside its range (see `_check_ranges`), a
-      batch larger than its data, a warm-up longer than the RL delay
+      batch larger than its data (naming the flags to change and values
+      that fit; `_check_batches`), a warm-up longer than the RL delay
       (as the original's `run_model` refuses), an unknown space, supernet
       mode, supernet sampling, entropy schedule or reward, an empty search,
       a cost model that cannot be resolved for the space, or replicas that
@@ -145,10 +147,15 @@ class SearchConfig:
     if self.max_steps is not None and self.max_steps <= 0:
       raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
     self._check_ranges()
+    # Before the step counts: a batch that does not fit can leave no step.
+    self._check_batches()
     if self.max_global_step <= 0:
+      fewest = checks.rounded_bound(self.train_batch_size,
+                                    self.search_train_examples, up=True)
       raise ValueError(
           f'The search has no steps: {self.search_train_examples} examples x '
-          f'{self.epochs} epochs / batch {self.train_batch_size}')
+          f'{self.epochs} epochs / batch {self.train_batch_size}: use '
+          f'--epochs={fewest} or more, or give --max_steps')
     rl_delay, ops_warmup, filters_warmup, model_warmup = (
         self.rl_delay_steps, self.increase_ops_warmup_steps,
         self.increase_filters_warmup_steps, self.model_warmup_steps)
@@ -164,7 +171,6 @@ class SearchConfig:
       raise ValueError(f'Model LR warm-up ({model_warmup} steps) must be '
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
-    self._check_batches()
     self.resolved_cost_model  # pylint: disable=pointless-statement
 
   def _check_ranges(self) -> None:
@@ -210,21 +216,55 @@ class SearchConfig:
                   integer=True)
 
   def _check_batches(self) -> None:
-    """Each batch holds at least one example and fits in its split."""
+    """Each batch holds at least one example and fits in its split.
+
+    A refusal names the flags to change and values that fit (the largest
+    train batch the split holds; the largest multiplier, at that batch, the
+    hold-out holds; for TFDS data, the hold-out that would hold the
+    validation batch), and a train batch and a validation batch that both
+    do not fit are refused together, in one line.
+    """
+    train, multiplier = self.train_batch_size, self.rl_batch_size_multiplier
     if self.validation_batch_size < 1:
-      raise ValueError(f'--rl_batch_size_multiplier='
-                       f'{self.rl_batch_size_multiplier} gives an empty '
-                       f'validation batch at --train_batch_size='
-                       f'{self.train_batch_size}')
-    for name, batch, examples, split in (
-        ('--train_batch_size', self.train_batch_size,
-         self.search_train_examples, 'search-train'),
-        ('the validation batch (--train_batch_size x '
-         '--rl_batch_size_multiplier)', self.validation_batch_size,
-         self.validation_examples, 'search-validation')):
-      if batch > examples:
-        raise ValueError(f'{name} is {batch}, more than the {examples} '
-                         f'{split} examples of {self.job.dataset!r}')
+      smallest = checks.rounded_bound(1, train, up=True)
+      raise ValueError(f'--rl_batch_size_multiplier={multiplier} gives an '
+                       f'empty validation batch at --train_batch_size='
+                       f'{train}: use --rl_batch_size_multiplier={smallest} '
+                       'or more')
+    problems = []
+    fitting_train = train
+    if train > self.search_train_examples:
+      fitting_train = (self.search_train_examples // self.replicas *
+                       self.replicas)
+      advice = (f'use --train_batch_size={fitting_train} or less'
+                if fitting_train else 'use fewer --replicas')
+      if fitting_train and self.replicas > 1:
+        advice += f' (a multiple of --replicas={self.replicas})'
+      problems.append(f'--train_batch_size={train} is more than the '
+                      f'{self.search_train_examples} search-train examples '
+                      f'of {self.job.dataset!r}: {advice}')
+    validation = self.validation_batch_size
+    # (When the train batch does not fit either, the validation batch is
+    # refused only if it does not fit at the train batch advised.)
+    if (validation > self.validation_examples and fitting_train and
+        int(round(fitting_train * multiplier)) > self.validation_examples):
+      largest = checks.rounded_bound(self.validation_examples,
+                                     fitting_train, up=False)
+      advice = f'use --rl_batch_size_multiplier={largest} or less'
+      if fitting_train != train:
+        advice = f'at --train_batch_size={fitting_train} ' + advice
+      # TFDS data: a larger hold-out, if the rest still holds a train batch.
+      total = self.search_train_examples + self.validation_examples
+      if (self.job.dataset != datasets.DIGITS and
+          fitting_train == train and total - validation >= train):
+        advice += f', or hold out --validation_examples={validation}'
+      problems.append(
+          f'the validation batch (--train_batch_size x '
+          f'--rl_batch_size_multiplier = {train} x {multiplier}) is '
+          f'{validation}, more than the {self.validation_examples} '
+          f'search-validation examples of {self.job.dataset!r}: {advice}')
+    if problems:
+      raise ValueError('; and '.join(problems))
 
   def _check_replicas(self) -> None:
     replicas = self.replicas

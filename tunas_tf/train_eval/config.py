@@ -108,12 +108,19 @@ class TrainEvalConfig:
     checks.number('validation_examples', self.validation_examples, 0,
                   integer=True)
     if self.train_batch_size > self.train_examples:
-      raise ValueError(f'--train_batch_size is {self.train_batch_size}, more '
+      held_out = (f' (the train split less --validation_examples='
+                  f'{self.validation_examples})'
+                  if self.validation_examples else '')
+      raise ValueError(f'--train_batch_size={self.train_batch_size} is more '
                        f'than the {self.train_examples} training examples of '
-                       f'{self.job.dataset!r}')
+                       f'{self.job.dataset!r}{held_out}: use '
+                       f'--train_batch_size={self.train_examples} or less')
     if self.max_global_step <= 0:
+      fewest = checks.rounded_bound(self.train_batch_size,
+                                    self.train_examples, up=True)
       raise ValueError(f'--epochs={self.epochs} gives no training step at '
-                       f'batch {self.train_batch_size}')
+                       f'batch {self.train_batch_size}: use --epochs='
+                       f'{fewest} or more, or give --max_steps')
 
   @property
   def max_global_step(self) -> int:
