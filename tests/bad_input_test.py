@@ -39,6 +39,7 @@ from tunas_tf.tools import extract_architecture
 from tunas_tf.tools import fit_cost_model
 from tunas_tf.tools import measure_latency
 from tunas_tf.tools import random_architectures
+from tunas_tf.tools import report
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import config as train_eval_config
 
@@ -51,6 +52,7 @@ _BINARIES = {
     'compare_random': compare_random,
     'fit_cost_model': fit_cost_model,
     'measure_latency': measure_latency,
+    'report': report,
 }
 _MODULES = {
     'train_search': 'tunas_tf.train_search',
@@ -275,6 +277,8 @@ _SEARCH_ROWS = [
     ('preprocessing_digits', ['--preprocessing=imagenet'],
      r'--preprocessing=imagenet decodes stored images; digits are 8x8 arrays '
      r'\(use none or cifar\)$'),
+    ('train_eval_dir', [], r'--model_dir=.*/run is a train_eval directory, '
+     r'not a search directory$', _train_eval_dir),
 ]
 _TRAIN_EVAL_ROWS = [
     ('momentum', ['--momentum=-3'], r'--momentum must be in \[0, 1\), got '
@@ -340,6 +344,12 @@ _TRAIN_EVAL_ROWS = [
     ('restart_unreadable', ['--max_steps=30'], r'No readable checkpoint in '
      r'.*run \(model.ckpt-5: .*sstable.*\); nothing was changed',
      _train_eval_dir),
+    ('search_dir', [_SEARCH], r'--model_dir=.*/search is a search directory, '
+     r'not a train_eval directory$', _finished_search),
+    ('init_train_eval_dir', ['--model_dir={root}/other',
+                             '--init_from_search={root}/run'],
+     r'--init_from_search=.*/run is a train_eval directory, not a search '
+     r'directory$', _train_eval_dir),
 ]
 _TOOL_ROWS = [
     ('extract_architecture', 'no_dir', [], r'--model_dir is required$'),
@@ -353,6 +363,15 @@ _TOOL_ROWS = [
      r'--checkpoint=.*model.ckpt-4', _newest_truncated),
     ('extract_architecture', 'output_dir', [_SEARCH, '--output={root}'],
      r'--output=.* is a directory, not a file$', _finished_search),
+    ('extract_architecture', 'train_eval_dir', ['--model_dir={root}/run'],
+     r'/run is a train_eval directory, not a search directory$',
+     _train_eval_dir),
+    ('report', 'train_eval_dir', ['--model_dir={root}/run'],
+     r'/run is a train_eval directory, not a search directory$',
+     _train_eval_dir),
+    ('compare_random', 'train_eval_dir', ['--search_dir={root}/run'],
+     r'/run is a train_eval directory, not a search directory$',
+     _train_eval_dir),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
      r'--cost_tolerance must be in \(0, 1\), got 1.5$', _finished_search),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any, Collection, Dict, Optional
+from typing import Any, Callable, Collection, Dict, Optional
 
 # A run's settings in its model directory (the search's and train_eval's).
 CONFIG_FILE = 'config.json'
@@ -124,8 +124,9 @@ def read_json(path: str) -> Any:
 
 def check_config(path: str, new: Dict[str, Any],
                  run_only_fields: Collection[str],
-                 derived_fields: Collection[str] = ()
-                 ) -> Optional[Dict[str, Any]]:
+                 derived_fields: Collection[str] = (),
+                 check_stored: Optional[Callable[[Dict[str, Any]], None]]
+                 = None) -> Optional[Dict[str, Any]]:
   """Checks a run's settings against those stored at `path`; writes nothing.
 
   Args:
@@ -135,6 +136,8 @@ def check_config(path: str, new: Dict[str, Any],
       where to run; they may differ.
     derived_fields: settings computed from others; compared after the
       others, so an error names what the user changed.
+    check_stored: called with the stored settings before any comparison
+      (e.g. to refuse another binary's directory in its own words).
 
   Returns:
     The stored settings, or None when `path` does not exist (a new run).
@@ -149,6 +152,8 @@ def check_config(path: str, new: Dict[str, Any],
   old = read_json(path)
   if not isinstance(old, dict):
     raise ValueError(f'{path} does not hold a JSON object')
+  if check_stored is not None:
+    check_stored(old)
   derived = set(derived_fields)
   for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
     if key in run_only_fields:

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tunas_tf import files
 from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import jobs
 from tunas_tf.runtime import resume as resume_lib
 
 Params = Dict[str, Dict[str, np.ndarray]]
@@ -238,21 +239,29 @@ def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
   """The latest checkpoint of a search directory.
 
   Raises:
-    ValueError: if there is none, or the search's config.json names another
-      search space than `ssd`.
+    ValueError: if there is none, the directory is a train_eval one (saying
+      so), or the search's config.json names another search space than
+      `ssd`.
   """
   if not tf.io.gfile.isdir(search_dir):
     raise ValueError(f'--init_from_search={search_dir}: no such directory')
+  config_path = os.path.join(search_dir, files.CONFIG_FILE)
+  stored = {}
+  if tf.io.gfile.exists(config_path):
+    with tf.io.gfile.GFile(config_path) as f:
+      try:
+        stored = json.load(f)
+      except json.JSONDecodeError:
+        pass  # Its checkpoint is what is inherited; the file only helps.
+    if not isinstance(stored, dict):
+      stored = {}
+    jobs.check_written_by(stored, 'train_search',
+                          f'--init_from_search={search_dir}')
   checkpoint = tf.train.latest_checkpoint(search_dir)
   if checkpoint is None:
     raise ValueError(f'--init_from_search={search_dir} holds no checkpoint')
-  config_path = os.path.join(search_dir, files.CONFIG_FILE)
-  if ssd is not None and tf.io.gfile.exists(config_path):
-    with tf.io.gfile.GFile(config_path) as f:
-      try:
-        search_ssd = json.load(f).get('ssd')
-      except (json.JSONDecodeError, AttributeError):
-        search_ssd = None
+  if ssd is not None:
+    search_ssd = stored.get('ssd')
     if search_ssd is not None and search_ssd != ssd:
       raise ValueError(f'--init_from_search={search_dir} searched '
                        f'{search_ssd!r}, not --ssd={ssd}')

@@ -1,4 +1,5 @@
-"""The `JobConfig` both binaries share, and their flat config.json layout.
+"""The `JobConfig` both binaries share, their flat config.json layout, and
+which binary wrote a model directory's config.json (`written_by`).
 
 The flags that fill a `JobConfig` live in `tunas_tf.flags` (entry points
 only).
@@ -24,6 +25,12 @@ JOB_RUN_ONLY_FIELDS = frozenset({
 # tf.distribute strategy (`runtime.distribute`, any TF). Recorded in
 # config.json: a run goes on on the engine it started on.
 ENGINES = ('estimator', 'distribute')
+# The config.json field that only each binary's config has (the size of the
+# data it trains on), which tells the kinds of model directory apart.
+_OWN_FIELDS = {'train_search': 'search_train_examples',
+               'train_eval': 'train_examples'}
+# What each binary's model directory is called in messages.
+DIRECTORY_KINDS = {'train_search': 'search', 'train_eval': 'train_eval'}
 _POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
                     'tpu_iterations_per_loop', 'save_checkpoints_steps',
                     'keep_checkpoint_max', 'log_every_steps')
@@ -197,6 +204,34 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
       raise ValueError(f'{where}: {name} is {values[name]!r}, but the other '
                        f'fields give {getattr(config, name)!r}')
   return config
+
+
+def written_by(values: Mapping[str, Any]) -> Optional[str]:
+  """The binary ('train_search', 'train_eval') whose config.json holds
+  `values`, told by the field only its config has; None for neither."""
+  found = [binary for binary, field in _OWN_FIELDS.items() if field in values]
+  return found[0] if len(found) == 1 else None
+
+
+def check_written_by(values: Mapping[str, Any], binary: str,
+                     where: str) -> None:
+  """Refuses a config.json (`values`) that another binary wrote.
+
+  Args:
+    values: the stored config.json object.
+    binary: the binary the directory should be of ('train_search' or
+      'train_eval').
+    where: the directory as the message names it (e.g. 'runs/x' or
+      '--model_dir=runs/x').
+
+  Raises:
+    ValueError: 'WHERE is a train_eval directory, not a search directory'
+      (or the other way round).
+  """
+  other = written_by(values)
+  if other is not None and other != binary:
+    raise ValueError(f'{where} is a {DIRECTORY_KINDS[other]} directory, not '
+                     f'a {DIRECTORY_KINDS[binary]} directory')
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:

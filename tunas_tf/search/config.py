@@ -34,6 +34,8 @@ BFLOAT16_MODES = precision.BFLOAT16_MODES
 SUPERNET_SAMPLING = ('controller', 'uniform')
 # `--rl_entropy_schedule` values, the default (the original's) first.
 ENTROPY_SCHEDULES = schedules.ENTROPY_SCHEDULES
+# The binary that writes a search directory (`jobs.written_by`).
+BINARY = 'train_search'
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 
@@ -350,7 +352,7 @@ class SearchConfig:
         field, a refused value, or a stored derived value that disagrees
         with the one the fields give.
     """
-    return jobs.from_json(cls, values, where, 'train_search', DERIVED_FIELDS)
+    return jobs.from_json(cls, values, where, BINARY, DERIVED_FIELDS)
 
 
 def check_stored(config: SearchConfig, model_spec_json: str
@@ -366,20 +368,25 @@ def check_stored(config: SearchConfig, model_spec_json: str
 
   Raises:
     ValueError: naming the first field that differs from the stored config
-      (outside `RUN_ONLY_FIELDS`) with both values, or when the stored search
-      space differs.
+      (outside `RUN_ONLY_FIELDS`) with both values, when the stored search
+      space differs, or for a train_eval directory (saying so).
   """
-  config_path = os.path.join(config.job.model_dir, CONFIG_FILE)
-  spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
+  model_dir = config.job.model_dir
+  config_path = os.path.join(model_dir, CONFIG_FILE)
+  spec_path = os.path.join(model_dir, MODEL_SPEC_FILE)
   # The search space first: a different space makes every other check moot.
+  # (A train_eval directory has none; its config.json says what it is.)
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
       raise ValueError(f'{spec_path} holds a different search space than '
                        f'--ssd={config.ssd}; use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
-  return files.check_config(config_path, config.to_json(), RUN_ONLY_FIELDS,
-                            DERIVED_FIELDS + ('search_train_examples',))
+  return files.check_config(
+      config_path, config.to_json(), RUN_ONLY_FIELDS,
+      DERIVED_FIELDS + ('search_train_examples',),
+      check_stored=lambda stored: jobs.check_written_by(
+          stored, BINARY, f'--model_dir={model_dir}'))
 
 
 def write(config: SearchConfig, model_spec_json: str,
@@ -415,7 +422,10 @@ def read(model_dir: str) -> SearchConfig:
 
   Raises:
     ValueError: if there is no config.json, it is not valid JSON or not an
-      object, or a stored value is missing or invalid.
+      object, it is a train_eval directory's (saying so), or a stored value
+      is missing or invalid.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  return SearchConfig.from_json(files.read_config(model_dir, 'search'), path)
+  values = files.read_config(model_dir, 'search')
+  jobs.check_written_by(values, BINARY, model_dir)
+  return SearchConfig.from_json(values, path)

@@ -23,6 +23,8 @@ from tunas_tf.runtime import precision
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
+# The binary that writes a train_eval directory (`jobs.written_by`).
+BINARY = 'train_eval'
 CONFIG_FILE = files.CONFIG_FILE
 EXPORT_SUBDIR = 'export'
 DEFAULT_SSD = 'digits_search'
@@ -154,7 +156,7 @@ class TrainEvalConfig:
         field, a refused value, or a stored derived value that disagrees
         with the one the fields give.
     """
-    return jobs.from_json(cls, values, where, 'train_eval', DERIVED_FIELDS)
+    return jobs.from_json(cls, values, where, BINARY, DERIVED_FIELDS)
 
 
 def _check_indices(ssd: str, indices: str) -> Any:
@@ -260,11 +262,14 @@ def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
   Raises:
     ValueError: naming the first field that differs outside
       `RUN_ONLY_FIELDS` (flag-backed fields before derived ones) with its
-      stored and its new value.
+      stored and its new value; for a search directory (saying so).
   """
+  model_dir = config.job.model_dir
   return files.check_config(
-      os.path.join(config.job.model_dir, CONFIG_FILE), config.to_json(),
-      RUN_ONLY_FIELDS, DERIVED_FIELDS + ('train_examples',))
+      os.path.join(model_dir, CONFIG_FILE), config.to_json(),
+      RUN_ONLY_FIELDS, DERIVED_FIELDS + ('train_examples',),
+      check_stored=lambda stored: jobs.check_written_by(
+          stored, BINARY, f'--model_dir={model_dir}'))
 
 
 def write(config: TrainEvalConfig, stored: Optional[Dict[str, Any]]) -> None:
@@ -291,7 +296,10 @@ def read(model_dir: str) -> TrainEvalConfig:
   """The config stored in a model directory's `config.json`.
 
   Raises:
-    ValueError: as `files.read_config` and `TrainEvalConfig.from_json`.
+    ValueError: as `files.read_config` and `TrainEvalConfig.from_json`; for
+      a search directory (saying so).
   """
-  return TrainEvalConfig.from_json(files.read_config(model_dir, 'train_eval'),
+  values = files.read_config(model_dir, 'train_eval')
+  jobs.check_written_by(values, BINARY, model_dir)
+  return TrainEvalConfig.from_json(values,
                                    os.path.join(model_dir, CONFIG_FILE))
