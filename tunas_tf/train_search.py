@@ -1,8 +1,10 @@
-r"""`python -m tunas_tf.train_search`: flags -> SearchConfig -> the search.
+r"""Searches an architecture: TuNAS, a one-shot, cost-aware search.
 
-The flag defaults run the offline demo (8x8 `digits`, `digits_search`, its
-`macs` cost model), sized for a laptop CPU; the original's recipes are
-flagfiles in `tunas_tf/configs/` (docs/search.md):
+Trains a search space's shared weights and a controller that learns which
+architecture to pick, rewarding accuracy near a cost target. The flag
+defaults run the offline demo (8x8 `digits`, `digits_search`, its `macs` cost
+model), sized for a laptop CPU; the original's recipes are flagfiles in
+`tunas_tf/configs/` (docs/search.md):
 
   python -m tunas_tf.train_search --model_dir=runs/demo
 
@@ -35,7 +37,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
                     'Search space.', flag_values=f)
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
-                       'images held out for the controller; default 10%% of '
+                       'images held out for the controller; default 10% of '
                        'the train split. (digits has a fixed split.)',
                        flag_values=f)
   flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
@@ -139,7 +141,7 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                      '84 ms (57 for MobileNetV3-like spaces) for released '
                      'models; otherwise, by rule, the geometric mean of the '
                      'estimated costs of the space\'s smallest and largest '
-                     'architectures (schema.extreme_indices).', flag_values=f)
+                     'architectures.', flag_values=f)
   flags.DEFINE_float('rl_cost_model_exponent', -0.5, 'beta of the reward '
                      '(more negative: stronger cost penalty). The ImageNet '
                      'recipes use -0.10; the demo, whose accuracy differences '

@@ -5,7 +5,7 @@ choices, the architecture's choice, `*` on decisions that do not matter for
 it), picks an architecture (given with
 `--indices`, or drawn uniformly with `--seed`, the first draw of
 `tools/random_architectures --seed`) and writes it to
-`<output_dir>/architecture.json` in the format of `tunas_tf.architecture`
+`<output_dir>/architecture.json` in the format of `extract_architecture`'s
 (that `train_eval --architecture=` reads; no cost or search fields):
 
   python -m tunas_tf.tools.describe_space --ssd=digits_search \

@@ -3,8 +3,9 @@
 Writes `architecture.json` (docs/search.md, 'architecture.json'): the argmax
 of each OneOf's controller logits from the latest checkpoint (or
 `--checkpoint`), or with `--cost_tolerance=0.05` the most likely
-architecture within 5% of the search's target (`search.extract`); says in
-one line, with the remedies, when its cost is more than 5% off the target:
+architecture within 5% of the search's target (docs/search.md,
+'Extraction'); says in one line, with the remedies, when its cost is more
+than 5% off the target:
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
 """

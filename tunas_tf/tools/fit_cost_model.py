@@ -1,7 +1,8 @@
 r"""Fits a linear latency model to measured latencies (a device's cost model).
 
-Reads the CSV of `tools/measure_latency`, fits `cost_model.fit` (ridge on the
-coupled one-hot features, held-out errors against a constant predictor) and
+Reads the CSV of `tools/measure_latency`, fits a ridge regression on the
+architectures' coupled one-hot features (with held-out errors against a
+constant predictor) and
 writes a coefficients JSON that `--cost_model=PATH` accepts everywhere, with
 the CSV's measurement settings as `measured_with` (docs/tools.md):
 

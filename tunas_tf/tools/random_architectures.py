@@ -1,6 +1,6 @@
 r"""Samples architectures uniformly, optionally inside a cost band.
 
-The original's random-search baseline (`cost_model.random_search`): keeps an
+The original's random-search baseline: keeps an
 architecture when `min_cost <= estimated cost <= max_cost` under
 `--cost_model`, and writes a JSON list of `indices` and `estimated_cost`
 that `tools/measure_latency --indices_file` reads (docs/tools.md):

@@ -5,8 +5,8 @@ r"""Writes a search's report: `report.png` and `report.html`.
 reads the directory's TensorBoard events, its `config.json` (the run's
 facts, RL delay and warm-ups) and its searched architecture (the argmax of
 the latest checkpoint's controller, as `extract_architecture` computes it)
-and writes both files into the directory (`--output_dir` to
-write them elsewhere); see `tunas_tf.search.report` for what they show.
+and writes both files into the directory (`--output_dir` to write them
+elsewhere); docs/search.md, 'The report', says what they show.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-r"""`python -m tunas_tf.train_eval`: flags -> TrainEvalConfig -> `runner.run`.
+r"""Trains, evaluates and exports one architecture standalone.
 
-Trains, evaluates and exports one architecture standalone (docs/train_eval.md),
+Any architecture of a search space or a reference model (docs/train_eval.md),
 e.g. the searched one, on the search's data that architecture.json records:
 
   python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
