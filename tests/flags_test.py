@@ -155,6 +155,22 @@ class QuietLogTest(absltest.TestCase):
     self.assertTrue(keep(record(logging.WARNING, tf_file)))
     self.assertTrue(keep(record(logging.INFO, ours)))
 
+  def test_matplotlibs_font_cache_line_is_dropped_and_ours_kept(self):
+    from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
+    from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
+    # The record matplotlib's first import logs while it builds its cache.
+    font_cache = logging.LogRecord(
+        'matplotlib.font_manager', logging.INFO, font_manager.__file__, 1584,
+        'generated new fontManager', None, None)
+    ours = logging.LogRecord(
+        'absl', logging.INFO, common_flags.__file__, 1,
+        'top1 %.4f', (0.5,), None)
+    keep = common_flags.LibraryInfoFilter().filter
+    self.assertFalse(keep(font_cache))
+    self.assertTrue(keep(ours))
+    font_cache.levelno = logging.WARNING  # A warning of matplotlib's stays.
+    self.assertTrue(keep(font_cache))
+
 
 if __name__ == '__main__':
   absltest.main()

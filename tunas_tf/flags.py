@@ -54,7 +54,10 @@ def quiet_tensorflow(verbose: bool) -> None:
   INFO lines logged through absl from inside TensorFlow Datasets (three per
   split read: "Load dataset info ...", "Creating a tf.data.Dataset reading 1
   files ...", "Constructing ...") or TensorFlow (TF 2.16+: "Sharding
-  callback duration" per checkpoint) are dropped (`LibraryInfoFilter`).
+  callback duration" per checkpoint; a SavedModel export's "Function ...
+  contains input name(s) ... with unsupported characters"), or through
+  `logging` from inside matplotlib (its first import: "generated new
+  fontManager"), are dropped (`LibraryInfoFilter`).
   """
   import logging  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
@@ -72,10 +75,13 @@ def quiet_tensorflow(verbose: bool) -> None:
 
 class LibraryInfoFilter:
   """A `logging` filter: drops records below WARNING logged from inside the
-  `tensorflow_datasets` or `tensorflow` packages (through absl)."""
+  `tensorflow_datasets`, `tensorflow` (through absl) or `matplotlib`
+  (through `logging`) packages: progress notes of theirs, none of which
+  says anything about the run."""
 
   _PACKAGES = tuple(f'{os.sep}{name}{os.sep}'
-                    for name in ('tensorflow_datasets', 'tensorflow'))
+                    for name in ('tensorflow_datasets', 'tensorflow',
+                                 'matplotlib'))
 
   def filter(self, record) -> bool:
     return (record.levelno >= 30 or  # logging.WARNING

@@ -313,6 +313,14 @@ class DatasetsTest(tf.test.TestCase):
       datasets.dataset_info('tiny_images', data_dir='/nonexistent',
                             validation_examples=5)
 
+  def test_an_unprepared_dataset_is_refused_without_tfds_warnings(self):
+    # TFDS warned 'Variant folder /nonexistent/tiny_images/1.0.0 has no
+    # dataset_info.json' (through absl) beside the one line.
+    with self.assertNoLogs('absl', level='WARNING'):
+      with self.assertRaisesRegex(ValueError, "'tiny_images' is not prepared"):
+        datasets.dataset_info('tiny_images', data_dir='/nonexistent',
+                              validation_examples=5)
+
   def test_unreachable_download_fails_at_once_writing_nothing(self):
     root = tempfile.mkdtemp()
     data_dir = os.path.join(root, 'tfds')

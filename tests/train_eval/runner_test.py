@@ -23,6 +23,18 @@ from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 
 
+class ResultLineTest(absltest.TestCase):
+
+  def test_every_rate_is_rounded_alike(self):
+    # A top-5 of 17 / 18 images read as float32, as evaluation gives it.
+    metrics = {'top1': 0.6027777791023254, 'top5': 0.9444444179534912,
+               'loss': 1.23456789, 'params': 12345, 'macs': 67890,
+               'global_step': 20}
+    self.assertEqual(runner.result_line(metrics),
+                     'top1 0.6028  top5 0.9444  loss 1.2346  params 12345  '
+                     'MACs 67890  (step 20)')
+
+
 @pytest.mark.estimator
 class RunTest(absltest.TestCase):
 

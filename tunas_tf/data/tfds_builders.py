@@ -87,7 +87,10 @@ def tfds_builder(name: str, data_dir: Optional[str], download: bool):
                      f'data_dir={data_dir!r} ({type(e).__name__}); '
                      '`python -m tunas_tf.tools.import_dataset` prepares '
                      'local data') from None
-  if builder.is_prepared():
+  # TFDS's own check warns 'Variant folder ... has no dataset_info.json' for
+  # a version folder that does not exist, beside this module's line.
+  if (tf.io.gfile.exists(os.fspath(builder.data_path)) and
+      builder.is_prepared()):
     return builder
   root = data_dir or tfds.core.constants.DATA_DIR
   where = f'data_dir={root!r}'

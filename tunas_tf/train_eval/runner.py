@@ -300,7 +300,13 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     return metrics
 
   metrics = lifecycle.run(config.job, 'train_eval', check, start, plan=plan)
-  logging.info('top1 %.4f  top5 %s  loss %.4f  params %d  MACs %d  (step %d)',
-               metrics['top1'], metrics['top5'], metrics['loss'],
-               metrics['params'], metrics['macs'], metrics['global_step'])
+  logging.info('%s', result_line(metrics))
   return metrics
+
+
+def result_line(metrics: Dict[str, Any]) -> str:
+  """A run's last log line, every figure rounded alike: 'top1 0.6028  top5
+  0.9444  loss 1.2346  params 12345  MACs 67890  (step 20)'."""
+  return (f"top1 {metrics['top1']:.4f}  top5 {metrics['top5']:.4f}  "
+          f"loss {metrics['loss']:.4f}  params {metrics['params']}  "
+          f"MACs {metrics['macs']}  (step {metrics['global_step']})")
