@@ -64,10 +64,10 @@ class StartLineTest(absltest.TestCase):
 class CostTextTest(absltest.TestCase):
 
   def test_thousands_are_grouped_and_small_values_keep_digits(self):
-    from tunas_tf.search import report  # pylint: disable=g-import-not-at-top
-    self.assertEqual(report.cost_text(2248370.4), '2,248,370')
-    self.assertEqual(report.cost_text(84.25), '84.25')
-    self.assertEqual(report.cost_text(999.5), '999.5')
+    from tunas_tf.search import report_text  # pylint: disable=g-import-not-at-top
+    self.assertEqual(report_text.cost_text(2248370.4), '2,248,370')
+    self.assertEqual(report_text.cost_text(84.25), '84.25')
+    self.assertEqual(report_text.cost_text(999.5), '999.5')
 
 
 class InputFnTest(parameterized.TestCase):

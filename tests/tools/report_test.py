@@ -19,6 +19,7 @@ import tensorflow as tf
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
+from tunas_tf.search import report_text
 from tunas_tf.tools import report as report_tool
 from tests.testing import searches
 
@@ -146,7 +147,7 @@ class ReportTest(absltest.TestCase):
       title = axes[f"decision {d['path']}"].get_title()
       self.assertNotIn('...', title)
       self.assertTrue(_words(title).startswith(
-          report.decision_label(d['path'])), title)
+          report_text.decision_label(d['path'])), title)
       for line in title.split('\n'):
         self.assertTrue(len(line) <= 40 or ' ' not in line, title)
     title = axes['decision blocks/3/layers/1/layer/choices/0/'
@@ -169,7 +170,7 @@ class ReportTest(absltest.TestCase):
     self.assertNotIn('DetectionEndpoint', self._page())
 
   def test_run_facts_in_the_title_and_the_page(self):
-    target = report.cost_text(self.config.rl_cost_model_target)
+    target = report_text.cost_text(self.config.rl_cost_model_target)
     title = _words(self._figure().get_suptitle())
     for fact in ('search space digits_search',
                  'dataset digits 8x8, preprocessing none',
@@ -277,7 +278,7 @@ class ReportTest(absltest.TestCase):
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)
     self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,.]+, [+-]\d+\.\d%\)')
-    self.assertEqual(report.cost_units('released'), 'ms')
+    self.assertEqual(report_text.cost_units('released'), 'ms')
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):

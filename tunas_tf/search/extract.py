@@ -26,7 +26,7 @@ from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report
+from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -262,9 +262,10 @@ def cost_miss_line(cost: float, target: float, units: str = '',
   remedies.append('extract the most likely architecture within '
                   f'{OFF_TARGET:.0%} of it (--cost_tolerance={OFF_TARGET:g})')
   unit = f' {units}' if units else ''
-  return (f'the searched architecture costs {report.cost_text(cost)}{unit}, '
+  return (f'the searched architecture costs '
+          f'{report_text.cost_text(cost)}{unit}, '
           f"{percent}% {'over' if miss > 0 else 'under'} its "
-          f'target {report.cost_text(target)}{unit}: '
+          f'target {report_text.cost_text(target)}{unit}: '
           f"{', '.join(remedies[:-1])}{',' if len(remedies) > 2 else ''} or "
           f'{remedies[-1]}')
 
@@ -275,8 +276,8 @@ def off_target_line(architecture: architecture_lib.Architecture,
   target; None when the search had no cost term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
-  units = report.cost_units(architecture.cost_model)
+  units = report_text.cost_units(architecture.cost_model)
   return cost_miss_line(
       architecture.estimated_cost, config.rl_cost_model_target,
-      '' if units == report.UNKNOWN_UNITS else units,
+      '' if units == report_text.UNKNOWN_UNITS else units,
       config.rl_reward_function)

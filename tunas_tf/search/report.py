@@ -11,9 +11,9 @@ needed:
 
 A decision is *unsettled* when its two most likely choices' final
 probabilities (the controller's at the report's checkpoint) differ by less
-than `UNSETTLED_MARGIN` (0.1, absolute): its argmax could flip with a few
-more steps or another seed. The picture titles such a chart in red with
-'unsettled'; the page marks its row.
+than `report_text.UNSETTLED_MARGIN` (0.1, absolute): its argmax could
+flip with a few more steps or another seed. The picture titles such a chart
+in red with 'unsettled'; the page marks its row.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import html
 import math
 import os
-import textwrap
 from typing import (TYPE_CHECKING, Any, Dict, List, Optional, Sequence,
                     Tuple)
 
@@ -29,6 +28,7 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf.cost_model import macs
+from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
@@ -44,11 +44,6 @@ TABLE_COLUMNS = ('block', 'layer', 'op', 'kernel', 'expansion', 'filters',
                  'SE', 'MACs', 'MACs share')
 # An op "+ input" is inside a residual (its output plus the layer's input).
 _PANEL_COLUMNS = 4
-# Two most likely choices closer than this (absolute difference of their
-# final probabilities) flag a decision as unsettled. 0.1: wide enough for a
-# decision whose argmax flipped between two runs of one search (0.34 vs
-# 0.27), far above the probabilities' rounding.
-UNSETTLED_MARGIN = 0.1
 # Characters per line of a decision chart's title (a quarter of the
 # picture's width at its font size) and of the picture's title.
 _PANEL_TITLE_WIDTH = 40
@@ -56,13 +51,6 @@ _FIGURE_TITLE_WIDTH = 170
 # The `gid` of the phase marks' lines and labels (the RL delay's end, the
 # warm-ups' ends) on every time-series chart.
 MARK_GID = 'phase_mark'
-# What ends at a phase mark: (config property, text in the legend and on the
-# top charts, short text on the decision charts).
-_PHASES = (
-    ('increase_ops_warmup_steps', 'op warm-up ends', 'ops'),
-    ('increase_filters_warmup_steps', 'filter warm-up ends', 'filters'),
-    ('rl_delay_steps', 'RL delay ends', 'RL'),
-)
 _UNSETTLED_COLOR = 'crimson'
 
 Scalars = Dict[str, Dict[int, float]]
@@ -89,112 +77,6 @@ def read_scalars(model_dir: str) -> Scalars:
         out.setdefault(value.tag, {})[event.step] = float(
             tf.make_ndarray(value.tensor))
   return out
-
-
-UNKNOWN_UNITS = 'cost'
-
-
-def cost_units(cost_model: Optional[str]) -> str:
-  """The unit of a cost model's estimates: 'MACs', 'ms' or `UNKNOWN_UNITS`
-  (a fitted coefficients JSON)."""
-  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '',
-                                                UNKNOWN_UNITS)
-
-
-def cost_text(value: float) -> str:
-  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
-  else 6 significant digits ('84.2')."""
-  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
-
-
-# Words for the spec fields a decision's path ends in.
-_FIELD_WORDS = {'kernel_size': 'kernel size',
-                'expansion_filters': 'expansion filters',
-                'use_squeeze_and_excite': 'squeeze-excite'}
-
-
-def decision_label(path: str) -> str:
-  """A decision's OneOf path as a short label people read.
-
-  'blocks/3/layers/1/layer/choices/0/expansion_filters' is 'block 3 layer 1:
-  expansion filters', 'blocks/0/filters' 'block 0: filters', and a layer's
-  own OneOf ('blocks/2/layers/1/layer') 'block 2 layer 1: op'. A residual's
-  `layer` and the first alternative's 'choices/0' are left out; another
-  alternative K adds '(choice K)'. Indices count from 0, as in the table.
-  """
-  parts = path.split('/')
-  where, what, alternatives = [], [], []
-  k = 0
-  while k < len(parts):
-    part = parts[k]
-    index = parts[k + 1] if k + 1 < len(parts) else ''
-    if part in ('blocks', 'layers', 'choices') and index.isdigit():
-      if part == 'blocks':
-        where.append(f'block {index}')
-      elif part == 'layers':
-        where.append(f'layer {index}')
-      elif index != '0':
-        alternatives.append(f'choice {index}')
-      k += 2
-      continue
-    if part != 'layer':  # A ResidualSpec's inner layer.
-      what.append(_FIELD_WORDS.get(part, part.replace('_', ' ')))
-    k += 1
-  label = ' '.join(what) or 'op'
-  if alternatives:
-    label += f" ({', '.join(alternatives)})"
-  return f"{' '.join(where)}: {label}" if where else label
-
-
-def decision_labels(paths: Sequence[str]) -> Dict[str, str]:
-  """`decision_label` of each path; a label two paths share is replaced by
-  the path itself, so each names one decision."""
-  labels = [decision_label(p) for p in paths]
-  return {p: l if labels.count(l) == 1 else p for p, l in zip(paths, labels)}
-
-
-def wrap_words(text: str, width: int) -> str:
-  """`text` in lines of at most `width` characters, broken between words
-  only (a word longer than `width` gets a line of its own, whole)."""
-  return '\n'.join(textwrap.wrap(text, width, break_long_words=False,
-                                 break_on_hyphens=False))
-
-
-def _title_lines(line: str, width: int) -> str:
-  """A '; '-separated line in lines of at most `width` characters, broken
-  after a ';' where it can, else between words (`wrap_words`)."""
-  lines: List[str] = []
-  for part in line.split('; '):
-    if lines and len(lines[-1]) + 2 + len(part) <= width:
-      lines[-1] += '; ' + part
-    else:
-      if lines:
-        lines[-1] += ';'
-      lines.append(part)
-  return '\n'.join(wrap_words(l, width) for l in lines)
-
-
-def top_two(probabilities: Sequence[float]) -> Tuple[float, float]:
-  """The two largest of a decision's probabilities, largest first.
-
-  Raises:
-    ValueError: for fewer than two.
-  """
-  if len(probabilities) < 2:
-    raise ValueError(f'top_two needs two or more probabilities, got '
-                     f'{list(probabilities)}')
-  first, second = sorted((float(p) for p in probabilities), reverse=True)[:2]
-  return first, second
-
-
-def is_unsettled(probabilities: Sequence[float],
-                 margin: float = UNSETTLED_MARGIN) -> bool:
-  """Whether a decision's two most likely choices are less than `margin`
-  apart (absolute difference of probabilities); False for one choice."""
-  if len(probabilities) < 2:
-    return False
-  first, second = top_two(probabilities)
-  return first - second < margin
 
 
 def probabilities_over_time(scalars: Scalars, path: str,
@@ -230,54 +112,6 @@ def final_probabilities(scalars: Scalars, arch: Any, path: str,
     return arch.global_step, np.asarray(arch.probabilities[path], np.float64)
   steps, probs = probabilities_over_time(scalars, path, labels)
   return (steps[-1], probs[-1]) if steps else (None, None)
-
-
-def phase_marks(config: 'SearchConfig') -> List[Tuple[int, List[str]]]:
-  """The steps where a phase of the search ends, and what ends there.
-
-  Returns:
-    (step, [what ends]) in step order, for the op warm-up
-    (`increase_ops_warmup_steps`), the filter warm-up
-    (`increase_filters_warmup_steps`) and the RL delay (`rl_delay_steps`:
-    the controller learns from this step on, its probabilities are flat
-    before); phases of 0 steps are left out, phases ending at one step
-    share an entry (in that order).
-  """
-  marks: Dict[int, List[str]] = {}
-  for name, text, _ in _PHASES:
-    step = int(getattr(config, name))
-    if step > 0:
-      marks.setdefault(step, []).append(text)
-  return sorted(marks.items())
-
-
-def _short_phase(text: str) -> str:
-  return {long: short for _, long, short in _PHASES}[text]
-
-
-def run_facts(config: 'SearchConfig') -> str:
-  """One line naming the run: space, data, length, batch, cost model and
-  target, reward, RL delay and warm-ups (from its `config.json`)."""
-  units = cost_units(config.cost_model)
-  cost = (f'cost model {_cost_model_name(config.cost_model)}, target '
-          f'{cost_text(config.rl_cost_model_target)} {units}')
-  if config.enable_cost_model:
-    cost += (f' (reward {config.rl_reward_function}, beta '
-             f'{config.rl_cost_model_exponent:g})')
-  else:
-    cost += ' (not in the reward: --noenable_cost_model)'
-  return (f'search space {config.ssd}; dataset {config.job.data_text}; '
-          f'{config.max_global_step} steps of {config.train_batch_size} '
-          f'images; {cost}; RL delay {config.rl_delay_steps} steps, op '
-          f'warm-up {config.increase_ops_warmup_steps}, filter warm-up '
-          f'{config.increase_filters_warmup_steps}')
-
-
-def _cost_model_name(cost_model: str) -> str:
-  """'macs', 'released', or a coefficients JSON's file name."""
-  if cost_model in ('macs', 'released'):
-    return cost_model
-  return os.path.basename(cost_model.rstrip('/')) or cost_model
 
 
 def layer_table(arch: Any) -> List[Dict[str, Any]]:
@@ -328,10 +162,10 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
     parts.append('validation accuracy (last 10 logged steps) '
                  f'{np.mean([accuracy[s] for s in last]):.3f}')
   if arch.estimated_cost is not None:
-    units = cost_units(arch.cost_model)
-    text = f'cost {cost_text(arch.estimated_cost)} {units}'
+    units = report_text.cost_units(arch.cost_model)
+    text = f'cost {report_text.cost_text(arch.estimated_cost)} {units}'
     if arch.cost_target:
-      text += (f' (target {cost_text(arch.cost_target)}, '
+      text += (f' (target {report_text.cost_text(arch.cost_target)}, '
                f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
     parts.append(text)
   parts.append(f'indices {arch.indices_string}')
@@ -343,18 +177,19 @@ def _decision_rows(scalars: Scalars, arch: Any) -> List[Dict[str, Any]]:
   their 'final_step' (`final_probabilities`) and whether it is
   'unsettled'."""
   decisions = arch.decisions
-  labels = decision_labels([d['path'] for d in decisions])
+  labels = report_text.decision_labels([d['path'] for d in decisions])
   rows = []
   for d in decisions:
     step, final = final_probabilities(scalars, arch, d['path'], d['choices'])
     rows.append(dict(d, label=labels[d['path']], final=final,
                      final_step=step,
-                     unsettled=final is not None and is_unsettled(final)))
+                     unsettled=(final is not None and
+                                report_text.is_unsettled(final))))
   return rows
 
 
 def _unsettled_text(final: np.ndarray) -> str:
-  first, second = top_two(final)
+  first, second = report_text.top_two(final)
   return f'unsettled: {first:.2f} vs {second:.2f}'
 
 
@@ -366,14 +201,14 @@ def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
 
 def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool
                  ) -> None:
-  """Vertical dashed lines at the `phase_marks`, labelled along the line
-  (`short`: 'ops', 'filters', 'RL'); the RL delay shaded."""
+  """Vertical dashed lines at the `report_text.phase_marks`, labelled along
+  the line (`short`: 'ops', 'filters', 'RL'); the RL delay shaded."""
   for step, texts in marks:
     if 'RL delay ends' in texts:
       ax.axvspan(0, step, color='0.5', alpha=0.08, linewidth=0, gid=MARK_GID)
     ax.axvline(step, color='0.35', linestyle='--', linewidth=0.9,
                gid=MARK_GID)
-    words = ('+'.join(_short_phase(t) for t in texts) if short
+    words = ('+'.join(report_text.short_phase(t) for t in texts) if short
              else f"{', '.join(texts)} (step {step})")
     ax.text(step, 0.97, words, transform=ax.get_xaxis_transform(),
             rotation=90, ha='right', va='top', color='0.25',
@@ -399,17 +234,19 @@ def _plot_reward(ax, scalars: Scalars) -> None:
 
 
 def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
-  units = cost_units(arch.cost_model)
+  units = report_text.cost_units(arch.cost_model)
   steps, values = _series(scalars, 'rlcontroller/estimated_cost')
   if steps:
     ax.plot(steps, values, label='estimated cost of the sample',
             linewidth=1.2)
   if arch.cost_target:
     ax.axhline(arch.cost_target, color='crimson', linestyle='--',
-               label=f'target {cost_text(arch.cost_target)} {units}')
+               label=(f'target {report_text.cost_text(arch.cost_target)} '
+                      f'{units}'))
   if arch.estimated_cost is not None:
     ax.axhline(arch.estimated_cost, color='black', linestyle=':',
-               label=f'searched {cost_text(arch.estimated_cost)} {units}')
+               label=(f'searched {report_text.cost_text(arch.estimated_cost)} '
+                      f'{units}'))
   ax.set_title('Cost of the sampled architectures')
   ax.set_xlabel('step')
   ax.set_ylabel(units)
@@ -423,7 +260,7 @@ def decision_title(row: Dict[str, Any]) -> str:
   title = row['label'] + ('' if row['active'] else ' (no effect)')
   if row['unsettled']:
     title += f" - {_unsettled_text(row['final'])}"
-  return wrap_words(title, _PANEL_TITLE_WIDTH)
+  return report_text.wrap_words(title, _PANEL_TITLE_WIDTH)
 
 
 def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any]) -> None:
@@ -473,12 +310,15 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
   decisions = _decision_rows(scalars, arch)
   charted = [d for d in decisions if len(d['choices']) > 1]
   folded = one_choice_text(decisions)
-  marks = phase_marks(config)
+  marks = report_text.phase_marks(config)
   panel_rows = math.ceil(len(charted) / _PANEL_COLUMNS)
   table_height = 0.28 * (len(rows) + 1) + 0.6
-  folded_lines = wrap_words(folded, 190).count('\n') + 1 if folded else 0
-  title = '\n'.join(_title_lines(line, _FIGURE_TITLE_WIDTH) for line in (
-      run_facts(config), summary_line(scalars, arch)))
+  folded_lines = (report_text.wrap_words(folded, 190).count('\n') + 1
+                  if folded else 0)
+  title = '\n'.join(
+      report_text.title_lines(line, _FIGURE_TITLE_WIDTH)
+      for line in (report_text.run_facts(config),
+                   summary_line(scalars, arch)))
   title_height = 0.25 + 0.2 * (title.count('\n') + 1)
   heights = ([3.2] + [2.3] * panel_rows +
              ([0.25 * folded_lines + 0.1] if folded else []) + [table_height])
@@ -506,7 +346,7 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
   if folded:
     folded_ax = fig.add_subplot(grid[1 + panel_rows, :], gid='one choice')
     folded_ax.axis('off')
-    folded_ax.text(0.0, 0.5, wrap_words(folded, 190), fontsize=8,
+    folded_ax.text(0.0, 0.5, report_text.wrap_words(folded, 190), fontsize=8,
                    va='center', ha='left', transform=folded_ax.transAxes)
   table_ax = fig.add_subplot(grid[-1, :], gid='table')
   table_ax.axis('off')
@@ -540,7 +380,7 @@ def _format(value: Any) -> str:
 
 
 def _facts_table(config: 'SearchConfig', arch: Any) -> str:
-  units = cost_units(config.cost_model)
+  units = report_text.cost_units(config.cost_model)
   if config.enable_cost_model:
     reward = (f'{config.rl_reward_function}, beta '
               f'{config.rl_cost_model_exponent:g}')
@@ -550,7 +390,8 @@ def _facts_table(config: 'SearchConfig', arch: Any) -> str:
       ('search space', config.ssd),
       ('dataset', config.job.data_text),
       ('cost model', config.cost_model),
-      ('cost target', f'{cost_text(config.rl_cost_model_target)} {units}'),
+      ('cost target',
+       f'{report_text.cost_text(config.rl_cost_model_target)} {units}'),
       ('reward', reward),
       ('steps', f'{config.max_global_step} ({config.train_batch_size} '
                 'images a step)'),
@@ -564,7 +405,7 @@ def _facts_table(config: 'SearchConfig', arch: Any) -> str:
 
 
 def _marks_text(config: 'SearchConfig') -> str:
-  marks = phase_marks(config)
+  marks = report_text.phase_marks(config)
   if not marks:
     return 'No RL delay and no warm-ups: nothing is marked.'
   where = '; '.join(f"step {step}: {', '.join(texts)}"
@@ -596,7 +437,8 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
     settled = ('' if final is None else
                f"<td class=\"unsettled\">{_unsettled_text(final)}</td>"
                if d['unsettled'] else
-               '<td>settled: {:.2f} vs {:.2f}</td>'.format(*top_two(final)))
+               '<td>settled: {:.2f} vs {:.2f}</td>'.format(
+                   *report_text.top_two(final)))
     lines.append(
         f"<tr><td>{html.escape(d['label'])}</td>"
         f"<td><code>{html.escape(d['path'])}</code></td>"
@@ -630,8 +472,8 @@ img {{ max-width: 100%; }}</style></head>
 checkpoint (step {arch.global_step}; the dots at the end of each chart).
 A decision is <span style="color: {_UNSETTLED_COLOR}">unsettled</span> when
 its two most likely choices' final probabilities differ by less than
-{UNSETTLED_MARGIN:g} (absolute): its argmax, the chosen value, could flip
-with a few more steps or another seed.</p>
+{report_text.UNSETTLED_MARGIN:g} (absolute): its argmax, the chosen value, could
+flip with a few more steps or another seed.</p>
 <table><tr><th>decision</th><th>path</th><th>final probabilities</th><th>chosen</th><th>settled</th></tr>
 {chr(10).join(lines)}
 </table>

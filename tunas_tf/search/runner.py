@@ -25,7 +25,7 @@ from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report
+from tunas_tf.search import report_text
 from tunas_tf.search import steps
 from tunas_tf.search import trainer as trainer_lib
 from tunas_tf.search.config import SearchConfig
@@ -169,10 +169,10 @@ def _progress_hook(scalars: Dict[str, tf.Tensor],
 
 def _cost_text(cost: float, config: SearchConfig) -> str:
   """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
-  units = report.cost_units(config.cost_model)
-  units = '' if units == report.UNKNOWN_UNITS else ' ' + units
-  return (f'cost {report.cost_text(cost)}{units} (target '
-          f'{report.cost_text(config.rl_cost_model_target)}, '
+  units = report_text.cost_units(config.cost_model)
+  units = '' if units == report_text.UNKNOWN_UNITS else ' ' + units
+  return (f'cost {report_text.cost_text(cost)}{units} (target '
+          f'{report_text.cost_text(config.rl_cost_model_target)}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 

@@ -22,7 +22,7 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
-from tunas_tf.search import report
+from tunas_tf.search import report_text
 from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
@@ -75,8 +75,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Searched on {result.dataset} at {result.image_size}x'
         f'{result.image_size}, {result.num_classes} classes, preprocessing '
         f'{result.preprocessing}')
-  print(f'Estimated cost {report.cost_text(result.estimated_cost)} '
-        f'({result.cost_model}; target {report.cost_text(result.cost_target)})')
+  print(f'Estimated cost {report_text.cost_text(result.estimated_cost)} '
+        f'({result.cost_model}; target '
+        f'{report_text.cost_text(result.cost_target)})')
   if result.argmax_indices is not None:
     if result.argmax_indices == result.indices_string:
       print(f'The argmax is within {f.cost_tolerance:g} of the target')

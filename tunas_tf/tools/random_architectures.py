@@ -19,7 +19,7 @@ from tunas_tf import checks
 from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import random_search
-from tunas_tf.search import report
+from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
@@ -70,7 +70,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
-        f'{report.cost_text(min(costs))}..{report.cost_text(max(costs))}; written to {f.output}')
+        f'{report_text.cost_text(min(costs))}..{report_text.cost_text(max(costs))}; written to {f.output}')
 
 
 if __name__ == '__main__':

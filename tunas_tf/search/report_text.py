@@ -1,0 +1,182 @@
+"""The report's words: cost units and figures, decision labels, line
+wrapping, the unsettled flag, the phase marks and the run's facts.
+
+Plain Python (no TensorFlow, no matplotlib): `search.report` draws and
+writes with them, and the tools print cost lines with `cost_text` and
+`cost_units`.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+  from tunas_tf.search.config import SearchConfig
+
+# Two most likely choices closer than this (absolute difference of their
+# final probabilities) flag a decision as unsettled. 0.1: wide enough for a
+# decision whose argmax flipped between two runs of one search (0.34 vs
+# 0.27), far above the probabilities' rounding.
+UNSETTLED_MARGIN = 0.1
+# What ends at a phase mark: (config property, text in the legend and on the
+# top charts, short text on the decision charts).
+PHASES = (
+    ('increase_ops_warmup_steps', 'op warm-up ends', 'ops'),
+    ('increase_filters_warmup_steps', 'filter warm-up ends', 'filters'),
+    ('rl_delay_steps', 'RL delay ends', 'RL'),
+)
+
+UNKNOWN_UNITS = 'cost'
+
+
+def cost_units(cost_model: Optional[str]) -> str:
+  """The unit of a cost model's estimates: 'MACs', 'ms' or `UNKNOWN_UNITS`
+  (a fitted coefficients JSON)."""
+  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '',
+                                                UNKNOWN_UNITS)
+
+
+def cost_text(value: float) -> str:
+  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
+  else 6 significant digits ('84.2')."""
+  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
+
+
+# Words for the spec fields a decision's path ends in.
+_FIELD_WORDS = {'kernel_size': 'kernel size',
+                'expansion_filters': 'expansion filters',
+                'use_squeeze_and_excite': 'squeeze-excite'}
+
+
+def decision_label(path: str) -> str:
+  """A decision's OneOf path as a short label people read.
+
+  'blocks/3/layers/1/layer/choices/0/expansion_filters' is 'block 3 layer 1:
+  expansion filters', 'blocks/0/filters' 'block 0: filters', and a layer's
+  own OneOf ('blocks/2/layers/1/layer') 'block 2 layer 1: op'. A residual's
+  `layer` and the first alternative's 'choices/0' are left out; another
+  alternative K adds '(choice K)'. Indices count from 0, as in the table.
+  """
+  parts = path.split('/')
+  where, what, alternatives = [], [], []
+  k = 0
+  while k < len(parts):
+    part = parts[k]
+    index = parts[k + 1] if k + 1 < len(parts) else ''
+    if part in ('blocks', 'layers', 'choices') and index.isdigit():
+      if part == 'blocks':
+        where.append(f'block {index}')
+      elif part == 'layers':
+        where.append(f'layer {index}')
+      elif index != '0':
+        alternatives.append(f'choice {index}')
+      k += 2
+      continue
+    if part != 'layer':  # A ResidualSpec's inner layer.
+      what.append(_FIELD_WORDS.get(part, part.replace('_', ' ')))
+    k += 1
+  label = ' '.join(what) or 'op'
+  if alternatives:
+    label += f" ({', '.join(alternatives)})"
+  return f"{' '.join(where)}: {label}" if where else label
+
+
+def decision_labels(paths: Sequence[str]) -> Dict[str, str]:
+  """`decision_label` of each path; a label two paths share is replaced by
+  the path itself, so each names one decision."""
+  labels = [decision_label(p) for p in paths]
+  return {p: l if labels.count(l) == 1 else p for p, l in zip(paths, labels)}
+
+
+def wrap_words(text: str, width: int) -> str:
+  """`text` in lines of at most `width` characters, broken between words
+  only (a word longer than `width` gets a line of its own, whole)."""
+  return '\n'.join(textwrap.wrap(text, width, break_long_words=False,
+                                 break_on_hyphens=False))
+
+
+def title_lines(line: str, width: int) -> str:
+  """A '; '-separated line in lines of at most `width` characters, broken
+  after a ';' where it can, else between words (`wrap_words`)."""
+  lines: List[str] = []
+  for part in line.split('; '):
+    if lines and len(lines[-1]) + 2 + len(part) <= width:
+      lines[-1] += '; ' + part
+    else:
+      if lines:
+        lines[-1] += ';'
+      lines.append(part)
+  return '\n'.join(wrap_words(l, width) for l in lines)
+
+
+def top_two(probabilities: Sequence[float]) -> Tuple[float, float]:
+  """The two largest of a decision's probabilities, largest first.
+
+  Raises:
+    ValueError: for fewer than two.
+  """
+  if len(probabilities) < 2:
+    raise ValueError(f'top_two needs two or more probabilities, got '
+                     f'{list(probabilities)}')
+  first, second = sorted((float(p) for p in probabilities), reverse=True)[:2]
+  return first, second
+
+
+def is_unsettled(probabilities: Sequence[float],
+                 margin: float = UNSETTLED_MARGIN) -> bool:
+  """Whether a decision's two most likely choices are less than `margin`
+  apart (absolute difference of probabilities); False for one choice."""
+  if len(probabilities) < 2:
+    return False
+  first, second = top_two(probabilities)
+  return first - second < margin
+
+
+def phase_marks(config: 'SearchConfig') -> List[Tuple[int, List[str]]]:
+  """The steps where a phase of the search ends, and what ends there.
+
+  Returns:
+    (step, [what ends]) in step order, for the op warm-up
+    (`increase_ops_warmup_steps`), the filter warm-up
+    (`increase_filters_warmup_steps`) and the RL delay (`rl_delay_steps`:
+    the controller learns from this step on, its probabilities are flat
+    before); phases of 0 steps are left out, phases ending at one step
+    share an entry (in that order).
+  """
+  marks: Dict[int, List[str]] = {}
+  for name, text, _ in PHASES:
+    step = int(getattr(config, name))
+    if step > 0:
+      marks.setdefault(step, []).append(text)
+  return sorted(marks.items())
+
+
+def short_phase(text: str) -> str:
+  return {long: short for _, long, short in PHASES}[text]
+
+
+def run_facts(config: 'SearchConfig') -> str:
+  """One line naming the run: space, data, length, batch, cost model and
+  target, reward, RL delay and warm-ups (from its `config.json`)."""
+  units = cost_units(config.cost_model)
+  cost = (f'cost model {_cost_model_name(config.cost_model)}, target '
+          f'{cost_text(config.rl_cost_model_target)} {units}')
+  if config.enable_cost_model:
+    cost += (f' (reward {config.rl_reward_function}, beta '
+             f'{config.rl_cost_model_exponent:g})')
+  else:
+    cost += ' (not in the reward: --noenable_cost_model)'
+  return (f'search space {config.ssd}; dataset {config.job.data_text}; '
+          f'{config.max_global_step} steps of {config.train_batch_size} '
+          f'images; {cost}; RL delay {config.rl_delay_steps} steps, op '
+          f'warm-up {config.increase_ops_warmup_steps}, filter warm-up '
+          f'{config.increase_filters_warmup_steps}')
+
+
+def _cost_model_name(cost_model: str) -> str:
+  """'macs', 'released', or a coefficients JSON's file name."""
+  if cost_model in ('macs', 'released'):
+    return cost_model
+  return os.path.basename(cost_model.rstrip('/')) or cost_model
