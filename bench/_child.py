@@ -1,17 +1,35 @@
 """Runs one search or train_eval in this process and reports its timings.
 
 Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
-`bench/memory.py`), each child in a fresh process:
+`bench/memory.py`, `bench/engines.py`), each child in a fresh process:
 
-  python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON -- FLAGS...
+  python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON \
+      [--noarchitectures] [--nograppler] -- FLAGS...
 
-It wraps the model_fn that `estimator.make_estimator` receives so that the
-graph build is timed and a hook is added to the training hooks. The hook
-records when the TF session exists and how long each step takes, and after
-`STOP_AFTER` steps writes a JSON record to OUTPUT_JSON and leaves the process
-at once (no final checkpoint, no evaluation, no export): seconds since the
-process started at each phase, per-step seconds, the sampled architecture of
-each step (search only: the argmax of every mask) and the peak RSS.
+On the Estimator engine it wraps the model_fn that
+`estimator.make_estimator` receives so that the graph build is timed and a
+hook is added to the training hooks. The hook records when the TF session
+exists, how long each step takes and when it ends, and after `STOP_AFTER`
+steps writes a JSON record to OUTPUT_JSON and leaves the process at once (no
+final checkpoint, no evaluation, no export): seconds since the process
+started at each phase, per-step seconds, the sampled architecture of each
+step (search only: the argmax of every mask; not with `--noarchitectures`)
+and the peak RSS.
+
+On the distribute engine (a search with `--engine=distribute`) it wraps the
+loop function of `runtime.distribute` instead: the first call is traced on
+its own (`get_concrete_function`, timed) and then run as one step followed
+by the rest of its loop, so that the first step's end is known; every loop's
+end is recorded, and after the loop that reaches `STOP_AFTER` steps the
+record is written and the process left as above. Its fields: seconds since
+the process started when the variables existed (`variables_built_s`), the
+step was traced (`graph_built_s`) and the first step ended (`first_step_s`),
+`loop_steps` and `loop_end_s` of each loop, the tracing count and the peak
+RSS.
+
+`--nograppler` turns Grappler off for `tf.function` graphs
+(`tf.config.optimizer.set_experimental_options`), an experiment: the
+Estimator's search sessions run without it already.
 """
 
 from __future__ import annotations
@@ -56,6 +74,7 @@ class _TimingHook(tf.compat.v1.train.SessionRunHook):
     del session, coord
     self._record['session_created_s'] = _since_start(time.time())
     self._record['step_s'] = []
+    self._record['step_end_s'] = []
     self._record['architectures'] = []
 
   def before_run(self, run_context):
@@ -66,23 +85,75 @@ class _TimingHook(tf.compat.v1.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     del run_context
     self._record['step_s'].append(time.perf_counter() - self._start)
+    self._record['step_end_s'].append(time.time() - _PROCESS_START)
     if self._fetches:
       self._record['architectures'].append(
           {path: int(v) for path, v in run_values.results.items()})
     if len(self._record['step_s']) == 1:
       self._record['first_step_s'] = _since_start(time.time())
     if len(self._record['step_s']) >= self._stop:
-      self._record['max_rss_mb'] = (
-          resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
-      with open(self._output, 'w') as f:
-        json.dump(self._record, f)
-      sys.stdout.flush()
-      sys.stderr.flush()
-      os._exit(0)  # pylint: disable=protected-access
+      _finish(self._record, self._output)
 
 
-def _patch(record, stop_after: int, output: str) -> None:
-  """Times the model_fn and adds the timing hook to its training hooks."""
+def _finish(record, output: str) -> None:
+  """Writes the record with the peak RSS and leaves the process at once."""
+  record['max_rss_mb'] = (
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+  with open(output, 'w') as f:
+    json.dump(record, f)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(0)  # pylint: disable=protected-access
+
+
+def _patch_distribute(record, stop_after: int, output: str) -> None:
+  """Times the distribute engine's variables, trace and loops."""
+  from tunas_tf.runtime import distribute  # pylint: disable=g-import-not-at-top
+  init = distribute._Run.__init__  # pylint: disable=protected-access
+  record['loop_steps'], record['loop_end_s'] = [], []
+
+  def loop_ended(steps: int) -> None:
+    record['loop_steps'].append(steps)
+    record['loop_end_s'].append(time.time() - _PROCESS_START)
+
+  def timed(loop):
+    def call(iterator, steps):
+      if record['loop_end_s']:
+        out = loop(iterator, steps)
+        out[0].numpy()
+        loop_ended(int(steps))
+      else:  # The first call: trace, one step, then the rest of the loop.
+        one = tf.constant(1, tf.int64)
+        loop.get_concrete_function(iterator, one)
+        record['graph_built_s'] = _since_start(time.time())
+        out = loop(iterator, one)
+        out[0].numpy()
+        record['first_step_s'] = _since_start(time.time())
+        if int(steps) > 1:
+          first = out
+          out = loop(iterator, steps - 1)
+          if int(out[2]) < 0:  # The step written was the first one.
+            out = (out[0], first[1], first[2])
+          out[0].numpy()
+        loop_ended(int(steps))
+        record['tracing_count'] = loop.experimental_get_tracing_count()
+      if sum(record['loop_steps']) >= stop_after:
+        _finish(record, output)
+      return out
+    return call
+
+  def patched_init(self, *args, **kwargs):
+    init(self, *args, **kwargs)
+    record['variables_built_s'] = _since_start(time.time())
+    self.loop = timed(self.loop)
+
+  distribute._Run.__init__ = patched_init  # pylint: disable=protected-access
+
+
+def _patch(record, stop_after: int, output: str,
+           architectures: bool = True) -> None:
+  """Times the model_fn and adds the timing hook to its training hooks
+  (which fetches each step's sampled architecture when `architectures`)."""
   make_estimator = estimator.make_estimator
   sample_architecture = search_steps.sample_architecture
 
@@ -110,14 +181,24 @@ def _patch(record, stop_after: int, output: str) -> None:
     return make_estimator(timed_model_fn, *args, **kwargs)
 
   estimator.make_estimator = patched
-  search_steps.sample_architecture = sample_and_keep
+  if architectures:
+    search_steps.sample_architecture = sample_and_keep
 
 
 def main() -> None:
   kind, stop_after, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-  argv = [kind] + sys.argv[sys.argv.index('--') + 1:]
+  separator = sys.argv.index('--')
+  options = sys.argv[4:separator]
+  argv = [kind] + sys.argv[separator + 1:]
   record = {'kind': kind, 'imported_s': _since_start(_IMPORTED)}
-  _patch(record, stop_after, output)
+  if '--nograppler' in options:
+    tf.config.optimizer.set_experimental_options(
+        {'disable_meta_optimizer': True})
+  if kind == 'search' and '--engine=distribute' in argv:
+    _patch_distribute(record, stop_after, output)
+  else:
+    _patch(record, stop_after, output,
+           architectures='--noarchitectures' not in options)
   values = flags.FlagValues()
   if kind == 'search':
     from tunas_tf import train_search

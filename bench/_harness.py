@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = os.path.join(ROOT, 'bench', '_child.py')
@@ -23,8 +23,10 @@ def child_env() -> Dict[str, str]:
 
 
 def run_child(kind: str, flags: List[str], stop_after: int,
-              timeout: float) -> Optional[dict]:
+              timeout: float, options: Sequence[str] = ()) -> Optional[dict]:
   """Runs `kind` ('search' or 'train_eval') until `stop_after` steps.
+
+  `options` go to `_child.py` before its flags (e.g. '--noarchitectures').
 
   Returns the child's record (see `_child.py`) plus `process_s` (seconds of
   the whole process as the parent saw it), or None when it ran past
@@ -40,7 +42,8 @@ def run_child(kind: str, flags: List[str], stop_after: int,
     # The search refuses a validation batch larger than its hold-out (10% of
     # the 2,048 images by default): hold out 512, two batches of 256.
     flags = list(flags) + ['--validation_examples=512']
-  command = [sys.executable, _CHILD, kind, str(stop_after), output, '--',
+  command = [sys.executable, _CHILD, kind, str(stop_after), output,
+             *options, '--',
              f'--model_dir={os.path.join(work, "model")}'] + flags
   start = time.time()
   try:

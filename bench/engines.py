@@ -1,0 +1,165 @@
+"""Start-up, step time and peak memory of the search on both engines.
+
+Usage:
+  python bench/engines.py [--replicas 1,2] [--repeats 2] [--loop 10]
+      [--warmup_loops 1] [--loops 3] [--engines estimator,distribute]
+      [--ssd cifar_search] [--image_size 32] [--batch 64] [--timeout 900]
+
+Each run is a fresh process (`bench/_child.py`) of `train_search` on
+`bench_images` (offline noise, `_harness.bench_data_dir`) resized to
+`--image_size`, CPU only, sampled supernet mode, op and filter warm-ups off
+(every step samples one architecture), `--tpu_iterations_per_loop=--loop`
+(the search's default, 10: the distribute engine's steps per `tf.function`
+call and both engines' summary cadence), with `--engine=estimator`
+(TPUEstimator's model_fn; with `--replicas=N` > 1 an Estimator over a
+`MirroredStrategy`) or `--engine=distribute` (`runtime.distribute`'s loop,
+N > 1 under a `MirroredStrategy` too), for each replica count. The runs
+alternate between the engines (estimator, distribute, estimator, ...) for
+each replica count in each of `--repeats` rounds, so that a change in the
+machine's load falls on both alike; the figures are medians over the
+rounds.
+
+* start-up: seconds from process start to the end of the first step, as in
+  `bench/startup.py` (the distribute engine's first call is traced, then run
+  as one step and the rest of its loop; see `_child.py`);
+* step: wall seconds per step over a loop of `--loop` steps (from the end
+  of one loop's last step to the end of the next's: the host's work between
+  loops included, e.g. the summaries written every `--loop` steps), the
+  median of `--loops` loops after the first (which traces) and
+  `--warmup_loops` more;
+* peak RSS: `getrusage` maxrss at the end of the run.
+
+`--engines` may add `distribute-nograppler`: the distribute engine with
+Grappler off for its `tf.function`s (`_child.py --nograppler`), an
+experiment (the Estimator's search sessions run without Grappler already).
+Prints one line per run and the machine's load average before and after;
+the last line is `startup_s_<engine>_r<N>=<f> step_s_<engine>_r<N>=<f>
+rss_mb_<engine>_r<N>=<f> ...` for each engine and replica count, then
+`startup_ratio_r<N>`, `step_ratio_r<N>` and `rss_ratio_r<N>`
+(distribute / estimator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from typing import Dict, List, Optional
+
+import _harness
+
+_OPTIONS = {'estimator': ['--noarchitectures'], 'distribute': [],
+            'distribute-nograppler': ['--nograppler']}
+
+
+def search_flags(args, engine: str, replicas: int) -> List[str]:
+  """The search's flags for one run."""
+  return [f'--ssd={args.ssd}', f'--train_batch_size={args.batch}',
+          '--supernet_mode=sampled', '--max_steps=100000',
+          '--increase_ops_warmup_steps_fraction=0',
+          '--increase_filters_warmup_steps_fraction=0',
+          '--log_every_steps=100000', '--save_checkpoints_steps=100000',
+          f'--tpu_iterations_per_loop={args.loop}',
+          f'--engine={engine.split("-")[0]}', f'--replicas={replicas}'
+         ] + _harness.data_flags(args.image_size)
+
+
+def step_ends(record: dict) -> Dict[int, float]:
+  """Seconds since process start at which each known step count ended."""
+  if 'step_end_s' in record:  # Estimator: every step.
+    return {i + 1: t for i, t in enumerate(record['step_end_s'])}
+  ends, steps = {}, 0  # Distribute: every loop.
+  for count, t in zip(record['loop_steps'], record['loop_end_s']):
+    steps += count
+    ends[steps] = t
+  return ends
+
+
+def step_seconds(record: dict, loop: int, warmup_loops: int,
+                 loops: int) -> float:
+  """Median seconds per step over the loops after the warm-up."""
+  ends = step_ends(record)
+  first = 1 + warmup_loops
+  return statistics.median(
+      (ends[(j + 1) * loop] - ends[j * loop]) / loop
+      for j in range(first, first + loops))
+
+
+def run(args, engine: str, replicas: int) -> Optional[dict]:
+  """One run's figures, or None when it ran past `--timeout`."""
+  steps = args.loop * (1 + args.warmup_loops + args.loops)
+  record = _harness.run_child('search', search_flags(args, engine, replicas),
+                              steps, args.timeout, options=_OPTIONS[engine])
+  if record is None:
+    return None
+  return {'startup_s': record['first_step_s'],
+          'built_s': record['graph_built_s'],
+          'step_s': step_seconds(record, args.loop, args.warmup_loops,
+                                 args.loops),
+          'rss_mb': record['max_rss_mb']}
+
+
+def load() -> str:
+  """The load averages over 1, 5 and 15 minutes."""
+  return ' '.join(f'{v:.2f}' for v in os.getloadavg())
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--ssd', default='cifar_search')
+  parser.add_argument('--image_size', type=int, default=32)
+  parser.add_argument('--batch', type=int, default=64)
+  parser.add_argument('--replicas', default='1,2')
+  parser.add_argument('--engines', default='estimator,distribute')
+  parser.add_argument('--repeats', type=int, default=2)
+  parser.add_argument('--loop', type=int, default=10)
+  parser.add_argument('--warmup_loops', type=int, default=1)
+  parser.add_argument('--loops', type=int, default=3)
+  parser.add_argument('--timeout', type=float, default=900.0)
+  args = parser.parse_args()
+  engines = args.engines.split(',')
+  replica_counts = [int(r) for r in args.replicas.split(',')]
+  print(f'load average (1, 5, 15 min) at the start: {load()}')
+  print(f'{"engine":22s} {"r":>2s} {"round":>5s} {"built":>7s} '
+        f'{"1st step":>9s} {"s/step":>7s} {"RSS MB":>7s}', flush=True)
+  figures = {}
+  for round_ in range(args.repeats):
+    for replicas in replica_counts:
+      for engine in engines:
+        result = run(args, engine, replicas)
+        key = (engine, replicas)
+        if result is None:
+          print(f'{engine:22s} {replicas:2d} {round_:5d} past '
+                f'{args.timeout:.0f} s', flush=True)
+          result = dict.fromkeys(('startup_s', 'step_s', 'rss_mb'),
+                                 float('inf'))
+        else:
+          print(f'{engine:22s} {replicas:2d} {round_:5d} '
+                f'{result["built_s"]:7.1f} {result["startup_s"]:9.1f} '
+                f'{result["step_s"]:7.3f} {result["rss_mb"]:7.0f}',
+                flush=True)
+        figures.setdefault(key, []).append(result)
+  print(f'load average (1, 5, 15 min) at the end: {load()}')
+  median = {key: {name: statistics.median(r[name] for r in results)
+                  for name in ('startup_s', 'step_s', 'rss_mb')}
+            for key, results in figures.items()}
+  pairs = []
+  for replicas in replica_counts:
+    for engine in engines:
+      m = median[(engine, replicas)]
+      name = f'{engine.replace("-", "_")}_r{replicas}'
+      pairs += [f'startup_s_{name}={m["startup_s"]:.1f}',
+                f'step_s_{name}={m["step_s"]:.3f}',
+                f'rss_mb_{name}={m["rss_mb"]:.0f}']
+  if {'estimator', 'distribute'} <= set(engines):
+    for replicas in replica_counts:
+      est, dist = (median[('estimator', replicas)],
+                   median[('distribute', replicas)])
+      pairs += [f'{name}_ratio_r{replicas}={dist[key] / est[key]:.2f}'
+                for name, key in (('startup', 'startup_s'),
+                                  ('step', 'step_s'), ('rss', 'rss_mb'))]
+  print(' '.join(pairs))
+
+
+if __name__ == '__main__':
+  main()
