@@ -12,9 +12,10 @@ hook is added to the training hooks. The hook records when the TF session
 exists, how long each step takes and when it ends, and after `STOP_AFTER`
 steps writes a JSON record to OUTPUT_JSON and leaves the process at once (no
 final checkpoint, no evaluation, no export): seconds since the process
-started at each phase, per-step seconds, the sampled architecture of each
-step (search only: the argmax of every mask; not with `--noarchitectures`)
-and the peak RSS.
+started at each phase, per-step seconds, each step's end (`step_end_s`, and
+the process's CPU seconds then, `step_end_cpu_s`), the sampled architecture
+of each step (search only: the argmax of every mask; not with
+`--noarchitectures`) and the peak RSS.
 
 On the distribute engine (a search with `--engine=distribute`) it wraps the
 loop function of `runtime.distribute` instead: the first call is traced on
@@ -23,9 +24,12 @@ by the rest of its loop, so that the first step's end is known; every loop's
 end is recorded, and after the loop that reaches `STOP_AFTER` steps the
 record is written and the process left as above. Its fields: seconds since
 the process started when the variables existed (`variables_built_s`), the
-step was traced (`graph_built_s`) and the first step ended (`first_step_s`),
-`loop_steps` and `loop_end_s` of each loop, the tracing count and the peak
-RSS.
+tracing started (`trace_start_s`: the checkpoint of step 0 saved and the
+dataset made) and ended (`graph_built_s`) and the first step ended
+(`first_step_s`), `loop_steps`, `loop_end_s` and `loop_end_cpu_s` of each
+loop, the tracing count and the peak RSS. On both engines each phase's
+`..._s` has a `..._cpu_s`: the process's CPU seconds (user + system, all
+threads) at that point.
 
 `--nograppler` turns Grappler off for `tf.function` graphs
 (`tf.config.optimizer.set_experimental_options`), an experiment: the
@@ -53,11 +57,18 @@ from tunas_tf.runtime import estimator
 from tunas_tf.search import steps as search_steps
 
 _IMPORTED = time.time()
+_IMPORTED_CPU = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 _SAMPLED = {}
 
 
 def _since_start(t: float) -> float:
   return round(t - _PROCESS_START, 3)
+
+
+def _cpu_s() -> float:
+  """CPU seconds (user + system, all threads) the process has used."""
+  usage = resource.getrusage(resource.RUSAGE_SELF)
+  return usage.ru_utime + usage.ru_stime
 
 
 class _TimingHook(tf.compat.v1.train.SessionRunHook):
@@ -73,8 +84,10 @@ class _TimingHook(tf.compat.v1.train.SessionRunHook):
   def after_create_session(self, session, coord):
     del session, coord
     self._record['session_created_s'] = _since_start(time.time())
+    self._record['session_created_cpu_s'] = _cpu_s()
     self._record['step_s'] = []
     self._record['step_end_s'] = []
+    self._record['step_end_cpu_s'] = []
     self._record['architectures'] = []
 
   def before_run(self, run_context):
@@ -86,11 +99,13 @@ class _TimingHook(tf.compat.v1.train.SessionRunHook):
     del run_context
     self._record['step_s'].append(time.perf_counter() - self._start)
     self._record['step_end_s'].append(time.time() - _PROCESS_START)
+    self._record['step_end_cpu_s'].append(_cpu_s())
     if self._fetches:
       self._record['architectures'].append(
           {path: int(v) for path, v in run_values.results.items()})
     if len(self._record['step_s']) == 1:
       self._record['first_step_s'] = _since_start(time.time())
+      self._record['first_step_cpu_s'] = _cpu_s()
     if len(self._record['step_s']) >= self._stop:
       _finish(self._record, self._output)
 
@@ -111,10 +126,12 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
   from tunas_tf.runtime import distribute  # pylint: disable=g-import-not-at-top
   init = distribute._Run.__init__  # pylint: disable=protected-access
   record['loop_steps'], record['loop_end_s'] = [], []
+  record['loop_end_cpu_s'] = []
 
   def loop_ended(steps: int) -> None:
     record['loop_steps'].append(steps)
     record['loop_end_s'].append(time.time() - _PROCESS_START)
+    record['loop_end_cpu_s'].append(_cpu_s())
 
   def timed(loop):
     def call(iterator, steps):
@@ -124,11 +141,15 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
         loop_ended(int(steps))
       else:  # The first call: trace, one step, then the rest of the loop.
         one = tf.constant(1, tf.int64)
+        record['trace_start_s'] = _since_start(time.time())
+        record['trace_start_cpu_s'] = _cpu_s()
         loop.get_concrete_function(iterator, one)
         record['graph_built_s'] = _since_start(time.time())
+        record['graph_built_cpu_s'] = _cpu_s()
         out = loop(iterator, one)
         out[0].numpy()
         record['first_step_s'] = _since_start(time.time())
+        record['first_step_cpu_s'] = _cpu_s()
         if int(steps) > 1:
           first = out
           out = loop(iterator, steps - 1)
@@ -145,6 +166,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
   def patched_init(self, *args, **kwargs):
     init(self, *args, **kwargs)
     record['variables_built_s'] = _since_start(time.time())
+    record['variables_built_cpu_s'] = _cpu_s()
     self.loop = timed(self.loop)
 
   distribute._Run.__init__ = patched_init  # pylint: disable=protected-access
@@ -168,9 +190,12 @@ def _patch(record, stop_after: int, output: str,
   def patched(model_fn, *args, **kwargs):
     def timed_model_fn(features, labels, mode, params):
       start = time.time()
-      record['graph_build_start_s'] = _since_start(start)
+      # With replicas the model_fn runs once per replica: the first's start.
+      record.setdefault('graph_build_start_s', _since_start(start))
+      record.setdefault('graph_build_start_cpu_s', _cpu_s())
       spec = model_fn(features, labels, mode, params)
       record['graph_built_s'] = _since_start(time.time())
+      record['graph_built_cpu_s'] = _cpu_s()
       record['graph_ops'] = len(tf.compat.v1.get_default_graph()
                                 .get_operations())
       if mode != tf.estimator.ModeKeys.TRAIN:
@@ -190,7 +215,8 @@ def main() -> None:
   separator = sys.argv.index('--')
   options = sys.argv[4:separator]
   argv = [kind] + sys.argv[separator + 1:]
-  record = {'kind': kind, 'imported_s': _since_start(_IMPORTED)}
+  record = {'kind': kind, 'imported_s': _since_start(_IMPORTED),
+            'imported_cpu_s': _IMPORTED_CPU}
   if '--nograppler' in options:
     tf.config.optimizer.set_experimental_options(
         {'disable_meta_optimizer': True})

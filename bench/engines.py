@@ -27,16 +27,21 @@ rounds.
   loops included, e.g. the summaries written every `--loop` steps), the
   median of `--loops` loops after the first (which traces) and
   `--warmup_loops` more;
-* peak RSS: `getrusage` maxrss at the end of the run.
+* peak RSS: `getrusage` maxrss at the end of the run;
+* the same start-up and step in CPU seconds of the process (user + system,
+  all threads; `getrusage`): less sensitive than wall seconds to other jobs
+  on the machine, though not immune (cache and memory contention).
 
 `--engines` may add `distribute-nograppler`: the distribute engine with
 Grappler off for its `tf.function`s (`_child.py --nograppler`), an
 experiment (the Estimator's search sessions run without Grappler already).
 Prints one line per run and the machine's load average before and after;
 the last line is `startup_s_<engine>_r<N>=<f> step_s_<engine>_r<N>=<f>
-rss_mb_<engine>_r<N>=<f> ...` for each engine and replica count, then
-`startup_ratio_r<N>`, `step_ratio_r<N>` and `rss_ratio_r<N>`
-(distribute / estimator).
+rss_mb_<engine>_r<N>=<f> startup_cpu_s_<engine>_r<N>=<f>
+step_cpu_s_<engine>_r<N>=<f>` for each engine and replica count, then
+`startup_ratio_r<N>`, `step_ratio_r<N>`, `rss_ratio_r<N>`,
+`startup_cpu_ratio_r<N>` and `step_cpu_ratio_r<N>` (distribute /
+estimator).
 """
 
 from __future__ import annotations
@@ -64,25 +69,32 @@ def search_flags(args, engine: str, replicas: int) -> List[str]:
          ] + _harness.data_flags(args.image_size)
 
 
-def step_ends(record: dict) -> Dict[int, float]:
-  """Seconds since process start at which each known step count ended."""
+def step_ends(record: dict, cpu: bool = False) -> Dict[int, float]:
+  """When each known step count ended: seconds since process start, or
+  (`cpu`) the process's CPU seconds then."""
   if 'step_end_s' in record:  # Estimator: every step.
-    return {i + 1: t for i, t in enumerate(record['step_end_s'])}
+    times = record['step_end_cpu_s' if cpu else 'step_end_s']
+    return {i + 1: t for i, t in enumerate(times)}
   ends, steps = {}, 0  # Distribute: every loop.
-  for count, t in zip(record['loop_steps'], record['loop_end_s']):
+  times = record['loop_end_cpu_s' if cpu else 'loop_end_s']
+  for count, t in zip(record['loop_steps'], times):
     steps += count
     ends[steps] = t
   return ends
 
 
-def step_seconds(record: dict, loop: int, warmup_loops: int,
-                 loops: int) -> float:
-  """Median seconds per step over the loops after the warm-up."""
-  ends = step_ends(record)
+def step_seconds(record: dict, loop: int, warmup_loops: int, loops: int,
+                 cpu: bool = False) -> float:
+  """Median (wall or CPU) seconds per step over the loops after the
+  warm-up."""
+  ends = step_ends(record, cpu)
   first = 1 + warmup_loops
   return statistics.median(
       (ends[(j + 1) * loop] - ends[j * loop]) / loop
       for j in range(first, first + loops))
+
+
+_FIGURES = ('startup_s', 'step_s', 'rss_mb', 'startup_cpu_s', 'step_cpu_s')
 
 
 def run(args, engine: str, replicas: int) -> Optional[dict]:
@@ -92,11 +104,13 @@ def run(args, engine: str, replicas: int) -> Optional[dict]:
                               steps, args.timeout, options=_OPTIONS[engine])
   if record is None:
     return None
+  timing = (args.loop, args.warmup_loops, args.loops)
   return {'startup_s': record['first_step_s'],
           'built_s': record['graph_built_s'],
-          'step_s': step_seconds(record, args.loop, args.warmup_loops,
-                                 args.loops),
-          'rss_mb': record['max_rss_mb']}
+          'step_s': step_seconds(record, *timing),
+          'rss_mb': record['max_rss_mb'],
+          'startup_cpu_s': record['first_step_cpu_s'],
+          'step_cpu_s': step_seconds(record, *timing, cpu=True)}
 
 
 def load() -> str:
@@ -121,7 +135,8 @@ def main() -> None:
   replica_counts = [int(r) for r in args.replicas.split(',')]
   print(f'load average (1, 5, 15 min) at the start: {load()}')
   print(f'{"engine":22s} {"r":>2s} {"round":>5s} {"built":>7s} '
-        f'{"1st step":>9s} {"s/step":>7s} {"RSS MB":>7s}', flush=True)
+        f'{"1st step":>9s} {"s/step":>7s} {"RSS MB":>7s} '
+        f'{"CPU 1st":>8s} {"CPU/step":>8s}', flush=True)
   figures = {}
   for round_ in range(args.repeats):
     for replicas in replica_counts:
@@ -131,17 +146,17 @@ def main() -> None:
         if result is None:
           print(f'{engine:22s} {replicas:2d} {round_:5d} past '
                 f'{args.timeout:.0f} s', flush=True)
-          result = dict.fromkeys(('startup_s', 'step_s', 'rss_mb'),
-                                 float('inf'))
+          result = dict.fromkeys(_FIGURES, float('inf'))
         else:
           print(f'{engine:22s} {replicas:2d} {round_:5d} '
                 f'{result["built_s"]:7.1f} {result["startup_s"]:9.1f} '
-                f'{result["step_s"]:7.3f} {result["rss_mb"]:7.0f}',
-                flush=True)
+                f'{result["step_s"]:7.3f} {result["rss_mb"]:7.0f} '
+                f'{result["startup_cpu_s"]:8.1f} '
+                f'{result["step_cpu_s"]:8.3f}', flush=True)
         figures.setdefault(key, []).append(result)
   print(f'load average (1, 5, 15 min) at the end: {load()}')
   median = {key: {name: statistics.median(r[name] for r in results)
-                  for name in ('startup_s', 'step_s', 'rss_mb')}
+                  for name in _FIGURES}
             for key, results in figures.items()}
   pairs = []
   for replicas in replica_counts:
@@ -150,14 +165,18 @@ def main() -> None:
       name = f'{engine.replace("-", "_")}_r{replicas}'
       pairs += [f'startup_s_{name}={m["startup_s"]:.1f}',
                 f'step_s_{name}={m["step_s"]:.3f}',
-                f'rss_mb_{name}={m["rss_mb"]:.0f}']
+                f'rss_mb_{name}={m["rss_mb"]:.0f}',
+                f'startup_cpu_s_{name}={m["startup_cpu_s"]:.1f}',
+                f'step_cpu_s_{name}={m["step_cpu_s"]:.3f}']
   if {'estimator', 'distribute'} <= set(engines):
     for replicas in replica_counts:
       est, dist = (median[('estimator', replicas)],
                    median[('distribute', replicas)])
       pairs += [f'{name}_ratio_r{replicas}={dist[key] / est[key]:.2f}'
                 for name, key in (('startup', 'startup_s'),
-                                  ('step', 'step_s'), ('rss', 'rss_mb'))]
+                                  ('step', 'step_s'), ('rss', 'rss_mb'),
+                                  ('startup_cpu', 'startup_cpu_s'),
+                                  ('step_cpu', 'step_cpu_s'))]
   print(' '.join(pairs))
 
 
