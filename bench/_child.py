@@ -26,8 +26,9 @@ record is written and the process left as above. Its fields: seconds since
 the process started when the variables existed (`variables_built_s`), the
 tracing started (`trace_start_s`: the checkpoint of step 0 saved and the
 dataset made) and ended (`graph_built_s`) and the first step ended
-(`first_step_s`), `loop_steps`, `loop_end_s` and `loop_end_cpu_s` of each
-loop, the tracing count and the peak RSS. On both engines each phase's
+(`first_step_s`), `loop_steps`, `loop_start_s` (when the engine called
+it), `loop_end_s` and `loop_end_cpu_s` of each loop, the tracing count and
+the peak RSS. On both engines each phase's
 `..._s` has a `..._cpu_s`: the process's CPU seconds (user + system, all
 threads) at that point.
 
@@ -126,7 +127,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
   from tunas_tf.runtime import distribute  # pylint: disable=g-import-not-at-top
   init = distribute._Run.__init__  # pylint: disable=protected-access
   record['loop_steps'], record['loop_end_s'] = [], []
-  record['loop_end_cpu_s'] = []
+  record['loop_start_s'], record['loop_end_cpu_s'] = [], []
 
   def loop_ended(steps: int) -> None:
     record['loop_steps'].append(steps)
@@ -135,6 +136,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
 
   def timed(loop):
     def call(iterator, steps):
+      record['loop_start_s'].append(time.time() - _PROCESS_START)
       if record['loop_end_s']:
         out = loop(iterator, steps)
         out[0].numpy()
