@@ -3,6 +3,7 @@
 Usage:
   python bench/search_step.py [--ssd cifar_search] [--image_size 32]
       [--batch 64] [--warmup 3] [--steps 10] [--modes sampled,masked]
+      [--repeats 3]
 
 For each supernet mode, a search (`train_search`, the model_fn in the
 Estimator as `train_search` runs it, on `bench_images` (offline noise,
@@ -18,10 +19,16 @@ optimizer settings) and a forward of the validation batch
 (`rl_batch_size_multiplier` x the batch, 4 by default) after it, on constant
 random images, `--warmup` runs then the median of `--steps`.
 
-Prints per-step seconds (mean over the architectures) and the ratios; the
-last line is `ratio_sampled=<f> ratio_masked=<f> sampled_speedup=<f>`
-(search step / standalone work; masked search step / sampled search step).
-CPU only.
+The measurements are interleaved, `--repeats` rounds of (for each mode:
+the search's steps, then the standalone steps of its architectures), so that
+a change in the machine's load falls on the search and on the standalone
+work of the same round alike (run to run, one round's `ratio_sampled` moved
+by +-0.05 on an idle 2-core machine, and to 1.48 with another job on the
+second core). Each round prints its per-step seconds (mean over the
+architectures) and ratios; the last line is the medians over the rounds,
+`ratio_sampled=<f> ratio_masked=<f> sampled_speedup=<f> repeats=<n>`
+(search step / standalone work of the same round; masked search step /
+sampled search step of the same round). CPU only.
 """
 
 from __future__ import annotations
@@ -114,24 +121,32 @@ def main() -> None:
   parser.add_argument('--warmup', type=int, default=3)
   parser.add_argument('--steps', type=int, default=10)
   parser.add_argument('--modes', default='sampled,masked')
+  parser.add_argument('--repeats', type=int, default=3)
   args = parser.parse_args()
-  search, standalone = {}, {}
-  for mode in args.modes.split(','):
-    times, architectures = search_steps(args.ssd, args.image_size, args.batch,
-                                        mode, args.warmup, args.steps)
-    alone = [standalone_step(args.ssd, a, args.image_size, args.batch,
-                             args.warmup, args.steps) for a in architectures]
-    search[mode], standalone[mode] = statistics.mean(times), statistics.mean(
-        alone)
-    print(f'{mode:8s} search step {search[mode]:.4f} s   standalone train + '
-          f'validation {standalone[mode]:.4f} s   ratio '
-          f'{search[mode] / standalone[mode]:.2f}', flush=True)
-  ratio = {m: search[m] / standalone[m] for m in search}
-  speedup = (search['masked'] / search['sampled']
-             if {'masked', 'sampled'} <= set(search) else float('nan'))
-  print(f'ratio_sampled={ratio.get("sampled", float("nan")):.3f} '
-        f'ratio_masked={ratio.get("masked", float("nan")):.3f} '
-        f'sampled_speedup={speedup:.3f}')
+  modes = args.modes.split(',')
+  ratios = {m: [] for m in modes}
+  speedups = []
+  for round_ in range(args.repeats):
+    search = {}
+    for mode in modes:
+      times, architectures = search_steps(args.ssd, args.image_size,
+                                          args.batch, mode, args.warmup,
+                                          args.steps)
+      alone = statistics.mean(
+          standalone_step(args.ssd, a, args.image_size, args.batch,
+                          args.warmup, args.steps) for a in architectures)
+      search[mode] = statistics.mean(times)
+      ratios[mode].append(search[mode] / alone)
+      print(f'round {round_} {mode:8s} search step {search[mode]:.4f} s   '
+            f'standalone train + validation {alone:.4f} s   ratio '
+            f'{ratios[mode][-1]:.3f}', flush=True)
+    if {'masked', 'sampled'} <= set(search):
+      speedups.append(search['masked'] / search['sampled'])
+  median = lambda values: statistics.median(values) if values else float(
+      'nan')
+  print(f'ratio_sampled={median(ratios.get("sampled", [])):.3f} '
+        f'ratio_masked={median(ratios.get("masked", [])):.3f} '
+        f'sampled_speedup={median(speedups):.3f} repeats={args.repeats}')
 
 
 if __name__ == '__main__':
