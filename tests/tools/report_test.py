@@ -40,7 +40,7 @@ def _mark_steps(ax):
 
 
 def _mark_texts(ax):
-  return [t.get_text().strip() for t in ax.texts
+  return [' '.join(t.get_text().split()) for t in ax.texts
           if t.get_gid() == report.MARK_GID]
 
 

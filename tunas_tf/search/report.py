@@ -208,8 +208,12 @@ def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool
       ax.axvspan(0, step, color='0.5', alpha=0.08, linewidth=0, gid=MARK_GID)
     ax.axvline(step, color='0.35', linestyle='--', linewidth=0.9,
                gid=MARK_GID)
+    # Along the line, in columns of at most 30 characters: a chart's height
+    # holds about that many at these sizes (three phases ending at one step
+    # ran past the axes into the tick labels).
     words = ('+'.join(report_text.short_phase(t) for t in texts) if short
-             else f"{', '.join(texts)} (step {step})")
+             else report_text.wrap_words(
+                 f"{', '.join(texts)} (step {step})", 30))
     ax.text(step, 0.97, words, transform=ax.get_xaxis_transform(),
             rotation=90, ha='right', va='top', color='0.25',
             fontsize=6 if short else 7, gid=MARK_GID,
