@@ -34,6 +34,20 @@ class ResultLineTest(absltest.TestCase):
                      'top1 0.6028  top5 0.9444  loss 1.2346  params 12345  '
                      'MACs 67890  (step 20)')
 
+  def test_the_printed_json_holds_the_digits_float32_carries(self):
+    metrics = {'top1': 0.25, 'top5': 0.7222222089767456,
+               'loss': 2.171067476272583, 'params': 20578, 'macs': 201408,
+               'train_images_per_sec': 1856.310247775004,
+               'eval_images_per_sec': None, 'global_step': 20,
+               'not_printed': 1.0}
+    printed = runner.printed_metrics(metrics)
+    self.assertEqual(printed, {
+        'top1': 0.25, 'top5': 0.7222222, 'loss': 2.1710675, 'params': 20578,
+        'macs': 201408, 'train_images_per_sec': 1856.3,
+        'eval_images_per_sec': None, 'global_step': 20})
+    for key in ('top1', 'top5', 'loss'):  # The same float32 values.
+      self.assertEqual(np.float32(printed[key]), np.float32(metrics[key]))
+
 
 @pytest.mark.estimator
 class RunTest(absltest.TestCase):

@@ -224,7 +224,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:
   with one line. Everything is checked before anything is written."""
   def body():
     metrics = runner.run(config_from_flags(flag_values))
-    print(json.dumps({k: metrics[k] for k in runner.METRIC_KEYS}))
+    print(json.dumps(runner.printed_metrics(metrics)))
   return lifecycle.main('train_eval', argv, body)
 
 
