@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tunas_tf import checks
@@ -177,15 +178,19 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
   Args:
     config_type: the run's config dataclass.
     values: the stored object.
-    where: the file, for messages.
-    binary: the binary that writes such files, for messages.
+    where: the file (a model directory's config.json), for messages.
+    binary: the binary that writes such files ('train_search',
+      'train_eval').
     derived: the names of the derived values stored beside the fields (each
       must equal the one the fields give).
 
   Raises:
-    ValueError: one line naming `where` and the field: a missing or unknown
-      field, a refused value, or a derived value that disagrees.
+    ValueError: one line: the file's directory is the other binary's
+      (`check_written_by`), or, naming `where` and the field, a missing or
+      unknown field, a refused value, or a derived value that disagrees.
   """
+  # Before the fields: the other binary's file lacks them all.
+  check_written_by(values, binary, os.path.dirname(where) or where)
   names = flat_keys(config_type)
   missing = [name for name in names if name not in values]
   if missing:

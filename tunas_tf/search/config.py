@@ -426,6 +426,4 @@ def read(model_dir: str) -> SearchConfig:
       is missing or invalid.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
-  values = files.read_config(model_dir, 'search')
-  jobs.check_written_by(values, BINARY, model_dir)
-  return SearchConfig.from_json(values, path)
+  return SearchConfig.from_json(files.read_config(model_dir, 'search'), path)

@@ -299,7 +299,5 @@ def read(model_dir: str) -> TrainEvalConfig:
     ValueError: as `files.read_config` and `TrainEvalConfig.from_json`; for
       a search directory (saying so).
   """
-  values = files.read_config(model_dir, 'train_eval')
-  jobs.check_written_by(values, BINARY, model_dir)
-  return TrainEvalConfig.from_json(values,
+  return TrainEvalConfig.from_json(files.read_config(model_dir, 'train_eval'),
                                    os.path.join(model_dir, CONFIG_FILE))
