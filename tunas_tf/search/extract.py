@@ -161,7 +161,8 @@ def _newest_readable(model_dir: str) -> str:
 
 
 def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
-                        cost_tolerance: Optional[float] = None
+                        cost_tolerance: Optional[float] = None,
+                        config: Optional[config_lib.SearchConfig] = None
                         ) -> architecture_lib.Architecture:
   """The searched architecture of `model_dir`.
 
@@ -173,6 +174,8 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
       (0, 1): the most likely architecture whose estimated cost is within
       the search's target times (1 -/+ T) (see the module doc); the record
       then carries `cost_tolerance` and `argmax_indices`.
+    config: the directory's `config_lib.read(model_dir)`, which a caller
+      that needs it too has read already; None: read here.
 
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
@@ -182,7 +185,8 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
   if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
                      f'{cost_tolerance}')
-  config = config_lib.read(model_dir)
+  if config is None:
+    config = config_lib.read(model_dir)
   spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
   if not files.exists(spec_path):
     raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')

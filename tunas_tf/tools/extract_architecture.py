@@ -63,10 +63,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
     files.check_output_file(output, '--output')
+    config = config_lib.read(f.model_dir)
     result = extract_lib.search_architecture(f.model_dir, f.checkpoint,
-                                             f.cost_tolerance)
-    off_target = extract_lib.off_target_line(result,
-                                             config_lib.read(f.model_dir))
+                                             f.cost_tolerance, config)
+    off_target = extract_lib.off_target_line(result, config)
   except ValueError as e:
     sys.exit(f'extract_architecture: {e}')
   architecture_lib.write(result, output)

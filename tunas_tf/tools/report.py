@@ -44,8 +44,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   output_dir = f.output_dir or f.model_dir
   try:
     files.check_output_dir(output_dir, '--output_dir')
-    arch = extract.search_architecture(f.model_dir, f.checkpoint)
     config = config_lib.read(f.model_dir)
+    arch = extract.search_architecture(f.model_dir, f.checkpoint,
+                                       config=config)
     scalars = report.read_scalars(f.model_dir)
     png, page = report.write_report(output_dir, scalars, arch, config)
   except (ValueError, OSError, tf.errors.OpError) as e:
