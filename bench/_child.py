@@ -32,6 +32,10 @@ the peak RSS. On both engines each phase's
 `..._s` has a `..._cpu_s`: the process's CPU seconds (user + system, all
 threads) at that point.
 
+With `BENCH_PROFILE=PATH` in the environment, the Estimator's model_fn runs
+under cProfile and its statistics are written to PATH (for `pstats`), its
+graph (function library included) to PATH.graph.pb.
+
 `--nograppler` turns Grappler off for `tf.function` graphs
 (`tf.config.optimizer.set_experimental_options`), an experiment: the
 Estimator's search sessions run without it already.
@@ -195,7 +199,17 @@ def _patch(record, stop_after: int, output: str,
       # With replicas the model_fn runs once per replica: the first's start.
       record.setdefault('graph_build_start_s', _since_start(start))
       record.setdefault('graph_build_start_cpu_s', _cpu_s())
-      spec = model_fn(features, labels, mode, params)
+      profile_path = os.environ.get('BENCH_PROFILE')
+      if profile_path:  # cProfile of the graph build, for pstats.
+        import cProfile  # pylint: disable=g-import-not-at-top
+        profiler = cProfile.Profile()
+        spec = profiler.runcall(model_fn, features, labels, mode, params)
+        profiler.dump_stats(profile_path)
+        with open(profile_path + '.graph.pb', 'wb') as f:
+          f.write(tf.compat.v1.get_default_graph().as_graph_def()
+                  .SerializeToString())
+      else:
+        spec = model_fn(features, labels, mode, params)
       record['graph_built_s'] = _since_start(time.time())
       record['graph_built_cpu_s'] = _cpu_s()
       record['graph_ops'] = len(tf.compat.v1.get_default_graph()

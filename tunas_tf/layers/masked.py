@@ -13,7 +13,8 @@ float32). Also: tensor twins of `scale_filters` and `make_divisible`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Dict, Optional, Tuple, Union
+import weakref
 
 import tensorflow as tf
 
@@ -140,11 +141,60 @@ class ActiveWidth:
     return self.max if mode == MASKED else self.n
 
 
-def _slice_to(value: tf.Tensor, axis: int, width: ActiveWidth) -> tf.Tensor:
-  """`value` sliced to the leading `width.n` entries along `axis`."""
-  if width.is_full:
+# The bounds of every dynamic slice, by graph: {key: (begin, end, strides,
+# the width tensors)}; see `_slice_leading`.
+_SLICE_BOUNDS: 'weakref.WeakKeyDictionary[tf.Graph, Dict]' = (
+    weakref.WeakKeyDictionary())
+
+
+def _slice_bounds(rank: int, ends: Dict[int, IntLike]
+                  ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """(begin, end, strides) int32 [rank] of a leading slice, built once.
+
+  Built in the graph of the width tensors (the supernet call's, outside any
+  Switch branch) the first time a (rank, axes, widths) is asked for, and
+  reused after: a branch function then captures the three vectors and holds
+  one StridedSlice per sliced weight, instead of packing its bounds from
+  constants each time; the gradient (StridedSliceGrad) reads the same
+  captured vectors, so `cond_v2` has no bounds to carry out of the branch.
+  `end` holds 0 on the axes not sliced (`end_mask` covers them).
+  """
+  graph = next(n for n in ends.values() if isinstance(n, tf.Tensor)).graph
+  key = (rank,) + tuple(sorted(
+      (axis, id(n) if isinstance(n, tf.Tensor) else n)
+      for axis, n in ends.items()))
+  cache = _SLICE_BOUNDS.setdefault(graph, {})
+  if key not in cache:
+    with graph.as_default(), tf.name_scope('slice_bounds'):
+      end = tf.stack([tf.cast(ends[axis], tf.int32) if axis in ends
+                      else tf.constant(0, tf.int32) for axis in range(rank)])
+      bounds = (tf.zeros([rank], tf.int32), end, tf.ones([rank], tf.int32))
+    # The width tensors are kept so that their ids stay unique in the key.
+    cache[key] = bounds + (tuple(ends.values()),)
+  return cache[key][:3]
+
+
+def _slice_leading(value: tf.Tensor,
+                   widths: Dict[int, ActiveWidth]) -> tf.Tensor:
+  """`value` sliced to the leading `widths[axis].n` entries along each axis.
+
+  Static widths slice with constants; widths known only at run time (the
+  sampled ones, in a graph) take one StridedSlice on bounds built once per
+  graph (`_slice_bounds`).
+  """
+  ends = {axis: w.n for axis, w in widths.items() if not w.is_full}
+  if not ends:
     return value
-  return value[(slice(None),) * axis + (slice(None, width.n),)]
+  rank = value.shape.rank
+  if (tf.executing_eagerly() or rank is None or
+      not any(isinstance(n, tf.Tensor) for n in ends.values())):
+    index = [slice(None)] * (max(ends) + 1)
+    for axis, n in ends.items():
+      index[axis] = slice(None, n)
+    return value[tuple(index)]
+  begin, end, strides = _slice_bounds(rank, ends)
+  end_mask = sum(1 << axis for axis in range(rank) if axis not in ends)
+  return tf.strided_slice(value, begin, end, strides, end_mask=end_mask)
 
 
 def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
@@ -165,11 +215,12 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
   """
   check_mode(mode)
   if mode == SAMPLED:
+    widths = {}
     if in_width is not None:
-      kernel = _slice_to(kernel, 2, in_width)
+      widths[2] = in_width
     if out_width is not None:
-      kernel = _slice_to(kernel, 3, out_width)
-    return kernel
+      widths[3] = out_width
+    return _slice_leading(kernel, widths)
   if in_width is not None and not in_width.is_full:
     kernel = kernel * in_width.mask(kernel.dtype)[:, tf.newaxis]
   if out_width is not None and not out_width.is_full:
@@ -194,7 +245,7 @@ def effective_vector(vector: tf.Tensor, width: ActiveWidth,
   if width.is_full:
     return vector
   if mode == SAMPLED:
-    return _slice_to(vector, 0, width)
+    return _slice_leading(vector, {0: width})
   return vector * width.mask(vector.dtype)
 
 

@@ -274,6 +274,8 @@ class Supernet(tf.Module):
           shape[0] is not None and shape[0] != n)):
         raise ValueError(f'The mask at {path!r} has shape {shape}; expected '
                          f'[{n}] (one entry per choice)')
+      if shape.rank is None or shape[0] is None:
+        mask = tf.ensure_shape(mask, [n])
       masks[path] = mask
     return widths.CallContext(masks, self._width_rules, self.mode,
                               bool(training), self._epsilon,

@@ -451,18 +451,18 @@ class Switch(Node):
     return zeros_output(x, self.strides, channels)
 
   def __call__(self, x, ctx):
-    # `mask` decides which branches run; `scale`, the same values in the
-    # compute dtype, multiplies their outputs.
-    mask, scale = ctx.mask(self.path), ctx.forward_mask(self.path)
+    # `entries.chosen` decides which branches run; `entries.scale`, the mask
+    # in the compute dtype, multiplies their outputs.
+    mask, entries = ctx.mask(self.path), ctx.entries(self.path)
     if len(self.branches) == 1:
       branch = self.branches[0]
       y = branch(x, ctx) if branch is not None else self._zeros(x, ctx)
-      return y if mask is None else y * scale[0]
+      return y if mask is None else y * entries.scale[0]
     live = [i for i, branch in enumerate(self.branches) if branch is not None]
     if not live:
       return self._zeros(x, ctx)
     if len(live) == 1:
-      return self._in_cond(live[0], x, ctx, mask, scale)
+      return self._in_cond(live[0], x, ctx, entries)
     # One-hot masks (every sample after the op warm-up) take a single
     # switch_case over the branches: the chosen branch runs and nothing
     # else does, forward or backward (no zeros for the others, no sum).
@@ -473,19 +473,19 @@ class Switch(Node):
     one_hot = tf.equal(tf.reduce_sum(tf.cast(nonzero, tf.int32)), 1)
     index = tf.where(one_hot, tf.argmax(mask, output_type=tf.int32),
                      len(self.branches))
-    cases = [self._one_branch(i, x, ctx, scale)
+    cases = [self._one_branch(i, x, ctx, entries)
              for i in range(len(self.branches))]
-    cases.append(lambda: self._dense_mixture(x, ctx, mask, scale))
+    cases.append(lambda: self._dense_mixture(x, ctx, entries))
     return tf.switch_case(index, cases)
 
-  def _one_branch(self, i, x, ctx, scale):
+  def _one_branch(self, i, x, ctx, entries):
     """The case of a one-hot mask on choice `i`: mask[i] * branch_i(x)."""
     branch = self.branches[i]
     if branch is None:
       return lambda: self._zeros(x, ctx)
-    return lambda: scale[i] * branch(x, ctx)
+    return lambda: entries.scale[i] * branch(x, ctx)
 
-  def _dense_mixture(self, x, ctx, mask, scale):
+  def _dense_mixture(self, x, ctx, entries):
     """sum_i mask[i] * branch_i(x), every live branch run.
 
     A branch whose mask entry is 0 reads zeros instead of its weights
@@ -497,19 +497,19 @@ class Switch(Node):
     for i, branch in enumerate(self.branches):
       if branch is None:
         continue
-      with ctx.gated(tf.not_equal(mask[i], 0.0)):
-        y = scale[i] * branch(x, ctx)
+      with ctx.gated(entries.chosen[i]):
+        y = entries.scale[i] * branch(x, ctx)
       total = y if total is None else total + y
     return total
 
-  def _in_cond(self, i, x, ctx, mask, scale):
+  def _in_cond(self, i, x, ctx, entries):
     """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond)."""
-    return tf.cond(tf.not_equal(mask[i], 0.0),
-                   lambda: scale[i] * self.branches[i](x, ctx),
+    return tf.cond(entries.chosen[i],
+                   lambda: entries.scale[i] * self.branches[i](x, ctx),
                    lambda: self._zeros(x, ctx))
 
   def regularizers(self, ctx):
-    mask = ctx.mask(self.path)
+    mask, entries = ctx.mask(self.path), ctx.entries(self.path)
     terms = []
     for i, branch in enumerate(self.branches):
       if branch is None:
@@ -522,9 +522,10 @@ class Switch(Node):
       # A branch with mask[i] == 0 adds exactly 0 (and 0 gradient), whatever
       # its weights; its kernels are zeroed with tf.where rather than skipped
       # with a tf.cond, which would cost a cond per branch here too.
-      with ctx.gated(tf.not_equal(mask[i], 0.0)):
+      with ctx.gated(entries.chosen[i]):
         values = branch.regularizers(ctx)
-      terms.append({name: mask[i] * value for name, value in values.items()})
+      terms.append({name: entries.mask[i] * value
+                    for name, value in values.items()})
     return merge_max(terms)
 
 

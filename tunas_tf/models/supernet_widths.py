@@ -11,7 +11,7 @@ once per call (`resolve_width`).
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, Mapping, Optional, Sequence
+from typing import Dict, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 
@@ -63,6 +63,32 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
   return masked.ActiveWidth(rule.max, tf.gather(stacked, index))
 
 
+class MaskEntries(NamedTuple):
+  """A mask's entries as scalar Tensors, made once per call.
+
+  Made where the `CallContext` is (outside every Switch branch), so that a
+  branch captures the scalar it reads instead of slicing the mask itself.
+
+  Attributes:
+    mask: float32 entries (`mask[i]`).
+    scale: the entries in the compute dtype (they scale activations).
+    chosen: bool entries, `mask[i] != 0` (the branch runs).
+  """
+  mask: Sequence[tf.Tensor]
+  scale: Sequence[tf.Tensor]
+  chosen: Sequence[tf.Tensor]
+
+
+def _mask_entries(mask: tf.Tensor, dtype: tf.DType) -> MaskEntries:
+  """`MaskEntries` of a rank-1 mask of static length."""
+  n = mask.shape[0]
+  values = tf.unstack(mask, num=n)
+  scale = values if mask.dtype == dtype else tf.unstack(tf.cast(mask, dtype),
+                                                        num=n)
+  chosen = tf.unstack(tf.not_equal(mask, 0.0), num=n)
+  return MaskEntries(values, scale, chosen)
+
+
 class CallContext:
   """Per-call state: the mode, the masks and every width, resolved up front.
 
@@ -78,7 +104,7 @@ class CallContext:
     dtype: the compute dtype of the forward pass (float32 or bfloat16):
       activations, kernels and biases as read (`VariableStore.get(...,
       dtype=ctx.dtype)`) and the masks that scale activations
-      (`forward_mask`). The regularisers read float32 variables.
+      (`entries(path).scale`). The regularisers read float32 variables.
     active: None, or a scalar bool Tensor: False for a Switch branch whose
       mask entry is 0, while running it in a mixture or listing its
       regularisers; nodes then read zeros for its weights
@@ -96,6 +122,9 @@ class CallContext:
     self.epsilon = epsilon
     self.dtype = tf.as_dtype(dtype)
     self._masks = dict(masks)
+    self._entries: Dict[str, MaskEntries] = {
+        path: _mask_entries(mask, self.dtype)
+        for path, mask in self._masks.items()}
     self.active: Optional[tf.Tensor] = None
     self._widths: Dict[int, masked.ActiveWidth] = {}
     for rule in rules:
@@ -106,12 +135,9 @@ class CallContext:
     """The (stop-gradiented float32) mask of the OneOf at `path`, or None."""
     return self._masks.get(path)
 
-  def forward_mask(self, path: str) -> Optional[tf.Tensor]:
-    """`mask(path)` in the compute dtype (the same tensor for float32)."""
-    mask = self._masks.get(path)
-    if mask is None or mask.dtype == self.dtype:
-      return mask
-    return tf.cast(mask, self.dtype)
+  def entries(self, path: str) -> Optional['MaskEntries']:
+    """The mask of the OneOf at `path` entry by entry, or None."""
+    return self._entries.get(path)
 
   def width(self, rule: structure.WidthRule) -> masked.ActiveWidth:
     """The `ActiveWidth` of `rule` in this call."""
