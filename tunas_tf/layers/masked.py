@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Dict, Optional, Tuple, Union
-import weakref
 
 import tensorflow as tf
 
@@ -141,10 +140,18 @@ class ActiveWidth:
     return self.max if mode == MASKED else self.n
 
 
-# The bounds of every dynamic slice, by graph: {key: (begin, end, strides,
-# the width tensors)}; see `_slice_leading`.
-_SLICE_BOUNDS: 'weakref.WeakKeyDictionary[tf.Graph, Dict]' = (
-    weakref.WeakKeyDictionary())
+def graph_cache(graph: tf.Graph, name: str) -> Dict:
+  """A dict kept on `graph` under `name`, made on first use.
+
+  For tensors and functions built once per graph and reused: kept on the
+  graph itself, they live exactly as long as it (a WeakKeyDictionary keyed
+  by the graph would keep it alive through the tensors it holds).
+  """
+  caches = getattr(graph, '_tunas_tf_caches', None)
+  if caches is None:
+    caches = {}
+    setattr(graph, '_tunas_tf_caches', caches)
+  return caches.setdefault(name, {})
 
 
 def _slice_bounds(rank: int, ends: Dict[int, IntLike]
@@ -163,7 +170,7 @@ def _slice_bounds(rank: int, ends: Dict[int, IntLike]
   key = (rank,) + tuple(sorted(
       (axis, id(n) if isinstance(n, tf.Tensor) else n)
       for axis, n in ends.items()))
-  cache = _SLICE_BOUNDS.setdefault(graph, {})
+  cache = graph_cache(graph, 'slice_bounds')
   if key not in cache:
     with graph.as_default(), tf.name_scope('slice_bounds'):
       end = tf.stack([tf.cast(ends[axis], tf.int32) if axis in ends

@@ -252,7 +252,28 @@ class Supernet(tf.Module):
 
   def _context(self, sampled_spec: Any, training: bool,
                dropout_seed: Optional[tf.Tensor] = None) -> widths.CallContext:
-    """Validates `sampled_spec` and resolves its masks and widths."""
+    """Validates `sampled_spec` and resolves its masks and widths.
+
+    In a graph, the calls of one replica on the same `sampled_spec` object
+    (the search step's training forward, its regulariser and its
+    validation forward) share one resolution: the same mask, entry, width
+    and slice-bound tensors, built once.
+    """
+    if tf.executing_eagerly():
+      return self._resolve(sampled_spec, training, dropout_seed)
+    graph = tf.compat.v1.get_default_graph()
+    calls = masked.graph_cache(graph, 'supernet_calls')
+    replica = tf.distribute.get_replica_context()
+    key = (id(self), id(sampled_spec), id(replica))
+    if key not in calls:
+      # The objects are kept, so that their ids stay unique in the key.
+      calls[key] = (self, sampled_spec, replica,
+                    self._resolve(sampled_spec, training, dropout_seed))
+    return calls[key][3].for_call(bool(training), dropout_seed)
+
+  def _resolve(self, sampled_spec: Any, training: bool,
+               dropout_seed: Optional[tf.Tensor]) -> widths.CallContext:
+    """A new `CallContext` of `sampled_spec` (checked)."""
     difference = _first_difference(sampled_spec, self.spec)
     if difference is not None:
       raise ValueError(

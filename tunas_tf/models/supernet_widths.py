@@ -11,6 +11,7 @@ once per call (`resolve_width`).
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Dict, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
@@ -134,6 +135,15 @@ class CallContext:
   def mask(self, path: str) -> Optional[tf.Tensor]:
     """The (stop-gradiented float32) mask of the OneOf at `path`, or None."""
     return self._masks.get(path)
+
+  def for_call(self, training: bool,
+               dropout_seed: Optional[tf.Tensor]) -> 'CallContext':
+    """This context (the same mask, entry and width tensors) for a call
+    with `training` and `dropout_seed`."""
+    other = copy.copy(self)
+    other.training = training
+    other.dropout_seed = dropout_seed
+    return other
 
   def entries(self, path: str) -> Optional['MaskEntries']:
     """The mask of the OneOf at `path` entry by entry, or None."""
