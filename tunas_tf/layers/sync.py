@@ -7,7 +7,7 @@ scaled so that the addition changes nothing (how: `with_data_dependencies`).
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -36,6 +36,22 @@ def smallest_normal(dtype: tf.dtypes.DType) -> float:
   if dtype not in _SMALLEST_NORMAL:
     raise ValueError(f'Expected a floating dtype, got {dtype.name}')
   return _SMALLEST_NORMAL[dtype]
+
+
+def _first_element(tensor: tf.Tensor, bounds: Dict) -> tf.Tensor:
+  """Element [0, ..., 0] of `tensor`, a scalar: one StridedSlice on bounds
+  made once per rank (`bounds`, a dict the caller keeps): a graph holds one
+  per gradient under the barrier."""
+  rank = tensor.shape.rank
+  if rank == 0:
+    return tensor
+  if rank is None:
+    return tf.reshape(tensor, [-1])[0]
+  if rank not in bounds:
+    bounds[rank] = (tf.zeros([rank], tf.int32), tf.ones([rank], tf.int32))
+  zeros, ones = bounds[rank]
+  return tf.strided_slice(tensor, zeros, ones, ones,
+                          shrink_axis_mask=(1 << rank) - 1)
 
 
 def with_data_dependencies(
@@ -86,9 +102,9 @@ def with_data_dependencies(
   with tf.name_scope('with_data_dependencies'):
     dependencies = [tf.convert_to_tensor(d) for d in dependencies]
     dtype = dependencies[0].dtype
-    first_elements = [
-        tf.cast(tf.reshape(d, [-1])[0], dtype) for d in dependencies
-    ]
+    bounds = {}
+    first_elements = [tf.cast(_first_element(d, bounds), dtype)
+                      for d in dependencies]
     total = tf.stop_gradient(tf.add_n(first_elements))
 
     terms = {}  # One term per output dtype.
