@@ -86,6 +86,46 @@ class OpsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(masked.l2_sum(kernel, in_w, out_w, 'masked'), 26.0)
     self.assertAllClose(masked.l2_sum(kernel, in_w, out_w, 'sampled'), 26.0)
 
+  def test_sampled_slices_in_a_graph_share_their_bounds(self):
+    # Two kernels of one width pair, sliced in two cond branches and in the
+    # outer graph: one set of bounds, built once in the outer graph; the
+    # values and the gradient (zero beyond the slice) as python slicing's.
+    with tf.Graph().as_default() as graph:
+      n_in, n_out = tf.constant(2), tf.constant(3)
+      in_w, out_w = ActiveWidth(3, n_in), ActiveWidth(4, n_out)
+      kernels = [tf.reshape(tf.range(k, k + 36.0), [3, 1, 3, 4])
+                 for k in (0.0, 100.0)]
+      inner = tf.cond(tf.constant(True),
+                      lambda: masked.effective_kernel(kernels[0], in_w, out_w,
+                                                      'sampled'),
+                      lambda: masked.effective_kernel(kernels[1], in_w, out_w,
+                                                      'sampled'))
+      outer = masked.effective_kernel(kernels[1], in_w, out_w, 'sampled')
+      vector = masked.effective_vector(tf.range(4.0), out_w, 'sampled')
+      grad, = tf.gradients(tf.reduce_sum(inner * 2.0), kernels[0])
+      bounds = [op for op in graph.get_operations()
+                if op.type == 'Pack' and 'slice_bounds' in op.name]
+      self.assertLen(bounds, 2)  # [., ., n_in, n_out] and [n_out].
+      self.assertEqual(inner.shape.as_list(), [3, 1, None, None])
+      with tf.compat.v1.Session() as session:
+        got = session.run([inner, outer, vector, grad] + kernels)
+    inner, outer, vector, grad, k0, k1 = got
+    self.assertAllEqual(inner, k0[:, :, :2, :3])
+    self.assertAllEqual(outer, k1[:, :, :2, :3])
+    self.assertAllEqual(vector, [0.0, 1.0, 2.0])
+    expected = np.zeros([3, 1, 3, 4], np.float32)
+    expected[:, :, :2, :3] = 2.0
+    self.assertAllEqual(grad, expected)
+
+  def test_a_static_width_beside_a_dynamic_one(self):
+    with tf.Graph().as_default():
+      kernel = tf.reshape(tf.range(12.0), [1, 1, 3, 4])
+      sliced = masked.effective_kernel(kernel, ActiveWidth(3, 2),
+                                       ActiveWidth(4, tf.constant(1)),
+                                       'sampled')
+      with tf.compat.v1.Session() as session:
+        self.assertAllEqual(session.run(sliced), [[[[0.0], [4.0]]]])
+
   def test_effective_vector(self):
     vector = tf.constant([1.0, 2.0, 3.0])
     self.assertAllEqual(

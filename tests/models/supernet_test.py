@@ -351,6 +351,38 @@ class CompilationTest(tf.test.TestCase):
           self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)
 
 
+  def test_calls_on_one_sample_in_a_graph_share_its_resolution(self):
+    # The search step's training forward, regulariser and validation forward
+    # on one sampled spec: the masks, widths and their entries are resolved
+    # once (a second call adds no Unpack of a mask); another spec gets its own.
+    spec = mobile.get_search_space('digits_search')
+    _, eager_images, samples = self._setup('sampled', spec)
+    with tf.Graph().as_default() as graph:
+      images = tf.constant(eager_images.numpy())
+      net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7,
+                     dropout_rate=0.5)
+      sampled = sampled_specs.attach(spec, samples[0], tf.constant)
+      count = lambda: sum(op.type == 'Unpack' for op in graph.get_operations())
+      train = net(sampled, images, training=True,
+                  dropout_seed=tf.constant([1, 2], tf.int64))
+      after_train = count()
+      regularizer = net.regularization_loss(sampled, 0.1)
+      validation = net(sampled, images, training=False)
+      self.assertEqual(count(), after_train)
+      other = net(sampled_specs.attach(spec, samples[0], tf.constant),
+                  images, training=False)
+      self.assertGreater(count(), after_train)
+      with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        train, regularizer, validation, other = session.run(
+            [train, regularizer, validation, other])
+    # Dropout still only in the training call; the same sample, the same
+    # network.
+    self.assertNotAllClose(train, validation)
+    self.assertAllClose(validation, other, atol=1e-6)
+    self.assertGreater(regularizer, 0.0)
+
+
 class ErrorsTest(tf.test.TestCase):
 
   def test_unknown_mode(self):

@@ -201,7 +201,13 @@ def _slice_leading(value: tf.Tensor,
     return value[tuple(index)]
   begin, end, strides = _slice_bounds(rank, ends)
   end_mask = sum(1 << axis for axis in range(rank) if axis not in ends)
-  return tf.strided_slice(value, begin, end, strides, end_mask=end_mask)
+  sliced = tf.strided_slice(value, begin, end, strides, end_mask=end_mask)
+  # Bounds that are not constants leave the shape unknown; all but the
+  # dynamic widths are known.
+  sliced.set_shape([ends[axis] if isinstance(ends.get(axis), int)
+                    else None if axis in ends else value.shape[axis]
+                    for axis in range(rank)])
+  return sliced
 
 
 def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
