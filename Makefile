@@ -33,10 +33,11 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end. On
-# a 2-core AMD EPYC, idle (ba4b8f7): TF 2.15 18:59 (1,351 tests), its
-# numerics run 2:36, the newest TF 10:43 (1,312 run, 39 Estimator tests
-# skipped): ~32 minutes for both stacks. Most of it is graph building in
-# short searches (the lighter-graph issue is where it shrinks).
+# a 2-core AMD EPYC, idle (791a000): TF 2.15 15:46 (1,423 tests), its
+# numerics run 2:34, the newest TF 11:02 (1,384 run, 39 Estimator tests
+# skipped): ~30 minutes for both stacks (~32 at ba4b8f7, before the search
+# graph lost a third of its nodes). Most of it is graph building in short
+# searches.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 # Then the tests that compare two code paths' numbers (marker `numerics`)
 # again under the kernels this machine does not use by default (oneDNN's or
