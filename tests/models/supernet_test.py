@@ -383,6 +383,29 @@ class CompilationTest(tf.test.TestCase):
     self.assertGreater(regularizer, 0.0)
 
 
+  def test_masks_of_unknown_length_in_a_graph(self):
+    # Masks fed through [None] placeholders: the supernet fixes their length
+    # from the spec and gives what the same masks as constants give.
+    spec = _small_space()
+    _, eager_images, samples = self._setup('sampled', spec)
+    masks = samples[0]
+    with tf.Graph().as_default():
+      net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
+      images = tf.constant(eager_images.numpy())
+      feeds = {path: tf.compat.v1.placeholder(tf.float32, [None])
+               for path in masks}
+      fed = net(sampled_specs.attach(spec, feeds, tf.identity), images)
+      constant = net(sampled_specs.attach(spec, masks, tf.constant), images)
+      with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        fed, constant = session.run(
+            [fed, constant],
+            {feeds[path]: np.asarray(value, np.float32)
+             for path, value in masks.items()})
+    # The same ops on the same values.
+    self.assertAllClose(fed, constant, atol=1e-6)
+
+
 class ErrorsTest(tf.test.TestCase):
 
   def test_unknown_mode(self):

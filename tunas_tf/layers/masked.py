@@ -204,9 +204,10 @@ def _slice_leading(value: tf.Tensor,
   sliced = tf.strided_slice(value, begin, end, strides, end_mask=end_mask)
   # Bounds that are not constants leave the shape unknown; all but the
   # dynamic widths are known.
-  sliced.set_shape([ends[axis] if isinstance(ends.get(axis), int)
-                    else None if axis in ends else value.shape[axis]
-                    for axis in range(rank)])
+  shape = value.shape.as_list()
+  for axis, n in ends.items():
+    shape[axis] = n if isinstance(n, int) else None
+  sliced.set_shape(shape)
   return sliced
 
 
