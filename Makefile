@@ -33,31 +33,35 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end. On
-# a 2-core AMD EPYC, idle (791a000): TF 2.15 15:46 (1,423 tests), its
-# numerics run 2:34, the newest TF 11:02 (1,384 run, 39 Estimator tests
-# skipped): ~30 minutes for both stacks (~32 at ba4b8f7, before the search
-# graph lost a third of its nodes). Most of it is graph building in short
-# searches.
+# a 2-core AMD EPYC, idle (249036b): TF 2.15 15:36 (1,427 tests), the
+# newest TF under oneDNN's kernels 10:07 (1,388 run, 39 Estimator tests
+# skipped): ~26 minutes for both stacks (~30 with a separate numerics run,
+# ~32 at ba4b8f7). Most of it is graph building in short searches.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
-# Then the tests that compare two code paths' numbers (marker `numerics`)
-# again under the kernels this machine does not use by default (oneDNN's or
+# The tests that compare two code paths' numbers (marker `numerics`) must
+# also see the kernels this machine does not use by default (oneDNN's or
 # Eigen's: tests/testing/other_kernels.py): other summation orders, as
 # another CPU would give, so that a tolerance fitted to one CPU fails here
-# and not on somebody else's machine.
-# Then, where the first stack was TF 2.15 and the machine has Python 3.13 or
-# 3.12, the suite again on the newest TensorFlow (`test-newtf` below): both
-# stacks from one command.
+# and not on somebody else's machine. Where the first stack was TF 2.15 and
+# the machine has Python 3.13 or 3.12, the whole suite runs again on the
+# newest TensorFlow (`test-newtf` below) under those other kernels: both
+# stacks and both kinds of kernels from one command (the newest TF picks
+# its kernels as TF 2.15 does: oneDNN's by default only with AVX-512 VNNI,
+# BF16 or AMX). Elsewhere the numerics tests run a second time on the one
+# stack, under the other kernels.
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
-	kernels=$$($(PY) -m tests.testing.other_kernels) && \
-	  echo "The numerics tests again, with $$kernels:" && \
-	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile
-	@if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then \
-	  if [ -n "$(PYNEW)" ]; then \
-	    echo "The suite again on the newest TensorFlow ($(PYNEW)):"; \
-	    $(MAKE) --no-print-directory test-newtf; \
-	  else echo "No Python 3.13 or 3.12 here: the newest-TF stack not tested"; fi; \
+	@kernels=$$($(PY) -m tests.testing.other_kernels) && \
+	if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))' && \
+	    [ -n "$(PYNEW)" ]; then \
+	  echo "The suite again on the newest TensorFlow ($(PYNEW)), with $$kernels:"; \
+	  env $$kernels $(MAKE) --no-print-directory test-newtf; \
+	else \
+	  if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then \
+	    echo "No Python 3.13 or 3.12 here: the newest-TF stack not tested"; fi; \
+	  echo "The numerics tests again, with $$kernels:"; \
+	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile; \
 	fi
 
 # The newest TensorFlow (2.16+, which has no tf.estimator) on Python 3.13, or
