@@ -50,6 +50,8 @@ class _ToyTrainer:
     self._learning_rate = learning_rate
     self._check_in_graph = check_in_graph
     self.weight = None
+    # The Grappler options in force when `step` was traced.
+    self.traced_under = None
 
   def build(self):
     with replicas.identical_variables():
@@ -57,6 +59,7 @@ class _ToyTrainer:
     return {'weight': self.weight}
 
   def step(self, features, global_step):
+    self.traced_under = tf.config.optimizer.get_experimental_options()
     with tf.GradientTape() as tape:
       loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
     gradient, = replicas.means([tape.gradient(loss, self.weight)])
@@ -101,7 +104,8 @@ def _config(model_dir: str, max_steps: int, per_loop: int = 3,
 
 
 def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
-             strategy=None, check_in_graph=True):
+             strategy=None, check_in_graph=True, trainer=None,
+             grappler_off=()):
   """The whole third binary below its entry point, on tf.distribute."""
   path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
   values = jobs.to_flat(config)
@@ -116,10 +120,10 @@ def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
     files.write_config(path, values, plan.stored, run_only)
     step = distribute.train(
         strategy or distribute.strategy_for(config.job),
-        _ToyTrainer(config.learning_rate, check_in_graph),
+        trainer or _ToyTrainer(config.learning_rate, check_in_graph),
         _dataset_fn(features, nan_from, started(stop) if started else None),
         job=config.job, max_steps=config.max_steps, stop=stop,
-        run_name='the toy run')
+        run_name='the toy run', grappler_off=grappler_off)
     return plan, step
 
   return lifecycle.run(config.job, 'toy', check, start)
@@ -173,6 +177,24 @@ class ThirdBinaryTest(absltest.TestCase):
     # Nothing left to do: the same step, nothing saved.
     self.assertEqual(_toy_run(_config(whole, max_steps=9))[1], 9)
     self.assertEqual(_steps(whole), [0, 3, 6, 9])
+
+  def test_the_loop_runs_without_the_grappler_passes_asked_for(self):
+    # The search asks for runner.DISTRIBUTE_GRAPPLER_OFF; the options are
+    # process-wide, so they hold while the loop's function is traced and
+    # first called, and are unset again when the run ends.
+    passes = ('constant_folding', 'remapping')
+    before = tf.config.optimizer.get_experimental_options()
+    trainer = _ToyTrainer(0.1)
+    step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), trainer=trainer,
+                    grappler_off=passes)[1]
+    self.assertEqual(step, 4)
+    self.assertEqual({p: trainer.traced_under.get(p) for p in passes},
+                     {p: False for p in passes})
+    self.assertEqual(tf.config.optimizer.get_experimental_options(), before)
+    # Without the argument the loop runs under TF's defaults.
+    trainer = _ToyTrainer(0.1)
+    _toy_run(_config(tempfile.mkdtemp(), max_steps=1), trainer=trainer)
+    self.assertEqual(trainer.traced_under, before)
 
   def test_keeps_keep_checkpoint_max_and_falls_back_past_a_broken_one(self):
     model_dir, whole = tempfile.mkdtemp(), tempfile.mkdtemp()

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
-                    Protocol, Tuple)
+                    Protocol, Sequence, Tuple)
 
 from absl import logging
 import tensorflow as tf
@@ -381,11 +381,28 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
         'to resume') from None
 
 
+@contextlib.contextmanager
+def grappler_without(passes: Sequence[str]) -> Iterator[None]:
+  """Grappler (TF's graph optimiser for `tf.function`s) without `passes`.
+
+  `passes` are option names of `tf.config.optimizer.set_experimental_options`
+  (e.g. 'constant_folding'). The options are process-wide: they are set on
+  entry, for the functions first called inside, and unset (TF's defaults) on
+  exit.
+  """
+  tf.config.optimizer.set_experimental_options({p: False for p in passes})
+  try:
+    yield
+  finally:
+    tf.config.optimizer.set_experimental_options({p: None for p in passes})
+
+
 def train(strategy: tf.distribute.Strategy, trainer: Trainer,
           dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
           stop: preemption.StopRequest, run_name: str,
           progress: Optional[Mapping[str, Callable[[float], str]]] = None,
-          summaries: Optional[Summaries] = None) -> int:
+          summaries: Optional[Summaries] = None,
+          grappler_off: Sequence[str] = ()) -> int:
   """Trains `trainer` under `strategy` to `max_steps`; the final step.
 
   Builds the trainer's variables and an int64 `global_step`, restores the
@@ -417,6 +434,8 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       them (as `hooks.ProgressHook`'s formats); None: all, `name=value`.
     summaries: writes more summaries from the scalars of a step that writes
       (e.g. `summaries.write_probabilities`).
+    grappler_off: Grappler passes the loop's functions run without
+      (`grappler_without`).
 
   Raises:
     ValueError: one line, for a NaN or Inf (`guards.check_finite` in the
@@ -434,6 +453,7 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       stack.enter_context(guards.stops_in_one_line(job.model_dir, run_name))
       stack.enter_context(unreadable.stops_in_one_line(run_name,
                                                        job.model_dir))
+      stack.enter_context(grappler_without(grappler_off))
       run = _Run(strategy, trainer, job)
       try:
         return _train(run, dataset_fn, job, max_steps, stop,
