@@ -33,8 +33,8 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end. On
-# a 2-core AMD EPYC, idle (249036b): TF 2.15 15:36 (1,427 tests), the
-# newest TF under oneDNN's kernels 10:07 (1,388 run, 39 Estimator tests
+# a 2-core AMD EPYC, idle (eedee2d): TF 2.15 15:35 (1,428 tests), the
+# newest TF under oneDNN's kernels 10:44 (1,389 run, 39 Estimator tests
 # skipped): ~26 minutes for both stacks (~30 with a separate numerics run,
 # ~32 at ba4b8f7). Most of it is graph building in short searches.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
@@ -45,10 +45,10 @@ PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 # and not on somebody else's machine. Where the first stack was TF 2.15 and
 # the machine has Python 3.13 or 3.12, the whole suite runs again on the
 # newest TensorFlow (`test-newtf` below) under those other kernels: both
-# stacks and both kinds of kernels from one command (the newest TF picks
-# its kernels as TF 2.15 does: oneDNN's by default only with AVX-512 VNNI,
-# BF16 or AMX). Elsewhere the numerics tests run a second time on the one
-# stack, under the other kernels.
+# stacks and both kinds of kernels from one command (TF 2.15 on its
+# default, oneDNN's only with AVX-512 VNNI, BF16 or AMX; the newest TF on
+# the other kind, whatever its own default). Elsewhere the numerics tests
+# run a second time on the one stack, under the other kernels.
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
