@@ -53,12 +53,12 @@ PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
 	@kernels=$$($(PY) -m tests.testing.other_kernels) && \
-	if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))' && \
-	    [ -n "$(PYNEW)" ]; then \
+	tf215=$$($(PY) -c 'import sys; print(int(sys.version_info < (3, 12)))') && \
+	if [ $$tf215 = 1 ] && [ -n "$(PYNEW)" ]; then \
 	  echo "The suite again on the newest TensorFlow ($(PYNEW)), with $$kernels:"; \
 	  env $$kernels $(MAKE) --no-print-directory test-newtf; \
 	else \
-	  if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then \
+	  if [ $$tf215 = 1 ]; then \
 	    echo "No Python 3.13 or 3.12 here: the newest-TF stack not tested"; fi; \
 	  echo "The numerics tests again, with $$kernels:"; \
 	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile; \

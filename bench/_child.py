@@ -4,7 +4,7 @@ Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
 `bench/memory.py`, `bench/engines.py`), each child in a fresh process:
 
   python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON \
-      [--noarchitectures] [--nograppler] [--grappler_off=A,B] -- FLAGS...
+      [--noarchitectures] [--nograppler] [--full_grappler] -- FLAGS...
 
 On the Estimator engine it wraps the model_fn that
 `estimator.make_estimator` receives so that the graph build is timed and a
@@ -38,9 +38,9 @@ graph (function library included) to PATH.graph.pb.
 
 `--nograppler` turns Grappler off for `tf.function` graphs
 (`tf.config.optimizer.set_experimental_options`), an experiment: the
-Estimator's search sessions run without it already. `--grappler_off=A,B`
-turns only those of its optimizers off (the option names of
-`set_experimental_options`, e.g. `layout_optimizer,constant_folding`).
+Estimator's search sessions run without it already. `--full_grappler`
+runs the distribute engine's search loop with all of Grappler's passes, as
+before it ran without `runner.DISTRIBUTE_GRAPPLER_OFF`.
 """
 
 from __future__ import annotations
@@ -238,10 +238,9 @@ def main() -> None:
   if '--nograppler' in options:
     tf.config.optimizer.set_experimental_options(
         {'disable_meta_optimizer': True})
-  for option in options:
-    if option.startswith('--grappler_off='):
-      tf.config.optimizer.set_experimental_options(
-          {name: False for name in option.split('=', 1)[1].split(',')})
+  if '--full_grappler' in options:
+    from tunas_tf.search import runner
+    runner.DISTRIBUTE_GRAPPLER_OFF = ()
   if kind == 'search' and '--engine=distribute' in argv:
     _patch_distribute(record, stop_after, output)
   else:

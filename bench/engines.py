@@ -35,8 +35,9 @@ rounds.
 `--engines` may add `distribute-nograppler`: the distribute engine with
 Grappler off for its `tf.function`s (`_child.py --nograppler`), an
 experiment (the Estimator's search sessions run without Grappler already);
-and `distribute-lightgrappler`: Grappler on without the passes in
-`LIGHT_GRAPPLER_OFF` (`_child.py --grappler_off`).
+and `distribute-fullgrappler`: the distribute engine with all of Grappler's
+passes, as before it ran without `runner.DISTRIBUTE_GRAPPLER_OFF`
+(`_child.py --full_grappler`).
 Prints one line per run and the machine's load average before and after;
 the last line is `startup_s_<engine>_r<N>=<f> step_s_<engine>_r<N>=<f>
 rss_mb_<engine>_r<N>=<f> startup_cpu_s_<engine>_r<N>=<f>
@@ -55,18 +56,9 @@ from typing import Dict, List, Optional
 
 import _harness
 
-# The Grappler passes that took ~5.4 of the 13.2 s Grappler spent on the
-# first call of a cifar_search loop (TF_CPP_VMODULE=meta_optimizer=1) and
-# removed ~120 of its 25,794 nodes; pruning, dependency optimisation and
-# common-subgraph elimination (which removed ~20,000) stay on. (Measured
-# before the search's engine ran without them:
-# `runner.DISTRIBUTE_GRAPPLER_OFF`.)
-LIGHT_GRAPPLER_OFF = ('constant_folding,layout_optimizer,'
-                      'arithmetic_optimization,remapping')
 _OPTIONS = {'estimator': ['--noarchitectures'], 'distribute': [],
             'distribute-nograppler': ['--nograppler'],
-            'distribute-lightgrappler': [
-                f'--grappler_off={LIGHT_GRAPPLER_OFF}']}
+            'distribute-fullgrappler': ['--full_grappler']}
 
 
 def search_flags(args, engine: str, replicas: int) -> List[str]:

@@ -218,7 +218,8 @@ class ShortSearchTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     with self.assertRaisesRegex(
         ValueError, r'^The model loss is -?(nan|inf) at step 1: the search '
-        r'stopped without saving it; the last good checkpoint is .*model.ckpt-1$'):
+        r'stopped without saving it; the last good checkpoint is '
+        r'.*model.ckpt-1$'):
       runner.run_search(_config(
           model_dir, '--max_steps=4', '--train_batch_size=16',
           '--model_learning_rate=1e30', '--save_checkpoints_steps=1',
