@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from typing import List
 
 from absl import flags
@@ -170,6 +171,65 @@ class QuietLogTest(absltest.TestCase):
     self.assertTrue(keep(ours))
     font_cache.levelno = logging.WARNING  # A warning of matplotlib's stays.
     self.assertTrue(keep(font_cache))
+
+
+# A binary run through `flags.run`: a non-daemon thread writes a file after
+# main returned, an exit handler prints, stdout holds an unflushed line, and
+# a module global's finaliser would print when the interpreter tears down.
+_EXITING = """
+import atexit, sys, threading, time
+from tunas_tf import flags as common_flags
+
+class Finalised:
+  def __del__(self):
+    print('torn down', file=sys.stderr, flush=True)
+
+KEPT = Finalised()
+
+def late_write(path):
+  time.sleep(0.3)
+  with open(path, 'w') as f:
+    f.write('written')
+
+def main(argv):
+  path, end = argv[1], argv[2]
+  threading.Thread(target=late_write, args=(path,)).start()
+  atexit.register(lambda: print('exit handler ran', file=sys.stderr))
+  sys.stdout.write('unflushed')
+  if end == 'message':
+    sys.exit('binary: one line')
+  return int(end)
+
+common_flags.run(main)
+"""
+
+
+class ExitNowTest(absltest.TestCase):
+
+  def _run(self, end):
+    path = os.path.join(tempfile.mkdtemp(), 'late')
+    done = subprocess.run(
+        [sys.executable, '-c', _EXITING, path, end], capture_output=True,
+        text=True, cwd=os.path.dirname(_PACKAGE), timeout=120, check=False)
+    with open(path) as f:
+      self.assertEqual(f.read(), 'written')  # The thread was waited for.
+    self.assertEqual(done.stdout, 'unflushed')
+    # The exit handlers ran, the interpreter's teardown did not.
+    self.assertIn('exit handler ran', done.stderr)
+    self.assertNotIn('torn down', done.stderr)
+    return done
+
+  def test_a_returned_code_ends_the_process_after_the_exit_handlers(self):
+    self.assertEqual(self._run('3').returncode, 3)
+    self.assertEqual(self._run('0').returncode, 0)
+
+  def test_a_message_is_printed_and_the_exit_code_is_one(self):
+    done = self._run('message')
+    self.assertEqual(done.returncode, 1)
+    # Printed as Python prints it, before the exit handlers run (after TF
+    # 2.16+'s C++ lines at import).
+    self.assertEqual(done.stderr.splitlines()[-2:],
+                     ['binary: one line', 'exit handler ran'])
 
 
 if __name__ == '__main__':

@@ -8,8 +8,10 @@ can build their own.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 from typing import Callable, Optional
 
 from absl import app
@@ -25,7 +27,8 @@ _FULL_HELP = ('--helpfull', '-helpfull')
 
 
 def run(main: Callable) -> None:
-  """`absl.app.run(main)`, except that asking for help exits 0.
+  """`absl.app.run(main)`, except that asking for help exits 0, and that the
+  process ends as soon as `main` is done (`exit_now`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
   prints the binary's description and its own flags, the shared ones
@@ -41,7 +44,43 @@ def run(main: Callable) -> None:
     quiet_tensorflow(flags.FLAGS['verbosity'].present)
     return main(argv)
 
-  app.run(main_quietly)
+  try:
+    app.run(main_quietly)
+  except SystemExit as e:
+    exit_now(e.code)
+
+
+def exit_now(code) -> None:
+  """Ends the process with `sys.exit(code)`'s status, skipping the teardown.
+
+  Once a binary's `main` is done, everything it wrote is closed (its
+  checkpoints, events, JSON files, the run lock). What is left of a normal
+  exit is taking apart the interpreter: freeing every Python object (a
+  search graph is ~14,000 ops and their tensors) and TensorFlow's runtime,
+  1.5-2 s at the end of each binary on 2 cores. This runs the exit handlers
+  (`atexit`: logging's flush, autograph's temporary files, TF's and TFDS's
+  own) after the threads that are not daemons (as Python's exit does),
+  flushes Python's stdout and stderr and calls `os._exit`. `code` as for
+  `sys.exit`: None is 0, an int is itself, anything else is printed to
+  stderr and is 1.
+  """
+  if code is None:
+    status = 0
+  elif isinstance(code, int):
+    status = code
+  else:
+    print(code, file=sys.stderr)
+    status = 1
+  for thread in threading.enumerate():
+    if thread is not threading.current_thread() and not thread.daemon:
+      thread.join()
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):  # Closed, or its reader gone.
+      pass
+  os._exit(status)  # pylint: disable=protected-access
 
 
 def quiet_tensorflow(verbose: bool) -> None:
