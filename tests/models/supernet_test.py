@@ -179,6 +179,24 @@ class SemanticsTest(tf.test.TestCase):
                         atol=1e-6)
     self.assertNotAllClose(run([1.0, 0.0]), run([0.0, 1.0]))
 
+  def test_a_one_hot_mask_of_another_value_scales_its_branch(self):
+    # Only a one-hot mask of 1 (a sample's) takes the unscaled one-hot
+    # case; another value takes the mixture, which scales by it. The same
+    # linear head as above.
+    spec = ops.ConvTowerSpec((ops.Block((
+        ops.ConvSpec(OneOf((1, 3), OP), 1),), OneOf((8, 16), FILTERS)),), 8)
+    for mode in supernet_lib.MODES:
+      net = Supernet(spec, 3, mode=mode, input_channels=1, seed=0)
+      _, images = self._net_and_images(spec)
+      run = lambda kernel_mask, net=net, images=images: net(
+          sampled_specs.attach(spec, {
+              'blocks/0/layers/0/kernel_size': kernel_mask,
+              'blocks/0/filters': [0.0, 1.0]}), images)
+      self.assertAllClose(run([0.0, 0.5]), 0.5 * run([0.0, 1.0]),
+                          atol=1e-6, msg=mode)
+      self.assertAllClose(run([2.0, 0.0]), 2.0 * run([1.0, 0.0]),
+                          atol=1e-6, msg=mode)
+
   def test_zero_entry_of_a_mixed_mask_adds_exactly_nothing(self):
     # A mask that is neither one-hot nor all non-zero runs every branch; the
     # one with mask 0 must add 0 and get 0 gradient even with NaN weights.
