@@ -30,14 +30,15 @@ import sys
 import tempfile
 import time
 
+import tensorflow as tf
+
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The shared short search of the test suite.
-_SEARCH = ['--max_steps=8', '--train_batch_size=16',
-           '--rl_delay_steps_fraction=0.5',
-           '--increase_ops_warmup_steps_fraction=0.25',
-           '--increase_filters_warmup_steps_fraction=0.5',
-           '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=4',
-           '--rl_learning_rate=1.0']
+sys.path.insert(0, _REPO)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from tests.testing import searches  # The suite's short search.
+from tunas_tf.search import report
+
 # Runs module argv[1] as __main__ with `flags.exit_now` replaced by sys.exit.
 _TEARDOWN = ('import runpy, sys; from tunas_tf import flags; '
              'flags.exit_now = sys.exit; m = sys.argv.pop(1); '
@@ -67,8 +68,6 @@ def _written(model_dir: str):
   their sizes (the `checkpoint` file's holds timestamps on TF 2.16+: its
   latest checkpoint instead), and the number of (tag, step) scalars in the
   events."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tunas_tf.search import report  # pylint: disable=g-import-not-at-top
   files = tuple(
       (name, os.path.basename(tf.train.latest_checkpoint(model_dir))
        if name == 'checkpoint'
@@ -90,7 +89,7 @@ def main() -> None:
       model_dir = os.path.join(tempfile.mkdtemp(), 'search')
       for name, module, flags in (
           ('search', 'tunas_tf.train_search',
-           [f'--model_dir={model_dir}', *_SEARCH]),
+           [f'--model_dir={model_dir}', *searches.SHORT_SEARCH_FLAGS]),
           ('extract_architecture', 'tunas_tf.tools.extract_architecture',
            [f'--model_dir={model_dir}']),
           ('report', 'tunas_tf.tools.report', [f'--model_dir={model_dir}'])):

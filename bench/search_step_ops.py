@@ -30,27 +30,25 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from tunas_tf import train_search
 from tunas_tf.data import datasets
 from tunas_tf.search import runner
+from tests.testing import searches
 
 _KERNELS = ('Conv2D', 'DepthwiseConv2dNative', 'FusedBatchNorm')
 
 
 def _flags(ssd: str, batch: int):
-  values = flags.FlagValues()
-  train_search.define_flags(values)
-  values(['train_search', f'--model_dir={tempfile.mkdtemp()}', f'--ssd={ssd}',
-          '--max_steps=100000', '--supernet_mode=sampled',
-          f'--train_batch_size={batch}', '--cost_model=macs',
-          '--preprocessing=none', '--increase_ops_warmup_steps_fraction=0',
-          '--increase_filters_warmup_steps_fraction=0',
-          '--rl_delay_steps_fraction=0'])
-  return values
+  return searches.search_flags(
+      f'--model_dir={tempfile.mkdtemp()}', f'--ssd={ssd}',
+      '--max_steps=100000', '--supernet_mode=sampled',
+      f'--train_batch_size={batch}', '--cost_model=macs',
+      '--preprocessing=none', '--increase_ops_warmup_steps_fraction=0',
+      '--increase_filters_warmup_steps_fraction=0',
+      '--rl_delay_steps_fraction=0')
 
 
 def main() -> None:

@@ -57,9 +57,10 @@ def exit_now(code) -> None:
   checkpoints, events, JSON files, the run lock). What is left of a normal
   exit is taking apart the interpreter: freeing every Python object (a
   search graph's thousands of ops and tensors) and TensorFlow's runtime,
-  0.6-2.3 s at the end of each binary on 2 cores (bench/exit.py). This runs the exit handlers
-  (`atexit`: logging's flush, autograph's temporary files, TF's and TFDS's
-  own) after the threads that are not daemons (as Python's exit does),
+  0.6-2.3 s at the end of each binary on 2 cores (bench/exit.py). This
+  runs the exit handlers (`atexit`: logging's flush, autograph's temporary
+  files, TF's and TFDS's own) after the threads that are not daemons (as
+  Python's exit does),
   flushes Python's stdout and stderr and calls `os._exit`. `code` as for
   `sys.exit`: None is 0, an int is itself, anything else is printed to
   stderr and is 1.
