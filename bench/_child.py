@@ -4,7 +4,8 @@ Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
 `bench/memory.py`, `bench/engines.py`), each child in a fresh process:
 
   python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON \
-      [--noarchitectures] [--nograppler] [--full_grappler] -- FLAGS...
+      [--noarchitectures] [--nograppler] [--full_grappler]
+      [--grappler_off=PASS,...] -- FLAGS...
 
 On the Estimator engine it wraps the model_fn that
 `estimator.make_estimator` receives so that the graph build is timed and a
@@ -40,7 +41,9 @@ graph (function library included) to PATH.graph.pb.
 (`tf.config.optimizer.set_experimental_options`), an experiment: the
 Estimator's search sessions run without it already. `--full_grappler`
 runs the distribute engine's search loop with all of Grappler's passes, as
-before it ran without `runner.DISTRIBUTE_GRAPPLER_OFF`.
+before it ran without `runner.distribute_grappler_off()`;
+`--grappler_off=PASS,...` without those (`distribute.grappler_without`'s
+names) instead.
 """
 
 from __future__ import annotations
@@ -240,7 +243,12 @@ def main() -> None:
         {'disable_meta_optimizer': True})
   if '--full_grappler' in options:
     from tunas_tf.search import runner
-    runner.DISTRIBUTE_GRAPPLER_OFF = ()
+    runner.distribute_grappler_off = lambda: ()
+  for option in options:
+    if option.startswith('--grappler_off='):
+      from tunas_tf.search import runner
+      passes = tuple(option.split('=', 1)[1].split(','))
+      runner.distribute_grappler_off = lambda: passes
   if kind == 'search' and '--engine=distribute' in argv:
     _patch_distribute(record, stop_after, output)
   else:

@@ -36,8 +36,11 @@ rounds.
 Grappler off for its `tf.function`s (`_child.py --nograppler`), an
 experiment (the Estimator's search sessions run without Grappler already);
 and `distribute-fullgrappler`: the distribute engine with all of Grappler's
-passes, as before it ran without `runner.DISTRIBUTE_GRAPPLER_OFF`
-(`_child.py --full_grappler`).
+passes, as before it ran without `runner.distribute_grappler_off()`
+(`_child.py --full_grappler`); `distribute-fourpassesoff`: without four of
+them only (constant folding, layout, arithmetic, remapper), as the engine
+ran before it also went without tfg's passes, the memory optimiser and the
+second round.
 Prints one line per run and the machine's load average before and after;
 the last line is `startup_s_<engine>_r<N>=<f> step_s_<engine>_r<N>=<f>
 rss_mb_<engine>_r<N>=<f> startup_cpu_s_<engine>_r<N>=<f>
@@ -58,7 +61,10 @@ import _harness
 
 _OPTIONS = {'estimator': ['--noarchitectures'], 'distribute': [],
             'distribute-nograppler': ['--nograppler'],
-            'distribute-fullgrappler': ['--full_grappler']}
+            'distribute-fullgrappler': ['--full_grappler'],
+            'distribute-fourpassesoff': [
+                '--grappler_off=constant_folding,layout_optimizer,'
+                'arithmetic_optimization,remapping']}
 
 
 def search_flags(args, engine: str, replicas: int) -> List[str]:

@@ -22,6 +22,7 @@ from unittest import mock
 from absl.testing import absltest
 import tensorflow as tf
 
+from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
 from tests.runtime import lifecycle_test
 from tunas_tf import files
 from tunas_tf.runtime import distribute
@@ -50,8 +51,10 @@ class _ToyTrainer:
     self._learning_rate = learning_rate
     self._check_in_graph = check_in_graph
     self.weight = None
-    # The Grappler options in force when `step` was traced.
+    # The Grappler options in force when `step` was traced: the process's
+    # experimental ones and this thread's functions' RewriterConfig.
     self.traced_under = None
+    self.rewrites_traced_under = None
 
   def build(self):
     with replicas.identical_variables():
@@ -60,6 +63,7 @@ class _ToyTrainer:
 
   def step(self, features, global_step):
     self.traced_under = tf.config.optimizer.get_experimental_options()
+    self.rewrites_traced_under = distribute.rewrite_options()
     with tf.GradientTape() as tape:
       loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
     gradient, = replicas.means([tape.gradient(loss, self.weight)])
@@ -179,22 +183,39 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertEqual(_steps(whole), [0, 3, 6, 9])
 
   def test_the_loop_runs_without_the_grappler_passes_asked_for(self):
-    # The search asks for runner.DISTRIBUTE_GRAPPLER_OFF; the options are
-    # process-wide, so they hold while the loop's function is traced and
-    # first called, and are unset again when the run ends.
-    passes = ('constant_folding', 'remapping')
+    # The search asks for runner.distribute_grappler_off(); the experimental
+    # options are process-wide, the rest this thread's function call
+    # options: both hold while the loop's function is traced and first
+    # called, and are unset again when the run ends.
+    passes = ('constant_folding', 'remapping', 'tfg_optimizer',
+              'memory_optimization', 'second_iteration')
     before = tf.config.optimizer.get_experimental_options()
+    rewrites_before = distribute.rewrite_options()
     trainer = _ToyTrainer(0.1)
     step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), trainer=trainer,
                     grappler_off=passes)[1]
     self.assertEqual(step, 4)
-    self.assertEqual({p: trainer.traced_under.get(p) for p in passes},
-                     {p: False for p in passes})
+    self.assertEqual({p: trainer.traced_under.get(p) for p in passes[:2]},
+                     {p: False for p in passes[:2]})
+    rewrites = trainer.rewrites_traced_under
+    config = rewriter_config_pb2.RewriterConfig
+    self.assertEqual(
+        (rewrites.constant_folding, rewrites.remapping,
+         rewrites.disable_tfg_optimizer, rewrites.memory_optimization,
+         rewrites.meta_optimizer_iterations),
+        (config.OFF, config.OFF, True, config.NO_MEM_OPT, config.ONE))
+    # Everything else as TF has it.
+    for field in ('constant_folding', 'remapping', 'disable_tfg_optimizer',
+                  'memory_optimization', 'meta_optimizer_iterations'):
+      rewrites.ClearField(field)
+    self.assertEqual(rewrites, rewrites_before)
     self.assertEqual(tf.config.optimizer.get_experimental_options(), before)
+    self.assertEqual(distribute.rewrite_options(), rewrites_before)
     # Without the argument the loop runs under TF's defaults.
     trainer = _ToyTrainer(0.1)
     _toy_run(_config(tempfile.mkdtemp(), max_steps=1), trainer=trainer)
     self.assertEqual(trainer.traced_under, before)
+    self.assertEqual(trainer.rewrites_traced_under, rewrites_before)
 
   def test_keeps_keep_checkpoint_max_and_falls_back_past_a_broken_one(self):
     model_dir, whole = tempfile.mkdtemp(), tempfile.mkdtemp()

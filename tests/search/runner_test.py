@@ -3,6 +3,7 @@ search_test)."""
 
 import dataclasses
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -68,6 +69,21 @@ class CostTextTest(absltest.TestCase):
     self.assertEqual(report_text.cost_text(2248370.4), '2,248,370')
     self.assertEqual(report_text.cost_text(84.25), '84.25')
     self.assertEqual(report_text.cost_text(999.5), '999.5')
+
+
+class DistributeGrapplerTest(absltest.TestCase):
+
+  def test_the_memory_optimiser_stays_on_where_a_gpu_is(self):
+    self.assertEqual(runner.distribute_grappler_off(),
+                     runner.DISTRIBUTE_GRAPPLER_OFF)  # No GPU here.
+    self.assertIn('memory_optimization', runner.DISTRIBUTE_GRAPPLER_OFF)
+    gpu = tf.config.PhysicalDevice('/physical_device:GPU:0', 'GPU')
+    with mock.patch.object(tf.config, 'list_physical_devices',
+                           lambda kind=None: [gpu] if kind == 'GPU' else []):
+      with_gpu = runner.distribute_grappler_off()
+    self.assertEqual(
+        with_gpu, tuple(p for p in runner.DISTRIBUTE_GRAPPLER_OFF
+                        if p != 'memory_optimization'))
 
 
 class InputFnTest(parameterized.TestCase):

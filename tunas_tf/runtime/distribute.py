@@ -26,6 +26,12 @@ from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
 from absl import logging
 import tensorflow as tf
 
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.python.eager import context
+# pylint: enable=g-direct-tensorflow-import
+
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
@@ -381,20 +387,62 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
         'to resume') from None
 
 
+# Grappler settings `tf.config.optimizer.set_experimental_options` has no
+# name for, by the name `grappler_without` takes: set in the function call
+# options of the calling thread (the config a `tf.function` is optimised
+# with when it is first called there).
+_REWRITES_OFF = {
+    # tfg's MLIR passes (the control-flow sink among them).
+    'tfg_optimizer': lambda r: setattr(r, 'disable_tfg_optimizer', True),
+    # The memory optimiser (scheduling and, on GPUs, swapping heuristics).
+    'memory_optimization': lambda r: setattr(
+        r, 'memory_optimization', rewriter_config_pb2.RewriterConfig.NO_MEM_OPT),
+    # The meta optimiser's second round over every pass.
+    'second_iteration': lambda r: setattr(
+        r, 'meta_optimizer_iterations', rewriter_config_pb2.RewriterConfig.ONE),
+}
+
+
+def rewrite_options() -> rewriter_config_pb2.RewriterConfig:
+  """The Grappler config a `tf.function` first called now, in this thread,
+  is optimised with."""
+  config = config_pb2.ConfigProto.FromString(
+      context.context().function_call_options.config_proto_serialized)
+  return config.graph_options.rewrite_options
+
+
 @contextlib.contextmanager
 def grappler_without(passes: Sequence[str]) -> Iterator[None]:
   """Grappler (TF's graph optimiser for `tf.function`s) without `passes`.
 
   `passes` are option names of `tf.config.optimizer.set_experimental_options`
-  (e.g. 'constant_folding'). The options are process-wide: they are set on
-  entry, for the functions first called inside, and unset (TF's defaults) on
-  exit.
+  (e.g. 'constant_folding'), set process-wide, or of `_REWRITES_OFF`
+  ('tfg_optimizer', 'memory_optimization', 'second_iteration'), set for the
+  calling thread only. They hold for the functions first called inside, in
+  this thread, and are unset (TF's defaults) on exit.
   """
-  tf.config.optimizer.set_experimental_options({p: False for p in passes})
+  experimental = [p for p in passes if p not in _REWRITES_OFF]
+  tf.config.optimizer.set_experimental_options(
+      {p: False for p in experimental})
+  ctx = context.context()
+  rewrites = [_REWRITES_OFF[p] for p in passes if p in _REWRITES_OFF]
+  if rewrites:
+    # This thread's options, rebuilt with the experimental options just set.
+    options = ctx.function_call_options
+    config = config_pb2.ConfigProto.FromString(
+        options.config_proto_serialized)
+    for rewrite in rewrites:
+      rewrite(config.graph_options.rewrite_options)
+    ctx.function_call_options = context.FunctionCallOptions(
+        executor_type=options.executor_type, config_proto=config)
   try:
     yield
   finally:
-    tf.config.optimizer.set_experimental_options({p: None for p in passes})
+    # Also drops this thread's function call options (rebuilt from the
+    # context's config when next asked for).
+    tf.config.optimizer.set_experimental_options(
+        {p: None for p in experimental})
+    ctx.function_call_options = None
 
 
 def train(strategy: tf.distribute.Strategy, trainer: Trainer,

@@ -34,15 +34,31 @@ from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
-# The Grappler passes the distribute engine's search loop runs without:
-# on its first call (cifar_search, TF 2.15) they took ~5.4 of Grappler's
-# 13.2 s and removed ~120 of ~25,800 nodes (pruning, dependency optimisation
-# and common-subgraph elimination, which removed ~20,000 and keep the
-# memory down, stay on). Without them, bench/engines.py (two rounds):
-# start 44.7 against 46.4 s, 1.056 against 1.180 s a step, peak RSS 2,047
-# against 1,970 MB (bench/README.md).
+# The Grappler passes the distribute engine's search loop runs without
+# (`distribute.grappler_without`). On its first call (cifar_search, TF 2.15)
+# constant folding, layout, arithmetic and remapper took ~5.4 of Grappler's
+# 13.2 s and removed ~120 of ~25,800 nodes (pruning and dependency
+# optimisation, which remove ~7,000 of the digits loop's 16,600 and keep
+# the memory down, stay on): start 44.7 against 46.4 s, 1.056 against
+# 1.180 s a step, peak RSS 2,047 against 1,970 MB (bench/README.md). tfg's
+# passes (its control-flow sink), the memory optimiser and the meta
+# optimiser's second round then took ~2.7 of the digits loop's 3.6 s and
+# removed no node; without them too (cifar_search, two rounds) the start is
+# 19.5 against 26.4 s (the Estimator's 19.2), the peak RSS 2,079 against
+# 2,251 MB, the step the same.
 DISTRIBUTE_GRAPPLER_OFF = ('constant_folding', 'layout_optimizer',
-                           'arithmetic_optimization', 'remapping')
+                           'arithmetic_optimization', 'remapping',
+                           'tfg_optimizer', 'memory_optimization',
+                           'second_iteration')
+
+
+def distribute_grappler_off() -> Tuple[str, ...]:
+  """`DISTRIBUTE_GRAPPLER_OFF`, less the memory optimiser where TF sees a
+  GPU (its swapping heuristics are for GPU memory; untested here)."""
+  if tf.config.list_physical_devices('GPU'):
+    return tuple(p for p in DISTRIBUTE_GRAPPLER_OFF
+                 if p != 'memory_optimization')
+  return DISTRIBUTE_GRAPPLER_OFF
 
 
 def _decisions(spec: Any) -> List[Tuple[str, List[str]]]:
@@ -285,7 +301,7 @@ def run_search(config: SearchConfig) -> bool:
           progress=_progress_formats(config),
           summaries=lambda values, step: summaries.write_probabilities(
               decisions, values.__getitem__, step),
-          grappler_off=DISTRIBUTE_GRAPPLER_OFF)
+          grappler_off=distribute_grappler_off())
       return True
     estimator = make_estimator(config)
     config_lib.write(config, plan.spec_json, plan.stored)
