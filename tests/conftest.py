@@ -1,11 +1,17 @@
-"""Test-wide settings: quiet TensorFlow, fixed seeds where a test asks for them,
-and the slowest files first."""
+"""Test-wide settings: quiet TensorFlow, the binaries' garbage-collector
+thresholds, fixed seeds where a test asks for them, and the slowest files
+first."""
 
 import os
 
 import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+# The binaries' garbage-collector thresholds (`flags.tune_gc`) for the tests
+# that build graphs in the test process too.
+from tunas_tf import flags as _flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+_flags.tune_gc()
 
 # The files that take a minute or more of a worker (the slowest first, as
 # `--durations` showed them on 2 cores). Handed out first (the Makefile runs

@@ -177,7 +177,7 @@ class QuietLogTest(absltest.TestCase):
 # main returned, an exit handler prints, stdout holds an unflushed line, and
 # a module global's finaliser would print when the interpreter tears down.
 _EXITING = """
-import atexit, sys, threading, time
+import atexit, gc, sys, threading, time
 from tunas_tf import flags as common_flags
 
 class Finalised:
@@ -193,6 +193,7 @@ def late_write(path):
 
 def main(argv):
   path, end = argv[1], argv[2]
+  print('gc thresholds', *gc.get_threshold(), file=sys.stderr)
   threading.Thread(target=late_write, args=(path,)).start()
   atexit.register(lambda: print('exit handler ran', file=sys.stderr))
   sys.stdout.write('unflushed')
@@ -220,7 +221,13 @@ class ExitNowTest(absltest.TestCase):
     return done
 
   def test_a_returned_code_ends_the_process_after_the_exit_handlers(self):
-    self.assertEqual(self._run('3').returncode, 3)
+    from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
+    done = self._run('3')
+    self.assertEqual(done.returncode, 3)
+    # main ran with the garbage collector's thresholds raised.
+    self.assertIn('gc thresholds %d %d %d' % common_flags.GC_THRESHOLDS,
+                  done.stderr)
+    self.assertNotEqual(common_flags.GC_THRESHOLDS, (700, 10, 10))
 
   def test_a_message_is_printed_and_the_exit_code_is_one(self):
     done = self._run('message')
