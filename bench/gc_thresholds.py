@@ -14,8 +14,8 @@ no-op: Python's (700, 10, 10)). It checks that both kinds of run wrote the
 same files (as `bench/exit.py`). Per command it prints the median seconds of
 each kind and the median of the paired differences (default - raised, the
 runs of one round side by side, which the machine's drift over the rounds
-touches less); the same in CPU seconds (user + system, all threads: less moved by other
-jobs). The last line is `search_s=<f> search_default_gc_s=<f>
+touches less); the same in CPU seconds (user + system, all threads: less
+moved by other jobs). The last line is `search_s=<f> search_default_gc_s=<f>
 search_saved_s=<f> search_saved_cpu_s=<f> saved_s=<f> saved_cpu_s=<f>`
 (saved: the paired differences' medians summed over the three commands).
 """
@@ -52,13 +52,12 @@ def _command(module: str, args, default_gc: bool):
 
 def _timed(command):
   """(wall, CPU) seconds of `command` (CPU: user + system, all threads)."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3',
-             PYTHONPATH=exit_bench._REPO)  # pylint: disable=protected-access
+  repo = exit_bench._REPO  # pylint: disable=protected-access
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=repo)
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.perf_counter()
   done = subprocess.run(command, capture_output=True, text=True, env=env,
-                        cwd=exit_bench._REPO,  # pylint: disable=protected-access
-                        check=False)
+                        cwd=repo, check=False)
   seconds = time.perf_counter() - start
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   if done.returncode:

@@ -78,7 +78,8 @@ def run_both(root: str) -> None:
       trainer_lib.make_dataset_fn(config), job=config.job, max_steps=1,
       stop=preemption.StopRequest(), run_name='the search',
       summaries=lambda values, step: summaries.write_probabilities(
-          decisions, values.__getitem__, step))
+          decisions, values.__getitem__, step),
+      grappler_off=runner.distribute_grappler_off())  # As the search.
   assert step == 1, step
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.runtime import distribute
+from tunas_tf.search import runner
 from tunas_tf.search import trainer as trainer_lib
 from tests.testing import replicated
 from tests.testing import searches
@@ -83,7 +84,9 @@ def one_step(model_dir: str):
   def step(iterator):
     return strategy.run(replica_step, args=(next(iterator),))
 
-  with mock.patch.object(controller_optimizer, 'gradients', capture):
+  # Under the search's Grappler settings, as the engine's loop runs.
+  with mock.patch.object(controller_optimizer, 'gradients', capture), (
+      distribute.grappler_without(runner.distribute_grappler_off())):
     grads_out, lr_out = step(iter(dataset))
   local = strategy.experimental_local_results
   return {'grads': [g.numpy().tolist() for g in local(grads_out)],

@@ -24,6 +24,7 @@ from tunas_tf.data import datasets
 from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import preemption
+from tunas_tf.search import runner
 from tunas_tf.search import steps
 from tunas_tf.search import trainer as trainer_lib
 from tunas_tf.search_space import mobile
@@ -57,7 +58,7 @@ def _search(model_dir: str) -> int:
       tf.distribute.get_strategy(), trainer_lib.SearchTrainer(config),
       trainer_lib.make_dataset_fn(config), job=config.job,
       max_steps=config.max_global_step, stop=preemption.StopRequest(),
-      run_name='the search')
+      run_name='the search', grappler_off=runner.distribute_grappler_off())
 
 
 def run_and_resume(root: str) -> None:

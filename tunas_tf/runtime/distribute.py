@@ -391,15 +391,16 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
 # name for, by the name `grappler_without` takes: set in the function call
 # options of the calling thread (the config a `tf.function` is optimised
 # with when it is first called there).
+_REWRITER = rewriter_config_pb2.RewriterConfig
 _REWRITES_OFF = {
     # tfg's MLIR passes (the control-flow sink among them).
     'tfg_optimizer': lambda r: setattr(r, 'disable_tfg_optimizer', True),
     # The memory optimiser (scheduling and, on GPUs, swapping heuristics).
-    'memory_optimization': lambda r: setattr(
-        r, 'memory_optimization', rewriter_config_pb2.RewriterConfig.NO_MEM_OPT),
+    'memory_optimization': lambda r: setattr(r, 'memory_optimization',
+                                             _REWRITER.NO_MEM_OPT),
     # The meta optimiser's second round over every pass.
-    'second_iteration': lambda r: setattr(
-        r, 'meta_optimizer_iterations', rewriter_config_pb2.RewriterConfig.ONE),
+    'second_iteration': lambda r: setattr(r, 'meta_optimizer_iterations',
+                                          _REWRITER.ONE),
 }
 
 
