@@ -78,6 +78,16 @@ def _written(model_dir: str):
   return files + (('scalars', scalars),)
 
 
+def commands(model_dir: str):
+  """(name, module, flags) of the short search into `model_dir`, then
+  `extract_architecture` and `report` on it."""
+  return (('search', 'tunas_tf.train_search',
+           [f'--model_dir={model_dir}', *searches.SHORT_SEARCH_FLAGS]),
+          ('extract_architecture', 'tunas_tf.tools.extract_architecture',
+           [f'--model_dir={model_dir}']),
+          ('report', 'tunas_tf.tools.report', [f'--model_dir={model_dir}']))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--repeats', type=int, default=3)
@@ -87,12 +97,7 @@ def main() -> None:
   for repeat in range(args.repeats):
     for teardown in (False, True):
       model_dir = os.path.join(tempfile.mkdtemp(), 'search')
-      for name, module, flags in (
-          ('search', 'tunas_tf.train_search',
-           [f'--model_dir={model_dir}', *searches.SHORT_SEARCH_FLAGS]),
-          ('extract_architecture', 'tunas_tf.tools.extract_architecture',
-           [f'--model_dir={model_dir}']),
-          ('report', 'tunas_tf.tools.report', [f'--model_dir={model_dir}'])):
+      for name, module, flags in commands(model_dir):
         seconds = _timed(_command(module, flags, teardown))
         times.setdefault((name, teardown), []).append(seconds)
         print(f'round {repeat} {"teardown" if teardown else "fast":8s} '

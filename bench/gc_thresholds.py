@@ -32,8 +32,7 @@ import tempfile
 import time
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import exit as exit_bench  # bench/exit.py: _written, _REPO.
-from tests.testing import searches  # The suite's short search.
+import exit as exit_bench  # bench/exit.py: its commands, _written, _REPO.
 
 # Runs module argv[1] as __main__ with `flags.tune_gc` a no-op.
 _DEFAULT_GC = ('import runpy, sys; from tunas_tf import flags; '
@@ -76,12 +75,7 @@ def main() -> None:
   for repeat in range(args.repeats):
     for default_gc in (False, True):
       model_dir = os.path.join(tempfile.mkdtemp(), 'search')
-      for name, module, flags in (
-          ('search', 'tunas_tf.train_search',
-           [f'--model_dir={model_dir}', *searches.SHORT_SEARCH_FLAGS]),
-          ('extract_architecture', 'tunas_tf.tools.extract_architecture',
-           [f'--model_dir={model_dir}']),
-          ('report', 'tunas_tf.tools.report', [f'--model_dir={model_dir}'])):
+      for name, module, flags in exit_bench.commands(model_dir):
         seconds, cpu = _timed(_command(module, flags, default_gc))
         times.setdefault((name, default_gc), []).append(seconds)
         cpus.setdefault((name, default_gc), []).append(cpu)
