@@ -33,12 +33,13 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end.
-# From a clean clone on a 2-core AMD EPYC Zen 4 (AVX-512), idle (6ab8aad):
-# 15:04 in all, of which TF 2.15 7:57 (1,430 tests), the newest TF under
-# Eigen's kernels 5:20 (1,391 run, 39 Estimator tests skipped) and the two
-# virtualenvs' set-up the rest. On a 2-core AVX2 EPYC (eedee2d, before the
-# binaries' fast exit): 15:35 + 10:44. Most of it is graph building in
-# short searches.
+# From a clean clone on a 2-core AMD EPYC Zen 4 (AVX-512), idle (60229e2):
+# 14:48 in all, of which TF 2.15 7:44 (1,432 tests), the newest TF under
+# Eigen's kernels 5:12 (1,393 run, 39 Estimator tests skipped) and the two
+# virtualenvs' set-up the rest (the same machine gave 15:02-16:22 for the
+# tree before; its speed moves by several percent from hour to hour). On a
+# 2-core AVX2 EPYC (eedee2d, before the binaries' fast exit): 15:35 + 10:44.
+# Most of it is graph building in short searches.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 # The tests that compare two code paths' numbers (marker `numerics`) must
 # also see the kernels this machine does not use by default (oneDNN's or
