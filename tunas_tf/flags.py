@@ -77,12 +77,11 @@ def exit_now(code) -> None:
   exit is taking apart the interpreter: freeing every Python object (a
   search graph's thousands of ops and tensors) and TensorFlow's runtime,
   0.6-2.3 s at the end of each binary on 2 cores (bench/exit.py). This
-  runs the exit handlers (`atexit`: logging's flush, autograph's temporary
-  files, TF's and TFDS's own) after the threads that are not daemons (as
-  Python's exit does),
-  flushes Python's stdout and stderr and calls `os._exit`. `code` as for
-  `sys.exit`: None is 0, an int is itself, anything else is printed to
-  stderr and is 1.
+  waits for the threads that are not daemons and runs the exit handlers
+  (`atexit`: logging's flush, autograph's temporary files, TF's and TFDS's
+  own), as Python's exit does, then flushes Python's stdout and stderr and
+  calls `os._exit`. `code` as for `sys.exit`: None is 0, an int is itself,
+  anything else is printed to stderr and is 1.
   """
   if code is None:
     status = 0

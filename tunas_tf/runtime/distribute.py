@@ -439,8 +439,8 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
   try:
     yield
   finally:
-    # Also drops this thread's function call options (rebuilt from the
-    # context's config when next asked for).
+    # This thread's function call options go too: TF rebuilds them from
+    # the context's config when next asked for.
     tf.config.optimizer.set_experimental_options(
         {p: None for p in experimental})
     ctx.function_call_options = None
