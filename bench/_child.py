@@ -18,18 +18,21 @@ the process's CPU seconds then, `step_end_cpu_s`), the sampled architecture
 of each step (search only: the argmax of every mask; not with
 `--noarchitectures`) and the peak RSS.
 
-On the distribute engine (a search with `--engine=distribute`) it wraps the
-loop function of `runtime.distribute` instead: the first call is traced on
-its own (`get_concrete_function`, timed) and then run as one step followed
-by the rest of its loop, so that the first step's end is known; every loop's
-end is recorded, and after the loop that reaches `STOP_AFTER` steps the
-record is written and the process left as above. Its fields: seconds since
-the process started when the variables existed (`variables_built_s`), the
-tracing started (`trace_start_s`: the checkpoint of step 0 saved and the
-dataset made) and ended (`graph_built_s`) and the first step ended
-(`first_step_s`), `loop_steps`, `loop_start_s` (when the engine called
-it), `loop_end_s` and `loop_end_cpu_s` of each loop, the tracing count and
-the peak RSS. On both engines each phase's
+On the distribute engine (`--engine=distribute`, or no `--engine` where TF
+has no Estimator: the binaries' own default; `engine` in the record says
+which ran) it wraps the loop function of `runtime.distribute` instead (both
+binaries train through it): the first call is traced on its own
+(`get_concrete_function`, timed) and then run as one step followed by the
+rest of its loop, so that the first step's end is known; every loop's end
+is recorded, no loop runs past `STOP_AFTER` steps, and after the loop that
+reaches them the record is written and the process left as above. Its
+fields: seconds since the process started when the variables existed
+(`variables_built_s`), the tracing started (`trace_start_s`: the checkpoint
+of step 0 saved and the dataset made) and ended (`graph_built_s`) and the
+first step ended (`first_step_s`), the traced loop's op count
+(`graph_ops`), `loop_steps`, `loop_start_s` (when the engine called it),
+`loop_end_s` and `loop_end_cpu_s` of each loop, the tracing count and the
+peak RSS. On both engines each phase's
 `..._s` has a `..._cpu_s`: the process's CPU seconds (user + system, all
 threads) at that point.
 
@@ -145,6 +148,10 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
 
   def timed(loop):
     def call(iterator, steps):
+      # No more steps than asked for (the loop's length is a tensor: the
+      # same trace).
+      steps = tf.minimum(tf.cast(steps, tf.int64),
+                         stop_after - sum(record['loop_steps']))
       record['loop_start_s'].append(time.time() - _PROCESS_START)
       if record['loop_end_s']:
         out = loop(iterator, steps)
@@ -154,8 +161,9 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
         one = tf.constant(1, tf.int64)
         record['trace_start_s'] = _since_start(time.time())
         record['trace_start_cpu_s'] = _cpu_s()
-        loop.get_concrete_function(iterator, one)
+        traced = loop.get_concrete_function(iterator, one)
         record['graph_built_s'] = _since_start(time.time())
+        record['graph_ops'] = len(traced.graph.get_operations())
         record['graph_built_cpu_s'] = _cpu_s()
         out = loop(iterator, one)
         out[0].numpy()
@@ -249,7 +257,11 @@ def main() -> None:
       from tunas_tf.search import runner
       passes = tuple(option.split('=', 1)[1].split(','))
       runner.distribute_grappler_off = lambda: passes
-  if kind == 'search' and '--engine=distribute' in argv:
+  from tunas_tf.runtime import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  engine = next((a.split('=', 1)[1] for a in argv if a.startswith('--engine=')),
+                estimator_lib.default_engine())
+  record['engine'] = engine
+  if engine == 'distribute':
     _patch_distribute(record, stop_after, output)
   else:
     _patch(record, stop_after, output,

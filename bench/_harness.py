@@ -118,3 +118,19 @@ def data_flags(image_size: int) -> List[str]:
   """Flags for the benchmark dataset at `image_size` (built if missing)."""
   return [f'--dataset={DATA_NAME}', f'--data_dir={bench_data_dir()}',
           '--nodownload', f'--image_size={image_size}', '--num_classes=10']
+
+
+def memory_runs(ssd: str, image_size: int, batch: int) -> Dict[str, List[str]]:
+  """Flags of `memory.py`'s two runs: {'search': ..., 'train_eval': ...}.
+
+  The search in sampled mode and `train_eval` of the space's widest
+  architecture, on the benchmark dataset at `image_size`, with the same
+  train batch, no checkpoint or log in the way of the first hundred
+  thousand steps.
+  """
+  common = [f'--ssd={ssd}', f'--train_batch_size={batch}',
+            '--max_steps=100000', '--log_every_steps=100000',
+            '--save_checkpoints_steps=100000'] + data_flags(image_size)
+  return {'search': common + ['--supernet_mode=sampled'],
+          'train_eval': common + [f'--indices={widest_indices(ssd)}',
+                                  '--noexport']}

@@ -26,16 +26,9 @@ def main() -> None:
   parser.add_argument('--batch', type=int, default=64)
   parser.add_argument('--steps', type=int, default=30)
   args = parser.parse_args()
-  common = [f'--ssd={args.ssd}', f'--train_batch_size={args.batch}',
-            '--max_steps=100000', '--log_every_steps=100000',
-            '--save_checkpoints_steps=100000'] + _harness.data_flags(
-                args.image_size)
-  runs = (('search', common + ['--supernet_mode=sampled']),
-          ('train_eval', common + [
-              f'--indices={_harness.widest_indices(args.ssd)}',
-              '--noexport']))
+  runs = _harness.memory_runs(args.ssd, args.image_size, args.batch)
   peak = {}
-  for kind, flags in runs:
+  for kind, flags in runs.items():
     record = _harness.run_child(kind, flags, args.steps, 3600)
     peak[kind] = record['max_rss_mb']
     print(f'{kind:10s} peak RSS {peak[kind]:8.0f} MB   graph ops '

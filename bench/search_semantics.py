@@ -14,8 +14,8 @@ as fresh processes (`bench/_child.py`, the Estimator engine, sampled mode,
 `bench_images` resized to `--image_size`, CPU only), each stopped after
 `--steps` steps:
 
-* `train_eval`: the widest architecture (as in `memory.py`);
-* `search`: the search as `startup.py` and `memory.py` run it;
+* `train_eval`: the widest architecture, and
+* `search`: the search, both as `memory.py` runs them;
 * `search-nowarmup`: op and filter warm-ups off (the mixture is still built,
   never run);
 * `search-nowarmup-val1`: also a validation batch of the train batch's size
@@ -44,15 +44,10 @@ _NO_WARMUP = ['--increase_ops_warmup_steps_fraction=0',
 
 def run_flags(args) -> dict:
   """{run name: (kind, flags)}."""
-  common = [f'--ssd={args.ssd}', f'--train_batch_size={args.batch}',
-            '--max_steps=100000', '--log_every_steps=100000',
-            '--tpu_iterations_per_loop=1',
-            '--save_checkpoints_steps=100000'] + _harness.data_flags(
-                args.image_size)
-  search = common + ['--supernet_mode=sampled']
+  runs = _harness.memory_runs(args.ssd, args.image_size, args.batch)
+  search = runs['search']
   return {
-      'train_eval': ('train_eval', common + [
-          f'--indices={_harness.widest_indices(args.ssd)}', '--noexport']),
+      'train_eval': ('train_eval', runs['train_eval']),
       'search': ('search', search),
       'search-nowarmup': ('search', search + _NO_WARMUP),
       'search-nowarmup-val1': ('search', search + _NO_WARMUP + [

@@ -67,9 +67,13 @@ VALIDATION_MULTIPLIER = 4
 
 def search_steps(ssd: str, image_size: int, batch: int, mode: str,
                  warmup: int, steps: int, preprocessing: str = ''):
-  """(step seconds, architectures) of the last `steps` search steps."""
+  """(step seconds, architectures) of the last `steps` search steps.
+
+  On the Estimator engine (its hook reports each step's time and
+  architecture; where TF has none, the child says so in one line).
+  """
   flags = ([f'--preprocessing={preprocessing}'] if preprocessing else []) + [
-      f'--ssd={ssd}', f'--train_batch_size={batch}',
+      '--engine=estimator', f'--ssd={ssd}', f'--train_batch_size={batch}',
       f'--supernet_mode={mode}', '--max_steps=100000',
       '--increase_ops_warmup_steps_fraction=0',
       '--increase_filters_warmup_steps_fraction=0',

@@ -13,9 +13,11 @@ to the space's side, CPU only, stopped right after its first step:
 * `proxylessnas_search`: the search at 224x224, batch 8, sampled mode.
 
 For each it prints the seconds since process start at which TF was imported,
-the graph was built, the TF session existed and the first step finished, and
-the graph's op count. A run past `--timeout` is reported as `>timeout`. The
-last line is
+the graph was built, the TF session existed (`-` on the distribute engine,
+the binaries' only one where TF has no Estimator: it has no session) and the
+first step finished, and the graph's op count (on the distribute engine the
+top level of the traced loop function, whose body holds the step). A run
+past `--timeout` is reported as `>timeout`. The last line is
 `first_step_s_cifar=<f> startup_ratio_cifar=<f> first_step_s_proxylessnas=<f>`
 (the ratio: search / train_eval, process start to first step).
 """
@@ -61,8 +63,11 @@ def main() -> None:
       first[label] = float('inf')
       continue
     first[label] = record['first_step_s']
+    # The distribute engine has no session: its loop is a tf.function.
+    session = record.get('session_created_s')
+    session = '-' if session is None else f'{session:.1f}'
     print(f'{label:32s} {record["imported_s"]:7.1f} '
-          f'{record["graph_built_s"]:7.1f} {record["session_created_s"]:8.1f} '
+          f'{record["graph_built_s"]:7.1f} {session:>8s} '
           f'{record["first_step_s"]:9.1f} {record["graph_ops"]:7d}',
           flush=True)
   search = first['cifar_search search']
