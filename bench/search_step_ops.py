@@ -3,6 +3,7 @@
 Usage:
   python bench/search_step_ops.py [--ssd cifar_search] [--image_size 32]
       [--batch 64] [--warmup 4] [--steps 12] [--top 30]
+      [--by type|scope] [--depth 1]
 
 Builds the search's model_fn (`search.runner.make_model_fn`, sampled mode,
 op and filter warm-ups and the RL delay off, the MACs cost model) in a TF1
@@ -12,7 +13,9 @@ a session configured as the search's (Grappler off), `--warmup` steps, then
 `--steps` steps with a full trace. Prints the median wall seconds of a traced
 step, the ops run per step, and per op type the milliseconds (summed over
 its ops' run times, so parallel ops add up beyond the wall time) and the
-count per step, the `--top` largest. The last line is
+count per step, the `--top` largest; with `--by scope`, the same per name
+scope (the first `--depth` components of the node names) instead of per op
+type. The last line is
 `step_s=<f> ops_per_step=<n> kernels_ms=<f> other_ms=<f>` (kernels: the
 convolutions and batch norms, forward and backward; other: every other op).
 """
@@ -59,6 +62,8 @@ def main() -> None:
   parser.add_argument('--warmup', type=int, default=4)
   parser.add_argument('--steps', type=int, default=12)
   parser.add_argument('--top', type=int, default=30)
+  parser.add_argument('--by', choices=('type', 'scope'), default='type')
+  parser.add_argument('--depth', type=int, default=1)
   args = parser.parse_args()
   size, batch = args.image_size, args.batch
   info = datasets.DatasetInfo(
@@ -67,6 +72,7 @@ def main() -> None:
   config = train_search.config_from_flags(_flags(args.ssd, batch), info)
   rng = np.random.default_rng(0)
   millis, counts, walls = collections.Counter(), collections.Counter(), []
+  kernel_millis = collections.Counter()
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()
 
@@ -99,12 +105,19 @@ def main() -> None:
             label = node.timeline_label
             op_type = (label.split(' = ')[1].split('(')[0] if ' = ' in label
                        else node.node_name)
-            millis[op_type] += node.all_end_rel_micros / 1e3 / args.steps
-            counts[op_type] += 1 / args.steps
-  print(f'{"op type":46s} {"ms/step":>8s} {"ops/step":>9s}')
+            key = (op_type if args.by == 'type' else
+                   '/'.join(node.node_name.split('/')[:args.depth]))
+            millis[key] += node.all_end_rel_micros / 1e3 / args.steps
+            counts[key] += 1 / args.steps
+            if args.by == 'scope':  # The kernels' share, by op type.
+              kernel_millis[op_type] += (node.all_end_rel_micros / 1e3 /
+                                         args.steps)
+  print(f'{"op type" if args.by == "type" else "name scope":46s} '
+        f'{"ms/step":>8s} {"ops/step":>9s}')
   for op_type, ms in millis.most_common(args.top):
     print(f'{op_type:46s} {ms:8.2f} {counts[op_type]:9.0f}')
-  kernels = sum(ms for t, ms in millis.items()
+  kernels = sum(ms for t, ms in (millis if args.by == 'type'
+                                 else kernel_millis).items()
                 if any(k in t for k in _KERNELS))
   print(f'step_s={statistics.median(walls):.4f} '
         f'ops_per_step={sum(counts.values()):.0f} kernels_ms={kernels:.1f} '
