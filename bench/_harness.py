@@ -120,6 +120,14 @@ def data_flags(image_size: int) -> List[str]:
           '--nodownload', f'--image_size={image_size}', '--num_classes=10']
 
 
+def memory_arguments(parser) -> None:
+  """`memory_runs`' arguments (and `--steps`) on an argparse parser."""
+  parser.add_argument('--ssd', default='cifar_search')
+  parser.add_argument('--image_size', type=int, default=32)
+  parser.add_argument('--batch', type=int, default=64)
+  parser.add_argument('--steps', type=int, default=30)
+
+
 def memory_runs(ssd: str, image_size: int, batch: int) -> Dict[str, List[str]]:
   """Flags of `memory.py`'s two runs: {'search': ..., 'train_eval': ...}.
 

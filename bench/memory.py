@@ -21,10 +21,7 @@ import _harness
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--ssd', default='cifar_search')
-  parser.add_argument('--image_size', type=int, default=32)
-  parser.add_argument('--batch', type=int, default=64)
-  parser.add_argument('--steps', type=int, default=30)
+  _harness.memory_arguments(parser)
   args = parser.parse_args()
   runs = _harness.memory_runs(args.ssd, args.image_size, args.batch)
   peak = {}

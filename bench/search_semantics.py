@@ -57,10 +57,7 @@ def run_flags(args) -> dict:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--ssd', default='cifar_search')
-  parser.add_argument('--image_size', type=int, default=32)
-  parser.add_argument('--batch', type=int, default=64)
-  parser.add_argument('--steps', type=int, default=30)
+  _harness.memory_arguments(parser)
   parser.add_argument('--repeats', type=int, default=2)
   args = parser.parse_args()
   flags = run_flags(args)
