@@ -1,7 +1,8 @@
 """Runs one search or train_eval in this process and reports its timings.
 
 Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
-`bench/memory.py`, `bench/engines.py`), each child in a fresh process:
+`bench/memory.py`, `bench/engines.py`, `bench/search_semantics.py`,
+`bench/allocator.py`), each child in a fresh process:
 
   python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON \
       [--noarchitectures] [--nograppler] [--full_grappler]

@@ -23,10 +23,12 @@ def child_env() -> Dict[str, str]:
 
 
 def run_child(kind: str, flags: List[str], stop_after: int,
-              timeout: float, options: Sequence[str] = ()) -> Optional[dict]:
+              timeout: float, options: Sequence[str] = (),
+              env: Optional[Dict[str, str]] = None) -> Optional[dict]:
   """Runs `kind` ('search' or 'train_eval') until `stop_after` steps.
 
-  `options` go to `_child.py` before its flags (e.g. '--noarchitectures').
+  `options` go to `_child.py` before its flags (e.g. '--noarchitectures');
+  `env` adds to the child's environment (e.g. `LD_PRELOAD`).
 
   Returns the child's record (see `_child.py`) plus `process_s` (seconds of
   the whole process as the parent saw it), or None when it ran past
@@ -48,7 +50,8 @@ def run_child(kind: str, flags: List[str], stop_after: int,
   start = time.time()
   try:
     done = subprocess.run(command, capture_output=True, text=True,
-                          env=child_env(), timeout=timeout, check=False)
+                          env=dict(child_env(), **(env or {})),
+                          timeout=timeout, check=False)
   except subprocess.TimeoutExpired:
     return None
   if not os.path.exists(output):
