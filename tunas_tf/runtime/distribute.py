@@ -404,12 +404,17 @@ _REWRITES_OFF = {
 }
 
 
+def _call_config(
+    options: context.FunctionCallOptions) -> config_pb2.ConfigProto:
+  """A copy of the session config in function call `options`."""
+  return config_pb2.ConfigProto.FromString(options.config_proto_serialized)
+
+
 def rewrite_options() -> rewriter_config_pb2.RewriterConfig:
   """The Grappler config a `tf.function` first called now, in this thread,
   is optimised with."""
-  config = config_pb2.ConfigProto.FromString(
-      context.context().function_call_options.config_proto_serialized)
-  return config.graph_options.rewrite_options
+  return _call_config(
+      context.context().function_call_options).graph_options.rewrite_options
 
 
 @contextlib.contextmanager
@@ -430,8 +435,7 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
   if rewrites:
     # This thread's options, rebuilt with the experimental options just set.
     options = ctx.function_call_options
-    config = config_pb2.ConfigProto.FromString(
-        options.config_proto_serialized)
+    config = _call_config(options)
     for rewrite in rewrites:
       rewrite(config.graph_options.rewrite_options)
     ctx.function_call_options = context.FunctionCallOptions(
