@@ -123,6 +123,12 @@ def data_flags(image_size: int) -> List[str]:
           '--nodownload', f'--image_size={image_size}', '--num_classes=10']
 
 
+# The search without the op and filter warm-ups: every step samples one
+# architecture, as after the warm-up.
+NO_WARMUP = ['--increase_ops_warmup_steps_fraction=0',
+             '--increase_filters_warmup_steps_fraction=0']
+
+
 def memory_arguments(parser) -> None:
   """`memory_runs`' arguments (and `--steps`) on an argparse parser."""
   parser.add_argument('--ssd', default='cifar_search')

@@ -9,12 +9,12 @@ search samples another architecture every step, so its tensors change size
 from step to step, and glibc's allocator keeps what it freed. This runs the
 search (sampled mode, op and filter warm-ups off, as after the warm-up) and
 `train_eval` of the widest architecture (`memory.py`'s runs otherwise) as
-fresh processes (`bench/_child.py`, CPU only) under each allocator found on
-the machine (`LD_PRELOAD` of Debian's `libjemalloc2` and
-`libgoogle-perftools4` libraries; glibc always), `--repeats` interleaved
-rounds, each stopped after `--steps` steps. Each run prints its first step's
-end (s since process start), the median step after the first 10 and its
-peak RSS. The last line holds, per allocator, the medians over the rounds of
+fresh processes (`bench/_child.py`, the Estimator engine, CPU only) under
+each allocator found on the machine (`LD_PRELOAD` of Debian's
+`libjemalloc2` and `libgoogle-perftools4` libraries; glibc always),
+`--repeats` interleaved rounds, each stopped after `--steps` steps. Each
+run prints its first step's end (s since process start), the median step
+after the first 10 and its peak RSS. The last line holds, per allocator, the medians over the rounds of
 the search's figures and the two ratios to train_eval under the same
 allocator: `<alloc>_first_s=<f> <alloc>_step_s=<f> <alloc>_rss_mb=<f>
 <alloc>_startup_ratio=<f> <alloc>_memory_ratio=<f> ...`.
@@ -32,8 +32,6 @@ _LIBRARIES = {
     'jemalloc': '/usr/lib/x86_64-linux-gnu/libjemalloc.so.2',
     'tcmalloc': '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4',
 }
-_NO_WARMUP = ['--increase_ops_warmup_steps_fraction=0',
-              '--increase_filters_warmup_steps_fraction=0']
 
 
 def allocators() -> dict:
@@ -52,7 +50,10 @@ def main() -> None:
   parser.set_defaults(steps=80)
   args = parser.parse_args()
   runs = _harness.memory_runs(args.ssd, args.image_size, args.batch)
-  runs['search'] = runs['search'] + _NO_WARMUP
+  # The Estimator's hook times every step (where TF has no Estimator the
+  # children say so in one line).
+  runs['search'] = runs['search'] + _harness.NO_WARMUP
+  runs = {kind: flags + ['--engine=estimator'] for kind, flags in runs.items()}
   figures = {}
   for round_index in range(args.repeats):
     for name, env in allocators().items():

@@ -70,9 +70,8 @@ _OPTIONS = {'estimator': ['--noarchitectures'], 'distribute': [],
 def search_flags(args, engine: str, replicas: int) -> List[str]:
   """The search's flags for one run."""
   return [f'--ssd={args.ssd}', f'--train_batch_size={args.batch}',
-          '--supernet_mode=sampled', '--max_steps=100000',
-          '--increase_ops_warmup_steps_fraction=0',
-          '--increase_filters_warmup_steps_fraction=0',
+          '--supernet_mode=sampled', '--max_steps=100000'
+         ] + _harness.NO_WARMUP + [
           '--log_every_steps=100000', '--save_checkpoints_steps=100000',
           f'--tpu_iterations_per_loop={args.loop}',
           f'--engine={engine.split("-")[0]}', f'--replicas={replicas}'

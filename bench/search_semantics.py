@@ -38,8 +38,6 @@ import statistics
 import _harness
 
 _RUNS = ('train_eval', 'search', 'search-nowarmup', 'search-nowarmup-val1')
-_NO_WARMUP = ['--increase_ops_warmup_steps_fraction=0',
-              '--increase_filters_warmup_steps_fraction=0']
 
 
 def run_flags(args) -> dict:
@@ -49,8 +47,8 @@ def run_flags(args) -> dict:
   return {
       'train_eval': ('train_eval', runs['train_eval']),
       'search': ('search', search),
-      'search-nowarmup': ('search', search + _NO_WARMUP),
-      'search-nowarmup-val1': ('search', search + _NO_WARMUP + [
+      'search-nowarmup': ('search', search + _harness.NO_WARMUP),
+      'search-nowarmup-val1': ('search', search + _harness.NO_WARMUP + [
           '--rl_batch_size_multiplier=1']),
   }
 

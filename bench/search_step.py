@@ -74,9 +74,7 @@ def search_steps(ssd: str, image_size: int, batch: int, mode: str,
   """
   flags = ([f'--preprocessing={preprocessing}'] if preprocessing else []) + [
       '--engine=estimator', f'--ssd={ssd}', f'--train_batch_size={batch}',
-      f'--supernet_mode={mode}', '--max_steps=100000',
-      '--increase_ops_warmup_steps_fraction=0',
-      '--increase_filters_warmup_steps_fraction=0',
+      f'--supernet_mode={mode}', '--max_steps=100000'] + _harness.NO_WARMUP + [
       '--log_every_steps=100000', '--save_checkpoints_steps=100000',
       '--tpu_iterations_per_loop=100'] + _harness.data_flags(image_size)
   record = _harness.run_child('search', flags, warmup + steps, 3600)

@@ -72,7 +72,7 @@ def main() -> None:
   config = train_search.config_from_flags(_flags(args.ssd, batch), info)
   rng = np.random.default_rng(0)
   millis, counts, walls = collections.Counter(), collections.Counter(), []
-  kernel_millis = collections.Counter()
+  type_millis = collections.Counter()  # By op type whatever the key.
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()
 
@@ -109,15 +109,12 @@ def main() -> None:
                    '/'.join(node.node_name.split('/')[:args.depth]))
             millis[key] += node.all_end_rel_micros / 1e3 / args.steps
             counts[key] += 1 / args.steps
-            if args.by == 'scope':  # The kernels' share, by op type.
-              kernel_millis[op_type] += (node.all_end_rel_micros / 1e3 /
-                                         args.steps)
+            type_millis[op_type] += node.all_end_rel_micros / 1e3 / args.steps
   print(f'{"op type" if args.by == "type" else "name scope":46s} '
         f'{"ms/step":>8s} {"ops/step":>9s}')
   for op_type, ms in millis.most_common(args.top):
     print(f'{op_type:46s} {ms:8.2f} {counts[op_type]:9.0f}')
-  kernels = sum(ms for t, ms in (millis if args.by == 'type'
-                                 else kernel_millis).items()
+  kernels = sum(ms for t, ms in type_millis.items()
                 if any(k in t for k in _KERNELS))
   print(f'step_s={statistics.median(walls):.4f} '
         f'ops_per_step={sum(counts.values()):.0f} kernels_ms={kernels:.1f} '
