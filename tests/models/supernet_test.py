@@ -401,6 +401,55 @@ class CompilationTest(tf.test.TestCase):
     self.assertGreater(regularizer, 0.0)
 
 
+  def test_a_call_after_an_update_reads_the_updated_weights(self):
+    # The search step's order: the training forward, an update of the
+    # weights, then the validation forward on the same sample under a control
+    # dependency on the update. Every weight the validation forward reads must
+    # be the updated one, also inside the skippable layers' conds: lowered to
+    # Switch/Merge in a TF1 graph (the Estimator's), a cond runs a branch's
+    # variable reads as soon as its predicate is known, so a predicate
+    # shared with the training forward would not wait for the update (it
+    # did not, from 33ac2da to the fix). In a `tf.function` (the distribute
+    # engine's), automatic control dependencies order the cond too. The op
+    # warm-up's sample runs the skippable layers' bottlenecks (and, in their
+    # conds, the mixture cases).
+    spec = mobile.get_search_space('digits_search')
+    _, eager_images, samples = self._setup('sampled', spec)
+    masks = samples[-1]
+    self.assertLen([p for p in masks if p.endswith('/layers/1/layer')], 2)
+    images = eager_images.numpy()
+
+    def step(net, sampled):
+      """The validation logits after one update (lr 1) of the weights."""
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(net(sampled, images, training=True)))
+      grads = tape.gradient(loss, net.trainable_variables)
+      update = tf.group([v.assign_sub(g) for v, g in
+                         zip(net.trainable_variables, grads) if g is not None])
+      with tf.control_dependencies([update]):
+        return net(sampled, images, training=False)
+
+    for mode in ('sampled', 'masked'):
+      with tf.Graph().as_default():
+        net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
+        sampled = sampled_specs.attach(spec, masks, tf.constant)
+        validation = step(net, sampled)
+        plain = net(sampled, images, training=False)
+        with tf.compat.v1.Session() as session:
+          session.run(tf.compat.v1.global_variables_initializer())
+          before = session.run(plain)
+          got = session.run(validation)  # Runs the update first.
+          after = session.run(plain)
+      # The update moves the logits by far more than 1e-3; the same ops on
+      # the same values agree to rounding.
+      self.assertGreater(np.abs(after - before).max(), 1e-3)
+      self.assertAllClose(got, after, atol=1e-6, rtol=0, msg=mode)
+    net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
+    traced = tf.function(lambda m: step(net, sampled_specs.attach(spec, m)))
+    got = traced({k: tf.constant(v) for k, v in masks.items()})
+    after = net(sampled_specs.attach(spec, masks), images)
+    self.assertAllClose(got, after, atol=1e-6, rtol=0)
+
   def test_masks_of_unknown_length_in_a_graph(self):
     # Masks fed through [None] placeholders: the supernet fixes their length
     # from the spec and gives what the same masks as constants give.

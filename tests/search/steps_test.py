@@ -207,6 +207,9 @@ class StepsTest(absltest.TestCase):
       self.assertLen(apply_ops, len(model.grads))
       for op in apply_ops:
         self.assertEqual(_reachable(op, grad_ops), grad_ops, op.name)
+      # Necessary, not sufficient: the reads inside the supernet's lowered
+      # conds wait only through their predicates (supernet_test's
+      # test_a_call_after_an_update_reads_the_updated_weights runs it).
       self.assertTrue(
           _reachable(accuracy.op, {model.train_op.name}),
           'validation accuracy does not wait for the model update')

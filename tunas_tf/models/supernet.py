@@ -257,7 +257,10 @@ class Supernet(tf.Module):
     In a graph, the calls of one replica on the same `sampled_spec` object
     (the search step's training forward, its regulariser and its
     validation forward) share one resolution: the same mask, entry, width
-    and slice-bound tensors, built once.
+    and slice-bound tensors, built once. The predicates and indices of the
+    call's control flow are made in the call from them (`nodes.Switch`), so
+    a call under control dependencies (the validation forward's, on the
+    weight update) reads every weight after them, in conds too.
     """
     if tf.executing_eagerly():
       return self._resolve(sampled_spec, training, dropout_seed)

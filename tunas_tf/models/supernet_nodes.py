@@ -469,6 +469,9 @@ class Switch(Node):
     # Any other mask (the warm-up's uniform one) takes the last case, the
     # mask-weighted sum of all live branches, without conds (a cond per
     # branch there doubled the gradient's build time).
+    # The index is made in this call: like `_in_cond`'s predicate, it is what
+    # makes the cases' variable reads wait for the call's control
+    # dependencies.
     nonzero = tf.not_equal(mask, 0.0)
     one_hot = tf.equal(tf.reduce_sum(tf.cast(nonzero, tf.int32)), 1)
     index = tf.where(one_hot, tf.argmax(mask, output_type=tf.int32),
@@ -503,8 +506,18 @@ class Switch(Node):
     return total
 
   def _in_cond(self, i, x, ctx, entries):
-    """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond)."""
-    return tf.cond(entries.chosen[i],
+    """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond).
+
+    The predicate is made in this call, from the context's shared entry: it
+    carries the call's control dependencies. Lowered to Switch/Merge, a cond
+    runs each branch op as soon as that op's own inputs and the predicate
+    are ready, so the branch's variable reads wait for a dependency of the
+    call (the validation forward's on the weight update) only through the
+    predicate; one shared with an earlier call (the training forward's)
+    would let them read the weights before the update.
+    """
+    chosen = tf.identity(entries.chosen[i])
+    return tf.cond(chosen,
                    lambda: entries.scale[i] * self.branches[i](x, ctx),
                    lambda: self._zeros(x, ctx))
 
