@@ -207,8 +207,10 @@ _SEARCH_ROWS = [
      r'Op warm-up \(6 steps\) is longer than the RL delay \(4 steps\)'),
     ('epochs', ['--epochs=0', _UNSET + '--max_steps'],
      r'--epochs must be > 0, got 0.0$'),
-    ('max_steps', ['--max_steps=0'], r'--max_steps must be > 0, got 0$'),
-    ('batch', ['--train_batch_size=0'], r'--train_batch_size must be > 0'),
+    ('max_steps', ['--max_steps=0'],
+     r'--max_steps must be an integer >= 1, got 0$'),
+    ('batch', ['--train_batch_size=0'],
+     r'--train_batch_size must be an integer >= 1'),
     # Both batches are too big: one line says so, with values that fit.
     ('batch_too_big', ['--train_batch_size=5000'],
      r"--train_batch_size=5000 is more than the 1078 search-train examples "
@@ -235,7 +237,8 @@ _SEARCH_ROWS = [
     ('validation_examples', ['--validation_examples=10'],
      r'--validation_examples: digits has a fixed split'),
     ('use_tpu', ['--use_tpu'], r'--use_tpu needs --tpu=NAME$'),
-    ('replicas_zero', ['--replicas=0'], r'--replicas must be >= 1, got 0$'),
+    ('replicas_zero', ['--replicas=0'],
+     r'--replicas must be an integer >= 1, got 0$'),
     ('replicas_tpu', ['--replicas=2', '--tpu=my-tpu'],
      r'--replicas is for CPU/GPU'),
     ('cost_model', ['--cost_model={root}/no/such.json'], r'no/such.json'),
@@ -297,7 +300,8 @@ _TRAIN_EVAL_ROWS = [
     ('ema', ['--moving_average_decay=1'], r'--moving_average_decay must be'),
     ('warmup', ['--warmup_steps_fraction=1'], r'--warmup_steps_fraction'),
     ('epochs', ['--epochs=0'], r'--epochs must be > 0, got 0.0$'),
-    ('max_steps', ['--max_steps=0'], r'--max_steps must be an integer >= 1, got 0$'),
+    ('max_steps', ['--max_steps=0'],
+     r'--max_steps must be an integer >= 1, got 0$'),
     ('eval_batch', ['--eval_batch_size=0'], r'--eval_batch_size must be'),
     ('batch_too_big', ['--train_batch_size=5000'],
      r"--train_batch_size=5000 is more than the 1437 training examples of "

@@ -18,15 +18,15 @@ _flags.tune_gc()
 # xdist with --no-loadscope-reorder, which keeps this order), they no longer
 # end the run on one worker while the other idles.
 SLOWEST_FIRST = (
+    'tests/search/engines_test.py',
     'tests/search/xla_test.py',
     'tests/search/multiworker_test.py',
-    'tests/search/trainer_replicas_test.py',
-    'tests/search/trainer_xla_test.py',
+    'tests/search/task_replicas_test.py',
+    'tests/search/task_xla_test.py',
     'tests/search/search_test.py',
     'tests/search/replicas_search_test.py',
     'tests/search/demo_test.py',
     'tests/search/engine_choice_test.py',
-    'tests/search/engines_test.py',
     'tests/search/imagenet_recipe_test.py',
     'tests/bad_input_test.py',
     'tests/tools/compare_random_test.py',

@@ -240,7 +240,7 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
   `--tpu` is set, `--engine` to `estimator.default_engine()`.
 
   Raises:
-    ValueError: as `jobs.resolve_use_tpu` and `jobs.JobConfig`.
+    ValueError: as `jobs.JobConfig` (--use_tpu without --tpu among them).
   """
   return jobs.JobConfig(
       model_dir=f.model_dir, dataset=dataset or f.dataset,

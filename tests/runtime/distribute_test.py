@@ -40,16 +40,23 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 _WEIGHT = 'weight/.ATTRIBUTES/VARIABLE_VALUE'
 
 
-class _ToyTrainer:
+class _ToyTask:
   """One weight moved towards 3 by gradient descent, the mean gradient over
   replicas; its loss checked finite in the graph unless `check_in_graph` is
-  False (as on TPU, where XLA drops the assertion), and on the host."""
+  False (as on TPU, where XLA drops the assertion), and on the host. Its
+  batches: `make_dataset(per-replica batch size, start step)` (`_dataset_fn`;
+  by default the global batch [1, 1])."""
 
   finite_scalars = {'toy/loss': 'toy loss'}
+  progress = {'toy/loss': lambda v: f'toy loss {v:.4g}'}
+  decisions = ()
 
-  def __init__(self, learning_rate: float, check_in_graph: bool = True):
+  def __init__(self, learning_rate: float, check_in_graph: bool = True,
+               make_dataset=None, train_batch_size: int = 2):
     self._learning_rate = learning_rate
     self._check_in_graph = check_in_graph
+    self._make_dataset = make_dataset or _dataset_fn([1.0, 1.0])
+    self.train_batch_size = train_batch_size
     self.weight = None
     # The Grappler options in force when `step` was traced: the process's
     # experimental ones and this thread's functions' RewriterConfig.
@@ -73,6 +80,10 @@ class _ToyTrainer:
       self.weight.assign_sub(self._learning_rate * gradient)
     return {'toy/loss': loss, 'toy/weight': self.weight.read_value()}
 
+  def dataset(self, batch_size, pipeline, start_step):
+    del pipeline  # One input pipeline: the replicas take its batches in turn.
+    return self._make_dataset(batch_size, start_step)
+
 
 def _dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
                 started=None):
@@ -80,7 +91,7 @@ def _dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
   split over the replicas; keyed on the step, so a resumed run reads what an
   uninterrupted one would."""
 
-  def dataset_fn(context, start):
+  def dataset_fn(per_replica, start):
     if started is not None:
       started(start)
     batch = tf.constant(features, tf.float32)
@@ -90,7 +101,6 @@ def _dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
              else tf.constant(False))
       return batch * tf.where(bad, float('nan'), 1.0)
 
-    per_replica = context.get_per_replica_batch_size(len(features))
     return (tf.data.Dataset.range(start, 2**62).map(at).unbatch()
             .batch(per_replica))
 
@@ -108,7 +118,7 @@ def _config(model_dir: str, max_steps: int, per_loop: int = 3,
 
 
 def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
-             strategy=None, check_in_graph=True, trainer=None,
+             strategy=None, check_in_graph=True, task=None,
              grappler_off=()):
   """The whole third binary below its entry point, on tf.distribute."""
   path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
@@ -124,8 +134,10 @@ def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
     files.write_config(path, values, plan.stored, run_only)
     step = distribute.train(
         strategy or distribute.strategy_for(config.job),
-        trainer or _ToyTrainer(config.learning_rate, check_in_graph),
-        _dataset_fn(features, nan_from, started(stop) if started else None),
+        task or _ToyTask(
+            config.learning_rate, check_in_graph,
+            _dataset_fn(features, nan_from,
+                        started(stop) if started else None), len(features)),
         job=config.job, max_steps=config.max_steps, stop=stop,
         run_name='the toy run', grappler_off=grappler_off)
     return plan, step
@@ -191,8 +203,8 @@ class ThirdBinaryTest(absltest.TestCase):
               'memory_optimization', 'second_iteration')
     before = tf.config.optimizer.get_experimental_options()
     rewrites_before = distribute.rewrite_options()
-    trainer = _ToyTrainer(0.1)
-    step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), trainer=trainer,
+    trainer = _ToyTask(0.1)
+    step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), task=trainer,
                     grappler_off=passes)[1]
     self.assertEqual(step, 4)
     self.assertEqual({p: trainer.traced_under.get(p) for p in passes[:2]},
@@ -211,8 +223,8 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertEqual(rewrites, rewrites_before)
     self.assertEqual(tf.config.optimizer.get_experimental_options(), before)
     # Without the argument the loop runs under TF's defaults.
-    trainer = _ToyTrainer(0.1)
-    _toy_run(_config(tempfile.mkdtemp(), max_steps=1), trainer=trainer)
+    trainer = _ToyTask(0.1)
+    _toy_run(_config(tempfile.mkdtemp(), max_steps=1), task=trainer)
     self.assertEqual(trainer.traced_under, before)
     self.assertEqual(trainer.rewrites_traced_under, rewrites_before)
 
@@ -289,13 +301,13 @@ class ThirdBinaryTest(absltest.TestCase):
     _toy_run(_config(model_dir, max_steps=3))
     reason = 'Collective ops is aborted by: Connection reset by peer'
 
-    def peer_gone(context, start):
-      del context, start
+    def peer_gone(per_replica, start):
+      del per_replica, start
       raise tf.errors.UnavailableError(None, None, reason)
 
     def train():
       distribute.train(
-          tf.distribute.get_strategy(), _ToyTrainer(0.1), peer_gone,
+          tf.distribute.get_strategy(), _ToyTask(0.1, True, peer_gone),
           job=_config(model_dir, 9).job, max_steps=9,
           stop=preemption.StopRequest(), run_name='the toy run')
 
@@ -311,14 +323,13 @@ class ThirdBinaryTest(absltest.TestCase):
       train()
 
   def test_finite_scalars_must_be_scalars_of_the_step(self):
-    trainer = _ToyTrainer(0.1)
+    trainer = _ToyTask(0.1, True, _dataset_fn([1.0]), 1)
     trainer.finite_scalars = {'toy/lost': 'toy loss'}
     with self.assertRaisesRegex(
-        ValueError, r"^a trainer's finite_scalars \['toy/lost'\] are not "
+        ValueError, r"^a task's finite_scalars \['toy/lost'\] are not "
         'among its scalars$'):
       distribute.train(
-          tf.distribute.get_strategy(), trainer, _dataset_fn([1.0]),
-          job=_config(tempfile.mkdtemp(), 3).job, max_steps=3,
+          tf.distribute.get_strategy(), trainer, job=_config(tempfile.mkdtemp(), 3).job, max_steps=3,
           stop=preemption.StopRequest(), run_name='the toy run')
 
   def test_a_stop_request_ends_after_the_loop_in_flight_and_saves(self):
@@ -346,8 +357,9 @@ class ThirdBinaryTest(absltest.TestCase):
     stop = preemption.StopRequest(lambda: f'{model_dir} was taken over')
     with self.assertRaisesRegex(ValueError, '^.* was taken over$'):
       distribute.train(
-          tf.distribute.get_strategy(), _ToyTrainer(0.1),
-          _dataset_fn([1.0]), job=_config(model_dir, 9).job, max_steps=9,
+          tf.distribute.get_strategy(),
+          _ToyTask(0.1, True, _dataset_fn([1.0]), 1),
+          job=_config(model_dir, 9).job, max_steps=9,
           stop=stop, run_name='the toy run')
     self.assertEqual(_steps(model_dir), [0])  # The initial state only.
 
@@ -462,8 +474,6 @@ class StrategyTest(absltest.TestCase):
   def test_impossible_requests_are_refused_in_one_line(self):
     tpu = dataclasses.replace(self.job, use_tpu=True, tpu='local')
     for job, replica_count, env, message in [
-        (self.job, 0, {}, '--replicas must be positive, got 0'),
-        (tpu, 2, {}, 'on TPU every core is a replica'),
         (tpu, 1, {'TF_CONFIG': '{}'}, 'TF_CONFIG is set and --use_tpu'),
         (self.job, 2, {'TF_CONFIG': '{}'}, 'drop --replicas'),
         (self.job, 1, {'TF_CONFIG': 'x'},

@@ -343,13 +343,14 @@ class SearchConfigTest(parameterized.TestCase):
                      (33, 8))
 
   @parameterized.named_parameters(
-      ('batch', dict(train_batch_size=0), '--train_batch_size must be > 0'),
+      ('batch', dict(train_batch_size=0),
+       '--train_batch_size must be an integer >= 1'),
       ('mode', dict(supernet_mode='x'), "Unknown --supernet_mode 'x'"),
       ('sampling', dict(supernet_sampling='x'),
        "Unknown --supernet_sampling 'x'"),
       ('entropy_schedule', dict(rl_entropy_schedule='x'),
        "Unknown --rl_entropy_schedule 'x'"),
-      ('max_steps', dict(max_steps=0), '--max_steps must be > 0'),
+      ('max_steps', dict(max_steps=0), '--max_steps must be an integer >= 1'),
       ('no_steps', dict(max_steps=None, epochs=0.01),
        'The search has no steps'),
       ('fraction', dict(model_warmup_steps_fraction=-0.1),
@@ -359,7 +360,8 @@ class SearchConfigTest(parameterized.TestCase):
       ('cost_model', dict(cost_model='/no/such.json'), 'no/such.json'),
       ('released', dict(cost_model='released'),
        "No released cost model for search space 'digits_search'"),
-      ('replicas', dict(replicas=0), '--replicas must be >= 1, got 0'),
+      ('replicas', dict(replicas=0),
+       '--replicas must be an integer >= 1, got 0'),
       ('replicas_batch', dict(replicas=5),
        '--train_batch_size=64 does not split across --replicas=5'),
   )

@@ -1,10 +1,19 @@
-"""The two engines take the same step: one step of the Estimator's model_fn
-and one of the distribute engine, from the same checkpoint, agree.
+"""The two engines run the same search: several learning steps of the
+Estimator's model_fn and of the distribute engine, from the same
+checkpoint, agree in every variable and every summary.
 
-One process of its own (TF's kernels, `TF_ENABLE_ONEDNN_OPTS` included, are
-chosen per process) runs the Estimator one step from scratch (model.ckpt-0,
-model.ckpt-1), then the distribute engine one step from a copy of its
-model.ckpt-0. Step 0 is in the op and filter warm-ups, before the RL delay.
+The search's task (`search.task.SearchTask`) is written once; the engines
+are its adapters, and this is where their differences would show. The
+runs: `digits_search` (two skippable layers, whose `tf.cond`s read the
+weights in a TF1 graph only through their predicates: the stale validation
+read of 33ac2da lived there), 6 steps with the controller learning from
+step 0 (no warm-ups, no RL delay, so the reward, the baseline, Adam and the
+sampled architectures all move), a summary every step; in sampled and in
+masked mode, and with two replicas. The Estimator runs each from scratch
+(model.ckpt-0, model.ckpt-6); the distribute engine runs from a copy of its
+model.ckpt-0. Processes of their own (op determinism and the CPU split for
+two replicas are process-wide): one for the Estimator's three runs, one for
+the distribute engine's single-replica runs, one for its two replicas.
 """
 
 import glob
@@ -16,78 +25,103 @@ import tempfile
 import textwrap
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tunas_tf.runtime import distribute
+from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume
-from tunas_tf.runtime import summaries
 from tunas_tf.search import runner
-from tunas_tf.search import trainer as trainer_lib
-from tunas_tf.search_space import mobile
-from tunas_tf.search_space import ops
-from tunas_tf.search_space import schema
+from tunas_tf.search import task as task_lib
 from tests.testing import searches
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_FLAGS = ('--max_steps=20', '--train_batch_size=16',
-          '--tpu_iterations_per_loop=1', '--save_checkpoints_steps=1')
+_STEPS = 6
+# A validation batch of 4 x 64 images and a peak model learning rate of 1
+# (4 x 64 / 256): weights that move enough in a step for a stale read of
+# them to change the validation accuracy (with 16 images and the default
+# rate, 33ac2da's stale read changed nothing in 8 steps).
+_FLAGS = (f'--max_steps={_STEPS}', '--train_batch_size=64',
+          '--model_learning_rate=4', '--tpu_iterations_per_loop=1',
+          f'--save_checkpoints_steps={_STEPS}',
+          '--rl_delay_steps_fraction=0', '--rl_learning_rate=1.0',
+          '--increase_ops_warmup_steps_fraction=0',
+          '--increase_filters_warmup_steps_fraction=0', '--deterministic')
+# The runs, by name: their flags beyond _FLAGS.
+RUNS = {'sampled': (), 'masked': ('--supernet_mode=masked',),
+        'two_replicas': ('--replicas=2',)}
 
 # Tolerance of |estimator - distribute| <= _ATOL + _RTOL * |estimator|, for
 # float32 (unit roundoff u = 2^-24 = 6e-8). The engines run the same ops
 # with other kernels and fusions (a TF1 graph without Grappler; a
 # tf.function with it), so sums are taken in other orders: a sum of n terms
 # then differs by up to ~n u relative (worst case), ~sqrt(n) u typically.
-# The largest sums here run over a batch's 16 x 8 x 8 = 1024 positions:
-# <= 6e-5 of a gradient, i.e. <= 6e-7 of a weight's move (<= 1e-2 here),
-# under _ATOL; values of order 1 (a loss, a log-prob of -21, RMSProp's mean
-# square near 1) are rounded to within _RTOL = 1e-5 (~170 u). Seen on this
-# machine: <= 1.2e-7 on the variables (one ulp of 1), <= 4e-9 on the
-# summaries. The data-order bug this guards against put 5e-3 between the
-# engines' classifier weights.
+# The largest sums here run over a batch's 64 x 8 x 8 = 4096 positions:
+# <= 2.4e-4 of a gradient relative (worst case), ~4e-6 typically, of a
+# weight's move; values of order 1 (a loss, a log-prob, RMSProp's mean
+# square near 1, Adam's moments) are rounded to within _RTOL = 1e-5 (~170 u).
+# Seen: 0 (bitwise) on a Zen 4 EPYC under oneDNN's kernels, every run. The
+# stale validation read of 33ac2da put whole images of accuracy
+# (1/256 = 3.9e-3) between the engines from step 0; a data-order bug put
+# 5e-3 between the classifier weights.
 _RTOL, _ATOL = 1e-5, 1e-6
 
 
-def _decisions():
-  spec = mobile.get_search_space('digits_search')
-  return [(path, ops.choice_labels(oneof.choices))
-          for path, oneof in schema.flatten_with_paths(spec)]
+def _config(model_dir: str, run: str, *extra: str):
+  return searches.search_config(model_dir, *_FLAGS, *RUNS[run], *extra)
 
 
-def run_both(root: str) -> None:
-  """`root`/estimator: the Estimator's step 0; `root`/distribute: the
-  distribute engine's, from the Estimator's model.ckpt-0."""
-  estimator_dir = os.path.join(root, 'estimator')
-  distribute_dir = os.path.join(root, 'distribute')
-  config = searches.search_config(estimator_dir, *_FLAGS)
-  runner.make_estimator(config).train(runner.make_input_fn(config),
-                                      max_steps=1)
-  os.makedirs(distribute_dir)
-  for path in glob.glob(os.path.join(estimator_dir, 'model.ckpt-0.*')):
-    shutil.copy(path, distribute_dir)
-  with open(os.path.join(distribute_dir, 'checkpoint'), 'w') as f:
-    f.write('model_checkpoint_path: "model.ckpt-0"\n')
-  config = searches.search_config(distribute_dir, '--engine=distribute',
-                                  *_FLAGS)
-  decisions = _decisions()
-  step = distribute.train(
-      tf.distribute.get_strategy(), trainer_lib.SearchTrainer(config),
-      trainer_lib.make_dataset_fn(config), job=config.job, max_steps=1,
-      stop=preemption.StopRequest(), run_name='the search',
-      summaries=lambda values, step: summaries.write_probabilities(
-          decisions, values.__getitem__, step),
-      grappler_off=runner.distribute_grappler_off())  # As the search.
-  assert step == 1, step
+def estimator_runs(root: str) -> None:
+  """`root`/`run`/estimator for every run of `RUNS`, from scratch."""
+  estimator_lib.use_determinism(_config(root, 'sampled').job)
+  for run in RUNS:
+    config = _config(os.path.join(root, run, 'estimator'), run)
+    runner.make_estimator(config).train(runner.make_input_fn(config),
+                                        max_steps=_STEPS)
+
+
+def distribute_runs(root: str, runs: str) -> None:
+  """`root`/`run`/distribute for each comma-separated run, from a copy of
+  the Estimator's model.ckpt-0."""
+  runs = runs.split(',')
+  first = _config(root, runs[0], '--engine=distribute')
+  strategy = distribute.strategy_for(first.job, first.replicas)  # First.
+  estimator_lib.use_determinism(first.job)
+  for run in runs:
+    target = os.path.join(root, run, 'distribute')
+    os.makedirs(target)
+    for path in glob.glob(os.path.join(root, run, 'estimator',
+                                       'model.ckpt-0.*')):
+      shutil.copy(path, target)
+    with open(os.path.join(target, 'checkpoint'), 'w') as f:
+      f.write('model_checkpoint_path: "model.ckpt-0"\n')
+    config = _config(target, run, '--engine=distribute')
+    step = distribute.train(
+        strategy, task_lib.SearchTask(config), job=config.job,
+        max_steps=_STEPS, stop=preemption.StopRequest(), run_name='the search',
+        grappler_off=runner.distribute_grappler_off())  # As the search.
+    assert step == _STEPS, step
 
 
 _RUN = textwrap.dedent('''
     import sys
     from tests.search import engines_test as t
-    t.run_both(sys.argv[1])
+    if sys.argv[2] == 'estimator':
+      t.estimator_runs(sys.argv[1])
+    else:
+      t.distribute_runs(sys.argv[1], sys.argv[3])
 ''')
+
+
+def _python(root: str, *args: str) -> None:
+  process = subprocess.run(
+      [sys.executable, '-c', _RUN, root, *args], cwd=_ROOT, text=True,
+      capture_output=True, timeout=1200,
+      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+  assert process.returncode == 0, process.stderr[-3000:]
 
 
 def _assert_close(estimator, distribute_, name):
@@ -97,56 +131,70 @@ def _assert_close(estimator, distribute_, name):
 
 @pytest.mark.estimator
 @pytest.mark.numerics
-class EnginesTest(absltest.TestCase):
+class EnginesTest(parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    root = tempfile.mkdtemp()
-    process = subprocess.run(
-        [sys.executable, '-c', _RUN, root], cwd=_ROOT, text=True,
-        capture_output=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
-    assert process.returncode == 0, process.stderr[-3000:]
-    cls.estimator = os.path.join(root, 'estimator')
-    cls.distribute = os.path.join(root, 'distribute')
+    cls.root = tempfile.mkdtemp()
+    _python(cls.root, 'estimator')
+    _python(cls.root, 'distribute', 'sampled,masked')
+    _python(cls.root, 'distribute', 'two_replicas')
 
-  def test_one_step_gives_the_same_variables(self):
+  def _dirs(self, run):
+    return (os.path.join(self.root, run, 'estimator'),
+            os.path.join(self.root, run, 'distribute'))
+
+  @parameterized.named_parameters((run, run) for run in RUNS)
+  def test_every_variable_agrees(self, run):
     """Weights, controller logits, baseline, both optimizers' slots and
     Adam's powers, the global step: every variable of the Estimator's
-    checkpoint, by name."""
-    start = resume.reader(os.path.join(self.estimator, 'model.ckpt-0'))
-    theirs = resume.reader(os.path.join(self.estimator, 'model.ckpt-1'))
-    ours = resume.reader(os.path.join(self.distribute, 'model.ckpt-1'))
+    checkpoint, by name, after 6 steps."""
+    estimator, distribute_ = self._dirs(run)
+    start = resume.reader(os.path.join(estimator, 'model.ckpt-0'))
+    theirs = resume.reader(os.path.join(estimator, f'model.ckpt-{_STEPS}'))
+    ours = resume.reader(os.path.join(distribute_, f'model.ckpt-{_STEPS}'))
     names = sorted(theirs.get_variable_to_shape_map())
     for prefix in ('blocks/', 'classifier/', 'rl_controller/logits/',
                    'rl_baseline/', 'controller_adam/m/', 'controller_adam/v/',
                    'controller_adam/beta2_power'):
       self.assertTrue(any(n.startswith(prefix) for n in names), prefix)
     self.assertTrue(any(n.endswith('/RMSProp_1') for n in names))
-    moved = 0.0
+    self.assertEqual(theirs.get_tensor('global_step'), _STEPS)
+    moved = {'weights': 0.0, 'controller': 0.0}
     for name in names:
       self.assertTrue(ours.has_tensor(name), name)
       value = theirs.get_tensor(name)
       _assert_close(value, ours.get_tensor(name), name)
+      change = np.max(np.abs(value - start.get_tensor(name)))
       if name.startswith(('blocks/', 'classifier/')) and (
           not name.endswith(('/RMSProp', '/RMSProp_1'))):
-        moved = max(moved, np.max(np.abs(value - start.get_tensor(name))))
-    # The step moved the weights far more than the tolerance.
-    self.assertGreater(moved, 1000 * _ATOL)
+        moved['weights'] = max(moved['weights'], change)
+      if name.startswith('rl_controller/'):
+        moved['controller'] = max(moved['controller'], change)
+    # The steps moved the weights and the controller far more than the
+    # tolerance.
+    self.assertGreater(moved['weights'], 1000 * _ATOL)
+    self.assertGreater(moved['controller'], 1000 * _ATOL)
 
-  def test_step_0_writes_the_same_summaries(self):
-    theirs = searches.events(self.estimator)
-    ours = searches.events(self.distribute)
-    at_0 = lambda events: {tag: steps[0] for tag, steps in events.items()
-                           if 0 in steps}
-    theirs, ours = at_0(theirs), at_0(ours)
+  @parameterized.named_parameters((run, run) for run in RUNS)
+  def test_every_summary_agrees(self, run):
+    estimator, distribute_ = self._dirs(run)
+    theirs, ours = searches.events(estimator), searches.events(distribute_)
     self.assertEqual(sorted(ours), sorted(theirs))
     self.assertEqual(set(searches.scalar_tags()) - set(theirs), set())
-    for tag, value in theirs.items():
-      _assert_close(value, ours[tag], tag)
-    self.assertEqual(sorted(searches.images(self.distribute)),
-                     sorted(searches.images(self.estimator)))
+    for tag, values in theirs.items():
+      self.assertEqual(sorted(values), list(range(_STEPS)), tag)
+      self.assertEqual(sorted(ours[tag]), list(range(_STEPS)), tag)
+      for step, value in values.items():
+        _assert_close(value, ours[tag][step], f'{tag} at step {step}')
+    # The controller learned: the advantage was not 0 throughout.
+    self.assertGreater(max(abs(v) for v in
+                           theirs['rlcontroller/advantage'].values()), 1e-3)
+    theirs, ours = searches.images(estimator), searches.images(distribute_)
+    self.assertEqual(sorted(ours), sorted(theirs))
+    for tag, values in theirs.items():
+      self.assertEqual(sorted(ours[tag]), sorted(values), tag)
 
 
 if __name__ == '__main__':

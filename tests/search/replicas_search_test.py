@@ -121,7 +121,7 @@ class BadReplicasTest(absltest.TestCase):
 
   def test_refused_in_one_line_with_nothing_written(self):
     for args, message in (
-        (['--replicas=0'], '--replicas must be >= 1, got 0'),
+        (['--replicas=0'], '--replicas must be an integer >= 1, got 0'),
         (['--replicas=2', '--tpu=my-tpu'],
          '--replicas is for CPU/GPU: on TPU the replica count comes from'),
         (['--replicas=1', '--tpu=my-tpu'], '--replicas is for CPU/GPU'),

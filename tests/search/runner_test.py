@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import runner
+from tunas_tf.search import task as task_lib
 from tests.testing import searches
 
 
@@ -21,14 +22,14 @@ class ProgressLineTest(absltest.TestCase):
     config = searches.search_config(tempfile.mkdtemp())
     target = config.rl_cost_model_target
     self.assertEqual(config.cost_model, 'macs')
-    text = runner._cost_text(target * 0.97, config)  # pylint: disable=protected-access
+    text = task_lib.cost_text(target * 0.97, config)
     self.assertEqual(text, f'cost {target * 0.97:,.0f} MACs (target '
                            f'{target:,.0f}, -3%)')
 
   def test_large_costs_are_written_out_in_thousands(self):
     config = searches.search_config(tempfile.mkdtemp(),
                                     '--rl_cost_model_target=2685375')
-    self.assertEqual(runner._cost_text(2248370.4, config),  # pylint: disable=protected-access
+    self.assertEqual(task_lib.cost_text(2248370.4, config),
                      'cost 2,248,370 MACs (target 2,685,375, -16%)')
 
 

@@ -448,7 +448,7 @@ class CommandLineTest(absltest.TestCase):
          'rl_reward_function is'),
         (['--max_steps=8', '--cost_model=/no/such.json'], 'no/such.json'),
         (['--max_steps=8', '--epochs=0', '--max_steps=0'],
-         '--max_steps must be > 0'),
+         '--max_steps must be an integer >= 1'),
     ):
       line = searches.refusal_line(f'--model_dir={model_dir}',
                                    '--train_batch_size=16', *args)

@@ -1,4 +1,7 @@
-"""Tests for the model_fn helpers in `search/steps.py`, in a TF1 graph."""
+"""Tests for the search step's pieces in `search/steps.py`, in a TF1 graph.
+
+The engines increment the global step after a step; `_then_increment` does
+it here as they do."""
 
 import tempfile
 from unittest import mock
@@ -15,6 +18,7 @@ from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import guards
+from tunas_tf.runtime import replicas
 from tunas_tf.runtime import summaries as summaries_lib
 from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
@@ -51,14 +55,36 @@ def _reachable(start, target_names):
   return found
 
 
+def _then_increment(global_step, train_op):
+  """`train_op`, then the global step's increment (as an engine does)."""
+  with tf.control_dependencies([train_op]):
+    return global_step.assign_add(1).op
+
+
+def _controller_step(dist_info, advantage, global_step, config):
+  """`controller_train_op` with a new Adam, its train op then incrementing
+  the global step."""
+  controller = steps.controller_train_op(
+      dist_info, advantage, global_step, config,
+      steps.make_controller_adam(dist_info.controller))
+  return controller._replace(
+      train_op=_then_increment(global_step, controller.train_op))
+
+
+def _sample(spec, p_ops, p_filters, seed=None):
+  """`sample_architecture` from a new controller."""
+  return steps.sample_architecture(spec, p_ops, p_filters,
+                                   steps.make_controller(spec), seed=seed)
+
+
 def _sampling_step(spec, config, seed):
   """(global step, masks, controller train op) of a one-replica graph."""
   global_step = tf.compat.v1.train.get_or_create_global_step()
   p_ops, p_filters = steps.warmup_probabilities(global_step, config)
-  sampled, dist_info = steps.sample_architecture(
-      spec, p_ops, p_filters, seed=steps.sample_seed(seed, global_step))
-  controller = steps.controller_train_op(dist_info, tf.constant(1.0),
-                                         global_step, config)
+  sampled, dist_info = _sample(spec, p_ops, p_filters,
+                               seed=steps.sample_seed(seed, global_step))
+  controller = _controller_step(dist_info, tf.constant(1.0), global_step,
+                                config)
   masks = [oneof.mask for oneof in schema.flatten(sampled)]
   return global_step, masks, controller.train_op
 
@@ -70,11 +96,26 @@ def _digits_controller(config, reward):
   """
   spec = mobile.get_search_space('digits_search')
   global_step = tf.compat.v1.train.get_or_create_global_step()
-  _, dist_info = steps.sample_architecture(spec, tf.constant(0.0),
-                                           tf.constant(0.0))
-  controller = steps.controller_train_op(dist_info, tf.constant(reward),
-                                         global_step, config)
+  _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
+  controller = _controller_step(dist_info, tf.constant(reward), global_step,
+                                config)
   return global_step, dist_info, controller
+
+
+def _reward(accuracy, cost, config):
+  """`reward_and_advantage` with a new baseline, at the graph's step."""
+  return steps.reward_and_advantage(
+      accuracy, cost, config, tf.compat.v1.train.get_or_create_global_step(),
+      steps.make_baseline(config))
+
+
+def _model_step(net, sampled, images, labels, global_step, config):
+  """`supernet_train_op` with a new `model_optimizer`."""
+  optimizer = steps.model_optimizer(
+      steps.model_learning_rate(global_step, config), config)
+  return steps.supernet_train_op(net, sampled, images, labels, global_step,
+                                 config,
+                                 replicas.averaging_optimizer(optimizer))
 
 
 def _same(masks, other):
@@ -123,8 +164,8 @@ class StepsTest(absltest.TestCase):
     with tf.Graph().as_default():
       global_step = tf.compat.v1.train.get_or_create_global_step()
       p_ops, p_filters = steps.warmup_probabilities(global_step, uniform)
-      sampled, dist_info = steps.sample_architecture(
-          spec, p_ops, p_filters, seed=steps.sample_seed(7, global_step))
+      sampled, dist_info = _sample(spec, p_ops, p_filters,
+                                   seed=steps.sample_seed(7, global_step))
       # The original trains what the controller sampled: the same masks.
       self.assertIs(steps.training_architecture(
           spec, sampled, p_ops, p_filters, global_step, original), sampled)
@@ -165,7 +206,7 @@ class StepsTest(absltest.TestCase):
     with tf.Graph().as_default():
       acc = tf.compat.v1.placeholder(tf.float32, [])
       cost = tf.compat.v1.placeholder(tf.float32, [])
-      rl = steps.reward_and_advantage(acc, cost, config)
+      rl = _reward(acc, cost, config)
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         first = sess.run(rl, {acc: 0.5, cost: 150.0})
@@ -190,13 +231,11 @@ class StepsTest(absltest.TestCase):
     spec = mobile.get_search_space('digits_search')
     with tf.Graph().as_default():
       global_step = tf.compat.v1.train.get_or_create_global_step()
-      sampled, dist_info = steps.sample_architecture(
-          spec, tf.constant(0.0), tf.constant(0.0))
+      sampled, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
       net = supernet_lib.Supernet(spec, 10, input_channels=1)
       images = tf.zeros([4, 8, 8, 1])
       labels = tf.one_hot([0, 1, 2, 3], 10)
-      model = steps.supernet_train_op(net, sampled, images, labels,
-                                      global_step, config)
+      model = _model_step(net, sampled, images, labels, global_step, config)
       accuracy = steps.validation_accuracy(net, sampled, images, labels,
                                            model.train_op, model.grads,
                                            use_barrier=True)
@@ -213,10 +252,9 @@ class StepsTest(absltest.TestCase):
       self.assertTrue(
           _reachable(accuracy.op, {model.train_op.name}),
           'validation accuracy does not wait for the model update')
-      rl = steps.reward_and_advantage(accuracy, None,
-                                      _config('--noenable_cost_model'))
-      controller = steps.controller_train_op(dist_info, rl.advantage,
-                                             global_step, config)
+      rl = _reward(accuracy, None, _config('--noenable_cost_model'))
+      controller = _controller_step(dist_info, rl.advantage, global_step,
+                                    config)
       # The controller step reads the accuracy, hence the updated weights.
       self.assertTrue(_reachable(controller.train_op,
                                  {model.train_op.name}))
@@ -243,12 +281,10 @@ class StepsTest(absltest.TestCase):
       global_step = tf.compat.v1.train.get_or_create_global_step()
       net = TinyNet()
       images = tf.compat.v1.placeholder(tf.float32, [4, 8, 8, 1])
-      model = steps.supernet_train_op(net, None, images,
-                                      tf.one_hot([0, 1, 2, 3], 10),
-                                      global_step, _config())
+      model = _model_step(net, None, images, tf.one_hot([0, 1, 2, 3], 10),
+                          global_step, _config())
       accuracy = tf.compat.v1.placeholder(tf.float32, [])
-      rl = steps.reward_and_advantage(accuracy, None,
-                                      _config('--noenable_cost_model'))
+      rl = _reward(accuracy, None, _config('--noenable_cost_model'))
       state = [v for v in tf.compat.v1.global_variables()
                if v.name.startswith(('kernel', 'rl_baseline/'))]
       self.assertLen(state, 5)  # The kernel, its 2 RMSProp slots, the EMA.
@@ -271,7 +307,7 @@ class StepsTest(absltest.TestCase):
         self.assertFalse(np.array_equal(sess.run(net.kernel), before[0]))
     self.assertIsNone(guards.non_finite_failure(ValueError('other')))
 
-  def test_controller_frozen_during_delay_and_single_increment(self):
+  def test_controller_frozen_during_delay(self):
     config = _config('--rl_learning_rate=10.0')  # Delay 10 of 40 steps.
     with tf.Graph().as_default():
       global_step, dist_info, controller = _digits_controller(config, 1.0)
@@ -373,9 +409,7 @@ class StepsTest(absltest.TestCase):
   def test_summary_scalars_tag_logits_only_when_asked(self):
     with tf.Graph().as_default():
       spec = mobile.get_search_space('digits_search')
-      sampled, dist_info = steps.sample_architecture(
-          spec, tf.constant(0.0), tf.constant(0.0))
-      del sampled
+      _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
       step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
                        regularization_loss=tf.constant(0.0),
                        learning_rate=tf.constant(0.1))
@@ -437,13 +471,15 @@ class ReplicatedStepsTest(absltest.TestCase):
     global_step = tf.compat.v1.train.get_or_create_global_step()
 
     def replica_step(i):
+      with replicas.identical_variables():
+        controller = steps.make_controller(spec)
       sampled, dist_info = steps.sample_architecture(
-          spec, tf.constant(0.0), tf.constant(0.0),
+          spec, tf.constant(0.0), tf.constant(0.0), controller,
           seed=steps.sample_seed(5, global_step))
       accuracy = tf.constant(0.25 * (i + 1))  # Replica i's own reward.
-      rl = steps.reward_and_advantage(accuracy, None, config)
-      controller = steps.controller_train_op(dist_info, rl.advantage,
-                                             global_step, config)
+      rl = _reward(accuracy, None, config)
+      controller = _controller_step(dist_info, rl.advantage, global_step,
+                                    config)
       variables = dist_info.controller.trainable_variables
       # The same gradients as the step's (the hand computation's input).
       grads = controller_optimizer.gradients(controller.empirical_loss,

@@ -20,7 +20,7 @@ from tunas_tf.train_eval import trainer as trainer_lib
 @pytest.mark.estimator
 class EnginesAgreeTest(absltest.TestCase):
   """`runs.PINNED` one step on each engine, on the same batch (the engines'
-  data orders differ: `trainer.make_dataset_fn`), with dropout, path
+  data orders differ: `trainer.TrainEvalTrainer.dataset`), with dropout, path
   dropout, L2 and an EMA; then each evaluated."""
 
   @classmethod
@@ -43,8 +43,8 @@ class EnginesAgreeTest(absltest.TestCase):
 
     cls.dirs, cls.metrics, cls.args = {}, {}, args
     with mock.patch.object(data, 'make_input_fn', make_input_fn), \
-        mock.patch.object(trainer_lib, 'make_dataset_fn',
-                          lambda config: lambda context, start: batches()):
+        mock.patch.object(trainer_lib.TrainEvalTrainer, 'dataset',
+                          lambda self, *args: batches()):
       for engine in ('estimator', 'distribute'):
         cls.dirs[engine] = os.path.join(root, engine)
         cls.metrics[engine] = runner.run(runs.config(

@@ -3,13 +3,13 @@
 `strategy_for(job, replicas)` picks the strategy: one device, a
 `MirroredStrategy` over `replicas` GPUs or CPU devices, a
 `MultiWorkerMirroredStrategy` under `TF_CONFIG`, a `TPUStrategy` on TPU.
-`train(strategy, trainer, dataset_fn, ...)` resumes from the newest
-checkpoint and runs a `Trainer`'s per-replica step to `max_steps`,
-`job.tpu_iterations_per_loop` steps per `tf.function` call; between calls
-it writes the mean scalars (at the Estimator's steps), logs, saves
-`model.ckpt-N` and acts on a stop request, under the guards every run has
-(a NaN stops it in one line). Of several workers only the chief writes
-into the model directory.
+`train(strategy, task, ...)` resumes from the newest checkpoint and runs a
+`runtime.task.Task`'s per-replica step to `max_steps`,
+`job.tpu_iterations_per_loop` steps per `tf.function` call, incrementing the
+global step after each; between calls it writes the first replica's scalars
+(at the Estimator's steps), logs, saves `model.ckpt-N` and acts on a stop
+request, under the guards every run has (a NaN stops it in one line). Of
+several workers only the chief writes into the model directory.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
-                    Protocol, Sequence, Tuple)
+                    Sequence, Tuple)
 
 from absl import logging
 import tensorflow as tf
@@ -32,6 +32,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
 # pylint: enable=g-direct-tensorflow-import
 
+from tunas_tf.data import streams
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
@@ -41,42 +42,46 @@ from tunas_tf.runtime import hooks
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas as replicas_lib
 from tunas_tf.runtime import resume as resume_lib
+from tunas_tf.runtime import summaries as summaries_lib
+from tunas_tf.runtime import task as task_lib
 from tunas_tf.runtime.jobs import JobConfig
 
 # Checkpoints are `model.ckpt-N`, as the Estimator names them.
 CHECKPOINT_NAME = 'model.ckpt'
 # (input context, global step the run starts at) -> per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-# (one step's scalars by name, its step) -> writes more summaries from them
-# (under the run's default summary writer).
-Summaries = Callable[[Mapping[str, float], int], None]
 
 
-class Trainer(Protocol):
-  """What `train` trains: variables made once, and a per-replica step.
+def dataset_fn(task: task_lib.Task, use_tpu: bool) -> DatasetFn:
+  """`task`'s batches as `distribute_datasets_from_function` takes them:
+  each input pipeline (`context.input_pipeline_id` of
+  `context.num_input_pipelines`) yields the per-replica batches of its
+  replicas in turn (`streams.Pipeline`), from the start step on; on TPU
+  HWCN (`task.infeed`)."""
 
-  It may also have `finite_scalars`: {scalar name: what it is}, the scalars
-  of `step` that must stay finite ({'model/loss': 'model loss'}). The loop
-  ends after the first step where one (mean over replicas) is not, and
-  `train` stops in one line (`guards.non_finite_line`), saving nothing: the
-  check `guards.check_finite` makes in the graph, where XLA dropped it.
-  """
+  def make(context: tf.distribute.InputContext, start_step: int
+           ) -> tf.data.Dataset:
+    batch = context.get_per_replica_batch_size(task.train_batch_size)
+    count = context.num_input_pipelines
+    pipeline = streams.Pipeline(context.input_pipeline_id, count,
+                                context.num_replicas_in_sync // count)
+    return task_lib.infeed(task.dataset(batch, pipeline, start_step), use_tpu)
 
-  def build(self) -> Mapping[str, Any]:
-    """Creates every variable; returns the objects to checkpoint, by name.
+  return make
 
-    Called once, under the strategy's scope, before a checkpoint is
-    restored and before the first step. 'global_step' is the loop's.
-    """
 
-  def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """One replica's step on its batch `inputs`; its scalars, by name.
-
-    Runs inside `tf.function` in the strategy's replica context
-    (`runtime.replicas` gives means over replicas). `global_step` (int64)
-    is the step being taken, for `guards.check_finite`, on which every
-    update must depend.
-    """
+def flat_scalars(scalars: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """A step's scalars as scalars only: a vector `name` of k values as
+  `name/0` ... (`summaries.vector_tags`, as the Estimator's host_call
+  writes it)."""
+  flat = {}
+  for name, value in scalars.items():
+    if value.shape.rank == 0:
+      flat[name] = value
+      continue
+    for j, tag in enumerate(summaries_lib.vector_tags(name, value.shape[0])):
+      flat[tag] = value[j]
+  return flat
 
 
 def _split_cpu(count: int) -> None:
@@ -111,19 +116,16 @@ def check_strategy(job: JobConfig, replicas: int = 1) -> None:
   """Refuses what `strategy_for` would, making nothing (call it before
   anything is written).
 
+  `replicas` comes from a run config that checked it (>= 1, and 1 on TPU:
+  `search.config.SearchConfig`).
+
   Raises:
-    ValueError: one line, for `replicas` < 1, `replicas` > 1 on TPU or with
-      `TF_CONFIG`, `TF_CONFIG` on TPU or malformed (`cluster.parse`), or
-      fewer GPUs than `replicas` > 1 asks for.
+    ValueError: one line, for `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG`
+      on TPU or malformed (`cluster.parse`), or fewer GPUs than
+      `replicas` > 1 asks for.
   """
-  if isinstance(replicas, bool) or not isinstance(replicas, int) or (
-      replicas < 1):
-    raise ValueError(f'--replicas must be positive, got {replicas!r}')
   tf_config = os.environ.get(cluster.ENV, '').strip()
   if job.use_tpu:
-    if replicas > 1:
-      raise ValueError(f'--replicas={replicas} is for CPU and GPU: on TPU '
-                       'every core is a replica')
     if tf_config:
       raise ValueError('TF_CONFIG is set and --use_tpu: a TPU finds its '
                        'hosts through --tpu; unset TF_CONFIG')
@@ -194,7 +196,7 @@ class _Progress:
 
 
 class _Run:
-  """A trainer's variables, checkpoint and step loop under a strategy.
+  """A task's variables, checkpoint and step loop under a strategy.
 
   Attributes:
     chief: whether this process writes the run's files (events, checkpoints
@@ -204,16 +206,16 @@ class _Run:
       into a directory of their own that `close` removes.
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, trainer: Trainer,
+  def __init__(self, strategy: tf.distribute.Strategy, task: task_lib.Task,
                job: JobConfig):
-    self.strategy, self._job, self._trainer = strategy, job, trainer
+    self.strategy, self._job, self._task = strategy, job, task
     with strategy.scope():
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name='global_step',
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-      objects = dict(trainer.build())
+      objects = dict(task.build())
     if 'global_step' in objects:
-      raise ValueError("a trainer's checkpointed objects cannot be named "
+      raise ValueError("a task's checkpointed objects cannot be named "
                        "'global_step' (the loop's)")
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
                                            **objects)
@@ -227,7 +229,7 @@ class _Run:
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
     self.names = None  # The step's scalars, in order (once traced).
     self.resumed = False  # Whether `restore` found a checkpoint.
-    self.finite = dict(getattr(trainer, 'finite_scalars', {}))
+    self.finite = dict(task.finite_scalars)
     self.loop = tf.function(self._loop, autograph=False)
 
   def close(self) -> None:
@@ -240,7 +242,7 @@ class _Run:
 
     Raises:
       ValueError: naming the checkpoint, when it cannot be restored into
-        the trainer's objects.
+        the task's objects.
     """
     latest = tf.train.latest_checkpoint(self._job.model_dir)
     self.resumed = latest is not None
@@ -254,9 +256,10 @@ class _Run:
     return int(self.global_step.numpy())
 
   def _replica_step(self, inputs: Any, step: tf.Tensor) -> tf.Tensor:
-    """The trainer's step; its scalars as one vector (names in
-    `self.names`, set when traced)."""
-    scalars = self._trainer.step(inputs, step)
+    """The task's step; its scalars as one vector (names in `self.names`,
+    set when traced)."""
+    scalars = flat_scalars(self._task.step(
+        task_lib.from_infeed(inputs, self._job.use_tpu), step))
     self.names = list(scalars)
     return tf.stack([tf.cast(scalars[name], tf.float32)
                      for name in self.names])
@@ -265,7 +268,7 @@ class _Run:
     """Whether the `finite` scalars among `values` are finite."""
     missing = sorted(set(self.finite) - set(self.names))
     if missing:
-      raise ValueError(f"a trainer's finite_scalars {missing} are not among "
+      raise ValueError(f"a task's finite_scalars {missing} are not among "
                        f'its scalars')
     indices = tf.constant([self.names.index(name) for name in self.finite],
                           tf.int32)  # (Possibly none: all finite.)
@@ -280,37 +283,40 @@ class _Run:
     return None
 
   def _loop(self, iterator, steps: tf.Tensor
-            ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """`steps` steps, or fewer, ending after the first step whose `finite`
-    scalars are not; the scalars (`self.names`, mean over replicas) of the
-    last one, and of the one whose step is a multiple of the summary cadence
-    (`tpu_iterations_per_loop`, as the Estimator's host_call) with its step
-    (-1: none was). The step is traced once: its scalars leave the loop as
-    vectors of a length known only once traced."""
+    scalars are not (on any replica); the scalars (`self.names`) of the
+    last one, first replica's and mean over replicas, and the first
+    replica's of the one whose step is a multiple of the summary cadence
+    (`tpu_iterations_per_loop`) with its step (-1: none was). The first
+    replica's, as the Estimator's host_call (and the original's) write
+    them. The step is traced once: its scalars leave the loop as vectors of
+    a length known only once traced."""
     every = self._job.tpu_iterations_per_loop
 
-    def body(i, last, kept, kept_at, finite):
-      del last, finite
+    def body(i, last, last_mean, kept, kept_at, finite):
+      del last, last_mean, finite
       step = self.global_step.read_value()
-      values = self.strategy.reduce(
-          tf.distribute.ReduceOp.MEAN,
-          self.strategy.run(self._replica_step, args=(next(iterator), step)),
-          axis=None)
+      per_replica = self.strategy.run(self._replica_step,
+                                      args=(next(iterator), step))
+      values = self.strategy.experimental_local_results(per_replica)[0]
+      mean = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica,
+                                  axis=None)
       keep = tf.equal(step % every, 0)
       kept = tf.cond(keep, lambda: values, lambda: kept)
       kept_at = tf.where(keep, step, kept_at)
-      with tf.control_dependencies([values, kept]):
+      with tf.control_dependencies([values, mean, kept]):
         self.global_step.assign_add(1)
-        return (i + 1, tf.identity(values), tf.identity(kept), kept_at,
-                self._all_finite(values))
+        return (i + 1, tf.identity(values), tf.identity(mean),
+                tf.identity(kept), kept_at, self._all_finite(mean))
 
     vector, scalar = tf.TensorShape([None]), tf.TensorShape([])
-    _, last, kept, kept_at, _ = tf.while_loop(
+    _, last, last_mean, kept, kept_at, _ = tf.while_loop(
         lambda i, *rest: tf.logical_and(i < steps, rest[-1]), body,
         (tf.constant(0, tf.int64), tf.zeros([0]), tf.zeros([0]),
-         tf.constant(-1, tf.int64), tf.constant(True)),
-        shape_invariants=(scalar, vector, vector, scalar, scalar))
-    return last, kept, kept_at
+         tf.zeros([0]), tf.constant(-1, tf.int64), tf.constant(True)),
+        shape_invariants=(scalar, vector, vector, vector, scalar, scalar))
+    return last, last_mean, kept, kept_at
 
 
 def _write(writer, values: Mapping[str, float], step: int,
@@ -323,8 +329,8 @@ def _write(writer, values: Mapping[str, float], step: int,
       summaries(values, step)
 
 
-def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
-           stop: preemption.StopRequest, progress: _Progress,
+def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
+           max_steps: int, stop: preemption.StopRequest, progress: _Progress,
            summaries: Optional[Summaries], run_name: str) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
@@ -333,7 +339,7 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   if not run.resumed:  # The initial state, as the Estimator saves it (on
     run.manager.save(checkpoint_number=step)  # every worker, as later ones).
   dataset = run.strategy.distribute_datasets_from_function(
-      lambda context: dataset_fn(context, start))
+      lambda context: make_dataset(context, start))
   iterator = iter(dataset)
   writer = (tf.summary.create_file_writer(job.model_dir) if run.chief
             else tf.summary.create_noop_writer())
@@ -341,10 +347,12 @@ def _train(run: _Run, dataset_fn: DatasetFn, job: JobConfig, max_steps: int,
   try:
     while step < max_steps:
       steps = min(job.tpu_iterations_per_loop, max_steps - step)
-      last, kept, kept_at = run.loop(iterator, tf.constant(steps, tf.int64))
+      last, last_mean, kept, kept_at = run.loop(
+          iterator, tf.constant(steps, tf.int64))
       step = int(run.global_step.numpy())
       last = dict(zip(run.names, last.numpy().tolist()))
-      non_finite = run.non_finite(last)
+      non_finite = run.non_finite(dict(zip(run.names,
+                                           last_mean.numpy().tolist())))
       if non_finite:  # At the loop's last step, before anything is written.
         raise ValueError(guards.non_finite_line(
             *non_finite, step - 1, job.model_dir, run_name))
@@ -450,23 +458,22 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
     ctx.function_call_options = None
 
 
-def train(strategy: tf.distribute.Strategy, trainer: Trainer,
-          dataset_fn: DatasetFn, *, job: JobConfig, max_steps: int,
-          stop: preemption.StopRequest, run_name: str,
-          progress: Optional[Mapping[str, Callable[[float], str]]] = None,
-          summaries: Optional[Summaries] = None,
-          grappler_off: Sequence[str] = ()) -> int:
-  """Trains `trainer` under `strategy` to `max_steps`; the final step.
+def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
+          job: JobConfig, max_steps: int, stop: preemption.StopRequest,
+          run_name: str, grappler_off: Sequence[str] = ()) -> int:
+  """Trains `task` under `strategy` to `max_steps`; the final step.
 
-  Builds the trainer's variables and an int64 `global_step`, restores the
+  Builds the task's variables and an int64 `global_step`, restores the
   checkpoint the `checkpoint` file of `job.model_dir` names (where
   `lifecycle.run` pointed it: `resume.resume_point`), then runs loops of
   `job.tpu_iterations_per_loop` steps (the last one shortened to end at
-  `max_steps`) over the batches of `dataset_fn(context, start_step)`. The
-  scalars (mean over replicas) of each step whose 0-based index is a
-  multiple of `job.tpu_iterations_per_loop` go to `job.model_dir`'s events
-  file at that index, as the Estimator's host_call writes them. After each
-  loop it logs every `job.log_every_steps` steps, and saves `model.ckpt-N`
+  `max_steps`) over the task's batches (`dataset_fn`). The scalars of each
+  step whose 0-based index is a multiple of `job.tpu_iterations_per_loop`
+  (the first replica's) go to `job.model_dir`'s events file at that index,
+  as the Estimator's host_call writes them, with the probabilities
+  of the task's `decisions` (`summaries.write_probabilities`). After each
+  loop it logs the task's `progress` line every `job.log_every_steps`
+  steps, and saves `model.ckpt-N`
   (keeping `job.keep_checkpoint_max`; the first at the start of a new run,
   as the Estimator) every `job.save_checkpoints_steps` steps, at the end
   and on a stop request. Under `MultiWorkerMirroredStrategy` only the chief
@@ -477,22 +484,17 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
 
   Args:
     strategy: from `strategy_for`.
-    trainer: the variables and the per-replica step.
-    dataset_fn: the per-replica batches from the start step on.
+    task: the variables, the per-replica step and the batches.
     job: the run's job config.
     max_steps: the global step training ends at.
     stop: checked after every loop.
     run_name: the run in the guards' lines, e.g. 'the search'.
-    progress: the scalars of the progress line, by name, and how to write
-      them (as `hooks.ProgressHook`'s formats); None: all, `name=value`.
-    summaries: writes more summaries from the scalars of a step that writes
-      (e.g. `summaries.write_probabilities`).
     grappler_off: Grappler passes the loop's functions run without
       (`grappler_without`).
 
   Raises:
     ValueError: one line, for a NaN or Inf (`guards.check_finite` in the
-      graph, or the trainer's `finite_scalars` on the host; nothing saved
+      graph, or the task's `finite_scalars` on the host; nothing saved
       after the last good checkpoint, which it names), an undecodable
       image, an unrestorable checkpoint, a lost model directory or, in a
       cluster, a lost worker (naming the last checkpoint).
@@ -507,11 +509,15 @@ def train(strategy: tf.distribute.Strategy, trainer: Trainer,
       stack.enter_context(unreadable.stops_in_one_line(run_name,
                                                        job.model_dir))
       stack.enter_context(grappler_without(grappler_off))
-      run = _Run(strategy, trainer, job)
+      run = _Run(strategy, task, job)
+      summaries = None
+      if task.decisions:
+        summaries = lambda values, step: summaries_lib.write_probabilities(
+            task.decisions, values.__getitem__, step)
       try:
-        return _train(run, dataset_fn, job, max_steps, stop,
-                      _Progress(max_steps, job.log_every_steps, progress),
-                      summaries, run_name)
+        return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
+                      stop, _Progress(max_steps, job.log_every_steps,
+                                      task.progress), summaries, run_name)
       finally:
         run.close()
 

@@ -1,9 +1,10 @@
-"""The Estimator both binaries run their model_fn on, and its run config.
+"""The Estimator engine: a `runtime.task.Task` as a TPUEstimator model_fn.
 
-`TPUEstimator` on Cloud TPU (`--tpu=local` or `--tpu=NAME`,
-`cloud_tpu.resolve`), with `use_tpu=False` on CPU/GPU, or a plain
-`Estimator` over a `MirroredStrategy` for `--replicas` off TPU. TF 2.15 and
-tensorflow-estimator only: TF 2.16+ has no `tf.estimator`
+`task_model_fn` and `task_input_fn` turn any task into the model_fn and
+input_fn of `make_estimator`'s `TPUEstimator` on Cloud TPU (`--tpu=local`
+or `--tpu=NAME`, `cloud_tpu.resolve`), with `use_tpu=False` on CPU/GPU, or
+of a plain `Estimator` over a `MirroredStrategy` for `--replicas` off TPU.
+TF 2.15 and tensorflow-estimator only: TF 2.16+ has no `tf.estimator`
 (`require_estimator`).
 """
 
@@ -18,7 +19,75 @@ from tunas_tf.data import streams
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import hooks
 from tunas_tf.runtime import replicas as replicas_lib
+from tunas_tf.runtime import summaries
+from tunas_tf.runtime import task as task_lib
 from tunas_tf.runtime.jobs import JobConfig
+
+# The scalar every task's step returns that TPUEstimator takes as the loss.
+LOSS = 'model/loss'
+
+
+def task_model_fn(make_task: Callable[[], task_lib.Task], job: JobConfig,
+                  max_steps: int) -> Callable[..., Any]:
+  """The TPUEstimator model_fn (training only) of the task `make_task`
+  makes, one per call (per replica).
+
+  It builds the task's variables in the graph, reads the global step once,
+  takes the task's step on the features and labels (NHWC again on TPU:
+  `task.from_infeed`) and then increments the global step; the step's
+  scalars go to TensorBoard through `host_call` every
+  `job.tpu_iterations_per_loop` steps (with the probabilities of the
+  task's decisions), the checkpoints through `checkpoint_hooks`, and off
+  TPU the progress line through `hooks.ProgressHook`.
+  """
+
+  def model_fn(features, labels, mode, params):
+    del params
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      raise ValueError(f'task_model_fn only trains, got mode {mode!r}')
+    task = make_task()
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    task.build()
+    step = global_step.read_value()
+    scalars = task.step(task_lib.from_infeed((features, labels), job.use_tpu),
+                        step)
+    # After every update of the step (which the scalars follow).
+    with tf.control_dependencies(list(scalars.values())):
+      train_op = global_step.assign_add(1).op
+    training_hooks = checkpoint_hooks(job)
+    if not job.use_tpu:  # On TPU the scalars cannot be fetched by a hook.
+      fetches = {'step': global_step}
+      fetches.update((k, scalars[k]) for k in task.progress if k in scalars)
+      training_hooks.append(hooks.ProgressHook(
+          fetches, max_step=max_steps, log_every=max(1, job.log_every_steps),
+          formats=task.progress))
+    return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, loss=scalars[LOSS], train_op=train_op,
+        host_call=summaries.host_call(
+            scalars, step, job.model_dir, job.tpu_iterations_per_loop,
+            decisions=task.decisions),
+        training_hooks=training_hooks)
+
+  return model_fn
+
+
+def task_input_fn(task: task_lib.Task, job: JobConfig, replicas: int = 1,
+                  start_step: int = 0) -> Callable[..., Any]:
+  """The input_fn of `task`'s batches from `start_step` on.
+
+  On TPU, TPUEstimator passes the per-replica batch size; with
+  `replicas` > 1 off TPU the Estimator passes none and gives each replica
+  the next element, so the batch is `task.train_batch_size / replicas`
+  (`input_pipeline`). On TPU the images go HWCN (`task.infeed`).
+  """
+
+  def input_fn(params):
+    batch = params.get('batch_size', task.train_batch_size // replicas)
+    return task_lib.infeed(
+        task.dataset(batch, input_pipeline(params, job, replicas), start_step),
+        job.use_tpu)
+
+  return input_fn
 
 
 def has_estimator() -> bool:
@@ -142,7 +211,6 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
   """
   require_estimator()
   tpu = tf.compat.v1.estimator.tpu
-  assert replicas == 1 or not job.use_tpu  # The run's config refuses it.
   devices, cpu_devices = (replicas_lib.replica_devices(replicas)
                           if replicas > 1 else (None, 1))
   cluster = tpu_cluster(job)

@@ -240,8 +240,6 @@ def check_written_by(values: Mapping[str, Any], binary: str,
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
-  """--use_tpu defaults to whether --tpu is set; --use_tpu needs --tpu."""
-  resolved = bool(tpu) if use_tpu is None else use_tpu
-  if resolved and not tpu:
-    raise ValueError('--use_tpu needs --tpu=NAME')
-  return resolved
+  """--use_tpu defaults to whether --tpu is set (`JobConfig` refuses
+  --use_tpu without --tpu)."""
+  return bool(tpu) if use_tpu is None else use_tpu

@@ -112,19 +112,24 @@ def averaging_optimizer(optimizer: tf.compat.v1.train.Optimizer
                         ) -> tf.compat.v1.train.Optimizer:
   """`optimizer`, made to apply the mean over replicas of the gradients.
 
-  On TPU, `CrossShardOptimizer` (reduction MEAN). Under `tf.distribute`, the
-  v1 optimizer itself: inside `Estimator.train` its `compute_gradients`
-  scales the loss by 1/N and its `apply_gradients` sums over replicas, which
-  is the mean; that needs the last `tf.compat.v1.losses` loss built before
-  this call to reduce by a mean (the default). Otherwise `optimizer`.
+  In a TPU computation TPUEstimator builds (no `tf.distribute` strategy),
+  `CrossShardOptimizer` (reduction MEAN). Under `tf.distribute` (an
+  Estimator's `MirroredStrategy`, the distribute engine's strategies, a
+  `TPUStrategy` among them), the v1 optimizer itself, whose
+  `apply_gradients` sums over replicas: a `MeanRMSProp` scales the loss by
+  1/N itself; another optimizer does so in `compute_gradients` only inside
+  `Estimator.train` after a `tf.compat.v1.losses` loss reduced by a mean
+  (the default). Otherwise `optimizer`.
 
   Raises:
     ValueError: under `tf.distribute` with several replicas when the
-      optimizer would sum the gradients instead (outside `Estimator.train`,
-      or after a loss reduced by SUM).
+      optimizer would sum the gradients instead (not a `MeanRMSProp`,
+      outside `Estimator.train`, or after a loss reduced by SUM).
   """
-  if _tpu_replicas():
+  if _tpu_replicas() and not tf.distribute.has_strategy():
     return tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
+  if isinstance(optimizer, MeanRMSProp):
+    return optimizer
   if _distribute_context().num_replicas_in_sync > 1:
     from tensorflow.python.distribute import distribute_utils  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
     if distribute_utils.get_loss_reduction() != tf.distribute.ReduceOp.MEAN:
@@ -255,9 +260,10 @@ def saver(**saver_kwargs) -> tf.compat.v1.train.Saver:
 
 
 class MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
-  """RMSProp on the mean gradient over `tf.distribute` replicas outside
-  the Estimator (the distribute engine's, made in the cross-replica
-  context): the loss is scaled by 1/N, and `apply_gradients` sums."""
+  """RMSProp on the mean gradient over `tf.distribute` replicas, in the
+  Estimator or a custom loop alike: the loss is scaled by 1/N, and
+  `apply_gradients` sums (in TPUEstimator's TPU computation, through
+  `averaging_optimizer`'s `CrossShardOptimizer`)."""
 
   @staticmethod
   def _scale_loss(loss_value):

@@ -130,9 +130,7 @@ class SearchConfig:
   rl_entropy_schedule: str = 'constant'
 
   def __post_init__(self):
-    if self.train_batch_size <= 0:
-      raise ValueError(f'--train_batch_size must be > 0, got '
-                       f'{self.train_batch_size}')
+    self._check_ranges()
     self._check_replicas()
     precision.check_resolved(self.use_bfloat16)
     if self.supernet_mode not in naming.MODES:
@@ -146,9 +144,6 @@ class SearchConfig:
       raise ValueError(f'Unknown --rl_entropy_schedule '
                        f'{self.rl_entropy_schedule!r}; expected one of '
                        f'{ENTROPY_SCHEDULES}')
-    if self.max_steps is not None and self.max_steps <= 0:
-      raise ValueError(f'--max_steps must be > 0, got {self.max_steps}')
-    self._check_ranges()
     # Before the step counts: a batch that does not fit can leave no step.
     self._check_batches()
     if self.max_global_step <= 0:
@@ -270,9 +265,7 @@ class SearchConfig:
 
   def _check_replicas(self) -> None:
     replicas = self.replicas
-    if (isinstance(replicas, bool) or not isinstance(replicas, int) or
-        replicas < 1):
-      raise ValueError(f'--replicas must be >= 1, got {replicas!r}')
+    checks.number('replicas', replicas, 1, integer=True)
     if self.job.use_tpu and replicas != 1:
       raise ValueError(REPLICAS_ON_TPU)
     if self.train_batch_size % replicas:

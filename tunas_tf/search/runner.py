@@ -1,37 +1,30 @@
 """The search: checked, then run on its engine.
 
-`run_search(config)` checks everything before it writes, then trains on
-`config.job.engine`: the TPUEstimator's model_fn and input_fn (here) or the
-tf.distribute loop over `search.trainer`'s step.
+`run_search(config)` checks everything before it writes, then trains the
+search's task (`search.task.SearchTask`) on `config.job.engine`: the
+TPUEstimator (`make_model_fn`, `make_input_fn`: the task through
+`runtime.estimator`'s adapter) or the tf.distribute loop
+(`runtime.distribute.train`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf.data import datasets
-from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import cluster
 from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
-from tunas_tf.runtime import hooks
 from tunas_tf.runtime import lifecycle
-from tunas_tf.runtime import precision
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
-from tunas_tf.runtime import summaries
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report_text
-from tunas_tf.search import steps
-from tunas_tf.search import trainer as trainer_lib
+from tunas_tf.search import task as task_lib
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
-from tunas_tf.search_space import ops
-from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 # The Grappler passes the distribute engine's search loop runs without
@@ -61,145 +54,18 @@ def distribute_grappler_off() -> Tuple[str, ...]:
   return DISTRIBUTE_GRAPPLER_OFF
 
 
-def _decisions(spec: Any) -> List[Tuple[str, List[str]]]:
-  """(path, choice labels) of each decision, for the probability
-  summaries."""
-  return [(path, ops.choice_labels(oneof.choices))
-          for path, oneof in schema.flatten_with_paths(spec)]
-
-
 def make_model_fn(config: SearchConfig):
-  """Returns the TPUEstimator model_fn of the search (`steps.py`'s nine)."""
-  spec = mobile.get_search_space(config.ssd)
-  decisions = _decisions(spec)
-
-  def model_fn(features, labels, mode, params):
-    del params
-    if mode != tf.estimator.ModeKeys.TRAIN:
-      raise ValueError(f'The search model_fn only trains, got mode {mode!r}')
-    train_images, valid_images = features['train'], features['validation']
-    if config.job.use_tpu:  # The host sent HWCN (a layout hint for XLA).
-      train_images = trainer_lib.from_hwcn(train_images)
-      valid_images = trainer_lib.from_hwcn(valid_images)
-    # bfloat16 compute: `true`'s images come in bfloat16 (the cast is a
-    # no-op), `ontpu`'s are cast here (as in the original); variables,
-    # loss and gradients stay float32.
-    dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
-    train_images = tf.cast(train_images, dtype)
-    valid_images = tf.cast(valid_images, dtype)
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-    # 1-2. Warm-up probabilities and this replica's sampled architecture.
-    # The sample is a pure function of (seed, step, replica): a resumed
-    # search draws what an uninterrupted one would.
-    p_ops, p_filters = steps.warmup_probabilities(global_step, config)
-    sampled, dist_info = steps.sample_architecture(
-        spec, p_ops, p_filters,
-        seed=steps.sample_seed(config.job.seed, global_step))
-    # 3. Cost of the sample (a mixture during warm-up).
-    cost = (steps.estimate_cost(sampled, config)
-            if config.enable_cost_model else None)
-    # 4-5. Shared-weight step; the barrier makes all gradients exist first.
-    supernet = supernet_lib.Supernet(spec, config.job.num_classes,
-                                     mode=config.supernet_mode,
-                                     input_channels=config.job.num_channels,
-                                     seed=config.job.seed,
-                                     compute_dtype=dtype)
-    # (With --supernet_sampling=uniform the weights train on a uniform
-    # sample; the controller's sample is still the one validated.)
-    trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
-                                          global_step, config)
-    model = steps.supernet_train_op(supernet, trained, train_images,
-                                    labels['train'], global_step, config)
-    # 6. Validation accuracy of the controller's sample, after the update.
-    accuracy = steps.validation_accuracy(
-        supernet, sampled, valid_images, labels['validation'],
-        model.train_op, model.grads, config.use_gradient_sync_barrier)
-    # 7. Reward, baseline, advantage.
-    rl = steps.reward_and_advantage(accuracy, cost, config)
-    # 8. Controller step: the only increment of the global step.
-    controller = steps.controller_train_op(dist_info, rl.advantage,
-                                           global_step, config)
-    train_op = tf.group(model.train_op, controller.train_op)
-    # 9. Every scalar to TensorBoard.
-    scalars = steps.summary_scalars(model, accuracy, rl, controller,
-                                    dist_info, cost, p_ops, p_filters,
-                                    tag_logits=config.summarize_tag_logits)
-    # Checkpoints without the graph in the events file; the progress log.
-    training_hooks = estimator_lib.checkpoint_hooks(config.job)
-    if not config.job.use_tpu:
-      training_hooks.append(_progress_hook(scalars, config))
-    return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
-        mode=mode, loss=model.loss, train_op=train_op,
-        host_call=summaries.host_call(
-            scalars, global_step, config.job.model_dir,
-            config.job.tpu_iterations_per_loop, decisions=decisions),
-        training_hooks=training_hooks)
-
-  return model_fn
+  """The TPUEstimator model_fn of the search (`task.SearchTask`)."""
+  return estimator_lib.task_model_fn(lambda: task_lib.SearchTask(config),
+                                     config.job, config.max_global_step)
 
 
 def make_input_fn(config: SearchConfig, start_step: int = 0):
-  """Returns the input_fn: zipped train/validation batches.
-
-  The images are float32, or bfloat16 with `--use_bfloat16=true`
-  (`precision.cast_input`); the labels float32.
-
-  Args:
-    config: the search's config.
-    start_step: the global step the search resumes at: the data stream goes
-      on from there (`data.streams.keyed_batches`), as if never interrupted.
-  """
-
-  def input_fn(params):
-    # On TPU, TPUEstimator passes the per-replica batch size. With
-    # --replicas=N the Estimator passes none and gives each replica the next
-    # element: N consecutive batches of train_batch_size / N are the images
-    # of one global batch (`estimator_lib.input_pipeline`).
-    batch = params.get('batch_size', config.replica_batch_size)
-    validation_batch = int(round(batch * config.rl_batch_size_multiplier))
-    job = config.job
-    dataset = datasets.search_dataset(
-        job.dataset, job.num_classes, batch, validation_batch, seed=job.seed,
-        data_dir=job.data_dir, download=job.download,
-        validation_examples=config.validation_examples,
-        image_size=job.image_size, start_step=start_step,
-        pipeline=estimator_lib.input_pipeline(params, job, config.replicas),
-        preprocessing=job.preprocessing)
-    dataset = precision.cast_input(dataset, config.use_bfloat16)
-    if config.job.use_tpu:
-      dataset = dataset.map(
-          lambda f, l: ({k: trainer_lib.to_hwcn(v) for k, v in f.items()}, l))
-    return dataset
-
-  return input_fn
-
-
-def _progress_formats(config: SearchConfig
-                      ) -> Dict[str, Callable[[float], str]]:
-  """The scalars of the progress line, either engine's, and their text."""
-  return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
-          'rlcontroller/estimated_cost': lambda v: _cost_text(v, config),
-          'rlcontroller/validation_accuracy': lambda v: f'accuracy {v:.3f}'}
-
-
-def _progress_hook(scalars: Dict[str, tf.Tensor],
-                   config: SearchConfig) -> hooks.ProgressHook:
-  """Logs step, steps/s, ETA, reward and cost every `log_every_steps`."""
-  formats = _progress_formats(config)
-  fetches = {'step': tf.compat.v1.train.get_global_step()}
-  fetches.update((key, scalars[key]) for key in formats if key in scalars)
-  return hooks.ProgressHook(fetches, max_step=config.max_global_step,
-                            log_every=max(1, config.job.log_every_steps),
-                            formats=formats)
-
-
-def _cost_text(cost: float, config: SearchConfig) -> str:
-  """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
-  units = report_text.cost_units(config.cost_model)
-  units = '' if units == report_text.UNKNOWN_UNITS else ' ' + units
-  return (f'cost {report_text.cost_text(cost)}{units} (target '
-          f'{report_text.cost_text(config.rl_cost_model_target)}, '
-          f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
+  """The input_fn of the search's zipped train/validation batches, from
+  the global step `start_step` on (`data.streams.keyed_batches`), as if
+  never interrupted."""
+  return estimator_lib.task_input_fn(task_lib.SearchTask(config), config.job,
+                                     config.replicas, start_step)
 
 
 def make_estimator(config: SearchConfig):
@@ -293,14 +159,9 @@ def run_search(config: SearchConfig) -> bool:
       else:
         logging.info('Joining the search in %s as %s: the chief writes its '
                      'files', model_dir, worker.text())
-      decisions = _decisions(mobile.get_search_space(config.ssd))
       distribute.train(
-          strategy, trainer_lib.SearchTrainer(config),
-          trainer_lib.make_dataset_fn(config), job=config.job,
+          strategy, task_lib.SearchTask(config), job=config.job,
           max_steps=config.max_global_step, stop=stop, run_name='the search',
-          progress=_progress_formats(config),
-          summaries=lambda values, step: summaries.write_probabilities(
-              decisions, values.__getitem__, step),
           grappler_off=distribute_grappler_off())
       return True
     estimator = make_estimator(config)

@@ -1,12 +1,15 @@
 """The pieces of one search step, each a small function.
 
-`runner.model_fn` calls them in order: `warmup_probabilities`,
+`task.SearchTask.step` calls them in order: `warmup_probabilities`,
 `sample_architecture` and `training_architecture`, `estimate_cost`,
 `supernet_train_op`, `validation_accuracy`, `reward_and_advantage`,
-`controller_train_op` (it increments global_step), `summary_scalars`. They
-build TF1 graph ops whose variables the Estimator's checkpoints hold, once
-per replica: what replicas share goes through `runtime.replicas`, and the
-controller and baseline are made under `replicas.identical_variables`.
+`controller_train_op`, `summary_scalars`, on the objects
+`make_controller`, `make_baseline`, `make_controller_adam`,
+`model_optimizer` and `make_slots` made beforehand. They build ops once per
+replica, in a TF1 graph or in a `tf.function` alike: what replicas share
+goes through `runtime.replicas`, and the controller, its Adam and the
+baseline are made under `replicas.identical_variables`. None of them
+increments the global step (the engine does, after the step).
 """
 
 from __future__ import annotations
@@ -113,36 +116,29 @@ def sample_seed(seed: int, global_step: tf.Tensor,
 
 def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
                         increase_filters_prob: tf.Tensor,
-                        seed: Optional[tf.Tensor] = None,
-                        controller: Optional[reinforce.Controller] = None
+                        controller: reinforce.Controller,
+                        seed: Optional[tf.Tensor] = None
                         ) -> Tuple[Any, reinforce.DistInfo]:
   """The controller's sample (one per replica) and its dist_info.
 
-  `seed` is None (stateful draws) or a stateless seed (`sample_seed`).
-  `controller` is None (made here, in a TF1 graph) or one made beforehand
-  (`make_controller`; inside `tf.function`).
+  `controller` is `make_controller`'s; `seed` None (stateful draws) or a
+  stateless seed (`sample_seed`).
   """
-  if controller is not None:
-    return reinforce.independent_sample(
-        spec, increase_ops_probability=increase_ops_prob,
-        increase_filters_probability=increase_filters_prob, seed=seed,
-        controller=controller)
-  with tf.compat.v1.variable_scope('rl_controller'), \
-      replicas.identical_variables():
-    return reinforce.independent_sample(
-        spec, increase_ops_probability=increase_ops_prob,
-        increase_filters_probability=increase_filters_prob, seed=seed)
+  return reinforce.independent_sample(
+      spec, increase_ops_probability=increase_ops_prob,
+      increase_filters_probability=increase_filters_prob, seed=seed,
+      controller=controller)
 
 
 def make_controller(spec: Any) -> reinforce.Controller:
-  """The controller `sample_architecture` makes, made beforehand."""
+  """The controller `sample_architecture` samples from (`rl_controller/`)."""
   with tf.compat.v1.variable_scope('rl_controller'), \
       replicas.identical_variables():
     return reinforce.Controller(spec)
 
 
 def make_baseline(config: SearchConfig) -> moving_average.MovingAverage:
-  """The reward baseline `reward_and_advantage` makes, made beforehand."""
+  """The reward baseline `reward_and_advantage` updates (`rl_baseline/`)."""
   with replicas.identical_variables():
     return moving_average.MovingAverage(config.rl_baseline_momentum,
                                         name='rl_baseline')
@@ -150,7 +146,7 @@ def make_baseline(config: SearchConfig) -> moving_average.MovingAverage:
 
 def make_controller_adam(controller: reinforce.Controller
                          ) -> controller_optimizer.ControllerAdam:
-  """The Adam `controller_train_op` makes, made beforehand."""
+  """The Adam `controller_train_op` applies (`controller_adam/`)."""
   with replicas.identical_variables():
     return controller_optimizer.ControllerAdam(
         list(controller.trainable_variables))
@@ -164,20 +160,24 @@ def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
       config.model_warmup_steps)
 
 
-def model_optimizer(learning_rate: Any, config: SearchConfig,
-                    in_estimator: bool = True
-                    ) -> tf.compat.v1.train.Optimizer:
-  """The shared weights' RMSProp (TF1 semantics), mean over replicas.
+def model_optimizer(learning_rate: Any, config: SearchConfig
+                    ) -> replicas.MeanRMSProp:
+  """The shared weights' RMSProp (TF1 semantics: decay 0.9, epsilon 1.0,
+  slots `{var}/RMSProp` and `{var}/RMSProp_1`), on the mean gradient over
+  replicas; `learning_rate` a tensor or a callable returning one (read
+  when the update is built). Apply it through `replicas.averaging_optimizer`
+  (CrossShardOptimizer in TPUEstimator's TPU computation)."""
+  return replicas.MeanRMSProp(learning_rate, decay=0.9,
+                              momentum=config.model_momentum, epsilon=1.0)
 
-  In the Estimator's model_fn (`in_estimator`) through
-  `replicas.averaging_optimizer`; else (a custom loop, made in the
-  cross-replica context) one that scales the loss by 1/N itself.
-  """
-  kwargs = dict(decay=0.9, momentum=config.model_momentum, epsilon=1.0)
-  if not in_estimator:
-    return replicas.MeanRMSProp(learning_rate, **kwargs)
-  opt = tf.compat.v1.train.RMSPropOptimizer(learning_rate, **kwargs)
-  return replicas.averaging_optimizer(opt)
+
+def make_slots(optimizer: tf.compat.v1.train.Optimizer, supernet) -> None:
+  """Makes `optimizer`'s slots of the supernet's weights now, with the
+  names `apply_gradients` gives them, so that a step traced once (the
+  distribute engine's `tf.function`) creates no variable."""
+  with tf.name_scope(optimizer.get_name()):
+    optimizer._create_slots(  # pylint: disable=protected-access
+        list(supernet.trainable_variables))
 
 
 def training_architecture(spec: Any, sampled_spec: Any,
@@ -209,19 +209,16 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
                       labels: tf.Tensor, global_step: tf.Tensor,
                       config: SearchConfig,
-                      optimizer: Optional[tf.compat.v1.train.Optimizer] = None
-                      ) -> ModelStep:
+                      optimizer: tf.compat.v1.train.Optimizer) -> ModelStep:
   """One RMSProp step of the shared weights on the train batch.
 
   Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
   sample's masks; RMSProp with TF1 semantics (decay 0.9, epsilon 1.0, slots
   start at 1) under cosine decay with linear warm-up, on the mean gradient
-  over replicas (`replicas.averaging_optimizer`: CrossShardOptimizer on
-  TPU). The global step is *not* incremented here (the controller step does).
+  over replicas (`optimizer`: `model_optimizer`'s, through
+  `replicas.averaging_optimizer`). The global step is not incremented here.
   With the barrier on, every gradient waits for all of them. The loss is
-  checked finite (`guards.check_finite`) before the update. `optimizer`:
-  None (made here) or `model_optimizer` of a callable learning rate made
-  beforehand (its slots then outlive one `tf.function` trace).
+  checked finite (`guards.check_finite`) before the update.
 
   Returns:
     A `ModelStep`.
@@ -234,10 +231,9 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
         sampled_spec, config.model_weight_decay)
     loss = empirical_loss + regularization_loss
     learning_rate = model_learning_rate(global_step, config)
-    opt = optimizer or model_optimizer(learning_rate, config)
     variables = list(supernet.trainable_variables)
     grads_and_vars = [(g, v) for g, v in
-                      opt.compute_gradients(loss, var_list=variables)
+                      optimizer.compute_gradients(loss, var_list=variables)
                       if g is not None]
     raw_grads = grads = [g for g, _ in grads_and_vars]
     if config.use_gradient_sync_barrier:
@@ -248,7 +244,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     # weights a NaN gradient spoils make the next step's loss NaN.
     with tf.control_dependencies(guards.check_finite(
         'model loss', [loss], global_step, config.job.use_tpu)):
-      train_op = opt.apply_gradients(
+      train_op = optimizer.apply_gradients(
           list(zip(grads, [v for _, v in grads_and_vars])))
   return ModelStep(train_op=train_op, grads=grads, raw_grads=raw_grads,
                    loss=loss, empirical_loss=empirical_loss,
@@ -279,13 +275,12 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
 def reward_and_advantage(
     accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
-    global_step: Optional[tf.Tensor] = None,
-    baseline: Optional[moving_average.MovingAverage] = None) -> RewardStep:
+    global_step: tf.Tensor,
+    baseline: moving_average.MovingAverage) -> RewardStep:
   """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
 
   The reward is checked finite (`guards.check_finite`) before anything uses
-  it. `global_step` defaults to the TF1 graph's; `baseline` to one made here
-  (`make_baseline`).
+  it; `baseline` is `make_baseline`'s.
   """
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
@@ -299,29 +294,21 @@ def reward_and_advantage(
     reward = accuracy
   # A NaN or Inf reward stops the run before the baseline and the controller
   # update.
-  if global_step is None:
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-  ema = baseline or make_baseline(config)
   with tf.control_dependencies(guards.check_finite(
       'reward', [reward], global_step, config.job.use_tpu)):
     reward = tf.identity(reward)
     step_baseline = replicas.mean(reward)
-    baseline = ema.update(step_baseline)  # Both of its assignments wait.
+    new_baseline = baseline.update(step_baseline)  # Both assignments wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
-                    baseline=baseline, advantage=reward - baseline,
+                    baseline=new_baseline, advantage=reward - new_baseline,
                     cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)
 
 
 def controller_train_op(
     dist_info: reinforce.DistInfo, advantage: tf.Tensor,
-    global_step: tf.Variable, config: SearchConfig,
-    adam: Optional[controller_optimizer.ControllerAdam] = None,
-    increment_global_step: bool = True) -> ControllerStep:
-  """REINFORCE with Adam (beta1 0); the only global-step increment.
-
-  `adam` is None (made here) or `make_controller_adam`'s. Without
-  `increment_global_step` the caller's loop increments the step
-  (`runtime.distribute`) and `global_step` may be a tensor.
+    global_step: tf.Tensor, config: SearchConfig,
+    adam: controller_optimizer.ControllerAdam) -> ControllerStep:
+  """REINFORCE with `make_controller_adam`'s Adam (beta1 0).
 
   Adam's moments use the mean over replicas of the gradients and of their
   squares, the entropy step the mean entropy gradient (`ControllerAdam`).
@@ -352,10 +339,7 @@ def controller_train_op(
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  adam = adam or make_controller_adam(dist_info.controller)
-  train_op = adam.apply(grads, learning_rate,
-                        global_step if increment_global_step else None,
-                        reg_grads)
+  train_op = adam.apply(grads, learning_rate, None, reg_grads)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
 

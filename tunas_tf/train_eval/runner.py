@@ -196,9 +196,8 @@ def _train_and_evaluate_distributed(
         strategy, trainer_lib.TrainEvalTrainer(
             config, arch, initialize=resume.checkpoint is None,
             inheritance=inheritance),
-        trainer_lib.make_dataset_fn(config), job=config.job,
-        max_steps=config.max_global_step, stop=stop, run_name='train_eval',
-        progress=trainer_lib.PROGRESS)
+        job=config.job, max_steps=config.max_global_step, stop=stop,
+        run_name='train_eval')
     rate = trainer_lib.images_per_sec(
         model_dir, since, resume.global_step, end, config.train_batch_size,
         strategy.num_replicas_in_sync)

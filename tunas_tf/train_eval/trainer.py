@@ -1,4 +1,4 @@
-"""Standalone training as a `runtime.distribute.Trainer` (the other engine).
+"""Standalone training as a `runtime.task.Task` (the distribute engine's).
 
 `TrainEvalTrainer(config, arch, ...).build()` makes the network, RMSProp
 and its slots and, with `moving_average_decay` > 0, the weights' EMA, each
@@ -6,7 +6,7 @@ variable named as the Estimator's graph names it (`{op}/{var}`, `.../RMSProp`,
 `.../RMSProp_1`, `.../ExponentialMovingAverage`), and starts from the
 search's weights (`init_from_search`) when no checkpoint is restored. `step`
 is `runner.make_model_fn`'s TRAIN step: the same loss, schedule, optimizer
-and EMA, and its scalars. `make_dataset_fn(config)` gives the batches.
+and EMA, and its scalars; `dataset` gives the batches.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def _name(variable: tf.Variable) -> str:
 
 
 class TrainEvalTrainer:
-  """The standalone network's variables and its per-replica training step.
+  """The standalone network's variables, its per-replica training step and
+  its batches.
 
   Args:
     config: the run's config.
@@ -85,6 +86,10 @@ class TrainEvalTrainer:
                inheritance: Optional[inherit.Inheritance] = None):
     self._config, self._arch = config, arch
     self._initialize, self._inheritance = initialize, inheritance
+    self.train_batch_size = config.train_batch_size
+    self.finite_scalars = {'model/loss': 'loss'}
+    self.progress = PROGRESS
+    self.decisions = ()
     self._dtype = precision.compute_dtype(config.use_bfloat16,
                                           config.job.use_tpu)
     self.model = self.optimizer = self.shadows = None
@@ -170,30 +175,20 @@ class TrainEvalTrainer:
                                            self.var_list)]
     return tf.group(assigns)
 
+  def dataset(self, batch_size: int, pipeline: streams.Pipeline,
+              start_step: int) -> tf.data.Dataset:
+    """The batches of `pipeline`'s replicas from `start_step` on
+    (`data.train_dataset`).
 
-def make_dataset_fn(config: TrainEvalConfig):
-  """The `distribute.DatasetFn` of standalone training: each input pipeline
-  yields its replicas' batches in turn (`streams.Pipeline`), from the start
-  step on (`data.train_dataset`).
-
-  The order is a function of the job's seed, but not the Estimator's: each
-  epoch's shuffle also takes the graph-level seed, which the Estimator sets
-  to the job's seed (`tf_random_seed`) and this engine leaves unset
-  (`tf.random.set_seed(0)` would make TF 2.15-2.21 compare a seed tensor
-  as a Python bool in `random_seed.get_seed`).
-  """
-
-  def dataset_fn(context: tf.distribute.InputContext, start_step: int
-                 ) -> tf.data.Dataset:
-    batch = context.get_per_replica_batch_size(config.train_batch_size)
-    count = context.num_input_pipelines
-    pipeline = streams.Pipeline(context.input_pipeline_id, count,
-                                context.num_replicas_in_sync // count)
+    The order is a function of the job's seed, but not the Estimator's:
+    each epoch's shuffle also takes the graph-level seed, which the
+    Estimator sets to the job's seed (`tf_random_seed`) and this engine
+    leaves unset (`tf.random.set_seed(0)` would make TF 2.15-2.21 compare a
+    seed tensor as a Python bool in `random_seed.get_seed`).
+    """
     return precision.cast_input(
-        data.train_dataset(config, batch, start_step, pipeline),
-        config.use_bfloat16)
-
-  return dataset_fn
+        data.train_dataset(self._config, batch_size, start_step, pipeline),
+        self._config.use_bfloat16)
 
 
 def images_per_sec(model_dir: str, since: float, start_step: int,

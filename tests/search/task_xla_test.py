@@ -1,9 +1,10 @@
 """XLA as the TPU proxy for the distribute engine's search step, on any TF.
 
-On TPU, `TPUStrategy` compiles `SearchTrainer.step` with XLA. Without a
+On TPU, `TPUStrategy` compiles `SearchTask.step` with XLA. Without a
 TPU: a masked-mode digits_search whose config says `use_tpu` (the input sent
-HWCN by `make_dataset_fn`, no `check_finite` in the graph) has its replica
-step traced with `jit_compile=True` and lowered by tf2xla to HLO
+HWCN by `distribute.dataset_fn`, no `check_finite` in the graph) has its
+replica step (`task.from_infeed`, then the task's step, as the engine takes
+it) traced with `jit_compile=True` and lowered by tf2xla to HLO
 (`experimental_get_compiler_ir`), as tests/search/xla_test.py does for the
 Estimator's model_fn: every op has an XLA kernel, every shape is static, the
 controller samples with stateless ops, the HWCN images are turned back on
@@ -18,8 +19,10 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.runtime import distribute
 from tunas_tf.runtime import guards
-from tunas_tf.search import trainer as trainer_lib
+from tunas_tf.runtime import task as runtime_task
+from tunas_tf.search import task as task_lib
 from tests.testing import hlo
 from tests.testing import searches
 
@@ -36,8 +39,9 @@ def _configs():
 
 
 def _first_batch(config):
-  dataset = trainer_lib.make_dataset_fn(config)(tf.distribute.InputContext(),
-                                                0)
+  dataset = distribute.dataset_fn(task_lib.SearchTask(config),
+                                 config.job.use_tpu)(
+                                     tf.distribute.InputContext(), 0)
   return next(iter(dataset))
 
 
@@ -51,7 +55,7 @@ class LayoutTest(absltest.TestCase):
       self.assertEqual(hwcn[side].shape, [8, 8, 1, _BATCH])
       np.testing.assert_array_equal(hwcn[side],
                                     np.transpose(nhwc[side], [1, 2, 3, 0]))
-      np.testing.assert_array_equal(trainer_lib.from_hwcn(hwcn[side]),
+      np.testing.assert_array_equal(runtime_task.from_hwcn(hwcn[side]),
                                     nhwc[side])
       np.testing.assert_array_equal(tpu_labels[side], labels[side])
 
@@ -74,16 +78,17 @@ class XlaDropsAssertionsTest(absltest.TestCase):
     self.assertTrue(np.isnan(tf.function(step, jit_compile=True)(*args)))
 
 
-class SearchTrainerXlaTest(absltest.TestCase):
+class SearchTaskXlaTest(absltest.TestCase):
 
   def test_the_replica_step_lowers_to_hlo(self):
     _, config = _configs()
     features, labels = _first_batch(config)
-    trainer = trainer_lib.SearchTrainer(config)
-    trainer.build()
+    task = task_lib.SearchTask(config)
+    task.build()
 
     def step(features, labels, global_step):
-      return trainer.step((features, labels), global_step)
+      return task.step(runtime_task.from_infeed((features, labels), True),
+                       global_step)
 
     compiled = tf.function(step, jit_compile=True, autograph=False)
     module = hlo.module(compiled.experimental_get_compiler_ir(
@@ -100,7 +105,7 @@ class SearchTrainerXlaTest(absltest.TestCase):
     self.assertContainsSubset({'convolution', 'conditional'}, opcodes)
     # No assertion (XLA would drop it): the host checks these instead.
     self.assertNotIn('Assert', op_types)
-    self.assertContainsSubset(trainer.finite_scalars, searches.scalar_tags())
+    self.assertContainsSubset(task.finite_scalars, searches.scalar_tags())
     # The controller samples with stateless draws (a pure function of the
     # seed, the step and the replica); no stateful RNG.
     self.assertNotIn('rng', opcodes)

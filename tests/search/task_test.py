@@ -1,5 +1,5 @@
-"""Tests of `search.trainer`: a digits_search search on the distribute
-engine, on any TF.
+"""Tests of `search.task`: a digits_search search on the distribute engine,
+on any TF.
 
 One process of its own (op determinism is process-wide) runs 6 steps, two
 per loop, a checkpoint every 2; then resumes a copy of its step-4
@@ -26,7 +26,7 @@ from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import preemption
 from tunas_tf.search import runner
 from tunas_tf.search import steps
-from tunas_tf.search import trainer as trainer_lib
+from tunas_tf.search import task as task_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tests.testing import searches
@@ -55,9 +55,8 @@ def _config(model_dir: str):
 def _search(model_dir: str) -> int:
   config = _config(model_dir)
   return distribute.train(
-      tf.distribute.get_strategy(), trainer_lib.SearchTrainer(config),
-      trainer_lib.make_dataset_fn(config), job=config.job,
-      max_steps=config.max_global_step, stop=preemption.StopRequest(),
+      tf.distribute.get_strategy(), task_lib.SearchTask(config),
+      job=config.job, max_steps=config.max_global_step, stop=preemption.StopRequest(),
       run_name='the search', grappler_off=runner.distribute_grappler_off())
 
 
@@ -76,7 +75,7 @@ def run_and_resume(root: str) -> None:
 
 _RUN = textwrap.dedent('''
     import sys
-    from tests.search import trainer_test as t
+    from tests.search import task_test as t
     t.run_and_resume(sys.argv[1])
 ''')
 
@@ -96,7 +95,7 @@ def _variables(checkpoint: str, prefix: str = ''):
           if name.startswith(prefix) and name.endswith('VARIABLE_VALUE')}
 
 
-class SearchTrainerTest(absltest.TestCase):
+class SearchTaskTest(absltest.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -149,7 +148,7 @@ def _estimator_masks(config, step: int):
     global_step = tf.compat.v1.train.get_or_create_global_step()
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
     sampled, _ = steps.sample_architecture(
-        spec, p_ops, p_filters,
+        spec, p_ops, p_filters, steps.make_controller(spec),
         seed=steps.sample_seed(config.job.seed, global_step))
     masks = [oneof.mask for oneof in schema.flatten(sampled)]
     with tf.compat.v1.Session() as session:
@@ -169,9 +168,8 @@ class SampleTest(absltest.TestCase):
     def sample(step):
       p_ops, p_filters = steps.warmup_probabilities(step, config)
       sampled, _ = steps.sample_architecture(
-          spec, p_ops, p_filters,
-          seed=steps.sample_seed(config.job.seed, step),
-          controller=controller)
+          spec, p_ops, p_filters, controller,
+          seed=steps.sample_seed(config.job.seed, step))
       return [oneof.mask for oneof in schema.flatten(sampled)]
 
     for step in (0, 1):

@@ -1,7 +1,7 @@
 """`--engine=distribute --replicas=2`: the controller learns from the mean.
 
 In a process of its own (the CPU is split into two logical devices before
-TF starts): `distribute.strategy_for(job, 2)`, a `SearchTrainer` built under
+TF starts): `distribute.strategy_for(job, 2)`, a `SearchTask` built under
 it and one search step of each replica (RL delay 0, no warm-up: the
 controller learns at step 0), each replica's controller gradient captured
 where `steps.controller_train_op` takes it. The logits after the step are,
@@ -25,7 +25,7 @@ import tensorflow as tf
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.runtime import distribute
 from tunas_tf.search import runner
-from tunas_tf.search import trainer as trainer_lib
+from tunas_tf.search import task as task_lib
 from tests.testing import replicated
 from tests.testing import searches
 
@@ -48,17 +48,17 @@ def one_step(model_dir: str):
   config = searches.search_config(model_dir, *_FLAGS)
   strategy = distribute.strategy_for(config.job, config.replicas)
   assert strategy.num_replicas_in_sync == 2
-  trainer = trainer_lib.SearchTrainer(config)
+  task = task_lib.SearchTask(config)
   with strategy.scope():
-    trainer.build()
-  logits = trainer.controller.trainable_variables
+    task.build()
+  logits = task.controller.trainable_variables
   copies = lambda: [
       _flat(v.numpy() for v in per_replica)
       for per_replica in zip(*(strategy.experimental_local_results(v)
                                for v in logits))]
   before = copies()
   dataset = strategy.distribute_datasets_from_function(
-      lambda context: trainer_lib.make_dataset_fn(config)(context, 0))
+      lambda context: distribute.dataset_fn(task, False)(context, 0))
   grads = {}  # replica id -> its controller gradients (one call each).
   gradients = controller_optimizer.gradients
 
@@ -74,7 +74,7 @@ def one_step(model_dir: str):
     return found
 
   def replica_step(inputs):
-    scalars = trainer.step(inputs, tf.constant(0, tf.int64))
+    scalars = task.step(inputs, tf.constant(0, tf.int64))
     with tf.control_dependencies(list(scalars.values())):  # After updates.
       return (tf.concat([tf.reshape(g, [-1]) for g in grads[replica_id()]],
                         0),
@@ -97,7 +97,7 @@ def one_step(model_dir: str):
 
 _RUN = textwrap.dedent('''
     import json, sys
-    from tests.search import trainer_replicas_test as t
+    from tests.search import task_replicas_test as t
     print(json.dumps(t.one_step(sys.argv[1])))
 ''')
 

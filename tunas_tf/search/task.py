@@ -1,0 +1,159 @@
+"""The search as a `runtime.task.Task`: DESIGN's nine steps, once.
+
+`SearchTask(config).build()` makes the controller, the reward baseline,
+the controller's Adam, the supernet and the model's RMSProp (its slots
+too); `step` takes one search step on one replica's batches and returns
+its scalars; `dataset` gives the zipped train/validation batches. Either
+engine runs it (`runtime.estimator.task_model_fn`,
+`runtime.distribute.train`) and increments the global step after it.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Dict, List, Mapping, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.data import datasets
+from tunas_tf.data import streams
+from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import replicas
+from tunas_tf.search import report_text
+from tunas_tf.search import steps
+from tunas_tf.search.config import SearchConfig
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import ops
+from tunas_tf.search_space import schema
+
+
+def decisions(spec: Any) -> List[Tuple[str, List[str]]]:
+  """(path, choice labels) of each decision, for the probability
+  summaries."""
+  return [(path, ops.choice_labels(oneof.choices))
+          for path, oneof in schema.flatten_with_paths(spec)]
+
+
+def progress_formats(config: SearchConfig):
+  """The scalars of the progress line and their text."""
+  return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
+          'rlcontroller/estimated_cost': lambda v: cost_text(v, config),
+          'rlcontroller/validation_accuracy': lambda v: f'accuracy {v:.3f}'}
+
+
+def cost_text(cost: float, config: SearchConfig) -> str:
+  """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
+  units = report_text.cost_units(config.cost_model)
+  units = '' if units == report_text.UNKNOWN_UNITS else ' ' + units
+  return (f'cost {report_text.cost_text(cost)}{units} (target '
+          f'{report_text.cost_text(config.rl_cost_model_target)}, '
+          f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
+
+
+class SearchTask:
+  """The search's variables, its per-replica step and its batches.
+
+  Args:
+    config: the search's config.
+  """
+
+  finite_scalars = {'model/loss': 'model loss',
+                    'rlcontroller/reward': 'reward'}
+
+  def __init__(self, config: SearchConfig):
+    self._config = config
+    self._spec = mobile.get_search_space(config.ssd)
+    self._dtype = precision.compute_dtype(config.use_bfloat16,
+                                          config.job.use_tpu)
+    self.train_batch_size = config.train_batch_size
+    self.progress = progress_formats(config)
+    self.decisions = decisions(self._spec)
+    self.supernet = self.controller = self.baseline = None
+    self.controller_adam = self.model_optimizer = None
+    self._learning_rate = None  # This step's model learning rate.
+
+  def build(self) -> Mapping[str, Any]:
+    """Makes every variable, the RMSProp slots too (so that a step traced
+    once creates none).
+
+    Returns:
+      The objects to checkpoint, by name.
+    """
+    config = self._config
+    self.controller = steps.make_controller(self._spec)
+    self.baseline = steps.make_baseline(config)
+    self.controller_adam = steps.make_controller_adam(self.controller)
+    self.supernet = supernet_lib.Supernet(
+        self._spec, config.job.num_classes, mode=config.supernet_mode,
+        input_channels=config.job.num_channels, seed=config.job.seed,
+        compute_dtype=self._dtype)
+    self.model_optimizer = steps.model_optimizer(
+        lambda: self._learning_rate, config)
+    steps.make_slots(self.model_optimizer, self.supernet)
+    return {'supernet': self.supernet, 'controller': self.controller,
+            'baseline': self.baseline,
+            'controller_adam': self.controller_adam,
+            'model_optimizer': self.model_optimizer}
+
+  def step(self, inputs: Any, global_step: tf.Tensor
+           ) -> Dict[str, tf.Tensor]:
+    """One search step on this replica's batches; its scalars, by name,
+    each after both updates."""
+    config, spec = self._config, self._spec
+    features, labels = inputs
+    train_images = tf.cast(features['train'], self._dtype)
+    valid_images = tf.cast(features['validation'], self._dtype)
+    # 1. Warm-up probabilities.
+    p_ops, p_filters = steps.warmup_probabilities(global_step, config)
+    # 2. This replica's sample: a pure function of (seed, step, replica),
+    # so a resumed search draws what an uninterrupted one would.
+    sampled, dist_info = steps.sample_architecture(
+        spec, p_ops, p_filters, self.controller,
+        seed=steps.sample_seed(config.job.seed, global_step))
+    # 3. Cost of the sample (a mixture during warm-up).
+    cost = (steps.estimate_cost(sampled, config)
+            if config.enable_cost_model else None)
+    # 4-5. Shared-weight step; the barrier makes all gradients exist first.
+    # (With --supernet_sampling=uniform the weights train on a uniform
+    # sample; the controller's sample is still the one validated.)
+    trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
+                                          global_step, config)
+    self._learning_rate = steps.model_learning_rate(global_step, config)
+    model = steps.supernet_train_op(
+        self.supernet, trained, train_images, labels['train'], global_step,
+        config, replicas.averaging_optimizer(self.model_optimizer))
+    # 6. Validation accuracy of the controller's sample, after the update.
+    accuracy = steps.validation_accuracy(
+        self.supernet, sampled, valid_images, labels['validation'],
+        model.train_op, model.grads, config.use_gradient_sync_barrier)
+    # 7. Reward, baseline, advantage.
+    rl = steps.reward_and_advantage(accuracy, cost, config, global_step,
+                                    self.baseline)
+    # 8. The controller's REINFORCE step.
+    controller = steps.controller_train_op(
+        dist_info, rl.advantage, global_step, config, self.controller_adam)
+    # 9. Every scalar, after both updates.
+    scalars = steps.summary_scalars(model, accuracy, rl, controller,
+                                    dist_info, cost, p_ops, p_filters,
+                                    tag_logits=config.summarize_tag_logits)
+    with tf.control_dependencies([model.train_op, controller.train_op]):
+      return collections.OrderedDict(
+          (name, tf.identity(value)) for name, value in scalars.items())
+
+  def dataset(self, batch_size: int, pipeline: streams.Pipeline,
+              start_step: int) -> tf.data.Dataset:
+    """Zipped train/validation batches of `pipeline`'s replicas, from
+    `start_step` on: ({'train', 'validation'} images, the same one-hot
+    labels); images float32, or bfloat16 with `--use_bfloat16=true`
+    (`precision.cast_input`), labels float32."""
+    config, job = self._config, self._config.job
+    validation_batch = int(round(batch_size * config.rl_batch_size_multiplier))
+    dataset = datasets.search_dataset(
+        job.dataset, job.num_classes, batch_size, validation_batch,
+        seed=job.seed, data_dir=job.data_dir, download=job.download,
+        validation_examples=config.validation_examples,
+        image_size=job.image_size, start_step=start_step, pipeline=pipeline,
+        preprocessing=job.preprocessing)
+    return precision.cast_input(dataset, config.use_bfloat16)
+
