@@ -424,6 +424,22 @@ class DocsTest(absltest.TestCase):
   def test_the_layout_map_names_existing_modules(self):
     self.assertEqual(layout_problems(), [])
 
+  def test_the_tpu_runbook_gives_each_generation_its_engine_and_image(self):
+    text = _read(os.path.join('docs', 'tpu.md'))
+    for generation in ('v2', 'v3', 'v4', 'v5e', 'v5p', 'v6e'):
+      section = re.search(rf'^### TPU {generation}\b.*?(?=^##)', text,
+                          re.M | re.S)
+      self.assertIsNotNone(section, f'docs/tpu.md has no TPU {generation}')
+      self.assertRegex(section.group(0), r'Engine:? .*`(estimator|'
+                       r'--engine=distribute)`', generation)
+      self.assertRegex(section.group(0), r'tpu-vm-tf-[\d.]+-(pod-)?(se|pjrt)',
+                       generation)
+
+  def test_no_doc_calls_the_distribute_engine_planned(self):
+    self.assertEqual([f'{doc}: {line.strip()}' for doc in DOCS
+                      for line in _read(doc).split('\n')
+                      if re.search(r'(?i)\bplanned\b', line)], [])
+
   def test_the_docs_show_every_binary_in_a_fenced_command(self):
     shown = {program for doc in DOCS
              for program, _, _ in _doc_commands(doc, fenced=True)}
