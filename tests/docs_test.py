@@ -3,10 +3,12 @@
 Every `--flag` a doc shows with a binary (`python -m tunas_tf.X`, `X --flag`
 in a code span, `make search SEARCH_FLAGS=...`) is one of that binary's
 flags, and every other `--flag` in a code span one of some binary's; every
-fenced command of a binary parses with its flag definitions (as `--help`
-would see it: `$VARS` stand for any text, flagfiles are read, nothing
-runs); every repository path and relative link named exists; every make
-target and variable shown is the Makefile's. No TensorFlow graph is built.
+fenced shell command of a binary parses with its flag definitions, as the
+binary's start would parse it (`$VARS` stand for any text, flagfiles are
+read, nothing runs); every repository path and relative link named exists;
+every make target and variable shown is the Makefile's; every module of
+docs/layout.md's map exists; docs/tpu.md gives each TPU generation its
+engine and image. No TensorFlow graph is built.
 """
 
 import functools
