@@ -213,7 +213,7 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
   flags.DEFINE_enum('engine', None, list(jobs.ENGINES), 'What trains: '
                     'estimator (TPUEstimator; TF 2.15 only; TPU v2-v4) or '
                     'distribute (a tf.distribute training loop; any TF; TPU '
-                    'v5e/v5p, current GPUs, several machines). Default: '
+                    'v5e/v5p/v6e, current GPUs, several machines). Default: '
                     'estimator where this TF has it, else distribute. A run '
                     'goes on on the engine it started on.', flag_values=f)
 

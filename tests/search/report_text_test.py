@@ -103,6 +103,14 @@ class UnsettledTest(absltest.TestCase):
     self.assertTrue(report_text.is_unsettled([0.2, 0.5, 0.3], margin=0.25))
     self.assertFalse(report_text.is_unsettled([0.34, 0.27], margin=0.05))
 
+  def test_a_decision_without_effect_is_never_unsettled(self):
+    # The demo's block 2 layer 1 kernel size under a skipped layer: 0.37 vs
+    # 0.33 was flagged red beside its '(no effect)'.
+    self.assertTrue(report_text.is_unsettled([0.37, 0.33, 0.30]))
+    self.assertFalse(report_text.is_unsettled([0.37, 0.33, 0.30],
+                                              active=False))
+    self.assertFalse(report_text.is_unsettled([0.5, 0.5], active=False))
+
   def test_one_choice_is_never_unsettled(self):
     self.assertFalse(report_text.is_unsettled([1.0]))
     with self.assertRaisesRegex(ValueError, 'two or more probabilities'):

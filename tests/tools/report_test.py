@@ -244,6 +244,90 @@ class ReportTest(absltest.TestCase):
     np.testing.assert_array_equal(dots, final)
     self.assertIn('less than 0.1 (absolute)', _words(self._page()))
 
+  def test_a_decision_without_effect_is_not_flagged_unsettled(self):
+    # The architecture with its first skippable layer skipped: the
+    # decisions nested under it have no effect.
+    decisions = self.arch.decisions
+    k = next(i for i, d in enumerate(decisions) if 'skip' in d['choices'])
+    indices = list(self.arch.indices)
+    indices[k] = decisions[k]['choices'].index('skip')
+    arch = dataclasses.replace(self.arch, indices=tuple(indices))
+    d = next(d for d in arch.decisions
+             if d['path'].startswith(decisions[k]['path'] + '/') and
+             len(d['choices']) > 1)
+    self.assertFalse(d['active'])
+    # Two likeliest 0.04 apart: unsettled were it active.
+    final = [0.0] * len(d['choices'])
+    final[0], final[1] = 0.37, 0.33
+    final[-1] += 1.0 - sum(final)
+    probabilities = dict(arch.probabilities)
+    probabilities[d['path']] = tuple(final)
+    arch = dataclasses.replace(arch, probabilities=probabilities)
+    ax = _axes(self._figure(arch=arch))[f"decision {d['path']}"]
+    self.assertEqual(_words(ax.get_title()),
+                     f"{report_text.decision_label(d['path'])} (no effect)")
+    self.assertEqual(colors.to_hex(ax.title.get_color()),
+                     colors.to_hex('black'))
+    row = _html_row(self._page(arch=arch), d['path'])
+    self.assertIn('<td>not judged: no effect</td>', row)
+    self.assertNotIn('unsettled', row)
+
+  def test_phase_labels_sit_above_their_charts_clear_of_the_curves(self):
+    # A synthetic run whose curves fill every chart's whole height at every
+    # step, so a label inside a chart would cover them; marks at three
+    # steps (near the start, the middle and the end) and at one.
+    steps = range(0, 9)
+    scalars = {tag: {s: (s % 2) * 2.0 - 1.0 for s in steps}
+               for tag in ('rlcontroller/reward',
+                           'rlcontroller/validation_accuracy',
+                           'rlcontroller/baseline',
+                           'rlcontroller/estimated_cost')}
+    for d in self._charted():
+      for j, label in enumerate(d['choices']):
+        scalars[f"rlprobs/{d['path']}/{label}"] = {
+            s: float((s + j) % 2) for s in steps}
+    arch = dataclasses.replace(self.arch, probabilities=None)
+    configs = (self.config, dataclasses.replace(
+        self.config, increase_ops_warmup_steps_fraction=0.125,
+        increase_filters_warmup_steps_fraction=0.5,
+        rl_delay_steps_fraction=0.875))
+    self.assertEqual(report_text.phase_marks(configs[1]),
+                     [(1, ['op warm-up ends']), (4, ['filter warm-up ends']),
+                      (7, ['RL delay ends'])])
+    for config in configs:
+      fig = report.build_figure(scalars, arch, config,
+                                report.layer_table(arch))
+      self.addCleanup(plt.close, fig)
+      fig.canvas.draw()
+      renderer = fig.canvas.get_renderer()
+      titles = [fig._suptitle] + [ax.title for ax in fig.axes]  # pylint: disable=protected-access
+      title_boxes = [t.get_window_extent(renderer) for t in titles
+                     if t is not None and t.get_text()]
+      charts = [ax for ax in fig.axes
+                if ax.get_gid() in ('reward', 'cost') or
+                ax.get_gid().startswith('decision ')]
+      self.assertEqual(len(charts), 2 + len(self._charted()))
+      for ax in charts:
+        labels = [t for t in ax.texts if t.get_gid() == report.MARK_GID]
+        self.assertLen(labels, len(report_text.phase_marks(config)))
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        for text, box in zip(labels, boxes):
+          where = f'{ax.get_gid()}: {text.get_text()!r} at {box}'
+          # Above the chart's data area, within its width, in the figure.
+          self.assertGreater(box.y0, ax.bbox.y1, where)
+          self.assertGreaterEqual(box.x0, ax.bbox.x0 - 0.5, where)
+          self.assertLessEqual(box.x1, ax.bbox.x1 + 0.5, where)
+          self.assertTrue(fig.bbox.contains(box.x0, box.y0) and
+                          fig.bbox.contains(box.x1, box.y1), where)
+          # Covering no chart, title or other label.
+          for other in fig.axes:
+            self.assertFalse(box.overlaps(other.bbox), where)
+          for title in title_boxes:
+            self.assertFalse(box.overlaps(title), where)
+          for other in boxes:
+            if other is not box:
+              self.assertFalse(box.overlaps(other), where)
+
   def test_a_config_of_another_space_is_refused(self):
     with self.assertRaisesRegex(ValueError, "^the config is a search of "
                                 "'cifar_search', the architecture of "

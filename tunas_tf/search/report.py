@@ -13,7 +13,9 @@ A decision is *unsettled* when its two most likely choices' final
 probabilities (the controller's at the report's checkpoint) differ by less
 than `report_text.UNSETTLED_MARGIN` (0.1, absolute): its argmax could
 flip with a few more steps or another seed. The picture titles such a chart
-in red with 'unsettled'; the page marks its row.
+in red with 'unsettled'; the page marks its row. A decision marked '(no
+effect)' (under a skipped layer) is never flagged: its choice does not
+change the searched network.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ _FIGURE_TITLE_WIDTH = 170
 # The `gid` of the phase marks' lines and labels (the RL delay's end, the
 # warm-ups' ends) on every time-series chart.
 MARK_GID = 'phase_mark'
+# A phase mark's label sits above its chart, one row of this many points per
+# mark (the font's line and a gap), under the chart's title: inside the
+# axes it covered the curves.
+_MARK_ROW_PT = 11.0
+_TITLE_PAD_PT = 6.0
 _UNSETTLED_COLOR = 'crimson'
 
 Scalars = Dict[str, Dict[int, float]]
@@ -184,7 +191,8 @@ def _decision_rows(scalars: Scalars, arch: Any) -> List[Dict[str, Any]]:
     rows.append(dict(d, label=labels[d['path']], final=final,
                      final_step=step,
                      unsettled=(final is not None and
-                                report_text.is_unsettled(final))))
+                                report_text.is_unsettled(
+                                    final, active=d['active']))))
   return rows
 
 
@@ -199,30 +207,29 @@ def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
   return steps, [values[s] for s in steps]
 
 
-def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool
-                 ) -> None:
-  """Vertical dashed lines at the `report_text.phase_marks`, labelled along
-  the line (`short`: 'ops', 'filters', 'RL'); the RL delay shaded."""
-  for step, texts in marks:
+def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool,
+                 max_step: int) -> float:
+  """Vertical dashed lines at the `report_text.phase_marks`, the RL delay
+  shaded, each labelled above the chart (`short`: 'ops', 'filters', 'RL'),
+  where no curve runs: one row per mark, the first lowest, starting at its
+  line and running towards the chart's middle. Returns the title's pad (in
+  points) that leaves the rows free."""
+  for row, (step, texts) in enumerate(marks):
     if 'RL delay ends' in texts:
       ax.axvspan(0, step, color='0.5', alpha=0.08, linewidth=0, gid=MARK_GID)
     ax.axvline(step, color='0.35', linestyle='--', linewidth=0.9,
                gid=MARK_GID)
-    # Along the line, in columns of at most 30 characters: a chart's height
-    # holds about that many at these sizes (three phases ending at one step
-    # ran past the axes into the tick labels).
     words = ('+'.join(report_text.short_phase(t) for t in texts) if short
-             else report_text.wrap_words(
-                 f"{', '.join(texts)} (step {step})", 30))
-    ax.text(step, 0.97, words, transform=ax.get_xaxis_transform(),
-            rotation=90, ha='right', va='top', color='0.25',
-            fontsize=6 if short else 7, gid=MARK_GID,
-            bbox=dict(facecolor='white', alpha=0.7, edgecolor='none',
-                      pad=1.0),
-            zorder=6)  # Above a legend (5) that would hide it.
+             else f"{', '.join(texts)} (step {step})")
+    ax.annotate(words, xy=(step, 1.0), xycoords=ax.get_xaxis_transform(),
+                xytext=(0, 2 + row * _MARK_ROW_PT), textcoords='offset points',
+                ha='left' if 2 * step <= max_step else 'right', va='bottom',
+                color='0.25', fontsize=6 if short else 7, gid=MARK_GID,
+                annotation_clip=False)
+  return _TITLE_PAD_PT + len(marks) * _MARK_ROW_PT
 
 
-def _plot_reward(ax, scalars: Scalars) -> None:
+def _plot_reward(ax, scalars: Scalars, title_pad: float) -> None:
   for tag, label in (('rlcontroller/reward', 'reward'),
                      ('rlcontroller/validation_accuracy',
                       'validation accuracy'),
@@ -230,14 +237,15 @@ def _plot_reward(ax, scalars: Scalars) -> None:
     steps, values = _series(scalars, tag)
     if steps:
       ax.plot(steps, values, label=label, linewidth=1.2)
-  ax.set_title('Reward and accuracy of the sampled architectures')
+  ax.set_title('Reward and accuracy of the sampled architectures',
+               pad=title_pad)
   ax.set_xlabel('step')
   ax.set_ylabel('fraction correct / reward')
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8, loc='lower right')
 
 
-def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
+def _plot_cost(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
   units = report_text.cost_units(arch.cost_model)
   steps, values = _series(scalars, 'rlcontroller/estimated_cost')
   if steps:
@@ -251,7 +259,7 @@ def _plot_cost(ax, scalars: Scalars, arch: Any) -> None:
     ax.axhline(arch.estimated_cost, color='black', linestyle=':',
                label=(f'searched {report_text.cost_text(arch.estimated_cost)} '
                       f'{units}'))
-  ax.set_title('Cost of the sampled architectures')
+  ax.set_title('Cost of the sampled architectures', pad=title_pad)
   ax.set_xlabel('step')
   ax.set_ylabel(units)
   ax.grid(alpha=0.3)
@@ -267,7 +275,8 @@ def decision_title(row: Dict[str, Any]) -> str:
   return report_text.wrap_words(title, _PANEL_TITLE_WIDTH)
 
 
-def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any]) -> None:
+def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any],
+                   title_pad: float) -> None:
   labels, chosen = row['choices'], row['index']
   steps, probs = probabilities_over_time(scalars, row['path'], labels)
   for j, label in enumerate(labels):
@@ -280,7 +289,7 @@ def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any]) -> None:
       # The final probabilities, which the flag reads.
       ax.plot([row['final_step']], [row['final'][j]], marker='o',
               markersize=3, color=color)
-  ax.set_title(decision_title(row), fontsize=8,
+  ax.set_title(decision_title(row), fontsize=8, pad=title_pad,
                color=_UNSETTLED_COLOR if row['unsettled'] else 'black')
   ax.set_ylim(-0.02, 1.02)
   ax.tick_params(labelsize=7)
@@ -324,25 +333,30 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
       for line in (report_text.run_facts(config),
                    summary_line(scalars, arch)))
   title_height = 0.25 + 0.2 * (title.count('\n') + 1)
+  # The marks' rows above each chart of a row (the gap between the chart
+  # rows grows by as much).
+  marks_height = len(marks) * _MARK_ROW_PT / 72
   heights = ([3.2] + [2.3] * panel_rows +
              ([0.25 * folded_lines + 0.1] if folded else []) + [table_height])
-  fig_height = sum(heights) + title_height + 0.5
+  fig_height = (sum(heights) + title_height + 0.5 +
+                marks_height * (1 + panel_rows))
   fig = plt.figure(figsize=(16, fig_height))
-  grid = fig.add_gridspec(len(heights), _PANEL_COLUMNS,
-                          height_ratios=heights, hspace=0.55, wspace=0.25,
-                          top=1.0 - (title_height + 0.3) / fig_height,
-                          bottom=0.02)
+  grid = fig.add_gridspec(
+      len(heights), _PANEL_COLUMNS, height_ratios=heights,
+      hspace=0.55 + marks_height / (sum(heights) / len(heights)),
+      wspace=0.25, top=1.0 - (title_height + 0.3 + marks_height) / fig_height,
+      bottom=0.02)
+  max_step = config.max_global_step
   reward_ax = fig.add_subplot(grid[0, :2], gid='reward')
-  _plot_reward(reward_ax, scalars)
+  _plot_reward(reward_ax, scalars,
+               _mark_phases(reward_ax, marks, False, max_step))
   cost_ax = fig.add_subplot(grid[0, 2:], gid='cost')
-  _plot_cost(cost_ax, scalars, arch)
-  for ax in (reward_ax, cost_ax):
-    _mark_phases(ax, marks, short=False)
+  _plot_cost(cost_ax, scalars, arch,
+             _mark_phases(cost_ax, marks, False, max_step))
   for k, row in enumerate(charted):
     ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS],
                          gid=f"decision {row['path']}")
-    _mark_phases(ax, marks, short=True)
-    _plot_decision(ax, scalars, row)
+    _plot_decision(ax, scalars, row, _mark_phases(ax, marks, True, max_step))
     if k % _PANEL_COLUMNS == 0:
       ax.set_ylabel('probability', fontsize=8)
     if k // _PANEL_COLUMNS == panel_rows - 1:
@@ -439,6 +453,7 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
     probabilities = ('' if final is None else ', '.join(
         f'{c} {p:.2f}' for c, p in zip(d['choices'], final)))
     settled = ('' if final is None else
+               '<td>not judged: no effect</td>' if not d['active'] else
                f"<td class=\"unsettled\">{_unsettled_text(final)}</td>"
                if d['unsettled'] else
                '<td>settled: {:.2f} vs {:.2f}</td>'.format(
@@ -477,7 +492,8 @@ checkpoint (step {arch.global_step}; the dots at the end of each chart).
 A decision is <span style="color: {_UNSETTLED_COLOR}">unsettled</span> when
 its two most likely choices' final probabilities differ by less than
 {report_text.UNSETTLED_MARGIN:g} (absolute): its argmax, the chosen value, could
-flip with a few more steps or another seed.</p>
+flip with a few more steps or another seed. A decision with no effect (under a
+skipped layer) is not judged: its choice does not change the network.</p>
 <table><tr><th>decision</th><th>path</th><th>final probabilities</th><th>chosen</th><th>settled</th></tr>
 {chr(10).join(lines)}
 </table>

@@ -125,10 +125,14 @@ def top_two(probabilities: Sequence[float]) -> Tuple[float, float]:
 
 
 def is_unsettled(probabilities: Sequence[float],
-                 margin: float = UNSETTLED_MARGIN) -> bool:
+                 margin: float = UNSETTLED_MARGIN, *,
+                 active: bool = True) -> bool:
   """Whether a decision's two most likely choices are less than `margin`
-  apart (absolute difference of probabilities); False for one choice."""
-  if len(probabilities) < 2:
+  apart (absolute difference of probabilities); False for one choice, and
+  False for a decision without effect on the searched architecture
+  (`active` False: it sits under a skipped layer), whose choice does not
+  matter however it would flip."""
+  if not active or len(probabilities) < 2:
     return False
   first, second = top_two(probabilities)
   return first - second < margin
