@@ -32,6 +32,7 @@ import tempfile
 import time
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import _harness
 import exit as exit_bench  # bench/exit.py: its commands, _written, _REPO.
 
 # Runs module argv[1] as __main__ with `flags.tune_gc` a no-op.

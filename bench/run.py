@@ -63,8 +63,7 @@ BENCHMARKS: Dict[str, Benchmark] = {
         'search_vs_random.py', 'the searched architecture against random '
         'ones of equal cost (Fashion-MNIST)',
         ('--dataset=digits', '--num_random=2', f'--output_dir={_SMALLEST_RUN}',
-         '--search_flags', '--max_steps=20', '--train_batch_size=16',
-         '--save_checkpoints_steps=10', '--train_flags', '--epochs=1')),
+         '--search_flags=--max_steps=20', '--train_flags=--epochs=1')),
     'supernet_ranking': Benchmark(
         'supernet_ranking.py', "Spearman's rho of one-shot against "
         'standalone top-1 over a search_vs_random run', (_SMALLEST_RUN,)),

@@ -8,6 +8,7 @@ given and a row whose figures are that line's, with the commit, the
 machine and the date.
 """
 
+import ast
 import concurrent.futures
 import datetime
 import importlib.metadata
@@ -73,6 +74,23 @@ class ScriptsTest(absltest.TestCase):
         self.assertEqual(line[:2], [sys.executable,
                                     os.path.join(_BENCH, benchmark.script)])
         self.assertEqual(line[2:], list(benchmark.smallest) + ['--extra'])
+
+  def test_every_benchmark_ends_through_the_harness_under_its_name(self):
+    # --help stops before the end: that a script imports what it finishes
+    # with, and names itself as run.py does, is read from its source.
+    for name, benchmark in run.BENCHMARKS.items():
+      path = os.path.join(_BENCH, benchmark.script)
+      if not os.path.exists(path):
+        continue
+      with open(path) as f:
+        tree = ast.parse(f.read())
+      imported = {alias.name for node in tree.body
+                  if isinstance(node, ast.Import) for alias in node.names}
+      self.assertIn('_harness', imported, benchmark.script)
+      finishes = [node.args[0].value for node in ast.walk(tree)
+                  if isinstance(node, ast.Call)
+                  and ast.unparse(node.func) == '_harness.finish']
+      self.assertEqual(finishes, [name], benchmark.script)
 
   def test_run_refuses_an_unknown_name_in_one_line(self):
     result = subprocess.run(
