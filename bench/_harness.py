@@ -1,19 +1,165 @@
-"""Shared by the benchmarks: runs `bench/_child.py` in a fresh process."""
+"""Shared by the benchmarks: their results file and `bench/_child.py` runs.
+
+Every benchmark ends with `finish(name, line)`: it prints its figures as
+one line of `name=value` pairs (the last line of its output, which scripts
+outside read) and appends a JSON row to the results file (`RESULTS`, or the
+path in `$TUNAS_BENCH_RESULTS`; an empty value writes none): the figures,
+the command's arguments, the commit, the machine (CPU model, its widest
+vector ISA, cores, TensorFlow and Python versions, the kernel and allocator
+settings of the environment) and the date.
+"""
 
 from __future__ import annotations
 
+import datetime
+import importlib.metadata
 import json
+import math
 import os
+import platform
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = os.path.join(ROOT, 'bench', '_child.py')
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+
+# Not committed (.gitignore): every run appends, smallest and loaded runs
+# too; bench/README.md's table holds the figures adopted, with their row's
+# commit and machine.
+RESULTS = os.path.join(ROOT, 'bench', 'results.jsonl')
+RESULTS_ENV = 'TUNAS_BENCH_RESULTS'
+# Environment variables that change the figures: the kernels and the
+# allocator.
+_SETTINGS = ('TF_ENABLE_ONEDNN_OPTS', 'ONEDNN_MAX_CPU_ISA', 'LD_PRELOAD',
+             'MALLOC_ARENA_MAX', 'PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION')
+
+
+def figures_of(line: str) -> Dict[str, Union[int, float, str]]:
+  """The `name=value` pairs of a last line, in order.
+
+  A value is an int or a float when it reads as a finite number, else the
+  string printed (`>600`, `8/10`, `nan`, `-`).
+
+  Raises:
+    ValueError: when the line is empty or a word is not `name=value`.
+  """
+  figures: Dict[str, Union[int, float, str]] = {}
+  for word in line.split():
+    name, sep, value = word.partition('=')
+    if not sep or not name or not value:
+      raise ValueError(f'not a name=value pair: {word!r} in {line!r}')
+    figures[name] = value
+    for kind in (int, float):
+      try:
+        number = kind(value)
+      except ValueError:
+        continue
+      if math.isfinite(number):
+        figures[name] = number
+      break
+  if not figures:
+    raise ValueError('an empty last line')
+  return figures
+
+
+def _cpu() -> Dict[str, Any]:
+  """The CPU's model, its widest vector ISA and its logical cores (Linux)."""
+  model = platform.processor() or platform.machine()
+  info: Dict[str, str] = {}
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        key, _, value = line.partition(':')
+        info.setdefault(key.strip(), value.strip())
+        if key.strip() == 'flags':
+          break
+  except OSError:
+    pass
+  flags = set(info.get('flags', '').split())
+  if 'model name' in info:
+    # A VM may name only the vendor ('AMD EPYC'): family and model tell
+    # the generation (AMD family 25 Zen 3/4, 26 Zen 5).
+    model = (f"{info['model name']} (family {info.get('cpu family', '?')} "
+             f"model {info.get('model', '?')})")
+  isa = ('AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags
+         else 'unknown' if not flags else 'no AVX2')
+  extras = sorted(f for f in flags if f in (
+      'avx512_vnni', 'avx512_bf16', 'amx_bf16', 'amx_tile', 'avx_vnni'))
+  return {'cpu': model, 'isa': isa, 'isa_extras': extras,
+          'cores': os.cpu_count()}
+
+
+def _version(*packages: str) -> Optional[str]:
+  for package in packages:
+    try:
+      return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+      continue
+  return None
+
+
+def machine() -> Dict[str, Any]:
+  """Where a figure came from: CPU, TF and Python, figure-moving settings."""
+  return dict(_cpu(),
+              tensorflow=_version('tensorflow', 'tensorflow-cpu'),
+              python=platform.python_version(),
+              settings={k: os.environ[k] for k in _SETTINGS
+                        if k in os.environ})
+
+
+def commit() -> str:
+  """This checkout's short commit, `-dirty` when tracked files changed."""
+  def git(*args: str) -> str:
+    return subprocess.run(['git', '-C', ROOT, *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
+  try:
+    head = git('rev-parse', '--short', 'HEAD')
+    dirty = git('status', '--porcelain', '--untracked-files=no')
+  except (OSError, subprocess.CalledProcessError):
+    return 'unknown'
+  return head + ('-dirty' if dirty else '')
+
+
+def row(name: str, line: str, argv: Sequence[str],
+        now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
+  """The results file's row for benchmark `name`'s last line."""
+  now = now or datetime.datetime.now(datetime.timezone.utc)
+  return {'benchmark': name, 'figures': figures_of(line),
+          'args': list(argv), 'commit': commit(), 'machine': machine(),
+          'date': now.isoformat(timespec='seconds')}
+
+
+def results_path() -> Optional[str]:
+  """The results file: `$TUNAS_BENCH_RESULTS` if set (empty: none)."""
+  return os.environ.get(RESULTS_ENV, RESULTS) or None
+
+
+def finish(name: str, line: str,
+           argv: Optional[Sequence[str]] = None) -> None:
+  """Prints `line`, the benchmark's last, and appends its row.
+
+  Raises:
+    SystemExit: when the line is not `name=value` pairs (before it is
+      printed) or the results file cannot be written (after).
+  """
+  try:
+    record = row(name, line, sys.argv[1:] if argv is None else argv)
+  except ValueError as e:
+    sys.exit(f'{name}: {e}')
+  print(line, flush=True)
+  path = results_path()
+  if path is None:
+    return
+  try:
+    with open(path, 'a') as f:
+      f.write(json.dumps(record, allow_nan=False) + '\n')
+  except OSError as e:
+    sys.exit(f'{name}: cannot append to the results file {path}: {e}')
 
 
 def child_env() -> Dict[str, str]:

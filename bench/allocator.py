@@ -75,9 +75,10 @@ def main() -> None:
           ('startup_ratio', search['first_step_s'] / base['first_step_s']),
           ('memory_ratio', search['max_rss_mb'] / base['max_rss_mb'])):
         figures.setdefault(f'{name}_{key}', []).append(value)
-  print(' '.join(f'{key}={statistics.median(values):.4g}'
-                 for key, values in figures.items()) +
-        f' repeats={args.repeats}')
+  _harness.finish('allocator',
+                  ' '.join(f'{key}={statistics.median(values):.4g}'
+                           for key, values in figures.items()) +
+                  f' repeats={args.repeats}')
 
 
 if __name__ == '__main__':

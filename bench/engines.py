@@ -186,7 +186,7 @@ def main() -> None:
                                   ('step', 'step_s'), ('rss', 'rss_mb'),
                                   ('startup_cpu', 'startup_cpu_s'),
                                   ('step_cpu', 'step_cpu_s'))]
-  print(' '.join(pairs))
+  _harness.finish('engines', ' '.join(pairs))
 
 
 if __name__ == '__main__':

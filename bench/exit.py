@@ -36,6 +36,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import _harness
 from tests.testing import searches  # The suite's short search.
 from tunas_tf.search import report
 
@@ -113,10 +114,11 @@ def main() -> None:
            for t in (False, True)]
   saved = sum(median[n, True] - median[n, False]
               for n in ('search', 'extract_architecture', 'report'))
-  print(f'search_s={median["search", False]:.2f} '
-        f'search_teardown_s={median["search", True]:.2f} '
-        f'tools_s={tools[0]:.2f} tools_teardown_s={tools[1]:.2f} '
-        f'saved_s={saved:.2f}')
+  _harness.finish('exit',
+                  f'search_s={median["search", False]:.2f} '
+                  f'search_teardown_s={median["search", True]:.2f} '
+                  f'tools_s={tools[0]:.2f} '
+                  f'tools_teardown_s={tools[1]:.2f} saved_s={saved:.2f}')
 
 
 if __name__ == '__main__':

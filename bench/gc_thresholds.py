@@ -32,6 +32,7 @@ import tempfile
 import time
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import _harness
 import exit as exit_bench  # bench/exit.py: its commands, _written, _REPO.
 
 # Runs module argv[1] as __main__ with `flags.tune_gc` a no-op.
@@ -99,12 +100,13 @@ def main() -> None:
     print(f'{name:22s} {median[name, False]:7.2f} {median[name, True]:8.2f} '
           f'{paired[name]:7.2f}  {cpu[name, False]:11.2f} '
           f'{cpu[name, True]:8.2f} {cpu_paired[name]:7.2f}')
-  print(f'search_s={median["search", False]:.2f} '
-        f'search_default_gc_s={median["search", True]:.2f} '
-        f'search_saved_s={paired["search"]:.2f} '
-        f'search_saved_cpu_s={cpu_paired["search"]:.2f} '
-        f'saved_s={sum(paired.values()):.2f} '
-        f'saved_cpu_s={sum(cpu_paired.values()):.2f}')
+  _harness.finish('gc_thresholds',
+                  f'search_s={median["search", False]:.2f} '
+                  f'search_default_gc_s={median["search", True]:.2f} '
+                  f'search_saved_s={paired["search"]:.2f} '
+                  f'search_saved_cpu_s={cpu_paired["search"]:.2f} '
+                  f'saved_s={sum(paired.values()):.2f} '
+                  f'saved_cpu_s={sum(cpu_paired.values()):.2f}')
 
 if __name__ == '__main__':
   main()

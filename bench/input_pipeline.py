@@ -1,7 +1,7 @@
 """ImageNet preprocessing throughput per core: train, eval, bare JPEG decode.
 
 Usage:
-  PYTHONPATH=CHECKOUT python bench/input_pipeline.py [--num_images 1000]
+  python bench/input_pipeline.py [--num_images 1000]
       [--image_size 224] [--repeats 5] [--grain 6]
 
 Makes a fixture of JPEGs at ImageNet-like sizes offline (sides 300-600 px,
@@ -49,6 +49,7 @@ from typing import Dict, List, Tuple
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 os.environ.setdefault('CUDA_VISIBLE_DEVICES', '')
 
+import _harness  # pylint: disable=C0413
 import numpy as np  # pylint: disable=C0413
 import tensorflow as tf  # pylint: disable=C0413
 
@@ -250,8 +251,10 @@ def main() -> None:
   core_s = host_train / train + host_eval / evaluated
   print(f'per TPU host and search step: {host_train} train + {host_eval} '
         f'eval images = {core_s:.1f} core-seconds at these rates')
-  print(f'train_images_per_s={train:.1f} eval_images_per_s={evaluated:.1f} '
-        f'decode_images_per_s={decode:.1f}')
+  _harness.finish('input_pipeline',
+                  f'train_images_per_s={train:.1f} '
+                  f'eval_images_per_s={evaluated:.1f} '
+                  f'decode_images_per_s={decode:.1f}')
 
 
 if __name__ == '__main__':

@@ -30,7 +30,8 @@ def main() -> None:
     peak[kind] = record['max_rss_mb']
     print(f'{kind:10s} peak RSS {peak[kind]:8.0f} MB   graph ops '
           f'{record["graph_ops"]:6d}', flush=True)
-  print(f'memory_ratio={peak["search"] / peak["train_eval"]:.2f}')
+  _harness.finish('memory',
+                  f'memory_ratio={peak["search"] / peak["train_eval"]:.2f}')
 
 
 if __name__ == '__main__':

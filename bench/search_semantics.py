@@ -76,9 +76,10 @@ def main() -> None:
       print(f'round {round_index} {name:22s} first step {first:6.1f} s '
             f'({startup:4.2f}x)  peak RSS {rss:6.0f} MB ({memory:4.2f}x)  '
             f'graph ops {record["graph_ops"]:6d}', flush=True)
-  print(' '.join(f'{name}={statistics.median(values):.2f}'
-                 for name, values in sorted(ratios.items())) +
-        f' repeats={args.repeats}')
+  _harness.finish('search_semantics',
+                  ' '.join(f'{name}={statistics.median(values):.2f}'
+                           for name, values in sorted(ratios.items())) +
+                  f' repeats={args.repeats}')
 
 
 if __name__ == '__main__':

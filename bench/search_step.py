@@ -36,7 +36,7 @@ default preprocessing (random crops and flips, on the same 2 cores) unless
 the standalone work runs on constant tensors. `--preprocessing none` takes
 the preprocessing out of the search's side (at 6ab8aad on an AVX-512 EPYC,
 paired runs differed by 0 to 0.06 s of a ~0.35-0.43 s step: not shown to
-matter beyond the spread; bench/README.md).
+matter beyond the spread).
 """
 
 from __future__ import annotations
@@ -158,9 +158,11 @@ def main() -> None:
       speedups.append(search['masked'] / search['sampled'])
   median = lambda values: statistics.median(values) if values else float(
       'nan')
-  print(f'ratio_sampled={median(ratios.get("sampled", [])):.3f} '
-        f'ratio_masked={median(ratios.get("masked", [])):.3f} '
-        f'sampled_speedup={median(speedups):.3f} repeats={args.repeats}')
+  _harness.finish('search_step',
+                  f'ratio_sampled={median(ratios.get("sampled", [])):.3f} '
+                  f'ratio_masked={median(ratios.get("masked", [])):.3f} '
+                  f'sampled_speedup={median(speedups):.3f} '
+                  f'repeats={args.repeats}')
 
 
 if __name__ == '__main__':

@@ -33,6 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import _harness
 import numpy as np
 import tensorflow as tf
 
@@ -116,9 +117,11 @@ def main() -> None:
     print(f'{op_type:46s} {ms:8.2f} {counts[op_type]:9.0f}')
   kernels = sum(ms for t, ms in type_millis.items()
                 if any(k in t for k in _KERNELS))
-  print(f'step_s={statistics.median(walls):.4f} '
-        f'ops_per_step={sum(counts.values()):.0f} kernels_ms={kernels:.1f} '
-        f'other_ms={sum(millis.values()) - kernels:.1f}')
+  _harness.finish('search_step_ops',
+                  f'step_s={statistics.median(walls):.4f} '
+                  f'ops_per_step={sum(counts.values()):.0f} '
+                  f'kernels_ms={kernels:.1f} '
+                  f'other_ms={sum(millis.values()) - kernels:.1f}')
 
 
 if __name__ == '__main__':

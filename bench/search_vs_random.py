@@ -12,7 +12,8 @@ One run:
      search seed `--seed`;
   2. `tools/extract_architecture --cost_tolerance=0.05` on it: the most
      likely architecture within +-5% of the target (the argmax when it is
-     in the band; bench/README.md, "The argmax one cost step off");
+     in the band; bench/DECISIONS.md, "Reward exponent -0.2 and extraction
+     within +-5%");
   3. the searched architecture and `--num_random` architectures drawn
      uniformly from the space within +-5% of its estimated cost (draw seed
      `--seed`) each trained from scratch by `train_eval` with one recipe
@@ -53,6 +54,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
+import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from tunas_tf import files  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -65,7 +67,7 @@ PLOT_FILE = 'search_vs_random.png'
 COST_TOLERANCE = 0.05
 
 # The recipes, flagfiles in tunas_tf/configs/ (their comments say why each
-# value; bench/README.md has the runs).
+# value; bench/DECISIONS.md the runs that decided them).
 SEARCH_FLAGFILE = os.path.join(ROOT, 'tunas_tf', 'configs',
                                'fashion_mnist_search.cfg')
 TRAIN_FLAGFILE = os.path.join(ROOT, 'tunas_tf', 'configs',
@@ -183,7 +185,7 @@ def run(args) -> Dict[str, Any]:
     print(f"searched architecture over {len(noise) + 1} train seeds: "
           f"std {summary['searched_seed_std']:.4f}")
   print('seconds: ' + ', '.join(f'{k} {v:.0f}' for k, v in seconds.items()))
-  print(last_line(summary))
+  _harness.finish('search_vs_random', last_line(summary))
   return record
 
 

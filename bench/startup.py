@@ -74,8 +74,10 @@ def main() -> None:
   ratio = search / first['cifar_search widest train_eval']
   proxyless = first.get('proxylessnas_search search', float('nan'))
   fmt = lambda v: f'>{args.timeout:.0f}' if v == float('inf') else f'{v:.1f}'
-  print(f'first_step_s_cifar={search:.1f} startup_ratio_cifar={ratio:.2f} '
-        f'first_step_s_proxylessnas={fmt(proxyless)}')
+  _harness.finish('startup',
+                  f'first_step_s_cifar={search:.1f} '
+                  f'startup_ratio_cifar={ratio:.2f} '
+                  f'first_step_s_proxylessnas={fmt(proxyless)}')
 
 
 if __name__ == '__main__':

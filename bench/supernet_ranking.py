@@ -11,7 +11,10 @@ with the shared weights of a search checkpoint (`search.oneshot`: the
 search's hold-out, batch norm on batch statistics, as the rewards were
 measured), and the table gives, per run and checkpoint, Spearman's rank
 correlation between one-shot and standalone top-1 over the random
-architectures, and where the searched one ranks by one-shot accuracy.
+architectures, and where the searched one ranks by one-shot accuracy. The
+last line is `rho_mean=<f> rho_min=<f> searched_rank_mean=<f> rows=<n>
+seconds=<n>` over the table's rows (rho over the random architectures;
+rank 1 is the best).
 
 The weights are each run's own search (`RUN_DIR/search`), or `--search`:
 e.g. a search with `--rl_learning_rate=0`, whose controller stays uniform,
@@ -33,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.search import oneshot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -51,6 +55,7 @@ def main(argv=None) -> int:
   print(f'{"run":<28} {"step":>6} {"rho(random)":>11} {"searched rank":>13} '
         f'{"one-shot mean":>13}')
   start = time.time()
+  rhos, ranks = [], []
   for run in args.runs:
     try:
       with open(os.path.join(run, 'results.json')) as f:
@@ -70,11 +75,17 @@ def main(argv=None) -> int:
       standalone = [float(r['top1']) for r in results]
       rho = oneshot.spearman(scores[1:], standalone[1:])
       rank = 1 + sum(s > scores[0] for s in scores[1:])
+      rhos.append(rho)
+      ranks.append(rank)
       label = 'latest' if step is None else str(step)
       print(f'{os.path.basename(os.path.normpath(run)):<28} {label:>6} '
             f'{rho:>11.2f} {f"{rank}/{len(scores)}":>13} '
             f'{sum(scores) / len(scores):>13.4f}', flush=True)
-  print(f'seconds: {time.time() - start:.0f}')
+  _harness.finish('supernet_ranking',
+                  f'rho_mean={sum(rhos) / len(rhos):.2f} '
+                  f'rho_min={min(rhos):.2f} '
+                  f'searched_rank_mean={sum(ranks) / len(ranks):.1f} '
+                  f'rows={len(rhos)} seconds={time.time() - start:.0f}')
   return 0
 
 

@@ -13,7 +13,7 @@ class StackTest(absltest.TestCase):
   def test_protobuf_is_compiled(self):
     # Pure-Python protobuf (what protobuf 3.x gives on Python 3.11) made a
     # search's start ~3x slower: every graph serialisation ran in Python
-    # (bench/search_startup.py). setup.py pins a compiled one.
+    # (bench/DECISIONS.md, 'Compiled protobuf'). setup.py pins a compiled one.
     self.assertNotEqual(api_implementation.Type(), 'python')
 
   def test_other_kernels_names_the_setting_not_in_force(self):

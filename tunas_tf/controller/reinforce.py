@@ -288,8 +288,8 @@ def _enclosing_choices(path: str, oneof_paths: Mapping[str, Any]
 
 
 # No tensor-dependent Python control flow here: autograph has nothing to
-# convert, and skipping it traces a big space faster (bench/README.md,
-# 'Figures behind code comments').
+# convert, and skipping it traces a big space faster (bench/DECISIONS.md,
+# '`independent_sample` without autograph').
 @tf.autograph.experimental.do_not_convert
 def independent_sample(
     spec: Any,

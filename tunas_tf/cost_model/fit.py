@@ -46,8 +46,8 @@ def _ridge(x: np.ndarray, y: np.ndarray):
   Latencies of one space span well over an order of magnitude; unweighted
   least squares fits the slow architectures and leaves large relative errors
   on the fast ones. Weighting the squared error by 1 / latency sits between
-  absolute and relative error, and cuts the held-out error (bench/README.md,
-  'Measure -> fit -> search on `cifar_search`').
+  absolute and relative error, and cuts the held-out error (bench/DECISIONS.md,
+  '`fit_cost_model` weights rows by 1 / latency').
   """
   from sklearn import linear_model  # pylint: disable=g-import-not-at-top
   return linear_model.RidgeCV(alphas=ALPHAS, fit_intercept=True).fit(

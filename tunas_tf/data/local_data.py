@@ -374,8 +374,7 @@ def _check_image(path: str) -> _ImageFacts:
       width, height = image.size
       # A JPEG decoded at 1/8 scale still reads all its entropy-coded data
       # (what a truncated or corrupt file breaks), in less time
-      # (bench/README.md, 'Figures behind code comments'); `draft` leaves a
-      # PNG alone.
+      # (bench/DECISIONS.md, 'PIL `draft`'); `draft` leaves a PNG alone.
       image.draft(None, (1, 1))
       image.load()
   except Image.UnidentifiedImageError:

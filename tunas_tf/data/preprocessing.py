@@ -147,7 +147,7 @@ def decode_crop(encoded: tf.Tensor, window_fn: WindowFn,
 def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
   """TF1 `resize_bicubic` (no half-pixel centres): float32, not clipped."""
   # The kernel reads uint8 as float anyway; from float32 it is the same image,
-  # faster (bench/README.md, 'bench/input_pipeline.py').
+  # faster (bench/DECISIONS.md, 'Normalise against row-tiled constants').
   resized = tf.raw_ops.ResizeBicubic(
       images=tf.cast(image, tf.float32)[tf.newaxis],
       size=[image_size, image_size], align_corners=False,
@@ -173,7 +173,7 @@ def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
     mean, stddev = MEAN_RGB, STDDEV_RGB
   height, width, _ = image.shape
   # Eigen's broadcast over an inner dimension of 3 is slow on CPU
-  # (bench/README.md, 'bench/input_pipeline.py'): normalise rows of
+  # (bench/DECISIONS.md, 'Normalise against row-tiled constants'): rows of
   # width * channels against the constants tiled along a row.
   rows = tf.reshape(image, [height, width * channels])
   rows = ((rows - tf.constant(mean * width, tf.float32)) /

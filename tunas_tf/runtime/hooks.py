@@ -6,7 +6,7 @@ scalars, images/s) and measures images/s per core for `metrics.json`.
 TPU. `CheckpointSaverHook` and `summaries_only_writer` keep the graph out of
 the events file, where TF 2.15 writes it twice at every session start
 whatever `checkpoint_save_graph_def` says (where in TF's source, and what it
-cost: bench/README.md, 'bench/search_events.py').
+cost: bench/DECISIONS.md, 'No graph in the events files').
 """
 
 from __future__ import annotations
