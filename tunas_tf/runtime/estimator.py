@@ -201,8 +201,9 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
     optimize_graph: off TPU, whether Grappler (TF's graph optimiser) runs
       on the session's graphs. It runs again for every new set of fetches
       and on the search's graph costs more than it saves, so the search
-      turns it off (bench/README.md, 'Issue 12'). On TPU, XLA compiles the
-      step and this has no effect.
+      turns it off (bench/DECISIONS.md, 'No Grappler in the search's
+      Estimator sessions'). On TPU, XLA compiles the step and this has no
+      effect.
     replicas: replicas off TPU (1 on TPU).
 
   Raises:
@@ -230,11 +231,12 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
       log_step_count_steps=None,
       # No SummarySaverHook: every scalar goes through host_call, and the
       # hook's fetches on its own steps make TF build the step's executor
-      # twice (bench/README.md, 'Issue 12, second slice').
+      # twice (bench/DECISIONS.md, 'No SummarySaverHook').
       save_summary_steps=None,
-      # The search graph is large (bench/README.md, 'bench/search_events.py'):
-      # no graph.pbtxt, no model.ckpt-N.meta. This alone still leaves the graph
-      # in the events file; `checkpoint_hooks` keeps it out.
+      # The search graph is large (bench/DECISIONS.md, 'No graph in the
+      # events files'): no graph.pbtxt, no model.ckpt-N.meta. This alone
+      # still leaves the graph in the events file; `checkpoint_hooks` keeps
+      # it out.
       checkpoint_save_graph_def=False)
   if devices:
     return tf.estimator.Estimator(

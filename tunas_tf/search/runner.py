@@ -33,7 +33,7 @@ from tunas_tf.search_space import spec_io
 # 13.2 s and removed ~120 of ~25,800 nodes (pruning and dependency
 # optimisation, which remove ~7,000 of the digits loop's 16,600 and keep
 # the memory down, stay on): start 44.7 against 46.4 s, 1.056 against
-# 1.180 s a step, peak RSS 2,047 against 1,970 MB (bench/README.md). tfg's
+# 1.180 s a step, peak RSS 2,047 against 1,970 MB (bench/DECISIONS.md). tfg's
 # passes (its control-flow sink), the memory optimiser and the meta
 # optimiser's second round then took ~2.7 of the digits loop's 3.6 s and
 # removed no node; without them too (cifar_search, two rounds) the start is

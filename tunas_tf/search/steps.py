@@ -239,8 +239,8 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     if config.use_gradient_sync_barrier:
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
     # A NaN or Inf loss stops the run before the update. The gradients are
-    # not checked: it costs a step more than it catches (bench/README.md,
-    # 'Issue 12, the three benchmarks at the end of session 5'), since
+    # not checked: it costs a step more than it catches (bench/DECISIONS.md,
+    # 'The NaN stop checks the loss and the reward only'), since
     # weights a NaN gradient spoils make the next step's loss NaN.
     with tf.control_dependencies(guards.check_finite(
         'model loss', [loss], global_step, config.job.use_tpu)):
