@@ -1,5 +1,6 @@
-"""train_eval on both engines (TF 2.15): the same first step, the same
-evaluation, the same summary tags, and no restart on the other engine."""
+"""train_eval on both engines (TF 2.15): the same four steps (EMA on), the
+same evaluation, the same summary tags, and no restart on the other
+engine."""
 
 import os
 import tempfile
@@ -17,9 +18,12 @@ from tunas_tf.train_eval import runner
 from tunas_tf.train_eval import trainer as trainer_lib
 
 
+_STEPS = 4
+
+
 @pytest.mark.estimator
 class EnginesAgreeTest(absltest.TestCase):
-  """`runs.PINNED` one step on each engine, on the same batch (the engines'
+  """`runs.PINNED` four steps on each engine, on the same batch (the engines'
   data orders differ: `trainer.TrainEvalTrainer.dataset`), with dropout, path
   dropout, L2 and an EMA; then each evaluated."""
 
@@ -27,7 +31,7 @@ class EnginesAgreeTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     root = tempfile.mkdtemp()
-    args = [*runs.PINNED, '--max_steps=1', '--dropout_rate=0.2',
+    args = [*runs.PINNED, f'--max_steps={_STEPS}', '--dropout_rate=0.2',
             '--path_dropout_rate=0.2', '--weight_decay=1e-2',
             '--moving_average_decay=0.9', '--noexport', *runs.TINY]
     first = runs.config(*args, f'--model_dir={root}/x')
@@ -50,8 +54,11 @@ class EnginesAgreeTest(absltest.TestCase):
         cls.metrics[engine] = runner.run(runs.config(
             *args, f'--model_dir={cls.dirs[engine]}', f'--engine={engine}'))
 
-  def test_the_first_step_updates_alike(self):
-    readers = {engine: resume.reader(os.path.join(directory, 'model.ckpt-1'))
+  def test_the_steps_update_alike(self):
+    """Weights, RMSProp's slots and the EMA's shadows (its decay a function
+    of the step) after 4 steps."""
+    readers = {engine: resume.reader(os.path.join(directory,
+                                                  f'model.ckpt-{_STEPS}'))
                for engine, directory in self.dirs.items()}
     names = readers['estimator'].get_variable_to_shape_map()
     self.assertEqual(len([n for n in names if n.endswith('/RMSProp_1')]), 41)
