@@ -80,6 +80,9 @@ class _ToyTask:
       self.weight.assign_sub(self._learning_rate * gradient)
     return {'toy/loss': loss, 'toy/weight': self.weight.read_value()}
 
+  def initial_values(self):
+    return []
+
   def dataset(self, batch_size, pipeline, start_step):
     del pipeline  # One input pipeline: the replicas take its batches in turn.
     return self._make_dataset(batch_size, start_step)

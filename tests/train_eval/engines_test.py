@@ -15,7 +15,7 @@ from tests.testing import train_eval_runs as runs
 from tunas_tf.runtime import resume
 from tunas_tf.train_eval import data
 from tunas_tf.train_eval import runner
-from tunas_tf.train_eval import trainer as trainer_lib
+from tunas_tf.train_eval import task as task_lib
 
 
 _STEPS = 4
@@ -23,9 +23,9 @@ _STEPS = 4
 
 @pytest.mark.estimator
 class EnginesAgreeTest(absltest.TestCase):
-  """`runs.PINNED` four steps on each engine, on the same batch (the engines'
-  data orders differ: `trainer.TrainEvalTrainer.dataset`), with dropout, path
-  dropout, L2 and an EMA; then each evaluated."""
+  """`runs.PINNED` four steps of its task on each engine, on the same batch
+  (the engines' data orders differ: `task.TrainEvalTask.dataset`), with
+  dropout, path dropout, L2 and an EMA; then each evaluated."""
 
   @classmethod
   def setUpClass(cls):
@@ -38,17 +38,9 @@ class EnginesAgreeTest(absltest.TestCase):
     batch = tuple(x.numpy() for x in next(iter(data.train_dataset(first,
                                                                   32))))
     batches = lambda: tf.data.Dataset.from_tensors(batch).repeat()
-    input_fn = data.make_input_fn
-
-    def make_input_fn(config, training, start_step=0):
-      if training:
-        return lambda params: batches()
-      return input_fn(config, training, start_step)
-
     cls.dirs, cls.metrics, cls.args = {}, {}, args
-    with mock.patch.object(data, 'make_input_fn', make_input_fn), \
-        mock.patch.object(trainer_lib.TrainEvalTrainer, 'dataset',
-                          lambda self, *args: batches()):
+    with mock.patch.object(task_lib.TrainEvalTask, 'dataset',
+                           lambda self, *args: batches()):
       for engine in ('estimator', 'distribute'):
         cls.dirs[engine] = os.path.join(root, engine)
         cls.metrics[engine] = runner.run(runs.config(

@@ -43,8 +43,7 @@ class ExportTest(absltest.TestCase):
     images = datasets.digits_arrays()['test'][0][:7]
     arch = network.build_architecture(self.config)
     estimator = runner.make_estimator(
-        self.config, runner.make_model_fn(self.config, arch, {},
-                                          initialize=False))
+        self.config, runner.make_model_fn(self.config, arch, {}))
     expected = np.stack([p['logits'] for p in estimator.predict(
         lambda params: tf.data.Dataset.from_tensor_slices(images).batch(
             params.get('batch_size', 50)))])
@@ -85,7 +84,7 @@ class PixelExportTest(absltest.TestCase):
       # The estimator on the run's own evaluation input (6 test images).
       arch = network.build_architecture(config)
       estimator = runner.make_estimator(
-          config, runner.make_model_fn(config, arch, {}, initialize=False))
+          config, runner.make_model_fn(config, arch, {}))
       expected = np.stack([p['logits'] for p in estimator.predict(
           lambda params, c=config: datasets.eval_dataset(
               'tiny_images', 'test', 3, 6, data_dir=data_dir,

@@ -105,7 +105,7 @@ class RunTest(absltest.TestCase):
         np.zeros([4, 8, 8, 1]))
     arch = network.build_architecture(config)
     estimator = runner.make_estimator(
-        config, runner.make_model_fn(config, arch, {}, initialize=False))
+        config, runner.make_model_fn(config, arch, {}))
     results = [estimator.evaluate(
         lambda params, pad=pad: data.eval_dataset(config, 7, pad=pad))
                for pad in (False, True)]

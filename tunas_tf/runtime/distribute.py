@@ -208,7 +208,7 @@ class _Run:
 
   def __init__(self, strategy: tf.distribute.Strategy, task: task_lib.Task,
                job: JobConfig):
-    self.strategy, self._job, self._task = strategy, job, task
+    self.strategy, self._job, self.task = strategy, job, task
     with strategy.scope():
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name='global_step',
@@ -258,7 +258,7 @@ class _Run:
   def _replica_step(self, inputs: Any, step: tf.Tensor) -> tf.Tensor:
     """The task's step; its scalars as one vector (names in `self.names`,
     set when traced)."""
-    scalars = flat_scalars(self._task.step(
+    scalars = flat_scalars(self.task.step(
         task_lib.from_infeed(inputs, self._job.use_tpu), step))
     self.names = list(scalars)
     return tf.stack([tf.cast(scalars[name], tf.float32)
@@ -336,8 +336,12 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
   step = start = run.restore()
   if step >= max_steps:
     return step
-  if not run.resumed:  # The initial state, as the Estimator saves it (on
-    run.manager.save(checkpoint_number=step)  # every worker, as later ones).
+  if not run.resumed:
+    for variable, value in run.task.initial_values():
+      variable.assign(value)
+    # The initial state, as the Estimator saves it (on every worker, as
+    # later ones).
+    run.manager.save(checkpoint_number=step)
   dataset = run.strategy.distribute_datasets_from_function(
       lambda context: make_dataset(context, start))
   iterator = iter(dataset)

@@ -11,7 +11,8 @@ TF 2.15 and tensorflow-estimator only: TF 2.16+ has no `tf.estimator`
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Mapping, Optional
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import tensorflow as tf
 
@@ -28,21 +29,26 @@ LOSS = 'model/loss'
 
 
 def task_model_fn(make_task: Callable[[], task_lib.Task], job: JobConfig,
-                  max_steps: int) -> Callable[..., Any]:
+                  max_steps: int,
+                  record: Optional[Dict[str, Any]] = None
+                  ) -> Callable[..., Any]:
   """The TPUEstimator model_fn (training only) of the task `make_task`
   makes, one per call (per replica).
 
   It builds the task's variables in the graph, reads the global step once,
   takes the task's step on the features and labels (NHWC again on TPU:
-  `task.from_infeed`) and then increments the global step; the step's
-  scalars go to TensorBoard through `host_call` every
-  `job.tpu_iterations_per_loop` steps (with the probabilities of the
-  task's decisions), the checkpoints through `checkpoint_hooks`, and off
-  TPU the progress line through `hooks.ProgressHook`.
+  `task.from_infeed`) and then increments the global step; a session that
+  restores no checkpoint first assigns the task's `initial_values`
+  (`initial_values_scaffold`). The step's scalars go to TensorBoard through
+  `host_call` every `job.tpu_iterations_per_loop` steps (with the
+  probabilities of the task's decisions), the checkpoints through
+  `checkpoint_hooks`, the progress line (its scalars off TPU, where a hook
+  can fetch them) and the training images/s per core (into `record`, as
+  'train_images_per_sec', with the step it started at) through
+  `hooks.ProgressHook`.
   """
 
   def model_fn(features, labels, mode, params):
-    del params
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'task_model_fn only trains, got mode {mode!r}')
     task = make_task()
@@ -54,21 +60,54 @@ def task_model_fn(make_task: Callable[[], task_lib.Task], job: JobConfig,
     # After every update of the step (which the scalars follow).
     with tf.control_dependencies(list(scalars.values())):
       train_op = global_step.assign_add(1).op
-    training_hooks = checkpoint_hooks(job)
+    fetches = {'step': global_step}
     if not job.use_tpu:  # On TPU the scalars cannot be fetched by a hook.
-      fetches = {'step': global_step}
       fetches.update((k, scalars[k]) for k in task.progress if k in scalars)
-      training_hooks.append(hooks.ProgressHook(
-          fetches, max_step=max_steps, log_every=max(1, job.log_every_steps),
-          formats=task.progress))
+    cores = 1
+    if job.use_tpu and params and 'context' in params:
+      cores = params['context'].num_replicas
+    progress = hooks.ProgressHook(
+        fetches, max_step=max_steps, log_every=job.log_every_steps,
+        formats=task.progress, images_per_step=task.train_batch_size,
+        num_cores=cores, record=record, record_key='train_images_per_sec')
     return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=scalars[LOSS], train_op=train_op,
         host_call=summaries.host_call(
             scalars, step, job.model_dir, job.tpu_iterations_per_loop,
             decisions=task.decisions),
-        training_hooks=training_hooks)
+        scaffold_fn=initial_values_scaffold(task.initial_values()),
+        training_hooks=checkpoint_hooks(job) + [progress])
 
   return model_fn
+
+
+def initial_values_scaffold(
+    pairs: Sequence[Tuple[tf.Variable, Any]],
+    saver: Optional[tf.compat.v1.train.Saver] = None
+) -> Optional[Callable[[], tf.compat.v1.train.Scaffold]]:
+  """The TPUEstimator scaffold_fn that assigns the (variable, value) `pairs`
+  in a session that restores no checkpoint (fed, not held as constants in
+  the graph), and restores with `saver`; None when there is neither."""
+  if not pairs and saver is None:
+    return None
+
+  def make_scaffold():
+    init_fn = None
+    if pairs:
+      feed, assignments = {}, []
+      for variable, value in pairs:
+        placeholder = tf.compat.v1.placeholder(variable.dtype.base_dtype,
+                                               value.shape)
+        feed[placeholder] = value
+        assignments.append(variable.assign(placeholder))
+      init_op = tf.group(*assignments)
+
+      def init_fn(scaffold, session):
+        del scaffold
+        session.run(init_op, feed_dict=feed)
+    return tf.compat.v1.train.Scaffold(saver=saver, init_fn=init_fn)
+
+  return make_scaffold
 
 
 def task_input_fn(task: task_lib.Task, job: JobConfig, replicas: int = 1,

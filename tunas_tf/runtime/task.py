@@ -11,7 +11,8 @@ Nothing in a task knows which engine runs it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Protocol, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Protocol, Sequence,
+                    Tuple)
 
 import tensorflow as tf
 
@@ -49,10 +50,16 @@ class Task(Protocol):
     the strategy's scope (the distribute engine), before `step`.
     """
 
+  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+    """(variable, value) pairs of `build`'s variables that a run restoring
+    no checkpoint starts from (e.g. weights inherited from a search); the
+    engine assigns them once, before the first step. Empty for none."""
+
   def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
     """One replica's step on its batch `inputs` (the dataset's element, NHWC
     images); its scalars by name, float32 scalars or vectors of static
-    length, each computed after every update of the step.
+    length, each computed after every update of the step, `model/loss`
+    among them (the Estimator's loss).
 
     `global_step` is the scalar int64 step being taken, read once before
     any update; the engine increments it after the step.

@@ -96,6 +96,10 @@ class SearchTask:
             'controller_adam': self.controller_adam,
             'model_optimizer': self.model_optimizer}
 
+  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+    """None: a search starts from its seeded initial values."""
+    return []
+
   def step(self, inputs: Any, global_step: tf.Tensor
            ) -> Dict[str, tf.Tensor]:
     """One search step on this replica's batches; its scalars, by name,

@@ -27,7 +27,7 @@ from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import data
 from tunas_tf.train_eval import steps
-from tunas_tf.train_eval import trainer as trainer_lib
+from tunas_tf.train_eval import task as task_lib
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 EVAL_SUBDIR = 'eval'
@@ -43,7 +43,7 @@ def _restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   """The network with the checkpoint's weights (EMA shadows preferred,
   `inherit.model_values`) or, without one, one-shot with the inherited
   values (the others keep their seeded initial values)."""
-  model = trainer_lib.build_model(config, arch, one_shot=checkpoint is None)
+  model = task_lib.build_model(config, arch, one_shot=checkpoint is None)
   if checkpoint is not None:
     model_lib.set_params(model, inherit.model_values(model, checkpoint))
   else:

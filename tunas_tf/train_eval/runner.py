@@ -2,9 +2,10 @@
 
 `run(config)` writes or checks `config.json`, trains (unless `eval_only`),
 evaluates, writes `metrics.json` (see `METRIC_KEYS`) and the eval summaries,
-and exports the evaluated weights (`export.py`), on `config.job.engine`: the
-TPUEstimator's model_fn (here), or the tf.distribute loop over
-`trainer.py`'s step and `evaluate.py`'s pass.
+and exports the evaluated weights (`export.py`), on `config.job.engine`:
+the training task (`task.TrainEvalTask`) through the TPUEstimator's adapter
+(`runtime.estimator.task_model_fn`) and the evaluation model_fn (here), or
+the tf.distribute loop over the same task and `evaluate.py`'s pass.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import steps
-from tunas_tf.train_eval import trainer as trainer_lib
+from tunas_tf.train_eval import task as task_lib
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 METRICS_FILE = 'metrics.json'
@@ -45,9 +46,9 @@ _SUMMARY_KEYS = ('params', 'macs', 'train_images_per_sec',
 
 def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                   record: Dict[str, Any], one_shot: bool = False,
-                  initialize: bool = True,
                   inheritance: Optional[inherit.Inheritance] = None):
-  """The TPUEstimator model_fn of the standalone network.
+  """The TPUEstimator model_fn of the standalone network: training (the
+  task's step, `estimator.task_model_fn`), evaluation and prediction.
 
   Args:
     config: the run's config.
@@ -56,32 +57,27 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
       `eval_images_per_sec` and `train_start_step` into.
     one_shot: batch norm on batch statistics (no moving averages); with
       `init_from_search` this scores the supernet's weights.
-    initialize: assign the inherited values at session creation (only
-      happens when no checkpoint is restored; pass False once one exists).
     inheritance: the search's weights, read already; read here when None and
       `config.init_from_search` is set.
   """
   graph, constants = network.build_graph(config, arch)
   if inheritance is None and config.init_from_search:
     inheritance = inherit.Inheritance(config.init_from_search)
+  train_fn = estimator_lib.task_model_fn(
+      lambda: task_lib.TrainEvalTask(config, arch, inheritance), config.job,
+      config.max_global_step, record=record)
 
   def model_fn(features, labels, mode, params):
-    net = steps.forward(graph, constants, features, mode, config, one_shot)
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      return train_fn(features, labels, mode, params)
+    net = steps.forward(graph, constants, features, config, one_shot)
     variables = steps.variables_to_train(
         net.model, inheritance, config.freeze_inherited, net.training)
-    ema = steps.moving_average(config, one_shot)
-    cores = 1
-    if config.job.use_tpu and params and 'context' in params:
-      cores = params['context'].num_replicas
-    scaffold = steps.scaffold_fn(variables, ema, net.training, initialize)
+    scaffold = steps.scaffold_fn(variables, config, one_shot)
     if mode == tf.estimator.ModeKeys.PREDICT:
       return steps.predict_spec(net, scaffold)
     loss = steps.losses(net.model, labels, net.logits, config)
-    if mode == tf.estimator.ModeKeys.EVAL:
-      return steps.eval_spec(net, labels, loss.total, scaffold, config,
-                             record)
-    step = steps.train_step(loss.total, variables.var_list, ema, config)
-    return steps.train_spec(step, loss, scaffold, config, record, cores)
+    return steps.eval_spec(net, labels, loss.total, scaffold, config, record)
 
   return model_fn
 
@@ -154,16 +150,16 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
   """
   model_dir = config.job.model_dir
   if not config.eval_only:
-    model_fn = make_model_fn(config, arch, record,
-                             initialize=resume.checkpoint is None,
-                             inheritance=inheritance)
+    model_fn = make_model_fn(config, arch, record, inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
     lifecycle.train(
-        estimator, data.make_input_fn(config, True, resume.global_step),
+        estimator, estimator_lib.task_input_fn(
+            task_lib.TrainEvalTask(config, arch), config.job,
+            start_step=resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
         run_name='train_eval', resume_checkpoint=resume.checkpoint)
   model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
-                           initialize=one_shot, inheritance=inheritance)
+                           inheritance=inheritance)
   estimator = make_estimator(config, model_fn)
   # TPU needs the number of steps; its last batch is padded (SLICED input:
   # one pipeline of full eval batches, split over the cores).
@@ -180,7 +176,7 @@ def _train_and_evaluate_distributed(
     inheritance: Optional[inherit.Inheritance],
     stop: preemption.StopRequest) -> Dict[str, Any]:
   """`_train_and_evaluate` on the distribute engine: trains unless
-  `eval_only` or finished (`trainer.TrainEvalTrainer`, the data from the
+  `eval_only` or finished (`task.TrainEvalTask`, the data from the
   step it resumes at), then evaluates (`evaluate.evaluate`) and writes the
   eval summaries, as `Estimator.evaluate` does; the results.
 
@@ -193,12 +189,10 @@ def _train_and_evaluate_distributed(
     record['train_start_step'] = resume.global_step
     since = time.time()
     end = distribute.train(
-        strategy, trainer_lib.TrainEvalTrainer(
-            config, arch, initialize=resume.checkpoint is None,
-            inheritance=inheritance),
+        strategy, task_lib.TrainEvalTask(config, arch, inheritance),
         job=config.job, max_steps=config.max_global_step, stop=stop,
         run_name='train_eval')
-    rate = trainer_lib.images_per_sec(
+    rate = task_lib.images_per_sec(
         model_dir, since, resume.global_step, end, config.train_batch_size,
         strategy.num_replicas_in_sync)
     if rate is not None:

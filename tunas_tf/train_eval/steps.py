@@ -1,11 +1,11 @@
-"""The steps of the standalone model_fn, each a small function.
+"""The pieces of the standalone network's steps, each a small function.
 
-`runner.make_model_fn` calls them in order: `forward` (logits; dropout keyed
-on (seed, step)), `variables_to_train` (inherited values, the variables the
-optimizer updates), `moving_average` (the optional EMA, restored for
-evaluation), `losses` (smoothed cross-entropy plus L2), then `eval_spec` or
-`train_spec` (RMSProp under cosine decay with warm-up, the EMA update, host
-call, the checkpoint and progress hooks).
+`variables_to_train` (inherited values, the variables the optimizer
+updates) and `losses` (smoothed cross-entropy plus L2) serve the training
+task (`task.TrainEvalTask`); `runner.make_model_fn`'s evaluation and
+prediction call `forward` (logits), `variables_to_train`, `scaffold_fn`
+(the EMA's shadows restored in place of the weights, or the inherited
+values one-shot), `losses`, then `eval_spec` or `predict_spec`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ import tensorflow as tf
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
-from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import regularization
-from tunas_tf.layers import schedules
 from tunas_tf.runtime import estimator
-from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
 from tunas_tf.runtime import precision
-from tunas_tf.runtime import summaries
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 class Forward(NamedTuple):
@@ -61,44 +57,22 @@ class Losses(NamedTuple):
   regularization: tf.Tensor
 
 
-class TrainStep(NamedTuple):
-  """The training update.
-
-  Fields:
-    train_op: the RMSProp update (then the EMA's, when there is one); it
-      increments the global step.
-    global_step: the global step variable.
-    learning_rate: scalar float32 Tensor.
-  """
-  train_op: tf.Operation
-  global_step: tf.Variable
-  learning_rate: tf.Tensor
-
-
-def forward(graph, constants, features, mode: str, config: TrainEvalConfig,
+def forward(graph, constants, features, config: TrainEvalConfig,
             one_shot: bool) -> Forward:
-  """Builds the network in this graph and applies it to the batch.
+  """Builds the network in this graph and applies it to the batch, for
+  evaluation or prediction (training: `task.TrainEvalTask`).
 
   With bfloat16 compute (`--use_bfloat16`) the network computes in bfloat16
   on float32 variables: `true`'s images come in bfloat16 from the input_fn,
   `ontpu`'s are cast here.
-  Training, the dropout masks are a function of (seed, global step)
-  (`layers.dropout.step_seed`), so a resumed run drops what an uninterrupted
-  one dropped at the same step (on TPU every core draws the same masks, on
-  its own images).
   """
   images = features['images'] if isinstance(features, dict) else features
   dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
   images = tf.cast(images, dtype)
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
                           seed=config.job.seed, compute_dtype=dtype)
-  training = mode == tf.estimator.ModeKeys.TRAIN
-  dropout_seed = (dropout_lib.step_seed(
-      config.job.seed, tf.compat.v1.train.get_or_create_global_step())
-                  if training else None)
-  logits = tf.cast(model(images, training=training,
-                         dropout_seed=dropout_seed), tf.float32)
-  return Forward(model, images, logits, training)
+  logits = tf.cast(model(images, training=False), tf.float32)
+  return Forward(model, images, logits, False)
 
 
 def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
@@ -123,55 +97,25 @@ def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
   return TrainVariables(trainable, inherited)
 
 
-def moving_average(config: TrainEvalConfig, one_shot: bool
-                   ) -> Optional[tf.compat.v1.train.ExponentialMovingAverage]:
-  """The EMA of the weights (`moving_average_decay` > 0), or None."""
-  if config.moving_average_decay <= 0 or one_shot:
-    return None
-  return tf.compat.v1.train.ExponentialMovingAverage(
-      config.moving_average_decay,
-      num_updates=tf.compat.v1.train.get_or_create_global_step())
-
-
-def _init_fn(inherited, ema, training: bool) -> Callable[..., None]:
-  """Assigns the inherited values (and their EMA shadows when training)."""
-  assignments, feed = [], {}
-  for variable, value in inherited:
-    targets = [variable]
-    if ema is not None and training and ema.average(variable) is not None:
-      targets.append(ema.average(variable))
-    placeholder = tf.compat.v1.placeholder(tf.float32, value.shape)
-    feed[placeholder] = value
-    assignments += [t.assign(placeholder) for t in targets]
-  init_op = tf.group(*assignments)
-
-  def init_fn(scaffold, session):
-    del scaffold
-    session.run(init_op, feed_dict=feed)
-  return init_fn
-
-
-def scaffold_fn(variables: TrainVariables, ema, training: bool,
-                initialize: bool) -> Callable[[], Any]:
-  """The TPUEstimator scaffold_fn: the EMA saver and the inherited values.
-
-  Args:
-    variables: from `variables_to_train`.
-    ema: from `moving_average`.
-    training: whether the mode is TRAIN.
-    initialize: assign the inherited values at session creation (only
-      happens when no checkpoint is restored).
-  """
-  def make_scaffold():
-    saver = None
-    if ema is not None and not training:
-      saver = tf.compat.v1.train.Saver(
-          ema.variables_to_restore(moving_avg_variables=variables.var_list))
-    init_fn = None
-    if initialize and variables.inherited:
-      init_fn = _init_fn(variables.inherited, ema, training)
-    return tf.compat.v1.train.Scaffold(saver=saver, init_fn=init_fn)
-  return make_scaffold
+def scaffold_fn(variables: TrainVariables, config: TrainEvalConfig,
+                one_shot: bool) -> Optional[Callable[[], Any]]:
+  """The evaluation's TPUEstimator scaffold_fn: with an EMA
+  (`moving_average_decay` > 0, not one-shot) a `Saver` that restores each
+  trained variable from its shadow (`{name}/ExponentialMovingAverage`, as
+  `ExponentialMovingAverage.variables_to_restore` maps them); one-shot,
+  the inherited values assigned (no checkpoint is restored then)."""
+  saver = None
+  if config.moving_average_decay > 0 and not one_shot:
+    averaged = {v.ref() for v in variables.var_list}
+    names = {}
+    for v in tf.compat.v1.global_variables():
+      name = v.op.name
+      if v.ref() in averaged:
+        name = f'{name}/{inherit.EMA_SUFFIX}'
+      names[name] = v
+    saver = tf.compat.v1.train.Saver(names)
+  return estimator.initial_values_scaffold(
+      variables.inherited if one_shot else [], saver)
 
 
 def regularization_loss(model, weight_decay: float) -> tf.Tensor:
@@ -245,59 +189,3 @@ def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
       mode=tf.estimator.ModeKeys.EVAL, loss=loss,
       eval_metrics=(metric_fn, [labels, net.logits]), scaffold_fn=scaffold,
       evaluation_hooks=eval_hooks)
-
-
-def train_step(loss: tf.Tensor, var_list: List[tf.Variable], ema,
-               config: TrainEvalConfig) -> TrainStep:
-  """RMSProp (decay 0.9, epsilon 1.0) under cosine decay, then the EMA.
-
-  The loss is checked finite first (`runtime.guards.check_finite`, off TPU):
-  a NaN or Inf stops the step before any update and before any save.
-  """
-  global_step = tf.compat.v1.train.get_or_create_global_step()
-  learning_rate = schedules.cosine_decay_with_linear_warmup(
-      config.learning_rate_scaled, global_step, config.max_global_step,
-      config.warmup_steps)
-  opt = tf.compat.v1.train.RMSPropOptimizer(
-      learning_rate, decay=0.9, momentum=config.momentum, epsilon=1.0)
-  if config.job.use_tpu:
-    opt = tf.compat.v1.tpu.CrossShardOptimizer(opt)
-  with tf.control_dependencies(guards.check_finite(
-      'loss', [loss], global_step, config.job.use_tpu)):
-    train_op = opt.minimize(loss, global_step=global_step, var_list=var_list)
-  if ema is not None:
-    with tf.control_dependencies([train_op]):
-      train_op = ema.apply(var_list)
-  return TrainStep(train_op, global_step, learning_rate)
-
-
-def train_spec(step: TrainStep, loss: Losses, scaffold,
-               config: TrainEvalConfig, record: Dict[str, Any],
-               num_cores: int
-               ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
-  """The TRAIN spec: summaries through host_call, checkpoints, progress.
-
-  The checkpoint hooks are `estimator.checkpoint_hooks` (no graph in the events
-  file).
-  """
-  scalars = {'model/loss': loss.total, 'model/empirical_loss': loss.empirical,
-             'model/regularization_loss': loss.regularization,
-             'model/learning_rate': step.learning_rate}
-  # On TPU only the global step (a host variable) can be fetched.
-  fetches = ({'step': step.global_step} if config.job.use_tpu else
-             {'step': step.global_step, 'loss': loss.total,
-              'lr': step.learning_rate})
-  progress = hooks.ProgressHook(
-      fetches, max_step=config.max_global_step,
-      log_every=config.job.log_every_steps,
-      images_per_step=config.train_batch_size, num_cores=num_cores,
-      record=record, record_key='train_images_per_sec')
-  return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
-      mode=tf.estimator.ModeKeys.TRAIN, loss=loss.total,
-      train_op=step.train_op,
-      host_call=summaries.host_call(
-          {k: tf.cast(tf.reshape(v, []), tf.float32)
-           for k, v in scalars.items()}, step.global_step, config.job.model_dir,
-          config.job.tpu_iterations_per_loop),
-      scaffold_fn=scaffold,
-      training_hooks=estimator.checkpoint_hooks(config.job) + [progress])

@@ -1,19 +1,21 @@
-"""Standalone training as a `runtime.task.Task` (the distribute engine's).
+"""Standalone training as a `runtime.task.Task`, for either engine.
 
-`TrainEvalTrainer(config, arch, ...).build()` makes the network, RMSProp
-and its slots and, with `moving_average_decay` > 0, the weights' EMA, each
-variable named as the Estimator's graph names it (`{op}/{var}`, `.../RMSProp`,
-`.../RMSProp_1`, `.../ExponentialMovingAverage`), and starts from the
-search's weights (`init_from_search`) when no checkpoint is restored. `step`
-is `runner.make_model_fn`'s TRAIN step: the same loss, schedule, optimizer
-and EMA, and its scalars; `dataset` gives the batches.
+`TrainEvalTask(config, arch, ...).build()` makes the network, RMSProp and
+its slots and, with `moving_average_decay` > 0, the weights' EMA, each
+variable named as TF's own optimizer and `ExponentialMovingAverage` name
+them (`{op}/{var}`, `.../RMSProp`, `.../RMSProp_1`,
+`.../ExponentialMovingAverage`); `initial_values` are the search's weights
+(`init_from_search`) a run that restores no checkpoint starts from. `step`
+is one training step (dropout keyed on (seed, step), smoothed
+cross-entropy plus L2, RMSProp under cosine decay with warm-up, then the
+EMA) and its scalars; `dataset` gives the batches.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -53,13 +55,17 @@ def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 
 class _Shadows(tf.Module):
-  """The EMA's shadow variables, one per trained variable, in its order."""
+  """The EMA's shadow variables, one per trained variable, in its order,
+  each starting at its variable's initial value (in a graph, the tensor
+  its initializer assigns, so that no initializer reads another variable)."""
 
   def __init__(self, var_list: List[tf.Variable]):
-    super().__init__(name=None)
+    super().__init__(name='moving_average')
+    eager = tf.executing_eagerly()
     with replicas.identical_variables():
       self.variables_list = [
-          tf.Variable(v.read_value(), trainable=False,
+          tf.Variable(v.read_value() if eager else v.initial_value,
+                      trainable=False,
                       name=f'{_name(v)}/{inherit.EMA_SUFFIX}')
           for v in var_list]
 
@@ -69,23 +75,21 @@ def _name(variable: tf.Variable) -> str:
   return variable.name.split(':')[0]
 
 
-class TrainEvalTrainer:
+class TrainEvalTask:
   """The standalone network's variables, its per-replica training step and
   its batches.
 
   Args:
     config: the run's config.
     arch: the pruned, scaled architecture (`network.build_architecture`).
-    initialize: start from the search's weights (`inheritance`); pass False
-      when a checkpoint will be restored.
     inheritance: the search's weights (`config.init_from_search`), or None.
   """
 
   def __init__(self, config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
-               initialize: bool = True,
                inheritance: Optional[inherit.Inheritance] = None):
     self._config, self._arch = config, arch
-    self._initialize, self._inheritance = initialize, inheritance
+    self._inheritance = inheritance
+    self._inherited: List[Tuple[tf.Variable, Any]] = []
     self.train_batch_size = config.train_batch_size
     self.finite_scalars = {'model/loss': 'loss'}
     self.progress = PROGRESS
@@ -98,8 +102,7 @@ class TrainEvalTrainer:
 
   def build(self) -> Mapping[str, Any]:
     """Makes every variable (RMSProp's slots and the EMA's shadows too, so
-    the step, traced once, makes none); assigns the inherited values (and
-    their shadows') when `initialize`.
+    the step, traced once, makes none).
 
     Returns:
       The objects to checkpoint, by name.
@@ -112,9 +115,7 @@ class TrainEvalTrainer:
     variables = steps.variables_to_train(
         self.model, self._inheritance, config.freeze_inherited, True)
     self.var_list = variables.var_list
-    if self._initialize:
-      for variable, value in variables.inherited:
-        variable.assign(value)
+    self._inherited = list(variables.inherited)
     self.optimizer = replicas.MeanRMSProp(
         lambda: self._learning_rate, decay=0.9, momentum=config.momentum,
         epsilon=1.0)
@@ -124,19 +125,30 @@ class TrainEvalTrainer:
       self.optimizer._create_slots(self.var_list)
     objects = {'model': self.model, 'optimizer': self.optimizer}
     if config.moving_average_decay > 0:
-      # Made after the inherited values: they start equal, as the
-      # Estimator's `steps._init_fn` makes them.
       self.shadows = _Shadows(self.var_list)
       objects['moving_average'] = self.shadows
     return objects
 
+  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+    """The inherited values (`init_from_search`) and, with an EMA, the
+    same values for their shadows, so that the two start equal."""
+    pairs = list(self._inherited)
+    if self.shadows is not None:
+      shadow = {v.ref(): s for v, s in zip(self.var_list,
+                                           self.shadows.variables_list)}
+      pairs += [(shadow[v.ref()], value) for v, value in self._inherited
+                if v.ref() in shadow]
+    return pairs
+
   def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
     """One training step on this replica's batch; its scalars, by name.
 
-    As the Estimator's: dropout keyed on (seed, step), smoothed
-    cross-entropy plus L2, the loss checked finite before RMSProp under
-    cosine decay with warm-up, then the EMA (its decay
-    min(decay, (1 + n) / (10 + n)), n the step after the update).
+    Dropout keyed on (seed, step), smoothed cross-entropy plus L2, the loss
+    checked finite before RMSProp under cosine decay with warm-up (through
+    `replicas.averaging_optimizer`: CrossShardOptimizer in TPUEstimator's
+    TPU computation), then the EMA (`ExponentialMovingAverage`'s update,
+    its decay min(decay, (1 + n) / (10 + n)), n the step after the
+    update).
     """
     config = self._config
     images, labels = inputs
@@ -151,9 +163,10 @@ class TrainEvalTrainer:
         config.warmup_steps)
     with tf.control_dependencies(guards.check_finite(
         'loss', [loss.total], global_step, config.job.use_tpu)):
-      grads_and_vars = [(g, v) for g, v in self.optimizer.compute_gradients(
+      optimizer = replicas.averaging_optimizer(self.optimizer)
+      grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(
           loss.total, var_list=self.var_list) if g is not None]
-      update = self.optimizer.apply_gradients(grads_and_vars)
+      update = optimizer.apply_gradients(grads_and_vars)
     if self.shadows is not None:
       with tf.control_dependencies([update]):
         update = self._update_shadows(global_step)
@@ -165,7 +178,7 @@ class TrainEvalTrainer:
 
   def _update_shadows(self, global_step: tf.Tensor) -> tf.Operation:
     """`ExponentialMovingAverage.apply`'s update, its `num_updates` the
-    global step after the update (as the Estimator's graph reads it)."""
+    global step after the update."""
     updates = tf.cast(global_step + 1, tf.float32)
     decay = tf.minimum(tf.constant(self._config.moving_average_decay,
                                    tf.float32),
