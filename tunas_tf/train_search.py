@@ -35,7 +35,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, model_spec.json. Required.')
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'Search space.', flag_values=f)
+                    'Search space. ' + mobile.kinds_note(), flag_values=f)
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
                        'images held out for the controller; default 10% of '
                        'the train split. (digits has a fixed split.)',
@@ -193,10 +193,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   # at 1, which might read as "one TPU core".)
   if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
     raise ValueError(config_lib.REPLICAS_ON_TPU)
+  info = mobile.check_searchable(f.ssd)  # Before reading any data.
   if dataset_info is None:
     dataset_info = _dataset_info(f)
   sizes = dataset_info.split_sizes
-  info = mobile.space_info(f.ssd)
   use_bfloat16 = precision.resolve(f.use_bfloat16, info.mobilenet_v3_like)
   weight_decay = f.model_weight_decay
   if weight_decay is None:

@@ -178,7 +178,8 @@ class SearchConfig:
   def _check_ranges(self) -> None:
     """Each setting on its own: names, rates, momenta, decays, fractions."""
     from tunas_tf.controller import rewards  # pylint: disable=g-import-not-at-top
-    mobile.space_info(self.ssd)  # An unknown space raises, listing them.
+    # An unknown space raises, listing them; so does a reference model.
+    mobile.check_searchable(self.ssd)
     if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
       raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
                        f'resolved; expected one of {BFLOAT16_MODES[1:]}')
