@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
+from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
@@ -57,7 +58,7 @@ class ExportTest(absltest.TestCase):
     # 9.5e-7 on logits of ~1, oneDNN's and Eigen's kernels).
     np.testing.assert_allclose(served, expected, atol=1e-4)
     with open(export['tflite'], 'rb') as f:
-      interpreter = tf.lite.Interpreter(model_content=f.read())
+      interpreter = lite.interpreter(f.read())
     index = interpreter.get_input_details()[0]['index']
     interpreter.resize_tensor_input(index, list(images.shape))
     interpreter.allocate_tensors()
