@@ -265,8 +265,9 @@ _SEARCH_ROWS = [
     ('restart_seed', [_SEARCH, '--seed=1'], r'seed is 0 there and 1 now',
      _finished_search),
     ('restart_space', [_SEARCH, '--ssd=cifar_search'],
-     r'model_spec.json holds a different search space than '
-     r'--ssd=cifar_search', _finished_search),
+     r'model_spec.json holds the search space of --ssd=digits_search, not '
+     r'--ssd=cifar_search: resume with --ssd=digits_search, or use a new '
+     r'--model_dir$', _finished_search),
     ('restart_unreadable', [_SEARCH],
      r'No readable checkpoint in .*search \(model.ckpt-8: Read less bytes '
      r'.*model.ckpt-0: .*\); nothing was changed', _broken_search),

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -13,6 +14,7 @@ from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf import lite
 from tunas_tf.data import datasets
+from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
@@ -38,6 +40,19 @@ class ExportTest(absltest.TestCase):
                      os.path.join(self.config.job.model_dir, 'export'))
     self.assertEqual(sorted(os.listdir(self.config.export_dir)),
                      ['model.tflite', 'saved_model'])
+
+  def test_the_binary_logs_where_it_exported(self):
+    # main's body on this run's metrics (the run itself is the shared one).
+    values = runs.parse_flags(
+        f'--model_dir={tempfile.mkdtemp()}/run', '--indices=' + ':'.join(
+            ['0'] * 18))
+    with mock.patch.object(runner, 'run', return_value=self.metrics), \
+        self.assertLogs('absl', level='INFO') as logs:
+      self.assertEqual(train_eval_main.main([], values), 0)
+    export = self.metrics['export']
+    self.assertIn(f"INFO:absl:Exported: SavedModel {export['saved_model']}, "
+                  f"TFLite {export['tflite']}", logs.output)
+    self.assertIsNone(train_eval_main.exported_line({'top1': 0.5}))
 
   @pytest.mark.numerics
   def test_exports_give_the_trained_networks_predictions(self):

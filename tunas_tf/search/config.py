@@ -379,8 +379,13 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # (A train_eval directory has none; its config.json says what it is.)
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
-      raise ValueError(f'{spec_path} holds a different search space than '
-                       f'--ssd={config.ssd}; use a new --model_dir')
+      stored_ssd = _stored_ssd(config_path)
+      if stored_ssd in (None, config.ssd):  # Unknown, or redefined since.
+        raise ValueError(f'{spec_path} holds a different search space than '
+                         f'--ssd={config.ssd}; use a new --model_dir')
+      raise ValueError(f'{spec_path} holds the search space of '
+                       f'--ssd={stored_ssd}, not --ssd={config.ssd}: resume '
+                       f'with --ssd={stored_ssd}, or use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
   return files.check_config(
@@ -388,6 +393,15 @@ def check_stored(config: SearchConfig, model_spec_json: str
       DERIVED_FIELDS + ('search_train_examples',),
       check_stored=lambda stored: jobs.check_written_by(
           stored, BINARY, f'--model_dir={model_dir}'))
+
+
+def _stored_ssd(config_path: str) -> Optional[str]:
+  """The `ssd` of the stored config.json, or None when it cannot say."""
+  try:
+    ssd = json.loads(files.read_input(config_path)).get('ssd')
+  except (ValueError, AttributeError):  # Unreadable, not JSON, not a dict.
+    return None
+  return ssd if isinstance(ssd, str) else None
 
 
 def write(config: SearchConfig, model_spec_json: str,
