@@ -35,7 +35,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, model_spec.json. Required.')
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'Search space. ' + mobile.kinds_note(), flag_values=f)
+                    'What to search. ' + mobile.kinds_note(), flag_values=f)
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
                        'images held out for the controller; default 10% of '
                        'the train split. (digits has a fixed split.)',
