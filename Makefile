@@ -3,11 +3,21 @@
 # else 3.10 (a Cloud TPU VM's): the TF 2.15 stack, both engines; else 3.13 or
 # 3.12 (on PATH or a pyenv version): the newest TF, the distribute engine
 # (setup.py picks the stack by Python). The first that runs (a pyenv shim may
-# exist without its interpreter).
+# exist without its interpreter). PYTHON_VERSIONS=3.12 narrows the search;
+# PYTHON=python3.12 (a name) is found the same way, PYTHON=/path is taken
+# as it is.
+
+# The interpreters that run among the names $(1), in order: each one as on
+# PATH, then as a pyenv version's (pythonX.Y: $(pyenv root)/versions/X.Y*/bin).
+runnable = $(shell for p in $(1); do \
+	for c in $$p $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$(echo $$p | \
+	sed -n 's/^python//p')*/bin/$$p 2>/dev/null); do \
+	$$c -c '' 2>/dev/null && echo $$c; done; done)
 PYTHON_VERSIONS ?= 3.11 3.10 3.13 3.12
-PYTHON ?= $(or $(firstword $(shell for v in $(PYTHON_VERSIONS); do \
-	for p in python$$v $$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v*/bin/python$$v \
-	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done; done)),python3.11)
+PYTHON ?= $(or $(firstword $(call runnable,$(addprefix python,$(PYTHON_VERSIONS)))),python3.11)
+ifeq ($(findstring /,$(PYTHON)),)
+override PYTHON := $(or $(firstword $(call runnable,$(PYTHON))),$(PYTHON))
+endif
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -20,6 +30,8 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 .PHONY: test test-newtf check-py310 search clean-venv
 
 $(PY):
+	@$(PYTHON) -c '' 2>/dev/null || { echo "PYTHON=$(PYTHON) does not run (not \
+	on PATH, nor a pyenv version: \`pyenv versions\`)"; exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; print("Python %d.%d: %s" % (v + ((\
 	  "TensorFlow 2.15, engines estimator (default) and distribute",) if v < (3, 12) else \
 	  ("the newest TensorFlow, engine distribute (no tf.estimator there)",))))'
@@ -72,9 +84,7 @@ test: $(STAMP)
 # picks that stack there. Everything runs on the distribute engine; the tests
 # of the Estimator engine (marker `estimator`) are skipped, saying 'needs
 # tf.estimator (TF <= 2.15)'.
-PYNEW ?= $(firstword $(shell for v in 3.13 3.12; do for p in python$$v \
-	$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v*/bin/python$$v \
-	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done; done))
+PYNEW ?= $(firstword $(call runnable,python3.13 python3.12))
 VENVNEW ?= .venv-newtf
 STAMPNEW := $(VENVNEW)/.installed
 
@@ -94,9 +104,7 @@ test-newtf: $(STAMPNEW)
 # and its extraction, and the fast tests (the TPU resolution, signal and
 # run-lock tests among them). Says so and passes where there is
 # none. CI runs it after `test`.
-PY310 ?= $(firstword $(shell for p in python3.10 \
-	$$(ls -d $$(pyenv root 2>/dev/null)/versions/3.10*/bin/python3.10 \
-	2>/dev/null); do $$p -c '' 2>/dev/null && echo $$p; done))
+PY310 ?= $(firstword $(call runnable,python3.10))
 VENV310 ?= .venv310
 
 check-py310:

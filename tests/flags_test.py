@@ -135,6 +135,28 @@ class HelpTest(absltest.TestCase):
         self.assertIn('common_flags.run(main)', f.read(), name)
 
 
+class OneLineRefusalTest(absltest.TestCase):
+
+  def test_every_binary_refuses_a_bad_flag_in_one_line_on_stderr(self):
+    # On TF 2.16+ the import of TF alone wrote six lines (absl's C++ log
+    # before InitializeLog ignores TF_CPP_MIN_LOG_LEVEL), and absl's flag
+    # parser two. Without TF_CPP_MIN_LOG_LEVEL the package sets it.
+    env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+    runs = [(m.removesuffix('.__main__'), ['--no_such_flag=1'])
+            for m in BINARIES]
+    runs.append(('tunas_tf.train_search', ['--ssd=nonexistent']))
+    running = [subprocess.Popen([sys.executable, '-m', module, *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env) for module, args in runs]
+    for (module, args), process in zip(runs, running):
+      out, err = process.communicate(timeout=300)
+      self.assertEqual((process.returncode, out), (1, ''), (module, err))
+      binary = module.rsplit('.', 1)[-1]
+      self.assertLen(err.splitlines(), 1, (module, err))
+      self.assertRegex(err, f'^{binary}: ', module)
+      self.assertTrue(err.endswith(' (--help lists the flags)\n'), err)
+
+
 class QuietLogTest(absltest.TestCase):
 
   def test_library_info_lines_are_dropped_and_their_warnings_kept(self):

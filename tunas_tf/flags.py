@@ -44,7 +44,8 @@ def tune_gc() -> None:
 
 
 def run(main: Callable) -> None:
-  """`absl.app.run(main)`, except that asking for help exits 0, and that the
+  """`absl.app.run(main)`, except that asking for help exits 0, that a bad
+  flag is refused in one line (`parse_flags_in_one_line`), and that the
   process ends as soon as `main` is done (`exit_now`), with the garbage
   collector's thresholds raised (`tune_gc`).
 
@@ -64,9 +65,29 @@ def run(main: Callable) -> None:
     return main(argv)
 
   try:
-    app.run(main_quietly)
+    app.run(main_quietly, flags_parser=parse_flags_in_one_line)
   except SystemExit as e:
     exit_now(e.code)
+
+
+def program_name() -> str:
+  """The running binary's name as its refusals start: `train_search` for
+  `python -m tunas_tf.train_search`, `train_eval` for its package's
+  `__main__`; the script's file name when run by path."""
+  spec = getattr(sys.modules.get('__main__'), '__spec__', None)
+  if spec is not None:
+    return spec.name.removesuffix('.__main__').rsplit('.', 1)[-1]
+  return os.path.splitext(os.path.basename(sys.argv[0]))[0]
+
+
+def parse_flags_in_one_line(argv):
+  """absl's flag parsing, with a bad flag refused in one line naming the
+  binary (absl's own parser writes two, 'FATAL Flags parsing error: ...'
+  and a pointer to --helpshort) and exit code 1."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    sys.exit(f'{program_name()}: {e} (--help lists the flags)')
 
 
 def exit_now(code) -> None:

@@ -35,7 +35,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, model_spec.json. Required.')
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'Search space.', flag_values=f)
+                    'What to search. ' + mobile.kinds_note(), flag_values=f)
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
                        'images held out for the controller; default 10% of '
                        'the train split. (digits has a fixed split.)',
@@ -96,9 +96,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def _define_controller_flags(f: flags.FlagValues) -> None:
   """The controller's flags: RL schedule, warm-ups, reward and cost model."""
-  flags.DEFINE_float('rl_learning_rate', 0.1, 'Controller Adam LR per '
+  flags.DEFINE_float('rl_learning_rate', 0.3, 'Controller Adam LR per '
                      '256 images (scaled like the model LR). The ImageNet '
-                     'recipe uses 0.0003; the short demo needs more.',
+                     'recipe uses 0.0003; the short demo needs more for its '
+                     'decisions to settle (at 0.1 a filter count or two '
+                     'ended split, the argmax up to 8.5% off the target).',
                      flag_values=f)
   flags.DEFINE_boolean('use_exponential_rl_learning_rate_schedule', True,
                        'Grow the RL LR 10x from the end of the delay to the '
@@ -193,10 +195,10 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   # at 1, which might read as "one TPU core".)
   if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
     raise ValueError(config_lib.REPLICAS_ON_TPU)
+  info = mobile.check_searchable(f.ssd)  # Before reading any data.
   if dataset_info is None:
     dataset_info = _dataset_info(f)
   sizes = dataset_info.split_sizes
-  info = mobile.space_info(f.ssd)
   use_bfloat16 = precision.resolve(f.use_bfloat16, info.mobilenet_v3_like)
   weight_decay = f.model_weight_decay
   if weight_decay is None:

@@ -297,6 +297,18 @@ class WriteOrCheckTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'holds a different search space'):
       config_lib.write_or_check(self._config(model_dir), '{"a": 2}')
 
+  def test_another_space_on_a_restart_is_refused_naming_the_stored_one(self):
+    model_dir = tempfile.mkdtemp()
+    config_lib.write_or_check(self._config(model_dir), '{"a": 1}')
+    with self.assertRaises(ValueError) as raised:
+      config_lib.write_or_check(
+          self._config(model_dir, '--ssd=cifar_search'), '{"a": 2}')
+    self.assertEqual(
+        str(raised.exception),
+        f'{model_dir}/model_spec.json holds the search space of '
+        '--ssd=digits_search, not --ssd=cifar_search: resume with '
+        '--ssd=digits_search, or use a new --model_dir')
+
   def test_read_missing_and_corrupt(self):
     model_dir = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):

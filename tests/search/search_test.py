@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tunas_tf import architecture
+from tunas_tf import commands
 from tunas_tf.controller import reinforce
 from tunas_tf.runtime import preemption
 from tunas_tf.search import config as config_lib
@@ -61,6 +63,33 @@ class ShortSearchTest(absltest.TestCase):
     self.assertEqual(_global_step(self.model_dir), 8)
     # The logged step is the global step before the step's increment.
     self.assertEqual(sorted(self.events['rlcontroller/reward']), [0, 2, 4, 6])
+
+  def test_the_next_steps_name_the_running_python(self):
+    # Not a bare `python`: the virtualenv's interpreter has the package.
+    log = searches.finished_search_log()
+    python = commands.python()
+    self.assertNotEqual(python, 'python')
+    self.assertIn(
+        f'Search finished (8 steps). Next: {python} -m '
+        f'tunas_tf.tools.extract_architecture --model_dir={self.model_dir}, '
+        f'then {python} -m tunas_tf.tools.report '
+        f'--model_dir={self.model_dir}\n', log)
+
+  def test_the_docs_python_reads_the_probabilities(self):
+    # docs/search.md's snippet, on this run: event_accumulator files them
+    # under tensors (its scalars are empty).
+    with open(os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), 'docs',
+                           'search.md')) as f:
+      text = f.read()
+    snippet = re.search(r'## TensorBoard\n.*?```python\n(.*?)```', text,
+                        re.S).group(1)
+    scope = {}
+    exec(snippet.replace("'runs/digits_search'", repr(self.model_dir)),  # pylint: disable=exec-used
+         scope)
+    self.assertEqual(sorted(scope['probs']), [0, 2, 4, 6])
+    self.assertTrue(all(0 < p < 1 for p in scope['probs'].values()))
+    self.assertEqual(scope['events'].Tags()['scalars'], [])
 
   def test_events_files_hold_no_graph(self):
     kinds = set()

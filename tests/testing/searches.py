@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from absl import flags
 import numpy as np
@@ -65,7 +65,6 @@ def search_command(model_dir: str, *args: str) -> List[str]:
 QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
 
 
-@functools.lru_cache(maxsize=None)
 def finished_search() -> str:
   """The model dir of the shared short digits search, with architecture.json.
 
@@ -76,6 +75,16 @@ def finished_search() -> str:
   Raises:
     AssertionError: when the search fails (with the end of its log).
   """
+  return _finished_search_run()[0]
+
+
+def finished_search_log() -> str:
+  """What `finished_search()`'s process wrote to stderr."""
+  return _finished_search_run()[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _finished_search_run() -> Tuple[str, str]:
   model_dir = os.path.join(tempfile.mkdtemp(), 'search')
   done = subprocess.run(
       search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
@@ -84,7 +93,7 @@ def finished_search() -> str:
     raise AssertionError(f'the shared search failed:\n{done.stderr[-3000:]}')
   architecture.write(extract.search_architecture(model_dir),
                      os.path.join(model_dir, architecture.FILE_NAME))
-  return model_dir
+  return model_dir, done.stderr
 
 
 def copy_finished_search(name: str = 'copy') -> str:

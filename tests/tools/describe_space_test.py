@@ -44,6 +44,19 @@ class DescribeSpaceTest(absltest.TestCase):
     self.assertIn('no decisions',
                   describe_space.decision_table('proxylessnas_mobile', ''))
 
+  def test_says_which_names_train_search_can_search(self):
+    self.assertTrue(describe_space.kind('digits_search').startswith(
+        'a search space'))
+    self.assertIn('train_search refuses it',
+                  describe_space.kind('mobilenet_v2'))
+    out = subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.tools.describe_space',
+         '--ssd=mnasnet_b1'], check=True, capture_output=True, text=True)
+    self.assertTrue(out.stdout.startswith(
+        'mnasnet_b1: a reference model, a fixed architecture (nothing to '
+        'search: train_search refuses it; train_eval trains it), 0 '
+        'decisions, 1 architectures\n'), out.stdout)
+
   def test_command_line_writes_file_and_rejects_bad_indices(self):
     out = tempfile.mkdtemp()
     cmd = [sys.executable, '-m', 'tunas_tf.tools.describe_space',

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -11,7 +12,9 @@ import tensorflow_datasets as tfds
 
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
+from tunas_tf import lite
 from tunas_tf.data import datasets
+from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
@@ -38,6 +41,19 @@ class ExportTest(absltest.TestCase):
     self.assertEqual(sorted(os.listdir(self.config.export_dir)),
                      ['model.tflite', 'saved_model'])
 
+  def test_the_binary_logs_where_it_exported(self):
+    # main's body on this run's metrics (the run itself is the shared one).
+    values = runs.parse_flags(
+        f'--model_dir={tempfile.mkdtemp()}/run', '--indices=' + ':'.join(
+            ['0'] * 18))
+    with mock.patch.object(runner, 'run', return_value=self.metrics), \
+        self.assertLogs('absl', level='INFO') as logs:
+      self.assertEqual(train_eval_main.main([], values), 0)
+    export = self.metrics['export']
+    self.assertIn(f"INFO:absl:Exported: SavedModel {export['saved_model']}, "
+                  f"TFLite {export['tflite']}", logs.output)
+    self.assertIsNone(train_eval_main.exported_line({'top1': 0.5}))
+
   @pytest.mark.numerics
   def test_exports_give_the_trained_networks_predictions(self):
     images = datasets.digits_arrays()['test'][0][:7]
@@ -56,7 +72,7 @@ class ExportTest(absltest.TestCase):
     # 9.5e-7 on logits of ~1, oneDNN's and Eigen's kernels).
     np.testing.assert_allclose(served, expected, atol=1e-4)
     with open(export['tflite'], 'rb') as f:
-      interpreter = tf.lite.Interpreter(model_content=f.read())
+      interpreter = lite.interpreter(f.read())
     index = interpreter.get_input_details()[0]['index']
     interpreter.resize_tensor_input(index, list(images.shape))
     interpreter.allocate_tensors()

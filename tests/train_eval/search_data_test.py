@@ -83,6 +83,24 @@ class SearchDataTest(absltest.TestCase):
           'to train on other data')
     self.assertFalse(os.path.exists(os.path.join(self.root, 'run')))
 
+  def test_another_size_of_digits_is_pointed_at_another_dataset(self):
+    # digits has no 224x224 images: --allow_other_data alone would end in
+    # '--image_size: digits images are 8x8'. What the hint says works.
+    architecture_lib.write(_searched(dataset='digits', num_channels=1,
+                                     num_classes=10), self.path)
+    with self.assertRaises(ValueError) as raised:
+      self._config('--image_size=224')
+    self.assertEqual(
+        str(raised.exception),
+        f"--image_size=224 contradicts the search's image_size 8 in "
+        f'{self.path}; leave --image_size unset, or train on another '
+        'dataset at that size (--allow_other_data --dataset=NAME): digits '
+        'images are 8x8 only')
+    config = self._config('--image_size=16', '--allow_other_data',
+                          '--dataset=tiny_images')
+    self.assertEqual((config.job.dataset, config.job.image_size),
+                     ('tiny_images', 16))
+
   def test_allow_other_data_lets_the_flags_differ(self):
     # Another dataset: its own defaults, none of the file's.
     config = self._config('--allow_other_data', '--dataset=digits')

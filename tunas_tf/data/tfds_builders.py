@@ -16,6 +16,8 @@ import urllib.parse
 
 import tensorflow as tf
 
+from tunas_tf import commands
+
 # Seconds to wait for a download host before calling a dataset unreachable.
 _CONNECT_TIMEOUT_S = 5.0
 _PROXY_VARIABLES = ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
@@ -82,11 +84,11 @@ def tfds_builder(name: str, data_dir: Optional[str], download: bool):
   except Exception as e:  # TFDS raises its own DatasetNotFoundError.
     # An unregistered name is looked up as a prepared dataset in data_dir
     # (what tools/import_dataset writes).
+    prepare = commands.module_command('tunas_tf.tools.import_dataset')
     raise ValueError(f'Unknown dataset {name!r}: not \'digits\', not a '
                      'registered TFDS dataset and not prepared in '
                      f'data_dir={data_dir!r} ({type(e).__name__}); '
-                     '`python -m tunas_tf.tools.import_dataset` prepares '
-                     'local data') from None
+                     f'`{prepare}` prepares local data') from None
   # TFDS's own check warns 'Variant folder ... has no dataset_info.json' for
   # a version folder that does not exist, beside this module's line.
   if (tf.io.gfile.exists(os.fspath(builder.data_path)) and

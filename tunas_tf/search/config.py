@@ -173,7 +173,8 @@ class SearchConfig:
   def _check_ranges(self) -> None:
     """Each setting on its own: names, rates, momenta, decays, fractions."""
     from tunas_tf.controller import rewards  # pylint: disable=g-import-not-at-top
-    mobile.space_info(self.ssd)  # An unknown space raises, listing them.
+    # An unknown space raises, listing them; so does a reference model.
+    mobile.check_searchable(self.ssd)
     if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
       raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
                        f'resolved; expected one of {BFLOAT16_MODES[1:]}')
@@ -371,8 +372,13 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # (A train_eval directory has none; its config.json says what it is.)
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
-      raise ValueError(f'{spec_path} holds a different search space than '
-                       f'--ssd={config.ssd}; use a new --model_dir')
+      stored_ssd = _stored_ssd(config_path)
+      if stored_ssd in (None, config.ssd):  # Unknown, or redefined since.
+        raise ValueError(f'{spec_path} holds a different search space than '
+                         f'--ssd={config.ssd}; use a new --model_dir')
+      raise ValueError(f'{spec_path} holds the search space of '
+                       f'--ssd={stored_ssd}, not --ssd={config.ssd}: resume '
+                       f'with --ssd={stored_ssd}, or use a new --model_dir')
   # Derived values (and the dataset size they come from) are compared last,
   # so an error names what the user changed.
   return files.check_config(
@@ -380,6 +386,15 @@ def check_stored(config: SearchConfig, model_spec_json: str
       DERIVED_FIELDS + ('search_train_examples',),
       check_stored=lambda stored: jobs.check_written_by(
           stored, BINARY, f'--model_dir={model_dir}'))
+
+
+def _stored_ssd(config_path: str) -> Optional[str]:
+  """The `ssd` of the stored config.json, or None when it cannot say."""
+  try:
+    ssd = json.loads(files.read_input(config_path)).get('ssd')
+  except (ValueError, AttributeError):  # Unreadable, not JSON, not a dict.
+    return None
+  return ssd if isinstance(ssd, str) else None
 
 
 def write(config: SearchConfig, model_spec_json: str,

@@ -14,6 +14,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
+from tunas_tf import commands
 from tunas_tf.runtime import cluster
 from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
@@ -177,10 +178,12 @@ def run_search(config: SearchConfig) -> bool:
                        lambda: check_search(config), start, finished,
                        multi_worker=True):
     return False
-  logging.info('Search finished (%d steps). Next: python -m '
-               'tunas_tf.tools.extract_architecture --model_dir=%s, then '
-               'python -m tunas_tf.tools.report --model_dir=%s',
-               config.max_global_step, model_dir, model_dir)
+  logging.info('Search finished (%d steps). Next: %s, then %s',
+               config.max_global_step, commands.module_command(
+                   'tunas_tf.tools.extract_architecture',
+                   f'--model_dir={model_dir}'),
+               commands.module_command('tunas_tf.tools.report',
+                                       f'--model_dir={model_dir}'))
   return True
 
 

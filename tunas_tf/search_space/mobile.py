@@ -312,6 +312,12 @@ class SearchSpaceInfo:
   def has_released_cost_model(self) -> bool:
     return self.released_target_ms is not None
 
+  @property
+  def searchable(self) -> bool:
+    """Whether the spec has a decision: a reference model (a fixed
+    architecture) has none, so a search of it would have nothing to learn."""
+    return bool(schema.num_choices(self.build()))
+
 
 def _registry(*infos: SearchSpaceInfo) -> Dict[str, SearchSpaceInfo]:
   return {info.name: info for info in infos}
@@ -348,6 +354,34 @@ def space_info(name: str) -> SearchSpaceInfo:
     raise ValueError(f'Unknown search space {name!r}; expected one of '
                      f'{sorted(SEARCH_SPACES)}')
   return SEARCH_SPACES[name]
+
+
+def kinds_note() -> str:
+  """Which names are search spaces and which are reference models, for
+  `--ssd`'s help (one place for the binaries that take `--ssd`)."""
+  spaces = sorted(n for n, i in SEARCH_SPACES.items() if i.searchable)
+  fixed = sorted(n for n, i in SEARCH_SPACES.items() if not i.searchable)
+  return (f"Search spaces: {', '.join(spaces)}. Reference models (fixed "
+          f"architectures, nothing to search; train_eval trains them): "
+          f"{', '.join(fixed)}.")
+
+
+def check_searchable(name: str) -> SearchSpaceInfo:
+  """Returns `space_info(name)` for a space with decisions.
+
+  Raises:
+    ValueError: for an unknown name, or for a reference model: a fixed
+      architecture, which a search could not change (the message says what
+      to use instead).
+  """
+  info = space_info(name)
+  if not info.searchable:
+    spaces = sorted(n for n, i in SEARCH_SPACES.items() if i.searchable)
+    raise ValueError(
+        f'--ssd={name} is a reference model (a fixed architecture): it has '
+        f'no decision to search; search one of {", ".join(spaces)}, or '
+        f'train it with train_eval --ssd={name}')
+  return info
 
 
 def get_search_space(name: str) -> ConvTowerSpec:

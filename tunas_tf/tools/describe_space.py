@@ -1,9 +1,10 @@
 r"""Describes a search space and one architecture of it.
 
-Prints the space's size and its decisions as a table (path, the named
-choices, the architecture's choice, `*` on decisions that do not matter for
-it), picks an architecture (given with
-`--indices`, or drawn uniformly with `--seed`, the first draw of
+Prints whether `--ssd` is a search space or a reference model (a fixed
+architecture, which `train_search` refuses), the space's size and its
+decisions as a table (path, the named choices, the architecture's choice,
+`*` on decisions that do not matter for it), picks an architecture (given
+with `--indices`, or drawn uniformly with `--seed`, the first draw of
 `tools/random_architectures --seed`) and writes it to
 `<output_dir>/architecture.json` in the format of `extract_architecture`'s
 (that `train_eval --architecture=` reads; no cost or search fields):
@@ -58,6 +59,16 @@ def describe(ssd: str, indices=None, seed: int = 0) -> dict:
   }
 
 
+def kind(ssd: str) -> str:
+  """What `ssd` is to the binaries: a search space (`train_search`
+  searches it) or a reference model (a fixed architecture: `train_search`
+  refuses it, `train_eval` trains it)."""
+  if mobile.space_info(ssd).searchable:
+    return 'a search space (train_search searches it)'
+  return ('a reference model, a fixed architecture (nothing to search: '
+          'train_search refuses it; train_eval trains it)')
+
+
 def decision_table(ssd: str, indices) -> str:
   """The decisions of `ssd` as text: one row per decision, in visit order.
 
@@ -85,7 +96,7 @@ def decision_table(ssd: str, indices) -> str:
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the tool's flags (only when run as a program)."""
   flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'Search space or reference model.',
+                    'Search space or reference model. ' + mobile.kinds_note(),
                     flag_values=flag_values)
   flags.DEFINE_string('indices', None, 'Colon-separated choice per decision '
                       '(visit order); drawn uniformly when unset.',
@@ -111,7 +122,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     result = describe(f.ssd, f.indices, f.seed)
   except ValueError as e:
     sys.exit(f'describe_space: {e}')
-  print(f"{result['ssd']}: {result['num_decisions']} decisions, "
+  print(f"{result['ssd']}: {kind(result['ssd'])}, "
+        f"{result['num_decisions']} decisions, "
         f"{float(result['size']):.3g} architectures")
   print(decision_table(result['ssd'], result['indices']))
   print(f"architecture: {result['indices']}")

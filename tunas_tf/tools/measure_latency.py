@@ -23,6 +23,7 @@ from absl import logging
 import numpy as np
 
 from tunas_tf import checks
+from tunas_tf import lite
 from tunas_tf import native_output
 from tunas_tf import flags as common_flags
 from tunas_tf import files
@@ -148,8 +149,7 @@ def build_runner(ssd: str, indices: Any, backend: str = 'tflite', *,
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
   with native_output.captured():  # The converter's op summary.
     content = converter.convert()
-  interpreter = tf.lite.Interpreter(model_content=content,
-                                    num_threads=num_threads)
+  interpreter = lite.interpreter(content, num_threads=num_threads)
   interpreter.allocate_tensors()
   input_index = interpreter.get_input_details()[0]['index']
   output_index = interpreter.get_output_details()[0]['index']

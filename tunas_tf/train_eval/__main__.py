@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, Dict, Optional
 
 from absl import flags
+from absl import logging
 
 from tunas_tf import files
 from tunas_tf import flags as common_flags
@@ -219,11 +221,25 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
   return config
 
 
+def exported_line(metrics: Dict[str, Any]) -> Optional[str]:
+  """'Exported: SavedModel DIR, TFLite FILE' for a run that exported, else
+  None."""
+  export = metrics.get('export')
+  if not export:
+    return None
+  return (f"Exported: SavedModel {export['saved_model']}, TFLite "
+          f"{export['tflite']}")
+
+
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:
-  """Trains, evaluates and exports, then prints the metrics; bad input exits
-  with one line. Everything is checked before anything is written."""
+  """Trains, evaluates and exports (logging where), then prints the
+  metrics; bad input exits with one line. Everything is checked before
+  anything is written."""
   def body():
     metrics = runner.run(config_from_flags(flag_values))
+    line = exported_line(metrics)
+    if line:
+      logging.info('%s', line)
     print(json.dumps(runner.printed_metrics(metrics)))
   return lifecycle.main('train_eval', argv, body)
 

@@ -236,10 +236,17 @@ def use_search_data(given: SearchData, recorded: Optional[SearchData],
   if not allow_other_data:
     for name, value, theirs in zip(SearchData._fields, given, recorded):
       if value is not None and theirs is not None and value != theirs:
-        raise ValueError(
-            f"--{name}={value} contradicts the search's {name} {theirs!r} "
-            f'in {path}; leave --{name} unset, or pass --allow_other_data '
-            'to train on other data')
+        refused = (f"--{name}={value} contradicts the search's {name} "
+                   f'{theirs!r} in {path}; leave --{name} unset, or ')
+        if (name == 'image_size' and
+            (given.dataset or recorded.dataset) == datasets.DIGITS):
+          # digits has no other size: --allow_other_data alone would only
+          # reach datasets.dataset_info's refusal.
+          raise ValueError(refused + 'train on another dataset at that '
+                           'size (--allow_other_data --dataset=NAME): '
+                           'digits images are 8x8 only')
+        raise ValueError(refused + 'pass --allow_other_data to train on '
+                         'other data')
   if given.dataset not in (None, recorded.dataset):
     return given
   return SearchData(*(theirs if value is None else value
