@@ -25,6 +25,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
 from tests.runtime import lifecycle_test
 from tunas_tf import files
+from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import distribute
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
@@ -463,7 +464,7 @@ class StrategyTest(absltest.TestCase):
   def test_tpu_chooses_tpu_strategy_over_the_resolved_tpu(self):
     job = dataclasses.replace(self.job, use_tpu=True, tpu='grpc://h:8470')
     resolver = object()
-    with mock.patch.object(estimator_lib, 'tpu_cluster',
+    with mock.patch.object(cloud_tpu, 'cluster_resolver',
                            return_value=resolver) as cluster, \
         mock.patch.object(tf.config, 'experimental_connect_to_cluster') as \
         connect, \

@@ -55,9 +55,9 @@ class DeterminismTest(absltest.TestCase):
     # Process-wide and one-way: checked through a mock, not turned on here.
     with mock.patch.object(tf.config.experimental,
                            'enable_op_determinism') as enable:
-      estimator.use_determinism(_job())
+      lifecycle.use_determinism(_job())
       enable.assert_not_called()
-      estimator.use_determinism(dataclasses.replace(_job(), deterministic=True))
+      lifecycle.use_determinism(dataclasses.replace(_job(), deterministic=True))
       enable.assert_called_once_with()
 
   def test_deterministic_may_change_on_restart(self):

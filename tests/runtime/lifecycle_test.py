@@ -87,7 +87,7 @@ def _toy_run(config: _ToyConfig, feature: float = 1.0) -> _Plan:
                        jobs.JOB_RUN_ONLY_FIELDS | {'max_steps'})
     estimator = estimator_lib.make_estimator(_model_fn(config), config.job,
                                              train_batch_size=2)
-    lifecycle.train(estimator, _input_fn(feature),
+    estimator_lib.train(estimator, _input_fn(feature),
                     max_steps=config.max_steps, stop=stop,
                     model_dir=config.job.model_dir, run_name='the toy run',
                     resume_checkpoint=plan.resume.checkpoint)

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from tunas_tf.runtime import distribute
-from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume
 from tunas_tf.search import runner
@@ -76,7 +76,7 @@ def _config(model_dir: str, run: str, *extra: str):
 
 def estimator_runs(root: str) -> None:
   """`root`/`run`/estimator for every run of `RUNS`, from scratch."""
-  estimator_lib.use_determinism(_config(root, 'sampled').job)
+  lifecycle.use_determinism(_config(root, 'sampled').job)
   for run in RUNS:
     config = _config(os.path.join(root, run, 'estimator'), run)
     runner.make_estimator(config).train(runner.make_input_fn(config),
@@ -89,7 +89,7 @@ def distribute_runs(root: str, runs: str) -> None:
   runs = runs.split(',')
   first = _config(root, runs[0], '--engine=distribute')
   strategy = distribute.strategy_for(first.job, first.replicas)  # First.
-  estimator_lib.use_determinism(first.job)
+  lifecycle.use_determinism(first.job)
   for run in runs:
     target = os.path.join(root, run, 'distribute')
     os.makedirs(target)

@@ -22,7 +22,7 @@ import tensorflow as tf
 from tunas_tf import train_search
 from tunas_tf.data import datasets
 from tunas_tf.runtime import distribute
-from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
 from tunas_tf.search import runner
 from tunas_tf.search import steps
@@ -63,7 +63,7 @@ def _search(model_dir: str) -> int:
 def run_and_resume(root: str) -> None:
   """`root`/full: 6 steps; `root`/resumed: its step-4 checkpoint resumed."""
   full, resumed = os.path.join(root, 'full'), os.path.join(root, 'resumed')
-  estimator_lib.use_determinism(_config(full).job)
+  lifecycle.use_determinism(_config(full).job)
   assert _search(full) == _STEPS
   os.makedirs(resumed)
   for path in glob.glob(os.path.join(full, 'model.ckpt-4.*')):

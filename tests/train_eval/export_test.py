@@ -78,8 +78,9 @@ class ExportTest(absltest.TestCase):
     interpreter.allocate_tensors()
     interpreter.set_tensor(index, images)
     interpreter.invoke()
-    lite = interpreter.get_tensor(interpreter.get_output_details()[0]['index'])
-    np.testing.assert_allclose(lite, expected, atol=1e-4)
+    tflite_logits = interpreter.get_tensor(
+        interpreter.get_output_details()[0]['index'])
+    np.testing.assert_allclose(tflite_logits, expected, atol=1e-4)
 
 
 @pytest.mark.estimator

@@ -189,3 +189,16 @@ def _api_reason(error: Exception) -> str:
 def cached_resolve(tpu: str, zone: Optional[str], project: Optional[str]):
   """`resolve`, once per process for each (tpu, zone, project)."""
   return resolve(tpu, zone, project)
+
+
+def cluster_resolver(job: Any):
+  """The `TPUClusterResolver` of a run's TPU (`job`: a `jobs.JobConfig`),
+  None off TPU; resolved once per process (`cached_resolve`), so every
+  later lookup of either engine has succeeded.
+
+  Raises:
+    ValueError: one line naming the TPU, what failed and what to check.
+  """
+  if not job.use_tpu:
+    return None
+  return cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)

@@ -23,7 +23,6 @@ import time
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
                     Sequence, Tuple)
 
-from absl import logging
 import tensorflow as tf
 
 # pylint: disable=g-direct-tensorflow-import
@@ -36,7 +35,6 @@ from tunas_tf.data import streams
 from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
-from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
 from tunas_tf.runtime import preemption
@@ -50,6 +48,9 @@ from tunas_tf.runtime.jobs import JobConfig
 CHECKPOINT_NAME = 'model.ckpt'
 # (input context, global step the run starts at) -> per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+# (one step's scalars by name, its step) -> writes more summaries from them
+# (under the run's default summary writer).
+Summaries = Callable[[Mapping[str, float], int], None]
 
 
 def dataset_fn(task: task_lib.Task, use_tpu: bool) -> DatasetFn:
@@ -104,8 +105,8 @@ def _split_cpu(count: int) -> None:
 
 
 def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
-  """`TPUStrategy` over `job.tpu` (resolved by `estimator.tpu_cluster`)."""
-  resolver = estimator_lib.tpu_cluster(job)
+  """`TPUStrategy` over `job.tpu` (`cloud_tpu.cluster_resolver`)."""
+  resolver = cloud_tpu.cluster_resolver(job)
   if job.tpu != cloud_tpu.LOCAL:
     tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -10,16 +10,21 @@ TF 2.15 and tensorflow-estimator only: TF 2.16+ has no `tf.estimator`
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import (Any, Callable, ContextManager, Dict, List, Mapping,
+                    Optional, Sequence, Tuple)
 
 import tensorflow as tf
 
 from tunas_tf.data import streams
+from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
+from tunas_tf.runtime import guards as guards_lib
 from tunas_tf.runtime import hooks
+from tunas_tf.runtime import preemption
 from tunas_tf.runtime import replicas as replicas_lib
+from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import summaries
 from tunas_tf.runtime import task as task_lib
 from tunas_tf.runtime.jobs import JobConfig
@@ -92,19 +97,19 @@ def initial_values_scaffold(
     return None
 
   def make_scaffold():
-    init_fn = None
-    if pairs:
-      feed, assignments = {}, []
-      for variable, value in pairs:
-        placeholder = tf.compat.v1.placeholder(variable.dtype.base_dtype,
-                                               value.shape)
-        feed[placeholder] = value
-        assignments.append(variable.assign(placeholder))
-      init_op = tf.group(*assignments)
+    if not pairs:
+      return tf.compat.v1.train.Scaffold(saver=saver)
+    feed, assignments = {}, []
+    for variable, value in pairs:
+      placeholder = tf.compat.v1.placeholder(variable.dtype.base_dtype,
+                                             value.shape)
+      feed[placeholder] = value
+      assignments.append(variable.assign(placeholder))
+    init_op = tf.group(*assignments)
 
-      def init_fn(scaffold, session):
-        del scaffold
-        session.run(init_op, feed_dict=feed)
+    def init_fn(scaffold, session):
+      del scaffold
+      session.run(init_op, feed_dict=feed)
     return tf.compat.v1.train.Scaffold(saver=saver, init_fn=init_fn)
 
   return make_scaffold
@@ -153,19 +158,6 @@ def require_estimator() -> None:
         f'Python 3.10-3.11')
 
 
-def use_determinism(job: JobConfig) -> None:
-  """Turns on TF op determinism for `job.deterministic` (before any graph).
-
-  `tf.config.experimental.enable_op_determinism`: every op runs a
-  deterministic kernel (or fails saying it has none) and tf.data keeps its
-  order, so a run and its resumption give the same bits on the same machine.
-  It is process-wide and cannot be turned off again; without
-  `job.deterministic` nothing changes.
-  """
-  if job.deterministic:
-    tf.config.experimental.enable_op_determinism()
-
-
 def checkpoint_hooks(job: JobConfig) -> List[Any]:
   """Training hooks that keep the graph out of the events file.
 
@@ -206,19 +198,6 @@ def summaries_only_eval_events(job: JobConfig) -> None:
   hooks.summaries_only_writer(os.path.join(job.model_dir, 'eval'))
 
 
-def tpu_cluster(job: JobConfig):
-  """The `TPUClusterResolver` of `job.tpu` (None off TPU), resolved once per
-  process: every lookup the Estimator makes later has succeeded
-  (`cloud_tpu.resolve`).
-
-  Raises:
-    ValueError: one line naming the TPU, what failed and what to check.
-  """
-  if not job.use_tpu:
-    return None
-  return cloud_tpu.cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)
-
-
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
@@ -253,7 +232,7 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
   tpu = tf.compat.v1.estimator.tpu
   devices, cpu_devices = (replicas_lib.replica_devices(replicas)
                           if replicas > 1 else (None, 1))
-  cluster = tpu_cluster(job)
+  cluster = cloud_tpu.cluster_resolver(job)
   session_config = None
   if not optimize_graph and not job.use_tpu:
     session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
@@ -362,3 +341,63 @@ def distributed_model_fn(model_fn: Callable[..., Any],
         training_hooks=training_hooks)
 
   return replica_model_fn
+
+
+def _run(call: Callable[[list], Any], stop: preemption.StopRequest,
+         guards: Sequence[ContextManager[Any]] = ()) -> Any:
+  """`call(hooks)` (an Estimator's train or evaluate given `hooks`) with
+  `stop.hook()`, inside `guards` (context managers that turn errors into one
+  line), in a worker thread (`preemption.run_in_thread`), TPUEstimator kept
+  from resetting SIGINT; its result."""
+  preemption.keep_handlers_under_tpu_estimator()
+
+  def guarded():
+    with contextlib.ExitStack() as stack:
+      for guard in guards:
+        stack.enter_context(guard)
+      return call([stop.hook()])
+
+  return preemption.run_in_thread(guarded)
+
+
+def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
+          stop: preemption.StopRequest, model_dir: str, run_name: str,
+          resume_checkpoint: Optional[str] = None) -> None:
+  """`estimator.train` to `max_steps`, stopping when `stop` asks, under the
+  guards every run has (`run_name` names the run in their lines, e.g. 'the
+  search': a NaN, an undecodable image or an unreadable checkpoint stops it
+  in one line; the checkpoint it resumes from, if any, is named when it
+  cannot be restored), as `_run` says.
+
+  Raises:
+    preemption.Stopped: when a signal stopped it, naming the step of the
+      checkpoint saved in `model_dir`.
+  """
+  _run(lambda hooks: estimator.train(input_fn, hooks=hooks,
+                                     max_steps=max_steps), stop,
+       [guards_lib.stops_in_one_line(model_dir, run_name),
+        unreadable.stops_in_one_line(run_name, model_dir),
+        resume_lib.refuse_unreadable(resume_checkpoint)])
+  if stop.signal_name:
+    raise preemption.Stopped(preemption.stopped_line(
+        stop, resume_lib.resume_point(model_dir).global_step))
+
+
+def evaluate(estimator: Any, input_fn: Callable[..., Any],
+             stop: preemption.StopRequest, steps: Optional[int] = None,
+             guards: Sequence[ContextManager[Any]] = ()) -> Dict[str, Any]:
+  """`estimator.evaluate` of one pass of `input_fn` (`steps` batches, or
+  until it ends), cut short when `stop` asks (as `_run` says, inside
+  `guards`); its results.
+
+  Raises:
+    preemption.Stopped: when a signal cut it short (nothing is saved then).
+  """
+  results = _run(
+      lambda hooks: estimator.evaluate(input_fn, steps=steps, name=None,
+                                       hooks=hooks), stop, guards)
+  if stop.signal_name:
+    raise preemption.Stopped(preemption.stopped_line(
+        stop, int(results.get('global_step', 0)),
+        'before its evaluation ended (nothing to save)'))
+  return results

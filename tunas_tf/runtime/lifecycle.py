@@ -6,10 +6,7 @@ directory (`run_lock`) with signals turned into a stop after the step in
 flight (`preemption`), it checks again, points the `checkpoint` file at the
 resume point and calls `start(plan, stop)`, which writes the run's files and
 trains on the job's engine (`jobs.ENGINES`); a non-chief worker of a
-multi-worker run (`cluster`) writes nothing and takes no lock. `train` is
-the Estimator's training under the guards every run has: a NaN, an
-undecodable image or an unreadable checkpoint stops it in one line
-(`distribute.train`: the other engine's).
+multi-worker run (`cluster`) writes nothing and takes no lock.
 """
 
 from __future__ import annotations
@@ -17,10 +14,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
-from tunas_tf.data import unreadable
+import tensorflow as tf
+
+from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
 from tunas_tf.runtime import estimator as estimator_lib
-from tunas_tf.runtime import guards
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
@@ -95,10 +93,10 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
   if finished(plan):
     return None
   # Before anything is written:
-  estimator_lib.tpu_cluster(job)
+  cloud_tpu.cluster_resolver(job)
   if job.engine == 'estimator':  # (`start` trains on `job.engine`.)
     estimator_lib.require_estimator()
-  estimator_lib.use_determinism(job)  # Before any graph is built.
+  use_determinism(job)  # Before any graph is built.
   if worker is not None and not worker.chief:
     # The chief holds the directory and points its `checkpoint` file at the
     # resume point before it makes its strategy, which every worker's waits
@@ -129,15 +127,14 @@ def start_words(run_name: str, model_dir: str, stored: bool,
   return f'{"Restarting" if stored else "Starting"} {run_name} in {model_dir}'
 
 
-def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
-          stop: preemption.StopRequest, model_dir: str, run_name: str,
-          resume_checkpoint: Optional[str] = None) -> None:
-  """`preemption.train` under every run's guards (`run_name` names the run
-  in their lines, e.g. 'the search'); the checkpoint it resumes from, if
-  any, is named when it cannot be restored."""
-  preemption.train(
-      estimator, input_fn, max_steps=max_steps, stop=stop,
-      model_dir=model_dir,
-      guards=[guards.stops_in_one_line(model_dir, run_name),
-              unreadable.stops_in_one_line(run_name, model_dir),
-              resume_lib.refuse_unreadable(resume_checkpoint)])
+def use_determinism(job: JobConfig) -> None:
+  """Turns on TF op determinism for `job.deterministic` (before any graph).
+
+  `tf.config.experimental.enable_op_determinism`: every op runs a
+  deterministic kernel (or fails saying it has none) and tf.data keeps its
+  order, so a run and its resumption give the same bits on the same machine.
+  It is process-wide and cannot be turned off again; without
+  `job.deterministic` nothing changes.
+  """
+  if job.deterministic:
+    tf.config.experimental.enable_op_determinism()

@@ -15,8 +15,7 @@ import contextlib
 import functools
 import signal
 import threading
-from typing import (Any, Callable, ContextManager, Dict, Iterator, Optional,
-                    Sequence)
+from typing import Any, Callable, Iterator, Optional
 
 from absl import logging
 
@@ -152,64 +151,6 @@ def run_in_thread(fn: Callable[[], Any]) -> Any:
   if 'error' in outcome:
     raise outcome['error']
   return outcome.get('value')
-
-
-def _run_estimator(call: Callable[[list], Any], stop: StopRequest,
-                   guards: Sequence[ContextManager[Any]] = ()) -> Any:
-  """`call(hooks)` (an Estimator's train or evaluate given `hooks`) with
-  `stop.hook()`, inside `guards` (context managers that turn errors into one
-  line), in a worker thread (`run_in_thread`), TPUEstimator kept from
-  resetting SIGINT; its result."""
-  keep_handlers_under_tpu_estimator()
-
-  def guarded():
-    with contextlib.ExitStack() as stack:
-      for guard in guards:
-        stack.enter_context(guard)
-      return call([stop.hook()])
-
-  return run_in_thread(guarded)
-
-
-def train(estimator: Any, input_fn: Callable[..., Any], *, max_steps: int,
-          stop: StopRequest, model_dir: str,
-          guards: Sequence[ContextManager[Any]] = ()) -> None:
-  """`estimator.train` to `max_steps`, stopping when `stop` asks.
-
-  Runs inside `guards`, as `_run_estimator` says.
-
-  Raises:
-    Stopped: when a signal stopped it, naming the step of the checkpoint
-      saved in `model_dir`.
-  """
-  _run_estimator(
-      lambda hooks: estimator.train(input_fn, hooks=hooks,
-                                    max_steps=max_steps), stop, guards)
-  if stop.signal_name:
-    # pylint: disable-next=g-import-not-at-top
-    from tunas_tf.runtime import resume as resume_lib
-    raise Stopped(stopped_line(
-        stop, resume_lib.resume_point(model_dir).global_step))
-
-
-def evaluate(estimator: Any, input_fn: Callable[..., Any],
-             stop: StopRequest, steps: Optional[int] = None,
-             guards: Sequence[ContextManager[Any]] = ()) -> Dict[str, Any]:
-  """`estimator.evaluate` of one pass of `input_fn` (`steps` batches, or
-  until it ends), cut short when `stop` asks (as `_run_estimator` says,
-  inside `guards`); its results.
-
-  Raises:
-    Stopped: when a signal cut it short (nothing is saved then).
-  """
-  results = _run_estimator(
-      lambda hooks: estimator.evaluate(input_fn, steps=steps, name=None,
-                                       hooks=hooks), stop, guards)
-  if stop.signal_name:
-    raise Stopped(stopped_line(stop, int(results.get('global_step', 0)),
-                               'before its evaluation ended (nothing to '
-                               'save)'))
-  return results
 
 
 def stopped_line(request: StopRequest, step: int, what: str = '') -> str:

@@ -168,10 +168,11 @@ def run_search(config: SearchConfig) -> bool:
     estimator = make_estimator(config)
     config_lib.write(config, plan.spec_json, plan.stored)
     _log_start(config, plan)
-    lifecycle.train(estimator, make_input_fn(config, plan.resume.global_step),
-                    max_steps=config.max_global_step, stop=stop,
-                    model_dir=model_dir, run_name='the search',
-                    resume_checkpoint=plan.resume.checkpoint)
+    estimator_lib.train(estimator,
+                        make_input_fn(config, plan.resume.global_step),
+                        max_steps=config.max_global_step, stop=stop,
+                        model_dir=model_dir, run_name='the search',
+                        resume_checkpoint=plan.resume.checkpoint)
     return True
 
   if not lifecycle.run(config.job, 'train_search',

@@ -152,7 +152,7 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
   if not config.eval_only:
     model_fn = make_model_fn(config, arch, record, inheritance=inheritance)
     estimator = make_estimator(config, model_fn)
-    lifecycle.train(
+    estimator_lib.train(
         estimator, estimator_lib.task_input_fn(
             task_lib.TrainEvalTask(config, arch), config.job,
             start_step=resume.global_step),
@@ -165,7 +165,7 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
   # one pipeline of full eval batches, split over the cores).
   steps = (data.eval_steps(config, config.eval_batch_size)
            if config.job.use_tpu else None)
-  return preemption.evaluate(
+  return estimator_lib.evaluate(
       estimator, data.make_input_fn(config, False), stop, steps=steps,
       guards=[unreadable.stops_in_one_line("train_eval's evaluation")])
 
