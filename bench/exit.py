@@ -4,13 +4,13 @@ Usage:
   python bench/exit.py [--repeats 3]
 
 Every binary ends through `tunas_tf.flags.run`, which, once `main` is done,
-runs the exit handlers and calls `os._exit` (`flags.exit_now`) instead of
+runs the exit handlers and calls `os._exit` (`fast_exit.exit_now`) instead of
 letting Python take the interpreter and TensorFlow apart. This times, as
 fresh processes from `python -m` to exit, the commands the test suite and a
 researcher run most (the short digits search of `tests/testing/searches.py`,
 then `extract_architecture` and `report` on it), each `--repeats` times in
 the order fast, teardown, fast, teardown, ... ("teardown" runs the same
-binary with `flags.exit_now` replaced by `sys.exit`). It checks that both
+binary with `fast_exit.exit_now` replaced by `sys.exit`). It checks that both
 kinds of run wrote the same files (names and sizes; for the events files,
 whose names hold a time and a pid, the number of scalars they hold; for
 `checkpoint`, its latest checkpoint). Per command it prints
@@ -40,9 +40,9 @@ import _harness
 from tests.testing import searches  # The suite's short search.
 from tunas_tf.search import report
 
-# Runs module argv[1] as __main__ with `flags.exit_now` replaced by sys.exit.
-_TEARDOWN = ('import runpy, sys; from tunas_tf import flags; '
-             'flags.exit_now = sys.exit; m = sys.argv.pop(1); '
+# Runs module argv[1] as __main__ with `fast_exit.exit_now` replaced by sys.exit.
+_TEARDOWN = ('import runpy, sys; from tunas_tf import fast_exit; '
+             'fast_exit.exit_now = sys.exit; m = sys.argv.pop(1); '
              'sys.argv[0] = m; runpy.run_module(m, run_name="__main__", '
              'alter_sys=True)')
 

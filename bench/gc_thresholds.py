@@ -4,12 +4,12 @@ Usage:
   python bench/gc_thresholds.py [--repeats 5]
 
 Every binary runs `main` through `tunas_tf.flags.run`, which first raises
-Python's cyclic-GC thresholds (`flags.tune_gc`, `flags.GC_THRESHOLDS`). This
+Python's cyclic-GC thresholds (`gc_thresholds.tune_gc`, `gc_thresholds.GC_THRESHOLDS`). This
 times, as fresh processes from `python -m` to exit, the commands the test
 suite and a researcher run most (the short digits search of
 `tests/testing/searches.py`, then `extract_architecture` and `report` on
 it), each `--repeats` times in the order raised, default, raised, default,
-... ("default" runs the same binary with `flags.tune_gc` replaced by a
+... ("default" runs the same binary with `gc_thresholds.tune_gc` replaced by a
 no-op: Python's (700, 10, 10)). It checks that both kinds of run wrote the
 same files (as `bench/exit.py`). Per command it prints the median seconds of
 each kind and the median of the paired differences (default - raised, the
@@ -35,9 +35,9 @@ import time
 import _harness
 import exit as exit_bench  # bench/exit.py: its commands, _written, _REPO.
 
-# Runs module argv[1] as __main__ with `flags.tune_gc` a no-op.
-_DEFAULT_GC = ('import runpy, sys; from tunas_tf import flags; '
-               'flags.tune_gc = lambda: None; m = sys.argv.pop(1); '
+# Runs module argv[1] as __main__ with `gc_thresholds.tune_gc` a no-op.
+_DEFAULT_GC = ('import runpy, sys; from tunas_tf import gc_thresholds; '
+               'gc_thresholds.tune_gc = lambda: None; m = sys.argv.pop(1); '
                'sys.argv[0] = m; runpy.run_module(m, run_name="__main__", '
                'alter_sys=True)')
 

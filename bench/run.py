@@ -85,10 +85,10 @@ BENCHMARKS: Dict[str, Benchmark] = {
         merit=False),
     'exit': Benchmark(
         'exit.py', "the binaries' end with and without the interpreter's "
-        'teardown (flags.exit_now)', ('--repeats', '1'), merit=False),
+        'teardown (fast_exit.exit_now)', ('--repeats', '1'), merit=False),
     'gc_thresholds': Benchmark(
         'gc_thresholds.py', "the binaries with raised and default GC "
-        'thresholds (flags.tune_gc)', ('--repeats', '1'), merit=False),
+        'thresholds (gc_thresholds.tune_gc)', ('--repeats', '1'), merit=False),
 }
 
 

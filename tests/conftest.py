@@ -8,10 +8,10 @@ import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-# The binaries' garbage-collector thresholds (`flags.tune_gc`) for the tests
-# that build graphs in the test process too.
-from tunas_tf import flags as _flags  # pylint: disable=g-import-not-at-top,wrong-import-position
-_flags.tune_gc()
+# The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
+# the tests that build graphs in the test process too.
+from tunas_tf import gc_thresholds as _gc_thresholds  # pylint: disable=g-import-not-at-top,wrong-import-position
+_gc_thresholds.tune_gc()
 
 # The files that take a minute or more of a worker (the slowest first, as
 # `--durations` showed them on 2 cores). Handed out first (the Makefile runs

@@ -161,7 +161,7 @@ class QuietLogTest(absltest.TestCase):
 
   def test_library_info_lines_are_dropped_and_their_warnings_kept(self):
     import logging  # pylint: disable=g-import-not-at-top
-    from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
+    from tunas_tf import quiet_logs  # pylint: disable=g-import-not-at-top
     tfds_file = os.path.join(os.sep, 'venv', 'site-packages',
                              'tensorflow_datasets', 'core', 'reader.py')
     tf_file = os.path.join(os.sep, 'venv', 'site-packages', 'tensorflow',
@@ -171,7 +171,7 @@ class QuietLogTest(absltest.TestCase):
     def record(level, path):
       return logging.LogRecord('absl', level, path, 1, 'msg', None, None)
 
-    keep = common_flags.LibraryInfoFilter().filter
+    keep = quiet_logs.LibraryInfoFilter().filter
     self.assertFalse(keep(record(logging.INFO, tfds_file)))
     self.assertTrue(keep(record(logging.WARNING, tfds_file)))
     self.assertFalse(keep(record(logging.INFO, tf_file)))
@@ -180,15 +180,15 @@ class QuietLogTest(absltest.TestCase):
 
   def test_matplotlibs_font_cache_line_is_dropped_and_ours_kept(self):
     from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
-    from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
+    from tunas_tf import quiet_logs  # pylint: disable=g-import-not-at-top
     # The record matplotlib's first import logs while it builds its cache.
     font_cache = logging.LogRecord(
         'matplotlib.font_manager', logging.INFO, font_manager.__file__, 1584,
         'generated new fontManager', None, None)
     ours = logging.LogRecord(
-        'absl', logging.INFO, common_flags.__file__, 1,
+        'absl', logging.INFO, quiet_logs.__file__, 1,
         'top1 %.4f', (0.5,), None)
-    keep = common_flags.LibraryInfoFilter().filter
+    keep = quiet_logs.LibraryInfoFilter().filter
     self.assertFalse(keep(font_cache))
     self.assertTrue(keep(ours))
     font_cache.levelno = logging.WARNING  # A warning of matplotlib's stays.
@@ -243,13 +243,13 @@ class ExitNowTest(absltest.TestCase):
     return done
 
   def test_a_returned_code_ends_the_process_after_the_exit_handlers(self):
-    from tunas_tf import flags as common_flags  # pylint: disable=g-import-not-at-top
+    from tunas_tf import gc_thresholds  # pylint: disable=g-import-not-at-top
     done = self._run('3')
     self.assertEqual(done.returncode, 3)
     # main ran with the garbage collector's thresholds raised.
-    self.assertIn('gc thresholds %d %d %d' % common_flags.GC_THRESHOLDS,
+    self.assertIn('gc thresholds %d %d %d' % gc_thresholds.GC_THRESHOLDS,
                   done.stderr)
-    self.assertNotEqual(common_flags.GC_THRESHOLDS, (700, 10, 10))
+    self.assertNotEqual(gc_thresholds.GC_THRESHOLDS, (700, 10, 10))
 
   def test_a_message_is_printed_and_the_exit_code_is_one(self):
     done = self._run('message')

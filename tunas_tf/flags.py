@@ -8,18 +8,18 @@ can build their own.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import sys
-import threading
 from typing import Callable, Optional
 
 from absl import app
 from absl import flags
 
 from tunas_tf import checks
+from tunas_tf import fast_exit
 from tunas_tf import files
+from tunas_tf import gc_thresholds
+from tunas_tf import quiet_logs
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 
@@ -27,27 +27,12 @@ _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
 _FULL_HELP = ('--helpfull', '-helpfull')
 
 
-# Python's cyclic garbage collector passes over its youngest objects every
-# 700 net allocations by default, and over older ones every 10 of those.
-# Building a search graph allocates millions of objects (ops, tensors,
-# their Python wrappers) that live as long as the graph, so nearly all of
-# those passes find nothing. At these thresholds the suite's short digits
-# search takes ~0.3 CPU s (~3%) less, report 0.2-0.7 s, on TF 2.15 and 2.21
-# (bench/gc_thresholds.py, medians of paired runs); the garbage that cycles
-# hold waits a little longer to be freed.
-GC_THRESHOLDS = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-  """Sets `GC_THRESHOLDS`: fewer, larger garbage-collector passes."""
-  gc.set_threshold(*GC_THRESHOLDS)
-
-
 def run(main: Callable) -> None:
   """`absl.app.run(main)`, except that asking for help exits 0, that a bad
   flag is refused in one line (`parse_flags_in_one_line`), and that the
-  process ends as soon as `main` is done (`exit_now`), with the garbage
-  collector's thresholds raised (`tune_gc`).
+  process ends as soon as `main` is done (`fast_exit.exit_now`), with TF's
+  Python log quiet (`quiet_logs.quiet_tensorflow`) and the garbage
+  collector's thresholds raised (`gc_thresholds.tune_gc`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
   prints the binary's description and its own flags, the shared ones
@@ -60,14 +45,14 @@ def run(main: Callable) -> None:
     app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
 
   def main_quietly(argv):
-    quiet_tensorflow(flags.FLAGS['verbosity'].present)
-    tune_gc()
+    quiet_logs.quiet_tensorflow(flags.FLAGS['verbosity'].present)
+    gc_thresholds.tune_gc()
     return main(argv)
 
   try:
     app.run(main_quietly, flags_parser=parse_flags_in_one_line)
   except SystemExit as e:
-    exit_now(e.code)
+    fast_exit.exit_now(e.code)
 
 
 def program_name() -> str:
@@ -88,83 +73,6 @@ def parse_flags_in_one_line(argv):
     return flags.FLAGS(argv)
   except flags.Error as e:
     sys.exit(f'{program_name()}: {e} (--help lists the flags)')
-
-
-def exit_now(code) -> None:
-  """Ends the process with `sys.exit(code)`'s status, skipping the teardown.
-
-  Once a binary's `main` is done, everything it wrote is closed (its
-  checkpoints, events, JSON files, the run lock). What is left of a normal
-  exit is taking apart the interpreter: freeing every Python object (a
-  search graph's thousands of ops and tensors) and TensorFlow's runtime,
-  0.6-2.3 s at the end of each binary on 2 cores (bench/exit.py). This
-  waits for the threads that are not daemons and runs the exit handlers
-  (`atexit`: logging's flush, autograph's temporary files, TF's and TFDS's
-  own), as Python's exit does, then flushes Python's stdout and stderr and
-  calls `os._exit`. `code` as for `sys.exit`: None is 0, an int is itself,
-  anything else is printed to stderr and is 1.
-  """
-  if code is None:
-    status = 0
-  elif isinstance(code, int):
-    status = code
-  else:
-    print(code, file=sys.stderr)
-    status = 1
-  for thread in threading.enumerate():
-    if thread is not threading.current_thread() and not thread.daemon:
-      thread.join()
-  atexit._run_exitfuncs()  # pylint: disable=protected-access
-  for stream in (sys.stdout, sys.stderr):
-    try:
-      stream.flush()
-    except (OSError, ValueError):  # Closed, or its reader gone.
-      pass
-  os._exit(status)
-
-
-def quiet_tensorflow(verbose: bool) -> None:
-  """TF's Python log once per line, and only errors unless `verbose`.
-
-  TF's logger has a handler of its own and also passed its lines to absl's,
-  so each Estimator line came twice; its INFO lines and deprecation warnings
-  hid the binaries' progress lines. Unless `verbose` (`--verbosity` given),
-  the logger keeps only errors, TF's Python `warnings` are ignored, and
-  INFO lines logged through absl from inside TensorFlow Datasets (three per
-  split read: "Load dataset info ...", "Creating a tf.data.Dataset reading 1
-  files ...", "Constructing ...") or TensorFlow (TF 2.16+: "Sharding
-  callback duration" per checkpoint; a SavedModel export's "Function ...
-  contains input name(s) ... with unsupported characters"), or through
-  `logging` from inside matplotlib (its first import: "generated new
-  fontManager"), are dropped (`LibraryInfoFilter`).
-  """
-  import logging  # pylint: disable=g-import-not-at-top
-  import warnings  # pylint: disable=g-import-not-at-top
-  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-  logger = logging.getLogger('tensorflow')
-  logger.propagate = False
-  if not verbose:
-    logger.setLevel(logging.ERROR)
-    warnings.filterwarnings(
-        'ignore', module=r'(tensorflow|tensorflow_estimator|keras)(\.|$)')
-    handler = absl_logging.get_absl_handler()
-    if not any(isinstance(f, LibraryInfoFilter) for f in handler.filters):
-      handler.addFilter(LibraryInfoFilter())
-
-
-class LibraryInfoFilter:
-  """A `logging` filter: drops records below WARNING logged from inside the
-  `tensorflow_datasets`, `tensorflow` (through absl) or `matplotlib`
-  (through `logging`) packages: progress notes of theirs, none of which
-  says anything about the run."""
-
-  _PACKAGES = tuple(f'{os.sep}{name}{os.sep}'
-                    for name in ('tensorflow_datasets', 'tensorflow',
-                                 'matplotlib'))
-
-  def filter(self, record) -> bool:
-    return (record.levelno >= 30 or  # logging.WARNING
-            not any(p in record.pathname for p in self._PACKAGES))
 
 
 def define_data_flags(f: flags.FlagValues, model_dir_help: str,
