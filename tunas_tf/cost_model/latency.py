@@ -555,3 +555,34 @@ def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
                        num_threads=int(measured_with.get('num_threads', 1)),
                        model_cache=model_cache, device_command=command)
   return next(measure(device, [indices], protocol))
+
+
+def closing_line(measured_ms: float, predicted_ms: float,
+                 target_ms: Optional[float], device: str) -> str:
+  """'Measured 0.412 ms on DEVICE: predicted 0.405 ms (+1.7%), target
+  0.400 ms (+3.0%)': the searched architecture held against the model."""
+  text = (f'Measured {measured_ms:.6g} ms on {device}: predicted '
+          f'{predicted_ms:.6g} ms ({100 * (measured_ms / predicted_ms - 1):+.1f}'
+          '%)')
+  if target_ms:
+    text += (f', target {target_ms:.6g} ms '
+             f'({100 * (measured_ms / target_ms - 1):+.1f}%)')
+  return text
+
+
+def fitted_settings(measured_with: Optional[Dict[str, Any]],
+                    source: str) -> Dict[str, Any]:
+  """A fitted cost model's `measured_with`, checked to name a device.
+
+  Raises:
+    ValueError: for a model without it (released, macs, or a JSON written
+      by hand): nothing says where to measure.
+  """
+  if not measured_with or not (measured_with.get('device_command') or
+                               measured_with.get('backend') in BACKENDS):
+    raise ValueError(
+        f'cost model {source} does not say how its latencies were measured '
+        "(no 'measured_with' naming a backend or device command, as "
+        'tools/fit_cost_model writes from the CSV\'s settings): nothing to '
+        'measure against')
+  return measured_with

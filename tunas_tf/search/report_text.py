@@ -47,6 +47,12 @@ def cost_units(cost_model: Optional[str]) -> str:
   return units if isinstance(units, str) and units else UNKNOWN_UNITS
 
 
+def units_suffix(cost_model: Optional[str]) -> str:
+  """' MACs', ' ms', or '' when the units are unknown: to follow a cost."""
+  units = cost_units(cost_model)
+  return '' if units == UNKNOWN_UNITS else ' ' + units
+
+
 def cost_text(value: float) -> str:
   """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
   else 6 significant digits ('84.2')."""
