@@ -60,7 +60,7 @@ class MeasureLatencyTest(absltest.TestCase):
     searched = architecture.read(os.path.join(model_dir,
                                               architecture.FILE_NAME))
     cache = latency.ModelCache(os.path.join(model_dir, 'latency_models'), SSD,
-                               macs.resolve_input(SSD))
+                               macs.resolve_input(SSD))  # Paths only.
     measured = os.path.getsize(cache.path(searched.indices_string)) / 1e6
     predicted = linear.estimate_cost_of_indices(
         searched.indices, linear.get_cost_model(SSD, model_path))

@@ -43,8 +43,6 @@ import numpy as np
 from tunas_tf import files
 from tunas_tf import native_output
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import mobile
-from tunas_tf.search_space import schema
 
 TFLITE, TF, COMMAND = 'tflite', 'tf', 'command'
 BACKENDS = (TFLITE, TF)
@@ -113,6 +111,12 @@ class Row:
             self.remeasured, self.load)
 
 
+# indices -> (the network's concrete single-image inference function, the
+# network holding its variables): `graph.inference.builder(ssd, shape)`
+# (cost_model does not import graph; the tools pass it in).
+Build = Callable[[str], Tuple[Any, Any]]
+
+
 class DeviceError(ValueError):
   """A device command failed or printed no latency (the message says how)."""
 
@@ -130,6 +134,7 @@ class ModelCache:
   directory: str
   ssd: str
   shape: macs.InputSpec
+  build: Optional[Build] = dataclasses.field(default=None, compare=False)
 
   def path(self, indices: str) -> str:
     s = self.shape
@@ -142,7 +147,7 @@ class ModelCache:
     """The .tflite path of `indices`, converted first if not cached."""
     path = self.path(indices)
     if not files.exists(path):
-      content = convert(self.ssd, indices, self.shape)
+      content = convert(self.build, indices)
       os.makedirs(os.path.dirname(path), exist_ok=True)
       partial = path + '.partial'
       with open(partial, 'wb') as f:
@@ -151,33 +156,14 @@ class ModelCache:
     return path
 
 
-def _concrete_function(ssd: str, indices: Any, shape: macs.InputSpec):
-  """(concrete inference function, the network) of one architecture."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tunas_tf.graph import from_spec  # pylint: disable=g-import-not-at-top
-  from tunas_tf.graph import model as model_lib  # pylint: disable=g-import-not-at-top
-  pruned = schema.prune(mobile.get_search_space(ssd), indices)
-  graph, constants = from_spec.graph_from_spec(
-      pruned, shape.num_classes, input_channels=shape.input_channels)
-  # The deployed network: batch norm with (moving) statistics, as inference.
-  net = model_lib.Model(graph, constants, seed=0)
-
-  @tf.function(input_signature=[tf.TensorSpec(input_signature(shape),
-                                              tf.float32)])
-  def forward(images):
-    return net(images, training=False)
-
-  return forward.get_concrete_function(), net
-
-
 def input_signature(shape: macs.InputSpec) -> List[int]:
   return [1, shape.image_size, shape.image_size, shape.input_channels]
 
 
-def convert(ssd: str, indices: Any, shape: macs.InputSpec) -> bytes:
+def convert(build: Build, indices: str) -> bytes:
   """The TFLite flatbuffer of one architecture (untrained, seeded)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  concrete, net = _concrete_function(ssd, indices, shape)
+  concrete, net = build(indices)
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
   with native_output.captured():  # The converter's op summary.
     return converter.convert()
@@ -206,11 +192,11 @@ def tflite_runner(model_path: str, shape: macs.InputSpec,
   return run
 
 
-def tf_runner(ssd: str, indices: Any,
+def tf_runner(build: Build, indices: str,
               shape: macs.InputSpec) -> Callable[[], np.ndarray]:
   """Runs the architecture's TF function once per call; returns logits."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  concrete, _ = _concrete_function(ssd, indices, shape)
+  concrete, _ = build(indices)
   tensor = tf.constant(_image(shape))
   return lambda: concrete(tensor).numpy()
 
@@ -307,8 +293,8 @@ class Device:
   open: Callable[[str], _Visitor]
 
 
-def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol, *,
-                backend: str = TFLITE, num_threads: int = 1,
+def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
+                build: Build, *, backend: str = TFLITE, num_threads: int = 1,
                 model_cache: Optional[str] = None,
                 device_command: Optional[str] = None,
                 command_timeout: float = 600.0) -> Device:
@@ -318,6 +304,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol, *,
     ssd: a name of `mobile.SEARCH_SPACES`.
     shape: the input (`macs.resolve_input`).
     protocol: the timing protocol.
+    build: builds an architecture's network (`Build`).
     backend: 'tflite' or 'tf' on this host; ignored with `device_command`.
     num_threads: TFLite interpreter threads on this host.
     model_cache: directory of converted models (tflite and command).
@@ -331,20 +318,20 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol, *,
       that does not parse as a shell command line.
   """
   if device_command is not None:
-    return _command_device(ssd, shape, device_command, model_cache,
+    return _command_device(ssd, shape, build, device_command, model_cache,
                            command_timeout)
   if backend not in BACKENDS:
     raise ValueError(f'unknown backend {backend!r}; expected one of '
                      f'{list(BACKENDS)}')
   if backend == TFLITE and not model_cache:
     raise ValueError('the tflite backend needs a model cache directory')
-  cache = ModelCache(model_cache, ssd, shape) if model_cache else None
+  cache = ModelCache(model_cache, ssd, shape, build) if model_cache else None
 
   def open_one(indices: str) -> _Visitor:
     if backend == TFLITE:
       run = tflite_runner(cache.get(indices), shape, num_threads)
     else:
-      run = tf_runner(ssd, indices, shape)
+      run = tf_runner(build, indices, shape)
 
     def visit(first: bool) -> Tuple[float, float]:
       if first:
@@ -361,7 +348,8 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol, *,
   return Device(backend, host_settings(backend, num_threads), open_one)
 
 
-def _command_device(ssd: str, shape: macs.InputSpec, command: str,
+def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
+                    command: str,
                     model_cache: Optional[str],
                     timeout: float) -> Device:
   if MODEL_PLACEHOLDER not in command:
@@ -376,7 +364,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, command: str,
     raise ValueError('--device_command is empty')
   if not model_cache:
     raise ValueError('a device command needs a model cache directory')
-  cache = ModelCache(model_cache, ssd, shape)
+  cache = ModelCache(model_cache, ssd, shape, build)
 
   def open_one(indices: str) -> _Visitor:
     path = cache.get(indices)
@@ -531,10 +519,13 @@ def passes_difference(first: Dict[str, float],
 
 
 def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
-                model_cache: str, protocol: Protocol = Protocol()) -> Row:
+                model_cache: str, build_for: Callable[[str, macs.InputSpec],
+                                                      Build],
+                protocol: Protocol = Protocol()) -> Row:
   """Times one architecture as a fitted model's rows were (`measured_with`,
   the settings recorded beside its CSV): same backend, threads, CPUs or
-  device command, input shape.
+  device command, input shape. `build_for(ssd, shape)` gives the `Build`
+  (`graph.inference.builder`).
 
   Raises:
     ValueError: for settings that name no device, CPUs this process may not
@@ -551,7 +542,8 @@ def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
                        f'{backend!r}; cannot measure that here')
     if measured_with.get('cpus'):
       pin_cpus(measured_with['cpus'])
-  device = make_device(ssd, shape, protocol, backend=backend,
+  device = make_device(ssd, shape, protocol, build_for(ssd, shape),
+                       backend=backend,
                        num_threads=int(measured_with.get('num_threads', 1)),
                        model_cache=model_cache, device_command=command)
   return next(measure(device, [indices], protocol))

@@ -161,11 +161,12 @@ def add_measured_latency(results: List[Dict[str, Any]], search_dir: str,
     ValueError: for a cost model that names no device, or a failing one.
   """
   from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   model = config_lib.read(search_dir).resolved_cost_model
   settings = latency.fitted_settings(model.measured_with, model.source)
   return [dict(r, measured_ms=latency.measure_one(
-      model.ssd, r['indices'], settings, model_cache).latency_ms)
-          for r in results]
+      model.ssd, r['indices'], settings, model_cache,
+      inference.builder).latency_ms) for r in results]
 
 
 def by_measured_latency(results: List[Dict[str, Any]]) -> str:

@@ -114,8 +114,9 @@ def _measure(result: architecture_lib.Architecture,
   from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
   model = config.resolved_cost_model
   settings = latency.fitted_settings(model.measured_with, model.source)
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   row = latency.measure_one(result.ssd, result.indices_string, settings,
-                            model_cache)
+                            model_cache, inference.builder)
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   return latency.closing_line(
       row.latency_ms, linear.estimate_cost_of_indices(result.indices, model),

@@ -152,8 +152,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     if indices not in wanted:
       wanted.append(indices)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   device = latency.make_device(
-      ssd, shape, protocol, backend=backend, num_threads=num_threads,
+      ssd, shape, protocol, inference.builder(ssd, shape), backend=backend, num_threads=num_threads,
       model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout)
   settings = {'ssd': ssd, 'image_size': shape.image_size,
