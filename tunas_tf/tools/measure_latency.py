@@ -313,8 +313,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
+    protocol = _protocol(f)
     result = measure_to_csv(
-        f.ssd, architectures, f.output, f.backend, _protocol(f),
+        f.ssd, architectures, f.output, f.backend, protocol,
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
@@ -330,10 +331,17 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
           f'written to {f.output}')
     redone = sum(1 for row in rows if row.remeasured)
+    unsettled = [row for row in rows if row.spread_ms >
+                 protocol.max_spread * row.latency_ms]
     print(f"noise of this pass: {100 * result['noise']:.2f}% median relative "
           f'difference between the even and odd rounds of each architecture '
           f'({redone} of {len(rows)} rows re-measured, load '
           f'{min(r.load for r in rows):.2f}..{max(r.load for r in rows):.2f})')
+    if unsettled:
+      print(f'{len(unsettled)} rows still spread more than '
+            f'{100 * protocol.max_spread:g}% (IQR over median) after '
+            f'{protocol.max_retries} retries: the machine was busy; their '
+            'spread_ms says how far to trust them')
   if earlier is not None:
     try:
       now = dict(zip(*latency_csv.read(f.output, f.ssd)))
