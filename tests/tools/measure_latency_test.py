@@ -10,6 +10,7 @@ import tempfile
 from absl.testing import absltest
 
 from tunas_tf import files
+from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import random_search
@@ -232,6 +233,19 @@ class CommandLineTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     self.assertIn('0.00% median relative difference over 3 architectures',
                   result.stdout)
+
+  def test_most_informative_picks_what_the_rows_lack(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    output = os.path.join(directory, 'latency.csv')
+    self.assertEqual(self._device_pass(directory, output, script, 2)
+                     .returncode, 0)
+    result = self._device_pass(directory, output, script, 2,
+                               '--most_informative')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    first = random_search.sample_indices(SSD, 2, seed=2)
+    picks = adaptive.most_informative(SSD, first, 2, seed=2)
+    self.assertEqual([row[0] for row in _rows(output)[1:]], first + picks)
 
   def test_a_device_that_disappears_keeps_the_rows_measured(self):
     directory = tempfile.mkdtemp()

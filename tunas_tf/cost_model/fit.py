@@ -109,6 +109,16 @@ def _with_counts(x: np.ndarray, columns, scales=None
           scales)
 
 
+def design_matrix(ssd: str, indices: Sequence[Any], shape: macs_lib.InputSpec,
+                  scales: Optional[List[float]] = None
+                  ) -> Tuple[np.ndarray, List[float]]:
+  """The fit's columns for `indices` (coupled features, then the scaled
+  `count_columns`) and the scales (their means over these rows unless
+  given)."""
+  return _with_counts(feature_matrix(ssd, indices),
+                      count_columns(ssd, shape), scales)
+
+
 def _folded(model, columns, scales) -> Tuple[np.ndarray, float]:
   """The ridge model on [features, counts / scales] as features @ k + b."""
   num = len(columns)

@@ -212,6 +212,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_integer('seed', 0, 'Seed of the draws with --num.',
                        flag_values=flag_values)
+  flags.DEFINE_bool('most_informative', False, 'With --num: instead of '
+                    'uniform draws, the architectures a fit of the rows '
+                    'already in --output is least sure of (greedy '
+                    'D-optimal, cost_model/adaptive).',
+                    flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
                       f'{list(latency.BACKENDS)}.', flag_values=flag_values)
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
@@ -272,6 +277,17 @@ def _set_tf_threads(num_threads: int) -> None:
     logging.warning('could not set TensorFlow to %d threads', num_threads)
 
 
+def _most_informative(f: flags.FlagValues) -> List[str]:
+  """--num architectures the fit of --output's rows is least sure of."""
+  from tunas_tf.cost_model import adaptive  # pylint: disable=g-import-not-at-top
+  measured = (latency_csv.read(f.output, f.ssd)[0]
+              if files.exists(f.output) else [])
+  shape = macs.resolve_input(f.ssd, f.image_size, f.num_classes,
+                             f.input_channels)
+  return adaptive.most_informative(f.ssd, measured, f.num, shape,
+                                   seed=f.seed)
+
+
 def _protocol(f: flags.FlagValues) -> latency.Protocol:
   return latency.Protocol(
       repeats=f.repeats, runs=f.runs, warmup_runs=f.warmup_runs,
@@ -307,6 +323,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
       latency.pin_cpus(cpus)
     if f.indices_file is not None:
       architectures = read_indices_file(f.indices_file, f.ssd)
+    elif f.most_informative:
+      architectures = _most_informative(f)
     else:
       architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
     earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
