@@ -99,6 +99,7 @@ class FitTest(absltest.TestCase):
     warning = fit_cost_model.too_few_rows(result['coefficients'])
     self.assertIn('100 measurements for 744 coefficients', warning)
     self.assertIn('about 644 more', warning)
+    self.assertIn('--most_informative', warning)
     self.assertIsNone(fit_cost_model.too_few_rows(self.result['coefficients']))
 
   def test_split_seed_changes_the_score_not_the_final_fit(self):

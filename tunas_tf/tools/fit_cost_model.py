@@ -118,11 +118,13 @@ def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
   rows, features = coefficients['num_rows'], coefficients['num_features']
   if rows >= features:
     return None
-  return (f'Warning: {rows} measurements for {features} coefficients: the fit '
-          'is underdetermined (ridge regression picks one of many) and its '
-          f'held-out error is the guide; measure about {features - rows:,} '
-          'more architectures (tools/measure_latency appends to the CSV) '
-          'for at least one row per coefficient')
+  return (f'Note: {rows} measurements for {features} coefficients: the '
+          'exact counts (MACs, depthwise MACs, kernels, activations) carry '
+          'the fit and the one-hot features only correct them where rows '
+          'show it; the held-out figures above are the guide. Per-layer '
+          f'effects need rows: up to about {features - rows:,} more for one '
+          'row per coefficient (measure_latency --most_informative picks '
+          'the ones the fit lacks)')
 
 
 if __name__ == '__main__':
