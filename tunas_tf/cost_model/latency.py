@@ -14,9 +14,11 @@ The protocol (`measure`), for timings that repeat:
   machine spreads over all of them instead of biasing one;
 - the first visit warms up until the median of the last runs is stable
   (`warm_up`); every visit times `runs` calls and keeps their median;
-- a visit is disturbed when this process had the CPU for less than
-  `1 - max_disturbance` of its wall time (another process or the hypervisor
+- a visit is disturbed when the timing thread (TFLite with one thread; the
+  process otherwise) had the CPU for less than `1 - max_disturbance` of its
+  wall time (another process, another of our threads, or the hypervisor
   took it); it is dropped and visited again (up to `max_retries` more);
+  Python's garbage collector is off while timing;
 - a row whose round medians still spread more than `max_spread` (IQR over
   median) gets more rounds, up to `max_retries`;
 - the row is the median of its rounds, with their IQR, the rounds kept, the
@@ -31,6 +33,7 @@ the settings (`host_settings`).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import re
 import shlex
@@ -204,20 +207,31 @@ def tf_runner(build: Build, indices: str,
 # ---------------------------------------------------------------- timing
 
 
-def time_runs(run: Callable[[], Any], runs: int) -> Tuple[float, float, float]:
+def time_runs(run: Callable[[], Any], runs: int,
+              clock: Callable[[], float] = time.process_time
+              ) -> Tuple[float, float, float]:
   """(median ms, IQR ms, disturbance) of `runs` calls, each timed alone.
 
-  Disturbance: the share of the calls' wall time this process did not have
-  the CPU (`1 - process CPU time / wall time`, at least 0); near 0 for a
-  single-threaded run nobody interrupted.
+  Python's garbage collector is off meanwhile (as `timeit` does).
+  Disturbance: the share of the calls' wall time that `clock` (CPU time)
+  did not advance, at least 0: near 0 when nothing else had the CPU. With
+  `time.thread_time` (a single-threaded run on the calling thread) it also
+  catches this process's other threads (e.g. TensorFlow's, still busy after
+  a conversion); `time.process_time` counts those as ours.
   """
   times = np.empty([runs])
-  wall, cpu = time.perf_counter(), time.process_time()
-  for i in range(runs):
-    start = time.perf_counter()
-    run()
-    times[i] = time.perf_counter() - start
-  wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    wall, cpu = time.perf_counter(), clock()
+    for i in range(runs):
+      start = time.perf_counter()
+      run()
+      times[i] = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - wall, clock() - cpu
+  finally:
+    if enabled:
+      gc.enable()
   times *= 1e3
   q25, median, q75 = np.percentile(times, [25, 50, 75])
   disturbance = max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
@@ -225,14 +239,15 @@ def time_runs(run: Callable[[], Any], runs: int) -> Tuple[float, float, float]:
 
 
 def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
-            tolerance: float) -> int:
+            tolerance: float,
+            clock: Callable[[], float] = time.process_time) -> int:
   """Calls `run` until the median of the last `runs` calls moved less than
   `tolerance` (relative) from the previous `runs`'; at most `max_runs`
   calls. Returns how many calls it made."""
   made, previous = 0, None
   while made < max_runs:
     batch = min(runs, max_runs - made)
-    median = time_runs(run, batch)[0]
+    median = time_runs(run, batch, clock)[0]
     made += batch
     if previous is not None and abs(median - previous) <= tolerance * previous:
       break
@@ -326,6 +341,9 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
   if backend == TFLITE and not model_cache:
     raise ValueError('the tflite backend needs a model cache directory')
   cache = ModelCache(model_cache, ssd, shape, build) if model_cache else None
+  # A one-thread interpreter runs on the calling thread: its CPU time.
+  clock = (time.thread_time if backend == TFLITE and num_threads == 1
+           else time.process_time)
 
   def open_one(indices: str) -> _Visitor:
     if backend == TFLITE:
@@ -336,11 +354,11 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
     def visit(first: bool) -> Tuple[float, float]:
       if first:
         warm_up(run, protocol.runs, protocol.max_warmup_runs,
-                protocol.stable_tolerance)
+                protocol.stable_tolerance, clock)
       else:
         for _ in range(protocol.warmup_runs):
           run()
-      median, _, disturbance = time_runs(run, protocol.runs)
+      median, _, disturbance = time_runs(run, protocol.runs, clock)
       return median, disturbance
 
     return _Visitor(visit)
@@ -461,6 +479,7 @@ def measure(device: Device, architectures: Sequence[str],
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
     visitors = {indices: device.open(indices) for indices in chunk}
+    gc.collect()  # The conversions' garbage, before any timing.
     rounds: Dict[str, List[float]] = {i: [] for i in chunk}
     redone = dict.fromkeys(chunk, 0)
 
