@@ -192,10 +192,13 @@ class ModelsAndDevicesTest(absltest.TestCase):
         ('/no/such/benchmark {model}', "'/no/such/benchmark' not found"),
         ('echo {model}', 'no "Inference \\(avg\\): N" line'),
         ('false {model}', 'exited with 1: \\(no output\\)'),
+        ("sh -c 'sleep 10' {model}", 'no answer within 0.5 s \\(device '
+         'gone\\?\\)'),
     ):
       device = latency.make_device(SSD, SHAPE, protocol, BUILD,
                                    model_cache=directory,
-                                   device_command=command)
+                                   device_command=command,
+                                   command_timeout=0.5)
       with self.assertRaisesRegex(latency.DeviceError, message):
         list(latency.measure(device, indices, protocol))
 
