@@ -13,6 +13,7 @@ for the exit code and the absence of a traceback.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -144,6 +145,13 @@ def _latency_csv(root: str) -> None:
     f.write(f'{_ZEROS},1.0,0.1\n')
 
 
+def _flat_cost_model(root: str) -> None:
+  """A fit that learned a constant (digits_search: 744 features)."""
+  with open(os.path.join(root, 'flat.json'), 'w') as f:
+    json.dump({'ssd': 'digits_search', 'units': 'ms', 'num_features': 744,
+               'kernel': [0.0] * 744, 'bias': 0.0316}, f)
+
+
 def _both(*prepares: Callable[[str], None]) -> Callable[[str], None]:
   def prepare(root: str) -> None:
     for p in prepares:
@@ -242,6 +250,9 @@ _SEARCH_ROWS = [
     ('replicas_tpu', ['--replicas=2', '--tpu=my-tpu'],
      r'--replicas is for CPU/GPU'),
     ('cost_model', ['--cost_model={root}/no/such.json'], r'no/such.json'),
+    ('flat_cost_model', ['--cost_model={root}/flat.json'],
+     r'flat.json hardly varies over .digits_search.: 0.0316..0.0316 ms',
+     _flat_cost_model),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
      r'--model_dir=.*/afile is a file, not a directory$', _file),

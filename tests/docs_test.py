@@ -197,10 +197,11 @@ def _commands(shell: str) -> Iterator[List[str]]:
 def _invocation(words: List[str]) -> Tuple[Optional[str], List[str]]:
   """(what runs, its arguments) of a command's words: a binary's module for
   `... python -m tunas_tf.X` or `X` alone, 'make', another program's name,
-  or None for no command; environment assignments and `nohup` skipped."""
+  or None for no command; environment assignments, `nohup` and
+  `taskset -c CPUS` skipped."""
   while words and (re.match(r'^[A-Za-z_]\w*=', words[0]) or
-                   words[0] in ('nohup', 'env', 'time')):
-    words = words[1:]
+                   words[0] in ('nohup', 'env', 'time', 'taskset')):
+    words = words[3:] if words[:2] == ['taskset', '-c'] else words[1:]
   if not words:
     return None, []
   program = os.path.basename(words[0])

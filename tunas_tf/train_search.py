@@ -212,6 +212,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   cost_model = linear.get_cost_model(
       f.ssd, f.cost_model, image_size=job.image_size,
       num_classes=job.num_classes, input_channels=job.num_channels)
+  if f.enable_cost_model:
+    linear.check_varies(cost_model)
   target = f.rl_cost_model_target
   if target is None:
     target = linear.default_target(cost_model)

@@ -71,6 +71,59 @@ class FitTest(absltest.TestCase):
       with self.assertRaisesRegex(ValueError, message, msg=message):
         fit.fit(**kwargs)
 
+  def test_held_out_figures_are_stored(self):
+    holdout = self.result['coefficients']['holdout']
+    self.assertEqual(holdout['within10_percent'], 100.0)  # MAPE < 2%.
+    self.assertGreater(holdout['kendall_tau'], 0.9)
+    self.assertLess(holdout['constant_within10_percent'], 50.0)
+    self.assertEqual(holdout['constant_kendall_tau'], 0.0)  # Constant.
+    counts = self.result['coefficients']['count_columns']
+    self.assertEqual(list(counts['ms_per_count']),
+                     ['macs', 'depthwise_macs', 'ops', 'activations'])
+    # The latency is MACs / 1e4 ms: the MAC column carries it.
+    self.assertAlmostEqual(counts['ms_per_count']['macs'] * 1e4, 1.0,
+                           delta=0.05)
+
+  def test_scores(self):
+    got = fit.scores(np.array([1.0, 2.1, 2.5, 5.0]),
+                     np.array([1.0, 2.0, 3.0, 4.0]))
+    self.assertAlmostEqual(got['mape_percent'], (0 + 5 + 100 / 6 + 25) / 4)
+    self.assertAlmostEqual(got['max_ape_percent'], 25.0)
+    self.assertEqual(got['within10_percent'], 50.0)  # 0% and 5%.
+    self.assertAlmostEqual(got['kendall_tau'], 1.0)
+    self.assertAlmostEqual(
+        fit.scores(np.array([3.0, 2.0, 1.0]),
+                   np.array([1.0, 2.0, 3.0]))['kendall_tau'], -1.0)
+
+  def test_a_fit_no_better_than_a_constant_is_refused(self):
+    # Latencies unrelated to the architectures: the fit has nothing to
+    # find and says so, with how many rows to add.
+    indices = self.indices[:60]
+    noise = 1.0 + 0.1 * np.random.RandomState(0).rand(60)
+    with self.assertRaisesRegex(fit.PoorFit, r'(top of its grid|no better '
+                                r'than a constant).*measure about 60 more '
+                                'architectures') as caught:
+      fit.fit(SSD, indices, noise)
+    self.assertIn('coefficients', caught.exception.result)
+    allowed = fit.fit(SSD, indices, noise, allow_poor_fit=True)
+    self.assertEqual(allowed['warning'], str(caught.exception))
+
+  def test_check(self):
+    good = self.result['coefficients']
+    self.assertIsNone(fit.check(good))
+    cases = [
+        (dict(alpha=fit.ALPHAS[-1]), 'final fit chose alpha 1e\\+06, the top'),
+        (dict(holdout=dict(good['holdout'], alpha=fit.ALPHAS[0],
+                           within10_percent=80.0)),
+         'held-out fit chose alpha 1e-06, the bottom'),
+        (dict(holdout=dict(good['holdout'], mape_percent=80.0)),
+         'no better than a constant'),
+    ]
+    for changes, message in cases:
+      self.assertRegex(fit.check(dict(good, **changes)), message)
+    # At the bottom edge but accurate on held-out rows: accepted.
+    self.assertIsNone(fit.check(dict(good, alpha=fit.ALPHAS[0])))
+
   def test_split_sizes(self):
     self.assertEqual(fit.split_sizes(12, 0.2), (10, 2))
     with self.assertRaisesRegex(ValueError, 'too few rows'):

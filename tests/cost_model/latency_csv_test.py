@@ -12,7 +12,8 @@ from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import random_search
 
 SSD = 'digits_search'  # 18 decisions.
-HEADER = 'indices,latency_ms,spread_ms'
+HEADER = 'indices,latency_ms,spread_ms'  # What fit_cost_model reads.
+FULL = 'indices,latency_ms,spread_ms,repeats,remeasured,load'  # Appended.
 
 
 class ReadTest(absltest.TestCase):
@@ -76,12 +77,16 @@ class AppendTest(absltest.TestCase):
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
     indices = random_search.sample_indices(SSD, 3, seed=1)
     with latency_csv.appender(path) as write_row:
-      write_row(indices[0], 1.25, 0.5)
+      write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
     with latency_csv.appender(path) as write_row:
-      write_row(indices[1], 2.0, 0.25)
+      write_row((indices[1], 2.0, 0.25, 6, 1, 1.0))
     with open(path) as f:
-      self.assertEqual(f.read(), f'{HEADER}\n{indices[0]},1.250000,0.500000\n'
-                       f'{indices[1]},2.000000,0.250000\n')
+      self.assertEqual(f.read(), f'{FULL}\n{indices[0]},1.250000,0.500000,5,0,'
+                       f'0.500000\n{indices[1]},2.000000,0.250000,6,1,'
+                       '1.000000\n')
+    with latency_csv.appender(path) as write_row:
+      with self.assertRaisesRegex(ValueError, 'a row has 6 values'):
+        write_row((indices[2], 1.0, 0.1))
     self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
     got, latencies = latency_csv.read(path, SSD)
     self.assertEqual(got, indices[:2])
@@ -102,11 +107,11 @@ class AppendTest(absltest.TestCase):
     indices = random_search.sample_indices(SSD, 3, seed=1)
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
     with latency_csv.appender(path) as write_row:
-      write_row(indices[0], 1.25, 0.5)
+      write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
     with latency_csv.appender(path) as write_row:
-      write_row(indices[1], 2.0, 0.25)
-    complete = (f'{HEADER}\n{indices[0]},1.250000,0.500000\n'
-                f'{indices[1]},2.000000,0.250000\n')
+      write_row((indices[1], 2.0, 0.25, 6, 1, 1.0))
+    complete = (f'{FULL}\n{indices[0]},1.250000,0.500000,5,0,0.500000\n'
+                f'{indices[1]},2.000000,0.250000,6,1,1.000000\n')
     with tf.io.gfile.GFile(path, 'a') as f:  # A run killed mid-row.
       f.write(indices[2][:5])
     self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
@@ -127,12 +132,17 @@ class AppendTest(absltest.TestCase):
       latency_csv.read_for_append(wrong, SSD)
     with open(wrong) as f:
       self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
+    older = os.path.join(directory, 'older.csv')  # Read, not appended to.
+    with open(older, 'w') as f:
+      f.write(HEADER + '\n')
+    with self.assertRaisesRegex(ValueError, 'fit_cost_model still reads it'):
+      latency_csv.read_for_append(older, SSD)
     lone_header = os.path.join(directory, 'header.csv')
     with open(lone_header, 'w') as f:
-      f.write(HEADER)
+      f.write(FULL)
     self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
     with open(lone_header) as f:
-      self.assertEqual(f.read(), HEADER + '\n')
+      self.assertEqual(f.read(), FULL + '\n')
 
   def test_check_settings(self):
     directory = tempfile.mkdtemp()

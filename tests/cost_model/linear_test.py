@@ -190,6 +190,23 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
             indices, linear.get_cost_model(_PROXYLESSNAS, path)), 24.0)
     self.assertEqual(linear.get_cost_model(_PROXYLESSNAS, path).units, 'ms')
 
+  def test_a_cost_model_that_hardly_varies_is_refused(self):
+    linear.check_varies(_RELEASED)
+    linear.check_varies(linear.get_cost_model('digits_search', 'macs'))
+    # What a fit that learned a constant looks like: a big bias, tiny
+    # coefficients (0.03157..0.03160 ms as in the issue).
+    flat = linear.get_cost_model(_PROXYLESSNAS, self._write(
+        self._coefficients(kernel=[1e-6] * 144, bias=0.0315)))
+    with self.assertRaisesRegex(
+        ValueError, r'model\.json hardly varies over \'proxylessnas_search\': '
+        r'0\.0315\d*\.\.0\.0315\d* ms over 202 architectures \(\S+% of the '
+        r'median\).*refit it'):
+      linear.check_varies(flat)
+    # Costs that vary pass (an all-ones kernel does not: 24 ms for every
+    # architecture, one feature on per block).
+    linear.check_varies(linear.get_cost_model(_PROXYLESSNAS, self._write(
+        self._coefficients(kernel=[float(i % 7) for i in range(144)]))))
+
   def test_remote_coefficients_json(self):
     # TF's in-memory filesystem stands in for Cloud Storage.
     path = f'ram://linear_test-{os.getpid()}/model.json'

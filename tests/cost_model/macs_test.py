@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tunas_tf.cost_model import features
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import random_search
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
@@ -109,6 +110,20 @@ class MacsTest(tf.test.TestCase, parameterized.TestCase):
                                 'choices of blocks/0/layers/0 change the output'
                                 ' resolution'):
       macs.macs_cost_model_for_spec(spec, 8, 10)
+
+  def test_layer_counts_models_match_direct_counts(self):
+    space = mobile.get_search_space('digits_search')
+    for count in macs.LAYER_COUNTS:
+      kernel, bias = macs.layer_counts_model('digits_search', count, 8, 10, 1)
+      for indices in random_search.sample_indices('digits_search', 5, seed=3):
+        values = features.features(features.attach_one_hot_masks(space,
+                                                                 indices))
+        layers = resolve.resolve_layers(schema.prune(space, indices), 8, 1)
+        direct = sum(macs._layer_counts(layer)[count] for layer in layers)
+        self.assertAlmostEqual(float(values @ kernel + bias), direct,
+                               msg=f'{count} {indices}')
+    with self.assertRaisesRegex(ValueError, "unknown count 'flops'"):
+      macs.layer_counts_model('digits_search', 'flops', 8, 10, 1)
 
   def test_default_input(self):
     self.assertEqual(macs.default_input('proxylessnas_search'),

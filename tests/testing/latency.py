@@ -1,5 +1,9 @@
 """Synthetic latency measurements and CSVs for the cost-model tests."""
 
+import os
+import stat
+import sys
+
 import numpy as np
 
 from tunas_tf.cost_model import random_search
@@ -31,3 +35,32 @@ def synthetic(num, seed, noise=1e-3):
   exact = np.array([k['estimated_cost'] for k in kept]) / 1e4
   rng = np.random.RandomState(seed)
   return indices, exact * (1 + noise * rng.randn(num)), exact
+
+
+def fake_device_script(directory, fail_after=None, output=None):
+  """A device command: checks its argument is a TFLite file, prints
+  benchmark_model's line with a latency of (file size / 1000) us; after
+  `fail_after` calls it exits 1 (a device gone); `output` replaces the
+  line."""
+  path = os.path.join(directory, 'fake_device.py')
+  counter = os.path.join(directory, 'calls')
+  line = output or ('Inference timings in us: Init: 100, First inference: '
+                    '50, Warmup (avg): 40, Inference (avg): {size}')
+  with open(path, 'w') as f:
+    f.write(f'''#!{sys.executable}
+import os, sys
+path = sys.argv[1] if len(sys.argv) == 2 else ''
+head = open(path, 'rb').read(8) if os.path.isfile(path) else b''
+if not path.endswith('.tflite') or head[4:8] != b'TFL3':
+  sys.exit('fake device: not a TFLite file: ' + repr(sys.argv[1:]))
+calls = 0
+if os.path.exists({counter!r}):
+  calls = int(open({counter!r}).read())
+open({counter!r}, 'w').write(str(calls + 1))
+if {fail_after!r} is not None and calls >= {fail_after!r}:
+  sys.exit('error: no devices/emulators found')
+print('STARTING!')
+print({line!r}.format(size=os.path.getsize(path) / 1000))
+''')
+  os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+  return path

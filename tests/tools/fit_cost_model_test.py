@@ -99,6 +99,7 @@ class FitTest(absltest.TestCase):
     warning = fit_cost_model.too_few_rows(result['coefficients'])
     self.assertIn('100 measurements for 744 coefficients', warning)
     self.assertIn('about 644 more', warning)
+    self.assertIn('--most_informative', warning)
     self.assertIsNone(fit_cost_model.too_few_rows(self.result['coefficients']))
 
   def test_split_seed_changes_the_score_not_the_final_fit(self):
@@ -204,6 +205,25 @@ class CommandLineTest(absltest.TestCase):
     self.assertTrue(last.startswith('fit_cost_model: '), last)
     self.assertIn("line 9: latency_ms 'n/a' is not a number", last)
     self.assertFalse(os.path.exists(output + '.2'))
+
+  def test_a_poor_fit_is_refused_in_one_line(self):
+    directory = tempfile.mkdtemp()
+    indices, _, _ = _synthetic(30, seed=5)
+    flat = os.path.join(directory, 'flat.csv')
+    _write_csv(flat, indices, 1.0 + 0.1 * np.random.RandomState(1).rand(30))
+    output = os.path.join(directory, 'coefficients.json')
+    result = self._run(f'--ssd={SSD}', f'--csv={flat}', f'--output={output}')
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn('within +-10%', result.stdout)  # The figures, then why.
+    last = result.stderr.strip().splitlines()[-1]
+    self.assertRegex(last, r'^fit_cost_model: refused: .*measure about 40 '
+                     r'more architectures.*\(--allow_poor_fit writes it')
+    self.assertFalse(os.path.exists(output))
+    result = self._run(f'--ssd={SSD}', f'--csv={flat}', f'--output={output}',
+                       '--allow_poor_fit')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('Warning: ', result.stdout)
+    self.assertTrue(os.path.exists(output))
 
 
 if __name__ == '__main__':

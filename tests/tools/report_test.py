@@ -3,6 +3,7 @@
 helpers: tests/search/report_test.py)."""
 
 import dataclasses
+import json
 import os
 import re
 import tempfile
@@ -363,6 +364,13 @@ class ReportTest(absltest.TestCase):
     line = report.summary_line(self.scalars, self.arch)
     self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,.]+, [+-]\d+\.\d%\)')
     self.assertEqual(report_text.cost_units('released'), 'ms')
+    self.assertEqual(report_text.cost_units('macs'), 'MACs')
+    fitted = os.path.join(tempfile.mkdtemp(), 'fitted.json')
+    with open(fitted, 'w') as f:
+      json.dump({'units': 'ms', 'kernel': []}, f)
+    self.assertEqual(report_text.cost_units(fitted), 'ms')  # Its own units.
+    self.assertEqual(report_text.cost_units(fitted + '.gone'),
+                     report_text.UNKNOWN_UNITS)
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):

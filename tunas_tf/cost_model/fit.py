@@ -2,20 +2,27 @@
 
 `fit` fits ridge regression (`RidgeCV`, leave-one-out over `ALPHAS`, rows
 weighted by 1 / latency) on the coupled one-hot features of each
-architecture, scores a seeded `holdout_fraction` of the rows by mean and
-worst absolute percentage error next to a constant predictor, then refits
-on all rows. Its coefficients document is what `linear.load_coefficients`
-(and `--cost_model=PATH`) reads; `tools/fit_cost_model` runs it on a
-latency CSV.
+architecture plus a few columns of exact counts (MACs, depthwise MACs,
+kernels launched, activations written: `count_columns`, lightly
+penalised): they are linear in the features, so the model stays
+`features @ kernel + bias` (their coefficients are folded into the kernel),
+but with few rows the fit follows the counts instead of a constant. It scores a seeded `holdout_fraction` of the rows
+(MAPE, worst error, share within +-10%, Kendall's tau; a constant predictor
+beside them), then refits on all rows. A fit whose penalty sits at an edge
+of `ALPHAS` or whose held-out MAPE is no better than the constant's is
+refused (`PoorFit`, saying how many more rows to measure). Its coefficients
+document is what `linear.load_coefficients` (and `--cost_model=PATH`)
+reads; `tools/fit_cost_model` runs it on a latency CSV.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tunas_tf.cost_model import features as features_lib
+from tunas_tf.cost_model import macs as macs_lib
 from tunas_tf.search_space import mobile
 
 UNITS = 'ms'
@@ -24,6 +31,30 @@ ALPHAS = tuple(float(a) for a in np.logspace(-6, 6, 25))
 MIN_ROWS = 10
 MIN_HELD_OUT = 2
 MIN_TRAIN = 5
+# The count columns are scaled to about this (the one-hot features are 0/1),
+# so the penalty on their coefficients is COUNT_WEIGHT**2 times lighter:
+# "latency follows the counts" is the model's first guess. On 40 rows of a
+# synthetic MAC-proportional latency (digits_search) the held-out MAPE is
+# 15% at 1, 1.8% at 10, 0.09% at 100.
+COUNT_WEIGHT = 100.0
+# A fit must cut the constant predictor's held-out MAPE at least this much.
+BETTER_THAN_CONSTANT = 0.8
+# nn-Meter's figure: the share of predictions within this relative error.
+WITHIN = 0.10
+# A fit this accurate on held-out rows is accepted at the penalty's lower edge.
+ACCURATE_WITHIN10_PERCENT = 95.0
+
+
+class PoorFit(ValueError):
+  """A fit that should not be used; the message says why and what to do.
+
+  Attributes:
+    result: what `fit` would have returned (for `--allow_poor_fit`).
+  """
+
+  def __init__(self, message: str, result: Dict[str, Any]):
+    super().__init__(message)
+    self.result = result
 
 
 def feature_matrix(ssd: str, indices: Sequence[Any]) -> np.ndarray:
@@ -38,6 +69,66 @@ def _percentage_errors(predicted: np.ndarray,
                        actual: np.ndarray) -> Tuple[float, float]:
   ape = np.abs(predicted - actual) / np.abs(actual) * 100.0
   return float(ape.mean()), float(ape.max())
+
+
+def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, float]:
+  """How well `predicted` matches `actual`: `mape_percent`,
+  `max_ape_percent`, `within10_percent` (share of predictions within
+  +-10%) and `kendall_tau` (rank agreement, -1..1; 0 for fewer than 2
+  rows or constant predictions)."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  predicted, actual = np.asarray(predicted), np.asarray(actual)
+  mape, max_ape = _percentage_errors(predicted, actual)
+  within = np.abs(predicted - actual) <= WITHIN * np.abs(actual)
+  tau = 0.0
+  if len(actual) >= 2 and np.ptp(predicted) > 0 and np.ptp(actual) > 0:
+    tau = float(stats.kendalltau(predicted, actual).statistic)
+  return {'mape_percent': mape, 'max_ape_percent': max_ape,
+          'within10_percent': float(100.0 * within.mean()),
+          'kendall_tau': tau}
+
+
+def count_columns(ssd: str, shape: macs_lib.InputSpec
+                  ) -> List[Tuple[str, np.ndarray, float]]:
+  """(name, kernel, bias) of the exact linear counts a fit adds as columns:
+  MACs and `macs.LAYER_COUNTS`, at `shape`."""
+  args = (shape.image_size, shape.num_classes, shape.input_channels)
+  return [('macs', *macs_lib.macs_cost_model(ssd, *args))] + [
+      (name, *macs_lib.layer_counts_model(ssd, name, *args))
+      for name in macs_lib.LAYER_COUNTS]
+
+
+def _with_counts(x: np.ndarray, columns, scales=None
+                 ) -> Tuple[np.ndarray, List[float]]:
+  """x with each count column appended, divided by its mean over x's rows
+  over `COUNT_WEIGHT` (or by `scales`)."""
+  values = [x @ kernel + bias for _, kernel, bias in columns]
+  if scales is None:
+    scales = [(float(np.mean(v)) or 1.0) / COUNT_WEIGHT for v in values]
+  return (np.hstack([x] + [(v / s)[:, None] for v, s in zip(values, scales)]),
+          scales)
+
+
+def design_matrix(ssd: str, indices: Sequence[Any], shape: macs_lib.InputSpec,
+                  scales: Optional[List[float]] = None
+                  ) -> Tuple[np.ndarray, List[float]]:
+  """The fit's columns for `indices` (coupled features, then the scaled
+  `count_columns`) and the scales (their means over these rows unless
+  given)."""
+  return _with_counts(feature_matrix(ssd, indices),
+                      count_columns(ssd, shape), scales)
+
+
+def _folded(model, columns, scales) -> Tuple[np.ndarray, float]:
+  """The ridge model on [features, counts / scales] as features @ k + b."""
+  num = len(columns)
+  kernel = np.array(model.coef_[:-num], np.float64)
+  bias = float(model.intercept_)
+  for weight, (_, count_kernel, count_bias), scale in zip(
+      model.coef_[-num:], columns, scales):
+    kernel += weight / scale * count_kernel
+    bias += weight / scale * count_bias
+  return kernel, bias
 
 
 def _ridge(x: np.ndarray, y: np.ndarray):
@@ -70,7 +161,9 @@ def split_sizes(num_rows: int, holdout_fraction: float) -> Tuple[int, int]:
 
 
 def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
-        seed: int = 0, holdout_fraction: float = 0.2) -> Dict[str, Any]:
+        seed: int = 0, holdout_fraction: float = 0.2,
+        shape: Optional[macs_lib.InputSpec] = None,
+        allow_poor_fit: bool = False) -> Dict[str, Any]:
   """Fits the linear latency model, scores it on held-out rows, refits on all.
 
   Args:
@@ -79,6 +172,9 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
     latencies: measured latencies (ms), positive.
     seed: seed of the held-out split.
     holdout_fraction: share of the rows held out, in (0, 1).
+    shape: the input the rows were measured at (for the MAC column);
+      default the space's.
+    allow_poor_fit: return a fit `check` refuses, with its `warning`.
 
   Returns:
     A dict with the coefficients document (`coefficients`: the JSON that
@@ -88,6 +184,7 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
   Raises:
     ValueError: for an unknown space, mismatched lengths, indices that do not
       fit the space, or too few rows (see `split_sizes`).
+    PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
   """
   latencies = np.asarray(latencies, np.float64)
   if latencies.ndim != 1 or len(indices) != latencies.shape[0]:
@@ -96,33 +193,39 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
   if not np.all(np.isfinite(latencies)) or np.any(latencies <= 0):
     raise ValueError('latencies must be positive finite numbers')
   num_train, num_held_out = split_sizes(len(indices), holdout_fraction)
-  x = feature_matrix(ssd, indices)
+  shape = shape or macs_lib.resolve_input(ssd)
+  columns = count_columns(ssd, shape)
+  features = feature_matrix(ssd, indices)
+  x, scales = _with_counts(features, columns)
   order = np.random.RandomState(seed).permutation(len(indices))
   train, held_out = order[:num_train], order[num_train:]
 
   model = _ridge(x[train], latencies[train])
-  mape, max_ape = _percentage_errors(model.predict(x[held_out]),
-                                     latencies[held_out])
+  held = scores(model.predict(x[held_out]), latencies[held_out])
   constant = np.full([num_held_out], latencies[train].mean())
-  constant_mape, constant_max_ape = _percentage_errors(constant,
-                                                       latencies[held_out])
+  constant_scores = scores(constant, latencies[held_out])
   train_mape, _ = _percentage_errors(model.predict(x[train]),
                                      latencies[train])
 
   final = _ridge(x, latencies)
-  kernel = [float(v) for v in final.coef_]
-  bias = float(final.intercept_)
+  kernel, bias = _folded(final, columns, scales)
   coefficients = {
       'ssd': ssd,
       'units': UNITS,
       'num_features': len(kernel),
-      'kernel': kernel,
+      'kernel': [float(v) for v in kernel],
       'bias': bias,
       'description': 'measured latency (tools/measure_latency), linear ridge '
-                     'fit (tools/fit_cost_model)',
+                     'fit on the coupled features and the MAC count '
+                     '(tools/fit_cost_model)',
       'alpha': float(final.alpha_),
       'sample_weight': '1/latency',
       'alphas': list(ALPHAS),
+      'count_columns': {
+          'image_size': shape.image_size, 'num_classes': shape.num_classes,
+          'input_channels': shape.input_channels,
+          'ms_per_count': {name: float(w / s) for (name, _, _), w, s in zip(
+              columns, final.coef_[-len(columns):], scales)}},
       'num_rows': int(len(indices)),
       'holdout': {
           'fraction': float(holdout_fraction),
@@ -130,22 +233,62 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
           'num_train': int(num_train),
           'num_held_out': int(num_held_out),
           'alpha': float(model.alpha_),
-          'mape_percent': mape,
-          'max_ape_percent': max_ape,
-          'constant_mape_percent': constant_mape,
-          'constant_max_ape_percent': constant_max_ape,
+          **held,
+          **{f'constant_{k}': v for k, v in constant_scores.items()},
           'train_mape_percent': train_mape,
       },
   }
-  return {'coefficients': coefficients,
-          'predictions': x @ np.asarray(kernel) + bias}
+  result = {'coefficients': coefficients,
+            'predictions': features @ kernel + bias}
+  problem = check(coefficients)
+  if problem:
+    if not allow_poor_fit:
+      raise PoorFit(problem, result)
+    result['warning'] = problem
+  return result
+
+
+def check(coefficients: Dict[str, Any]) -> Optional[str]:
+  """Why a fitted model should not be used, with what to do; None if fine.
+
+  Refused: a penalty at the top of its grid (the model is about a constant)
+  or at its bottom (nothing held it back) unless `ACCURATE_WITHIN10_PERCENT`
+  of the held-out rows are within +-10%, on the held-out fit or the final
+  one; and a held-out MAPE above `BETTER_THAN_CONSTANT` times the
+  constant predictor's.
+  """
+  h = coefficients['holdout']
+  rows = coefficients['num_rows']
+  more = (f'measure about {max(rows, 40)} more architectures (twice the '
+          f'{rows} rows; tools/measure_latency appends to its CSV) and fit '
+          'again')
+  for name, alpha in (('held-out', h['alpha']),
+                      ('final', coefficients['alpha'])):
+    # At the top the model is about a constant. At the bottom nothing held
+    # it back: fine when it predicts held-out rows well anyway.
+    top = alpha == ALPHAS[-1]
+    if top or (alpha == ALPHAS[0] and
+               h['within10_percent'] < ACCURATE_WITHIN10_PERCENT):
+      side = 'top' if top else 'bottom'
+      return (f'the {name} fit chose alpha {alpha:g}, the {side} of its grid '
+              f'{ALPHAS[0]:g}..{ALPHAS[-1]:g}: the {rows} rows do not '
+              f'determine the model (held-out MAPE {h["mape_percent"]:.3g}%, '
+              f'a constant {h["constant_mape_percent"]:.3g}%); {more}')
+  if h['mape_percent'] > BETTER_THAN_CONSTANT * h['constant_mape_percent']:
+    return (f'the held-out MAPE {h["mape_percent"]:.3g}% is no better than a '
+            f'constant\'s {h["constant_mape_percent"]:.3g}% (it must be at most '
+            f'{BETTER_THAN_CONSTANT:g} times it; the latencies may be mostly '
+            f'noise: check the pass\'s noise); {more}')
+  return None
 
 
 def summary(coefficients: Dict[str, Any]) -> str:
   """Human-readable held-out errors of a fitted coefficients document."""
   h = coefficients['holdout']
   return (f"held-out rows {h['num_held_out']} (trained on {h['num_train']}): "
-          f"MAPE {h['mape_percent']:.3g}%, worst {h['max_ape_percent']:.3g}%; "
+          f"MAPE {h['mape_percent']:.3g}%, worst {h['max_ape_percent']:.3g}%, "
+          f"{h.get('within10_percent', float('nan')):.3g}% within +-10%, "
+          f"Kendall's tau {h.get('kendall_tau', float('nan')):.3f}; "
           f"constant predictor (train mean) MAPE "
           f"{h['constant_mape_percent']:.3g}%, worst "
           f"{h['constant_max_ape_percent']:.3g}%; refitted on all "

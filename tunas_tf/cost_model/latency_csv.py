@@ -25,7 +25,11 @@ from tunas_tf import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
-COLUMNS = ('indices', 'latency_ms', 'spread_ms')
+# latency_ms: the median of the rounds; spread_ms their interquartile range;
+# repeats: rounds kept; remeasured: visits redone (disturbed) or rounds added
+# (spread out); load: the 1-minute load average (cost_model/latency).
+COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
+           'load')
 HEADER = ','.join(COLUMNS)
 REQUIRED_COLUMNS = ('indices', 'latency_ms')
 
@@ -121,8 +125,9 @@ def read_for_append(path: str, ssd: str) -> List[str]:
   header = rows[0] if rows else []
   if tuple(h.strip() for h in header) != COLUMNS:
     raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
-                     f'{HEADER!r}; not a latency CSV of this tool (move it '
-                     'or choose another --output)')
+                     f'{HEADER!r}; not a latency CSV of this version of the '
+                     'tool (fit_cost_model still reads it; measure into '
+                     'another --output)')
   indices = _parse(rows, path, ssd)[0]
   if not text.endswith('\n'):  # A lone header: rows go on the next line.
     text += '\n'
@@ -133,8 +138,9 @@ def read_for_append(path: str, ssd: str) -> List[str]:
 
 
 @contextlib.contextmanager
-def appender(path: str) -> Iterator[Callable[[str, float, float], None]]:
-  """Opens `path` for appending rows; yields `write_row(indices, ms, spread)`.
+def appender(path: str) -> Iterator[Callable[[Sequence[Any]], None]]:
+  """Opens `path` for appending rows; yields `write_row(values)`, the values
+  of `COLUMNS` in order (floats written with 6 decimals).
 
   Creates the directory, and the header when the file is new. Each row is
   flushed as it is written (to a local disk with `fsync`; on Cloud Storage a
@@ -151,8 +157,11 @@ def appender(path: str) -> Iterator[Callable[[str, float, float], None]]:
       f.write(HEADER + '\n')
       f.flush()
 
-    def write_row(indices: str, latency_ms: float, spread_ms: float) -> None:
-      f.write(f'{indices},{latency_ms:.6f},{spread_ms:.6f}\n')
+    def write_row(values: Sequence[Any]) -> None:
+      if len(values) != len(COLUMNS):
+        raise ValueError(f'a row has {len(COLUMNS)} values, got {values!r}')
+      f.write(','.join(f'{v:.6f}' if isinstance(v, float) else str(v)
+                       for v in values) + '\n')
       f.flush()
       if not remote:  # A GFile has no file descriptor to sync.
         os.fsync(f.fileno())

@@ -310,3 +310,36 @@ def default_target(model: LinearCostModel) -> float:
                                         model)
                for largest in (False, True))
   return math.sqrt(low * high)
+
+
+# A search needs costs that vary over the space by at least this share of
+# their median (`check_varies`).
+MIN_RELATIVE_RANGE = 0.02
+
+
+def check_varies(model: LinearCostModel, num: int = 200,
+                 seed: int = 0) -> None:
+  """Refuses a cost model whose costs hardly vary over the space.
+
+  A search trades accuracy against cost; a model that gives every
+  architecture about the same cost (e.g. a fit that learned a constant)
+  makes the cost term meaningless. The costs of `num` uniform
+  architectures and the space's smallest and largest are compared.
+
+  Raises:
+    ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
+      median, naming the range in the model's units.
+  """
+  from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top
+  spec = mobile.get_search_space(model.ssd)
+  candidates = random_search.sample_indices(model.ssd, num, seed) + [
+      schema.extreme_indices(spec, largest) for largest in (False, True)]
+  costs = np.array([estimate_cost_of_indices(i, model) for i in candidates])
+  low, high, median = costs.min(), costs.max(), float(np.median(costs))
+  if not high - low >= MIN_RELATIVE_RANGE * abs(median):
+    raise ValueError(
+        f'Cost model {model.source} hardly varies over {model.ssd!r}: '
+        f'{low:.6g}..{high:.6g} {model.units} over {len(candidates)} '
+        f'architectures ({100 * (high - low) / abs(median):.2g}% of the '
+        'median), so the search cannot trade accuracy against it; refit it '
+        'with more measured architectures (fit_cost_model says how many)')

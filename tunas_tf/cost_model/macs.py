@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -169,6 +169,9 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
                              ) -> Tuple[np.ndarray, float]:
   """Coefficients of the exact linear MAC model of a search space.
 
+  `layer_count_model` with the layers' MACs (`layer_macs`) and the
+  classifier's (`classifier_macs`).
+
   For every one-hot architecture of `spec`,
   `features(attach_one_hot_masks(spec, indices)) @ kernel + bias` equals
   `count_macs(schema.prune(spec, indices), ...)`.
@@ -195,13 +198,25 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
       choices change the resolution, or two choices sharing a feature with
       different MACs.
   """
+  return layer_count_model(spec, image_size, num_classes, input_channels,
+                           layer_macs, classifier_macs, 'macs')
+
+
+def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
+                      num_classes: int, input_channels: int,
+                      layer_value: Callable[[resolve.ResolvedLayer], float],
+                      head_value: Callable[[int, int, int], float],
+                      name: str) -> Tuple[np.ndarray, float]:
+  """The exact linear model of any per-layer count (`macs_cost_model_for_spec`
+  for MACs): `layer_value(resolved layer)` summed over the layers, plus
+  `head_value(width, size, num_classes)` of the classifier; `name` in the
+  errors. Same returns and errors as `macs_cost_model_for_spec`."""
   block_lengths = features_lib.block_feature_lengths(spec)
   kernel = np.zeros([features_lib.feature_length(spec)], np.float64)
   positions = [(b, j) for b, block in enumerate(spec.blocks)
                for j in range(len(block.layers))]
   if not positions:
-    return kernel, float(classifier_macs(input_channels, image_size,
-                                         num_classes))
+    return kernel, float(head_value(input_channels, image_size, num_classes))
   last = positions[-1]
   bias = 0
   offset = 0
@@ -229,18 +244,18 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
             out_size = resolved.output_size
           elif resolved.output_size != out_size:
             raise ValueError(
-                f'macs: the choices of {where} change the output resolution '
-                f'({out_size} vs {resolved.output_size}); the MAC count is '
-                f'not linear in the features')
-          value = layer_macs(resolved)
+                f'{name}: the choices of {where} change the output '
+                f'resolution ({out_size} vs {resolved.output_size}); the '
+                'count is not linear in the features')
+          value = layer_value(resolved)
           if (b, j) == last:
-            value += classifier_macs(resolved.output_width,
-                                     resolved.output_size, num_classes)
+            value += head_value(resolved.output_width, resolved.output_size,
+                                num_classes)
           values.add(value)
         if len(values) > 1:
           raise ValueError(
-              f'macs: choices of {where} share a feature but differ in MACs '
-              f'{sorted(values)}; the MAC count is not linear in the features')
+              f'{name}: choices of {where} share a feature but differ '
+              f'({sorted(values)}); the count is not linear in the features')
         value = values.pop()
         if length == 1:
           bias += value
@@ -275,3 +290,44 @@ def macs_cost_model(ssd: str, image_size: int, num_classes: int,
   """
   return macs_cost_model_for_spec(mobile.get_search_space(ssd), image_size,
                                   num_classes, input_channels)
+
+
+def _layer_counts(layer: resolve.ResolvedLayer) -> Dict[str, int]:
+  """What a layer's latency follows besides its MACs: `depthwise_macs`
+  (depthwise convolutions do few MACs per byte), `ops` (kernels launched:
+  convolutions, depthwise convolutions, squeeze-excites, a residual's add)
+  and `activations` (elements the convolutions write)."""
+  counts = {'depthwise_macs': 0, 'ops': 0, 'activations': 0}
+  for part, _, out_size in structure.sized_leaves(layer.part,
+                                                  layer.input_size):
+    positions = out_size * out_size
+    if isinstance(part, structure.Depthwise):
+      counts['depthwise_macs'] += (positions * part.kernel_size**2 *
+                                   part.in_width.static())
+      counts['activations'] += positions * part.in_width.static()
+    elif isinstance(part, structure.Conv):
+      counts['activations'] += positions * part.out_width.static()
+    if isinstance(part, (structure.Conv, structure.Depthwise,
+                         structure.SqueezeExcite)):
+      counts['ops'] += 1
+  if isinstance(layer.part, structure.Residual) and counts['ops']:
+    counts['ops'] += 1
+  return counts
+
+
+LAYER_COUNTS = ('depthwise_macs', 'ops', 'activations')
+
+
+@functools.lru_cache(maxsize=32)
+def layer_counts_model(ssd: str, count: str, image_size: int,
+                       num_classes: int, input_channels: int
+                       ) -> Tuple[np.ndarray, float]:
+  """The exact linear model (kernel, bias) of one of `LAYER_COUNTS` for a
+  named space: what a fitted latency model adds to MACs
+  (`fit.fit`)."""
+  if count not in LAYER_COUNTS:
+    raise ValueError(f'unknown count {count!r}; expected one of '
+                     f'{list(LAYER_COUNTS)}')
+  return layer_count_model(
+      mobile.get_search_space(ssd), image_size, num_classes, input_channels,
+      lambda layer: _layer_counts(layer)[count], lambda *_: 0, count)

@@ -8,6 +8,7 @@ writes with them, and the tools print cost lines with `cost_text` and
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
@@ -32,10 +33,24 @@ UNKNOWN_UNITS = 'cost'
 
 
 def cost_units(cost_model: Optional[str]) -> str:
-  """The unit of a cost model's estimates: 'MACs', 'ms' or `UNKNOWN_UNITS`
-  (a fitted coefficients JSON)."""
-  return {'macs': 'MACs', 'released': 'ms'}.get(cost_model or '',
-                                                UNKNOWN_UNITS)
+  """The unit of a cost model's estimates: 'MACs', 'ms', a coefficients
+  JSON's own `units` (a fitted one's 'ms'), or `UNKNOWN_UNITS` when that
+  file cannot be read here."""
+  known = {'macs': 'MACs', 'released': 'ms'}
+  if not cost_model or cost_model in known:
+    return known.get(cost_model or '', UNKNOWN_UNITS)
+  try:
+    with open(cost_model) as f:
+      units = json.load(f).get('units')
+  except (OSError, ValueError, AttributeError):
+    return UNKNOWN_UNITS
+  return units if isinstance(units, str) and units else UNKNOWN_UNITS
+
+
+def units_suffix(cost_model: Optional[str]) -> str:
+  """' MACs', ' ms', or '' when the units are unknown: to follow a cost."""
+  units = cost_units(cost_model)
+  return '' if units == UNKNOWN_UNITS else ' ' + units
 
 
 def cost_text(value: float) -> str:

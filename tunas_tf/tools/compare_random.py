@@ -152,6 +152,33 @@ def compare(search_dir: str, output_dir: str, num_random: int,
   return results
 
 
+def add_measured_latency(results: List[Dict[str, Any]], search_dir: str,
+                         model_cache: str) -> List[Dict[str, Any]]:
+  """Each result with `measured_ms`: its latency measured as the search's
+  fitted cost model's rows were (`latency.measure_one`).
+
+  Raises:
+    ValueError: for a cost model that names no device, or a failing one.
+  """
+  from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
+  model = config_lib.read(search_dir).resolved_cost_model
+  settings = latency.fitted_settings(model.measured_with, model.source)
+  return [dict(r, measured_ms=latency.measure_one(
+      model.ssd, r['indices'], settings, model_cache,
+      inference.builder).latency_ms) for r in results]
+
+
+def by_measured_latency(results: List[Dict[str, Any]]) -> str:
+  """The runs ranked by measured latency (fastest first), with top-1."""
+  lines = [f"{'name':<12} {'measured':>12} {'estimated':>12} {'top1':>8}"]
+  for r in sorted(results, key=lambda r: r['measured_ms']):
+    lines.append(f"{r['name']:<12} {r['measured_ms']:>9.4g} ms "
+                 f"{report_text.cost_text(r['estimated_cost']):>12} "
+                 f"{r['top1']:>8.4f}")
+  return '\n'.join(lines)
+
+
 def standing(results: List[Dict[str, Any]]) -> Dict[str, Any]:
   """The searched architecture's standing among the random ones.
 
@@ -255,6 +282,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float('cost_tolerance', 0.05, 'Cost band: the searched cost '
                      'times (1 -/+ this).', flag_values=f)
   flags.DEFINE_integer('seed', 0, 'Seed of the random draws.', flag_values=f)
+  flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
+                    'model: also measure every architecture on its device '
+                    'and rank them by measured latency.', flag_values=f)
   flags.DEFINE_list('train_eval_flags', [], 'Comma-separated train_eval flags '
                     'given to every run, e.g. --epochs=60,--seed=1.',
                     flag_values=f)
@@ -273,11 +303,17 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
     checks.seed('seed', f.seed)
     results = compare(f.search_dir, output_dir, f.num_random,
                       f.cost_tolerance, f.seed, f.train_eval_flags)
+    if f.measure_latency:
+      results = add_measured_latency(
+          results, f.search_dir, os.path.join(output_dir, 'latency_models'))
+      files.write_json(results, os.path.join(output_dir, RESULTS_FILE))
   except ValueError as e:
     sys.exit(f'compare_random: {e}')
   plot(results, os.path.join(output_dir, PLOT_FILE),
        **plot_context(f.search_dir))
   print(summary(results))
+  if f.measure_latency:
+    print(by_measured_latency(results))
   print(f'Results: {os.path.join(output_dir, RESULTS_FILE)}, plot: '
         f'{os.path.join(output_dir, PLOT_FILE)}')
   return 0

@@ -40,6 +40,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'argmax.', flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
+  flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
+                    'model: measure the architecture on the device its rows '
+                    'were measured on (same backend, threads, CPUs or '
+                    'device command) and print measured vs predicted vs '
+                    'target.', flag_values=flag_values)
+  flags.DEFINE_string('model_cache', None, 'With --measure_latency: where '
+                      'the converted model goes; default '
+                      'MODEL_DIR/latency_models.', flag_values=flag_values)
 
 
 def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
@@ -75,9 +83,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Searched on {result.dataset} at {result.image_size}x'
         f'{result.image_size}, {result.num_classes} classes, preprocessing '
         f'{result.preprocessing}')
-  print(f'Estimated cost {report_text.cost_text(result.estimated_cost)} '
-        f'({result.cost_model}; target '
-        f'{report_text.cost_text(result.cost_target)})')
+  units = report_text.units_suffix(result.cost_model)
+  print(f'Estimated cost {report_text.cost_text(result.estimated_cost)}'
+        f'{units} ({result.cost_model}; target '
+        f'{report_text.cost_text(result.cost_target)}{units})')
   if result.argmax_indices is not None:
     if result.argmax_indices == result.indices_string:
       print(f'The argmax is within {f.cost_tolerance:g} of the target')
@@ -89,6 +98,30 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if off_target:
     print(f'Note: {off_target}')
   print(f'Written to {output}')
+  if f.measure_latency:
+    try:
+      print(_measure(result, config,
+                     f.model_cache or os.path.join(f.model_dir,
+                                                   'latency_models')))
+    except ValueError as e:
+      sys.exit(f'extract_architecture: --measure_latency: {e}')
+
+
+def _measure(result: architecture_lib.Architecture,
+             config: config_lib.SearchConfig, model_cache: str) -> str:
+  """The closing measurement: `latency.closing_line` of the architecture
+  timed as the search's fitted cost model's rows were."""
+  from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
+  model = config.resolved_cost_model
+  settings = latency.fitted_settings(model.measured_with, model.source)
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
+  row = latency.measure_one(result.ssd, result.indices_string, settings,
+                            model_cache, inference.builder)
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  return latency.closing_line(
+      row.latency_ms, linear.estimate_cost_of_indices(result.indices, model),
+      config.rl_cost_model_target if config.enable_cost_model else None,
+      settings.get('device', settings.get('backend')))
 
 
 if __name__ == '__main__':

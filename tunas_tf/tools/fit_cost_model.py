@@ -21,14 +21,19 @@ from tunas_tf import flags as common_flags
 from tunas_tf import files
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import latency_csv
+from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
 
 
 def fit_csv(csv_path: str, ssd: str, seed: int = 0,
-            holdout_fraction: float = 0.2) -> Dict[str, Any]:
+            holdout_fraction: float = 0.2,
+            allow_poor_fit: bool = False) -> Dict[str, Any]:
   """`fit.fit` on the rows of a latency CSV; records the CSV's path too.
+
+  The MAC column is computed at the input the rows were measured at (the
+  CSV's settings; the space's default without them).
 
   Returns:
     The dict of `fit.fit`, with `indices` (the CSV's, canonical) added and
@@ -36,16 +41,26 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
     (`source_csv`).
 
   Raises:
-    ValueError: for a bad CSV (`latency_csv.read`) or too few rows.
+    ValueError: for a bad CSV (`latency_csv.read`) or too few rows;
+      `fit.PoorFit` for a fit it refuses (unless `allow_poor_fit`).
   """
   indices, latencies = latency_csv.read(csv_path, ssd)
   # Before computing features.
   fit_lib.split_sizes(len(indices), holdout_fraction)
-  result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction)
+  settings_path = latency_csv.settings_path(csv_path)
+  settings = (files.read_json(settings_path) if files.exists(settings_path)
+              else None)
+  shape = macs.resolve_input(ssd, *[(settings or {}).get(key) for key in (
+      'image_size', 'num_classes', 'input_channels')])
+  try:
+    result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction,
+                         shape=shape, allow_poor_fit=allow_poor_fit)
+  except fit_lib.PoorFit as e:
+    e.result['indices'] = indices
+    raise
   result['coefficients']['source_csv'] = files.abspath(csv_path)
-  settings = latency_csv.settings_path(csv_path)
-  if files.exists(settings):  # How the rows were measured.
-    result['coefficients']['measured_with'] = files.read_json(settings)
+  if settings is not None:  # How the rows were measured.
+    result['coefficients']['measured_with'] = settings
   result['indices'] = indices
   return result
 
@@ -63,6 +78,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_float('holdout_fraction', 0.2, 'Share of rows held out to '
                      'score the fit.', flag_values=flag_values)
+  flags.DEFINE_bool('allow_poor_fit', False, 'Write a fit that is refused '
+                    '(penalty at its grid\'s edge, or no better than a '
+                    'constant) anyway, with a warning.',
+                    flag_values=flag_values)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
@@ -74,12 +93,19 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit('fit_cost_model: --csv and --output are required')
   try:
     files.check_output_file(f.output, '--output')
-    result = fit_csv(f.csv, f.ssd, f.seed, f.holdout_fraction)
+    result = fit_csv(f.csv, f.ssd, f.seed, f.holdout_fraction,
+                     f.allow_poor_fit)
+  except fit_lib.PoorFit as e:
+    print(fit_lib.summary(e.result['coefficients']))
+    sys.exit(f'fit_cost_model: refused: {e} (--allow_poor_fit writes it '
+             'anyway)')
   except ValueError as e:
     sys.exit(f'fit_cost_model: {e}')
   coefficients = result['coefficients']
   files.write_json(coefficients, f.output)
   print(fit_lib.summary(coefficients))
+  if result.get('warning'):
+    print(f"Warning: {result['warning']}")
   print(f"{coefficients['num_features']} coefficients for {f.ssd} "
         f'written to {f.output}')
   warning = too_few_rows(coefficients)
@@ -92,11 +118,13 @@ def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
   rows, features = coefficients['num_rows'], coefficients['num_features']
   if rows >= features:
     return None
-  return (f'Warning: {rows} measurements for {features} coefficients: the fit '
-          'is underdetermined (ridge regression picks one of many) and its '
-          f'held-out error is the guide; measure about {features - rows:,} '
-          'more architectures (tools/measure_latency appends to the CSV) '
-          'for at least one row per coefficient')
+  return (f'Note: {rows} measurements for {features} coefficients: the '
+          'exact counts (MACs, depthwise MACs, kernels, activations) carry '
+          'the fit and the one-hot features only correct them where rows '
+          'show it; the held-out figures above are the guide. Per-layer '
+          f'effects need rows: up to about {features - rows:,} more for one '
+          'row per coefficient (measure_latency --most_informative picks '
+          'the ones the fit lacks)')
 
 
 if __name__ == '__main__':

@@ -1,32 +1,33 @@
-r"""Measures the single-image inference latency of architectures here.
+r"""Measures the single-image inference latency of architectures.
 
 Each architecture is built as a standalone network (untrained, seeded; batch
-norm on moving statistics), run as TFLite (`--backend=tflite`) or as the TF
-function (`--backend=tf`), and timed `--runs` times after `--warmup_runs`;
-rows (median and interquartile range, ms) are appended to the latency CSV
-and a killed run skips the rows it has (docs/tools.md):
+norm on moving statistics) and timed on this host as TFLite
+(`--backend=tflite`, converted once into `--model_cache`) or as the TF
+function (`--backend=tf`), or on any device through `--device_command`, by
+the protocol of `cost_model/latency` (interleaved rounds, warm-up until
+stable, medians, disturbed visits redone). Rows are appended to the latency
+CSV (a killed run skips the rows it has); the pass prints its own noise
+(docs/tools.md, 'Search for your device'):
 
-  python -m tunas_tf.tools.measure_latency --ssd=digits_search \
-      --indices_file=/tmp/archs.json --output=/tmp/latency.csv
+  taskset -c 1 python -m tunas_tf.tools.measure_latency --ssd=digits_search \
+      --num=40 --cpus=1 --output=/tmp/latency.csv
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 from absl import logging
-import numpy as np
 
 from tunas_tf import checks
-from tunas_tf import lite
-from tunas_tf import native_output
 from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import random_search
@@ -34,7 +35,6 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
-BACKENDS = ('tflite', 'tf')
 
 
 def normalize_indices(space: Any, indices: Any, where: str = '') -> str:
@@ -99,127 +99,42 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
   return found
 
 
-def build_runner(ssd: str, indices: Any, backend: str = 'tflite', *,
-                 image_size: Optional[int] = None,
-                 num_classes: Optional[int] = None,
-                 input_channels: Optional[int] = None,
-                 num_threads: int = 1) -> Callable[[], np.ndarray]:
-  """Builds one architecture for single-image inference.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    indices: the architecture (list of ints or '0:2:1').
-    backend: 'tflite' or 'tf'.
-    image_size: input resolution (default: the space's).
-    num_classes: classifier width (default: the space's).
-    input_channels: image channels (default: the space's).
-    num_threads: TFLite interpreter threads.
-
-  Returns:
-    A function of no arguments that runs the network once on a fixed random
-    image and returns the logits [1, num_classes] as a NumPy array.
-
-  Raises:
-    ValueError: for an unknown space or backend, bad indices or a bad size.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tunas_tf.graph import from_spec  # pylint: disable=g-import-not-at-top
-  from tunas_tf.graph import model as model_lib  # pylint: disable=g-import-not-at-top
-  if backend not in BACKENDS:
-    raise ValueError(f'unknown backend {backend!r}; expected one of '
-                     f'{list(BACKENDS)}')
-  space = mobile.get_search_space(ssd)
-  shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-  pruned = schema.prune(space, indices)
-  graph, constants = from_spec.graph_from_spec(
-      pruned, shape.num_classes, input_channels=shape.input_channels)
-  # The deployed network: batch norm with (moving) statistics, as inference.
-  net = model_lib.Model(graph, constants, seed=0)
-  signature = [1, shape.image_size, shape.image_size, shape.input_channels]
-
-  @tf.function(input_signature=[tf.TensorSpec(signature, tf.float32)])
-  def forward(images):
-    return net(images, training=False)
-
-  concrete = forward.get_concrete_function()
-  image = np.random.RandomState(0).uniform(size=signature).astype(np.float32)
-  if backend == 'tf':
-    tensor = tf.constant(image)
-    return lambda: concrete(tensor).numpy()
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
-  with native_output.captured():  # The converter's op summary.
-    content = converter.convert()
-  interpreter = lite.interpreter(content, num_threads=num_threads)
-  interpreter.allocate_tensors()
-  input_index = interpreter.get_input_details()[0]['index']
-  output_index = interpreter.get_output_details()[0]['index']
-  interpreter.set_tensor(input_index, image)
-
-  def run():
-    interpreter.invoke()
-    return interpreter.get_tensor(output_index)
-
-  return run
-
-
-def time_runs(run: Callable[[], Any], warmup_runs: int = 5,
-              runs: int = 20) -> Tuple[float, float]:
-  """Median and interquartile range (ms) of `runs` timed calls of `run`.
-
-  Args:
-    run: a function of no arguments.
-    warmup_runs: untimed calls first (>= 0).
-    runs: timed calls (>= 1), each timed on its own.
-
-  Returns:
-    (median_ms, spread_ms), spread = 75th - 25th percentile.
-  """
-  for _ in range(warmup_runs):
-    run()
-  times = np.empty([runs])
-  for i in range(runs):
-    start = time.perf_counter()
-    run()
-    times[i] = time.perf_counter() - start
-  times *= 1e3
-  q25, median, q75 = np.percentile(times, [25, 50, 75])
-  return float(median), float(q75 - q25)
-
-
-def measure_latency(ssd: str, indices: Any, backend: str = 'tflite',
-                    warmup_runs: int = 5, runs: int = 20,
-                    **build_kwargs) -> Tuple[float, float]:
-  """(median_ms, spread_ms) of one architecture; see `build_runner`."""
-  return time_runs(build_runner(ssd, indices, backend, **build_kwargs),
-                   warmup_runs, runs)
-
-
 def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
-                   backend: str = 'tflite', warmup_runs: int = 5,
-                   runs: int = 20, *, image_size: Optional[int] = None,
+                   backend: str = 'tflite',
+                   protocol: latency.Protocol = latency.Protocol(), *,
+                   image_size: Optional[int] = None,
                    num_classes: Optional[int] = None,
                    input_channels: Optional[int] = None,
-                   num_threads: int = 1) -> Dict[str, Any]:
+                   num_threads: int = 1,
+                   device_command: Optional[str] = None,
+                   device_timeout: float = 600.0,
+                   model_cache: Optional[str] = None) -> Dict[str, Any]:
   """Measures architectures not yet in `output` and appends a row for each.
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
     architectures: index lists or strings (validated before any build).
-    output: the CSV path; created with the header `indices,latency_ms,
-      spread_ms` if missing, else appended to (rows flushed one by one; see
-      `cost_model.latency_csv`). The settings are written to
+    output: the CSV path (`latency_csv.COLUMNS`); created if missing, else
+      appended to (rows flushed one by one). The settings are written to
       `latency_csv.settings_path(output)`.
-    backend: 'tflite' or 'tf'.
-    warmup_runs: untimed runs per architecture (>= 0).
-    runs: timed runs per architecture (>= 1).
+    backend: 'tflite' or 'tf' on this host (ignored with `device_command`).
+    protocol: how each architecture is timed (`latency.Protocol`).
     image_size: input resolution (default: the space's).
     num_classes: classifier width (default: the space's).
     input_channels: image channels (default: the space's).
     num_threads: TFLite interpreter threads (>= 1).
+    device_command: time on a device through this command instead
+      (`latency.make_device`).
+    device_timeout: seconds a device command may take.
+    model_cache: where converted models are kept; default
+      `<output>.models`.
 
   Returns:
-    dict with `rows` (the new rows as (indices, latency_ms, spread_ms)) and
-    `skipped` (how many were already in the CSV).
+    dict with `rows` (the new `latency.Row`s), `skipped` (how many were
+    already in the CSV), `noise` (`latency.pass_noise` of the new rows, a
+    fraction, or None), `seconds` (the pass's wall time) and `error` (None,
+    or the one line of a device that failed; the rows before it are
+    written).
 
   Raises:
     ValueError: for a bad argument, indices that do not fit the space, or an
@@ -227,23 +142,24 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       (`latency_csv.check_settings`).
   """
   space = mobile.get_search_space(ssd)
-  if backend not in BACKENDS:
-    raise ValueError(f'unknown backend {backend!r}; expected one of '
-                     f'{list(BACKENDS)}')
-  for name, value, low in (('warmup_runs', warmup_runs, 0), ('runs', runs, 1),
-                           ('num_threads', num_threads, 1)):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-      raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+  protocol.check()
+  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
+      num_threads < 1):
+    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
   wanted = []
   for i, indices in enumerate(architectures):
     indices = normalize_indices(space, indices, f'architecture {i}: ')
     if indices not in wanted:
       wanted.append(indices)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-  settings = {'ssd': ssd, 'backend': backend, 'image_size': shape.image_size,
+  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
+  device = latency.make_device(
+      ssd, shape, protocol, inference.builder(ssd, shape), backend=backend, num_threads=num_threads,
+      model_cache=model_cache or output + '.models',
+      device_command=device_command, command_timeout=device_timeout)
+  settings = {'ssd': ssd, 'image_size': shape.image_size,
               'num_classes': shape.num_classes,
-              'input_channels': shape.input_channels,
-              'num_threads': num_threads, 'device': _device()}
+              'input_channels': shape.input_channels, **device.settings}
   latency_csv.check_settings(output, settings)
   done = set(latency_csv.read_for_append(output, ssd))
   todo = [indices for indices in wanted if indices not in done]
@@ -251,22 +167,26 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   if skipped:
     logging.info('%d of %d architectures already in %s; skipping them',
                  skipped, len(wanted), output)
-  files.write_json(settings, latency_csv.settings_path(output))
-  new_rows = []
+  files.write_json(dict(settings, protocol=dataclasses.asdict(protocol),
+                        load_at_start=latency.load_average()),
+                   latency_csv.settings_path(output))
+  new_rows, error = [], None
   start = time.time()
   with latency_csv.appender(output) as write_row:
-    for n, indices in enumerate(todo, 1):
-      median, spread = measure_latency(
-          ssd, indices, backend, warmup_runs, runs, image_size=image_size,
-          num_classes=num_classes, input_channels=input_channels,
-          num_threads=num_threads)
-      write_row(indices, median, spread)
-      new_rows.append((indices, median, spread))
-      eta = (time.time() - start) / n * (len(todo) - n)
-      logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %s)  ETA %s', n,
-                   len(todo), indices, median, spread, backend,
-                   _duration(eta))
-  return {'rows': new_rows, 'skipped': skipped}
+    try:
+      for n, row in enumerate(latency.measure(device, todo, protocol), 1):
+        write_row(row.as_csv())
+        new_rows.append(row)
+        eta = (time.time() - start) / n * (len(todo) - n)
+        logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
+                     'load %.2f)  ETA %s', n, len(todo), row.indices,
+                     row.latency_ms, row.spread_ms, row.repeats,
+                     row.remeasured, row.load, _duration(eta))
+    except latency.DeviceError as e:
+      error = str(e)
+  return {'rows': new_rows, 'skipped': skipped,
+          'noise': latency.pass_noise(new_rows),
+          'seconds': time.time() - start, 'error': error}
 
 
 def _duration(seconds: float) -> str:
@@ -277,21 +197,6 @@ def _duration(seconds: float) -> str:
   if seconds < 3600:
     return f'{seconds // 60}m{seconds % 60:02d}s'
   return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
-
-
-def _device() -> str:
-  """This machine, as the latencies' context: CPU model and core count."""
-  import platform  # pylint: disable=g-import-not-at-top
-  name = platform.processor() or platform.machine()
-  try:
-    with open('/proc/cpuinfo') as f:
-      models = [line.split(':', 1)[1].strip() for line in f
-                if line.startswith('model name')]
-    if models:
-      name = models[0]
-  except OSError:
-    pass
-  return f'{name}, {os.cpu_count()} cores'
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -307,14 +212,52 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_integer('seed', 0, 'Seed of the draws with --num.',
                        flag_values=flag_values)
-  flags.DEFINE_string('backend', 'tflite', f'One of {list(BACKENDS)}.',
+  flags.DEFINE_bool('most_informative', False, 'With --num: instead of '
+                    'uniform draws, the architectures a fit of the rows '
+                    'already in --output is least sure of (greedy '
+                    'D-optimal, cost_model/adaptive).',
+                    flag_values=flag_values)
+  flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
+                      f'{list(latency.BACKENDS)}.', flag_values=flag_values)
+  flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
+                      'a command run per architecture and round, {model} '
+                      "replaced by its .tflite path, printing TFLite "
+                      "benchmark_model's 'Inference (avg): N' (us).",
                       flag_values=flag_values)
-  flags.DEFINE_integer('warmup_runs', 5, 'Untimed runs per architecture.',
+  flags.DEFINE_float('device_timeout', 600.0, 'Seconds a device command may '
+                     'take before the device counts as gone.',
+                     flag_values=flag_values)
+  flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
+                      'models (reused); default OUTPUT.models.',
+                      flag_values=flag_values)
+  defaults = latency.Protocol()
+  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per '
+                       'architecture, interleaved across architectures.',
                        flag_values=flag_values)
-  flags.DEFINE_integer('runs', 20, 'Timed runs per architecture.',
+  flags.DEFINE_integer('runs', defaults.runs, 'Timed runs per visit (this '
+                       'host); the visit counts their median.',
                        flag_values=flag_values)
+  flags.DEFINE_integer('warmup_runs', defaults.warmup_runs, 'Untimed runs '
+                       'at each later visit (the first warms up until '
+                       'stable).', flag_values=flag_values)
+  flags.DEFINE_integer('interleave', defaults.interleave, 'Architectures '
+                       'visited in turn.', flag_values=flag_values)
+  flags.DEFINE_float('max_disturbance', defaults.max_disturbance, 'A visit '
+                     'is redone when this share of its time was not ours.',
+                     flag_values=flag_values)
+  flags.DEFINE_float('max_spread', defaults.max_spread, 'A row gets more '
+                     'rounds while IQR / median exceeds this.',
+                     flag_values=flag_values)
+  flags.DEFINE_integer('max_retries', defaults.max_retries, 'Extra visits '
+                       'or rounds per architecture.', flag_values=flag_values)
   flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
                        'and of TensorFlow.', flag_values=flag_values)
+  flags.DEFINE_list('cpus', None, 'Pin the measurement to these CPUs (e.g. '
+                    '1); default the CPUs this process may use. Recorded.',
+                    flag_values=flag_values)
+  flags.DEFINE_string('compare_with', None, 'Another latency CSV of the same '
+                      'architectures: print the two passes\' median '
+                      'relative difference.', flag_values=flag_values)
   flags.DEFINE_integer('image_size', None, "Input resolution; default the "
                        "space's.", flag_values=flag_values)
   flags.DEFINE_integer('num_classes', None, "Classifier width; default the "
@@ -334,6 +277,35 @@ def _set_tf_threads(num_threads: int) -> None:
     logging.warning('could not set TensorFlow to %d threads', num_threads)
 
 
+def _most_informative(f: flags.FlagValues) -> List[str]:
+  """--num architectures the fit of --output's rows is least sure of."""
+  from tunas_tf.cost_model import adaptive  # pylint: disable=g-import-not-at-top
+  measured = (latency_csv.read(f.output, f.ssd)[0]
+              if files.exists(f.output) else [])
+  shape = macs.resolve_input(f.ssd, f.image_size, f.num_classes,
+                             f.input_channels)
+  return adaptive.most_informative(f.ssd, measured, f.num, shape,
+                                   seed=f.seed)
+
+
+def _protocol(f: flags.FlagValues) -> latency.Protocol:
+  return latency.Protocol(
+      repeats=f.repeats, runs=f.runs, warmup_runs=f.warmup_runs,
+      max_warmup_runs=max(latency.Protocol.max_warmup_runs, f.warmup_runs),
+      max_disturbance=f.max_disturbance, max_spread=f.max_spread,
+      max_retries=f.max_retries, interleave=f.interleave)
+
+
+def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
+  if not values:
+    return None
+  try:
+    return [int(v) for v in values]
+  except ValueError:
+    raise ValueError(f'--cpus {",".join(values)!r}: expected CPU numbers, '
+                     'e.g. 1 or 0,1') from None
+
+
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Measures and appends the latencies; bad input exits with one line."""
   f = flag_values
@@ -346,25 +318,59 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   try:
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
+    cpus = _cpus(f.cpus)
+    if cpus is not None:
+      latency.pin_cpus(cpus)
     if f.indices_file is not None:
       architectures = read_indices_file(f.indices_file, f.ssd)
+    elif f.most_informative:
+      architectures = _most_informative(f)
     else:
       architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
-    if f.backend == 'tf' and f.num_threads >= 1:
+    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
+               if f.compare_with else None)
+    if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
+    protocol = _protocol(f)
     result = measure_to_csv(
-        f.ssd, architectures, f.output, f.backend, f.warmup_runs, f.runs,
+        f.ssd, architectures, f.output, f.backend, protocol,
         image_size=f.image_size, num_classes=f.num_classes,
-        input_channels=f.input_channels, num_threads=f.num_threads)
+        input_channels=f.input_channels, num_threads=f.num_threads,
+        device_command=f.device_command, device_timeout=f.device_timeout,
+        model_cache=f.model_cache)
   except ValueError as e:
     sys.exit(f'measure_latency: {e}')
   rows = result['rows']
+  where = 'device command' if f.device_command else f.backend
   print(f"measured {len(rows)} architectures ({result['skipped']} already in "
-        f'{f.output}) with {f.backend}')
+        f"{f.output}) with {where} in {_duration(result['seconds'])}")
   if rows:
-    latencies = [row[1] for row in rows]
+    latencies = [row.latency_ms for row in rows]
     print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
           f'written to {f.output}')
+    redone = sum(1 for row in rows if row.remeasured)
+    unsettled = [row for row in rows if row.spread_ms >
+                 protocol.max_spread * row.latency_ms]
+    print(f"noise of this pass: {100 * result['noise']:.2f}% median relative "
+          f'difference between the even and odd rounds of each architecture '
+          f'({redone} of {len(rows)} rows re-measured, load '
+          f'{min(r.load for r in rows):.2f}..{max(r.load for r in rows):.2f})')
+    if unsettled:
+      print(f'{len(unsettled)} rows still spread more than '
+            f'{100 * protocol.max_spread:g}% (IQR over median) after '
+            f'{protocol.max_retries} retries: the machine was busy; their '
+            'spread_ms says how far to trust them')
+  if earlier is not None:
+    try:
+      now = dict(zip(*latency_csv.read(f.output, f.ssd)))
+      difference, count = latency.passes_difference(earlier, now)
+    except ValueError as e:
+      sys.exit(f'measure_latency: --compare_with: {e}')
+    print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '
+          f'difference over {count} architectures')
+  if result['error']:
+    sys.exit(f"measure_latency: {result['error']}; the {len(rows)} rows "
+             f'measured before it are in {f.output} (run again to resume)')
 
 
 if __name__ == '__main__':

@@ -1,0 +1,99 @@
+"""How well a fitted latency model predicts this host, from how many minutes.
+
+Usage:
+  taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
+      [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR]
+
+Draws `--num` architectures uniformly (seed 0), measures them twice with
+`tools/measure_latency`'s protocol (TFLite, 1 thread; the second pass reuses
+the converted models), and fits `tools/fit_cost_model`'s model on the first
+pass's rows (20% held out, at least 100 held-out rows need --num >= 500).
+Prints the two passes' median relative difference (the noise), the pass's
+own noise (even vs odd rounds), the held-out figures and the measurement
+minutes of the first pass (what a user spends: conversions and timing).
+An existing --output_dir resumes (the CSVs are appended to).
+Last line: noise_median= mape= within10= kendall= minutes=
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from tunas_tf.cost_model import fit  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.cost_model import latency_csv  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.tools import measure_latency  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--ssd', default='cifar_search')
+  parser.add_argument('--num', type=int, default=200)
+  parser.add_argument('--image_size', type=int, default=None)
+  parser.add_argument('--cpus', default='1',
+                      help='CPUs to pin to (comma-separated; empty: none).')
+  parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--output_dir', default=None)
+  args = parser.parse_args(argv)
+  output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
+  try:
+    if args.cpus:
+      latency.pin_cpus([int(c) for c in args.cpus.split(',')])
+    architectures = random_search.sample_indices(args.ssd, args.num, seed=0)
+    protocol = latency.Protocol(repeats=args.repeats)
+    cache = os.path.join(output_dir, 'models')
+    minutes, noise = [], []
+    for name in ('first', 'second'):
+      start = time.time()
+      result = measure_latency.measure_to_csv(
+          args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
+          protocol=protocol, image_size=args.image_size, model_cache=cache)
+      minutes.append((time.time() - start) / 60)
+      noise.append(result['noise'])
+      print(f"{name} pass: {len(result['rows'])} measured "
+            f"({result['skipped']} resumed) in {minutes[-1]:.1f} min, its "
+            f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
+    passes = [dict(zip(*latency_csv.read(os.path.join(output_dir,
+                                                      f'{name}.csv'),
+                                         args.ssd)))
+              for name in ('first', 'second')]
+    difference, count = latency.passes_difference(*passes)
+    indices = list(passes[0])
+    shape = macs.resolve_input(args.ssd, args.image_size)
+    fitted = fit.fit(args.ssd, indices, [passes[0][i] for i in indices],
+                     shape=shape, allow_poor_fit=True)
+  except ValueError as e:
+    sys.exit(f'latency_fit: {e}')
+  coefficients = fitted['coefficients']
+  h = coefficients['holdout']
+  values = list(passes[0].values())
+  print(f'{args.ssd} at {shape.image_size} px, {count} architectures, '
+        f'{min(values):.4g}..{max(values):.4g} ms; rows in {output_dir}')
+  print(f'two passes: {100 * difference:.2f}% median relative difference')
+  print(fit.summary(coefficients))
+  if fitted.get('warning'):
+    print(f"the fit would be refused: {fitted['warning']}")
+  _harness.finish(
+      'latency_fit',
+      f"noise_median={100 * difference:.2f}% mape={h['mape_percent']:.1f}% "
+      f"within10={h['within10_percent']:.0f}% "
+      f"kendall={h['kendall_tau']:.3f} minutes={minutes[0]:.1f}")
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

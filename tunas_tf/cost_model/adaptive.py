@@ -1,0 +1,71 @@
+"""Which architectures to measure next: where the fitted model is least sure.
+
+A ridge fit's uncertainty about an architecture with columns x (the fit's:
+coupled features and scaled counts, `fit.design_matrix`) is proportional to
+x^T (X^T X + alpha I)^-1 x, X the rows measured so far. `most_informative`
+picks greedily from uniform draws the architecture with the largest such
+leverage, adds it to X (a rank-one update) and picks again: a greedy
+D-optimal design, so the picks cover feature combinations the rows lack
+instead of repeating what uniform draws already cover.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from tunas_tf.cost_model import fit
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import random_search
+
+
+def most_informative(ssd: str, measured: Sequence[str], num: int,
+                     shape: Optional[macs.InputSpec] = None,
+                     pool: Optional[int] = None, seed: int = 0,
+                     alpha: float = 1.0) -> List[str]:
+  """`num` architectures to measure next, most informative first.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    measured: the architectures already measured ('0:2:1' strings).
+    num: how many to pick (> 0).
+    shape: the input the rows are measured at (default the space's).
+    pool: uniform draws to pick from (default 20 * num, at least 500);
+      draws already measured are left out.
+    seed: seed of the draws.
+    alpha: the ridge penalty of the design (1: the features are 0/1).
+
+  Raises:
+    ValueError: for an unknown space, `num <= 0`, or a pool with fewer new
+      architectures than `num`.
+  """
+  shape = shape or macs.resolve_input(ssd)
+  size = pool or max(500, 20 * num)
+  done = set(measured)
+  candidates = [i for i in dict.fromkeys(
+      random_search.sample_indices(ssd, size, seed)) if i not in done]
+  if len(candidates) < num:
+    raise ValueError(f'only {len(candidates)} new architectures among '
+                     f'{size} draws; ask for fewer than {num} or a bigger pool')
+  scales = None
+  if measured:
+    scales = fit.design_matrix(ssd, list(measured), shape)[1]
+  x, scales = fit.design_matrix(ssd, candidates, shape, scales)
+  inverse = np.eye(x.shape[1]) / alpha
+  if measured:
+    rows = fit.design_matrix(ssd, list(measured), shape, scales)[0]
+    inverse = np.linalg.inv(rows.T @ rows + alpha * np.eye(x.shape[1]))
+  projected = inverse @ x.T                     # [columns, candidates]
+  leverage = np.einsum('ij,ji->i', x, projected)
+  picked: List[int] = []
+  for _ in range(num):
+    leverage[picked] = -np.inf
+    best = int(np.argmax(leverage))
+    picked.append(best)
+    u = projected[:, best]                      # inverse @ x_best
+    scale = 1.0 + leverage[best]
+    coupling = x @ u                            # x_p^T inverse x_best
+    leverage -= coupling**2 / scale
+    projected -= np.outer(u, coupling) / scale
+  return [candidates[i] for i in picked]

@@ -1,0 +1,599 @@
+"""Timing architectures where they will run: this host, or a device by command.
+
+Three devices (`make_device`): `tflite` (the TFLite interpreter on this host,
+XNNPACK, `num_threads`), `tf` (the TF function on this host) and `command`
+(a command run once per visit with `{model}` replaced by the architecture's
+.tflite path, its latency read from TFLite `benchmark_model`'s
+`Inference timings in us: ... Inference (avg): N` line, so a phone over adb
+or any box reachable by a command measures it). Models are converted to
+TFLite once per architecture and cached on disk (`ModelCache`).
+
+The protocol (`measure`), for timings that repeat:
+- architectures are taken in chunks of `interleave`; each round visits every
+  architecture of the chunk once (in a rotated order), so a slow spell of the
+  machine spreads over all of them instead of biasing one;
+- the first visit warms up until the median of the last runs is stable
+  (`warm_up`); every visit times `runs` calls and keeps their median;
+- a visit is disturbed when the timing thread (TFLite with one thread; the
+  process otherwise) had the CPU for less than `1 - max_disturbance` of its
+  wall time (another process, another of our threads, or the hypervisor
+  took it); it is dropped and visited again (up to `max_retries` more);
+  Python's garbage collector is off while timing;
+- a row whose round medians still spread more than `max_spread` (IQR over
+  median) gets more rounds, up to `max_retries`;
+- the row is the median of its rounds, with their IQR, the rounds kept, the
+  visits redone and the 1-minute load average;
+- the pass's own noise (`pass_noise`): each row's rounds split in two
+  interleaved halves (even and odd rounds) measure it twice; the median
+  relative difference of the halves' medians over the rows.
+Threads and CPU affinity are fixed by the caller (`pin_cpus`) and recorded in
+the settings (`host_settings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import re
+import shlex
+import subprocess
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tunas_tf import files
+from tunas_tf import lite
+from tunas_tf import native_output
+from tunas_tf.cost_model import macs
+
+TFLITE, TF, COMMAND = 'tflite', 'tf', 'command'
+BACKENDS = (TFLITE, TF)
+MODEL_PLACEHOLDER = '{model}'
+# benchmark_model's summary line, e.g. 'Inference timings in us: Init: 3518,
+# First inference: 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23'.
+_AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+  """How each architecture is timed (see the module docstring).
+
+  Attributes:
+    repeats: rounds per architecture (>= 2, so a pass reports its noise).
+    runs: timed calls per visit on this host (>= 1).
+    warmup_runs: untimed calls at the start of every later visit (>= 0).
+    max_warmup_runs: cap of the first visit's warm-up (>= warmup_runs).
+    stable_tolerance: the warm-up stops when the median of the last
+      `runs` calls moved less than this (relative) since the previous ones.
+    max_disturbance: a visit is redone when more than this share of its wall
+      time was not this process's CPU time (0 to 1; 1 turns it off).
+    max_spread: a row gets more rounds while the IQR of its rounds over their
+      median exceeds this.
+    max_retries: extra visits per architecture for disturbed visits and extra
+      rounds for spread rows (>= 0).
+    interleave: architectures visited in turn (>= 1).
+  """
+  repeats: int = 5
+  runs: int = 10
+  warmup_runs: int = 2
+  max_warmup_runs: int = 100
+  stable_tolerance: float = 0.02
+  max_disturbance: float = 0.05
+  max_spread: float = 0.05
+  max_retries: int = 4
+  interleave: int = 8
+
+  def check(self) -> None:
+    """Raises ValueError naming a field out of range."""
+    for name, low in (('repeats', 2), ('runs', 1), ('warmup_runs', 0),
+                      ('max_warmup_runs', 0), ('max_retries', 0),
+                      ('interleave', 1)):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+    for name in ('stable_tolerance', 'max_disturbance', 'max_spread'):
+      value = getattr(self, name)
+      if not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f'{name} must be in (0, 1], got {value!r}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One measured architecture: what the latency CSV holds."""
+  indices: str
+  latency_ms: float
+  spread_ms: float
+  repeats: int
+  remeasured: int
+  load: float
+  rounds: Tuple[float, ...] = dataclasses.field(default=(), repr=False)
+
+  def as_csv(self) -> Tuple[Any, ...]:
+    return (self.indices, self.latency_ms, self.spread_ms, self.repeats,
+            self.remeasured, self.load)
+
+
+# indices -> (the network's concrete single-image inference function, the
+# network holding its variables): `graph.inference.builder(ssd, shape)`
+# (cost_model does not import graph; the tools pass it in).
+Build = Callable[[str], Tuple[Any, Any]]
+
+
+class DeviceError(ValueError):
+  """A device command failed or printed no latency (the message says how)."""
+
+
+# ---------------------------------------------------------------- models
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCache:
+  """Converted models of one space and input shape, one file each.
+
+  `directory/<ssd>_<size>px_<classes>c_<channels>ch/<indices>.tflite`, with
+  the indices' colons as '-'; written once (atomically), read afterwards.
+  """
+  directory: str
+  ssd: str
+  shape: macs.InputSpec
+  build: Optional[Build] = dataclasses.field(default=None, compare=False)
+
+  def path(self, indices: str) -> str:
+    s = self.shape
+    folder = (f'{self.ssd}_{s.image_size}px_{s.num_classes}c_'
+              f'{s.input_channels}ch')
+    return os.path.join(self.directory, folder,
+                        indices.replace(':', '-') + '.tflite')
+
+  def get(self, indices: str) -> str:
+    """The .tflite path of `indices`, converted first if not cached."""
+    path = self.path(indices)
+    if not files.exists(path):
+      content = convert(self.build, indices)
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      partial = path + '.partial'
+      with open(partial, 'wb') as f:
+        f.write(content)
+      os.replace(partial, path)  # A killed conversion leaves no bad model.
+    return path
+
+
+def input_signature(shape: macs.InputSpec) -> List[int]:
+  return [1, shape.image_size, shape.image_size, shape.input_channels]
+
+
+def convert(build: Build, indices: str) -> bytes:
+  """The TFLite flatbuffer of one architecture (untrained, seeded)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  concrete, net = build(indices)
+  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
+  with native_output.captured():  # The converter's op summary.
+    return converter.convert()
+
+
+def _image(shape: macs.InputSpec) -> np.ndarray:
+  return np.random.RandomState(0).uniform(
+      size=input_signature(shape)).astype(np.float32)
+
+
+def tflite_runner(model_path: str, shape: macs.InputSpec,
+                  num_threads: int = 1) -> Callable[[], np.ndarray]:
+  """Runs a .tflite model once per call on a fixed image; returns logits."""
+  with open(model_path, 'rb') as f:
+    interpreter = lite.interpreter(f.read(), num_threads=num_threads)
+  interpreter.allocate_tensors()
+  input_index = interpreter.get_input_details()[0]['index']
+  output_index = interpreter.get_output_details()[0]['index']
+  interpreter.set_tensor(input_index, _image(shape))
+
+  def run():
+    interpreter.invoke()
+    return interpreter.get_tensor(output_index)
+
+  return run
+
+
+def tf_runner(build: Build, indices: str,
+              shape: macs.InputSpec) -> Callable[[], np.ndarray]:
+  """Runs the architecture's TF function once per call; returns logits."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  concrete, _ = build(indices)
+  tensor = tf.constant(_image(shape))
+  return lambda: concrete(tensor).numpy()
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_runs(run: Callable[[], Any], runs: int,
+              clock: Callable[[], float] = time.process_time
+              ) -> Tuple[float, float, float]:
+  """(median ms, IQR ms, disturbance) of `runs` calls, each timed alone.
+
+  Python's garbage collector is off meanwhile (as `timeit` does).
+  Disturbance: the share of the calls' wall time that `clock` (CPU time)
+  did not advance, at least 0: near 0 when nothing else had the CPU. With
+  `time.thread_time` (a single-threaded run on the calling thread) it also
+  catches this process's other threads (e.g. TensorFlow's, still busy after
+  a conversion); `time.process_time` counts those as ours.
+  """
+  times = np.empty([runs])
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    wall, cpu = time.perf_counter(), clock()
+    for i in range(runs):
+      start = time.perf_counter()
+      run()
+      times[i] = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - wall, clock() - cpu
+  finally:
+    if enabled:
+      gc.enable()
+  times *= 1e3
+  q25, median, q75 = np.percentile(times, [25, 50, 75])
+  disturbance = max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
+  return float(median), float(q75 - q25), disturbance
+
+
+def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
+            tolerance: float,
+            clock: Callable[[], float] = time.process_time) -> int:
+  """Calls `run` until the median of the last `runs` calls moved less than
+  `tolerance` (relative) from the previous `runs`'; at most `max_runs`
+  calls. Returns how many calls it made."""
+  made, previous = 0, None
+  while made < max_runs:
+    batch = min(runs, max_runs - made)
+    median = time_runs(run, batch, clock)[0]
+    made += batch
+    if previous is not None and abs(median - previous) <= tolerance * previous:
+      break
+    previous = median
+  return made
+
+
+def load_average() -> float:
+  """The 1-minute load average (0 where the system has none)."""
+  try:
+    return float(os.getloadavg()[0])
+  except OSError:
+    return 0.0
+
+
+def parse_benchmark_output(text: str) -> float:
+  """Latency (ms) from TFLite benchmark_model's output: the last
+  'Inference (avg): N' (microseconds). Raises DeviceError if there is none."""
+  found = _AVERAGE.findall(text)
+  if not found:
+    last = [line for line in text.strip().splitlines() if line.strip()]
+    raise DeviceError(
+        'its output has no "Inference (avg): N" line (TFLite benchmark_model'
+        f"'s); last line {last[-1][:200] if last else '(no output)'!r}")
+  try:
+    value = float(found[-1])
+  except ValueError:
+    value = float('nan')
+  if not np.isfinite(value) or value <= 0:
+    raise DeviceError(f'its "Inference (avg)" is {found[-1]!r}, not a '
+                      'positive number of microseconds')
+  return value / 1e3
+
+
+class _Visitor:
+  """One architecture on one device: `visit()` -> (median ms, disturbance)."""
+
+  def __init__(self, visit: Callable[[bool], Tuple[float, float]]):
+    self._visit = visit
+    self._first = True
+
+  def visit(self) -> Tuple[float, float]:
+    first, self._first = self._first, False
+    return self._visit(first)
+
+
+@dataclasses.dataclass
+class Device:
+  """Where architectures run; `open(indices)` prepares one for visits.
+
+  Attributes:
+    backend: 'tflite', 'tf' or 'command'.
+    settings: what the rows' context is (recorded beside the CSV).
+    open: indices -> a `_Visitor`.
+  """
+  backend: str
+  settings: Dict[str, Any]
+  open: Callable[[str], _Visitor]
+
+
+def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
+                build: Build, *, backend: str = TFLITE, num_threads: int = 1,
+                model_cache: Optional[str] = None,
+                device_command: Optional[str] = None,
+                command_timeout: float = 600.0) -> Device:
+  """The device that times architectures of `ssd` at `shape`.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    shape: the input (`macs.resolve_input`).
+    protocol: the timing protocol.
+    build: builds an architecture's network (`Build`).
+    backend: 'tflite' or 'tf' on this host; ignored with `device_command`.
+    num_threads: TFLite interpreter threads on this host.
+    model_cache: directory of converted models (tflite and command).
+    device_command: run per visit, `{model}` the .tflite path; the latency
+      is read from its output (`parse_benchmark_output`).
+    command_timeout: seconds a command may take before the device counts as
+      gone.
+
+  Raises:
+    ValueError: for an unknown backend, a command without `{model}` or one
+      that does not parse as a shell command line.
+  """
+  if device_command is not None:
+    return _command_device(ssd, shape, build, device_command, model_cache,
+                           command_timeout)
+  if backend not in BACKENDS:
+    raise ValueError(f'unknown backend {backend!r}; expected one of '
+                     f'{list(BACKENDS)}')
+  if backend == TFLITE and not model_cache:
+    raise ValueError('the tflite backend needs a model cache directory')
+  cache = ModelCache(model_cache, ssd, shape, build) if model_cache else None
+  # A one-thread interpreter runs on the calling thread: its CPU time.
+  clock = (time.thread_time if backend == TFLITE and num_threads == 1
+           else time.process_time)
+
+  def open_one(indices: str) -> _Visitor:
+    if backend == TFLITE:
+      run = tflite_runner(cache.get(indices), shape, num_threads)
+    else:
+      run = tf_runner(build, indices, shape)
+
+    def visit(first: bool) -> Tuple[float, float]:
+      if first:
+        warm_up(run, protocol.runs, protocol.max_warmup_runs,
+                protocol.stable_tolerance, clock)
+      else:
+        for _ in range(protocol.warmup_runs):
+          run()
+      median, _, disturbance = time_runs(run, protocol.runs, clock)
+      return median, disturbance
+
+    return _Visitor(visit)
+
+  return Device(backend, host_settings(backend, num_threads), open_one)
+
+
+def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
+                    command: str,
+                    model_cache: Optional[str],
+                    timeout: float) -> Device:
+  if MODEL_PLACEHOLDER not in command:
+    raise ValueError(f'--device_command {command!r} has no {MODEL_PLACEHOLDER}'
+                     ' (where the .tflite path goes)')
+  try:
+    argv = shlex.split(command)
+  except ValueError as e:
+    raise ValueError(f'--device_command {command!r} does not parse: {e}'
+                     ) from None
+  if not argv:
+    raise ValueError('--device_command is empty')
+  if not model_cache:
+    raise ValueError('a device command needs a model cache directory')
+  cache = ModelCache(model_cache, ssd, shape, build)
+
+  def open_one(indices: str) -> _Visitor:
+    path = cache.get(indices)
+    args = [a.replace(MODEL_PLACEHOLDER, path) for a in argv]
+
+    def visit(first: bool) -> Tuple[float, float]:
+      del first  # benchmark_model warms up itself.
+      return run_command(args, indices, timeout), 0.0
+
+    return _Visitor(visit)
+
+  settings = {'backend': COMMAND, 'device_command': command,
+              'device': f'command: {command}'}
+  return Device(COMMAND, settings, open_one)
+
+
+def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
+  """Runs one device command; its latency (ms). Raises DeviceError."""
+  what = f'device command for {indices}'
+  try:
+    done = subprocess.run(list(args), capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+  except FileNotFoundError:
+    raise DeviceError(f'{what}: {args[0]!r} not found') from None
+  except PermissionError:
+    raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
+  except subprocess.TimeoutExpired:
+    raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
+                      'gone?)') from None
+  if done.returncode != 0:
+    lines = [line for line in (done.stderr + done.stdout).strip().splitlines()
+             if line.strip()] or ['(no output)']
+    raise DeviceError(f'{what} exited with {done.returncode}: '
+                      f'{lines[-1][:200]}')
+  try:
+    return parse_benchmark_output(done.stdout + '\n' + done.stderr)
+  except DeviceError as e:
+    raise DeviceError(f'{what}: {e}') from None
+
+
+def host_settings(backend: str, num_threads: int) -> Dict[str, Any]:
+  """This host as the rows' context: backend, threads, CPUs, CPU model."""
+  return {'backend': backend, 'num_threads': num_threads,
+          'cpus': sorted(os.sched_getaffinity(0)), 'device': host_name()}
+
+
+def host_name() -> str:
+  """This machine: CPU model and core count."""
+  import platform  # pylint: disable=g-import-not-at-top
+  name = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      models = [line.split(':', 1)[1].strip() for line in f
+                if line.startswith('model name')]
+    if models:
+      name = models[0]
+  except OSError:
+    pass
+  return f'{name}, {os.cpu_count()} cores'
+
+
+def pin_cpus(cpus: Sequence[int]) -> List[int]:
+  """Pins this process (and threads it starts later) to `cpus`.
+
+  Raises:
+    ValueError: for CPUs this process may not use.
+  """
+  allowed = sorted(os.sched_getaffinity(0))
+  bad = [c for c in cpus if c not in allowed]
+  if bad or not cpus:
+    raise ValueError(f'--cpus {list(cpus)}: this process may use CPUs '
+                     f'{allowed}')
+  os.sched_setaffinity(0, set(cpus))
+  return sorted(cpus)
+
+
+# ---------------------------------------------------------------- protocol
+
+
+def _spread(values: Sequence[float]) -> Tuple[float, float]:
+  q25, median, q75 = np.percentile(np.asarray(values), [25, 50, 75])
+  return float(median), float(q75 - q25)
+
+
+def measure(device: Device, architectures: Sequence[str],
+            protocol: Protocol) -> Iterator[Row]:
+  """Times `architectures` on `device`; yields one `Row` per architecture,
+  a chunk of `protocol.interleave` at a time (see the module docstring).
+
+  Raises:
+    DeviceError: a device command failed (rows yielded so far stand).
+  """
+  protocol.check()
+  for start in range(0, len(architectures), protocol.interleave):
+    chunk = list(architectures[start:start + protocol.interleave])
+    visitors = {indices: device.open(indices) for indices in chunk}
+    gc.collect()  # The conversions' garbage, before any timing.
+    rounds: Dict[str, List[float]] = {i: [] for i in chunk}
+    redone = dict.fromkeys(chunk, 0)
+
+    def one_round(todo: List[str], offset: int) -> None:
+      order = todo[offset % len(todo):] + todo[:offset % len(todo)]
+      for indices in order:
+        while True:
+          median, disturbance = visitors[indices].visit()
+          if (disturbance <= protocol.max_disturbance or
+              redone[indices] >= protocol.max_retries):
+            break
+          redone[indices] += 1
+        rounds[indices].append(median)
+
+    for r in range(protocol.repeats):
+      one_round(chunk, r)
+    for extra in range(protocol.max_retries):
+      spread_out = [i for i in chunk if redone[i] < protocol.max_retries and
+                    _spread(rounds[i])[1] > protocol.max_spread *
+                    _spread(rounds[i])[0]]
+      if not spread_out:
+        break
+      for indices in spread_out:
+        redone[indices] += 1
+      one_round(spread_out, extra)
+    load = load_average()
+    for indices in chunk:
+      median, spread = _spread(rounds[indices])
+      yield Row(indices, median, spread, len(rounds[indices]),
+                redone[indices], load, tuple(rounds[indices]))
+
+
+def halves_difference(rounds: Sequence[float]) -> float:
+  """Relative difference of the medians of a row's even and odd rounds:
+  the architecture measured twice, interleaved."""
+  even, odd = np.median(rounds[0::2]), np.median(rounds[1::2])
+  return float(abs(even - odd) / (0.5 * (even + odd)))
+
+
+def pass_noise(rows: Sequence[Row]) -> Optional[float]:
+  """Median over rows of `halves_difference` (a fraction), or None."""
+  values = [halves_difference(r.rounds) for r in rows if len(r.rounds) >= 2]
+  return float(np.median(values)) if values else None
+
+
+def passes_difference(first: Dict[str, float],
+                      second: Dict[str, float]) -> Tuple[float, int]:
+  """(median relative difference, count) over the architectures two passes
+  share: `|a - b| / mean(a, b)`. Raises ValueError if they share none."""
+  shared = [i for i in first if i in second]
+  if not shared:
+    raise ValueError('the two passes share no architecture')
+  a = np.array([first[i] for i in shared])
+  b = np.array([second[i] for i in shared])
+  return float(np.median(np.abs(a - b) / (0.5 * (a + b)))), len(shared)
+
+
+def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
+                model_cache: str, build_for: Callable[[str, macs.InputSpec],
+                                                      Build],
+                protocol: Protocol = Protocol()) -> Row:
+  """Times one architecture as a fitted model's rows were (`measured_with`,
+  the settings recorded beside its CSV): same backend, threads, CPUs or
+  device command, input shape. `build_for(ssd, shape)` gives the `Build`
+  (`graph.inference.builder`).
+
+  Raises:
+    ValueError: for settings that name no device, CPUs this process may not
+      use, or a failing device command.
+  """
+  shape = macs.resolve_input(ssd, measured_with.get('image_size'),
+                             measured_with.get('num_classes'),
+                             measured_with.get('input_channels'))
+  command = measured_with.get('device_command')
+  backend = measured_with.get('backend', TFLITE)
+  if command is None:
+    if backend not in BACKENDS:
+      raise ValueError(f'the cost model was measured with backend '
+                       f'{backend!r}; cannot measure that here')
+    if measured_with.get('cpus'):
+      pin_cpus(measured_with['cpus'])
+  device = make_device(ssd, shape, protocol, build_for(ssd, shape),
+                       backend=backend,
+                       num_threads=int(measured_with.get('num_threads', 1)),
+                       model_cache=model_cache, device_command=command)
+  return next(measure(device, [indices], protocol))
+
+
+def closing_line(measured_ms: float, predicted_ms: float,
+                 target_ms: Optional[float], device: str) -> str:
+  """'Measured 0.412 ms on DEVICE: predicted 0.405 ms (+1.7%), target
+  0.400 ms (+3.0%)': the searched architecture held against the model."""
+  text = (f'Measured {measured_ms:.6g} ms on {device}: predicted '
+          f'{predicted_ms:.6g} ms ({100 * (measured_ms / predicted_ms - 1):+.1f}'
+          '%)')
+  if target_ms:
+    text += (f', target {target_ms:.6g} ms '
+             f'({100 * (measured_ms / target_ms - 1):+.1f}%)')
+  return text
+
+
+def fitted_settings(measured_with: Optional[Dict[str, Any]],
+                    source: str) -> Dict[str, Any]:
+  """A fitted cost model's `measured_with`, checked to name a device.
+
+  Raises:
+    ValueError: for a model without it (released, macs, or a JSON written
+      by hand): nothing says where to measure.
+  """
+  if not measured_with or not (measured_with.get('device_command') or
+                               measured_with.get('backend') in BACKENDS):
+    raise ValueError(
+        f'cost model {source} does not say how its latencies were measured '
+        "(no 'measured_with' naming a backend or device command, as "
+        'tools/fit_cost_model writes from the CSV\'s settings): nothing to '
+        'measure against')
+  return measured_with

@@ -1,0 +1,45 @@
+"""An architecture as the network a device runs: single-image inference.
+
+`builder(ssd, shape)` gives `cost_model.latency`'s `Build`: indices -> the
+standalone network (untrained, seeded; batch norm on moving statistics, as
+deployed) as a concrete tf.function of one [1, H, W, C] image, and the
+network holding its variables (what the TFLite converter needs).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Tuple
+
+import tensorflow as tf
+
+from tunas_tf.cost_model import macs
+from tunas_tf.graph import from_spec
+from tunas_tf.graph import model as model_lib
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+
+def inference_function(ssd: str, indices: Any,
+                       shape: macs.InputSpec) -> Tuple[Any, model_lib.Model]:
+  """(concrete inference function, network) of one architecture of `ssd`.
+
+  Raises:
+    ValueError: for an unknown space or indices that do not fit it.
+  """
+  pruned = schema.prune(mobile.get_search_space(ssd), indices)
+  graph, constants = from_spec.graph_from_spec(
+      pruned, shape.num_classes, input_channels=shape.input_channels)
+  net = model_lib.Model(graph, constants, seed=0)
+  signature = [1, shape.image_size, shape.image_size, shape.input_channels]
+
+  @tf.function(input_signature=[tf.TensorSpec(signature, tf.float32)])
+  def forward(images):
+    return net(images, training=False)
+
+  return forward.get_concrete_function(), net
+
+
+def builder(ssd: str, shape: macs.InputSpec
+            ) -> Callable[[str], Tuple[Any, model_lib.Model]]:
+  """`inference_function` of `ssd` at `shape`, as a function of indices."""
+  return lambda indices: inference_function(ssd, indices, shape)
