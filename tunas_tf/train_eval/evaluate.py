@@ -54,25 +54,18 @@ def _restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 def _batch_sums(model: model_lib.Model, images: tf.Tensor, labels: tf.Tensor,
                 config: TrainEvalConfig) -> tf.Tensor:
-  """One replica's `_SUMS` of its batch: each example weighs its one-hot
-  label's sum (0 for padding), as `steps.eval_spec`'s metrics; the
-  training loss (a batch mean) times the rows."""
+  """One replica's `_SUMS` of its batch: `steps.example_metrics` weighted
+  by each example's weight (0 for padding), as `steps.eval_spec`'s means;
+  the training loss (a batch mean) times the rows."""
   dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
   logits = tf.cast(model(tf.cast(images, dtype), training=False), tf.float32)
-  weights = tf.reduce_sum(labels, axis=-1)
-  target = tf.argmax(labels, axis=-1)
-  k = min(5, config.job.num_classes)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), target), tf.float32)
-  in_top = tf.cast(tf.nn.in_top_k(targets=target, predictions=logits, k=k),
-                   tf.float32)
-  cross_entropy = tf.nn.softmax_cross_entropy_with_logits(labels=labels,
-                                                          logits=logits)
+  m = steps.example_metrics(labels, logits, config.job.num_classes)
   rows = tf.cast(tf.shape(labels)[0], tf.float32)
   loss = steps.losses(model, labels, logits, config).total
-  return tf.stack([tf.reduce_sum(weights * correct),
-                   tf.reduce_sum(weights * in_top),
-                   tf.reduce_sum(weights * cross_entropy),
-                   tf.reduce_sum(weights), loss * rows, rows])
+  return tf.stack([tf.reduce_sum(m.weight * m.correct),
+                   tf.reduce_sum(m.weight * m.in_top_k),
+                   tf.reduce_sum(m.weight * m.cross_entropy),
+                   tf.reduce_sum(m.weight), loss * rows, rows])
 
 
 def _one_pass(config: TrainEvalConfig, model: model_lib.Model,

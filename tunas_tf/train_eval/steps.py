@@ -149,36 +149,57 @@ def predict_spec(net: Forward, scaffold
       scaffold_fn=scaffold)
 
 
+class ExampleMetrics(NamedTuple):
+  """The evaluation's per-example figures, float32 [N] Tensors.
+
+  Fields:
+    weight: the one-hot label's sum: 1, or 0 for the padding of a TPU's
+      last batch (`data.eval_dataset`), which so counts nowhere.
+    correct: 1 where the argmax is the label (top-1).
+    in_top_k: 1 where the label is among the k largest logits (k =
+      min(5, classes): top-5).
+    cross_entropy: softmax cross-entropy against the label.
+  """
+  weight: tf.Tensor
+  correct: tf.Tensor
+  in_top_k: tf.Tensor
+  cross_entropy: tf.Tensor
+
+
+def example_metrics(labels: tf.Tensor, logits: tf.Tensor,
+                    num_classes: int) -> ExampleMetrics:
+  """The one definition of top1, top5 and cross_entropy, per example, that
+  both engines' evaluations weigh and average (`eval_spec`,
+  `evaluate.py`)."""
+  target = tf.argmax(labels, axis=-1)
+  return ExampleMetrics(
+      weight=tf.reduce_sum(labels, axis=-1),
+      correct=tf.cast(tf.equal(tf.argmax(logits, axis=-1), target),
+                      tf.float32),
+      in_top_k=tf.cast(tf.nn.in_top_k(targets=target, predictions=logits,
+                                      k=min(5, num_classes)), tf.float32),
+      cross_entropy=tf.nn.softmax_cross_entropy_with_logits(
+          labels=labels, logits=logits))
+
+
 def eval_spec(net: Forward, labels, loss: tf.Tensor, scaffold,
               config: TrainEvalConfig,
               record: Dict[str, Any]
               ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
-  """top1, top5 (top-k, k <= 5) and cross_entropy; the eval images/s.
-
-  Each example weighs its one-hot label's sum: 1, or 0 for the padding of
-  a TPU's last batch, which so counts nowhere.
+  """top1, top5 and cross_entropy (`example_metrics`, means weighted by
+  each example's weight); the eval images/s.
 
   The metrics' events file (model_dir/eval) holds no graph
   (`estimator.summaries_only_eval_events`).
   """
   estimator.summaries_only_eval_events(config.job)
-  k = min(5, config.job.num_classes)
 
   def metric_fn(labels, logits):
-    # An all-zero label is padding (`data.eval_dataset`): weight 0.
-    weights = tf.reduce_sum(labels, axis=-1)
-    target = tf.argmax(labels, axis=-1)
-    in_top = tf.cast(tf.nn.in_top_k(targets=target, predictions=logits, k=k),
-                     tf.float32)
-    cross_entropy = tf.nn.softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits)
-    return {
-        'top1': tf.compat.v1.metrics.accuracy(
-            target, tf.argmax(logits, axis=-1), weights=weights),
-        'top5': tf.compat.v1.metrics.mean(in_top, weights=weights),
-        'cross_entropy': tf.compat.v1.metrics.mean(cross_entropy,
-                                                   weights=weights),
-    }
+    m = example_metrics(labels, logits, config.job.num_classes)
+    mean = tf.compat.v1.metrics.mean
+    return {'top1': mean(m.correct, weights=m.weight),
+            'top5': mean(m.in_top_k, weights=m.weight),
+            'cross_entropy': mean(m.cross_entropy, weights=m.weight)}
 
   # On TPU the batch lives inside the TPU computation and cannot be fetched
   # by a hook: no eval rate there.
