@@ -60,7 +60,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf import files  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.tools import compare_random  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.search import compare  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 RESULTS_FILE = 'results.json'
 PLOT_FILE = 'search_vs_random.png'
@@ -126,10 +126,10 @@ def noise_runs(args, searched: Dict[str, Any], output_dir: str,
   for k in range(1, args.noise_seeds + 1):
     name = f'searched_seed{args.seed + k}'
     run_dir = os.path.join(output_dir, 'runs', name)
-    command = compare_random.train_command(
+    command = compare.train_command(
         run_dir, search_config.ssd, searched['indices'], search_config,
         list(RECIPE) + [f'--seed={args.seed + k}'] + list(args.train_flags))
-    metrics = compare_random.train_one(name, command, run_dir)
+    metrics = compare.train_one(name, command, run_dir)
     runs.append({'name': name, 'top1': metrics['top1'],
                  'estimated_cost': searched['estimated_cost']})
   return runs
@@ -138,7 +138,7 @@ def noise_runs(args, searched: Dict[str, Any], output_dir: str,
 def summarise(results: Sequence[Dict[str, Any]], target: float
               ) -> Dict[str, Any]:
   """The last line's figures from [searched, random...] results."""
-  figures = compare_random.standing(results)
+  figures = compare.standing(results)
   figures['cost_dev'] = abs(float(results[0]['estimated_cost']) / target - 1.0)
   return figures
 
@@ -160,7 +160,7 @@ def run(args) -> Dict[str, Any]:
   search_dir = os.path.join(output_dir, 'search')
   seconds = search(args, target, search_dir)
   start = time.time()
-  results = compare_random.compare(
+  results = compare.compare(
       search_dir, output_dir, args.num_random, COST_TOLERANCE, args.seed,
       list(RECIPE) + [f'--seed={args.seed}'] + list(args.train_flags))
   seconds['train_s'] = time.time() - start
@@ -178,9 +178,9 @@ def run(args) -> Dict[str, Any]:
             'results': results, 'noise': noise, 'summary': summary,
             'seconds': seconds}
   files.write_json(record, os.path.join(output_dir, RESULTS_FILE))
-  compare_random.plot(results, os.path.join(output_dir, PLOT_FILE),
-                      **compare_random.plot_context(search_dir))
-  print(compare_random.summary(results))
+  compare.plot(results, os.path.join(output_dir, PLOT_FILE),
+               **compare.plot_context(search_dir))
+  print(compare.summary(results))
   if noise:
     print(f"searched architecture over {len(noise) + 1} train seeds: "
           f"std {summary['searched_seed_std']:.4f}")

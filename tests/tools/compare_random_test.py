@@ -22,7 +22,7 @@ from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
-from tunas_tf.tools import compare_random
+from tunas_tf.search import compare
 from tunas_tf.tools import extract_architecture
 from tunas_tf.train_eval import runner as train_eval_runner
 from tests.testing import searches
@@ -46,7 +46,7 @@ class CompareRandomTest(absltest.TestCase):
     output_dir = tempfile.mkdtemp()
     train_flags = ['--max_steps=3', '--train_batch_size=16',
                    '--eval_batch_size=120', '--noexport']
-    results = compare_random.compare(self.search_dir, output_dir, 2,
+    results = compare.compare(self.search_dir, output_dir, 2,
                                      cost_tolerance=0.3, seed=1,
                                      train_eval_flags=train_flags)
     self.assertEqual([r['name'] for r in results],
@@ -73,17 +73,17 @@ class CompareRandomTest(absltest.TestCase):
         self.assertEqual(json.load(f)['global_step'], 3)
     self.assertEqual(files.read_json(os.path.join(output_dir,
                                                   'results.json')), results)
-    self.assertIn('searched top-1', compare_random.summary(results))
+    self.assertIn('searched top-1', compare.summary(results))
     plot = os.path.join(output_dir, 'compare_random.png')
-    compare_random.plot(results, plot,
-                        **compare_random.plot_context(self.search_dir))
+    compare.plot(results, plot,
+                        **compare.plot_context(self.search_dir))
     self.assertGreater(os.path.getsize(plot), 1000)
-    self.assertEqual(compare_random.plot_context(self.search_dir),
+    self.assertEqual(compare.plot_context(self.search_dir),
                      {'units': 'MACs', 'num_test': 360,
                       'target': config_lib.read(
                           self.search_dir).rl_cost_model_target})
     # Started again, it trains nothing (a failing train_eval would show).
-    again = compare_random.compare(self.search_dir, output_dir, 2,
+    again = compare.compare(self.search_dir, output_dir, 2,
                                    cost_tolerance=0.3, seed=1,
                                    train_eval_flags=['--no_such_flag'])
     self.assertEqual(again, results)
@@ -96,7 +96,7 @@ class CompareRandomTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"random_0 holds a finished training with indices "
         r"'[0-9:]+', not random_0's '[0-9:]+': remove it"):
-      compare_random.compare(self.search_dir, output_dir, 2,
+      compare.compare(self.search_dir, output_dir, 2,
                              cost_tolerance=0.3, seed=1,
                              train_eval_flags=['--no_such_flag'])
 
@@ -236,19 +236,19 @@ class CompareRandomTest(absltest.TestCase):
     results = [{'name': n, 'estimated_cost': 1e6, 'top1': t, 'indices': '0:1'}
                for n, t in [('searched', 0.87), ('random_0', 0.80),
                             ('random_1', 0.90), ('random_2', 0.85)]]
-    last = compare_random.summary(results).splitlines()[-1]
+    last = compare.summary(results).splitlines()[-1]
     # Mean 0.85, sample std 0.05 (the population std would be 0.0408).
     self.assertEqual(last, 'searched top-1 0.8700; random 0.8500 +- 0.0500 '
                      '(n=3); the searched architecture beats 2 of 3')
-    one = compare_random.summary(results[:2]).splitlines()[-1]
+    one = compare.summary(results[:2]).splitlines()[-1]
     self.assertIn('random 0.8000 +- 0.0000 (n=1)', one)
 
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, '--num_random must be > 0'):
-      compare_random.compare(self.search_dir, tempfile.mkdtemp(), 0)
+      compare.compare(self.search_dir, tempfile.mkdtemp(), 0)
     empty = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
-      compare_random.compare(empty, tempfile.mkdtemp(), 1)
+      compare.compare(empty, tempfile.mkdtemp(), 1)
     no_cost = tempfile.mkdtemp()
     for name in ('config.json', 'model_spec.json'):
       shutil.copy(os.path.join(self.search_dir, name), no_cost)
@@ -256,8 +256,8 @@ class CompareRandomTest(absltest.TestCase):
                                          self.searched.indices)
     architecture.write(uncosted, os.path.join(no_cost, 'architecture.json'))
     with self.assertRaisesRegex(ValueError, "has no 'estimated_cost'"):
-      compare_random.compare(no_cost, tempfile.mkdtemp(), 1)
-    failing = compare_random.compare
+      compare.compare(no_cost, tempfile.mkdtemp(), 1)
+    failing = compare.compare
     with self.assertRaisesRegex(ValueError,
                                 r'train_eval failed for searched in .*'
                                 r'no_such_flag'):
@@ -302,7 +302,7 @@ class PlotContextTest(absltest.TestCase):
         '--rl_batch_size_multiplier=1', '--max_steps=3')
     config_lib.write(config, spec_io.dumps(mobile.get_search_space(
         config.ssd)), None)
-    self.assertEqual(compare_random.plot_context(search_dir),
+    self.assertEqual(compare.plot_context(search_dir),
                      {'units': 'MACs', 'num_test': 6,
                       'target': config.rl_cost_model_target})
 

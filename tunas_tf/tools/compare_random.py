@@ -2,7 +2,8 @@ r"""The TuNAS paper's experiment: the searched architecture against random ones.
 
 Draws K architectures uniformly inside the searched one's cost band, trains
 all of them with the same `train_eval` settings, and prints and plots
-accuracy against cost (outputs and restarts: docs/tools.md):
+accuracy against cost (`search.compare`; outputs and restarts:
+docs/tools.md):
 
   python -m tunas_tf.tools.compare_random --search_dir=runs/digits_search \
       --num_random=5 --train_eval_flags=--epochs=60
@@ -11,264 +12,17 @@ accuracy against cost (outputs and restarts: docs/tools.md):
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Optional
 
 from absl import flags
-from absl import logging
-import numpy as np
 
 from tunas_tf import flags as common_flags
-from tunas_tf import architecture as architecture_lib
 from tunas_tf import checks
 from tunas_tf import files
-from tunas_tf.cost_model import random_search
-from tunas_tf.data import datasets
-from tunas_tf.search import config as config_lib
-from tunas_tf.search import report_text
-
-RESULTS_FILE = 'results.json'
-PLOT_FILE = 'compare_random.png'
-METRICS_FILE = 'metrics.json'
+from tunas_tf.search import compare as compare_lib
 
 FLAGS = flags.FLAGS
-
-
-def _read_architecture(search_dir: str) -> architecture_lib.Architecture:
-  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
-  if not files.exists(path):
-    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
-                     'tunas_tf.tools.extract_architecture first')
-  architecture = architecture_lib.read(path)
-  if architecture.estimated_cost is None:
-    raise ValueError(f"{path} has no 'estimated_cost'")
-  return architecture
-
-
-def train_command(run_dir: str, ssd: str, indices: str,
-                  search_config: config_lib.SearchConfig,
-                  train_eval_flags: Sequence[str]) -> List[str]:
-  """The `train_eval` command line of one architecture (same data as the search)."""
-  command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
-             f'--indices={indices}', f'--model_dir={run_dir}',
-             f"--dataset={search_config.job.dataset}",
-             f"--num_classes={search_config.job.num_classes}",
-             f"--image_size={search_config.job.image_size}",
-             f"--preprocessing={search_config.job.preprocessing}"]
-  if search_config.job.data_dir:
-    command.append(f"--data_dir={search_config.job.data_dir}")
-  return command + list(train_eval_flags)
-
-
-def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
-  """Refuses a finished run of `run_dir` whose architecture differs from the
-  one `command` would train (e.g. an output directory reused after the
-  searched architecture changed)."""
-  wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
-            for flag in command if flag.startswith(('--ssd=', '--indices='))}
-  path = os.path.join(run_dir, files.CONFIG_FILE)
-  stored = files.read_json(path) if files.exists(path) else {}
-  for key, value in wanted.items():
-    if stored.get(key) != value:
-      raise ValueError(
-          f'{run_dir} holds a finished training with {key} '
-          f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or use '
-          'another output directory')
-
-
-def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
-  """Runs one `train_eval` command unless `run_dir` has its metrics; the
-  metrics dict. Raises ValueError naming the run when training fails, or
-  when `run_dir` holds a finished training of another architecture."""
-  metrics_path = os.path.join(run_dir, METRICS_FILE)
-  if files.exists(metrics_path):
-    _check_trained(name, command, run_dir)
-    logging.info('%s: already trained (%s)', name, metrics_path)
-  else:
-    logging.info('%s: training in %s', name, run_dir)
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-      lines = [line for line in done.stderr.strip().splitlines()
-               if not line.startswith('Pass --help')] or ['(no output)']
-      raise ValueError(f'train_eval failed for {name} in {run_dir}: '
-                       f'{lines[-1]}')
-    if not files.exists(metrics_path):
-      raise ValueError(f'train_eval wrote no {METRICS_FILE} in {run_dir}')
-  return files.read_json(metrics_path)
-
-
-def compare(search_dir: str, output_dir: str, num_random: int,
-            cost_tolerance: float = 0.05, seed: int = 0,
-            train_eval_flags: Sequence[str] = ()) -> List[Dict[str, Any]]:
-  """Trains the searched and `num_random` random architectures alike.
-
-  Args:
-    search_dir: a search directory with `config.json` and
-      `architecture.json`.
-    output_dir: where the runs, `results.json` and the plot go.
-    num_random: positive int, random architectures to train.
-    cost_tolerance: the band is the searched cost times (1 -/+ this).
-    seed: seed of the random draws.
-    train_eval_flags: extra `train_eval` flags given to every run.
-
-  Returns:
-    One dict per architecture (searched first): `name`, `indices`,
-    `estimated_cost`, `top1`, `top5`, `params`, `macs`, `run_dir`.
-
-  Raises:
-    ValueError: for a bad search directory or argument, an empty cost band,
-      or a failed training run (naming it).
-  """
-  if num_random <= 0:
-    raise ValueError(f'--num_random must be > 0, got {num_random}')
-  if not 0.0 < cost_tolerance < 1.0:
-    raise ValueError(f'--cost_tolerance must be in (0, 1), got '
-                     f'{cost_tolerance}')
-  search_config = config_lib.read(search_dir)
-  architecture = _read_architecture(search_dir)
-  ssd, cost = architecture.ssd, float(architecture.estimated_cost)
-  randoms = random_search.sample_architectures(
-      ssd, num_random, seed=seed, cost_model=search_config.cost_model,
-      min_cost=cost * (1 - cost_tolerance),
-      max_cost=cost * (1 + cost_tolerance),
-      image_size=search_config.job.image_size,
-      num_classes=search_config.job.num_classes,
-      input_channels=search_config.job.num_channels)
-  candidates = [('searched', architecture.indices_string, cost)] + [
-      (f'random_{i}', r['indices'], r['estimated_cost'])
-      for i, r in enumerate(randoms)]
-  results = []
-  for name, indices, estimated_cost in candidates:
-    run_dir = os.path.join(output_dir, 'runs', name)
-    metrics = train_one(name, train_command(run_dir, ssd, indices, search_config,
-                                         train_eval_flags), run_dir)
-    results.append({'name': name, 'indices': indices,
-                    'estimated_cost': estimated_cost,
-                    'top1': metrics['top1'], 'top5': metrics.get('top5'),
-                    'params': metrics.get('params'),
-                    'macs': metrics.get('macs'), 'run_dir': run_dir})
-  files.write_json(results, os.path.join(output_dir, RESULTS_FILE))
-  return results
-
-
-def add_measured_latency(results: List[Dict[str, Any]], search_dir: str,
-                         model_cache: str) -> List[Dict[str, Any]]:
-  """Each result with `measured_ms`: its latency measured as the search's
-  fitted cost model's rows were (`latency.measure_one`).
-
-  Raises:
-    ValueError: for a cost model that names no device, or a failing one.
-  """
-  from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
-  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
-  model = config_lib.read(search_dir).resolved_cost_model
-  settings = latency.fitted_settings(model.measured_with, model.source)
-  return [dict(r, measured_ms=latency.measure_one(
-      model.ssd, r['indices'], settings, model_cache,
-      inference.builder).latency_ms) for r in results]
-
-
-def by_measured_latency(results: List[Dict[str, Any]]) -> str:
-  """The runs ranked by measured latency (fastest first), with top-1."""
-  lines = [f"{'name':<12} {'measured':>12} {'estimated':>12} {'top1':>8}"]
-  for r in sorted(results, key=lambda r: r['measured_ms']):
-    lines.append(f"{r['name']:<12} {r['measured_ms']:>9.4g} ms "
-                 f"{report_text.cost_text(r['estimated_cost']):>12} "
-                 f"{r['top1']:>8.4f}")
-  return '\n'.join(lines)
-
-
-def standing(results: List[Dict[str, Any]]) -> Dict[str, Any]:
-  """The searched architecture's standing among the random ones.
-
-  Args:
-    results: [searched, random...] records with a 'top1'.
-
-  Returns:
-    'searched_top1'; the random architectures' 'random_median_top1',
-    'random_mean_top1' and 'random_std', their sample standard deviation
-    (n - 1 in the denominator; 0 for one architecture); 'beats', how many
-    of them the searched one beats; 'n', how many there are.
-  """
-  searched = float(results[0]['top1'])
-  random_top1 = np.array([float(r['top1']) for r in results[1:]])
-  return {
-      'searched_top1': searched,
-      'random_median_top1': float(np.median(random_top1)),
-      'random_mean_top1': float(random_top1.mean()),
-      'random_std': (float(random_top1.std(ddof=1))
-                     if len(random_top1) > 1 else 0.0),
-      'beats': int(np.sum(random_top1 < searched)),
-      'n': len(random_top1),
-  }
-
-
-def summary(results: List[Dict[str, Any]]) -> str:
-  """A table of the runs and the searched architecture's `standing`."""
-  lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
-  for r in results:
-    cost = report_text.cost_text(r['estimated_cost'])
-    lines.append(f"{r['name']:<12} {cost:>12} {r['top1']:>8.4f}  "
-                 f"{r['indices']}")
-  s = standing(results)
-  lines.append(f"searched top-1 {s['searched_top1']:.4f}; random "
-               f"{s['random_mean_top1']:.4f} +- {s['random_std']:.4f} "
-               f"(n={s['n']}); the searched architecture beats {s['beats']} "
-               f"of {s['n']}")
-  return '\n'.join(lines)
-
-
-def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
-         target: Optional[float] = None,
-         num_test: Optional[int] = None) -> None:
-  """Top-1 against estimated cost: the random architectures as grey dots,
-  the searched one as a red star, the search's target as a dashed line."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6.5, 4.5))
-  ax.scatter([r['estimated_cost'] for r in results[1:]],
-             [100.0 * r['top1'] for r in results[1:]], c='grey',
-             label=f'random ({len(results) - 1}, same cost band)')
-  searched = results[0]
-  ax.scatter([searched['estimated_cost']], [100.0 * searched['top1']],
-             c='red', marker='*', s=200, zorder=3,
-             label=f"searched ({100.0 * searched['top1']:.2f}%)")
-  if target:
-    ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
-               label=f'target {report_text.cost_text(target)} {units}')
-  ax.xaxis.set_major_formatter(ticker.FuncFormatter(
-      lambda x, _: report_text.cost_text(x)))
-  ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
-  ax.set_xlabel(f'estimated cost ({units})')
-  ax.set_ylabel('top-1 accuracy on the test split (%)')
-  title = 'Searched vs random architectures of equal cost'
-  if num_test:
-    title += f'\n{num_test:,} test images: one image is {100.0 / num_test:.2f}%'
-  ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  files.write_png(fig, path, dpi=100)
-  plt.close(fig)
-
-
-def plot_context(search_dir: str) -> Dict[str, Any]:
-  """Units, target and test-split size of the search, for `plot`."""
-  config = config_lib.read(search_dir)
-  context = {'units': report_text.cost_units(config.cost_model),
-             'target': config.rl_cost_model_target}
-  try:
-    info = datasets.dataset_info(  # With the search's hold-out (TFDS).
-        config.job.dataset, config.job.data_dir,
-        validation_examples=(0 if config.job.dataset == datasets.DIGITS
-                             else config.validation_examples))
-    context['num_test'] = info.split_sizes.get(datasets.TEST)
-  except ValueError:  # The plot goes without the count.
-    pass
-  return context
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -301,21 +55,24 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   try:
     files.check_output_dir(output_dir, '--output_dir')
     checks.seed('seed', f.seed)
-    results = compare(f.search_dir, output_dir, f.num_random,
-                      f.cost_tolerance, f.seed, f.train_eval_flags)
+    results = compare_lib.compare(f.search_dir, output_dir, f.num_random,
+                                  f.cost_tolerance, f.seed,
+                                  f.train_eval_flags)
     if f.measure_latency:
-      results = add_measured_latency(
+      results = compare_lib.add_measured_latency(
           results, f.search_dir, os.path.join(output_dir, 'latency_models'))
-      files.write_json(results, os.path.join(output_dir, RESULTS_FILE))
+      files.write_json(results,
+                       os.path.join(output_dir, compare_lib.RESULTS_FILE))
   except ValueError as e:
     sys.exit(f'compare_random: {e}')
-  plot(results, os.path.join(output_dir, PLOT_FILE),
-       **plot_context(f.search_dir))
-  print(summary(results))
+  results_path = os.path.join(output_dir, compare_lib.RESULTS_FILE)
+  plot_path = os.path.join(output_dir, compare_lib.PLOT_FILE)
+  compare_lib.plot(results, plot_path,
+                   **compare_lib.plot_context(f.search_dir))
+  print(compare_lib.summary(results))
   if f.measure_latency:
-    print(by_measured_latency(results))
-  print(f'Results: {os.path.join(output_dir, RESULTS_FILE)}, plot: '
-        f'{os.path.join(output_dir, PLOT_FILE)}')
+    print(compare_lib.by_measured_latency(results))
+  print(f'Results: {results_path}, plot: {plot_path}')
   return 0
 
 
