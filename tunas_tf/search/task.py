@@ -44,8 +44,7 @@ def progress_formats(config: SearchConfig):
 
 def cost_text(cost: float, config: SearchConfig) -> str:
   """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
-  units = report_text.cost_units(config.cost_model)
-  units = '' if units == report_text.UNKNOWN_UNITS else ' ' + units
+  units = report_text.units_suffix(config.cost_model)
   return (f'cost {report_text.cost_text(cost)}{units} (target '
           f'{report_text.cost_text(config.rl_cost_model_target)}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
