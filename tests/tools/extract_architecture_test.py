@@ -20,7 +20,7 @@ from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
-from tunas_tf.tools import compare_random
+from tunas_tf.search import compare
 from tests.testing import latency as testing_latency
 from tests.testing import searches
 
@@ -75,7 +75,7 @@ class MeasureLatencyTest(absltest.TestCase):
     runs = [{'name': name, 'indices': i, 'estimated_cost': 1.0, 'top1': 0.5}
             for name, i in (('searched', searched.indices_string),
                             ('random_0', indices[0]), ('random_1', indices[1]))]
-    measured = compare_random.add_measured_latency(
+    measured = compare.add_measured_latency(
         runs, model_dir, os.path.join(directory, 'compare_models'))
     cache = latency.ModelCache(os.path.join(directory, 'compare_models'), SSD,
                                macs.resolve_input(SSD))
@@ -83,7 +83,7 @@ class MeasureLatencyTest(absltest.TestCase):
       self.assertAlmostEqual(
           run['measured_ms'],
           os.path.getsize(cache.path(run['indices'])) / 1e6, places=9)
-    table = compare_random.by_measured_latency(measured).splitlines()
+    table = compare.by_measured_latency(measured).splitlines()
     fastest = min(measured, key=lambda r: r['measured_ms'])
     self.assertTrue(table[1].startswith(fastest['name']), table)
 

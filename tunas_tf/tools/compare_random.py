@@ -2,8 +2,7 @@ r"""The TuNAS paper's experiment: the searched architecture against random ones.
 
 Draws K architectures uniformly inside the searched one's cost band, trains
 all of them with the same `train_eval` settings, and prints and plots
-accuracy against cost (`search.compare`; outputs and restarts:
-docs/tools.md):
+accuracy against cost (outputs and restarts: docs/tools.md):
 
   python -m tunas_tf.tools.compare_random --search_dir=runs/digits_search \
       --num_random=5 --train_eval_flags=--epochs=60
