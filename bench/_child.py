@@ -173,8 +173,10 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
         if int(steps) > 1:
           first = out
           out = loop(iterator, steps - 1)
-          if int(out[2]) < 0:  # The step written was the first one.
-            out = (out[0], first[1], first[2])
+          # (last, last mean, kept, kept_at): the step written, if any,
+          # was the first one.
+          if int(out[-1]) < 0:
+            out = (*out[:-2], first[-2], first[-1])
           out[0].numpy()
         loop_ended(int(steps))
         record['tracing_count'] = loop.experimental_get_tracing_count()
