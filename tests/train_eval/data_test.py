@@ -1,4 +1,5 @@
-"""Tests of `train_eval.data`'s input_fn: the images' dtype per mode."""
+"""The images' dtype per mode: `train_eval.data`'s eval input_fn and the
+training task's batches (`task.TrainEvalTask.dataset`)."""
 
 import tempfile
 
@@ -8,7 +9,10 @@ import numpy as np
 import tensorflow as tf
 
 from tests.testing import train_eval_runs as runs
+from tunas_tf.data import streams
 from tunas_tf.train_eval import data
+from tunas_tf.train_eval import network
+from tunas_tf.train_eval import task as task_lib
 
 _ZEROS = ':'.join(['0'] * 18)
 
@@ -17,6 +21,15 @@ def _config(mode: str):
   return runs.config(f'--model_dir={tempfile.mkdtemp()}', '--ssd=digits_search',
                      f'--indices={_ZEROS}', f'--use_bfloat16={mode}',
                      '--train_batch_size=32', '--eval_batch_size=50')
+
+
+def _input(config, training: bool, start_step: int = 0):
+  """Training batches (the task's, one pipeline) or one eval pass."""
+  if training:
+    task = task_lib.TrainEvalTask(config, network.build_architecture(config))
+    return task.dataset(config.train_batch_size, streams.Pipeline(0, 1, 1),
+                        start_step)
+  return data.eval_input_fn(config)({})
 
 
 class InputFnTest(parameterized.TestCase):
@@ -28,7 +41,7 @@ class InputFnTest(parameterized.TestCase):
     # Off TPU `ontpu` computes in float32; on TPU its model_fn casts.
     config = _config(mode)
     for training, batch in ((True, 32), (False, None)):
-      images, labels = data.make_input_fn(config, training)({}).element_spec
+      images, labels = _input(config, training).element_spec
       self.assertEqual((images.dtype, images.shape.as_list()),
                        (dtype, [batch, 8, 8, 1]), training)
       self.assertEqual((labels.dtype, labels.shape.as_list()),
@@ -40,8 +53,8 @@ class InputFnTest(parameterized.TestCase):
     # Training (resumed at step 2, as a restarted run reads it) and eval.
     for training, start_step in ((True, 2), (False, 0)):
       (float32, labels), (bfloat16, bfloat16_labels) = [
-          next(data.make_input_fn(_config(mode), training, start_step)(
-              {}).as_numpy_iterator()) for mode in ('false', 'true')]
+          next(_input(_config(mode), training, start_step)
+               .as_numpy_iterator()) for mode in ('false', 'true')]
       self.assertEqual(bfloat16.dtype, tf.bfloat16.as_numpy_dtype)
       np.testing.assert_array_equal(bfloat16.astype(np.float32), float32)
       np.testing.assert_array_equal(bfloat16_labels, labels)

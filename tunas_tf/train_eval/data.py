@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
-from tunas_tf.runtime import estimator
 from tunas_tf.runtime import precision
 from tunas_tf.train_eval.config import TrainEvalConfig
 
@@ -119,28 +118,14 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
       tf.data.AUTOTUNE)
 
 
-def make_input_fn(config: TrainEvalConfig, training: bool,
-                  start_step: int = 0):
-  """The TPUEstimator input_fn: training batches or one eval pass.
-
-  The images are float32, or bfloat16 with `--use_bfloat16=true`
-  (`precision.cast_input`); the labels float32.
-
-  Args:
-    config: the run's config.
-    training: training batches (from `start_step` on), else one eval pass
-      (on TPU, which needs static shapes, its last batch padded:
-      `eval_dataset`).
-    start_step: the global step training resumes at.
-  """
+def eval_input_fn(config: TrainEvalConfig):
+  """The TPUEstimator input_fn of one eval pass (on TPU, which needs static
+  shapes, its last batch padded: `eval_dataset`); the images float32, or
+  bfloat16 with `--use_bfloat16=true` (`precision.cast_input`), the labels
+  float32. (Training batches: `task.TrainEvalTask.dataset`.)"""
   def input_fn(params):
-    if training:
-      dataset = train_dataset(
-          config, params.get('batch_size', config.train_batch_size),
-          start_step, estimator.input_pipeline(params, config.job))
-    else:
-      dataset = eval_dataset(config, params.get('batch_size',
-                                                config.eval_batch_size),
-                             pad=config.job.use_tpu)
+    dataset = eval_dataset(config, params.get('batch_size',
+                                              config.eval_batch_size),
+                           pad=config.job.use_tpu)
     return precision.cast_input(dataset, config.use_bfloat16)
   return input_fn

@@ -72,7 +72,7 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
       return train_fn(features, labels, mode, params)
     net = steps.forward(graph, constants, features, config, one_shot)
     variables = steps.variables_to_train(
-        net.model, inheritance, config.freeze_inherited, net.training)
+        net.model, inheritance, config.freeze_inherited, training=False)
     scaffold = steps.scaffold_fn(variables, config, one_shot)
     if mode == tf.estimator.ModeKeys.PREDICT:
       return steps.predict_spec(net, scaffold)
@@ -166,7 +166,7 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
   steps = (data.eval_steps(config, config.eval_batch_size)
            if config.job.use_tpu else None)
   return estimator_lib.evaluate(
-      estimator, data.make_input_fn(config, False), stop, steps=steps,
+      estimator, data.eval_input_fn(config), stop, steps=steps,
       guards=[unreadable.stops_in_one_line("train_eval's evaluation")])
 
 

@@ -31,12 +31,10 @@ class Forward(NamedTuple):
     model: the `graph.model.Model` (its variables created).
     images: [N, H, W, C] Tensor, in the compute dtype.
     logits: float32 [N, num_classes] Tensor (cast back from bfloat16).
-    training: whether the mode is TRAIN (dropout, batch-norm updates).
   """
   model: Any
   images: tf.Tensor
   logits: tf.Tensor
-  training: bool
 
 
 class TrainVariables(NamedTuple):
@@ -72,7 +70,7 @@ def forward(graph, constants, features, config: TrainEvalConfig,
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
                           seed=config.job.seed, compute_dtype=dtype)
   logits = tf.cast(model(images, training=False), tf.float32)
-  return Forward(model, images, logits, False)
+  return Forward(model, images, logits)
 
 
 def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
