@@ -18,25 +18,24 @@ _gc_thresholds.tune_gc()
 # xdist with --no-loadscope-reorder, which keeps this order), they no longer
 # end the run on one worker while the other idles.
 SLOWEST_FIRST = (
-    'tests/search/engines_test.py',
-    'tests/search/xla_test.py',
-    'tests/search/multiworker_test.py',
-    'tests/search/task_replicas_test.py',
+    'tests/integration/search_engines_test.py',
     'tests/search/task_xla_test.py',
-    'tests/search/search_test.py',
-    'tests/search/replicas_search_test.py',
-    'tests/search/demo_test.py',
-    'tests/search/engine_choice_test.py',
-    'tests/search/imagenet_recipe_test.py',
-    'tests/bad_input_test.py',
+    'tests/integration/multiworker_test.py',
+    'tests/search/task_replicas_test.py',
+    'tests/integration/search_test.py',
+    'tests/integration/replicas_search_test.py',
+    'tests/integration/demo_test.py',
+    'tests/integration/engine_choice_test.py',
+    'tests/integration/imagenet_recipe_test.py',
+    'tests/integration/bad_input_test.py',
     'tests/tools/compare_random_test.py',
-    'tests/train_eval/main_test.py',
-    'tests/train_eval/distribute_inherit_test.py',
-    'tests/train_eval/distribute_test.py',
+    'tests/integration/train_eval_test.py',
+    'tests/integration/train_eval_inherit_test.py',
+    'tests/integration/train_eval_distribute_test.py',
     'tests/search/steps_test.py',
     'tests/models/supernet_test.py',
     'tests/models/supernet_equivalence_test.py',
-    'tests/remote_storage_test.py',
+    'tests/integration/remote_storage_test.py',
 )
 
 

@@ -2,7 +2,12 @@
 
 Flags only in entry points; no tool imports another tool; imports flow
 downward; no module over 600 lines and no function over 80 lines (docstring
-aside).
+aside). The tests mirror the package: a module's unit tests in the file
+named for it (`tests/<package>/<module>_test.py`, or `<module>_<aspect>_test.py`
+when they need more than one file), the scenarios that run whole binaries
+or several modules together in `tests/integration/`, the project's own
+checks (docs, layout, Makefile, bench, stack) at the top of `tests/`; no
+test file over 600 lines either.
 """
 
 import ast
@@ -11,8 +16,12 @@ import re
 
 from absl.testing import absltest
 
-_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'tunas_tf')
+_TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.join(_TOP, 'tunas_tf')
+_TESTS = os.path.join(_TOP, 'tests')
+# The project's own checks: of the repository, not of one module.
+_PROJECT_CHECKS = ('bench_test.py', 'docs_test.py', 'layout_test.py',
+                   'makefile_test.py', 'stack_test.py')
 _MAX_FILE_LINES = 600
 _MAX_FUNCTION_LINES = 80
 # Modules that may define absl flags: the binaries and the shared flag groups.
@@ -108,6 +117,37 @@ class LayoutTest(absltest.TestCase):
         if any(name == f or name.startswith(f + '.') for f in forbidden):
           found.append(f'{relative} imports {name}')
     self.assertEqual(found, [])
+
+
+  def test_tests_mirror_the_package(self):
+    misplaced, too_long = [], []
+    for directory, _, names in os.walk(_TESTS):
+      for name in names:
+        path = os.path.join(directory, name)
+        relative = os.path.relpath(path, _TESTS).replace(os.sep, '/')
+        if name.endswith('.py'):
+          with open(path) as f:
+            lines = f.read().count('\n')
+          if lines > _MAX_FILE_LINES:
+            too_long.append(f'tests/{relative}: {lines} lines')
+        if (not name.endswith('_test.py') or
+            relative.startswith('integration/') or
+            relative in _PROJECT_CHECKS):
+          continue
+        module = relative[:-len('_test.py')].split('/')
+        # `<module>_test.py`, or `<module>_<aspect>_test.py`.
+        candidates = ['/'.join(module[:-1] + ['_'.join(
+            module[-1].split('_')[:n])]) for n in range(
+                len(module[-1].split('_')), 0, -1)]
+        if not any(os.path.isfile(os.path.join(_ROOT, c + '.py')) or
+                   os.path.isdir(os.path.join(_ROOT, c))
+                   for c in candidates):
+          misplaced.append(f'tests/{relative}')
+    self.assertEqual(too_long, [])
+    self.assertEqual(misplaced, [], 'not named for a module of tunas_tf/: '
+                     'a scenario goes to tests/integration/')
+    self.assertTrue(any(n.endswith('_test.py') for n in os.listdir(
+        os.path.join(_TESTS, 'integration'))))
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
 """Tests for tunas_tf/preemption: signals become a clean stop; a second one
-ends the process at once. (The binaries' stops: tests/search/search_test.py
-and tests/train_eval/main_test.py.)"""
+ends the process at once. (The binaries' stops: tests/integration/search_test.py
+and tests/integration/train_eval_test.py.)"""
 
 import os
 import signal

@@ -17,7 +17,7 @@ Cloud TPU with `gs://` directories:
 then checks, in the same process, that every file each step should write is
 on `ROOT` (`check`), and prints their paths and sizes. Exits non-zero (with
 the reason on stderr) when a step or a check fails. The test
-(`tests/remote_storage_test.py`) runs it in an empty working directory and
+(`tests/integration/remote_storage_test.py`) runs it in an empty working directory and
 checks that nothing was written to the local disk.
 
 `train_eval` runs with `--noexport`: the export renames its SavedModel folder

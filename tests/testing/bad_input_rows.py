@@ -1,15 +1,8 @@
-"""The bad-input table: every binary refuses bad input in one line, unchanged.
+"""The bad-input table of tests/integration/bad_input_test.py: its rows.
 
-Each row runs one binary's `main(argv, flag_values)` in-process in a fresh
-directory `root` (which its `prepare` fills first: a copy of the shared
-finished search, a train_eval directory, a file where a directory belongs,
-...). Every row must exit non-zero with one line (`sys.exit` of one line; a
-flag the parser refuses keeps absl's two-line form, of which the first
-names the flag), that line must match the row's pattern, and every file and
-directory under `root` must be byte-for-byte as before (a model directory
-that did not exist still does not). Every row fails while checking its
-input, before any graph is built. A few rows run again as real processes
-for the exit code and the absence of a traceback.
+Rows (name, binary, args, pattern of the one line the binary must exit
+with, prepare) for each binary, the flag parser's rows, and what a row's
+`prepare` may put under the row's fresh directory `root`.
 """
 
 import hashlib
@@ -17,23 +10,14 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 from unittest import mock
 
 from absl import flags
-from absl.testing import absltest
-from absl.testing import parameterized
 
-from tests.testing import jpeg_folder
 from tests.testing import searches
 from tests.testing import train_eval_runs
 from tunas_tf import train_search
-from tunas_tf.data import importing
-from tunas_tf.data import local_data
-from tunas_tf.search import runner as search_runner
 from tunas_tf.tools import compare_random
 from tunas_tf.tools import describe_space
 from tunas_tf.tools import extract_architecture
@@ -44,7 +28,7 @@ from tunas_tf.tools import report
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import config as train_eval_config
 
-_BINARIES = {
+BINARIES = {
     'train_search': train_search,
     'train_eval': train_eval_main,
     'extract_architecture': extract_architecture,
@@ -55,20 +39,20 @@ _BINARIES = {
     'measure_latency': measure_latency,
     'report': report,
 }
-_MODULES = {
+MODULES = {
     'train_search': 'tunas_tf.train_search',
     'train_eval': 'tunas_tf.train_eval',
     'extract_architecture': 'tunas_tf.tools.extract_architecture',
 }
-_ZEROS = ':'.join(['0'] * 18)
-_SHORT = searches.SHORT_SEARCH_FLAGS
+ZEROS = ':'.join(['0'] * 18)
+SHORT = searches.SHORT_SEARCH_FLAGS
 _RUN = '--model_dir={root}/run'
 _UNSET = 'unset:'  # A row's `unset:--flag` drops the base rows' --flag.
 _SEARCH = '--model_dir={root}/search'
 _ARCHITECTURE = '--architecture={root}/search/architecture.json'
 
 
-def _snapshot(path: str) -> Optional[Dict[str, str]]:
+def snapshot(path: str) -> Optional[Dict[str, str]]:
   """{relative path: sha256 or 'dir'} of everything under `path`."""
   if not os.path.lexists(path):
     return None
@@ -89,12 +73,12 @@ def _snapshot(path: str) -> Optional[Dict[str, str]]:
 # What a row's `prepare` may put under `root`.
 
 
-def _file(root: str) -> None:
+def file_in_place(root: str) -> None:
   with open(os.path.join(root, 'afile'), 'w') as f:
     f.write('not a directory\n')
 
 
-def _finished_search(root: str) -> None:
+def finished_search(root: str) -> None:
   shutil.copytree(searches.finished_search(), os.path.join(root, 'search'))
 
 
@@ -105,24 +89,24 @@ def _truncate(path: str) -> None:
 
 def _broken_search(root: str) -> None:
   """The finished search with every checkpoint truncated."""
-  _finished_search(root)
+  finished_search(root)
   for step in (0, 4, 8):
     _truncate(os.path.join(root, 'search',
                            f'model.ckpt-{step}.data-00000-of-00001'))
 
 
 def _newest_truncated(root: str) -> None:
-  _finished_search(root)
+  finished_search(root)
   _truncate(os.path.join(root, 'search', 'model.ckpt-8.data-00000-of-00001'))
 
 
 def _no_architecture(root: str) -> None:
-  _finished_search(root)
+  finished_search(root)
   os.remove(os.path.join(root, 'search', 'architecture.json'))
 
 
 def _garbled_config(root: str) -> None:
-  _finished_search(root)
+  finished_search(root)
   with open(os.path.join(root, 'search', 'config.json'), 'w') as f:
     f.write('{"ssd": ')
 
@@ -131,7 +115,7 @@ def _train_eval_dir(root: str) -> None:
   """A train_eval directory: its config.json and an unreadable checkpoint."""
   model_dir = os.path.join(root, 'run')
   train_eval_config.write_or_check(train_eval_runs.config(
-      f'--model_dir={model_dir}', f'--indices={_ZEROS}', '--max_steps=30'))
+      f'--model_dir={model_dir}', f'--indices={ZEROS}', '--max_steps=30'))
   with open(os.path.join(model_dir, 'checkpoint'), 'w') as f:
     f.write('model_checkpoint_path: "model.ckpt-5"\n')
   for suffix in ('index', 'data-00000-of-00001'):
@@ -142,7 +126,7 @@ def _train_eval_dir(root: str) -> None:
 def _latency_csv(root: str) -> None:
   with open(os.path.join(root, 'few.csv'), 'w') as f:
     f.write('indices,latency_ms,spread_ms\n')
-    f.write(f'{_ZEROS},1.0,0.1\n')
+    f.write(f'{ZEROS},1.0,0.1\n')
 
 
 def _flat_cost_model(root: str) -> None:
@@ -255,10 +239,10 @@ _SEARCH_ROWS = [
      _flat_cost_model),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
-     r'--model_dir=.*/afile is a file, not a directory$', _file),
+     r'--model_dir=.*/afile is a file, not a directory$', file_in_place),
     ('model_dir_under_file', ['--model_dir={root}/afile/run'],
      r'--model_dir=.*/afile/run cannot be created: .*/afile is a file$',
-     _file),
+     file_in_place),
     ('unknown_dataset', ['--dataset=no_such_data', '--data_dir={root}/tfds'],
      r"Unknown dataset 'no_such_data'"),
     ('nodownload', ['--dataset=mnist', '--data_dir={root}/tfds',
@@ -271,24 +255,24 @@ _SEARCH_ROWS = [
     # Restarts of the finished search.
     ('restart_max_steps', [_SEARCH, '--max_steps=10'],
      r'config.json was written by a different run: max_steps is 8 there and '
-     r'10 now', _finished_search),
+     r'10 now', finished_search),
     ('restart_epochs', [_SEARCH, '--epochs=3'],
-     r'epochs is 48.0 there and 3.0 now', _finished_search),
+     r'epochs is 48.0 there and 3.0 now', finished_search),
     ('restart_rl_lr', [_SEARCH, '--rl_learning_rate=0.5'],
-     r'rl_learning_rate is 1.0 there and 0.5 now', _finished_search),
+     r'rl_learning_rate is 1.0 there and 0.5 now', finished_search),
     ('restart_seed', [_SEARCH, '--seed=1'], r'seed is 0 there and 1 now',
-     _finished_search),
+     finished_search),
     ('restart_space', [_SEARCH, '--ssd=cifar_search'],
      r'model_spec.json holds the search space of --ssd=digits_search, not '
      r'--ssd=cifar_search: resume with --ssd=digits_search, or use a new '
-     r'--model_dir$', _finished_search),
+     r'--model_dir$', finished_search),
     ('restart_unreadable', [_SEARCH],
      r'No readable checkpoint in .*search \(model.ckpt-8: Read less bytes '
      r'.*model.ckpt-0: .*\); nothing was changed', _broken_search),
     ('restart_garbled_config', [_SEARCH], r'config.json is not valid JSON',
      _garbled_config),
     ('restart_preprocessing', [_SEARCH, '--preprocessing=cifar'],
-     r"preprocessing is 'none' there and 'cifar' now", _finished_search),
+     r"preprocessing is 'none' there and 'cifar' now", finished_search),
     ('preprocessing_digits', ['--preprocessing=imagenet'],
      r'--preprocessing=imagenet decodes stored images; digits are 8x8 arrays '
      r'\(use none or cifar\)$'),
@@ -329,10 +313,10 @@ _TRAIN_EVAL_ROWS = [
     ('architecture_dataset', [_ARCHITECTURE, '--dataset=mnist'],
      r"--dataset=mnist contradicts the search's dataset 'digits' in "
      r'.*/search/architecture.json; leave --dataset unset, or pass '
-     r'--allow_other_data to train on other data$', _finished_search),
+     r'--allow_other_data to train on other data$', finished_search),
     ('architecture_classes', [_ARCHITECTURE, '--num_classes=12'],
      r"--num_classes=12 contradicts the search's num_classes 10 in ",
-     _finished_search),
+     finished_search),
     ('allow_other_data', ['--allow_other_data'],
      r'--allow_other_data needs --architecture$'),
     ('split', ['--eval_split=nope'], r"--eval_split='nope': digits has"),
@@ -343,9 +327,9 @@ _TRAIN_EVAL_ROWS = [
      r'--init_from_search: .*model.ckpt-8 cannot be read \(Read less bytes',
      _newest_truncated),
     ('model_dir_file', ['--model_dir={root}/afile'], r'is a file, not a '
-     'directory$', _file),
+     'directory$', file_in_place),
     ('export_dir_file', ['--export_dir={root}/afile'],
-     r'--export_dir=.*/afile is a file, not a directory$', _file),
+     r'--export_dir=.*/afile is a file, not a directory$', file_in_place),
     ('offline', ['--dataset=mnist', '--data_dir={root}/tfds'],
      r"'mnist' is not prepared .* cannot be downloaded"),
     ('extra_argument', ['stray'], r"unexpected arguments \['stray'\]$"),
@@ -361,7 +345,7 @@ _TRAIN_EVAL_ROWS = [
      r'.*run \(model.ckpt-5: .*sstable.*\); nothing was changed',
      _train_eval_dir),
     ('search_dir', [_SEARCH], r'--model_dir=.*/search is a search directory, '
-     r'not a train_eval directory$', _finished_search),
+     r'not a train_eval directory$', finished_search),
     ('init_train_eval_dir', ['--model_dir={root}/other',
                              '--init_from_search={root}/run'],
      r'--init_from_search=.*/run is a train_eval directory, not a search '
@@ -373,12 +357,12 @@ _TOOL_ROWS = [
      r'No config.json in'),
     ('extract_architecture', 'checkpoint', [_SEARCH,
                                             '--checkpoint={root}/nothing'],
-     r'Cannot read checkpoint', _finished_search),
+     r'Cannot read checkpoint', finished_search),
     ('extract_architecture', 'unreadable', [_SEARCH],
      r'model.ckpt-8 is unreadable \(Read less bytes .*\); pass '
      r'--checkpoint=.*model.ckpt-4', _newest_truncated),
     ('extract_architecture', 'output_dir', [_SEARCH, '--output={root}'],
-     r'--output=.* is a directory, not a file$', _finished_search),
+     r'--output=.* is a directory, not a file$', finished_search),
     ('extract_architecture', 'train_eval_dir', ['--model_dir={root}/run'],
      r'/run is a train_eval directory, not a search directory$',
      _train_eval_dir),
@@ -390,10 +374,10 @@ _TOOL_ROWS = [
      _train_eval_dir),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
-     r'--cost_tolerance must be in \(0, 1\), got 1.5$', _finished_search),
+     r'--cost_tolerance must be in \(0, 1\), got 1.5$', finished_search),
     ('describe_space', 'indices', ['--indices=0:9'], r'expected 18 indices'),
     ('describe_space', 'output_file', ['--output_dir={root}/afile'],
-     r'--output_dir=.*afile is a file, not a directory$', _file),
+     r'--output_dir=.*afile is a file, not a directory$', file_in_place),
     ('describe_space', 'seed', ['--seed=-1'],
      r'--seed must be an integer in \[0, 2147483647\], got -1$'),
     ('random_architectures', 'num', ['--num=0', '--output={root}/a.json'],
@@ -416,16 +400,16 @@ _TOOL_ROWS = [
     ('compare_random', 'empty', ['--search_dir={root}'], r'No config.json in'),
     ('compare_random', 'num', ['--search_dir={root}/search',
                                '--num_random=0'],
-     r'--num_random must be > 0', _finished_search),
+     r'--num_random must be > 0', finished_search),
     ('compare_random', 'tolerance', ['--search_dir={root}/search',
                                      '--cost_tolerance=2'],
-     r'--cost_tolerance must be in \(0, 1\)', _finished_search),
+     r'--cost_tolerance must be in \(0, 1\)', finished_search),
     ('compare_random', 'no_architecture', ['--search_dir={root}/search'],
      r'No architecture.json in .*run tunas_tf.tools.extract_architecture',
      _no_architecture),
     ('compare_random', 'output_file', ['--search_dir={root}/search',
                                        '--output_dir={root}/afile'],
-     r'--output_dir=.*afile is a file', _both(_finished_search, _file)),
+     r'--output_dir=.*afile is a file', _both(finished_search, file_in_place)),
     ('fit_cost_model', 'no_csv', ['--output={root}/c.json'],
      r'--csv and --output are required$'),
     ('fit_cost_model', 'missing_csv', ['--csv={root}/none.csv',
@@ -459,7 +443,7 @@ _TOOL_ROWS = [
      r'is a directory, not a file$'),
 ]
 # Rows the flag parser refuses (absl's two-line form names the flag).
-_FLAG_ROWS = [
+FLAG_ROWS = [
     ('train_search', ['--ssd=no_such_space'], 'ssd'),
     ('train_search', ['--rl_reward_function=best'], 'rl_reward_function'),
     ('train_search', ['--model_learning_rate=fast'], 'model_learning_rate'),
@@ -484,17 +468,17 @@ def _merge(base: List[str], args: List[str]) -> List[str]:
           [a for a in args if not a.startswith(_UNSET)])
 
 
-def _rows() -> List[Tuple]:
+def rows() -> List[Tuple]:
   """The table as named_parameters: (name, binary, args, pattern, prepare)."""
   rows = []
   for name, args, pattern, *prepare in _SEARCH_ROWS + _TPU_ROWS:
     rows.append((f'train_search_{name}', 'train_search',
-                 _merge([_RUN, *_SHORT], args), pattern,
+                 _merge([_RUN, *SHORT], args), pattern,
                  prepare[0] if prepare else None))
   for name, args, pattern, *prepare in _TRAIN_EVAL_ROWS + _TPU_ROWS:
     base = [_RUN]
     if not any(_name(a) in ('architecture', 'ssd') for a in args):
-      base.append(f'--indices={_ZEROS}')
+      base.append(f'--indices={ZEROS}')
     rows.append((f'train_eval_{name}', 'train_eval', _merge(base, args),
                  pattern, prepare[0] if prepare else None))
   for binary, name, args, pattern, *prepare in _TOOL_ROWS:
@@ -503,160 +487,12 @@ def _rows() -> List[Tuple]:
   return rows
 
 
-def _parse(binary: str, args: List[str]):
+def parse(binary: str, args: List[str]):
   values = flags.FlagValues()
-  _BINARIES[binary].define_flags(values)
+  BINARIES[binary].define_flags(values)
   return values, values([binary] + list(args))
 
 
-_OFFLINE = mock.patch.object(
+OFFLINE = mock.patch.object(
     socket, 'create_connection',
     side_effect=OSError(101, 'Network is unreachable'))
-
-
-class BadInputTest(parameterized.TestCase):
-
-  def _root(self) -> str:
-    root = tempfile.mkdtemp()
-    self.addCleanup(shutil.rmtree, root, ignore_errors=True)
-    return root
-
-  @parameterized.named_parameters(*_rows())
-  def test_refused_in_one_line_and_nothing_changes(self, binary, args,
-                                                   pattern, prepare):
-    root = self._root()
-    if prepare:
-      prepare(root)
-    args = [a.format(root=root) for a in args]
-    before = _snapshot(root)
-    values, argv = _parse(binary, args)
-    proxies = {k: '' for k in ('https_proxy', 'HTTPS_PROXY', 'http_proxy',
-                               'HTTP_PROXY', 'all_proxy', 'ALL_PROXY')}
-    with _OFFLINE, mock.patch.dict(os.environ, proxies):
-      with self.assertRaises(SystemExit) as caught:
-        _BINARIES[binary].main(argv, values)
-    line = caught.exception.code
-    self.assertIsInstance(line, str, f'exit code {line!r}')
-    self.assertNotIn('\n', line)
-    self.assertTrue(line.startswith(f'{binary}: '), line)
-    self.assertRegex(line, pattern)
-    self.assertEqual(_snapshot(root), before, 'the directory changed')
-
-  @parameterized.parameters(*_FLAG_ROWS)
-  def test_flag_parser_names_the_flag(self, binary, args, flag):
-    with self.assertRaisesRegex(flags.Error, flag):
-      _parse(binary, args)
-
-  def test_a_finished_search_started_again_writes_nothing(self):
-    root = self._root()
-    _finished_search(root)
-    model_dir = os.path.join(root, 'search')
-    before = _snapshot(root)
-    # The same flags, then another cadence (which a restart may change).
-    for extra in ([], ['--save_checkpoints_steps=2', '--log_every_steps=1']):
-      values, argv = _parse('train_search', [f'--model_dir={model_dir}',
-                                             *_SHORT, *extra])
-      with self.assertLogs('absl', level='INFO') as logs:
-        self.assertEqual(train_search.main(argv, values), 0)
-      self.assertTrue(any('has finished (step 8 of 8); nothing to do' in line
-                          for line in logs.output), logs.output)
-      self.assertEqual(_snapshot(root), before)
-    config = searches.search_config(model_dir, *_SHORT)
-    self.assertFalse(search_runner.run_search(config))
-
-  def test_real_processes_exit_non_zero_without_a_traceback(self):
-    root = self._root()
-    _file(root)
-    cases = [
-        ('train_search', [f'--model_dir={root}/run', '--rl_learning_rate=-1'],
-         'train_search: --rl_learning_rate must be >= 0, got -1.0'),
-        ('train_search', [f'--model_dir={root}/afile'],
-         f'train_search: --model_dir={root}/afile is a file, not a directory'),
-        ('train_eval', [f'--model_dir={root}/run', f'--indices={_ZEROS}',
-                        '--momentum=-3'],
-         'train_eval: --momentum must be in [0, 1), got -3.0'),
-        ('train_search', [f'--model_dir={root}/run', '--tpu=local'],
-         'train_search: --tpu=local: this machine has no TPU (no /dev/accel* '
-         "or /dev/vfio device); it names a Cloud TPU VM's own TPU: run on "
-         'the TPU VM, or give the TPU by name'),
-        ('train_eval', [f'--model_dir={root}/run', f'--indices={_ZEROS}',
-                        '--tpu=grpc://10.0.0.2'],
-         'train_eval: --tpu=grpc://10.0.0.2 is not an address '
-         'grpc://HOST:PORT (e.g. grpc://10.0.0.2:8470)'),
-        ('train_search', ['--ssd=no_such_space'],
-         'train_search: flag --ssd=no_such_space: value should be one of '
-         '<cifar_search|digits_search|mnasnet_b1|mobilenet_v2|'
-         'mobilenet_v3_large|mobilenet_v3_like_search|'
-         'proxylessnas_enlarged_search|proxylessnas_mobile|'
-         'proxylessnas_search> (--help lists the flags)'),
-    ]
-    before = _snapshot(root)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    processes = [subprocess.Popen(
-        [sys.executable, '-m', _MODULES[binary], *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for binary, args, _ in cases]
-    for process, (_, args, last) in zip(processes, cases):
-      _, stderr = process.communicate(timeout=300)
-      self.assertNotEqual(process.returncode, 0, args)
-      self.assertNotIn('Traceback', stderr)
-      lines = [line for line in stderr.splitlines() if line.strip()]
-      self.assertEqual(lines[-1], last)
-    self.assertEqual(_snapshot(root), before)
-
-  def test_a_sixty_image_folder_is_refused_once_with_sizes_that_fit(self):
-    # 30 + 30 images of 16 x 16, imported as tools/import_dataset does; the
-    # search holds out 10% (6) for its controller.
-    root = self._root()
-    sizes = {'train': {c: [(16, 16)] * 30 for c in ('cat', 'dog')},
-             'test': {c: [(16, 16)] * 2 for c in ('cat', 'dog')}}
-    folder = jpeg_folder.make_jpeg_folder(os.path.join(root, 'images'),
-                                          sizes, seed=0)
-    data_dir = os.path.join(root, 'tfds')
-    importing.write_dataset(local_data.read_folder(folder), 'sixty', data_dir,
-                            'sixty images')
-    data = ['--dataset=sixty', f'--data_dir={data_dir}', '--nodownload',
-            '--image_size=16']
-    cases = {
-        'train_search': (
-            [f'--model_dir={root}/search', *data],
-            "train_search: --train_batch_size=64 is more than the 54 "
-            "search-train examples of 'sixty': use --train_batch_size=54 or "
-            'less; and the validation batch (--train_batch_size x '
-            '--rl_batch_size_multiplier = 64 x 4.0) is 256, more than the 6 '
-            "search-validation examples of 'sixty': at --train_batch_size=54 "
-            'use --rl_batch_size_multiplier=0.111 or less'),
-        'train_eval': (
-            [f'--model_dir={root}/train_eval', f'--indices={_ZEROS}', *data],
-            "train_eval: --train_batch_size=64 is more than the 60 training "
-            "examples of 'sixty': use --train_batch_size=60 or less"),
-    }
-    before = _snapshot(root)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    processes = {binary: subprocess.Popen(
-        [sys.executable, '-m', _MODULES[binary], *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for binary, (args, _) in cases.items()}
-    for binary, process in processes.items():
-      _, stderr = process.communicate(timeout=300)
-      self.assertNotEqual(process.returncode, 0, binary)
-      self.assertNotIn('Traceback', stderr)
-      lines = [line for line in stderr.splitlines() if line.strip()]
-      self.assertEqual(lines[-1], cases[binary][1])
-    self.assertEqual(_snapshot(root), before)
-    # The sizes advised are accepted.
-    values, _ = _parse('train_search', [f'--model_dir={root}/search', *data,
-                                        '--train_batch_size=54',
-                                        '--rl_batch_size_multiplier=0.111'])
-    config = train_search.config_from_flags(values)
-    self.assertEqual((config.search_train_examples, config.train_batch_size,
-                      config.validation_batch_size), (54, 54, 6))
-    values, _ = _parse('train_eval', [f'--model_dir={root}/train_eval',
-                                      f'--indices={_ZEROS}', *data,
-                                      '--train_batch_size=60'])
-    self.assertEqual(train_eval_main.config_from_flags(values).train_examples,
-                     60)
-
-
-if __name__ == '__main__':
-  absltest.main()
