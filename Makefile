@@ -27,8 +27,6 @@ export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: test test-newtf check-py310 search clean-venv
-
 $(PY):
 	@$(PYTHON) -c '' 2>/dev/null || { echo "PYTHON=$(PYTHON) does not run (not \
 	on PATH, nor a pyenv version: \`pyenv versions\`)"; exit 1; }
@@ -45,39 +43,36 @@ $(STAMP): setup.py | $(PY)
 # Two worker processes (whole files per worker: a file's tests share their
 # set-up; the slowest files first, in tests/conftest.py's order, which
 # --no-loadscope-reorder keeps), the 20 slowest tests listed at the end.
-# From a clean clone on a 2-core AMD EPYC Zen 4 (AVX-512), idle (60229e2):
-# 14:48 in all, of which TF 2.15 7:44 (1,432 tests), the newest TF under
-# Eigen's kernels 5:12 (1,393 run, 39 Estimator tests skipped) and the two
-# virtualenvs' set-up the rest (the same machine gave 15:02-16:22 for the
-# tree before; its speed moves by several percent from hour to hour). On a
-# 2-core AVX2 EPYC (eedee2d, before the binaries' fast exit): 15:35 + 10:44.
-# Most of it is graph building in short searches.
+# Figures: docs/testing.md. Most of the time is graph building in short
+# searches.
 PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
-# The tests that compare two code paths' numbers (marker `numerics`) must
-# also see the kernels this machine does not use by default (oneDNN's or
-# Eigen's: tests/testing/other_kernels.py): other summation orders, as
-# another CPU would give, so that a tolerance fitted to one CPU fails here
-# and not on somebody else's machine. Where the first stack was TF 2.15 and
-# the machine has Python 3.13 or 3.12, the whole suite runs again on the
-# newest TensorFlow (`test-newtf` below) under those other kernels: both
-# stacks and both kinds of kernels from one command (TF 2.15 on its
-# default, oneDNN's only with AVX-512 VNNI, BF16 or AMX; the newest TF on
-# the other kind, whatever its own default). Elsewhere the numerics tests
-# run a second time on the one stack, under the other kernels.
+# `make test`: the whole suite on this machine's stack, then the tests that
+# compare two code paths' numbers (marker `numerics`) again under the
+# kernels this machine does not use by default (oneDNN's or Eigen's:
+# tests/testing/other_kernels.py): other summation orders, as another CPU
+# would give, so that a tolerance fitted to one CPU fails here and not on
+# somebody else's machine. `make test-all` (what CI runs) adds the newest
+# TensorFlow's run where the first stack was TF 2.15 (`test-newtf`, under
+# the other kernels, without the `tf_free` tests, which exercise nothing of
+# TensorFlow and ran on the first stack) and the Python 3.10 check.
+
+.PHONY: test test-all test-newtf check-py310 search clean-venv
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
 	@kernels=$$($(PY) -m tests.testing.other_kernels) && \
-	tf215=$$($(PY) -c 'import sys; print(int(sys.version_info < (3, 12)))') && \
+	echo "The numerics tests again, with $$kernels:" && \
+	env $$kernels $(PY) -m pytest -q -m numerics $(PYTEST_FLAGS)
+
+test-all: test
+	@tf215=$$($(PY) -c 'import sys; print(int(sys.version_info < (3, 12)))') && \
 	if [ $$tf215 = 1 ] && [ -n "$(PYNEW)" ]; then \
-	  echo "The suite again on the newest TensorFlow ($(PYNEW)), with $$kernels:"; \
+	  kernels=$$($(PY) -m tests.testing.other_kernels) && \
+	  echo "The suite on the newest TensorFlow ($(PYNEW)), with $$kernels:" && \
 	  env $$kernels $(MAKE) --no-print-directory test-newtf; \
-	else \
-	  if [ $$tf215 = 1 ]; then \
-	    echo "No Python 3.13 or 3.12 here: the newest-TF stack not tested"; fi; \
-	  echo "The numerics tests again, with $$kernels:"; \
-	  env $$kernels $(PY) -m pytest -q -m numerics -n 2 --dist loadfile; \
-	fi
+	elif [ $$tf215 = 1 ]; then \
+	  echo "No Python 3.13 or 3.12 here: the newest-TF stack not tested"; fi
+	@$(MAKE) --no-print-directory check-py310
 
 # The newest TensorFlow (2.16+, which has no tf.estimator) on Python 3.13, or
 # else 3.12 (on PATH or a pyenv version), in its own virtualenv: setup.py
@@ -97,13 +92,13 @@ $(STAMPNEW): setup.py
 	touch $(STAMPNEW)
 
 test-newtf: $(STAMPNEW)
-	$(VENVNEW)/bin/python -m pytest -q $(PYTEST_FLAGS)
+	$(VENVNEW)/bin/python -m pytest -q -m 'not tf_free' $(PYTEST_FLAGS)
 
 # Python 3.10, a Cloud TPU VM's Python, where this machine has one (on PATH,
 # or a pyenv version): the package in its own virtualenv, an 8-step search
 # and its extraction, and the fast tests (the TPU resolution, signal and
 # run-lock tests among them). Says so and passes where there is
-# none. CI runs it after `test`.
+# none. `test-all` (CI) runs it after `test`.
 PY310 ?= $(firstword $(call runnable,python3.10))
 VENV310 ?= .venv310
 

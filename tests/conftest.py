@@ -39,19 +39,48 @@ SLOWEST_FIRST = (
 )
 
 
+# The test files that exercise nothing of TensorFlow (pure Python and NumPy;
+# `layout_test` checks that importing them imports no TensorFlow): marked
+# `tf_free`, they run on the first stack only (`make test-all` runs the
+# newest-TF stack without them). A directory ends with '/'.
+TF_FREE = (
+    'tests/search_space/',
+    'tests/architecture_test.py',
+    'tests/checks_test.py',
+    'tests/commands_test.py',
+    'tests/docs_test.py',
+    'tests/layout_test.py',
+    'tests/makefile_test.py',
+    'tests/native_output_test.py',
+    'tests/data/local_data_test.py',
+    'tests/runtime/cloud_tpu_test.py',
+    'tests/runtime/cluster_test.py',
+    'tests/search/report_text_test.py',
+)
+
+
+def tf_free(path: str) -> bool:
+  return any(path == p or (p.endswith('/') and path.startswith(p))
+             for p in TF_FREE)
+
+
 def _rank(item) -> int:
   path = item.nodeid.split('::')[0]
   return (SLOWEST_FIRST.index(path) if path in SLOWEST_FIRST
           else len(SLOWEST_FIRST))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
   """Drops `tf.test.TestCase.test_session` (a deprecated helper, not a
-  test), skips the tests marked `estimator` on a TF without one
-  (`tests.testing.engine`) and puts the `SLOWEST_FIRST` files first, the
-  rest in their order."""
+  test), marks the `TF_FREE` files' tests `tf_free`, skips the tests marked
+  `estimator` on a TF without one (`tests.testing.engine`) and puts the
+  `SLOWEST_FIRST` files first, the rest in their order."""
   del config
   kept = [item for item in items if item.name != 'test_session']
+  for item in kept:
+    if tf_free(item.nodeid.split('::')[0]):
+      item.add_marker(pytest.mark.tf_free)
   if any(item.get_closest_marker('estimator') for item in kept):
     from tests.testing import engine  # pylint: disable=g-import-not-at-top
     if not engine.estimator.has_estimator():

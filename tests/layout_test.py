@@ -13,6 +13,8 @@ test file over 600 lines either.
 import ast
 import os
 import re
+import subprocess
+import sys
 
 from absl.testing import absltest
 
@@ -148,6 +150,25 @@ class LayoutTest(absltest.TestCase):
                      'a scenario goes to tests/integration/')
     self.assertTrue(any(n.endswith('_test.py') for n in os.listdir(
         os.path.join(_TESTS, 'integration'))))
+
+
+  def test_tf_free_tests_import_no_tensorflow(self):
+    from tests import conftest  # pylint: disable=g-import-not-at-top
+    modules = []
+    for directory, _, names in os.walk(_TESTS):
+      for name in sorted(names):
+        relative = os.path.relpath(os.path.join(directory, name), _TOP)
+        relative = relative.replace(os.sep, '/')
+        if name.endswith('_test.py') and conftest.tf_free(relative):
+          modules.append(relative[:-3].replace('/', '.'))
+    self.assertGreater(len(modules), 10)
+    done = subprocess.run(
+        [sys.executable, '-c', 'import importlib, sys\n'
+         f'for m in {modules!r}:\n'
+         '  importlib.import_module(m)\n'
+         '  assert "tensorflow" not in sys.modules, m'],
+        cwd=_TOP, capture_output=True, text=True, check=False)
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
 
 
 if __name__ == '__main__':
