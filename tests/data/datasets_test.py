@@ -39,6 +39,19 @@ class DatasetsTest(tf.test.TestCase):
     rows = {r.tobytes() for r in flat[0]}
     overlap = sum(r.tobytes() in rows for r in flat[2])
     self.assertLess(overlap, 5)
+    # scikit-learn's digits, read without scikit-learn: the same images and
+    # labels, all of them once.
+    from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+    digits = sk_datasets.load_digits()
+    images = np.concatenate([v[0] for v in arrays.values()])[..., 0] * 16
+    labels = np.concatenate([v[1] for v in arrays.values()])
+    order = np.lexsort(np.concatenate([images.reshape(len(labels), -1),
+                                       labels[:, None]], axis=1).T)
+    expected = np.lexsort(np.concatenate(
+        [digits.images.reshape(len(labels), -1), digits.target[:, None]],
+        axis=1).T)
+    np.testing.assert_array_equal(images[order], digits.images[expected])
+    np.testing.assert_array_equal(labels[order], digits.target[expected])
 
   def test_digits_info(self):
     info = datasets.dataset_info('digits')
