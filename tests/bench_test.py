@@ -9,7 +9,6 @@ machine and the date.
 """
 
 import ast
-import concurrent.futures
 import datetime
 import importlib.metadata
 import importlib.util
@@ -21,6 +20,8 @@ import tempfile
 import textwrap
 
 from absl.testing import absltest
+
+from tests.testing import forked
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BENCH = os.path.join(_ROOT, 'bench')
@@ -52,14 +53,12 @@ def _environ(**extra):
 class ScriptsTest(absltest.TestCase):
 
   def test_every_script_answers_help(self):
-    def help_of(name):
-      return name, subprocess.run(
-          [sys.executable, os.path.join(_BENCH, name), '--help'],
-          capture_output=True, text=True, env=_environ(), cwd=_ROOT,
-          timeout=300, check=False)
-    # Two at a time: most import TensorFlow.
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      done = dict(pool.map(help_of, _scripts()))
+    # Most import TensorFlow: once, each script's --help in a child of that
+    # process (`forked`).
+    names = _scripts()
+    done = dict(zip(names, forked.run(
+        [[os.path.join(_BENCH, name), '--help'] for name in names],
+        env=_environ(), cwd=_ROOT)))
     for name, result in done.items():
       self.assertEqual(result.returncode, 0,
                        f'{name} --help: {result.stderr[-1000:]}')

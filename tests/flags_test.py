@@ -15,6 +15,8 @@ from typing import List
 from absl import flags
 from absl.testing import absltest
 
+from tests.testing import forked
+
 BINARIES = ('tunas_tf.train_search', 'tunas_tf.train_eval.__main__') + tuple(
     f'tunas_tf.tools.{name}' for name in (
         'extract_architecture', 'describe_space', 'random_architectures',
@@ -96,13 +98,10 @@ class HelpTest(absltest.TestCase):
 
   def test_binaries_help_with_their_shared_flags_and_exit_zero(self):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    running = {m: subprocess.Popen([sys.executable, '-m', m, '--help'],
-                                   stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=env)
-               for m in ('tunas_tf.train_search', 'tunas_tf.train_eval')}
-    for module, process in running.items():
-      out, err = process.communicate(timeout=240)
-      self.assertEqual(process.returncode, 0, f'{module}: {err[-500:]}')
+    modules = ('tunas_tf.train_search', 'tunas_tf.train_eval')
+    for module, (returncode, out, err) in zip(modules, forked.run(
+        [['-m', m, '--help'] for m in modules], env=env)):
+      self.assertEqual(returncode, 0, f'{module}: {err[-500:]}')
       for flag in ('--model_dir', '--dataset', '--data_dir', '--tpu:',
                    '--[no]deterministic:'):
         self.assertIn(flag, out, f'{module} --help lacks {flag}')
@@ -140,17 +139,26 @@ class OneLineRefusalTest(absltest.TestCase):
   def test_every_binary_refuses_a_bad_flag_in_one_line_on_stderr(self):
     # On TF 2.16+ the import of TF alone wrote six lines (absl's C++ log
     # before InitializeLog ignores TF_CPP_MIN_LOG_LEVEL), and absl's flag
-    # parser two. Without TF_CPP_MIN_LOG_LEVEL the package sets it.
+    # parser two. Without TF_CPP_MIN_LOG_LEVEL the package sets it. The
+    # package's import is the same for every binary: train_search's runs are
+    # fresh processes (what importing TF writes), the other binaries' run in
+    # children of one process that imported TF once (`forked`).
     env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
-    runs = [(m.removesuffix('.__main__'), ['--no_such_flag=1'])
-            for m in BINARIES]
-    runs.append(('tunas_tf.train_search', ['--ssd=nonexistent']))
+    fresh = [('tunas_tf.train_search', ['--no_such_flag=1']),
+             ('tunas_tf.train_search', ['--ssd=nonexistent'])]
     running = [subprocess.Popen([sys.executable, '-m', module, *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env) for module, args in runs]
-    for (module, args), process in zip(runs, running):
+                                text=True, env=env) for module, args in fresh]
+    others = [(m.removesuffix('.__main__'), ['--no_such_flag=1'])
+              for m in BINARIES if m != 'tunas_tf.train_search']
+    results = forked.run([['-m', module, *args] for module, args in others],
+                         env=env)
+    for process in running:
       out, err = process.communicate(timeout=300)
-      self.assertEqual((process.returncode, out), (1, ''), (module, err))
+      results.append(forked.Done(process.returncode, out, err))
+    for (module, args), (returncode, out, err) in zip(others + fresh,
+                                                      results):
+      self.assertEqual((returncode, out), (1, ''), (module, args, err))
       binary = module.rsplit('.', 1)[-1]
       self.assertLen(err.splitlines(), 1, (module, err))
       self.assertRegex(err, f'^{binary}: ', module)
