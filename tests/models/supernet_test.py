@@ -338,36 +338,43 @@ class CompilationTest(tf.test.TestCase):
     self.assertEqual(step.experimental_get_tracing_count(), 1)
 
   def test_v1_graph_build_and_run_matches_eager(self):
+    # One TF1 graph per mode, its masks fed: the samples of `_setup` (one
+    # hot, then the op warm-up's) through the same graph.
     spec = _small_space()
     for mode in ('masked', 'sampled'):
       eager_net, images, samples = self._setup(mode, spec)
+      expected = []
       for masks in samples[1:]:
         sampled = sampled_specs.attach(spec, masks)
         with tf.GradientTape() as tape:
           eager = eager_net(sampled, images, training=True)
           loss = tf.reduce_sum(eager) + eager_net.regularization_loss(
               sampled, 0.1)
-        eager_grads = tape.gradient(loss, eager_net.trainable_variables,
-                                    unconnected_gradients='zero')
-        with tf.Graph().as_default():
-          net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
-          sampled = sampled_specs.attach(spec, masks, tf.constant)
-          image_input = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1])
-          logits = net(sampled, image_input, training=True)
-          loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
-          grads = tf.gradients(loss, net.trainable_variables,
-                               unconnected_gradients='zero')
-          with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            got, got_grads = session.run([logits, grads],
-                                         {image_input: images.numpy()})
-        # A TF1 graph and eager ops on the same values: measured 1.5e-8
-        # (logits) and 7.2e-7 (gradients, up to ~10) under oneDNN's and
-        # Eigen's kernels.
-        self.assertAllClose(got, eager, atol=1e-5, msg=mode)
-        for got_grad, eager_grad in zip(got_grads, eager_grads):
-          self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)
-
+        expected.append((eager, tape.gradient(
+            loss, eager_net.trainable_variables,
+            unconnected_gradients='zero')))
+      with tf.Graph().as_default():
+        net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
+        fed = {path: tf.compat.v1.placeholder(tf.float32, [len(mask)])
+               for path, mask in samples[1].items()}
+        sampled = sampled_specs.attach(spec, fed, lambda mask: mask)
+        image_input = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1])
+        logits = net(sampled, image_input, training=True)
+        loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
+        grads = tf.gradients(loss, net.trainable_variables,
+                             unconnected_gradients='zero')
+        with tf.compat.v1.Session() as session:
+          session.run(tf.compat.v1.global_variables_initializer())
+          for masks, (eager, eager_grads) in zip(samples[1:], expected):
+            feed = {fed[path]: mask for path, mask in masks.items()}
+            feed[image_input] = images.numpy()
+            got, got_grads = session.run([logits, grads], feed)
+            # A TF1 graph and eager ops on the same values: measured 1.5e-8
+            # (logits) and 7.2e-7 (gradients, up to ~10) under oneDNN's and
+            # Eigen's kernels.
+            self.assertAllClose(got, eager, atol=1e-5, msg=mode)
+            for got_grad, eager_grad in zip(got_grads, eager_grads):
+              self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)
 
   def test_calls_on_one_sample_in_a_graph_share_its_resolution(self):
     # The search step's training forward, regulariser and validation forward
