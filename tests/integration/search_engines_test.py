@@ -108,7 +108,7 @@ def distribute_runs(root: str, runs: str) -> None:
 
 _RUN = textwrap.dedent('''
     import sys
-    from tests.search import engines_test as t
+    from tests.integration import search_engines_test as t
     if sys.argv[2] == 'estimator':
       t.estimator_runs(sys.argv[1])
     else:
