@@ -1,14 +1,16 @@
-"""One tiny finished search, run once per test process and shared.
+"""One tiny finished search, run once per test session and shared.
 
 Building a search graph costs most of a small search's time (~55 s on 2
 cores), so the tests that need a finished search (its checkpoints, events and
-architecture.json) share this one instead of each running its own. Tests
-must not modify it: copy it first (`copy_finished_search`) to resume it or
-break it. It runs `train_search --deterministic` in a subprocess (op
+architecture.json) share this one instead of each running its own: once per
+`pytest` run, the first of its xdist workers to need it runs it (under a
+lock) and the other reads it. Tests must not modify it: copy it first
+(`copy_finished_search`) to resume it or break it. It runs `train_search --deterministic` in a subprocess (op
 determinism is process-wide and cannot be turned off), so that a killed and
 resumed `--deterministic` search can be compared with it bit for bit.
 """
 
+import fcntl
 import functools
 import glob
 import os
@@ -83,17 +85,38 @@ def finished_search_log() -> str:
   return _finished_search_run()[1]
 
 
+def _session_dir() -> str:
+  """A directory this `pytest` run's processes share (xdist's run id names
+  it), or a fresh one outside xdist."""
+  run = os.environ.get('PYTEST_XDIST_TESTRUNUID')
+  if not run:
+    return tempfile.mkdtemp()
+  path = os.path.join(tempfile.gettempdir(), f'tunas_tf_tests_{run}')
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
 @functools.lru_cache(maxsize=None)
 def _finished_search_run() -> Tuple[str, str]:
-  model_dir = os.path.join(tempfile.mkdtemp(), 'search')
-  done = subprocess.run(
-      search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
-      capture_output=True, text=True, env=QUIET, check=False)
-  if done.returncode:
-    raise AssertionError(f'the shared search failed:\n{done.stderr[-3000:]}')
-  architecture.write(extract.search_architecture(model_dir),
-                     os.path.join(model_dir, architecture.FILE_NAME))
-  return model_dir, done.stderr
+  root = _session_dir()
+  model_dir = os.path.join(root, 'search')
+  log = os.path.join(root, 'search.log')
+  with open(os.path.join(root, 'search.lock'), 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    if not os.path.exists(log):
+      done = subprocess.run(
+          search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
+          capture_output=True, text=True, env=QUIET, check=False)
+      if done.returncode:
+        raise AssertionError(
+            f'the shared search failed:\n{done.stderr[-3000:]}')
+      architecture.write(extract.search_architecture(model_dir),
+                         os.path.join(model_dir, architecture.FILE_NAME))
+      with open(log + '.tmp', 'w') as f:
+        f.write(done.stderr)
+      os.replace(log + '.tmp', log)
+    with open(log) as f:
+      return model_dir, f.read()
 
 
 def copy_finished_search(name: str = 'copy') -> str:
