@@ -21,7 +21,8 @@ import uuid
 from absl.testing import absltest
 import pytest
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 @pytest.mark.estimator
