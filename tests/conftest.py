@@ -28,7 +28,7 @@ SLOWEST_FIRST = (
     'tests/integration/engine_choice_test.py',
     'tests/integration/imagenet_recipe_test.py',
     'tests/integration/bad_input_test.py',
-    'tests/tools/compare_random_test.py',
+    'tests/search/compare_test.py',
     'tests/integration/train_eval_test.py',
     'tests/integration/train_eval_inherit_test.py',
     'tests/integration/train_eval_distribute_test.py',

@@ -1,9 +1,8 @@
-"""Tests for the datasets: the digits split and a real (tiny) TFDS dataset."""
+"""Tests for the datasets: the digits split and a real (tiny) TFDS dataset
+(the streams' order: streams_test.py; a dataset not prepared or not
+downloadable: tfds_builders_test.py)."""
 
-import os
-import socket
 import tempfile
-from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -11,8 +10,7 @@ import tensorflow_datasets as tfds
 
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
-from tunas_tf.data import streams
-from tunas_tf.data import tfds_builders
+from tests.testing import elements
 from tests.testing import jpeg_folder
 from tests.testing import tiny_tfds
 
@@ -171,99 +169,6 @@ class DatasetsTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'digits are 8x8 arrays'):
       datasets.search_dataset('digits', 10, 4, 3, preprocessing='imagenet')
 
-  def _take(self, dataset, count):
-    return [tf.nest.map_structure(lambda t: t.numpy(), element)
-            for element in dataset.take(count)]
-
-  def test_keyed_batches_resumed_equal_the_tail_across_epochs(self):
-    # 10 examples, batches of 3 and 2 per step: a step is 6 examples, so
-    # steps 0..5 span 3.6 epochs; the stream from step 3 starts mid-epoch.
-    examples = tf.data.Dataset.range(10)
-    whole = self._take(streams.keyed_batches(
-        examples, 10, 3, key=(7, 0), pipeline=streams.Pipeline(0, 1, 2)),
-                       12)
-    tail = self._take(streams.keyed_batches(
-        examples, 10, 3, key=(7, 0), start_step=3,
-        pipeline=streams.Pipeline(0, 1, 2)), 6)
-    self.assertAllEqual(np.stack(whole[6:]), np.stack(tail))
-    flat = np.concatenate(whole)
-    # Each epoch is a permutation, and the epochs differ in order.
-    for epoch in range(3):
-      self.assertCountEqual(flat[10 * epoch:10 * epoch + 10], range(10))
-    self.assertFalse(np.array_equal(flat[:10], flat[10:20]))
-    # Another seed, another order; the same seed, the same.
-    other = np.concatenate(self._take(streams.keyed_batches(
-        examples, 10, 3, key=(8, 0)), 3))
-    self.assertFalse(np.array_equal(flat[:9], other))
-    again = self._take(streams.keyed_batches(examples, 10, 3, key=(7, 0)),
-                       3)
-    self.assertAllEqual(flat[:9], np.concatenate(again))
-
-  def test_keyed_batches_made_anywhere_read_the_estimators_order(self):
-    # The order the Estimator's graph gives (graph-level seed: the job's,
-    # `tf_random_seed`) is the one the stream gives made eagerly (as the
-    # distribute engine makes it), also for seed 0.
-    epoch_seed = streams._epoch_seed  # pylint: disable=protected-access
-    for seed in (0, 7):
-      with tf.Graph().as_default():
-        tf.compat.v1.set_random_seed(seed)
-        key = tf.constant([seed, 1], tf.int64)
-        data = tf.data.Dataset.range(10)
-        estimator = tf.data.Dataset.counter().flat_map(
-            lambda epoch: data.shuffle(10, seed=epoch_seed(key, epoch),
-                                       reshuffle_each_iteration=False))
-        batch = tf.compat.v1.data.make_one_shot_iterator(
-            estimator.batch(5)).get_next()
-        with tf.compat.v1.Session() as session:
-          expected = [session.run(batch) for _ in range(6)]
-      ours = self._take(streams.keyed_batches(
-          tf.data.Dataset.range(10), 10, 5, key=(seed, 1)), 6)
-      self.assertAllEqual(np.stack(ours), np.stack(expected))
-
-  def test_keyed_batches_pipelines_split_each_step(self):
-    # Two hosts of two replicas: host h yields batches 4s + 2h, 4s + 2h + 1.
-    examples = tf.data.Dataset.range(10)
-    whole = self._take(streams.keyed_batches(examples, 10, 3, key=(1, 2)),
-                       16)
-    for host in (0, 1):
-      mine = self._take(streams.keyed_batches(
-          examples, 10, 3, key=(1, 2), start_step=1,
-          pipeline=streams.Pipeline(host, 2, 2)), 6)
-      expected = [whole[4 * s + 2 * host + i] for s in (1, 2, 3)
-                  for i in (0, 1)]
-      self.assertAllEqual(np.stack(mine), np.stack(expected))
-
-  def test_keyed_batches_prepare_is_keyed_on_the_position(self):
-    examples = tf.data.Dataset.range(4)
-    prepare = lambda x, seed: (x, seed)
-    batches = self._take(streams.keyed_batches(
-        examples, 4, 2, key=(3, 1), prepare=prepare), 4)
-    seeds = np.concatenate([b[1] for b in batches])
-    expected = [tf.random.experimental.stateless_fold_in(
-        tf.constant([3, 1], tf.int64), tf.constant(p, tf.int64)).numpy()
-                for p in range(8)]
-    self.assertAllEqual(seeds, np.stack(expected))
-
-  def test_keyed_batches_refuses(self):
-    examples = tf.data.Dataset.range(4)
-    with self.assertRaisesRegex(ValueError, '4 examples are fewer than one '
-                                'batch of 5'):
-      streams.keyed_batches(examples, 4, 5, key=(0, 0))
-    with self.assertRaisesRegex(ValueError, 'start_step must be >= 0'):
-      streams.keyed_batches(examples, 4, 2, key=(0, 0), start_step=-1)
-    with self.assertRaisesRegex(ValueError, 'Bad pipeline'):
-      streams.keyed_batches(examples, 4, 2, key=(0, 0),
-                             pipeline=streams.Pipeline(2, 2, 1))
-
-  def test_augment_is_a_function_of_the_seed(self):
-    image = tf.reshape(tf.range(8 * 8 * 1, dtype=tf.float32), [8, 8, 1])
-    seed = tf.constant([5, 9], tf.int64)
-    self.assertAllEqual(preprocessing.cifar_augment(image, seed),
-                        preprocessing.cifar_augment(image, seed))
-    outputs = {preprocessing.cifar_augment(image, tf.constant([5, s], tf.int64))
-               .numpy().tobytes() for s in range(8)}
-    self.assertGreater(len(outputs), 1)
-
   def _search_steps(self, start_step, count, name='tiny_images'):
     if name == 'digits':
       kwargs = {}
@@ -273,7 +178,7 @@ class DatasetsTest(tf.test.TestCase):
     else:
       kwargs = dict(data_dir=self.data_dir, validation_examples=5,
                     image_size=16)
-    return self._take(datasets.search_dataset(
+    return elements.take(datasets.search_dataset(
         name, 10 if name == 'digits' else 4, 4, 3, seed=3,
         start_step=start_step, **kwargs), count)
 
@@ -319,64 +224,6 @@ class DatasetsTest(tf.test.TestCase):
                           data_dir=self.data_dir)
       image, _ = next(iter(dataset))
     self.assertEqual(image.shape, (8, 8, 3))
-
-  def test_unprepared_without_download_fails_naming_it(self):
-    with self.assertRaisesRegex(ValueError, r"Dataset 'tiny_images' is not "
-                                r"prepared in data_dir='/nonexistent'"):
-      datasets.dataset_info('tiny_images', data_dir='/nonexistent',
-                            validation_examples=5)
-
-  def test_an_unprepared_dataset_is_refused_without_tfds_warnings(self):
-    # TFDS warned 'Variant folder /nonexistent/tiny_images/1.0.0 has no
-    # dataset_info.json' (through absl) beside the one line.
-    with self.assertNoLogs('absl', level='WARNING'):
-      with self.assertRaisesRegex(ValueError, "'tiny_images' is not prepared"):
-        datasets.dataset_info('tiny_images', data_dir='/nonexistent',
-                              validation_examples=5)
-
-  def test_unreachable_download_fails_at_once_writing_nothing(self):
-    root = tempfile.mkdtemp()
-    data_dir = os.path.join(root, 'tfds')
-    offline = mock.patch.object(socket, 'create_connection',
-                                side_effect=OSError(101, 'Network is '
-                                                    'unreachable'))
-    with offline, mock.patch.dict(os.environ, {'https_proxy': '',
-                                               'HTTPS_PROXY': ''}):
-      with self.assertRaisesRegex(
-          ValueError, r"^Dataset 'mnist' is not prepared in data_dir='.*tfds'"
-          r' and cannot be downloaded \(storage.googleapis.com: Network is '
-          r'unreachable\); prepare it where there is network with `tfds '
-          r'build mnist --data_dir=DIR`'):
-        datasets.dataset_info('mnist', data_dir, download=True,
-                              validation_examples=5)
-    self.assertEqual(os.listdir(root), [])
-
-  def test_a_failed_download_removes_the_directories_it_made(self):
-    root = tempfile.mkdtemp()
-    data_dir = os.path.join(root, 'tfds')
-
-    def fail(builder, *args, **kwargs):
-      del args, kwargs
-      os.makedirs(os.path.join(data_dir, 'downloads', 'partial'))
-      os.makedirs(builder.data_dir + '.incomplete')
-      raise ConnectionError('Max retries exceeded\nsecond line')
-
-    with mock.patch.object(tfds_builders, '_unreachable_host', return_value=None), \
-        mock.patch.object(tfds.core.DatasetBuilder, 'download_and_prepare',
-                          fail):
-      with self.assertRaisesRegex(
-          ValueError, r"^Dataset 'mnist' could not be downloaded and prepared"
-          r" in data_dir='.*' \(ConnectionError: Max retries exceeded\); "
-          'prepare it where there is network'):
-        datasets.dataset_info('mnist', data_dir, download=True,
-                              validation_examples=5)
-    self.assertEqual(os.listdir(root), [])
-
-  def test_unknown_dataset(self):
-    with self.assertRaisesRegex(ValueError, r"Unknown dataset 'no_such_set': "
-                                r".* not prepared in data_dir='/nonexistent'.*"
-                                'import_dataset'):
-      datasets.dataset_info('no_such_set', data_dir='/nonexistent')
 
   def test_unknown_split(self):
     with self.assertRaisesRegex(ValueError, r"Unknown split 'val'"):

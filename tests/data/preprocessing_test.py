@@ -1,4 +1,5 @@
-"""Tests for the ImageNet preprocessing of one encoded image."""
+"""Tests for the ImageNet preprocessing of one encoded image, and CIFAR's
+augmentation."""
 
 from __future__ import annotations
 
@@ -333,6 +334,15 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
                             {encoded: value, seed: [8, 1]})
           self.assertAllClose(got[0], train_eager, atol=1e-5)
           self.assertAllClose(got[1], eval_eager, atol=1e-5)
+
+  def test_augment_is_a_function_of_the_seed(self):
+    image = tf.reshape(tf.range(8 * 8 * 1, dtype=tf.float32), [8, 8, 1])
+    seed = tf.constant([5, 9], tf.int64)
+    self.assertAllEqual(preprocessing.cifar_augment(image, seed),
+                        preprocessing.cifar_augment(image, seed))
+    outputs = {preprocessing.cifar_augment(image, tf.constant([5, s], tf.int64))
+               .numpy().tobytes() for s in range(8)}
+    self.assertGreater(len(outputs), 1)
 
   def test_rejects_bad_arguments(self):
     encoded = self.images['jpeg_64x64']

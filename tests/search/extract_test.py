@@ -1,15 +1,21 @@
-"""Tests for search.extract.most_likely_in_band (plain NumPy) and the line
-saying a searched architecture misses its target (plain numbers)."""
+"""Tests for search.extract.most_likely_in_band (plain NumPy), the line
+saying a searched architecture misses its target (plain numbers), a
+directory without a config or checkpoint, and the record of the shared
+finished search."""
 
 import dataclasses
 import itertools
+import os
 import tempfile
 
 from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import architecture
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import spec_io
 from tests.testing import searches
 
 
@@ -161,6 +167,50 @@ class CostMissLineTest(absltest.TestCase):
     fitted = dataclasses.replace(far, cost_model='/models/phone.json')
     self.assertEqual(extract.off_target_line(fitted, config),
                      extract.cost_miss_line(0.5 * target, target))
+
+
+class ExtractTest(absltest.TestCase):
+
+  def test_directory_errors(self):
+    empty = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'No config.json in'):
+      extract.extract(empty)
+    config = searches.search_config(empty)
+    config_lib.write_or_check(
+        config, spec_io.dumps(mobile.get_search_space('digits_search')))
+    with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
+      extract.extract(empty)
+    with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
+      extract.extract(empty, os.path.join(empty, 'model.ckpt-9'))
+
+
+class SearchRecordTest(absltest.TestCase):
+  """The record of the shared finished search."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.search_dir = searches.finished_search()
+    cls.searched = searches.finished_architecture()
+
+  def test_extract_is_the_json_of_the_record(self):
+    search_dir, searched = self.search_dir, self.searched
+    self.assertEqual(extract.extract(search_dir),
+                     searched.to_json())
+    config = config_lib.read(search_dir)
+    self.assertEqual(searched.global_step, config.max_global_step)
+    self.assertEqual(searched.max_global_step, config.max_global_step)
+    self.assertEqual(searched.cost_model, 'macs')
+    job = config.job
+    self.assertEqual(searched.data, {
+        'dataset': job.dataset, 'image_size': job.image_size,
+        'num_classes': job.num_classes, 'num_channels': job.num_channels,
+        'preprocessing': job.preprocessing,
+        'validation_examples': config.validation_examples})
+    self.assertEqual(searched.data['dataset'], 'digits')
+    self.assertLen(searched.probabilities, len(searched.indices))
+    self.assertEqual(architecture.read(
+        os.path.join(search_dir, 'architecture.json')), searched)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
-"""Tests for search/report_text, the report's words: decision labels, wrapping, the
-unsettled flag, the phase marks and the run's facts (plain Python; the
-report of a finished search: tests/tools/report_test.py)."""
+"""Tests for search/report_text, the report's words: decision labels,
+wrapping, the unsettled flag, the phase marks and the run's facts (plain
+Python; the report of a finished search: tests/search/report_test.py)."""
 
 import types
 

@@ -119,6 +119,12 @@ def _finished_search_run() -> Tuple[str, str]:
       return model_dir, f.read()
 
 
+def finished_architecture() -> architecture.Architecture:
+  """The architecture.json record of `finished_search()`."""
+  return architecture.read(os.path.join(finished_search(),
+                                        architecture.FILE_NAME))
+
+
 def copy_finished_search(name: str = 'copy') -> str:
   """A private copy of `finished_search()` that a test may change."""
   model_dir = os.path.join(tempfile.mkdtemp(), name)

@@ -1,17 +1,26 @@
-"""Tests for tools/extract_architecture --measure_latency (closing the loop).
+"""Tests for tools/extract_architecture.
 
-A search with a fitted latency model of a fake device, then the searched
-architecture measured on that device and held against the prediction and
-the target. The fake device's latency is its model file's size / 1e6 ms,
-so the printed figure is checked exactly.
+--measure_latency (closing the loop): a search with a fitted latency model
+of a fake device, then the searched architecture measured on that device and
+held against the prediction and the target. The fake device's latency is its
+model file's size / 1e6 ms, so the printed figure is checked exactly.
+
+On copies of the shared finished search: the most likely architecture
+within a cost band, a moved run directory, the off-target note, and a bad
+directory in one line.
 """
 
+import contextlib
+import dataclasses
+import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
+from absl import flags
 from absl.testing import absltest
 
 from tunas_tf import architecture
@@ -20,9 +29,15 @@ from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
+from tunas_tf.runtime import resume
 from tunas_tf.search import compare
+from tunas_tf.search import config as config_lib
+from tunas_tf.search import extract
+from tunas_tf.tools import extract_architecture
+from tunas_tf.train_eval import runner as train_eval_runner
 from tests.testing import latency as testing_latency
 from tests.testing import searches
+from tests.testing import train_eval_runs
 
 SSD = testing_latency.SSD
 
@@ -103,6 +118,138 @@ class MeasureLatencyTest(absltest.TestCase):
         '(+10.0%)')
     self.assertEqual(latency.closing_line(0.9, 1.0, None, 'x'),
                      'Measured 0.9 ms on x: predicted 1 ms (-10.0%)')
+
+
+class ExtractArchitectureToolTest(absltest.TestCase):
+  """The tool on copies of the shared finished search."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.search_dir = searches.finished_search()
+    cls.searched = searches.finished_architecture()
+
+  def test_extract_within_a_cost_band(self):
+    config = config_lib.read(self.search_dir)
+    target = config.rl_cost_model_target
+    argmax_cost = self.searched.estimated_cost
+    # A band the argmax is in: the argmax, recorded as such.
+    tolerance = abs(argmax_cost / target - 1) + 0.01
+    inside = extract.search_architecture(self.search_dir,
+                                         cost_tolerance=tolerance)
+    self.assertEqual(inside.indices, self.searched.indices)
+    self.assertEqual(inside.argmax_indices, self.searched.indices_string)
+    self.assertEqual(inside.cost_tolerance, tolerance)
+    # A target the argmax misses: the most likely architecture in the band.
+    moved = searches.copy_finished_search('moved')
+    stored = files.read_json(os.path.join(moved, 'config.json'))
+    stored['rl_cost_model_target'] = argmax_cost * 1.5
+    files.write_json(stored, os.path.join(moved, 'config.json'))
+    other = extract.search_architecture(moved, cost_tolerance=0.1)
+    self.assertNotEqual(other.indices, self.searched.indices)
+    self.assertEqual(other.argmax_indices, self.searched.indices_string)
+    self.assertBetween(other.estimated_cost, argmax_cost * 1.5 * 0.9,
+                       argmax_cost * 1.5 * 1.1)
+    self.assertAlmostEqual(other.estimated_cost,
+                           linear.estimate_cost_of_indices(
+                               list(other.indices), config.resolved_cost_model),
+                           places=3)
+    # Optimal at least against single changes: each change of one decision
+    # to a more likely choice leaves the band.
+    model = config.resolved_cost_model
+    for k, path in enumerate(other.probabilities):
+      probs = other.probabilities[path]
+      for choice, p in enumerate(probs):
+        if p > probs[other.indices[k]]:
+          changed = list(other.indices)
+          changed[k] = choice
+          cost = linear.estimate_cost_of_indices(changed, model)
+          self.assertFalse(argmax_cost * 1.35 <= cost <= argmax_cost * 1.65,
+                           (path, choice, cost))
+    path = os.path.join(moved, 'architecture.json')
+    architecture.write(other, path)
+    self.assertEqual(architecture.read(path), other)
+    with self.assertRaisesRegex(ValueError, r'--cost_tolerance must be in'):
+      extract.search_architecture(moved, cost_tolerance=0.0)
+    # The tool writes the same record and says how much less likely it is.
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', f'--model_dir={moved}',
+            '--cost_tolerance=0.1'])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      extract_architecture.main(['extract_architecture'], values)
+    self.assertEqual(architecture.read(path), other)
+    ratio = 1.0
+    for k, probs in enumerate(other.probabilities.values()):
+      ratio *= probs[other.indices[k]] / probs[self.searched.indices[k]]
+    self.assertLess(ratio, 1.0)
+    self.assertIn(f'The argmax {self.searched.indices_string} is outside 0.1 '
+                  'of the target; this is the most likely architecture '
+                  f'within it, {ratio:.3g} times as likely', out.getvalue())
+
+  def test_a_moved_run_directory_keeps_its_checkpoint(self):
+    moved = os.path.join(tempfile.mkdtemp(), 'moved')
+    shutil.move(searches.copy_finished_search('run'), moved)
+    path = os.path.join(moved, architecture.FILE_NAME)
+    # The file names the checkpoint in the directory it is in now, which
+    # restores.
+    name = os.path.basename(self.searched.checkpoint)
+    read = architecture.read(path)
+    self.assertEqual(read.checkpoint, os.path.join(moved, name))
+    self.assertIsNone(resume.unreadable_reason(read.checkpoint))
+    self.assertEqual(resume.checkpoint_step(read.checkpoint),
+                     self.searched.global_step)
+    self.assertEqual(
+        dataclasses.replace(read, checkpoint=self.searched.checkpoint),
+        self.searched)
+    # Extracted again there: the same record, relative in the file.
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', f'--model_dir={moved}'])
+    with contextlib.redirect_stdout(io.StringIO()):
+      extract_architecture.main(['extract_architecture'], values)
+    self.assertEqual(files.read_json(path)['checkpoint'], name)
+    self.assertEqual(architecture.read(path), read)
+    # train_eval takes the architecture and starts from the search's weights.
+    metrics = train_eval_runner.run(train_eval_runs.config(
+        f'--architecture={path}', f'--init_from_search={moved}',
+        f'--model_dir={os.path.join(moved, "train")}', '--max_steps=2',
+        '--noexport', *train_eval_runs.TINY))
+    self.assertEqual(metrics['global_step'], 2)
+
+  def test_says_when_the_cost_is_off_target(self):
+    cost = self.searched.estimated_cost
+    run = searches.copy_finished_search('off_target')
+    config_path = os.path.join(run, 'config.json')
+
+    def extract_with_target(target):
+      stored = files.read_json(config_path)
+      stored['rl_cost_model_target'] = target
+      files.write_json(stored, config_path)
+      values = flags.FlagValues()
+      extract_architecture.define_flags(values)
+      values(['extract_architecture', f'--model_dir={run}'])
+      out = io.StringIO()
+      with contextlib.redirect_stdout(out):
+        extract_architecture.main(['extract_architecture'], values)
+      return out.getvalue().splitlines()
+
+    # cost / (1.5 cost) - 1 = -33.3%.
+    far = extract_with_target(cost * 1.5)
+    line = extract.cost_miss_line(cost, cost * 1.5, 'MACs')
+    self.assertIn('33.3% under', line)
+    self.assertIn(f'Note: {line}', far)
+    self.assertNotIn('Note:', '\n'.join(extract_with_target(cost * 1.03)))
+
+  def test_command_line_error_is_one_line(self):
+    done = subprocess.run(
+        [sys.executable, '-m', 'tunas_tf.tools.extract_architecture',
+         f'--model_dir={tempfile.mkdtemp()}'], capture_output=True, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertNotEqual(done.returncode, 0)
+    self.assertEqual(done.stderr.strip().splitlines()[-1][:40],
+                     'extract_architecture: No config.json in ')
 
 
 if __name__ == '__main__':

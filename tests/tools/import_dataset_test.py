@@ -1,7 +1,8 @@
 """Tests for tools/import_dataset: tiny IDX, npz and folder datasets built here,
 imported, and read back through `data/datasets.py` (or TFDS itself, for
 images of varying sizes, kept encoded); each bad input exits with one line
-naming the problem and leaves data_dir as it was."""
+naming the problem and leaves data_dir as it was (data/importing's own:
+tests/data/importing_test.py)."""
 
 import contextlib
 import gzip
@@ -21,10 +22,9 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tests.testing import jpeg_folder
+from tests.testing import png_folder
 from tunas_tf.data import datasets
-from tunas_tf.data import importing
 from tunas_tf.data import tfds_builders
-from tunas_tf.data import local_data
 from tunas_tf.tools import import_dataset
 
 # IDX images of 4 rows x 3 columns (not square, so rows and columns cannot be
@@ -80,24 +80,6 @@ def _write_npz(path: str, **arrays) -> str:
   found.update(arrays)
   np.savez(path, **{k: v for k, v in found.items() if v is not None})
   return path
-
-
-def _write_png(path: str, array: np.ndarray) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  Image.fromarray(array).save(path)
-
-
-def _write_folder(root: str) -> str:
-  """train/zebra (2 images), train/apple (1), test/apple, test/zebra (1
-  each): grayscale 3x5 PNGs whose pixels all equal 20 * image number."""
-  images = [('train', 'zebra', 1), ('train', 'zebra', 2),
-            ('train', 'apple', 3), ('test', 'apple', 4), ('test', 'zebra', 5)]
-  for split, name, k in images:
-    _write_png(os.path.join(root, split, name, f'{k}.png'),
-               np.full((3, 5), 20 * k, np.uint8))
-  with open(os.path.join(root, 'train', 'apple', 'notes.txt'), 'w') as f:
-    f.write('not an image: ignored')
-  return root
 
 
 class ImportDatasetTest(absltest.TestCase):
@@ -226,7 +208,8 @@ class ImportDatasetTest(absltest.TestCase):
       self.assertEqual(label, expected[pixel][1])
 
   def test_folder_sorted_class_names_give_the_labels(self):
-    self._import('folder', _write_folder(os.path.join(self.tmp, 'images')))
+    self._import('folder', png_folder.write_folder(
+        os.path.join(self.tmp, 'images')))
     builder = tfds_builders.tfds_builder('local_set', self.data_dir, False)
     self.assertEqual(builder.info.features['label'].names, ['apple', 'zebra'])
     self.assertEqual(builder.info.features['image'].shape, (3, 5, 1))
@@ -241,10 +224,10 @@ class ImportDatasetTest(absltest.TestCase):
     self.assertTrue(np.all(loaded[80][0] == 80))
 
   def test_folder_with_one_colour_image_is_all_rgb(self):
-    root = _write_folder(os.path.join(self.tmp, 'images'))
+    root = png_folder.write_folder(os.path.join(self.tmp, 'images'))
     colour = np.zeros((3, 5, 3), np.uint8)
     colour[..., 0] = 7
-    _write_png(os.path.join(root, 'train', 'apple', '6.png'), colour)
+    png_folder.write_png(os.path.join(root, 'train', 'apple', '6.png'), colour)
     Image.fromarray(np.full((3, 5), 30, np.uint8)).save(
         os.path.join(root, 'test', 'zebra', '7.jpg'), quality=100)
     self._import('folder', root)
@@ -379,9 +362,9 @@ class ImportDatasetTest(absltest.TestCase):
                      path)
 
   def test_mixed_image_sizes_in_a_folder_have_a_variable_shape(self):
-    root = _write_folder(os.path.join(self.tmp, 'images'))
-    _write_png(os.path.join(root, 'test', 'zebra', '9.png'),
-               np.full((4, 5), 90, np.uint8))
+    root = png_folder.write_folder(os.path.join(self.tmp, 'images'))
+    png_folder.write_png(os.path.join(root, 'test', 'zebra', '9.png'),
+                         np.full((4, 5), 90, np.uint8))
     self._import('folder', root)
     feature, stored = self._stored('test')
     self.assertEqual(feature.shape, (None, None, 1))
@@ -396,7 +379,7 @@ class ImportDatasetTest(absltest.TestCase):
                      '3x3x1', 'npz', path)
 
   def test_empty_class_folder(self):
-    root = _write_folder(os.path.join(self.tmp, 'images'))
+    root = png_folder.write_folder(os.path.join(self.tmp, 'images'))
     os.makedirs(os.path.join(root, 'train', 'mango'))
     self._bad_import('empty class folder: train/mango', 'folder', root)
 
@@ -411,8 +394,8 @@ class ImportDatasetTest(absltest.TestCase):
 
   def test_missing_test_folder(self):
     root = os.path.join(self.tmp, 'images')
-    _write_png(os.path.join(root, 'train', 'a', '1.png'),
-               np.zeros((2, 2), np.uint8))
+    png_folder.write_png(os.path.join(root, 'train', 'a', '1.png'),
+                         np.zeros((2, 2), np.uint8))
     self._bad_import('has no test/ folder', 'folder', root)
 
   def test_missing_source(self):
@@ -441,12 +424,6 @@ class ImportDatasetTest(absltest.TestCase):
       with self.subTest(name):
         self._bad_import(message, 'idx', source, name=name)
 
-  def test_builtin_name_is_the_loader_s(self):
-    # importing keeps its own copy so that bad input is refused before
-    # TensorFlow is imported.
-    builtin = importing._BUILTIN  # pylint: disable=protected-access
-    self.assertEqual(builtin, datasets.DIGITS)
-
   def test_unusable_images_are_counted_in_one_line_before_writing(self):
     root = jpeg_folder.make_jpeg_folder(
         os.path.join(self.tmp, 'images'),
@@ -473,16 +450,6 @@ class ImportDatasetTest(absltest.TestCase):
                      'grayscale or colour)')
     self.assertRegex(line, f'001.jpg: [^;]*[Tt]runcated[^;]*{rest}$')
     self.assertEqual(self._files(), before)  # The old dataset, untouched.
-
-  def test_file_gone_while_writing_leaves_no_temporary_folder(self):
-    # Checked, then removed: the write fails half-way.
-    root = _write_folder(os.path.join(self.tmp, 'images'))
-    dataset = local_data.read_folder(root)
-    os.remove(os.path.join(root, 'train', 'zebra', '2.png'))
-    os.makedirs(self.data_dir)
-    with self.assertRaisesRegex(OSError, '2.png'):
-      importing.write_dataset(dataset, 'local_set', self.data_dir, 'test')
-    self.assertEqual(os.listdir(self.data_dir), [])
 
 
 class CommandLineTest(absltest.TestCase):

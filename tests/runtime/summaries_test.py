@@ -1,0 +1,113 @@
+"""Tests of `runtime/summaries.py`: the host call writes the step's scalars,
+vectors element by element, the controller's probabilities, entropies and
+heat map, every n steps, splitting its row only on the steps that write."""
+
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
+
+from tunas_tf.runtime import summaries as summaries_lib
+from tests.testing import searches
+
+
+class HostCallTest(absltest.TestCase):
+
+  def test_host_call_writes_every_n_steps(self):
+    model_dir = tempfile.mkdtemp()
+    scalars = {'a/x': tf.constant(1.5), 'b/y': tf.constant(-2.0)}
+    for step in range(5):
+      host_fn, args = summaries_lib.host_call(
+          scalars, tf.constant(step, tf.int64), model_dir, every_n_steps=2)
+      host_fn(*args)
+    seen = searches.events(model_dir)
+    self.assertEqual(sorted(seen), ['a/x', 'b/y'])
+    self.assertEqual(sorted(seen['a/x']), [0, 2, 4])
+    self.assertEqual(set(seen['b/y'].values()), {-2.0})
+
+  def test_host_call_writes_vectors_element_by_element(self):
+    model_dir = tempfile.mkdtemp()
+    logits = tf.constant([0.5, -1.0, 2.0])
+    summaries = {'a/x': tf.constant(1.5), 'p/v': logits, 't/w': logits,
+                 'b/y': tf.constant(-2.0)}
+    host_fn, args = summaries_lib.host_call(
+        summaries, tf.constant(0, tf.int64), model_dir, every_n_steps=1)
+    # One [1, n] tensor; a tensor under two names is sent once.
+    self.assertEqual(args[1].shape, [1, 5])
+    host_fn(*args)
+    seen = {tag: values[0] for tag, values in
+            searches.events(model_dir).items()}
+    self.assertEqual(seen, {'a/x': 1.5, 'b/y': -2.0, 'p/v/0': 0.5,
+                            'p/v/1': -1.0, 'p/v/2': 2.0, 't/w/0': 0.5,
+                            't/w/1': -1.0, 't/w/2': 2.0})
+    with self.assertRaisesRegex(ValueError, "'m': a scalar or a vector"):
+      summaries_lib.host_call({'m': tf.zeros([2, 2])},
+                              tf.constant(0, tf.int64), model_dir,
+                              every_n_steps=1)
+
+  def test_host_call_writes_probabilities_entropy_and_heatmap(self):
+    model_dir = tempfile.mkdtemp()
+    logits = {'b/0/filters': tf.constant([0.5, -1.0, 2.0]),
+              'b/1/op': tf.constant([0.0, 0.0])}
+    summaries = {'a/x': tf.constant(1.5)}
+    summaries.update({f'rlpathlogits/{p}': v for p, v in logits.items()})
+    decisions = [('b/0/filters', ('8', '16', '24')), ('b/1/op', ('Conv',
+                                                                 'skip'))]
+    host_fn, args = summaries_lib.host_call(
+        summaries, tf.constant(0, tf.int64), model_dir, every_n_steps=1,
+        decisions=decisions)
+    host_fn(*args)
+    seen, images = searches.events(model_dir), searches.images(model_dir)
+    expected = np.exp([0.5, -1.0, 2.0]) / np.exp([0.5, -1.0, 2.0]).sum()
+    for label, p in zip(('8', '16', '24'), expected):
+      self.assertAlmostEqual(seen[f'rlprobs/b/0/filters/{label}'][0], p,
+                             places=6)
+    self.assertAlmostEqual(seen['rlprobs/b/1/op/skip'][0], 0.5, places=6)
+    self.assertAlmostEqual(seen['rlentropy/b/0/filters'][0],
+                           float(-(expected * np.log(expected)).sum()),
+                           places=5)
+    self.assertAlmostEqual(seen['rlentropy/b/1/op'][0], np.log(2.0), places=6)
+    self.assertEqual(seen['rlpathlogits/b/0/filters/2'][0], 2.0)
+    # One row per decision, one column per choice (12 x 24 pixel cells);
+    # the missing third choice of b/1/op is grey, a probability near 1 dark.
+    heatmap = images['rlprobs_heatmap'][0]
+    self.assertEqual(heatmap.shape, (24, 72, 3))
+    np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
+    self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
+    with self.assertRaisesRegex(ValueError, "decision 'b/2'"):
+      summaries_lib.host_call(summaries, tf.constant(0, tf.int64), model_dir,
+                              1, decisions=[('b/2', ('a', 'b'))])
+
+  def test_host_call_splits_the_row_only_on_steps_that_write(self):
+    model_dir = tempfile.mkdtemp()
+    with tf.Graph().as_default():
+      step = tf.compat.v1.placeholder(tf.int64, [])
+      summaries = {'a/x': tf.constant(1.5),
+                   'p/v': tf.range(4, dtype=tf.float32)}
+      host_fn, args = summaries_lib.host_call(summaries, step, model_dir,
+                                              every_n_steps=2)
+      wrote = host_fn(*args)
+      # What TPUEstimator's host-call hook runs at session start off TPU.
+      init = summary_ops_v2.summary_writer_initializer_op()
+      options = tf.compat.v1.RunOptions(
+          trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+      unpacks, results = [], []
+      with tf.compat.v1.Session() as sess:
+        sess.run(init)
+        for t in range(4):
+          metadata = tf.compat.v1.RunMetadata()
+          results.append(sess.run(wrote, {step: t}, options=options,
+                                  run_metadata=metadata))
+          unpacks.append(sum(
+              '= Unpack(' in node.timeline_label
+              for device in metadata.step_stats.dev_stats
+              for node in device.node_stats))
+    self.assertEqual(results, [True, False, True, False])
+    # The row is split into scalars (one Unpack) only when the step writes.
+    self.assertEqual(unpacks, [1, 0, 1, 0])
+
+
+if __name__ == '__main__':
+  absltest.main()
