@@ -35,7 +35,7 @@ from tunas_tf.cost_model import fit  # pylint: disable=g-import-not-at-top,wrong
 from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import latency_csv  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.tools import measure_latency  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
   try:
     if args.cpus:
       latency.pin_cpus([int(c) for c in args.cpus.split(',')])
-    architectures = random_search.sample_indices(args.ssd, args.num, seed=0)
+    architectures = sample.sample_indices(args.ssd, args.num, seed=0)
     protocol = latency.Protocol(repeats=args.repeats)
     cache = os.path.join(output_dir, 'models')
     minutes, noise = [], []

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.cost_model import latency_csv
-from tunas_tf.cost_model import random_search
+from tunas_tf.search_space import sample
 
 SSD = 'digits_search'  # 18 decisions.
 HEADER = 'indices,latency_ms,spread_ms'  # What fit_cost_model reads.
@@ -21,7 +21,7 @@ class ReadTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.directory = tempfile.mkdtemp()
-    self.indices = random_search.sample_indices(SSD, 4, seed=3)
+    self.indices = sample.sample_indices(SSD, 4, seed=3)
 
   def _write(self, text, name='latency.csv'):
     path = os.path.join(self.directory, name)
@@ -75,7 +75,7 @@ class AppendTest(absltest.TestCase):
   def test_appender_writes_what_read_and_read_for_append_read(self):
     path = os.path.join(tempfile.mkdtemp(), 'sub', 'latency.csv')
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
-    indices = random_search.sample_indices(SSD, 3, seed=1)
+    indices = sample.sample_indices(SSD, 3, seed=1)
     with latency_csv.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
     with latency_csv.appender(path) as write_row:
@@ -104,7 +104,7 @@ class AppendTest(absltest.TestCase):
   def test_remote_csv_is_appended_resumed_and_read(self):
     # TF's in-memory filesystem stands in for Cloud Storage.
     path = f'ram://latency_csv_test-{os.getpid()}/sub/latency.csv'
-    indices = random_search.sample_indices(SSD, 3, seed=1)
+    indices = sample.sample_indices(SSD, 3, seed=1)
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
     with latency_csv.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))

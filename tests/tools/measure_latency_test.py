@@ -13,7 +13,8 @@ from tunas_tf import files
 from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
-from tunas_tf.cost_model import random_search
+from tunas_tf.search import random_search
+from tunas_tf.search_space import sample
 from tunas_tf.tools import measure_latency
 from tests.testing import latency as testing_latency
 
@@ -37,7 +38,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_measures_appends_and_resumes(self):
     output = os.path.join(tempfile.mkdtemp(), 'out', 'latency.csv')
-    architectures = random_search.sample_indices(SSD, 2, seed=3)
+    architectures = sample.sample_indices(SSD, 2, seed=3)
     result = measure_latency.measure_to_csv(SSD, architectures, output, **FAST)
     self.assertEqual(result['skipped'], 0)
     self.assertIsNone(result['error'])
@@ -73,7 +74,7 @@ class MeasureToCsvTest(absltest.TestCase):
       self.assertEqual(f.read(), complete)
 
     # A longer list measures only what is new, appended after the old rows.
-    more = architectures + random_search.sample_indices(SSD, 3, seed=4)[2:]
+    more = architectures + sample.sample_indices(SSD, 3, seed=4)[2:]
     third = measure_latency.measure_to_csv(SSD, more, output, **FAST)
     self.assertEqual(third['skipped'], 2)
     self.assertEqual([row.indices for row in third['rows']], more[2:])
@@ -84,7 +85,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_existing_csv_with_wrong_header_or_settings_is_refused(self):
     directory = tempfile.mkdtemp()
-    architectures = random_search.sample_indices(SSD, 1, seed=0)
+    architectures = sample.sample_indices(SSD, 1, seed=0)
     wrong = os.path.join(directory, 'wrong.csv')
     with open(wrong, 'w') as f:
       f.write('indices,latency\n0:0,1.0\n')
@@ -118,7 +119,7 @@ class MeasureToCsvTest(absltest.TestCase):
 
   def test_bad_arguments(self):
     output = os.path.join(tempfile.mkdtemp(), 'latency.csv')
-    good = random_search.sample_indices(SSD, 1)
+    good = sample.sample_indices(SSD, 1)
     cases = [
         (dict(ssd='nope'), 'Unknown search space'),
         (dict(backend='onnx'), "unknown backend 'onnx'"),
@@ -134,7 +135,7 @@ class MeasureToCsvTest(absltest.TestCase):
         measure_latency.measure_to_csv(**kwargs)
     self.assertFalse(os.path.exists(output))
     with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
-      random_search.sample_indices(SSD, 0)
+      sample.sample_indices(SSD, 0)
 
 
 class ReadIndicesFileTest(absltest.TestCase):
@@ -160,7 +161,7 @@ class ReadIndicesFileTest(absltest.TestCase):
   def test_bad_entries_are_named(self):
     directory = tempfile.mkdtemp()
     bad_text = os.path.join(directory, 'bad.txt')
-    good = random_search.sample_indices(SSD, 1)[0]
+    good = sample.sample_indices(SSD, 1)[0]
     with open(bad_text, 'w') as f:
       f.write(good + '\n0:9\n')
     with self.assertRaisesRegex(ValueError, 'line 2: .*expected 18 indices'):
@@ -191,7 +192,7 @@ class CommandLineTest(absltest.TestCase):
     rows = _rows(output)
     self.assertEqual(rows[0], COLUMNS)
     self.assertEqual([row[0] for row in rows[1:]],
-                     random_search.sample_indices(SSD, 1, seed=2))
+                     sample.sample_indices(SSD, 1, seed=2))
     self.assertGreater(float(rows[1][1]), 0.0)
 
     wrong = os.path.join(directory, 'wrong.csv')
@@ -217,7 +218,7 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('with device command', result.stdout)
     rows = _rows(first)
     self.assertEqual([row[0] for row in rows[1:]],
-                     random_search.sample_indices(SSD, 3, seed=2))
+                     sample.sample_indices(SSD, 3, seed=2))
     models = os.path.join(first + '.models', 'digits_search_8px_10c_1ch')
     for row in rows[1:]:  # The fake device's figure: file size / 1e6 ms.
       size = os.path.getsize(os.path.join(models,
@@ -243,7 +244,7 @@ class CommandLineTest(absltest.TestCase):
     result = self._device_pass(directory, output, script, 2,
                                '--most_informative')
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    first = random_search.sample_indices(SSD, 2, seed=2)
+    first = sample.sample_indices(SSD, 2, seed=2)
     picks = adaptive.most_informative(SSD, first, 2, seed=2)
     self.assertEqual([row[0] for row in _rows(output)[1:]], first + picks)
 
@@ -259,7 +260,7 @@ class CommandLineTest(absltest.TestCase):
                      r'with 1: error: no devices/emulators found; the 2 rows '
                      r'measured before it are in ')
     self.assertEqual([row[0] for row in _rows(output)[1:]],
-                     random_search.sample_indices(SSD, 4, seed=2)[:2])
+                     sample.sample_indices(SSD, 4, seed=2)[:2])
 
   def test_unparsable_output_and_bad_commands_end_in_one_line(self):
     directory = tempfile.mkdtemp()

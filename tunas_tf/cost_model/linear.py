@@ -330,9 +330,9 @@ def check_varies(model: LinearCostModel, num: int = 200,
     ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
       median, naming the range in the model's units.
   """
-  from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top
   spec = mobile.get_search_space(model.ssd)
-  candidates = random_search.sample_indices(model.ssd, num, seed) + [
+  candidates = sample.sample_indices(model.ssd, num, seed) + [
       schema.extreme_indices(spec, largest) for largest in (False, True)]
   costs = np.array([estimate_cost_of_indices(i, model) for i in candidates])
   low, high, median = costs.min(), costs.max(), float(np.median(costs))

@@ -3,7 +3,7 @@ of its cost, each trained alike with `train_eval` (`tools/compare_random`
 runs it; `bench/search_vs_random.py` measures with it).
 
 `compare(search_dir, output_dir, num_random, ...)` draws architectures
-uniformly inside the searched one's cost band (`cost_model.random_search`),
+uniformly inside the searched one's cost band (`search.random_search`),
 trains each in its own directory (resuming what is there), and returns one
 result per run; `standing`, `summary`, `plot` and `by_measured_latency` read
 them.
@@ -21,7 +21,7 @@ import numpy as np
 
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
-from tunas_tf.cost_model import random_search
+from tunas_tf.search import random_search
 from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import report_text

@@ -30,7 +30,7 @@ from tunas_tf import files
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -326,7 +326,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     elif f.most_informative:
       architectures = _most_informative(f)
     else:
-      architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
+      architectures = sample.sample_indices(f.ssd, f.num, f.seed)
     earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:

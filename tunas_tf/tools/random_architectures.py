@@ -18,7 +18,7 @@ from absl import flags
 from tunas_tf import checks
 from tunas_tf import flags as common_flags
 from tunas_tf import files
-from tunas_tf.cost_model import random_search
+from tunas_tf.search import random_search
 from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 
