@@ -191,10 +191,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   """
   f = flag_values
   common_flags.check_data_flags(f)  # Before reading any data.
-  # (The config refuses replicas != 1 on TPU; the flag is refused there even
-  # at 1, which might read as "one TPU core".)
-  if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
-    raise ValueError(config_lib.REPLICAS_ON_TPU)
+  config_lib.check_replicas_on_tpu(jobs.resolve_use_tpu(f.tpu, f.use_tpu),
+                                   f.replicas, given=f['replicas'].present)
   info = mobile.check_searchable(f.ssd)  # Before reading any data.
   if dataset_info is None:
     dataset_info = _dataset_info(f)

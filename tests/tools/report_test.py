@@ -3,7 +3,6 @@
 helpers: tests/search/report_test.py)."""
 
 import dataclasses
-import json
 import os
 import re
 import tempfile
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
@@ -171,7 +171,7 @@ class ReportTest(absltest.TestCase):
     self.assertNotIn('DetectionEndpoint', self._page())
 
   def test_run_facts_in_the_title_and_the_page(self):
-    target = report_text.cost_text(self.config.rl_cost_model_target)
+    target = cost_linear.cost_text(self.config.rl_cost_model_target)
     title = _words(self._figure().get_suptitle())
     for fact in ('search space digits_search',
                  'dataset digits 8x8, preprocessing none',
@@ -363,14 +363,6 @@ class ReportTest(absltest.TestCase):
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)
     self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,.]+, [+-]\d+\.\d%\)')
-    self.assertEqual(report_text.cost_units('released'), 'ms')
-    self.assertEqual(report_text.cost_units('macs'), 'MACs')
-    fitted = os.path.join(tempfile.mkdtemp(), 'fitted.json')
-    with open(fitted, 'w') as f:
-      json.dump({'units': 'ms', 'kernel': []}, f)
-    self.assertEqual(report_text.cost_units(fitted), 'ms')  # Its own units.
-    self.assertEqual(report_text.cost_units(fitted + '.gone'),
-                     report_text.UNKNOWN_UNITS)
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):

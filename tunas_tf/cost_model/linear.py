@@ -7,6 +7,7 @@ exact multiply-add count, any space) or the path of a coefficients JSON
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
 `estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
+`cost_units` and `cost_text` are how every line and chart prints a cost.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ MACS = 'macs'
 FITTED = 'fitted'  # The kind of a model read from a coefficients JSON.
 COST_MODEL_KINDS = (RELEASED, MACS)
 MACS_UNITS = 'multiply-adds'
+RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
+UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
 
@@ -63,6 +66,39 @@ class LinearCostModel:
   @property
   def num_features(self) -> int:
     return int(self.kernel.shape[0])
+
+
+def short_units(units: str) -> str:
+  """The unit printed after a cost, from a `LinearCostModel.units`: 'MACs'
+  for the macs model, else its last ', '-part ('ms' of `RELEASED_UNITS`)."""
+  return 'MACs' if units == MACS_UNITS else units.rsplit(', ', 1)[-1]
+
+
+def cost_units(cost_model: Optional[str]) -> str:
+  """`short_units` of a `--cost_model` value's model, without resolving it
+  (no space needed): 'MACs', 'ms', a coefficients JSON's own units, or
+  `UNKNOWN_UNITS` when that file cannot be read here (a report of a run
+  whose fitted model is gone)."""
+  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS}.get(cost_model or '')
+  if units is None and cost_model:
+    try:
+      units = files.read_json(cost_model).get('units')
+    except (ValueError, AttributeError, tf.errors.OpError):
+      pass
+  return short_units(units) if isinstance(units, str) and units else (
+      UNKNOWN_UNITS)
+
+
+def units_suffix(cost_model: Optional[str]) -> str:
+  """' MACs', ' ms', or '' when the units are unknown: to follow a cost."""
+  units = cost_units(cost_model)
+  return '' if units == UNKNOWN_UNITS else ' ' + units
+
+
+def cost_text(value: float) -> str:
+  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
+  else 6 significant digits ('84.2')."""
+  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
 
 
 @functools.lru_cache(maxsize=None)

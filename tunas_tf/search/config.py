@@ -66,6 +66,14 @@ REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
                    'comes from the topology')
 
 
+def check_replicas_on_tpu(use_tpu: bool, replicas: int,
+                          given: bool = False) -> None:
+  """Refuses replicas other than 1 on TPU, and `--replicas` `given` there at
+  all (even 1, which might read as "one TPU core")."""
+  if use_tpu and (given or replicas != 1):
+    raise ValueError(REPLICAS_ON_TPU)
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
   """All settings of one search; the derived values are properties.
@@ -267,8 +275,7 @@ class SearchConfig:
   def _check_replicas(self) -> None:
     replicas = self.replicas
     checks.number('replicas', replicas, 1, integer=True)
-    if self.job.use_tpu and replicas != 1:
-      raise ValueError(REPLICAS_ON_TPU)
+    check_replicas_on_tpu(self.job.use_tpu, replicas)
     if self.train_batch_size % replicas:
       raise ValueError(
           f'--train_batch_size={self.train_batch_size} does not split across '

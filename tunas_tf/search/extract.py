@@ -20,13 +20,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf import files
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -267,9 +266,9 @@ def cost_miss_line(cost: float, target: float, units: str = '',
                   f'{OFF_TARGET:.0%} of it (--cost_tolerance={OFF_TARGET:g})')
   unit = f' {units}' if units else ''
   return (f'the searched architecture costs '
-          f'{report_text.cost_text(cost)}{unit}, '
+          f'{cost_linear.cost_text(cost)}{unit}, '
           f"{percent}% {'over' if miss > 0 else 'under'} its "
-          f'target {report_text.cost_text(target)}{unit}: '
+          f'target {cost_linear.cost_text(target)}{unit}: '
           f"{', '.join(remedies[:-1])}{',' if len(remedies) > 2 else ''} or "
           f'{remedies[-1]}')
 
@@ -280,8 +279,8 @@ def off_target_line(architecture: architecture_lib.Architecture,
   target; None when the search had no cost term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
-  units = report_text.cost_units(architecture.cost_model)
+  units = cost_linear.cost_units(architecture.cost_model)
   return cost_miss_line(
       architecture.estimated_cost, config.rl_cost_model_target,
-      '' if units == report_text.UNKNOWN_UNITS else units,
+      '' if units == cost_linear.UNKNOWN_UNITS else units,
       config.rl_reward_function)

@@ -18,10 +18,10 @@ import sys
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
