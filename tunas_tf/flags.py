@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -63,6 +63,18 @@ def program_name() -> str:
   if spec is not None:
     return spec.name.removesuffix('.__main__').rsplit('.', 1)[-1]
   return os.path.splitext(os.path.basename(sys.argv[0]))[0]
+
+
+def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
+                    *required: str) -> None:
+  """Exits in one line ('TOOL: ...') for arguments that are not flags, or
+  for `required` flags left unset ('--a, --b are required')."""
+  if len(argv) > 1:
+    sys.exit(f'{tool}: unexpected arguments {list(argv[1:])}')
+  missing = [f'--{name}' for name in required if not f[name].value]
+  if missing:
+    sys.exit(f'{tool}: {", ".join(missing)} '
+             f'{"is" if len(missing) == 1 else "are"} required')
 
 
 def parse_flags_in_one_line(argv):

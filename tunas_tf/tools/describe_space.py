@@ -108,8 +108,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Prints the description; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'describe_space: unexpected arguments {argv[1:]}')
+  common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)
   try:

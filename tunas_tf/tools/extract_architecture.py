@@ -64,10 +64,7 @@ def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Extracts and writes the architecture; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'extract_architecture: unexpected arguments {argv[1:]}')
-  if not f.model_dir:
-    sys.exit('extract_architecture: --model_dir is required')
+  common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
     files.check_output_file(output, '--output')

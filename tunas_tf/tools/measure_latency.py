@@ -309,10 +309,7 @@ def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Measures and appends the latencies; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'measure_latency: unexpected arguments {argv[1:]}')
-  if not f.output:
-    sys.exit('measure_latency: --output is required')
+  common_flags.check_tool_args('measure_latency', argv, f, 'output')
   if (f.indices_file is None) == (f.num is None):
     sys.exit('measure_latency: give exactly one of --indices_file and --num')
   try:

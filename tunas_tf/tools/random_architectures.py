@@ -54,10 +54,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'random_architectures: unexpected arguments {argv[1:]}')
-  if not f.output:
-    sys.exit('random_architectures: --output is required')
+  common_flags.check_tool_args('random_architectures', argv, f, 'output')
   try:
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
