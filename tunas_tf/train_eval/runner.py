@@ -235,26 +235,19 @@ class _Plan(NamedTuple):
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
 
-  Checks everything first and writes nothing until then: the architecture,
-  the stored `config.json` (a restart may change only `RUN_ONLY_FIELDS`),
-  the checkpoints (`resume_lib.resume_point`: a newest one that cannot be
-  read is skipped, saying so), the search weights to inherit and the TPU.
-  A directory with a checkpoint resumes from it (Estimator behaviour), the
-  training data going on from its step (`data.train_dataset`); one without
-  one starts fresh or, with `init_from_search`, from the search's weights.
-
-  One process at a time runs in a model directory (`runtime.run_lock`: a
-  second is refused naming the holder; a holder that is gone is taken
-  over). A
-  SIGTERM or SIGINT stops training after the step in flight (the TPU loop
-  in flight on TPU), with a checkpoint at that step, or cuts the evaluation
-  short (`preemption`); nothing more is written then.
+  Checks everything before it writes (the architecture, the stored
+  `config.json`: a restart may change only `RUN_ONLY_FIELDS`; the
+  checkpoints; the search weights to inherit; the TPU), then runs through
+  `lifecycle.run`: a directory with a checkpoint resumes from it, the data
+  going on from its step; one without starts fresh or, with
+  `init_from_search`, from the search's weights. A signal stops training
+  after the step (TPU loop) in flight, saved, or cuts the evaluation short;
+  nothing more is written then.
 
   Raises:
-    ValueError: for an inconsistent directory or settings, or one another
-      live process holds (`runtime.run_lock.Held`); when a NaN or Inf
-      loss stops training (naming the step and the last good checkpoint;
-      nothing is saved after it).
+    ValueError: for an inconsistent directory or settings, or as
+      `lifecycle.run`; when a NaN or Inf loss stops training (naming the
+      step and the last good checkpoint; nothing is saved after it).
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
