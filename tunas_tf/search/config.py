@@ -56,12 +56,6 @@ DERIVED_FIELDS = (
 )
 
 
-def _fraction_steps(fraction: float, total: int, name: str) -> int:
-  if not 0.0 <= fraction <= 1.0:
-    raise ValueError(f'--{name} must be in [0, 1], got {fraction}')
-  return int(fraction * total)
-
-
 REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
                    'comes from the topology')
 
@@ -307,27 +301,23 @@ class SearchConfig(jobs.StoredConfig):
     return int(self.search_train_examples * self.epochs //
                self.train_batch_size)
 
+  # The steps of the fractions (checked in `_check_ranges`).
   @property
   def rl_delay_steps(self) -> int:
-    return _fraction_steps(self.rl_delay_steps_fraction, self.max_global_step,
-                           'rl_delay_steps_fraction')
+    return int(self.rl_delay_steps_fraction * self.max_global_step)
 
   @property
   def increase_ops_warmup_steps(self) -> int:
-    return _fraction_steps(self.increase_ops_warmup_steps_fraction,
-                           self.max_global_step,
-                           'increase_ops_warmup_steps_fraction')
+    return int(self.increase_ops_warmup_steps_fraction * self.max_global_step)
 
   @property
   def increase_filters_warmup_steps(self) -> int:
-    return _fraction_steps(self.increase_filters_warmup_steps_fraction,
-                           self.max_global_step,
-                           'increase_filters_warmup_steps_fraction')
+    return int(self.increase_filters_warmup_steps_fraction *
+               self.max_global_step)
 
   @property
   def model_warmup_steps(self) -> int:
-    return _fraction_steps(self.model_warmup_steps_fraction,
-                           self.max_global_step, 'model_warmup_steps_fraction')
+    return int(self.model_warmup_steps_fraction * self.max_global_step)
 
   @property
   def model_learning_rate_scaled(self) -> float:

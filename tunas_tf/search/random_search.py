@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from absl import logging
 
+from tunas_tf import checks
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
@@ -20,15 +21,6 @@ from tunas_tf.search_space import schema
 # Draws allowed per requested architecture before giving up.
 MAX_DRAWS_PER_ARCHITECTURE = 1000
 LOG_EVERY = 100
-
-
-def _check_bound(name: str, value: Optional[float]) -> Optional[float]:
-  if value is None:
-    return None
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-      not math.isfinite(value)):
-    raise ValueError(f'{name} must be a finite number, got {value!r}')
-  return float(value)
 
 
 def sample_architectures(ssd: str, num: int, seed: int = 0,
@@ -72,8 +64,9 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   """
   space_draws = sample.draws(ssd, seed)
   sample.check_num(num)
-  min_cost = _check_bound('min_cost', min_cost)
-  max_cost = _check_bound('max_cost', max_cost)
+  for name, bound in (('min_cost', min_cost), ('max_cost', max_cost)):
+    if bound is not None:
+      checks.number(name, bound)
   if min_cost is not None and max_cost is not None and min_cost > max_cost:
     raise ValueError(f'min_cost {min_cost:g} is greater than max_cost '
                      f'{max_cost:g}')
