@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
@@ -106,11 +107,6 @@ def _space_feature_length(ssd: str) -> int:
   return features_lib.feature_length(mobile.get_search_space(ssd))
 
 
-def _is_number(value: Any) -> bool:
-  return (isinstance(value, (int, float)) and not isinstance(value, bool) and
-          math.isfinite(value))
-
-
 def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   """Reads and validates a coefficients JSON (uncached)."""
   try:
@@ -144,11 +140,11 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
     length = len(kernel) if isinstance(kernel, list) else type(kernel).__name__
     raise ValueError(f"Cost model {path}: field 'kernel' has {length} values; "
                      f'expected num_features = {expected}')
-  bad = [i for i, v in enumerate(kernel) if not _is_number(v)]
+  bad = [i for i, v in enumerate(kernel) if not checks.is_number(v)]
   if bad:
     raise ValueError(f"Cost model {path}: field 'kernel' has a non-number "
                      f'{kernel[bad[0]]!r} at position {bad[0]}')
-  if not _is_number(data['bias']):
+  if not checks.is_number(data['bias']):
     raise ValueError(f"Cost model {path}: field 'bias' must be a finite "
                      f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
