@@ -89,16 +89,6 @@ def make_estimator(config: TrainEvalConfig, model_fn):
       eval_batch_size=config.eval_batch_size)
 
 
-def _write_extra_summaries(directory: str, step: int,
-                           values: Dict[str, Any]) -> None:
-  writer = tf.summary.create_file_writer(directory)
-  with writer.as_default():
-    for name, value in values.items():
-      if value is not None:
-        tf.summary.scalar(name, float(value), step=step)
-  writer.close()
-
-
 def _previous_train_rate(metrics_path: str, global_step: int
                          ) -> Optional[float]:
   """The stored train rate when `metrics.json` is of the same step."""
@@ -202,7 +192,9 @@ def _train_and_evaluate_distributed(
                                   checkpoint=checkpoint,
                                   inheritance=inheritance)
   record['eval_images_per_sec'] = results.pop('images_per_sec')
-  evaluate_lib.write_summaries(model_dir, results)
+  evaluate_lib.write_summaries(
+      model_dir, int(results['global_step']),
+      {name: results[name] for name in evaluate_lib.SUMMARY_NAMES})
   return results
 
 
@@ -276,9 +268,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     results = run_engine(config, arch, record, plan.resume, one_shot,
                          inheritance, stop)
     metrics = _metrics(config, arch, results, record, one_shot)
-    _write_extra_summaries(os.path.join(model_dir, 'eval'),
-                           metrics['global_step'],
-                           {k: metrics[k] for k in _SUMMARY_KEYS})
+    evaluate_lib.write_summaries(model_dir, metrics['global_step'],
+                                 {k: metrics[k] for k in _SUMMARY_KEYS})
     if config.export and not one_shot:
       metrics['export'] = export_lib.export(
           config, arch, tf.train.latest_checkpoint(model_dir))
