@@ -12,8 +12,8 @@ from absl.testing import absltest
 
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import sample
 from tunas_tf.graph import inference
+from tunas_tf.search_space import sample
 from tests.testing import latency as testing_latency
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.

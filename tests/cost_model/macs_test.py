@@ -8,10 +8,10 @@ import tensorflow as tf
 
 from tunas_tf.cost_model import features
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import sample
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
 

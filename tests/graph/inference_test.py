@@ -8,8 +8,8 @@ import pytest
 
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import sample
 from tunas_tf.graph import inference
+from tunas_tf.search_space import sample
 
 SSD = 'digits_search'
 SHAPE = macs.resolve_input(SSD)

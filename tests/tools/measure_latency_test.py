@@ -9,10 +9,10 @@ import tempfile
 
 from absl.testing import absltest
 
+from tunas_tf import files
 from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
-from tunas_tf import files
 from tunas_tf.search import random_search
 from tunas_tf.search_space import sample
 from tunas_tf.tools import measure_latency

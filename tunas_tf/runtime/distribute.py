@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import tempfile
-import time
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
                     Sequence, Tuple)
 
@@ -168,34 +167,6 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
       devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
-class _Progress:
-  """The progress line (`hooks.log_progress`), every `every` steps and at
-  `max_steps`, of the scalars `formats` names (all when None)."""
-
-  def __init__(self, max_steps: int, every: int,
-               formats: Optional[Mapping[str, Callable[[float], str]]]):
-    self._max_steps, self._every = max_steps, every
-    self._formats = formats
-    self._last = None  # (time, step) of the last line or the first loop.
-
-  def after_loop(self, step: int, values: Mapping[str, float]) -> None:
-    now = time.time()
-    if self._last is None:  # The first loop traces: no rate yet.
-      self._last = (now, step)
-      return
-    last_time, last_step = self._last
-    if step // self._every == last_step // self._every and (
-        step < self._max_steps):
-      return
-    rate = (step - last_step) / max(now - last_time, 1e-9)
-    if self._formats is not None:
-      values = {name: values[name] for name in self._formats
-                if name in values}
-    hooks.log_progress(step, self._max_steps, rate, values,
-                       self._formats or {})
-    self._last = (now, step)
-
-
 class _Run:
   """A task's variables, checkpoint and step loop under a strategy.
 
@@ -331,7 +302,8 @@ def _write(writer, values: Mapping[str, float], step: int,
 
 
 def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
-           max_steps: int, stop: preemption.StopRequest, progress: _Progress,
+           max_steps: int, stop: preemption.StopRequest,
+           progress: hooks.ProgressLine,
            summaries: Optional[Summaries], run_name: str) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
@@ -365,7 +337,8 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
         _write(writer, dict(zip(run.names, kept.numpy().tolist())),
                int(kept_at), summaries)
       if run.chief:
-        progress.after_loop(step, last)
+        progress.update(step, {name: last[name] for name in run.task.progress
+                               if name in last})
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -502,8 +475,9 @@ def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
             task.decisions, values.__getitem__, step)
       try:
         return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
-                      stop, _Progress(max_steps, job.log_every_steps,
-                                      task.progress), summaries, run_name)
+                      stop, hooks.ProgressLine(max_steps, job.log_every_steps,
+                                               task.progress),
+                      summaries, run_name)
       finally:
         run.close()
 

@@ -20,10 +20,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
-from tunas_tf import files
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search_space import mobile

@@ -28,9 +28,9 @@ from typing import (TYPE_CHECKING, Any, Dict, List, Optional, Sequence,
 
 import numpy as np
 
+from tunas_tf import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import macs
-from tunas_tf import files
 from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops

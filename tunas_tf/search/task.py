@@ -21,8 +21,8 @@ from tunas_tf.data import streams
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import replicas
-from tunas_tf.search.config import SearchConfig
 from tunas_tf.search import steps
+from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema

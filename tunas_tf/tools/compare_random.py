@@ -16,9 +16,9 @@ from typing import Optional
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.search import compare as compare_lib
 
 FLAGS = flags.FLAGS

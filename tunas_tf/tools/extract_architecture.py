@@ -18,9 +18,9 @@ import sys
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf import files
 from tunas_tf import flags as common_flags
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
 from tunas_tf.search_space import schema
@@ -115,7 +115,8 @@ def _measure(result: architecture_lib.Architecture,
   row = latency.measure_one(result.ssd, result.indices_string, settings,
                             model_cache, inference.builder)
   return latency.closing_line(
-      row.latency_ms, cost_linear.estimate_cost_of_indices(result.indices, model),
+      row.latency_ms,
+      cost_linear.estimate_cost_of_indices(result.indices, model),
       config.rl_cost_model_target if config.enable_cost_model else None,
       settings.get('device', settings.get('backend')))
 

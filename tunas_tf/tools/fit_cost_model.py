@@ -17,8 +17,8 @@ from typing import Any, Dict, Optional
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs

@@ -25,13 +25,13 @@ from absl import flags
 from absl import logging
 
 from tunas_tf import checks
-from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import sample
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS

@@ -16,9 +16,9 @@ import sys
 from absl import flags
 
 from tunas_tf import checks
-from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf import files
 from tunas_tf import flags as common_flags
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
 from tunas_tf.search_space import mobile
 
@@ -67,7 +67,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
-        f'{cost_linear.cost_text(min(costs))}..{cost_linear.cost_text(max(costs))}; written to {f.output}')
+        f'{cost_linear.cost_text(min(costs))}..'
+        f'{cost_linear.cost_text(max(costs))}; written to {f.output}')
 
 
 if __name__ == '__main__':
