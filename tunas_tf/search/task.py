@@ -88,8 +88,8 @@ class SearchTask:
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
     self.model_optimizer = steps.model_optimizer(
-        lambda: self._learning_rate, config)
-    steps.make_slots(self.model_optimizer, self.supernet)
+        lambda: self._learning_rate, config,
+        list(self.supernet.trainable_variables))
     return {'supernet': self.supernet, 'controller': self.controller,
             'baseline': self.baseline,
             'controller_adam': self.controller_adam,
