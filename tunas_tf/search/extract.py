@@ -123,12 +123,7 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
     ValueError: if the checkpoint cannot be read or lacks the logits of one
       of the space's OneOfs. (`reinforce.argmax_indices` checks the lengths.)
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    reader = resume_lib.reader(checkpoint)
-  except (tf.errors.OpError, ValueError) as e:
-    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
-                     f'{str(e).splitlines()[0]}') from None
+  reader = resume_lib.read_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
   logits = {}
   for path, _ in schema.flatten_with_paths(spec):
