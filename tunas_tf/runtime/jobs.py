@@ -47,29 +47,11 @@ class JobConfig:
   TrainEvalConfig` that both have (their `job` field); flag names. In
   `config.json` its fields sit flat beside the run's own (`to_json`).
 
-  Attributes:
-    model_dir: output directory (checkpoints, events, config.json).
-    dataset: 'digits' or a TFDS image-classification dataset name.
-    data_dir: TFDS data directory, or None.
-    download: whether TFDS may download and prepare a missing dataset.
-    num_classes: classifier width (at least the dataset's label count).
-    image_size: input side in pixels.
-    num_channels: image channels of the dataset.
-    preprocessing: how stored images become the network's input
-      (`datasets.PREPROCESSINGS`); part of the run (checked on restart).
-    seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
-    use_tpu: run on TPU (`tpu` names it).
-    tpu: 'local' (a TPU VM's own TPU), a Cloud TPU name or grpc://HOST:PORT
-      ('' off TPU); see `cloud_tpu`.
-    tpu_zone: TPU zone, or None.
-    gcp_project: GCP project, or None.
-    tpu_iterations_per_loop: steps per TPU loop; also the summary cadence.
-    save_checkpoints_steps: checkpoint cadence.
-    keep_checkpoint_max: checkpoints kept.
-    log_every_steps: progress log cadence (CPU/GPU).
-    deterministic: TF op determinism (`use_determinism`): the same run gives
-      the same bits, at some cost in speed.
-    engine: what the run trains on (`ENGINES`); part of the run.
+  Fields carry the flag's name (their help: `tunas_tf/flags.py`), with
+  the dataset's facts resolved (`num_channels` the dataset's) and
+  `use_tpu`, `engine` defaulted; `preprocessing` and `engine` are part of
+  the run (checked on restart), `deterministic` is TF op determinism
+  (`lifecycle.use_determinism`).
 
   Raises (on construction):
     ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
