@@ -243,14 +243,6 @@ class MeasureToCsvTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'line 2.*expected 18 indices'):
       latency_csv.measure_to_csv(SSD, architectures, other_space, **FAST)
 
-    # Only a header, cut before its newline: kept, rows go on the next line.
-    lone_header = os.path.join(directory, 'header.csv')
-    with open(lone_header, 'w') as f:
-      f.write(','.join(COLUMNS))
-    self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
-    with open(lone_header) as f:
-      self.assertEqual(f.read(), ','.join(COLUMNS) + '\n')
-
     measured_with_tf = os.path.join(directory, 'tf.csv')
     with open(measured_with_tf, 'w') as f:
       f.write(','.join(COLUMNS) + '\n')
