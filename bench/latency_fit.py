@@ -35,8 +35,8 @@ from tunas_tf.cost_model import fit  # pylint: disable=g-import-not-at-top,wrong
 from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import latency_csv  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.tools import measure_latency  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(argv=None) -> int:
@@ -53,15 +53,16 @@ def main(argv=None) -> int:
   try:
     if args.cpus:
       latency.pin_cpus([int(c) for c in args.cpus.split(',')])
-    architectures = random_search.sample_indices(args.ssd, args.num, seed=0)
+    architectures = sample.sample_indices(args.ssd, args.num, seed=0)
     protocol = latency.Protocol(repeats=args.repeats)
     cache = os.path.join(output_dir, 'models')
     minutes, noise = [], []
     for name in ('first', 'second'):
       start = time.time()
-      result = measure_latency.measure_to_csv(
+      result = latency_csv.measure_to_csv(
           args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
-          protocol=protocol, image_size=args.image_size, model_cache=cache)
+          protocol=protocol, image_size=args.image_size, model_cache=cache,
+          builder=inference.builder)
       minutes.append((time.time() - start) / 60)
       noise.append(result['noise'])
       print(f"{name} pass: {len(result['rows'])} measured "

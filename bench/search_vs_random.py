@@ -195,7 +195,6 @@ def sweep(dirs: Sequence[str], path: str) -> None:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-  from tunas_tf.search import report_text  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 4.8))
   targets = set()
   for i, d in enumerate(dirs):
@@ -217,7 +216,7 @@ def sweep(dirs: Sequence[str], path: str) -> None:
   ax.set_xscale('log')
   ax.set_xticks(sorted(targets))  # The targets, written out.
   ax.xaxis.set_major_formatter(
-      ticker.FuncFormatter(lambda x, _: report_text.cost_text(x)))
+      ticker.FuncFormatter(lambda x, _: linear.cost_text(x)))
   ax.xaxis.set_minor_formatter(ticker.NullFormatter())
   ax.set_xlabel('estimated cost (MACs; ticks at the targets)')
   ax.set_ylabel('top-1 on the test split (%)')

@@ -72,6 +72,12 @@ class ChecksTest(parameterized.TestCase):
     else:
       self.assertLessEqual(value * denominator, numerator)
 
+  def test_is_number_is_a_finite_int_or_float(self):
+    for value in (0, -3, 2.5, 1e300):
+      self.assertTrue(checks.is_number(value), value)
+    for value in (True, False, float('nan'), float('inf'), '1', None, [1]):
+      self.assertFalse(checks.is_number(value), value)
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
@@ -200,7 +200,7 @@ class Architecture:
     for name in ('ssd', 'indices'):
       if not isinstance(document.get(name), str):
         raise ValueError(f'{where} has no string {name!r}')
-    values = {name: _field(document, name, where, _is_number, 'a number')
+    values = {name: _field(document, name, where, checks.is_number, 'a number')
               for name in _NUMBER_FIELDS}
     values.update({name: _field(document, name, where, _is_int, 'an int')
                    for name in _INT_FIELDS})
@@ -219,11 +219,6 @@ class Architecture:
     except ValueError as e:
       raise ValueError(f"{where}: field 'indices' does not fit "
                        f"{document['ssd']!r}: {e}") from None
-
-
-def _is_number(value: Any) -> bool:
-  return (isinstance(value, (int, float)) and not isinstance(value, bool) and
-          math.isfinite(value))
 
 
 def _is_int(value: Any) -> bool:
@@ -245,7 +240,7 @@ def _probabilities(document: Dict[str, Any], where: str
   if value is None:
     return None
   if not isinstance(value, dict) or not all(
-      isinstance(v, list) and all(_is_number(p) for p in v)
+      isinstance(v, list) and all(checks.is_number(p) for p in v)
       for v in value.values()):
     raise ValueError(f"{where}: field 'probabilities' is not an object of "
                      'lists of numbers by path')

@@ -37,6 +37,13 @@ def _bound(low: Optional[float], high: Optional[float], low_open: bool,
   return f"{'<' if high_open else '<='} {_show(high)}"
 
 
+def is_number(value: Any) -> bool:
+  """Whether `value` is a finite int or float (a bool is not): a JSON
+  file's number."""
+  return (isinstance(value, (int, float)) and not isinstance(value, bool) and
+          math.isfinite(value))
+
+
 def number(name: str, value: Any, low: Optional[float] = None,
            high: Optional[float] = None, *, low_open: bool = False,
            high_open: bool = False, integer: bool = False) -> None:

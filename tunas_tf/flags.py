@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -63,6 +63,18 @@ def program_name() -> str:
   if spec is not None:
     return spec.name.removesuffix('.__main__').rsplit('.', 1)[-1]
   return os.path.splitext(os.path.basename(sys.argv[0]))[0]
+
+
+def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
+                    *required: str) -> None:
+  """Exits in one line ('TOOL: ...') for arguments that are not flags, or
+  for `required` flags left unset ('--a, --b are required')."""
+  if len(argv) > 1:
+    sys.exit(f'{tool}: unexpected arguments {list(argv[1:])}')
+  missing = [f'--{name}' for name in required if not f[name].value]
+  if missing:
+    sys.exit(f'{tool}: {", ".join(missing)} '
+             f'{"is" if len(missing) == 1 else "are"} required')
 
 
 def parse_flags_in_one_line(argv):
@@ -122,9 +134,12 @@ def check_data_flags(f: flags.FlagValues) -> None:
       checks.number(name, f[name].value, 1, integer=True)
 
 
-def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
+def define_run_flags(f: flags.FlagValues, *, iterations_per_loop: int,
+                     save_checkpoints_steps: int, log_every_steps: int,
+                     log_note: str = '') -> None:
   """--tpu, --tpu_zone, --gcp_project, --use_tpu, --tpu_iterations_per_loop,
-  --engine."""
+  --engine, --[no]deterministic, --save_checkpoints_steps,
+  --keep_checkpoint_max, --log_every_steps (`log_note` ends its help)."""
   flags.DEFINE_string('tpu', '', "local: the TPU of this Cloud TPU VM (one "
                       'host); NAME: a TPU by name through the Cloud TPU API '
                       '(a pod slice: run on worker 0); or grpc://HOST:PORT. '
@@ -145,15 +160,17 @@ def define_tpu_flags(f: flags.FlagValues, iterations_per_loop: int) -> None:
                     'v5e/v5p/v6e, current GPUs, several machines). Default: '
                     'estimator where this TF has it, else distribute. A run '
                     'goes on on the engine it started on.', flag_values=f)
-
-
-def define_determinism_flag(f: flags.FlagValues) -> None:
-  """--[no]deterministic."""
   flags.DEFINE_boolean('deterministic', False, 'TF op determinism: the same '
                        'flags give the same bits, and a killed run resumed '
                        'ends as an uninterrupted one (same machine), at some '
                        'cost in speed; ops without a deterministic kernel '
                        'then fail. May change on restart.', flag_values=f)
+  flags.DEFINE_integer('save_checkpoints_steps', save_checkpoints_steps,
+                       'Checkpoint cadence.', flag_values=f)
+  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
+                       flag_values=f)
+  flags.DEFINE_integer('log_every_steps', log_every_steps,
+                       'Progress log cadence' + log_note + '.', flag_values=f)
 
 
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
@@ -163,9 +180,8 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
 
   `preprocessing` is the resolved `--preprocessing` (the dataset's default
   when unset), `dataset` the resolved `--dataset` (default the flag's).
-  Reads the flags of `define_data_flags` and `define_tpu_flags` plus the
-  binary's `--seed`, `--save_checkpoints_steps`, `--keep_checkpoint_max`,
-  `--log_every_steps` and `--deterministic`; `--use_tpu` defaults to whether
+  Reads the flags of `define_data_flags` and `define_run_flags` plus the
+  binary's `--seed`; `--use_tpu` defaults to whether
   `--tpu` is set, `--engine` to `estimator.default_engine()`.
 
   Raises:

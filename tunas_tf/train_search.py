@@ -43,8 +43,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
                        'controller initialisation.', flag_values=f)
   # Backend.
-  common_flags.define_tpu_flags(f, iterations_per_loop=10)
-  common_flags.define_determinism_flag(f)
+  common_flags.define_run_flags(f, iterations_per_loop=10,
+                                save_checkpoints_steps=200, log_every_steps=50,
+                                log_note=' (CPU/GPU)')
   # The shared flags are this binary's own in --help (not only --helpfull).
   flags.adopt_module_key_flags(common_flags, flag_values=f)
   flags.DEFINE_enum('supernet_mode', None, naming.MODES,
@@ -83,12 +84,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float('epochs', 48.0, 'Search length in epochs of the '
                      'search-train data.', flag_values=f)
   _define_controller_flags(f)
-  flags.DEFINE_integer('log_every_steps', 50, 'Progress log cadence (CPU/GPU).',
-                       flag_values=f)
-  flags.DEFINE_integer('save_checkpoints_steps', 200, 'Checkpoint cadence.',
-                       flag_values=f)
-  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
-                       flag_values=f)
   flags.DEFINE_boolean('summarize_tag_logits', False, 'Also write the '
                        "original's rltaglogits/ summaries (the rlpathlogits/ "
                        'by tag).', flag_values=f)
@@ -191,10 +186,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   """
   f = flag_values
   common_flags.check_data_flags(f)  # Before reading any data.
-  # (The config refuses replicas != 1 on TPU; the flag is refused there even
-  # at 1, which might read as "one TPU core".)
-  if f['replicas'].present and jobs.resolve_use_tpu(f.tpu, f.use_tpu):
-    raise ValueError(config_lib.REPLICAS_ON_TPU)
+  config_lib.check_replicas_on_tpu(jobs.resolve_use_tpu(f.tpu, f.use_tpu),
+                                   f.replicas, given=f['replicas'].present)
   info = mobile.check_searchable(f.ssd)  # Before reading any data.
   if dataset_info is None:
     dataset_info = _dataset_info(f)

@@ -6,7 +6,7 @@ import numpy as np
 from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
+from tunas_tf.search_space import sample
 
 SSD = 'digits_search'
 SHAPE = macs.resolve_input(SSD)
@@ -20,23 +20,23 @@ def _covered(indices):
 class MostInformativeTest(absltest.TestCase):
 
   def test_picks_new_architectures_that_cover_more_than_uniform_draws(self):
-    measured = random_search.sample_indices(SSD, 20, seed=1)
+    measured = sample.sample_indices(SSD, 20, seed=1)
     picks = adaptive.most_informative(SSD, measured, 20, seed=2)
     self.assertLen(picks, 20)
     self.assertLen(set(picks), 20)
     self.assertEmpty(set(picks) & set(measured))
-    uniform = random_search.sample_indices(SSD, 20, seed=2)
+    uniform = sample.sample_indices(SSD, 20, seed=2)
     # Greedy D-optimal picks switch on feature positions the measured rows
     # lack; uniform draws repeat the common ones.
     self.assertGreater(_covered(measured + picks),
                        _covered(measured + uniform))
 
   def test_the_first_pick_has_the_largest_leverage(self):
-    measured = random_search.sample_indices(SSD, 10, seed=1)
+    measured = sample.sample_indices(SSD, 10, seed=1)
     pool = 50
     first = adaptive.most_informative(SSD, measured, 1, pool=pool, seed=3)[0]
     candidates = [i for i in dict.fromkeys(
-        random_search.sample_indices(SSD, pool, 3)) if i not in measured]
+        sample.sample_indices(SSD, pool, 3)) if i not in measured]
     rows, scales = fit.design_matrix(SSD, measured, SHAPE)
     x, _ = fit.design_matrix(SSD, candidates, SHAPE, scales)
     inverse = np.linalg.inv(rows.T @ rows + np.eye(x.shape[1]))

@@ -1,5 +1,7 @@
-"""Tests for cost_model/latency_csv: one set of rules to read, the appender."""
+"""Tests for cost_model/latency_csv: one set of rules to read, the appender,
+a measuring pass into the CSV and the files of indices it reads."""
 
+import csv
 import json
 import os
 import tempfile
@@ -8,12 +10,26 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import files
+from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
-from tunas_tf.cost_model import random_search
+from tunas_tf.graph import inference
+from tunas_tf.search import random_search
+from tunas_tf.search_space import sample
 
 SSD = 'digits_search'  # 18 decisions.
 HEADER = 'indices,latency_ms,spread_ms'  # What fit_cost_model reads.
 FULL = 'indices,latency_ms,spread_ms,repeats,remeasured,load'  # Appended.
+COLUMNS = FULL.split(',')
+# A measuring pass kept short (2 rounds of 2 runs, no warm-up to speak of).
+FAST = dict(protocol=latency.Protocol(repeats=2, runs=2, warmup_runs=0,
+                                      max_warmup_runs=2),
+            builder=inference.builder)
+
+
+def _rows(path):
+  with open(path, newline='') as f:
+    return list(csv.reader(f))
 
 
 class ReadTest(absltest.TestCase):
@@ -21,7 +37,7 @@ class ReadTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.directory = tempfile.mkdtemp()
-    self.indices = random_search.sample_indices(SSD, 4, seed=3)
+    self.indices = sample.sample_indices(SSD, 4, seed=3)
 
   def _write(self, text, name='latency.csv'):
     path = os.path.join(self.directory, name)
@@ -75,7 +91,7 @@ class AppendTest(absltest.TestCase):
   def test_appender_writes_what_read_and_read_for_append_read(self):
     path = os.path.join(tempfile.mkdtemp(), 'sub', 'latency.csv')
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
-    indices = random_search.sample_indices(SSD, 3, seed=1)
+    indices = sample.sample_indices(SSD, 3, seed=1)
     with latency_csv.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
     with latency_csv.appender(path) as write_row:
@@ -104,7 +120,7 @@ class AppendTest(absltest.TestCase):
   def test_remote_csv_is_appended_resumed_and_read(self):
     # TF's in-memory filesystem stands in for Cloud Storage.
     path = f'ram://latency_csv_test-{os.getpid()}/sub/latency.csv'
-    indices = random_search.sample_indices(SSD, 3, seed=1)
+    indices = sample.sample_indices(SSD, 3, seed=1)
     self.assertEqual(latency_csv.read_for_append(path, SSD), [])
     with latency_csv.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
@@ -159,6 +175,138 @@ class AppendTest(absltest.TestCase):
     latency_csv.check_settings(path, {'ssd': SSD})
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
       latency_csv.check_settings(path, settings)
+
+
+class MeasureToCsvTest(absltest.TestCase):
+
+  def test_measures_appends_and_resumes(self):
+    output = os.path.join(tempfile.mkdtemp(), 'out', 'latency.csv')
+    architectures = sample.sample_indices(SSD, 2, seed=3)
+    result = latency_csv.measure_to_csv(SSD, architectures, output, **FAST)
+    self.assertEqual(result['skipped'], 0)
+    self.assertIsNone(result['error'])
+    self.assertGreaterEqual(result['noise'], 0.0)
+    self.assertEqual([row.indices for row in result['rows']], architectures)
+    rows = _rows(output)
+    self.assertEqual(rows[0], COLUMNS)
+    self.assertEqual([row[0] for row in rows[1:]], architectures)
+    for _, median, spread, repeats, _, load in rows[1:]:
+      self.assertGreater(float(median), 0.0)
+      self.assertLess(float(median), 1000.0)
+      self.assertGreaterEqual(float(spread), 0.0)
+      self.assertGreaterEqual(int(repeats), 2)
+      self.assertGreaterEqual(float(load), 0.0)
+    with open(latency_csv.settings_path(output)) as f:
+      settings = json.load(f)
+    self.assertEqual(settings['backend'], 'tflite')
+    self.assertEqual(settings['num_threads'], 1)
+    self.assertEqual(settings['protocol']['repeats'], 2)
+    self.assertTrue(settings['cpus'])
+    self.assertLen(os.listdir(os.path.join(
+        output + '.models', 'digits_search_8px_10c_1ch')), 2)
+
+    # A killed run may leave a cut-short last line: it is dropped, and
+    # everything measured is skipped (nothing is rebuilt or re-timed).
+    with open(output) as f:
+      complete = f.read()
+    with open(output, 'a') as f:
+      f.write('0:1:2:0,0.12')
+    again = latency_csv.measure_to_csv(SSD, architectures, output, **FAST)
+    self.assertEqual((again['rows'], again['skipped']), ([], 2))
+    with open(output) as f:
+      self.assertEqual(f.read(), complete)
+
+    # A longer list measures only what is new, appended after the old rows.
+    more = architectures + sample.sample_indices(SSD, 3, seed=4)[2:]
+    third = latency_csv.measure_to_csv(SSD, more, output, **FAST)
+    self.assertEqual(third['skipped'], 2)
+    self.assertEqual([row.indices for row in third['rows']], more[2:])
+    rows = _rows(output)
+    self.assertEqual([row[0] for row in rows[1:]], more)
+    self.assertEqual(rows[1:3], [r.split(',') for r in
+                                 complete.splitlines()[1:]])
+
+  def test_existing_csv_with_wrong_header_or_settings_is_refused(self):
+    directory = tempfile.mkdtemp()
+    architectures = sample.sample_indices(SSD, 1, seed=0)
+    wrong = os.path.join(directory, 'wrong.csv')
+    with open(wrong, 'w') as f:
+      f.write('indices,latency\n0:0,1.0\n')
+    with self.assertRaisesRegex(ValueError, "header 'indices,latency'"):
+      latency_csv.measure_to_csv(SSD, architectures, wrong, **FAST)
+    with open(wrong) as f:
+      self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
+
+    other_space = os.path.join(directory, 'other.csv')
+    with open(other_space, 'w') as f:
+      f.write(','.join(COLUMNS) + '\n0:1:0,1.0,0.1,2,0,0.5\n')
+    with self.assertRaisesRegex(ValueError, 'line 2.*expected 18 indices'):
+      latency_csv.measure_to_csv(SSD, architectures, other_space, **FAST)
+
+    measured_with_tf = os.path.join(directory, 'tf.csv')
+    with open(measured_with_tf, 'w') as f:
+      f.write(','.join(COLUMNS) + '\n')
+    with open(latency_csv.settings_path(measured_with_tf), 'w') as f:
+      json.dump({'ssd': SSD, 'backend': 'tf'}, f)
+    with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
+      latency_csv.measure_to_csv(SSD, architectures, measured_with_tf,
+                                 **FAST)
+
+  def test_bad_arguments(self):
+    output = os.path.join(tempfile.mkdtemp(), 'latency.csv')
+    good = sample.sample_indices(SSD, 1)
+    cases = [
+        (dict(ssd='nope'), 'Unknown search space'),
+        (dict(backend='onnx'), "unknown backend 'onnx'"),
+        (dict(protocol=latency.Protocol(runs=0)), 'runs must be an int >= 1'),
+        (dict(num_threads=0), 'num_threads must be an int >= 1'),
+        (dict(architectures=['0:1']), 'architecture 0: .*expected 18'),
+        (dict(image_size=0), 'image_size must be a positive int'),
+    ]
+    for overrides, message in cases:
+      kwargs = dict(ssd=SSD, architectures=good, output=output, **FAST)
+      kwargs.update(overrides)
+      with self.assertRaisesRegex(ValueError, message):
+        latency_csv.measure_to_csv(**kwargs)
+    self.assertFalse(os.path.exists(output))
+    with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
+      sample.sample_indices(SSD, 0)
+
+
+class ReadIndicesFileTest(absltest.TestCase):
+
+  def test_reads_json_and_text(self):
+    directory = tempfile.mkdtemp()
+    kept = random_search.sample_architectures(SSD, 3, seed=1)
+    as_json = os.path.join(directory, 'archs.json')
+    files.write_json(kept + kept[:1], as_json)
+    expected = [k['indices'] for k in kept]
+    self.assertEqual(latency_csv.read_indices_file(as_json, SSD),
+                     expected)  # Duplicates dropped.
+    as_text = os.path.join(directory, 'archs.txt')
+    with open(as_text, 'w') as f:
+      f.write('# measured on the laptop\n\n' + '\n'.join(expected) + '\n')
+    self.assertEqual(latency_csv.read_indices_file(as_text, SSD), expected)
+    single = os.path.join(directory, 'architecture.json')
+    files.write_json({'indices': expected[1], 'ssd': SSD}, single)
+    self.assertEqual(latency_csv.read_indices_file(single, SSD),
+                     expected[1:2])
+
+  def test_bad_entries_are_named(self):
+    directory = tempfile.mkdtemp()
+    bad_text = os.path.join(directory, 'bad.txt')
+    good = sample.sample_indices(SSD, 1)[0]
+    with open(bad_text, 'w') as f:
+      f.write(good + '\n0:9\n')
+    with self.assertRaisesRegex(ValueError, 'line 2: .*expected 18 indices'):
+      latency_csv.read_indices_file(bad_text, SSD)
+    bad_json = os.path.join(directory, 'bad.json')
+    with open(bad_json, 'w') as f:
+      json.dump([{'cost': 1.0}], f)
+    with self.assertRaisesRegex(ValueError, 'entry 0 has no "indices"'):
+      latency_csv.read_indices_file(bad_json, SSD)
+    with self.assertRaisesRegex(ValueError, 'cannot read'):
+      latency_csv.read_indices_file(os.path.join(directory, 'no'), SSD)
 
 
 if __name__ == '__main__':

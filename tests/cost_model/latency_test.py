@@ -12,8 +12,8 @@ from absl.testing import absltest
 
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
 from tunas_tf.graph import inference
+from tunas_tf.search_space import sample
 from tests.testing import latency as testing_latency
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
@@ -151,7 +151,7 @@ class ModelsAndDevicesTest(absltest.TestCase):
 
   def test_models_are_converted_once(self):
     cache = latency.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
-    indices = random_search.sample_indices(SSD, 1, seed=5)[0]
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
     with mock.patch.object(latency, 'convert',
                            wraps=latency.convert) as convert:
       path = cache.get(indices)
@@ -164,7 +164,7 @@ class ModelsAndDevicesTest(absltest.TestCase):
   def test_command_device_reads_benchmark_model(self):
     directory = tempfile.mkdtemp()
     script = testing_latency.fake_device_script(directory)
-    indices = random_search.sample_indices(SSD, 2, seed=5)
+    indices = sample.sample_indices(SSD, 2, seed=5)
     device = latency.make_device(SSD, SHAPE, latency.Protocol(), BUILD,
                                  model_cache=directory,
                                  device_command=f'{script} {{model}}')
@@ -179,7 +179,7 @@ class ModelsAndDevicesTest(absltest.TestCase):
 
   def test_bad_commands_are_named(self):
     directory = tempfile.mkdtemp()
-    indices = random_search.sample_indices(SSD, 1, seed=5)
+    indices = sample.sample_indices(SSD, 1, seed=5)
     protocol = latency.Protocol(repeats=2)
     for command, message in (
         ('adb push model.tflite', 'has no {model}'),

@@ -298,5 +298,30 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
       linear.estimate_cost(np.ones([1, 1, 144]), _RELEASED)
 
 
+class CostTextTest(tf.test.TestCase):
+
+  def test_units_are_the_models_own(self):
+    for ssd, name in ((_PROXYLESSNAS, 'released'), ('digits_search', 'macs')):
+      self.assertEqual(linear.cost_units(name), linear.short_units(
+          linear.get_cost_model(ssd, name).units))
+    for ssd in _RELEASED_SPACES:
+      self.assertEqual(linear.get_cost_model(ssd).units, linear.RELEASED_UNITS)
+    self.assertEqual(linear.cost_units('released'), 'ms')
+    self.assertEqual(linear.cost_units('macs'), 'MACs')
+    self.assertEqual(linear.units_suffix('macs'), ' MACs')
+    fitted = os.path.join(tempfile.mkdtemp(), 'fitted.json')
+    with open(fitted, 'w') as f:
+      json.dump({'units': 'ms', 'kernel': []}, f)
+    self.assertEqual(linear.cost_units(fitted), 'ms')  # Its own units.
+    for gone in (fitted + '.gone', None):
+      self.assertEqual(linear.cost_units(gone), linear.UNKNOWN_UNITS)
+      self.assertEqual(linear.units_suffix(gone), '')
+
+  def test_thousands_are_grouped_and_small_values_keep_digits(self):
+    self.assertEqual(linear.cost_text(2248370.4), '2,248,370')
+    self.assertEqual(linear.cost_text(84.25), '84.25')
+    self.assertEqual(linear.cost_text(999.5), '999.5')
+
+
 if __name__ == '__main__':
   tf.test.main()

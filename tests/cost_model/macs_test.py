@@ -8,10 +8,10 @@ import tensorflow as tf
 
 from tunas_tf.cost_model import features
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
 
@@ -115,7 +115,7 @@ class MacsTest(tf.test.TestCase, parameterized.TestCase):
     space = mobile.get_search_space('digits_search')
     for count in macs.LAYER_COUNTS:
       kernel, bias = macs.layer_counts_model('digits_search', count, 8, 10, 1)
-      for indices in random_search.sample_indices('digits_search', 5, seed=3):
+      for indices in sample.sample_indices('digits_search', 5, seed=3):
         values = features.features(features.attach_one_hot_masks(space,
                                                                  indices))
         layers = resolve.resolve_layers(schema.prune(space, indices), 8, 1)

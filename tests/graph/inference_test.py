@@ -8,8 +8,8 @@ import pytest
 
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
 from tunas_tf.graph import inference
+from tunas_tf.search_space import sample
 
 SSD = 'digits_search'
 SHAPE = macs.resolve_input(SSD)
@@ -20,7 +20,7 @@ class InferenceTest(absltest.TestCase):
 
   @pytest.mark.numerics
   def test_tflite_and_tf_compute_the_same_network(self):
-    indices = random_search.sample_indices(SSD, 1, seed=5)[0]
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
     cache = latency.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
     tflite = latency.tflite_runner(cache.get(indices), SHAPE)
     tf_run = latency.tf_runner(BUILD, indices, SHAPE)

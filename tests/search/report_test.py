@@ -6,8 +6,6 @@ tests/tools/report_test.py; the report's words:
 tests/search/report_text_test.py)."""
 
 import dataclasses
-import json
-import os
 import tempfile
 import types
 
@@ -16,6 +14,7 @@ from matplotlib import colors
 from matplotlib import pyplot as plt
 import numpy as np
 
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
@@ -141,7 +140,7 @@ class ReportTest(absltest.TestCase):
     self.assertNotIn('DetectionEndpoint', self._page())
 
   def test_run_facts_in_the_title_and_the_page(self):
-    target = report_text.cost_text(self.config.rl_cost_model_target)
+    target = cost_linear.cost_text(self.config.rl_cost_model_target)
     title = _words(self._figure().get_suptitle())
     for fact in ('search space digits_search',
                  'dataset digits 8x8, preprocessing none',
@@ -333,14 +332,6 @@ class ReportTest(absltest.TestCase):
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)
     self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,.]+, [+-]\d+\.\d%\)')
-    self.assertEqual(report_text.cost_units('released'), 'ms')
-    self.assertEqual(report_text.cost_units('macs'), 'MACs')
-    fitted = os.path.join(tempfile.mkdtemp(), 'fitted.json')
-    with open(fitted, 'w') as f:
-      json.dump({'units': 'ms', 'kernel': []}, f)
-    self.assertEqual(report_text.cost_units(fitted), 'ms')  # Its own units.
-    self.assertEqual(report_text.cost_units(fitted + '.gone'),
-                     report_text.UNKNOWN_UNITS)
 
 
 if __name__ == '__main__':

@@ -63,15 +63,6 @@ class StartLineTest(absltest.TestCase):
     self.assertTrue(line.endswith(f'nothing to do ({data})'), line)
 
 
-class CostTextTest(absltest.TestCase):
-
-  def test_thousands_are_grouped_and_small_values_keep_digits(self):
-    from tunas_tf.search import report_text  # pylint: disable=g-import-not-at-top
-    self.assertEqual(report_text.cost_text(2248370.4), '2,248,370')
-    self.assertEqual(report_text.cost_text(84.25), '84.25')
-    self.assertEqual(report_text.cost_text(999.5), '999.5')
-
-
 class DistributeGrapplerTest(absltest.TestCase):
 
   def test_the_memory_optimiser_stays_on_where_a_gpu_is(self):

@@ -411,7 +411,7 @@ _TOOL_ROWS = [
                                        '--output_dir={root}/afile'],
      r'--output_dir=.*afile is a file', _both(finished_search, file_in_place)),
     ('fit_cost_model', 'no_csv', ['--output={root}/c.json'],
-     r'--csv and --output are required$'),
+     r'--csv is required$'),
     ('fit_cost_model', 'missing_csv', ['--csv={root}/none.csv',
                                        '--output={root}/c.json'],
      r'none.csv'),

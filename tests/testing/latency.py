@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from tunas_tf.cost_model import random_search
+from tunas_tf.search import random_search
 
 SSD = 'digits_search'  # 18 decisions, 744 coupled features.
 HEADER = 'indices,latency_ms,spread_ms'

@@ -10,9 +10,9 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import files
-from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import fit as fit_lib
-from tunas_tf.cost_model import random_search
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.search import random_search
 from tunas_tf.tools import fit_cost_model
 from tests.testing import latency as testing_latency
 

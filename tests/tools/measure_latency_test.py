@@ -1,4 +1,5 @@
-"""Tests for tools/measure_latency (library functions and command line)."""
+"""Tests for tools/measure_latency's command line (its library:
+tests/cost_model/latency_csv_test.py)."""
 
 import csv
 import json
@@ -9,12 +10,10 @@ import tempfile
 
 from absl.testing import absltest
 
-from tunas_tf import files
 from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
-from tunas_tf.cost_model import random_search
-from tunas_tf.tools import measure_latency
+from tunas_tf.search_space import sample
 from tests.testing import latency as testing_latency
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
@@ -31,147 +30,6 @@ def _rows(path):
 
 def _env():
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-
-
-class MeasureToCsvTest(absltest.TestCase):
-
-  def test_measures_appends_and_resumes(self):
-    output = os.path.join(tempfile.mkdtemp(), 'out', 'latency.csv')
-    architectures = random_search.sample_indices(SSD, 2, seed=3)
-    result = measure_latency.measure_to_csv(SSD, architectures, output, **FAST)
-    self.assertEqual(result['skipped'], 0)
-    self.assertIsNone(result['error'])
-    self.assertGreaterEqual(result['noise'], 0.0)
-    self.assertEqual([row.indices for row in result['rows']], architectures)
-    rows = _rows(output)
-    self.assertEqual(rows[0], COLUMNS)
-    self.assertEqual([row[0] for row in rows[1:]], architectures)
-    for _, median, spread, repeats, _, load in rows[1:]:
-      self.assertGreater(float(median), 0.0)
-      self.assertLess(float(median), 1000.0)
-      self.assertGreaterEqual(float(spread), 0.0)
-      self.assertGreaterEqual(int(repeats), 2)
-      self.assertGreaterEqual(float(load), 0.0)
-    with open(latency_csv.settings_path(output)) as f:
-      settings = json.load(f)
-    self.assertEqual(settings['backend'], 'tflite')
-    self.assertEqual(settings['num_threads'], 1)
-    self.assertEqual(settings['protocol']['repeats'], 2)
-    self.assertTrue(settings['cpus'])
-    self.assertLen(os.listdir(os.path.join(
-        output + '.models', 'digits_search_8px_10c_1ch')), 2)
-
-    # A killed run may leave a cut-short last line: it is dropped, and
-    # everything measured is skipped (nothing is rebuilt or re-timed).
-    with open(output) as f:
-      complete = f.read()
-    with open(output, 'a') as f:
-      f.write('0:1:2:0,0.12')
-    again = measure_latency.measure_to_csv(SSD, architectures, output, **FAST)
-    self.assertEqual((again['rows'], again['skipped']), ([], 2))
-    with open(output) as f:
-      self.assertEqual(f.read(), complete)
-
-    # A longer list measures only what is new, appended after the old rows.
-    more = architectures + random_search.sample_indices(SSD, 3, seed=4)[2:]
-    third = measure_latency.measure_to_csv(SSD, more, output, **FAST)
-    self.assertEqual(third['skipped'], 2)
-    self.assertEqual([row.indices for row in third['rows']], more[2:])
-    rows = _rows(output)
-    self.assertEqual([row[0] for row in rows[1:]], more)
-    self.assertEqual(rows[1:3], [r.split(',') for r in
-                                 complete.splitlines()[1:]])
-
-  def test_existing_csv_with_wrong_header_or_settings_is_refused(self):
-    directory = tempfile.mkdtemp()
-    architectures = random_search.sample_indices(SSD, 1, seed=0)
-    wrong = os.path.join(directory, 'wrong.csv')
-    with open(wrong, 'w') as f:
-      f.write('indices,latency\n0:0,1.0\n')
-    with self.assertRaisesRegex(ValueError, "header 'indices,latency'"):
-      measure_latency.measure_to_csv(SSD, architectures, wrong, **FAST)
-    with open(wrong) as f:
-      self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
-
-    other_space = os.path.join(directory, 'other.csv')
-    with open(other_space, 'w') as f:
-      f.write(','.join(COLUMNS) + '\n0:1:0,1.0,0.1,2,0,0.5\n')
-    with self.assertRaisesRegex(ValueError, 'line 2.*expected 18 indices'):
-      measure_latency.measure_to_csv(SSD, architectures, other_space, **FAST)
-
-    # Only a header, cut before its newline: kept, rows go on the next line.
-    lone_header = os.path.join(directory, 'header.csv')
-    with open(lone_header, 'w') as f:
-      f.write(','.join(COLUMNS))
-    self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
-    with open(lone_header) as f:
-      self.assertEqual(f.read(), ','.join(COLUMNS) + '\n')
-
-    measured_with_tf = os.path.join(directory, 'tf.csv')
-    with open(measured_with_tf, 'w') as f:
-      f.write(','.join(COLUMNS) + '\n')
-    with open(latency_csv.settings_path(measured_with_tf), 'w') as f:
-      json.dump({'ssd': SSD, 'backend': 'tf'}, f)
-    with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      measure_latency.measure_to_csv(SSD, architectures, measured_with_tf,
-                                     **FAST)
-
-  def test_bad_arguments(self):
-    output = os.path.join(tempfile.mkdtemp(), 'latency.csv')
-    good = random_search.sample_indices(SSD, 1)
-    cases = [
-        (dict(ssd='nope'), 'Unknown search space'),
-        (dict(backend='onnx'), "unknown backend 'onnx'"),
-        (dict(protocol=latency.Protocol(runs=0)), 'runs must be an int >= 1'),
-        (dict(num_threads=0), 'num_threads must be an int >= 1'),
-        (dict(architectures=['0:1']), 'architecture 0: .*expected 18'),
-        (dict(image_size=0), 'image_size must be a positive int'),
-    ]
-    for overrides, message in cases:
-      kwargs = dict(ssd=SSD, architectures=good, output=output, **FAST)
-      kwargs.update(overrides)
-      with self.assertRaisesRegex(ValueError, message):
-        measure_latency.measure_to_csv(**kwargs)
-    self.assertFalse(os.path.exists(output))
-    with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
-      random_search.sample_indices(SSD, 0)
-
-
-class ReadIndicesFileTest(absltest.TestCase):
-
-  def test_reads_json_and_text(self):
-    directory = tempfile.mkdtemp()
-    kept = random_search.sample_architectures(SSD, 3, seed=1)
-    as_json = os.path.join(directory, 'archs.json')
-    files.write_json(kept + kept[:1], as_json)
-    expected = [k['indices'] for k in kept]
-    self.assertEqual(measure_latency.read_indices_file(as_json, SSD),
-                     expected)  # Duplicates dropped.
-    as_text = os.path.join(directory, 'archs.txt')
-    with open(as_text, 'w') as f:
-      f.write('# measured on the laptop\n\n' + '\n'.join(expected) + '\n')
-    self.assertEqual(measure_latency.read_indices_file(as_text, SSD), expected)
-    single = os.path.join(directory, 'architecture.json')
-    files.write_json({'indices': expected[1], 'ssd': SSD},
-                                    single)
-    self.assertEqual(measure_latency.read_indices_file(single, SSD),
-                     expected[1:2])
-
-  def test_bad_entries_are_named(self):
-    directory = tempfile.mkdtemp()
-    bad_text = os.path.join(directory, 'bad.txt')
-    good = random_search.sample_indices(SSD, 1)[0]
-    with open(bad_text, 'w') as f:
-      f.write(good + '\n0:9\n')
-    with self.assertRaisesRegex(ValueError, 'line 2: .*expected 18 indices'):
-      measure_latency.read_indices_file(bad_text, SSD)
-    bad_json = os.path.join(directory, 'bad.json')
-    with open(bad_json, 'w') as f:
-      json.dump([{'cost': 1.0}], f)
-    with self.assertRaisesRegex(ValueError, 'entry 0 has no "indices"'):
-      measure_latency.read_indices_file(bad_json, SSD)
-    with self.assertRaisesRegex(ValueError, 'cannot read'):
-      measure_latency.read_indices_file(os.path.join(directory, 'no'), SSD)
 
 
 class CommandLineTest(absltest.TestCase):
@@ -191,7 +49,7 @@ class CommandLineTest(absltest.TestCase):
     rows = _rows(output)
     self.assertEqual(rows[0], COLUMNS)
     self.assertEqual([row[0] for row in rows[1:]],
-                     random_search.sample_indices(SSD, 1, seed=2))
+                     sample.sample_indices(SSD, 1, seed=2))
     self.assertGreater(float(rows[1][1]), 0.0)
 
     wrong = os.path.join(directory, 'wrong.csv')
@@ -217,7 +75,7 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('with device command', result.stdout)
     rows = _rows(first)
     self.assertEqual([row[0] for row in rows[1:]],
-                     random_search.sample_indices(SSD, 3, seed=2))
+                     sample.sample_indices(SSD, 3, seed=2))
     models = os.path.join(first + '.models', 'digits_search_8px_10c_1ch')
     for row in rows[1:]:  # The fake device's figure: file size / 1e6 ms.
       size = os.path.getsize(os.path.join(models,
@@ -243,7 +101,7 @@ class CommandLineTest(absltest.TestCase):
     result = self._device_pass(directory, output, script, 2,
                                '--most_informative')
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    first = random_search.sample_indices(SSD, 2, seed=2)
+    first = sample.sample_indices(SSD, 2, seed=2)
     picks = adaptive.most_informative(SSD, first, 2, seed=2)
     self.assertEqual([row[0] for row in _rows(output)[1:]], first + picks)
 
@@ -259,7 +117,7 @@ class CommandLineTest(absltest.TestCase):
                      r'with 1: error: no devices/emulators found; the 2 rows '
                      r'measured before it are in ')
     self.assertEqual([row[0] for row in _rows(output)[1:]],
-                     random_search.sample_indices(SSD, 4, seed=2)[:2])
+                     sample.sample_indices(SSD, 4, seed=2)[:2])
 
   def test_unparsable_output_and_bad_commands_end_in_one_line(self):
     directory = tempfile.mkdtemp()

@@ -8,7 +8,7 @@ import tempfile
 
 from absl.testing import absltest
 
-from tunas_tf.cost_model import random_search
+from tunas_tf.search import random_search
 
 SSD = 'digits_search'
 

@@ -60,6 +60,18 @@ def _to_python(value: np.ndarray) -> Number:
   return float(value) if np.ndim(value) == 0 else value
 
 
+def _formula(math, quality, cost, target, exponent, kind: str) -> RewardStats:
+  """The module docstring's formulas, in `math` (NumPy or `tf.math`)."""
+  ratio = cost / target
+  if kind == REWARD_ABS:
+    adjustment = exponent * abs(ratio - 1.0)
+    return RewardStats(quality + adjustment, ratio, adjustment)
+  adjustment = ratio**exponent
+  if kind == REWARD_MNAS_HARD:
+    adjustment = math.minimum(adjustment, 1.0)
+  return RewardStats(quality * adjustment, ratio, adjustment)
+
+
 def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
                    target: NumberOrTensor, exponent: NumberOrTensor,
                    kind: str) -> RewardStats:
@@ -86,19 +98,9 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
     return tf_compute_reward(quality, cost, target, exponent, kind)
   _check_kind(kind)
   _check_target(target)
-  quality, cost, target, exponent = (
-      np.asarray(x, np.float64) for x in (quality, cost, target, exponent))
-  ratio = cost / target
-  if kind == REWARD_ABS:
-    adjustment = exponent * np.abs(ratio - 1.0)
-    reward = quality + adjustment
-  else:
-    adjustment = np.power(ratio, exponent)
-    if kind == REWARD_MNAS_HARD:
-      adjustment = np.minimum(adjustment, 1.0)
-    reward = quality * adjustment
-  return RewardStats(reward=_to_python(reward), cost_ratio=_to_python(ratio),
-                     cost_adjustment=_to_python(adjustment))
+  stats = _formula(np, *(np.asarray(x, np.float64)
+                         for x in (quality, cost, target, exponent)), kind)
+  return RewardStats(*(_to_python(v) for v in dataclasses.astuple(stats)))
 
 
 def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
@@ -124,16 +126,5 @@ def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
   """
   _check_kind(kind)
   _check_target(target)
-  quality, cost, target, exponent = (
-      tf.cast(x, tf.float32) for x in (quality, cost, target, exponent))
-  ratio = cost / target
-  if kind == REWARD_ABS:
-    adjustment = exponent * tf.abs(ratio - 1.0)
-    reward = quality + adjustment
-  else:
-    adjustment = tf.pow(ratio, exponent)
-    if kind == REWARD_MNAS_HARD:
-      adjustment = tf.minimum(adjustment, 1.0)
-    reward = quality * adjustment
-  return RewardStats(reward=reward, cost_ratio=ratio,
-                     cost_adjustment=adjustment)
+  return _formula(tf.math, *(tf.cast(x, tf.float32)
+                             for x in (quality, cost, target, exponent)), kind)

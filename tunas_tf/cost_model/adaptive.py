@@ -17,7 +17,7 @@ import numpy as np
 
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
+from tunas_tf.search_space import sample
 
 
 def most_informative(ssd: str, measured: Sequence[str], num: int,
@@ -44,7 +44,7 @@ def most_informative(ssd: str, measured: Sequence[str], num: int,
   size = pool or max(500, 20 * num)
   done = set(measured)
   candidates = [i for i in dict.fromkeys(
-      random_search.sample_indices(ssd, size, seed)) if i not in done]
+      sample.sample_indices(ssd, size, seed)) if i not in done]
   if len(candidates) < num:
     raise ValueError(f'only {len(candidates)} new architectures among '
                      f'{size} draws; ask for fewer than {num} or a bigger pool')

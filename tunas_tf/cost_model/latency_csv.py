@@ -1,7 +1,8 @@
 """The latency CSV: measured architectures of one space, one row each.
 
-`tools/measure_latency` writes it and `tools/fit_cost_model` reads it, by the
-same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
+`measure_to_csv` (`tools/measure_latency`, `bench/latency_fit`) writes it,
+the architectures given or read from a file (`read_indices_file`), and
+`tools/fit_cost_model` reads it, by the same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
 least `indices` and `latency_ms`, every row as long as the header, indices
 that fit the space, positive finite latencies; an error names the file and
 line. Appending needs the exact header `COLUMNS`, and the settings the rows
@@ -12,16 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
 import os
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+import time
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
+                    Tuple)
 
 from absl import logging
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import latency
+from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -197,3 +203,169 @@ def check_settings(path: str, settings: Dict[str, Any]) -> None:
       raise ValueError(
           f'{path} was measured with {key}={recorded[key]!r}, not '
           f'{value!r} (see {recorded_path}); choose another --output')
+
+
+def _canonical(space: Any, indices: Any, where: str = '') -> str:
+  """Validates `indices` against `space`; returns the canonical '0:2:1' form.
+
+  Raises:
+    ValueError: for a bad token, a wrong count or an index out of range
+      (`where` prefixes the message, e.g. 'line 3: ').
+  """
+  try:
+    return schema.format_indices(schema.check_indices(space, indices))
+  except ValueError as e:
+    raise ValueError(f'{where}{e}') from None
+
+
+def read_indices_file(path: str, ssd: str) -> List[str]:
+  """Reads architectures from a JSON or text file, validated against `ssd`.
+
+  Args:
+    path: a JSON list (of `{"indices": ...}` objects or of index strings), a
+      JSON object with an "indices" key, or a text file of one colon-separated
+      index list per line ('#' comments and blank lines skipped).
+    ssd: a name of `mobile.SEARCH_SPACES`.
+
+  Returns:
+    The canonical index strings, in file order, duplicates dropped.
+
+  Raises:
+    ValueError: for an unreadable file, an entry without indices, or indices
+      that do not fit the space (the message names the entry).
+  """
+  space = mobile.get_search_space(ssd)
+  text = files.read_input(path)
+  try:
+    document = json.loads(text)
+  except json.JSONDecodeError:
+    document = None
+  entries: List[Tuple[str, Any]] = []
+  if isinstance(document, dict):
+    document = [document]
+  if isinstance(document, list):
+    for i, entry in enumerate(document):
+      if isinstance(entry, dict):
+        if 'indices' not in entry:
+          raise ValueError(f'{path}: entry {i} has no "indices"')
+        entry = entry['indices']
+      if not isinstance(entry, (str, list)):
+        raise ValueError(f'{path}: entry {i} is {entry!r}, not indices')
+      entries.append((f'{path}: entry {i}: ', entry))
+  else:
+    for number, line in enumerate(text.splitlines(), 1):
+      line = line.strip()
+      if line and not line.startswith('#'):
+        entries.append((f'{path}: line {number}: ', line))
+  found = []
+  for where, entry in entries:
+    indices = _canonical(space, entry, where)
+    if indices not in found:
+      found.append(indices)
+  if not found:
+    raise ValueError(f'{path}: no architectures in it')
+  return found
+
+
+def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
+                   backend: str = 'tflite',
+                   protocol: latency.Protocol = latency.Protocol(), *,
+                   image_size: Optional[int] = None,
+                   num_classes: Optional[int] = None,
+                   input_channels: Optional[int] = None,
+                   num_threads: int = 1,
+                   device_command: Optional[str] = None,
+                   device_timeout: float = 600.0,
+                   model_cache: Optional[str] = None,
+                   builder: Callable[[str, macs.InputSpec], Any]
+                   ) -> Dict[str, Any]:
+  """Measures architectures not yet in `output` and appends a row for each.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    architectures: index lists or strings (validated before any build).
+    output: the CSV path (`COLUMNS`); created if missing, else
+      appended to (rows flushed one by one). The settings are written to
+      `settings_path(output)`.
+    backend: 'tflite' or 'tf' on this host (ignored with `device_command`).
+    protocol: how each architecture is timed (`latency.Protocol`).
+    image_size: input resolution (default: the space's).
+    num_classes: classifier width (default: the space's).
+    input_channels: image channels (default: the space's).
+    num_threads: TFLite interpreter threads (>= 1).
+    device_command: time on a device through this command instead
+      (`latency.make_device`).
+    device_timeout: seconds a device command may take.
+    model_cache: where converted models are kept; default
+      `<output>.models`.
+    builder: (ssd, input) -> the network builder a device times
+      (`graph.inference.builder`).
+
+  Returns:
+    dict with `rows` (the new `latency.Row`s), `skipped` (how many were
+    already in the CSV), `noise` (`latency.pass_noise` of the new rows, a
+    fraction, or None), `seconds` (the pass's wall time) and `error` (None,
+    or the one line of a device that failed; the rows before it are
+    written).
+
+  Raises:
+    ValueError: for a bad argument, indices that do not fit the space, or an
+      existing `output` with another header, bad rows, or other settings
+      (`check_settings`).
+  """
+  space = mobile.get_search_space(ssd)
+  protocol.check()
+  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
+      num_threads < 1):
+    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
+  wanted = []
+  for i, indices in enumerate(architectures):
+    indices = _canonical(space, indices, f'architecture {i}: ')
+    if indices not in wanted:
+      wanted.append(indices)
+  shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
+  device = latency.make_device(
+      ssd, shape, protocol, builder(ssd, shape), backend=backend,
+      num_threads=num_threads,
+      model_cache=model_cache or output + '.models',
+      device_command=device_command, command_timeout=device_timeout)
+  settings = {'ssd': ssd, 'image_size': shape.image_size,
+              'num_classes': shape.num_classes,
+              'input_channels': shape.input_channels, **device.settings}
+  check_settings(output, settings)
+  done = set(read_for_append(output, ssd))
+  todo = [indices for indices in wanted if indices not in done]
+  skipped = len(wanted) - len(todo)
+  if skipped:
+    logging.info('%d of %d architectures already in %s; skipping them',
+                 skipped, len(wanted), output)
+  files.write_json(dict(settings, protocol=dataclasses.asdict(protocol),
+                        load_at_start=latency.load_average()),
+                   settings_path(output))
+  new_rows, error = [], None
+  start = time.time()
+  with appender(output) as write_row:
+    try:
+      for n, row in enumerate(latency.measure(device, todo, protocol), 1):
+        write_row(row.as_csv())
+        new_rows.append(row)
+        eta = (time.time() - start) / n * (len(todo) - n)
+        logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
+                     'load %.2f)  ETA %s', n, len(todo), row.indices,
+                     row.latency_ms, row.spread_ms, row.repeats,
+                     row.remeasured, row.load, duration_text(eta))
+    except latency.DeviceError as e:
+      error = str(e)
+  return {'rows': new_rows, 'skipped': skipped,
+          'noise': latency.pass_noise(new_rows),
+          'seconds': time.time() - start, 'error': error}
+
+
+def duration_text(seconds: float) -> str:
+  """'42s', '7m05s' or '1h02m'."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f'{seconds}s'
+  if seconds < 3600:
+    return f'{seconds // 60}m{seconds % 60:02d}s'
+  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'

@@ -7,6 +7,7 @@ exact multiply-add count, any space) or the path of a coefficients JSON
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
 `estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
+`cost_units` and `cost_text` are how every line and chart prints a cost.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
@@ -32,6 +34,8 @@ MACS = 'macs'
 FITTED = 'fitted'  # The kind of a model read from a coefficients JSON.
 COST_MODEL_KINDS = (RELEASED, MACS)
 MACS_UNITS = 'multiply-adds'
+RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
+UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
 
@@ -65,14 +69,42 @@ class LinearCostModel:
     return int(self.kernel.shape[0])
 
 
+def short_units(units: str) -> str:
+  """The unit printed after a cost, from a `LinearCostModel.units`: 'MACs'
+  for the macs model, else its last ', '-part ('ms' of `RELEASED_UNITS`)."""
+  return 'MACs' if units == MACS_UNITS else units.rsplit(', ', 1)[-1]
+
+
+def cost_units(cost_model: Optional[str]) -> str:
+  """`short_units` of a `--cost_model` value's model, without resolving it
+  (no space needed): 'MACs', 'ms', a coefficients JSON's own units, or
+  `UNKNOWN_UNITS` when that file cannot be read here (a report of a run
+  whose fitted model is gone)."""
+  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS}.get(cost_model or '')
+  if units is None and cost_model:
+    try:
+      units = files.read_json(cost_model).get('units')
+    except (ValueError, AttributeError, tf.errors.OpError):
+      pass
+  return short_units(units) if isinstance(units, str) and units else (
+      UNKNOWN_UNITS)
+
+
+def units_suffix(cost_model: Optional[str]) -> str:
+  """' MACs', ' ms', or '' when the units are unknown: to follow a cost."""
+  units = cost_units(cost_model)
+  return '' if units == UNKNOWN_UNITS else ' ' + units
+
+
+def cost_text(value: float) -> str:
+  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
+  else 6 significant digits ('84.2')."""
+  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
+
+
 @functools.lru_cache(maxsize=None)
 def _space_feature_length(ssd: str) -> int:
   return features_lib.feature_length(mobile.get_search_space(ssd))
-
-
-def _is_number(value: Any) -> bool:
-  return (isinstance(value, (int, float)) and not isinstance(value, bool) and
-          math.isfinite(value))
 
 
 def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
@@ -108,11 +140,11 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
     length = len(kernel) if isinstance(kernel, list) else type(kernel).__name__
     raise ValueError(f"Cost model {path}: field 'kernel' has {length} values; "
                      f'expected num_features = {expected}')
-  bad = [i for i, v in enumerate(kernel) if not _is_number(v)]
+  bad = [i for i, v in enumerate(kernel) if not checks.is_number(v)]
   if bad:
     raise ValueError(f"Cost model {path}: field 'kernel' has a non-number "
                      f'{kernel[bad[0]]!r} at position {bad[0]}')
-  if not _is_number(data['bias']):
+  if not checks.is_number(data['bias']):
     raise ValueError(f"Cost model {path}: field 'bias' must be a finite "
                      f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
@@ -330,9 +362,9 @@ def check_varies(model: LinearCostModel, num: int = 200,
     ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
       median, naming the range in the model's units.
   """
-  from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top
   spec = mobile.get_search_space(model.ssd)
-  candidates = random_search.sample_indices(model.ssd, num, seed) + [
+  candidates = sample.sample_indices(model.ssd, num, seed) + [
       schema.extreme_indices(spec, largest) for largest in (False, True)]
   costs = np.array([estimate_cost_of_indices(i, model) for i in candidates])
   low, high, median = costs.min(), costs.max(), float(np.median(costs))

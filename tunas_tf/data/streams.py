@@ -91,20 +91,14 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
                   checked: Optional[str] = None) -> tf.data.Dataset:
   """An endless stream of batches, a pure function of `key` and position.
 
-  Example p of the stream (p = 0, 1, ...) is example p mod N of epoch
-  e = p // N, where epoch e is `examples` shuffled with a seed drawn from
-  (`key`, e); `prepare(example, seed)` then maps it with seed (`key`, p), so
-  random augmentation is keyed too. Per-replica batch j holds examples
-  [j * batch_size, (j + 1) * batch_size) (epochs run into each other; the
-  batches all have `batch_size` examples) and step s takes per-replica
-  batches [s * R, (s + 1) * R) with R = `pipeline.replicas`. Started at
-  `start_step`, the stream is the tail of the one started at 0: the epoch
-  starts at p // N and the examples before p are skipped before `prepare`
-  (read, not decoded).
-
-  Each shuffle's seed pair takes `key`'s seed as graph-level seed, as in the
-  Estimator's graph (`tf_random_seed`, the job's seed), wherever the stream
-  is made: both engines read the same batches (`_shuffle`).
+  As the module says, with epochs shuffled from (`key`, e) and
+  `prepare(example, seed)` keyed on (`key`, p). Per-replica batch j holds
+  examples [j * batch_size, (j + 1) * batch_size) (epochs run into each
+  other) and step s takes per-replica batches [s * R, (s + 1) * R), R =
+  `pipeline.replicas`. Started at `start_step`, the examples before it are
+  skipped before `prepare` (read, not decoded). Each shuffle takes `key`'s
+  seed as graph-level seed, as the Estimator's graph does, so both engines
+  read the same batches (`_shuffle`).
 
   Args:
     examples: an unbatched dataset of N examples in a fixed order.

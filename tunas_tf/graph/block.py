@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from tunas_tf.graph import ir
+from tunas_tf.graph import symbolic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +100,7 @@ class Block:
         key = body[2:]
         return f'K:{prefix}{key}{suffix}' if key in block_constants else v
       key, _, dim = body[2:].rpartition(':')
-      if not key or _is_int(key):
+      if not key or symbolic.is_int(key):
         return v
       return f'S:{tensor(key)}:{dim}{suffix}'
 
@@ -116,11 +117,3 @@ class Block:
                  constants={prefix + k: v for k, v in block_constants.items()},
                  base_graph=template, base_constants=self.template_constants,
                  instance_id=instance_id)
-
-
-def _is_int(text: str) -> bool:
-  try:
-    int(text)
-    return True
-  except ValueError:
-    return False

@@ -277,11 +277,7 @@ def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
   Raises:
     ValueError: if the checkpoint cannot be read.
   """
-  try:
-    values = resume_lib.reader(checkpoint)
-  except (tf.errors.OpError, ValueError) as e:
-    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
-                     f'{str(e).splitlines()[0]}') from None
+  values = resume_lib.read_checkpoint(checkpoint)
   kept = {}
   for name in values.get_variable_to_shape_map():
     if not name.startswith(('blocks/', 'classifier/')):

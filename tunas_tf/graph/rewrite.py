@@ -295,33 +295,22 @@ class SubgraphModel:
 
   def get_subg_inputs(self, graph_inputs: Optional[Mapping[str, Any]] = None
                       ) -> Dict[str, Any]:
-    """The boundary input values computed from graph inputs.
-
-    Args:
-      graph_inputs: graph input values (default: `inputs`).
-
-    Returns:
-      A dict from canonical boundary input name to float tensor.
-    """
-    state = self._require_state()
-    graph_inputs = self.inputs if graph_inputs is None else graph_inputs
-    values = state.call_all(graph_inputs, output_names=self.input_names)
-    return {name: values[name] for name in self.input_names}
+    """The boundary input values (canonical name -> float tensor), computed
+    from graph inputs (default: `inputs`)."""
+    return self._in_context(self.input_names, graph_inputs)
 
   def get_subg_outputs(self, graph_inputs: Optional[Mapping[str, Any]] = None
                        ) -> Dict[str, Any]:
-    """The boundary output values, computed in context from graph inputs.
+    """The boundary output values (canonical name -> float tensor),
+    computed in context from graph inputs (default: `inputs`)."""
+    return self._in_context(self.output_names, graph_inputs)
 
-    Args:
-      graph_inputs: graph input values (default: `inputs`).
-
-    Returns:
-      A dict from canonical boundary output name to float tensor.
-    """
+  def _in_context(self, names: Sequence[str],
+                  graph_inputs: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     state = self._require_state()
     graph_inputs = self.inputs if graph_inputs is None else graph_inputs
-    values = state.call_all(graph_inputs, output_names=self.output_names)
-    return {name: values[name] for name in self.output_names}
+    values = state.call_all(graph_inputs, output_names=names)
+    return {name: values[name] for name in names}
 
   def execute_subg(self, subg_inputs: Mapping[str, Any]) -> Dict[str, Any]:
     """Runs the subgraph alone on boundary input values.

@@ -85,7 +85,7 @@ def resolve_value(value: Any,
     dim = _int(dim_text, value, where)
     if not key:
       shape = _slot_shape(input_shapes, 0, value, where)
-    elif _is_int(key):
+    elif is_int(key):
       shape = _slot_shape(input_shapes, int(key), value, where)
     else:
       tensor = ir.canonicalize_tensor_name(key)
@@ -105,7 +105,8 @@ def resolve_value(value: Any,
   return (base // div) * mul
 
 
-def _is_int(text: str) -> bool:
+def is_int(text: str) -> bool:
+  """Whether `text` reads as an int ('3', '-1'), as a symbolic key."""
   try:
     int(text)
     return True

@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import tempfile
-import time
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
                     Sequence, Tuple)
 
@@ -168,34 +167,6 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
       devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
-class _Progress:
-  """The progress line (`hooks.log_progress`), every `every` steps and at
-  `max_steps`, of the scalars `formats` names (all when None)."""
-
-  def __init__(self, max_steps: int, every: int,
-               formats: Optional[Mapping[str, Callable[[float], str]]]):
-    self._max_steps, self._every = max_steps, every
-    self._formats = formats
-    self._last = None  # (time, step) of the last line or the first loop.
-
-  def after_loop(self, step: int, values: Mapping[str, float]) -> None:
-    now = time.time()
-    if self._last is None:  # The first loop traces: no rate yet.
-      self._last = (now, step)
-      return
-    last_time, last_step = self._last
-    if step // self._every == last_step // self._every and (
-        step < self._max_steps):
-      return
-    rate = (step - last_step) / max(now - last_time, 1e-9)
-    if self._formats is not None:
-      values = {name: values[name] for name in self._formats
-                if name in values}
-    hooks.log_progress(step, self._max_steps, rate, values,
-                       self._formats or {})
-    self._last = (now, step)
-
-
 class _Run:
   """A task's variables, checkpoint and step loop under a strategy.
 
@@ -331,7 +302,8 @@ def _write(writer, values: Mapping[str, float], step: int,
 
 
 def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
-           max_steps: int, stop: preemption.StopRequest, progress: _Progress,
+           max_steps: int, stop: preemption.StopRequest,
+           progress: hooks.ProgressLine,
            summaries: Optional[Summaries], run_name: str) -> int:
   """`train`'s loop, once the run's objects exist; the final step."""
   step = start = run.restore()
@@ -365,7 +337,8 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
         _write(writer, dict(zip(run.names, kept.numpy().tolist())),
                int(kept_at), summaries)
       if run.chief:
-        progress.after_loop(step, last)
+        progress.update(step, {name: last[name] for name in run.task.progress
+                               if name in last})
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -468,43 +441,24 @@ def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
           run_name: str, grappler_off: Sequence[str] = ()) -> int:
   """Trains `task` under `strategy` to `max_steps`; the final step.
 
-  Builds the task's variables and an int64 `global_step`, restores the
-  checkpoint the `checkpoint` file of `job.model_dir` names (where
-  `lifecycle.run` pointed it: `resume.resume_point`), then runs loops of
-  `job.tpu_iterations_per_loop` steps (the last one shortened to end at
-  `max_steps`) over the task's batches (`dataset_fn`). The scalars of each
-  step whose 0-based index is a multiple of `job.tpu_iterations_per_loop`
-  (the first replica's) go to `job.model_dir`'s events file at that index,
-  as the Estimator's host_call writes them, with the probabilities
-  of the task's `decisions` (`summaries.write_probabilities`). After each
-  loop it logs the task's `progress` line every `job.log_every_steps`
-  steps, and saves `model.ckpt-N`
-  (keeping `job.keep_checkpoint_max`; the first at the start of a new run,
-  as the Estimator) every `job.save_checkpoints_steps` steps, at the end
-  and on a stop request. Under `MultiWorkerMirroredStrategy` only the chief
-  writes events, progress lines and checkpoints into `job.model_dir`; every
-  worker restores from there, and the others save at the same steps to a
-  temporary directory removed at the end. Runs in a worker thread
-  (`preemption.run_in_thread`), so the main thread sees signals at once.
-
-  Args:
-    strategy: from `strategy_for`.
-    task: the variables, the per-replica step and the batches.
-    job: the run's job config.
-    max_steps: the global step training ends at.
-    stop: checked after every loop.
-    run_name: the run in the guards' lines, e.g. 'the search'.
-    grappler_off: Grappler passes the loop's functions run without
-      (`grappler_without`).
+  As the module says: restores the checkpoint the `checkpoint` file of
+  `job.model_dir` names (`lifecycle.run` pointed it there), runs loops of
+  `job.tpu_iterations_per_loop` steps (the last one ending at `max_steps`),
+  writes the first replica's scalars of the steps whose 0-based index is a
+  multiple of that, as the Estimator's host_call does (with the task's
+  `decisions`' probabilities), logs the `progress` line every
+  `job.log_every_steps` steps and saves `model.ckpt-N` (keeping
+  `job.keep_checkpoint_max`; the first at the start of a new run) every
+  `job.save_checkpoints_steps` steps, at the end and on a stop request.
+  Non-chief workers save at the same steps into a temporary directory.
+  Runs in a worker thread (`preemption.run_in_thread`).
 
   Raises:
-    ValueError: one line, for a NaN or Inf (`guards.check_finite` in the
-      graph, or the task's `finite_scalars` on the host; nothing saved
-      after the last good checkpoint, which it names), an undecodable
-      image, an unrestorable checkpoint, a lost model directory or, in a
-      cluster, a lost worker (naming the last checkpoint).
-    preemption.Stopped: when a signal stopped it (after the loop in flight,
-      a checkpoint saved).
+    ValueError: one line, for a NaN or Inf (`guards.check_finite`, or the
+      task's `finite_scalars`; it names the last good checkpoint), an
+      undecodable image, an unrestorable checkpoint, a lost model directory
+      or, in a cluster, a lost worker.
+    preemption.Stopped: when a signal stopped it (a checkpoint saved).
   """
 
   def guarded() -> int:
@@ -521,8 +475,9 @@ def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
             task.decisions, values.__getitem__, step)
       try:
         return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
-                      stop, _Progress(max_steps, job.log_every_steps,
-                                      task.progress), summaries, run_name)
+                      stop, hooks.ProgressLine(max_steps, job.log_every_steps,
+                                               task.progress),
+                      summaries, run_name)
       finally:
         run.close()
 

@@ -40,6 +40,33 @@ def log_progress(step: int, max_step: int, rate: float,
                  step, max_step, rate, eta, extra, images)
 
 
+class ProgressLine:
+  """Either engine's progress line: `update` after each session run or loop
+  logs `log_progress` once the step reached a multiple of `every` or
+  `max_step`, at the steps/s since the last line; the first update only
+  starts the clock (it paid for graph warm-up or tracing)."""
+
+  def __init__(self, max_step: int, every: int,
+               formats: Optional[Mapping[str, Callable[[float], str]]] = None):
+    self._max_step, self._every, self._formats = max_step, every, formats
+    self._last = None  # (time, step) of the last line or the first update.
+
+  def update(self, step: int, values: Mapping[str, float],
+             images: Callable[[], Optional[str]] = lambda: None) -> None:
+    now = time.time()
+    if self._last is None:
+      self._last = (now, step)
+      return
+    last_time, last_step = self._last
+    if step // self._every == last_step // self._every and (
+        step < self._max_step):
+      return
+    rate = (step - last_step) / max(now - last_time, 1e-9)
+    log_progress(step, self._max_step, rate, values, self._formats or {},
+                 images())
+    self._last = (now, step)
+
+
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
   """A progress log and an images/s measurement.
 
@@ -71,8 +98,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                record_key: Optional[str] = None,
                formats: Optional[Dict[str, Callable[[float], str]]] = None):
     self._fetches = fetches
-    self._formats = dict(formats or {})
-    self._max_step, self._log_every = max_step, log_every
+    self._formats, self._max_step = formats, max_step
+    self._log_every = log_every
     self._per_step = images_per_step
     self._cores = max(1, int(num_cores))
     self._record, self._key = record, record_key
@@ -82,7 +109,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self._start = self._first = self._last = None
     self._images = self._first_images = 0
     self._prev_step = None
-    self._window = None  # (time, step) of the last log line.
+    self._line = ProgressLine(self._max_step, self._log_every, self._formats)
 
   def after_create_session(self, session, coord):
     del coord
@@ -104,14 +131,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     results = run_values.results
     step = int(results['step']) + 1 if 'step' in results else None
     self._count(now, results, step)
-    if step is None or not self._log_every:
-      return
-    if self._window is None:  # The first run: graph warm-up, no rate yet.
-      self._window = (now, step)
-      return
-    if step % self._log_every == 0 or step >= self._max_step:
-      self._log(now, step, results)
-      self._window = (now, step)
+    if step is not None and self._log_every:
+      values = {k: float(v) for k, v in results.items()
+                if k not in ('step', 'batch')}
+      self._line.update(step, values, self._images_text)
 
   def _count(self, now: float, results: Dict[str, Any],
              step: Optional[int]) -> None:
@@ -129,16 +152,12 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       self._images += count
     self._last = now
 
-  def _log(self, now: float, step: int, results: Dict[str, Any]) -> None:
-    last_time, last_step = self._window
-    rate = (step - last_step) / max(now - last_time, 1e-9)
-    values = {k: float(v) for k, v in results.items()
-              if k not in ('step', 'batch')}
-    images = None
-    if self._per_step:
-      images = self.rate()
-      images = f'{images:.1f}' if images else '?'
-    log_progress(step, self._max_step, rate, values, self._formats, images)
+  def _images_text(self) -> Optional[str]:
+    """The line's images/s per core (training), '?' before there is one."""
+    if not self._per_step:
+      return None
+    rate = self.rate()
+    return f'{rate:.1f}' if rate else '?'
 
   def rate(self) -> Optional[float]:
     """Images/s per core so far (None before the first run)."""

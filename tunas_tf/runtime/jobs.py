@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
+                    Sequence)
 
 from tunas_tf import checks
+from tunas_tf import files
 
 # `JobConfig` fields that only say where to run, on which copy of the data,
 # how often to log and save, and whether kernels must be deterministic: a
@@ -45,29 +47,11 @@ class JobConfig:
   TrainEvalConfig` that both have (their `job` field); flag names. In
   `config.json` its fields sit flat beside the run's own (`to_json`).
 
-  Attributes:
-    model_dir: output directory (checkpoints, events, config.json).
-    dataset: 'digits' or a TFDS image-classification dataset name.
-    data_dir: TFDS data directory, or None.
-    download: whether TFDS may download and prepare a missing dataset.
-    num_classes: classifier width (at least the dataset's label count).
-    image_size: input side in pixels.
-    num_channels: image channels of the dataset.
-    preprocessing: how stored images become the network's input
-      (`datasets.PREPROCESSINGS`); part of the run (checked on restart).
-    seed: seed of the data order and the initialisation, in [0, 2^31 - 1].
-    use_tpu: run on TPU (`tpu` names it).
-    tpu: 'local' (a TPU VM's own TPU), a Cloud TPU name or grpc://HOST:PORT
-      ('' off TPU); see `cloud_tpu`.
-    tpu_zone: TPU zone, or None.
-    gcp_project: GCP project, or None.
-    tpu_iterations_per_loop: steps per TPU loop; also the summary cadence.
-    save_checkpoints_steps: checkpoint cadence.
-    keep_checkpoint_max: checkpoints kept.
-    log_every_steps: progress log cadence (CPU/GPU).
-    deterministic: TF op determinism (`use_determinism`): the same run gives
-      the same bits, at some cost in speed.
-    engine: what the run trains on (`ENGINES`); part of the run.
+  Fields carry the flag's name (their help: `tunas_tf/flags.py`), with
+  the dataset's facts resolved (`num_channels` the dataset's) and
+  `use_tpu`, `engine` defaulted; `preprocessing` and `engine` are part of
+  the run (checked on restart), `deterministic` is TF op determinism
+  (`lifecycle.use_determinism`).
 
   Raises (on construction):
     ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
@@ -209,6 +193,65 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
       raise ValueError(f'{where}: {name} is {values[name]!r}, but the other '
                        f'fields give {getattr(config, name)!r}')
   return config
+
+
+class StoredConfig:
+  """A binary's run config (a frozen dataclass with a `job`) as its model
+  directory's config.json holds it: `to_json` writes the fields flat with
+  `DERIVED_FIELDS`, `from_json`/`read` read them back, `check_stored` and
+  `write_stored` keep a restart to what `RUN_ONLY_FIELDS` lets change."""
+  BINARY: ClassVar[str]  # 'train_search' or 'train_eval'.
+  RUN_ONLY_FIELDS: ClassVar[Collection[str]]
+  DERIVED_FIELDS: ClassVar[Sequence[str]]
+
+  def to_json(self) -> Dict[str, Any]:
+    """The fields, the job's and the derived values, flat (config.json)."""
+    values = to_flat(self)
+    values.update((name, getattr(self, name)) for name in self.DERIVED_FIELDS)
+    return values
+
+  @classmethod
+  def from_json(cls, values: Mapping[str, Any], where: str) -> Any:
+    """The config stored as `to_json` wrote it (module `from_json`)."""
+    return from_json(cls, values, where, cls.BINARY, cls.DERIVED_FIELDS)
+
+  @classmethod
+  def read(cls, model_dir: str) -> Any:
+    """The config stored in `model_dir`'s config.json.
+
+    Raises:
+      ValueError: as `files.read_config` and `from_json` (another binary's
+        directory saying so).
+    """
+    return cls.from_json(
+        files.read_config(model_dir, DIRECTORY_KINDS[cls.BINARY]),
+        os.path.join(model_dir, files.CONFIG_FILE))
+
+  def check_stored(self) -> Optional[Dict[str, Any]]:
+    """Checks this config against the stored config.json; writes nothing.
+
+    Returns:
+      The stored values, or None when there are none (a new run).
+
+    Raises:
+      ValueError: naming the first field that differs outside
+        `RUN_ONLY_FIELDS` with both values (the derived ones and the data
+        size they come from last, so it names what the user changed); for
+        the other binary's directory (saying so).
+    """
+    model_dir = self.job.model_dir
+    return files.check_config(
+        os.path.join(model_dir, files.CONFIG_FILE), self.to_json(),
+        self.RUN_ONLY_FIELDS,
+        tuple(self.DERIVED_FIELDS) + (_OWN_FIELDS[self.BINARY],),
+        check_stored=lambda stored: check_written_by(
+            stored, self.BINARY, f'--model_dir={model_dir}'))
+
+  def write_stored(self, stored: Optional[Dict[str, Any]]) -> None:
+    """Writes config.json: this config, or on a restart (`stored`, from
+    `check_stored`) the stored one with the new run-only values."""
+    files.write_config(os.path.join(self.job.model_dir, files.CONFIG_FILE),
+                       self.to_json(), stored, self.RUN_ONLY_FIELDS)
 
 
 def written_by(values: Mapping[str, Any]) -> Optional[str]:

@@ -13,7 +13,7 @@ the model's optimizer the mean gradient; means carry no gradient. Also here:
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, List, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-direct-tensorflow-import
@@ -269,3 +269,19 @@ class MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
   def _scale_loss(loss_value):
     count = tf.distribute.get_strategy().num_replicas_in_sync
     return loss_value * (1.0 / count) if count > 1 else loss_value
+
+
+def rmsprop(learning_rate: Any, momentum: float,
+            var_list: Optional[Sequence[tf.Variable]] = None) -> MeanRMSProp:
+  """Both binaries' RMSProp of the weights: TF1's (decay 0.9, epsilon 1.0,
+  slots `{var}/RMSProp` and `{var}/RMSProp_1`) on the mean gradient over
+  replicas; `learning_rate` a tensor or a callable returning one (read when
+  the update is built). Apply it through `averaging_optimizer`. With
+  `var_list` its slots are made now, named as `apply_gradients` names
+  them, so that a step traced once (`tf.function`) makes no variable."""
+  optimizer = MeanRMSProp(learning_rate, decay=0.9, momentum=momentum,
+                          epsilon=1.0)
+  if var_list is not None:
+    with tf.name_scope(optimizer.get_name()):
+      optimizer._create_slots(list(var_list))  # pylint: disable=protected-access
+  return optimizer

@@ -113,6 +113,15 @@ def reader(prefix: str) -> Any:
   return _ByVariableName(raw) if raw.has_tensor(_OBJECT_GRAPH) else raw
 
 
+def read_checkpoint(prefix: str) -> Any:
+  """`reader(prefix)`, or one line: ValueError('Cannot read checkpoint ...')."""
+  try:
+    return reader(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    raise ValueError(f'Cannot read checkpoint {prefix!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+
+
 def unreadable_reason(prefix: str) -> Optional[str]:
   """Why the checkpoint `prefix` cannot be restored, or None if it can.
 

@@ -3,7 +3,7 @@ of its cost, each trained alike with `train_eval` (`tools/compare_random`
 runs it; `bench/search_vs_random.py` measures with it).
 
 `compare(search_dir, output_dir, num_random, ...)` draws architectures
-uniformly inside the searched one's cost band (`cost_model.random_search`),
+uniformly inside the searched one's cost band (`search.random_search`),
 trains each in its own directory (resuming what is there), and returns one
 result per run; `standing`, `summary`, `plot` and `by_measured_latency` read
 them.
@@ -21,10 +21,10 @@ import numpy as np
 
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
-from tunas_tf.cost_model import random_search
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report_text
+from tunas_tf.search import random_search
 
 RESULTS_FILE = 'results.json'
 PLOT_FILE = 'compare_random.png'
@@ -170,7 +170,7 @@ def by_measured_latency(results: List[Dict[str, Any]]) -> str:
   lines = [f"{'name':<12} {'measured':>12} {'estimated':>12} {'top1':>8}"]
   for r in sorted(results, key=lambda r: r['measured_ms']):
     lines.append(f"{r['name']:<12} {r['measured_ms']:>9.4g} ms "
-                 f"{report_text.cost_text(r['estimated_cost']):>12} "
+                 f"{cost_linear.cost_text(r['estimated_cost']):>12} "
                  f"{r['top1']:>8.4f}")
   return '\n'.join(lines)
 
@@ -204,7 +204,7 @@ def summary(results: List[Dict[str, Any]]) -> str:
   """A table of the runs and the searched architecture's `standing`."""
   lines = [f"{'name':<12} {'cost':>12} {'top1':>8}  indices"]
   for r in results:
-    cost = report_text.cost_text(r['estimated_cost'])
+    cost = cost_linear.cost_text(r['estimated_cost'])
     lines.append(f"{r['name']:<12} {cost:>12} {r['top1']:>8.4f}  "
                  f"{r['indices']}")
   s = standing(results)
@@ -234,9 +234,9 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
              label=f"searched ({100.0 * searched['top1']:.2f}%)")
   if target:
     ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
-               label=f'target {report_text.cost_text(target)} {units}')
+               label=f'target {cost_linear.cost_text(target)} {units}')
   ax.xaxis.set_major_formatter(ticker.FuncFormatter(
-      lambda x, _: report_text.cost_text(x)))
+      lambda x, _: cost_linear.cost_text(x)))
   ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
   ax.set_xlabel(f'estimated cost ({units})')
   ax.set_ylabel('top-1 accuracy on the test split (%)')
@@ -254,7 +254,7 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
 def plot_context(search_dir: str) -> Dict[str, Any]:
   """Units, target and test-split size of the search, for `plot`."""
   config = config_lib.read(search_dir)
-  context = {'units': report_text.cost_units(config.cost_model),
+  context = {'units': cost_linear.cost_units(config.cost_model),
              'target': config.rl_cost_model_target}
   try:
     info = datasets.dataset_info(  # With the search's hold-out (TFDS).

@@ -56,18 +56,20 @@ DERIVED_FIELDS = (
 )
 
 
-def _fraction_steps(fraction: float, total: int, name: str) -> int:
-  if not 0.0 <= fraction <= 1.0:
-    raise ValueError(f'--{name} must be in [0, 1], got {fraction}')
-  return int(fraction * total)
-
-
 REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
                    'comes from the topology')
 
 
+def check_replicas_on_tpu(use_tpu: bool, replicas: int,
+                          given: bool = False) -> None:
+  """Refuses replicas other than 1 on TPU, and `--replicas` `given` there at
+  all (even 1, which might read as "one TPU core")."""
+  if use_tpu and (given or replicas != 1):
+    raise ValueError(REPLICAS_ON_TPU)
+
+
 @dataclasses.dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(jobs.StoredConfig):
   """All settings of one search; the derived values are properties.
 
   Fields carry the flag's name (see `train_search.py` for their help), with
@@ -84,6 +86,9 @@ class SearchConfig:
       are fewer than 1, on TPU, or do not split the train batch.
   """
   # Where, on what data and backend, how often to log and save.
+  BINARY = BINARY
+  RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
+  DERIVED_FIELDS = DERIVED_FIELDS
   job: jobs.JobConfig
   ssd: str
   validation_examples: int
@@ -267,8 +272,7 @@ class SearchConfig:
   def _check_replicas(self) -> None:
     replicas = self.replicas
     checks.number('replicas', replicas, 1, integer=True)
-    if self.job.use_tpu and replicas != 1:
-      raise ValueError(REPLICAS_ON_TPU)
+    check_replicas_on_tpu(self.job.use_tpu, replicas)
     if self.train_batch_size % replicas:
       raise ValueError(
           f'--train_batch_size={self.train_batch_size} does not split across '
@@ -297,27 +301,23 @@ class SearchConfig:
     return int(self.search_train_examples * self.epochs //
                self.train_batch_size)
 
+  # The steps of the fractions (checked in `_check_ranges`).
   @property
   def rl_delay_steps(self) -> int:
-    return _fraction_steps(self.rl_delay_steps_fraction, self.max_global_step,
-                           'rl_delay_steps_fraction')
+    return int(self.rl_delay_steps_fraction * self.max_global_step)
 
   @property
   def increase_ops_warmup_steps(self) -> int:
-    return _fraction_steps(self.increase_ops_warmup_steps_fraction,
-                           self.max_global_step,
-                           'increase_ops_warmup_steps_fraction')
+    return int(self.increase_ops_warmup_steps_fraction * self.max_global_step)
 
   @property
   def increase_filters_warmup_steps(self) -> int:
-    return _fraction_steps(self.increase_filters_warmup_steps_fraction,
-                           self.max_global_step,
-                           'increase_filters_warmup_steps_fraction')
+    return int(self.increase_filters_warmup_steps_fraction *
+               self.max_global_step)
 
   @property
   def model_warmup_steps(self) -> int:
-    return _fraction_steps(self.model_warmup_steps_fraction,
-                           self.max_global_step, 'model_warmup_steps_fraction')
+    return int(self.model_warmup_steps_fraction * self.max_global_step)
 
   @property
   def model_learning_rate_scaled(self) -> float:
@@ -330,23 +330,6 @@ class SearchConfig:
   @property
   def validation_batch_size(self) -> int:
     return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
-
-  def to_json(self) -> Dict[str, Any]:
-    """The fields, the job's and the derived values, flat (config.json)."""
-    values = jobs.to_flat(self)
-    values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
-    return values
-
-  @classmethod
-  def from_json(cls, values: Dict[str, Any], where: str) -> 'SearchConfig':
-    """The config stored as `to_json` wrote it.
-
-    Raises:
-      ValueError: naming `where` and the field, for a missing or unknown
-        field, a refused value, or a stored derived value that disagrees
-        with the one the fields give.
-    """
-    return jobs.from_json(cls, values, where, BINARY, DERIVED_FIELDS)
 
 
 def check_stored(config: SearchConfig, model_spec_json: str
@@ -379,13 +362,7 @@ def check_stored(config: SearchConfig, model_spec_json: str
       raise ValueError(f'{spec_path} holds the search space of '
                        f'--ssd={stored_ssd}, not --ssd={config.ssd}: resume '
                        f'with --ssd={stored_ssd}, or use a new --model_dir')
-  # Derived values (and the dataset size they come from) are compared last,
-  # so an error names what the user changed.
-  return files.check_config(
-      config_path, config.to_json(), RUN_ONLY_FIELDS,
-      DERIVED_FIELDS + ('search_train_examples',),
-      check_stored=lambda stored: jobs.check_written_by(
-          stored, BINARY, f'--model_dir={model_dir}'))
+  return config.check_stored()
 
 
 def _stored_ssd(config_path: str) -> Optional[str]:
@@ -404,8 +381,7 @@ def write(config: SearchConfig, model_spec_json: str,
   Call after `check_stored` returned `stored`, once everything else is
   checked too.
   """
-  files.write_config(os.path.join(config.job.model_dir, CONFIG_FILE),
-                     config.to_json(), stored, RUN_ONLY_FIELDS)
+  config.write_stored(stored)
   spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
   if not files.exists(spec_path):
     files.write_text(model_spec_json, spec_path)
@@ -425,13 +401,4 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   return stored is not None
 
 
-def read(model_dir: str) -> SearchConfig:
-  """Returns the stored `SearchConfig` of a search directory.
-
-  Raises:
-    ValueError: if there is no config.json, it is not valid JSON or not an
-      object, it is a train_eval directory's (saying so), or a stored value
-      is missing or invalid.
-  """
-  path = os.path.join(model_dir, CONFIG_FILE)
-  return SearchConfig.from_json(files.read_config(model_dir, 'search'), path)
+read = SearchConfig.read  # A search directory's stored config.

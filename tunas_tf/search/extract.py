@@ -26,7 +26,6 @@ from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
-from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -124,12 +123,7 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
     ValueError: if the checkpoint cannot be read or lacks the logits of one
       of the space's OneOfs. (`reinforce.argmax_indices` checks the lengths.)
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    reader = resume_lib.reader(checkpoint)
-  except (tf.errors.OpError, ValueError) as e:
-    raise ValueError(f'Cannot read checkpoint {checkpoint!r}: '
-                     f'{str(e).splitlines()[0]}') from None
+  reader = resume_lib.read_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
   logits = {}
   for path, _ in schema.flatten_with_paths(spec):
@@ -267,9 +261,9 @@ def cost_miss_line(cost: float, target: float, units: str = '',
                   f'{OFF_TARGET:.0%} of it (--cost_tolerance={OFF_TARGET:g})')
   unit = f' {units}' if units else ''
   return (f'the searched architecture costs '
-          f'{report_text.cost_text(cost)}{unit}, '
+          f'{cost_linear.cost_text(cost)}{unit}, '
           f"{percent}% {'over' if miss > 0 else 'under'} its "
-          f'target {report_text.cost_text(target)}{unit}: '
+          f'target {cost_linear.cost_text(target)}{unit}: '
           f"{', '.join(remedies[:-1])}{',' if len(remedies) > 2 else ''} or "
           f'{remedies[-1]}')
 
@@ -280,8 +274,8 @@ def off_target_line(architecture: architecture_lib.Architecture,
   target; None when the search had no cost term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
-  units = report_text.cost_units(architecture.cost_model)
+  units = cost_linear.cost_units(architecture.cost_model)
   return cost_miss_line(
       architecture.estimated_cost, config.rl_cost_model_target,
-      '' if units == report_text.UNKNOWN_UNITS else units,
+      '' if units == cost_linear.UNKNOWN_UNITS else units,
       config.rl_reward_function)

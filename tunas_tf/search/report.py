@@ -29,6 +29,7 @@ from typing import (TYPE_CHECKING, Any, Dict, List, Optional, Sequence,
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import macs
 from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
@@ -169,10 +170,10 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
     parts.append('validation accuracy (last 10 logged steps) '
                  f'{np.mean([accuracy[s] for s in last]):.3f}')
   if arch.estimated_cost is not None:
-    units = report_text.cost_units(arch.cost_model)
-    text = f'cost {report_text.cost_text(arch.estimated_cost)} {units}'
+    units = cost_linear.cost_units(arch.cost_model)
+    text = f'cost {cost_linear.cost_text(arch.estimated_cost)} {units}'
     if arch.cost_target:
-      text += (f' (target {report_text.cost_text(arch.cost_target)}, '
+      text += (f' (target {cost_linear.cost_text(arch.cost_target)}, '
                f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
     parts.append(text)
   parts.append(f'indices {arch.indices_string}')
@@ -246,18 +247,18 @@ def _plot_reward(ax, scalars: Scalars, title_pad: float) -> None:
 
 
 def _plot_cost(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
-  units = report_text.cost_units(arch.cost_model)
+  units = cost_linear.cost_units(arch.cost_model)
   steps, values = _series(scalars, 'rlcontroller/estimated_cost')
   if steps:
     ax.plot(steps, values, label='estimated cost of the sample',
             linewidth=1.2)
   if arch.cost_target:
     ax.axhline(arch.cost_target, color='crimson', linestyle='--',
-               label=(f'target {report_text.cost_text(arch.cost_target)} '
+               label=(f'target {cost_linear.cost_text(arch.cost_target)} '
                       f'{units}'))
   if arch.estimated_cost is not None:
     ax.axhline(arch.estimated_cost, color='black', linestyle=':',
-               label=(f'searched {report_text.cost_text(arch.estimated_cost)} '
+               label=(f'searched {cost_linear.cost_text(arch.estimated_cost)} '
                       f'{units}'))
   ax.set_title('Cost of the sampled architectures', pad=title_pad)
   ax.set_xlabel('step')
@@ -398,7 +399,7 @@ def _format(value: Any) -> str:
 
 
 def _facts_table(config: 'SearchConfig', arch: Any) -> str:
-  units = report_text.cost_units(config.cost_model)
+  units = cost_linear.cost_units(config.cost_model)
   if config.enable_cost_model:
     reward = (f'{config.rl_reward_function}, beta '
               f'{config.rl_cost_model_exponent:g}')
@@ -409,7 +410,7 @@ def _facts_table(config: 'SearchConfig', arch: Any) -> str:
       ('dataset', config.job.data_text),
       ('cost model', config.cost_model),
       ('cost target',
-       f'{report_text.cost_text(config.rl_cost_model_target)} {units}'),
+       f'{cost_linear.cost_text(config.rl_cost_model_target)} {units}'),
       ('reward', reward),
       ('steps', f'{config.max_global_step} ({config.train_batch_size} '
                 'images a step)'),

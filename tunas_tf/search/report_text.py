@@ -1,17 +1,15 @@
-"""The report's words: cost units and figures, decision labels, line
-wrapping, the unsettled flag, the phase marks and the run's facts.
-
-Plain Python (no TensorFlow, no matplotlib): `search.report` draws and
-writes with them, and the tools print cost lines with `cost_text` and
-`cost_units`.
+"""The report's words: decision labels, line wrapping, the unsettled flag,
+the phase marks and the run's facts (costs as `cost_model.linear` prints
+them). No matplotlib: `search.report` draws and writes with them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+
+from tunas_tf.cost_model import linear
 
 if TYPE_CHECKING:
   from tunas_tf.search.config import SearchConfig
@@ -28,36 +26,6 @@ PHASES = (
     ('increase_filters_warmup_steps', 'filter warm-up ends', 'filters'),
     ('rl_delay_steps', 'RL delay ends', 'RL'),
 )
-
-UNKNOWN_UNITS = 'cost'
-
-
-def cost_units(cost_model: Optional[str]) -> str:
-  """The unit of a cost model's estimates: 'MACs', 'ms', a coefficients
-  JSON's own `units` (a fitted one's 'ms'), or `UNKNOWN_UNITS` when that
-  file cannot be read here."""
-  known = {'macs': 'MACs', 'released': 'ms'}
-  if not cost_model or cost_model in known:
-    return known.get(cost_model or '', UNKNOWN_UNITS)
-  try:
-    with open(cost_model) as f:
-      units = json.load(f).get('units')
-  except (OSError, ValueError, AttributeError):
-    return UNKNOWN_UNITS
-  return units if isinstance(units, str) and units else UNKNOWN_UNITS
-
-
-def units_suffix(cost_model: Optional[str]) -> str:
-  """' MACs', ' ms', or '' when the units are unknown: to follow a cost."""
-  units = cost_units(cost_model)
-  return '' if units == UNKNOWN_UNITS else ' ' + units
-
-
-def cost_text(value: float) -> str:
-  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
-  else 6 significant digits ('84.2')."""
-  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
-
 
 # Words for the spec fields a decision's path ends in.
 _FIELD_WORDS = {'kernel_size': 'kernel size',
@@ -179,9 +147,9 @@ def short_phase(text: str) -> str:
 def run_facts(config: 'SearchConfig') -> str:
   """One line naming the run: space, data, length, batch, cost model and
   target, reward, RL delay and warm-ups (from its `config.json`)."""
-  units = cost_units(config.cost_model)
+  units = linear.cost_units(config.cost_model)
   cost = (f'cost model {_cost_model_name(config.cost_model)}, target '
-          f'{cost_text(config.rl_cost_model_target)} {units}')
+          f'{linear.cost_text(config.rl_cost_model_target)} {units}')
   if config.enable_cost_model:
     cost += (f' (reward {config.rl_reward_function}, beta '
              f'{config.rl_cost_model_exponent:g})')

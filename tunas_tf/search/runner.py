@@ -29,17 +29,10 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 
 # The Grappler passes the distribute engine's search loop runs without
-# (`distribute.grappler_without`). On its first call (cifar_search, TF 2.15)
-# constant folding, layout, arithmetic and remapper took ~5.4 of Grappler's
-# 13.2 s and removed ~120 of ~25,800 nodes (pruning and dependency
-# optimisation, which remove ~7,000 of the digits loop's 16,600 and keep
-# the memory down, stay on): start 44.7 against 46.4 s, 1.056 against
-# 1.180 s a step, peak RSS 2,047 against 1,970 MB (bench/DECISIONS.md). tfg's
-# passes (its control-flow sink), the memory optimiser and the meta
-# optimiser's second round then took ~2.7 of the digits loop's 3.6 s and
-# removed no node; without them too (cifar_search, two rounds) the start is
-# 19.5 against 26.4 s (the Estimator's 19.2), the peak RSS 2,079 against
-# 2,251 MB, the step the same.
+# (`distribute.grappler_without`): ~8 s of its start, no node of use removed;
+# without them (cifar_search) the start is 19.5 against 26.4 s, the peak RSS
+# 2,079 against 2,251 MB, the step the same (bench/DECISIONS.md, 'The
+# distribute engine's search without four Grappler passes' and the next).
 DISTRIBUTE_GRAPPLER_OFF = ('constant_folding', 'layout_optimizer',
                            'arithmetic_optimization', 'remapping',
                            'tfg_optimizer', 'memory_optimization',
@@ -117,28 +110,21 @@ def check_search(config: SearchConfig) -> Plan:
 
 
 def run_search(config: SearchConfig) -> bool:
-  """Checks everything, then writes config.json and trains to the end.
-
-  A model directory holding an earlier run of the same search resumes from
-  its newest readable checkpoint (`resume_lib.resume_point`); a different
-  search is refused before anything is written; a finished one is left as
-  it is. One process at a time runs in a model directory
-  (`runtime.run_lock`: a second is refused naming the holder; a holder that
-  is gone is taken over), but for the non-chief workers of a multi-worker
-  search (`--engine=distribute` under `TF_CONFIG`), which write nothing
-  there (`runtime.cluster`). A SIGTERM or SIGINT stops it after the step in
-  flight (the TPU loop in flight on TPU) with a checkpoint at that step
-  (`preemption`).
+  """Checks everything, then writes config.json and trains to the end,
+  through `lifecycle.run`: an earlier run of the same search resumes from
+  its newest readable checkpoint, a different one is refused before anything
+  is written, a finished one is left as it is; one process at a time (but
+  the non-chief workers of a multi-worker search, which write nothing
+  there); a signal stops it after the step (TPU loop) in flight, saved.
 
   Returns:
     False when the search had already finished (nothing was done).
 
   Raises:
-    ValueError: as `check_search`; for a malformed `TF_CONFIG`
-      (`--engine=distribute`); for a TPU that cannot be resolved; for a
-      directory another live process holds (`runtime.run_lock.Held`); when
-      a NaN or Inf loss or reward stops the search (naming the step and the
-      last good checkpoint).
+    ValueError: as `check_search` and `lifecycle.run` (a malformed
+      `TF_CONFIG`, an unresolvable TPU, a directory another live process
+      holds); when a NaN or Inf loss or reward stops the search (naming the
+      step and the last good checkpoint).
     preemption.Stopped: when a signal stopped it (its checkpoint saved).
   """
   model_dir = config.job.model_dir

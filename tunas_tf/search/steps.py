@@ -4,8 +4,8 @@
 `sample_architecture` and `training_architecture`, `estimate_cost`,
 `supernet_train_op`, `validation_accuracy`, `reward_and_advantage`,
 `controller_train_op`, `summary_scalars`, on the objects
-`make_controller`, `make_baseline`, `make_controller_adam`,
-`model_optimizer` and `make_slots` made beforehand. They build ops once per
+`make_controller`, `make_baseline`, `make_controller_adam` and
+`model_optimizer` made beforehand. They build ops once per
 replica, in a TF1 graph or in a `tf.function` alike: what replicas share
 goes through `runtime.replicas`, and the controller, its Adam and the
 baseline are made under `replicas.identical_variables`. None of them
@@ -160,24 +160,12 @@ def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
       config.model_warmup_steps)
 
 
-def model_optimizer(learning_rate: Any, config: SearchConfig
+def model_optimizer(learning_rate: Any, config: SearchConfig,
+                    var_list: Optional[List[tf.Variable]] = None
                     ) -> replicas.MeanRMSProp:
-  """The shared weights' RMSProp (TF1 semantics: decay 0.9, epsilon 1.0,
-  slots `{var}/RMSProp` and `{var}/RMSProp_1`), on the mean gradient over
-  replicas; `learning_rate` a tensor or a callable returning one (read
-  when the update is built). Apply it through `replicas.averaging_optimizer`
-  (CrossShardOptimizer in TPUEstimator's TPU computation)."""
-  return replicas.MeanRMSProp(learning_rate, decay=0.9,
-                              momentum=config.model_momentum, epsilon=1.0)
-
-
-def make_slots(optimizer: tf.compat.v1.train.Optimizer, supernet) -> None:
-  """Makes `optimizer`'s slots of the supernet's weights now, with the
-  names `apply_gradients` gives them, so that a step traced once (the
-  distribute engine's `tf.function`) creates no variable."""
-  with tf.name_scope(optimizer.get_name()):
-    optimizer._create_slots(  # pylint: disable=protected-access
-        list(supernet.trainable_variables))
+  """The shared weights' RMSProp (`replicas.rmsprop`, its slots of
+  `var_list` made now), with `--model_momentum`."""
+  return replicas.rmsprop(learning_rate, config.model_momentum, var_list)
 
 
 def training_architecture(spec: Any, sampled_spec: Any,

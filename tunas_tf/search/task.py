@@ -15,12 +15,12 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 import tensorflow as tf
 
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import replicas
-from tunas_tf.search import report_text
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
@@ -44,9 +44,9 @@ def progress_formats(config: SearchConfig):
 
 def cost_text(cost: float, config: SearchConfig) -> str:
   """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
-  units = report_text.units_suffix(config.cost_model)
-  return (f'cost {report_text.cost_text(cost)}{units} (target '
-          f'{report_text.cost_text(config.rl_cost_model_target)}, '
+  units = cost_linear.units_suffix(config.cost_model)
+  return (f'cost {cost_linear.cost_text(cost)}{units} (target '
+          f'{cost_linear.cost_text(config.rl_cost_model_target)}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 
@@ -88,8 +88,8 @@ class SearchTask:
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
     self.model_optimizer = steps.model_optimizer(
-        lambda: self._learning_rate, config)
-    steps.make_slots(self.model_optimizer, self.supernet)
+        lambda: self._learning_rate, config,
+        list(self.supernet.trainable_variables))
     return {'supernet': self.supernet, 'controller': self.controller,
             'baseline': self.baseline,
             'controller_adam': self.controller_adam,

@@ -16,9 +16,9 @@ from typing import Optional
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.search import compare as compare_lib
 
 FLAGS = flags.FLAGS
@@ -46,10 +46,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """Runs the comparison; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'compare_random: unexpected arguments {argv[1:]}')
-  if not f.search_dir:
-    sys.exit('compare_random: --search_dir is required')
+  common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
   try:
     files.check_output_dir(output_dir, '--output_dir')

@@ -18,11 +18,12 @@ import sys
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
@@ -41,13 +42,10 @@ def describe(ssd: str, indices=None, seed: int = 0) -> dict:
     dict with keys `ssd`, `num_decisions`, `size`, `paths`, `indices`,
     `spec` (the pruned spec as a spec_io document).
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from tunas_tf.cost_model import random_search  # pylint: disable=g-import-not-at-top
   spec = mobile.get_search_space(ssd)
   paths = [path for path, _ in schema.flatten_with_paths(spec)]
   if indices is None:
-    indices = random_search.draw_indices(schema.num_choices(spec),
-                                         np.random.RandomState(seed))
+    indices = next(sample.draws(ssd, seed))
   pruned = schema.prune(spec, indices)
   return {
       'ssd': ssd,
@@ -110,8 +108,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Prints the description; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'describe_space: unexpected arguments {argv[1:]}')
+  common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)
   try:

@@ -17,12 +17,12 @@ import sys
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import files
+from tunas_tf import flags as common_flags
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
-from tunas_tf.search import report_text
 from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
@@ -64,10 +64,7 @@ def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Extracts and writes the architecture; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'extract_architecture: unexpected arguments {argv[1:]}')
-  if not f.model_dir:
-    sys.exit('extract_architecture: --model_dir is required')
+  common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   try:
     files.check_output_file(output, '--output')
@@ -83,10 +80,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Searched on {result.dataset} at {result.image_size}x'
         f'{result.image_size}, {result.num_classes} classes, preprocessing '
         f'{result.preprocessing}')
-  units = report_text.units_suffix(result.cost_model)
-  print(f'Estimated cost {report_text.cost_text(result.estimated_cost)}'
+  units = cost_linear.units_suffix(result.cost_model)
+  print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
         f'{units} ({result.cost_model}; target '
-        f'{report_text.cost_text(result.cost_target)}{units})')
+        f'{cost_linear.cost_text(result.cost_target)}{units})')
   if result.argmax_indices is not None:
     if result.argmax_indices == result.indices_string:
       print(f'The argmax is within {f.cost_tolerance:g} of the target')
@@ -117,9 +114,9 @@ def _measure(result: architecture_lib.Architecture,
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   row = latency.measure_one(result.ssd, result.indices_string, settings,
                             model_cache, inference.builder)
-  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   return latency.closing_line(
-      row.latency_ms, linear.estimate_cost_of_indices(result.indices, model),
+      row.latency_ms,
+      cost_linear.estimate_cost_of_indices(result.indices, model),
       config.rl_cost_model_target if config.enable_cost_model else None,
       settings.get('device', settings.get('backend')))
 

@@ -17,8 +17,8 @@ from typing import Any, Dict, Optional
 
 from absl import flags
 
-from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
@@ -87,10 +87,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Fits and writes the coefficients; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'fit_cost_model: unexpected arguments {argv[1:]}')
-  if not f.csv or not f.output:
-    sys.exit('fit_cost_model: --csv and --output are required')
+  common_flags.check_tool_args('fit_cost_model', argv, f, 'csv', 'output')
   try:
     files.check_output_file(f.output, '--output')
     result = fit_csv(f.csv, f.ssd, f.seed, f.holdout_fraction,

@@ -69,13 +69,8 @@ def _quiet_tfds():
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Imports the dataset of `flag_values`; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'import_dataset: unexpected arguments {argv[1:]}')
-  missing = [f'--{name}' for name in ('format', 'source', 'name', 'data_dir')
-             if not f[name].value]
-  if missing:
-    sys.exit(f'import_dataset: {", ".join(missing)} '
-             f'{"is" if len(missing) == 1 else "are"} required')
+  common_flags.check_tool_args('import_dataset', argv, f,
+                               'format', 'source', 'name', 'data_dir')
   try:
     with _quiet_tfds():
       path, dataset = importing.import_dataset(

@@ -15,188 +15,22 @@ CSV (a killed run skips the rows it has); the pass prints its own noise
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
-import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional
 
 from absl import flags
 from absl import logging
 
 from tunas_tf import checks
-from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
-from tunas_tf.cost_model import random_search
 from tunas_tf.search_space import mobile
-from tunas_tf.search_space import schema
+from tunas_tf.search_space import sample
 
 FLAGS = flags.FLAGS
-
-
-def normalize_indices(space: Any, indices: Any, where: str = '') -> str:
-  """Validates `indices` against `space`; returns the canonical '0:2:1' form.
-
-  Raises:
-    ValueError: for a bad token, a wrong count or an index out of range
-      (`where` prefixes the message, e.g. 'line 3: ').
-  """
-  try:
-    return schema.format_indices(schema.check_indices(space, indices))
-  except ValueError as e:
-    raise ValueError(f'{where}{e}') from None
-
-
-def read_indices_file(path: str, ssd: str) -> List[str]:
-  """Reads architectures from a JSON or text file, validated against `ssd`.
-
-  Args:
-    path: a JSON list (of `{"indices": ...}` objects or of index strings), a
-      JSON object with an "indices" key, or a text file of one colon-separated
-      index list per line ('#' comments and blank lines skipped).
-    ssd: a name of `mobile.SEARCH_SPACES`.
-
-  Returns:
-    The canonical index strings, in file order, duplicates dropped.
-
-  Raises:
-    ValueError: for an unreadable file, an entry without indices, or indices
-      that do not fit the space (the message names the entry).
-  """
-  space = mobile.get_search_space(ssd)
-  text = files.read_input(path)
-  try:
-    document = json.loads(text)
-  except json.JSONDecodeError:
-    document = None
-  entries: List[Tuple[str, Any]] = []
-  if isinstance(document, dict):
-    document = [document]
-  if isinstance(document, list):
-    for i, entry in enumerate(document):
-      if isinstance(entry, dict):
-        if 'indices' not in entry:
-          raise ValueError(f'{path}: entry {i} has no "indices"')
-        entry = entry['indices']
-      if not isinstance(entry, (str, list)):
-        raise ValueError(f'{path}: entry {i} is {entry!r}, not indices')
-      entries.append((f'{path}: entry {i}: ', entry))
-  else:
-    for number, line in enumerate(text.splitlines(), 1):
-      line = line.strip()
-      if line and not line.startswith('#'):
-        entries.append((f'{path}: line {number}: ', line))
-  found = []
-  for where, entry in entries:
-    indices = normalize_indices(space, entry, where)
-    if indices not in found:
-      found.append(indices)
-  if not found:
-    raise ValueError(f'{path}: no architectures in it')
-  return found
-
-
-def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
-                   backend: str = 'tflite',
-                   protocol: latency.Protocol = latency.Protocol(), *,
-                   image_size: Optional[int] = None,
-                   num_classes: Optional[int] = None,
-                   input_channels: Optional[int] = None,
-                   num_threads: int = 1,
-                   device_command: Optional[str] = None,
-                   device_timeout: float = 600.0,
-                   model_cache: Optional[str] = None) -> Dict[str, Any]:
-  """Measures architectures not yet in `output` and appends a row for each.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    architectures: index lists or strings (validated before any build).
-    output: the CSV path (`latency_csv.COLUMNS`); created if missing, else
-      appended to (rows flushed one by one). The settings are written to
-      `latency_csv.settings_path(output)`.
-    backend: 'tflite' or 'tf' on this host (ignored with `device_command`).
-    protocol: how each architecture is timed (`latency.Protocol`).
-    image_size: input resolution (default: the space's).
-    num_classes: classifier width (default: the space's).
-    input_channels: image channels (default: the space's).
-    num_threads: TFLite interpreter threads (>= 1).
-    device_command: time on a device through this command instead
-      (`latency.make_device`).
-    device_timeout: seconds a device command may take.
-    model_cache: where converted models are kept; default
-      `<output>.models`.
-
-  Returns:
-    dict with `rows` (the new `latency.Row`s), `skipped` (how many were
-    already in the CSV), `noise` (`latency.pass_noise` of the new rows, a
-    fraction, or None), `seconds` (the pass's wall time) and `error` (None,
-    or the one line of a device that failed; the rows before it are
-    written).
-
-  Raises:
-    ValueError: for a bad argument, indices that do not fit the space, or an
-      existing `output` with another header, bad rows, or other settings
-      (`latency_csv.check_settings`).
-  """
-  space = mobile.get_search_space(ssd)
-  protocol.check()
-  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
-      num_threads < 1):
-    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
-  wanted = []
-  for i, indices in enumerate(architectures):
-    indices = normalize_indices(space, indices, f'architecture {i}: ')
-    if indices not in wanted:
-      wanted.append(indices)
-  shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-  from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
-  device = latency.make_device(
-      ssd, shape, protocol, inference.builder(ssd, shape), backend=backend, num_threads=num_threads,
-      model_cache=model_cache or output + '.models',
-      device_command=device_command, command_timeout=device_timeout)
-  settings = {'ssd': ssd, 'image_size': shape.image_size,
-              'num_classes': shape.num_classes,
-              'input_channels': shape.input_channels, **device.settings}
-  latency_csv.check_settings(output, settings)
-  done = set(latency_csv.read_for_append(output, ssd))
-  todo = [indices for indices in wanted if indices not in done]
-  skipped = len(wanted) - len(todo)
-  if skipped:
-    logging.info('%d of %d architectures already in %s; skipping them',
-                 skipped, len(wanted), output)
-  files.write_json(dict(settings, protocol=dataclasses.asdict(protocol),
-                        load_at_start=latency.load_average()),
-                   latency_csv.settings_path(output))
-  new_rows, error = [], None
-  start = time.time()
-  with latency_csv.appender(output) as write_row:
-    try:
-      for n, row in enumerate(latency.measure(device, todo, protocol), 1):
-        write_row(row.as_csv())
-        new_rows.append(row)
-        eta = (time.time() - start) / n * (len(todo) - n)
-        logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
-                     'load %.2f)  ETA %s', n, len(todo), row.indices,
-                     row.latency_ms, row.spread_ms, row.repeats,
-                     row.remeasured, row.load, _duration(eta))
-    except latency.DeviceError as e:
-      error = str(e)
-  return {'rows': new_rows, 'skipped': skipped,
-          'noise': latency.pass_noise(new_rows),
-          'seconds': time.time() - start, 'error': error}
-
-
-def _duration(seconds: float) -> str:
-  """'42s', '7m05s' or '1h02m'."""
-  seconds = int(round(seconds))
-  if seconds < 60:
-    return f'{seconds}s'
-  if seconds < 3600:
-    return f'{seconds // 60}m{seconds % 60:02d}s'
-  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -309,10 +143,7 @@ def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Measures and appends the latencies; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'measure_latency: unexpected arguments {argv[1:]}')
-  if not f.output:
-    sys.exit('measure_latency: --output is required')
+  common_flags.check_tool_args('measure_latency', argv, f, 'output')
   if (f.indices_file is None) == (f.num is None):
     sys.exit('measure_latency: give exactly one of --indices_file and --num')
   try:
@@ -322,19 +153,20 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     if cpus is not None:
       latency.pin_cpus(cpus)
     if f.indices_file is not None:
-      architectures = read_indices_file(f.indices_file, f.ssd)
+      architectures = latency_csv.read_indices_file(f.indices_file, f.ssd)
     elif f.most_informative:
       architectures = _most_informative(f)
     else:
-      architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
+      architectures = sample.sample_indices(f.ssd, f.num, f.seed)
     earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
     protocol = _protocol(f)
-    result = measure_to_csv(
+    from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
+    result = latency_csv.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
-        image_size=f.image_size, num_classes=f.num_classes,
+        builder=inference.builder, image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache)
@@ -343,7 +175,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   rows = result['rows']
   where = 'device command' if f.device_command else f.backend
   print(f"measured {len(rows)} architectures ({result['skipped']} already in "
-        f"{f.output}) with {where} in {_duration(result['seconds'])}")
+        f"{f.output}) with {where} in "
+        f"{latency_csv.duration_text(result['seconds'])}")
   if rows:
     latencies = [row.latency_ms for row in rows]
     print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '

@@ -16,10 +16,10 @@ import sys
 from absl import flags
 
 from tunas_tf import checks
-from tunas_tf import flags as common_flags
 from tunas_tf import files
-from tunas_tf.cost_model import random_search
-from tunas_tf.search import report_text
+from tunas_tf import flags as common_flags
+from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.search import random_search
 from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
@@ -54,10 +54,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'random_architectures: unexpected arguments {argv[1:]}')
-  if not f.output:
-    sys.exit('random_architectures: --output is required')
+  common_flags.check_tool_args('random_architectures', argv, f, 'output')
   try:
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
@@ -70,7 +67,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
-        f'{report_text.cost_text(min(costs))}..{report_text.cost_text(max(costs))}; written to {f.output}')
+        f'{cost_linear.cost_text(min(costs))}..'
+        f'{cost_linear.cost_text(max(costs))}; written to {f.output}')
 
 
 if __name__ == '__main__':

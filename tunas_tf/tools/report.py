@@ -37,10 +37,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
-  if len(argv) > 1:
-    sys.exit(f'report: unexpected arguments {argv[1:]}')
-  if not f.model_dir:
-    sys.exit('report: --model_dir is required')
+  common_flags.check_tool_args('report', argv, f, 'model_dir')
   output_dir = f.output_dir or f.model_dir
   try:
     files.check_output_dir(output_dir, '--output_dir')

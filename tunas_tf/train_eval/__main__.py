@@ -76,8 +76,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_integer('seed', 0, 'Seed of the data order, dropout and the '
                        'initial weights.', flag_values=f)
   # Backend.
-  common_flags.define_tpu_flags(f, iterations_per_loop=100)
-  common_flags.define_determinism_flag(f)
+  common_flags.define_run_flags(f, iterations_per_loop=100,
+                                save_checkpoints_steps=500, log_every_steps=100)
   # The shared flags are this binary's own in --help (not only --helpfull).
   flags.adopt_module_key_flags(common_flags, flag_values=f)
   _define_recipe_flags(f)
@@ -102,12 +102,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
   flags.DEFINE_string('export_dir', None, 'Export directory; default '
                       'MODEL_DIR/export.', flag_values=f)
-  flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint cadence.',
-                       flag_values=f)
-  flags.DEFINE_integer('keep_checkpoint_max', 3, 'Checkpoints kept.',
-                       flag_values=f)
-  flags.DEFINE_integer('log_every_steps', 100, 'Progress log cadence.',
-                       flag_values=f)
 
 
 def _define_recipe_flags(f: flags.FlagValues) -> None:

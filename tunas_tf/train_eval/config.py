@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from tunas_tf import architecture as architecture_lib
 from tunas_tf import checks
@@ -44,7 +43,7 @@ _UNIT_INTERVAL_FIELDS = ('warmup_steps_fraction', 'moving_average_decay',
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainEvalConfig:
+class TrainEvalConfig(jobs.StoredConfig):
   """All settings of one standalone run (flag names; see `__main__.py`).
 
   `train_examples` is the size of the training data: all of it, or with
@@ -55,6 +54,9 @@ class TrainEvalConfig:
   Raises (on construction):
     ValueError: for a malformed or inconsistent setting (naming the flag).
   """
+  BINARY = BINARY
+  RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
+  DERIVED_FIELDS = DERIVED_FIELDS
   job: jobs.JobConfig
   ssd: str
   indices: str
@@ -139,24 +141,6 @@ class TrainEvalConfig:
   @property
   def learning_rate_scaled(self) -> float:
     return float(self.base_learning_rate) * self.train_batch_size / 256.0
-
-  def to_json(self) -> Dict[str, Any]:
-    """The fields, the job's and the derived values, flat (config.json)."""
-    values = jobs.to_flat(self)
-    values.update((name, getattr(self, name)) for name in DERIVED_FIELDS)
-    return values
-
-  @classmethod
-  def from_json(cls, values: Dict[str, Any], where: str
-                ) -> 'TrainEvalConfig':
-    """The config stored as `to_json` wrote it.
-
-    Raises:
-      ValueError: naming `where` and the field, for a missing or unknown
-        field, a refused value, or a stored derived value that disagrees
-        with the one the fields give.
-    """
-    return jobs.from_json(cls, values, where, BINARY, DERIVED_FIELDS)
 
 
 def _check_indices(ssd: str, indices: str) -> Any:
@@ -260,29 +244,10 @@ def default_dropout_rate(ssd: str, epochs: float) -> float:
   return 0.25 if mobile.space_info(ssd).mobilenet_v3_like else 0.15
 
 
-def check_stored(config: TrainEvalConfig) -> Optional[Dict[str, Any]]:
-  """Checks `config` against the stored `config.json`; writes nothing.
-
-  Returns:
-    The stored values, or None when there are none (a new run).
-
-  Raises:
-    ValueError: naming the first field that differs outside
-      `RUN_ONLY_FIELDS` (flag-backed fields before derived ones) with its
-      stored and its new value; for a search directory (saying so).
-  """
-  model_dir = config.job.model_dir
-  return files.check_config(
-      os.path.join(model_dir, CONFIG_FILE), config.to_json(),
-      RUN_ONLY_FIELDS, DERIVED_FIELDS + ('train_examples',),
-      check_stored=lambda stored: jobs.check_written_by(
-          stored, BINARY, f'--model_dir={model_dir}'))
-
-
-def write(config: TrainEvalConfig, stored: Optional[Dict[str, Any]]) -> None:
-  """Writes `config.json` (a restart: the stored one, new run-only values)."""
-  files.write_config(os.path.join(config.job.model_dir, CONFIG_FILE),
-                     config.to_json(), stored, RUN_ONLY_FIELDS)
+# config.json: checked before a run writes, written, read back.
+check_stored = TrainEvalConfig.check_stored
+write = TrainEvalConfig.write_stored
+read = TrainEvalConfig.read
 
 
 def write_or_check(config: TrainEvalConfig) -> bool:
@@ -297,14 +262,3 @@ def write_or_check(config: TrainEvalConfig) -> bool:
   stored = check_stored(config)
   write(config, stored)
   return stored is not None
-
-
-def read(model_dir: str) -> TrainEvalConfig:
-  """The config stored in a model directory's `config.json`.
-
-  Raises:
-    ValueError: as `files.read_config` and `TrainEvalConfig.from_json`; for
-      a search directory (saying so).
-  """
-  return TrainEvalConfig.from_json(files.read_config(model_dir, 'train_eval'),
-                                   os.path.join(model_dir, CONFIG_FILE))

@@ -6,14 +6,14 @@ average, as the Estimator's eval restores them) or, one-shot, on the
 search's (batch norm on batch statistics), and returns what
 `Estimator.evaluate` returns (`top1`, `top5`, `cross_entropy`, `loss`,
 `global_step`); `write_summaries` writes them to `model_dir/eval` under the
-Estimator's tags.
+Estimator's tags (`SUMMARY_NAMES`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -148,14 +148,18 @@ def evaluate(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   return preemption.run_in_thread(guarded)
 
 
-def write_summaries(model_dir: str, results: Dict[str, Any]) -> None:
-  """The Estimator's eval scalars, `top1`, `top5`, `cross_entropy` and
-  `loss`, at the global step, in `model_dir/eval` (not its text
-  `checkpoint_path`: every summary of a TF2 events file here is a scalar,
-  as `search.report.read_scalars` reads them)."""
+# The eval scalars the Estimator's evaluation writes, as it orders them.
+SUMMARY_NAMES = ('cross_entropy', 'loss', 'top1', 'top5')
+
+
+def write_summaries(model_dir: str, step: int,
+                    values: Mapping[str, Optional[float]]) -> None:
+  """`values` (None ones left out) as scalars at `step` in `model_dir/eval`,
+  where `Estimator.evaluate` writes (every summary of a TF2 events file
+  here is a scalar, as `search.report.read_scalars` reads them)."""
   writer = tf.summary.create_file_writer(os.path.join(model_dir, EVAL_SUBDIR))
-  step = int(results['global_step'])
   with writer.as_default():
-    for name in ('cross_entropy', 'loss', 'top1', 'top5'):
-      tf.summary.scalar(name, float(results[name]), step=step)
+    for name, value in values.items():
+      if value is not None:
+        tf.summary.scalar(name, float(value), step=step)
   writer.close()

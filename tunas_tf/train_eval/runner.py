@@ -89,16 +89,6 @@ def make_estimator(config: TrainEvalConfig, model_fn):
       eval_batch_size=config.eval_batch_size)
 
 
-def _write_extra_summaries(directory: str, step: int,
-                           values: Dict[str, Any]) -> None:
-  writer = tf.summary.create_file_writer(directory)
-  with writer.as_default():
-    for name, value in values.items():
-      if value is not None:
-        tf.summary.scalar(name, float(value), step=step)
-  writer.close()
-
-
 def _previous_train_rate(metrics_path: str, global_step: int
                          ) -> Optional[float]:
   """The stored train rate when `metrics.json` is of the same step."""
@@ -202,7 +192,9 @@ def _train_and_evaluate_distributed(
                                   checkpoint=checkpoint,
                                   inheritance=inheritance)
   record['eval_images_per_sec'] = results.pop('images_per_sec')
-  evaluate_lib.write_summaries(model_dir, results)
+  evaluate_lib.write_summaries(
+      model_dir, int(results['global_step']),
+      {name: results[name] for name in evaluate_lib.SUMMARY_NAMES})
   return results
 
 
@@ -235,26 +227,19 @@ class _Plan(NamedTuple):
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
 
-  Checks everything first and writes nothing until then: the architecture,
-  the stored `config.json` (a restart may change only `RUN_ONLY_FIELDS`),
-  the checkpoints (`resume_lib.resume_point`: a newest one that cannot be
-  read is skipped, saying so), the search weights to inherit and the TPU.
-  A directory with a checkpoint resumes from it (Estimator behaviour), the
-  training data going on from its step (`data.train_dataset`); one without
-  one starts fresh or, with `init_from_search`, from the search's weights.
-
-  One process at a time runs in a model directory (`runtime.run_lock`: a
-  second is refused naming the holder; a holder that is gone is taken
-  over). A
-  SIGTERM or SIGINT stops training after the step in flight (the TPU loop
-  in flight on TPU), with a checkpoint at that step, or cuts the evaluation
-  short (`preemption`); nothing more is written then.
+  Checks everything before it writes (the architecture, the stored
+  `config.json`: a restart may change only `RUN_ONLY_FIELDS`; the
+  checkpoints; the search weights to inherit; the TPU), then runs through
+  `lifecycle.run`: a directory with a checkpoint resumes from it, the data
+  going on from its step; one without starts fresh or, with
+  `init_from_search`, from the search's weights. A signal stops training
+  after the step (TPU loop) in flight, saved, or cuts the evaluation short;
+  nothing more is written then.
 
   Raises:
-    ValueError: for an inconsistent directory or settings, or one another
-      live process holds (`runtime.run_lock.Held`); when a NaN or Inf
-      loss stops training (naming the step and the last good checkpoint;
-      nothing is saved after it).
+    ValueError: for an inconsistent directory or settings, or as
+      `lifecycle.run`; when a NaN or Inf loss stops training (naming the
+      step and the last good checkpoint; nothing is saved after it).
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
@@ -283,9 +268,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     results = run_engine(config, arch, record, plan.resume, one_shot,
                          inheritance, stop)
     metrics = _metrics(config, arch, results, record, one_shot)
-    _write_extra_summaries(os.path.join(model_dir, 'eval'),
-                           metrics['global_step'],
-                           {k: metrics[k] for k in _SUMMARY_KEYS})
+    evaluate_lib.write_summaries(model_dir, metrics['global_step'],
+                                 {k: metrics[k] for k in _SUMMARY_KEYS})
     if config.export and not one_shot:
       metrics['export'] = export_lib.export(
           config, arch, tf.train.latest_checkpoint(model_dir))

@@ -116,13 +116,8 @@ class TrainEvalTask:
         self.model, self._inheritance, config.freeze_inherited, True)
     self.var_list = variables.var_list
     self._inherited = list(variables.inherited)
-    self.optimizer = replicas.MeanRMSProp(
-        lambda: self._learning_rate, decay=0.9, momentum=config.momentum,
-        epsilon=1.0)
-    # As `apply_gradients` makes them (outside any graph), with its names.
-    with tf.name_scope(self.optimizer.get_name()):
-      # pylint: disable-next=protected-access
-      self.optimizer._create_slots(self.var_list)
+    self.optimizer = replicas.rmsprop(lambda: self._learning_rate,
+                                      config.momentum, self.var_list)
     objects = {'model': self.model, 'optimizer': self.optimizer}
     if config.moving_average_decay > 0:
       self.shadows = _Shadows(self.var_list)

@@ -1,71 +1,26 @@
-"""Architectures drawn uniformly from a space, optionally inside a cost band.
+"""The random-search baseline: uniform architectures inside a cost band.
 
-The original's random-search baseline: every OneOf index is drawn uniformly
-and independently with `np.random.RandomState(seed)` (indices under an
-unchosen alternative too, ignored by `schema.prune`). `sample_architectures`
-keeps an architecture when `min_cost <= estimated cost <= max_cost` under a
-linear cost model and gives up after `MAX_DRAWS_PER_ARCHITECTURE * num`
-draws. Used by `tools/random_architectures`, `measure_latency`,
-`compare_random` and `describe_space`.
+The original's baseline: architectures drawn uniformly (`search_space.sample`)
+are kept when `min_cost <= estimated cost <= max_cost` under a linear cost
+model; `sample_architectures` gives up after `MAX_DRAWS_PER_ARCHITECTURE *
+num` draws. Used by `search/compare` and `tools/random_architectures`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from absl import logging
-import numpy as np
 
-from tunas_tf.cost_model import features as features_lib
+from tunas_tf import checks
 from tunas_tf.cost_model import linear as cost_linear
-from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 
 # Draws allowed per requested architecture before giving up.
 MAX_DRAWS_PER_ARCHITECTURE = 1000
 LOG_EVERY = 100
-
-
-def draw_indices(num_choices: Sequence[int],
-                 rng: np.random.RandomState) -> List[int]:
-  """One uniform, independent index per OneOf (`num_choices` in visit order).
-
-  With `rng = np.random.RandomState(seed)`, the first draw is the one
-  `tools/describe_space --seed` picks.
-  """
-  return [int(rng.randint(n)) for n in num_choices]
-
-
-def _check_num(num: Any) -> None:
-  if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or (
-      num <= 0):
-    raise ValueError(f'num must be a positive int, got {num!r}')
-
-
-def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
-  """`num` architectures drawn uniformly, as canonical '0:2:1' strings.
-
-  The same draws as `sample_architectures` with no cost band.
-
-  Raises:
-    ValueError: for an unknown `ssd` or `num <= 0`.
-  """
-  space = mobile.get_search_space(ssd)
-  _check_num(num)
-  rng = np.random.RandomState(seed)
-  counts = schema.num_choices(space)
-  return [schema.format_indices(draw_indices(counts, rng))
-          for _ in range(num)]
-
-
-def _check_bound(name: str, value: Optional[float]) -> Optional[float]:
-  if value is None:
-    return None
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-      not math.isfinite(value)):
-    raise ValueError(f'{name} must be a finite number, got {value!r}')
-  return float(value)
 
 
 def sample_architectures(ssd: str, num: int, seed: int = 0,
@@ -107,10 +62,11 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
       after `max_draws` draws (the message says how many were kept and the
       range of the costs drawn).
   """
-  space = mobile.get_search_space(ssd)
-  _check_num(num)
-  min_cost = _check_bound('min_cost', min_cost)
-  max_cost = _check_bound('max_cost', max_cost)
+  space_draws = sample.draws(ssd, seed)
+  sample.check_num(num)
+  for name, bound in (('min_cost', min_cost), ('max_cost', max_cost)):
+    if bound is not None:
+      checks.number(name, bound)
   if min_cost is not None and max_cost is not None and min_cost > max_cost:
     raise ValueError(f'min_cost {min_cost:g} is greater than max_cost '
                      f'{max_cost:g}')
@@ -119,17 +75,13 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
                                      input_channels=input_channels)
   if max_draws is None:
     max_draws = MAX_DRAWS_PER_ARCHITECTURE * int(num)
-  counts = schema.num_choices(space)
-  rng = np.random.RandomState(seed)
   kept: List[Dict[str, Any]] = []
   lowest, highest = math.inf, -math.inf
   draws = 0
   while len(kept) < num and draws < max_draws:
-    indices = draw_indices(counts, rng)
+    indices = next(space_draws)
     draws += 1
-    masked = features_lib.attach_one_hot_masks(space, indices)
-    cost = float(features_lib.features(masked).astype(np.float64) @
-                 model.kernel + model.bias)
+    cost = cost_linear.estimate_cost_of_indices(indices, model)
     lowest, highest = min(lowest, cost), max(highest, cost)
     if ((min_cost is None or cost >= min_cost) and
         (max_cost is None or cost <= max_cost)):

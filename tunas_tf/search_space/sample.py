@@ -1,0 +1,47 @@
+"""Architectures of a space drawn uniformly: the one source of random indices.
+
+Every OneOf index is drawn uniformly and independently with
+`np.random.RandomState(seed)`, in visit order (indices under an unchosen
+alternative too, ignored by `schema.prune`). The cost models' checks and
+fits, `search/random_search`'s cost band and the tools all draw here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator, List
+
+import numpy as np
+
+from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
+
+
+def check_num(num: Any) -> None:
+  if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or (
+      num <= 0):
+    raise ValueError(f'num must be a positive int, got {num!r}')
+
+
+def draws(ssd: str, seed: int = 0) -> Iterator[List[int]]:
+  """Uniform index lists of `ssd`, endlessly; the first is the one
+  `tools/describe_space --seed` picks.
+
+  Raises:
+    ValueError: for an unknown `ssd` (at once, not at the first draw).
+  """
+  counts = schema.num_choices(mobile.get_search_space(ssd))
+  rng = np.random.RandomState(seed)
+  return ([int(rng.randint(n)) for n in counts] for _ in itertools.count())
+
+
+def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
+  """`num` architectures drawn uniformly, as canonical '0:2:1' strings
+  (the draws of `random_search.sample_architectures` with no cost band).
+
+  Raises:
+    ValueError: for an unknown `ssd` or `num <= 0`.
+  """
+  space_draws = draws(ssd, seed)
+  check_num(num)
+  return [schema.format_indices(i) for i in itertools.islice(space_draws, num)]
