@@ -55,7 +55,6 @@ TF_FREE = (
     'tests/data/local_data_test.py',
     'tests/runtime/cloud_tpu_test.py',
     'tests/runtime/cluster_test.py',
-    'tests/search/report_text_test.py',
 )
 
 
