@@ -22,8 +22,8 @@ class InferenceTest(absltest.TestCase):
   def test_tflite_and_tf_compute_the_same_network(self):
     indices = random_search.sample_indices(SSD, 1, seed=5)[0]
     cache = latency.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
-    tflite = latency.tflite_runner(cache.get(indices), SHAPE)
-    tf_run = latency.tf_runner(BUILD, indices, SHAPE)
+    tflite = latency.tflite_runner(cache.get(indices))
+    tf_run = latency.tf_runner(BUILD, indices)
     tflite_logits, tf_logits = tflite(), tf_run()
     self.assertEqual(tflite_logits.shape, (1, 10))
     self.assertGreater(np.abs(tf_logits).max(), 0.0)

@@ -5,7 +5,9 @@ same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
 least `indices` and `latency_ms`, every row as long as the header, indices
 that fit the space, positive finite latencies; an error names the file and
 line. Appending needs the exact header `COLUMNS`, and the settings the rows
-were measured with are kept beside the CSV in `settings_path(path)`.
+were measured with are kept beside the CSV in `settings_path(path)`. A
+block table's CSV (`BLOCK_COLUMNS`) has the same rules with a unit's key
+(`block_table.Unit.key`) in its first column, `block`.
 """
 
 from __future__ import annotations
@@ -31,20 +33,31 @@ from tunas_tf.search_space import schema
 COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load')
 HEADER = ','.join(COLUMNS)
-REQUIRED_COLUMNS = ('indices', 'latency_ms')
+# A block table's CSV (`measure_latency --block_table`): a unit's key
+# (`block_table.Unit.key`) where an architecture's indices would be.
+BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
 
-def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
-           ) -> Tuple[List[str], np.ndarray]:
-  """(indices, latencies) of CSV rows (header first); see the module rules."""
+def _check_key(ssd: str, columns: Sequence[str]):
+  """Checks and canonicalises a row's first cell: indices or a key."""
+  if columns[0] == BLOCK_COLUMNS[0]:
+    from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
+    return block_table.check_key
   space = mobile.get_search_space(ssd)
+  return lambda text: schema.format_indices(schema.check_indices(space, text))
+
+
+def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
+           columns: Sequence[str] = COLUMNS) -> Tuple[List[str], np.ndarray]:
+  """(indices, latencies) of CSV rows (header first); see the module rules."""
+  check_key = _check_key(ssd, columns)
   header = [h.strip() for h in rows[0]]
-  missing = [c for c in REQUIRED_COLUMNS if c not in header]
+  missing = [c for c in (columns[0], 'latency_ms') if c not in header]
   if missing:
     raise ValueError(f'{path} has columns {",".join(header)!r}; expected '
-                     f'{HEADER} (as tools/measure_latency writes), missing '
-                     f'{missing}')
-  at_indices = header.index('indices')
+                     f'{",".join(columns)} (as tools/measure_latency writes), '
+                     f'missing {missing}')
+  at_indices = header.index(columns[0])
   at_latency = header.index('latency_ms')
   indices, latencies = [], []
   for number, row in enumerate(rows[1:], 2):
@@ -55,10 +68,11 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
       raise ValueError(f'{where}: expected {len(header)} columns, got '
                        f'{len(row)}')
     try:
-      values = schema.check_indices(space, row[at_indices])
+      key = check_key(row[at_indices].strip())
     except ValueError as e:
-      raise ValueError(f'{where}: {e} (not an architecture of {ssd!r}?)'
-                       ) from None
+      what = '' if columns[0] == BLOCK_COLUMNS[0] else (
+          f' (not an architecture of {ssd!r}?)')
+      raise ValueError(f'{where}: {e}{what}') from None
     text = row[at_latency].strip()
     try:
       latency = float(text)
@@ -68,17 +82,20 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
     if not math.isfinite(latency) or latency <= 0:
       raise ValueError(f'{where}: latency_ms {text!r} is not a positive '
                        'finite number')
-    indices.append(schema.format_indices(values))
+    indices.append(key)
     latencies.append(latency)
   return indices, np.asarray(latencies, np.float64)
 
 
-def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
+def read(path: str, ssd: str, columns: Sequence[str] = COLUMNS
+         ) -> Tuple[List[str], np.ndarray]:
   """Reads a latency CSV and checks it against the space.
 
   Args:
     path: a CSV with at least the columns `indices` and `latency_ms`.
     ssd: a name of `mobile.SEARCH_SPACES`.
+    columns: `BLOCK_COLUMNS` for a block table's CSV (keys instead of
+      indices).
 
   Returns:
     (indices, latencies): canonical '0:2:1' strings and a float64 array (ms),
@@ -94,12 +111,13 @@ def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
   except (csv.Error, UnicodeDecodeError) as e:
     raise ValueError(f'{path} is not a CSV file: {e}') from None
   if not rows:
-    raise ValueError(f'{path} is empty; expected the header {HEADER} of '
-                     'tools/measure_latency')
-  return _parse(rows, path, ssd)
+    raise ValueError(f'{path} is empty; expected the header '
+                     f'{",".join(columns)} of tools/measure_latency')
+  return _parse(rows, path, ssd, columns)
 
 
-def read_for_append(path: str, ssd: str) -> List[str]:
+def read_for_append(path: str, ssd: str,
+                    columns: Sequence[str] = COLUMNS) -> List[str]:
   """The architectures already in a latency CSV about to be appended to.
 
   Empty if there is no file (or an empty one). A last line cut short (a run
@@ -123,12 +141,12 @@ def read_for_append(path: str, ssd: str) -> List[str]:
       text = text[:cut]
   rows = list(csv.reader(io.StringIO(text)))
   header = rows[0] if rows else []
-  if tuple(h.strip() for h in header) != COLUMNS:
+  if tuple(h.strip() for h in header) != tuple(columns):
     raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
-                     f'{HEADER!r}; not a latency CSV of this version of the '
-                     'tool (fit_cost_model still reads it; measure into '
-                     'another --output)')
-  indices = _parse(rows, path, ssd)[0]
+                     f'{",".join(columns)!r}; not a latency CSV of this kind '
+                     'and version of the tool (fit_cost_model may still read '
+                     'it; measure into another --output)')
+  indices = _parse(rows, path, ssd, columns)[0]
   if not text.endswith('\n'):  # A lone header: rows go on the next line.
     text += '\n'
   if text != found:
@@ -138,9 +156,10 @@ def read_for_append(path: str, ssd: str) -> List[str]:
 
 
 @contextlib.contextmanager
-def appender(path: str) -> Iterator[Callable[[Sequence[Any]], None]]:
+def appender(path: str, columns: Sequence[str] = COLUMNS
+             ) -> Iterator[Callable[[Sequence[Any]], None]]:
   """Opens `path` for appending rows; yields `write_row(values)`, the values
-  of `COLUMNS` in order (floats written with 6 decimals).
+  of `columns` in order (floats written with 6 decimals).
 
   Creates the directory, and the header when the file is new. Each row is
   flushed as it is written (to a local disk with `fsync`; on Cloud Storage a
@@ -154,12 +173,12 @@ def appender(path: str) -> Iterator[Callable[[Sequence[Any]], None]]:
   with (tf.io.gfile.GFile(path, 'a') if remote else
         open(path, 'a', newline='')) as f:
     if new:
-      f.write(HEADER + '\n')
+      f.write(','.join(columns) + '\n')
       f.flush()
 
     def write_row(values: Sequence[Any]) -> None:
-      if len(values) != len(COLUMNS):
-        raise ValueError(f'a row has {len(COLUMNS)} values, got {values!r}')
+      if len(values) != len(columns):
+        raise ValueError(f'a row has {len(columns)} values, got {values!r}')
       f.write(','.join(f'{v:.6f}' if isinstance(v, float) else str(v)
                        for v in values) + '\n')
       f.flush()

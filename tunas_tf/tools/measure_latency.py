@@ -27,6 +27,7 @@ from absl import logging
 from tunas_tf import checks
 from tunas_tf import flags as common_flags
 from tunas_tf import files
+from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
@@ -108,12 +109,14 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    num_threads: int = 1,
                    device_command: Optional[str] = None,
                    device_timeout: float = 600.0,
-                   model_cache: Optional[str] = None) -> Dict[str, Any]:
+                   model_cache: Optional[str] = None,
+                   block_table: bool = False) -> Dict[str, Any]:
   """Measures architectures not yet in `output` and appends a row for each.
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
-    architectures: index lists or strings (validated before any build).
+    architectures: index lists or strings (validated before any build);
+      with `block_table`, None for every unit the space needs.
     output: the CSV path (`latency_csv.COLUMNS`); created if missing, else
       appended to (rows flushed one by one). The settings are written to
       `latency_csv.settings_path(output)`.
@@ -128,6 +131,10 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     device_timeout: seconds a device command may take.
     model_cache: where converted models are kept; default
       `<output>.models`.
+    block_table: measure the units of the block table instead
+      (`cost_model/block_table`: each built alone), those `architectures`
+      use or every one the space needs; rows keyed by unit
+      (`latency_csv.BLOCK_COLUMNS`).
 
   Returns:
     dict with `rows` (the new `latency.Row`s), `skipped` (how many were
@@ -147,21 +154,28 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       num_threads < 1):
     raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
   wanted = []
-  for i, indices in enumerate(architectures):
+  for i, indices in enumerate(architectures or ()):
     indices = normalize_indices(space, indices, f'architecture {i}: ')
     if indices not in wanted:
       wanted.append(indices)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
+  columns = latency_csv.COLUMNS
+  build = inference.builder(ssd, shape)
+  if block_table:
+    units = block_table_lib.units_of(ssd, shape,
+                                     wanted if architectures else None)
+    wanted, columns = list(units), latency_csv.BLOCK_COLUMNS
+    build = inference.unit_builder(units)
   device = latency.make_device(
-      ssd, shape, protocol, inference.builder(ssd, shape), backend=backend, num_threads=num_threads,
+      ssd, shape, protocol, build, backend=backend, num_threads=num_threads,
       model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout)
   settings = {'ssd': ssd, 'image_size': shape.image_size,
               'num_classes': shape.num_classes,
               'input_channels': shape.input_channels, **device.settings}
   latency_csv.check_settings(output, settings)
-  done = set(latency_csv.read_for_append(output, ssd))
+  done = set(latency_csv.read_for_append(output, ssd, columns))
   todo = [indices for indices in wanted if indices not in done]
   skipped = len(wanted) - len(todo)
   if skipped:
@@ -172,7 +186,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    latency_csv.settings_path(output))
   new_rows, error = [], None
   start = time.time()
-  with latency_csv.appender(output) as write_row:
+  with latency_csv.appender(output, columns) as write_row:
     try:
       for n, row in enumerate(latency.measure(device, todo, protocol), 1):
         write_row(row.as_csv())
@@ -217,6 +231,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'already in --output is least sure of (greedy '
                     'D-optimal, cost_model/adaptive).',
                     flag_values=flag_values)
+  flags.DEFINE_bool('block_table', False, 'Measure the block table instead '
+                    '(cost_model/block_table): each unit of a network (a '
+                    'layer with its activation, the head with the '
+                    'classifier) built alone at its input shape; every unit '
+                    'the space needs, or those of --num / --indices_file. '
+                    'Rows are keyed by unit; fit_cost_model --block_csv '
+                    'reads them.', flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
                       f'{list(latency.BACKENDS)}.', flag_values=flag_values)
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
@@ -313,21 +334,27 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit(f'measure_latency: unexpected arguments {argv[1:]}')
   if not f.output:
     sys.exit('measure_latency: --output is required')
-  if (f.indices_file is None) == (f.num is None):
-    sys.exit('measure_latency: give exactly one of --indices_file and --num')
+  if f.indices_file is not None and f.num is not None:
+    sys.exit('measure_latency: give at most one of --indices_file and --num')
+  if f.indices_file is None and f.num is None and not f.block_table:
+    sys.exit('measure_latency: give one of --indices_file and --num (or '
+             '--block_table: every unit of the space)')
   try:
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
     if cpus is not None:
       latency.pin_cpus(cpus)
+    architectures = None  # --block_table alone: every unit of the space.
     if f.indices_file is not None:
       architectures = read_indices_file(f.indices_file, f.ssd)
-    elif f.most_informative:
+    elif f.num is not None and f.most_informative:
       architectures = _most_informative(f)
-    else:
+    elif f.num is not None:
       architectures = random_search.sample_indices(f.ssd, f.num, f.seed)
-    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
+    columns = (latency_csv.BLOCK_COLUMNS if f.block_table else
+               latency_csv.COLUMNS)
+    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd, columns)))
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
@@ -337,12 +364,13 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
-        model_cache=f.model_cache)
+        model_cache=f.model_cache, block_table=f.block_table)
   except ValueError as e:
     sys.exit(f'measure_latency: {e}')
   rows = result['rows']
   where = 'device command' if f.device_command else f.backend
-  print(f"measured {len(rows)} architectures ({result['skipped']} already in "
+  what = 'block-table units' if f.block_table else 'architectures'
+  print(f"measured {len(rows)} {what} ({result['skipped']} already in "
         f"{f.output}) with {where} in {_duration(result['seconds'])}")
   if rows:
     latencies = [row.latency_ms for row in rows]
@@ -362,12 +390,12 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
             'spread_ms says how far to trust them')
   if earlier is not None:
     try:
-      now = dict(zip(*latency_csv.read(f.output, f.ssd)))
+      now = dict(zip(*latency_csv.read(f.output, f.ssd, columns)))
       difference, count = latency.passes_difference(earlier, now)
     except ValueError as e:
       sys.exit(f'measure_latency: --compare_with: {e}')
     print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '
-          f'difference over {count} architectures')
+          f'difference over {count} {what}')
   if result['error']:
     sys.exit(f"measure_latency: {result['error']}; the {len(rows)} rows "
              f'measured before it are in {f.output} (run again to resume)')
