@@ -143,9 +143,9 @@ def read_for_append(path: str, ssd: str,
   header = rows[0] if rows else []
   if tuple(h.strip() for h in header) != tuple(columns):
     raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
-                     f'{",".join(columns)!r}; not a latency CSV of this kind '
-                     'and version of the tool (fit_cost_model may still read '
-                     'it; measure into another --output)')
+                     f'{",".join(columns)!r}; not a latency CSV of this version '
+                     'of the tool (fit_cost_model still reads it; measure into '
+                     'another --output)')
   indices = _parse(rows, path, ssd, columns)[0]
   if not text.endswith('\n'):  # A lone header: rows go on the next line.
     text += '\n'
