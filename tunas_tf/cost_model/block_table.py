@@ -51,6 +51,8 @@ FORM = 'block_table'
 _FOLLOWERS = (ops.ActivationSpec, ops.GlobalAveragePoolSpec,
               ops.DetectionEndpointSpec)
 _NOTHING = (structure.Identity, structure.Zero)
+# `fit_correction`'s floor on a relative residual (its weights stay finite).
+_MIN_RELATIVE = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,17 +286,25 @@ def columns(ssd: str, shape: macs.InputSpec, table: Mapping[str, float]
 
 
 def fit_correction(sums: np.ndarray, counts: np.ndarray,
-                   latencies: np.ndarray) -> Dict[str, float]:
-  """`latency ~ scale * sum + per_unit * count + offset`, least squares
-  with rows weighted by 1 / latency (as `fit`'s ridge); the count column is
-  dropped when it is constant over the rows. Returns the three numbers."""
+                   latencies: np.ndarray, iterations: int = 100
+                   ) -> Dict[str, float]:
+  """`latency ~ scale * sum + per_unit * count + offset`, minimising the
+  mean absolute relative error (iteratively reweighted least squares), so
+  that a network measured while the machine was disturbed (a row 4x its
+  table sum) does not pull the correction; the count column is dropped
+  when it is constant over the rows. Returns the three numbers."""
   sums, counts, latencies = (np.asarray(v, np.float64)
                              for v in (sums, counts, latencies))
   use_count = np.ptp(counts) > 0
   x = np.stack([sums] + ([counts] if use_count else []) +
                [np.ones_like(sums)], axis=1)
-  w = np.sqrt(1.0 / latencies)[:, None]
-  solution = np.linalg.lstsq(x * w, latencies * w[:, 0], rcond=None)[0]
+  weights = 1.0 / latencies**2  # Least squares on relative errors first.
+  for _ in range(iterations):
+    root = np.sqrt(weights)[:, None]
+    solution = np.linalg.lstsq(x * root, latencies * root[:, 0],
+                               rcond=None)[0]
+    relative = np.abs(x @ solution - latencies) / latencies
+    weights = 1.0 / (latencies**2 * np.maximum(relative, _MIN_RELATIVE))
   return {'scale': float(solution[0]),
           'per_unit': float(solution[1]) if use_count else 0.0,
           'offset': float(solution[-1])}
