@@ -241,25 +241,12 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
           'ms_per_count': {name: float(w / s) for (name, _, _), w, s in zip(
               columns, final.coef_[-len(columns):], scales)}},
       'num_rows': int(len(indices)),
-      'holdout': {
-          'fraction': float(holdout_fraction),
-          'seed': int(seed),
-          'num_train': int(num_train),
-          'num_held_out': int(num_held_out),
-          'alpha': float(model.alpha_),
-          **held,
-          **{f'constant_{k}': v for k, v in constant_scores.items()},
-          'train_mape_percent': train_mape,
-      },
+      'holdout': _holdout(holdout_fraction, seed, num_train, num_held_out,
+                          held, constant_scores, train_mape,
+                          alpha=float(model.alpha_)),
   }
-  result = {'coefficients': coefficients,
-            'predictions': features @ kernel + bias}
-  problem = check(coefficients)
-  if problem:
-    if not allow_poor_fit:
-      raise PoorFit(problem, result)
-    result['warning'] = problem
-  return result
+  return _checked({'coefficients': coefficients,
+                   'predictions': features @ kernel + bias}, allow_poor_fit)
 
 
 def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
@@ -334,26 +321,34 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
           ssd, shape)[1]},
       'correction': final,
       'num_rows': int(len(every)),
-      'holdout': {
-          'fraction': float(holdout_fraction),
-          'seed': int(seed),
-          'num_train': int(len(train)),
-          'num_held_out': int(len(held_out)),
-          'correction': correction,
-          **held,
-          **{f'constant_{k}': v for k, v in constant_scores.items()},
-          **{f'uncorrected_{k}': v for k, v in uncorrected.items()},
-          'train_mape_percent': train_mape,
-      },
+      'holdout': _holdout(
+          holdout_fraction, seed, len(train), len(held_out), held,
+          constant_scores, train_mape, correction=correction,
+          **{f'uncorrected_{k}': v for k, v in uncorrected.items()}),
   }
-  result = {'coefficients': coefficients,
-            'predictions': features @ kernel + bias}
-  problem = check(coefficients)
+  return _checked({'coefficients': coefficients,
+                   'predictions': features @ kernel + bias}, allow_poor_fit)
+
+
+def _checked(result: Dict[str, Any], allow_poor_fit: bool) -> Dict[str, Any]:
+  """`result`, with `check`'s `warning` when allowed; else PoorFit."""
+  problem = check(result['coefficients'])
   if problem:
     if not allow_poor_fit:
       raise PoorFit(problem, result)
     result['warning'] = problem
   return result
+
+
+def _holdout(fraction: float, seed: int, num_train: int, num_held_out: int,
+             held: Dict[str, float], constant: Dict[str, float],
+             train_mape: float, **more: Any) -> Dict[str, Any]:
+  """The coefficients' `holdout`: the split, the held-out scores and the
+  constant predictor's (`constant_` names), `more` and the training MAPE."""
+  return {'fraction': float(fraction), 'seed': int(seed),
+          'num_train': int(num_train), 'num_held_out': int(num_held_out),
+          **more, **held, **{f'constant_{k}': v for k, v in constant.items()},
+          'train_mape_percent': train_mape}
 
 
 def check(coefficients: Dict[str, Any]) -> Optional[str]:
