@@ -11,6 +11,9 @@ CSV (a killed run skips the rows it has); the pass prints its own noise
 
   taskset -c 1 python -m tunas_tf.tools.measure_latency --ssd=digits_search \
       --num=40 --cpus=1 --output=/tmp/latency.csv
+
+`--block_table` measures the space's units instead, each built alone
+(`cost_model/block_table`), for `fit_cost_model --block_csv`.
 """
 
 from __future__ import annotations
