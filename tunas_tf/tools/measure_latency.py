@@ -339,6 +339,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit('measure_latency: --output is required')
   if f.indices_file is not None and f.num is not None:
     sys.exit('measure_latency: give at most one of --indices_file and --num')
+  if f.block_table and f.most_informative:
+    sys.exit('measure_latency: --most_informative picks networks for the '
+             'linear fit; a block table needs every unit (--block_table '
+             'alone)')
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
