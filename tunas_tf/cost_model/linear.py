@@ -3,7 +3,9 @@
 Three kinds of coefficients, one format: `'released'` (the original's
 simulated Pixel-1 latencies in ms, for `RELEASED_SPACES`), `'macs'` (the
 exact multiply-add count, any space) or the path of a coefficients JSON
-(e.g. fitted to a device); None means released where it exists, else macs.
+(fitted to a device: `form` 'linear', or 'block_table', a per-unit latency
+table in the same form, `cost_model/block_table`); None means released
+where it exists, else macs.
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
 `estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
