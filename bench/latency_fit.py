@@ -2,7 +2,8 @@
 
 Usage:
   taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
-      [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR]
+      [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR] \
+      [--block_table [--table_rows=20]]
 
 Draws `--num` architectures uniformly (seed 0), measures them twice with
 `tools/measure_latency`'s protocol (TFLite, 1 thread; the second pass reuses
@@ -13,6 +14,13 @@ own noise (even vs odd rounds), the held-out figures and the measurement
 minutes of the first pass (what a user spends: conversions and timing).
 An existing --output_dir resumes (the CSVs are appended to).
 Last line: noise_median= mape= within10= kendall= minutes=
+
+With --block_table, the block table (`cost_model/block_table`) is measured
+too (every unit the space needs, same protocol and device) and fitted with
+`--table_rows` of the first pass's training rows for its correction; the
+last line's figures are then the table's, on the same held-out rows, and
+its minutes the table's plus those rows' share of the first pass, with
+`table_minutes=` (the table alone) after them.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ def main(argv=None) -> int:
                       help='CPUs to pin to (comma-separated; empty: none).')
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--output_dir', default=None)
+  parser.add_argument('--block_table', action='store_true')
+  parser.add_argument('--table_rows', type=int, default=20)
   args = parser.parse_args(argv)
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
@@ -75,24 +85,59 @@ def main(argv=None) -> int:
     difference, count = latency.passes_difference(*passes)
     indices = list(passes[0])
     shape = macs.resolve_input(args.ssd, args.image_size)
-    fitted = fit.fit(args.ssd, indices, [passes[0][i] for i in indices],
-                     shape=shape, allow_poor_fit=True)
+    latencies = [passes[0][i] for i in indices]
+    fitted = fit.fit(args.ssd, indices, latencies, shape=shape,
+                     allow_poor_fit=True)
+    if args.block_table:
+      start = time.time()
+      result = latency_csv.measure_to_csv(
+          args.ssd, None, os.path.join(output_dir, 'table.csv'),
+          protocol=protocol, image_size=args.image_size, model_cache=cache,
+          builder=inference.builder, unit_builder=inference.unit_builder)
+      table_minutes = (time.time() - start) / 60
+      print(f"block table: {len(result['rows'])} units measured "
+            f"({result['skipped']} resumed) in {table_minutes:.1f} min, its "
+            f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
+      table = dict(zip(*latency_csv.read(
+          os.path.join(output_dir, 'table.csv'), args.ssd,
+          latency_csv.BLOCK_COLUMNS)))
+      tabled = fit.fit_table(args.ssd, table, indices, latencies,
+                             shape=shape, train_rows=args.table_rows,
+                             allow_poor_fit=True)
   except ValueError as e:
     sys.exit(f'latency_fit: {e}')
-  coefficients = fitted['coefficients']
-  h = coefficients['holdout']
   values = list(passes[0].values())
   print(f'{args.ssd} at {shape.image_size} px, {count} architectures, '
         f'{min(values):.4g}..{max(values):.4g} ms; rows in {output_dir}')
   print(f'two passes: {100 * difference:.2f}% median relative difference')
-  print(fit.summary(coefficients))
-  if fitted.get('warning'):
-    print(f"the fit would be refused: {fitted['warning']}")
+  print('linear fit: ' + fit.summary(fitted['coefficients']))
+  for name, one in (('linear fit', fitted),) + (
+      (('block table', tabled),) if args.block_table else ()):
+    if one.get('warning'):
+      print(f"the {name} would be refused: {one['warning']}")
+  extra = ''
+  if args.block_table:
+    print('block table: ' + fit.summary(tabled['coefficients']))
+    h = tabled['coefficients']['holdout']
+    # Its correction saw only training rows: its held-out predictions hold
+    # against the second pass too (a row disturbed in one pass shows here).
+    held_out = fit.split(len(indices), 0.2, 0)[1]
+    again = fit.scores(tabled['predictions'][held_out],
+                       [passes[1][indices[i]] for i in held_out])
+    print(f"block table against the second pass: MAPE "
+          f"{again['mape_percent']:.3g}%, worst {again['max_ape_percent']:.3g}"
+          f"%, {again['within10_percent']:.3g}% within +-10%, Kendall's tau "
+          f"{again['kendall_tau']:.3f}")
+    spent = table_minutes + minutes[0] * h['num_train'] / len(indices)
+    extra = f' table_minutes={table_minutes:.1f}'
+  else:
+    h = fitted['coefficients']['holdout']
+    spent = minutes[0]
   _harness.finish(
       'latency_fit',
       f"noise_median={100 * difference:.2f}% mape={h['mape_percent']:.1f}% "
       f"within10={h['within10_percent']:.0f}% "
-      f"kendall={h['kendall_tau']:.3f} minutes={minutes[0]:.1f}")
+      f"kendall={h['kendall_tau']:.3f} minutes={spent:.1f}{extra}")
   return 0
 
 

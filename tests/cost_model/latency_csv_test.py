@@ -85,6 +85,19 @@ class ReadTest(absltest.TestCase):
                                 "not an architecture of 'cifar_search'"):
       latency_csv.read(path, 'cifar_search')
 
+  def test_a_block_table_csv_has_unit_keys(self):
+    key = 'u' + '0123456789abcdef'
+    path = self._write(f'block,latency_ms\n{key},0.25\n', 'table.csv')
+    self.assertEqual(latency_csv.read(path, SSD, latency_csv.BLOCK_COLUMNS),
+                     ([key], [0.25]))
+    for text, message in (
+        (f'block,latency_ms\n{self.indices[0]},0.25\n',
+         'line 2: .*is not a block-table key'),
+        (f'{HEADER}\n{self.indices[0]},1.0,0\n', r"missing \['block'\]")):
+      path = self._write(text, 'bad_table.csv')
+      with self.assertRaisesRegex(ValueError, message):
+        latency_csv.read(path, SSD, latency_csv.BLOCK_COLUMNS)
+
 
 class AppendTest(absltest.TestCase):
 

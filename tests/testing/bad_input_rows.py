@@ -427,7 +427,7 @@ _TOOL_ROWS = [
      r'is a directory, not a file$', _latency_csv),
     ('measure_latency', 'no_output', ['--num=1'], r'--output is required$'),
     ('measure_latency', 'neither', ['--output={root}/l.csv'],
-     r'give exactly one of --indices_file and --num$'),
+     r'give one of --indices_file and --num \(or --block_table: every unit of the space\)$'),
     ('measure_latency', 'num', ['--num=0', '--output={root}/l.csv'],
      r'num must be a positive int'),
     ('measure_latency', 'backend', ['--num=1', '--backend=onnx',

@@ -10,6 +10,9 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import block_table
+from tunas_tf.cost_model import latency_csv
+from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
@@ -225,6 +228,71 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('Warning: ', result.stdout)
     self.assertTrue(os.path.exists(output))
 
+
+class BlockTableEndToEndTest(absltest.TestCase):
+  """measure_latency --block_table through a fake device, then the fit."""
+
+  def _run(self, tool, *args):
+    return subprocess.run(
+        [sys.executable, '-m', f'tunas_tf.tools.{tool}', *args],
+        capture_output=True, text=True, env=_env())
+
+  def test_table_from_a_fake_device_fits_and_is_a_cost_model(self):
+    directory = tempfile.mkdtemp()
+    # Prints benchmark_model's line with (file size / 1000) us: a unit's
+    # latency grows with its weights, as on a device.
+    device = f'{testing_latency.fake_device_script(directory)} {{model}}'
+    table = os.path.join(directory, 'table.csv')
+    networks = os.path.join(directory, 'networks.csv')
+    common = ('--num=10', '--repeats=2', '--interleave=100',
+              f'--device_command={device}', f'--model_cache={directory}/m')
+    result = self._run('measure_latency', f'--ssd={SSD}',
+                       f'--output={networks}', *common)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    # The units those 10 networks use, each built alone.
+    result = self._run('measure_latency', f'--ssd={SSD}', '--block_table',
+                       f'--output={table}', *common)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertRegex(result.stdout, r'measured \d+ block-table units')
+    measured = latency_csv.read(table, SSD, latency_csv.BLOCK_COLUMNS)[0]
+
+    # The space needs more: one line naming a missing unit, nothing written.
+    output = os.path.join(directory, 'table.json')
+    fit = ('fit_cost_model', f'--ssd={SSD}', f'--csv={networks}',
+           f'--block_csv={table}', f'--output={output}')
+    result = self._run(*fit)
+    self.assertNotEqual(result.returncode, 0)
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr)
+    self.assertRegex(lines[0], r'^fit_cost_model: the block table has no '
+                     r'entry for u[0-9a-f]{16} \(blocks/.*measure_latency '
+                     '--block_table appends what is missing')
+    self.assertFalse(os.path.exists(output))
+
+    # The units no network here uses (converting the space's 322 would take
+    # minutes) from a stand-in: 1 us each. Held-out networks use only
+    # measured units, so the figures below are the device's.
+    units = block_table.units_of(SSD, macs.resolve_input(SSD))
+    with latency_csv.appender(table, latency_csv.BLOCK_COLUMNS) as write_row:
+      for key in units:
+        if key not in measured:
+          write_row((key, 0.001, 0.0, 2, 0, 0.0))
+    result = self._run(*fit)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('322 table entries', result.stdout)
+    with open(output) as f:
+      written = json.load(f)
+    self.assertEqual(written['form'], 'block_table')
+    self.assertEqual(written['measured_with']['backend'], 'command')
+    # A network's file is its units' weights and one header, where each
+    # unit's file has a header of its own: the correction's per-unit term
+    # takes those off, so the held-out networks are close.
+    self.assertLess(written['holdout']['mape_percent'], 5.0)
+    listed = os.path.join(directory, 'archs.json')
+    result = self._run('random_architectures', f'--ssd={SSD}', '--num=3',
+                       f'--cost_model={output}', f'--output={listed}')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn(' ms', result.stdout)
 
 if __name__ == '__main__':
   absltest.main()

@@ -61,6 +61,17 @@ class CommandLineTest(absltest.TestCase):
     self.assertTrue(last.startswith('measure_latency: '), last)
     self.assertIn("header 'arch,ms'", last)
 
+  def test_a_block_table_takes_no_most_informative_pick(self):
+    output = os.path.join(tempfile.mkdtemp(), 'table.csv')
+    result = self._run(f'--ssd={SSD}', '--block_table', '--num=2',
+                       '--most_informative', f'--output={output}')
+    self.assertNotEqual(result.returncode, 0)
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr)
+    self.assertRegex(lines[0], '^measure_latency: --most_informative picks '
+                     'networks for the linear fit')
+    self.assertFalse(os.path.exists(output))
+
   def _device_pass(self, directory, output, script, num=3, *extra):
     return self._run(f'--ssd={SSD}', f'--num={num}', '--seed=2', '--repeats=2',
                      '--interleave=1', f'--output={output}',

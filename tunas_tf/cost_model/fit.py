@@ -160,6 +160,26 @@ def split_sizes(num_rows: int, holdout_fraction: float) -> Tuple[int, int]:
   return train, held_out
 
 
+def split(num_rows: int, holdout_fraction: float, seed: int
+          ) -> Tuple[np.ndarray, np.ndarray]:
+  """(train, held-out) row numbers: a seeded permutation, cut by
+  `split_sizes` (every form of model is scored on the same rows)."""
+  num_train, _ = split_sizes(num_rows, holdout_fraction)
+  order = np.random.RandomState(seed).permutation(num_rows)
+  return order[:num_train], order[num_train:]
+
+
+def _checked_latencies(indices: Sequence[Any], latencies: Sequence[float]
+                       ) -> np.ndarray:
+  latencies = np.asarray(latencies, np.float64)
+  if latencies.ndim != 1 or len(indices) != latencies.shape[0]:
+    raise ValueError(f'{len(indices)} architectures but '
+                     f'{latencies.size} latencies')
+  if not np.all(np.isfinite(latencies)) or np.any(latencies <= 0):
+    raise ValueError('latencies must be positive finite numbers')
+  return latencies
+
+
 def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
         seed: int = 0, holdout_fraction: float = 0.2,
         shape: Optional[macs_lib.InputSpec] = None,
@@ -186,19 +206,13 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
       fit the space, or too few rows (see `split_sizes`).
     PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
   """
-  latencies = np.asarray(latencies, np.float64)
-  if latencies.ndim != 1 or len(indices) != latencies.shape[0]:
-    raise ValueError(f'{len(indices)} architectures but '
-                     f'{latencies.size} latencies')
-  if not np.all(np.isfinite(latencies)) or np.any(latencies <= 0):
-    raise ValueError('latencies must be positive finite numbers')
-  num_train, num_held_out = split_sizes(len(indices), holdout_fraction)
+  latencies = _checked_latencies(indices, latencies)
+  train, held_out = split(len(indices), holdout_fraction, seed)
+  num_train, num_held_out = len(train), len(held_out)
   shape = shape or macs_lib.resolve_input(ssd)
   columns = count_columns(ssd, shape)
   features = feature_matrix(ssd, indices)
   x, scales = _with_counts(features, columns)
-  order = np.random.RandomState(seed).permutation(len(indices))
-  train, held_out = order[:num_train], order[num_train:]
 
   model = _ridge(x[train], latencies[train])
   held = scores(model.predict(x[held_out]), latencies[held_out])
@@ -227,25 +241,114 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
           'ms_per_count': {name: float(w / s) for (name, _, _), w, s in zip(
               columns, final.coef_[-len(columns):], scales)}},
       'num_rows': int(len(indices)),
-      'holdout': {
-          'fraction': float(holdout_fraction),
-          'seed': int(seed),
-          'num_train': int(num_train),
-          'num_held_out': int(num_held_out),
-          'alpha': float(model.alpha_),
-          **held,
-          **{f'constant_{k}': v for k, v in constant_scores.items()},
-          'train_mape_percent': train_mape,
-      },
+      'holdout': _holdout(holdout_fraction, seed, num_train, num_held_out,
+                          held, constant_scores, train_mape,
+                          alpha=float(model.alpha_)),
   }
-  result = {'coefficients': coefficients,
-            'predictions': features @ kernel + bias}
-  problem = check(coefficients)
+  return _checked({'coefficients': coefficients,
+                   'predictions': features @ kernel + bias}, allow_poor_fit)
+
+
+def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
+              latencies: Sequence[float], seed: int = 0,
+              holdout_fraction: float = 0.2,
+              shape: Optional[macs_lib.InputSpec] = None,
+              train_rows: Optional[int] = None,
+              allow_poor_fit: bool = False) -> Dict[str, Any]:
+  """The block-table model (`block_table`): the table's sum, corrected on
+  whole networks, scored on held-out ones.
+
+  The correction (`block_table.fit_correction`: scale, per unit, offset) is
+  fitted on the training rows of `split` (the first `train_rows` of them
+  when given: what a user measures besides the table) and scored on the
+  held-out rows, the same rows `fit` scores; then refitted on all rows.
+
+  Args:
+    ssd: a name of `mobile.SEARCH_SPACES`.
+    table: unit key -> ms (`tools/measure_latency --block_table`).
+    indices, latencies: whole networks measured on the same device.
+    seed, holdout_fraction: the held-out split (`split`).
+    shape: the input the table and rows were measured at.
+    train_rows: at most this many training rows for the correction.
+    allow_poor_fit: return a fit `check` refuses, with its `warning`.
+
+  Returns:
+    As `fit`: `coefficients` (form 'block_table': the corrected coupled
+    linear form, the table and the correction) and `predictions`.
+
+  Raises:
+    ValueError: a unit the space needs missing from `table`, or as `fit`.
+    PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
+  """
+  from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
+  latencies = _checked_latencies(indices, latencies)
+  train, held_out = split(len(indices), holdout_fraction, seed)
+  if train_rows is not None:
+    train = train[:max(train_rows, MIN_TRAIN)]
+  shape = shape or macs_lib.resolve_input(ssd)
+  form, count = block_table.columns(ssd, shape, table)
+  features = feature_matrix(ssd, indices)
+  sums, counts = (features @ k + b for k, b in (form, count))
+
+  def predict(correction, rows):
+    return (correction['scale'] * sums[rows] +
+            correction['per_unit'] * counts[rows] + correction['offset'])
+
+  correction = block_table.fit_correction(sums[train], counts[train],
+                                          latencies[train])
+  held = scores(predict(correction, held_out), latencies[held_out])
+  constant = np.full([len(held_out)], latencies[train].mean())
+  constant_scores = scores(constant, latencies[held_out])
+  train_mape, _ = _percentage_errors(predict(correction, train),
+                                     latencies[train])
+  uncorrected = scores(sums[held_out], latencies[held_out])
+  every = np.arange(len(indices)) if train_rows is None else train
+  final = block_table.fit_correction(sums[every], counts[every],
+                                     latencies[every])
+  kernel, bias = block_table.corrected(form, count, final)
+  coefficients = {
+      'form': block_table.FORM,
+      'ssd': ssd,
+      'units': UNITS,
+      'num_features': len(kernel),
+      'kernel': [float(v) for v in kernel],
+      'bias': float(bias),
+      'description': 'per-unit latency table (tools/measure_latency '
+                     '--block_table), its sum corrected on whole networks '
+                     '(tools/fit_cost_model --block_csv), as the coupled '
+                     'linear form',
+      'table': {key: float(table[key]) for key in block_table.slots(
+          ssd, shape)[1]},
+      'correction': final,
+      'num_rows': int(len(every)),
+      'holdout': _holdout(
+          holdout_fraction, seed, len(train), len(held_out), held,
+          constant_scores, train_mape, correction=correction,
+          **{f'uncorrected_{k}': v for k, v in uncorrected.items()}),
+  }
+  return _checked({'coefficients': coefficients,
+                   'predictions': features @ kernel + bias}, allow_poor_fit)
+
+
+def _checked(result: Dict[str, Any], allow_poor_fit: bool) -> Dict[str, Any]:
+  """`result`, with `check`'s `warning` when allowed; else PoorFit."""
+  problem = check(result['coefficients'])
   if problem:
     if not allow_poor_fit:
       raise PoorFit(problem, result)
     result['warning'] = problem
   return result
+
+
+def _holdout(fraction: float, seed: int, num_train: int, num_held_out: int,
+             held: Dict[str, float], constant: Dict[str, float],
+             train_mape: float, **more: Any) -> Dict[str, Any]:
+  """The coefficients' `holdout`: the split, the held-out scores and the
+  constant predictor's (`constant_` names), `more` and the training MAPE."""
+  return {'fraction': float(fraction), 'seed': int(seed),
+          'num_train': int(num_train), 'num_held_out': int(num_held_out),
+          **more, **held, **{f'constant_{k}': v for k, v in constant.items()},
+          'train_mape_percent': train_mape}
 
 
 def check(coefficients: Dict[str, Any]) -> Optional[str]:
@@ -262,8 +365,9 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   more = (f'measure about {max(rows, 40)} more architectures (twice the '
           f'{rows} rows; tools/measure_latency appends to its CSV) and fit '
           'again')
-  for name, alpha in (('held-out', h['alpha']),
-                      ('final', coefficients['alpha'])):
+  alphas = ((('held-out', h['alpha']), ('final', coefficients['alpha']))
+            if 'alpha' in coefficients else ())  # A block table has none.
+  for name, alpha in alphas:
     # At the top the model is about a constant. At the bottom nothing held
     # it back: fine when it predicts held-out rows well anyway.
     top = alpha == ALPHAS[-1]
@@ -292,4 +396,17 @@ def summary(coefficients: Dict[str, Any]) -> str:
           f"constant predictor (train mean) MAPE "
           f"{h['constant_mape_percent']:.3g}%, worst "
           f"{h['constant_max_ape_percent']:.3g}%; refitted on all "
-          f"{coefficients['num_rows']} rows, alpha {coefficients['alpha']:.3g}")
+          f"{coefficients['num_rows']} rows" + (
+              f", alpha {coefficients['alpha']:.3g}" if 'alpha' in coefficients
+              else _table_summary(coefficients)))
+
+
+def _table_summary(coefficients: Dict[str, Any]) -> str:
+  """What a block table's summary adds: its size, the table sum alone
+  on the held-out rows, and the correction."""
+  h, c = coefficients['holdout'], coefficients['correction']
+  return (f"; {len(coefficients['table'])} table entries, their sum alone "
+          f"MAPE {h['uncorrected_mape_percent']:.3g}% "
+          f"({h['uncorrected_within10_percent']:.3g}% within +-10%); "
+          f"correction {c['scale']:.4g} x sum + {c['per_unit']:.4g} ms per "
+          f"unit + {c['offset']:.4g} ms")

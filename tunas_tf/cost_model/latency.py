@@ -160,10 +160,6 @@ class ModelCache:
     return path
 
 
-def input_signature(shape: macs.InputSpec) -> List[int]:
-  return [1, shape.image_size, shape.image_size, shape.input_channels]
-
-
 def convert(build: Build, indices: str) -> bytes:
   """The TFLite flatbuffer of one architecture (untrained, seeded)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -173,20 +169,20 @@ def convert(build: Build, indices: str) -> bytes:
     return converter.convert()
 
 
-def _image(shape: macs.InputSpec) -> np.ndarray:
-  return np.random.RandomState(0).uniform(
-      size=input_signature(shape)).astype(np.float32)
+def _image(shape: Sequence[int]) -> np.ndarray:
+  return np.random.RandomState(0).uniform(size=list(shape)).astype(np.float32)
 
 
-def tflite_runner(model_path: str, shape: macs.InputSpec,
+def tflite_runner(model_path: str,
                   num_threads: int = 1) -> Callable[[], np.ndarray]:
-  """Runs a .tflite model once per call on a fixed image; returns logits."""
+  """Runs a .tflite model once per call on a fixed image (of the model's
+  input shape: a network's, or a block-table unit's); returns its output."""
   with open(model_path, 'rb') as f:
     interpreter = lite.interpreter(f.read(), num_threads=num_threads)
   interpreter.allocate_tensors()
-  input_index = interpreter.get_input_details()[0]['index']
+  details = interpreter.get_input_details()[0]
   output_index = interpreter.get_output_details()[0]['index']
-  interpreter.set_tensor(input_index, _image(shape))
+  interpreter.set_tensor(details['index'], _image(details['shape']))
 
   def run():
     interpreter.invoke()
@@ -195,12 +191,12 @@ def tflite_runner(model_path: str, shape: macs.InputSpec,
   return run
 
 
-def tf_runner(build: Build, indices: str,
-              shape: macs.InputSpec) -> Callable[[], np.ndarray]:
-  """Runs the architecture's TF function once per call; returns logits."""
+def tf_runner(build: Build, indices: str) -> Callable[[], np.ndarray]:
+  """Runs the architecture's (or unit's) TF function once per call on a
+  fixed image of its input shape; returns its output."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   concrete, _ = build(indices)
-  tensor = tf.constant(_image(shape))
+  tensor = tf.constant(_image(concrete.inputs[0].shape.as_list()))
   return lambda: concrete(tensor).numpy()
 
 
@@ -347,9 +343,9 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 
   def open_one(indices: str) -> _Visitor:
     if backend == TFLITE:
-      run = tflite_runner(cache.get(indices), shape, num_threads)
+      run = tflite_runner(cache.get(indices), num_threads)
     else:
-      run = tf_runner(build, indices, shape)
+      run = tf_runner(build, indices)
 
     def visit(first: bool) -> Tuple[float, float]:
       if first:

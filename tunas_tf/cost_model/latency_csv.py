@@ -6,7 +6,9 @@ the architectures given or read from a file (`read_indices_file`), and
 least `indices` and `latency_ms`, every row as long as the header, indices
 that fit the space, positive finite latencies; an error names the file and
 line. Appending needs the exact header `COLUMNS`, and the settings the rows
-were measured with are kept beside the CSV in `settings_path(path)`.
+were measured with are kept beside the CSV in `settings_path(path)`. A
+block table's CSV (`BLOCK_COLUMNS`) has the same rules with a unit's key
+(`block_table.Unit.key`) in its first column, `block`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from absl import logging
 import numpy as np
 
 from tunas_tf import files
+from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
@@ -37,20 +40,31 @@ from tunas_tf.search_space import schema
 COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load')
 HEADER = ','.join(COLUMNS)
-REQUIRED_COLUMNS = ('indices', 'latency_ms')
+# A block table's CSV (`measure_latency --block_table`): a unit's key
+# (`block_table.Unit.key`) where an architecture's indices would be.
+BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
 
-def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
-           ) -> Tuple[List[str], np.ndarray]:
-  """(indices, latencies) of CSV rows (header first); see the module rules."""
+def _check_key(ssd: str, columns: Sequence[str]):
+  """Checks and canonicalises a row's first cell: indices or a key."""
+  if columns[0] == BLOCK_COLUMNS[0]:
+    from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
+    return block_table.check_key
   space = mobile.get_search_space(ssd)
+  return lambda text: schema.format_indices(schema.check_indices(space, text))
+
+
+def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
+           columns: Sequence[str] = COLUMNS) -> Tuple[List[str], np.ndarray]:
+  """(indices, latencies) of CSV rows (header first); see the module rules."""
+  check_key = _check_key(ssd, columns)
   header = [h.strip() for h in rows[0]]
-  missing = [c for c in REQUIRED_COLUMNS if c not in header]
+  missing = [c for c in (columns[0], 'latency_ms') if c not in header]
   if missing:
     raise ValueError(f'{path} has columns {",".join(header)!r}; expected '
-                     f'{HEADER} (as tools/measure_latency writes), missing '
-                     f'{missing}')
-  at_indices = header.index('indices')
+                     f'{",".join(columns)} (as tools/measure_latency writes), '
+                     f'missing {missing}')
+  at_indices = header.index(columns[0])
   at_latency = header.index('latency_ms')
   indices, latencies = [], []
   for number, row in enumerate(rows[1:], 2):
@@ -61,10 +75,11 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
       raise ValueError(f'{where}: expected {len(header)} columns, got '
                        f'{len(row)}')
     try:
-      values = schema.check_indices(space, row[at_indices])
+      key = check_key(row[at_indices].strip())
     except ValueError as e:
-      raise ValueError(f'{where}: {e} (not an architecture of {ssd!r}?)'
-                       ) from None
+      what = '' if columns[0] == BLOCK_COLUMNS[0] else (
+          f' (not an architecture of {ssd!r}?)')
+      raise ValueError(f'{where}: {e}{what}') from None
     text = row[at_latency].strip()
     try:
       latency = float(text)
@@ -74,17 +89,20 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str
     if not math.isfinite(latency) or latency <= 0:
       raise ValueError(f'{where}: latency_ms {text!r} is not a positive '
                        'finite number')
-    indices.append(schema.format_indices(values))
+    indices.append(key)
     latencies.append(latency)
   return indices, np.asarray(latencies, np.float64)
 
 
-def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
+def read(path: str, ssd: str, columns: Sequence[str] = COLUMNS
+         ) -> Tuple[List[str], np.ndarray]:
   """Reads a latency CSV and checks it against the space.
 
   Args:
     path: a CSV with at least the columns `indices` and `latency_ms`.
     ssd: a name of `mobile.SEARCH_SPACES`.
+    columns: `BLOCK_COLUMNS` for a block table's CSV (keys instead of
+      indices).
 
   Returns:
     (indices, latencies): canonical '0:2:1' strings and a float64 array (ms),
@@ -100,12 +118,13 @@ def read(path: str, ssd: str) -> Tuple[List[str], np.ndarray]:
   except (csv.Error, UnicodeDecodeError) as e:
     raise ValueError(f'{path} is not a CSV file: {e}') from None
   if not rows:
-    raise ValueError(f'{path} is empty; expected the header {HEADER} of '
-                     'tools/measure_latency')
-  return _parse(rows, path, ssd)
+    raise ValueError(f'{path} is empty; expected the header '
+                     f'{",".join(columns)} of tools/measure_latency')
+  return _parse(rows, path, ssd, columns)
 
 
-def read_for_append(path: str, ssd: str) -> List[str]:
+def read_for_append(path: str, ssd: str,
+                    columns: Sequence[str] = COLUMNS) -> List[str]:
   """The architectures already in a latency CSV about to be appended to.
 
   Empty if there is no file (or an empty one). A last line cut short (a run
@@ -129,12 +148,12 @@ def read_for_append(path: str, ssd: str) -> List[str]:
       text = text[:cut]
   rows = list(csv.reader(io.StringIO(text)))
   header = rows[0] if rows else []
-  if tuple(h.strip() for h in header) != COLUMNS:
+  if tuple(h.strip() for h in header) != tuple(columns):
     raise ValueError(f'{path} exists with header {",".join(header)!r}, not '
-                     f'{HEADER!r}; not a latency CSV of this version of the '
-                     'tool (fit_cost_model still reads it; measure into '
+                     f'{",".join(columns)!r}; not a latency CSV of this version '
+                     'of the tool (fit_cost_model still reads it; measure into '
                      'another --output)')
-  indices = _parse(rows, path, ssd)[0]
+  indices = _parse(rows, path, ssd, columns)[0]
   if not text.endswith('\n'):  # A lone header: rows go on the next line.
     text += '\n'
   if text != found:
@@ -144,9 +163,10 @@ def read_for_append(path: str, ssd: str) -> List[str]:
 
 
 @contextlib.contextmanager
-def appender(path: str) -> Iterator[Callable[[Sequence[Any]], None]]:
+def appender(path: str, columns: Sequence[str] = COLUMNS
+             ) -> Iterator[Callable[[Sequence[Any]], None]]:
   """Opens `path` for appending rows; yields `write_row(values)`, the values
-  of `COLUMNS` in order (floats written with 6 decimals).
+  of `columns` in order (floats written with 6 decimals).
 
   Creates the directory, and the header when the file is new. Each row is
   flushed as it is written (to a local disk with `fsync`; on Cloud Storage a
@@ -160,12 +180,12 @@ def appender(path: str) -> Iterator[Callable[[Sequence[Any]], None]]:
   with (tf.io.gfile.GFile(path, 'a') if remote else
         open(path, 'a', newline='')) as f:
     if new:
-      f.write(HEADER + '\n')
+      f.write(','.join(columns) + '\n')
       f.flush()
 
     def write_row(values: Sequence[Any]) -> None:
-      if len(values) != len(COLUMNS):
-        raise ValueError(f'a row has {len(COLUMNS)} values, got {values!r}')
+      if len(values) != len(columns):
+        raise ValueError(f'a row has {len(columns)} values, got {values!r}')
       f.write(','.join(f'{v:.6f}' if isinstance(v, float) else str(v)
                        for v in values) + '\n')
       f.flush()
@@ -277,13 +297,15 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_command: Optional[str] = None,
                    device_timeout: float = 600.0,
                    model_cache: Optional[str] = None,
-                   builder: Callable[[str, macs.InputSpec], Any]
-                   ) -> Dict[str, Any]:
+                   builder: Callable[[str, macs.InputSpec], Any],
+                   unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
+                   = None) -> Dict[str, Any]:
   """Measures architectures not yet in `output` and appends a row for each.
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
-    architectures: index lists or strings (validated before any build).
+    architectures: index lists or strings (validated before any build);
+      with `unit_builder`, None for every unit the space needs.
     output: the CSV path (`COLUMNS`); created if missing, else
       appended to (rows flushed one by one). The settings are written to
       `settings_path(output)`.
@@ -300,6 +322,11 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       `<output>.models`.
     builder: (ssd, input) -> the network builder a device times
       (`graph.inference.builder`).
+    unit_builder: measure the units of the block table instead
+      (`block_table`: each built alone), those `architectures` use or every
+      one the space needs, with this builder of units
+      (`graph.inference.unit_builder`); rows keyed by unit
+      (`BLOCK_COLUMNS`).
 
   Returns:
     dict with `rows` (the new `latency.Row`s), `skipped` (how many were
@@ -319,13 +346,19 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       num_threads < 1):
     raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
   wanted = []
-  for i, indices in enumerate(architectures):
+  for i, indices in enumerate(architectures or ()):
     indices = _canonical(space, indices, f'architecture {i}: ')
     if indices not in wanted:
       wanted.append(indices)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
+  columns, build = COLUMNS, None
+  if unit_builder is not None:
+    units = block_table_lib.units_of(ssd, shape,
+                                     wanted if architectures else None)
+    wanted, columns = list(units), BLOCK_COLUMNS
+    build = unit_builder(units)
   device = latency.make_device(
-      ssd, shape, protocol, builder(ssd, shape), backend=backend,
+      ssd, shape, protocol, build or builder(ssd, shape), backend=backend,
       num_threads=num_threads,
       model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout)
@@ -333,7 +366,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
               'num_classes': shape.num_classes,
               'input_channels': shape.input_channels, **device.settings}
   check_settings(output, settings)
-  done = set(read_for_append(output, ssd))
+  done = set(read_for_append(output, ssd, columns))
   todo = [indices for indices in wanted if indices not in done]
   skipped = len(wanted) - len(todo)
   if skipped:
@@ -344,7 +377,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    settings_path(output))
   new_rows, error = [], None
   start = time.time()
-  with appender(output) as write_row:
+  with appender(output, columns) as write_row:
     try:
       for n, row in enumerate(latency.measure(device, todo, protocol), 1):
         write_row(row.as_csv())

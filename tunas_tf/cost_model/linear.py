@@ -3,7 +3,9 @@
 Three kinds of coefficients, one format: `'released'` (the original's
 simulated Pixel-1 latencies in ms, for `RELEASED_SPACES`), `'macs'` (the
 exact multiply-add count, any space) or the path of a coefficients JSON
-(e.g. fitted to a device); None means released where it exists, else macs.
+(fitted to a device: `form` 'linear', or 'block_table', a per-unit latency
+table in the same form, `cost_model/block_table`); None means released
+where it exists, else macs.
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
 `estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
@@ -38,6 +40,13 @@ RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
 UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
+# The JSON's `form`: how the kernel was made. 'linear' (the default) is a
+# fit or the released coefficients; 'block_table' (`cost_model/block_table`)
+# also carries the table (key -> ms) and its correction (scale, per_unit,
+# offset) the kernel was made from.
+LINEAR_FORM = 'linear'
+FORMS = (LINEAR_FORM, 'block_table')
+_FORM_FIELDS = {'block_table': ('table', 'correction')}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +128,16 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   if not isinstance(data, dict):
     raise ValueError(f'Cost model {path}: expected a JSON object with fields '
                      f'{list(_REQUIRED_FIELDS)}, got {type(data).__name__}')
-  for field in _REQUIRED_FIELDS:
+  form = data.get('form', LINEAR_FORM)
+  if form not in FORMS:
+    raise ValueError(f"Cost model {path}: unknown form {form!r}; expected one "
+                     f'of {list(FORMS)}')
+  needed = _REQUIRED_FIELDS + _FORM_FIELDS.get(form, ())
+  for field in needed:
     if field not in data:
-      raise ValueError(f'Cost model {path}: missing field {field!r} (needs '
-                       f'{list(_REQUIRED_FIELDS)})')
+      raise ValueError(f'Cost model {path}: missing field {field!r} (a '
+                       f'{form!r} model needs {list(needed)})')
+  _check_form_fields(path, form, data)
   if data['ssd'] != ssd:
     raise ValueError(f"Cost model {path}: field 'ssd' is {data['ssd']!r}, but "
                      f'the search space is {ssd!r}')
@@ -158,6 +173,26 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
                          measured_with=measured_with)
 
 
+def _check_form_fields(path: str, form: str, data: Dict[str, Any]) -> None:
+  """A block table's `table` (key -> positive ms) and `correction`."""
+  if form != 'block_table':
+    return
+  table = data['table']
+  if not isinstance(table, dict) or not table:
+    raise ValueError(f"Cost model {path}: field 'table' must be a non-empty "
+                     'object of unit keys to ms')
+  for key, value in table.items():
+    if not checks.is_number(value) or value <= 0:
+      raise ValueError(f"Cost model {path}: field 'table' has {value!r} for "
+                       f'{key!r}, not a positive number of ms')
+  correction = data['correction']
+  names = ('scale', 'per_unit', 'offset')
+  if not isinstance(correction, dict) or not all(
+      checks.is_number(correction.get(name)) for name in names):
+    raise ValueError(f"Cost model {path}: field 'correction' must be an "
+                     f'object of numbers {list(names)}, got {correction!r}')
+
+
 def _is_file(path: str) -> bool:
   """Whether `path` (local or remote, e.g. `gs://`) is an existing file."""
   try:
@@ -178,7 +213,8 @@ def load_coefficients(path: str, ssd: str) -> LinearCostModel:
   Args:
     path: path of a JSON object with fields `ssd` (str), `units` (str),
       `num_features` (int), `kernel` (list of `num_features` numbers) and
-      `bias` (number); other fields are ignored.
+      `bias` (number); `form` (`FORMS`, default 'linear'), and for a
+      'block_table' its `table` and `correction`; other fields are ignored.
     ssd: the search space the coefficients will be applied to.
 
   Returns:

@@ -166,7 +166,8 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                     input_channels: int = 3, dropout_rate: float = 0.0,
                     path_dropout_rate: float = 0.0,
                     skippable_layers: Sequence[str] = (),
-                    batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON
+                    batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON,
+                    classifier: bool = True
                     ) -> Tuple[ir.Graph, Dict[str, Any]]:
   """The standalone network of a fixed architecture, as a graph.
 
@@ -206,6 +207,9 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
       `path_dropout_rate` is positive, a residual one (a skipped one gets
       nothing).
     batch_norm_epsilon: positive float, every batch norm's epsilon.
+    classifier: False ends the graph at the last layer's output (no
+      classifier, no `logits`): a piece of a network timed alone
+      (`cost_model.block_table`); it must compute something.
 
   Returns:
     `(graph, constants)`: an `ir.Graph` from the input `input` (float
@@ -250,6 +254,12 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   x = INPUT_NAME
   for layer in layers:
     x = builder.part(x, layer.part, layer.prefix)
+  if not classifier:
+    if x == INPUT_NAME:
+      raise ValueError('graph_from_spec: without the classifier the spec '
+                       'computes nothing (only skipped layers or endpoints)')
+    return ir.new_graph([INPUT_NAME], [x], builder.ops), {
+        'num_classes': num_classes}
   if dropout_rate > 0:
     x = builder.add(naming.join(naming.CLASSIFIER, 'dropout'),
                     OpType.DROPOUT, [x], rate=float(dropout_rate))

@@ -8,6 +8,10 @@ the CSV's measurement settings as `measured_with` (docs/tools.md):
 
   python -m tunas_tf.tools.fit_cost_model --ssd=digits_search \
       --csv=/tmp/latency.csv --output=/tmp/digits_latency.json
+
+With `--block_csv` (a block table, `measure_latency --block_table`) the
+model is the table's sum instead, corrected on the --csv networks
+(`cost_model/block_table`); the JSON's `form` is then 'block_table'.
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ FLAGS = flags.FLAGS
 
 def fit_csv(csv_path: str, ssd: str, seed: int = 0,
             holdout_fraction: float = 0.2,
-            allow_poor_fit: bool = False) -> Dict[str, Any]:
+            allow_poor_fit: bool = False,
+            block_csv: Optional[str] = None) -> Dict[str, Any]:
   """`fit.fit` on the rows of a latency CSV; records the CSV's path too.
 
   The MAC column is computed at the input the rows were measured at (the
-  CSV's settings; the space's default without them).
+  CSV's settings; the space's default without them). With `block_csv` (a
+  block table, `measure_latency --block_table`, measured the same way),
+  `fit.fit_table` instead: the table's sum corrected on the CSV's
+  networks.
 
   Returns:
     The dict of `fit.fit`, with `indices` (the CSV's, canonical) added and
@@ -41,7 +49,8 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
     (`source_csv`).
 
   Raises:
-    ValueError: for a bad CSV (`latency_csv.read`) or too few rows;
+    ValueError: for a bad CSV (`latency_csv.read`), too few rows, a block
+      table measured otherwise than the networks or missing a unit;
       `fit.PoorFit` for a fit it refuses (unless `allow_poor_fit`).
   """
   indices, latencies = latency_csv.read(csv_path, ssd)
@@ -52,17 +61,56 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
               else None)
   shape = macs.resolve_input(ssd, *[(settings or {}).get(key) for key in (
       'image_size', 'num_classes', 'input_channels')])
+  table = None
+  if block_csv is not None:
+    table = dict(zip(*latency_csv.read(block_csv, ssd,
+                                       latency_csv.BLOCK_COLUMNS)))
+    same_device(block_csv, csv_path)
   try:
-    result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction,
-                         shape=shape, allow_poor_fit=allow_poor_fit)
+    if table is None:
+      result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction,
+                           shape=shape, allow_poor_fit=allow_poor_fit)
+    else:
+      result = fit_lib.fit_table(ssd, table, indices, latencies, seed,
+                                 holdout_fraction, shape=shape,
+                                 allow_poor_fit=allow_poor_fit)
   except fit_lib.PoorFit as e:
     e.result['indices'] = indices
     raise
   result['coefficients']['source_csv'] = files.abspath(csv_path)
+  if block_csv is not None:
+    result['coefficients']['source_block_csv'] = files.abspath(block_csv)
   if settings is not None:  # How the rows were measured.
     result['coefficients']['measured_with'] = settings
   result['indices'] = indices
   return result
+
+
+# Settings a block table and its networks must share (not the load, CPUs'
+# record of the moment, or the protocol).
+_DEVICE_SETTINGS = ('ssd', 'image_size', 'num_classes', 'input_channels',
+                    'backend', 'num_threads', 'device', 'device_command')
+
+
+def same_device(block_csv: str, csv_path: str) -> None:
+  """Refuses a block table measured otherwise than the networks (their
+  settings files, where both have one).
+
+  Raises:
+    ValueError: naming the first setting that differs.
+  """
+  found = []
+  for path in (block_csv, csv_path):
+    settings_path = latency_csv.settings_path(path)
+    found.append(files.read_json(settings_path)
+                 if files.exists(settings_path) else {})
+  table, networks = found
+  for key in _DEVICE_SETTINGS:
+    if key in table and key in networks and table[key] != networks[key]:
+      raise ValueError(
+          f'the block table {block_csv} was measured with {key}='
+          f'{table[key]!r}, the networks of {csv_path} with '
+          f'{networks[key]!r}: measure both the same way')
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -78,6 +126,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_float('holdout_fraction', 0.2, 'Share of rows held out to '
                      'score the fit.', flag_values=flag_values)
+  flags.DEFINE_string('block_csv', None, 'A block table (measure_latency '
+                      '--block_table, same device and input): fit its sum, '
+                      'corrected on the --csv networks (a few dozen are '
+                      'enough), instead of the linear model.',
+                      flag_values=flag_values)
   flags.DEFINE_bool('allow_poor_fit', False, 'Write a fit that is refused '
                     '(penalty at its grid\'s edge, or no better than a '
                     'constant) anyway, with a warning.',
@@ -91,7 +144,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   try:
     files.check_output_file(f.output, '--output')
     result = fit_csv(f.csv, f.ssd, f.seed, f.holdout_fraction,
-                     f.allow_poor_fit)
+                     f.allow_poor_fit, f.block_csv)
   except fit_lib.PoorFit as e:
     print(fit_lib.summary(e.result['coefficients']))
     sys.exit(f'fit_cost_model: refused: {e} (--allow_poor_fit writes it '
@@ -113,7 +166,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
   """A warning when the fit had fewer rows than coefficients, else None."""
   rows, features = coefficients['num_rows'], coefficients['num_features']
-  if rows >= features:
+  if rows >= features or 'table' in coefficients:  # A table has 4 numbers.
     return None
   return (f'Note: {rows} measurements for {features} coefficients: the '
           'exact counts (MACs, depthwise MACs, kernels, activations) carry '

@@ -11,6 +11,9 @@ CSV (a killed run skips the rows it has); the pass prints its own noise
 
   taskset -c 1 python -m tunas_tf.tools.measure_latency --ssd=digits_search \
       --num=40 --cpus=1 --output=/tmp/latency.csv
+
+`--block_table` measures the space's units instead, each built alone
+(`cost_model/block_table`), for `fit_cost_model --block_csv`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'already in --output is least sure of (greedy '
                     'D-optimal, cost_model/adaptive).',
                     flag_values=flag_values)
+  flags.DEFINE_bool('block_table', False, 'Measure the block table instead '
+                    '(cost_model/block_table): each unit of a network (a '
+                    'layer with its activation, the head with the '
+                    'classifier) built alone at its input shape; every unit '
+                    'the space needs, or those of --num / --indices_file. '
+                    'Rows are keyed by unit; fit_cost_model --block_csv '
+                    'reads them.', flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
                       f'{list(latency.BACKENDS)}.', flag_values=flag_values)
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
@@ -144,21 +154,31 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Measures and appends the latencies; bad input exits with one line."""
   f = flag_values
   common_flags.check_tool_args('measure_latency', argv, f, 'output')
-  if (f.indices_file is None) == (f.num is None):
-    sys.exit('measure_latency: give exactly one of --indices_file and --num')
+  if f.indices_file is not None and f.num is not None:
+    sys.exit('measure_latency: give at most one of --indices_file and --num')
+  if f.block_table and f.most_informative:
+    sys.exit('measure_latency: --most_informative picks networks for the '
+             'linear fit; a block table needs every unit (--block_table '
+             'alone)')
+  if f.indices_file is None and f.num is None and not f.block_table:
+    sys.exit('measure_latency: give one of --indices_file and --num (or '
+             '--block_table: every unit of the space)')
   try:
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
     if cpus is not None:
       latency.pin_cpus(cpus)
+    architectures = None  # --block_table alone: every unit of the space.
     if f.indices_file is not None:
       architectures = latency_csv.read_indices_file(f.indices_file, f.ssd)
-    elif f.most_informative:
+    elif f.num is not None and f.most_informative:
       architectures = _most_informative(f)
-    else:
+    elif f.num is not None:
       architectures = sample.sample_indices(f.ssd, f.num, f.seed)
-    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd)))
+    columns = (latency_csv.BLOCK_COLUMNS if f.block_table else
+               latency_csv.COLUMNS)
+    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd, columns)))
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
@@ -166,7 +186,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
     result = latency_csv.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
-        builder=inference.builder, image_size=f.image_size, num_classes=f.num_classes,
+        builder=inference.builder,
+        unit_builder=inference.unit_builder if f.block_table else None,
+        image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache)
@@ -174,7 +196,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit(f'measure_latency: {e}')
   rows = result['rows']
   where = 'device command' if f.device_command else f.backend
-  print(f"measured {len(rows)} architectures ({result['skipped']} already in "
+  what = 'block-table units' if f.block_table else 'architectures'
+  print(f"measured {len(rows)} {what} ({result['skipped']} already in "
         f"{f.output}) with {where} in "
         f"{latency_csv.duration_text(result['seconds'])}")
   if rows:
@@ -195,12 +218,12 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
             'spread_ms says how far to trust them')
   if earlier is not None:
     try:
-      now = dict(zip(*latency_csv.read(f.output, f.ssd)))
+      now = dict(zip(*latency_csv.read(f.output, f.ssd, columns)))
       difference, count = latency.passes_difference(earlier, now)
     except ValueError as e:
       sys.exit(f'measure_latency: --compare_with: {e}')
     print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '
-          f'difference over {count} architectures')
+          f'difference over {count} {what}')
   if result['error']:
     sys.exit(f"measure_latency: {result['error']}; the {len(rows)} rows "
              f'measured before it are in {f.output} (run again to resume)')

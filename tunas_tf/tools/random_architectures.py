@@ -66,9 +66,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit(f'random_architectures: {e}')
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
+  units = cost_linear.units_suffix(f.cost_model)
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
         f'{cost_linear.cost_text(min(costs))}..'
-        f'{cost_linear.cost_text(max(costs))}; written to {f.output}')
+        f'{cost_linear.cost_text(max(costs))}{units}; written to {f.output}')
 
 
 if __name__ == '__main__':
