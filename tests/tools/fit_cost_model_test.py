@@ -17,6 +17,7 @@ from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
 from tunas_tf.tools import fit_cost_model
+from tests.testing import forked
 from tests.testing import latency as testing_latency
 
 SSD = testing_latency.SSD
@@ -232,10 +233,11 @@ class CommandLineTest(absltest.TestCase):
 class BlockTableEndToEndTest(absltest.TestCase):
   """measure_latency --block_table through a fake device, then the fit."""
 
-  def _run(self, tool, *args):
-    return subprocess.run(
-        [sys.executable, '-m', f'tunas_tf.tools.{tool}', *args],
-        capture_output=True, text=True, env=_env())
+  def _run(self, *commands):
+    """Each (tool, args...) in turn, from one process that imported
+    TensorFlow once (`forked`)."""
+    return forked.run([['-m', f'tunas_tf.tools.{tool}', *args]
+                       for tool, *args in commands], env=_env())
 
   def test_table_from_a_fake_device_fits_and_is_a_cost_model(self):
     directory = tempfile.mkdtemp()
@@ -244,23 +246,22 @@ class BlockTableEndToEndTest(absltest.TestCase):
     device = f'{testing_latency.fake_device_script(directory)} {{model}}'
     table = os.path.join(directory, 'table.csv')
     networks = os.path.join(directory, 'networks.csv')
+    output = os.path.join(directory, 'table.json')
     common = ('--num=10', '--repeats=2', '--interleave=100',
               f'--device_command={device}', f'--model_cache={directory}/m')
-    result = self._run('measure_latency', f'--ssd={SSD}',
-                       f'--output={networks}', *common)
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    # The units those 10 networks use, each built alone.
-    result = self._run('measure_latency', f'--ssd={SSD}', '--block_table',
-                       f'--output={table}', *common)
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    self.assertRegex(result.stdout, r'measured \d+ block-table units')
+    fit = ('fit_cost_model', f'--ssd={SSD}', f'--csv={networks}',
+           f'--block_csv={table}', f'--output={output}')
+    # 10 networks; the units they use, each built alone; the fit.
+    networks_run, table_run, result = self._run(
+        ('measure_latency', f'--ssd={SSD}', f'--output={networks}', *common),
+        ('measure_latency', f'--ssd={SSD}', '--block_table',
+         f'--output={table}', *common), fit)
+    self.assertEqual(networks_run.returncode, 0, networks_run.stderr[-2000:])
+    self.assertEqual(table_run.returncode, 0, table_run.stderr[-2000:])
+    self.assertRegex(table_run.stdout, r'measured \d+ block-table units')
     measured = latency_csv.read(table, SSD, latency_csv.BLOCK_COLUMNS)[0]
 
     # The space needs more: one line naming a missing unit, nothing written.
-    output = os.path.join(directory, 'table.json')
-    fit = ('fit_cost_model', f'--ssd={SSD}', f'--csv={networks}',
-           f'--block_csv={table}', f'--output={output}')
-    result = self._run(*fit)
     self.assertNotEqual(result.returncode, 0)
     lines = result.stderr.strip().splitlines()
     self.assertLen(lines, 1, result.stderr)
@@ -277,7 +278,10 @@ class BlockTableEndToEndTest(absltest.TestCase):
       for key in units:
         if key not in measured:
           write_row((key, 0.001, 0.0, 2, 0, 0.0))
-    result = self._run(*fit)
+    listed = os.path.join(directory, 'archs.json')
+    result, listing = self._run(
+        fit, ('random_architectures', f'--ssd={SSD}', '--num=3',
+              f'--cost_model={output}', f'--output={listed}'))
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     self.assertIn('322 table entries', result.stdout)
     with open(output) as f:
@@ -288,11 +292,8 @@ class BlockTableEndToEndTest(absltest.TestCase):
     # unit's file has a header of its own: the correction's per-unit term
     # takes those off, so the held-out networks are close.
     self.assertLess(written['holdout']['mape_percent'], 5.0)
-    listed = os.path.join(directory, 'archs.json')
-    result = self._run('random_architectures', f'--ssd={SSD}', '--num=3',
-                       f'--cost_model={output}', f'--output={listed}')
-    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-    self.assertIn(' ms', result.stdout)
+    self.assertEqual(listing.returncode, 0, listing.stderr[-2000:])
+    self.assertIn(' ms', listing.stdout)
 
 if __name__ == '__main__':
   absltest.main()
