@@ -12,10 +12,12 @@ sampled architectures all move), a summary every step; in sampled and in
 masked mode, and with two replicas. The Estimator runs each from scratch
 (model.ckpt-0, model.ckpt-6); the distribute engine runs from a copy of its
 model.ckpt-0. Processes of their own (op determinism and the CPU split for
-two replicas are process-wide): one for the Estimator's three runs, one for
-the distribute engine's single-replica runs, one for its two replicas.
+two replicas are process-wide), in two chains side by side: the Estimator's
+single-replica runs then the distribute engine's, and the Estimator's two
+replicas then the distribute engine's.
 """
 
+import concurrent.futures
 import glob
 import os
 import shutil
@@ -74,10 +76,10 @@ def _config(model_dir: str, run: str, *extra: str):
   return searches.search_config(model_dir, *_FLAGS, *RUNS[run], *extra)
 
 
-def estimator_runs(root: str) -> None:
-  """`root`/`run`/estimator for every run of `RUNS`, from scratch."""
+def estimator_runs(root: str, runs: str) -> None:
+  """`root`/`run`/estimator for each comma-separated run, from scratch."""
   lifecycle.use_determinism(_config(root, 'sampled').job)
-  for run in RUNS:
+  for run in runs.split(','):
     config = _config(os.path.join(root, run, 'estimator'), run)
     runner.make_estimator(config).train(runner.make_input_fn(config),
                                         max_steps=_STEPS)
@@ -110,7 +112,7 @@ _RUN = textwrap.dedent('''
     import sys
     from tests.integration import search_engines_test as t
     if sys.argv[2] == 'estimator':
-      t.estimator_runs(sys.argv[1])
+      t.estimator_runs(sys.argv[1], sys.argv[3])
     else:
       t.distribute_runs(sys.argv[1], sys.argv[3])
 ''')
@@ -137,9 +139,15 @@ class EnginesTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
-    _python(cls.root, 'estimator')
-    _python(cls.root, 'distribute', 'sampled,masked')
-    _python(cls.root, 'distribute', 'two_replicas')
+
+    def chain(runs):
+      _python(cls.root, 'estimator', runs)
+      _python(cls.root, 'distribute', runs)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+      for done in [pool.submit(chain, runs)
+                   for runs in ('sampled,masked', 'two_replicas')]:
+        done.result()
 
   def _dirs(self, run):
     return (os.path.join(self.root, run, 'estimator'),
