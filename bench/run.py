@@ -70,7 +70,7 @@ BENCHMARKS: Dict[str, Benchmark] = {
     'latency_fit': Benchmark(
         'latency_fit.py', 'the latency cost model fitted to measured '
         'architectures: two passes\' noise, held-out error, minutes',
-        ('--ssd=digits_search', '--num=30', '--repeats=1')),
+        ('--ssd=digits_search', '--num=30', '--repeats=2')),
     'search_semantics': Benchmark(
         'search_semantics.py', 'what the op warm-up and the 4x validation '
         'batch add to the start and the peak memory',
