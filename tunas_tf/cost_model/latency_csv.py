@@ -351,14 +351,15 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     if indices not in wanted:
       wanted.append(indices)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-  columns, build = COLUMNS, None
-  if unit_builder is not None:
+  if unit_builder is None:
+    columns, build = COLUMNS, builder(ssd, shape)
+  else:
     units = block_table_lib.units_of(ssd, shape,
                                      wanted if architectures else None)
     wanted, columns = list(units), BLOCK_COLUMNS
     build = unit_builder(units)
   device = latency.make_device(
-      ssd, shape, protocol, build or builder(ssd, shape), backend=backend,
+      ssd, shape, protocol, build, backend=backend,
       num_threads=num_threads,
       model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout)
