@@ -1,19 +1,11 @@
 """tunas_tf: TuNAS-style one-shot, hardware-aware architecture search in TF.
 
-Importing the package turns TensorFlow's C++ log off (its CUDA/cuDNN/TensorRT
-probes and CPU-feature notes at import, graph-pass notes later) unless
-`TF_CPP_MIN_LOG_LEVEL` is already set or the command line asks for verbosity
-(`--verbosity`/`-v`, absl's flag): the binaries' own lines stay readable.
-Their Python side does the same with TF's Python logger (`flags.run`).
-
-Run as a program (`python -m tunas_tf.<binary>`, where the package is
-imported while `sys.argv[0]` is still '-m'), it also imports TensorFlow
-first, dropping the native log lines below that level from what the import
-writes to stderr (`native_output.log_below_dropped`): TF 2.16+ logs its
-start-up notes through absl's C++ log, which ignores `TF_CPP_MIN_LOG_LEVEL`
-until `absl::InitializeLog()` is called, so a one-line refusal came with
-six lines of them. Every binary imports TensorFlow anyway; a library user's
-`import tunas_tf` does not.
+Importing the package sets `TF_CPP_MIN_LOG_LEVEL=3` (TF's C++ log off) unless
+it is already set or the command line asks for verbosity (`--verbosity`/`-v`).
+Run as a program (`python -m tunas_tf.<binary>`: `sys.argv[0]` is still '-m'),
+it also imports TensorFlow with the native log lines below that level dropped
+(`native_output.log_below_dropped`: TF 2.16+ ignores the variable at import).
+A library user's `import tunas_tf` imports no TensorFlow.
 """
 
 import os as _os

@@ -14,15 +14,10 @@ import threading
 def exit_now(code) -> None:
   """Ends the process with `sys.exit(code)`'s status, skipping the teardown.
 
-  Once a binary's `main` is done, everything it wrote is closed (its
-  checkpoints, events, JSON files, the run lock). What is left of a normal
-  exit is taking apart the interpreter: freeing every Python object (a
-  search graph's thousands of ops and tensors) and TensorFlow's runtime,
-  0.6-2.3 s at the end of each binary on 2 cores (bench/exit.py). This
-  waits for the threads that are not daemons and runs the exit handlers
-  (`atexit`: logging's flush, autograph's temporary files, TF's and TFDS's
-  own), as Python's exit does, then flushes Python's stdout and stderr and
-  calls `os._exit`. `code` as for `sys.exit`: None is 0, an int is itself,
+  Call it once everything `main` wrote is closed. Waits for the threads
+  that are not daemons and runs the `atexit` handlers, as Python's exit
+  does, then flushes stdout and stderr and calls `os._exit` (no freeing of
+  every object). `code` as for `sys.exit`: None is 0, an int is itself,
   anything else is printed to stderr and is 1.
   """
   if code is None:

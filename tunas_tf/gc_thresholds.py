@@ -7,12 +7,8 @@ bench/DECISIONS.md, 'GC thresholds').
 
 import gc
 
-# Python's cyclic garbage collector passes over its youngest objects every
-# 700 net allocations by default, and over older ones every 10 of those.
-# Building a search graph allocates millions of objects (ops, tensors,
-# their Python wrappers) that live as long as the graph, so nearly all of
-# those passes find nothing (the figure above: medians of paired runs);
-# the garbage that cycles hold waits a little longer to be freed.
+# Default (700, 10, 10): a search graph's millions of long-lived objects make
+# nearly every young-generation pass find nothing.
 GC_THRESHOLDS = (50_000, 20, 20)
 
 

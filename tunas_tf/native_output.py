@@ -1,15 +1,11 @@
 """Silences what native code prints straight to the process's stdout/stderr.
 
 `log_below_dropped()` drops the native log lines below a level from what a
-block writes to stderr (the binaries import TensorFlow in one: TF 2.16+
-logs its start-up notes whatever `TF_CPP_MIN_LOG_LEVEL` says).
-
-TF's TFLite converter (MLIR) prints a summary of "non-converted ops" per
-conversion from C++, which Python logging cannot reach: ~20 lines per
-`train_eval` export and per architecture `measure_latency` converts.
+block writes to stderr (the binaries import TensorFlow in one).
 `captured()` points file descriptors 1 and 2 at a temporary file for the
-block; if the block fails, what it printed is written back to stderr, so
-no error is lost.
+block (the TFLite converter's ~20 lines of "non-converted ops" per
+conversion); if the block fails, what it printed is written back to stderr,
+so no error is lost.
 
   with native_output.captured():
     tflite = converter.convert()
@@ -87,13 +83,10 @@ def log_below_dropped(min_log_level: int) -> Iterator[None]:
   file descriptor 2; every other line goes through as it comes.
 
   For what `TF_CPP_MIN_LOG_LEVEL` cannot reach: TF 2.16+ logs through absl's
-  C++ log, which writes everything to stderr until the program calls
-  `absl::InitializeLog()` (Python never does), so importing TF 2.21 prints
-  its CPU-feature and CUDA-probe notes (twice: two libraries, each with its
-  own absl) whatever the level. The block's stderr goes through a pipe to
-  a child process that filters it onto the real stderr, so a crash inside
-  the block (a C++ abort, say, on a CPU the build does not support) loses
-  nothing: the child forwards what it printed and ends at the pipe's end.
+  C++ log, which writes everything to stderr until `absl::InitializeLog()`
+  (Python never calls it). The block's stderr goes through a pipe to a child
+  process that filters it onto the real stderr, so a crash inside the block
+  loses nothing: the child forwards what it got and ends at the pipe's end.
   """
   if min_log_level <= 0:
     yield

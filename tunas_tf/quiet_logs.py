@@ -2,10 +2,7 @@
 own lines.
 
 Kept for the binaries' contract: a refusal is one line and the progress
-lines are readable (tests/flags_test.py); without it each Estimator line
-came twice and TF's INFO lines and deprecation warnings, TFDS's three notes
-per split read and matplotlib's font-cache note came between them. (Native
-log lines at import: `native_output`.)
+lines are readable (tests/flags_test.py). Native log lines: `native_output`.
 """
 
 import os
@@ -14,17 +11,10 @@ import os
 def quiet_tensorflow(verbose: bool) -> None:
   """TF's Python log once per line, and only errors unless `verbose`.
 
-  TF's logger has a handler of its own and also passed its lines to absl's,
-  so each Estimator line came twice; its INFO lines and deprecation warnings
-  hid the binaries' progress lines. Unless `verbose` (`--verbosity` given),
-  the logger keeps only errors, TF's Python `warnings` are ignored, and
-  INFO lines logged through absl from inside TensorFlow Datasets (three per
-  split read: "Load dataset info ...", "Creating a tf.data.Dataset reading 1
-  files ...", "Constructing ...") or TensorFlow (TF 2.16+: "Sharding
-  callback duration" per checkpoint; a SavedModel export's "Function ...
-  contains input name(s) ... with unsupported characters"), or through
-  `logging` from inside matplotlib (its first import: "generated new
-  fontManager"), are dropped (`LibraryInfoFilter`).
+  TF's logger stops passing its lines on to absl's (each came twice). Unless
+  `verbose` (`--verbosity` given), it keeps only errors, TF's Python
+  `warnings` are ignored, and the INFO notes of TensorFlow Datasets,
+  TensorFlow and matplotlib are dropped (`LibraryInfoFilter`).
   """
   import logging  # pylint: disable=g-import-not-at-top
   import warnings  # pylint: disable=g-import-not-at-top
