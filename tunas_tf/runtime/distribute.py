@@ -4,12 +4,9 @@
 `MirroredStrategy` over `replicas` GPUs or CPU devices, a
 `MultiWorkerMirroredStrategy` under `TF_CONFIG`, a `TPUStrategy` on TPU.
 `train(strategy, task, ...)` resumes from the newest checkpoint and runs a
-`runtime.task.Task`'s per-replica step to `max_steps`,
-`job.tpu_iterations_per_loop` steps per `tf.function` call, incrementing the
-global step after each; between calls it writes the first replica's scalars
-(at the Estimator's steps), logs, saves `model.ckpt-N` and acts on a stop
-request, under the guards every run has (a NaN stops it in one line). Of
-several workers only the chief writes into the model directory.
+`runtime.task.Task`'s per-replica step to `max_steps`, one loop of
+`job.tpu_iterations_per_loop` steps per `tf.function` call (what it writes
+between calls: `train`).
 """
 
 from __future__ import annotations
@@ -441,7 +438,7 @@ def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
           run_name: str, grappler_off: Sequence[str] = ()) -> int:
   """Trains `task` under `strategy` to `max_steps`; the final step.
 
-  As the module says: restores the checkpoint the `checkpoint` file of
+  Restores the checkpoint the `checkpoint` file of
   `job.model_dir` names (`lifecycle.run` pointed it there), runs loops of
   `job.tpu_iterations_per_loop` steps (the last one ending at `max_steps`),
   writes the first replica's scalars of the steps whose 0-based index is a
