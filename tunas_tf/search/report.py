@@ -9,13 +9,9 @@ needed:
   config = config_lib.read(model_dir)
   png, page = report.write_report(model_dir, scalars, arch, config)
 
-A decision is *unsettled* when its two most likely choices' final
-probabilities (the controller's at the report's checkpoint) differ by less
-than `report_text.UNSETTLED_MARGIN` (0.1, absolute): its argmax could
-flip with a few more steps or another seed. The picture titles such a chart
-in red with 'unsettled'; the page marks its row. A decision marked '(no
-effect)' (under a skipped layer) is never flagged: its choice does not
-change the searched network.
+A decision `report_text.is_unsettled` flags (its final probabilities, the
+controller's at the report's checkpoint) has its chart titled in red with
+'unsettled' and its row marked on the page.
 """
 
 from __future__ import annotations

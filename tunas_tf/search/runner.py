@@ -29,10 +29,9 @@ from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 
 # The Grappler passes the distribute engine's search loop runs without
-# (`distribute.grappler_without`): ~8 s of its start, no node of use removed;
-# without them (cifar_search) the start is 19.5 against 26.4 s, the peak RSS
-# 2,079 against 2,251 MB, the step the same (bench/DECISIONS.md, 'The
-# distribute engine's search without four Grappler passes' and the next).
+# (`distribute.grappler_without`): a faster start, the same step
+# (bench/DECISIONS.md, 'The distribute engine's search without four Grappler
+# passes').
 DISTRIBUTE_GRAPPLER_OFF = ('constant_folding', 'layout_optimizer',
                            'arithmetic_optimization', 'remapping',
                            'tfg_optimizer', 'memory_optimization',

@@ -226,10 +226,9 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     raw_grads = grads = [g for g, _ in grads_and_vars]
     if config.use_gradient_sync_barrier:
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
-    # A NaN or Inf loss stops the run before the update. The gradients are
-    # not checked: it costs a step more than it catches (bench/DECISIONS.md,
-    # 'The NaN stop checks the loss and the reward only'), since
-    # weights a NaN gradient spoils make the next step's loss NaN.
+    # A NaN or Inf loss stops the run before the update; the gradients are
+    # not checked (bench/DECISIONS.md, 'The NaN stop checks the loss and the
+    # reward only': a NaN gradient makes the next step's loss NaN).
     with tf.control_dependencies(guards.check_finite(
         'model loss', [loss], global_step, config.job.use_tpu)):
       train_op = optimizer.apply_gradients(

@@ -109,17 +109,15 @@ class SearchTask:
     valid_images = tf.cast(features['validation'], self._dtype)
     # 1. Warm-up probabilities.
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
-    # 2. This replica's sample: a pure function of (seed, step, replica),
-    # so a resumed search draws what an uninterrupted one would.
+    # 2. This replica's sample (`steps.sample_seed`).
     sampled, dist_info = steps.sample_architecture(
         spec, p_ops, p_filters, self.controller,
         seed=steps.sample_seed(config.job.seed, global_step))
     # 3. Cost of the sample (a mixture during warm-up).
     cost = (steps.estimate_cost(sampled, config)
             if config.enable_cost_model else None)
-    # 4-5. Shared-weight step; the barrier makes all gradients exist first.
-    # (With --supernet_sampling=uniform the weights train on a uniform
-    # sample; the controller's sample is still the one validated.)
+    # 4-5. Shared-weight step (`steps.training_architecture`); the barrier
+    # makes all gradients exist first.
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
                                           global_step, config)
     self._learning_rate = steps.model_learning_rate(global_step, config)
