@@ -17,14 +17,9 @@ pays the device's per-call overhead once more and misses the cache it
 shares with its neighbours in the network.
 
 Exactly linear: a unit depends only on the choices its first layer's
-feature block spans (its block's width, the width into it and the layer's
-own choices; `features.features`), so each entry sits at one position of
-the features (`slots` checks this on every combination of those choices and
-raises otherwise). The model is the coupled linear form `features @ kernel
-+ bias` (`linear_form`): the search, `random_architectures`,
-`extract_architecture` and `compare_random` read it as any fitted model
-(the JSON's `form` is 'block_table', `tools/fit_cost_model --block_csv`).
-Under the op warm-up's uniform masks it is the mean of the entries.
+feature block spans (`slots` checks it), so the model is the coupled linear
+form `features @ kernel + bias` (`linear_form`), read as any fitted model
+(the JSON's `form` is 'block_table').
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Fits a linear cost model to measured costs: ridge, held-out errors.
 
 `fit` fits ridge regression (`RidgeCV`, leave-one-out over `ALPHAS`, rows
-weighted by 1 / latency) on the coupled one-hot features of each
-architecture plus a few columns of exact counts (MACs, depthwise MACs,
-kernels launched, activations written: `count_columns`, lightly
-penalised): they are linear in the features, so the model stays
-`features @ kernel + bias` (their coefficients are folded into the kernel),
-but with few rows the fit follows the counts instead of a constant. It scores a seeded `holdout_fraction` of the rows
-(MAPE, worst error, share within +-10%, Kendall's tau; a constant predictor
-beside them), then refits on all rows. A fit whose penalty sits at an edge
-of `ALPHAS` or whose held-out MAPE is no better than the constant's is
-refused (`PoorFit`, saying how many more rows to measure). Its coefficients
-document is what `linear.load_coefficients` (and `--cost_model=PATH`)
-reads; `tools/fit_cost_model` runs it on a latency CSV.
+weighted by 1 / latency) on the coupled one-hot features plus a few lightly
+penalised columns of exact counts (`count_columns`): they are linear in the
+features, so the model stays `features @ kernel + bias`. It scores a seeded
+`holdout_fraction` of the rows (`scores`, beside a constant predictor's),
+then refits on all rows; `check` refuses a poor fit (`PoorFit`). The
+coefficients document is what `linear.load_coefficients` reads.
 """
 
 from __future__ import annotations
@@ -33,9 +27,8 @@ MIN_HELD_OUT = 2
 MIN_TRAIN = 5
 # The count columns are scaled to about this (the one-hot features are 0/1),
 # so the penalty on their coefficients is COUNT_WEIGHT**2 times lighter:
-# "latency follows the counts" is the model's first guess. On 40 rows of a
-# synthetic MAC-proportional latency (digits_search) the held-out MAPE is
-# 15% at 1, 1.8% at 10, 0.09% at 100.
+# "latency follows the counts" is the model's first guess (bench/DECISIONS.md,
+# 'Latency fit: count columns kept').
 COUNT_WEIGHT = 100.0
 # A fit must cut the constant predictor's held-out MAPE at least this much.
 BETTER_THAN_CONSTANT = 0.8
@@ -132,14 +125,9 @@ def _folded(model, columns, scales) -> Tuple[np.ndarray, float]:
 
 
 def _ridge(x: np.ndarray, y: np.ndarray):
-  """RidgeCV with each row weighted by 1 / latency.
-
-  Latencies of one space span well over an order of magnitude; unweighted
-  least squares fits the slow architectures and leaves large relative errors
-  on the fast ones. Weighting the squared error by 1 / latency sits between
-  absolute and relative error, and cuts the held-out error (bench/DECISIONS.md,
-  '`fit_cost_model` weights rows by 1 / latency').
-  """
+  """RidgeCV with each row weighted by 1 / latency: between absolute and
+  relative error, so the fast architectures are fitted too (bench/DECISIONS.md,
+  '`fit_cost_model` weights rows by 1 / latency')."""
   from sklearn import linear_model  # pylint: disable=g-import-not-at-top
   return linear_model.RidgeCV(alphas=ALPHAS, fit_intercept=True).fit(
       x, y, sample_weight=1.0 / y)
