@@ -234,8 +234,6 @@ def uniform_sample(spec: Any,
   No controller: the draws and the warm-up rules are those of
   `independent_sample` with all logits 0 (its initial policy), so under the
   same seed the two draw the same masks while the controller is untrained.
-  The search's `--supernet_sampling=uniform` trains the shared weights on
-  these samples (with a seed of their own) instead of the controller's.
 
   Args:
     spec: the search space.
@@ -327,11 +325,10 @@ def independent_sample(
       outside, since variables can only be created on the first trace).
     hierarchical: if True (the original's default), log-prob and entropy sum
       over active OneOfs only; if False over all of them.
-    seed: None (TF's stateful random ops draw), or a stateless seed: a
-      rank-1 int32 or int64 tensor (int32 under XLA) or two Python ints.
-      Every draw is then a stateless op with its own seed derived from it
-      (the kind of draw and the OneOf's path folded in), and the sample is
-      a pure function of (seed, logits, temperature, probabilities).
+    seed: None (TF's stateful random ops draw), or a stateless seed (see
+      above): a rank-1 int32 or int64 tensor (int32 under XLA) or two Python
+      ints; the sample is then a pure function of (seed, logits,
+      temperature, probabilities).
 
   Returns:
     (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
