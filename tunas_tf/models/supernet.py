@@ -353,9 +353,8 @@ class Supernet(tf.Module):
     kernels of sum((kernel * mask)^2), where
     the mask is the kernel's in (x) out channel mask (in sampled mode, the
     sum over the sliced kernel: the same value). A Switch multiplies each
-    branch's terms by its mask value (an unused branch adds exactly 0, with
-    zero gradient, whatever its weights); a kernel reached from several
-    branches counts once, with its largest term. Batch-norm parameters,
+    branch's terms by its mask value (`nodes.Switch`); a kernel reached from
+    several branches counts once, with its largest term. Batch-norm parameters,
     biases and the classifier are not decayed (as in the original).
 
     Args:

@@ -463,15 +463,10 @@ class Switch(Node):
       return self._zeros(x, ctx)
     if len(live) == 1:
       return self._in_cond(live[0], x, ctx, entries)
-    # One-hot masks (every sample after the op warm-up) take a single
-    # switch_case over the branches: the chosen branch runs and nothing
-    # else does, forward or backward (no zeros for the others, no sum).
-    # Any other mask (the warm-up's uniform one) takes the last case, the
-    # mask-weighted sum of all live branches, without conds (a cond per
-    # branch there doubled the gradient's build time).
-    # The index is made in this call: like `_in_cond`'s predicate, it is what
-    # makes the cases' variable reads wait for the call's control
-    # dependencies.
+    # Case i for a one-hot mask on i, the last case (the dense mixture, no
+    # conds: a cond per branch doubled the gradient's build time) for any
+    # other. The index is made in this call: like `_in_cond`'s predicate, it
+    # makes the cases' variable reads wait for the call's dependencies.
     nonzero = tf.not_equal(mask, 0.0)
     one_hot = tf.equal(tf.reduce_sum(tf.cast(nonzero, tf.int32)), 1)
     index = tf.where(one_hot, tf.argmax(mask, output_type=tf.int32),
@@ -491,10 +486,7 @@ class Switch(Node):
   def _dense_mixture(self, x, ctx, entries):
     """sum_i mask[i] * branch_i(x), every live branch run.
 
-    A branch whose mask entry is 0 reads zeros instead of its weights
-    (`ctx.gated`), so it adds exactly 0, with zero gradient, whatever its
-    weights (the sampler's masks are one-hot or uniform: it never happens
-    outside tests).
+    A branch whose mask entry is 0 reads zeros for its weights (`ctx.gated`).
     """
     total = None
     for i, branch in enumerate(self.branches):
@@ -532,9 +524,7 @@ class Switch(Node):
         # only (it serves path dropout), not the regulariser.
         terms.append(branch.regularizers(ctx))
         continue
-      # A branch with mask[i] == 0 adds exactly 0 (and 0 gradient), whatever
-      # its weights; its kernels are zeroed with tf.where rather than skipped
-      # with a tf.cond, which would cost a cond per branch here too.
+      # Gated (`ctx.gated`) rather than a tf.cond per branch, as the forward.
       with ctx.gated(entries.chosen[i]):
         values = branch.regularizers(ctx)
       terms.append({name: entries.mask[i] * value
