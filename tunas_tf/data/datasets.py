@@ -31,13 +31,8 @@ SEARCH_VALIDATION = 'search_validation'
 TEST = 'test'
 SPLITS = (SEARCH_TRAIN, SEARCH_VALIDATION, TEST)
 
-# How stored images become the network's input (`--preprocessing`):
-# IMAGENET: the original's Inception-style crop (training) and padded centre
-# crop (evaluation, and the controller's validation batches), bicubic, mean/
-# std normalised 0-255 values (`preprocessing.py`); CIFAR: the whole image
-# resized to the run's size in [0, 1], a 1/8 pad-and-crop and flip for
-# training (`preprocessing.cifar_augment`); NONE: the whole image in [0, 1],
-# never augmented.
+# How stored images become the network's input (`--preprocessing`; what each
+# does: its help in `tunas_tf/flags.py`, and `Source.preprocess_fn`).
 IMAGENET = 'imagenet'
 CIFAR = 'cifar'
 NONE = 'none'
