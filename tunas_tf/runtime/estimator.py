@@ -168,11 +168,8 @@ def checkpoint_hooks(job: JobConfig) -> List[Any]:
 
   It registers `hooks.summaries_only_writer(job.model_dir)`, then returns:
 
-  - off TPU, `[hooks.CheckpointSaverHook]`: it replaces the Estimator's own
-    saver hook and saves the same checkpoints (`model.ckpt-N` with the
-    Estimator's `Saver`, which keeps `keep_checkpoint_max`; at session start,
-    every `save_checkpoints_steps` steps and at the end) without serialising
-    the graph;
+  - off TPU, `[hooks.CheckpointSaverHook]`, which replaces the Estimator's
+    own saver hook (same checkpoints, no graph serialised);
   - on TPU, `[]`: TPUEstimator keeps its own saver hook (given one of ours it
     would turn off its save on graceful shutdown); the summaries-only writer
     drops the graph that hook still serialises.
@@ -217,11 +214,8 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
     train_batch_size: the global training batch.
     eval_batch_size: the eval and predict batch, when the run evaluates.
     optimize_graph: off TPU, whether Grappler (TF's graph optimiser) runs
-      on the session's graphs. It runs again for every new set of fetches
-      and on the search's graph costs more than it saves, so the search
-      turns it off (bench/DECISIONS.md, 'No Grappler in the search's
-      Estimator sessions'). On TPU, XLA compiles the step and this has no
-      effect.
+      on the session's graphs (the search's: no, bench/DECISIONS.md, 'No
+      Grappler in the search's Estimator sessions'); no effect on TPU.
     replicas: replicas off TPU (1 on TPU).
 
   Raises:
