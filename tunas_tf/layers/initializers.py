@@ -96,9 +96,7 @@ def truncated_normal_init(shape: Sequence[int], stddev: float,
   Args:
     shape: the shape, Python ints.
     stddev: the target standard deviation.
-    seed: None for the global generator, or an int: the value is then fixed
-      by (`seed`, `name`).
-    name: the variable's name (only used with a seed).
+    seed, name: as for `normal`.
 
   Returns:
     float32 Tensor of `shape`.
