@@ -2,9 +2,8 @@ r"""Fits a linear latency model to measured latencies (a device's cost model).
 
 Reads the CSV of `tools/measure_latency`, fits a ridge regression on the
 architectures' coupled one-hot features (with held-out errors against a
-constant predictor) and
-writes a coefficients JSON that `--cost_model=PATH` accepts everywhere, with
-the CSV's measurement settings as `measured_with` (docs/tools.md):
+constant predictor) and writes a coefficients JSON that `--cost_model=PATH`
+accepts everywhere, with the CSV's settings as `measured_with` (docs/tools.md):
 
   python -m tunas_tf.tools.fit_cost_model --ssd=digits_search \
       --csv=/tmp/latency.csv --output=/tmp/digits_latency.json
