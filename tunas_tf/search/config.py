@@ -120,18 +120,10 @@ class SearchConfig(jobs.StoredConfig):
   # Images that train the shared weights (the dataset's train split minus
   # the controller's hold-out).
   search_train_examples: int
-  # Also the original's `rltaglogits/` summaries (the `rlpathlogits/` tensors
-  # by tag); off by default: TensorBoard shows each logit once.
+  # Off by default: TensorBoard then shows each logit once (by path).
   summarize_tag_logits: bool = False
-  # Replicas off TPU (`--replicas`; 1 on TPU, where the topology decides):
-  # each samples its own architecture on train_batch_size / replicas images.
   replicas: int = 1
-  # What the shared weights train on (`--supernet_sampling`): 'controller'
-  # (the original: the sample that is rewarded) or 'uniform'.
   supernet_sampling: str = 'controller'
-  # How the entropy bonus's weight moves (`--rl_entropy_schedule`):
-  # 'constant' (the original) or 'linear' (to 0 from the RL delay's end to
-  # the last step; `schedules.rl_entropy_weight`).
   rl_entropy_schedule: str = 'constant'
 
   def __post_init__(self):
