@@ -87,9 +87,8 @@ def _one_pass(config: TrainEvalConfig, model: model_lib.Model,
               global_step: int) -> Dict[str, Any]:
   """The metrics of one pass, and `images_per_sec` (per replica, from the
   end of the first batch, as the Estimator's hook measures it)."""
-  dataset = strategy.experimental_distribute_dataset(precision.cast_input(
-      data.eval_dataset(config, config.eval_batch_size,
-                        pad=config.job.use_tpu), config.use_bfloat16))
+  dataset = strategy.experimental_distribute_dataset(
+      data.eval_input_fn(config)({}))
 
   @tf.function(input_signature=[dataset.element_spec], autograph=False)
   def batch(inputs):
