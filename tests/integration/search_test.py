@@ -30,6 +30,7 @@ from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import extract_architecture
+from tests.testing import configs
 from tests.testing import searches
 from tests.testing import tiny_tfds
 
@@ -469,7 +470,8 @@ class CommandLineTest(absltest.TestCase):
   def test_bad_input_exits_with_one_line(self):
     # In-process through main (the kill test above runs the real binary).
     model_dir = tempfile.mkdtemp()
-    config_lib.write_or_check(
+    configs.write_or_check(
+        config_lib,
         _config(model_dir, '--max_steps=8', '--train_batch_size=16'),
         spec_io.dumps(mobile.get_search_space('digits_search')))
     for args, message in (

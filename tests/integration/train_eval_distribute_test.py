@@ -154,8 +154,7 @@ class DistributeRunTest(absltest.TestCase):
   def test_export_gives_the_evaluated_networks_logits(self):
     images = datasets.digits_arrays()['test'][0][:7]
     with tf.distribute.get_strategy().scope():
-      # pylint: disable-next=protected-access
-      model = evaluate_lib._restored_model(
+      model = evaluate_lib.restored_model(
           self.config, network.build_architecture(self.config),
           tf.train.latest_checkpoint(self.model_dir), None)
     expected = model(tf.constant(images), training=False).numpy()

@@ -8,6 +8,7 @@ import tempfile
 from absl.testing import absltest
 import pytest
 
+from tests.testing import configs
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf import architecture as architecture_lib
@@ -59,7 +60,7 @@ class SearchDataTest(absltest.TestCase):
     # The hold-out is recorded, not taken: the recipe trains on all 20.
     self.assertEqual((config.validation_examples, config.train_examples),
                      (0, 20))
-    config_lib.write_or_check(config)
+    configs.write_or_check(config_lib, config)
     with open(os.path.join(self.root, 'run', 'config.json')) as f:
       stored = json.load(f)
     self.assertEqual((stored['dataset'], stored['num_classes'],

@@ -7,6 +7,7 @@ import tempfile
 from absl import flags
 from absl.testing import absltest
 
+from tests.testing import configs
 from tests.testing import train_eval_runs
 from tunas_tf import train_search
 from tunas_tf.data import datasets
@@ -50,14 +51,14 @@ class WrittenByTest(absltest.TestCase):
 
   def test_a_search_directory_is_refused_as_a_train_eval_one(self):
     model_dir = tempfile.mkdtemp()
-    search_config.write_or_check(_search(model_dir), '{}')
+    configs.write_or_check(search_config, _search(model_dir), '{}')
     config_path = os.path.join(model_dir, 'config.json')
     with open(config_path, 'rb') as f:
       before = f.read()
     with self.assertRaisesRegex(
         ValueError, f'^--model_dir={model_dir} is a search directory, not a '
         'train_eval directory$'):
-      train_eval_config.write_or_check(_train_eval(model_dir))
+      configs.write_or_check(train_eval_config, _train_eval(model_dir))
     with self.assertRaisesRegex(
         ValueError, f'^{model_dir} is a search directory, not a train_eval '
         'directory$'):
@@ -67,11 +68,11 @@ class WrittenByTest(absltest.TestCase):
 
   def test_a_train_eval_directory_is_refused_as_a_search(self):
     model_dir = tempfile.mkdtemp()
-    train_eval_config.write_or_check(_train_eval(model_dir))
+    configs.write_or_check(train_eval_config, _train_eval(model_dir))
     with self.assertRaisesRegex(
         ValueError, f'^--model_dir={model_dir} is a train_eval directory, '
         'not a search directory$'):
-      search_config.write_or_check(_search(model_dir), '{}')
+      configs.write_or_check(search_config, _search(model_dir), '{}')
     # What extract_architecture, report and compare_random read.
     with self.assertRaisesRegex(
         ValueError, f'^{model_dir} is a train_eval directory, not a search '

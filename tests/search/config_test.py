@@ -9,6 +9,7 @@ from absl import flags
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from tests.testing import configs
 from tunas_tf import train_search
 from tunas_tf.cost_model import linear
 from tunas_tf.data import datasets
@@ -220,14 +221,16 @@ class WriteOrCheckTest(absltest.TestCase):
 
   def test_first_write_then_resume(self):
     model_dir = tempfile.mkdtemp()
-    self.assertFalse(config_lib.write_or_check(self._config(model_dir), '{}'))
+    self.assertFalse(configs.write_or_check(config_lib,
+                                            self._config(model_dir), '{}'))
     with open(os.path.join(model_dir, 'config.json')) as f:
       stored = json.load(f)
     self.assertEqual(stored['rl_delay_steps'], 10)
     self.assertEqual(stored['rl_cost_model_target'], 2.0)
     # How often to save may change; the stored value follows the new run.
-    self.assertTrue(config_lib.write_or_check(
-        self._config(model_dir, '--save_checkpoints_steps=50'), '{}'))
+    self.assertTrue(configs.write_or_check(
+        config_lib, self._config(model_dir, '--save_checkpoints_steps=50'),
+        '{}'))
     stored = config_lib.read(model_dir)
     self.assertIsInstance(stored, config_lib.SearchConfig)
     self.assertEqual((stored.max_steps, stored.rl_delay_steps), (40, 10))
@@ -240,14 +243,14 @@ class WriteOrCheckTest(absltest.TestCase):
       before = f.read()
     with self.assertRaisesRegex(ValueError, 'max_steps is 40 there and 80 '
                                 'now'):
-      config_lib.write_or_check(self._config(model_dir, '--max_steps=80'),
-                                '{}')
+      configs.write_or_check(
+          config_lib, self._config(model_dir, '--max_steps=80'), '{}')
     with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
       self.assertEqual(f.read(), before)
 
   def test_a_search_without_a_field_is_refused_naming_it(self):
     model_dir = tempfile.mkdtemp()
-    config_lib.write_or_check(self._config(model_dir), '{}')
+    configs.write_or_check(config_lib, self._config(model_dir), '{}')
     path = os.path.join(model_dir, 'config.json')
     with open(path) as f:
       stored = json.load(f)
@@ -257,7 +260,7 @@ class WriteOrCheckTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, f"^{path} has no field "
                                 "'replicas': written by another binary or "
                                 'an earlier version; use a new --model_dir$'):
-      config_lib.write_or_check(self._config(model_dir), '{}')
+      configs.write_or_check(config_lib, self._config(model_dir), '{}')
     with self.assertRaisesRegex(ValueError, f"^{path} has no field "
                                 "'replicas': not written by this version of "
                                 'train_search$'):
@@ -276,33 +279,36 @@ class WriteOrCheckTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     config = self._config(model_dir, '--deterministic')
     self.assertTrue(config.job.deterministic)
-    config_lib.write_or_check(config, '{}')
+    configs.write_or_check(config_lib, config, '{}')
     self.assertTrue(config_lib.read(model_dir).job.deterministic)
     # It changes the kernels, not the search: a restart may turn it off.
-    self.assertTrue(config_lib.write_or_check(self._config(model_dir), '{}'))
+    self.assertTrue(configs.write_or_check(config_lib,
+                                           self._config(model_dir), '{}'))
     self.assertFalse(config_lib.read(model_dir).job.deterministic)
 
   def test_mismatch_is_refused_naming_the_field(self):
     model_dir = tempfile.mkdtemp()
-    config_lib.write_or_check(self._config(model_dir), '{}')
+    configs.write_or_check(config_lib, self._config(model_dir), '{}')
     with self.assertRaisesRegex(
         ValueError, r'was written by a different run: rl_reward_function '
         r"is 'abs' there and 'mnas' now"):
-      config_lib.write_or_check(
-          self._config(model_dir, '--rl_reward_function=mnas'), '{}')
+      configs.write_or_check(
+          config_lib, self._config(model_dir, '--rl_reward_function=mnas'),
+          '{}')
 
   def test_other_search_space_is_refused(self):
     model_dir = tempfile.mkdtemp()
-    config_lib.write_or_check(self._config(model_dir), '{"a": 1}')
+    configs.write_or_check(config_lib, self._config(model_dir), '{"a": 1}')
     with self.assertRaisesRegex(ValueError, 'holds a different search space'):
-      config_lib.write_or_check(self._config(model_dir), '{"a": 2}')
+      configs.write_or_check(config_lib, self._config(model_dir), '{"a": 2}')
 
   def test_another_space_on_a_restart_is_refused_naming_the_stored_one(self):
     model_dir = tempfile.mkdtemp()
-    config_lib.write_or_check(self._config(model_dir), '{"a": 1}')
+    configs.write_or_check(config_lib, self._config(model_dir), '{"a": 1}')
     with self.assertRaises(ValueError) as raised:
-      config_lib.write_or_check(
-          self._config(model_dir, '--ssd=cifar_search'), '{"a": 2}')
+      configs.write_or_check(
+          config_lib, self._config(model_dir, '--ssd=cifar_search'),
+          '{"a": 2}')
     self.assertEqual(
         str(raised.exception),
         f'{model_dir}/model_spec.json holds the search space of '

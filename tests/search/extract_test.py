@@ -16,6 +16,7 @@ from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
+from tests.testing import configs
 from tests.testing import searches
 
 
@@ -176,8 +177,9 @@ class ExtractTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
       extract.extract(empty)
     config = searches.search_config(empty)
-    config_lib.write_or_check(
-        config, spec_io.dumps(mobile.get_search_space('digits_search')))
+    configs.write_or_check(
+        config_lib, config,
+        spec_io.dumps(mobile.get_search_space('digits_search')))
     with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
       extract.extract(empty)
     with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):

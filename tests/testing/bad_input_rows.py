@@ -15,6 +15,7 @@ from unittest import mock
 
 from absl import flags
 
+from tests.testing import configs
 from tests.testing import searches
 from tests.testing import train_eval_runs
 from tunas_tf import train_search
@@ -114,7 +115,7 @@ def _garbled_config(root: str) -> None:
 def _train_eval_dir(root: str) -> None:
   """A train_eval directory: its config.json and an unreadable checkpoint."""
   model_dir = os.path.join(root, 'run')
-  train_eval_config.write_or_check(train_eval_runs.config(
+  configs.write_or_check(train_eval_config, train_eval_runs.config(
       f'--model_dir={model_dir}', f'--indices={ZEROS}', '--max_steps=30'))
   with open(os.path.join(model_dir, 'checkpoint'), 'w') as f:
     f.write('model_checkpoint_path: "model.ckpt-5"\n')

@@ -8,6 +8,7 @@ from unittest import mock
 
 from absl.testing import absltest
 
+from tests.testing import configs
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf.data import datasets
@@ -198,7 +199,7 @@ class ConfigTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
                          '--max_steps=30')
-    self.assertFalse(config_lib.write_or_check(config))
+    self.assertFalse(configs.write_or_check(config_lib, config))
     stored = runs.read_json(os.path.join(model_dir, 'config.json'))
     self.assertEqual(set(stored),
                      {f.name for f in dataclasses.fields(config)} - {'job'} |
@@ -207,15 +208,15 @@ class ConfigTest(absltest.TestCase):
     self.assertTrue(all(not isinstance(v, (dict, list))
                         for v in stored.values()))
     self.assertEqual(config_lib.read(model_dir), config)
-    self.assertTrue(config_lib.write_or_check(
-        dataclasses.replace(config, max_steps=60)))
+    self.assertTrue(configs.write_or_check(
+        config_lib, dataclasses.replace(config, max_steps=60)))
     self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
 
   def test_a_run_without_a_field_is_refused_naming_it(self):
     model_dir = tempfile.mkdtemp()
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
                          '--max_steps=30')
-    config_lib.write_or_check(config)
+    configs.write_or_check(config_lib, config)
     path = os.path.join(model_dir, 'config.json')
     stored = runs.read_json(path)
     del stored['use_bfloat16']
@@ -225,7 +226,7 @@ class ConfigTest(absltest.TestCase):
                                 "'use_bfloat16': written by another binary "
                                 'or an earlier version; use a new '
                                 '--model_dir$'):
-      config_lib.write_or_check(config)
+      configs.write_or_check(config_lib, config)
     with self.assertRaisesRegex(ValueError, "has no field 'use_bfloat16'"):
       config_lib.read(model_dir)
 
@@ -234,14 +235,14 @@ class ConfigTest(absltest.TestCase):
     args = (f'--model_dir={model_dir}', f'--indices={_ZEROS}',
             '--max_steps=30')
     config = runs.config(*args)
-    self.assertFalse(config_lib.write_or_check(config))
-    self.assertTrue(config_lib.write_or_check(runs.config(*args,
-                                                          '--deterministic')))
+    self.assertFalse(configs.write_or_check(config_lib, config))
+    self.assertTrue(configs.write_or_check(
+        config_lib, runs.config(*args, '--deterministic')))
     self.assertTrue(config_lib.read(model_dir).job.deterministic)
     with self.assertRaisesRegex(ValueError, "use_bfloat16 is 'false' there "
                                 "and 'true' now"):
-      config_lib.write_or_check(dataclasses.replace(config,
-                                                    use_bfloat16='true'))
+      configs.write_or_check(
+          config_lib, dataclasses.replace(config, use_bfloat16='true'))
 
   def test_path_dropout_is_stored_and_checked_on_restart(self):
     model_dir = tempfile.mkdtemp()
@@ -249,14 +250,14 @@ class ConfigTest(absltest.TestCase):
             '--max_steps=30')
     config = runs.config(*args, '--path_dropout_rate=0.2')
     self.assertEqual(config.path_dropout_rate, 0.2)
-    config_lib.write_or_check(config)
+    configs.write_or_check(config_lib, config)
     path = os.path.join(model_dir, 'config.json')
     self.assertEqual(runs.read_json(path)['path_dropout_rate'], 0.2)
     self.assertEqual(config_lib.read(model_dir), config)
-    self.assertTrue(config_lib.write_or_check(config))
+    self.assertTrue(configs.write_or_check(config_lib, config))
     with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.2 there '
                                 'and 0.0 now'):
-      config_lib.write_or_check(runs.config(*args))
+      configs.write_or_check(config_lib, runs.config(*args))
     for value, message in (
         (1.0, r'--path_dropout_rate must be in \[0, 1\), got 1.0'),
         (float('nan'), '--path_dropout_rate must be a finite number')):

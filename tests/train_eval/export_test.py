@@ -15,9 +15,19 @@ from tests.testing import train_eval_runs as runs
 from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import __main__ as train_eval_main
+from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
+
+
+def _evaluated_logits(config, images) -> np.ndarray:
+  """The logits of the network the run evaluates (its last checkpoint's
+  weights, the EMA's where it has them: `evaluate.restored_model`)."""
+  model = evaluate_lib.restored_model(
+      config, network.build_architecture(config),
+      tf.train.latest_checkpoint(config.job.model_dir), None)
+  return model(tf.constant(images), training=False).numpy()
 
 
 @pytest.mark.estimator
@@ -57,18 +67,13 @@ class ExportTest(absltest.TestCase):
   @pytest.mark.numerics
   def test_exports_give_the_trained_networks_predictions(self):
     images = datasets.digits_arrays()['test'][0][:7]
-    arch = network.build_architecture(self.config)
-    estimator = runner.make_estimator(
-        self.config, runner.make_model_fn(self.config, arch, {}))
-    expected = np.stack([p['logits'] for p in estimator.predict(
-        lambda params: tf.data.Dataset.from_tensor_slices(images).batch(
-            params.get('batch_size', 50)))])
+    expected = _evaluated_logits(self.config, images)
     export = self.metrics['export']
     loaded = tf.saved_model.load(export['saved_model'])
     served = loaded.signatures['serving_default'](
         images=tf.constant(images))['logits'].numpy()
     # Inference-mode batch norm, no batch dependence: the SavedModel ran the
-    # estimator's ops (measured equal) and TFLite its own kernels (measured
+    # evaluation's ops (measured equal) and TFLite its own kernels (measured
     # 9.5e-7 on logits of ~1, oneDNN's and Eigen's kernels).
     np.testing.assert_allclose(served, expected, atol=1e-4)
     with open(export['tflite'], 'rb') as f:
@@ -98,15 +103,13 @@ class PixelExportTest(absltest.TestCase):
           '--train_batch_size=4', '--eval_batch_size=6',
           f'--preprocessing={preprocessing}')
       metrics = runner.run(config)
-      # The estimator on the run's own evaluation input (6 test images).
-      arch = network.build_architecture(config)
-      estimator = runner.make_estimator(
-          config, runner.make_model_fn(config, arch, {}))
-      expected = np.stack([p['logits'] for p in estimator.predict(
-          lambda params, c=config: datasets.eval_dataset(
-              'tiny_images', 'test', 3, 6, data_dir=data_dir,
-              validation_examples=1, image_size=8,
-              preprocessing=c.job.preprocessing).map(lambda x, y: x))])
+      # The evaluated network on the run's own evaluation input (6 test
+      # images).
+      [(images, _)] = datasets.eval_dataset(
+          'tiny_images', 'test', 3, 6, data_dir=data_dir,
+          validation_examples=1, image_size=8,
+          preprocessing=config.job.preprocessing)
+      expected = _evaluated_logits(config, images)
       pixels = np.stack([image for image, _ in tfds.as_numpy(
           tfds.builder('tiny_images', data_dir=data_dir).as_dataset(
               split='test', as_supervised=True, shuffle_files=False))])

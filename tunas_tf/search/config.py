@@ -379,18 +379,4 @@ def write(config: SearchConfig, model_spec_json: str,
     files.write_text(model_spec_json, spec_path)
 
 
-def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
-  """`check_stored`, then `write`.
-
-  Returns:
-    True when the model directory already held a search (a resume).
-
-  Raises:
-    ValueError: as `check_stored` (then nothing is written).
-  """
-  stored = check_stored(config, model_spec_json)
-  write(config, model_spec_json, stored)
-  return stored is not None
-
-
 read = SearchConfig.read  # A search directory's stored config.

@@ -248,17 +248,3 @@ def default_dropout_rate(ssd: str, epochs: float) -> float:
 check_stored = TrainEvalConfig.check_stored
 write = TrainEvalConfig.write_stored
 read = TrainEvalConfig.read
-
-
-def write_or_check(config: TrainEvalConfig) -> bool:
-  """`check_stored`, then `write`.
-
-  Returns:
-    True when the directory already held a run's config.
-
-  Raises:
-    ValueError: as `check_stored` (then nothing is written).
-  """
-  stored = check_stored(config)
-  write(config, stored)
-  return stored is not None

@@ -122,7 +122,9 @@ def eval_input_fn(config: TrainEvalConfig):
   """The TPUEstimator input_fn of one eval pass (on TPU, which needs static
   shapes, its last batch padded: `eval_dataset`); the images float32, or
   bfloat16 with `--use_bfloat16=true` (`precision.cast_input`), the labels
-  float32. (Training batches: `task.TrainEvalTask.dataset`.)"""
+  float32. Called with no params, the batches of `eval_batch_size` the
+  distribute engine evaluates (`evaluate.py`). (Training batches:
+  `task.TrainEvalTask.dataset`.)"""
   def input_fn(params):
     dataset = eval_dataset(config, params.get('batch_size',
                                               config.eval_batch_size),

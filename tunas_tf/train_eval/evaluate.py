@@ -1,19 +1,23 @@
-"""Evaluation without the Estimator (the distribute engine).
+"""train_eval's evaluation, on either engine.
 
-`evaluate(config, arch, strategy, stop, ...)` runs one pass of `eval_split`
-on a checkpoint's weights (the EMA's shadows in place of the weights they
-average, as the Estimator's eval restores them) or, one-shot, on the
-search's (batch norm on batch statistics), and returns what
-`Estimator.evaluate` returns (`top1`, `top5`, `cross_entropy`, `loss`,
-`global_step`); `write_summaries` writes them to `model_dir/eval` under the
-Estimator's tags (`SUMMARY_NAMES`).
+Both evaluate each batch with `batch` (the run's network in inference mode,
+or one-shot with batch norm on the batch's statistics: logits and the
+training loss) and weigh `steps.example_metrics` by each example's weight.
+The distribute engine's `evaluate(config, arch, strategy, stop, ...)` runs
+one pass of `eval_split` on a checkpoint's weights (the EMA's shadows in
+place of the weights they average) or, one-shot, on the search's, and
+returns what `Estimator.evaluate` returns (`top1`, `top5`, `cross_entropy`,
+`loss`, `global_step`); `write_summaries` writes them to `model_dir/eval`
+under the Estimator's tags (`SUMMARY_NAMES`). The TPUEstimator's (on TPU
+too) is `estimator_spec`: its means are TF's streaming metrics, and the
+Estimator restores the weights (`_ema_scaffold`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -21,6 +25,8 @@ import tensorflow as tf
 from tunas_tf.data import unreadable
 from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import estimator
+from tunas_tf.runtime import hooks
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
@@ -36,10 +42,10 @@ _SUMS = ('correct', 'in_top_k', 'cross_entropy', 'weight', 'loss_rows',
          'rows')
 
 
-def _restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
-                    checkpoint: Optional[str],
-                    inheritance: Optional[inherit.Inheritance]
-                    ) -> model_lib.Model:
+def restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                   checkpoint: Optional[str],
+                   inheritance: Optional[inherit.Inheritance]
+                   ) -> model_lib.Model:
   """The network with the checkpoint's weights (EMA shadows preferred,
   `inherit.model_values`) or, without one, one-shot with the inherited
   values (the others keep their seeded initial values)."""
@@ -52,16 +58,24 @@ def _restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   return model
 
 
+def batch(model: model_lib.Model, images: tf.Tensor, labels: tf.Tensor,
+          config: TrainEvalConfig) -> Tuple[tf.Tensor, tf.Tensor]:
+  """A batch's float32 logits, computed in the run's compute dtype, and its
+  training loss (`steps.losses`, a batch mean): what both engines'
+  evaluations compute of each batch."""
+  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+  logits = tf.cast(model(tf.cast(images, dtype), training=False), tf.float32)
+  return logits, steps.losses(model, labels, logits, config).total
+
+
 def _batch_sums(model: model_lib.Model, images: tf.Tensor, labels: tf.Tensor,
                 config: TrainEvalConfig) -> tf.Tensor:
   """One replica's `_SUMS` of its batch: `steps.example_metrics` weighted
-  by each example's weight (0 for padding), as `steps.eval_spec`'s means;
+  by each example's weight (0 for padding), as `estimator_spec`'s means;
   the training loss (a batch mean) times the rows."""
-  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
-  logits = tf.cast(model(tf.cast(images, dtype), training=False), tf.float32)
+  logits, loss = batch(model, images, labels, config)
   m = steps.example_metrics(labels, logits, config.job.num_classes)
   rows = tf.cast(tf.shape(labels)[0], tf.float32)
-  loss = steps.losses(model, labels, logits, config).total
   return tf.stack([tf.reduce_sum(m.weight * m.correct),
                    tf.reduce_sum(m.weight * m.in_top_k),
                    tf.reduce_sum(m.weight * m.cross_entropy),
@@ -73,9 +87,8 @@ def _one_pass(config: TrainEvalConfig, model: model_lib.Model,
               global_step: int) -> Dict[str, Any]:
   """The metrics of one pass, and `images_per_sec` (per replica, from the
   end of the first batch, as the Estimator's hook measures it)."""
-  dataset = strategy.experimental_distribute_dataset(precision.cast_input(
-      data.eval_dataset(config, config.eval_batch_size,
-                        pad=config.job.use_tpu), config.use_bfloat16))
+  dataset = strategy.experimental_distribute_dataset(
+      data.eval_input_fn(config)({}))
 
   @tf.function(input_signature=[dataset.element_spec], autograph=False)
   def batch(inputs):
@@ -141,7 +154,7 @@ def evaluate(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   def guarded() -> Dict[str, Any]:
     with unreadable.stops_in_one_line("train_eval's evaluation"):
       with strategy.scope():
-        model = _restored_model(config, arch, checkpoint, inheritance)
+        model = restored_model(config, arch, checkpoint, inheritance)
       step = (resume_lib.checkpoint_step(checkpoint) if checkpoint else 0)
       return _one_pass(config, model, strategy, stop, step)
 
@@ -163,3 +176,64 @@ def write_summaries(model_dir: str, step: int,
       if value is not None:
         tf.summary.scalar(name, float(value), step=step)
   writer.close()
+
+
+def _ema_scaffold(model: model_lib.Model, config: TrainEvalConfig,
+                  one_shot: bool,
+                  inheritance: Optional[inherit.Inheritance]
+                  ) -> Optional[Callable[[], Any]]:
+  """The evaluation's TPUEstimator scaffold_fn: with an EMA
+  (`moving_average_decay` > 0, not one-shot) a `Saver` that restores each
+  trained variable from its shadow (`{name}/ExponentialMovingAverage`, as
+  `ExponentialMovingAverage.variables_to_restore` maps them); one-shot,
+  the inherited values assigned (no checkpoint is restored then)."""
+  variables = steps.variables_to_train(
+      model, inheritance, config.freeze_inherited, training=False)
+  saver = None
+  if config.moving_average_decay > 0 and not one_shot:
+    averaged = {v.ref() for v in variables.var_list}
+    names = {}
+    for v in tf.compat.v1.global_variables():
+      name = v.op.name
+      if v.ref() in averaged:
+        name = f'{name}/{inherit.EMA_SUFFIX}'
+      names[name] = v
+    saver = tf.compat.v1.train.Saver(names)
+  return estimator.initial_values_scaffold(
+      variables.inherited if one_shot else [], saver)
+
+
+def estimator_spec(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                   images: tf.Tensor, labels: tf.Tensor,
+                   record: Dict[str, Any], one_shot: bool,
+                   inheritance: Optional[inherit.Inheritance]
+                   ) -> tf.compat.v1.estimator.tpu.TPUEstimatorSpec:
+  """The TPUEstimator's evaluation of a batch (its model_fn in EVAL mode):
+  `batch`, then top1, top5 and cross_entropy (`steps.example_metrics`,
+  means weighted by each example's weight); the eval images/s into
+  `record` (as `eval_images_per_sec`; off TPU).
+
+  The metrics' events file (model_dir/eval) holds no graph
+  (`estimator.summaries_only_eval_events`).
+  """
+  estimator.summaries_only_eval_events(config.job)
+  model = task_lib.build_model(config, arch, one_shot)
+  logits, loss = batch(model, images, labels, config)
+
+  def metric_fn(labels, logits):
+    m = steps.example_metrics(labels, logits, config.job.num_classes)
+    mean = tf.compat.v1.metrics.mean
+    return {'top1': mean(m.correct, weights=m.weight),
+            'top5': mean(m.in_top_k, weights=m.weight),
+            'cross_entropy': mean(m.cross_entropy, weights=m.weight)}
+
+  # On TPU the batch lives inside the TPU computation and cannot be fetched
+  # by a hook: no eval rate there.
+  eval_hooks = [] if config.job.use_tpu else [hooks.ProgressHook(
+      {'batch': tf.shape(logits)[0]}, record=record,
+      record_key='eval_images_per_sec')]
+  return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
+      mode=tf.estimator.ModeKeys.EVAL, loss=loss,
+      eval_metrics=(metric_fn, [labels, logits]),
+      scaffold_fn=_ema_scaffold(model, config, one_shot, inheritance),
+      evaluation_hooks=eval_hooks)

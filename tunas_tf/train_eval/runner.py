@@ -4,8 +4,9 @@
 evaluates, writes `metrics.json` (see `METRIC_KEYS`) and the eval summaries,
 and exports the evaluated weights (`export.py`), on `config.job.engine`:
 the training task (`task.TrainEvalTask`) through the TPUEstimator's adapter
-(`runtime.estimator.task_model_fn`) and the evaluation model_fn (here), or
-the tf.distribute loop over the same task and `evaluate.py`'s pass.
+(`runtime.estimator.task_model_fn`) and its evaluation
+(`evaluate.estimator_spec`), or the tf.distribute loop over the same task
+and `evaluate.py`'s pass; both evaluate each batch with `evaluate.batch`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tunas_tf.train_eval import data
 from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
-from tunas_tf.train_eval import steps
 from tunas_tf.train_eval import task as task_lib
 from tunas_tf.train_eval.config import TrainEvalConfig
 
@@ -48,7 +48,8 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                   record: Dict[str, Any], one_shot: bool = False,
                   inheritance: Optional[inherit.Inheritance] = None):
   """The TPUEstimator model_fn of the standalone network: training (the
-  task's step, `estimator.task_model_fn`), evaluation and prediction.
+  task's step, `estimator.task_model_fn`) and evaluation
+  (`evaluate.estimator_spec`).
 
   Args:
     config: the run's config.
@@ -60,7 +61,6 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
     inheritance: the search's weights, read already; read here when None and
       `config.init_from_search` is set.
   """
-  graph, constants = network.build_graph(config, arch)
   if inheritance is None and config.init_from_search:
     inheritance = inherit.Inheritance(config.init_from_search)
   train_fn = estimator_lib.task_model_fn(
@@ -70,14 +70,8 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   def model_fn(features, labels, mode, params):
     if mode == tf.estimator.ModeKeys.TRAIN:
       return train_fn(features, labels, mode, params)
-    net = steps.forward(graph, constants, features, config, one_shot)
-    variables = steps.variables_to_train(
-        net.model, inheritance, config.freeze_inherited, training=False)
-    scaffold = steps.scaffold_fn(variables, config, one_shot)
-    if mode == tf.estimator.ModeKeys.PREDICT:
-      return steps.predict_spec(net, scaffold)
-    loss = steps.losses(net.model, labels, net.logits, config)
-    return steps.eval_spec(net, labels, loss.total, scaffold, config, record)
+    return evaluate_lib.estimator_spec(config, arch, features, labels, record,
+                                       one_shot, inheritance)
 
   return model_fn
 
@@ -139,18 +133,16 @@ def _train_and_evaluate(config: TrainEvalConfig, arch, record: Dict[str, Any],
       training; evaluation then does not run or is cut short).
   """
   model_dir = config.job.model_dir
+  # One-shot only with `eval_only`: it never trains.
+  estimator = make_estimator(config, make_model_fn(
+      config, arch, record, one_shot=one_shot, inheritance=inheritance))
   if not config.eval_only:
-    model_fn = make_model_fn(config, arch, record, inheritance=inheritance)
-    estimator = make_estimator(config, model_fn)
     estimator_lib.train(
         estimator, estimator_lib.task_input_fn(
             task_lib.TrainEvalTask(config, arch), config.job,
             start_step=resume.global_step),
         max_steps=config.max_global_step, stop=stop, model_dir=model_dir,
         run_name='train_eval', resume_checkpoint=resume.checkpoint)
-  model_fn = make_model_fn(config, arch, record, one_shot=one_shot,
-                           inheritance=inheritance)
-  estimator = make_estimator(config, model_fn)
   # TPU needs the number of steps; its last batch is padded (SLICED input:
   # one pipeline of full eval batches, split over the cores).
   steps = (data.eval_steps(config, config.eval_batch_size)

@@ -1,0 +1,24 @@
+"""A run's config.json written as the binaries write it, without the run."""
+
+from typing import Any
+
+
+def write_or_check(config_lib: Any, config: Any, *space: str) -> bool:
+  """`config_lib.check_stored`, then `config_lib.write`: what a run does
+  with its config before it writes anything else (`search.runner.run`,
+  `train_eval.runner.run`).
+
+  Args:
+    config_lib: `tunas_tf.search.config` or `tunas_tf.train_eval.config`.
+    config: the run's config.
+    *space: the search's space as JSON (`search.config` only).
+
+  Returns:
+    True when the directory already held a run's config.
+
+  Raises:
+    ValueError: as `check_stored` (then nothing is written).
+  """
+  stored = config_lib.check_stored(config, *space)
+  config_lib.write(config, *space, stored)
+  return stored is not None
