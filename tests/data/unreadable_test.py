@@ -2,7 +2,6 @@
 
 import os
 import re
-import subprocess
 import tempfile
 
 import numpy as np
@@ -15,6 +14,7 @@ from tests.testing import searches
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.data import unreadable
+from tests.testing import forked
 
 _BAD = 'train/dog/005.jpg'  # Corrupted after the import checked it.
 _HELD_OUT = 8  # --validation_examples: the first 8 of `train`.
@@ -142,8 +142,7 @@ class UndecodableDatasetTest(tf.test.TestCase):
             '--rl_batch_size_multiplier=1', '--max_steps=8',
             '--save_checkpoints_steps=1', '--tpu_iterations_per_loop=1']
     command = searches.search_command(model_dir, *data)
-    done = subprocess.run(command, capture_output=True, text=True,
-                          env=searches.QUIET, timeout=600, check=False)
+    done = forked.run_one(command, env=searches.QUIET, timeout=600)
     self.assertEqual(done.returncode, 1, done.stderr[-3000:])
     last = done.stderr.strip().splitlines()[-1]
     self.assertNotIn('Traceback', done.stderr)

@@ -14,7 +14,6 @@ for the exit code and the absence of a traceback.
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from unittest import mock
@@ -31,6 +30,7 @@ from tunas_tf.data import importing
 from tunas_tf.data import local_data
 from tunas_tf.search import runner as search_runner
 from tunas_tf.train_eval import __main__ as train_eval_main
+from tests.testing import forked
 
 class BadInputTest(parameterized.TestCase):
 
@@ -110,9 +110,8 @@ class BadInputTest(parameterized.TestCase):
     ]
     before = table.snapshot(root)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    processes = [subprocess.Popen(
-        [sys.executable, '-m', table.MODULES[binary], *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes = [forked.Child(
+        [sys.executable, '-m', table.MODULES[binary], *args], env=env)
                  for binary, args, _ in cases]
     for process, (_, args, last) in zip(processes, cases):
       _, stderr = process.communicate(timeout=300)
@@ -151,9 +150,8 @@ class BadInputTest(parameterized.TestCase):
     }
     before = table.snapshot(root)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    processes = {binary: subprocess.Popen(
-        [sys.executable, '-m', table.MODULES[binary], *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes = {binary: forked.Child(
+        [sys.executable, '-m', table.MODULES[binary], *args], env=env)
                  for binary, (args, _) in cases.items()}
     for binary, process in processes.items():
       _, stderr = process.communicate(timeout=300)

@@ -4,7 +4,6 @@ its architecture trained for 2 steps with `train_eval`."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -13,15 +12,15 @@ import pytest
 
 from tests.testing import jpeg_folder
 from tunas_tf import architecture
+from tests.testing import forked
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'tunas_tf', 'configs')
 _ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', *args], capture_output=True,
-                        text=True, env=_ENV, timeout=600, check=False)
+def _run(*args: str) -> forked.Done:
+  return forked.run_one([sys.executable, '-m', *args], env=_ENV, timeout=600)
 
 
 @pytest.mark.estimator

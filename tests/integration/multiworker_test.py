@@ -25,6 +25,7 @@ from absl.testing import absltest
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import extract
 from tests.testing import searches
+from tests.testing import forked
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -63,11 +64,9 @@ def _start_workers(model_dir: str, tmp_dirs: List[str]
   for index, tmp_dir in enumerate(tmp_dirs):
     tf_config = json.dumps({'cluster': workers,
                             'task': {'type': 'worker', 'index': index}})
-    processes.append(subprocess.Popen(
-        searches.search_command(model_dir, *_FLAGS), cwd=_ROOT, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=_env(TF_CONFIG=tf_config, TMPDIR=tmp_dir),
-        start_new_session=True))
+    processes.append(forked.Child(
+        searches.search_command(model_dir, *_FLAGS), cwd=_ROOT,
+        env=_env(TF_CONFIG=tf_config, TMPDIR=tmp_dir), new_session=True))
   return processes
 
 
@@ -131,10 +130,9 @@ class TwoWorkersTest(absltest.TestCase):
     self.assertEqual(glob.glob(os.path.join(self.tmp_dirs[1], '*')), [])
 
   def test_extract_architecture_reads_it(self):
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.extract_architecture',
-         f'--model_dir={self.model_dir}'], cwd=_ROOT, env=_env(), text=True,
-        capture_output=True, timeout=300, check=False)
+         f'--model_dir={self.model_dir}'], cwd=_ROOT, env=_env(), timeout=300)
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     with open(os.path.join(self.model_dir, 'architecture.json')) as f:
       self.assertEqual(json.load(f)['global_step'], 4)
@@ -147,10 +145,9 @@ class MalformedTfConfigTest(absltest.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), 'search')
     tf_config = json.dumps({'cluster': {'worker': ['localhost']},
                             'task': {'type': 'worker', 'index': 0}})
-    done = subprocess.run(
-        searches.search_command(model_dir, *_FLAGS), cwd=_ROOT, text=True,
-        capture_output=True, env=_env(TF_CONFIG=tf_config), timeout=300,
-        check=False)
+    done = forked.run_one(
+        searches.search_command(model_dir, *_FLAGS), cwd=_ROOT,
+        env=_env(TF_CONFIG=tf_config), timeout=300)
     self.assertEqual(done.returncode, 1)
     self.assertEqual(
         done.stderr.strip().splitlines()[-1],

@@ -12,7 +12,6 @@ matplotlib's `savefig` of a path) would have landed there, as
 """
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,8 @@ import uuid
 
 from absl.testing import absltest
 import pytest
+
+from tests.testing import forked
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -36,9 +37,9 @@ class RemoteStorageTest(absltest.TestCase):
                PYTHONPATH=os.pathsep.join(
                    [_REPO] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
     start = time.monotonic()
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-m', 'tests.testing.remote_run', f'ram://{name}'],
-        cwd=cwd, env=env, capture_output=True, text=True, check=False)
+        cwd=cwd, env=env)
     seconds = time.monotonic() - start
     self.assertEqual(done.returncode, 0,
                      f'remote_run failed after {seconds:.0f} s:\n'

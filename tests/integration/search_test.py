@@ -33,6 +33,7 @@ from tunas_tf.tools import extract_architecture
 from tests.testing import configs
 from tests.testing import searches
 from tests.testing import tiny_tfds
+from tests.testing import forked
 
 
 _config = searches.search_config
@@ -274,11 +275,10 @@ class Bfloat16SearchTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.model_dir = os.path.join(tempfile.mkdtemp(), 'bfloat16')
-    done = subprocess.run(
+    done = forked.run_one(
         searches.search_command(cls.model_dir, *_SHORT,
                                 '--use_bfloat16=true'),
-        capture_output=True, text=True, env=searches.QUIET, timeout=600,
-        check=False)
+        env=searches.QUIET, timeout=600)
     if done.returncode:
       raise AssertionError(f'the search failed:\n{done.stderr[-3000:]}')
     cls.config = config_lib.read(cls.model_dir)
@@ -350,8 +350,7 @@ class CommandLineTest(absltest.TestCase):
 
   def _kill_after_checkpoint(self, cmd, model_dir, step):
     """Runs `cmd` and SIGKILLs it once it has saved a checkpoint >= `step`."""
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=searches.QUIET)
+    process = forked.Child(cmd, env=searches.QUIET)
     deadline = time.time() + 300
     try:
       while time.time() < deadline:
@@ -420,8 +419,7 @@ class CommandLineTest(absltest.TestCase):
     killed = self._kill_after_checkpoint(cmd, model_dir, kills[0])
     self.assertBetween(killed, kills[0], 3, kills)  # RL delay 4.
     def second_search(pid):
-      second = subprocess.run(cmd, capture_output=True, text=True,
-                              env=searches.QUIET)
+      second = forked.run_one(cmd, env=searches.QUIET)
       self.assertNotEqual(second.returncode, 0)
       self.assertRegex(
           second.stderr.strip().splitlines()[-1],
@@ -442,8 +440,7 @@ class CommandLineTest(absltest.TestCase):
         log.strip().splitlines()[-1],
         f'train_search: stopped at step {stopped} by SIGTERM, checkpoint '
         'saved: run the same command to resume')
-    done = subprocess.run(cmd, capture_output=True, text=True,
-                          env=searches.QUIET)
+    done = forked.run_one(cmd, env=searches.QUIET)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     self.assertIn(f'Resuming search digits_search in {model_dir} from step '
                   f'{stopped} (model.ckpt-{stopped})', done.stderr)

@@ -7,7 +7,6 @@ checkpoint; the Estimator's ran a search of nothing to the end).
 """
 
 import os
-import subprocess
 import tempfile
 
 from absl.testing import absltest
@@ -16,6 +15,7 @@ from tunas_tf import train_search
 from tunas_tf.runtime import estimator
 from tunas_tf.search_space import mobile
 from tests.testing import searches
+from tests.testing import forked
 
 # Two steps of 8 images: what the issue's loop runs.
 _TWO_STEPS = ('--max_steps=2', '--train_batch_size=8',
@@ -71,11 +71,10 @@ class SsdChoicesTest(absltest.TestCase):
     runs = []
     for engine in engines:
       model_dir = os.path.join(tempfile.mkdtemp(), 'run')
-      runs.append((model_dir, subprocess.Popen(
+      runs.append((model_dir, forked.Child(
           searches.search_command(model_dir, '--ssd=mobilenet_v2',
                                   f'--engine={engine}', *_TWO_STEPS),
-          env=searches.QUIET, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-          text=True)))
+          env=searches.QUIET)))
     for (model_dir, process), engine in zip(runs, engines):
       stdout, stderr = process.communicate(timeout=300)
       self.assertEqual(process.returncode, 1, (engine, stderr))

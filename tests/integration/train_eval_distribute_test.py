@@ -10,7 +10,6 @@ import dataclasses
 import glob
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -27,6 +26,7 @@ from tunas_tf.runtime import resume
 from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
+from tests.testing import forked
 
 
 def _args(model_dir: str, *extra: str):
@@ -199,10 +199,9 @@ class ResumeTest(absltest.TestCase):
   def _run(self, model_dir: str) -> None:
     """`python -m tunas_tf.train_eval` of `_EXACT` into `model_dir` (its
     own process: op determinism cannot be turned off)."""
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.train_eval', *runs.PINNED,
-         f'--model_dir={model_dir}', *_EXACT], capture_output=True,
-        text=True, timeout=600, cwd=_ROOT,
+         f'--model_dir={model_dir}', *_EXACT], timeout=600, cwd=_ROOT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
 

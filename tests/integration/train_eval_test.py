@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tests.testing import searches
 from tunas_tf.runtime import preemption
+from tests.testing import forked
 
 _ZEROS = ':'.join(['0'] * 18)
 # A tiny deterministic run: 60 steps of 32 digits, dropout, path dropout (on
@@ -34,11 +35,11 @@ _ENV = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
 def _start(model_dir: str, *extra: str) -> subprocess.Popen:
   """`python -m tunas_tf.train_eval` of `_EXACT` (then `extra`) into
   `model_dir` (its output in `model_dir`.log)."""
-  with open(model_dir + '.log', 'w') as log:
-    return subprocess.Popen(
-        [sys.executable, '-m', 'tunas_tf.train_eval',
-         f'--model_dir={model_dir}', *_EXACT, *extra],
-        stdout=log, stderr=subprocess.STDOUT, env=_ENV)
+  open(model_dir + '.log', 'w').close()
+  return forked.Child(
+      [sys.executable, '-m', 'tunas_tf.train_eval',
+       f'--model_dir={model_dir}', *_EXACT, *extra],
+      log=model_dir + '.log', env=_ENV)
 
 
 def _newest_saved(model_dir: str) -> int:
@@ -101,10 +102,9 @@ class MainTest(absltest.TestCase):
       time.sleep(0.02)
     process.send_signal(signal.SIGSTOP)
     try:
-      second = subprocess.run(
+      second = forked.run_one(
           [sys.executable, '-m', 'tunas_tf.train_eval',
-           f'--model_dir={model_dir}', *_EXACT],
-          capture_output=True, text=True, env=_ENV, timeout=240)
+           f'--model_dir={model_dir}', *_EXACT], env=_ENV, timeout=240)
     finally:
       process.send_signal(signal.SIGCONT)
     self.assertNotEqual(second.returncode, 0)
@@ -168,14 +168,14 @@ class MainTest(absltest.TestCase):
     # original's `true`, which could hang there), the network computes in
     # bfloat16. Two steps, a checkpoint and one eval pass, in time.
     model_dir = os.path.join(self.root, 'bfloat16')
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.train_eval',
          f'--model_dir={model_dir}', '--ssd=digits_search',
          f'--indices={_ZEROS}', '--use_bfloat16=true', '--max_steps=2',
          '--train_batch_size=32', '--eval_batch_size=360',
          '--save_checkpoints_steps=2', '--log_every_steps=1',
          '--tpu_iterations_per_loop=1', '--noexport'],
-        capture_output=True, text=True, timeout=300, env=_ENV)
+        timeout=300, env=_ENV)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     with open(os.path.join(model_dir, 'config.json')) as f:
       self.assertEqual(json.load(f)['use_bfloat16'], 'true')
@@ -187,11 +187,10 @@ class MainTest(absltest.TestCase):
     self.assertTrue(all(math.isfinite(v) for v in losses.values()), losses)
 
   def test_command_line_error_is_one_line(self):
-    result = subprocess.run(
+    result = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.train_eval',
          f'--model_dir={self.root}/cli', '--ssd=digits_search',
-         '--indices=0:1'],
-        capture_output=True, text=True, timeout=120, env=_ENV)
+         '--indices=0:1'], timeout=120, env=_ENV)
     self.assertNotEqual(result.returncode, 0)
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     self.assertTrue(lines[-1].startswith('train_eval: --indices='), lines)

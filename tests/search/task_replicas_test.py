@@ -12,7 +12,6 @@ the mean gradient and the mean squared gradient). On any TF; ~1 min.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -28,6 +27,7 @@ from tunas_tf.search import runner
 from tunas_tf.search import task as task_lib
 from tests.testing import replicated
 from tests.testing import searches
+from tests.testing import forked
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -105,9 +105,9 @@ _RUN = textwrap.dedent('''
 class TwoReplicasTest(absltest.TestCase):
 
   def test_controller_update_is_adam_on_the_mean_gradient(self):
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-c', _RUN, tempfile.mkdtemp()], cwd=_ROOT,
-        text=True, capture_output=True, timeout=900, check=False,
+        timeout=900,
         env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     found = json.loads(done.stdout.strip().splitlines()[-1])

@@ -9,7 +9,6 @@ checkpoint to step 6. The RL delay is the first 2 steps.
 import glob
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -30,6 +29,7 @@ from tunas_tf.search import task as task_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tests.testing import searches
+from tests.testing import forked
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -101,9 +101,8 @@ class SearchTaskTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     root = tempfile.mkdtemp()
-    process = subprocess.run(
-        [sys.executable, '-c', _RUN, root], cwd=_ROOT, text=True,
-        capture_output=True, timeout=1200,
+    process = forked.run_one(
+        [sys.executable, '-c', _RUN, root], cwd=_ROOT, timeout=1200,
         env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
     assert process.returncode == 0, process.stderr[-3000:]
     cls.full = os.path.join(root, 'full')

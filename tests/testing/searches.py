@@ -15,7 +15,6 @@ import functools
 import glob
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Dict, List, Tuple
@@ -32,6 +31,7 @@ from tunas_tf.search import extract
 from tunas_tf.search import report
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
+from tests.testing import forked
 
 # 8 steps of 16 images: warm-ups of 2 (ops) and 4 (filters) steps, RL delay 4,
 # summaries every 2 steps, checkpoints at 4 and 8.
@@ -104,9 +104,9 @@ def _finished_search_run() -> Tuple[str, str]:
   with open(os.path.join(root, 'search.lock'), 'w') as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
     if not os.path.exists(log):
-      done = subprocess.run(
+      done = forked.run_one(
           search_command(model_dir, '--deterministic', *SHORT_SEARCH_FLAGS),
-          capture_output=True, text=True, env=QUIET, check=False)
+          env=QUIET)
       if done.returncode:
         raise AssertionError(
             f'the shared search failed:\n{done.stderr[-3000:]}')

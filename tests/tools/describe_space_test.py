@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -12,6 +11,7 @@ from tunas_tf import architecture
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tunas_tf.tools import describe_space
+from tests.testing import forked
 
 
 class DescribeSpaceTest(absltest.TestCase):
@@ -49,9 +49,10 @@ class DescribeSpaceTest(absltest.TestCase):
         'a search space'))
     self.assertIn('train_search refuses it',
                   describe_space.kind('mobilenet_v2'))
-    out = subprocess.run(
+    out = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.describe_space',
-         '--ssd=mnasnet_b1'], check=True, capture_output=True, text=True)
+         '--ssd=mnasnet_b1'])
+    self.assertEqual(out.returncode, 0, out.stderr)
     self.assertTrue(out.stdout.startswith(
         'mnasnet_b1: a reference model, a fixed architecture (nothing to '
         'search: train_search refuses it; train_eval trains it), 0 '
@@ -61,7 +62,8 @@ class DescribeSpaceTest(absltest.TestCase):
     out = tempfile.mkdtemp()
     cmd = [sys.executable, '-m', 'tunas_tf.tools.describe_space',
            '--ssd=digits_search', f'--output_dir={out}']
-    subprocess.run(cmd, check=True, capture_output=True)
+    done = forked.run_one(cmd)
+    self.assertEqual(done.returncode, 0, done.stderr)
     with open(os.path.join(out, 'architecture.json')) as f:
       self.assertEqual(json.load(f)['ssd'], 'digits_search')
     # The format of tools/extract_architecture, without the search's fields.
@@ -69,8 +71,7 @@ class DescribeSpaceTest(absltest.TestCase):
     self.assertEqual(written.indices_string,
                      describe_space.describe('digits_search')['indices'])
     self.assertIsNone(written.estimated_cost)
-    bad = subprocess.run(cmd + ['--indices=0:9'], capture_output=True,
-                         text=True)
+    bad = forked.run_one(cmd + ['--indices=0:9'])
     self.assertNotEqual(bad.returncode, 0)
     self.assertIn('expected 18 indices', bad.stderr)
 

@@ -16,7 +16,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -38,14 +37,15 @@ from tunas_tf.train_eval import runner as train_eval_runner
 from tests.testing import latency as testing_latency
 from tests.testing import searches
 from tests.testing import train_eval_runs
+from tests.testing import forked
 
 SSD = testing_latency.SSD
 
 
 def _extract(*args):
-  return subprocess.run(
+  return forked.run_one(
       [sys.executable, '-m', 'tunas_tf.tools.extract_architecture', *args],
-      capture_output=True, text=True, env=searches.QUIET)
+      env=searches.QUIET)
 
 
 class MeasureLatencyTest(absltest.TestCase):
@@ -63,10 +63,10 @@ class MeasureLatencyTest(absltest.TestCase):
     model_path = os.path.join(directory, 'fitted.json')
     files.write_json(coefficients, model_path)
     model_dir = os.path.join(directory, 'search')
-    done = subprocess.run(
+    done = forked.run_one(
         searches.search_command(model_dir, f'--cost_model={model_path}',
                                 *searches.SHORT_SEARCH_FLAGS),
-        capture_output=True, text=True, env=searches.QUIET)
+        env=searches.QUIET)
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     self.assertRegex(done.stderr + done.stdout, r'cost [\d.]+ ms \(target ')
 
@@ -243,9 +243,9 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertNotIn('Note:', '\n'.join(extract_with_target(cost * 1.03)))
 
   def test_command_line_error_is_one_line(self):
-    done = subprocess.run(
+    done = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.extract_architecture',
-         f'--model_dir={tempfile.mkdtemp()}'], capture_output=True, text=True,
+         f'--model_dir={tempfile.mkdtemp()}'],
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertNotEqual(done.returncode, 0)
     self.assertEqual(done.stderr.strip().splitlines()[-1][:40],

@@ -10,7 +10,6 @@ import io
 import os
 import re
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -26,6 +25,7 @@ from tests.testing import png_folder
 from tunas_tf.data import datasets
 from tunas_tf.data import tfds_builders
 from tunas_tf.tools import import_dataset
+from tests.testing import forked
 
 # IDX images of 4 rows x 3 columns (not square, so rows and columns cannot be
 # swapped unnoticed); pixel (r, c) of image k is 10 * k + 3 * r + c, unique
@@ -459,10 +459,9 @@ class CommandLineTest(absltest.TestCase):
     source = _write_idx(os.path.join(tmp, 'idx'), train_images=_idx_bytes(
         _idx_images(0, 5), 2049))
     data_dir = os.path.join(tmp, 'tfds')
-    result = subprocess.run(
+    result = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.import_dataset', '--format=idx',
          f'--source={source}', '--name=local_set', f'--data_dir={data_dir}'],
-        capture_output=True, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertNotEqual(result.returncode, 0)
     self.assertNotIn('Traceback', result.stderr)

@@ -4,7 +4,6 @@ tests/cost_model/latency_csv_test.py)."""
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -15,6 +14,7 @@ from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import latency_csv
 from tunas_tf.search_space import sample
 from tests.testing import latency as testing_latency
+from tests.testing import forked
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
 FAST = dict(protocol=latency.Protocol(repeats=2, runs=2, warmup_runs=0,
@@ -35,9 +35,9 @@ def _env():
 class CommandLineTest(absltest.TestCase):
 
   def _run(self, *args):
-    return subprocess.run(
+    return forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.measure_latency', *args],
-        capture_output=True, text=True, env=_env())
+        env=_env())
 
   def test_measures_and_refuses_a_wrong_header(self):
     directory = tempfile.mkdtemp()

@@ -2,13 +2,13 @@
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
 from tunas_tf.search import random_search
+from tests.testing import forked
 
 SSD = 'digits_search'
 
@@ -20,9 +20,9 @@ def _env():
 class CommandLineTest(absltest.TestCase):
 
   def _run(self, *args):
-    return subprocess.run(
+    return forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.random_architectures', *args],
-        capture_output=True, text=True, env=_env())
+        env=_env())
 
   def test_writes_the_json_list(self):
     output = os.path.join(tempfile.mkdtemp(), 'sub', 'random.json')
