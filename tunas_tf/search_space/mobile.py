@@ -393,11 +393,6 @@ def get_search_space(name: str) -> ConvTowerSpec:
   return space_info(name).build()
 
 
-def get_image_size(name: str) -> int:
-  """Returns the input resolution (pixels per side) the space is designed for."""
-  return space_info(name).image_size
-
-
 def search_space_size(spec) -> int:
   """Number of architectures: the product of all OneOf cardinalities.
 
