@@ -51,15 +51,13 @@ _PROXYLESSNAS_BODY = ((2, 3, True), (2, 3, True), (2, 3, False), (1, 3, True),
                       (2, 3, True), (1, 0, True))
 
 
-def block_filter_choices(base: int,
-                         multipliers: Sequence[float] = BLOCK_FILTERS_MULTIPLIERS,
-                         filters_base: int = FILTERS_BASE) -> Tuple[int, ...]:
+def block_filter_choices(base: int) -> Tuple[int, ...]:
   """Returns the sorted, deduplicated widths `scale_filters(base, m)`.
 
   E.g. base 16 -> (8, 16, 24, 32); base 64 -> (32, 40, 48, 64, 80, 96, 128).
   """
-  return tuple(sorted({scale_filters(base, m, filters_base)
-                       for m in multipliers}))
+  return tuple(sorted({scale_filters(base, m, FILTERS_BASE)
+                       for m in BLOCK_FILTERS_MULTIPLIERS}))
 
 
 def _searched_filters(base: int) -> OneOf:
@@ -86,8 +84,7 @@ def _proxylessnas_bottleneck(strides: int, skippable: bool) -> OneOf:
 
 def _proxylessnas_layout(filters: Sequence[OneOf],
                          body: Sequence[Tuple[int, int, bool]],
-                         stem_strides: int = 2,
-                         head: bool = True) -> ConvTowerSpec:
+                         stem_strides: int = 2) -> ConvTowerSpec:
   """Stem, separable conv, searched bottleneck blocks and the 1x1 head."""
   relu = ActivationSpec(RELU)
   blocks = [
@@ -102,9 +99,8 @@ def _proxylessnas_layout(filters: Sequence[OneOf],
     if endpoint:
       layers.append(DetectionEndpointSpec())
     blocks.append(Block(tuple(layers), filters[2 + i]))
-  if head:
-    blocks.append(Block((ConvSpec(1, 1), relu, GlobalAveragePoolSpec()),
-                        filters[2 + len(body)]))
+  blocks.append(Block((ConvSpec(1, 1), relu, GlobalAveragePoolSpec()),
+                      filters[2 + len(body)]))
   return ConvTowerSpec(tuple(blocks), FILTERS_BASE)
 
 
