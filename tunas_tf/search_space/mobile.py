@@ -51,17 +51,11 @@ _PROXYLESSNAS_BODY = ((2, 3, True), (2, 3, True), (2, 3, False), (1, 3, True),
                       (2, 3, True), (1, 0, True))
 
 
-def block_filter_choices(base: int) -> Tuple[int, ...]:
-  """Returns the sorted, deduplicated widths `scale_filters(base, m)`.
-
-  E.g. base 16 -> (8, 16, 24, 32); base 64 -> (32, 40, 48, 64, 80, 96, 128).
-  """
-  return tuple(sorted({scale_filters(base, m, FILTERS_BASE)
-                       for m in BLOCK_FILTERS_MULTIPLIERS}))
-
-
 def _searched_filters(base: int) -> OneOf:
-  return OneOf(block_filter_choices(base), FILTERS_TAG)
+  """The sorted, deduplicated widths `scale_filters(base, m)`: e.g. base 16
+  -> (8, 16, 24, 32); base 64 -> (32, 40, 48, 64, 80, 96, 128)."""
+  return OneOf(tuple(sorted({scale_filters(base, m, FILTERS_BASE)
+                             for m in BLOCK_FILTERS_MULTIPLIERS})), FILTERS_TAG)
 
 
 def _fixed_filters(n: int) -> OneOf:
