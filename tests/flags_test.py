@@ -131,7 +131,7 @@ class HelpTest(absltest.TestCase):
       for outside in _OUTSIDE:
         self.assertNotIn(outside, module.__doc__, name)
       with open(module.__file__) as f:
-        self.assertIn('common_flags.run(main)', f.read(), name)
+        self.assertIn('common_flags.run(main, define_flags)', f.read(), name)
 
 
 class OneLineRefusalTest(absltest.TestCase):
@@ -231,7 +231,7 @@ def main(argv):
     sys.exit('binary: one line')
   return int(end)
 
-common_flags.run(main)
+common_flags.run(main, lambda: None)
 """
 
 

@@ -86,17 +86,16 @@ def seed(name: str, value: Any) -> None:
   number(name, value, 0, MAX_SEED, integer=True)
 
 
-def rounded_bound(numerator: int, denominator: int, *, up: bool,
-                  digits: int = 3) -> float:
-  """numerator / denominator (> 0) rounded up or down to `digits`
-  significant digits: a value to advise for a flag bounded by that ratio,
+def rounded_bound(numerator: int, denominator: int, *, up: bool) -> float:
+  """numerator / denominator (> 0) rounded up or down to 3 significant
+  digits: a value to advise for a flag bounded by that ratio,
   on the bound's right side (`up`: a least value, else a greatest).
 
   rounded_bound(6, 54, up=False) -> 0.111; rounded_bound(1, 64, up=True)
   -> 0.0157.
   """
   value = fractions.Fraction(numerator, denominator)
-  exponent = math.floor(math.log10(value)) - digits + 1
+  exponent = math.floor(math.log10(value)) - 2  # 3 significant digits.
   scale = fractions.Fraction(10) ** exponent
   steps = value / scale
   rounded = (math.ceil(steps) if up else math.floor(steps)) * scale

@@ -8,9 +8,10 @@ can build their own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -27,17 +28,19 @@ _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
 _FULL_HELP = ('--helpfull', '-helpfull')
 
 
-def run(main: Callable) -> None:
-  """`absl.app.run(main)`, except that asking for help exits 0, that a bad
-  flag is refused in one line (`parse_flags_in_one_line`), and that the
-  process ends as soon as `main` is done (`fast_exit.exit_now`), with TF's
-  Python log quiet (`quiet_logs.quiet_tensorflow`) and the garbage
-  collector's thresholds raised (`gc_thresholds.tune_gc`).
+def run(main: Callable, define_flags: Callable[[], None]) -> None:
+  """`define_flags()`, then `absl.app.run(main)`, except that asking for
+  help exits 0, that a bad flag is refused in one line
+  (`parse_flags_in_one_line`), and that the process ends as soon as `main`
+  is done (`fast_exit.exit_now`), with TF's Python log quiet
+  (`quiet_logs.quiet_tensorflow`) and the garbage collector's thresholds
+  raised (`gc_thresholds.tune_gc`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
   prints the binary's description and its own flags, the shared ones
   included, and `--helpfull` every flag, both to stdout with exit code 0.
   """
+  define_flags()
   args = sys.argv[1:]
   if any(a in _FULL_HELP for a in args):
     app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
@@ -75,6 +78,16 @@ def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
   if missing:
     sys.exit(f'{tool}: {", ".join(missing)} '
              f'{"is" if len(missing) == 1 else "are"} required')
+
+
+@contextlib.contextmanager
+def errors_in_one_line(prefix: str, *errors: type) -> Iterator[None]:
+  """Exits with 'PREFIX: message' on one line (exit code 1) for a ValueError
+  (or one of `errors`) raised inside."""
+  try:
+    yield
+  except (ValueError, *errors) as e:
+    sys.exit(f'{prefix}: ' + ' '.join(str(e).split()))
 
 
 def parse_flags_in_one_line(argv):

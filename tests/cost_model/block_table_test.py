@@ -74,10 +74,11 @@ class BlockTableTest(absltest.TestCase):
           schema.extreme_indices(space, largest) for largest in (False, True)]:
         values = features.features(features.attach_one_hot_masks(
             space, indices)).astype(np.float64)
+        units = block_table.architecture_units(
+            schema.prune(space, indices), shape)
         # Sums of ~20 numbers in another order: float64 rounding only.
-        self.assertAlmostEqual(values @ kernel + bias,
-                               block_table.table_sum(ssd, indices, shape,
-                                                     table), places=10)
+        self.assertAlmostEqual(values @ kernel + bias, sum(
+            table[unit.key] for _, unit in units), places=10)
 
   def test_units_are_measured_once_and_named(self):
     self.assertLen(self.units, 322)  # digits_search at 8 px.

@@ -14,21 +14,6 @@ _HUGE = 1 << 32  # Needs int64.
 class LinearScheduleTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(
-      ('negative', -500, 0.0),
-      ('zero', 0, 0.0),
-      ('middle', 5, 0.5),
-      ('before_end', 9, 0.9),
-      ('boundary', 10, 1.0),
-      ('after', 50, 1.0),
-      ('huge', _HUGE, 1.0),
-  )
-  def test_linear_warmup(self, step, expected):
-    value = schedules.linear_warmup(step, 10)
-    self.assertEqual(value.dtype, tf.float32)
-    self.assertEqual(value.shape, [])
-    self.assertAllClose(value, expected)
-
-  @parameterized.named_parameters(
       ('negative', -500, 1.0),
       ('zero', 0, 1.0),
       ('middle', 5, 0.5),
@@ -44,8 +29,7 @@ class LinearScheduleTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(
       ('negative', -5), ('zero', 0), ('huge', _HUGE))
-  def test_linear_warmup_zero_steps_is_done(self, step):
-    self.assertAllEqual(schedules.linear_warmup(step, 0), 1.0)
+  def test_linear_decay_zero_steps_is_done(self, step):
     self.assertAllEqual(schedules.linear_decay(step, 0), 0.0)
 
   @parameterized.named_parameters(
@@ -69,8 +53,6 @@ class LinearScheduleTest(parameterized.TestCase, tf.test.TestCase):
   def test_linear_decay_negative_steps_raises(self):
     with self.assertRaisesRegex(ValueError, r'decay_steps=-3'):
       schedules.linear_decay(0, -3)
-    with self.assertRaisesRegex(ValueError, r'warmup_steps=-1'):
-      schedules.linear_warmup(0, -1)
 
   def test_linear_decay_float_step_raises(self):
     with self.assertRaisesRegex(TypeError, r'integer.*float32'):

@@ -41,7 +41,7 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
     masks = sampled_specs.masks_from_indices(
         spec, sampled_specs.random_indices(spec, np.random.default_rng(1)))
     sampled = sampled_specs.attach(spec, masks) if masks else spec
-    size = mobile.get_image_size(name)
+    size = mobile.space_info(name).image_size
     logits = net(sampled, tf.random.normal([1, size, size, 3], seed=2),
                  training=True)
     self.assertEqual(logits.shape, (1, 7))
@@ -54,7 +54,7 @@ class BuildAndRunTest(tf.test.TestCase, parameterized.TestCase):
     spec = mobile.get_search_space(name)
     net = Supernet(spec, 10, mode=mode, input_channels=_channels(name),
                    seed=0)
-    size = mobile.get_image_size(name)
+    size = mobile.space_info(name).image_size
     rng = np.random.default_rng(3)
     images = rng.uniform(size=[2, size, size, _channels(name)])
     for _ in range(2):

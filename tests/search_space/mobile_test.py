@@ -83,7 +83,7 @@ class MobileTest(parameterized.TestCase):
         if isinstance(inner, schema.OneOf):
           inner = inner.choices[0]
         stride *= getattr(inner, 'strides', 1)
-      expected = {224: 32, 32: 8, 8: 4}[mobile.get_image_size(name)]
+      expected = {224: 32, 32: 8, 8: 4}[mobile.space_info(name).image_size]
       self.assertEqual(stride, expected, name)
 
   def test_residual_layers_keep_stride_one(self):
@@ -201,8 +201,6 @@ class MobileTest(parameterized.TestCase):
         ValueError, r"Unknown search space 'resnet'; expected one of \["
         r"'cifar_search', 'digits_search'"):
       mobile.get_search_space('resnet')
-    with self.assertRaisesRegex(ValueError, "Unknown search space 'x'"):
-      mobile.get_image_size('x')
     with self.assertRaisesRegex(ValueError, "Unknown search space 'x'"):
       mobile.space_info('x')
 

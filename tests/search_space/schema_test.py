@@ -62,12 +62,12 @@ class SchemaTest(parameterized.TestCase):
   def test_map_oneofs_does_not_mutate_input(self):
     spec = _nested_spec()
     before = copy.deepcopy(spec)
-    schema.map_oneofs(lambda o: o.choices[0], spec)
+    schema.map_oneofs_with_paths(lambda _, o: o.choices[0], spec)
     self.assertEqual(spec, before)
 
   def test_map_oneofs_keeps_mask(self):
     spec = OneOf([1, 2], OP_TAG, mask='m')
-    self.assertEqual(schema.map_oneofs(lambda o: o.mask, spec), 'm')
+    self.assertEqual(schema.map_oneofs_with_paths(lambda _, o: o.mask, spec), 'm')
 
   def _masks_in_visit_order(self, spec):
     return [(path, o.mask) for path, o in schema.flatten_with_paths(spec)]

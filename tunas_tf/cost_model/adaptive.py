@@ -22,8 +22,7 @@ from tunas_tf.search_space import sample
 
 def most_informative(ssd: str, measured: Sequence[str], num: int,
                      shape: Optional[macs.InputSpec] = None,
-                     pool: Optional[int] = None, seed: int = 0,
-                     alpha: float = 1.0) -> List[str]:
+                     pool: Optional[int] = None, seed: int = 0) -> List[str]:
   """`num` architectures to measure next, most informative first.
 
   Args:
@@ -34,7 +33,6 @@ def most_informative(ssd: str, measured: Sequence[str], num: int,
     pool: uniform draws to pick from (default 20 * num, at least 500);
       draws already measured are left out.
     seed: seed of the draws.
-    alpha: the ridge penalty of the design (1: the features are 0/1).
 
   Raises:
     ValueError: for an unknown space, `num <= 0`, or a pool with fewer new
@@ -52,10 +50,10 @@ def most_informative(ssd: str, measured: Sequence[str], num: int,
   if measured:
     scales = fit.design_matrix(ssd, list(measured), shape)[1]
   x, scales = fit.design_matrix(ssd, candidates, shape, scales)
-  inverse = np.eye(x.shape[1]) / alpha
+  inverse = np.eye(x.shape[1])  # Ridge penalty 1: the features are 0/1.
   if measured:
     rows = fit.design_matrix(ssd, list(measured), shape, scales)[0]
-    inverse = np.linalg.inv(rows.T @ rows + alpha * np.eye(x.shape[1]))
+    inverse = np.linalg.inv(rows.T @ rows + np.eye(x.shape[1]))
   projected = inverse @ x.T                     # [columns, candidates]
   leverage = np.einsum('ij,ji->i', x, projected)
   picked: List[int] = []

@@ -323,15 +323,6 @@ def check_key(key: str) -> str:
   return key
 
 
-def table_sum(ssd: str, indices: Any, shape: macs.InputSpec,
-              table: Mapping[str, float]) -> float:
-  """The sum of one architecture's units' entries, read off its units
-  (`architecture_units`): what `linear_form` must equal."""
-  pruned = schema.prune(mobile.get_search_space(ssd), indices)
-  return float(sum(table[unit.key]
-                   for _, unit in architecture_units(pruned, shape)))
-
-
 def units_of(ssd: str, shape: macs.InputSpec,
              architectures: Optional[Sequence[Any]] = None
              ) -> Dict[str, Unit]:

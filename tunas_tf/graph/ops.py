@@ -11,7 +11,9 @@ while BATCH_NORM keeps float32 gamma, beta and statistics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -159,8 +161,6 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
     specs['kernel'] = VariableSpec((kh, kw, cin, features), kernel_init,
                                    fan_in=kh * kw * cin,
                                    fan_out=kh * kw * features)
-    if kwargs.get('use_bias', True):
-      specs['bias'] = VariableSpec((features,), bias_init)
   elif op.type == OpType.DEPTHWISE_CONV:
     cin = _channels(input_shapes[0], where, rank=4)
     mult = int(kwargs.get('depth_multiplier', 1))
@@ -168,15 +168,12 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
                    'kernel_size')
     specs['kernel'] = VariableSpec((kh, kw, cin, mult), kernel_init,
                                    fan_in=kh * kw, fan_out=kh * kw * mult)
-    if kwargs.get('use_bias', True):
-      specs['bias'] = VariableSpec((cin * mult,), bias_init)
+    features = cin * mult
   elif op.type == OpType.DENSE:
     cin = _channels(input_shapes[0], where)
     features = int(_require(kwargs, 'features', where))
     specs['kernel'] = VariableSpec((cin, features), kernel_init, fan_in=cin,
                                    fan_out=features)
-    if kwargs.get('use_bias', True):
-      specs['bias'] = VariableSpec((features,), bias_init)
   elif op.type in (OpType.BATCH_NORM, OpType.LAYER_NORM):
     c = _channels(input_shapes[0], where)
     if kwargs.get('use_scale', True):
@@ -187,6 +184,8 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
     if op.type == OpType.BATCH_NORM and not stateless:
       specs['moving_mean'] = VariableSpec((c,), 'I:zeros', trainable=False)
       specs['moving_variance'] = VariableSpec((c,), 'I:ones', trainable=False)
+  if 'kernel' in specs and kwargs.get('use_bias', True):  # Its output width.
+    specs['bias'] = VariableSpec((features,), bias_init)
   return specs
 
 
@@ -398,6 +397,8 @@ _ACTIVATIONS: Dict[OpType, Callable[[tf.Tensor], tf.Tensor]] = {
     OpType.IDENTITY: tf.identity,
     OpType.NONE: tf.stop_gradient,
 }
+# Ops that combine their inputs, left to right.
+_COMBINE = {OpType.ADD: operator.add, OpType.MUL: operator.mul}
 
 
 # Ops whose variables are read in the input's dtype (see the module docstring).
@@ -497,14 +498,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
                     kwargs.get('stateless', stateless_batch_norm))
   elif t == OpType.LAYER_NORM:
     y = _layer_norm(x, kwargs, variables)
-  elif t == OpType.ADD:
-    y = inputs[0]
-    for other in inputs[1:]:
-      y = y + other
-  elif t == OpType.MUL:
-    y = inputs[0]
-    for other in inputs[1:]:
-      y = y * other
+  elif t in _COMBINE:
+    y = functools.reduce(_COMBINE[t], inputs)
   elif t in (OpType.AVG_POOL, OpType.MAX_POOL):
     y = _pool(t, x, kwargs, where)
   elif t == OpType.GLOBAL_AVG_POOL:

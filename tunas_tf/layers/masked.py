@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tunas_tf.layers import activations
 from tunas_tf.layers import normalization
+from tunas_tf.search_space import filters as filters_lib
 from tunas_tf.search_space import naming
 
 MASKED = naming.MASKED
@@ -62,11 +63,7 @@ def tf_scale_filters(filters: IntLike, multiplier: float,
   Raises:
     ValueError: for a non-positive `base` or a negative `multiplier`.
   """
-  if base <= 0:
-    raise ValueError(f'tf_scale_filters: base must be positive, got {base}')
-  if multiplier < 0:
-    raise ValueError(
-        f'tf_scale_filters: multiplier must be >= 0, got {multiplier}')
+  filters_lib.scale_filters(1, multiplier, base)  # Its argument checks.
   value = tf.cast(filters, tf.float64) * float(multiplier) / float(base)
   scaled = tf.cast(tf.floor(value + 0.5), tf.int32) * base
   return tf.maximum(tf.constant(base, tf.int32), scaled)
@@ -86,9 +83,7 @@ def tf_make_divisible(value: Union[float, tf.Tensor],
   Raises:
     ValueError: for a non-positive `divisor`.
   """
-  if divisor <= 0:
-    raise ValueError(
-        f'tf_make_divisible: divisor must be positive, got {divisor}')
+  filters_lib.make_divisible(1, divisor)  # Its argument check.
   value = tf.cast(value, tf.float64)
   d = tf.constant(float(divisor), tf.float64)
   rounded = tf.maximum(d, tf.floor((value + d / 2) / d) * d)

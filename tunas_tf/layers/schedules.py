@@ -44,37 +44,6 @@ def _int64_step(step: Step) -> tf.Tensor:
   return tf.cast(step, tf.int64)
 
 
-def _linear_warmup(step: Step, warmup_steps: int, name: str) -> tf.Tensor:
-  warmup_steps = _non_negative_int(warmup_steps, name)
-  step = _int64_step(step)
-  if warmup_steps == 0:
-    return tf.constant(1.0, tf.float32)
-  # Clip in int64 first: t <= 0 gives exactly 0 and t >= N exactly 1.
-  clipped = tf.clip_by_value(step, tf.constant(0, tf.int64),
-                             tf.constant(warmup_steps, tf.int64))
-  return tf.cast(clipped, tf.float32) / float(warmup_steps)
-
-
-def linear_warmup(step: Step, warmup_steps: int) -> tf.Tensor:
-  """Ramps linearly from 0 at step 0 to 1 at `warmup_steps`.
-
-  warmup(t) = clip(t / N, 0, 1) for N > 0, and 1 for N == 0 (no warm-up).
-
-  Args:
-    step: the current step t, a Python int or a scalar int32/int64 Tensor.
-      Negative steps count as 0.
-    warmup_steps: N, a non-negative Python int.
-
-  Returns:
-    Scalar float32 Tensor in [0, 1].
-
-  Raises:
-    ValueError: if `warmup_steps` is negative or `step` is not a scalar.
-    TypeError: if `step` is not an integer.
-  """
-  return _linear_warmup(step, warmup_steps, 'warmup_steps')
-
-
 def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
   """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
 
@@ -93,7 +62,14 @@ def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
     ValueError: if `decay_steps` is negative or `step` is not a scalar.
     TypeError: if `step` is not an integer.
   """
-  return 1.0 - _linear_warmup(step, decay_steps, 'decay_steps')
+  decay_steps = _non_negative_int(decay_steps, 'decay_steps')
+  step = _int64_step(step)
+  if decay_steps == 0:
+    return tf.constant(0.0, tf.float32)
+  # Clip in int64 first: t <= 0 gives exactly 1 and t >= N exactly 0.
+  clipped = tf.clip_by_value(step, tf.constant(0, tf.int64),
+                             tf.constant(decay_steps, tf.int64))
+  return 1.0 - tf.cast(clipped, tf.float32) / float(decay_steps)
 
 
 def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,

@@ -30,8 +30,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
                          image_size: Optional[int] = None,
                          num_classes: Optional[int] = None,
                          input_channels: Optional[int] = None,
-                         max_draws: Optional[int] = None,
-                         log_every: int = LOG_EVERY
+                         max_draws: Optional[int] = None
                          ) -> List[Dict[str, Any]]:
   """Draws architectures uniformly until `num` fall inside the cost band.
 
@@ -48,7 +47,6 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
     input_channels: image channels for 'macs' (default: the space's).
     max_draws: give up after this many draws (default
       `MAX_DRAWS_PER_ARCHITECTURE * num`).
-    log_every: log progress every this many draws.
 
   Returns:
     A list of `num` dicts `{"indices": "0:2:1...", "estimated_cost": float}`
@@ -87,7 +85,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
         (max_cost is None or cost <= max_cost)):
       kept.append({'indices': schema.format_indices(indices),
                    'estimated_cost': cost})
-    if log_every and draws % log_every == 0:
+    if draws % LOG_EVERY == 0:
       logging.info('%d draws, %d of %d kept (costs seen %.6g..%.6g %s)',
                    draws, len(kept), num, lowest, highest, model.units)
   if len(kept) < num:

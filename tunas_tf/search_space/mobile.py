@@ -51,19 +51,11 @@ _PROXYLESSNAS_BODY = ((2, 3, True), (2, 3, True), (2, 3, False), (1, 3, True),
                       (2, 3, True), (1, 0, True))
 
 
-def block_filter_choices(base: int,
-                         multipliers: Sequence[float] = BLOCK_FILTERS_MULTIPLIERS,
-                         filters_base: int = FILTERS_BASE) -> Tuple[int, ...]:
-  """Returns the sorted, deduplicated widths `scale_filters(base, m)`.
-
-  E.g. base 16 -> (8, 16, 24, 32); base 64 -> (32, 40, 48, 64, 80, 96, 128).
-  """
-  return tuple(sorted({scale_filters(base, m, filters_base)
-                       for m in multipliers}))
-
-
 def _searched_filters(base: int) -> OneOf:
-  return OneOf(block_filter_choices(base), FILTERS_TAG)
+  """The sorted, deduplicated widths `scale_filters(base, m)`: e.g. base 16
+  -> (8, 16, 24, 32); base 64 -> (32, 40, 48, 64, 80, 96, 128)."""
+  return OneOf(tuple(sorted({scale_filters(base, m, FILTERS_BASE)
+                             for m in BLOCK_FILTERS_MULTIPLIERS})), FILTERS_TAG)
 
 
 def _fixed_filters(n: int) -> OneOf:
@@ -86,8 +78,7 @@ def _proxylessnas_bottleneck(strides: int, skippable: bool) -> OneOf:
 
 def _proxylessnas_layout(filters: Sequence[OneOf],
                          body: Sequence[Tuple[int, int, bool]],
-                         stem_strides: int = 2,
-                         head: bool = True) -> ConvTowerSpec:
+                         stem_strides: int = 2) -> ConvTowerSpec:
   """Stem, separable conv, searched bottleneck blocks and the 1x1 head."""
   relu = ActivationSpec(RELU)
   blocks = [
@@ -102,9 +93,8 @@ def _proxylessnas_layout(filters: Sequence[OneOf],
     if endpoint:
       layers.append(DetectionEndpointSpec())
     blocks.append(Block(tuple(layers), filters[2 + i]))
-  if head:
-    blocks.append(Block((ConvSpec(1, 1), relu, GlobalAveragePoolSpec()),
-                        filters[2 + len(body)]))
+  blocks.append(Block((ConvSpec(1, 1), relu, GlobalAveragePoolSpec()),
+                      filters[2 + len(body)]))
   return ConvTowerSpec(tuple(blocks), FILTERS_BASE)
 
 
@@ -391,11 +381,6 @@ def get_search_space(name: str) -> ConvTowerSpec:
     ValueError: for an unknown name (the message lists the known ones).
   """
   return space_info(name).build()
-
-
-def get_image_size(name: str) -> int:
-  """Returns the input resolution (pixels per side) the space is designed for."""
-  return space_info(name).image_size
 
 
 def search_space_size(spec) -> int:

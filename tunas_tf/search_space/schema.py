@@ -90,11 +90,6 @@ def map_oneofs_with_paths(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
   return _map(fn, spec, '')
 
 
-def map_oneofs(fn: Callable[[OneOf], Any], spec: Any) -> Any:
-  """Like `map_oneofs_with_paths`, for a function of the OneOf alone."""
-  return _map(lambda _, oneof: fn(oneof), spec, '')
-
-
 def with_masks(spec: Any,
                masks: Union[Mapping[str, Any], Sequence[Any],
                             Callable[[str, OneOf], Any]]) -> Any:

@@ -276,14 +276,13 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
                          in_width if part is None else part.out_width)
 
 
-def describe_network(spec: ops.ConvTowerSpec, input_channels: int,
-                     check_residuals: bool = True) -> structure.Network:
+def describe_network(spec: ops.ConvTowerSpec,
+                     input_channels: int) -> structure.Network:
   """The parts of every layer of a network, search space or architecture.
 
   Args:
     spec: a `ConvTowerSpec` (with or without OneOfs).
     input_channels: positive int, the images' channels.
-    check_residuals: as for `describe_layer`.
 
   Returns:
     A `Network`.
@@ -296,7 +295,7 @@ def describe_network(spec: ops.ConvTowerSpec, input_channels: int,
   """
   if not isinstance(spec, ops.ConvTowerSpec):
     raise ValueError(f'expected a ConvTowerSpec, got {structure.short(spec)}')
-  walker = _Walker(spec.filters_base, check_residuals)
+  walker = _Walker(spec.filters_base)
   width = walker.add(structure.FixedWidth(input_channels))
   input_width = width
   layers = []

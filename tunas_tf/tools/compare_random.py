@@ -11,7 +11,6 @@ accuracy against cost (outputs and restarts: docs/tools.md):
 from __future__ import annotations
 
 import os
-import sys
 from typing import Optional
 
 from absl import flags
@@ -48,7 +47,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   f = flag_values
   common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
-  try:
+  with common_flags.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
     checks.seed('seed', f.seed)
     results = compare_lib.compare(f.search_dir, output_dir, f.num_random,
@@ -59,8 +58,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
           results, f.search_dir, os.path.join(output_dir, 'latency_models'))
       files.write_json(results,
                        os.path.join(output_dir, compare_lib.RESULTS_FILE))
-  except ValueError as e:
-    sys.exit(f'compare_random: {e}')
   results_path = os.path.join(output_dir, compare_lib.RESULTS_FILE)
   plot_path = os.path.join(output_dir, compare_lib.PLOT_FILE)
   compare_lib.plot(results, plot_path,
@@ -73,5 +70,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

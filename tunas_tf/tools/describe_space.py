@@ -14,7 +14,6 @@ with `--indices`, or drawn uniformly with `--seed`, the first draw of
 """
 
 import os
-import sys
 
 from absl import flags
 
@@ -111,14 +110,12 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)
-  try:
+  with common_flags.errors_in_one_line('describe_space'):
     if path:
       files.check_output_dir(f.output_dir, '--output_dir')
       files.check_output_file(path, '--output_dir')
     checks.seed('seed', f.seed)
     result = describe(f.ssd, f.indices, f.seed)
-  except ValueError as e:
-    sys.exit(f'describe_space: {e}')
   print(f"{result['ssd']}: {kind(result['ssd'])}, "
         f"{result['num_decisions']} decisions, "
         f"{float(result['size']):.3g} architectures")
@@ -131,5 +128,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

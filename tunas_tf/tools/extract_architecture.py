@@ -13,7 +13,6 @@ than 5% off the target:
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import flags
 
@@ -66,14 +65,12 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
-  try:
+  with common_flags.errors_in_one_line('extract_architecture'):
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
     result = extract_lib.search_architecture(f.model_dir, f.checkpoint,
                                              f.cost_tolerance, config)
     off_target = extract_lib.off_target_line(result, config)
-  except ValueError as e:
-    sys.exit(f'extract_architecture: {e}')
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -96,12 +93,11 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     print(f'Note: {off_target}')
   print(f'Written to {output}')
   if f.measure_latency:
-    try:
+    with common_flags.errors_in_one_line(
+        'extract_architecture: --measure_latency'):
       print(_measure(result, config,
                      f.model_cache or os.path.join(f.model_dir,
                                                    'latency_models')))
-    except ValueError as e:
-      sys.exit(f'extract_architecture: --measure_latency: {e}')
 
 
 def _measure(result: architecture_lib.Architecture,
@@ -122,5 +118,4 @@ def _measure(result: architecture_lib.Architecture,
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

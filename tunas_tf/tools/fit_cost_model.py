@@ -177,5 +177,4 @@ def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

@@ -13,7 +13,6 @@ as it was; an existing dataset is replaced only with `--overwrite`:
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from absl import flags
 from absl import logging
@@ -71,13 +70,11 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   common_flags.check_tool_args('import_dataset', argv, f,
                                'format', 'source', 'name', 'data_dir')
-  try:
+  with common_flags.errors_in_one_line('import_dataset', OSError):
     with _quiet_tfds():
       path, dataset = importing.import_dataset(
           f.format, f.source, f.name, f.data_dir, overwrite=f.overwrite,
           class_names=f.class_names)
-  except (ValueError, OSError) as e:
-    sys.exit('import_dataset: ' + ' '.join(str(e).split()))
   sizes = ', '.join(f'{split} {s.num_examples}'
                     for split, s in dataset.splits.items())
   height, width, channels = dataset.image_shape
@@ -94,5 +91,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

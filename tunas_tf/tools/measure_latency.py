@@ -163,7 +163,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
-  try:
+  with common_flags.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
@@ -192,8 +192,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache)
-  except ValueError as e:
-    sys.exit(f'measure_latency: {e}')
   rows = result['rows']
   where = 'device command' if f.device_command else f.backend
   what = 'block-table units' if f.block_table else 'architectures'
@@ -217,11 +215,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
             f'{protocol.max_retries} retries: the machine was busy; their '
             'spread_ms says how far to trust them')
   if earlier is not None:
-    try:
+    with common_flags.errors_in_one_line('measure_latency: --compare_with'):
       now = dict(zip(*latency_csv.read(f.output, f.ssd, columns)))
       difference, count = latency.passes_difference(earlier, now)
-    except ValueError as e:
-      sys.exit(f'measure_latency: --compare_with: {e}')
     print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '
           f'difference over {count} {what}')
   if result['error']:
@@ -230,5 +226,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

@@ -11,8 +11,6 @@ that `tools/measure_latency --indices_file` reads (docs/tools.md):
 
 from __future__ import annotations
 
-import sys
-
 from absl import flags
 
 from tunas_tf import checks
@@ -55,15 +53,13 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
   f = flag_values
   common_flags.check_tool_args('random_architectures', argv, f, 'output')
-  try:
+  with common_flags.errors_in_one_line('random_architectures'):
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
     kept = random_search.sample_architectures(
         f.ssd, f.num, f.seed, f.cost_model, f.min_cost, f.max_cost,
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels)
-  except ValueError as e:
-    sys.exit(f'random_architectures: {e}')
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
   units = cost_linear.units_suffix(f.cost_model)
@@ -73,5 +69,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

@@ -11,8 +11,6 @@ elsewhere); docs/search.md, 'The report', says what they show.
 
 from __future__ import annotations
 
-import sys
-
 from absl import flags
 import tensorflow as tf
 
@@ -39,19 +37,16 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   common_flags.check_tool_args('report', argv, f, 'model_dir')
   output_dir = f.output_dir or f.model_dir
-  try:
+  with common_flags.errors_in_one_line('report', OSError, tf.errors.OpError):
     files.check_output_dir(output_dir, '--output_dir')
     config = config_lib.read(f.model_dir)
     arch = extract.search_architecture(f.model_dir, f.checkpoint,
                                        config=config)
     scalars = report.read_scalars(f.model_dir)
     png, page = report.write_report(output_dir, scalars, arch, config)
-  except (ValueError, OSError, tf.errors.OpError) as e:
-    sys.exit('report: ' + ' '.join(str(e).split()))
   print(report.summary_line(scalars, arch))
   print(f'Report: {png} and {page}')
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

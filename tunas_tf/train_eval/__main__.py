@@ -239,5 +239,4 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:
 
 
 if __name__ == '__main__':
-  define_flags()
-  common_flags.run(main)
+  common_flags.run(main, define_flags)

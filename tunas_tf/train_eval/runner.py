@@ -58,11 +58,8 @@ def make_model_fn(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
       `eval_images_per_sec` and `train_start_step` into.
     one_shot: batch norm on batch statistics (no moving averages); with
       `init_from_search` this scores the supernet's weights.
-    inheritance: the search's weights, read already; read here when None and
-      `config.init_from_search` is set.
+    inheritance: the search's weights (`config.init_from_search`), or None.
   """
-  if inheritance is None and config.init_from_search:
-    inheritance = inherit.Inheritance(config.init_from_search)
   train_fn = estimator_lib.task_model_fn(
       lambda: task_lib.TrainEvalTask(config, arch, inheritance), config.job,
       config.max_global_step, record=record)
