@@ -13,15 +13,18 @@ masked mode, and with two replicas. The Estimator runs each from scratch
 (model.ckpt-0, model.ckpt-6); the distribute engine runs from a copy of its
 model.ckpt-0. Processes of their own (op determinism and the CPU split for
 two replicas are process-wide), in two chains side by side: the Estimator's
-single-replica runs then the distribute engine's, and the Estimator's two
-replicas then the distribute engine's.
+single-replica runs then the distribute engine's, under this machine's
+default kernels, and the Estimator's two replicas then the distribute
+engine's, under the other kernels (`tests.testing.other_kernels`: Eigen's
+where oneDNN's are the default, or the reverse). Both summation orders are
+seen in the suite's one run, so the test is not among the `numerics` ones
+that `make test` runs again.
 """
 
 import concurrent.futures
 import glob
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -37,7 +40,9 @@ from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume
 from tunas_tf.search import runner
 from tunas_tf.search import task as task_lib
+from tests.testing import other_kernels
 from tests.testing import searches
+from tests.testing import forked
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -109,8 +114,13 @@ def distribute_runs(root: str, runs: str) -> None:
 
 
 _RUN = textwrap.dedent('''
-    import sys
+    import os, sys
+    from tensorflow.python.util import _pywrap_util_port
     from tests.integration import search_engines_test as t
+    # The kernels asked for are those in use.
+    asked = os.environ.get('TF_ENABLE_ONEDNN_OPTS')
+    assert asked is None or _pywrap_util_port.IsMklEnabled() == (
+        asked == '1'), asked
     if sys.argv[2] == 'estimator':
       t.estimator_runs(sys.argv[1], sys.argv[3])
     else:
@@ -118,11 +128,10 @@ _RUN = textwrap.dedent('''
 ''')
 
 
-def _python(root: str, *args: str) -> None:
-  process = subprocess.run(
-      [sys.executable, '-c', _RUN, root, *args], cwd=_ROOT, text=True,
-      capture_output=True, timeout=1200,
-      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+def _python(root: str, *args: str, env=()) -> None:
+  process = forked.run_one(
+      [sys.executable, '-c', _RUN, root, *args], cwd=_ROOT, timeout=1200,
+      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3', **env))
   assert process.returncode == 0, process.stderr[-3000:]
 
 
@@ -132,7 +141,6 @@ def _assert_close(estimator, distribute_, name):
 
 
 @pytest.mark.estimator
-@pytest.mark.numerics
 class EnginesTest(parameterized.TestCase):
 
   @classmethod
@@ -140,13 +148,14 @@ class EnginesTest(parameterized.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
 
-    def chain(runs):
-      _python(cls.root, 'estimator', runs)
-      _python(cls.root, 'distribute', runs)
+    def chain(runs, env):
+      _python(cls.root, 'estimator', runs, env=env)
+      _python(cls.root, 'distribute', runs, env=env)
 
+    other = dict([other_kernels.other_setting().split('=')])
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      for done in [pool.submit(chain, runs)
-                   for runs in ('sampled,masked', 'two_replicas')]:
+      for done in [pool.submit(chain, runs, env) for runs, env in (
+          ('sampled,masked', {}), ('two_replicas', other))]:
         done.result()
 
   def _dirs(self, run):
