@@ -13,29 +13,33 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 from tunas_tf import gc_thresholds as _gc_thresholds  # pylint: disable=g-import-not-at-top,wrong-import-position
 _gc_thresholds.tune_gc()
 
-# The files that take a minute or more of a worker (the slowest first, as
+# The files that take 10 s or more of a worker (the slowest first, as
 # `--durations` showed them on 2 cores). Handed out first (the Makefile runs
 # xdist with --no-loadscope-reorder, which keeps this order), they no longer
 # end the run on one worker while the other idles.
 SLOWEST_FIRST = (
     'tests/integration/search_engines_test.py',
-    'tests/search/task_xla_test.py',
-    'tests/integration/multiworker_test.py',
-    'tests/search/task_replicas_test.py',
-    'tests/integration/search_test.py',
-    'tests/integration/replicas_search_test.py',
     'tests/integration/demo_test.py',
-    'tests/integration/engine_choice_test.py',
+    'tests/integration/search_test.py',
+    'tests/tools/fit_cost_model_test.py',
+    'tests/tools/measure_latency_test.py',
     'tests/integration/imagenet_recipe_test.py',
-    'tests/integration/bad_input_test.py',
-    'tests/search/compare_test.py',
+    'tests/models/supernet_test.py',
+    'tests/tools/extract_architecture_test.py',
+    'tests/integration/replicas_search_test.py',
+    'tests/search/task_xla_test.py',
     'tests/integration/train_eval_test.py',
+    'tests/integration/multiworker_test.py',
+    'tests/integration/bad_input_test.py',
+    'tests/search/task_test.py',
+    'tests/search/task_replicas_test.py',
+    'tests/integration/remote_storage_test.py',
+    'tests/search/compare_test.py',
     'tests/integration/train_eval_inherit_test.py',
     'tests/integration/train_eval_distribute_test.py',
     'tests/search/steps_test.py',
-    'tests/models/supernet_test.py',
     'tests/models/supernet_equivalence_test.py',
-    'tests/integration/remote_storage_test.py',
+    'tests/integration/engine_choice_test.py',
 )
 
 
