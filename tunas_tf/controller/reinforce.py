@@ -16,8 +16,8 @@ import collections
 import functools
 import numbers
 import re
-from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 import tensorflow as tf

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import importlib.util
 import os
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
