@@ -20,6 +20,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf.data import preprocessing as preprocessing_lib
 from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
@@ -346,8 +347,7 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
   Raises:
     ValueError: unknown split, missing data or an unusable hold-out.
   """
-  if split not in SPLITS:
-    raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
+  checks.one_of('split', split, SPLITS)
   if name == DIGITS:
     return _array_source(*digits_arrays()[split])
   builder = tfds_builders.tfds_builder(name, data_dir, download)

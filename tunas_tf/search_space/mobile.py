@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from tunas_tf import checks
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import scale_filters
@@ -340,9 +341,7 @@ def space_info(name: str) -> SearchSpaceInfo:
   Raises:
     ValueError: for an unknown name (the message lists the known ones).
   """
-  if name not in SEARCH_SPACES:
-    raise ValueError(f'Unknown search space {name!r}; expected one of '
-                     f'{sorted(SEARCH_SPACES)}')
+  checks.one_of('search space', name, sorted(SEARCH_SPACES))
   return SEARCH_SPACES[name]
 
 
