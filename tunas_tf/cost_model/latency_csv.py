@@ -277,11 +277,8 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
       line = line.strip()
       if line and not line.startswith('#'):
         entries.append((f'{path}: line {number}: ', line))
-  found = []
-  for where, entry in entries:
-    indices = _canonical(space, entry, where)
-    if indices not in found:
-      found.append(indices)
+  found = list(dict.fromkeys(_canonical(space, entry, where)
+                             for where, entry in entries))
   if not found:
     raise ValueError(f'{path}: no architectures in it')
   return found
@@ -345,11 +342,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
       num_threads < 1):
     raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
-  wanted = []
-  for i, indices in enumerate(architectures or ()):
-    indices = _canonical(space, indices, f'architecture {i}: ')
-    if indices not in wanted:
-      wanted.append(indices)
+  wanted = list(dict.fromkeys(  # In order, duplicates dropped.
+      _canonical(space, indices, f'architecture {i}: ')
+      for i, indices in enumerate(architectures or ())))
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
   if unit_builder is None:
     columns, build = COLUMNS, builder(ssd, shape)
