@@ -176,10 +176,8 @@ def proxylessnas_search_indices(op_indices: Sequence[int]) -> List[int]:
       if not 0 <= op <= _ZERO_OP or (layer == 0 and op == _ZERO_OP):
         raise ValueError(f'Bottleneck op index {op} not allowed at layer '
                          f'{layer} of a block (0..5, or 6 for a skippable one)')
-      if op == _ZERO_OP:
-        indices += [0, 0, 1]
-      else:
-        indices += [op % 3, op // 3, 0]
+      # (kernel, expansion, Zero-or-bottleneck) indices of the layer.
+      indices += [0, 0, 1] if op == _ZERO_OP else [op % 3, op // 3, 0]
     indices.append(0)  # block width
   indices.append(0)  # head width
   return indices
