@@ -149,23 +149,20 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
   specs = {}
   if op.type in (OpType.CONV, OpType.DEPTHWISE_CONV):
     _conv_windows(kwargs, where)
-  if op.type == OpType.CONV:
     cin = _channels(input_shapes[0], where, rank=4)
+    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
+                   'kernel_size')
+  if op.type == OpType.CONV:
     features = int(_require(kwargs, 'features', where))
     if int(kwargs.get('feature_group_count', 1)) != 1:
       raise ValueError(f'{where}: feature_group_count must be 1, got '
                        f'{kwargs["feature_group_count"]!r}; use '
                        'DEPTHWISE_CONV')
-    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
-                   'kernel_size')
     specs['kernel'] = VariableSpec((kh, kw, cin, features), kernel_init,
                                    fan_in=kh * kw * cin,
                                    fan_out=kh * kw * features)
   elif op.type == OpType.DEPTHWISE_CONV:
-    cin = _channels(input_shapes[0], where, rank=4)
     mult = int(kwargs.get('depth_multiplier', 1))
-    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
-                   'kernel_size')
     specs['kernel'] = VariableSpec((kh, kw, cin, mult), kernel_init,
                                    fan_in=kh * kw, fan_out=kh * kw * mult)
     features = cin * mult
