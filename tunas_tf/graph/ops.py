@@ -279,15 +279,10 @@ def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
   if len(values) != len(spatial):
     raise ValueError(f'{where}: {name} {value!r} does not match '
                      f'{len(spatial)} spatial dims')
-  out = []
-  for v, dim in zip(values, spatial):
-    v = int(v)
-    if v == 0:  # 0 means the whole dim (global pooling).
-      if dim is None:
-        raise ValueError(f'{where}: {name} 0 needs a static spatial size')
-      v = int(dim)
-    out.append(v)
-  return out
+  # 0 means the whole dim (global pooling).
+  if any(int(v) == 0 and dim is None for v, dim in zip(values, spatial)):
+    raise ValueError(f'{where}: {name} 0 needs a static spatial size')
+  return [int(v) or int(dim) for v, dim in zip(values, spatial)]
 
 
 def _batch_norm(x, kwargs, variables, training, stateless):
@@ -306,12 +301,10 @@ def _batch_norm(x, kwargs, variables, training, stateless):
   # rounding, ~1e-6 relative). Nothing differentiates the update.
   mean, variance = tf.stop_gradient(mean), tf.stop_gradient(variance)
   momentum = float(kwargs.get('momentum', 0.99))
-  updates = [
-      variables['moving_mean'].assign(
-          momentum * variables['moving_mean'] + (1 - momentum) * mean),
-      variables['moving_variance'].assign(
-          momentum * variables['moving_variance'] +
-          (1 - momentum) * variance)]
+  updates = [variables[name].assign(momentum * variables[name] +
+                                    (1 - momentum) * batch)
+             for name, batch in (('moving_mean', mean),
+                                 ('moving_variance', variance))]
   with tf.control_dependencies(updates):
     return tf.identity(y)
 
