@@ -13,6 +13,7 @@ the directory; callers check `lost()` at their checkpoints (guarantees:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -269,10 +270,8 @@ class _LocalFile:
     os.replace(tmp, self.path)
 
   def remove(self) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
       os.remove(self.path)
-    except FileNotFoundError:
-      pass
 
   def take_over(self, judged: str, text: str) -> bool:
     """Replaces the lease `judged` (read and judged gone) with `text`.
@@ -291,15 +290,12 @@ class _LocalFile:
       return self.create(text)
     with open(aside, 'rb') as f:
       moved = f.read().decode(errors='replace')
-    if moved != judged:  # A fresh lease (or heartbeat) since we judged.
-      try:
+    fresh = moved != judged  # A fresh lease (or heartbeat) since we judged.
+    if fresh:
+      with contextlib.suppress(OSError):
         os.link(aside, self.path)  # Back, unless yet another was created.
-      except OSError:
-        pass
-      os.remove(aside)
-      return False
     os.remove(aside)
-    return self.create(text)
+    return not fresh and self.create(text)
 
 
 def _tf():
@@ -342,10 +338,8 @@ class _RemoteFile:
     gfile.rename(tmp, self.path, overwrite=True)
 
   def remove(self) -> None:
-    try:
+    with contextlib.suppress(_tf().errors.NotFoundError):
       _tf().io.gfile.remove(self.path)
-    except _tf().errors.NotFoundError:
-      pass
 
 
 def _settle(seconds: float) -> None:
@@ -486,9 +480,8 @@ def _acquire_remote(model_dir: str, store: _RemoteFile, lease: _Lease,
   """Writes the lease, settles, reads it back; returns the takeover warning."""
   _tf().io.gfile.makedirs(model_dir)
   old = store.read()
-  warning = None
-  if old is not None:
-    warning = _judge(model_dir, store, old, me, stale_seconds)
+  warning = None if old is None else _judge(model_dir, store, old, me,
+                                            stale_seconds)
   store.rewrite(lease.text())
   _settle(settle_seconds)
   if _token(store.read()) != lease.token:
