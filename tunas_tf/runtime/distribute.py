@@ -189,9 +189,8 @@ class _Run:
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
                                            **objects)
     self.chief = strategy.extended.should_checkpoint
-    self._save_dir = job.model_dir
-    if not self.chief:
-      self._save_dir = tempfile.mkdtemp(prefix='tunas_tf-worker-')
+    self._save_dir = (job.model_dir if self.chief
+                      else tempfile.mkdtemp(prefix='tunas_tf-worker-'))
     self.manager = tf.train.CheckpointManager(
         self._checkpoint, self._save_dir,
         max_to_keep=job.keep_checkpoint_max if self.chief else 1,
