@@ -68,6 +68,12 @@ def check_replicas_on_tpu(use_tpu: bool, replicas: int,
     raise ValueError(REPLICAS_ON_TPU)
 
 
+def _steps(name: str) -> property:
+  """The property `name`: int(`<name>_fraction` * max_global_step)."""
+  return property(lambda config: int(getattr(config, f'{name}_fraction') *
+                                     config.max_global_step))
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig(jobs.StoredConfig):
   """All settings of one search; the derived values are properties.
@@ -286,22 +292,10 @@ class SearchConfig(jobs.StoredConfig):
                self.train_batch_size)
 
   # The steps of the fractions (checked in `_check_ranges`).
-  @property
-  def rl_delay_steps(self) -> int:
-    return int(self.rl_delay_steps_fraction * self.max_global_step)
-
-  @property
-  def increase_ops_warmup_steps(self) -> int:
-    return int(self.increase_ops_warmup_steps_fraction * self.max_global_step)
-
-  @property
-  def increase_filters_warmup_steps(self) -> int:
-    return int(self.increase_filters_warmup_steps_fraction *
-               self.max_global_step)
-
-  @property
-  def model_warmup_steps(self) -> int:
-    return int(self.model_warmup_steps_fraction * self.max_global_step)
+  rl_delay_steps = _steps('rl_delay_steps')
+  increase_ops_warmup_steps = _steps('increase_ops_warmup_steps')
+  increase_filters_warmup_steps = _steps('increase_filters_warmup_steps')
+  model_warmup_steps = _steps('model_warmup_steps')
 
   @property
   def model_learning_rate_scaled(self) -> float:
