@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -45,19 +46,13 @@ HEADER = ','.join(COLUMNS)
 BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
 
-def _check_key(ssd: str, columns: Sequence[str]):
-  """Checks and canonicalises a row's first cell: indices or a key."""
-  if columns[0] == BLOCK_COLUMNS[0]:
-    from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
-    return block_table.check_key
-  space = mobile.get_search_space(ssd)
-  return lambda text: schema.format_indices(schema.check_indices(space, text))
-
-
 def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
            columns: Sequence[str] = COLUMNS) -> Tuple[List[str], np.ndarray]:
   """(indices, latencies) of CSV rows (header first); see the module rules."""
-  check_key = _check_key(ssd, columns)
+  blocks = columns[0] == BLOCK_COLUMNS[0]
+  # Checks and canonicalises a row's first cell: a unit's key, or indices.
+  check_key = (block_table_lib.check_key if blocks else
+               functools.partial(_canonical, mobile.get_search_space(ssd)))
   header = [h.strip() for h in rows[0]]
   missing = [c for c in (columns[0], 'latency_ms') if c not in header]
   if missing:
@@ -77,8 +72,7 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
     try:
       key = check_key(row[at_indices].strip())
     except ValueError as e:
-      what = '' if columns[0] == BLOCK_COLUMNS[0] else (
-          f' (not an architecture of {ssd!r}?)')
+      what = '' if blocks else f' (not an architecture of {ssd!r}?)'
       raise ValueError(f'{where}: {e}{what}') from None
     text = row[at_latency].strip()
     try:
