@@ -1,5 +1,7 @@
 """Tests of `checks`: the one-line range checks of settings."""
 
+import re
+
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -77,6 +79,13 @@ class ChecksTest(parameterized.TestCase):
       self.assertTrue(checks.is_number(value), value)
     for value in (True, False, float('nan'), float('inf'), '1', None, [1]):
       self.assertFalse(checks.is_number(value), value)
+
+  def test_one_of_names_the_value_and_the_allowed_ones(self):
+    checks.one_of('--mode', 'b', ('a', 'b'))
+    with self.assertRaisesRegex(ValueError, re.escape(
+        "Unknown --mode 'c'; expected one of ('a', 'b')")):
+      checks.one_of('--mode', 'c', ('a', 'b'))
+
 
 
 if __name__ == '__main__':

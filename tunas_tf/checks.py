@@ -14,7 +14,7 @@ from __future__ import annotations
 import fractions
 import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 # The largest seed: TF graph seeds and NumPy's RandomState both take it.
 MAX_SEED = 2**31 - 1
@@ -84,6 +84,13 @@ def fraction(name: str, value: Any, *, high_open: bool = False) -> None:
 def seed(name: str, value: Any) -> None:
   """An integer seed in [0, MAX_SEED]."""
   number(name, value, 0, MAX_SEED, integer=True)
+
+
+def one_of(what: str, value: Any, allowed: Sequence[Any]) -> None:
+  """Raises ValueError('Unknown {what} {value!r}; expected one of
+  {allowed}') unless `value` is in `allowed`."""
+  if value not in allowed:
+    raise ValueError(f'Unknown {what} {value!r}; expected one of {allowed}')
 
 
 def rounded_bound(numerator: int, denominator: int, *, up: bool) -> float:

@@ -34,7 +34,7 @@ class _Scripted:
       def visit(first):
         self.log.append((indices, first))
         return self.script[indices].pop(0)
-      return latency._Visitor(visit)
+      return visit
     return latency.Device('fake', {}, open_one)
 
 

@@ -145,6 +145,15 @@ class ReadFolderTest(absltest.TestCase):
         'identify image file)')):
       local_data.read_folder(self.root)
 
+  def test_read_folder_without_class_folders(self):
+    self._jpegs([(40, 30)])
+    for split in ('test', 'train'):
+      shutil.rmtree(os.path.join(self.root, split))
+      _write_bytes(os.path.join(self.root, split, 'a'), b'a file, no folder')
+      with self.assertRaisesRegex(ValueError, re.escape(
+          f'no class folders in {os.path.join(self.root, split)}')):
+        local_data.read_folder(self.root)
+
   def test_read_folder_other_files_are_ignored(self):
     self._jpegs([(40, 30)])
     _write_bytes(os.path.join(self.root, 'train', 'a', 'notes.txt'), b'text')

@@ -1,5 +1,7 @@
 """Tests for op semantics: hand-computed outputs on tiny inputs."""
 
+import re
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -188,6 +190,20 @@ class OpsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(y, [[7.5]])
     y, _ = _run(OpType.MEAN, x, axis=(1, 2), keepdims=True)
     self.assertEqual(y.shape, (1, 1, 1, 1))
+
+  def test_pool_window_0_needs_a_static_size(self):
+    op = ir.new_op('pool', OpType.AVG_POOL, ['x'],
+                   op_kwargs={'window_shape': [2, 0]})
+    for shape, ok in (([1, None, 4, 1], True), ([1, 4, None, 1], False)):
+      pool = tf.function(lambda x: ops.apply(op, op.kwargs, [x], {})[0],
+                         input_signature=[tf.TensorSpec(shape)])
+      if ok:  # 0 stands for the known width, 4.
+        self.assertEqual(pool.get_concrete_function().output_shapes[2], 1)
+        continue
+      with self.assertRaisesRegex(ValueError, re.escape(
+          "Op 'pool' (AVG_POOL): window_shape 0 needs a static spatial "
+          'size')):
+        pool.get_concrete_function()
 
   def test_shape_ops(self):
     x = np.arange(12, dtype=np.float32).reshape([2, 3, 2])

@@ -16,8 +16,8 @@ import collections
 import functools
 import numbers
 import re
-from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 import tensorflow as tf
@@ -217,10 +217,11 @@ def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
         mask, log_prob, increase_ops_probability,
         tf.fill([n], 1.0 / n), uniform)
   elif oneof.tag == schema.FILTERS_TAG:
+    # The first largest choice (ints, or FilterMultipliers by their `<`).
+    largest = max(range(n), key=lambda i: oneof.choices[i])
     mask, log_prob = _replace_with_probability(
         mask, log_prob, increase_filters_probability,
-        tf.one_hot(_index_of_largest(oneof.choices), n, dtype=tf.float32),
-        uniform)
+        tf.one_hot(largest, n, dtype=tf.float32), uniform)
   return mask, log_prob
 
 
@@ -261,15 +262,6 @@ def uniform_sample(spec: Any,
     return mask
 
   return schema.with_masks(spec, draw)
-
-
-def _index_of_largest(choices: Sequence[Any]) -> int:
-  """First index of max(choices) (ints, or FilterMultipliers via `<`)."""
-  best = 0
-  for i, choice in enumerate(choices):
-    if choices[best] < choice:
-      best = i
-  return best
 
 
 def _enclosing_choices(path: str, oneof_paths: Mapping[str, Any]
@@ -374,12 +366,10 @@ def independent_sample(
     log_softmax = tf.nn.log_softmax(logits)
     entropies[path] = -tf.reduce_sum(
         tf.math.multiply_no_nan(log_softmax, tf.nn.softmax(logits)))
-    mask, log_prob = _draw_mask(oneof, path, logits, log_softmax, draws,
-                                increase_ops_probability,
-                                increase_filters_probability)
-    masks[path] = mask
-    log_probs[path] = log_prob
-    return mask
+    masks[path], log_probs[path] = _draw_mask(
+        oneof, path, logits, log_softmax, draws, increase_ops_probability,
+        increase_filters_probability)
+    return masks[path]
 
   sampled = schema.with_masks(spec, draw)
 

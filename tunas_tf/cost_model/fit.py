@@ -196,19 +196,12 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
   """
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)
-  num_train, num_held_out = len(train), len(held_out)
   shape = shape or macs_lib.resolve_input(ssd)
   columns = count_columns(ssd, shape)
   features = feature_matrix(ssd, indices)
   x, scales = _with_counts(features, columns)
 
   model = _ridge(x[train], latencies[train])
-  held = scores(model.predict(x[held_out]), latencies[held_out])
-  constant = np.full([num_held_out], latencies[train].mean())
-  constant_scores = scores(constant, latencies[held_out])
-  train_mape, _ = _percentage_errors(model.predict(x[train]),
-                                     latencies[train])
-
   final = _ridge(x, latencies)
   kernel, bias = _folded(final, columns, scales)
   coefficients = {
@@ -229,8 +222,8 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
           'ms_per_count': {name: float(w / s) for (name, _, _), w, s in zip(
               columns, final.coef_[-len(columns):], scales)}},
       'num_rows': int(len(indices)),
-      'holdout': _holdout(holdout_fraction, seed, num_train, num_held_out,
-                          held, constant_scores, train_mape,
+      'holdout': _holdout(holdout_fraction, seed, latencies, train, held_out,
+                          lambda rows: model.predict(x[rows]),
                           alpha=float(model.alpha_)),
   }
   return _checked({'coefficients': coefficients,
@@ -284,11 +277,6 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
 
   correction = block_table.fit_correction(sums[train], counts[train],
                                           latencies[train])
-  held = scores(predict(correction, held_out), latencies[held_out])
-  constant = np.full([len(held_out)], latencies[train].mean())
-  constant_scores = scores(constant, latencies[held_out])
-  train_mape, _ = _percentage_errors(predict(correction, train),
-                                     latencies[train])
   uncorrected = scores(sums[held_out], latencies[held_out])
   every = np.arange(len(indices)) if train_rows is None else train
   final = block_table.fit_correction(sums[every], counts[every],
@@ -310,8 +298,8 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
       'correction': final,
       'num_rows': int(len(every)),
       'holdout': _holdout(
-          holdout_fraction, seed, len(train), len(held_out), held,
-          constant_scores, train_mape, correction=correction,
+          holdout_fraction, seed, latencies, train, held_out,
+          lambda rows: predict(correction, rows), correction=correction,
           **{f'uncorrected_{k}': v for k, v in uncorrected.items()}),
   }
   return _checked({'coefficients': coefficients,
@@ -328,15 +316,21 @@ def _checked(result: Dict[str, Any], allow_poor_fit: bool) -> Dict[str, Any]:
   return result
 
 
-def _holdout(fraction: float, seed: int, num_train: int, num_held_out: int,
-             held: Dict[str, float], constant: Dict[str, float],
-             train_mape: float, **more: Any) -> Dict[str, Any]:
-  """The coefficients' `holdout`: the split, the held-out scores and the
-  constant predictor's (`constant_` names), `more` and the training MAPE."""
+def _holdout(fraction: float, seed: int, latencies: np.ndarray,
+             train: np.ndarray, held_out: np.ndarray, predict: Any,
+             **more: Any) -> Dict[str, Any]:
+  """The coefficients' `holdout`: the split, the held-out scores of the
+  model fitted on `train` (`predict(rows)` its predictions) and of the
+  constant predictor (the train mean; `constant_` names), `more` and the
+  training MAPE."""
+  held = latencies[held_out]
+  constant = scores(np.full([len(held_out)], latencies[train].mean()), held)
   return {'fraction': float(fraction), 'seed': int(seed),
-          'num_train': int(num_train), 'num_held_out': int(num_held_out),
-          **more, **held, **{f'constant_{k}': v for k, v in constant.items()},
-          'train_mape_percent': train_mape}
+          'num_train': len(train), 'num_held_out': len(held_out),
+          **more, **scores(predict(held_out), held),
+          **{f'constant_{k}': v for k, v in constant.items()},
+          'train_mape_percent': _percentage_errors(predict(train),
+                                                   latencies[train])[0]}
 
 
 def check(coefficients: Dict[str, Any]) -> Optional[str]:

@@ -228,10 +228,8 @@ def time_runs(run: Callable[[], Any], runs: int,
   finally:
     if enabled:
       gc.enable()
-  times *= 1e3
-  q25, median, q75 = np.percentile(times, [25, 50, 75])
-  disturbance = max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
-  return float(median), float(q75 - q25), disturbance
+  median, iqr = _spread(times * 1e3)
+  return median, iqr, max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
 
 
 def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
@@ -278,16 +276,9 @@ def parse_benchmark_output(text: str) -> float:
   return value / 1e3
 
 
-class _Visitor:
-  """One architecture on one device: `visit()` -> (median ms, disturbance)."""
-
-  def __init__(self, visit: Callable[[bool], Tuple[float, float]]):
-    self._visit = visit
-    self._first = True
-
-  def visit(self) -> Tuple[float, float]:
-    first, self._first = self._first, False
-    return self._visit(first)
+# One architecture on one device: visit(first) -> (median ms, disturbance),
+# `first` True on its first visit only.
+Visit = Callable[[bool], Tuple[float, float]]
 
 
 @dataclasses.dataclass
@@ -297,11 +288,11 @@ class Device:
   Attributes:
     backend: 'tflite', 'tf' or 'command'.
     settings: what the rows' context is (recorded beside the CSV).
-    open: indices -> a `_Visitor`.
+    open: indices -> a `Visit`.
   """
   backend: str
   settings: Dict[str, Any]
-  open: Callable[[str], _Visitor]
+  open: Callable[[str], Visit]
 
 
 def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
@@ -341,7 +332,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
   clock = (time.thread_time if backend == TFLITE and num_threads == 1
            else time.process_time)
 
-  def open_one(indices: str) -> _Visitor:
+  def open_one(indices: str) -> Visit:
     if backend == TFLITE:
       run = tflite_runner(cache.get(indices), num_threads)
     else:
@@ -357,7 +348,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
       median, _, disturbance = time_runs(run, protocol.runs, clock)
       return median, disturbance
 
-    return _Visitor(visit)
+    return visit
 
   return Device(backend, host_settings(backend, num_threads), open_one)
 
@@ -380,7 +371,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
     raise ValueError('a device command needs a model cache directory')
   cache = ModelCache(model_cache, ssd, shape, build)
 
-  def open_one(indices: str) -> _Visitor:
+  def open_one(indices: str) -> Visit:
     path = cache.get(indices)
     args = [a.replace(MODEL_PLACEHOLDER, path) for a in argv]
 
@@ -388,7 +379,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
       del first  # benchmark_model warms up itself.
       return run_command(args, indices, timeout), 0.0
 
-    return _Visitor(visit)
+    return visit
 
   settings = {'backend': COMMAND, 'device_command': command,
               'device': f'command: {command}'}
@@ -474,16 +465,17 @@ def measure(device: Device, architectures: Sequence[str],
   protocol.check()
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
-    visitors = {indices: device.open(indices) for indices in chunk}
+    visits = {indices: device.open(indices) for indices in chunk}
     gc.collect()  # The conversions' garbage, before any timing.
     rounds: Dict[str, List[float]] = {i: [] for i in chunk}
-    redone = dict.fromkeys(chunk, 0)
+    redone, visited = dict.fromkeys(chunk, 0), set()
 
     def one_round(todo: List[str], offset: int) -> None:
       order = todo[offset % len(todo):] + todo[:offset % len(todo)]
       for indices in order:
         while True:
-          median, disturbance = visitors[indices].visit()
+          median, disturbance = visits[indices](indices not in visited)
+          visited.add(indices)
           if (disturbance <= protocol.max_disturbance or
               redone[indices] >= protocol.max_retries):
             break

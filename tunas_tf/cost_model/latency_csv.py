@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -45,19 +46,13 @@ HEADER = ','.join(COLUMNS)
 BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
 
-def _check_key(ssd: str, columns: Sequence[str]):
-  """Checks and canonicalises a row's first cell: indices or a key."""
-  if columns[0] == BLOCK_COLUMNS[0]:
-    from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
-    return block_table.check_key
-  space = mobile.get_search_space(ssd)
-  return lambda text: schema.format_indices(schema.check_indices(space, text))
-
-
 def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
            columns: Sequence[str] = COLUMNS) -> Tuple[List[str], np.ndarray]:
   """(indices, latencies) of CSV rows (header first); see the module rules."""
-  check_key = _check_key(ssd, columns)
+  blocks = columns[0] == BLOCK_COLUMNS[0]
+  # Checks and canonicalises a row's first cell: a unit's key, or indices.
+  check_key = (block_table_lib.check_key if blocks else
+               functools.partial(_canonical, mobile.get_search_space(ssd)))
   header = [h.strip() for h in rows[0]]
   missing = [c for c in (columns[0], 'latency_ms') if c not in header]
   if missing:
@@ -77,8 +72,7 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
     try:
       key = check_key(row[at_indices].strip())
     except ValueError as e:
-      what = '' if columns[0] == BLOCK_COLUMNS[0] else (
-          f' (not an architecture of {ssd!r}?)')
+      what = '' if blocks else f' (not an architecture of {ssd!r}?)'
       raise ValueError(f'{where}: {e}{what}') from None
     text = row[at_latency].strip()
     try:
@@ -277,11 +271,8 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
       line = line.strip()
       if line and not line.startswith('#'):
         entries.append((f'{path}: line {number}: ', line))
-  found = []
-  for where, entry in entries:
-    indices = _canonical(space, entry, where)
-    if indices not in found:
-      found.append(indices)
+  found = list(dict.fromkeys(_canonical(space, entry, where)
+                             for where, entry in entries))
   if not found:
     raise ValueError(f'{path}: no architectures in it')
   return found
@@ -345,11 +336,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
       num_threads < 1):
     raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
-  wanted = []
-  for i, indices in enumerate(architectures or ()):
-    indices = _canonical(space, indices, f'architecture {i}: ')
-    if indices not in wanted:
-      wanted.append(indices)
+  wanted = list(dict.fromkeys(  # In order, duplicates dropped.
+      _canonical(space, indices, f'architecture {i}: ')
+      for i, indices in enumerate(architectures or ())))
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
   if unit_builder is None:
     columns, build = COLUMNS, builder(ssd, shape)

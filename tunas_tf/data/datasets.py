@@ -15,11 +15,12 @@ import dataclasses
 import functools
 import importlib.util
 import os
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf.data import preprocessing as preprocessing_lib
 from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders
@@ -136,10 +137,8 @@ def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
             16.0)[..., None]
   labels = table[:, -1].astype(np.int64)
   order = np.random.RandomState(_DIGITS_SEED).permutation(len(labels))
-  n_train = int(round(_DIGITS_FRACTIONS[0] * len(labels)))
-  n_valid = int(round(_DIGITS_FRACTIONS[1] * len(labels)))
-  parts = (order[:n_train], order[n_train:n_train + n_valid],
-           order[n_train + n_valid:])
+  n_train, n_valid = (int(round(f * len(labels))) for f in _DIGITS_FRACTIONS)
+  parts = np.split(order, [n_train, n_train + n_valid])
   return {split: (images[idx], labels[idx])
           for split, idx in zip(SPLITS, parts)}
 
@@ -321,8 +320,6 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
       decoders={'image': tfds.decode.SkipDecoding()})
   size = builder.info.splits[tfds_split].num_examples
 
-  stored_shape = tuple(feature.shape[:2])
-
   def decode(encoded):
     image = tf.image.convert_image_dtype(feature.decode_example(encoded),
                                          tf.float32)
@@ -332,8 +329,9 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
 
   shown = f'{split} ({tfds_split})' if split else tfds_split
   return Source(examples, size, decode, encoded=True,
-                channels=feature.shape[-1], stored_shape=stored_shape,
-                image_size=image_size, name=name, split=f'{shown} of {name!r}')
+                channels=feature.shape[-1],
+                stored_shape=tuple(feature.shape[:2]), image_size=image_size,
+                name=name, split=f'{shown} of {name!r}')
 
 
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
@@ -349,8 +347,7 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
   Raises:
     ValueError: unknown split, missing data or an unusable hold-out.
   """
-  if split not in SPLITS:
-    raise ValueError(f'Unknown split {split!r}; expected one of {SPLITS}')
+  checks.one_of('split', split, SPLITS)
   if name == DIGITS:
     return _array_source(*digits_arrays()[split])
   builder = tfds_builders.tfds_builder(name, data_dir, download)
@@ -367,10 +364,8 @@ def training_source(name: str, *, data_dir: Optional[str] = None,
   """All the training data (standalone training): digits' search-train then
   search-validation, or a TFDS dataset's `train` split, in a fixed order."""
   if name == DIGITS:
-    arrays = digits_arrays()
-    parts = [arrays[SEARCH_TRAIN], arrays[SEARCH_VALIDATION]]
-    return _array_source(np.concatenate([p[0] for p in parts]),
-                         np.concatenate([p[1] for p in parts]))
+    parts = [digits_arrays()[s] for s in (SEARCH_TRAIN, SEARCH_VALIDATION)]
+    return _array_source(*(np.concatenate(p) for p in zip(*parts)))
   return tfds_split_source(name, 'train', data_dir, download, image_size)
 
 

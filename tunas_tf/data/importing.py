@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from typing import Optional, Sequence, Tuple
 
+from tunas_tf import checks
 from tunas_tf.data import local_data
 from tunas_tf.data.local_data import LocalDataset
 
@@ -164,9 +165,7 @@ def import_dataset(fmt: str, source: str, name: str, data_dir: str, *,
     ValueError: bad input, named (see `local_data.read_source`,
       `check_destination`).
   """
-  if fmt not in local_data.FORMATS:
-    raise ValueError(f'Unknown format {fmt!r}; expected one of '
-                     f'{local_data.FORMATS}')
+  checks.one_of('format', fmt, local_data.FORMATS)
   check_destination(name, data_dir, overwrite)  # Before reading anything.
   dataset = local_data.read_source(fmt, source, class_names)
   description = (f'Imported by tunas_tf.tools.import_dataset from {fmt} '

@@ -13,7 +13,7 @@ decoded; non-JPEG images are read too; `channels=1` uses the channel means.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 

@@ -267,8 +267,7 @@ def find_cycle(ops: Sequence[Op]) -> List[str]:
     path.append(name)
     name = next(split_tensor_name(t)[0] for t in by_name[name].input_names
                 if split_tensor_name(t)[0] in by_name)
-  cycle = path[seen[name]:] + [name]
-  return list(reversed(cycle))
+  return list(reversed(path[seen[name]:] + [name]))
 
 
 def toposort(ops: Sequence[Op], available: Iterable[str],
@@ -315,8 +314,7 @@ def toposort(ops: Sequence[Op], available: Iterable[str],
         heapq.heappush(heap, (priority(j, ops[j]), j))
   if len(order) < len(ops):
     done = {op.name for op in order}
-    stuck = [op for op in ops if op.name not in done]
-    cycle = find_cycle(stuck)
+    cycle = find_cycle([op for op in ops if op.name not in done])
     raise ValueError(f'{context}: ops form a cycle: {" -> ".join(cycle)}')
   return order
 

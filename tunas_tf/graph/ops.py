@@ -149,23 +149,20 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
   specs = {}
   if op.type in (OpType.CONV, OpType.DEPTHWISE_CONV):
     _conv_windows(kwargs, where)
-  if op.type == OpType.CONV:
     cin = _channels(input_shapes[0], where, rank=4)
+    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
+                   'kernel_size')
+  if op.type == OpType.CONV:
     features = int(_require(kwargs, 'features', where))
     if int(kwargs.get('feature_group_count', 1)) != 1:
       raise ValueError(f'{where}: feature_group_count must be 1, got '
                        f'{kwargs["feature_group_count"]!r}; use '
                        'DEPTHWISE_CONV')
-    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
-                   'kernel_size')
     specs['kernel'] = VariableSpec((kh, kw, cin, features), kernel_init,
                                    fan_in=kh * kw * cin,
                                    fan_out=kh * kw * features)
   elif op.type == OpType.DEPTHWISE_CONV:
-    cin = _channels(input_shapes[0], where, rank=4)
     mult = int(kwargs.get('depth_multiplier', 1))
-    kh, kw = _pair(_require(kwargs, 'kernel_size', where), where,
-                   'kernel_size')
     specs['kernel'] = VariableSpec((kh, kw, cin, mult), kernel_init,
                                    fan_in=kh * kw, fan_out=kh * kw * mult)
     features = cin * mult
@@ -282,15 +279,10 @@ def _window(value: Any, spatial: Sequence[Optional[int]], where: str,
   if len(values) != len(spatial):
     raise ValueError(f'{where}: {name} {value!r} does not match '
                      f'{len(spatial)} spatial dims')
-  out = []
-  for v, dim in zip(values, spatial):
-    v = int(v)
-    if v == 0:  # 0 means the whole dim (global pooling).
-      if dim is None:
-        raise ValueError(f'{where}: {name} 0 needs a static spatial size')
-      v = int(dim)
-    out.append(v)
-  return out
+  # 0 means the whole dim (global pooling).
+  if any(int(v) == 0 and dim is None for v, dim in zip(values, spatial)):
+    raise ValueError(f'{where}: {name} 0 needs a static spatial size')
+  return [int(v) or int(dim) for v, dim in zip(values, spatial)]
 
 
 def _batch_norm(x, kwargs, variables, training, stateless):
@@ -309,12 +301,10 @@ def _batch_norm(x, kwargs, variables, training, stateless):
   # rounding, ~1e-6 relative). Nothing differentiates the update.
   mean, variance = tf.stop_gradient(mean), tf.stop_gradient(variance)
   momentum = float(kwargs.get('momentum', 0.99))
-  updates = [
-      variables['moving_mean'].assign(
-          momentum * variables['moving_mean'] + (1 - momentum) * mean),
-      variables['moving_variance'].assign(
-          momentum * variables['moving_variance'] +
-          (1 - momentum) * variance)]
+  updates = [variables[name].assign(momentum * variables[name] +
+                                    (1 - momentum) * batch)
+             for name, batch in (('moving_mean', mean),
+                                 ('moving_variance', variance))]
   with tf.control_dependencies(updates):
     return tf.identity(y)
 

@@ -12,6 +12,7 @@ from typing import Callable, Dict
 
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf.search_space import ops as ops_lib
 
 Activation = Callable[[tf.Tensor], tf.Tensor]
@@ -64,9 +65,7 @@ def by_name(name: str) -> Activation:
   Raises:
     ValueError: for an unknown name, listing the known ones.
   """
-  if name not in _BY_NAME:
-    raise ValueError(
-        f'Unknown activation {name!r}; expected one of {ops_lib.ACTIVATIONS}')
+  checks.one_of('activation', name, ops_lib.ACTIVATIONS)  # _BY_NAME's keys.
   return _BY_NAME[name]
 
 

@@ -17,6 +17,7 @@ from typing import Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf.layers import activations
 from tunas_tf.layers import normalization
 from tunas_tf.search_space import filters as filters_lib
@@ -35,8 +36,7 @@ def check_mode(mode: str) -> str:
   Raises:
     ValueError: naming the mode and the allowed ones.
   """
-  if mode not in MODES:
-    raise ValueError(f'Unknown supernet mode {mode!r}; expected one of {MODES}')
+  checks.one_of('supernet mode', mode, MODES)
   return mode
 
 

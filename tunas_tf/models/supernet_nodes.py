@@ -69,13 +69,10 @@ class VariableStore:
   def _initial_value(self, name: str, shape: List[int],
                      init: str) -> Callable[[], tf.Tensor]:
     seed = self._seed
-    if init == _CONV:
-      stddev = initializers.he_normal_stddev(initializers.conv_fan_in(shape))
-      return lambda: initializers.truncated_normal_init(shape, stddev, seed,
-                                                        name)
-    if init == _DEPTHWISE:
-      stddev = initializers.he_normal_stddev(
-          initializers.depthwise_fan_in(shape))
+    if init in (_CONV, _DEPTHWISE):
+      fan_in = (initializers.conv_fan_in if init == _CONV
+                else initializers.depthwise_fan_in)(shape)
+      stddev = initializers.he_normal_stddev(fan_in)
       return lambda: initializers.truncated_normal_init(shape, stddev, seed,
                                                         name)
     if init == _CLASSIFIER:
@@ -162,6 +159,23 @@ def _part_variable_names(part: str) -> Dict[str, str]:
           naming.BETA: naming.variable_name(bn, naming.BETA)}
 
 
+class _Part(Node):
+  """A node whose variables (in `store`) are, by role, `names[role]` of at
+  most `shapes[role]`."""
+
+  def _request(self, store: VariableStore, names: Dict[str, str],
+               requests: Dict[str, Tuple[Sequence[int], str]]) -> None:
+    """Requests each role's (shape, init) of `requests`, in order."""
+    self.store, self.names = store, names
+    self.shapes = {role: shape for role, (shape, _) in requests.items()}
+    for role, (shape, init) in requests.items():
+      store.request(names[role], shape, init)
+
+  def _get(self, role: str, active: Optional[tf.Tensor] = None,
+           dtype: tf.DType = tf.float32) -> tf.Tensor:
+    return self.store.get(self.names[role], self.shapes[role], active, dtype)
+
+
 def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
   """Zeros of the shape a 'SAME' layer with `strides` gives for input `x`.
 
@@ -233,7 +247,7 @@ class GlobalAveragePool(Node):
     return tf.reduce_mean(x, axis=[1, 2], keepdims=True)
 
 
-class ConvBN(Node):
+class ConvBN(_Part):
   """A k x k conv, then batch norm (or a bias), then an optional activation.
 
   Variables: `{name}/kernel` [k, k, in_max, out_max] and `{name}/bn/gamma`,
@@ -244,53 +258,43 @@ class ConvBN(Node):
                strides: int, in_rule: structure.WidthRule,
                out_rule: structure.WidthRule, use_batch_norm: bool = True,
                activation: Optional[str] = None):
-    self.store = store
     self.name = name
     self.strides = strides
     self.in_rule, self.out_rule = in_rule, out_rule
     self.use_batch_norm = use_batch_norm
     self.activation = activation
-    self.kernel_shape = (kernel_size, kernel_size, in_rule.max,
-                         out_rule.max)
-    self.names = _part_variable_names(name)
-    store.request(self.names[naming.KERNEL], self.kernel_shape, _CONV)
+    c_out = [out_rule.max]
+    requests = {naming.KERNEL: (
+        (kernel_size, kernel_size, in_rule.max, out_rule.max), _CONV)}
     if use_batch_norm:
-      store.request(self.names[naming.GAMMA], [out_rule.max], _ONES)
-      store.request(self.names[naming.BETA], [out_rule.max], _ZEROS)
+      requests.update({naming.GAMMA: (c_out, _ONES),
+                       naming.BETA: (c_out, _ZEROS)})
     else:
-      store.request(self.names[naming.BIAS], [out_rule.max], _ZEROS)
+      requests[naming.BIAS] = (c_out, _ZEROS)
+    self._request(store, _part_variable_names(name), requests)
 
   def __call__(self, x, ctx):
     in_w, out_w = ctx.width(self.in_rule), ctx.width(self.out_rule)
-    out_shape = [self.out_rule.max]
     bias = (None if self.use_batch_norm
-            else self.store.get(self.names[naming.BIAS], out_shape,
-                                ctx.active, ctx.dtype))
-    y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
-                                        self.kernel_shape, ctx.active,
-                                        ctx.dtype),
+            else self._get(naming.BIAS, ctx.active, ctx.dtype))
+    y = masked.conv2d(x, self._get(naming.KERNEL, ctx.active, ctx.dtype),
                       in_w, out_w, self.strides, ctx.mode, bias)
     if self.use_batch_norm:
       # gamma and beta stay float32 (the fused op's statistics dtype).
       y = masked.stateless_batch_norm(
-          y, self.store.get(self.names[naming.GAMMA], out_shape, ctx.active),
-          self.store.get(self.names[naming.BETA], out_shape, ctx.active),
-          out_w, ctx.mode,
-          ctx.epsilon)
+          y, self._get(naming.GAMMA, ctx.active),
+          self._get(naming.BETA, ctx.active), out_w, ctx.mode, ctx.epsilon)
     if self.activation is not None:
       y = masked.activation(y, self.activation, out_w, ctx.mode)
     return y
 
-
   def regularizers(self, ctx):
-    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
-                            ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        kernel, ctx.width(self.in_rule), ctx.width(self.out_rule),
-        ctx.mode)}
+        self._get(naming.KERNEL, ctx.active), ctx.width(self.in_rule),
+        ctx.width(self.out_rule), ctx.mode)}
 
 
-class DepthwiseBN(Node):
+class DepthwiseBN(_Part):
   """A k x k depthwise conv, batch norm and an activation.
 
   Variables: `{name}/kernel` [k, k, C_max, 1], `{name}/bn/gamma` and
@@ -299,40 +303,31 @@ class DepthwiseBN(Node):
 
   def __init__(self, store: VariableStore, name: str, kernel_size: int,
                strides: int, rule: structure.WidthRule, activation: str):
-    self.store = store
     self.name = name
     self.strides = strides
     self.in_rule = self.out_rule = rule
     self.activation = activation
-    self.kernel_shape = (kernel_size, kernel_size, rule.max, 1)
-    self.names = _part_variable_names(name)
-    store.request(self.names[naming.KERNEL], self.kernel_shape, _DEPTHWISE)
-    store.request(self.names[naming.GAMMA], [rule.max], _ONES)
-    store.request(self.names[naming.BETA], [rule.max], _ZEROS)
+    self._request(store, _part_variable_names(name), {
+        naming.KERNEL: ((kernel_size, kernel_size, rule.max, 1), _DEPTHWISE),
+        naming.GAMMA: ([rule.max], _ONES), naming.BETA: ([rule.max], _ZEROS)})
 
   def __call__(self, x, ctx):
     width = ctx.width(self.in_rule)
-    shape = [self.in_rule.max]
     y = masked.depthwise_conv2d(
-        x, self.store.get(self.names[naming.KERNEL], self.kernel_shape,
-                          ctx.active, ctx.dtype), width,
+        x, self._get(naming.KERNEL, ctx.active, ctx.dtype), width,
         self.strides, ctx.mode)
     y = masked.stateless_batch_norm(
-        y, self.store.get(self.names[naming.GAMMA], shape, ctx.active),
-        self.store.get(self.names[naming.BETA], shape, ctx.active), width,
-        ctx.mode,
-        ctx.epsilon)
+        y, self._get(naming.GAMMA, ctx.active),
+        self._get(naming.BETA, ctx.active), width, ctx.mode, ctx.epsilon)
     return masked.activation(y, self.activation, width, ctx.mode)
 
-
   def regularizers(self, ctx):
-    kernel = self.store.get(self.names[naming.KERNEL], self.kernel_shape,
-                            ctx.active)
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        kernel, ctx.width(self.in_rule), None, ctx.mode)}
+        self._get(naming.KERNEL, ctx.active), ctx.width(self.in_rule), None,
+        ctx.mode)}
 
 
-class SqueezeExcite(Node):
+class SqueezeExcite(_Part):
   """x * gate(conv(inner(conv(mean(x))))), at the sampled widths.
 
   The hidden width is make_divisible(SE_RATIO * runtime width, filters_base).
@@ -345,28 +340,19 @@ class SqueezeExcite(Node):
                expand_name: str, rule: structure.WidthRule,
                hidden_rule: structure.WidthRule, inner_activation: str,
                gating_activation: str):
-    self.store = store
     self.in_rule = self.out_rule = rule
     self.hidden_rule = hidden_rule
     self.inner_activation = inner_activation
     self.gating_activation = gating_activation
     c, h = rule.max, hidden_rule.max
-    reduce_kernel = naming.variable_name(reduce_name, naming.KERNEL)
-    expand_kernel = naming.variable_name(expand_name, naming.KERNEL)
-    self.names = {'reduce_kernel': reduce_kernel,
-                  'reduce_bias': naming.variable_name(reduce_name,
-                                                      naming.BIAS),
-                  'expand_kernel': expand_kernel,
-                  'expand_bias': naming.variable_name(expand_name,
-                                                      naming.BIAS)}
-    self.shapes = {'reduce_kernel': (1, 1, c, h), 'reduce_bias': (h,),
-                   'expand_kernel': (1, 1, h, c), 'expand_bias': (c,)}
-    for role, shape in self.shapes.items():
-      store.request(self.names[role], shape,
-                    _CONV if role.endswith(naming.KERNEL) else _ZEROS)
-
-  def _get(self, role, active=None, dtype=tf.float32):
-    return self.store.get(self.names[role], self.shapes[role], active, dtype)
+    self._request(store, {
+        f'{conv}_{kind}': naming.variable_name(name, kind)
+        for conv, name in (('reduce', reduce_name), ('expand', expand_name))
+        for kind in (naming.KERNEL, naming.BIAS)}, {
+            'reduce_kernel': ((1, 1, c, h), _CONV),
+            'reduce_bias': ((h,), _ZEROS),
+            'expand_kernel': ((1, 1, h, c), _CONV),
+            'expand_bias': ((c,), _ZEROS)})
 
   def __call__(self, x, ctx):
     width, hidden = ctx.width(self.in_rule), ctx.width(self.hidden_rule)
@@ -532,7 +518,7 @@ class Switch(Node):
     return merge_max(terms)
 
 
-class Classifier(Node):
+class Classifier(_Part):
   """Optional dropout, a 1x1 conv to the classes with bias, global mean.
 
   Variables: `classifier/kernel` [1, 1, C_max, num_classes] (N(0, 0.01)),
@@ -541,15 +527,13 @@ class Classifier(Node):
 
   def __init__(self, store: VariableStore, rule: structure.WidthRule,
                num_classes: int, dropout_rate: float):
-    self.store = store
     self.in_rule = rule
     self.out_rule = structure.FixedWidth(num_classes)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-    self.kernel_shape = (1, 1, rule.max, num_classes)
-    self.names = _part_variable_names(naming.CLASSIFIER)
-    store.request(self.names[naming.KERNEL], self.kernel_shape, _CLASSIFIER)
-    store.request(self.names[naming.BIAS], [num_classes], _ZEROS)
+    self._request(store, _part_variable_names(naming.CLASSIFIER), {
+        naming.KERNEL: ((1, 1, rule.max, num_classes), _CLASSIFIER),
+        naming.BIAS: ([num_classes], _ZEROS)})
 
   def __call__(self, x, ctx):
     """[batch, H, W, C] -> logits [batch, num_classes] in `ctx.dtype`."""
@@ -557,9 +541,7 @@ class Classifier(Node):
       x = dropout_lib.dropout(x, self.dropout_rate, ctx.dropout_seed,
                               naming.CLASSIFIER)
     classes = masked.ActiveWidth(self.num_classes, self.num_classes)
-    y = masked.conv2d(x, self.store.get(self.names[naming.KERNEL],
-                                        self.kernel_shape, dtype=ctx.dtype),
+    y = masked.conv2d(x, self._get(naming.KERNEL, dtype=ctx.dtype),
                       ctx.width(self.in_rule), classes, 1, ctx.mode,
-                      self.store.get(self.names[naming.BIAS],
-                                     [self.num_classes], dtype=ctx.dtype))
+                      self._get(naming.BIAS, dtype=ctx.dtype))
     return tf.reduce_mean(y, axis=[1, 2])

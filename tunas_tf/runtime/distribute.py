@@ -189,9 +189,8 @@ class _Run:
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
                                            **objects)
     self.chief = strategy.extended.should_checkpoint
-    self._save_dir = job.model_dir
-    if not self.chief:
-      self._save_dir = tempfile.mkdtemp(prefix='tunas_tf-worker-')
+    self._save_dir = (job.model_dir if self.chief
+                      else tempfile.mkdtemp(prefix='tunas_tf-worker-'))
     self.manager = tf.train.CheckpointManager(
         self._checkpoint, self._save_dir,
         max_to_keep=job.keep_checkpoint_max if self.chief else 1,
@@ -288,16 +287,6 @@ class _Run:
     return last, last_mean, kept, kept_at
 
 
-def _write(writer, values: Mapping[str, float], step: int,
-           summaries: Optional[Summaries]) -> None:
-  """Writes one step's scalars, and what `summaries` makes of them."""
-  with writer.as_default():
-    for name, value in values.items():
-      tf.summary.scalar(name, value, step=step)
-    if summaries is not None:
-      summaries(values, step)
-
-
 def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
            max_steps: int, stop: preemption.StopRequest,
            progress: hooks.ProgressLine,
@@ -330,9 +319,13 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
       if non_finite:  # At the loop's last step, before anything is written.
         raise ValueError(guards.non_finite_line(
             *non_finite, step - 1, job.model_dir, run_name))
-      if int(kept_at) >= 0:
-        _write(writer, dict(zip(run.names, kept.numpy().tolist())),
-               int(kept_at), summaries)
+      if int(kept_at) >= 0:  # The scalars of the loop's summary step.
+        kept = dict(zip(run.names, kept.numpy().tolist()))
+        with writer.as_default():
+          for name, value in kept.items():
+            tf.summary.scalar(name, value, step=int(kept_at))
+          if summaries is not None:
+            summaries(kept, int(kept_at))
       if run.chief:
         progress.update(step, {name: last[name] for name in run.task.progress
                                if name in last})

@@ -68,9 +68,8 @@ def task_model_fn(make_task: Callable[[], task_lib.Task], job: JobConfig,
     fetches = {'step': global_step}
     if not job.use_tpu:  # On TPU the scalars cannot be fetched by a hook.
       fetches.update((k, scalars[k]) for k in task.progress if k in scalars)
-    cores = 1
-    if job.use_tpu and params and 'context' in params:
-      cores = params['context'].num_replicas
+    cores = (params['context'].num_replicas
+             if job.use_tpu and params and 'context' in params else 1)
     progress = hooks.ProgressHook(
         fetches, max_step=max_steps, log_every=job.log_every_steps,
         formats=task.progress, images_per_step=task.train_batch_size,

@@ -13,6 +13,7 @@ the directory; callers check `lost()` at their checkpoints (guarantees:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -92,21 +93,16 @@ class _Lease:
 
   def check(self) -> None:
     """Raises ValueError naming the first field of the wrong type or range."""
-    def number(v: Any) -> bool:
-      return isinstance(v, (int, float)) and not isinstance(v, bool)
-    # bool is an int; a pid of True would signal pid 1.
-    if (not isinstance(self.pid, int) or isinstance(self.pid, bool) or
-        not 0 < self.pid <= _MAX_PID):
-      raise ValueError(f'pid {self.pid!r}')
-    start = self.start_time
-    if start is not None and (not isinstance(start, int) or
-                              isinstance(start, bool)):
-      raise ValueError(f'start_time {start!r}')
-    for name in ('since', 'heartbeat'):
-      if not number(getattr(self, name)):
-        raise ValueError(f'{name} {getattr(self, name)!r}')
-    for name in ('host', 'token', 'binary'):
-      if not isinstance(getattr(self, name), str):
+    def number(v: Any, kinds=(int, float)) -> bool:
+      # bool is an int; a pid of True would signal pid 1.
+      return isinstance(v, kinds) and not isinstance(v, bool)
+    for name, ok in (
+        ('pid', number(self.pid, int) and 0 < self.pid <= _MAX_PID),
+        ('start_time', self.start_time is None or number(self.start_time, int)),
+        ('since', number(self.since)), ('heartbeat', number(self.heartbeat)),
+        *((n, isinstance(getattr(self, n), str))
+          for n in ('host', 'token', 'binary'))):
+      if not ok:
         raise ValueError(f'{name} {getattr(self, name)!r}')
 
   def text(self) -> str:
@@ -274,10 +270,8 @@ class _LocalFile:
     os.replace(tmp, self.path)
 
   def remove(self) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
       os.remove(self.path)
-    except FileNotFoundError:
-      pass
 
   def take_over(self, judged: str, text: str) -> bool:
     """Replaces the lease `judged` (read and judged gone) with `text`.
@@ -296,25 +290,17 @@ class _LocalFile:
       return self.create(text)
     with open(aside, 'rb') as f:
       moved = f.read().decode(errors='replace')
-    if moved != judged:  # A fresh lease (or heartbeat) since we judged.
-      try:
+    fresh = moved != judged  # A fresh lease (or heartbeat) since we judged.
+    if fresh:
+      with contextlib.suppress(OSError):
         os.link(aside, self.path)  # Back, unless yet another was created.
-      except OSError:
-        pass
-      os.remove(aside)
-      return False
     os.remove(aside)
-    return self.create(text)
+    return not fresh and self.create(text)
 
 
-def _gfile():
+def _tf():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
-
-
-def _not_found():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.errors.NotFoundError
+  return tf
 
 
 class _RemoteFile:
@@ -325,15 +311,15 @@ class _RemoteFile:
 
   def read(self) -> Optional[str]:
     try:
-      with _gfile().GFile(self.path, 'rb') as f:
+      with _tf().io.gfile.GFile(self.path, 'rb') as f:
         return f.read().decode(errors='replace')
-    except _not_found():
+    except _tf().errors.NotFoundError:
       return None
 
   def age(self) -> Optional[float]:
     try:
-      mtime_nsec = _gfile().stat(self.path).mtime_nsec
-    except _not_found():
+      mtime_nsec = _tf().io.gfile.stat(self.path).mtime_nsec
+    except _tf().errors.NotFoundError:
       return None
     return time.time() - mtime_nsec / 1e9 if mtime_nsec else None
 
@@ -345,17 +331,15 @@ class _RemoteFile:
   def rewrite(self, text: str) -> None:
     # Through a new object and a rename: some filesystems (ram://) append
     # when an existing file is opened for writing.
-    gfile = _gfile()
+    gfile = _tf().io.gfile
     tmp = f'{self.path}.{uuid.uuid4().hex}.tmp'
     with gfile.GFile(tmp, 'w') as f:
       f.write(text)
     gfile.rename(tmp, self.path, overwrite=True)
 
   def remove(self) -> None:
-    try:
-      _gfile().remove(self.path)
-    except _not_found():
-      pass
+    with contextlib.suppress(_tf().errors.NotFoundError):
+      _tf().io.gfile.remove(self.path)
 
 
 def _settle(seconds: float) -> None:
@@ -494,11 +478,10 @@ def _acquire_remote(model_dir: str, store: _RemoteFile, lease: _Lease,
                     me: Holder, stale_seconds: float,
                     settle_seconds: float) -> Optional[str]:
   """Writes the lease, settles, reads it back; returns the takeover warning."""
-  _gfile().makedirs(model_dir)
+  _tf().io.gfile.makedirs(model_dir)
   old = store.read()
-  warning = None
-  if old is not None:
-    warning = _judge(model_dir, store, old, me, stale_seconds)
+  warning = None if old is None else _judge(model_dir, store, old, me,
+                                            stale_seconds)
   store.rewrite(lease.text())
   _settle(settle_seconds)
   if _token(store.read()) != lease.token:
@@ -559,7 +542,6 @@ def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
     raise ValueError(f'settle_seconds must be >= 0, got {settle_seconds}')
   me = identity or Holder.this_process()
   lease = _Lease.new(me, binary)
-  lease.check()
   path = os.path.join(model_dir, LOCK_FILE)
   if '://' in model_dir:
     store = _RemoteFile(path)

@@ -68,6 +68,12 @@ def check_replicas_on_tpu(use_tpu: bool, replicas: int,
     raise ValueError(REPLICAS_ON_TPU)
 
 
+def _steps(name: str) -> property:
+  """The property `name`: int(`<name>_fraction` * max_global_step)."""
+  return property(lambda config: int(getattr(config, f'{name}_fraction') *
+                                     config.max_global_step))
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig(jobs.StoredConfig):
   """All settings of one search; the derived values are properties.
@@ -130,17 +136,11 @@ class SearchConfig(jobs.StoredConfig):
     self._check_ranges()
     self._check_replicas()
     precision.check_resolved(self.use_bfloat16)
-    if self.supernet_mode not in naming.MODES:
-      raise ValueError(f'Unknown --supernet_mode {self.supernet_mode!r}; '
-                       f'expected one of {naming.MODES}')
-    if self.supernet_sampling not in SUPERNET_SAMPLING:
-      raise ValueError(f'Unknown --supernet_sampling '
-                       f'{self.supernet_sampling!r}; expected one of '
-                       f'{SUPERNET_SAMPLING}')
-    if self.rl_entropy_schedule not in ENTROPY_SCHEDULES:
-      raise ValueError(f'Unknown --rl_entropy_schedule '
-                       f'{self.rl_entropy_schedule!r}; expected one of '
-                       f'{ENTROPY_SCHEDULES}')
+    checks.one_of('--supernet_mode', self.supernet_mode, naming.MODES)
+    checks.one_of('--supernet_sampling', self.supernet_sampling,
+                  SUPERNET_SAMPLING)
+    checks.one_of('--rl_entropy_schedule', self.rl_entropy_schedule,
+                  ENTROPY_SCHEDULES)
     # Before the step counts: a batch that does not fit can leave no step.
     self._check_batches()
     if self.max_global_step <= 0:
@@ -175,10 +175,8 @@ class SearchConfig(jobs.StoredConfig):
     if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
       raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
                        f'resolved; expected one of {BFLOAT16_MODES[1:]}')
-    if self.rl_reward_function not in rewards.REWARDS:
-      raise ValueError(f'Unknown --rl_reward_function '
-                       f'{self.rl_reward_function!r}; expected one of '
-                       f'{rewards.REWARDS}')
+    checks.one_of('--rl_reward_function', self.rl_reward_function,
+                  rewards.REWARDS)
     checks.number('train_batch_size', self.train_batch_size, 1, integer=True)
     if self.max_steps is not None:
       checks.number('max_steps', self.max_steps, 1, integer=True)
@@ -294,22 +292,10 @@ class SearchConfig(jobs.StoredConfig):
                self.train_batch_size)
 
   # The steps of the fractions (checked in `_check_ranges`).
-  @property
-  def rl_delay_steps(self) -> int:
-    return int(self.rl_delay_steps_fraction * self.max_global_step)
-
-  @property
-  def increase_ops_warmup_steps(self) -> int:
-    return int(self.increase_ops_warmup_steps_fraction * self.max_global_step)
-
-  @property
-  def increase_filters_warmup_steps(self) -> int:
-    return int(self.increase_filters_warmup_steps_fraction *
-               self.max_global_step)
-
-  @property
-  def model_warmup_steps(self) -> int:
-    return int(self.model_warmup_steps_fraction * self.max_global_step)
+  rl_delay_steps = _steps('rl_delay_steps')
+  increase_ops_warmup_steps = _steps('increase_ops_warmup_steps')
+  increase_filters_warmup_steps = _steps('increase_filters_warmup_steps')
+  model_warmup_steps = _steps('model_warmup_steps')
 
   @property
   def model_learning_rate_scaled(self) -> float:

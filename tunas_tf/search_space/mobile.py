@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from tunas_tf import checks
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import scale_filters
@@ -175,10 +176,8 @@ def proxylessnas_search_indices(op_indices: Sequence[int]) -> List[int]:
       if not 0 <= op <= _ZERO_OP or (layer == 0 and op == _ZERO_OP):
         raise ValueError(f'Bottleneck op index {op} not allowed at layer '
                          f'{layer} of a block (0..5, or 6 for a skippable one)')
-      if op == _ZERO_OP:
-        indices += [0, 0, 1]
-      else:
-        indices += [op % 3, op // 3, 0]
+      # (kernel, expansion, Zero-or-bottleneck) indices of the layer.
+      indices += [0, 0, 1] if op == _ZERO_OP else [op % 3, op // 3, 0]
     indices.append(0)  # block width
   indices.append(0)  # head width
   return indices
@@ -340,9 +339,7 @@ def space_info(name: str) -> SearchSpaceInfo:
   Raises:
     ValueError: for an unknown name (the message lists the known ones).
   """
-  if name not in SEARCH_SPACES:
-    raise ValueError(f'Unknown search space {name!r}; expected one of '
-                     f'{sorted(SEARCH_SPACES)}')
+  checks.one_of('search space', name, sorted(SEARCH_SPACES))
   return SEARCH_SPACES[name]
 
 
