@@ -35,12 +35,9 @@ $(PY):
 	  ("the newest TensorFlow, engine distribute (no tf.estimator there)",))))'
 	$(PYTHON) -m venv $(VENV)
 
-# pip installs without byte-compiling (one process); compileall then compiles
-# the virtualenv on every core: 48 s -> 32 s for .venv on 2 cores.
 $(STAMP): setup.py | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e '.[test]'
-	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null
+	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 # Two worker processes (whole files per worker: a file's tests share their
@@ -91,8 +88,7 @@ $(STAMPNEW): setup.py
 	3.13 or 3.12 (on PATH or a pyenv version)"; exit 1; }
 	test -x $(VENVNEW)/bin/python || $(PYNEW) -m venv $(VENVNEW)
 	$(VENVNEW)/bin/python -m pip install --quiet --upgrade pip
-	$(VENVNEW)/bin/python -m pip install --quiet --no-compile -e '.[test]'
-	$(VENVNEW)/bin/python -m compileall -q -j 0 $(VENVNEW)/lib > /dev/null
+	$(VENVNEW)/bin/python -m pip install --quiet -e '.[test]'
 	touch $(STAMPNEW)
 
 test-newtf: $(STAMPNEW)
@@ -112,8 +108,7 @@ check-py310:
 	set -e; echo "check-py310: $(PY310) ($$($(PY310) --version))"; \
 	test -x $(VENV310)/bin/python || $(PY310) -m venv $(VENV310); \
 	$(VENV310)/bin/python -m pip install --quiet --upgrade pip; \
-	$(VENV310)/bin/python -m pip install --quiet --no-compile -e '.[test]'; \
-	$(VENV310)/bin/python -m compileall -q -j 0 $(VENV310)/lib > /dev/null; \
+	$(VENV310)/bin/python -m pip install --quiet -e '.[test]'; \
 	dir=$$(mktemp -d); \
 	$(VENV310)/bin/python -m tunas_tf.train_search --model_dir=$$dir/search \
 	  --max_steps=8 --train_batch_size=16 --rl_delay_steps_fraction=0.5 \
