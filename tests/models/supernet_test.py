@@ -6,6 +6,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -363,7 +364,9 @@ class CompilationTest(tf.test.TestCase):
         loss = tf.reduce_sum(logits) + net.regularization_loss(sampled, 0.1)
         grads = tf.gradients(loss, net.trainable_variables,
                              unconnected_gradients='zero')
-        with tf.compat.v1.Session() as session:
+        # Grappler off, as in the search's Estimator sessions.
+        with tf.compat.v1.Session(
+            config=estimator_lib.no_grappler_config()) as session:
           session.run(tf.compat.v1.global_variables_initializer())
           for masks, (eager, eager_grads) in zip(samples[1:], expected):
             feed = {fed[path]: mask for path, mask in masks.items()}
@@ -397,7 +400,9 @@ class CompilationTest(tf.test.TestCase):
       other = net(sampled_specs.attach(spec, samples[0], tf.constant),
                   images, training=False)
       self.assertGreater(count(), after_train)
-      with tf.compat.v1.Session() as session:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as session:
         session.run(tf.compat.v1.global_variables_initializer())
         train, regularizer, validation, other = session.run(
             [train, regularizer, validation, other])
@@ -442,7 +447,9 @@ class CompilationTest(tf.test.TestCase):
         sampled = sampled_specs.attach(spec, masks, tf.constant)
         validation = step(net, sampled)
         plain = net(sampled, images, training=False)
-        with tf.compat.v1.Session() as session:
+        # Grappler off, as in the search's Estimator sessions.
+        with tf.compat.v1.Session(
+            config=estimator_lib.no_grappler_config()) as session:
           session.run(tf.compat.v1.global_variables_initializer())
           before = session.run(plain)
           got = session.run(validation)  # Runs the update first.
@@ -474,7 +481,9 @@ class CompilationTest(tf.test.TestCase):
                for path in masks}
       fed = net(sampled_specs.attach(spec, feeds, tf.identity), images)
       constant = net(sampled_specs.attach(spec, masks, tf.constant), images)
-      with tf.compat.v1.Session() as session:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as session:
         session.run(tf.compat.v1.global_variables_initializer())
         fed, constant = session.run(
             [fed, constant],

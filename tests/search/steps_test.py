@@ -15,6 +15,7 @@ from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
+from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import replicas
 from tunas_tf.search import steps
@@ -126,7 +127,9 @@ class StepsTest(absltest.TestCase):
     with tf.Graph().as_default():  # Steps 0-5 in a row.
       global_step, masks, train_op = _sampling_step(spec, config, seed=7)
       read = global_step.op.outputs[0].consumers()
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         run = [sess.run([masks, train_op])[0] for _ in range(6)]
         self.assertEqual(sess.run(global_step), 6)
@@ -142,7 +145,9 @@ class StepsTest(absltest.TestCase):
     for seed, equal in ((7, True), (8, False)):
       with tf.Graph().as_default():
         global_step, masks, _ = _sampling_step(spec, config, seed=seed)
-        with tf.compat.v1.Session() as sess:
+        # Grappler off, as in the search's Estimator sessions.
+        with tf.compat.v1.Session(
+            config=estimator_lib.no_grappler_config()) as sess:
           sess.run(tf.compat.v1.global_variables_initializer())
           for t in (3, 4, 5):
             sess.run(global_step.assign(t))
@@ -169,7 +174,9 @@ class StepsTest(absltest.TestCase):
           spec, sampled, p_ops, p_filters, global_step, uniform)
       pairs = [(a.mask, b.mask) for a, b in
                zip(schema.flatten(sampled), schema.flatten(trained))]
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         # The controller sure of its first choice everywhere.
         sess.run([v.assign(tf.one_hot(0, v.shape[0], 30.0, 0.0))
@@ -192,7 +199,9 @@ class StepsTest(absltest.TestCase):
     with tf.Graph().as_default():
       step = tf.compat.v1.placeholder(tf.int64, [])
       p_ops, p_filters = steps.warmup_probabilities(step, config)
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         got = [sess.run([p_ops, p_filters], {step: t}) for t in (0, 5, 10, 30)]
     np.testing.assert_allclose(got, [[1, 1], [0.5, 0.5], [0, 0], [0, 0]])
 
@@ -203,7 +212,9 @@ class StepsTest(absltest.TestCase):
       acc = tf.compat.v1.placeholder(tf.float32, [])
       cost = tf.compat.v1.placeholder(tf.float32, [])
       rl = _reward(acc, cost, config)
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         first = sess.run(rl, {acc: 0.5, cost: 150.0})
         second = sess.run(rl, {acc: 0.9, cost: 100.0})
@@ -284,7 +295,9 @@ class StepsTest(absltest.TestCase):
       state = [v for v in tf.compat.v1.global_variables()
                if v.name.startswith(('kernel', 'rl_baseline/'))]
       self.assertLen(state, 5)  # The kernel, its 2 RMSProp slots, the EMA.
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         before = sess.run(state)
         nan_images = np.full([4, 8, 8, 1], np.nan, np.float32)
@@ -308,7 +321,9 @@ class StepsTest(absltest.TestCase):
     with tf.Graph().as_default():
       global_step, dist_info, controller = _digits_controller(config, 1.0)
       logits = dist_info.controller.trainable_variables
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for expected_step in range(1, 11):
           lr = sess.run(controller.learning_rate)
@@ -328,7 +343,9 @@ class StepsTest(absltest.TestCase):
                      '--rl_entropy_schedule=linear')  # Delay 10 of 40 steps.
     with tf.Graph().as_default():
       global_step, dist_info, controller = _digits_controller(config, 0.0)
-      with tf.compat.v1.Session() as sess:
+      # Grappler off, as in the search's Estimator sessions.
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for step, weight in ((0, 2.0), (10, 2.0), (25, 1.0), (40, 0.0)):
           sess.run(global_step.assign(step))

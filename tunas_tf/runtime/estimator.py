@@ -194,6 +194,14 @@ def summaries_only_eval_events(job: JobConfig) -> None:
   hooks.summaries_only_writer(os.path.join(job.model_dir, 'eval'))
 
 
+def no_grappler_config() -> tf.compat.v1.ConfigProto:
+  """The session config of the search's Estimator sessions off TPU:
+  Grappler off (`make_estimator(optimize_graph=False)`)."""
+  config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+  config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return config
+
+
 def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
@@ -228,8 +236,7 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
   cluster = cloud_tpu.cluster_resolver(job)
   session_config = None
   if not optimize_graph and not job.use_tpu:
-    session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
-    session_config.graph_options.rewrite_options.disable_meta_optimizer = True
+    session_config = no_grappler_config()
   if cpu_devices > 1:
     session_config = session_config or tf.compat.v1.ConfigProto(
         allow_soft_placement=True)
