@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+from typing import Dict
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -128,10 +129,12 @@ _RUN = textwrap.dedent('''
 ''')
 
 
-def _python(root: str, *args: str, env=()) -> None:
+def _python(root: str, *args: str, kernels: Dict[str, str]) -> None:
+  """Runs `_RUN` with `args`, under `kernels` (environment settings)."""
   process = forked.run_one(
       [sys.executable, '-c', _RUN, root, *args], cwd=_ROOT, timeout=1200,
-      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3', **env))
+      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3',
+               **kernels))
   assert process.returncode == 0, process.stderr[-3000:]
 
 
@@ -148,13 +151,13 @@ class EnginesTest(parameterized.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
 
-    def chain(runs, env):
-      _python(cls.root, 'estimator', runs, env=env)
-      _python(cls.root, 'distribute', runs, env=env)
+    def chain(runs, kernels):
+      _python(cls.root, 'estimator', runs, kernels=kernels)
+      _python(cls.root, 'distribute', runs, kernels=kernels)
 
     other = dict([other_kernels.other_setting().split('=')])
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      for done in [pool.submit(chain, runs, env) for runs, env in (
+      for done in [pool.submit(chain, runs, kernels) for runs, kernels in (
           ('sampled,masked', {}), ('two_replicas', other))]:
         done.result()
 

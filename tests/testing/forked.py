@@ -4,10 +4,11 @@ Importing TensorFlow and tunas_tf takes 2-4 s of every fresh Python process
 on 2 cores, most of what a tool's refusal costs and a good share of a short
 search; the suite starts about a hundred such processes. A test process (a
 pytest worker) starts one server here, once: it imports `PRELOAD` and then
-forks a child for each command line `[python, '-m', module, *args]` or
-`[python, script, *args]`, which runs it as Python would (`runpy`, as
-`__main__`, with `sys.argv`, the environment, the working directory and
-stdin/stdout/stderr of the request; atexit handlers and non-daemon threads
+forks a child for each command line `[python, '-m', module, *args]`,
+`[python, '-c', code, *args]` or `[python, script, *args]`, which runs it as
+Python would (`runpy`, as `__main__`, with `sys.argv`, the environment, the
+working directory and stdout/stderr of the request, stdin /dev/null; atexit
+handlers and non-daemon threads
 at the end; exit codes as a process gives them, -N for signal N). The child
 is a real process: its pid takes signals (`Child.send_signal`, `kill`).
 
@@ -63,10 +64,10 @@ os.dup2(null, 1)
 def child(request):
   os.close(requests)
   os.close(replies)
-  for fd, path, flags in ((0, request['stdin'], os.O_RDONLY),
+  for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                           (1, request['stdout'], os.O_WRONLY | os.O_APPEND),
                           (2, request['stderr'], os.O_WRONLY | os.O_APPEND)):
-    opened = os.open(path or os.devnull, flags)
+    opened = os.open(path, flags)
     os.dup2(opened, fd)
     os.close(opened)
   if request['new_session']:
@@ -213,32 +214,32 @@ def _close_servers() -> None:
 
 class Child:
   """A command line running in a zygote's child, as `subprocess.Popen`
-  gives it: `pid`, `returncode`, `poll`, `wait`, `send_signal`,
-  `terminate`, `kill`, `communicate` (stdout and stderr as text)."""
+  gives it: `pid`, `returncode`, `poll`, `wait`, `send_signal`, `kill`,
+  `communicate` (stdout and stderr as text)."""
 
   def __init__(self, argv: Sequence[str], env: Optional[dict] = None,
-               cwd: Optional[str] = None, stdin: Optional[str] = None,
-               log: Optional[str] = None, new_session: bool = False):
+               cwd: Optional[str] = None, log: Optional[str] = None,
+               new_session: bool = False):
     """`argv`: `[sys.executable, '-m', module | '-c', code | script,
-    *args]`; `stdin` a file's path (else /dev/null); `log` a file that
-    both stdout and stderr are appended to (else they are captured for
-    `communicate`); `new_session`: the child calls `os.setsid()`."""
+    *args]`; `log` a file that both stdout and stderr are appended to (else
+    they are captured for `communicate`); `new_session`: the child calls
+    `os.setsid()`."""
     if argv[0] != sys.executable:
       raise ValueError(f'not this Python: {argv[0]!r}')
     kind = {'-m': 'module', '-c': 'code'}.get(argv[1], 'path')
     target, args = ((argv[2], argv[3:]) if kind != 'path'
                     else (argv[1], argv[2:]))
     env = dict(os.environ if env is None else env)
-    self._files = ([log, log] if log else
-                   [tempfile.NamedTemporaryFile(delete=False).name
-                    for _ in range(2)])
-    self._captured = not log
+    # The files `communicate` reads stdout and stderr from (none with a log).
+    self._captured = ([] if log else
+                      [tempfile.NamedTemporaryFile(delete=False).name
+                       for _ in range(2)])
+    out, err = self._captured or (log, log)
     self._server = _server(env)
     self._id, self.pid = self._server.start(dict(
         kind=kind, target=target, args=list(args), env=env,
-        cwd=os.path.abspath(cwd or os.getcwd()), stdin=stdin,
-        new_session=new_session,
-        stdout=self._files[0], stderr=self._files[1]))
+        cwd=os.path.abspath(cwd or os.getcwd()), new_session=new_session,
+        stdout=out, stderr=err))
     self.returncode: Optional[int] = None
     self.args = list(argv)
     self._texts: Optional[List[str]] = None
@@ -258,9 +259,6 @@ class Child:
     if self.returncode is None:
       os.kill(self.pid, signal)
 
-  def terminate(self) -> None:
-    self.send_signal(15)
-
   def kill(self) -> None:
     self.send_signal(9)
 
@@ -276,7 +274,7 @@ class Child:
       raise
     if self._texts is None:
       self._texts = ['', '']
-      for i, path in enumerate(self._files if self._captured else ()):
+      for i, path in enumerate(self._captured):
         with open(path, encoding='utf-8', errors='replace') as f:
           self._texts[i] = f.read()
         os.unlink(path)
@@ -284,12 +282,12 @@ class Child:
 
 
 def run_one(argv: Sequence[str], env: Optional[dict] = None,
-            cwd: Optional[str] = None, timeout: Optional[float] = 1200,
-            stdin: Optional[str] = None) -> Done:
+            cwd: Optional[str] = None,
+            timeout: Optional[float] = 1200) -> Done:
   """`subprocess.run(argv, capture_output=True, text=True, ...)` in a
   zygote's child; a child still running at `timeout` is killed
   (`subprocess.TimeoutExpired`)."""
-  child = Child(argv, env=env, cwd=cwd, stdin=stdin)
+  child = Child(argv, env=env, cwd=cwd)
   out, err = child.communicate(timeout)
   return Done(child.returncode, out, err)
 
