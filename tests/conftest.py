@@ -8,6 +8,21 @@ import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
+
+# The machine's cores shared out among pytest-xdist's worker processes.
+# TensorFlow sizes each process's inter-op and intra-op pools to the whole
+# machine; two workers on two cores then run four busy pools whose threads
+# spin for each other's cores. One thread each where the cores are as many
+# as the workers: 8% less CPU for the suite (bench/DECISIONS.md). Set in
+# the workers only (xdist names their count), before TensorFlow is imported
+# (its pools read the settings once); the processes the tests start inherit
+# them (`tests.testing.forked` keys its servers on TF_* settings).
+if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
+  _THREADS = str(max(1, len(os.sched_getaffinity(0)) //
+                     int(os.environ['PYTEST_XDIST_WORKER_COUNT'])))
+  for _name in ('TF_NUM_INTEROP_THREADS', 'TF_NUM_INTRAOP_THREADS'):
+    os.environ.setdefault(_name, _THREADS)
+
 # The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
 # the tests that build graphs in the test process too.
 from tunas_tf import gc_thresholds as _gc_thresholds  # pylint: disable=g-import-not-at-top,wrong-import-position
