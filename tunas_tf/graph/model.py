@@ -120,6 +120,7 @@ class Model(tf.Module):
       self.call_all({k: tf.compat.v1.placeholder(s.dtype, s.shape)
                      for k, s in specs.items()}, training=False)
 
+  @tf.autograph.experimental.do_not_convert
   def __call__(self, inputs: Inputs, training: bool = False,
                dropout_seed: Optional[tf.Tensor] = None
                ) -> Union[tf.Tensor, Dict[str, tf.Tensor]]:
@@ -152,6 +153,7 @@ class Model(tf.Module):
       return next(iter(outputs.values()))
     return outputs
 
+  @tf.autograph.experimental.do_not_convert
   def call_all(self, inputs: Inputs, training: bool = False,
                output_names: Optional[Sequence[str]] = None,
                dropout_seed: Optional[tf.Tensor] = None
