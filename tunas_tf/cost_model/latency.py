@@ -165,6 +165,10 @@ def convert(build: Build, indices: str) -> bytes:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   concrete, net = build(indices)
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
+  # Variables frozen to constants rather than a SavedModel written and read
+  # back (the converter's default when given the network): the same ops and
+  # outputs, a quarter of the time (bench/DECISIONS.md).
+  converter.experimental_lower_to_saved_model = False
   with native_output.captured():  # The converter's op summary.
     return converter.convert()
 
