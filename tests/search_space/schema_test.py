@@ -160,6 +160,23 @@ class SchemaTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"Index 1 is 'x'"):
       schema.check_indices(_nested_spec(), '0:x:0:0')
 
+  def test_check_indices_list_is_prunes_check_of_each(self):
+    self.assertEqual(
+        schema.check_indices_list(_nested_spec(), ['2:1:0:1', (0, 0, 0, 0)]),
+        [[2, 1, 0, 1], [0, 0, 0, 0]])
+    self.assertEqual(schema.check_indices_list(_nested_spec(), []), [])
+    # Three indices out of range: the first in visit order is named.
+    bad = [0, 2, 1, 5]
+    with self.assertRaises(ValueError) as pruned:
+      schema.prune(_nested_spec(), bad)
+    self.assertEqual(str(pruned.exception),
+                     "prune: index 2 at position 1 (path 'a/first') is out "
+                     'of range; allowed 0..1')
+    # The first bad list (the third is bad too) gets prune's message.
+    with self.assertRaises(ValueError) as checked:
+      schema.check_indices_list(_nested_spec(), ['0:0:0:0', bad, '0:0:0'])
+    self.assertEqual(str(checked.exception), str(pruned.exception))
+
   def test_oneof_rejects_unknown_tag_and_empty(self):
     with self.assertRaisesRegex(ValueError, r"Unknown OneOf tag 'ops'"):
       OneOf([1], 'ops')
