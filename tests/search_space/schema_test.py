@@ -5,6 +5,7 @@ import dataclasses
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
@@ -136,6 +137,19 @@ class SchemaTest(parameterized.TestCase):
   def test_parse_indices_rejects(self, indices, message):
     with self.assertRaisesRegex(ValueError, message):
       schema.parse_indices(indices)
+
+  def test_parse_indices_forms_agree(self):
+    # Plain ints and ASCII digits are taken at once, other forms token by
+    # token: the same list of Python ints.
+    for indices in ('0:12:1', [0, 12, 1], (0, np.int64(12), 1),
+                    ['0', '12', '1'], ' 0 : 12:1'):
+      parsed = schema.parse_indices(indices)
+      self.assertEqual(parsed, [0, 12, 1])
+      self.assertEqual({type(i) for i in parsed}, {int})
+    with self.assertRaisesRegex(ValueError, r"Index 1 is '\u00b2'"):
+      schema.parse_indices('0:\u00b2')  # A digit, but not a decimal one.
+    with self.assertRaisesRegex(ValueError, r'Index 0 is True'):
+      schema.parse_indices([True, 1])
 
   def test_parse_indices_empty_string(self):
     self.assertEqual(schema.parse_indices(''), [])
