@@ -194,6 +194,74 @@ class FeaturesTest(tf.test.TestCase, parameterized.TestCase):
         r"kernel_size'\) is out of range; allowed 0..2"):
       features.attach_one_hot_masks(spec, indices)
 
+  @parameterized.parameters(*sorted(mobile.SEARCH_SPACES))
+  def test_batched_features_rows_are_each_architectures(self, ssd):
+    spec = mobile.get_search_space(ssd)
+    indices = [_random_indices(spec, seed) for seed in range(4)] + [
+        schema.extreme_indices(spec, largest) for largest in (False, True)]
+    batch = features.batched_features(spec, indices)
+    self.assertEqual(batch.dtype, np.float32)
+    self.assertEqual(batch.shape, (6, features.feature_length(spec)))
+    for row, one in zip(batch, indices):  # Exact: products of 0s and 1s.
+      self.assertAllEqual(
+          row, features.features(features.attach_one_hot_masks(spec, one)))
+    if schema.flatten(spec):  # Else every row is the constant [1].
+      self.assertGreater(len({tuple(row) for row in batch}), 1)
+    self.assertEqual(features.batched_features(spec, []).shape,
+                     (0, features.feature_length(spec)))
+
+  def test_batched_mixture_masks_give_each_rows_features(self):
+    # Warm-up-like mixtures, not one-hot: every product shows. Row b of the
+    # features is exactly the features of the masks' rows b.
+    spec = mobile.proxylessnas_enlarged_search()
+    rng = np.random.RandomState(0)
+    batched = schema.with_masks(spec, lambda _, o: rng.uniform(
+        size=[3, len(o.choices)]).astype(np.float32))
+    values = features.features(batched)
+    self.assertEqual(values.shape, (3, features.feature_length(spec)))
+    layer = batched.blocks[1].layers[0]
+    self.assertLen(features.layer_features(layer), 3)
+    for b in range(3):
+      row = schema.with_masks(batched, lambda _, o, b=b: o.mask[b])
+      self.assertAllEqual(values[b], features.features(row))
+      self.assertAllEqual(features.layer_features(layer)[b],
+                          features.layer_features(row.blocks[1].layers[0]))
+
+  def test_batched_masks_of_another_batch(self):
+    # The kernel's mask comes first in visit order: it sets the batch, 1.
+    spec = _with_masks(_one_layer(OneOf((ops.ZeroSpec(), _CONV_K), OP_TAG)),
+                       {_LAYER: [[1, 0], [0, 1]], _K: [[1, 0, 0]]})
+    with self.assertRaisesRegex(
+        ValueError, r"mask at 'blocks/0/layers/0' has shape \(2, 2\); "
+        r'expected \[1, 2\] \(one row per architecture'):
+      features.features(spec)
+
+  def test_attach_batched_one_hot_masks(self):
+    spec = [OneOf((1, 2, 3), OP_TAG), OneOf((4, 5), FILTERS_TAG)]
+    masked = features.attach_batched_one_hot_masks(spec, ['2:0', (1, 1)])
+    self.assertAllEqual(masked[0].mask, [[0, 0, 1], [0, 1, 0]])
+    self.assertAllEqual(masked[1].mask, [[1, 0], [0, 1]])
+    self.assertEqual(masked[1].mask.dtype, np.float32)
+    self.assertIsNone(spec[0].mask)  # The input is not mutated.
+    empty = features.attach_batched_one_hot_masks(spec, [])
+    self.assertEqual(empty[0].mask.shape, (0, 3))
+
+  def test_attach_batched_one_hot_masks_errors_are_prunes(self):
+    spec = mobile.proxylessnas_search()
+    out_of_range = [0] * 73
+    out_of_range[1] = 3
+    for bad in ([0] * 72, out_of_range, '0:x'):
+      with self.assertRaises(ValueError) as pruned:
+        schema.prune(spec, bad)
+      for attach in (
+          lambda bad=bad: features.attach_one_hot_masks(spec, bad),
+          lambda bad=bad: features.attach_batched_one_hot_masks(
+              spec, [[0] * 73, bad]),
+          lambda bad=bad: features.batched_features(spec, [bad, [0] * 73])):
+        with self.assertRaises(ValueError) as attached:
+          attach()
+        self.assertEqual(str(attached.exception), str(pruned.exception))
+
 
 if __name__ == '__main__':
   tf.test.main()

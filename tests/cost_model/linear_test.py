@@ -3,6 +3,7 @@
 import json
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -13,6 +14,7 @@ from tunas_tf.cost_model import features
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 
 # The original's MobileCostModelTest.test_estimate_cost_integration_test
@@ -155,6 +157,40 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     costs = linear.estimate_cost(np.stack(rows), _RELEASED)
     self.assertEqual(costs.shape, [2])
     self.assertAllClose(costs, [30.936, 219.091], atol=1e-3)
+
+  @parameterized.parameters(*sorted(mobile.SEARCH_SPACES))
+  def test_estimate_costs_of_indices_are_one_at_a_time(self, ssd):
+    model = linear.get_cost_model(ssd)  # Released where it exists, else macs.
+    spec = mobile.get_search_space(ssd)
+    indices = sample.sample_indices(ssd, 8, seed=3) + [
+        schema.extreme_indices(spec, largest) for largest in (False, True)]
+    costs = linear.estimate_costs_of_indices(indices, model)
+    self.assertEqual(costs.dtype, np.float64)
+    # Exactly: the same features, and each row's float64 dot taken alone.
+    self.assertEqual(costs.tolist(), [
+        linear.estimate_cost_of_indices(i, model) for i in indices])
+    if schema.flatten(spec):
+      self.assertGreater(costs[-1], costs[-2])  # Largest over smallest.
+    # Chunks of 3 rows (8 + 2 = 3 + 3 + 3 + 1) give the same numbers.
+    with mock.patch.object(linear, '_FEATURES_PER_CHUNK',
+                           3 * model.num_features):
+      self.assertEqual(
+          linear.estimate_costs_of_indices(indices, model).tolist(),
+          costs.tolist())
+
+  def test_estimate_costs_of_indices_bad_lists(self):
+    good = [0] * 73
+    for bad, message in (
+        ('0:0:0', r'prune: expected 73 indices \(one per OneOf\), got 3'),
+        ([0, 7] + [0] * 71, r"prune: index 7 at position 1 \(path "
+         r"'blocks/1/layers/0/kernel_size'\) is out of range; allowed 0..2")):
+      with self.assertRaisesRegex(ValueError, f'^{message}$'):
+        linear.estimate_costs_of_indices([good, bad, good], _RELEASED)
+    self.assertEqual(linear.estimate_costs_of_indices([], _RELEASED).shape,
+                     (0,))
+    with self.assertRaisesRegex(
+        TypeError, 'estimate_costs_of_indices: expected a LinearCostModel'):
+      linear.estimate_costs_of_indices([good], _PROXYLESSNAS)
 
   def test_estimate_cost_of_indices_macs(self):
     spec = mobile.get_search_space('digits_search')

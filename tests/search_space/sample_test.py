@@ -39,6 +39,21 @@ class SampleTest(absltest.TestCase):
     self.assertEqual(sample.sample_indices(SSD, 4, seed=3),
                      [schema.format_indices(i) for i in first])
 
+  def test_draws_are_one_randint_per_index_in_visit_order(self):
+    # The definition: one `randint(n)` per OneOf, in visit order, draw after
+    # draw (1-choice OneOfs draw nothing); `draws` makes them per draw.
+    counts = [1, 3, 1, 2, 7, 4]
+    rng, reference = (np.random.RandomState(5) for _ in range(2))
+    for _ in range(50):
+      self.assertEqual(rng.randint(np.array(counts)).tolist(),
+                       [int(reference.randint(n)) for n in counts])
+    for ssd in sorted(mobile.SEARCH_SPACES):
+      counts = schema.num_choices(mobile.get_search_space(ssd))
+      reference = np.random.RandomState(2)
+      for drawn in itertools.islice(sample.draws(ssd, 2), 5):
+        self.assertEqual(drawn, [int(reference.randint(n)) for n in counts])
+        self.assertTrue(all(type(i) is int for i in drawn))  # pylint: disable=unidiomatic-typecheck
+
   def test_bad_arguments(self):
     for num in (0, -3, True, 1.5):
       with self.assertRaisesRegex(ValueError, 'num must be a positive int'):

@@ -5,6 +5,7 @@ import dataclasses
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
@@ -137,6 +138,19 @@ class SchemaTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       schema.parse_indices(indices)
 
+  def test_parse_indices_forms_agree(self):
+    # Plain ints and ASCII digits are taken at once, other forms token by
+    # token: the same list of Python ints.
+    for indices in ('0:12:1', [0, 12, 1], (0, np.int64(12), 1),
+                    ['0', '12', '1'], ' 0 : 12:1'):
+      parsed = schema.parse_indices(indices)
+      self.assertEqual(parsed, [0, 12, 1])
+      self.assertEqual({type(i) for i in parsed}, {int})
+    with self.assertRaisesRegex(ValueError, r"Index 1 is '\u00b2'"):
+      schema.parse_indices('0:\u00b2')  # A digit, but not a decimal one.
+    with self.assertRaisesRegex(ValueError, r'Index 0 is True'):
+      schema.parse_indices([True, 1])
+
   def test_parse_indices_empty_string(self):
     self.assertEqual(schema.parse_indices(''), [])
     self.assertEqual(schema.parse_indices(' 1:2 '), [1, 2])
@@ -159,6 +173,23 @@ class SchemaTest(parameterized.TestCase):
       schema.check_indices(_nested_spec(), [3, 0, 0, 0])
     with self.assertRaisesRegex(ValueError, r"Index 1 is 'x'"):
       schema.check_indices(_nested_spec(), '0:x:0:0')
+
+  def test_check_indices_list_is_prunes_check_of_each(self):
+    self.assertEqual(
+        schema.check_indices_list(_nested_spec(), ['2:1:0:1', (0, 0, 0, 0)]),
+        [[2, 1, 0, 1], [0, 0, 0, 0]])
+    self.assertEqual(schema.check_indices_list(_nested_spec(), []), [])
+    # Three indices out of range: the first in visit order is named.
+    bad = [0, 2, 1, 5]
+    with self.assertRaises(ValueError) as pruned:
+      schema.prune(_nested_spec(), bad)
+    self.assertEqual(str(pruned.exception),
+                     "prune: index 2 at position 1 (path 'a/first') is out "
+                     'of range; allowed 0..1')
+    # The first bad list (the third is bad too) gets prune's message.
+    with self.assertRaises(ValueError) as checked:
+      schema.check_indices_list(_nested_spec(), ['0:0:0:0', bad, '0:0:0'])
+    self.assertEqual(str(checked.exception), str(pruned.exception))
 
   def test_oneof_rejects_unknown_tag_and_empty(self):
     with self.assertRaisesRegex(ValueError, r"Unknown OneOf tag 'ops'"):

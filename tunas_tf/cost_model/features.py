@@ -6,12 +6,17 @@ original's (`coupled_tf_features`), for the released coefficients to apply
 under the controller's warm-up masks it is the corresponding mixture. Masks
 may be tensors (the controller's: `features` returns a float32 tensor) or
 NumPy arrays (`attach_one_hot_masks`: a float32 array, no graph needed).
+NumPy masks may also carry a leading batch axis, one row per architecture
+(`attach_batched_one_hot_masks`, [B, n] masks give [B, F] features): the
+rule is the same code, applied row by row, and each row is exactly the
+features of that row's masks (`batched_features` of index lists).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Sequence, Union
+import itertools
+from typing import Any, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -22,8 +27,27 @@ from tunas_tf.search_space import schema
 Array = Union[np.ndarray, tf.Tensor]
 
 
+class _Masks(NamedTuple):
+  """What the masks of a spec are: tensors (`use_tf`, rank 1), or NumPy
+  arrays, rank 1 (`batch` None) or [batch, n] (one row per architecture)."""
+  use_tf: bool
+  batch: Optional[int]
+
+
+def _masks_of(spec: Any) -> _Masks:
+  """`_Masks` of a spec: tensors if any mask is one; else batched, of the
+  first rank-2 NumPy mask's rows, if there is one."""
+  masks = [oneof.mask for oneof in schema.flatten(spec)]
+  if any(tf.is_tensor(mask) for mask in masks):
+    return _Masks(use_tf=True, batch=None)
+  batch = next((np.shape(mask)[0] for mask in masks if np.ndim(mask) == 2),
+               None)
+  return _Masks(use_tf=False, batch=batch)
+
+
 def _kron(vectors: Sequence[Optional[Array]], use_tf: bool) -> Optional[Array]:
-  """Flattened outer product of rank-1 vectors; None stands for [1]."""
+  """Flattened outer product of rank-1 vectors (NumPy: of the rows of
+  [batch, n] ones, row by row); None stands for [1]."""
   out = None
   for vector in vectors:
     if vector is None:
@@ -32,19 +56,22 @@ def _kron(vectors: Sequence[Optional[Array]], use_tf: bool) -> Optional[Array]:
       out = vector
     elif use_tf:
       out = tf.reshape(out[:, None] * vector[None, :], [-1])
-    else:
-      out = np.outer(out, vector).ravel()
+    else:  # np.outer's products, on the last axis.
+      product = out[..., :, None] * vector[..., None, :]
+      out = product.reshape(product.shape[:-2] +
+                            (product.shape[-2] * product.shape[-1],))
   return out
 
 
-def _checked_mask(oneof: schema.OneOf, path: str, use_tf: bool) -> Array:
-  """The OneOf's mask as a rank-1 float32 vector of static length n."""
+def _checked_mask(oneof: schema.OneOf, path: str, masks: _Masks) -> Array:
+  """The OneOf's mask as a float32 vector of static length n: rank 1, or
+  [batch, n] for batched NumPy masks."""
   n = len(oneof.choices)
   if oneof.mask is None:
     raise ValueError(
         f'features: the OneOf at {path!r} has no mask; sample the spec '
         f'(controller) or attach masks (attach_one_hot_masks) first')
-  if use_tf:
+  if masks.use_tf:
     mask = tf.cast(oneof.mask, tf.float32)
     if mask.shape.rank is not None and mask.shape.num_elements() not in (
         None, n):
@@ -53,6 +80,13 @@ def _checked_mask(oneof: schema.OneOf, path: str, use_tf: bool) -> Array:
           f'[{n}] (one entry per choice)')
     return tf.reshape(mask, [n])
   mask = np.asarray(oneof.mask, np.float32)
+  if masks.batch is not None:
+    if mask.shape != (masks.batch, n):
+      raise ValueError(
+          f'features: the mask at {path!r} has shape {mask.shape}; expected '
+          f'[{masks.batch}, {n}] (one row per architecture, as many as the '
+          'first rank-2 mask has; one entry per choice)')
+    return mask
   if mask.size != n:
     raise ValueError(
         f'features: the mask at {path!r} has shape {mask.shape}; expected '
@@ -60,35 +94,44 @@ def _checked_mask(oneof: schema.OneOf, path: str, use_tf: bool) -> Array:
   return mask.reshape(n)
 
 
-def _layer_features(value: Any, path: str, use_tf: bool) -> Optional[Array]:
+def _layer_features(value: Any, path: str, masks: _Masks) -> Optional[Array]:
   """Features of any spec value; None means the constant [1]."""
+  use_tf = masks.use_tf
   if isinstance(value, schema.OneOf):
-    mask = _checked_mask(value, path, use_tf)
+    mask = _checked_mask(value, path, masks)
     children = [
         _layer_features(choice, f'{path}/choices/{i}' if path else
-                        f'choices/{i}', use_tf)
+                        f'choices/{i}', masks)
         for i, choice in enumerate(value.choices)]
     if all(child is None for child in children):
       return mask
     parts = []
     for i, child in enumerate(children):
-      parts.append(mask[i:i + 1] if child is None else mask[i] * child)
-    return tf.concat(parts, 0) if use_tf else np.concatenate(parts)
+      if use_tf:  # The graph's ops as they always were.
+        parts.append(mask[i:i + 1] if child is None else mask[i] * child)
+      else:  # [..., 1]: a column of batched masks.
+        column = mask[..., i:i + 1]
+        parts.append(column if child is None else column * child)
+    return tf.concat(parts, 0) if use_tf else np.concatenate(parts, -1)
   join = lambda key: f'{path}/{key}' if path else str(key)
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
-    return _kron([_layer_features(getattr(value, f.name), join(f.name), use_tf)
+    return _kron([_layer_features(getattr(value, f.name), join(f.name), masks)
                   for f in dataclasses.fields(value)], use_tf)
   if isinstance(value, (list, tuple)):
-    return _kron([_layer_features(v, join(i), use_tf)
+    return _kron([_layer_features(v, join(i), masks)
                   for i, v in enumerate(value)], use_tf)
   if isinstance(value, dict):
-    return _kron([_layer_features(value[k], join(k), use_tf)
+    return _kron([_layer_features(value[k], join(k), masks)
                   for k in sorted(value)], use_tf)
   return None
 
 
-def _uses_tensors(spec: Any) -> bool:
-  return any(tf.is_tensor(oneof.mask) for oneof in schema.flatten(spec))
+def _ones(masks: _Masks) -> Array:
+  """The constant features [1] ([batch, 1] for batched masks)."""
+  if masks.use_tf:
+    return tf.ones([1])
+  return np.ones(([] if masks.batch is None else [masks.batch]) + [1],
+                 np.float32)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -100,17 +143,16 @@ def layer_features(layer: Any) -> Array:
 
   Returns:
     Rank-1 float32 features: a tensor if any mask is a tensor, else a NumPy
-    array. Length = the product over fields of their lengths, with a OneOf
-    contributing the sum over its choices (1 for a value without OneOfs).
+    array ([batch, length] for batched masks, as `features`). Length = the
+    product over fields of their lengths, with a OneOf contributing the sum
+    over its choices (1 for a value without OneOfs).
 
   Raises:
     ValueError: if a OneOf has no mask or a mask of the wrong length.
   """
-  use_tf = _uses_tensors(layer)
-  out = _layer_features(layer, '', use_tf)
-  if out is None:
-    return tf.ones([1]) if use_tf else np.ones([1], np.float32)
-  return out
+  masks = _masks_of(layer)
+  out = _layer_features(layer, '', masks)
+  return _ones(masks) if out is None else out
 
 
 def _check_tower(spec: Any) -> None:
@@ -119,9 +161,9 @@ def _check_tower(spec: Any) -> None:
         f'features: expected a ConvTowerSpec, got {type(spec).__name__}')
 
 
-def _filters_mask(block: ops.Block, b: int, use_tf: bool) -> Optional[Array]:
+def _filters_mask(block: ops.Block, b: int, masks: _Masks) -> Optional[Array]:
   if isinstance(block.filters, schema.OneOf):
-    return _checked_mask(block.filters, f'blocks/{b}/filters', use_tf)
+    return _checked_mask(block.filters, f'blocks/{b}/filters', masks)
   return None
 
 
@@ -142,36 +184,44 @@ def features(spec: ops.ConvTowerSpec) -> Array:
   `mask[i] * layer_features(choice_i)`. Per-layer blocks of length 1 are
   dropped and the rest concatenated (a single [1] if none remain).
 
+  Batched NumPy masks ([batch, n], one row per architecture, e.g.
+  `attach_batched_one_hot_masks`) give [batch, length] features whose row b
+  is exactly the features of the masks' rows b (the same products, taken
+  row by row).
+
   Args:
     spec: a `ConvTowerSpec` whose OneOfs all carry masks: rank-1 float
       tensors (e.g. `controller.reinforce.independent_sample`) or NumPy arrays
-      (e.g. `attach_one_hot_masks`). A spec without OneOfs is allowed.
+      (e.g. `attach_one_hot_masks`), rank 1 or all [batch, n] (the batch of
+      the first rank-2 mask in visit order). A spec without OneOfs is
+      allowed.
 
   Returns:
     Rank-1 float32 features of length `feature_length(spec)`: a tf.Tensor
     if any mask is a tensor (masks of other kinds are converted), else a
-    NumPy array.
+    NumPy array; for batched masks a [batch, length] NumPy array.
 
   Raises:
     ValueError: if `spec` is not a `ConvTowerSpec`, or a OneOf has no mask or
-      a mask of the wrong length (the message names its path).
+      a mask of the wrong length, or of another batch than the first rank-2
+      one (the message names its path).
   """
   _check_tower(spec)
-  use_tf = _uses_tensors(spec)
+  masks = _masks_of(spec)
   blocks = []
   in_mask = None
   for b, block in enumerate(spec.blocks):
-    out_mask = _filters_mask(block, b, use_tf)
+    out_mask = _filters_mask(block, b, masks)
     for j, layer in enumerate(block.layers):
       value = _kron([out_mask, in_mask,
-                     _layer_features(layer, f'blocks/{b}/layers/{j}', use_tf)],
-                    use_tf)
-      if value is not None and int(value.shape[0]) > 1:
+                     _layer_features(layer, f'blocks/{b}/layers/{j}', masks)],
+                    masks.use_tf)
+      if value is not None and int(value.shape[-1]) > 1:
         blocks.append(value)
       in_mask = out_mask
-  if use_tf:
-    return tf.concat(blocks, 0) if blocks else tf.ones([1])
-  return np.concatenate(blocks) if blocks else np.ones([1], np.float32)
+  if not blocks:
+    return _ones(masks)
+  return tf.concat(blocks, 0) if masks.use_tf else np.concatenate(blocks, -1)
 
 
 def _value_length(value: Any) -> int:
@@ -241,13 +291,53 @@ def attach_one_hot_masks(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
     ValueError: for a wrong number of indices or an index out of range, with
       the messages of `schema.prune`.
   """
-  values = schema.parse_indices(indices)
-  schema.prune(spec, values)  # Validates count and ranges, same messages.
-  position = iter(values)
+  return _attach_one_hot(spec, [indices], batched=False)
+
+
+def attach_batched_one_hot_masks(
+    spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]) -> Any:
+  """`attach_one_hot_masks` of many architectures at once: one copy of
+  `spec` whose OneOfs carry [len(indices_list), n] masks, row b the one-hot
+  mask of `indices_list[b]` (`features` of it: [batch, length]).
+
+  Raises:
+    ValueError: for the first index list with a wrong number of indices or
+      an index out of range, with the messages of `schema.prune`.
+  """
+  return _attach_one_hot(spec, indices_list, batched=True)
+
+
+def _attach_one_hot(spec: Any,
+                    indices_list: Sequence[Union[str, Sequence[int]]],
+                    batched: bool) -> Any:
+  """One-hot masks [B, n] of the index lists (rank 1, of the single list,
+  unless `batched`); the lists checked as `schema.prune` does, the spec
+  traversed once for that and once for the masks."""
+  parsed = schema.check_indices_list(spec, indices_list)
+  rows = np.arange(len(parsed))
+  position = itertools.count()
 
   def one_hot(_, oneof):
-    mask = np.zeros([len(oneof.choices)], np.float32)
-    mask[next(position)] = 1.0
-    return mask
+    i = next(position)
+    mask = np.zeros([len(parsed), len(oneof.choices)], np.float32)
+    mask[rows, [values[i] for values in parsed]] = 1.0
+    return mask if batched else mask[0]
 
   return schema.with_masks(spec, one_hot)
+
+
+def batched_features(spec: ops.ConvTowerSpec,
+                     indices_list: Sequence[Union[str, Sequence[int]]]
+                     ) -> np.ndarray:
+  """[len(indices_list), feature_length(spec)] float32 features of fixed
+  architectures: row b is exactly
+  `features(attach_one_hot_masks(spec, indices_list[b]))`, all computed at
+  once (`attach_batched_one_hot_masks`; a space without OneOfs gives rows
+  [1]).
+
+  Raises:
+    ValueError: as `attach_batched_one_hot_masks`, or `features`.
+  """
+  values = features(attach_batched_one_hot_masks(spec, indices_list))
+  return np.ascontiguousarray(
+      np.broadcast_to(values, (len(indices_list), values.shape[-1])))

@@ -51,11 +51,10 @@ class PoorFit(ValueError):
 
 
 def feature_matrix(ssd: str, indices: Sequence[Any]) -> np.ndarray:
-  """[len(indices), num_features] float64 coupled features of architectures."""
-  space = mobile.get_search_space(ssd)
-  return np.stack([
-      features_lib.features(features_lib.attach_one_hot_masks(space, i))
-      for i in indices]).astype(np.float64)
+  """[len(indices), num_features] float64 coupled features of architectures
+  (`features.batched_features`, all at once)."""
+  return features_lib.batched_features(mobile.get_search_space(ssd),
+                                       list(indices)).astype(np.float64)
 
 
 def _percentage_errors(predicted: np.ndarray,

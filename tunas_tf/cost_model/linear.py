@@ -8,7 +8,9 @@ table in the same form, `cost_model/block_table`); None means released
 where it exists, else macs.
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
-`estimate_cost_of_indices` (its NumPy twin) and `default_target` take it.
+`estimate_cost_of_indices` (its NumPy twin), `estimate_costs_of_indices`
+(many fixed architectures at once, the same numbers) and `default_target`
+take it.
 `cost_units` and `cost_text` are how every line and chart prints a cost.
 """
 
@@ -357,10 +359,47 @@ def estimate_cost_of_indices(indices: Union[str, Sequence[int]],
       messages of `schema.prune`).
   """
   _check_model(model, 'estimate_cost_of_indices')
-  spec = features_lib.attach_one_hot_masks(mobile.get_search_space(model.ssd),
-                                           indices)
-  values = features_lib.features(spec).astype(np.float64)
-  return float(values @ model.kernel + model.bias)
+  return float(estimate_costs_of_indices([indices], model)[0])
+
+
+# `estimate_costs_of_indices` takes the features of at most this many
+# values (rows x features, float32: 32 MB) at once.
+_FEATURES_PER_CHUNK = 1 << 23
+
+
+def estimate_costs_of_indices(
+    indices_list: Sequence[Union[str, Sequence[int]]],
+    model: LinearCostModel) -> np.ndarray:
+  """The costs of many fixed architectures, in NumPy, their features at once.
+
+  Each cost is exactly `estimate_cost_of_indices(indices_list[b], model)`
+  (that is this with one list): the features come from
+  `features.batched_features` (exactly each architecture's), and each row's
+  float64 dot product with the kernel is taken alone, as for one.
+
+  Args:
+    indices_list: index lists or colon-separated strings, as for
+      `estimate_cost_of_indices`.
+    model: the cost model (`get_cost_model`).
+
+  Returns:
+    float64 NumPy array [len(indices_list)].
+
+  Raises:
+    ValueError: for the first index list with a wrong number of indices or
+      an index out of range (the messages of `schema.prune`).
+  """
+  _check_model(model, 'estimate_costs_of_indices')
+  space = mobile.get_search_space(model.ssd)
+  indices_list = list(indices_list)
+  costs = np.empty([len(indices_list)], np.float64)
+  chunk = max(1, _FEATURES_PER_CHUNK // model.num_features)
+  for start in range(0, len(indices_list), chunk):
+    rows = features_lib.batched_features(
+        space, indices_list[start:start + chunk])
+    for b, row in enumerate(rows):
+      costs[start + b] = row.astype(np.float64) @ model.kernel + model.bias
+  return costs
 
 
 def default_target(model: LinearCostModel) -> float:
@@ -374,9 +413,9 @@ def default_target(model: LinearCostModel) -> float:
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
   spec = mobile.get_search_space(model.ssd)
-  low, high = (estimate_cost_of_indices(schema.extreme_indices(spec, largest),
-                                        model)
-               for largest in (False, True))
+  low, high = estimate_costs_of_indices(
+      [schema.extreme_indices(spec, largest) for largest in (False, True)],
+      model)
   return math.sqrt(low * high)
 
 
@@ -392,7 +431,8 @@ def check_varies(model: LinearCostModel, num: int = 200,
   A search trades accuracy against cost; a model that gives every
   architecture about the same cost (e.g. a fit that learned a constant)
   makes the cost term meaningless. The costs of `num` uniform
-  architectures and the space's smallest and largest are compared.
+  architectures and the space's smallest and largest are compared (all at
+  once, `estimate_costs_of_indices`).
 
   Raises:
     ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
@@ -402,7 +442,7 @@ def check_varies(model: LinearCostModel, num: int = 200,
   spec = mobile.get_search_space(model.ssd)
   candidates = sample.sample_indices(model.ssd, num, seed) + [
       schema.extreme_indices(spec, largest) for largest in (False, True)]
-  costs = np.array([estimate_cost_of_indices(i, model) for i in candidates])
+  costs = estimate_costs_of_indices(candidates, model)
   low, high, median = costs.min(), costs.max(), float(np.median(costs))
   if not high - low >= MIN_RELATIVE_RANGE * abs(median):
     raise ValueError(

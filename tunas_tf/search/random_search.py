@@ -8,6 +8,7 @@ num` draws. Used by `search/compare` and `tools/random_architectures`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Dict, List, Optional
 
@@ -21,6 +22,9 @@ from tunas_tf.search_space import schema
 # Draws allowed per requested architecture before giving up.
 MAX_DRAWS_PER_ARCHITECTURE = 1000
 LOG_EVERY = 100
+# Draws costed at once (`linear.estimate_costs_of_indices`); those after the
+# `num`-th kept one are dropped, as if never drawn.
+DRAWS_PER_BATCH = 256
 
 
 def sample_architectures(ssd: str, num: int, seed: int = 0,
@@ -77,17 +81,21 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   lowest, highest = math.inf, -math.inf
   draws = 0
   while len(kept) < num and draws < max_draws:
-    indices = next(space_draws)
-    draws += 1
-    cost = cost_linear.estimate_cost_of_indices(indices, model)
-    lowest, highest = min(lowest, cost), max(highest, cost)
-    if ((min_cost is None or cost >= min_cost) and
-        (max_cost is None or cost <= max_cost)):
-      kept.append({'indices': schema.format_indices(indices),
-                   'estimated_cost': cost})
-    if draws % LOG_EVERY == 0:
-      logging.info('%d draws, %d of %d kept (costs seen %.6g..%.6g %s)',
-                   draws, len(kept), num, lowest, highest, model.units)
+    batch = list(itertools.islice(space_draws,
+                                  min(DRAWS_PER_BATCH, max_draws - draws)))
+    costs = cost_linear.estimate_costs_of_indices(batch, model)
+    for indices, cost in zip(batch, costs.tolist()):
+      if len(kept) == num:
+        break  # The rest of the batch is not drawn.
+      draws += 1
+      lowest, highest = min(lowest, cost), max(highest, cost)
+      if ((min_cost is None or cost >= min_cost) and
+          (max_cost is None or cost <= max_cost)):
+        kept.append({'indices': schema.format_indices(indices),
+                     'estimated_cost': cost})
+      if draws % LOG_EVERY == 0:
+        logging.info('%d draws, %d of %d kept (costs seen %.6g..%.6g %s)',
+                     draws, len(kept), num, lowest, highest, model.units)
   if len(kept) < num:
     band = (f'[{"-inf" if min_cost is None else f"{min_cost:g}"}, '
             f'{"inf" if max_cost is None else f"{max_cost:g}"}]')

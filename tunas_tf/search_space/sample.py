@@ -30,9 +30,12 @@ def draws(ssd: str, seed: int = 0) -> Iterator[List[int]]:
   Raises:
     ValueError: for an unknown `ssd` (at once, not at the first draw).
   """
-  counts = schema.num_choices(mobile.get_search_space(ssd))
+  counts = np.array(schema.num_choices(mobile.get_search_space(ssd)),
+                    np.int64)
   rng = np.random.RandomState(seed)
-  return ([int(rng.randint(n)) for n in counts] for _ in itertools.count())
+  # One randint over the counts draws them in order, element by element:
+  # the numbers of one `rng.randint(n)` per index, a NumPy call per draw.
+  return (rng.randint(counts).tolist() for _ in itertools.count())
 
 
 def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:

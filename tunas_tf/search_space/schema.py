@@ -191,6 +191,13 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
     tokens = text.split(':')
   else:
     tokens = list(indices)
+  # What every writer gives (Python ints, ASCII digits) is taken at once;
+  # anything else is checked token by token below.
+  if all(type(token) is int and token >= 0 for token in tokens):  # pylint: disable=unidiomatic-typecheck
+    return tokens
+  if all(isinstance(token, str) and token.isascii() and token.isdigit()
+         for token in tokens):
+    return [int(token) for token in tokens]
   parsed = []
   for position, token in enumerate(tokens):
     if isinstance(token, bool):
@@ -224,6 +231,8 @@ def format_indices(indices: Union[str, Sequence[int]]) -> str:
 def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
   """Parses `indices` and checks that they pick one choice per OneOf of `spec`.
 
+  One traversal of `spec` (no pruned copy is built).
+
   Returns:
     The indices as a list of Python ints.
 
@@ -231,9 +240,42 @@ def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
     ValueError: as `parse_indices` for a bad token, as `prune` for a wrong
       count or an index out of range.
   """
-  values = parse_indices(indices)
-  prune(spec, values)
-  return values
+  return check_indices_list(spec, [indices])[0]
+
+
+def check_indices_list(
+    spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]
+) -> List[List[int]]:
+  """`check_indices` of many index lists, `spec` traversed once.
+
+  Returns:
+    One list of Python ints per entry of `indices_list`, in order.
+
+  Raises:
+    ValueError: for the first bad entry, the message `check_indices` gives.
+  """
+  found = flatten_with_paths(spec)
+  parsed = []
+  for indices in indices_list:
+    values = parse_indices(indices)
+    _check_choices(values, found)
+    parsed.append(values)
+  return parsed
+
+
+def _check_choices(values: Sequence[int],
+                   found: Sequence[Tuple[str, OneOf]]) -> None:
+  """`prune`'s checks of parsed indices against `flatten_with_paths(spec)`:
+  the count, then each index in visit order (the first out of range)."""
+  if len(values) != len(found):
+    raise ValueError(
+        f'prune: expected {len(found)} indices (one per OneOf), got '
+        f'{len(values)}')
+  for i, (index, (path, oneof)) in enumerate(zip(values, found)):
+    if index >= len(oneof.choices):
+      raise ValueError(
+          f'prune: index {index} at position {i} (path {path!r}) is out of '
+          f'range; allowed 0..{len(oneof.choices) - 1}')
 
 
 def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
@@ -256,21 +298,11 @@ def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
     ValueError: if the number of indices differs from the number of OneOfs,
       or an index is out of range (the message names the path and range).
   """
-  values = parse_indices(indices)
-  expected = len(flatten(spec))
-  if len(values) != expected:
-    raise ValueError(
-        f'prune: expected {expected} indices (one per OneOf), got {len(values)}')
-  position = iter(range(len(values)))
+  values = check_indices(spec, indices)
+  position = iter(values)
 
-  def choose(path, oneof):
-    i = next(position)
-    index = values[i]
-    if index >= len(oneof.choices):
-      raise ValueError(
-          f'prune: index {index} at position {i} (path {path!r}) is out of '
-          f'range; allowed 0..{len(oneof.choices) - 1}')
-    return oneof.choices[index]
+  def choose(_, oneof):
+    return oneof.choices[next(position)]
 
   return map_oneofs_with_paths(choose, spec)
 
