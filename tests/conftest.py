@@ -10,17 +10,20 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 
 # The machine's cores shared out among pytest-xdist's worker processes.
-# TensorFlow sizes each process's inter-op and intra-op pools to the whole
-# machine; two workers on two cores then run four busy pools whose threads
-# spin for each other's cores. One thread each where the cores are as many
-# as the workers: 8% less CPU for the suite (bench/DECISIONS.md). Set in
-# the workers only (xdist names their count), before TensorFlow is imported
-# (its pools read the settings once); the processes the tests start inherit
-# them (`tests.testing.forked` keys its servers on TF_* settings).
+# TensorFlow (and NumPy's OpenBLAS, scikit-learn's OpenMP) size each
+# process's thread pools to the whole machine; two workers on two cores then
+# run four busy pools whose threads spin for each other's cores. One thread
+# each where the cores are as many as the workers: 8% less CPU for the
+# suite (TensorFlow's pools; bench/DECISIONS.md), a quarter less for the
+# cost-model fits (OpenBLAS). Set in the workers only (xdist names their
+# count), before TensorFlow or NumPy is imported (their pools read the
+# settings once); the processes the tests start inherit them
+# (`tests.testing.forked` keys its servers on such settings).
 if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
   _THREADS = str(max(1, len(os.sched_getaffinity(0)) //
                      int(os.environ['PYTEST_XDIST_WORKER_COUNT'])))
-  for _name in ('TF_NUM_INTEROP_THREADS', 'TF_NUM_INTRAOP_THREADS'):
+  for _name in ('TF_NUM_INTEROP_THREADS', 'TF_NUM_INTRAOP_THREADS',
+                'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS'):
     os.environ.setdefault(_name, _THREADS)
 
 # The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for

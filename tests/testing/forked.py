@@ -44,7 +44,7 @@ PRELOAD = ('tensorflow', 'tensorflow_estimator', 'tunas_tf.search.runner',
 # Environment variables read when TensorFlow or Python starts (a server per
 # distinct set of values); TF_CONFIG is read when a strategy is made.
 _IMPORT_TIME = re.compile(
-    r'^(TF_|ONEDNN_|DNNL_|XLA_|OMP_|KMP_|MKL_|PYTHON|CUDA_|LD_)')
+    r'^(TF_|ONEDNN_|DNNL_|XLA_|OMP_|KMP_|MKL_|OPENBLAS_|PYTHON|CUDA_|LD_)')
 _RUNTIME = ('TF_CONFIG', 'PYTHONPATH')  # PYTHONPATH: put on sys.path.
 
 _SERVER = r'''
