@@ -1,8 +1,11 @@
-"""Test-wide settings: quiet TensorFlow, the binaries' garbage-collector
+"""Test-wide settings: quiet TensorFlow, the cores shared out among the
+workers, temporary files in memory, the binaries' garbage-collector
 thresholds, fixed seeds where a test asks for them, and the slowest files
 first."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -25,6 +28,44 @@ if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
   for _name in ('TF_NUM_INTEROP_THREADS', 'TF_NUM_INTRAOP_THREADS',
                 'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS'):
     os.environ.setdefault(_name, _THREADS)
+
+# The suite's temporary files (checkpoints, events files, datasets, models:
+# about 400 MB a run) in memory, in a directory of their own that the run
+# removes at its end, where the machine's /dev/shm has room to spare and
+# TMPDIR is not set: the writes of ~1,500 tests do not wait on the disk
+# (the suite 5:12 and 5:02 on disk, 4:44 and 4:54 in memory, idle, 2 cores;
+# one of two concurrent searches once waited 20 s on the disk). Made in the
+# first process (pytest, or xdist's controller), before any worker starts:
+# the workers and every process they start inherit TMPDIR.
+_SHM = '/dev/shm'
+_SHM_SPARE = 4 << 30  # Bytes free there, at least.
+
+
+def _memory_tmpdir():
+  """A fresh directory under /dev/shm for TMPDIR, or None (not set here)."""
+  if 'TMPDIR' in os.environ or 'PYTEST_XDIST_WORKER' in os.environ:
+    return None
+  try:
+    stat = os.statvfs(_SHM)
+  except OSError:
+    return None
+  if (stat.f_bavail * stat.f_frsize < _SHM_SPARE or
+      not os.access(_SHM, os.W_OK | os.X_OK)):
+    return None
+  path = tempfile.mkdtemp(prefix='tunas_tf_tests_', dir=_SHM)
+  os.environ['TMPDIR'] = path
+  tempfile.tempdir = None  # `gettempdir` reads TMPDIR again.
+  return path
+
+
+_TMPDIR = _memory_tmpdir()
+
+
+def pytest_unconfigure(config):
+  del config
+  if _TMPDIR:
+    shutil.rmtree(_TMPDIR, ignore_errors=True)
+
 
 # The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
 # the tests that build graphs in the test process too.
