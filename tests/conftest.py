@@ -15,12 +15,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 # The machine's cores shared out among pytest-xdist's worker processes.
 # TensorFlow (and NumPy's OpenBLAS, scikit-learn's OpenMP) size each
 # process's thread pools to the whole machine; two workers on two cores then
-# run four busy pools whose threads spin for each other's cores. One thread
-# each where the cores are as many as the workers: 8% less CPU for the
-# suite (TensorFlow's pools; bench/DECISIONS.md), a quarter less for the
-# cost-model fits (OpenBLAS). Set in the workers only (xdist names their
-# count), before TensorFlow or NumPy is imported (their pools read the
-# settings once); the processes the tests start inherit them
+# run four busy pools whose threads spin for each other's cores
+# (bench/DECISIONS.md: the suite's CPU). Set in the workers only (xdist
+# names their count), before TensorFlow or NumPy is imported (their pools
+# read the settings once); the processes the tests start inherit them
 # (`tests.testing.forked` keys its servers on such settings).
 if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
   _THREADS = str(max(1, len(os.sched_getaffinity(0)) //
@@ -32,11 +30,10 @@ if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
 # The suite's temporary files (checkpoints, events files, datasets, models:
 # about 400 MB a run) in memory, in a directory of their own that the run
 # removes at its end, where the machine's /dev/shm has room to spare and
-# TMPDIR is not set: the writes of ~1,500 tests do not wait on the disk
-# (the suite 5:12 and 5:02 on disk, 4:44 and 4:54 in memory, idle, 2 cores;
-# one of two concurrent searches once waited 20 s on the disk). Made in the
-# first process (pytest, or xdist's controller), before any worker starts:
-# the workers and every process they start inherit TMPDIR.
+# TMPDIR is not set: the tests' writes do not wait on the disk
+# (bench/DECISIONS.md). Made in the first process (pytest, or xdist's
+# controller), before any worker starts: the workers and every process they
+# start inherit TMPDIR.
 _SHM = '/dev/shm'
 _SHM_SPARE = 4 << 30  # Bytes free there, at least.
 
