@@ -210,9 +210,10 @@ class RunTest(absltest.TestCase):
                                  reader.get_tensor(shadow)))
 
 
+@pytest.mark.estimator
 class Bfloat16Test(absltest.TestCase):
   """Apart from RunTest: the numerics pass runs it without RunTest's
-  shared training."""
+  shared training. The Estimator's runs (their checkpoints' names)."""
 
   @pytest.mark.numerics
   @pytest.mark.bfloat16
