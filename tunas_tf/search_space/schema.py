@@ -191,13 +191,6 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
     tokens = text.split(':')
   else:
     tokens = list(indices)
-  # What every writer gives (Python ints, ASCII digits) is taken at once;
-  # anything else is checked token by token below.
-  if all(type(token) is int and token >= 0 for token in tokens):  # pylint: disable=unidiomatic-typecheck
-    return tokens
-  if all(isinstance(token, str) and token.isascii() and token.isdigit()
-         for token in tokens):
-    return [int(token) for token in tokens]
   parsed = []
   for position, token in enumerate(tokens):
     if isinstance(token, bool):
