@@ -3,6 +3,7 @@ workers, temporary files in memory, the binaries' garbage-collector
 thresholds, fixed seeds where a test asks for them, and the slowest files
 first."""
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -29,11 +30,11 @@ if 'PYTEST_XDIST_WORKER_COUNT' in os.environ:
 
 # The suite's temporary files (checkpoints, events files, datasets, models:
 # about 400 MB a run) in memory, in a directory of their own that the run
-# removes at its end, where the machine's /dev/shm has room to spare and
+# removes when it exits, where the machine's /dev/shm has room to spare and
 # TMPDIR is not set: the tests' writes do not wait on the disk
 # (bench/DECISIONS.md). Made in the first process (pytest, or xdist's
-# controller), before any worker starts: the workers and every process they
-# start inherit TMPDIR.
+# controller) when pytest is configured, before any worker starts: the
+# workers and every process they start inherit TMPDIR.
 _SHM = '/dev/shm'
 _SHM_SPARE = 4 << 30  # Bytes free there, at least.
 
@@ -49,19 +50,18 @@ def _memory_tmpdir():
   if (stat.f_bavail * stat.f_frsize < _SHM_SPARE or
       not os.access(_SHM, os.W_OK | os.X_OK)):
     return None
-  path = tempfile.mkdtemp(prefix='tunas_tf_tests_', dir=_SHM)
-  os.environ['TMPDIR'] = path
-  tempfile.tempdir = None  # `gettempdir` reads TMPDIR again.
-  return path
+  return tempfile.mkdtemp(prefix='tunas_tf_tests_', dir=_SHM)
 
 
-_TMPDIR = _memory_tmpdir()
-
-
-def pytest_unconfigure(config):
+def pytest_configure(config):
   del config
-  if _TMPDIR:
-    shutil.rmtree(_TMPDIR, ignore_errors=True)
+  path = _memory_tmpdir()
+  if path:
+    os.environ['TMPDIR'] = path
+    tempfile.tempdir = None  # `gettempdir` reads TMPDIR again.
+    # Removed at exit, after the cleanups the tests register (registered
+    # later, they run first: TF's test temp directory lives in it).
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
 
 
 # The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
@@ -106,6 +106,7 @@ TF_FREE = (
     'tests/search_space/',
     'tests/architecture_test.py',
     'tests/checks_test.py',
+    'tests/conftest_test.py',
     'tests/commands_test.py',
     'tests/docs_test.py',
     'tests/layout_test.py',

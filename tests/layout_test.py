@@ -6,7 +6,7 @@ aside). The tests mirror the package: a module's unit tests in the file
 named for it (`tests/<package>/<module>_test.py`, or `<module>_<aspect>_test.py`
 when they need more than one file), the scenarios that run whole binaries
 or several modules together in `tests/integration/`, the project's own
-checks (docs, layout, Makefile, bench, stack) at the top of `tests/`; no
+checks (docs, layout, Makefile, bench, stack, the suite's conftest) at the top of `tests/`; no
 test file over 600 lines either.
 """
 
@@ -22,8 +22,8 @@ _TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ROOT = os.path.join(_TOP, 'tunas_tf')
 _TESTS = os.path.join(_TOP, 'tests')
 # The project's own checks: of the repository, not of one module.
-_PROJECT_CHECKS = ('bench_test.py', 'docs_test.py', 'layout_test.py',
-                   'makefile_test.py', 'stack_test.py')
+_PROJECT_CHECKS = ('bench_test.py', 'conftest_test.py', 'docs_test.py',
+                   'layout_test.py', 'makefile_test.py', 'stack_test.py')
 _MAX_FILE_LINES = 600
 _MAX_FUNCTION_LINES = 80
 # Modules that may define absl flags: the binaries and the shared flag groups.
