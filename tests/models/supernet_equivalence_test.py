@@ -128,7 +128,7 @@ def _step(net, spec, use_tf_function=False):
     return logits, reg, grads
 
   if use_tf_function:
-    step = tf.function(step)
+    step = tf.function(step, autograph=False)  # As the distribute engine.
   names = list(net.variables_by_name())
 
   def run(masks, images):

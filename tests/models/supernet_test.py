@@ -320,7 +320,7 @@ class CompilationTest(tf.test.TestCase):
     spec = mobile.get_search_space('digits_search')
     net, images, samples = self._setup('sampled', spec)
 
-    @tf.function
+    @tf.function(autograph=False)  # As the distribute engine traces.
     def step(masks, images):
       sampled = sampled_specs.attach(spec, masks)
       with tf.GradientTape() as tape:
@@ -425,10 +425,10 @@ class CompilationTest(tf.test.TestCase):
     # engine's), automatic control dependencies order the cond too. The op
     # warm-up's sample runs the skippable layers' bottlenecks (and, in their
     # conds, the mixture cases).
-    spec = mobile.get_search_space('digits_search')
+    spec = _small_space()
     _, eager_images, samples = self._setup('sampled', spec)
     masks = samples[-1]
-    self.assertLen([p for p in masks if p.endswith('/layers/1/layer')], 2)
+    self.assertLen([p for p in masks if p.endswith('/layers/1/layer')], 1)
     images = eager_images.numpy()
 
     def step(net, sampled):
@@ -459,7 +459,8 @@ class CompilationTest(tf.test.TestCase):
       self.assertGreater(np.abs(after - before).max(), 1e-3)
       self.assertAllClose(got, after, atol=1e-6, rtol=0, msg=mode)
     net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
-    traced = tf.function(lambda m: step(net, sampled_specs.attach(spec, m)))
+    traced = tf.function(lambda m: step(net, sampled_specs.attach(spec, m)),
+                         autograph=False)  # As the distribute engine.
     got = traced({k: tf.constant(v) for k, v in masks.items()})
     after = net(sampled_specs.attach(spec, masks), images)
     # A traced graph against eager ops: not the same kernels everywhere
