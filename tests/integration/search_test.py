@@ -7,7 +7,6 @@ import random
 import re
 import signal
 import socket
-import subprocess
 import tempfile
 import time
 
@@ -371,12 +370,12 @@ class CommandLineTest(absltest.TestCase):
     seconds from the signal to its exit). While it builds its graph (it
     holds the directory then) it is paused and `while_building(pid)` runs.
     """
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True,
-                               env=searches.QUIET)
+    log = os.path.join(tempfile.mkdtemp(), 'log')
+    open(log, 'w').close()
+    process = forked.Child(cmd, env=searches.QUIET, log=log)
     lines, signalled = [], None
     try:
-      for line in process.stderr:
+      for line in forked.follow(process, log):
         lines.append(line)
         if while_building and 'building the search graph' in line:
           process.send_signal(signal.SIGSTOP)

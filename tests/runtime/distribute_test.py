@@ -11,11 +11,11 @@ import dataclasses
 import glob
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 from typing import Optional, Sequence
 from unittest import mock
 
@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
 from tests.runtime import lifecycle_test
+from tests.testing import forked
 from tunas_tf import files
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import distribute
@@ -387,12 +388,17 @@ def batch_of_two(model_dir: str, replica_count: int) -> float:
   return _weight(model_dir)
 
 
-def _python(*args: str, **popen_kwargs) -> subprocess.Popen:
-  return subprocess.Popen(
-      [sys.executable, '-c', *args], cwd=_ROOT, text=True,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'),
-      **popen_kwargs)
+def _read(path: str) -> str:
+  with open(path) as f:
+    return f.read()
+
+
+def _python(*args: str, log: Optional[str] = None) -> forked.Child:
+  """`python -c` of `args` in a process of its own (a zygote's child);
+  its stdout and stderr appended to `log` if given."""
+  return forked.Child(
+      [sys.executable, '-c', *args], cwd=_ROOT, log=log,
+      env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
 
 
 class MirroredTest(absltest.TestCase):
@@ -427,10 +433,17 @@ class SignalTest(absltest.TestCase):
 
   def test_sigterm_saves_after_the_loop_in_flight_and_exits_75(self):
     model_dir = tempfile.mkdtemp()
-    process = _python(_LONG_RUN, model_dir)
-    self.assertEqual(process.stdout.readline(), 'ready\n')
+    log = os.path.join(tempfile.mkdtemp(), 'log')
+    open(log, 'w').close()
+    process = _python(_LONG_RUN, model_dir, log=log)
+    deadline = time.time() + 120
+    while 'ready\n' not in _read(log):
+      self.assertIsNone(process.poll(), _read(log))
+      self.assertLess(time.time(), deadline, _read(log))
+      time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
+    process.communicate(timeout=120)
+    err = _read(log)
     self.assertEqual(process.returncode, preemption.EXIT_CODE, err)
     self.assertIn('toy: SIGTERM received', err)
     step = resume_lib.resume_point(model_dir).global_step

@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+import time
+from typing import (Dict, Iterator, List, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -46,6 +48,11 @@ PRELOAD = ('tensorflow', 'tensorflow_estimator', 'tunas_tf.search.runner',
 _IMPORT_TIME = re.compile(
     r'^(TF_|ONEDNN_|DNNL_|XLA_|OMP_|KMP_|MKL_|OPENBLAS_|PYTHON|CUDA_|LD_)')
 _RUNTIME = ('TF_CONFIG', 'PYTHONPATH')  # PYTHONPATH: put on sys.path.
+# Set by importing scikit-learn (`os.environ.setdefault`, for Intel's OpenMP,
+# which neither stack loads): a test process has them once it has imported
+# it, a server gets them the same way; no server of their own (one such
+# twin per worker, ~2.3 s each, was started before).
+_SET_ON_IMPORT = {'KMP_DUPLICATE_LIB_OK': 'True', 'KMP_INIT_AT_FORK': 'FALSE'}
 
 _SERVER = r'''
 import atexit, importlib, json, os, runpy, select, sys, traceback
@@ -198,7 +205,8 @@ _servers_lock = threading.Lock()
 
 def _server(env: Dict[str, str]) -> _Server:
   key = tuple(sorted((k, v) for k, v in env.items()
-                     if _IMPORT_TIME.match(k) and k not in _RUNTIME))
+                     if _IMPORT_TIME.match(k) and k not in _RUNTIME and
+                     _SET_ON_IMPORT.get(k) != v))
   with _servers_lock:
     if key not in _servers:
       _servers[key] = _Server({k: v for k, v in env.items()
@@ -279,6 +287,26 @@ class Child:
           self._texts[i] = f.read()
         os.unlink(path)
     return self._texts[0], self._texts[1]
+
+
+def follow(child: Child, log: str) -> Iterator[str]:
+  """The lines of `child`'s `log` as they are written (`for line in
+  process.stderr` of a pipe), until the child has exited and the log is
+  read to its end."""
+  with open(log, encoding='utf-8', errors='replace') as f:
+    pending = ''
+    while True:
+      exited = child.poll() is not None
+      chunk = f.read()
+      *lines, pending = (pending + chunk).split('\n')
+      for line in lines:
+        yield line + '\n'
+      if not chunk:
+        if exited:
+          if pending:
+            yield pending
+          return
+        time.sleep(0.005)
 
 
 def run_one(argv: Sequence[str], env: Optional[dict] = None,

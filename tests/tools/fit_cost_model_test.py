@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -181,9 +180,9 @@ class BadInputTest(absltest.TestCase):
 class CommandLineTest(absltest.TestCase):
 
   def _run(self, *args):
-    return subprocess.run(
+    return forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.fit_cost_model', *args],
-        capture_output=True, text=True, env=_env())
+        env=_env())
 
   def test_writes_coefficients_and_refuses_bad_csv(self):
     directory = tempfile.mkdtemp()
