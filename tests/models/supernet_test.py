@@ -300,25 +300,29 @@ def _small_space():
                  ops.GlobalAveragePoolSpec()), 16)), 8)
 
 
+def _setup(mode, spec):
+  """A supernet, 8 normal images and three samples of `spec`: two one-hot,
+  then the op warm-up's."""
+  net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
+  # 8 normal images: training-mode batch norm over 8 x 2 x 2 numbers per
+  # channel in the last stage is well conditioned (see
+  # supernet_equivalence_test), so rounding differences stay ~1e-7.
+  images = tf.random.stateless_normal([8, 8, 8, 1], [0, 0])
+  rng = np.random.default_rng(0)
+  samples = [sampled_specs.masks_from_indices(
+      spec, sampled_specs.random_indices(spec, rng)) for _ in range(3)]
+  samples[-1] = {k: sampled_specs.uniform(len(v)) if 'filters' not in k else v
+                 for k, v in samples[-1].items()}  # Op warm-up.
+  return net, images, samples
+
+
 @pytest.mark.numerics
 class CompilationTest(tf.test.TestCase):
-
-  def _setup(self, mode, spec):
-    net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
-    # 8 normal images: training-mode batch norm over 8 x 2 x 2 numbers per
-    # channel in the last stage is well conditioned (see
-    # supernet_equivalence_test), so rounding differences stay ~1e-7.
-    images = tf.random.stateless_normal([8, 8, 8, 1], [0, 0])
-    rng = np.random.default_rng(0)
-    samples = [sampled_specs.masks_from_indices(
-        spec, sampled_specs.random_indices(spec, rng)) for _ in range(3)]
-    samples[-1] = {k: sampled_specs.uniform(len(v)) if 'filters' not in k else v
-                   for k, v in samples[-1].items()}  # Op warm-up.
-    return net, images, samples
+  """A traced or TF1 graph against eager ops: sums of other kernels."""
 
   def test_tf_function_matches_eager_and_traces_once(self):
     spec = mobile.get_search_space('digits_search')
-    net, images, samples = self._setup('sampled', spec)
+    net, images, samples = _setup('sampled', spec)
 
     @tf.function(autograph=False)  # As the distribute engine traces.
     def step(masks, images):
@@ -343,7 +347,7 @@ class CompilationTest(tf.test.TestCase):
     # hot, then the op warm-up's) through the same graph.
     spec = _small_space()
     for mode in ('masked', 'sampled'):
-      eager_net, images, samples = self._setup(mode, spec)
+      eager_net, images, samples = _setup(mode, spec)
       expected = []
       for masks in samples[1:]:
         sampled = sampled_specs.attach(spec, masks)
@@ -379,12 +383,50 @@ class CompilationTest(tf.test.TestCase):
             for got_grad, eager_grad in zip(got_grads, eager_grads):
               self.assertAllClose(got_grad, eager_grad, atol=1e-4, rtol=1e-4)
 
+  def test_a_traced_call_after_an_update_reads_the_updated_weights(self):
+    # GraphCallsTest's stale-read test (the TF1 graph's), traced as the
+    # distribute engine traces.
+    spec = _small_space()
+    _, eager_images, samples = _setup('sampled', spec)
+    masks = samples[-1]
+    images = eager_images.numpy()
+    net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
+    traced = tf.function(
+        lambda m: _update_then_validate(net, sampled_specs.attach(spec, m),
+                                        images),
+        autograph=False)  # As the distribute engine.
+    got = traced({k: tf.constant(v) for k, v in masks.items()})
+    after = net(sampled_specs.attach(spec, masks), images)
+    # A traced graph against eager ops: not the same kernels everywhere
+    # (measured 0 under oneDNN's AVX-512 and Eigen's, 5.7e-6 on logits up to
+    # ~15 under ONEDNN_MAX_CPU_ISA=SSE41: float32 rounding); the stale reads
+    # this test caught in the TF1 graph moved them by up to ~1.
+    self.assertAllClose(got, after, atol=1e-5, rtol=1e-5)
+
+
+def _update_then_validate(net, sampled, images):
+  """The search step's order on `net`: the training forward, an update (lr 1)
+  of the weights, then the validation forward (its logits) under a control
+  dependency on the update."""
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(tf.square(net(sampled, images, training=True)))
+  grads = tape.gradient(loss, net.trainable_variables)
+  update = tf.group([v.assign_sub(g) for v, g in
+                     zip(net.trainable_variables, grads) if g is not None])
+  with tf.control_dependencies([update]):
+    return net(sampled, images, training=False)
+
+
+class GraphCallsTest(tf.test.TestCase):
+  """Calls in one TF1 graph: the same ops on the same values, whatever the
+  kernels (not `numerics`)."""
+
   def test_calls_on_one_sample_in_a_graph_share_its_resolution(self):
     # The search step's training forward, regulariser and validation forward
     # on one sampled spec: the masks, widths and their entries are resolved
     # once (a second call adds no Unpack of a mask); another spec gets its own.
     spec = mobile.get_search_space('digits_search')
-    _, eager_images, samples = self._setup('sampled', spec)
+    _, eager_images, samples = _setup('sampled', spec)
     with tf.Graph().as_default() as graph:
       images = tf.constant(eager_images.numpy())
       net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7,
@@ -412,7 +454,6 @@ class CompilationTest(tf.test.TestCase):
     self.assertAllClose(validation, other, atol=1e-6)
     self.assertGreater(regularizer, 0.0)
 
-
   def test_a_call_after_an_update_reads_the_updated_weights(self):
     # The search step's order: the training forward, an update of the
     # weights, then the validation forward on the same sample under a control
@@ -421,31 +462,20 @@ class CompilationTest(tf.test.TestCase):
     # Switch/Merge in a TF1 graph (the Estimator's), a cond runs a branch's
     # variable reads as soon as its predicate is known, so a predicate
     # shared with the training forward would not wait for the update (it
-    # did not, from 33ac2da to the fix). In a `tf.function` (the distribute
-    # engine's), automatic control dependencies order the cond too. The op
-    # warm-up's sample runs the skippable layers' bottlenecks (and, in their
-    # conds, the mixture cases).
+    # did not, from 33ac2da to the fix). (In a `tf.function`, the distribute
+    # engine's, automatic control dependencies order the cond too:
+    # CompilationTest's traced twin.) The op warm-up's sample runs the
+    # skippable layer's bottleneck (and, in its cond, the mixture cases).
     spec = _small_space()
-    _, eager_images, samples = self._setup('sampled', spec)
+    _, eager_images, samples = _setup('sampled', spec)
     masks = samples[-1]
     self.assertLen([p for p in masks if p.endswith('/layers/1/layer')], 1)
     images = eager_images.numpy()
-
-    def step(net, sampled):
-      """The validation logits after one update (lr 1) of the weights."""
-      with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(tf.square(net(sampled, images, training=True)))
-      grads = tape.gradient(loss, net.trainable_variables)
-      update = tf.group([v.assign_sub(g) for v, g in
-                         zip(net.trainable_variables, grads) if g is not None])
-      with tf.control_dependencies([update]):
-        return net(sampled, images, training=False)
-
     for mode in ('sampled', 'masked'):
       with tf.Graph().as_default():
         net = Supernet(spec, 10, mode=mode, input_channels=1, seed=7)
         sampled = sampled_specs.attach(spec, masks, tf.constant)
-        validation = step(net, sampled)
+        validation = _update_then_validate(net, sampled, images)
         plain = net(sampled, images, training=False)
         # Grappler off, as in the search's Estimator sessions.
         with tf.compat.v1.Session(
@@ -458,22 +488,12 @@ class CompilationTest(tf.test.TestCase):
       # the same values agree to rounding.
       self.assertGreater(np.abs(after - before).max(), 1e-3)
       self.assertAllClose(got, after, atol=1e-6, rtol=0, msg=mode)
-    net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
-    traced = tf.function(lambda m: step(net, sampled_specs.attach(spec, m)),
-                         autograph=False)  # As the distribute engine.
-    got = traced({k: tf.constant(v) for k, v in masks.items()})
-    after = net(sampled_specs.attach(spec, masks), images)
-    # A traced graph against eager ops: not the same kernels everywhere
-    # (measured 0 under oneDNN's AVX-512 and Eigen's, 5.7e-6 on logits up to
-    # ~15 under ONEDNN_MAX_CPU_ISA=SSE41: float32 rounding); the stale reads
-    # this test caught in the TF1 graph moved them by up to ~1.
-    self.assertAllClose(got, after, atol=1e-5, rtol=1e-5)
 
   def test_masks_of_unknown_length_in_a_graph(self):
     # Masks fed through [None] placeholders: the supernet fixes their length
     # from the spec and gives what the same masks as constants give.
     spec = _small_space()
-    _, eager_images, samples = self._setup('sampled', spec)
+    _, eager_images, samples = _setup('sampled', spec)
     masks = samples[0]
     with tf.Graph().as_default():
       net = Supernet(spec, 10, mode='sampled', input_channels=1, seed=7)
