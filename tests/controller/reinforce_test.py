@@ -72,6 +72,14 @@ def _graph_sample(spec, seed, p_ops=0.5, p_filters=0.5):
   return masks, log_prob
 
 
+def _draws(draw, seeds):
+  """`draw(seed)`'s two masks for each row of `seeds` ([n, 2] int32), in one
+  `tf.function` call (a while loop; n calls cost ms each on a busy CPU):
+  NumPy arrays [n, choices]."""
+  return [m.numpy() for m in tf.function(lambda s: tf.map_fn(
+      draw, s, fn_output_signature=(tf.float32, tf.float32)))(seeds)]
+
+
 class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
@@ -235,13 +243,13 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     controller = reinforce.Controller(spec)
 
     @tf.function
-    def draw():
-      sampled, _ = reinforce.independent_sample(spec, controller=controller)
-      return sampled.mask
+    def draws(n):  # One call: a while loop of n draws.
+      return tf.map_fn(
+          lambda _: reinforce.independent_sample(
+              spec, controller=controller)[0].mask, tf.range(n),
+          fn_output_signature=tf.float32)
 
-    counts = np.zeros(3)
-    for _ in range(1000):
-      counts += draw().numpy()
+    counts = draws(1000).numpy().sum(axis=0)
     chi_square = ((counts - 1000 / 3)**2 / (1000 / 3)).sum()
     # 0.1% critical value of chi-square with 2 degrees of freedom.
     self.assertLess(chi_square, 13.82)
@@ -337,19 +345,18 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     controller = reinforce.Controller(spec)
     controller.logits_by_path['0'].assign([0.5, 1.0, 2.0])
 
-    @tf.function
     def draw(seed):
       sampled, _ = reinforce.independent_sample(
           spec, increase_filters_probability=0.3, controller=controller,
           seed=seed)
       return sampled[0].mask, sampled[1].mask
 
-    n, counts, replaced = 2000, np.zeros(3), 0
-    for i in range(n):
-      op_mask, filters_mask = draw(tf.constant([i, 12345], tf.int32))
-      counts += op_mask.numpy()
-      # The largest filters are 32 either way; P(32) = 0.3 + 0.7 / 2.
-      replaced += int(filters_mask.numpy()[1] == 1.0)
+    n = 2000
+    seeds = tf.stack([tf.range(n), tf.fill([n], 12345)], axis=1)
+    op_masks, filters_masks = _draws(draw, seeds)
+    counts = op_masks.sum(axis=0)
+    # The largest filters are 32 either way; P(32) = 0.3 + 0.7 / 2.
+    replaced = int((filters_masks[:, 1] == 1.0).sum())
     probs = np.exp([0.5, 1.0, 2.0]) / np.exp([0.5, 1.0, 2.0]).sum()
     self.assertLess((((counts - n * probs)**2) / (n * probs)).sum(), 13.82)
     p32 = 0.3 + 0.7 / 2
@@ -434,16 +441,15 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     # degrees of freedom), and no controller variable is made.
     spec = [OneOf((3, 5, 7), OP_TAG), OneOf((16, 32), FILTERS_TAG)]
 
-    @tf.function
     def draw(seed):
       sampled = reinforce.uniform_sample(spec, seed=seed)
       return sampled[0].mask, sampled[1].mask
 
-    n, counts = 1500, np.zeros(3)
-    for i in range(n):
-      op_mask, filters_mask = draw(tf.constant([i, 99], tf.int32))
-      counts += op_mask.numpy()
-      self.assertEqual(filters_mask.numpy().sum(), 1.0)
+    n = 1500
+    seeds = tf.stack([tf.range(n), tf.fill([n], 99)], axis=1)
+    op_masks, filters_masks = _draws(draw, seeds)
+    counts = op_masks.sum(axis=0)
+    np.testing.assert_array_equal(filters_masks.sum(axis=1), np.ones(n))
     self.assertLess(((counts - n / 3)**2 / (n / 3)).sum(), 13.82)
     self.assertEqual(counts.sum(), n)
     with tf.Graph().as_default():
