@@ -419,7 +419,10 @@ class ReplicatedStepsTest(absltest.TestCase):
     config = _config('--rl_delay_steps_fraction=0', '--noenable_cost_model',
                      '--increase_ops_warmup_steps_fraction=0',
                      '--increase_filters_warmup_steps_fraction=0')
-    spec = mobile.get_search_space('digits_search')
+    # Six decisions (3^4 * 2^2 architectures): what the replicas' means act
+    # on, without a supernet's worth of OneOfs to build.
+    spec = [schema.OneOf((3, 5, 7), schema.OP_TAG) for _ in range(4)] + [
+        schema.OneOf((8, 16), schema.FILTERS_TAG) for _ in range(2)]
     first_masks = None  # Of the 2-replica run.
     for n in (2, 4):
       with replicated.graph(n) as strategy:
