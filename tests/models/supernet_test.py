@@ -321,7 +321,7 @@ class CompilationTest(tf.test.TestCase):
   """A traced or TF1 graph against eager ops: sums of other kernels."""
 
   def test_tf_function_matches_eager_and_traces_once(self):
-    spec = mobile.get_search_space('digits_search')
+    spec = _small_space()  # digits_search traced: supernet_equivalence_test.
     net, images, samples = _setup('sampled', spec)
 
     @tf.function(autograph=False)  # As the distribute engine traces.
