@@ -50,8 +50,8 @@ _IMPORT_TIME = re.compile(
 _RUNTIME = ('TF_CONFIG', 'PYTHONPATH')  # PYTHONPATH: put on sys.path.
 # Set by importing scikit-learn (`os.environ.setdefault`, for Intel's OpenMP,
 # which neither stack loads): a test process has them once it has imported
-# it, a server gets them the same way; no server of their own (one such
-# twin per worker, ~2.3 s each, was started before).
+# it. They start no server of their own (a twin per worker, 2.3 s each,
+# before); a child runs with the request's environment either way.
 _SET_ON_IMPORT = {'KMP_DUPLICATE_LIB_OK': 'True', 'KMP_INIT_AT_FORK': 'FALSE'}
 
 _SERVER = r'''
