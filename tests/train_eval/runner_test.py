@@ -50,7 +50,6 @@ class ResultLineTest(absltest.TestCase):
       self.assertEqual(np.float32(printed[key]), np.float32(metrics[key]))
 
 
-@pytest.mark.estimator
 def _assert_well_under_chance(test, losses):
   """The train-batch loss of the last two logged steps of a 40-step run of
   `runs.PINNED`, averaged, is under 0.7 ln(10) = 1.61 (chance is ln(10) =
@@ -58,6 +57,7 @@ def _assert_well_under_chance(test, losses):
   test.assertLess(np.mean([losses[30], losses[35]]), 0.7 * np.log(10))
 
 
+@pytest.mark.estimator
 class RunTest(absltest.TestCase):
 
   @classmethod
