@@ -371,7 +371,6 @@ class CommandLineTest(absltest.TestCase):
     holds the directory then) it is paused and `while_building(pid)` runs.
     """
     log = os.path.join(tempfile.mkdtemp(), 'log')
-    open(log, 'w').close()
     process = forked.Child(cmd, env=searches.QUIET, log=log)
     lines, signalled = [], None
     try:

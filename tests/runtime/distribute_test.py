@@ -15,7 +15,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 from typing import Optional, Sequence
 from unittest import mock
 
@@ -388,11 +387,6 @@ def batch_of_two(model_dir: str, replica_count: int) -> float:
   return _weight(model_dir)
 
 
-def _read(path: str) -> str:
-  with open(path) as f:
-    return f.read()
-
-
 def _python(*args: str, log: Optional[str] = None) -> forked.Child:
   """`python -c` of `args` in a process of its own (a zygote's child);
   its stdout and stderr appended to `log` if given."""
@@ -434,16 +428,13 @@ class SignalTest(absltest.TestCase):
   def test_sigterm_saves_after_the_loop_in_flight_and_exits_75(self):
     model_dir = tempfile.mkdtemp()
     log = os.path.join(tempfile.mkdtemp(), 'log')
-    open(log, 'w').close()
     process = _python(_LONG_RUN, model_dir, log=log)
-    deadline = time.time() + 120
-    while 'ready\n' not in _read(log):
-      self.assertIsNone(process.poll(), _read(log))
-      self.assertLess(time.time(), deadline, _read(log))
-      time.sleep(0.05)
+    ready = 'ready\n' in forked.follow(process, log)  # Read up to it.
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=120)
-    err = _read(log)
+    with open(log) as f:
+      err = f.read()
+    self.assertTrue(ready, err)
     self.assertEqual(process.returncode, preemption.EXIT_CODE, err)
     self.assertIn('toy: SIGTERM received', err)
     step = resume_lib.resume_point(model_dir).global_step

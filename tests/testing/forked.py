@@ -229,9 +229,9 @@ class Child:
                cwd: Optional[str] = None, log: Optional[str] = None,
                new_session: bool = False):
     """`argv`: `[sys.executable, '-m', module | '-c', code | script,
-    *args]`; `log` a file that both stdout and stderr are appended to (else
-    they are captured for `communicate`); `new_session`: the child calls
-    `os.setsid()`."""
+    *args]`; `log` a file that both stdout and stderr are appended to,
+    made if missing (else they are captured for `communicate`);
+    `new_session`: the child calls `os.setsid()`."""
     if argv[0] != sys.executable:
       raise ValueError(f'not this Python: {argv[0]!r}')
     kind = {'-m': 'module', '-c': 'code'}.get(argv[1], 'path')
@@ -242,6 +242,8 @@ class Child:
     self._captured = ([] if log else
                       [tempfile.NamedTemporaryFile(delete=False).name
                        for _ in range(2)])
+    if log:
+      open(log, 'a').close()  # The child opens it to append.
     out, err = self._captured or (log, log)
     self._server = _server(env)
     self._id, self.pid = self._server.start(dict(
