@@ -72,12 +72,12 @@ def _graph_sample(spec, seed, p_ops=0.5, p_filters=0.5):
   return masks, log_prob
 
 
-def _draws(draw, seeds):
-  """`draw(seed)`'s two masks for each row of `seeds` ([n, 2] int32), in one
-  `tf.function` call (a while loop; n calls cost ms each on a busy CPU):
-  NumPy arrays [n, choices]."""
-  return [m.numpy() for m in tf.function(lambda s: tf.map_fn(
-      draw, s, fn_output_signature=(tf.float32, tf.float32)))(seeds)]
+def _draws(draw, elems, num_masks=2):
+  """`draw(elem)`'s `num_masks` masks for each element of `elems` (e.g. the
+  rows of [n, 2] int32 seeds), in one `tf.function` call (a while loop; n
+  calls cost ms each on a busy CPU): NumPy arrays [n, choices]."""
+  return [m.numpy() for m in tf.function(lambda e: tf.map_fn(
+      draw, e, fn_output_signature=(tf.float32,) * num_masks))(elems)]
 
 
 class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
@@ -242,14 +242,9 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     spec = OneOf((3, 5, 7), OP_TAG)
     controller = reinforce.Controller(spec)
 
-    @tf.function
-    def draws(n):  # One call: a while loop of n draws.
-      return tf.map_fn(
-          lambda _: reinforce.independent_sample(
-              spec, controller=controller)[0].mask, tf.range(n),
-          fn_output_signature=tf.float32)
-
-    counts = draws(1000).numpy().sum(axis=0)
+    [masks] = _draws(lambda _: (reinforce.independent_sample(
+        spec, controller=controller)[0].mask,), tf.range(1000), num_masks=1)
+    counts = masks.sum(axis=0)
     chi_square = ((counts - 1000 / 3)**2 / (1000 / 3)).sum()
     # 0.1% critical value of chi-square with 2 degrees of freedom.
     self.assertLess(chi_square, 13.82)
