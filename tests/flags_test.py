@@ -140,17 +140,18 @@ class OneLineRefusalTest(absltest.TestCase):
     # On TF 2.16+ the import of TF alone wrote six lines (absl's C++ log
     # before InitializeLog ignores TF_CPP_MIN_LOG_LEVEL), and absl's flag
     # parser two. Without TF_CPP_MIN_LOG_LEVEL the package sets it. The
-    # package's import is the same for every binary: train_search's runs are
-    # fresh processes (what importing TF writes), the other binaries' run in
-    # children of one process that imported TF once (`forked`).
+    # package's import is the same for every binary: train_search's run with
+    # a flag it does not know is a fresh process (what importing TF writes),
+    # the other refusals run in children of one process that imported TF
+    # once (`forked`).
     env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
-    fresh = [('tunas_tf.train_search', ['--no_such_flag=1']),
-             ('tunas_tf.train_search', ['--ssd=nonexistent'])]
+    fresh = [('tunas_tf.train_search', ['--no_such_flag=1'])]
     running = [subprocess.Popen([sys.executable, '-m', module, *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env) for module, args in fresh]
     others = [(m.removesuffix('.__main__'), ['--no_such_flag=1'])
               for m in BINARIES if m != 'tunas_tf.train_search']
+    others.append(('tunas_tf.train_search', ['--ssd=nonexistent']))
     results = forked.run([['-m', module, *args] for module, args in others],
                          env=env)
     for process in running:

@@ -70,25 +70,25 @@ class RewardsTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(stats.reward, [0.45, 0.9])
 
   def test_compute_reward_matches_tf_twin_on_grid(self):
-    grid = itertools.product(
+    # Python's formula one point at a time; the TF twin on all the points of
+    # a kind at once (its ops are elementwise: each point's value is the one
+    # a scalar call gives), traced in one graph.
+    points = list(itertools.product(
         [0.0, 0.5, 0.8, 1.0],  # quality
         [1.0, 84.0, 85.0, 86.0, 200.0],  # cost
         [85.0, 1.5],  # target
-        [-0.1, -0.07, 0.0, 0.3],  # exponent
-        rewards.REWARDS)
-    expected, args = [], []
-    for quality, cost, target, exponent, kind in grid:
-      expected.append(_fields(
-          rewards.compute_reward(quality, cost, target, exponent, kind)))
-      args.append((quality, cost, target, exponent, kind))
+        [-0.1, -0.07, 0.0, 0.3]))  # exponent
+    expected = [[_fields(rewards.compute_reward(*point, kind))
+                 for point in points] for kind in rewards.REWARDS]
+    columns = [tf.constant(column) for column in zip(*points)]
 
     @tf.function
     def tf_rewards():
-      return [_fields(rewards.tf_compute_reward(
-          tf.constant(q), tf.constant(c), tf.constant(t), e, k))
-              for q, c, t, e, k in args]
+      return [_fields(rewards.tf_compute_reward(*columns, kind))
+              for kind in rewards.REWARDS]
 
-    self.assertAllClose(tf_rewards(), expected, rtol=1e-5, atol=1e-6)
+    got = [np.transpose(fields) for fields in tf_rewards()]
+    self.assertAllClose(got, expected, rtol=1e-5, atol=1e-6)
 
   def test_compute_reward_bfloat16_quality(self):
     stats = rewards.compute_reward(
