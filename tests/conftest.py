@@ -54,7 +54,7 @@ def _memory_tmpdir():
 
 
 def pytest_configure(config):
-  del config
+  _no_collections_at_the_end(config)
   path = _memory_tmpdir()
   if path:
     os.environ['TMPDIR'] = path
@@ -62,6 +62,20 @@ def pytest_configure(config):
     # Removed at exit, after the cleanups the tests register (registered
     # later, they run first: TF's test temp directory lives in it).
     atexit.register(shutil.rmtree, path, ignore_errors=True)
+
+
+def _no_collections_at_the_end(config):
+  """pytest's unraisable-exception plugin ends each session (a worker's) by
+  collecting garbage five times, to report what the collected objects'
+  finalizers raise: with the graphs of a worker's tests alive, 2-3 s of
+  worker CPU at the end of each run (the suite's and the numerics pass's).
+  None here: what finalizers raise during the tests is still reported, and
+  what the interpreter's exit collects Python prints on stderr."""
+  try:
+    from _pytest import unraisableexception  # pylint: disable=g-import-not-at-top
+    config.stash[unraisableexception.gc_collect_iterations_key] = 0
+  except (ImportError, AttributeError):  # An older pytest: no such setting.
+    pass
 
 
 # The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
