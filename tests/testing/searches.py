@@ -14,6 +14,7 @@ import fcntl
 import functools
 import glob
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -183,6 +184,24 @@ def global_step(model_dir: str) -> int:
 
 def without_max_steps(args: List[str]) -> List[str]:
   return [a for a in args if not a.startswith('--max_steps')]
+
+
+# What TensorFlow's autograph leaves in a process's temporary directory where
+# Python writes bytecode (PYTHONDONTWRITEBYTECODE unset): the bytecode of the
+# modules it generates there, then deletes. TensorFlow's, not a run's.
+_AUTOGRAPH_BYTECODE = re.compile(
+    r'^__autograph_generated_file\w+\.cpython-\d+\.pyc$')
+
+
+def written(directory: str) -> List[str]:
+  """The names in `directory`, but a `__pycache__` that holds only
+  autograph's bytecode."""
+  names = sorted(os.listdir(directory))
+  cache = os.path.join(directory, '__pycache__')
+  if '__pycache__' in names and all(
+      _AUTOGRAPH_BYTECODE.match(name) for name in os.listdir(cache)):
+    names.remove('__pycache__')
+  return names
 
 
 def refusal_line(*args: str) -> str:
