@@ -7,9 +7,9 @@ the four binaries on it in one process (the filesystem is that process's
 memory) and checks their files there. This test runs it in an empty working
 directory, with an empty temporary directory, and checks that both stay
 empty (but for the bytecode of autograph's generated modules, which
-TensorFlow leaves where Python writes bytecode): a write that bypassed `tf.io.gfile` (`open`, `os.makedirs`,
-matplotlib's `savefig` of a path) would have landed there, as
-`./ram:/<name>/...` or as a temporary file.
+TensorFlow leaves where Python writes bytecode): a write that bypassed
+`tf.io.gfile` (`open`, `os.makedirs`, matplotlib's `savefig` of a path)
+would have landed there, as `./ram:/<name>/...` or as a temporary file.
 """
 
 import os
