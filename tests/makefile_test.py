@@ -1,5 +1,6 @@
 """The Makefile's choice of Python: a name (PYTHON=python3.12) is found as
-the auto-detection finds one, on PATH or as a pyenv version."""
+the auto-detection finds one, on PATH or as a pyenv version; and how it
+fills a virtualenv (INSTALLER: uv, pip, or a one-line refusal)."""
 
 import os
 import shutil
@@ -61,6 +62,57 @@ class PythonChoiceTest(absltest.TestCase):
     self.assertIn('PYTHON=python3.9 does not run (not on PATH, nor a pyenv '
                   'version: `pyenv versions`)\n', done.stdout)
     self.assertFalse(os.path.exists(os.path.join(self.tmp, 'venv')))
+
+
+class InstallerTest(absltest.TestCase):
+  """The install step on a virtualenv whose python and uv only log their
+  arguments."""
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = tempfile.mkdtemp()
+    self.log = os.path.join(self.tmp, 'log')
+    self.python = os.path.join(self.tmp, 'venv', 'bin', 'python')
+    for tool in ('python', 'uv'):
+      _script(os.path.join(self.tmp, 'venv', 'bin', tool),
+              f'echo "{tool} $*" >> {self.log}\n')
+    self.stamp = os.path.join(self.tmp, 'venv', '.installed')
+
+  def _install(self, *args: str):
+    done = subprocess.run(
+        [shutil.which('make'), '--no-print-directory', '-C', _REPO,
+         f'VENV={self.tmp}/venv', self.stamp, *args],
+        env=dict(os.environ, HOME=self.tmp), capture_output=True, text=True,
+        timeout=60)
+    calls = []
+    if os.path.exists(self.log):
+      with open(self.log) as f:
+        calls = f.read().splitlines()
+    return done, calls
+
+  def test_uv_by_default_pip_when_asked(self):
+    done, calls = self._install()
+    self.assertEqual(done.returncode, 0, done.stderr)
+    self.assertEqual(calls, [
+        'python -m pip install --quiet uv',
+        f'uv pip install --quiet --compile-bytecode --python {self.python} '
+        '-e .[test]'])
+    self.assertTrue(os.path.exists(self.stamp))
+    os.remove(self.stamp)
+    os.remove(self.log)
+    done, calls = self._install('INSTALLER=pip')
+    self.assertEqual(done.returncode, 0, done.stderr)
+    self.assertEqual(calls, ['python -m pip install --quiet --upgrade pip',
+                             'python -m pip install --quiet -e .[test]'])
+    self.assertTrue(os.path.exists(self.stamp))
+
+  def test_an_unknown_installer_stops_in_one_line(self):
+    done, calls = self._install('INSTALLER=conda')
+    self.assertNotEqual(done.returncode, 0)
+    self.assertEqual(done.stdout,
+                     'INSTALLER=conda: not an installer here (uv or pip)\n')
+    self.assertEqual(calls, [])
+    self.assertFalse(os.path.exists(self.stamp))
 
 
 if __name__ == '__main__':
