@@ -17,17 +17,19 @@ from tunas_tf.search import runner
 
 class DemoSearchTest(absltest.TestCase):
 
-  def test_stochastic_smoke_default_demo_lands_within_5pct_and_learns(self):
+  def test_stochastic_smoke_default_demo_lands_within_10pct_and_learns(self):
     # The default engine of this TF (the Estimator on TF 2.15, the distribute
     # engine on TF 2.16+). A search's end depends on its seed and on the
-    # kernels' rounding, so this asserts what held for every seed tried: the
-    # argmax's cost within 5% of the target, the threshold of extract's
-    # note (seeds 0-4 on a 2-core AMD EPYC, AVX-512: TF 2.15 +1.3%, +3.2%,
-    # +0.6%, +0.2%, -2.3%; TF 2.21 -0.7%, +0.6%, -0.4%, -1.2%, +2.2%; the
-    # space spans 0.18x to 5.5x of it; before, at --rl_learning_rate=0.1, a
-    # filter count or two ended split and seed 0 landed -0.3% on TF 2.15 but
-    # +7.0% on TF 2.21, -8.5% under Eigen's kernels), and decisions the
-    # controller has made.
+    # kernels' rounding (another CPU's oneDNN takes other code paths, Eigen's
+    # matrix products among them), so this asserts what held with a margin
+    # for every seed and CPU tried: the argmax's cost within 10% of the target
+    # and decisions the controller has made. Seeds 0-4 landed -2.3% to +3.2%
+    # on a Zen 4 EPYC (TF 2.15 and 2.21); on a Sapphire-Rapids-class Xeon
+    # with AMX -5.25% to +2.2% under Eigen's kernels (the same on TF 2.15 and
+    # 2.21; seed 0 the -5.25%), -2.6% to +2.2% under oneDNN's. 10% is about
+    # twice the widest; the space spans 0.18x to 5.5x of the target, and a
+    # uniformly drawn architecture lands within 10% of it with p = 0.13, so
+    # the gains below check that the controller learned.
     model_dir = tempfile.mkdtemp()
     values = flags.FlagValues()
     train_search.define_flags(values)
@@ -39,11 +41,11 @@ class DemoSearchTest(absltest.TestCase):
     result = extract.extract(model_dir)
     self.assertEqual(result['global_step'], config.max_global_step)
     target = config.rl_cost_model_target
-    self.assertLess(abs(result['estimated_cost'] / target - 1), 0.05,
+    self.assertLess(abs(result['estimated_cost'] / target - 1), 0.10,
                     (result['estimated_cost'], target))
     # The controller learned: every decision's argmax is above uniform, and
-    # on average the chosen probability is well above it (0.53-0.60 above
-    # for those seeds; 0.43-0.49 at --rl_learning_rate=0.1).
+    # on average the chosen probability is well above it (0.50-0.60 above
+    # for those runs; 0.43-0.49 at --rl_learning_rate=0.1).
     gains = []
     for path, probs in result['probabilities'].items():
       if len(probs) < 2:
