@@ -1,7 +1,8 @@
 """Tests for `estimator`: which batches an input_fn call yields, determinism,
-the refusal on a TF without Estimator."""
+the refusal on a TF without Estimator, the per-replica model_fn's build."""
 
 import dataclasses
+import inspect
 import os
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ from tunas_tf.data import streams
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
+from tests.testing import replicated
 
 
 def _job(use_tpu=False):
@@ -88,6 +90,27 @@ class RequireEstimatorTest(absltest.TestCase):
         lifecycle.run(job, 'train_search', lambda: None, start)
     start.assert_not_called()
     self.assertFalse(os.path.exists(model_dir))
+
+
+class DistributedModelFnTest(absltest.TestCase):
+
+  def test_each_replica_builds_the_model_fn_unconverted(self):
+    # As the Estimator calls it under `--replicas` (MirroredStrategy, which
+    # converts what it calls with autograph): a Python `if` on a tensor is
+    # refused as in the single-replica TF1 graph, not made a `tf.cond`.
+    def model_fn(features, labels, mode, params):
+      del labels, mode, params
+      if tf.reduce_sum(features) > 0:
+        raise AssertionError('a Python branch on a graph tensor was taken')
+
+    replica_fn = estimator.distributed_model_fn(model_fn, 1)
+    # The Estimator reads the model_fn's argument names.
+    self.assertEqual(list(inspect.signature(replica_fn).parameters),
+                     ['features', 'labels', 'mode', 'params'])
+    with replicated.graph(2) as strategy:
+      with self.assertRaises(tf.errors.OperatorNotAllowedInGraphError):
+        strategy.extended.call_for_each_replica(
+            replica_fn, args=(tf.ones([2]), tf.ones([2]), 'train', {}))
 
 
 if __name__ == '__main__':

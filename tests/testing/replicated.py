@@ -34,8 +34,11 @@ def graph(num_replicas: int) -> Iterator[tf.distribute.Strategy]:
 
 
 def run(strategy: tf.distribute.Strategy, step_fn: Callable[[int], Any]):
-  """Builds `step_fn(replica_id)` once per replica (replica context)."""
+  """Builds `step_fn(replica_id)` once per replica (replica context),
+  unconverted by autograph, as `estimator.distributed_model_fn` builds the
+  model_fn."""
 
+  @tf.autograph.experimental.do_not_convert
   def per_replica():
     context = tf.distribute.get_replica_context()
     return step_fn(int(tf.get_static_value(context.replica_id_in_sync_group)))
