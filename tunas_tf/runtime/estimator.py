@@ -319,7 +319,8 @@ def distributed_model_fn(model_fn: Callable[..., Any],
   (`replicas_lib.saver`: checkpoint names as with one replica), which the
   Estimator and `hooks.CheckpointSaverHook` find in the SAVERS collection.
 
-  Not converted by autograph: MirroredStrategy converts what it calls per
+  Built unconverted by autograph (only the two-line wrapper that keeps the
+  signature is converted): MirroredStrategy converts what it calls per
   replica (as `tf.function` does), which would transpile every function of
   the task that the step calls (a 6-step masked two-replica search took
   23.9 s with it, 20.2 s without) and turn Python control flow on tensors
