@@ -40,10 +40,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from tunas_tf.cost_model import fit  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tunas_tf.cost_model import latency_csv  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.latency import protocol as protocol_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.latency import rows as rows_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -62,14 +63,14 @@ def main(argv=None) -> int:
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
     if args.cpus:
-      latency.pin_cpus([int(c) for c in args.cpus.split(',')])
+      device_lib.pin_cpus([int(c) for c in args.cpus.split(',')])
     architectures = sample.sample_indices(args.ssd, args.num, seed=0)
-    protocol = latency.Protocol(repeats=args.repeats)
+    protocol = protocol_lib.Protocol(repeats=args.repeats)
     cache = os.path.join(output_dir, 'models')
     minutes, noise = [], []
     for name in ('first', 'second'):
       start = time.time()
-      result = latency_csv.measure_to_csv(
+      result = rows_lib.measure_to_csv(
           args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
           protocol=protocol, image_size=args.image_size, model_cache=cache,
           builder=inference.builder)
@@ -78,11 +79,11 @@ def main(argv=None) -> int:
       print(f"{name} pass: {len(result['rows'])} measured "
             f"({result['skipped']} resumed) in {minutes[-1]:.1f} min, its "
             f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
-    passes = [dict(zip(*latency_csv.read(os.path.join(output_dir,
-                                                      f'{name}.csv'),
+    passes = [dict(zip(*rows_lib.read(os.path.join(output_dir,
+                                                   f'{name}.csv'),
                                          args.ssd)))
               for name in ('first', 'second')]
-    difference, count = latency.passes_difference(*passes)
+    difference, count = protocol_lib.passes_difference(*passes)
     indices = list(passes[0])
     shape = macs.resolve_input(args.ssd, args.image_size)
     latencies = [passes[0][i] for i in indices]
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
                      allow_poor_fit=True)
     if args.block_table:
       start = time.time()
-      result = latency_csv.measure_to_csv(
+      result = rows_lib.measure_to_csv(
           args.ssd, None, os.path.join(output_dir, 'table.csv'),
           protocol=protocol, image_size=args.image_size, model_cache=cache,
           builder=inference.builder, unit_builder=inference.unit_builder)
@@ -98,9 +99,9 @@ def main(argv=None) -> int:
       print(f"block table: {len(result['rows'])} units measured "
             f"({result['skipped']} resumed) in {table_minutes:.1f} min, its "
             f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
-      table = dict(zip(*latency_csv.read(
+      table = dict(zip(*rows_lib.read(
           os.path.join(output_dir, 'table.csv'), args.ssd,
-          latency_csv.BLOCK_COLUMNS)))
+          rows_lib.BLOCK_COLUMNS)))
       tabled = fit.fit_table(args.ssd, table, indices, latencies,
                              shape=shape, train_rows=args.table_rows,
                              allow_poor_fit=True)

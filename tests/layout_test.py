@@ -35,7 +35,11 @@ _FORBIDDEN = {
                      'tunas_tf.cost_model', 'tunas_tf.models', 'tunas_tf.graph',
                      'tunas_tf.search', 'tunas_tf.tools'),
     'controller': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
-    'cost_model': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
+    'cost_model': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools',
+                   'tunas_tf.latency'),
+    # Measurement builds networks; it knows no binary.
+    'latency': ('tunas_tf.search', 'tunas_tf.train_eval', 'tunas_tf.tools',
+                'tunas_tf.flags', 'absl.flags'),
     'layers': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
     'graph': ('tunas_tf.models', 'tunas_tf.search', 'tunas_tf.tools'),
     'models': ('tunas_tf.search', 'tunas_tf.tools'),

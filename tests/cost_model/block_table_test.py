@@ -11,11 +11,11 @@ from tunas_tf import files
 from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import features
 from tunas_tf.cost_model import fit
-from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
-from tunas_tf.search_space import sample
+from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 
 SSD = 'digits_search'
@@ -24,15 +24,16 @@ SHAPE = macs.resolve_input(SSD)
 
 def _fake_timings(units):
   """A deterministic 'device': each unit costs 1 us + its MACs / 1e4 us,
-  read through `latency.measure` as a real pass would."""
+  read through `protocol_lib.measure` as a real pass would."""
   values = {key: 1e-3 + _unit_macs(unit) / 1e7 for key, unit in units.items()}
 
   def open_one(key):
     return lambda first: (values[key], 0.0)
 
-  device = latency.Device('fake', {}, open_one)
-  rows = latency.measure(device, list(units),
-                         latency.Protocol(repeats=2, interleave=len(units)))
+  device = protocol_lib.Device('fake', {}, open_one)
+  rows = protocol_lib.measure(
+      device, list(units),
+      protocol_lib.Protocol(repeats=2, interleave=len(units)))
   return {row.indices: row.latency_ms for row in rows}
 
 

@@ -8,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 from tunas_tf.cost_model import block_table
-from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import inference
+from tunas_tf.latency import device as device_lib
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import sample
 
@@ -25,9 +25,9 @@ class InferenceTest(absltest.TestCase):
   @pytest.mark.numerics
   def test_tflite_and_tf_compute_the_same_network(self):
     indices = sample.sample_indices(SSD, 1, seed=5)[0]
-    cache = latency.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
-    tflite = latency.tflite_runner(cache.get(indices))
-    tf_run = latency.tf_runner(BUILD, indices)
+    cache = device_lib.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
+    tflite = device_lib.tflite_runner(cache.get(indices))
+    tf_run = device_lib.tf_runner(BUILD, indices)
     tflite_logits, tf_logits = tflite(), tf_run()
     self.assertEqual(tflite_logits.shape, (1, 10))
     self.assertGreater(np.abs(tf_logits).max(), 0.0)

@@ -39,7 +39,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 # tensorflow_estimator on the newest TF, is skipped). Library modules only:
 # a binary's module is run as `__main__`, where it defines its flags.
 PRELOAD = ('tensorflow', 'tensorflow_estimator', 'tunas_tf.search.runner',
-           'tunas_tf.train_eval.runner', 'tunas_tf.cost_model.latency_csv',
+           'tunas_tf.train_eval.runner', 'tunas_tf.latency.rows',
            'tunas_tf.graph.from_spec', 'tunas_tf.search.extract',
            'tunas_tf.search.report')
 

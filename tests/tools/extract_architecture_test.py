@@ -25,9 +25,9 @@ from absl.testing import absltest
 from tunas_tf import architecture
 from tunas_tf import files
 from tunas_tf.cost_model import fit
-from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import device as device_lib
 from tunas_tf.runtime import resume
 from tunas_tf.search import compare
 from tunas_tf.search import config as config_lib
@@ -74,13 +74,14 @@ class MeasureLatencyTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     searched = architecture.read(os.path.join(model_dir,
                                               architecture.FILE_NAME))
-    cache = latency.ModelCache(os.path.join(model_dir, 'latency_models'), SSD,
-                               macs.resolve_input(SSD))  # Paths only.
+    cache = device_lib.ModelCache(
+        os.path.join(model_dir, 'latency_models'), SSD,
+        macs.resolve_input(SSD))  # Paths only.
     measured = os.path.getsize(cache.path(searched.indices_string)) / 1e6
     predicted = linear.estimate_cost_of_indices(
         searched.indices, linear.get_cost_model(SSD, model_path))
     line = result.stdout.strip().splitlines()[-1]
-    self.assertEqual(line, latency.closing_line(
+    self.assertEqual(line, device_lib.closing_line(
         measured, predicted, searched.cost_target, 'the fake device'))
     self.assertRegex(line, r'^Measured [\d.]+ ms on the fake device: '
                      r'predicted [\d.]+ ms \([+-]\d+\.\d%\), target [\d.]+ '
@@ -92,8 +93,9 @@ class MeasureLatencyTest(absltest.TestCase):
                             ('random_0', indices[0]), ('random_1', indices[1]))]
     measured = compare.add_measured_latency(
         runs, model_dir, os.path.join(directory, 'compare_models'))
-    cache = latency.ModelCache(os.path.join(directory, 'compare_models'), SSD,
-                               macs.resolve_input(SSD))
+    cache = device_lib.ModelCache(
+        os.path.join(directory, 'compare_models'), SSD,
+        macs.resolve_input(SSD))
     for run in measured:
       self.assertAlmostEqual(
           run['measured_ms'],
@@ -113,10 +115,10 @@ class MeasureLatencyTest(absltest.TestCase):
 
   def test_closing_line(self):
     self.assertEqual(
-        latency.closing_line(1.1, 1.0, 1.0, 'a phone'),
+        device_lib.closing_line(1.1, 1.0, 1.0, 'a phone'),
         'Measured 1.1 ms on a phone: predicted 1 ms (+10.0%), target 1 ms '
         '(+10.0%)')
-    self.assertEqual(latency.closing_line(0.9, 1.0, None, 'x'),
+    self.assertEqual(device_lib.closing_line(0.9, 1.0, None, 'x'),
                      'Measured 0.9 ms on x: predicted 1 ms (-10.0%)')
 
 

@@ -10,10 +10,10 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf.cost_model import block_table
-from tunas_tf.cost_model import latency_csv
-from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
+from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search import random_search
 from tunas_tf.tools import fit_cost_model
 from tests.testing import forked
@@ -258,7 +258,7 @@ class BlockTableEndToEndTest(absltest.TestCase):
     self.assertEqual(networks_run.returncode, 0, networks_run.stderr[-2000:])
     self.assertEqual(table_run.returncode, 0, table_run.stderr[-2000:])
     self.assertRegex(table_run.stdout, r'measured \d+ block-table units')
-    measured = latency_csv.read(table, SSD, latency_csv.BLOCK_COLUMNS)[0]
+    measured = rows_lib.read(table, SSD, rows_lib.BLOCK_COLUMNS)[0]
 
     # The space needs more: one line naming a missing unit, nothing written.
     self.assertNotEqual(result.returncode, 0)
@@ -273,7 +273,7 @@ class BlockTableEndToEndTest(absltest.TestCase):
     # minutes) from a stand-in: 1 us each. Held-out networks use only
     # measured units, so the figures below are the device's.
     units = block_table.units_of(SSD, macs.resolve_input(SSD))
-    with latency_csv.appender(table, latency_csv.BLOCK_COLUMNS) as write_row:
+    with rows_lib.appender(table, rows_lib.BLOCK_COLUMNS) as write_row:
       for key in units:
         if key not in measured:
           write_row((key, 0.001, 0.0, 2, 0, 0.0))

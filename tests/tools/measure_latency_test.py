@@ -1,5 +1,5 @@
 """Tests for tools/measure_latency's command line (its library:
-tests/cost_model/latency_csv_test.py)."""
+tests/latency/rows_test.py)."""
 
 import csv
 import json
@@ -9,16 +9,16 @@ import tempfile
 
 from absl.testing import absltest
 
-from tunas_tf.cost_model import adaptive
-from tunas_tf.cost_model import latency
-from tunas_tf.cost_model import latency_csv
+from tunas_tf.latency import adaptive
+from tunas_tf.latency import protocol as protocol_lib
+from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search_space import sample
 from tests.testing import latency as testing_latency
 from tests.testing import forked
 
 SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
-FAST = dict(protocol=latency.Protocol(repeats=2, runs=2, warmup_runs=0,
-                                      max_warmup_runs=2))
+FAST = dict(protocol=protocol_lib.Protocol(repeats=2, runs=2, warmup_runs=0,
+                                           max_warmup_runs=2))
 COLUMNS = ['indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load']
 
@@ -92,7 +92,7 @@ class CommandLineTest(absltest.TestCase):
       size = os.path.getsize(os.path.join(models,
                                           row[0].replace(':', '-') + '.tflite'))
       self.assertAlmostEqual(float(row[1]), size / 1e6, places=6)
-    with open(latency_csv.settings_path(first)) as f:
+    with open(rows_lib.settings_path(first)) as f:
       self.assertEqual(json.load(f)['backend'], 'command')
     # A second pass compared with the first: the same figures (0.00%).
     second = os.path.join(directory, 'second.csv')

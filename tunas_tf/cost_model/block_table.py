@@ -6,7 +6,7 @@ in its block (they have no choices of their own, and a device fuses them
 with it), and the classifier with the network's last unit. A unit is built
 alone as a tiny network (`Unit.spec` at its input resolution and width,
 `graph.inference.unit_builder`) and timed like any architecture
-(`cost_model.latency`, `tools/measure_latency --block_table`); its `key`
+(`latency.device`, `tools/measure_latency --block_table`); its `key`
 names what it computes, so a unit repeated at several positions is measured
 once. The table maps keys to ms.
 

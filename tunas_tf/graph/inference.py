@@ -1,6 +1,6 @@
 """An architecture as the network a device runs: single-image inference.
 
-`builder(ssd, shape)` gives `cost_model.latency`'s `Build`: indices -> the
+`builder(ssd, shape)` gives `latency.device`'s `Build`: indices -> the
 standalone network (untrained, seeded; batch norm on moving statistics, as
 deployed) as a concrete tf.function of one [1, H, W, C] image, and the
 network holding its variables (what the TFLite converter needs).

@@ -102,15 +102,15 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
 
 def _measure(result: architecture_lib.Architecture,
              config: config_lib.SearchConfig, model_cache: str) -> str:
-  """The closing measurement: `latency.closing_line` of the architecture
+  """The closing measurement: `device_lib.closing_line` of the architecture
   timed as the search's fitted cost model's rows were."""
-  from tunas_tf.cost_model import latency  # pylint: disable=g-import-not-at-top
+  from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
   model = config.resolved_cost_model
-  settings = latency.fitted_settings(model.measured_with, model.source)
+  settings = device_lib.fitted_settings(model.measured_with, model.source)
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
-  row = latency.measure_one(result.ssd, result.indices_string, settings,
-                            model_cache, inference.builder)
-  return latency.closing_line(
+  row = device_lib.measure_one(result.ssd, result.indices_string, settings,
+                               model_cache, inference.builder)
+  return device_lib.closing_line(
       row.latency_ms,
       cost_linear.estimate_cost_of_indices(result.indices, model),
       config.rl_cost_model_target if config.enable_cost_model else None,

@@ -23,8 +23,8 @@ from absl import flags
 from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
-from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
@@ -48,22 +48,22 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
     (`source_csv`).
 
   Raises:
-    ValueError: for a bad CSV (`latency_csv.read`), too few rows, a block
+    ValueError: for a bad CSV (`rows_lib.read`), too few rows, a block
       table measured otherwise than the networks or missing a unit;
       `fit.PoorFit` for a fit it refuses (unless `allow_poor_fit`).
   """
-  indices, latencies = latency_csv.read(csv_path, ssd)
+  indices, latencies = rows_lib.read(csv_path, ssd)
   # Before computing features.
   fit_lib.split_sizes(len(indices), holdout_fraction)
-  settings_path = latency_csv.settings_path(csv_path)
+  settings_path = rows_lib.settings_path(csv_path)
   settings = (files.read_json(settings_path) if files.exists(settings_path)
               else None)
   shape = macs.resolve_input(ssd, *[(settings or {}).get(key) for key in (
       'image_size', 'num_classes', 'input_channels')])
   table = None
   if block_csv is not None:
-    table = dict(zip(*latency_csv.read(block_csv, ssd,
-                                       latency_csv.BLOCK_COLUMNS)))
+    table = dict(zip(*rows_lib.read(block_csv, ssd,
+                                    rows_lib.BLOCK_COLUMNS)))
     same_device(block_csv, csv_path)
   try:
     if table is None:
@@ -100,7 +100,7 @@ def same_device(block_csv: str, csv_path: str) -> None:
   """
   found = []
   for path in (block_csv, csv_path):
-    settings_path = latency_csv.settings_path(path)
+    settings_path = rows_lib.settings_path(path)
     found.append(files.read_json(settings_path)
                  if files.exists(settings_path) else {})
   table, networks = found

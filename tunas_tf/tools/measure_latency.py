@@ -4,7 +4,7 @@ Each architecture is built as a standalone network (untrained, seeded; batch
 norm on moving statistics) and timed on this host as TFLite
 (`--backend=tflite`, converted once into `--model_cache`) or as the TF
 function (`--backend=tf`), or on any device through `--device_command`, by
-the protocol of `cost_model/latency` (interleaved rounds, warm-up until
+the protocol of `latency/protocol` (interleaved rounds, warm-up until
 stable, medians, disturbed visits redone). Rows are appended to the latency
 CSV (a killed run skips the rows it has); the pass prints its own noise
 (docs/tools.md, 'Search for your device'):
@@ -27,9 +27,10 @@ from absl import logging
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import flags as common_flags
-from tunas_tf.cost_model import latency
-from tunas_tf.cost_model import latency_csv
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import device as device_lib
+from tunas_tf.latency import protocol as protocol_lib
+from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 
@@ -52,7 +53,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_bool('most_informative', False, 'With --num: instead of '
                     'uniform draws, the architectures a fit of the rows '
                     'already in --output is least sure of (greedy '
-                    'D-optimal, cost_model/adaptive).',
+                    'D-optimal, latency/adaptive).',
                     flag_values=flag_values)
   flags.DEFINE_bool('block_table', False, 'Measure the block table instead '
                     '(cost_model/block_table): each unit of a network (a '
@@ -62,7 +63,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'Rows are keyed by unit; fit_cost_model --block_csv '
                     'reads them.', flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
-                      f'{list(latency.BACKENDS)}.', flag_values=flag_values)
+                      f'{list(device_lib.BACKENDS)}.', flag_values=flag_values)
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
                       'a command run per architecture and round, {model} '
                       "replaced by its .tflite path, printing TFLite "
@@ -74,7 +75,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
                       'models (reused); default OUTPUT.models.',
                       flag_values=flag_values)
-  defaults = latency.Protocol()
+  defaults = protocol_lib.Protocol()
   flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per '
                        'architecture, interleaved across architectures.',
                        flag_values=flag_values)
@@ -123,8 +124,8 @@ def _set_tf_threads(num_threads: int) -> None:
 
 def _most_informative(f: flags.FlagValues) -> List[str]:
   """--num architectures the fit of --output's rows is least sure of."""
-  from tunas_tf.cost_model import adaptive  # pylint: disable=g-import-not-at-top
-  measured = (latency_csv.read(f.output, f.ssd)[0]
+  from tunas_tf.latency import adaptive  # pylint: disable=g-import-not-at-top
+  measured = (rows_lib.read(f.output, f.ssd)[0]
               if files.exists(f.output) else [])
   shape = macs.resolve_input(f.ssd, f.image_size, f.num_classes,
                              f.input_channels)
@@ -132,10 +133,10 @@ def _most_informative(f: flags.FlagValues) -> List[str]:
                                    seed=f.seed)
 
 
-def _protocol(f: flags.FlagValues) -> latency.Protocol:
-  return latency.Protocol(
+def _protocol(f: flags.FlagValues) -> protocol_lib.Protocol:
+  return protocol_lib.Protocol(
       repeats=f.repeats, runs=f.runs, warmup_runs=f.warmup_runs,
-      max_warmup_runs=max(latency.Protocol.max_warmup_runs, f.warmup_runs),
+      max_warmup_runs=max(protocol_lib.Protocol.max_warmup_runs, f.warmup_runs),
       max_disturbance=f.max_disturbance, max_spread=f.max_spread,
       max_retries=f.max_retries, interleave=f.interleave)
 
@@ -168,23 +169,23 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
     if cpus is not None:
-      latency.pin_cpus(cpus)
+      device_lib.pin_cpus(cpus)
     architectures = None  # --block_table alone: every unit of the space.
     if f.indices_file is not None:
-      architectures = latency_csv.read_indices_file(f.indices_file, f.ssd)
+      architectures = rows_lib.read_indices_file(f.indices_file, f.ssd)
     elif f.num is not None and f.most_informative:
       architectures = _most_informative(f)
     elif f.num is not None:
       architectures = sample.sample_indices(f.ssd, f.num, f.seed)
-    columns = (latency_csv.BLOCK_COLUMNS if f.block_table else
-               latency_csv.COLUMNS)
-    earlier = (dict(zip(*latency_csv.read(f.compare_with, f.ssd, columns)))
+    columns = (rows_lib.BLOCK_COLUMNS if f.block_table else
+               rows_lib.COLUMNS)
+    earlier = (dict(zip(*rows_lib.read(f.compare_with, f.ssd, columns)))
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
     protocol = _protocol(f)
     from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
-    result = latency_csv.measure_to_csv(
+    result = rows_lib.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
         builder=inference.builder,
         unit_builder=inference.unit_builder if f.block_table else None,
@@ -197,7 +198,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   what = 'block-table units' if f.block_table else 'architectures'
   print(f"measured {len(rows)} {what} ({result['skipped']} already in "
         f"{f.output}) with {where} in "
-        f"{latency_csv.duration_text(result['seconds'])}")
+        f"{rows_lib.duration_text(result['seconds'])}")
   if rows:
     latencies = [row.latency_ms for row in rows]
     print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
@@ -216,8 +217,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
             'spread_ms says how far to trust them')
   if earlier is not None:
     with common_flags.errors_in_one_line('measure_latency: --compare_with'):
-      now = dict(zip(*latency_csv.read(f.output, f.ssd, columns)))
-      difference, count = latency.passes_difference(earlier, now)
+      now = dict(zip(*rows_lib.read(f.output, f.ssd, columns)))
+      difference, count = protocol_lib.passes_difference(earlier, now)
     print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '
           f'difference over {count} {what}')
   if result['error']:

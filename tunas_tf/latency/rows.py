@@ -30,14 +30,15 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf.cost_model import block_table as block_table_lib
-from tunas_tf.cost_model import latency
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import device as device_lib
+from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
 # latency_ms: the median of the rounds; spread_ms their interquartile range;
 # repeats: rounds kept; remeasured: visits redone (disturbed) or rounds added
-# (spread out); load: the 1-minute load average (cost_model/latency).
+# (spread out); load: the 1-minute load average (latency/protocol).
 COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load')
 HEADER = ','.join(COLUMNS)
@@ -280,7 +281,8 @@ def read_indices_file(path: str, ssd: str) -> List[str]:
 
 def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    backend: str = 'tflite',
-                   protocol: latency.Protocol = latency.Protocol(), *,
+                   protocol: protocol_lib.Protocol = protocol_lib.Protocol(),
+                   *,
                    image_size: Optional[int] = None,
                    num_classes: Optional[int] = None,
                    input_channels: Optional[int] = None,
@@ -301,13 +303,13 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       appended to (rows flushed one by one). The settings are written to
       `settings_path(output)`.
     backend: 'tflite' or 'tf' on this host (ignored with `device_command`).
-    protocol: how each architecture is timed (`latency.Protocol`).
+    protocol: how each architecture is timed (`protocol.Protocol`).
     image_size: input resolution (default: the space's).
     num_classes: classifier width (default: the space's).
     input_channels: image channels (default: the space's).
     num_threads: TFLite interpreter threads (>= 1).
     device_command: time on a device through this command instead
-      (`latency.make_device`).
+      (`device.make_device`).
     device_timeout: seconds a device command may take.
     model_cache: where converted models are kept; default
       `<output>.models`.
@@ -320,8 +322,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       (`BLOCK_COLUMNS`).
 
   Returns:
-    dict with `rows` (the new `latency.Row`s), `skipped` (how many were
-    already in the CSV), `noise` (`latency.pass_noise` of the new rows, a
+    dict with `rows` (the new `protocol.Row`s), `skipped` (how many were
+    already in the CSV), `noise` (`protocol.pass_noise` of the new rows, a
     fraction, or None), `seconds` (the pass's wall time) and `error` (None,
     or the one line of a device that failed; the rows before it are
     written).
@@ -347,7 +349,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                                      wanted if architectures else None)
     wanted, columns = list(units), BLOCK_COLUMNS
     build = unit_builder(units)
-  device = latency.make_device(
+  device = device_lib.make_device(
       ssd, shape, protocol, build, backend=backend,
       num_threads=num_threads,
       model_cache=model_cache or output + '.models',
@@ -363,13 +365,14 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     logging.info('%d of %d architectures already in %s; skipping them',
                  skipped, len(wanted), output)
   files.write_json(dict(settings, protocol=dataclasses.asdict(protocol),
-                        load_at_start=latency.load_average()),
+                        load_at_start=protocol_lib.load_average()),
                    settings_path(output))
   new_rows, error = [], None
   start = time.time()
   with appender(output, columns) as write_row:
     try:
-      for n, row in enumerate(latency.measure(device, todo, protocol), 1):
+      rows = protocol_lib.measure(device, todo, protocol)
+      for n, row in enumerate(rows, 1):
         write_row(row.as_csv())
         new_rows.append(row)
         eta = (time.time() - start) / n * (len(todo) - n)
@@ -377,10 +380,10 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                      'load %.2f)  ETA %s', n, len(todo), row.indices,
                      row.latency_ms, row.spread_ms, row.repeats,
                      row.remeasured, row.load, duration_text(eta))
-    except latency.DeviceError as e:
+    except device_lib.DeviceError as e:
       error = str(e)
   return {'rows': new_rows, 'skipped': skipped,
-          'noise': latency.pass_noise(new_rows),
+          'noise': protocol_lib.pass_noise(new_rows),
           'seconds': time.time() - start, 'error': error}
 
 

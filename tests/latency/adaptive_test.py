@@ -1,11 +1,11 @@
-"""Tests for cost_model/adaptive: the architectures to measure next."""
+"""Tests for latency/adaptive: the architectures to measure next."""
 
 from absl.testing import absltest
 import numpy as np
 
-from tunas_tf.cost_model import adaptive
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import adaptive
 from tunas_tf.search_space import sample
 
 SSD = 'digits_search'

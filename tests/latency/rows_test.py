@@ -1,4 +1,4 @@
-"""Tests for cost_model/latency_csv: one set of rules to read, the appender,
+"""Tests for latency/rows: one set of rules to read, the appender,
 a measuring pass into the CSV and the files of indices it reads."""
 
 import csv
@@ -11,9 +11,9 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import files
-from tunas_tf.cost_model import latency
-from tunas_tf.cost_model import latency_csv
 from tunas_tf.graph import inference
+from tunas_tf.latency import protocol as protocol_lib
+from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search import random_search
 from tunas_tf.search_space import sample
 
@@ -22,8 +22,8 @@ HEADER = 'indices,latency_ms,spread_ms'  # What fit_cost_model reads.
 FULL = 'indices,latency_ms,spread_ms,repeats,remeasured,load'  # Appended.
 COLUMNS = FULL.split(',')
 # A measuring pass kept short (2 rounds of 2 runs, no warm-up to speak of).
-FAST = dict(protocol=latency.Protocol(repeats=2, runs=2, warmup_runs=0,
-                                      max_warmup_runs=2),
+FAST = dict(protocol=protocol_lib.Protocol(repeats=2, runs=2, warmup_runs=0,
+                                           max_warmup_runs=2),
             builder=inference.builder)
 
 
@@ -49,13 +49,13 @@ class ReadTest(absltest.TestCase):
     rows = [f' {self.indices[0]} ,1.5,0.1', '', ' , , ',
             f'{self.indices[1]},2.5,0.2']
     path = self._write('\n'.join([HEADER] + rows) + '\n')
-    indices, latencies = latency_csv.read(path, SSD)
+    indices, latencies = rows_lib.read(path, SSD)
     self.assertEqual(indices, self.indices[:2])
     np.testing.assert_array_equal(latencies, [1.5, 2.5])
     # Other columns and orders: only indices and latency_ms are needed.
     path = self._write(f'latency_ms,note,indices\n3.0,x,{self.indices[2]}\n',
                        'other.csv')
-    self.assertEqual(latency_csv.read(path, SSD)[0], self.indices[2:3])
+    self.assertEqual(rows_lib.read(path, SSD)[0], self.indices[2:3])
 
   def test_each_bad_csv_is_refused_naming_file_and_line(self):
     good = self.indices[0]
@@ -75,20 +75,20 @@ class ReadTest(absltest.TestCase):
     for i, (text, message) in enumerate(cases):
       path = self._write(text, f'bad{i}.csv')
       with self.assertRaisesRegex(ValueError, message, msg=text):
-        latency_csv.read(path, SSD)
+        rows_lib.read(path, SSD)
     with self.assertRaisesRegex(ValueError, 'cannot read'):
-      latency_csv.read(os.path.join(self.directory, 'none.csv'), SSD)
+      rows_lib.read(os.path.join(self.directory, 'none.csv'), SSD)
     with self.assertRaisesRegex(ValueError, 'is empty'):
-      latency_csv.read(self._write('', 'empty.csv'), SSD)
+      rows_lib.read(self._write('', 'empty.csv'), SSD)
     path = self._write(f'{HEADER}\n{good},1.0,0\n', 'digits.csv')
     with self.assertRaisesRegex(ValueError, "line 2: .*expected 34 indices.*"
                                 "not an architecture of 'cifar_search'"):
-      latency_csv.read(path, 'cifar_search')
+      rows_lib.read(path, 'cifar_search')
 
   def test_a_block_table_csv_has_unit_keys(self):
     key = 'u' + '0123456789abcdef'
     path = self._write(f'block,latency_ms\n{key},0.25\n', 'table.csv')
-    self.assertEqual(latency_csv.read(path, SSD, latency_csv.BLOCK_COLUMNS),
+    self.assertEqual(rows_lib.read(path, SSD, rows_lib.BLOCK_COLUMNS),
                      ([key], [0.25]))
     for text, message in (
         (f'block,latency_ms\n{self.indices[0]},0.25\n',
@@ -96,28 +96,28 @@ class ReadTest(absltest.TestCase):
         (f'{HEADER}\n{self.indices[0]},1.0,0\n', r"missing \['block'\]")):
       path = self._write(text, 'bad_table.csv')
       with self.assertRaisesRegex(ValueError, message):
-        latency_csv.read(path, SSD, latency_csv.BLOCK_COLUMNS)
+        rows_lib.read(path, SSD, rows_lib.BLOCK_COLUMNS)
 
 
 class AppendTest(absltest.TestCase):
 
   def test_appender_writes_what_read_and_read_for_append_read(self):
     path = os.path.join(tempfile.mkdtemp(), 'sub', 'latency.csv')
-    self.assertEqual(latency_csv.read_for_append(path, SSD), [])
+    self.assertEqual(rows_lib.read_for_append(path, SSD), [])
     indices = sample.sample_indices(SSD, 3, seed=1)
-    with latency_csv.appender(path) as write_row:
+    with rows_lib.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
-    with latency_csv.appender(path) as write_row:
+    with rows_lib.appender(path) as write_row:
       write_row((indices[1], 2.0, 0.25, 6, 1, 1.0))
     with open(path) as f:
       self.assertEqual(f.read(), f'{FULL}\n{indices[0]},1.250000,0.500000,5,0,'
                        f'0.500000\n{indices[1]},2.000000,0.250000,6,1,'
                        '1.000000\n')
-    with latency_csv.appender(path) as write_row:
+    with rows_lib.appender(path) as write_row:
       with self.assertRaisesRegex(ValueError, 'a row has 6 values'):
         write_row((indices[2], 1.0, 0.1))
-    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
-    got, latencies = latency_csv.read(path, SSD)
+    self.assertEqual(rows_lib.read_for_append(path, SSD), indices[:2])
+    got, latencies = rows_lib.read(path, SSD)
     self.assertEqual(got, indices[:2])
     np.testing.assert_array_equal(latencies, [1.25, 2.0])
 
@@ -126,7 +126,7 @@ class AppendTest(absltest.TestCase):
       complete = f.read()
     with open(path, 'a') as f:
       f.write(indices[2][:5])
-    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
+    self.assertEqual(rows_lib.read_for_append(path, SSD), indices[:2])
     with open(path) as f:
       self.assertEqual(f.read(), complete)
 
@@ -134,23 +134,23 @@ class AppendTest(absltest.TestCase):
     # TF's in-memory filesystem stands in for Cloud Storage.
     path = f'ram://latency_csv_test-{os.getpid()}/sub/latency.csv'
     indices = sample.sample_indices(SSD, 3, seed=1)
-    self.assertEqual(latency_csv.read_for_append(path, SSD), [])
-    with latency_csv.appender(path) as write_row:
+    self.assertEqual(rows_lib.read_for_append(path, SSD), [])
+    with rows_lib.appender(path) as write_row:
       write_row((indices[0], 1.25, 0.5, 5, 0, 0.5))
-    with latency_csv.appender(path) as write_row:
+    with rows_lib.appender(path) as write_row:
       write_row((indices[1], 2.0, 0.25, 6, 1, 1.0))
     complete = (f'{FULL}\n{indices[0]},1.250000,0.500000,5,0,0.500000\n'
                 f'{indices[1]},2.000000,0.250000,6,1,1.000000\n')
     with tf.io.gfile.GFile(path, 'a') as f:  # A run killed mid-row.
       f.write(indices[2][:5])
-    self.assertEqual(latency_csv.read_for_append(path, SSD), indices[:2])
+    self.assertEqual(rows_lib.read_for_append(path, SSD), indices[:2])
     with tf.io.gfile.GFile(path) as f:
       self.assertEqual(f.read(), complete)
-    self.assertEqual(latency_csv.read(path, SSD)[0], indices[:2])
-    with tf.io.gfile.GFile(latency_csv.settings_path(path), 'w') as f:
+    self.assertEqual(rows_lib.read(path, SSD)[0], indices[:2])
+    with tf.io.gfile.GFile(rows_lib.settings_path(path), 'w') as f:
       f.write(json.dumps({'backend': 'tf'}))
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      latency_csv.check_settings(path, {'backend': 'tflite'})
+      rows_lib.check_settings(path, {'backend': 'tflite'})
 
   def test_read_for_append_needs_the_exact_header(self):
     directory = tempfile.mkdtemp()
@@ -158,18 +158,18 @@ class AppendTest(absltest.TestCase):
     with open(wrong, 'w') as f:
       f.write('indices,latency\n0:0,1.0\n')
     with self.assertRaisesRegex(ValueError, "header 'indices,latency'"):
-      latency_csv.read_for_append(wrong, SSD)
+      rows_lib.read_for_append(wrong, SSD)
     with open(wrong) as f:
       self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
     older = os.path.join(directory, 'older.csv')  # Read, not appended to.
     with open(older, 'w') as f:
       f.write(HEADER + '\n')
     with self.assertRaisesRegex(ValueError, 'fit_cost_model still reads it'):
-      latency_csv.read_for_append(older, SSD)
+      rows_lib.read_for_append(older, SSD)
     lone_header = os.path.join(directory, 'header.csv')
     with open(lone_header, 'w') as f:
       f.write(FULL)
-    self.assertEqual(latency_csv.read_for_append(lone_header, SSD), [])
+    self.assertEqual(rows_lib.read_for_append(lone_header, SSD), [])
     with open(lone_header) as f:
       self.assertEqual(f.read(), FULL + '\n')
 
@@ -177,17 +177,17 @@ class AppendTest(absltest.TestCase):
     directory = tempfile.mkdtemp()
     path = os.path.join(directory, 'latency.csv')
     settings = {'ssd': SSD, 'backend': 'tflite'}
-    latency_csv.check_settings(path, settings)  # No CSV yet.
+    rows_lib.check_settings(path, settings)  # No CSV yet.
     with open(path, 'w') as f:
       f.write(HEADER + '\n')
-    latency_csv.check_settings(path, settings)  # No settings file.
-    self.assertEqual(latency_csv.settings_path(path),
+    rows_lib.check_settings(path, settings)  # No settings file.
+    self.assertEqual(rows_lib.settings_path(path),
                      path + '.settings.json')
-    with open(latency_csv.settings_path(path), 'w') as f:
-      json.dump({'ssd': SSD, 'backend': 'tf'}, f)
-    latency_csv.check_settings(path, {'ssd': SSD})
+    with open(rows_lib.settings_path(path), 'w') as f:
+              json.dump({'ssd': SSD, 'backend': 'tf'}, f)
+    rows_lib.check_settings(path, {'ssd': SSD})
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      latency_csv.check_settings(path, settings)
+      rows_lib.check_settings(path, settings)
 
 
 class MeasureToCsvTest(absltest.TestCase):
@@ -195,7 +195,7 @@ class MeasureToCsvTest(absltest.TestCase):
   def test_measures_appends_and_resumes(self):
     output = os.path.join(tempfile.mkdtemp(), 'out', 'latency.csv')
     architectures = sample.sample_indices(SSD, 2, seed=3)
-    result = latency_csv.measure_to_csv(SSD, architectures, output, **FAST)
+    result = rows_lib.measure_to_csv(SSD, architectures, output, **FAST)
     self.assertEqual(result['skipped'], 0)
     self.assertIsNone(result['error'])
     self.assertGreaterEqual(result['noise'], 0.0)
@@ -209,7 +209,7 @@ class MeasureToCsvTest(absltest.TestCase):
       self.assertGreaterEqual(float(spread), 0.0)
       self.assertGreaterEqual(int(repeats), 2)
       self.assertGreaterEqual(float(load), 0.0)
-    with open(latency_csv.settings_path(output)) as f:
+    with open(rows_lib.settings_path(output)) as f:
       settings = json.load(f)
     self.assertEqual(settings['backend'], 'tflite')
     self.assertEqual(settings['num_threads'], 1)
@@ -224,14 +224,14 @@ class MeasureToCsvTest(absltest.TestCase):
       complete = f.read()
     with open(output, 'a') as f:
       f.write('0:1:2:0,0.12')
-    again = latency_csv.measure_to_csv(SSD, architectures, output, **FAST)
+    again = rows_lib.measure_to_csv(SSD, architectures, output, **FAST)
     self.assertEqual((again['rows'], again['skipped']), ([], 2))
     with open(output) as f:
       self.assertEqual(f.read(), complete)
 
     # A longer list measures only what is new, appended after the old rows.
     more = architectures + sample.sample_indices(SSD, 3, seed=4)[2:]
-    third = latency_csv.measure_to_csv(SSD, more, output, **FAST)
+    third = rows_lib.measure_to_csv(SSD, more, output, **FAST)
     self.assertEqual(third['skipped'], 2)
     self.assertEqual([row.indices for row in third['rows']], more[2:])
     rows = _rows(output)
@@ -246,7 +246,7 @@ class MeasureToCsvTest(absltest.TestCase):
     with open(wrong, 'w') as f:
       f.write('indices,latency\n0:0,1.0\n')
     with self.assertRaisesRegex(ValueError, "header 'indices,latency'"):
-      latency_csv.measure_to_csv(SSD, architectures, wrong, **FAST)
+      rows_lib.measure_to_csv(SSD, architectures, wrong, **FAST)
     with open(wrong) as f:
       self.assertEqual(f.read(), 'indices,latency\n0:0,1.0\n')  # Untouched.
 
@@ -254,16 +254,16 @@ class MeasureToCsvTest(absltest.TestCase):
     with open(other_space, 'w') as f:
       f.write(','.join(COLUMNS) + '\n0:1:0,1.0,0.1,2,0,0.5\n')
     with self.assertRaisesRegex(ValueError, 'line 2.*expected 18 indices'):
-      latency_csv.measure_to_csv(SSD, architectures, other_space, **FAST)
+      rows_lib.measure_to_csv(SSD, architectures, other_space, **FAST)
 
     measured_with_tf = os.path.join(directory, 'tf.csv')
     with open(measured_with_tf, 'w') as f:
       f.write(','.join(COLUMNS) + '\n')
-    with open(latency_csv.settings_path(measured_with_tf), 'w') as f:
-      json.dump({'ssd': SSD, 'backend': 'tf'}, f)
+    with open(rows_lib.settings_path(measured_with_tf), 'w') as f:
+              json.dump({'ssd': SSD, 'backend': 'tf'}, f)
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      latency_csv.measure_to_csv(SSD, architectures, measured_with_tf,
-                                 **FAST)
+      rows_lib.measure_to_csv(SSD, architectures, measured_with_tf,
+                              **FAST)
 
   def test_bad_arguments(self):
     output = os.path.join(tempfile.mkdtemp(), 'latency.csv')
@@ -271,7 +271,8 @@ class MeasureToCsvTest(absltest.TestCase):
     cases = [
         (dict(ssd='nope'), 'Unknown search space'),
         (dict(backend='onnx'), "unknown backend 'onnx'"),
-        (dict(protocol=latency.Protocol(runs=0)), 'runs must be an int >= 1'),
+        (dict(protocol=protocol_lib.Protocol(runs=0)),
+         'runs must be an int >= 1'),
         (dict(num_threads=0), 'num_threads must be an int >= 1'),
         (dict(architectures=['0:1']), 'architecture 0: .*expected 18'),
         (dict(image_size=0), 'image_size must be a positive int'),
@@ -280,7 +281,7 @@ class MeasureToCsvTest(absltest.TestCase):
       kwargs = dict(ssd=SSD, architectures=good, output=output, **FAST)
       kwargs.update(overrides)
       with self.assertRaisesRegex(ValueError, message):
-        latency_csv.measure_to_csv(**kwargs)
+        rows_lib.measure_to_csv(**kwargs)
     self.assertFalse(os.path.exists(output))
     with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
       sample.sample_indices(SSD, 0)
@@ -294,15 +295,15 @@ class ReadIndicesFileTest(absltest.TestCase):
     as_json = os.path.join(directory, 'archs.json')
     files.write_json(kept + kept[:1], as_json)
     expected = [k['indices'] for k in kept]
-    self.assertEqual(latency_csv.read_indices_file(as_json, SSD),
+    self.assertEqual(rows_lib.read_indices_file(as_json, SSD),
                      expected)  # Duplicates dropped.
     as_text = os.path.join(directory, 'archs.txt')
     with open(as_text, 'w') as f:
       f.write('# measured on the laptop\n\n' + '\n'.join(expected) + '\n')
-    self.assertEqual(latency_csv.read_indices_file(as_text, SSD), expected)
+    self.assertEqual(rows_lib.read_indices_file(as_text, SSD), expected)
     single = os.path.join(directory, 'architecture.json')
     files.write_json({'indices': expected[1], 'ssd': SSD}, single)
-    self.assertEqual(latency_csv.read_indices_file(single, SSD),
+    self.assertEqual(rows_lib.read_indices_file(single, SSD),
                      expected[1:2])
 
   def test_bad_entries_are_named(self):
@@ -312,14 +313,14 @@ class ReadIndicesFileTest(absltest.TestCase):
     with open(bad_text, 'w') as f:
       f.write(good + '\n0:9\n')
     with self.assertRaisesRegex(ValueError, 'line 2: .*expected 18 indices'):
-      latency_csv.read_indices_file(bad_text, SSD)
+      rows_lib.read_indices_file(bad_text, SSD)
     bad_json = os.path.join(directory, 'bad.json')
     with open(bad_json, 'w') as f:
       json.dump([{'cost': 1.0}], f)
     with self.assertRaisesRegex(ValueError, 'entry 0 has no "indices"'):
-      latency_csv.read_indices_file(bad_json, SSD)
+      rows_lib.read_indices_file(bad_json, SSD)
     with self.assertRaisesRegex(ValueError, 'cannot read'):
-      latency_csv.read_indices_file(os.path.join(directory, 'no'), SSD)
+      rows_lib.read_indices_file(os.path.join(directory, 'no'), SSD)
 
 
 if __name__ == '__main__':

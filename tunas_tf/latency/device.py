@@ -1,4 +1,4 @@
-"""Timing architectures where they will run: this host, or a device by command.
+"""Where architectures are timed: this host, or a device through a command.
 
 Three devices (`make_device`): `tflite` (the TFLite interpreter on this host,
 XNNPACK, `num_threads`), `tf` (the TF function on this host) and `command`
@@ -6,40 +6,20 @@ XNNPACK, `num_threads`), `tf` (the TF function on this host) and `command`
 .tflite path, its latency read from TFLite `benchmark_model`'s
 `Inference timings in us: ... Inference (avg): N` line, so a phone over adb
 or any box reachable by a command measures it). Models are converted to
-TFLite once per architecture and cached on disk (`ModelCache`).
-
-The protocol (`measure`), for timings that repeat:
-- architectures are taken in chunks of `interleave`; each round visits every
-  architecture of the chunk once (in a rotated order), so a slow spell of the
-  machine spreads over all of them instead of biasing one;
-- the first visit warms up until the median of the last runs is stable
-  (`warm_up`); every visit times `runs` calls and keeps their median;
-- a visit is disturbed when the timing thread (TFLite with one thread; the
-  process otherwise) had the CPU for less than `1 - max_disturbance` of its
-  wall time (another process, another of our threads, or the hypervisor
-  took it); it is dropped and visited again (up to `max_retries` more);
-  Python's garbage collector is off while timing;
-- a row whose round medians still spread more than `max_spread` (IQR over
-  median) gets more rounds, up to `max_retries`;
-- the row is the median of its rounds, with their IQR, the rounds kept, the
-  visits redone and the 1-minute load average;
-- the pass's own noise (`pass_noise`): each row's rounds split in two
-  interleaved halves (even and odd rounds) measure it twice; the median
-  relative difference of the halves' medians over the rows.
-Threads and CPU affinity are fixed by the caller (`pin_cpus`) and recorded in
-the settings (`host_settings`).
+TFLite once per architecture and cached on disk (`ModelCache`). Threads and
+CPU affinity are fixed by the caller (`pin_cpus`) and recorded in the
+settings (`host_settings`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import re
 import shlex
 import subprocess
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -47,6 +27,8 @@ from tunas_tf import files
 from tunas_tf import lite
 from tunas_tf import native_output
 from tunas_tf.cost_model import macs
+from tunas_tf.latency import protocol as protocol_lib
+from tunas_tf.latency.protocol import Device, Protocol, Row, Visit
 
 TFLITE, TF, COMMAND = 'tflite', 'tf', 'command'
 BACKENDS = (TFLITE, TF)
@@ -56,68 +38,9 @@ MODEL_PLACEHOLDER = '{model}'
 _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
 
 
-@dataclasses.dataclass(frozen=True)
-class Protocol:
-  """How each architecture is timed (see the module docstring).
-
-  Attributes:
-    repeats: rounds per architecture (>= 2, so a pass reports its noise).
-    runs: timed calls per visit on this host (>= 1).
-    warmup_runs: untimed calls at the start of every later visit (>= 0).
-    max_warmup_runs: cap of the first visit's warm-up (>= warmup_runs).
-    stable_tolerance: the warm-up stops when the median of the last
-      `runs` calls moved less than this (relative) since the previous ones.
-    max_disturbance: a visit is redone when more than this share of its wall
-      time was not this process's CPU time (0 to 1; 1 turns it off).
-    max_spread: a row gets more rounds while the IQR of its rounds over their
-      median exceeds this.
-    max_retries: extra visits per architecture for disturbed visits and extra
-      rounds for spread rows (>= 0).
-    interleave: architectures visited in turn (>= 1).
-  """
-  repeats: int = 5
-  runs: int = 10
-  warmup_runs: int = 2
-  max_warmup_runs: int = 100
-  stable_tolerance: float = 0.02
-  max_disturbance: float = 0.05
-  max_spread: float = 0.05
-  max_retries: int = 4
-  interleave: int = 8
-
-  def check(self) -> None:
-    """Raises ValueError naming a field out of range."""
-    for name, low in (('repeats', 2), ('runs', 1), ('warmup_runs', 0),
-                      ('max_warmup_runs', 0), ('max_retries', 0),
-                      ('interleave', 1)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
-    for name in ('stable_tolerance', 'max_disturbance', 'max_spread'):
-      value = getattr(self, name)
-      if not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f'{name} must be in (0, 1], got {value!r}')
-
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-  """One measured architecture: what the latency CSV holds."""
-  indices: str
-  latency_ms: float
-  spread_ms: float
-  repeats: int
-  remeasured: int
-  load: float
-  rounds: Tuple[float, ...] = dataclasses.field(default=(), repr=False)
-
-  def as_csv(self) -> Tuple[Any, ...]:
-    return (self.indices, self.latency_ms, self.spread_ms, self.repeats,
-            self.remeasured, self.load)
-
-
 # indices -> (the network's concrete single-image inference function, the
 # network holding its variables): `graph.inference.builder(ssd, shape)`
-# (cost_model does not import graph; the tools pass it in).
+# (the tools pass it in).
 Build = Callable[[str], Tuple[Any, Any]]
 
 
@@ -204,63 +127,6 @@ def tf_runner(build: Build, indices: str) -> Callable[[], np.ndarray]:
   return lambda: concrete(tensor).numpy()
 
 
-# ---------------------------------------------------------------- timing
-
-
-def time_runs(run: Callable[[], Any], runs: int,
-              clock: Callable[[], float] = time.process_time
-              ) -> Tuple[float, float, float]:
-  """(median ms, IQR ms, disturbance) of `runs` calls, each timed alone.
-
-  Python's garbage collector is off meanwhile (as `timeit` does).
-  Disturbance: the share of the calls' wall time that `clock` (CPU time)
-  did not advance, at least 0: near 0 when nothing else had the CPU. With
-  `time.thread_time` (a single-threaded run on the calling thread) it also
-  catches this process's other threads (e.g. TensorFlow's, still busy after
-  a conversion); `time.process_time` counts those as ours.
-  """
-  times = np.empty([runs])
-  enabled = gc.isenabled()
-  gc.disable()
-  try:
-    wall, cpu = time.perf_counter(), clock()
-    for i in range(runs):
-      start = time.perf_counter()
-      run()
-      times[i] = time.perf_counter() - start
-    wall, cpu = time.perf_counter() - wall, clock() - cpu
-  finally:
-    if enabled:
-      gc.enable()
-  median, iqr = _spread(times * 1e3)
-  return median, iqr, max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
-
-
-def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
-            tolerance: float,
-            clock: Callable[[], float] = time.process_time) -> int:
-  """Calls `run` until the median of the last `runs` calls moved less than
-  `tolerance` (relative) from the previous `runs`'; at most `max_runs`
-  calls. Returns how many calls it made."""
-  made, previous = 0, None
-  while made < max_runs:
-    batch = min(runs, max_runs - made)
-    median = time_runs(run, batch, clock)[0]
-    made += batch
-    if previous is not None and abs(median - previous) <= tolerance * previous:
-      break
-    previous = median
-  return made
-
-
-def load_average() -> float:
-  """The 1-minute load average (0 where the system has none)."""
-  try:
-    return float(os.getloadavg()[0])
-  except OSError:
-    return 0.0
-
-
 def parse_benchmark_output(text: str) -> float:
   """Latency (ms) from TFLite benchmark_model's output: the last
   'Inference (avg): N' (microseconds). Raises DeviceError if there is none."""
@@ -279,24 +145,6 @@ def parse_benchmark_output(text: str) -> float:
                       'positive number of microseconds')
   return value / 1e3
 
-
-# One architecture on one device: visit(first) -> (median ms, disturbance),
-# `first` True on its first visit only.
-Visit = Callable[[bool], Tuple[float, float]]
-
-
-@dataclasses.dataclass
-class Device:
-  """Where architectures run; `open(indices)` prepares one for visits.
-
-  Attributes:
-    backend: 'tflite', 'tf' or 'command'.
-    settings: what the rows' context is (recorded beside the CSV).
-    open: indices -> a `Visit`.
-  """
-  backend: str
-  settings: Dict[str, Any]
-  open: Callable[[str], Visit]
 
 
 def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
@@ -344,12 +192,12 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 
     def visit(first: bool) -> Tuple[float, float]:
       if first:
-        warm_up(run, protocol.runs, protocol.max_warmup_runs,
+        protocol_lib.warm_up(run, protocol.runs, protocol.max_warmup_runs,
                 protocol.stable_tolerance, clock)
       else:
         for _ in range(protocol.warmup_runs):
           run()
-      median, _, disturbance = time_runs(run, protocol.runs, clock)
+      median, _, disturbance = protocol_lib.time_runs(run, protocol.runs, clock)
       return median, disturbance
 
     return visit
@@ -450,84 +298,6 @@ def pin_cpus(cpus: Sequence[int]) -> List[int]:
   return sorted(cpus)
 
 
-# ---------------------------------------------------------------- protocol
-
-
-def _spread(values: Sequence[float]) -> Tuple[float, float]:
-  q25, median, q75 = np.percentile(np.asarray(values), [25, 50, 75])
-  return float(median), float(q75 - q25)
-
-
-def measure(device: Device, architectures: Sequence[str],
-            protocol: Protocol) -> Iterator[Row]:
-  """Times `architectures` on `device`; yields one `Row` per architecture,
-  a chunk of `protocol.interleave` at a time (see the module docstring).
-
-  Raises:
-    DeviceError: a device command failed (rows yielded so far stand).
-  """
-  protocol.check()
-  for start in range(0, len(architectures), protocol.interleave):
-    chunk = list(architectures[start:start + protocol.interleave])
-    visits = {indices: device.open(indices) for indices in chunk}
-    gc.collect()  # The conversions' garbage, before any timing.
-    rounds: Dict[str, List[float]] = {i: [] for i in chunk}
-    redone, visited = dict.fromkeys(chunk, 0), set()
-
-    def one_round(todo: List[str], offset: int) -> None:
-      order = todo[offset % len(todo):] + todo[:offset % len(todo)]
-      for indices in order:
-        while True:
-          median, disturbance = visits[indices](indices not in visited)
-          visited.add(indices)
-          if (disturbance <= protocol.max_disturbance or
-              redone[indices] >= protocol.max_retries):
-            break
-          redone[indices] += 1
-        rounds[indices].append(median)
-
-    for r in range(protocol.repeats):
-      one_round(chunk, r)
-    for extra in range(protocol.max_retries):
-      spread_out = [i for i in chunk if redone[i] < protocol.max_retries and
-                    _spread(rounds[i])[1] > protocol.max_spread *
-                    _spread(rounds[i])[0]]
-      if not spread_out:
-        break
-      for indices in spread_out:
-        redone[indices] += 1
-      one_round(spread_out, extra)
-    load = load_average()
-    for indices in chunk:
-      median, spread = _spread(rounds[indices])
-      yield Row(indices, median, spread, len(rounds[indices]),
-                redone[indices], load, tuple(rounds[indices]))
-
-
-def halves_difference(rounds: Sequence[float]) -> float:
-  """Relative difference of the medians of a row's even and odd rounds:
-  the architecture measured twice, interleaved."""
-  even, odd = np.median(rounds[0::2]), np.median(rounds[1::2])
-  return float(abs(even - odd) / (0.5 * (even + odd)))
-
-
-def pass_noise(rows: Sequence[Row]) -> Optional[float]:
-  """Median over rows of `halves_difference` (a fraction), or None."""
-  values = [halves_difference(r.rounds) for r in rows if len(r.rounds) >= 2]
-  return float(np.median(values)) if values else None
-
-
-def passes_difference(first: Dict[str, float],
-                      second: Dict[str, float]) -> Tuple[float, int]:
-  """(median relative difference, count) over the architectures two passes
-  share: `|a - b| / mean(a, b)`. Raises ValueError if they share none."""
-  shared = [i for i in first if i in second]
-  if not shared:
-    raise ValueError('the two passes share no architecture')
-  a = np.array([first[i] for i in shared])
-  b = np.array([second[i] for i in shared])
-  return float(np.median(np.abs(a - b) / (0.5 * (a + b)))), len(shared)
-
 
 def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
                 model_cache: str, build_for: Callable[[str, macs.InputSpec],
@@ -557,7 +327,7 @@ def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
                        backend=backend,
                        num_threads=int(measured_with.get('num_threads', 1)),
                        model_cache=model_cache, device_command=command)
-  return next(measure(device, [indices], protocol))
+  return next(protocol_lib.measure(device, [indices], protocol))
 
 
 def closing_line(measured_ms: float, predicted_ms: float,
@@ -565,8 +335,8 @@ def closing_line(measured_ms: float, predicted_ms: float,
   """'Measured 0.412 ms on DEVICE: predicted 0.405 ms (+1.7%), target
   0.400 ms (+3.0%)': the searched architecture held against the model."""
   text = (f'Measured {measured_ms:.6g} ms on {device}: predicted '
-          f'{predicted_ms:.6g} ms ({100 * (measured_ms / predicted_ms - 1):+.1f}'
-          '%)')
+          f'{predicted_ms:.6g} ms '
+          f'({100 * (measured_ms / predicted_ms - 1):+.1f}%)')
   if target_ms:
     text += (f', target {target_ms:.6g} ms '
              f'({100 * (measured_ms / target_ms - 1):+.1f}%)')

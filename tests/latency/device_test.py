@@ -1,0 +1,93 @@
+"""Tests for latency/device: converted models, benchmark_model's output,
+device commands."""
+
+import os
+import tempfile
+from unittest import mock
+
+from absl.testing import absltest
+
+from tunas_tf.cost_model import macs
+from tunas_tf.graph import inference
+from tunas_tf.latency import device as device_lib
+from tunas_tf.latency import protocol as protocol_lib
+from tunas_tf.search_space import sample
+from tests.testing import latency as testing_latency
+
+SSD = 'digits_search'  # 8x8x1 images, 10 classes: small and fast to build.
+SHAPE = macs.resolve_input(SSD)
+BUILD = inference.builder(SSD, SHAPE)
+
+
+class ParseTest(absltest.TestCase):
+
+  def test_parse_benchmark_output(self):
+    text = ('STARTING!\nInference timings in us: Init: 3518, First inference:'
+            ' 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23\n')
+    self.assertAlmostEqual(device_lib.parse_benchmark_output(text), 1.04123)
+    with self.assertRaisesRegex(device_lib.DeviceError, "no \"Inference "
+                                "\\(avg\\): N\" line.*last line 'oops'"):
+      device_lib.parse_benchmark_output('STARTING!\noops\n')
+    with self.assertRaisesRegex(device_lib.DeviceError, 'not a positive'):
+      device_lib.parse_benchmark_output('Inference (avg): 0')
+
+
+class ModelsAndDevicesTest(absltest.TestCase):
+
+  def test_models_are_converted_once(self):
+    cache = device_lib.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD)
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
+    with mock.patch.object(device_lib, 'convert',
+                           wraps=device_lib.convert) as convert:
+      path = cache.get(indices)
+      self.assertEqual(cache.get(indices), path)
+    self.assertEqual(convert.call_count, 1)
+    self.assertIn('digits_search_8px_10c_1ch', path)
+    with open(path, 'rb') as f:
+      self.assertEqual(f.read(8)[4:], b'TFL3')
+
+  def test_command_device_reads_benchmark_model(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    indices = sample.sample_indices(SSD, 2, seed=5)
+    device = device_lib.make_device(SSD, SHAPE, protocol_lib.Protocol(), BUILD,
+                                    model_cache=directory,
+                                    device_command=f'{script} {{model}}')
+    self.assertEqual(device.backend, 'command')
+    self.assertIn(script, device.settings['device_command'])
+    rows = list(protocol_lib.measure(device, indices,
+                                     protocol_lib.Protocol(repeats=2)))
+    cache = device_lib.ModelCache(directory, SSD, SHAPE, BUILD)
+    for row in rows:  # The fake device's latency: file size / 1000 us.
+      size = os.path.getsize(cache.path(row.indices))
+      self.assertAlmostEqual(row.latency_ms, size / 1e6, places=9)
+      self.assertEqual(row.repeats, 2)
+
+  def test_bad_commands_are_named(self):
+    directory = tempfile.mkdtemp()
+    indices = sample.sample_indices(SSD, 1, seed=5)
+    protocol = protocol_lib.Protocol(repeats=2)
+    for command, message in (
+        ('adb push model.tflite', 'has no {model}'),
+        ("sh -c 'unclosed {model}", 'does not parse'),
+    ):
+      with self.assertRaisesRegex(ValueError, message):
+        device_lib.make_device(SSD, SHAPE, protocol, BUILD,
+                               model_cache=directory, device_command=command)
+    for command, message in (
+        ('/no/such/benchmark {model}', "'/no/such/benchmark' not found"),
+        ('echo {model}', 'no "Inference \\(avg\\): N" line'),
+        ('false {model}', 'exited with 1: \\(no output\\)'),
+        ("sh -c 'sleep 10' {model}", 'no answer within 0.5 s \\(device '
+         'gone\\?\\)'),
+    ):
+      device = device_lib.make_device(SSD, SHAPE, protocol, BUILD,
+                                      model_cache=directory,
+                                      device_command=command,
+                                      command_timeout=0.5)
+      with self.assertRaisesRegex(device_lib.DeviceError, message):
+        list(protocol_lib.measure(device, indices, protocol))
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,131 @@
+"""Tests for latency/protocol: interleaved rounds, retries, noise, timing.
+
+The protocol runs on fake devices whose latencies and disturbances are
+scripted, so nothing here depends on this machine's timing.
+"""
+
+from unittest import mock
+
+from absl.testing import absltest
+
+from tunas_tf.latency import protocol as protocol_lib
+
+
+class _Scripted:
+  """A fake device: each architecture's visits return scripted
+  (ms, disturbance) pairs in turn; `log` records the visits' order."""
+
+  def __init__(self, script):
+    self.script = {k: list(v) for k, v in script.items()}
+    self.log = []
+
+  def device(self):
+    def open_one(indices):
+      def visit(first):
+        self.log.append((indices, first))
+        return self.script[indices].pop(0)
+      return visit
+    return protocol_lib.Device('fake', {}, open_one)
+
+
+class ProtocolTest(absltest.TestCase):
+
+  def test_rounds_are_interleaved_and_rows_are_medians(self):
+    fake = _Scripted({'a': [(1.0, 0), (1.2, 0), (1.1, 0)],
+                      'b': [(2.0, 0), (2.0, 0), (2.2, 0)],
+                      'c': [(5.0, 0), (5.0, 0), (5.0, 0)]})
+    protocol = protocol_lib.Protocol(repeats=3, interleave=2, max_spread=1.0)
+    rows = list(protocol_lib.measure(fake.device(), ['a', 'b', 'c'], protocol))
+    # Chunks of two, each round visits both (rotated), the first visit warms.
+    self.assertEqual(fake.log, [('a', True), ('b', True), ('b', False),
+                                ('a', False), ('a', False), ('b', False),
+                                ('c', True), ('c', False), ('c', False)])
+    self.assertEqual([r.indices for r in rows], ['a', 'b', 'c'])
+    self.assertAlmostEqual(rows[0].latency_ms, 1.1)
+    self.assertAlmostEqual(rows[0].spread_ms, 0.1)  # 1.15 - 1.05
+    self.assertEqual(rows[0].rounds, (1.0, 1.2, 1.1))
+    self.assertEqual([r.repeats for r in rows], [3, 3, 3])
+    self.assertEqual([r.remeasured for r in rows], [0, 0, 0])
+
+  def test_disturbed_visits_and_spread_rows_are_measured_again(self):
+    # 'a': its second visit lost 30% of its time: dropped and redone.
+    # 'b': rounds 1, 3, 1 spread out (IQR 1 > 5% of 1): rounds are added
+    # until the spread is small.
+    fake = _Scripted({'a': [(1.0, 0.0), (9.0, 0.3), (1.0, 0.01), (1.0, 0.0)],
+                      'b': [(1.0, 0), (3.0, 0), (1.0, 0), (1.0, 0),
+                            (1.0, 0), (1.0, 0)]})
+    protocol = protocol_lib.Protocol(repeats=3, interleave=2, max_retries=3)
+    a, b = protocol_lib.measure(fake.device(), ['a', 'b'], protocol)
+    self.assertEqual(a.rounds, (1.0, 1.0, 1.0))
+    self.assertEqual(a.remeasured, 1)
+    self.assertEqual(b.rounds, (1.0, 3.0, 1.0, 1.0, 1.0))
+    self.assertEqual(b.remeasured, 2)
+    self.assertEqual(b.latency_ms, 1.0)
+
+  def test_retries_are_bounded(self):
+    fake = _Scripted({'a': [(float(i), 0.5) for i in range(1, 20)]})
+    protocol = protocol_lib.Protocol(repeats=2, max_retries=2)
+    (row,) = protocol_lib.measure(fake.device(), ['a'], protocol)
+    self.assertEqual(row.remeasured, 2)  # Then kept as measured.
+    self.assertEqual(row.repeats, 2)
+    self.assertLen(fake.log, 4)
+
+  def test_noise_figures(self):
+    self.assertAlmostEqual(protocol_lib.halves_difference([1.0, 1.1, 1.0, 1.1]),
+                           0.1 / 1.05)
+    rows = [protocol_lib.Row('a', 1, 0, 4, 0, 0, (1.0, 1.1, 1.0, 1.1)),
+            protocol_lib.Row('b', 1, 0, 2, 0, 0, (2.0, 2.0)),
+            protocol_lib.Row('c', 1, 0, 2, 0, 0, (1.0, 3.0))]
+    self.assertAlmostEqual(protocol_lib.pass_noise(rows), 0.1 / 1.05)
+    self.assertIsNone(protocol_lib.pass_noise([]))
+    difference, count = protocol_lib.passes_difference(
+        {'a': 1.0, 'b': 2.0, 'c': 4.0, 'x': 9.0},
+        {'a': 1.1, 'b': 2.0, 'c': 4.0, 'y': 1.0})
+    self.assertEqual(count, 3)
+    self.assertAlmostEqual(difference, 0.0)  # Median of 0.095, 0, 0.
+    with self.assertRaisesRegex(ValueError, 'share no architecture'):
+      protocol_lib.passes_difference({'a': 1.0}, {'b': 1.0})
+
+  def test_bad_protocol(self):
+    for protocol, message in (
+        (protocol_lib.Protocol(repeats=1), 'repeats must be an int >= 2'),
+        (protocol_lib.Protocol(runs=0), 'runs must be an int >= 1'),
+        (protocol_lib.Protocol(max_disturbance=0.0), r'max_disturbance must be '
+         r'in \(0, 1\]')):
+      with self.assertRaisesRegex(ValueError, message):
+        list(protocol_lib.measure(_Scripted({}).device(), ['a'], protocol))
+
+
+class TimingTest(absltest.TestCase):
+
+  def test_time_runs_reports_median_iqr_and_disturbance(self):
+    delays = iter([0.001, 0.002, 0.003, 0.004, 0.020])
+    wall, cpu = [0.0], [0.0]
+
+    def run():
+      step = next(delays)
+      wall[0] += step
+      cpu[0] += step / 2  # Half of the time went to someone else.
+
+    with mock.patch.object(protocol_lib.time, 'perf_counter', lambda: wall[0]):
+      median, spread, disturbance = protocol_lib.time_runs(run, runs=5,
+                                                           clock=lambda: cpu[0])
+    self.assertTrue(protocol_lib.gc.isenabled())  # Off only while timing.
+    self.assertAlmostEqual(median, 3.0)   # ms
+    self.assertAlmostEqual(spread, 2.0)   # 4 ms - 2 ms
+    self.assertAlmostEqual(disturbance, 0.5)
+
+  def test_warm_up_stops_when_stable(self):
+    delays = iter([0.010] * 3 + [0.005] * 3 + [0.005] * 3 + [1.0] * 30)
+    clock = [0.0]
+
+    def run():
+      clock[0] += next(delays)
+
+    with mock.patch.object(protocol_lib.time, 'perf_counter', lambda: clock[0]):
+      self.assertEqual(protocol_lib.warm_up(run, 3, 30, 0.02), 9)
+      self.assertEqual(protocol_lib.warm_up(run, 3, 4, 0.02), 4)  # Capped.
+
+
+if __name__ == '__main__':
+  absltest.main()

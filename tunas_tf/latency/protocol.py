@@ -1,0 +1,243 @@
+"""The timing protocol: how architectures are timed so that timings repeat.
+
+`measure` takes a `Device` (`latency.device.make_device`) and:
+- takes the architectures in chunks of `interleave`; each round visits every
+  architecture of the chunk once (in a rotated order), so a slow spell of the
+  machine spreads over all of them instead of biasing one;
+- warms the first visit up until the median of the last runs is stable
+  (`warm_up`); every visit times `runs` calls and keeps their median;
+- redoes a disturbed visit (the timing thread had the CPU for less than
+  `1 - max_disturbance` of its wall time), up to `max_retries` more;
+  Python's garbage collector is off while timing;
+- gives a row whose round medians spread more than `max_spread` (IQR over
+  median) more rounds, up to `max_retries`;
+- makes the row the median of its rounds, with their IQR, the rounds kept,
+  the visits redone and the 1-minute load average.
+The pass's own noise (`pass_noise`): each row's even and odd rounds measure
+it twice; the median relative difference of the halves' medians.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import time
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
+                    Tuple)
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+  """How each architecture is timed (see the module docstring).
+
+  Attributes:
+    repeats: rounds per architecture (>= 2, so a pass reports its noise).
+    runs: timed calls per visit on this host (>= 1).
+    warmup_runs: untimed calls at the start of every later visit (>= 0).
+    max_warmup_runs: cap of the first visit's warm-up (>= warmup_runs).
+    stable_tolerance: the warm-up stops when the median of the last
+      `runs` calls moved less than this (relative) since the previous ones.
+    max_disturbance: a visit is redone when more than this share of its wall
+      time was not this process's CPU time (0 to 1; 1 turns it off).
+    max_spread: a row gets more rounds while the IQR of its rounds over their
+      median exceeds this.
+    max_retries: extra visits per architecture for disturbed visits and extra
+      rounds for spread rows (>= 0).
+    interleave: architectures visited in turn (>= 1).
+  """
+  repeats: int = 5
+  runs: int = 10
+  warmup_runs: int = 2
+  max_warmup_runs: int = 100
+  stable_tolerance: float = 0.02
+  max_disturbance: float = 0.05
+  max_spread: float = 0.05
+  max_retries: int = 4
+  interleave: int = 8
+
+  def check(self) -> None:
+    """Raises ValueError naming a field out of range."""
+    for name, low in (('repeats', 2), ('runs', 1), ('warmup_runs', 0),
+                      ('max_warmup_runs', 0), ('max_retries', 0),
+                      ('interleave', 1)):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+    for name in ('stable_tolerance', 'max_disturbance', 'max_spread'):
+      value = getattr(self, name)
+      if not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f'{name} must be in (0, 1], got {value!r}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One measured architecture: what the latency CSV holds."""
+  indices: str
+  latency_ms: float
+  spread_ms: float
+  repeats: int
+  remeasured: int
+  load: float
+  rounds: Tuple[float, ...] = dataclasses.field(default=(), repr=False)
+
+  def as_csv(self) -> Tuple[Any, ...]:
+    return (self.indices, self.latency_ms, self.spread_ms, self.repeats,
+            self.remeasured, self.load)
+
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_runs(run: Callable[[], Any], runs: int,
+              clock: Callable[[], float] = time.process_time
+              ) -> Tuple[float, float, float]:
+  """(median ms, IQR ms, disturbance) of `runs` calls, each timed alone.
+
+  Python's garbage collector is off meanwhile (as `timeit` does).
+  Disturbance: the share of the calls' wall time that `clock` (CPU time)
+  did not advance, at least 0: near 0 when nothing else had the CPU. With
+  `time.thread_time` (a single-threaded run on the calling thread) it also
+  catches this process's other threads (e.g. TensorFlow's, still busy after
+  a conversion); `time.process_time` counts those as ours.
+  """
+  times = np.empty([runs])
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    wall, cpu = time.perf_counter(), clock()
+    for i in range(runs):
+      start = time.perf_counter()
+      run()
+      times[i] = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - wall, clock() - cpu
+  finally:
+    if enabled:
+      gc.enable()
+  median, iqr = _spread(times * 1e3)
+  return median, iqr, max(0.0, 1.0 - cpu / wall) if wall > 0 else 0.0
+
+
+def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
+            tolerance: float,
+            clock: Callable[[], float] = time.process_time) -> int:
+  """Calls `run` until the median of the last `runs` calls moved less than
+  `tolerance` (relative) from the previous `runs`'; at most `max_runs`
+  calls. Returns how many calls it made."""
+  made, previous = 0, None
+  while made < max_runs:
+    batch = min(runs, max_runs - made)
+    median = time_runs(run, batch, clock)[0]
+    made += batch
+    if previous is not None and abs(median - previous) <= tolerance * previous:
+      break
+    previous = median
+  return made
+
+
+def load_average() -> float:
+  """The 1-minute load average (0 where the system has none)."""
+  try:
+    return float(os.getloadavg()[0])
+  except OSError:
+    return 0.0
+
+
+
+# One architecture on one device: visit(first) -> (median ms, disturbance),
+# `first` True on its first visit only.
+Visit = Callable[[bool], Tuple[float, float]]
+
+
+@dataclasses.dataclass
+class Device:
+  """Where architectures run; `open(indices)` prepares one for visits.
+
+  Attributes:
+    backend: 'tflite', 'tf' or 'command'.
+    settings: what the rows' context is (recorded beside the CSV).
+    open: indices -> a `Visit`.
+  """
+  backend: str
+  settings: Dict[str, Any]
+  open: Callable[[str], Visit]
+
+
+def _spread(values: Sequence[float]) -> Tuple[float, float]:
+  q25, median, q75 = np.percentile(np.asarray(values), [25, 50, 75])
+  return float(median), float(q75 - q25)
+
+
+def measure(device: Device, architectures: Sequence[str],
+            protocol: Protocol) -> Iterator[Row]:
+  """Times `architectures` on `device`; yields one `Row` per architecture,
+  a chunk of `protocol.interleave` at a time (see the module docstring).
+
+  Raises:
+    DeviceError: a device command failed (rows yielded so far stand).
+  """
+  protocol.check()
+  for start in range(0, len(architectures), protocol.interleave):
+    chunk = list(architectures[start:start + protocol.interleave])
+    visits = {indices: device.open(indices) for indices in chunk}
+    gc.collect()  # The conversions' garbage, before any timing.
+    rounds: Dict[str, List[float]] = {i: [] for i in chunk}
+    redone, visited = dict.fromkeys(chunk, 0), set()
+
+    def one_round(todo: List[str], offset: int) -> None:
+      order = todo[offset % len(todo):] + todo[:offset % len(todo)]
+      for indices in order:
+        while True:
+          median, disturbance = visits[indices](indices not in visited)
+          visited.add(indices)
+          if (disturbance <= protocol.max_disturbance or
+              redone[indices] >= protocol.max_retries):
+            break
+          redone[indices] += 1
+        rounds[indices].append(median)
+
+    for r in range(protocol.repeats):
+      one_round(chunk, r)
+    for extra in range(protocol.max_retries):
+      spread_out = [i for i in chunk if redone[i] < protocol.max_retries and
+                    _spread(rounds[i])[1] > protocol.max_spread *
+                    _spread(rounds[i])[0]]
+      if not spread_out:
+        break
+      for indices in spread_out:
+        redone[indices] += 1
+      one_round(spread_out, extra)
+    load = load_average()
+    for indices in chunk:
+      median, spread = _spread(rounds[indices])
+      yield Row(indices, median, spread, len(rounds[indices]),
+                redone[indices], load, tuple(rounds[indices]))
+
+
+def halves_difference(rounds: Sequence[float]) -> float:
+  """Relative difference of the medians of a row's even and odd rounds:
+  the architecture measured twice, interleaved."""
+  even, odd = np.median(rounds[0::2]), np.median(rounds[1::2])
+  return float(abs(even - odd) / (0.5 * (even + odd)))
+
+
+def pass_noise(rows: Sequence[Row]) -> Optional[float]:
+  """Median over rows of `halves_difference` (a fraction), or None."""
+  values = [halves_difference(r.rounds) for r in rows if len(r.rounds) >= 2]
+  return float(np.median(values)) if values else None
+
+
+def passes_difference(first: Dict[str, float],
+                      second: Dict[str, float]) -> Tuple[float, int]:
+  """(median relative difference, count) over the architectures two passes
+  share: `|a - b| / mean(a, b)`. Raises ValueError if they share none."""
+  shared = [i for i in first if i in second]
+  if not shared:
+    raise ValueError('the two passes share no architecture')
+  a = np.array([first[i] for i in shared])
+  b = np.array([second[i] for i in shared])
+  return float(np.median(np.abs(a - b) / (0.5 * (a + b)))), len(shared)
+
