@@ -11,31 +11,28 @@ One run:
      architectures' MACs at the dataset's image size) times `--target_scale`,
      search seed `--seed`;
   2. `tools/extract_architecture --cost_tolerance=0.05` on it: the most
-     likely architecture within +-5% of the target (the argmax when it is
-     in the band; bench/DECISIONS.md, "Reward exponent -0.2 and extraction
-     within +-5%");
-  3. the searched architecture and `--num_random` architectures drawn
-     uniformly from the space within +-5% of its estimated cost (draw seed
-     `--seed`) each trained from scratch by `train_eval` with one recipe
-     (`RECIPE`: same epochs, batch, schedule, augmentation and train seed for
-     all), evaluated on the test split (`tools/compare_random`'s library);
+     likely architecture within +-5% of the target;
+  3. the target's random pool: `--num_random` architectures drawn uniformly
+     within +-5% of the target (draw seed 0), trained once in
+     `<output_dir>/../<dataset>_x<S>_random/` and shared by every seed's run
+     at that target; the searched architecture trained alike (`RECIPE`:
+     same epochs, batch, schedule, augmentation and train seed
+     `--train_seed` for all), evaluated on the test split;
   4. with `--noise_seeds=M`, the searched architecture trained M more times
-     with other train seeds: the seed-to-seed noise of one architecture, to
-     hold against the random architectures' spread.
+     with other train seeds: the seed-to-seed noise of one architecture.
 
 Prints a table and, last, `searched_top1=<f> random_median_top1=<f>
 random_mean_top1=<f> random_std=<f> beats=<k>/<n> cost_dev=<f>` (random_std:
 sample standard deviation; beats: random architectures below the searched
-one; cost_dev: |searched cost / target - 1|). Writes `results.json` (every
-run, the summary, the seconds of each phase) and `search_vs_random.png`
-(accuracy against cost, the random points, the searched point, the target)
-in the output directory. Started again it resumes: the search resumes or is
-left as it is when finished, and finished trainings are skipped.
+one; cost_dev: |searched cost / target - 1|). Writes `results.json` and
+`search_vs_random.png` in the output directory. Started again it resumes:
+the search resumes or is left as it is when finished, and finished
+trainings are skipped.
 
-With `--sweep DIR [DIR ...]` it only reads finished runs' `results.json` and
-plots them together (`--sweep_plot`, default sweep.png in the first DIR's
-parent): the searched architectures against the random ones, over targets
-and seeds.
+With `--sweep DIR [DIR ...]` it only reads finished runs' `results.json`:
+the table of targets x seeds (per target: the seeds' mean against the
+pool's mean, in standard errors of the difference, Welch's), and one plot
+(`--sweep_plot`, default sweep.png in the first DIR's parent).
 """
 
 from __future__ import annotations
@@ -65,6 +62,8 @@ from tunas_tf.search import compare  # pylint: disable=g-import-not-at-top,wrong
 RESULTS_FILE = 'results.json'
 PLOT_FILE = 'search_vs_random.png'
 COST_TOLERANCE = 0.05
+# The pool's draws and every training's seed (the search seed is `--seed`).
+POOL_SEED = 0
 
 # The recipes, flagfiles in tunas_tf/configs/ (their comments say why each
 # value; bench/DECISIONS.md the runs that decided them).
@@ -124,11 +123,12 @@ def noise_runs(args, searched: Dict[str, Any], output_dir: str,
   search_config = config_lib.read(search_dir)
   runs = []
   for k in range(1, args.noise_seeds + 1):
-    name = f'searched_seed{args.seed + k}'
+    name = f'searched_seed{args.train_seed + k}'
     run_dir = os.path.join(output_dir, 'runs', name)
     command = compare.train_command(
         run_dir, search_config.ssd, searched['indices'], search_config,
-        list(RECIPE) + [f'--seed={args.seed + k}'] + list(args.train_flags))
+        list(RECIPE) + [f'--seed={args.train_seed + k}'] +
+        list(args.train_flags))
     metrics = compare.train_one(name, command, run_dir)
     runs.append({'name': name, 'top1': metrics['top1'],
                  'estimated_cost': searched['estimated_cost']})
@@ -151,8 +151,49 @@ def last_line(s: Dict[str, Any]) -> str:
           f"cost_dev={s['cost_dev']:.4f}")
 
 
+def pool_dir(output_dir: str, dataset: str, scale: float) -> str:
+  """The target's random pool, beside the seeds' run directories."""
+  return os.path.join(os.path.dirname(os.path.abspath(output_dir)),
+                      f'{dataset}_x{scale:g}_random')
+
+
+def random_pool(args, target: float, search_dir: str, directory: str
+                ) -> List[Dict[str, Any]]:
+  """`--num_random` architectures within +-5% of `target` (draw seed
+  `POOL_SEED`), each trained once in `directory` (resumed when there)."""
+  from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search import random_search  # pylint: disable=g-import-not-at-top
+  config = config_lib.read(search_dir)
+  drawn = random_search.sample_architectures(
+      config.ssd, args.num_random, seed=POOL_SEED,
+      cost_model=config.cost_model, min_cost=target * (1 - COST_TOLERANCE),
+      max_cost=target * (1 + COST_TOLERANCE),
+      image_size=config.job.image_size, num_classes=config.job.num_classes,
+      input_channels=config.job.num_channels)
+  return [_trained(f'random_{i}', r['indices'], r['estimated_cost'], config,
+                   os.path.join(directory, 'runs', f'random_{i}'),
+                   args.train_seed, args.train_flags)
+          for i, r in enumerate(drawn)]
+
+
+def _trained(name: str, indices: str, cost: float, config: Any,
+             run_dir: str, train_seed: int, train_flags: Sequence[str]
+             ) -> Dict[str, Any]:
+  """One architecture trained by `RECIPE` (skipped when finished)."""
+  command = compare.train_command(
+      run_dir, config.ssd, indices, config,
+      list(RECIPE) + [f'--seed={train_seed}'] + list(train_flags))
+  metrics = compare.train_one(name, command, run_dir)
+  return {'name': name, 'indices': indices, 'estimated_cost': cost,
+          'top1': metrics['top1'], 'top5': metrics.get('top5'),
+          'params': metrics.get('params'), 'macs': metrics.get('macs'),
+          'run_dir': run_dir}
+
+
 def run(args) -> Dict[str, Any]:
   """One target, one seed: search, extract, train all; the results dict."""
+  from tunas_tf import architecture as architecture_lib  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
   target = rule_target(args.ssd, args.dataset, args.data_dir) * args.target_scale
   output_dir = args.output_dir or os.path.join(
       'runs', 'search_vs_random',
@@ -160,9 +201,15 @@ def run(args) -> Dict[str, Any]:
   search_dir = os.path.join(output_dir, 'search')
   seconds = search(args, target, search_dir)
   start = time.time()
-  results = compare.compare(
-      search_dir, output_dir, args.num_random, COST_TOLERANCE, args.seed,
-      list(RECIPE) + [f'--seed={args.seed}'] + list(args.train_flags))
+  searched = architecture_lib.read(
+      os.path.join(search_dir, architecture_lib.FILE_NAME))
+  results = [_trained('searched', searched.indices_string,
+                      float(searched.estimated_cost),
+                      config_lib.read(search_dir),
+                      os.path.join(output_dir, 'runs', 'searched'),
+                      args.train_seed, args.train_flags)]
+  pool = pool_dir(output_dir, args.dataset, args.target_scale)
+  results += random_pool(args, target, search_dir, pool)
   seconds['train_s'] = time.time() - start
   start = time.time()
   noise = noise_runs(args, results[0], output_dir, search_dir)
@@ -175,6 +222,7 @@ def run(args) -> Dict[str, Any]:
             'target_scale': args.target_scale, 'target': target,
             'search_flags': list(SEARCH_FLAGS) + list(args.search_flags),
             'recipe': list(RECIPE) + list(args.train_flags),
+            'train_seed': args.train_seed, 'pool_dir': pool,
             'results': results, 'noise': noise, 'summary': summary,
             'seconds': seconds}
   files.write_json(record, os.path.join(output_dir, RESULTS_FILE))
@@ -189,6 +237,35 @@ def run(args) -> Dict[str, Any]:
   return record
 
 
+def by_target(records: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+  """Per target scale (ascending), over its seeds' records: the seeds'
+  searched top-1 mean, the pool's mean (the random architectures of all
+  its records, each counted once), the difference and its standard error
+  (Welch's: sqrt(s_searched^2 / n_searched + s_random^2 / n_random)), how
+  many seeds beat the pool's median, and the worst cost deviation."""
+  rows = []
+  for scale in sorted({r['target_scale'] for r in records}):
+    group = [r for r in records if r['target_scale'] == scale]
+    searched = np.array([r['results'][0]['top1'] for r in group], float)
+    pool = {x['indices']: x['top1'] for r in group for x in r['results'][1:]}
+    randoms = np.array(list(pool.values()), float)
+    variance = (randoms.var(ddof=1) / len(randoms) if len(randoms) > 1
+                else 0.0)
+    if len(searched) > 1:
+      variance += searched.var(ddof=1) / len(searched)
+    difference = float(searched.mean() - randoms.mean())
+    se = math.sqrt(variance)
+    rows.append({
+        'target_scale': scale, 'seeds': [r['seed'] for r in group],
+        'searched': searched.tolist(), 'searched_mean': float(searched.mean()),
+        'random_mean': float(randoms.mean()), 'n_random': len(randoms),
+        'difference': difference, 'se': se,
+        'z': difference / se if se > 0 else float('nan'),
+        'beats_median': int(np.sum(searched > np.median(randoms))),
+        'cost_dev_max': max(r['summary']['cost_dev'] for r in group)})
+  return rows
+
+
 def sweep(dirs: Sequence[str], path: str) -> None:
   """One plot of finished runs: every random point, every searched star."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -196,10 +273,11 @@ def sweep(dirs: Sequence[str], path: str) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 4.8))
-  targets = set()
+  targets, records = set(), []
   for i, d in enumerate(dirs):
     with open(os.path.join(d, RESULTS_FILE)) as f:
       record = json.load(f)
+    records.append(record)
     res, s = record['results'], record['summary']
     targets.add(record['target'])
     ax.scatter([r['estimated_cost'] for r in res[1:]],
@@ -213,6 +291,15 @@ def sweep(dirs: Sequence[str], path: str) -> None:
                 capsize=4, label='random mean +- std' if i == 0 else None)
     print(f"{d}: x{record['target_scale']:g} seed {record['seed']}: "
           + last_line(s))
+  rows = by_target(records)
+  for row in rows:
+    print(f"x{row['target_scale']:g}: seeds {row['seeds']}: searched "
+          + ' / '.join(f'{100 * v:.2f}' for v in row['searched'])
+          + f"% (mean {100 * row['searched_mean']:.2f}%) against the "
+          f"{row['n_random']} random {100 * row['random_mean']:.2f}%: "
+          f"{100 * row['difference']:+.2f}% = {row['z']:.2f} standard "
+          f"errors; {row['beats_median']}/{len(row['seeds'])} beat the "
+          f"median; cost_dev <= {100 * row['cost_dev_max']:.1f}%")
   ax.set_xscale('log')
   ax.set_xticks(sorted(targets))  # The targets, written out.
   ax.xaxis.set_major_formatter(
@@ -227,6 +314,10 @@ def sweep(dirs: Sequence[str], path: str) -> None:
   fig.savefig(path, dpi=100)
   plt.close(fig)
   print(f'sweep plot: {path}')
+  print(' '.join(
+      f"x{row['target_scale']:g}_z={row['z']:.2f} "
+      f"x{row['target_scale']:g}_beats={row['beats_median']}/"
+      f"{len(row['seeds'])}" for row in rows))
 
 
 def main(argv=None) -> int:
@@ -238,6 +329,8 @@ def main(argv=None) -> int:
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--num_random', type=int, default=10)
   parser.add_argument('--noise_seeds', type=int, default=0)
+  parser.add_argument('--train_seed', type=int, default=POOL_SEED,
+                      help='Seed of every training (searched and pool).')
   parser.add_argument('--output_dir', default=None)
   parser.add_argument('--search_flags', nargs='*', default=[],
                       help='Extra train_search flags (after the defaults).')
