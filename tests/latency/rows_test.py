@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import files
+from tunas_tf.cost_model import provenance
 from tunas_tf.graph import inference
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.latency import rows as rows_lib
@@ -21,6 +22,10 @@ SSD = 'digits_search'  # 18 decisions.
 HEADER = 'indices,latency_ms,spread_ms'  # What fit_cost_model reads.
 FULL = 'indices,latency_ms,spread_ms,repeats,remeasured,load'  # Appended.
 COLUMNS = FULL.split(',')
+SETTINGS = {'ssd': SSD, 'image_size': 8, 'num_classes': 10,
+            'input_channels': 1, 'backend': 'tflite', 'num_threads': 1,
+            'cpus': [0], 'device': 'a CPU'}
+PROVENANCE = provenance.Provenance(**SETTINGS)
 # A measuring pass kept short (2 rounds of 2 runs, no warm-up to speak of).
 FAST = dict(protocol=protocol_lib.Protocol(repeats=2, runs=2, warmup_runs=0,
                                            max_warmup_runs=2),
@@ -148,9 +153,9 @@ class AppendTest(absltest.TestCase):
       self.assertEqual(f.read(), complete)
     self.assertEqual(rows_lib.read(path, SSD)[0], indices[:2])
     with tf.io.gfile.GFile(rows_lib.settings_path(path), 'w') as f:
-      f.write(json.dumps({'backend': 'tf'}))
+      f.write(json.dumps(dict(SETTINGS, backend='tf')))
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      rows_lib.check_settings(path, {'backend': 'tflite'})
+      rows_lib.check_provenance(path, PROVENANCE)
 
   def test_read_for_append_needs_the_exact_header(self):
     directory = tempfile.mkdtemp()
@@ -173,21 +178,29 @@ class AppendTest(absltest.TestCase):
     with open(lone_header) as f:
       self.assertEqual(f.read(), FULL + '\n')
 
-  def test_check_settings(self):
-    directory = tempfile.mkdtemp()
-    path = os.path.join(directory, 'latency.csv')
-    settings = {'ssd': SSD, 'backend': 'tflite'}
-    rows_lib.check_settings(path, settings)  # No CSV yet.
+  def test_provenance_is_read_and_checked(self):
+    path = os.path.join(tempfile.mkdtemp(), 'latency.csv')
     with open(path, 'w') as f:
       f.write(HEADER + '\n')
-    rows_lib.check_settings(path, settings)  # No settings file.
-    self.assertEqual(rows_lib.settings_path(path),
-                     path + '.settings.json')
-    with open(rows_lib.settings_path(path), 'w') as f:
-              json.dump({'ssd': SSD, 'backend': 'tf'}, f)
-    rows_lib.check_settings(path, {'ssd': SSD})
-    with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      rows_lib.check_settings(path, settings)
+    self.assertEqual(rows_lib.settings_path(path), path + '.settings.json')
+    with self.assertRaisesRegex(ValueError, 'latency.csv has no '
+                                'latency.csv.settings.json beside it'):
+      rows_lib.read_provenance(path)
+    # The settings file's notes are not provenance; its keys are.
+    files.write_json(dict(SETTINGS, protocol={'repeats': 5}), path +
+                     '.settings.json')
+    self.assertEqual(rows_lib.read_provenance(path), PROVENANCE)
+    rows_lib.check_provenance(path, PROVENANCE)
+    for change, message in ((dict(cpus=[1]), r'cpus=\(0,\), not \(1,\)'),
+                            (dict(image_size=16), 'image_size=8, not 16')):
+      with self.assertRaisesRegex(ValueError, message + ' .*choose another '
+                                  '--output'):
+        rows_lib.check_provenance(path, provenance.Provenance(
+            **dict(SETTINGS, **change)))
+    with open(path + '.settings.json', 'w') as f:
+      f.write('{"ssd": ')
+    with self.assertRaisesRegex(ValueError, 'cannot read .*settings.json'):
+      rows_lib.read_provenance(path)
 
 
 class MeasureToCsvTest(absltest.TestCase):
@@ -257,13 +270,17 @@ class MeasureToCsvTest(absltest.TestCase):
       rows_lib.measure_to_csv(SSD, architectures, other_space, **FAST)
 
     measured_with_tf = os.path.join(directory, 'tf.csv')
+    row = sample.sample_indices(SSD, 1, seed=1)[0] + ',1.0,0.1,2,0,0.5\n'
     with open(measured_with_tf, 'w') as f:
-      f.write(','.join(COLUMNS) + '\n')
-    with open(rows_lib.settings_path(measured_with_tf), 'w') as f:
-              json.dump({'ssd': SSD, 'backend': 'tf'}, f)
+      f.write(','.join(COLUMNS) + '\n' + row)
+    with self.assertRaisesRegex(ValueError, 'has no tf.csv.settings.json'):
+      rows_lib.measure_to_csv(SSD, architectures, measured_with_tf, **FAST)
+    files.write_json(dict(SETTINGS, backend='tf'),
+                     rows_lib.settings_path(measured_with_tf))
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
-      rows_lib.measure_to_csv(SSD, architectures, measured_with_tf,
-                              **FAST)
+      rows_lib.measure_to_csv(SSD, architectures, measured_with_tf, **FAST)
+    with open(measured_with_tf) as f:
+      self.assertEqual(f.read(), ','.join(COLUMNS) + '\n' + row)
 
   def test_bad_arguments(self):
     output = os.path.join(tempfile.mkdtemp(), 'latency.csv')

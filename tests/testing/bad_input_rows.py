@@ -130,11 +130,20 @@ def _latency_csv(root: str) -> None:
     f.write(f'{ZEROS},1.0,0.1\n')
 
 
-def _flat_cost_model(root: str) -> None:
-  """A fit that learned a constant (digits_search: 744 features)."""
-  with open(os.path.join(root, 'flat.json'), 'w') as f:
-    json.dump({'ssd': 'digits_search', 'units': 'ms', 'num_features': 744,
-               'kernel': [0.0] * 744, 'bias': 0.0316}, f)
+def _cost_models(root: str) -> None:
+  """A fit that learned a constant (digits_search: 744 features), and
+  fitted models measured at 28 px and not saying how they were measured."""
+  model = {'ssd': 'digits_search', 'units': 'ms', 'num_features': 744,
+           'kernel': [0.0] * 744, 'bias': 0.0316}
+  measured = {'ssd': 'digits_search', 'image_size': 8, 'num_classes': 10,
+              'input_channels': 1, 'backend': 'tflite', 'device': 'a CPU'}
+  varied = dict(model, kernel=[0.0] + [0.01] * 743)
+  for name, document in (
+      ('flat', dict(model, measured_with=measured)),
+      ('at28', dict(varied, measured_with=dict(measured, image_size=28))),
+      ('unmeasured', varied)):
+    with open(os.path.join(root, f'{name}.json'), 'w') as f:
+      json.dump(document, f)
 
 
 def _both(*prepares: Callable[[str], None]) -> Callable[[str], None]:
@@ -237,7 +246,14 @@ _SEARCH_ROWS = [
     ('cost_model', ['--cost_model={root}/no/such.json'], r'no/such.json'),
     ('flat_cost_model', ['--cost_model={root}/flat.json'],
      r'flat.json hardly varies over .digits_search.: 0.0316..0.0316 ms',
-     _flat_cost_model),
+     _cost_models),
+    ('cost_model_other_input', ['--cost_model={root}/at28.json'],
+     r'at28.json was measured with image_size=28, not 8: measure and fit '
+     r'one at this input \(tools/measure_latency --image_size=8\)$',
+     _cost_models),
+    ('cost_model_unmeasured', ['--cost_model={root}/unmeasured.json'],
+     r'unmeasured.json does not say how its latencies were measured .*'
+     r'\(image_size=8, num_classes=10, input_channels=1\)$', _cost_models),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
      r'--model_dir=.*/afile is a file, not a directory$', file_in_place),

@@ -1,5 +1,6 @@
 """Synthetic latency measurements and CSVs for the cost-model tests."""
 
+import json
 import os
 import stat
 import sys
@@ -10,14 +11,22 @@ from tunas_tf.search import random_search
 
 SSD = 'digits_search'  # 18 decisions, 744 coupled features.
 HEADER = 'indices,latency_ms,spread_ms'
+# How the synthetic rows were "measured" (`provenance.Provenance`).
+SETTINGS = {'ssd': SSD, 'image_size': 8, 'num_classes': 10,
+            'input_channels': 1, 'backend': 'tflite', 'num_threads': 1,
+            'cpus': [0], 'device': 'a test CPU, 2 cores'}
 
 
-def write_csv(path, indices, latencies, header=HEADER):
-  """Writes a latency CSV with `header`, one row per architecture."""
+def write_csv(path, indices, latencies, header=HEADER, settings=SETTINGS):
+  """Writes a latency CSV with `header`, one row per architecture, and
+  `settings` beside it (none if None)."""
   with open(path, 'w') as f:
     f.write(header + '\n')
     for i, latency in zip(indices, latencies):
       f.write(f'{i},{latency},0.01\n')
+  if settings is not None:
+    with open(path + '.settings.json', 'w') as f:
+      json.dump(settings, f)
 
 
 def synthetic(num, seed, noise=1e-3):

@@ -82,22 +82,32 @@ class FitTest(absltest.TestCase):
       self.assertAlmostEqual(estimate / (entry['estimated_cost'] / 1e4), 1.0,
                              delta=0.1)
 
-  def test_settings_are_recorded_and_another_image_size_is_refused(self):
+  def test_provenance_is_recorded_and_checked_against_the_input(self):
     csv = os.path.join(self.directory, 'measured.csv')
     _write_csv(csv, self.indices[:100], self.latencies[:100])
-    settings = {'ssd': SSD, 'backend': 'tflite', 'image_size': 8,
-                'num_classes': 10, 'input_channels': 1, 'num_threads': 1,
-                'device': 'a test CPU, 2 cores'}
-    files.write_json(settings, csv + '.settings.json')
     result = fit_cost_model.fit_csv(csv, SSD, seed=0)
-    self.assertEqual(result['coefficients']['measured_with'], settings)
+    self.assertEqual(result['coefficients']['measured_with'],
+                     testing_latency.SETTINGS)
     path = os.path.join(self.directory, 'measured.json')
     files.write_json(result['coefficients'], path)
-    model = cost_linear.get_cost_model(SSD, path, image_size=8)
-    self.assertEqual(model.measured_with['num_threads'], 1)
-    with self.assertRaisesRegex(ValueError, 'measured at 8x8 images, not '
-                                '32x32'):
-      cost_linear.get_cost_model(SSD, path, image_size=32)
+    model = cost_linear.get_cost_model(SSD, path, image_size=8,
+                                       num_classes=10, input_channels=1)
+    self.assertEqual(model.measured_with.num_threads, 1)
+    for shape, message in ((dict(image_size=32), 'image_size=8, not 32'),
+                           (dict(num_classes=100), 'num_classes=10, not 100'),
+                           (dict(input_channels=3),
+                            'input_channels=1, not 3')):
+      with self.assertRaisesRegex(ValueError, 'was measured with ' + message +
+                                  ': measure and fit one at this input'):
+        cost_linear.get_cost_model(SSD, path, **shape)
+    # Without its provenance a model is refused wherever an input is given.
+    del result['coefficients']['measured_with']
+    path = os.path.join(self.directory, 'unmeasured.json')
+    files.write_json(result['coefficients'], path)
+    cost_linear.get_cost_model(SSD, path)
+    with self.assertRaisesRegex(ValueError, 'does not say how its latencies '
+                                'were measured .*input \\(image_size=8\\)'):
+      cost_linear.get_cost_model(SSD, path, image_size=8)
     # 100 rows for 744 coefficients: the tool says how many more to measure.
     warning = fit_cost_model.too_few_rows(result['coefficients'])
     self.assertIn('100 measurements for 744 coefficients', warning)
@@ -123,10 +133,11 @@ class BadInputTest(absltest.TestCase):
     self.indices, self.latencies, _ = _synthetic(12, seed=3)
 
   def _fit(self, name, indices=None, latencies=None, header=HEADER,
-           holdout_fraction=0.2):
+           holdout_fraction=0.2, settings=testing_latency.SETTINGS):
     path = os.path.join(self.directory, name)
     _write_csv(path, self.indices if indices is None else indices,
-               self.latencies if latencies is None else latencies, header)
+               self.latencies if latencies is None else latencies, header,
+               settings)
     return fit_cost_model.fit_csv(path, SSD,
                                   holdout_fraction=holdout_fraction)
 
@@ -156,10 +167,42 @@ class BadInputTest(absltest.TestCase):
          'too few rows: 9 measurements, need at least 10'),
         (dict(holdout_fraction=0.05), 'too few rows: 12.*holds out 1'),
         (dict(holdout_fraction=1.0), r'holdout_fraction must be in \(0, 1\)'),
+        (dict(settings=None), r'bad9.csv has no bad9.csv.settings.json '
+         'beside it: nothing says how its rows were measured'),
+        (dict(settings=dict(testing_latency.SETTINGS, backend='onnx')),
+         r"settings.json: unknown backend 'onnx'"),
+        (dict(settings=dict(testing_latency.SETTINGS, image_size=None)),
+         r"settings.json: missing \['image_size'\]"),
+        (dict(settings=dict(testing_latency.SETTINGS, threads=1)),
+         r"settings.json: unknown keys \['threads'\]"),
     ]
     for i, (kwargs, message) in enumerate(cases):
       with self.assertRaisesRegex(ValueError, message, msg=str(kwargs)):
         self._fit(f'bad{i}.csv', **kwargs)
+
+  def test_a_block_table_measured_otherwise_is_refused(self):
+    for name, settings, message in (
+        ('tf.csv', dict(testing_latency.SETTINGS, backend='tf'),
+         "backend='tf', not 'tflite' as the networks of .*good.csv were"),
+        ('table.csv', None, 'table.csv has no table.csv.settings.json')):
+      table = os.path.join(self.directory, name)
+      _write_csv(table, ['u0123456789abcdef'], [0.5], 'block,latency_ms,spread_ms',
+                 settings)
+      with self.assertRaisesRegex(ValueError, message):
+        fit_cost_model.fit_csv(self._fit_path('good.csv'), SSD,
+                               block_csv=table)
+    # Other CPUs are the same device.
+    table = os.path.join(self.directory, 'cpu1.csv')
+    _write_csv(table, ['u0123456789abcdef'], [0.5], 'block,latency_ms,spread_ms',
+               dict(testing_latency.SETTINGS, cpus=[1]))
+    with self.assertRaisesRegex(ValueError, 'the block table has no entry'):
+      fit_cost_model.fit_csv(self._fit_path('good.csv'), SSD,
+                             block_csv=table)
+
+  def _fit_path(self, name):
+    path = os.path.join(self.directory, name)
+    _write_csv(path, self.indices, self.latencies)
+    return path
 
   def test_missing_or_empty_file(self):
     with self.assertRaisesRegex(ValueError, 'cannot read'):

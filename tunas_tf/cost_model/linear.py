@@ -30,6 +30,7 @@ from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
@@ -62,9 +63,8 @@ class LinearCostModel:
     bias: Python float.
     source: 'macs', or the path of the JSON it was read from.
     kind: `RELEASED`, `MACS`, or `FITTED` (any other coefficients JSON).
-    measured_with: for a fitted model, how its latencies were measured
-      (`image_size`, `num_threads`, `backend`, `device`, ...: the JSON's
-      `measured_with`, written by `tools/fit_cost_model`), or None.
+    measured_with: how a fitted model's latencies were measured (the
+      JSON's `measured_with`, written by `tools/fit_cost_model`), or None.
   """
   ssd: str
   units: str
@@ -72,7 +72,7 @@ class LinearCostModel:
   bias: float
   source: str
   kind: str = FITTED
-  measured_with: Optional[Dict[str, Any]] = dataclasses.field(
+  measured_with: Optional[provenance_lib.Provenance] = dataclasses.field(
       default=None, compare=False, repr=False)
 
   @property
@@ -167,9 +167,12 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   array = np.asarray(kernel, np.float64)
   array.setflags(write=False)
   measured_with = data.get('measured_with')
-  if measured_with is not None and not isinstance(measured_with, dict):
-    raise ValueError(f"Cost model {path}: field 'measured_with' must be an "
-                     f'object, got {measured_with!r}')
+  if measured_with is not None:
+    measured_with = provenance_lib.Provenance.from_dict(
+        measured_with, f"Cost model {path}: field 'measured_with'")
+    if measured_with.ssd != ssd:
+      raise ValueError(f"Cost model {path}: field 'measured_with' names "
+                       f'{measured_with.ssd!r}, not {ssd!r}')
   return LinearCostModel(ssd=ssd, units=data['units'], kernel=array,
                          bias=float(data['bias']), source=path,
                          measured_with=measured_with)
@@ -216,7 +219,8 @@ def load_coefficients(path: str, ssd: str) -> LinearCostModel:
     path: path of a JSON object with fields `ssd` (str), `units` (str),
       `num_features` (int), `kernel` (list of `num_features` numbers) and
       `bias` (number); `form` (`FORMS`, default 'linear'), and for a
-      'block_table' its `table` and `correction`; other fields are ignored.
+      'block_table' its `table` and `correction`; `measured_with` (a
+      `provenance.Provenance`) if any; other fields are ignored.
     ssd: the search space the coefficients will be applied to.
 
   Returns:
@@ -248,10 +252,10 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
     cost_model: None (released where it exists, else macs), `'released'`,
       `'macs'`, or the path of a coefficients JSON.
     image_size: input resolution for `'macs'` (default: the space's, see
-      `macs.default_input`); for a fitted JSON that records the size it was
-      measured at, the size it must have.
-    num_classes: classifier width for `'macs'` (default: the space's).
-    input_channels: image channels for `'macs'` (default: the space's).
+      `macs.default_input`); a fitted model must have been measured at
+      each of these three that is given, and say so (`measured_with`).
+    num_classes: classifier width, as `image_size`.
+    input_channels: image channels, as `image_size`.
 
   Returns:
     A `LinearCostModel`.
@@ -260,7 +264,8 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
     ValueError: for an unknown `ssd`; `'released'` for a space without a
       released model (the message lists those that have one and suggests
       `'macs'`); a `cost_model` that is neither a kind nor an existing file;
-      or an invalid coefficients file (see `load_coefficients`).
+      an invalid coefficients file (see `load_coefficients`); a fitted
+      model that does not say it was measured at the input given.
   """
   info = mobile.space_info(ssd)  # Validates the name.
   if cost_model is None:
@@ -287,15 +292,30 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
         f'{list(COST_MODEL_KINDS)} or the path of a coefficients JSON (no such '
         f'file)')
   model = load_coefficients(cost_model, ssd)
-  measured_size = (model.measured_with or {}).get('image_size')
-  if (image_size is not None and measured_size is not None and
-      measured_size != image_size):
-    raise ValueError(
-        f'Cost model {model.source} was measured at {measured_size}x'
-        f'{measured_size} images, not {image_size}x{image_size}: measure '
-        f'and fit one at this size (tools/measure_latency --image_size='
-        f'{image_size})')
+  given = {k: v for k, v in zip(provenance_lib.SHAPE, (
+      image_size, num_classes, input_channels)) if v is not None}
+  if given:
+    _check_measured_at(model, given)
   return model
+
+
+def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
+                       ) -> None:
+  """Refuses a fitted model that does not say how it was measured, or was
+  measured at another input than `shape` (some of `provenance.SHAPE`)."""
+  if model.measured_with is None:
+    raise ValueError(
+        f'Cost model {model.source} does not say how its latencies were '
+        "measured (no 'measured_with', which tools/fit_cost_model writes "
+        "from the CSV's settings): nothing shows it was measured at this "
+        f'input ({", ".join(f"{k}={v}" for k, v in shape.items())})')
+  for key, value in shape.items():
+    measured = getattr(model.measured_with, key)
+    if measured != value:
+      raise ValueError(
+          f'Cost model {model.source} was measured with {key}={measured}, '
+          f'not {value}: measure and fit one at this input '
+          f'(tools/measure_latency --{key}={value})')
 
 
 def _check_model(model: LinearCostModel, caller: str) -> None:

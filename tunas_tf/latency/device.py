@@ -27,6 +27,7 @@ from tunas_tf import files
 from tunas_tf import lite
 from tunas_tf import native_output
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.latency.protocol import Device, Protocol, Row, Visit
 
@@ -299,34 +300,25 @@ def pin_cpus(cpus: Sequence[int]) -> List[int]:
 
 
 
-def measure_one(ssd: str, indices: str, measured_with: Dict[str, Any],
-                model_cache: str, build_for: Callable[[str, macs.InputSpec],
-                                                      Build],
+def measure_one(ssd: str, indices: str,
+                measured_with: provenance_lib.Provenance, model_cache: str,
+                build_for: Callable[[str, macs.InputSpec], Build],
                 protocol: Protocol = Protocol()) -> Row:
-  """Times one architecture as a fitted model's rows were (`measured_with`,
-  the settings recorded beside its CSV): same backend, threads, CPUs or
-  device command, input shape. `build_for(ssd, shape)` gives the `Build`
-  (`graph.inference.builder`).
+  """Times one architecture as a fitted model's rows were (`measured_with`):
+  same backend, threads, CPUs or device command, input shape.
+  `build_for(ssd, shape)` gives the `Build` (`graph.inference.builder`).
 
   Raises:
-    ValueError: for settings that name no device, CPUs this process may not
-      use, or a failing device command.
+    ValueError: for CPUs this process may not use, or a failing device
+      command.
   """
-  shape = macs.resolve_input(ssd, measured_with.get('image_size'),
-                             measured_with.get('num_classes'),
-                             measured_with.get('input_channels'))
-  command = measured_with.get('device_command')
-  backend = measured_with.get('backend', TFLITE)
-  if command is None:
-    if backend not in BACKENDS:
-      raise ValueError(f'the cost model was measured with backend '
-                       f'{backend!r}; cannot measure that here')
-    if measured_with.get('cpus'):
-      pin_cpus(measured_with['cpus'])
-  device = make_device(ssd, shape, protocol, build_for(ssd, shape),
-                       backend=backend,
-                       num_threads=int(measured_with.get('num_threads', 1)),
-                       model_cache=model_cache, device_command=command)
+  m = measured_with
+  if m.cpus and not m.device_command:
+    pin_cpus(m.cpus)
+  device = make_device(ssd, m.shape, protocol, build_for(ssd, m.shape),
+                       backend=m.backend, num_threads=m.num_threads or 1,
+                       model_cache=model_cache,
+                       device_command=m.device_command)
   return next(protocol_lib.measure(device, [indices], protocol))
 
 
@@ -343,19 +335,17 @@ def closing_line(measured_ms: float, predicted_ms: float,
   return text
 
 
-def fitted_settings(measured_with: Optional[Dict[str, Any]],
-                    source: str) -> Dict[str, Any]:
-  """A fitted cost model's `measured_with`, checked to name a device.
+def fitted_settings(measured_with: Optional[provenance_lib.Provenance],
+                    source: str) -> provenance_lib.Provenance:
+  """A cost model's `measured_with`, which must be there.
 
   Raises:
     ValueError: for a model without it (released, macs, or a JSON written
       by hand): nothing says where to measure.
   """
-  if not measured_with or not (measured_with.get('device_command') or
-                               measured_with.get('backend') in BACKENDS):
+  if measured_with is None:
     raise ValueError(
         f'cost model {source} does not say how its latencies were measured '
-        "(no 'measured_with' naming a backend or device command, as "
-        'tools/fit_cost_model writes from the CSV\'s settings): nothing to '
-        'measure against')
+        "(no 'measured_with', as tools/fit_cost_model writes from the CSV's "
+        'settings): nothing to measure against')
   return measured_with

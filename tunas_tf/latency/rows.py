@@ -5,8 +5,8 @@ the architectures given or read from a file (`read_indices_file`), and
 `tools/fit_cost_model` reads it, by the same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
 least `indices` and `latency_ms`, every row as long as the header, indices
 that fit the space, positive finite latencies; an error names the file and
-line. Appending needs the exact header `COLUMNS`, and the settings the rows
-were measured with are kept beside the CSV in `settings_path(path)`. A
+line. Appending needs the exact header `COLUMNS`; how the rows were measured
+(`provenance.Provenance`) is kept beside the CSV in `settings_path(path)`. A
 block table's CSV (`BLOCK_COLUMNS`) has the same rules with a unit's key
 (`block_table.Unit.key`) in its first column, `block`.
 """
@@ -31,6 +31,7 @@ import numpy as np
 from tunas_tf import files
 from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.search_space import mobile
@@ -195,29 +196,38 @@ def settings_path(path: str) -> str:
   return path + '.settings.json'
 
 
-def check_settings(path: str, settings: Dict[str, Any]) -> None:
-  """Refuses to append to a CSV measured with other settings.
-
-  The CSV's columns are fixed, so the settings its rows were measured with
-  (space, backend, input shape, threads) are kept beside it; a run that would
-  mix in rows measured otherwise is refused. A CSV without that file (e.g.
-  made elsewhere) is not checked.
+def read_provenance(path: str) -> provenance_lib.Provenance:
+  """How the rows of a latency CSV were measured (`settings_path(path)`).
 
   Raises:
-    ValueError: naming the first setting that differs.
+    ValueError: for a CSV without that file (nothing says how its rows were
+      measured) or a malformed one.
   """
-  recorded_path = settings_path(path)
-  if not files.exists(path) or not files.exists(recorded_path):
-    return
+  recorded = settings_path(path)
+  if not files.exists(recorded):
+    raise ValueError(
+        f'{path} has no {os.path.basename(recorded)} beside it: nothing says '
+        'how its rows were measured (measure_latency writes it with the CSV; '
+        'keep the two together)')
   try:
-    recorded = json.loads(files.read_input(recorded_path))
+    data = json.loads(files.read_input(recorded))
   except json.JSONDecodeError as e:
-    raise ValueError(f'cannot read {recorded_path}: {e}') from None
-  for key, value in settings.items():
-    if key in recorded and recorded[key] != value:
-      raise ValueError(
-          f'{path} was measured with {key}={recorded[key]!r}, not '
-          f'{value!r} (see {recorded_path}); choose another --output')
+    raise ValueError(f'cannot read {recorded}: {e}') from None
+  return provenance_lib.Provenance.from_dict(data, recorded)
+
+
+def check_provenance(path: str, provenance: provenance_lib.Provenance
+                     ) -> None:
+  """Refuses to add rows measured as `provenance` to the rows of a CSV
+  measured otherwise (every key, CPUs too) or not saying how.
+
+  Raises:
+    ValueError: naming the first key that differs, or as `read_provenance`.
+  """
+  difference = read_provenance(path).difference(provenance)
+  if difference:
+    raise ValueError(f'{path} was measured with {difference} (see '
+                     f'{settings_path(path)}); choose another --output')
 
 
 def _canonical(space: Any, indices: Any, where: str = '') -> str:
@@ -331,7 +341,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   Raises:
     ValueError: for a bad argument, indices that do not fit the space, or an
       existing `output` with another header, bad rows, or other settings
-      (`check_settings`).
+      (`check_provenance`).
   """
   space = mobile.get_search_space(ssd)
   protocol.check()
@@ -354,17 +364,18 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       num_threads=num_threads,
       model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout)
-  settings = {'ssd': ssd, 'image_size': shape.image_size,
-              'num_classes': shape.num_classes,
-              'input_channels': shape.input_channels, **device.settings}
-  check_settings(output, settings)
+  provenance = provenance_lib.Provenance(
+      ssd=ssd, **dataclasses.asdict(shape), **device.settings)
   done = set(read_for_append(output, ssd, columns))
+  if done:
+    check_provenance(output, provenance)
   todo = [indices for indices in wanted if indices not in done]
   skipped = len(wanted) - len(todo)
   if skipped:
     logging.info('%d of %d architectures already in %s; skipping them',
                  skipped, len(wanted), output)
-  files.write_json(dict(settings, protocol=dataclasses.asdict(protocol),
+  files.write_json(dict(provenance.as_dict(),
+                        protocol=dataclasses.asdict(protocol),
                         load_at_start=protocol_lib.load_average()),
                    settings_path(output))
   new_rows, error = [], None

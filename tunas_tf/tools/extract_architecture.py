@@ -114,7 +114,7 @@ def _measure(result: architecture_lib.Architecture,
       row.latency_ms,
       cost_linear.estimate_cost_of_indices(result.indices, model),
       config.rl_cost_model_target if config.enable_cost_model else None,
-      settings.get('device', settings.get('backend')))
+      settings.device)
 
 
 if __name__ == '__main__':

@@ -23,7 +23,6 @@ from absl import flags
 from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
-from tunas_tf.cost_model import macs
 from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search_space import mobile
 
@@ -34,82 +33,57 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
             holdout_fraction: float = 0.2,
             allow_poor_fit: bool = False,
             block_csv: Optional[str] = None) -> Dict[str, Any]:
-  """`fit.fit` on the rows of a latency CSV; records the CSV's path too.
-
-  The MAC column is computed at the input the rows were measured at (the
-  CSV's settings; the space's default without them). With `block_csv` (a
-  block table, `measure_latency --block_table`, measured the same way),
-  `fit.fit_table` instead: the table's sum corrected on the CSV's
-  networks.
+  """`fit.fit` on the rows of a latency CSV, at the input they were measured
+  at; with `block_csv` (a block table, `measure_latency --block_table`,
+  measured as the networks were), `fit.fit_table`: the table's sum
+  corrected on the CSV's networks.
 
   Returns:
-    The dict of `fit.fit`, with `indices` (the CSV's, canonical) added and
-    the CSV's absolute path (a remote one as given) in the coefficients
-    (`source_csv`).
+    The dict of `fit.fit`, with `indices` (the CSV's, canonical) added; the
+    coefficients record the CSVs' absolute paths (`source_csv`,
+    `source_block_csv`) and their settings (`measured_with`).
 
   Raises:
-    ValueError: for a bad CSV (`rows_lib.read`), too few rows, a block
+    ValueError: for a bad CSV (`rows_lib.read`), too few rows, a CSV that
+      does not say how it was measured (`rows_lib.read_provenance`), a block
       table measured otherwise than the networks or missing a unit;
       `fit.PoorFit` for a fit it refuses (unless `allow_poor_fit`).
   """
   indices, latencies = rows_lib.read(csv_path, ssd)
   # Before computing features.
   fit_lib.split_sizes(len(indices), holdout_fraction)
-  settings_path = rows_lib.settings_path(csv_path)
-  settings = (files.read_json(settings_path) if files.exists(settings_path)
-              else None)
-  shape = macs.resolve_input(ssd, *[(settings or {}).get(key) for key in (
-      'image_size', 'num_classes', 'input_channels')])
+  provenance = rows_lib.read_provenance(csv_path)
   table = None
   if block_csv is not None:
     table = dict(zip(*rows_lib.read(block_csv, ssd,
                                     rows_lib.BLOCK_COLUMNS)))
-    same_device(block_csv, csv_path)
+    # Every key but the CPUs (the same device either way).
+    difference = rows_lib.read_provenance(block_csv).difference(
+        provenance, tuple(k for k in provenance.as_dict() if k != 'cpus'))
+    if difference:
+      raise ValueError(f'the block table {block_csv} was measured with '
+                       f'{difference} as the networks of {csv_path} were: '
+                       'measure both the same way')
   try:
     if table is None:
       result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction,
-                           shape=shape, allow_poor_fit=allow_poor_fit)
+                           shape=provenance.shape,
+                           allow_poor_fit=allow_poor_fit)
     else:
       result = fit_lib.fit_table(ssd, table, indices, latencies, seed,
-                                 holdout_fraction, shape=shape,
+                                 holdout_fraction, shape=provenance.shape,
                                  allow_poor_fit=allow_poor_fit)
   except fit_lib.PoorFit as e:
     e.result['indices'] = indices
     raise
-  result['coefficients']['source_csv'] = files.abspath(csv_path)
+  coefficients = result['coefficients']
+  coefficients['source_csv'] = files.abspath(csv_path)
   if block_csv is not None:
-    result['coefficients']['source_block_csv'] = files.abspath(block_csv)
-  if settings is not None:  # How the rows were measured.
-    result['coefficients']['measured_with'] = settings
+    coefficients['source_block_csv'] = files.abspath(block_csv)
+  coefficients['measured_with'] = files.read_json(
+      rows_lib.settings_path(csv_path))
   result['indices'] = indices
   return result
-
-
-# Settings a block table and its networks must share (not the load, CPUs'
-# record of the moment, or the protocol).
-_DEVICE_SETTINGS = ('ssd', 'image_size', 'num_classes', 'input_channels',
-                    'backend', 'num_threads', 'device', 'device_command')
-
-
-def same_device(block_csv: str, csv_path: str) -> None:
-  """Refuses a block table measured otherwise than the networks (their
-  settings files, where both have one).
-
-  Raises:
-    ValueError: naming the first setting that differs.
-  """
-  found = []
-  for path in (block_csv, csv_path):
-    settings_path = rows_lib.settings_path(path)
-    found.append(files.read_json(settings_path)
-                 if files.exists(settings_path) else {})
-  table, networks = found
-  for key in _DEVICE_SETTINGS:
-    if key in table and key in networks and table[key] != networks[key]:
-      raise ValueError(
-          f'the block table {block_csv} was measured with {key}='
-          f'{table[key]!r}, the networks of {csv_path} with '
-          f'{networks[key]!r}: measure both the same way')
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:

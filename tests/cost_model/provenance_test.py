@@ -1,0 +1,65 @@
+"""Tests for cost_model/provenance: the record, read and compared."""
+
+from absl.testing import absltest
+
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import provenance
+
+HOST = {'ssd': 'digits_search', 'image_size': 8, 'num_classes': 10,
+        'input_channels': 1, 'backend': 'tflite', 'device': 'a CPU, 2 cores',
+        'num_threads': 1, 'cpus': [1]}
+COMMAND = {'ssd': 'digits_search', 'image_size': 8, 'num_classes': 10,
+           'input_channels': 1, 'backend': 'command',
+           'device': 'command: adb {model}', 'device_command': 'adb {model}'}
+
+
+class ProvenanceTest(absltest.TestCase):
+
+  def test_round_trip_and_notes(self):
+    for data in (HOST, COMMAND):
+      record = provenance.Provenance.from_dict(
+          dict(data, protocol={'repeats': 5}, load_at_start=1.5), 'here')
+      self.assertEqual(record.precision, 'float32')
+      self.assertEqual(provenance.Provenance.from_dict(record.as_dict(),
+                                                       'again'), record)
+    record = provenance.Provenance.from_dict(HOST, 'here')
+    self.assertEqual(record.cpus, (1,))
+    self.assertEqual(record.as_dict()['cpus'], [1])
+    self.assertEqual(record.shape, macs.InputSpec(8, 10, 1))
+    # A list and a tuple of CPUs are one record.
+    self.assertEqual(provenance.Provenance(**HOST), record)
+
+  def test_difference_names_the_first_key(self):
+    record = provenance.Provenance(**HOST)
+    other = provenance.Provenance(**dict(HOST, cpus=[0], num_threads=2))
+    self.assertIsNone(record.difference(record))
+    self.assertEqual(record.difference(other), 'num_threads=1, not 2')
+    self.assertEqual(record.difference(other, ('cpus',)),
+                     'cpus=(1,), not (0,)')
+    self.assertIsNone(record.difference(other, provenance.SHAPE))
+
+  def test_bad_records_are_refused_in_one_line(self):
+    cases = [
+        ([1], r'^here: expected an object with keys'),
+        (dict(HOST, thread=1), r"^here: unknown keys \['thread'\]"),
+        ({k: v for k, v in HOST.items() if k != 'device'},
+         r"^here: missing \['device'\]"),
+        (dict(HOST, image_size=None), r"missing \['image_size'\]"),
+        (dict(HOST, image_size=0), 'image_size must be an int >= 1, got 0'),
+        (dict(HOST, num_classes=True), 'num_classes must be an int >= 1'),
+        (dict(HOST, num_threads=0), 'num_threads must be an int >= 1'),
+        (dict(HOST, backend='onnx'), "unknown backend 'onnx'; expected one "
+         r"of \['tflite', 'tf', 'command'\]"),
+        (dict(HOST, precision='int4'), "unknown precision 'int4'"),
+        (dict(COMMAND, device_command=None), "backend 'command' with "
+         'device_command None'),
+        (dict(HOST, device_command='adb {model}'), "backend 'tflite' with "
+         "device_command 'adb {model}'"),
+    ]
+    for data, message in cases:
+      with self.assertRaisesRegex(ValueError, message, msg=str(data)):
+        provenance.Provenance.from_dict(data, 'here')
+
+
+if __name__ == '__main__':
+  absltest.main()

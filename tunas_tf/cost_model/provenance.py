@@ -1,0 +1,108 @@
+"""How latencies were measured: one record with fixed keys.
+
+`Provenance` is written beside a latency CSV (`latency/rows`), copied into
+the model fitted from it (its `measured_with`) and compared wherever rows
+or models meet: rows appended to a CSV, a block table and its networks, a
+model and a search's input (`linear.get_cost_model`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional, Tuple
+
+from tunas_tf.cost_model import macs
+
+BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.
+PRECISIONS = ('float32',)
+# Settings files note these too (`latency/rows`); they are not provenance.
+NOTES = ('protocol', 'load_at_start')
+SHAPE = ('image_size', 'num_classes', 'input_channels')
+_REQUIRED = ('ssd',) + SHAPE + ('backend', 'device')
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+  """How a set of latency rows was measured.
+
+  Attributes:
+    ssd: the search space.
+    image_size, num_classes, input_channels: the networks' input and
+      classifier (ints >= 1).
+    backend: 'tflite' or 'tf' on the measuring host, or 'command'.
+    device: what ran them, e.g. 'Intel Xeon ..., 2 cores' or 'command: CMD'.
+    num_threads: interpreter threads on the host (None for a command).
+    cpus: the host CPUs the process was pinned to (empty for a command).
+    device_command: the command (backend 'command' only).
+    precision: the models' arithmetic, one of `PRECISIONS`.
+  """
+  ssd: str
+  image_size: int
+  num_classes: int
+  input_channels: int
+  backend: str
+  device: str
+  num_threads: Optional[int] = None
+  cpus: Tuple[int, ...] = ()
+  device_command: Optional[str] = None
+  precision: str = 'float32'
+
+  def __post_init__(self):
+    object.__setattr__(self, 'cpus', tuple(self.cpus))
+
+  @classmethod
+  def from_dict(cls, data: Any, source: str) -> 'Provenance':
+    """The record of a settings file or a model's `measured_with`.
+
+    Raises:
+      ValueError: naming `source` and the key that is missing, unknown or
+        malformed.
+    """
+    if not isinstance(data, dict):
+      raise ValueError(f'{source}: expected an object with keys '
+                       f'{list(_REQUIRED)}, got {data!r}')
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names) - set(NOTES))
+    missing = [k for k in _REQUIRED if data.get(k) is None]
+    if unknown or missing:
+      raise ValueError(f'{source}: ' + (f'unknown keys {unknown}' if unknown
+                                        else f'missing {missing}') +
+                       f'; a provenance has {names}')
+    record = cls(**{k: data[k] for k in names if data.get(k) is not None})
+    record._check(source)
+    return record
+
+  def _check(self, source: str) -> None:
+    for name in SHAPE + (() if self.num_threads is None else
+                         ('num_threads',)):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{source}: {name} must be an int >= 1, got '
+                         f'{value!r}')
+    for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f'{source}: unknown {name} '
+                         f'{getattr(self, name)!r}; expected one of '
+                         f'{list(allowed)}')
+    if (self.backend == 'command') != bool(self.device_command):
+      raise ValueError(f'{source}: backend {self.backend!r} with '
+                       f'device_command {self.device_command!r} (a command '
+                       "is backend 'command', and only it)")
+
+  def as_dict(self) -> Dict[str, Any]:
+    """Every key (JSON: `cpus` a list)."""
+    return dict(dataclasses.asdict(self), cpus=list(self.cpus))
+
+  @property
+  def shape(self) -> macs.InputSpec:
+    return macs.InputSpec(self.image_size, self.num_classes,
+                          self.input_channels)
+
+  def difference(self, other: 'Provenance', keys: Tuple[str, ...] = ()
+                 ) -> Optional[str]:
+    """'backend='tf', not 'tflite'': the first of `keys` (default all) where
+    this record differs from `other`; None if none does."""
+    for key in keys or tuple(f.name for f in dataclasses.fields(self)):
+      if getattr(self, key) != getattr(other, key):
+        return f'{key}={getattr(self, key)!r}, not {getattr(other, key)!r}'
+    return None
