@@ -1,9 +1,8 @@
 """Blocks: reusable subgraph templates, instantiated with a name prefix.
 
 `Block(name, graph, constants)` is a template whose graph reads its own
-declared inputs; `instantiate(input_names, instance_id)` renames it under
-`f'{name}{instance_id}/'` as abstract_nas's `Block` does (the renaming
-rules: `Block`). Instantiation always starts from the template.
+declared inputs; `instantiate(input_names, instance_id)` renames a copy of
+the template under `f'{name}{instance_id}/'`.
 """
 
 from __future__ import annotations

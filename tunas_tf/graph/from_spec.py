@@ -1,13 +1,9 @@
 """An architecture spec -> the standalone network as a `Graph`.
 
-`graph_from_spec(spec, num_classes)` turns a pruned `ConvTowerSpec` (no
-`OneOf`) into an `ir.Graph` that computes what `models.supernet.Supernet`
-computes for that architecture. Its ops are named after the supernet's
-variables, so a `model.Model`'s variables `"{op}/{variable}"` are exactly the
-supernet's (`blocks/2/layers/1/expand/kernel` is `kernel` of the CONV op
-`blocks/2/layers/1/expand`), and `inherit.inherit_from_supernet` gives it the
-supernet's weights by their leading slices. Parts come from the walker
-(`search_space.walker`), names from `search_space.naming`.
+`graph_from_spec(spec, num_classes)` turns a pruned `ConvTowerSpec` into an
+`ir.Graph` that computes what `models.supernet.Supernet` computes for that
+architecture, with ops named so that a `model.Model`'s variables
+`"{op}/{variable}"` are exactly the supernet's.
 """
 
 from __future__ import annotations
@@ -180,43 +176,32 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
   the head CONV `classifier` (1x1, bias) after an optional
   `classifier/dropout`. An activation after part P is `P/{activation}`, an
   `ActivationSpec` layer `{prefix}/{activation}`, a pool `{prefix}/pool`, a
-  residual sum `{prefix}/add` (after `{prefix}/path_dropout` when used), the
-  output `logits`, the input `input` (NHWC). A skipped layer and a
-  `DetectionEndpointSpec` give no ops. Semantics are the supernet's ('SAME'
-  padding, `naming.BATCH_NORM_EPSILON`; run the `Model` with
-  `stateless_batch_norm=True` to reproduce its outputs), and each kernel size
-  has its own variable, so a leading slice is always the right sub-kernel.
+  residual sum `{prefix}/add` (after `{prefix}/path_dropout` when used). A
+  skipped layer and a `DetectionEndpointSpec` give no ops. Run the `Model`
+  with `stateless_batch_norm=True` to reproduce the supernet's outputs; each
+  kernel size has its own variable, so a leading slice is the sub-kernel.
 
   Args:
-    spec: a pruned `ConvTowerSpec` (no `OneOf`), e.g.
-      `schema.prune(space, indices)` or a reference model of `mobile`.
+    spec: a pruned `ConvTowerSpec` (no `OneOf`).
     num_classes: positive int, the number of logits.
-    input_channels: positive int, the images' channels (it fixes the width
-      of a `FilterMultiplier` of the first layer's input).
+    input_channels: positive int, the images' channels.
     dropout_rate: float in [0, 1); dropout before the classifier when
-      training (a DROPOUT op `classifier/dropout` when positive).
-    path_dropout_rate: float in [0, 1); when positive and training, each
-      layer of `skippable_layers` that the architecture did not skip has
-      its residual branch dropped as a whole with this probability per
-      step (one scalar mask for the batch) and scaled by 1 / (1 - rate)
-      when kept (the original's `--path_dropout_rate`); a DROPOUT op
-      `{prefix}/path_dropout` with `whole_tensor`.
+      training.
+    path_dropout_rate: float in [0, 1); when training, each unskipped layer
+      of `skippable_layers` has its residual branch dropped as a whole with
+      this probability (one scalar mask for the batch), scaled by
+      1 / (1 - rate) when kept.
     skippable_layers: prefixes `blocks/{b}/layers/{l}` of the search
-      space's skippable layers (`mobile.skippable_layers` of the space the
-      spec was pruned from); each must be a layer of `spec` and, when
-      `path_dropout_rate` is positive, a residual one (a skipped one gets
-      nothing).
+      space's skippable layers; each must be a layer of `spec` and, when
+      `path_dropout_rate` is positive, a residual one.
     batch_norm_epsilon: positive float, every batch norm's epsilon.
     classifier: False ends the graph at the last layer's output (no
-      classifier, no `logits`): a piece of a network timed alone
-      (`cost_model.block_table`); it must compute something.
+      `logits`): a piece of a network timed alone; it must compute something.
 
   Returns:
-    `(graph, constants)`: an `ir.Graph` from the input `input` (float
-    [batch, H, W, input_channels]) to the single output `logits`
-    ([batch, num_classes]) with ops named as above, and
-    its constants (`{'num_classes': num_classes}`, read by the classifier
-    as `"K:num_classes"`), for `model.Model(graph, constants)`.
+    `(graph, constants)`: an `ir.Graph` from `input` (float [batch, H, W,
+    input_channels]) to `logits` ([batch, num_classes]), and its constants
+    (`{'num_classes': num_classes}`), for `model.Model(graph, constants)`.
 
   Raises:
     ValueError: for a spec that still has a `OneOf` (naming its path), a

@@ -3,12 +3,8 @@
 Parameters are `{op_name: {var_name: np.ndarray}}` (`model.get_params`). A
 new variable inherits the old one of the same op and name when the shapes
 are equal, or its leading slice when the old one is at least as large in
-every dim (a supernet's widest kernel to a standalone net); else it stays
-fresh, and a fresh variable whose name exists in the old params is a logged
-mismatch (`find_mismatches`). Sources: a supernet (`supernet_params`,
-`inherit_from_supernet`), a search checkpoint (`search_checkpoint`,
-`read_supernet_values`, `Inheritance`) and a model's own checkpoint values,
-moving averages preferred (`model_values`, for export).
+every dim; else it stays fresh (a logged mismatch if the name exists). Sources:
+a supernet, a search checkpoint, and a model's own checkpoint (EMA preferred).
 """
 
 from __future__ import annotations
@@ -33,14 +29,7 @@ _log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Mismatch:
-  """A variable present in both params whose old value cannot be reused.
-
-  Attributes:
-    op_name: the op.
-    var_name: the variable.
-    new_shape: its shape in the new params.
-    old_shape: its shape in the old params.
-  """
+  """A variable present in both params whose old value cannot be reused."""
   op_name: str
   var_name: str
   new_shape: Tuple[int, ...]
@@ -99,9 +88,8 @@ def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
     `(inherited, fresh)`, both `{op_name: {var_name: np.ndarray}}` with
     disjoint variables that together cover `new_params`: `inherited` holds
     old values (or their leading slices) in the new shapes, `fresh` the new
-    values of everything else (abstract_nas calls it `trainable`). An op
-    appears in both when only some of its variables are inherited. Each
-    mismatch (`find_mismatches`) is logged as a warning.
+    values of everything else. An op appears in both when only some of its
+    variables are inherited. Each mismatch is logged as a warning.
   """
   inherited: Params = {}
   fresh: Params = {}
@@ -144,13 +132,9 @@ def inherit_into(model: model_lib.Model,
 def supernet_params(supernet: Any) -> Params:
   """A supernet's weights as `{op name: {variable name: np.ndarray}}`.
 
-  The variable `blocks/2/layers/1/expand/kernel` becomes
-  `params['blocks/2/layers/1/expand']['kernel']` (the name is split at its
-  last `/`), which is how a `Model` built from `graph_from_spec` names its
-  variables. Values keep the supernet's widest shapes: pass the result as
-  `old_params` to `inherit_params` / `inherit_into`, which
-  take the leading slices an architecture needs (`graph_from_spec` says
-  why the leading slice is always the right one).
+  A name is split at its last `/` (`blocks/2/layers/1/expand/kernel` ->
+  `['blocks/2/layers/1/expand']['kernel']`), as `graph_from_spec` names ops.
+  Values keep the supernet's widest shapes.
 
   Args:
     supernet: an object with `variables_by_name()` (a `Supernet`), or a
@@ -188,11 +172,8 @@ def inherit_from_supernet(model: model_lib.Model, supernet: Any,
                           strict: bool = False) -> Params:
   """Assigns a supernet's (sliced) weights to a `Model` of an architecture.
 
-  Runs eagerly. An unbuilt model is built first, for images with the
-  supernet's `input_channels`, by running it once (training=False) on a 1x1
-  zero image (much quicker than tracing `Model.build`). In a TF1 graph, read
-  the supernet's values with the session, then
-  `inherit_into(model, supernet_params(values), session)`.
+  Runs eagerly; an unbuilt model is built by one call on a 1x1 zero image
+  with the supernet's `input_channels` (quicker than tracing `Model.build`).
 
   Args:
     model: a `model.Model` of a graph from `graph_from_spec`.
@@ -290,12 +271,7 @@ def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
 
 
 class Inherited(NamedTuple):
-  """How a `Model`'s variables split under inheritance.
-
-  Fields:
-    pairs: (variable, inherited value) for every inherited variable.
-    fresh: the trainable variables that inherit nothing.
-  """
+  """`pairs`: (variable, inherited value); `fresh`: trainable, inherit none."""
   pairs: List[Tuple[Any, np.ndarray]]
   fresh: List[Any]
 

@@ -4,9 +4,7 @@ A `Graph` is a flat list of `Op`s over named tensors: output `k` of op `X` is
 `"X:k"` (`"X"` means `"X:0"`), graph inputs are tensors too. Op names are
 unique, may contain `/` and never `:`, `*` or `%`. `new_graph` validates a
 graph (unique names, every input produced, no cycle) and returns its ops in a
-stable topological order. It follows abstract_nas's `model/concrete.py`, but
-names are case-sensitive, `new_graph` checks more, and `Op` and `Graph` are
-frozen: rewrites build new ones.
+stable topological order. `Op` and `Graph` are frozen: rewrites build new ones.
 """
 
 from __future__ import annotations
@@ -65,28 +63,14 @@ _OP_NAME_RE = re.compile(r'^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$')
 
 
 def is_nonlinear(op_type: OpType) -> bool:
-  """Whether `op_type` counts as nonlinear for depth.
-
-  Args:
-    op_type: an `OpType`.
-
-  Returns:
-    True for the activations and softmax, False for every other type
-    (IDENTITY and NONE included; `DepthProperty` treats those two specially).
-  """
+  """Whether `op_type` counts as nonlinear for depth (`NONLINEAR_TYPES`)."""
   if not isinstance(op_type, OpType):
     raise ValueError(f'Unknown op type {op_type!r}')
   return op_type in NONLINEAR_TYPES
 
 
 def canonicalize_tensor_name(name: str) -> str:
-  """Returns `name` as `"op:index"`: a bare op name means output 0.
-
-  Args:
-    name: a tensor name, `"X"` or `"X:k"`.
-
-  Returns:
-    The string `"X:k"`.
+  """Returns `name` (`"X"` or `"X:k"`) as `"X:k"`: a bare name is output 0.
 
   Raises:
     ValueError: if `name` is empty or its index is not a non-negative int.
@@ -103,14 +87,7 @@ def canonicalize_tensor_name(name: str) -> str:
 
 
 def split_tensor_name(name: str) -> Tuple[str, int]:
-  """Splits a tensor name into (op name, output index).
-
-  Args:
-    name: a tensor name, `"X"` or `"X:k"`.
-
-  Returns:
-    A tuple `(op_name, index)`, e.g. `("conv", 0)` for `"conv"`.
-  """
+  """Splits a tensor name into (op name, output index): `"x"` -> `("x", 0)`."""
   base, _, index = canonicalize_tensor_name(name).rpartition(':')
   return base, int(index)
 

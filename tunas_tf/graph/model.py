@@ -1,12 +1,8 @@
-"""Executes a `Graph` as a `tf.Module`, like abstract_nas's `Model`.
+"""Executes a `Graph` as a `tf.Module`.
 
 `Model(graph, constants)` creates one variable per op variable, named
-`"{op name}/{variable name}"`, the first time it sees its inputs (or on
-`build`), and applies the ops in topological order, eagerly, in
-`tf.function` or in a TF1 graph (batch-norm updates are control dependencies
-of the op's output). `get_params` / `set_params` use the form
-`inherit.inherit_params` works on; `abstract_shapes` infers every tensor's
-static shape without creating weights.
+`"{op name}/{variable name}"`, on first call (or `build`), and applies the ops
+in topological order, eagerly, in `tf.function` or in a TF1 graph.
 """
 
 from __future__ import annotations
@@ -27,11 +23,6 @@ Inputs = Union[Any, Mapping[str, Any]]
 class Model(tf.Module):
   """A graph with its variables.
 
-  Example:
-    graph, constants, _ = zoo.CifarNet()
-    model = Model(graph, constants)
-    logits = model(tf.ones([2, 32, 32, 3]))          # [2, 10] float32
-
   Args:
     graph: the `ir.Graph` to run.
     constants: named integer constants for `"K:<name>"` kwargs.
@@ -41,11 +32,9 @@ class Model(tf.Module):
     seed: None draws initial values from TF's global generator; an int
       makes each variable's initial value a function of (seed, its name).
     share_variables_with: another `Model` whose variables are reused for ops
-      of the same name (e.g. to run a subgraph with a full model's weights).
-    compute_dtype: tf.float32 (default) or tf.bfloat16. With bfloat16 every
-      graph input is cast to it and the ops compute in it, reading their
-      float32 variables cast (batch norm keeps float32 statistics, see
-      `graph.ops`); outputs come out in bfloat16.
+      of the same name.
+    compute_dtype: tf.float32 or tf.bfloat16: inputs are cast to it, float32
+      variables are read cast, outputs come out in it.
     name: the module's name.
   """
 
@@ -267,10 +256,7 @@ def abstract_shapes(graph: ir.Graph,
                                         Mapping[str, Sequence[Optional[int]]]],
                     output_names: Optional[Sequence[str]] = None
                     ) -> Dict[str, tuple]:
-  """Static shapes of every tensor, without weights or data.
-
-  The graph is traced into a throwaway `tf.Graph`; nothing is initialized
-  or run.
+  """Static shapes of every tensor, traced into a throwaway `tf.Graph`.
 
   Args:
     graph: the graph.
@@ -297,9 +283,6 @@ def count_params(model: Model, trainable_only: bool = True) -> int:
   Args:
     model: a built `Model`.
     trainable_only: leave out batch-norm moving statistics.
-
-  Returns:
-    An int.
   """
   return sum(int(np.prod(v.shape)) for group in model.op_variables.values()
              for v in group.values() if v.trainable or not trainable_only)
@@ -329,11 +312,9 @@ def set_params(model: Model, params: Mapping[str, Mapping[str, Any]],
                session: Optional[Any] = None) -> None:
   """Assigns `{op_name: {var_name: array}}` values to a model's variables.
 
-  Variables not named in `params` keep their values.
-
   Args:
     model: a built `Model`.
-    params: values by op and variable name (any subset).
+    params: values by op and variable name (any subset; the rest are kept).
     session: a `tf.compat.v1.Session` for a model in a TF1 graph.
 
   Raises:

@@ -1,11 +1,8 @@
 """What each `OpType` computes: its variables and its forward pass.
 
-Layout is NHWC. Kwargs come from `Op.kwargs` after symbolic resolution;
-unknown kwargs are a `ValueError` naming the op (each type's kwargs and
-variables: `apply`). Precision: an op computes in the dtype of its first
-input (float32, or bfloat16 when the `Model` computes in it); variables are
-float32, and CONV, DEPTHWISE_CONV, DENSE and LAYER_NORM cast theirs on read,
-while BATCH_NORM keeps float32 gamma, beta and statistics.
+Layout is NHWC; each type's kwargs and variables: `apply`. An op computes in
+the dtype of its first input; variables are float32, cast on read by CONV,
+DEPTHWISE_CONV, DENSE and LAYER_NORM (BATCH_NORM keeps float32).
 """
 
 from __future__ import annotations
@@ -56,9 +53,7 @@ class VariableSpec:
   """A variable an op needs.
 
   Attributes:
-    shape: the variable's shape.
     init: an initializer string (`'I:zeros'`, `'I:normal:stddev:0.01'`, ...).
-    trainable: False for batch-norm moving statistics.
     fan_in: inputs feeding one output unit (for variance scaling).
     fan_out: outputs fed by one input unit.
   """
@@ -135,8 +130,7 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
     stateless_batch_norm: the model's default for batch norm.
 
   Returns:
-    A dict from variable name (`kernel`, `bias`, `gamma`, ...) to spec;
-    empty for ops without variables.
+    A dict from variable name (`kernel`, `bias`, `gamma`, ...) to spec.
 
   Raises:
     ValueError: naming the op, on a missing required kwarg, an unknown
@@ -202,9 +196,6 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
       by (seed, `var_name`).
     var_name: the full variable name, e.g. `'conv/kernel'`.
     where: names the op in errors.
-
-  Returns:
-    A float32 tensor.
 
   Raises:
     ValueError: on an unknown initializer or bad arguments (naming the op).
@@ -296,9 +287,7 @@ def _batch_norm(x, kwargs, variables, training, stateless):
                                     variables['moving_variance'])
   y, mean, variance = normalization.batch_norm_with_statistics(x, gamma, beta,
                                                                eps)
-  # The moving averages take the fused op's batch statistics (the biased
-  # variance, as `tf.nn.moments` gives; equal to it within float32
-  # rounding, ~1e-6 relative). Nothing differentiates the update.
+  # The fused op's batch statistics (biased variance); no gradient.
   mean, variance = tf.stop_gradient(mean), tf.stop_gradient(variance)
   momentum = float(kwargs.get('momentum', 0.99))
   updates = [variables[name].assign(momentum * variables[name] +
@@ -416,8 +405,7 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
   * CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
     ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
     `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
-    `strides` > 1 together with `dilations` > 1 is refused (as Keras and the
-    original do; `tf.nn.depthwise_conv2d` gives a wrong SAME size for it).
+    `strides` > 1 with `dilations` > 1 is refused (as Keras does).
     Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
   * DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
     Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
@@ -427,11 +415,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
     `use_bias` [True], `scale_init` ['I:ones'], `bias_init` ['I:zeros'],
     `stateless` [the model's setting]. Variables `gamma`, `beta` and, unless
     stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
-    stateless, normalizes with the batch statistics; training and stateful
-    also updates the moving averages (`m <- momentum * m + (1 - momentum) *
-    batch`, with the biased batch variance), and the output depends on that
-    update, so it runs in a TF1 graph. The normalisation is
-    `layers.normalization.batch_norm` (one fused op, the supernet's too).
+    stateless, uses the batch statistics; training and stateful also updates
+    `m <- momentum * m + (1 - momentum) * batch` (a control dependency).
   * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
     `scale_init`, `bias_init`. Variables `gamma`, `beta`.
   * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
@@ -444,22 +429,19 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
   * MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
   * FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
     batch size. TRANSPOSE: `axes`.
-  * DROPOUT (training only; the identity otherwise): `rate`, `whole_tensor`
-    [False]: an elementwise mask, or with True one scalar mask for the whole
-    input, batch included (path dropout: all zeros with probability `rate`,
-    else x / (1 - rate)). The mask is keyed on the op's name
-    (`layers.dropout`).
+  * DROPOUT (training only): `rate`, `whole_tensor` [False]: an elementwise
+    mask, or one scalar mask for the whole input, batch included (path
+    dropout). The mask is keyed on the op's name (`layers.dropout`).
 
   Args:
     op: the op.
     kwargs: its resolved kwargs.
     inputs: float tensors, in slot order.
     variables: the op's variables by name (see `variable_specs`).
-    training: batch norm uses batch statistics and updates its moving
-      averages; dropout drops.
+    training: a Python bool, as for `Model.__call__`.
     stateless_batch_norm: the model's default for batch norm.
-    dropout_seed: DROPOUT's mask is a function of (this integer [2] Tensor,
-      the op's name) (`layers.dropout`); None: stateful dropout.
+    dropout_seed: an integer [2] Tensor keying DROPOUT's masks, or None
+      (stateful dropout).
 
   Returns:
     A list of `op.num_outputs` tensors.

@@ -1,11 +1,9 @@
 """Subgraph replacement and the subgraph view properties work on.
 
 `replace_subgraph(graph, spec)` splices a list of `SubgraphNode`s into a
-graph and returns a new graph (the input is never mutated): a spec op named
-like an existing op replaces it, consumers of a tensor a node's
-`output_names` name read that node's output instead, and old ops no output
-needs are dropped. Unlike abstract_nas's, an unneeded spec node is an error,
-errors name the op, and spec nodes may come in any topological order.
+copy of a graph: a spec op named like an existing op replaces it, consumers
+of a tensor a node's `output_names` name read that node's output instead, and
+old ops no output needs are dropped.
 """
 
 from __future__ import annotations
@@ -22,14 +20,7 @@ from tunas_tf.graph import model as model_lib
 
 @dataclasses.dataclass(frozen=True, init=False)
 class SubgraphNode:
-  """One op of a replacement subgraph.
-
-  Attributes:
-    op: the `ir.Op` to insert.
-    output_names: per output slot k of `op`, the canonical name of the
-      existing tensor that slot replaces, or None (not rewired). May be
-      shorter than `op.num_outputs`.
-  """
+  """One op of a replacement subgraph."""
   op: ir.Op
   output_names: Tuple[Optional[str], ...]
 
@@ -40,7 +31,8 @@ class SubgraphNode:
     Args:
       op: the op to insert.
       output_names: per output slot, a tensor name to rewire (`"x"` or
-        `"x:k"`) or None / `''` to leave that slot unrewired.
+        `"x:k"`) or None / `''` to leave that slot unrewired; stored
+        canonical, and may be shorter than `op.num_outputs`.
 
     Raises:
       ValueError: if `op` is not an `ir.Op`, or there are more entries than
@@ -106,8 +98,7 @@ def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
   For every `node.output_names[k]` naming an existing tensor X, every old
   consumer of X, and the graph's outputs, read `"{node.op.name}:k"` instead;
   spec ops' own inputs are never redirected, so a node may read X and replace
-  it ("insert after X"). Errors: a missing tensor, a cycle, a duplicate spec
-  name, an unknown rewired tensor, a tensor rewired twice.
+  it ("insert after X").
 
   Args:
     graph: the graph to rewrite; not mutated.
@@ -115,11 +106,9 @@ def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
       sort; not mutated.
 
   Returns:
-    A new `ir.Graph` with the same inputs. Its outputs are the old ones,
-    rewired (a rewired output becomes the canonical new tensor name). Its
-    ops are those the outputs need, in a stable topological order: each spec
-    op comes as soon as its inputs exist, and old ops otherwise keep their
-    original order.
+    A new `ir.Graph` with the same inputs and the old outputs, rewired (as
+    canonical names). Its ops are those the outputs need: each spec op as
+    soon as its inputs exist, old ops otherwise in their original order.
 
   Raises:
     ValueError: naming the op, if two spec ops share a name, a spec op has

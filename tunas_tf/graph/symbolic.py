@@ -4,8 +4,7 @@ A kwarg string `"K:<name>"` is `int(constants[name])`; `"S:<d>"` dim d of the
 op's first input; `"S:<i>:<d>"` of its i-th input; `"S:<tensor>:<d>"` of a
 named earlier tensor; a `%<div>` and/or `*<mul>` suffix gives
 `(value // div) * mul`, div dividing the value (`"S:-1%2*4"`). Lists and
-tuples resolve element-wise; other strings stay. Unlike abstract_nas, every
-`S:`/`K:` string of every kwarg is resolved, always on copies.
+tuples resolve element-wise; other strings stay.
 """
 
 from __future__ import annotations
@@ -134,9 +133,6 @@ def resolve_kwargs(op: ir.Op,
     input_shapes: static shapes of its inputs, in slot order.
     constants: named integer constants for `K:`.
     tensor_shapes: shapes of earlier tensors, for `"S:<tensor>:<d>"`.
-
-  Returns:
-    A new dict of kwargs.
 
   Raises:
     ValueError: as `resolve_value`, naming the op and the kwarg.

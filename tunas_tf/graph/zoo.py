@@ -1,9 +1,8 @@
 """CifarNet and ResNet18 in the IR, with abstract_nas's op names.
 
 Each builder returns `(graph, constants, blocks)`: the `ir.Graph`, its
-constants for `"K:<name>"` kwargs, and the list of instantiated
-`block.Block`s in network order (pass them back as `blocks=` to rebuild the
-network with mutated blocks; instantiation restarts from each template).
+constants, and the instantiated `block.Block`s in network order (pass them
+back as `blocks=` to rebuild the network with mutated blocks).
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ def CifarNet(  # pylint: disable=invalid-name
 
   Args:
     in_features: channels after `proj`.
-    out_features: width of the hidden dense layer (constant `out_features`).
-    num_classes: logits (constant `num_classes`).
+    out_features: width of the hidden dense layer.
+    num_classes: logits.
     blocks: the blocks to chain (default: two `conv_block()`s), instantiated
       with ids 0, 1, ...
 

@@ -59,16 +59,9 @@ class AbstractProperty(abc.ABC):
       return False
 
   def verify(self, subgraph_model, abstract: bool = True) -> bool:
-    """Infers the property on a candidate and checks it satisfies `self`.
+    """Whether the property inferred on a candidate satisfies `self`.
 
     Any exception during inference counts as not satisfied.
-
-    Args:
-      subgraph_model: the candidate `rewrite.SubgraphModel`.
-      abstract: passed to `infer`.
-
-    Returns:
-      A bool.
     """
     try:
       other = self.infer(subgraph_model, abstract=abstract)

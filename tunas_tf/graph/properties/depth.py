@@ -1,15 +1,11 @@
 """DepthProperty: linearity flips between a subgraph's inputs and outputs.
 
 As in abstract_nas (`abstract/depth.py`), the depth from input tensor X to
-output tensor Y is the largest number of linearity flips (linear ->
-nonlinear or back) along any path from X's producer, through the subgraph's
-ops, to Y. The edge from X's producer into the first op counts; a graph
-input has no producer and counts as nonlinear, so a whole graph starting
-with a conv starts at depth 1.
-Activations and softmax are nonlinear (`ir.NONLINEAR_TYPES`), everything
-else is linear, except that IDENTITY is transparent (it passes on the
-linearity it receives, adding no flip) and NONE ops cut every path.
-Example: CifarNet's depth from `input:0` to `fc/logits:0` is 7.
+output tensor Y is the largest number of linearity flips (linear <->
+nonlinear) along any path from X's producer, through the subgraph's ops, to
+Y. A graph input counts as nonlinear. Activations and softmax are nonlinear
+(`ir.NONLINEAR_TYPES`), the rest linear; IDENTITY passes on the linearity it
+receives and NONE ops cut every path.
 """
 
 from __future__ import annotations
@@ -103,15 +99,7 @@ class DepthProperty(base.AbstractProperty):
     self.delta_max = int(delta_max)
 
   def infer(self, subgraph_model, abstract: bool = True) -> 'DepthProperty':
-    """Infers the depth map from structure (state and inputs are unused).
-
-    Args:
-      subgraph_model: a `rewrite.SubgraphModel`.
-      abstract: ignored; depth is structural.
-
-    Returns:
-      A new `DepthProperty` with this one's options.
-    """
+    """Infers the depth map from structure (`abstract` is ignored)."""
     del abstract
     return DepthProperty(depth_map(subgraph_model), p=self.p,
                          delta_max=self.delta_max,
@@ -127,9 +115,6 @@ class DepthProperty(base.AbstractProperty):
 
     Args:
       rng: random source (default: the `random` module).
-
-    Returns:
-      A new `DepthProperty`.
     """
     rng = rng or random
     new = copy.deepcopy(self)
@@ -147,9 +132,6 @@ class DepthProperty(base.AbstractProperty):
 
     Each of self's (input, output) entries contributes 1 if other lacks it,
     else max(0, self - other) / max(self, 1). Deeper is fine.
-
-    Args:
-      other: the candidate's `DepthProperty`.
 
     Returns:
       A float in [0, 1]; 0 when `safety_only` or self is empty.

@@ -239,24 +239,16 @@ PairingMap = Dict[str, Dict[str, Pairing]]
 class LinopProperty(base.AbstractProperty):
   """The pairings of a subgraph's outputs with its inputs.
 
-  Abstract inference differentiates each op alone once, on all-ones inputs with
-  positive weights, and composes along paths: through an intermediate dim b,
-  (a, b) then (b, c) gives ALL_TO_ONE if the first is, else the larger of the
-  two (only b where both are non-NONE count); paths and input slots join by
-  elementwise max. Unlike abstract_nas's `abstract/linear.py`, the per-op cache
-  is keyed by resolved kwargs and input shapes, an output a NONE op cuts off
-  has no entry, and concrete inference with a spec works.
+  Abstract inference composes per-op pairings (`op_pairings`) along paths
+  (`Pairing.compose`) and joins paths and input slots by elementwise max.
 
   Args:
-    pairings: `{output tensor: {input tensor: Pairing}}`.
+    pairings: `{output tensor: {input tensor: Pairing}}`. With a spec, keys
+      are canonical boundary tensors (plus rewired old names as output
+      aliases); without one, the graph's names as written.
     p: probability that `mutate` drops each (output, input) entry.
     safety_only: see `AbstractProperty`.
     input_values: see `AbstractProperty`.
-
-  Attributes:
-    pairings: as above. With a spec, keys are canonical boundary tensors
-      (plus rewired old names as output aliases); without one, the graph's
-      input and output names as written (`"input"`, `"output"`).
   """
 
   def __init__(self, pairings: Optional[PairingMap] = None, p: float = 0.0,
@@ -273,9 +265,6 @@ class LinopProperty(base.AbstractProperty):
         its state (evaluated with training=False).
       abstract: compose per-op pairings instead of differentiating the
         subgraph.
-
-    Returns:
-      A new `LinopProperty` with this one's options.
     """
     sm = subgraph_model
     graph_inputs = (self.input_values if self.input_values is not None
@@ -344,14 +333,7 @@ class LinopProperty(base.AbstractProperty):
             if state.get(o)}
 
   def mutate(self, rng: Optional[random.Random] = None) -> 'LinopProperty':
-    """A copy that drops each (output, input) entry with probability p.
-
-    Args:
-      rng: random source (default: the `random` module).
-
-    Returns:
-      A new `LinopProperty`.
-    """
+    """A copy that drops each (output, input) entry with probability p."""
     rng = rng or random
     new = copy.deepcopy(self)
     new.pairings = {o: {i: pr for i, pr in row.items()
@@ -365,9 +347,6 @@ class LinopProperty(base.AbstractProperty):
     Each of self's (output, input) entries contributes (cells where self >
     other) / max(1, non-zero cells of self); a missing entry in other counts
     as all NONE.
-
-    Args:
-      other: the candidate's `LinopProperty`.
 
     Returns:
       A float in [0, 1]; 0 when `safety_only` or self is empty.

@@ -56,19 +56,14 @@ class ShapeProperty(base.AbstractProperty):
   """Input and output shapes of a subgraph.
 
   Args:
-    input_shapes: boundary input name -> shape tuple.
-    output_shapes: boundary output name -> shape tuple.
+    input_shapes: boundary input name -> shape tuple: canonical boundary
+      tensors with a spec, the graph's input names without one.
+    output_shapes: boundary output name -> shape tuple: with a spec, the
+      canonical new tensors plus their rewired old names as aliases; without
+      one, the graph's output names as written.
     p: probability that `mutate` drops each output constraint.
     safety_only: see `AbstractProperty`.
     input_values: see `AbstractProperty`.
-
-  Attributes:
-    input_shapes: as above. Keys are canonical boundary tensors with a spec
-      (`"conv_layer0/avg_pool:0"`) and the raw input names without one
-      (`"input"`).
-    output_shapes: as above. With a spec, the canonical new tensors plus
-      their rewired old names as aliases; without one, the graph's output
-      names as written (`"fc/logits"`).
   """
 
   def __init__(self, input_shapes: Optional[Shapes] = None,
@@ -84,18 +79,13 @@ class ShapeProperty(base.AbstractProperty):
             ) -> 'ShapeProperty':
     """Infers the boundary shapes.
 
-    Abstract inference traces the graph without weights; concrete inference
-    runs the state model on the inputs. Both give the same shapes.
-
     Args:
       subgraph_model: a `rewrite.SubgraphModel`.
       max_size: if > 0, a traced tensor with more elements is an error.
       intermediates: report every op output of the (cut) graph, keyed
         `"op:k"` (graph outputs keep their names as written).
-      abstract: see above.
-
-    Returns:
-      A new `ShapeProperty` with this one's p and options.
+      abstract: trace without weights, else run the state model (the same
+        shapes).
 
     Raises:
       RuntimeError: mentioning max_size when a tensor is too large, or
@@ -140,14 +130,7 @@ class ShapeProperty(base.AbstractProperty):
                          input_values=self.input_values)
 
   def mutate(self, rng: Optional[random.Random] = None) -> 'ShapeProperty':
-    """A copy that drops each output-shape constraint with probability p.
-
-    Args:
-      rng: random source (default: the `random` module).
-
-    Returns:
-      A new `ShapeProperty`.
-    """
+    """A copy that drops each output-shape constraint with probability p."""
     rng = rng or random
     new = copy.deepcopy(self)
     new.output_shapes = {k: v for k, v in self.output_shapes.items()
@@ -156,9 +139,6 @@ class ShapeProperty(base.AbstractProperty):
 
   def distance_from(self, other: 'ShapeProperty') -> float:
     """Mean fraction of mismatched dims over self's outputs.
-
-    Args:
-      other: the candidate's `ShapeProperty`.
 
     Returns:
       A float in [0, 1]; 0 when `safety_only` and feasible.
