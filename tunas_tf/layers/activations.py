@@ -1,9 +1,8 @@
 """The activations, one implementation for the supernet and the graph ops.
 
-`by_name(name)` maps a spec's activation name (`search_space.ops.ACTIVATIONS`)
-to its function; `layers/masked.py` (the supernet) and `graph/ops.py` (the
-standalone graph, which also has the activations no spec names) both call
-the functions here, so the two networks compute bit-identical activations.
+`by_name(name)` maps a spec's activation name to its function; the supernet
+and the graph ops both call the functions here, so they compute
+bit-identical activations.
 """
 
 from __future__ import annotations
@@ -29,10 +28,7 @@ def relu6(x: tf.Tensor) -> tf.Tensor:
 
 
 def hard_swish(x: tf.Tensor) -> tf.Tensor:
-  """x * relu6(x + 3) * (1 / 6): the spec's `swish6`, the graph's H_SWISH.
-
-  It multiplies by 1/6 rather than dividing by 6, as the original does.
-  """
+  """x * relu6(x + 3) * (1 / 6) (times 1/6 as the original): `swish6`."""
   return x * tf.nn.relu6(x + 3.0) * (1.0 / 6.0)
 
 
@@ -70,10 +66,6 @@ def by_name(name: str) -> Activation:
 
 
 def maps_zero_to_zero(name: str) -> bool:
-  """Whether activation `name` maps 0 to 0 (all but sigmoid).
-
-  In masked mode an activation that does not is followed by the channel
-  mask, so that channels beyond the sampled width stay zero.
-  """
+  """Whether activation `name` maps 0 to 0 (all but sigmoid)."""
   by_name(name)
   return name != ops_lib.SIGMOID

@@ -1,13 +1,9 @@
 """Dropout keyed on a seed: the mask is a function of (seed, layer name).
 
-A training step passes one seed for the whole network, e.g. (job seed,
-global step) (`step_seed`); each dropout layer folds its own name into it
-(`initializers.name_key`, as the initial values do), so
-two layers draw different masks and a resumed run draws, at step t, the mask
-an uninterrupted one drew there. Without a seed, TF's stateful dropout
-draws (a fresh mask per run). The mask is elementwise, or with `whole_tensor`
-one scalar for the whole tensor (path dropout: a layer's whole output, the
-batch included, is dropped or kept).
+A training step passes one seed for the whole network (`step_seed`); each
+dropout layer folds its own name into it, so two layers draw different masks
+and a resumed run draws, at step t, the mask an uninterrupted one drew there.
+Without a seed, TF's stateful dropout draws.
 """
 
 from __future__ import annotations
@@ -31,9 +27,8 @@ def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
 
 def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
             name: str, whole_tensor: bool = False) -> tf.Tensor:
-  """`x` with a fraction `rate` of its entries zeroed, the rest scaled up.
-
-  Kept entries are scaled by 1 / (1 - `rate`).
+  """`x` with a fraction `rate` of its entries zeroed, the rest scaled by
+  1 / (1 - `rate`).
 
   Args:
     x: float Tensor.
@@ -41,12 +36,8 @@ def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
     seed: None (stateful dropout), or an integer [2] Tensor: the mask is
       then a function of (`seed`, `name`).
     name: the layer's name, e.g. the graph op's or `classifier`.
-    whole_tensor: draw one scalar mask for all of `x` (noise shape all
-      ones): the output is all zeros with probability `rate`, else
-      x / (1 - `rate`).
-
-  Returns:
-    A Tensor of `x`'s shape and dtype.
+    whole_tensor: draw one scalar mask for all of `x`, batch included (path
+      dropout).
   """
   noise_shape = _ones_shape(x) if whole_tensor else None
   if seed is None:

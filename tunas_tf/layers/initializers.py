@@ -1,12 +1,9 @@
 """Initial values of weights, and the rule that seeds them by name.
 
-The supernet and the graph ops draw their initial values here. With a seed a
-value is fixed by (seed, variable name) through stateless ops (seed
-`[seed, crc32(name) & 0x7fffffff]`), so it does not depend on how many
-variables came before; without one the global generator draws. Kernels are
-He-normal (`he_normal_stddev`): truncated at two standard deviations and
-scaled so the truncated values have stddev sqrt(2 / fan_in) (depthwise
-fan-in kh * kw).
+With a seed a value is fixed by (seed, variable name) through stateless ops,
+so it does not depend on how many variables came before; without one the
+global generator draws. Kernels are He-normal: truncated at two standard
+deviations, scaled so the values have stddev sqrt(2 / fan_in).
 """
 
 from __future__ import annotations
@@ -23,23 +20,14 @@ from tunas_tf.search_space import naming
 def name_key(name: str) -> int:
   """A name's 31-bit key in a stateless seed: crc32(name) & 0x7fffffff.
 
-  The one rule for keying draws by name: initial values (`stateless_seed`),
-  dropout masks (`layers.dropout`) and the controller's draws per decision
-  path (`controller.reinforce`).
+  The one rule for keying draws by name (initial values, dropout masks, the
+  controller's draws).
   """
   return zlib.crc32(name.encode()) & 0x7fffffff
 
 
 def stateless_seed(seed: int, name: str) -> List[int]:
-  """The stateless seed of variable `name`: [seed, `name_key(name)`].
-
-  Args:
-    seed: Python int.
-    name: the variable's full name, e.g. `blocks/0/layers/0/conv_k3/kernel`.
-
-  Returns:
-    Two Python ints.
-  """
+  """The stateless seed of variable `name`: [seed, `name_key(name)`]."""
   return [int(seed), name_key(name)]
 
 
@@ -87,19 +75,10 @@ def uniform(shape: Sequence[int], minval: float, maxval: float,
 def truncated_normal_init(shape: Sequence[int], stddev: float,
                           seed: Optional[int] = None,
                           name: str = '') -> tf.Tensor:
-  """A truncated normal draw whose values have standard deviation `stddev`.
+  """A truncated normal float32 draw whose values have stddev `stddev`.
 
-  The underlying normal has standard deviation
-  `stddev / naming.TRUNCATED_NORMAL_STDDEV` and is truncated at two of its
-  standard deviations.
-
-  Args:
-    shape: the shape, Python ints.
-    stddev: the target standard deviation.
-    seed, name: as for `normal`.
-
-  Returns:
-    float32 Tensor of `shape`.
+  The underlying normal's stddev is `stddev / naming.TRUNCATED_NORMAL_STDDEV`;
+  `seed` and `name` as for `normal`.
   """
   return truncated_normal(shape, stddev / naming.TRUNCATED_NORMAL_STDDEV, seed,
                           name)

@@ -1,13 +1,10 @@
 """Convolutions and batch norm over the widest filters, for one width sample.
 
-A layer's width in one call is an `ActiveWidth` (the static maximum and the
-sampled count n). Every op takes a `mode`: `'masked'` (TPU, static shapes:
-all channels kept, those from n on zeroed by masks, as the original's
-`MaskedConv2D`) or `'sampled'` (CPU/GPU: weights sliced to their leading n,
-so the work is the sampled width's); both give the same values and
-gradients on the first n channels. Batch norm is stateless and fused. Ops
-compute in the dtype of `x` (kernels must come in it; gamma and beta stay
-float32). Also: tensor twins of `scale_filters` and `make_divisible`.
+A layer's width in one call is an `ActiveWidth` (static maximum, sampled n).
+Every op takes a `mode`: `'masked'` (TPU, static shapes: channels from n on
+zeroed by masks) or `'sampled'` (weights sliced to their leading n); both
+give the same values and gradients on the first n channels. Ops compute in
+the dtype of `x` (kernels must come in it; gamma and beta stay float32).
 """
 
 from __future__ import annotations
@@ -40,17 +37,9 @@ def check_mode(mode: str) -> str:
   return mode
 
 
-# -----------------------------------------------------------------------------
-# Tensor twins of the filter-rounding rules.
-# -----------------------------------------------------------------------------
-
-
 def tf_scale_filters(filters: IntLike, multiplier: float,
                      base: int) -> tf.Tensor:
-  """Tensor twin of `filters.scale_filters`.
-
-  `max(base, base * floor(filters * multiplier / base + 0.5))`, computed in
-  float64 so that it rounds exactly as the Python version does.
+  """Tensor twin of `filters.scale_filters` (in float64, to round alike).
 
   Args:
     filters: scalar int Tensor (or Python int), the width to scale.
@@ -91,17 +80,9 @@ def tf_make_divisible(value: Union[float, tf.Tensor],
   return tf.cast(rounded, tf.int32)
 
 
-# -----------------------------------------------------------------------------
-# Widths.
-# -----------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class ActiveWidth:
   """A layer's width in one call: the static maximum and the active count.
-
-  The supernet resolves each `structure.WidthRule` to one per call, from the
-  sampled masks (`models.supernet_widths`).
 
   Attributes:
     max: Python int, the allocated (widest) width.
@@ -117,15 +98,8 @@ class ActiveWidth:
     return isinstance(self.n, int) and self.n == self.max
 
   def mask(self, dtype: tf.DType = tf.float32) -> Optional[tf.Tensor]:
-    """The channel mask, or None when the width is statically full.
-
-    Args:
-      dtype: the mask's float dtype (that of the tensor it multiplies).
-
-    Returns:
-      Tensor [max] of `dtype` with the first `n` entries 1 and the rest 0,
-      or None.
-    """
+    """Tensor [max] of `dtype`, 1 on the first `n` entries and 0 after, or
+    None when the width is statically full."""
     if self.is_full:
       return None
     return tf.sequence_mask(self.n, self.max, dtype=dtype)
@@ -138,9 +112,8 @@ class ActiveWidth:
 def graph_cache(graph: tf.Graph, name: str) -> Dict:
   """A dict kept on `graph` under `name`, made on first use.
 
-  For tensors and functions built once per graph and reused: kept on the
-  graph itself, they live exactly as long as it (a WeakKeyDictionary keyed
-  by the graph would keep it alive through the tensors it holds).
+  Kept on the graph, it lives exactly as long as the graph (a
+  WeakKeyDictionary would keep the graph alive through the tensors it holds).
   """
   caches = getattr(graph, '_tunas_tf_caches', None)
   if caches is None:
@@ -153,13 +126,10 @@ def _slice_bounds(rank: int, ends: Dict[int, IntLike]
                   ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """(begin, end, strides) int32 [rank] of a leading slice, built once.
 
-  Built in the graph of the width tensors (the supernet call's, outside any
-  Switch branch) the first time a (rank, axes, widths) is asked for, and
-  reused after: a branch function then captures the three vectors and holds
-  one StridedSlice per sliced weight, instead of packing its bounds from
-  constants each time; the gradient (StridedSliceGrad) reads the same
-  captured vectors, so `cond_v2` has no bounds to carry out of the branch.
-  `end` holds 0 on the axes not sliced (`end_mask` covers them).
+  Built in the graph of the width tensors (outside any Switch branch) and
+  reused: a branch captures the three vectors and holds one StridedSlice per
+  weight, and its gradient reads the same captures, so `cond_v2` carries no
+  bounds out of the branch. `end` is 0 on unsliced axes (`end_mask`).
   """
   graph = next(n for n in ends.values() if isinstance(n, tf.Tensor)).graph
   key = (rank,) + tuple(sorted(
@@ -178,12 +148,7 @@ def _slice_bounds(rank: int, ends: Dict[int, IntLike]
 
 def _slice_leading(value: tf.Tensor,
                    widths: Dict[int, ActiveWidth]) -> tf.Tensor:
-  """`value` sliced to the leading `widths[axis].n` entries along each axis.
-
-  Static widths slice with constants; widths known only at run time (the
-  sampled ones, in a graph) take one StridedSlice on bounds built once per
-  graph (`_slice_bounds`).
-  """
+  """`value` sliced to the leading `widths[axis].n` entries along each axis."""
   ends = {axis: w.n for axis, w in widths.items() if not w.is_full}
   if not ends:
     return value
@@ -219,8 +184,7 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
       `'sampled'` (slice to [kh, kw, n_in, n_out]).
 
   Returns:
-    Tensor of `kernel`'s dtype: the masked kernel (masked) or the sliced
-    one (sampled).
+    Tensor of `kernel`'s dtype.
   """
   check_mode(mode)
   if mode == SAMPLED:
@@ -260,10 +224,7 @@ def effective_vector(vector: tf.Tensor, width: ActiveWidth,
 
 def l2_sum(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
            out_width: Optional[ActiveWidth], mode: str) -> tf.Tensor:
-  """Sum of squares of the effective (masked or sliced) kernel.
-
-  Both modes give the same value: the masked kernel is zero exactly where
-  the sliced one has no entry.
+  """Sum of squares of the effective kernel, the same in both modes.
 
   Args:
     kernel, in_width, out_width, mode: as for `effective_kernel`.
@@ -273,11 +234,6 @@ def l2_sum(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
   """
   kernel = effective_kernel(kernel, in_width, out_width, mode)
   return tf.reduce_sum(tf.square(kernel))
-
-
-# -----------------------------------------------------------------------------
-# Ops.
-# -----------------------------------------------------------------------------
 
 
 def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: ActiveWidth,
@@ -328,15 +284,10 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: ActiveWidth,
 def stateless_batch_norm(
     x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: ActiveWidth,
     mode: str, epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
-  """Batch norm with the batch's own statistics, then the channel mask.
+  """Batch norm with the batch's own statistics (no moving averages).
 
-  Used in training and validation forwards alike (search-time batch norm
-  keeps no moving averages). One fused op (`normalization.batch_norm`, the
-  graph's BATCH_NORM too; it also accepts a channel count known only at run
-  time). In masked mode all `max` channels are normalised and the result
-  is multiplied by the channel mask; in sampled mode only the `n` channels
-  exist and `gamma`, `beta` are sliced to them. Statistics are per channel,
-  so the two agree on the first `n` channels.
+  Masked: all `max` channels normalised, then masked; sampled: `gamma` and
+  `beta` sliced to the `n` channels. Per-channel statistics make them agree.
 
   Args:
     x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
@@ -364,9 +315,8 @@ def activation(x: tf.Tensor, name: str, width: Optional[ActiveWidth] = None,
                mode: str = SAMPLED) -> tf.Tensor:
   """Applies the activation `name` (one of `ops.ACTIVATIONS`).
 
-  The function is `activations.by_name(name)`. In masked mode an activation
-  that does not map 0 to 0 (sigmoid) is followed by the channel mask of
-  `width`, so that channels beyond the sampled width stay zero.
+  In masked mode an activation that does not map 0 to 0 (sigmoid) is
+  followed by the channel mask of `width`.
 
   Args:
     x: float Tensor of any shape.

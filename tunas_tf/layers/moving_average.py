@@ -1,14 +1,9 @@
 """A zero-debiased exponential moving average (the RL reward baseline).
 
-The original's `update_exponential_moving_average`
-(`tunas/custom_layers.py`). The average keeps a numerator and a denominator
-that both start at 0 and decay with the same momentum, so their ratio is the
-EMA divided by its bias (1 - m^k):
-
-  after k updates: num / den = sum_i (1 - m) m^(k-i) x_i / (1 - m^k)
-
-The first value therefore equals the first input, with no drift from a zero
-initial value.
+The original's `update_exponential_moving_average`: a numerator and a
+denominator start at 0 and decay with the same momentum, so after k updates
+num / den = sum_i (1 - m) m^(k-i) x_i / (1 - m^k); the first value is the
+first input.
 """
 
 from __future__ import annotations
@@ -22,15 +17,7 @@ class MovingAverage(tf.Module):
   """Zero-debiased exponential moving average of a scalar.
 
   Owns two non-trainable scalar float32 variables, `numerator` and
-  `denominator`, both initialised to 0.0. Create it outside any
-  `tf.function`; `update` and `value` work eagerly, inside `tf.function` and
-  in a TF1 graph (run `tf.compat.v1.global_variables_initializer()` there).
-
-  Example:
-
-    baseline = MovingAverage(momentum=0.95)
-    baseline.update(0.5)  # 0.5
-    baseline.update(1.0)  # (0.05 * 0.95 * 0.5 + 0.05 * 1.0) / (1 - 0.95**2)
+  `denominator`, both 0.0 at first. Create it outside any `tf.function`.
 
   Args:
     momentum: m in [0, 1), the weight kept by the old average at each update;
@@ -60,8 +47,7 @@ class MovingAverage(tf.Module):
   def update(self, value: Union[float, tf.Tensor]) -> tf.Tensor:
     """Folds in one value and returns the debiased average including it.
 
-    num <- m * num + (1 - m) * x;  den <- m * den + (1 - m);  returns num / den
-    (both read after the update).
+    num <- m * num + (1 - m) * x;  den <- m * den + (1 - m);  returns num / den.
 
     Args:
       value: x, a Python float or a scalar float Tensor (cast to float32).
@@ -77,11 +63,6 @@ class MovingAverage(tf.Module):
     return tf.convert_to_tensor(numerator) / tf.convert_to_tensor(denominator)
 
   def value(self) -> tf.Tensor:
-    """Returns the current debiased average without updating it.
-
-    Returns:
-      Scalar float32 Tensor: num / den, or 0.0 before the first update (when
-      den is 0), without dividing by zero.
-    """
+    """The debiased average, a scalar float32 Tensor (0.0 before any update)."""
     return tf.math.divide_no_nan(self.numerator.read_value(),
                                  self.denominator.read_value())

@@ -1,14 +1,8 @@
 """Batch norm, written once: the supernet's and the graph's BATCH_NORM.
 
 `batch_norm` is one fused op (`FusedBatchNormV3`) forward and one gradient
-op backward. The supernet (`layers.masked.stateless_batch_norm`) normalises
-with the batch's statistics; the graph IR's BATCH_NORM (`graph.ops`) also
-with given moving statistics, and updates them from the batch's
-(`batch_norm_with_statistics`).
-
-Precision: `x` is float32 or bfloat16; gamma, beta and the statistics are
-float32 whatever `x` is (the fused op's U dtype), so the statistics stay
-float32.
+op backward. `x` is float32 or bfloat16; gamma, beta and the statistics are
+float32 whatever `x` is (the fused op's U dtype).
 """
 
 from __future__ import annotations
@@ -58,10 +52,8 @@ def batch_norm(x: tf.Tensor, gamma: Optional[tf.Tensor],
   y = gamma * (x - mean) / sqrt(variance + epsilon) + beta, per channel.
 
   Args:
-    x: float32 or bfloat16 Tensor of rank >= 1, channels last. Rank 4 goes
-      straight into the fused op; other ranks are reshaped to
-      [-1, 1, 1, C] (the statistics are over every axis but the last
-      either way) and back.
+    x: float32 or bfloat16 Tensor of rank >= 1, channels last (other ranks
+      than 4 go through [-1, 1, 1, C]).
     gamma: float32 Tensor or variable [C], the scale, or None for ones.
     beta: float32 Tensor or variable [C], the offset, or None for zeros.
     epsilon: Python float added to the variance.
@@ -80,17 +72,13 @@ def batch_norm_with_statistics(
     epsilon: float) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """`batch_norm` with the batch statistics, and those statistics.
 
-  For the update of moving averages. Without them, use `batch_norm`
-  (it builds no ops for the statistics).
-
   Args:
     x, gamma, beta, epsilon: as for `batch_norm`.
 
   Returns:
     `(y, mean, variance)`: y of the shape and dtype of `x`, and the float32
-    [C] batch mean and biased batch variance (the fused op gives the
-    Bessel-corrected variance, times m / (m - 1) for m values per channel;
-    this undoes it).
+    [C] batch mean and biased batch variance (the fused op's is
+    Bessel-corrected; this undoes it).
   """
   y, mean, variance, x4 = _fused(x, gamma, beta, epsilon, None, None)
   count = tf.cast(tf.size(x4) // _channels(x4), tf.float32)

@@ -1,12 +1,8 @@
 """The L2 rule: weight decay as (weight_decay / 2) * sum of squared kernels.
 
-One rule for the search (`models.supernet.Supernet.regularization_loss`,
-over the sampled architecture's masked kernels) and standalone training
-(`train_eval.steps.regularization_loss`, over the graph's kernels). Both
-decay every convolution kernel (depthwise and squeeze-excite ones too) but
-the classifier's, and no bias or batch-norm parameter (reference/tunas.md
-§2.3). The halving makes it `weight_decay * tf.nn.l2_loss(w)`: its
-gradient is `weight_decay * w`.
+One rule for the search and standalone training: every convolution kernel
+but the classifier's, no bias or batch-norm parameter (reference/tunas.md
+§2.3). The halving makes the gradient `weight_decay * w`.
 """
 
 from __future__ import annotations
@@ -21,9 +17,7 @@ def weight_decay_loss(squared_norms: Sequence[tf.Tensor],
   """(weight_decay / 2) * sum(squared_norms).
 
   Args:
-    squared_norms: scalar float32 Tensors, each a kernel's sum of squares
-      (in the search, of the kernel under its channel masks, scaled by its
-      Switch's mask).
+    squared_norms: scalar float32 Tensors, each a kernel's sum of squares.
     weight_decay: non-negative Python float, the flag's value.
 
   Returns:

@@ -1,13 +1,8 @@
 """Step-indexed schedules: warm-up probabilities, learning rates, entropy.
 
-Every schedule is a small pure function of the global step, as in the
-original (`tunas/custom_layers.py`, `tunas/mobile_architecture_search.py`).
-The step is a Python int or a scalar integer tensor (int32 or int64, so the
-int64 global step works); step arithmetic (clipping, differences) stays in
-int64 and only the final small quantities are cast to float32, so huge steps
-such as `1 << 32` lose no precision. Every schedule returns a scalar float32
-Tensor and contains no Python branch on the step, so it can be built once in
-a graph or traced once by `tf.function`.
+Each is a pure function of the step (a Python int or a scalar int32/int64
+tensor) returning a scalar float32 Tensor, with no Python branch on the step.
+Step arithmetic stays in int64, so huge steps (`1 << 32`) lose no precision.
 """
 
 from __future__ import annotations
@@ -47,8 +42,7 @@ def _int64_step(step: Step) -> tf.Tensor:
 def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
   """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
 
-  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0 (already
-  decayed). Used for the op and filter warm-up probabilities.
+  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0.
 
   Args:
     step: the current step t, a Python int or a scalar int32/int64 Tensor.
@@ -82,9 +76,7 @@ def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
   * W > 0 and t < W: lr = peak * t / W
   * otherwise:       lr = peak * 0.5 * (1 + cos(pi * min(t - W, T - W) / (T - W)))
 
-  so lr = 0 from step T on. Negative steps count as step 0 in both branches
-  (with W == 0 that gives the peak; TF1's `cosine_decay` would instead
-  mirror the curve for negative steps).
+  so lr = 0 from step T on. Negative steps count as step 0.
 
   Args:
     peak_learning_rate: the peak learning rate, a Python float or a scalar
@@ -126,14 +118,9 @@ def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
   """The controller's learning rate: a delay, then optionally 10x growth.
 
   lr = base * 1[t >= D] * 10 ** progress, with
-  progress = relu((t - D) / max(1, T - D)), D = `delay_steps`,
-  T = `total_steps`, as in the original (the delay follows FBNet,
-  Appendix A). Without the exponential schedule, lr = base * 1[t >= D].
-
-  So lr is 0 before step D, `base` at D, and `10 * base` at T. Progress is not
-  clipped at 1, as in the original: past T the factor keeps growing
-  (100x at T + (T - D)), and for steps far past T it overflows float32 to
-  inf. Training stops at T, so this never happens in a search.
+  progress = relu((t - D) / max(1, T - D)) (the delay: FBNet, Appendix A).
+  Without the exponential schedule, lr = base * 1[t >= D]. Progress is not
+  clipped at 1, as in the original: past T the factor keeps growing.
 
   Args:
     base_learning_rate: the base rate (already scaled), a Python float or a
@@ -176,11 +163,9 @@ def rl_entropy_weight(weight: float, step: Step, delay_steps: int,
                       ) -> tf.Tensor:
   """The entropy bonus's weight at step t.
 
-  'constant' (the original): `weight` at every step. 'linear': `weight`
-  until the RL delay ends, then falling linearly to 0 at `total_steps`,
-  w(t) = weight * (1 - clip((t - D) / max(1, T - D), 0, 1)): the bonus keeps
-  the controller exploring while its first rewards are mostly cost and lets
-  it settle on an architecture by the end of the search.
+  'constant' (the original): `weight` at every step. 'linear':
+  w(t) = weight * (1 - clip((t - D) / max(1, T - D), 0, 1)), exploring while
+  the first rewards are mostly cost and settling by the end of the search.
 
   Args:
     weight: the bonus's weight (`--rl_entropy_regularization`), a Python

@@ -21,13 +21,8 @@ _SMALLEST_NORMAL = {
 
 
 def smallest_normal(dtype: tf.dtypes.DType) -> float:
-  """Returns the smallest positive normal number of a floating dtype.
-
-  Args:
-    dtype: one of float16, bfloat16, float32, float64.
-
-  Returns:
-    A Python float (1.1754944e-38 for float32 and bfloat16).
+  """The smallest positive normal number of float16, bfloat16, float32 or
+  float64, a Python float.
 
   Raises:
     ValueError: if `dtype` is not one of those floating dtypes.
@@ -65,28 +60,19 @@ def with_data_dependencies(
   output. The values are bit-for-bit unchanged, but no output can be
   computed before every dependency exists.
 
-  The bound: the sum s is cast to the output's dtype, NaN becomes 0, and s
-  is clipped to [-tiny, tiny], tiny the dtype's smallest positive normal.
-  The term -|s| * tiny is then at most tiny**2 in magnitude, below the
-  smallest subnormal of any IEEE format, so it rounds to -0.0 with or
-  without flush-to-zero, and x + (-0.0) == x for every x, signed zeros
-  included; tiny is non-zero, so optimisers cannot fold the edge away. (The
-  original added tiny * s unclipped, which changes zero outputs when
-  |s| >= 1 and spreads NaN/inf from a dependency.)
-  Gradients flow to `outputs` unchanged (the addition has derivative 1) and
-  never to `dependencies`.
+  The bound: s is cast to the output's dtype, NaN becomes 0, and s is
+  clipped to [-tiny, tiny]; the term -|s| * tiny is then at most tiny**2,
+  below any IEEE subnormal, so it rounds to -0.0 and x + (-0.0) == x for
+  every x. (The original added tiny * s unclipped, spreading NaN/inf.)
+  Gradients flow to `outputs` unchanged and never to `dependencies`.
 
   Args:
-    dependencies: tensors of any shape (each with at least one element) and
-      any numeric dtype. May be empty, in which case `outputs` are returned
-      as they are.
-    outputs: floating tensors (float16, bfloat16, float32, float64) of any
-      shape. `None` entries (e.g. gradients of unreached variables) are
-      passed through as `None`.
+    dependencies: tensors of any numeric dtype, each with an element; an
+      empty list returns `outputs` as they are.
+    outputs: floating tensors, or `None` (passed through).
 
   Returns:
-    A list with one tensor per output, each with that output's shape, dtype
-    and values.
+    A list with one tensor per output, of its shape, dtype and values.
 
   Raises:
     ValueError: if an output is not a floating tensor.
