@@ -1,12 +1,10 @@
 """The controller's Adam step, as the original's `apply_adam` applies it.
 
-Unlike a stock Adam, deliberately: across replicas the second moment is the
-mean of the squared per-replica gradients (`tunas_tf.runtime.replicas`); the
-bias-correction powers are variables initialised to beta1 and beta2; a
-regularisation loss (the entropy bonus) is a separate plain SGD step with the
-uncorrected learning rate; moments and powers update every step, even at
-learning rate 0 (the RL delay); and, given the global step, it is the only
-op that increments it.
+Unlike a stock Adam: across replicas the second moment is the mean of the
+squared per-replica gradients; the bias-correction powers are variables
+initialised to beta1 and beta2; the entropy bonus is a separate SGD step
+with the uncorrected learning rate; moments and powers update every step,
+even at learning rate 0 (the RL delay).
 """
 
 from __future__ import annotations
@@ -66,10 +64,8 @@ class ControllerAdam(tf.Module):
     """Applies one step and increments `global_step` (unless None).
 
     Call it in the per-replica step: the moments average over the replicas
-    there are (`replicas.means`, one reduction for all of them). Under
-    `tf.distribute` create the module, the variables and the global step so
-    that every replica may assign them (`replicas.identical_variables`; the
-    Estimator's global step already is).
+    (`replicas.means`). Under `tf.distribute` create the module and the
+    variables so that every replica may assign them.
 
     Args:
       grads: per-replica gradients of the loss, one per variable (None for
@@ -81,8 +77,7 @@ class ControllerAdam(tf.Module):
         (entropy term), or None.
 
     Returns:
-      The op that applies the update and then increments the global step
-      (with one).
+      The op that applies the update and then increments the global step.
     """
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.

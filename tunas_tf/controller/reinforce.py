@@ -2,12 +2,9 @@
 
 `Controller` (a `tf.Module`) owns one zero-initialised logits variable per
 OneOf, `logits/<path>`. `independent_sample` draws an architecture from it
-with the original's warm-up replacement, summing log-prob and entropy over
-the active OneOfs; with a seed every draw is stateless and keyed by the
-OneOf's path, so a sample is a pure function of (seed, logits,
-probabilities). The searched architecture is each OneOf's argmax
-(`argmax_indices`, `argmax_architecture`). It works eagerly, in
-`tf.function` (with a `Controller` made outside) and in a TF1 graph.
+with the original's warm-up replacement; with a seed every draw is stateless
+and keyed by the OneOf's path. The searched architecture is each OneOf's
+argmax. It works eagerly, in `tf.function` and in a TF1 graph.
 """
 
 from __future__ import annotations
@@ -53,8 +50,7 @@ class DistInfo(NamedTuple):
       logits / temperature, in visit order.
     logits_by_tag: OrderedDict `<tag>_<k>` -> the same tensors, k counting
       the OneOfs of that tag in visit order.
-    controller: the `Controller` used (its `trainable_variables` are what
-      REINFORCE updates).
+    controller: the `Controller` used.
   """
   sample_log_prob: tf.Tensor
   entropy: tf.Tensor
@@ -68,9 +64,8 @@ class Controller(tf.Module):
 
   Args:
     spec: the search space (any nested spec with OneOfs).
-    name: module name (variables are named `logits/<path>` in the current
-      name scope, e.g. `rl_controller/logits/blocks/2/filters` inside the
-      search's `rl_controller` variable scope).
+    name: module name (variables are `logits/<path>` in the current name
+      scope).
 
   Attributes:
     paths: tuple of the OneOf paths, in visit order.
@@ -96,14 +91,8 @@ class Controller(tf.Module):
     return collections.OrderedDict(zip(self.paths, self._logits))
 
   def check_compatible(self, spec: Any) -> None:
-    """Raises ValueError unless `spec` has this controller's OneOfs.
-
-    Args:
-      spec: a spec to sample with this controller.
-
-    Raises:
-      ValueError: naming the first path or size that differs.
-    """
+    """Raises ValueError, naming the first path or size that differs, unless
+    `spec` has this controller's OneOfs."""
     entries = schema.flatten_with_paths(spec)
     found = [(path, len(oneof.choices)) for path, oneof in entries]
     mine = list(zip(self.paths, self.num_choices))
@@ -232,15 +221,9 @@ def uniform_sample(spec: Any,
                    seed: Seed = None) -> Any:
   """Samples an architecture uniformly: every choice of every OneOf 1/n.
 
-  No controller: the draws and the warm-up rules are those of
-  `independent_sample` with all logits 0 (its initial policy), so under the
-  same seed the two draw the same masks while the controller is untrained.
-
-  Args:
-    spec: the search space.
-    increase_ops_probability: as for `independent_sample`.
-    increase_filters_probability: as for `independent_sample`.
-    seed: as for `independent_sample`.
+  The draws of `independent_sample` with all logits 0, so under the same seed
+  the two draw the same masks while the controller is untrained. Arguments
+  as for `independent_sample`.
 
   Returns:
     A copy of `spec` whose OneOfs carry `mask` (see `independent_sample`).
@@ -294,14 +277,12 @@ def independent_sample(
   """Samples an architecture, one independent categorical per OneOf.
 
   Warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
-  becomes the uniform vector (op tag: every op runs, weighted 1/n) or the
-  one-hot of the largest choice (filters tag), with log-prob log(p); otherwise
-  the sample stays, with log-prob log(1 - p) + log pi(a). A OneOf nested under
-  a choice whose mask entry is |m| <= 1e-6 (anywhere up its path) is inactive.
-  With a seed, each OneOf's categorical and warm-up draws have their own seed,
-  `stateless_fold_in` of the given one with the draw's kind and the OneOf's
-  path (`initializers.name_key`), so adding or removing a OneOf leaves the
-  others' draws as they were. Tags never tie parameters.
+  becomes the uniform vector (op tag) or the one-hot of the largest choice
+  (filters tag), with log-prob log(p); otherwise the sample stays, with
+  log-prob log(1 - p) + log pi(a). A OneOf nested under a choice whose mask
+  entry is |m| <= `ACTIVE_THRESHOLD` is inactive. With a seed, each OneOf's
+  draws are seeded by the draw's kind and the OneOf's path, so adding or
+  removing a OneOf leaves the others' draws as they were.
 
   Args:
     spec: the search space.
@@ -313,24 +294,18 @@ def independent_sample(
       largest choice.
     temperature: positive scalar; the distribution is softmax(logits / T).
     controller: the `Controller` whose logits to use; None creates one for
-      `spec` (right in a TF1 model_fn; inside `tf.function` pass one made
-      outside, since variables can only be created on the first trace).
+      `spec` (inside `tf.function`, pass one made outside).
     hierarchical: if True (the original's default), log-prob and entropy sum
       over active OneOfs only; if False over all of them.
-    seed: None (TF's stateful random ops draw), or a stateless seed (see
-      above): a rank-1 int32 or int64 tensor (int32 under XLA) or two Python
-      ints; the sample is then a pure function of (seed, logits,
-      temperature, probabilities).
+    seed: None (TF's stateful random ops draw), or a stateless seed: a [2]
+      int32 or int64 tensor (int32 under XLA) or two Python ints.
 
   Returns:
     (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
     OneOfs carry `mask`: a rank-1 float32 tensor of length
-    `len(oneof.choices)` (one-hot, or a warm-up replacement). `dist_info`
-    is a `DistInfo`.
-
-    Single-choice OneOfs get mask [1.0], entropy 0 and log-prob 0 (plus,
-    under warm-up, the constant log(p) or log(1 - p) of the replacement draw,
-    as in the original; it carries no gradient).
+    `len(oneof.choices)` (one-hot, or a warm-up replacement). Single-choice
+    OneOfs get mask [1.0], entropy 0 and log-prob 0 (plus, under warm-up,
+    the constant log(p) or log(1 - p), as in the original).
 
   Raises:
     ValueError: for a Python temperature <= 0, a Python probability outside
@@ -428,14 +403,7 @@ def argmax_indices(logits_by_path: Mapping[str, Any],
 
 
 def argmax_architecture(spec: Any, logits_by_path: Mapping[str, Any]) -> Any:
-  """`spec` pruned to the argmax of each OneOf's logits (see `argmax_indices`).
-
-  Args:
-    spec: the search space.
-    logits_by_path: mapping path -> rank-1 logits with concrete values.
-
-  Returns:
-    The pruned spec (no OneOfs).
+  """`spec` pruned to the argmax of each OneOf's logits.
 
   Raises:
     ValueError: as `argmax_indices`.

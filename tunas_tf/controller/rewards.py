@@ -4,8 +4,6 @@ As the original's, with target T and exponent beta (negative): `abs` adds
 beta * |c / T - 1| to Q (penalises missing the target either side); `mnas`
 multiplies Q by (c / T) ** beta (also rewards being under it); `mnas_hard`
 by min((c / T) ** beta, 1) (only penalises being over it).
-`compute_reward` takes Python floats and NumPy values (float64 math) and
-hands tensors over to its TensorFlow twin `tf_compute_reward` (float32).
 """
 
 from __future__ import annotations
@@ -28,10 +26,6 @@ NumberOrTensor = Union[float, np.ndarray, tf.Tensor]
 @dataclasses.dataclass(frozen=True)
 class RewardStats:
   """A reward and the terms it was computed from.
-
-  Fields are Python floats (or NumPy arrays) from `compute_reward` on
-  numbers, and float32 tensors of the inputs' broadcast shape (scalars in the
-  search) from `tf_compute_reward`.
 
   Attributes:
     reward: the reward passed to REINFORCE.
@@ -85,10 +79,8 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
     kind: one of `REWARDS`.
 
   Returns:
-    `RewardStats(reward, cost_ratio, cost_adjustment)`: Python floats when
-    every input is a scalar number, NumPy float64 arrays of the broadcast
-    shape for array inputs, and float32 tensors (see `tf_compute_reward`)
-    when any input is a tensor.
+    `RewardStats`: Python floats for scalar numbers, NumPy float64 arrays of
+    the broadcast shape for arrays, float32 tensors if any input is one.
 
   Raises:
     ValueError: if `kind` is not in `REWARDS`, or `target` is <= 0 (checked
@@ -108,21 +100,13 @@ def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
                       kind: str) -> RewardStats:
   """TensorFlow twin of `compute_reward`.
 
-  Args:
-    quality: Q, a scalar float Tensor (any float dtype, e.g. bfloat16
-      accuracy) or a number; cast to float32.
-    cost: c, a scalar float Tensor or a number; cast to float32.
-    target: T, a scalar float Tensor or a number, > 0; cast to float32.
-    exponent: beta, a scalar float Tensor or a number; cast to float32.
-    kind: one of `REWARDS`.
+  Inputs are float Tensors (any float dtype) or numbers, cast to float32.
 
   Returns:
-    `RewardStats` whose fields are float32 Tensors of the inputs' broadcast
-    shape (scalar float32 Tensors for scalar inputs).
+    `RewardStats` of float32 Tensors of the inputs' broadcast shape.
 
   Raises:
-    ValueError: if `kind` is not in `REWARDS`, or `target` is <= 0 (checked
-      when its value is known statically, e.g. a Python float or a constant).
+    ValueError: as `compute_reward`.
   """
   _check_kind(kind)
   _check_target(target)
