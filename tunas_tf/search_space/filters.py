@@ -16,9 +16,6 @@ def scale_filters(filters: int, multiplier: float, base: int) -> int:
     multiplier: non-negative float scale.
     base: positive int; the result is a multiple of it and at least it.
 
-  Returns:
-    Python int.
-
   Raises:
     ValueError: for a non-positive `base` or a negative `multiplier`.
   """
@@ -35,13 +32,6 @@ def make_divisible(value: float, divisor: int) -> int:
 
   `max(divisor, floor((value + divisor / 2) / divisor) * divisor)`, plus
   `divisor` when that would lose more than 10% of `value`.
-
-  Args:
-    value: positive float or int.
-    divisor: positive int.
-
-  Returns:
-    Python int.
 
   Raises:
     ValueError: for a non-positive `divisor`.

@@ -283,11 +283,10 @@ class SearchSpaceInfo:
     image_size: input resolution (pixels per side) the space is designed for.
     input_channels: channels of the images it is designed for.
     num_classes: classifier width it is designed for.
-    released_target_ms: the original's cost target when the original released
-      a (simulated Pixel-1 latency) cost model for the space, else None; the
-      coefficients ship as `cost_model/data/<name>.json`.
-    mobilenet_v3_like: a MobileNetV3-like network (the original's recipes use
-      bfloat16 on TPU and dropout 0.25 for these).
+    released_target_ms: the original's cost target when it released a cost
+      model for the space (`cost_model/data/<name>.json`), else None.
+    mobilenet_v3_like: a MobileNetV3-like network (the original's recipes
+      differ for these).
   """
   name: str
   build: Callable[[], ConvTowerSpec] = dataclasses.field(repr=False)
@@ -303,8 +302,7 @@ class SearchSpaceInfo:
 
   @property
   def searchable(self) -> bool:
-    """Whether the spec has a decision: a reference model (a fixed
-    architecture) has none, so a search of it would have nothing to learn."""
+    """Whether the spec has a decision (a reference model has none)."""
     return bool(schema.num_choices(self.build()))
 
 
@@ -344,8 +342,8 @@ def space_info(name: str) -> SearchSpaceInfo:
 
 
 def kinds_note() -> str:
-  """Which names are search spaces and which are reference models, for
-  `--ssd`'s help (one place for the binaries that take `--ssd`)."""
+  """Which names are search spaces and which reference models (`--ssd`'s
+  help)."""
   spaces = sorted(n for n, i in SEARCH_SPACES.items() if i.searchable)
   fixed = sorted(n for n, i in SEARCH_SPACES.items() if not i.searchable)
   return (f"Search spaces: {', '.join(spaces)}. Reference models (fixed "
@@ -357,9 +355,8 @@ def check_searchable(name: str) -> SearchSpaceInfo:
   """Returns `space_info(name)` for a space with decisions.
 
   Raises:
-    ValueError: for an unknown name, or for a reference model: a fixed
-      architecture, which a search could not change (the message says what
-      to use instead).
+    ValueError: for an unknown name, or a reference model (saying what to
+      use instead).
   """
   info = space_info(name)
   if not info.searchable:
@@ -381,14 +378,8 @@ def get_search_space(name: str) -> ConvTowerSpec:
 
 
 def search_space_size(spec) -> int:
-  """Number of architectures: the product of all OneOf cardinalities.
-
-  Choices nested under an alternative count too, as in the original README
-  (so this counts index vectors, not distinct networks).
-
-  Returns:
-    Python int (exact).
-  """
+  """Number of index vectors (the product of all OneOf cardinalities, nested
+  ones too, as in the original README), an exact Python int."""
   return math.prod(schema.num_choices(spec))
 
 
@@ -396,16 +387,11 @@ def skippable_layers(spec: ConvTowerSpec) -> Tuple[str, ...]:
   """The prefixes of the layers a search space may skip.
 
   A layer is skippable when it holds an op `OneOf` with a `ZeroSpec` among
-  its choices (in our spaces `ResidualSpec(OneOf((bottleneck, ZeroSpec())))`),
-  as the original's path dropout decides (`tunas/search_space_utils.py`).
-  A pruned architecture (a reference model) has none.
-
-  Args:
-    spec: a search space (or a pruned architecture).
+  its choices, as the original's path dropout decides; a pruned architecture
+  has none.
 
   Returns:
-    The layers' prefixes `blocks/{b}/layers/{l}` (`naming.layer_prefix`),
-    in network order.
+    The layers' prefixes `blocks/{b}/layers/{l}`, in network order.
   """
   zero = ZeroSpec()
   return tuple(

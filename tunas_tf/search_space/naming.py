@@ -5,24 +5,17 @@ network and read its names and constants here. Names are by position and
 role, not OneOf path: a layer's prefix is `blocks/{b}/layers/{l}`, its parts
 `conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce`, `se/expand`,
 a part's batch norm `{part}/bn`, the head `classifier`. A supernet variable
-is `{part}/{variable}`; in the standalone graph the part is the op (`kernel`
-of op `blocks/2/layers/1/expand`). Plain Python (no TensorFlow).
+is `{part}/{variable}`; in the standalone graph the part is the op.
 """
 
 from __future__ import annotations
 
-# -----------------------------------------------------------------------------
-# Supernet modes (masked: static shapes; sampled: sliced kernels).
-# -----------------------------------------------------------------------------
-
+# Supernet modes.
 MASKED = 'masked'  # Widest weights times channel masks; static shapes (TPU).
 SAMPLED = 'sampled'  # Kernels sliced to the sampled widths (CPU/GPU).
 MODES = (MASKED, SAMPLED)
 
-# -----------------------------------------------------------------------------
 # Constants of the network's semantics.
-# -----------------------------------------------------------------------------
-
 BATCH_NORM_EPSILON = 1e-3
 # Share of the expanded width kept inside squeeze-and-excite, before
 # `filters.make_divisible` rounds it to the filters base.
@@ -34,10 +27,7 @@ CLASSIFIER_STDDEV = 0.01
 # dividing by it makes a truncated normal draw have the requested stddev.
 TRUNCATED_NORMAL_STDDEV = 0.87962566
 
-# -----------------------------------------------------------------------------
 # Part and variable names.
-# -----------------------------------------------------------------------------
-
 EXPAND = 'expand'  # A bottleneck's 1x1 expansion conv.
 PROJECT = 'project'  # The 1x1 projection conv of a bottleneck or separable.
 SE = 'se'  # Squeeze-and-excite's scope (graph ops `se/pool`, `se/mul`).
@@ -76,10 +66,8 @@ def conv_part(kernel_size: int) -> str:
 
 
 def depthwise_part(kernel_size: int) -> str:
-  """The part name of a depthwise conv of this kernel size: `depthwise_k{k}`.
-
-  Each kernel size has its own part (never a centre crop of a larger one).
-  """
+  """The part name of a depthwise conv of kernel size k: `depthwise_k{k}`
+  (each kernel size its own part, never a centre crop of a larger one)."""
   return f'depthwise_k{kernel_size}'
 
 

@@ -129,13 +129,8 @@ SPEC_CLASSES = (
 
 
 def choice_label(value: Any) -> str:
-  """A short, readable name of one `OneOf` choice, for tables and tags.
-
-  Numbers print as themselves ('24' filters, '5' kernel), a
-  `FilterMultiplier` as 'x6' (6 x the input width), `ZeroSpec` as 'skip',
-  an activation by its name, a bool as 'on'/'off', and another op by its
-  class name without 'Spec' ('DepthwiseBottleneck').
-  """
+  """A short name of one `OneOf` choice, for tables and tags: '24', 'x6'
+  (a `FilterMultiplier`), 'skip', 'relu', 'on'/'off', 'DepthwiseBottleneck'."""
   if isinstance(value, bool):
     return 'on' if value else 'off'
   if isinstance(value, (int, float)):
@@ -155,11 +150,7 @@ def choice_label(value: Any) -> str:
 
 
 def choice_labels(choices: Tuple[Any, ...]) -> Tuple[str, ...]:
-  """`choice_label` of each choice, made unique within the decision.
-
-  A label that repeats (two ops of one class) gets its index appended
-  ('Conv#0', 'Conv#1'), so each labels one choice.
-  """
+  """`choice_label` of each choice; a repeated one gets its index ('Conv#0')."""
   labels = [choice_label(c) for c in choices]
   return tuple(f'{label}#{i}' if labels.count(label) > 1 else label
                for i, label in enumerate(labels))

@@ -1,11 +1,8 @@
 """Shapes of every layer of a fixed architecture, in plain Python.
 
 `resolve_layers` resolves a pruned `ConvTowerSpec` layer by layer from the
-walker's parts (`walker.describe_layer`, every width static) and adds the
-resolutions: each `ResolvedLayer` has input and output width and resolution,
-kernel, stride, expanded and squeeze-excite widths and its `part` tree.
-Padding is 'SAME' (`ceil(input / strides)`); a global pool gives 1;
-`ResidualSpec` must keep the shape; resolutions are single ints (square).
+walker's parts. Padding is 'SAME' (`ceil(input / strides)`); a global pool
+gives 1; `ResidualSpec` must keep the shape; resolutions are square.
 """
 
 from __future__ import annotations
@@ -30,23 +27,15 @@ class ResolvedLayer:
   """One layer of a fixed architecture with its shapes resolved.
 
   Attributes:
-    block_index: index of the layer's block in `ConvTowerSpec.blocks`.
-    layer_index: index of the layer in its block's `layers`.
-    spec: the layer's (pruned) spec as it appears in the block, e.g. a
-      `ResidualSpec` wrapping a bottleneck.
-    input_width: int, channels of the layer's input.
-    output_width: int, channels of the layer's output.
-    input_size: int, input height (= width) in pixels.
-    output_size: int, output height (= width) in pixels.
+    spec: the layer's (pruned) spec as it appears in the block.
+    input_width, output_width: ints, channels.
+    input_size, output_size: ints, height (= width) in pixels.
     residual: whether `spec` is a `ResidualSpec` (output = op(x) + x).
-    kernel_size: int kernel size of the op's (depthwise) convolution, or None
-      for layers without one.
+    kernel_size: the op's largest (depthwise) convolution kernel, or None.
     strides: int stride of the op (1 for layers without a convolution).
-    expanded_width: int, a bottleneck's expanded width (None otherwise).
-    se_width: int, a bottleneck's squeeze-excite width (None when it has no
-      squeeze-excite or is not a bottleneck).
-    part: the layer's parts (`structure.Part`, static widths), or None for
-      a `DetectionEndpointSpec`.
+    expanded_width: a bottleneck's expanded width, else None.
+    se_width: a bottleneck's squeeze-excite width, else None.
+    part: the layer's parts (static widths), or None for an endpoint.
   """
   block_index: int
   layer_index: int
@@ -114,20 +103,13 @@ def resolve_layer(layer: Any, input_width: int, block_width: int,
   """Resolves the shapes of one pruned layer.
 
   Args:
-    layer: a pruned layer spec (no OneOf): one of `ConvSpec`,
-      `SeparableConvSpec`, `DepthwiseBottleneckSpec`, `ZeroSpec`,
-      `ResidualSpec`, `GlobalAveragePoolSpec`, `ActivationSpec`,
-      `DetectionEndpointSpec`.
+    layer: a pruned layer spec (no OneOf), one of `_SUPPORTED_LAYERS`.
     input_width: positive int, channels of the layer's input.
     block_width: positive int, the block's `filters` (the output width of
       width-changing layers).
     input_size: positive int, input resolution in pixels.
     filters_base: positive int, rounding base of relative widths.
-    block_index: int, recorded in the result and named in errors.
-    layer_index: int, recorded in the result and named in errors.
-
-  Returns:
-    A `ResolvedLayer`.
+    block_index, layer_index: ints, recorded and named in errors.
 
   Raises:
     ValueError: for a OneOf (the spec is not pruned), an unsupported layer
@@ -176,16 +158,12 @@ def resolve_layers(spec: ops.ConvTowerSpec, image_size: int,
   """Resolves the shapes of every layer of a pruned network.
 
   Args:
-    spec: a pruned `ConvTowerSpec` (every `OneOf` replaced by its choice,
-      e.g. by `schema.prune`).
+    spec: a pruned `ConvTowerSpec`.
     image_size: positive int, input resolution in pixels (square images).
     input_channels: positive int, channels of the input image.
 
   Returns:
-    One `ResolvedLayer` per layer, blocks in order and layers in order within
-    each block; layer k's input shape is layer k-1's output shape (the image
-    for the first). The network's output shape is the last layer's
-    `output_width` and `output_size`.
+    One `ResolvedLayer` per layer, in network order.
 
   Raises:
     ValueError: for a non-positive `image_size` or `input_channels`, a spec

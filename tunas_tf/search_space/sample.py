@@ -2,8 +2,7 @@
 
 Every OneOf index is drawn uniformly and independently with
 `np.random.RandomState(seed)`, in visit order (indices under an unchosen
-alternative too, ignored by `schema.prune`). The cost models' checks and
-fits, `search/random_search`'s cost band and the tools all draw here.
+alternative too, ignored by `schema.prune`).
 """
 
 from __future__ import annotations

@@ -75,17 +75,10 @@ def _map(fn: Callable[[str, OneOf], Any], value: Any, path: str) -> Any:
 
 
 def map_oneofs_with_paths(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
-  """Returns a copy of `spec` with every OneOf `o` at path `p` replaced by fn(p, o).
+  """A copy of `spec` with every OneOf `o` at path `p` replaced by fn(p, o).
 
   Children of a OneOf are mapped first, so `fn` sees a OneOf whose choices
-  have already been mapped. The input is not mutated.
-
-  Args:
-    fn: callable (path: str, oneof: OneOf) -> replacement value.
-    spec: any nested spec.
-
-  Returns:
-    The rebuilt spec.
+  have already been mapped.
   """
   return _map(fn, spec, '')
 
@@ -94,9 +87,6 @@ def with_masks(spec: Any,
                masks: Union[Mapping[str, Any], Sequence[Any],
                             Callable[[str, OneOf], Any]]) -> Any:
   """Returns a copy of `spec` whose OneOfs carry the given masks.
-
-  The only way a spec gets masks (a sampled architecture, a warm-up mixture,
-  one-hot masks for the cost model). The input is not mutated.
 
   Args:
     spec: any nested spec.
@@ -107,11 +97,7 @@ def with_masks(spec: Any,
         (`flatten_with_paths`);
       * a callable (path, OneOf) -> mask, called once per OneOf in visit
         order (the OneOf's choices already carry their masks).
-      A mask is carried opaquely: typically a rank-1 float Tensor or NumPy
-      array of length `len(oneof.choices)`.
-
-  Returns:
-    The spec with `OneOf(choices, tag, mask)` in place of every OneOf.
+      A mask is carried opaquely.
 
   Raises:
     ValueError: for a mapping without an entry for a OneOf's path (naming
@@ -172,14 +158,8 @@ def flatten(spec: Any) -> List[OneOf]:
 
 
 def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
-  """Parses a colon-separated index string ('0:2:1') or a list of ints.
-
-  Args:
-    indices: a string of colon-separated non-negative ints ('' means no
-      indices), or a sequence of ints.
-
-  Returns:
-    A list of Python ints.
+  """Parses a colon-separated index string ('0:2:1'; '' is none) or a list of
+  ints into a list of Python ints.
 
   Raises:
     ValueError: if a token is not a non-negative integer.
@@ -212,8 +192,7 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
 def format_indices(indices: Union[str, Sequence[int]]) -> str:
   """The canonical colon-separated form: '0:2:1' for [0, 2, 1] or ' 0:2:1'.
 
-  The inverse of `parse_indices`; every index string written anywhere
-  (architecture files, latency CSVs, command lines) is made here.
+  Every index string written anywhere is made here.
 
   Raises:
     ValueError: as `parse_indices`.
@@ -223,8 +202,6 @@ def format_indices(indices: Union[str, Sequence[int]]) -> str:
 
 def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
   """Parses `indices` and checks that they pick one choice per OneOf of `spec`.
-
-  One traversal of `spec` (no pruned copy is built).
 
   Returns:
     The indices as a list of Python ints.
@@ -275,17 +252,13 @@ def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   """Turns a search space into a fixed architecture.
 
   Each OneOf, in visit order, is replaced by its chosen (already pruned)
-  alternative, so the result contains no OneOf. Choices nested under an
-  alternative that is not picked still consume their index, as in the
-  original.
+  alternative. Choices nested under an alternative that is not picked still
+  consume their index, as in the original.
 
   Args:
     spec: a spec containing OneOfs.
     indices: one index per OneOf in visit order, as a list of ints or a
       colon-separated string.
-
-  Returns:
-    The pruned spec (same structure, OneOfs replaced by values).
 
   Raises:
     ValueError: if the number of indices differs from the number of OneOfs,
@@ -312,15 +285,7 @@ def extreme_indices(spec: Any, largest: bool) -> List[int]:
   a filters decision takes its smallest value; any other op decision takes
   its first choice (the spaces list kernel sizes and squeeze-excite off/on in
   increasing order). Largest: the non-zero alternative, the largest filter
-  value, the last choice. For the MAC count, which grows with every width,
-  kernel and expansion, these are the cheapest and dearest architectures.
-
-  Args:
-    spec: a search space.
-    largest: pick the largest architecture instead of the smallest.
-
-  Returns:
-    One index per OneOf, in visit order.
+  value, the last choice. By MACs, the cheapest and dearest architectures.
   """
   indices = []
   for oneof in flatten(spec):

@@ -3,11 +3,9 @@
 `walker.describe_network(spec, input_channels)` returns, in this module's
 types, a tree of parts per layer (convolutions, squeeze-excite, activations,
 pools, `Switch`es over a `OneOf`'s alternatives, residuals), named by
-`naming` and wired by `WidthRule`s. The supernet, the standalone graph and
-the MAC count build from it instead of branching on spec types. Semantics
-are the original's: a block's `filters` is its convolutions' output width,
-activations, pools and endpoints keep the input's, `ResidualSpec(ZeroSpec())`
-is a skipped layer. Plain Python (no TensorFlow).
+`naming` and wired by `WidthRule`s. Semantics are the original's: a block's
+`filters` is its convolutions' output width, activations, pools and
+endpoints keep the input's, `ResidualSpec(ZeroSpec())` is a skipped layer.
 """
 
 from __future__ import annotations
@@ -24,11 +22,6 @@ def short(value: Any, limit: int = 100) -> str:
   """`repr(value)`, cut to `limit` characters (for error messages)."""
   text = repr(value)
   return text if len(text) <= limit else text[:limit - 3] + '...'
-
-
-# -----------------------------------------------------------------------------
-# Widths.
-# -----------------------------------------------------------------------------
 
 
 class WidthRule:
@@ -123,11 +116,6 @@ def same_width(a: WidthRule, b: WidthRule) -> bool:
   return a is b or (a.static() is not None and a.static() == b.static())
 
 
-# -----------------------------------------------------------------------------
-# Parts.
-# -----------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(eq=False)
 class Part:
   """A piece of a layer. `strides`: spatial stride (out = ceil(in / s))."""
@@ -144,13 +132,11 @@ class Part:
 
 
 @dataclasses.dataclass(eq=False)
-class Conv(Part):
-  """A k x k 'SAME' conv `name`, then batch norm `name/bn` (or a bias)."""
+class _Convolution(Part):
+  """A k x k 'SAME' convolution `name`."""
   name: str = ''
   kernel_size: int = 1
   conv_strides: int = 1
-  use_batch_norm: bool = True
-  activation: Optional[str] = None  # Applied after batch norm, `name/{act}`.
 
   @property
   def strides(self) -> int:
@@ -158,16 +144,16 @@ class Conv(Part):
 
 
 @dataclasses.dataclass(eq=False)
-class Depthwise(Part):
-  """A k x k depthwise conv `name`, batch norm `name/bn`, an activation."""
-  name: str = ''
-  kernel_size: int = 1
-  conv_strides: int = 1
-  activation: str = ops.RELU
+class Conv(_Convolution):
+  """A conv `name`, then batch norm `name/bn` (or a bias)."""
+  use_batch_norm: bool = True
+  activation: Optional[str] = None  # Applied after batch norm, `name/{act}`.
 
-  @property
-  def strides(self) -> int:
-    return self.conv_strides
+
+@dataclasses.dataclass(eq=False)
+class Depthwise(_Convolution):
+  """A depthwise conv `name`, batch norm `name/bn`, an activation."""
+  activation: str = ops.RELU
 
 
 @dataclasses.dataclass(eq=False)
@@ -255,11 +241,8 @@ class Residual(Part):
 
 def sized_leaves(part: Optional[Part],
                  in_size: int) -> List[Tuple[Part, int, int]]:
-  """The computing parts of a `Switch`-free part, with their resolutions.
-
-  Args:
-    part: a part without `Switch` (a pruned architecture's), or None.
-    in_size: positive int, the resolution of its input.
+  """The computing parts of a `Switch`-free part (or None), with their
+  resolutions for an input resolution `in_size`.
 
   Returns:
     `(leaf, input size, output size)` for every part that is not a Chain or

@@ -1,15 +1,9 @@
 """The one walker over a spec, for the supernet, the graph and the MACs.
 
 `describe_network(spec, input_channels)` walks a `ConvTowerSpec` once, a
-search space (every alternative of every `OneOf` becomes a branch of a
-`structure.Switch`, so the supernet can hold them all) or a pruned
-architecture (no Switch; every width static), and returns a
-`structure.Network`: per layer its tree of `structure` parts, named by
-`naming` and wired by `structure.WidthRule`s. `describe_layer` describes one
-layer for given input and block widths (`resolve.resolve_layer` uses it).
-The semantics of each spec type live here and only here (see `structure`).
-
-This module is plain Python (no TensorFlow).
+search space (every alternative of every `OneOf` a branch of a
+`structure.Switch`) or a pruned architecture (no Switch), and returns a
+`structure.Network`. The semantics of each spec type live here and only here.
 """
 
 from __future__ import annotations
@@ -260,10 +254,7 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
     filters_base: positive int, the rounding base of relative widths.
     block_index, layer_index: its position (names and paths).
     check_residuals: refuse a residual layer that changes the stride or the
-      width (callers that check resolved shapes themselves pass False).
-
-  Returns:
-    A `Layer`.
+      width.
 
   Raises:
     ValueError: as `describe_network`.
@@ -283,9 +274,6 @@ def describe_network(spec: ops.ConvTowerSpec,
   Args:
     spec: a `ConvTowerSpec` (with or without OneOfs).
     input_channels: positive int, the images' channels.
-
-  Returns:
-    A `Network`.
 
   Raises:
     ValueError: for a non-ConvTowerSpec, a block width that is not an int
