@@ -1,12 +1,10 @@
 """Datasets of both binaries: `digits` (offline) and TFDS image classification.
 
 `digits` is scikit-learn's bundled 8x8 digits (1,797 images, 10 classes)
-split with a fixed seed 60/20/20; a TFDS dataset (or local data imported with
-`tools/import_dataset`) gives `search_validation` as the first
-`validation_examples` images of `train`, `search_train` as the rest, and
-`test` (or `validation`). `dataset_info` checks the data flags against a
-dataset once; every split is an ordered `Source`, read for training as a
-`streams.keyed_batches` stream (a pure function of seed and position).
+split with a fixed seed 60/20/20; a TFDS dataset gives `search_validation` as
+the first `validation_examples` images of `train`, `search_train` as the
+rest, and `test` (or `validation`). Every split is an ordered `Source`, read
+for training as a `streams.keyed_batches` stream.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ SEARCH_VALIDATION = 'search_validation'
 TEST = 'test'
 SPLITS = (SEARCH_TRAIN, SEARCH_VALIDATION, TEST)
 
-# How stored images become the network's input (`--preprocessing`; what each
-# does: its help in `tunas_tf/flags.py`, and `Source.preprocess_fn`).
+# How stored images become the network's input (`--preprocessing`).
 IMAGENET = 'imagenet'
 CIFAR = 'cifar'
 NONE = 'none'
@@ -109,9 +106,8 @@ def check_preprocessing(name: str, preprocessing: str) -> None:
 
 
 def _digits_file() -> str:
-  """scikit-learn's copy of UCI's digits (what `sklearn.datasets.load_digits`
-  reads: one row of 64 pixel values and the label per image), found without
-  importing scikit-learn, which took 1.0-1.2 s of each search's start."""
+  """scikit-learn's copy of UCI's digits (a row of 64 pixels and the label
+  per image), found without importing scikit-learn (slow to import)."""
   package = importlib.util.find_spec('sklearn')
   path = os.path.join(package.submodule_search_locations[0], 'datasets',
                       'data', 'digits.csv.gz') if package else ''
@@ -125,13 +121,8 @@ def _digits_file() -> str:
 
 @functools.lru_cache(maxsize=1)
 def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
-  """Returns the deterministic digits splits.
-
-  Returns:
-    dict split -> (images float32 [N, 8, 8, 1] in [0, 1], labels int64 [N]),
-    with 1,078 / 359 / 360 examples for search-train / search-validation /
-    test.
-  """
+  """The deterministic digits splits: dict split -> (images float32
+  [N, 8, 8, 1] in [0, 1], labels int64 [N]), N 1,078 / 359 / 360."""
   table = np.loadtxt(_digits_file(), delimiter=',')
   images = (table[:, :-1].reshape([-1, 8, 8]).astype(np.float32) /
             16.0)[..., None]
@@ -161,9 +152,6 @@ def holdout_splits(num_train_examples: int,
                    validation_examples: int,
                    test: str = 'test') -> Dict[str, str]:
   """TFDS split strings that carve the search splits out of `train`.
-
-  The first `validation_examples` training images are the controller's
-  validation data; the rest train the supernet.
 
   Args:
     num_train_examples: size of the dataset's `train` split.
@@ -200,9 +188,6 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
       controller (see `holdout_splits`); 0: none.
     image_size: the run's side (`--image_size`); default the dataset's own
       (digits: only its own, 8).
-
-  Returns:
-    A `DatasetInfo`.
 
   Raises:
     ValueError: unknown dataset, missing data, an unusable split, or an
@@ -249,8 +234,7 @@ class Source(NamedTuple):
 
   Fields:
     examples: `tf.data.Dataset` of (image as stored, int64 label), always in
-      the same order (TFDS: read with `shuffle_files=False` and the images
-      left encoded; digits: the arrays).
+      the same order.
     size: number of examples.
     decode: image as stored -> float32 [H, W, C] in [0, 1] at the run's size
       (a traceable function of one image).
@@ -278,8 +262,7 @@ class Source(NamedTuple):
     Args:
       preprocessing: `IMAGENET`, `CIFAR`, `NONE`, or None for the dataset's
         default (`default_preprocessing`).
-      training: the training side (augmented); else evaluation (and the
-        controller's validation batches): never augmented.
+      training: the training side (augmented), else evaluation.
 
     Raises:
       ValueError: for `IMAGENET` on images that are not encoded (digits).
@@ -384,8 +367,7 @@ def load_split(name: str, split: str, num_classes: int, *,
 
   Returns:
     `tf.data.Dataset` of (float32 [H, W, C], float32 [num_classes]),
-    unbatched: images in [0, 1] (`cifar`, `none`) or normalised
-    (`imagenet`).
+    unbatched.
 
   Raises:
     ValueError: unknown split, missing data or an empty split.
@@ -466,13 +448,9 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
                    preprocessing: Optional[str] = None) -> tf.data.Dataset:
   """The search input: train and validation batches zipped, forever.
 
-  Each element is `({'train': images, 'validation': images},
-  {'train': labels, 'validation': labels})`, as in the original. Each side
-  is a `streams.keyed_batches` stream of its split, keyed (seed,
-  `SEARCH_TRAIN_STREAM`) and (seed, `SEARCH_VALIDATION_STREAM`), so a search
+  Each side is a `streams.keyed_batches` stream of its split, so a search
   resumed at `start_step` reads what an uninterrupted one reads from there.
-  The train side gets the training side of `preprocessing`, the validation
-  side its evaluation side (never augmented, as in the original).
+  The validation side is never augmented, as in the original.
 
   Args:
     name, data_dir, download, validation_examples, image_size: as
@@ -487,8 +465,9 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
     preprocessing: as `Source.preprocess_fn`.
 
   Returns:
-    An infinite `tf.data.Dataset` of (features, labels) dicts; images
-    float32 [B, H, W, C], labels float32 [B, num_classes].
+    An infinite `tf.data.Dataset` of `({'train': images, 'validation':
+    images}, {'train': labels, 'validation': labels})`; images float32
+    [B, H, W, C], labels float32 [B, num_classes].
 
   Raises:
     ValueError: if a split is smaller than its batch.

@@ -1,11 +1,9 @@
 """Local image data -> a prepared TFDS dataset (run by `tools/import_dataset`).
 
 `import_dataset` reads and checks the data (`local_data.read_source`), then
-`write_dataset` writes `<data_dir>/<name>/1.0.0/` with TFDS's own writer:
-features `image` (uint8 [H, W, C], or [None, None, C] for a folder of mixed
-sizes) and `label` (a ClassLabel), splits `train` and `test`. The name is not
-registered with TFDS; `tfds.builder(name, data_dir=...)` reads it from its
-files. Everything is checked before anything is written, and the dataset is
+writes `<data_dir>/<name>/1.0.0/` with TFDS's own writer: features `image`
+(uint8 [H, W, C], H and W None for mixed sizes) and `label` (a ClassLabel),
+splits `train` and `test`; `tfds.builder(name, data_dir=...)` reads it. It is
 written into a temporary folder renamed into place at the end, so bad input
 leaves `data_dir` as it was.
 """
@@ -32,11 +30,9 @@ def check_destination(name: str, data_dir: str, overwrite: bool) -> str:
   """Checks the dataset name and its place in `data_dir`; returns that path.
 
   Raises:
-    ValueError: a name that is not snake_case, is the built-in `digits` or a
-      registered TFDS dataset (which `tfds.builder` would build from code
-      rather than read), a non-local `data_dir`, or an existing dataset of
-      that name without `overwrite` (and, with it, an existing folder that is
-      not a prepared TFDS dataset).
+    ValueError: a name that is not snake_case, is `digits` or a registered
+      TFDS dataset, a non-local `data_dir`, or an existing dataset of that
+      name without `overwrite` (with it, a folder that is not one).
   """
   if not _NAME.match(name):
     raise ValueError(f'dataset name {name!r} must be snake_case: a lower-case '
@@ -117,10 +113,6 @@ def write_dataset(dataset: LocalDataset, name: str, data_dir: str,
                   description: str, overwrite: bool = False) -> str:
   """Writes `dataset` as the prepared TFDS dataset `name` in `data_dir`.
 
-  The dataset is prepared in a temporary folder inside `data_dir`, then
-  renamed to `data_dir/name` (an existing one, allowed by `overwrite`, is
-  replaced only then); the temporary folder is removed whatever happens.
-
   Returns:
     The dataset's folder, `data_dir/name`.
 
@@ -152,11 +144,8 @@ def import_dataset(fmt: str, source: str, name: str, data_dir: str, *,
   Args:
     fmt: one of `local_data.FORMATS`.
     source: the IDX directory, the `.npz` file or the image folder.
-    name: the dataset's name (`--dataset=name` afterwards).
-    data_dir: the TFDS data directory (created if needed).
-    overwrite: replace an existing dataset of that name.
-    class_names: idx and npz only: a name per label id (default '0', '1',
-      ...).
+    name, data_dir, overwrite: as `write_dataset`.
+    class_names: idx and npz only: a name per label id.
 
   Returns:
     (the dataset's folder `data_dir/name`, the `LocalDataset` written).

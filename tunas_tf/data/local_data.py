@@ -1,11 +1,9 @@
 """Local image data read and checked: IDX files, an `.npz`, an image folder.
 
 `read_source(format, path)` returns a `LocalDataset` that
-`data/importing.py` writes as a TFDS dataset (the formats: docs/own_data.md
-and `read_source`). Labels of idx and npz data are named '0', '1', ...
-unless class names are given. Bad input raises `ValueError` naming the file
-and the problem (a folder: all its unusable image files in one line);
-nothing is written here.
+`data/importing.py` writes as a TFDS dataset. Bad input raises `ValueError`
+naming the file and the problem (a folder: all its unusable image files in
+one line); nothing is written here.
 """
 
 from __future__ import annotations
@@ -147,10 +145,8 @@ def read_idx_file(path: str, magic: int) -> np.ndarray:
 
   Args:
     path: the file.
-    magic: 2051 (images: count, rows, cols) or 2049 (labels: count).
-
-  Returns:
-    uint8 array [count, rows, cols] or [count].
+    magic: 2051 (images: uint8 [count, rows, cols] returned) or 2049 (labels:
+      uint8 [count]).
 
   Raises:
     ValueError: wrong magic number, or a size that disagrees with the header.
@@ -338,24 +334,14 @@ class _UnusableImage(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class _ImageFacts:
-  """What the check of one image file found.
-
-  Attributes:
-    size: (height, width) in pixels.
-    gray: a grayscale PIL mode (stored as one channel).
-    encoding: `PNG` or `JPEG`.
-  """
+  """One image file's (height, width), grayscale mode, and `PNG`/`JPEG`."""
   size: Tuple[int, int]
   gray: bool
   encoding: str
 
 
 def _check_image(path: str) -> _ImageFacts:
-  """Reads one image file and decodes all of it, which finds a truncated or
-  corrupt file before anything is written.
-
-  Returns:
-    Its size, whether it is grayscale, and its encoding.
+  """Reads and decodes one image file (finding a truncated or corrupt one).
 
   Raises:
     _UnusableImage: not a PNG or JPEG, an unsupported PIL mode (e.g. 16-bit
@@ -412,15 +398,13 @@ def _file_split(items: List[Tuple[str, int]]) -> Split:
 def read_folder(root: str) -> LocalDataset:
   """Lists `root/train/<class>/*` and `root/test/<class>/*` and checks them.
 
-  Every image file is decoded once here (and its size, mode and format
-  read); the dataset stores the files' bytes as they are.
+  Every image file is decoded once here; the dataset stores the bytes as
+  they are.
 
   Raises:
     ValueError: a missing `train/` or `test/` folder, no class folders, a
       test class that is not a train class, an empty class folder, or
-      unusable image files (unreadable, corrupt, not PNG or JPEG, or of an
-      unsupported mode): all of them are counted in one error naming the
-      first few.
+      unusable image files (all counted in one error naming the first few).
   """
   if not os.path.isdir(root):
     raise ValueError(f'--source {root} is not a directory')
@@ -460,17 +444,14 @@ def read_source(fmt: str, source: str,
                 class_names: Optional[Sequence[str]] = None) -> LocalDataset:
   """Reads and checks a local dataset of format `fmt` (one of `FORMATS`).
 
-  `idx`: the four MNIST IDX files (`*train-images-idx3-ubyte`,
-  `*train-labels-idx1-ubyte`, `*t10k-images-idx3-ubyte`,
-  `*t10k-labels-idx1-ubyte`), plain or gzipped; big-endian headers, magic 2051
-  for images (count, rows, cols), 2049 for labels (count). `npz`: `x_train`,
-  `y_train`, `x_test`, `y_test`, uint8 images [N, H, W] or [N, H, W, C] (C 1
-  or 3), integer labels [N] or [N, 1]. `folder`: `train/<class>/*.png|jpg|jpeg`
-  and `test/<class>/...`; the sorted class folder names under `train/` give
-  the label ids; other files are ignored; each image is stored byte for byte
-  (its format is what its content says), so sizes may differ; grayscale
-  (PIL modes 1, L, LA) stays one channel unless any image is in colour (then
-  3); an alpha channel is dropped when decoding.
+  `idx`: the four MNIST IDX files (`*train-images-idx3-ubyte`, ...,
+  `*t10k-labels-idx1-ubyte`), plain or gzipped. `npz`: `x_train`, `y_train`,
+  `x_test`, `y_test`, uint8 images [N, H, W] or [N, H, W, C] (C 1 or 3),
+  integer labels [N] or [N, 1]. Labels of both are named '0', '1', ... unless
+  `class_names` are given. `folder`: `train/<class>/*.png|jpg|jpeg` and
+  `test/<class>/...`; the sorted class folders under `train/` give the label
+  ids; each image is stored byte for byte, so sizes may differ; grayscale
+  stays one channel unless any image is in colour.
 
   Raises:
     ValueError: an unknown format, class names given for a folder (whose

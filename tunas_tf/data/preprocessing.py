@@ -1,14 +1,11 @@
 """ImageNet preprocessing of one encoded image: the original's, keyed on a seed.
 
 `imagenet_train` and `imagenet_eval` reproduce the original's
-`preprocess_for_train/_eval` and its normalisation (float32 on the 0..255
-scale, not clipped, minus `MEAN_RGB`, divided by `STDDEV_RGB`), with TF1
-bicubic resize (`ResizeBicubic`, no half-pixel centres, which TF2's
-`tf.image.resize` is not). Where it differs: randomness is stateless (crop
-and flip are functions of `seed`, so a resumed run reads the same images);
-the failed-sampling test compares height and width only (the original's
-never fired on grayscale or CMYK JPEGs); only the crop window of a JPEG is
-decoded; non-JPEG images are read too; `channels=1` uses the channel means.
+`preprocess_for_train/_eval` and its normalisation, with TF1 bicubic resize.
+Where it differs: crop and flip are stateless functions of `seed`; the
+failed-sampling test compares height and width only (the original's never
+fired on grayscale or CMYK JPEGs); only the crop window of a JPEG is decoded;
+non-JPEG images are read too; `channels=1` uses the channel means.
 """
 
 from __future__ import annotations
@@ -44,11 +41,8 @@ def _check(image_size: int, channels: int) -> None:
 
 
 def eval_crop_window(image_shape: tf.Tensor, image_size: int) -> tf.Tensor:
-  """The eval crop: the centre square of `image_size / (image_size + 32)`.
-
-  The side is `int(float32(image_size / (image_size + CROP_PADDING)) *
-  float32(min(height, width)))` and the offsets `(height - side + 1) // 2`
-  and `(width - side + 1) // 2`, as in the original.
+  """The eval crop: the centre square of `image_size / (image_size + 32)` of
+  the short side, as in the original.
 
   Args:
     image_shape: int32 Tensor whose first two entries are the image's height
@@ -75,18 +69,14 @@ def train_crop_window(image_shape: tf.Tensor, seed: SeedLike,
                       image_size: int) -> tf.Tensor:
   """The train crop: a distorted box keyed on `seed`, else the eval crop.
 
-  Samples `tf.image.stateless_sample_distorted_bounding_box` of the whole
-  image (min object covered 0.1, so the box covers at least 10% of the
-  image; aspect ratio width / height in 3/4..4/3 up to the rounding of the
-  width to whole pixels; area 0.08..1; 10 attempts) with the seed
-  `stateless_fold_in(seed, 0)`. A box as large as the image (the op returns
-  the whole image after 10 failed attempts) gives `eval_crop_window`.
+  The original's distorted bounding box (object covered 0.1, aspect ratio
+  3/4..4/3, area 0.08..1, 10 attempts); a box as large as the image (every
+  attempt failed) gives `eval_crop_window`.
 
   Args:
     image_shape: int32 Tensor whose first two entries are the image's height
       and width.
-    seed: int32 or int64 Tensor (or pair of ints) of shape [2]: the image's
-      seed, the one `imagenet_train` takes.
+    seed: int32 or int64 Tensor (or pair of ints) of shape [2].
     image_size: the side the crop is resized to (for the eval fallback).
 
   Returns:
@@ -113,12 +103,9 @@ def decode_crop(encoded: tf.Tensor, window_fn: WindowFn,
                 channels: int = 3) -> tf.Tensor:
   """Decodes the window `window_fn([height, width])` of one encoded image.
 
-  A JPEG's shape is read from its header and only the window is decoded
-  (`tf.image.decode_and_crop_jpeg`); other encodings are decoded whole, then
-  sliced. For a JPEG with subsampled chroma (4:2:0, 4:2:2) the window's first
-  and last columns can differ from a full decode's: libjpeg upsamples the
-  chroma of the window as if its left and right edges were the image's. The
-  rest of the window, and every pixel of grayscale and 4:4:4 JPEGs, is equal.
+  Only the window of a JPEG is decoded; other encodings are decoded whole,
+  then sliced. (With subsampled chroma the window's edge columns can differ
+  from a full decode's: libjpeg upsamples the window's chroma alone.)
 
   Args:
     encoded: scalar string Tensor, one encoded image.
@@ -155,22 +142,16 @@ def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
   return resized[0]
 
 
-def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
-  """(image - mean) / stddev per channel; one channel takes their means.
-
-  Args:
-    image: float32 Tensor `[size, size, channels]`, static shape.
-    channels: 1 or 3.
-
-  Returns:
-    float32 Tensor of the same shape, the same values as broadcasting the
-    per-channel constants.
-  """
+def _mean_stddev(channels: int):
+  """The normalisation's per-channel constants; one channel takes the means."""
   if channels == 1:
-    mean = [sum(MEAN_RGB) / 3]
-    stddev = [sum(STDDEV_RGB) / 3]
-  else:
-    mean, stddev = MEAN_RGB, STDDEV_RGB
+    return [sum(MEAN_RGB) / 3], [sum(STDDEV_RGB) / 3]
+  return MEAN_RGB, STDDEV_RGB
+
+
+def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
+  """(image - mean) / stddev per channel of a static-shape float32 image."""
+  mean, stddev = _mean_stddev(channels)
   height, width, _ = image.shape
   # Eigen's broadcast over an inner dimension of 3 is slow on CPU
   # (bench/DECISIONS.md, 'Normalise against row-tiled constants'): rows of
@@ -185,22 +166,19 @@ def imagenet_train(encoded: tf.Tensor, seed: SeedLike, image_size: int,
                    channels: int = 3) -> tf.Tensor:
   """The original's training preprocessing of one image, keyed on `seed`.
 
-  Crop `train_crop_window` (decoding only that window of a JPEG), TF1 bicubic
-  resize to `image_size`, left-right flip with probability 1/2 drawn from
-  `stateless_fold_in(seed, 1)`, normalisation. A pure function of
-  (`encoded`, `seed`): traceable in `tf.data` maps, `tf.function` and TF1
-  graphs.
+  Crop `train_crop_window`, TF1 bicubic resize to `image_size`, left-right
+  flip with probability 1/2, normalisation: a pure function of (`encoded`,
+  `seed`).
 
   Args:
     encoded: scalar string Tensor, one encoded image (JPEG, PNG, BMP, GIF).
     seed: int32 or int64 Tensor (or pair of ints) of shape [2].
     image_size: side of the output (a Python int, e.g. 224).
-    channels: 3 (RGB), or 1 for grayscale datasets (normalised with the mean
-      of the three channels' means and stddevs).
+    channels: 3 (RGB), or 1 for grayscale datasets.
 
   Returns:
-    float32 Tensor `[image_size, image_size, channels]`: 0..255 values (plus
-    bicubic overshoot) minus the mean, divided by the stddev.
+    float32 Tensor `[image_size, image_size, channels]`: 0..255 values (not
+    clipped) minus `MEAN_RGB`, divided by `STDDEV_RGB`.
 
   Raises:
     ValueError: if `image_size` is not a positive int or `channels` is not 1
@@ -221,25 +199,8 @@ def imagenet_train(encoded: tf.Tensor, seed: SeedLike, image_size: int,
 
 def imagenet_eval(encoded: tf.Tensor, image_size: int,
                   channels: int = 3) -> tf.Tensor:
-  """The original's eval preprocessing of one image (deterministic).
-
-  Crop `eval_crop_window` (decoding only that window of a JPEG), TF1 bicubic
-  resize to `image_size`, normalisation.
-
-  Args:
-    encoded: scalar string Tensor, one encoded image (JPEG, PNG, BMP, GIF).
-    image_size: side of the output (a Python int, e.g. 224).
-    channels: 3 (RGB), or 1 for grayscale datasets (normalised with the mean
-      of the three channels' means and stddevs).
-
-  Returns:
-    float32 Tensor `[image_size, image_size, channels]`, normalised as
-    `imagenet_train`'s.
-
-  Raises:
-    ValueError: if `image_size` is not a positive int or `channels` is not 1
-      or 3.
-  """
+  """The original's eval preprocessing of one image: crop `eval_crop_window`,
+  resize, normalise; arguments, result and errors as `imagenet_train`'s."""
   _check(image_size, channels)
   image = decode_crop(
       encoded, lambda shape: eval_crop_window(shape, image_size), channels)
@@ -280,9 +241,7 @@ def from_pixels(images: tf.Tensor, preprocessing: str,
   """The network's input from images of 0-255 pixels at the run's size.
 
   The value transform of `preprocessing`'s evaluation side, without its crop
-  and resize (what an exported model applies to the images it is given):
-  `imagenet` subtracts the mean and divides by the standard deviation
-  (`_normalize`'s constants), `cifar` and `none` scale to [0, 1].
+  and resize: `imagenet` normalises, `cifar` and `none` scale to [0, 1].
 
   Args:
     images: uint8 or float Tensor [..., channels] of 0-255 values.
@@ -292,8 +251,5 @@ def from_pixels(images: tf.Tensor, preprocessing: str,
   images = tf.cast(images, tf.float32)
   if preprocessing != 'imagenet':
     return images / 255.0
-  if channels == 1:
-    mean, stddev = [sum(MEAN_RGB) / 3], [sum(STDDEV_RGB) / 3]
-  else:
-    mean, stddev = MEAN_RGB, STDDEV_RGB
+  mean, stddev = _mean_stddev(channels)
   return (images - tf.constant(mean)) / tf.constant(stddev)

@@ -28,11 +28,9 @@ class Pipeline(NamedTuple):
 
   A step takes `replicas` = `count * batches` consecutive per-replica batches
   of a stream; pipeline `index` (of `count`) yields `batches` of them, those
-  from `index * batches` on. One replica: `Pipeline()`. An Estimator over N
-  replicas calls the input_fn once and hands each replica the next element:
-  `Pipeline(0, 1, N)`. TPUEstimator (per-host input) calls it once per host
-  and the host's cores take its elements in turn: `Pipeline(host, hosts,
-  cores per host)`.
+  from `index * batches` on: `Pipeline()` for one replica, `Pipeline(0, 1, N)`
+  for one input_fn feeding N replicas, `Pipeline(host, hosts, cores per
+  host)` for TPUEstimator's per-host input.
   """
   index: int = 0
   count: int = 1
@@ -60,13 +58,10 @@ def _shuffle(data: tf.data.Dataset, buffer: int, graph_seed: int,
   """`data.shuffle(buffer, seed=op_seed, reshuffle_each_iteration=False)`
   as a graph with graph-level seed `graph_seed` makes it, wherever made.
 
-  The order is a function of the seed pair (graph-level seed, op seed). The
-  Estimator's graph has the job's seed as graph-level seed
-  (`tf_random_seed`); eagerly or in `tf.function` (the distribute engine)
-  `Dataset.shuffle` takes TF's default one, another order (and with a
-  global seed of 0 it fails on a Tensor op seed). So the pair is made here
-  as `tf.data`'s `get_seed` makes it, for the op `Dataset.shuffle` makes in
-  a function (`ShuffleDatasetV3`). `data`'s elements are plain tensors.
+  The order is a function of (graph-level seed, op seed); eagerly or in
+  `tf.function` `Dataset.shuffle` would take TF's default graph-level seed,
+  another order than the Estimator graph's, so the pair is made here as
+  `tf.data`'s `get_seed` makes it. `data`'s elements are plain tensors.
   """
   seed = tf.constant(graph_seed % _MAXINT32, tf.int64)
   seed2 = tf.cast(op_seed, tf.int64) % _MAXINT32
@@ -91,14 +86,10 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
                   checked: Optional[str] = None) -> tf.data.Dataset:
   """An endless stream of batches, a pure function of `key` and position.
 
-  As the module says, with epochs shuffled from (`key`, e) and
-  `prepare(example, seed)` keyed on (`key`, p). Per-replica batch j holds
-  examples [j * batch_size, (j + 1) * batch_size) (epochs run into each
-  other) and step s takes per-replica batches [s * R, (s + 1) * R), R =
-  `pipeline.replicas`. Started at `start_step`, the examples before it are
-  skipped before `prepare` (read, not decoded). Each shuffle takes `key`'s
-  seed as graph-level seed, as the Estimator's graph does, so both engines
-  read the same batches (`_shuffle`).
+  Per-replica batch j holds stream examples [j * batch_size, (j + 1) *
+  batch_size) (epochs run into each other) and step s takes per-replica
+  batches [s * R, (s + 1) * R), R = `pipeline.replicas`. The examples before
+  `start_step` are skipped before `prepare` (read, not decoded).
 
   Args:
     examples: an unbatched dataset of N examples in a fixed order.
@@ -111,9 +102,8 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
       one-hot); seed is an int64 [2] Tensor. None: the example as it is.
     shuffle_buffer: examples in the shuffle buffer; default N (a uniform
       permutation of each epoch).
-    checked: None, or the split's name for `unreadable.checked`: an example
-      that `prepare` fails on (an undecodable image) then stops the stream
-      with an error naming it, its index in `examples` and its step.
+    checked: None, or the split's name for `unreadable.checked` (an example
+      `prepare` fails on stops the stream, naming it).
 
   Returns:
     An infinite `tf.data.Dataset` of batches (static batch dimension).

@@ -72,11 +72,8 @@ def tfds_builder(name: str, data_dir: Optional[str], download: bool):
   """The TFDS builder of `name`, prepared (downloading only if `download`).
 
   Raises:
-    ValueError: for an unknown name; a dataset that is not prepared when
-      downloads are off, its download host cannot be reached (within
-      seconds, before anything is written), or the download fails (the
-      directories it created are removed). Each message says how to prepare
-      the dataset offline.
+    ValueError: for an unknown name, or a dataset that is not prepared when
+      downloads are off, its host is unreachable or the download fails.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   try:

@@ -1,11 +1,9 @@
 """A stored image that cannot be decoded stops the run, naming the example.
 
-`checked(stream, expected, ...)` drops an element whose decoding fails
-(`ignore_errors`, TF's reason logged as a warning) and zips the stream with
-the positions it should yield, computed without reading the data: the first
-missing position fails an assertion naming the split, the example's index
-in its stored order and the step. `stop_line` turns that error into one
-line; nothing is skipped silently.
+`checked(stream, expected, ...)` drops an element whose decoding fails and
+zips the stream with the positions it should yield: the first missing one
+fails an assertion naming the split, the example's index and the step.
+`stop_line` turns that error into one line; nothing is skipped silently.
 """
 
 from __future__ import annotations
@@ -38,12 +36,11 @@ def checked(prepared: tf.data.Dataset, expected: tf.data.Dataset, what: str,
       `prepared` should yield, in its order, with the example's index in
       the split's stored order and the step that reads it (-1: none).
     what: the split, for the message, e.g. "search_train of 'imagenet2012'".
-    finite: whether the streams end (one pass), so that a failure of the
-      last element shows too.
+    finite: whether the streams end (one pass).
 
   Returns:
     A dataset of the elements, whose iterator raises InvalidArgumentError
-    (read by `failure`) at the first position `prepared` dropped.
+    at the first position `prepared` dropped.
   """
   prepared = prepared.ignore_errors(log_warning=True)
   if finite:  # A last element that failed meets this one and fails too.
