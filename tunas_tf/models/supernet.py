@@ -4,11 +4,8 @@
 `supernet(sampled_spec, images, training)` runs the architecture the masks
 select, as the original's `mobile_model_v3.py`: op choices are Switches
 (sum_i mask[i] * branch_i(x), no gradient through the mask), filter choices
-take n = choices[argmax(mask)] channels (`'masked'` or `'sampled'`,
-`layers.masked`), batch norm is stateless and fused. Variables are named by
-position and role (`search_space.naming`), so a standalone network has the
-same names. Pass masks into a `tf.function` as tensors and attach them
-inside it (`schema.with_masks`): a spec argument would trace as a constant.
+take n = choices[argmax(mask)] channels. Pass masks into a `tf.function` as
+tensors and attach them inside it: a spec argument would trace as a constant.
 """
 
 from __future__ import annotations
@@ -130,24 +127,7 @@ class _Builder:
 
 
 class Supernet(tf.Module):
-  """A search space's network with weights at the widest width.
-
-  Example:
-    ```
-    space = mobile.get_search_space('digits_search')
-    net = Supernet(space, num_classes=10, input_channels=1)
-    sampled = schema.with_masks(space, masks)     # {OneOf path: mask}
-    logits = net(sampled, images, training=True)  # [batch, 10]
-    loss += net.regularization_loss(sampled, 4e-5)  # (4e-5 / 2) sum w^2
-    ```
-
-  Attributes:
-    spec: the search-space spec the network was built from.
-    num_classes: Python int.
-    mode: `'masked'` or `'sampled'`.
-    input_channels: Python int, the channels of the images.
-    compute_dtype: tf.float32 or tf.bfloat16, the dtype of the forward pass.
-  """
+  """A search space's network with weights at the widest width."""
 
   def __init__(self, spec: ops_lib.ConvTowerSpec, num_classes: int,
                mode: str = naming.SAMPLED, dropout_rate: float = 0.0,
@@ -169,8 +149,8 @@ class Supernet(tf.Module):
       seed: None, or an int that fixes every initial value (per variable
         name, with stateless random ops).
       batch_norm_epsilon: positive Python float.
-      compute_dtype: tf.float32 (default) or tf.bfloat16: the dtype of the
-        forward pass and of the logits; variables are float32 either way.
+      compute_dtype: tf.float32 or tf.bfloat16: the dtype of the forward
+        pass and of the logits; variables are float32 either way.
       name: the tf.Module name.
 
     Raises:
@@ -225,16 +205,8 @@ class Supernet(tf.Module):
     # An attribute, so that tf.train.Checkpoint tracks the variables.
     self._named_variables = dict(self._store.variables)
 
-  # ---------------------------------------------------------------------------
-  # Variables.
-
   def variables_by_name(self) -> Dict[str, tf.Variable]:
-    """All variables by name (e.g. `blocks/2/layers/1/expand/kernel`).
-
-    Returns:
-      A dict name -> float32 tf.Variable at its widest shape, in creation
-      order (network order).
-    """
+    """All float32 variables at their widest, by name, in network order."""
     return dict(self._store.variables)
 
   @property
@@ -247,20 +219,14 @@ class Supernet(tf.Module):
     """Same as `trainable_variables` (there are no moving statistics)."""
     return self.trainable_variables
 
-  # ---------------------------------------------------------------------------
-  # Calls.
-
   def _context(self, sampled_spec: Any, training: bool,
                dropout_seed: Optional[tf.Tensor] = None) -> widths.CallContext:
     """Validates `sampled_spec` and resolves its masks and widths.
 
     In a graph, the calls of one replica on the same `sampled_spec` object
-    (the search step's training forward, its regulariser and its
-    validation forward) share one resolution: the same mask, entry, width
-    and slice-bound tensors, built once. The predicates and indices of the
-    call's control flow are made in the call from them (`nodes.Switch`), so
-    a call under control dependencies (the validation forward's, on the
-    weight update) reads every weight after them, in conds too.
+    share one resolution (masks, widths, slice bounds built once); each
+    call's control-flow predicates are made in the call (`nodes.Switch`), so
+    it still reads every weight after its control dependencies.
     """
     if tf.executing_eagerly():
       return self._resolve(sampled_spec, training, dropout_seed)
@@ -313,15 +279,13 @@ class Supernet(tf.Module):
 
     Args:
       sampled_spec: the supernet's spec with a mask on every OneOf of more
-        than one choice (rank-1 float Tensor, one entry per choice: one-hot
-        for a sample, uniform for the op warm-up); for a fixed spec, the spec
-        itself.
+        than one choice (rank-1 float Tensor, one entry per choice); for a
+        fixed spec, the spec itself.
       images: float Tensor [batch, H, W, input_channels] (NHWC).
-      training: Python bool; enables dropout. Batch norm uses batch
-        statistics either way.
-      dropout_seed: None (stateful dropout), or an integer [2] Tensor, e.g.
-        `layers.dropout.step_seed(seed, global_step)`: the classifier's
-        dropout mask is then a function of it.
+      training: Python bool; enables dropout (batch norm always uses batch
+        statistics).
+      dropout_seed: None (stateful dropout), or an integer [2] Tensor keying
+        the classifier's dropout mask.
 
     Returns:
       Tensor [batch, num_classes] of `compute_dtype`, the logits.
@@ -349,18 +313,14 @@ class Supernet(tf.Module):
                           weight_decay: float) -> tf.Tensor:
     """L2 weight decay of the sampled architecture, under its masks.
 
-    `regularization.weight_decay_loss`: (weight_decay / 2) * sum over
-    kernels of sum((kernel * mask)^2), where
-    the mask is the kernel's in (x) out channel mask (in sampled mode, the
-    sum over the sliced kernel: the same value). A Switch multiplies each
-    branch's terms by its mask value (`nodes.Switch`); a kernel reached from
-    several branches counts once, with its largest term. Batch-norm parameters,
-    biases and the classifier are not decayed (as in the original).
+    (weight_decay / 2) * sum over kernels of sum((kernel * mask)^2), the mask
+    the kernel's in (x) out channel mask. A Switch multiplies each branch's
+    terms by its mask value; a kernel reached from several branches counts
+    once, with its largest term.
 
     Args:
       sampled_spec: as for `__call__`.
-      weight_decay: non-negative Python float (the flag's value; halved
-        here).
+      weight_decay: non-negative Python float (halved here).
 
     Returns:
       Scalar float32 Tensor.

@@ -1,12 +1,10 @@
 """The building blocks of `supernet.Supernet`: variables and nodes.
 
-A `Supernet` turns its spec once into a tree of nodes (per layer, op part and
-Switch) that own no state: variables live in one `VariableStore` keyed by
-position-and-role names, and `structure.WidthRule`s are resolved per call by
-a `CallContext` from the sampled masks. A node runs its forward pass
-(`node(x, ctx)`) and lists its masked L2 terms (`node.regularizers(ctx)`).
-The forward pass runs in `ctx.dtype`; variables, gradients and regularisers
-stay float32.
+A `Supernet` turns its spec once into a tree of nodes that own no state:
+variables live in one `VariableStore`, and `structure.WidthRule`s are
+resolved per call by a `CallContext` from the sampled masks. A node runs its
+forward pass (`node(x, ctx)`, in `ctx.dtype`) and lists its masked L2 terms
+(`node.regularizers(ctx)`, float32).
 """
 
 from __future__ import annotations
@@ -25,10 +23,6 @@ from tunas_tf.search_space import structure
 
 Regularizers = Dict[str, tf.Tensor]
 
-
-# -----------------------------------------------------------------------------
-# Variables.
-# -----------------------------------------------------------------------------
 
 _CONV, _DEPTHWISE, _ONES, _ZEROS, _CLASSIFIER = (
     'conv', 'depthwise', 'ones', 'zeros', 'normal')
@@ -94,10 +88,8 @@ class VariableStore:
           dtype: tf.DType = tf.float32) -> tf.Tensor:
     """Variable `name`, sliced to its leading `shape` if that is smaller.
 
-    With `active` (a scalar bool Tensor), zeros where it is False, by
-    `tf.where`: exactly 0, with zero gradient, whatever the values. With a
-    `dtype` other than float32 (bfloat16 compute), the value is cast on
-    read; the variable stays float32 and so does its gradient.
+    With `active` (a scalar bool Tensor), zeros where it is False (exactly
+    0, zero gradient, by `tf.where`). Cast on read to `dtype`.
     """
     variable = self.variables[name]
     value = (variable if list(variable.shape) == list(shape)
@@ -107,11 +99,6 @@ class VariableStore:
     if tf.as_dtype(dtype) != variable.dtype:
       value = tf.cast(value, dtype)
     return value
-
-
-# -----------------------------------------------------------------------------
-# Nodes.
-# -----------------------------------------------------------------------------
 
 
 def merge_max(terms: Sequence[Regularizers]) -> Regularizers:
@@ -177,17 +164,8 @@ class _Part(Node):
 
 
 def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
-  """Zeros of the shape a 'SAME' layer with `strides` gives for input `x`.
-
-  Args:
-    x: float Tensor [batch, H, W, C].
-    strides: Python int.
-    channels: Python int or scalar int32 Tensor, the output channels.
-
-  Returns:
-    Zeros of `x`'s dtype, [batch, ceil(H / strides), ceil(W / strides),
-    channels].
-  """
+  """Zeros of `x`'s dtype, [batch, ceil(H / strides), ceil(W / strides),
+  channels], for `x` [batch, H, W, C] (`channels`: an int or int32 Tensor)."""
   static = x.shape.as_list()
   dynamic = tf.shape(x)
   dims = []
@@ -203,22 +181,23 @@ def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
   return tf.zeros(tf.stack([tf.cast(d, tf.int32) for d in dims]), x.dtype)
 
 
-class Identity(Node):
-  """Returns its input (a Switch's SE-off branch, a skipped residual)."""
+class _KeepsWidth(Node):
+  """A node whose output has its input's width."""
 
   def __init__(self, rule: structure.WidthRule):
     self.in_rule = self.out_rule = rule
+
+
+class Identity(_KeepsWidth):
+  """Returns its input (a Switch's SE-off branch, a skipped residual)."""
 
   def __call__(self, x, ctx):
     del ctx
     return x
 
 
-class Zero(Node):
+class Zero(_KeepsWidth):
   """Zeros of the input's shape (a ZeroSpec outside a Switch)."""
-
-  def __init__(self, rule: structure.WidthRule):
-    self.in_rule = self.out_rule = rule
 
   def __call__(self, x, ctx):
     del ctx
@@ -236,11 +215,8 @@ class Activation(Node):
     return masked.activation(x, self.name, ctx.width(self.in_rule), ctx.mode)
 
 
-class GlobalAveragePool(Node):
+class GlobalAveragePool(_KeepsWidth):
   """Mean over height and width, keeping them: [b, H, W, C] -> [b, 1, 1, C]."""
-
-  def __init__(self, rule: structure.WidthRule):
-    self.in_rule = self.out_rule = rule
 
   def __call__(self, x, ctx):
     del ctx
@@ -330,10 +306,8 @@ class DepthwiseBN(_Part):
 class SqueezeExcite(_Part):
   """x * gate(conv(inner(conv(mean(x))))), at the sampled widths.
 
-  The hidden width is make_divisible(SE_RATIO * runtime width, filters_base).
   Variables: `{reduce}/kernel` [1, 1, C_max, H_max], `{reduce}/bias` [H_max],
-  `{expand}/kernel` [1, 1, H_max, C_max], `{expand}/bias` [C_max], with
-  `reduce`, `expand` the names of the two convs (`.../se/reduce`, ...).
+  `{expand}/kernel` [1, 1, H_max, C_max], `{expand}/bias` [C_max].
   """
 
   def __init__(self, store: VariableStore, reduce_name: str,
@@ -412,15 +386,12 @@ class Switch(Node):
   """sum_i mask[i] * branch_i(x); branch i runs only where mask[i] != 0.
 
   A one-hot mask runs one `tf.switch_case` over the branches (only the
-  chosen one runs, and only its gradient); any other mask (the op warm-up's
-  uniform one) the mask-weighted sum of every live branch, a branch with
-  mask[i] == 0 reading zeros for its weights (exactly 0, zero gradient). A
-  Switch with one live branch is one `tf.cond` on its mask entry. `None`
-  branches are `ZeroSpec`s (they contribute nothing). The mask comes from
-  the `CallContext` (stop-gradiented). With one choice and a mask the
-  output is branch_0(x) * mask[0] (its regularisers unscaled, as the
-  original's `maybe_switch_v2`); with no mask (a fixed spec) it is the single
-  branch. The branches agree in stride and width (`structure` checks it).
+  chosen one runs); any other mask (the op warm-up's) the mask-weighted sum
+  of every live branch, a branch with mask[i] == 0 reading zeros for its
+  weights. One live branch is one `tf.cond` on its mask entry. `None`
+  branches are `ZeroSpec`s. With one choice and a mask the output is
+  branch_0(x) * mask[0] (its regularisers unscaled, as the original's
+  `maybe_switch_v2`); with no mask (a fixed spec) it is the single branch.
   """
 
   def __init__(self, path: str, branches: Sequence[Optional[Node]],
@@ -470,10 +441,7 @@ class Switch(Node):
     return lambda: entries.scale[i] * branch(x, ctx)
 
   def _dense_mixture(self, x, ctx, entries):
-    """sum_i mask[i] * branch_i(x), every live branch run.
-
-    A branch whose mask entry is 0 reads zeros for its weights (`ctx.gated`).
-    """
+    """sum_i mask[i] * branch_i(x), every live branch run (`ctx.gated`)."""
     total = None
     for i, branch in enumerate(self.branches):
       if branch is None:
@@ -486,13 +454,9 @@ class Switch(Node):
   def _in_cond(self, i, x, ctx, entries):
     """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond).
 
-    The predicate is made in this call, from the context's shared entry: it
-    carries the call's control dependencies. Lowered to Switch/Merge, a cond
-    runs each branch op as soon as that op's own inputs and the predicate
-    are ready, so the branch's variable reads wait for a dependency of the
-    call (the validation forward's on the weight update) only through the
-    predicate; one shared with an earlier call (the training forward's)
-    would let them read the weights before the update.
+    The predicate is made in this call, so it carries the call's control
+    dependencies: a lowered cond's variable reads wait for them (the
+    validation forward's on the weight update) only through the predicate.
     """
     chosen = tf.identity(entries.chosen[i])
     return tf.cond(chosen,

@@ -1,11 +1,7 @@
 """Widths of the supernet's layers, decided per call from the sampled masks.
 
-A `structure.WidthRule` (the walker's description) says how a width is
-chosen (fixed; picked among ints or `FilterMultiplier`s of another width by
-the argmax of a filters mask; or rounded from another width for
-squeeze-excite) and knows its widest value, at which weights are allocated.
-A `CallContext` resolves every rule of a network to a `masked.ActiveWidth`
-once per call (`resolve_width`).
+A `CallContext` resolves every `structure.WidthRule` of a network to a
+`masked.ActiveWidth` once per call (`resolve_width`).
 """
 
 from __future__ import annotations
@@ -43,8 +39,7 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
 
   Returns:
     A `masked.ActiveWidth`: for a choice, the value at the argmax of its
-    mask (the mask's values are not weights); its `n` is a Python int when
-    the spec and the inputs fix it, else a scalar int32 Tensor.
+    mask; its `n` a Python int when static, else a scalar int32 Tensor.
   """
   if isinstance(rule, structure.FixedWidth):
     return masked.ActiveWidth(rule.max, rule.max)
@@ -67,8 +62,7 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
 class MaskEntries(NamedTuple):
   """A mask's entries as scalar Tensors, made once per call.
 
-  Made where the `CallContext` is (outside every Switch branch), so that a
-  branch captures the scalar it reads instead of slicing the mask itself.
+  Made outside every Switch branch, so a branch captures the scalar it reads.
 
   Attributes:
     mask: float32 entries (`mask[i]`).
@@ -93,23 +87,15 @@ def _mask_entries(mask: tf.Tensor, dtype: tf.DType) -> MaskEntries:
 class CallContext:
   """Per-call state: the mode, the masks and every width, resolved up front.
 
-  Widths are resolved when the context is made, outside any `tf.cond`, so
-  that a width first needed inside one branch can be read in another.
+  Widths are resolved outside any `tf.cond`, so that a width first needed
+  inside one branch can be read in another.
 
   Attributes:
-    mode: `'masked'` or `'sampled'`.
     training: Python bool (only dropout reads it; batch norm is stateless).
-    dropout_seed: None, or an integer [2] Tensor keying the dropout masks
-      (`layers.dropout`).
-    epsilon: batch-norm epsilon.
-    dtype: the compute dtype of the forward pass (float32 or bfloat16):
-      activations, kernels and biases as read (`VariableStore.get(...,
-      dtype=ctx.dtype)`) and the masks that scale activations
-      (`entries(path).scale`). The regularisers read float32 variables.
+    dropout_seed: None, or an integer [2] Tensor keying the dropout masks.
+    dtype: the compute dtype of the forward pass (float32 or bfloat16).
     active: None, or a scalar bool Tensor: False for a Switch branch whose
-      mask entry is 0, while running it in a mixture or listing its
-      regularisers; nodes then read zeros for its weights
-      (`VariableStore.get(..., active)`).
+      mask entry is 0; nodes then read zeros for its weights.
   """
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
