@@ -4,10 +4,8 @@
 docs/search.md, 'architecture.json'). Only `ssd` and `indices` are required;
 `choices`, `decisions` and `architecture` are derived on writing and ignored
 on reading, as are unknown keys. A checkpoint inside the file's directory is
-written relative to it, so a run directory can be moved; a file of format 1
-(absolute checkpoint, `choices` as Python reprs) still reads. Paths go
-through `tunas_tf.files`, so they may be on Cloud Storage; a malformed file
-is refused with one line naming the file and field.
+written relative to it, so a run directory can be moved. A malformed file is
+refused with one line naming the file and field.
 """
 
 from __future__ import annotations
@@ -53,23 +51,13 @@ class Architecture:
       as a list, tuple or '0:2:1' string; stored as a tuple of ints).
     estimated_cost: its cost under `cost_model` (None: not costed).
     cost_model: 'released', 'macs' or a coefficients JSON path.
-    cost_target: the search's cost target.
     cost_tolerance: set when the architecture is the most likely one within
       cost_target * (1 -/+ cost_tolerance) rather than the argmax.
     argmax_indices: then, the argmax's indices ('0:2:1'), for the record.
     global_step: the checkpoint step it was extracted at.
-    max_global_step: the search's last step.
-    checkpoint: the checkpoint prefix it was extracted from, absolute as
-      `read` gives it (the file holds it relative to its own directory when
-      it lies inside it).
-    dataset: the search's dataset ('digits' or a TFDS name; None: not
-      recorded, as in files written before it was).
-    image_size: the search's input resolution.
-    num_classes: the search's class count.
-    num_channels: the search's image channels.
-    preprocessing: the search's `--preprocessing` (resolved).
-    validation_examples: the training images the search held out for its
-      controller (the first ones of the train split).
+    checkpoint: the checkpoint prefix it was extracted from (absolute).
+    dataset ... validation_examples: the search's data (`DATA_FIELDS`;
+      None: not recorded).
     probabilities: the controller's softmax per OneOf path.
 
   Raises (on construction):
@@ -119,11 +107,8 @@ class Architecture:
   def choice_values(self) -> Dict[str, Any]:
     """The chosen value of every decision that matters, by OneOf path.
 
-    Decisions nested under an alternative that was not chosen are left out.
-    A value is a plain JSON scalar (`plain_choices`): 24 filters, kernel 5,
-    6.0 for an expansion of 6x the input width, 'skip' for a skipped layer,
-    'DepthwiseBottleneck' for an op (whose own decisions are listed
-    separately).
+    Decisions nested under an alternative that was not chosen are left out;
+    a value is a plain JSON scalar (`plain_choices`).
     """
     found = schema.flatten_with_paths(mobile.get_search_space(self.ssd))
     chosen = {path: index for (path, _), index in zip(found, self.indices)}
@@ -152,9 +137,8 @@ class Architecture:
 
     Args:
       directory: the (absolute) directory of the file it goes to: a
-        `checkpoint` inside it is written relative to it, another absolute
-        (a relative one is taken from the working directory). None:
-        `checkpoint` as it is.
+        `checkpoint` inside it is written relative to it, another absolute.
+        None: `checkpoint` as it is.
     """
     document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
                 'indices': self.indices_string}
@@ -175,9 +159,7 @@ class Architecture:
   @classmethod
   def from_json(cls, document: Any, where: str,
                 directory: Optional[str] = None) -> 'Architecture':
-    """Builds the record from a JSON object; `where` names it in errors.
-
-    Reads `FORMAT_VERSION` and the older `READ_VERSIONS` alike.
+    """Builds the record from a JSON object of any of `READ_VERSIONS`.
 
     Args:
       document: the parsed JSON.
@@ -250,11 +232,9 @@ def _probabilities(document: Dict[str, Any], where: str
 def plain_choices(choices: Tuple[Any, ...]) -> List[Any]:
   """Each choice of a decision as a plain JSON scalar, one per choice.
 
-  A number, string, bool or None is itself, a `FilterMultiplier` its scale
-  (6.0: 6x the input width), any other op its `ops.choice_label` ('skip',
-  'relu', 'DepthwiseBottleneck'). Where two choices would read alike (two
-  ops of one class), the decision's `ops.choice_labels` instead, which tell
-  every choice apart ('Conv#0', 'Conv#1').
+  A number, string, bool or None is itself, a `FilterMultiplier` its scale,
+  any other op its `ops.choice_label`; where two choices would read alike,
+  the decision's `ops.choice_labels` instead.
   """
   values = [_plain(choice) for choice in choices]
   # `count` compares with ==, so 6 and 6.0 (or 1 and True) collide too.
@@ -286,22 +266,15 @@ def _resolve(path: str, directory: str) -> str:
 
 def _is_active(path: str, chosen: Dict[str, int]) -> bool:
   """Whether every alternative on the way to `path` is the chosen one."""
-  steps = path.split('/')
-  for k in range(len(steps) - 1):
-    if steps[k] == 'choices' and steps[k + 1].isdigit():
-      owner = '/'.join(steps[:k])
-      if chosen.get(owner) != int(steps[k + 1]):
-        return False
-  return True
+  return all(chosen.get(owner) == index
+             for owner, index in schema.enclosing_choices(path))
 
 
 def read(path: str) -> Architecture:
   """Reads an `architecture.json`.
 
-  Its `checkpoint` comes back absolute: a relative one joined to the file's
-  directory; an absolute local one that is gone replaced by the checkpoint
-  of the same name beside the file when there is one (a run directory moved
-  after a format-1 file was written).
+  Its `checkpoint` comes back absolute; an absolute local one that is gone
+  is replaced by the checkpoint of the same name beside the file if any.
 
   Raises:
     ValueError: one line naming `path` (and the field): a missing or

@@ -212,6 +212,15 @@ class SchemaTest(parameterized.TestCase):
     self.assertEqual(schema.extreme_indices(spec, largest=False), [0, 1, 1, 0])
     self.assertEqual(schema.extreme_indices(spec, largest=True), [2, 0, 0, 1])
 
+  def test_enclosing_choices(self):
+    self.assertEqual(schema.enclosing_choices(''), [])
+    self.assertEqual(schema.enclosing_choices('a/first'), [])
+    self.assertEqual(schema.enclosing_choices('a/first/choices/0/first'),
+                     [('a/first', 0)])
+    self.assertEqual(
+        schema.enclosing_choices('choices/2/x/choices/1/y/choices/z'),
+        [('', 2), ('choices/2/x', 1)])
+
   def test_num_choices(self):
     self.assertEqual(schema.num_choices(_nested_spec()), [3, 2, 1, 2])
 

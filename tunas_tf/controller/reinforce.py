@@ -247,19 +247,6 @@ def uniform_sample(spec: Any,
   return schema.with_masks(spec, draw)
 
 
-def _enclosing_choices(path: str, oneof_paths: Mapping[str, Any]
-                       ) -> List[Tuple[str, int]]:
-  """[(ancestor OneOf path, choice index)] for every OneOf enclosing `path`."""
-  tokens = path.split('/') if path else []
-  found = []
-  for k in range(len(tokens) - 1):
-    if tokens[k] == 'choices' and tokens[k + 1].isdigit():
-      parent = '/'.join(tokens[:k])
-      if parent in oneof_paths:
-        found.append((parent, int(tokens[k + 1])))
-  return found
-
-
 # No tensor-dependent Python control flow here: autograph has nothing to
 # convert, and skipping it traces a big space faster (bench/DECISIONS.md,
 # '`independent_sample` without autograph').
@@ -351,7 +338,8 @@ def independent_sample(
   zero = tf.constant(0.0, tf.float32)
   sample_log_prob, entropy = zero, zero
   for path in controller.paths:
-    enclosing = _enclosing_choices(path, masks) if hierarchical else []
+    enclosing = [(parent, i) for parent, i in schema.enclosing_choices(path)
+                 if hierarchical and parent in masks]
     if not enclosing:
       sample_log_prob += log_probs[path]
       entropy += entropies[path]

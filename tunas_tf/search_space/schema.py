@@ -152,6 +152,14 @@ def flatten_with_paths(spec: Any) -> List[Tuple[str, OneOf]]:
   return found
 
 
+def enclosing_choices(path: str) -> List[Tuple[str, int]]:
+  """(path, choice index) of every `choices/<i>` step on the way to `path`."""
+  tokens = path.split('/') if path else []
+  return [('/'.join(tokens[:k]), int(tokens[k + 1]))
+          for k in range(len(tokens) - 1)
+          if tokens[k] == 'choices' and tokens[k + 1].isdigit()]
+
+
 def flatten(spec: Any) -> List[OneOf]:
   """Returns the OneOfs of `spec` in visit order (see the module docstring)."""
   return [oneof for _, oneof in flatten_with_paths(spec)]
