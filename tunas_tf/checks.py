@@ -1,12 +1,8 @@
 """Range checks of settings, each failing with one line naming the flag.
 
-The typed configs (`jobs.JobConfig`, `search.config.SearchConfig`,
-`train_eval.config.TrainEvalConfig`) call these in `__post_init__`, so a
-setting is checked once whether it comes from a flag, a stored config.json
-or a `dataclasses.replace`:
-
-  checks.number('model_momentum', 1.5, 0, 1, high_open=True)
-  -> ValueError('--model_momentum must be in [0, 1), got 1.5')
+The typed configs call these in `__post_init__`, so a setting is checked
+once whether it comes from a flag, a stored config.json or a
+`dataclasses.replace`.
 """
 
 from __future__ import annotations
@@ -95,12 +91,8 @@ def one_of(what: str, value: Any, allowed: Sequence[Any]) -> None:
 
 def rounded_bound(numerator: int, denominator: int, *, up: bool) -> float:
   """numerator / denominator (> 0) rounded up or down to 3 significant
-  digits: a value to advise for a flag bounded by that ratio,
-  on the bound's right side (`up`: a least value, else a greatest).
-
-  rounded_bound(6, 54, up=False) -> 0.111; rounded_bound(1, 64, up=True)
-  -> 0.0157.
-  """
+  digits (6/54 down: 0.111): a value to advise for a flag bounded by that
+  ratio, on the bound's right side (`up`: a least value, else a greatest)."""
   value = fractions.Fraction(numerator, denominator)
   exponent = math.floor(math.log10(value)) - 2  # 3 significant digits.
   scale = fractions.Fraction(10) ** exponent

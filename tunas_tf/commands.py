@@ -1,10 +1,5 @@
-"""The command lines the binaries suggest ('Next: ...'), as the user would
-type them: with the interpreter that is running, not a bare `python`.
-
-A virtualenv's interpreter (`make search` runs `.venv/bin/python`) is the
-one that has the package; `python` on PATH may be another Python, or none.
-Under the working directory the path is relative (`.venv/bin/python`),
-elsewhere absolute.
+"""The command lines the binaries suggest ('Next: ...'), with the interpreter
+that is running (a virtualenv's has the package; `python` on PATH may not).
 """
 
 from __future__ import annotations

@@ -2,10 +2,6 @@
 
 Paths go through `tf.io.gfile`, so model directories may be local or on
 Cloud Storage (`gs://...`, as TPU runs need).
-
-Example:
-  files.write_json({'top1': 0.97}, 'runs/a/metrics.json')
-  metrics = files.read_json('runs/a/metrics.json')
 """
 
 from __future__ import annotations
@@ -34,10 +30,7 @@ def is_remote(path: str) -> bool:
 
 
 def abspath(path: str) -> str:
-  """`os.path.abspath` of a local path; a remote one as it is.
-
-  `os.path.abspath('gs://b/run')` would give `<cwd>/gs:/b/run`.
-  """
+  """`os.path.abspath` of a local path; a remote one as it is."""
   return path if is_remote(path) else os.path.abspath(path)
 
 
@@ -53,11 +46,8 @@ def _write(data: Any, path: str, mode: str) -> None:
 
 
 def write_text(text: str, path: str) -> None:
-  """Writes `text` to `path` through a temporary file and a rename.
-
-  Creates the parent directory if needed. Readers see the old file or the new
-  one, never a partial write.
-  """
+  """Writes `text` to `path` through a temporary file and a rename (readers
+  never see a partial write), creating the parent directory if needed."""
   _write(text, path, 'w')
 
 
@@ -67,11 +57,8 @@ def write_bytes(data: bytes, path: str) -> None:
 
 
 def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
-  """Saves a matplotlib `figure` as a PNG at `path` (see `write_text`).
-
-  matplotlib writes to local files only; the PNG is drawn into memory, so
-  `path` may be remote.
-  """
+  """Saves a matplotlib `figure` as a PNG at `path` (see `write_text`),
+  drawn into memory so that `path` may be remote."""
   buffer = io.BytesIO()
   figure.savefig(buffer, format='png', **savefig_args)
   write_bytes(buffer.getvalue(), path)
@@ -109,12 +96,8 @@ def read_input(path: str) -> str:
 
 
 def read_json(path: str) -> Any:
-  """Reads a JSON file.
-
-  Raises:
-    ValueError: if the file is missing or not valid JSON (the message names
-      the path).
-  """
+  """Reads a JSON file; ValueError naming the path if it is missing or not
+  valid JSON."""
   text = read_text(path)
   try:
     return json.loads(text)
@@ -173,11 +156,8 @@ def check_config(path: str, new: Dict[str, Any],
 def write_config(path: str, new: Dict[str, Any],
                  stored: Optional[Dict[str, Any]],
                  run_only_fields: Collection[str]) -> None:
-  """Writes `new` (a new run), or `stored` with the new run-only values.
-
-  `stored` is what `check_config` returned. The file is rewritten only when
-  its content changes.
-  """
+  """Writes `new` (a new run), or `stored` (what `check_config` returned)
+  with the new run-only values, only when the content changes."""
   if stored is None:
     write_json(new, path, sort_keys=True)
     return
@@ -211,8 +191,7 @@ def _directory_problem(path: str) -> Optional[str]:
 def check_output_dir(path: str, flag: str) -> None:
   """Checks that `path` is a writable directory or can be created as one.
 
-  Creates nothing. For a remote path (`gs://...`) only checks that it is not
-  a file (writability shows at the first write).
+  Creates nothing. For a remote path only checks that it is not a file.
 
   Args:
     path: the directory.
@@ -255,13 +234,9 @@ def check_output_file(path: str, flag: str) -> None:
 def read_config(model_dir: str, kind: str) -> Dict[str, Any]:
   """The JSON object a run stored in `model_dir/config.json`.
 
-  Args:
-    model_dir: the run's model directory.
-    kind: what the directory should hold, for the error ('search', ...).
-
   Raises:
-    ValueError: if there is no config.json, it is not valid JSON, or it does
-      not hold a JSON object (the message names the path).
+    ValueError: if there is no config.json (not a `kind` directory), it is
+      not valid JSON, or it does not hold a JSON object.
   """
   path = os.path.join(model_dir, CONFIG_FILE)
   if not exists(path):
