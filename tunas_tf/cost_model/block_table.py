@@ -2,24 +2,13 @@
 
 A network is cut into units (`architecture_units`): each layer that
 computes something, with the activation, pool and endpoint layers after it
-in its block (they have no choices of their own, and a device fuses them
-with it), and the classifier with the network's last unit. A unit is built
-alone as a tiny network (`Unit.spec` at its input resolution and width,
-`graph.inference.unit_builder`) and timed like any architecture
-(`latency.device`, `tools/measure_latency --block_table`); its `key`
-names what it computes, so a unit repeated at several positions is measured
-once. The table maps keys to ms.
-
-A network's prediction is `scale * (sum of its units' entries) + per_unit *
-(number of its units) + offset`, the correction fitted on a few whole
-networks measured on the same device (`fit_correction`): a unit timed alone
-pays the device's per-call overhead once more and misses the cache it
-shares with its neighbours in the network.
-
-Exactly linear: a unit depends only on the choices its first layer's
-feature block spans (`slots` checks it), so the model is the coupled linear
-form `features @ kernel + bias` (`linear_form`), read as any fitted model
-(the JSON's `form` is 'block_table').
+in its block, and the classifier with the last unit. A unit is timed alone;
+the table maps its `key` to ms. A network's prediction is `scale * (sum of
+its units' entries) + per_unit * (number of units) + offset`, the correction
+fitted on whole networks (`fit_correction`): a unit timed alone pays the
+per-call overhead once more and misses its neighbours' cache. A unit depends
+only on the choices its first layer's feature block spans (`slots` checks
+it), so the model is the coupled linear form (`linear_form`).
 """
 
 from __future__ import annotations
@@ -57,12 +46,9 @@ class Unit:
   Attributes:
     spec: a pruned `ConvTowerSpec` of one block: the unit's layers and the
       block's width.
-    image_size: its input resolution.
-    input_channels: its input width.
     num_classes: the classifier's width when the unit ends the network,
       else None (no classifier).
-    where: the layer it was first found at, e.g. 'blocks/2/layers/1' (not
-      part of its identity).
+    where: the layer it was first found at (not part of its identity).
   """
   spec: ops.ConvTowerSpec
   image_size: int
@@ -192,16 +178,14 @@ def slots(ssd: str, shape: macs.InputSpec
   """Every entry the space needs at `shape`, and where it goes.
 
   Each unit's first layer is visited with every combination of the choices
-  its feature block spans (the others at 0); the unit found there goes to
-  the position of that combination's one-hot feature.
+  its feature block spans (the others at 0).
 
   Returns:
     (slots, units by key).
 
   Raises:
     ValueError: for an unknown space, or a unit that depends on choices
-      outside its feature block (the table is then not linear in the
-      features; the message names the position).
+      outside its feature block (naming the position).
   """
   space = mobile.get_search_space(ssd)
   counts = schema.num_choices(space)
@@ -284,10 +268,9 @@ def fit_correction(sums: np.ndarray, counts: np.ndarray,
                    latencies: np.ndarray, iterations: int = 100
                    ) -> Dict[str, float]:
   """`latency ~ scale * sum + per_unit * count + offset`, minimising the
-  mean absolute relative error (iteratively reweighted least squares), so
-  that a network measured while the machine was disturbed (a row 4x its
-  table sum) does not pull the correction; the count column is dropped
-  when it is constant over the rows. Returns the three numbers."""
+  mean absolute relative error (iteratively reweighted least squares: a
+  disturbed row does not pull it); the count column is dropped when
+  constant. Returns the three numbers by name."""
   sums, counts, latencies = (np.asarray(v, np.float64)
                              for v in (sums, counts, latencies))
   use_count = np.ptp(counts) > 0

@@ -1,15 +1,10 @@
 """Coupled one-hot features of a (sampled) architecture.
 
 The cost model is linear in these features, so their order is exactly the
-original's (`coupled_tf_features`), for the released coefficients to apply
-(the rule: `features`). Under one-hot masks each per-layer block is one-hot;
-under the controller's warm-up masks it is the corresponding mixture. Masks
-may be tensors (the controller's: `features` returns a float32 tensor) or
-NumPy arrays (`attach_one_hot_masks`: a float32 array, no graph needed).
-NumPy masks may also carry a leading batch axis, one row per architecture
-(`attach_batched_one_hot_masks`, [B, n] masks give [B, F] features): the
-rule is the same code, applied row by row, and each row is exactly the
-features of that row's masks (`batched_features` of index lists).
+original's (`coupled_tf_features`), for the released coefficients to apply.
+Masks may be tensors (features: a float32 tensor) or NumPy arrays (a float32
+array), these also [B, n], one row per architecture ([B, F] features, each
+row exactly the features of that row's masks).
 """
 
 from __future__ import annotations
@@ -142,10 +137,8 @@ def layer_features(layer: Any) -> Array:
     layer: a spec value whose OneOfs all carry masks.
 
   Returns:
-    Rank-1 float32 features: a tensor if any mask is a tensor, else a NumPy
-    array ([batch, length] for batched masks, as `features`). Length = the
-    product over fields of their lengths, with a OneOf contributing the sum
-    over its choices (1 for a value without OneOfs).
+    Rank-1 float32 features of length `layer_feature_length(layer)`, as
+    `features` returns them.
 
   Raises:
     ValueError: if a OneOf has no mask or a mask of the wrong length.
@@ -171,35 +164,24 @@ def _filters_mask(block: ops.Block, b: int, masks: _Masks) -> Optional[Array]:
 def features(spec: ops.ConvTowerSpec) -> Array:
   """The coupled one-hot features of a masked network, in the original order.
 
-  The order: walk the blocks and every layer of each (activations, pools and
-  endpoints included) and emit `kron(out_mask, in_mask, layer_features(layer))`
-  per layer, `out_mask` the mask of the block's `filters` OneOf, `in_mask` that
-  of the previous layer's output width (the previous block's `filters` for a
-  block's first layer, none for the network's first layer, the block's own
-  `out_mask` for its other layers); a plain-int `filters` has no mask and
+  Per layer (activations, pools and endpoints included), in network order:
+  `kron(out_mask, in_mask, layer_features(layer))`, `out_mask` the mask of
+  the block's `filters` OneOf, `in_mask` that of the previous layer's output
+  width (none for the first layer); a plain-int `filters` has no mask and
   missing operands are skipped. `kron(x, y)` is the flattened outer product
   (index `i * len(y) + j`). `layer_features`: a primitive gives [1]; a
-  dataclass, list or tuple the kron of its fields or items in order (dicts:
-  sorted keys); a OneOf the concatenation over its choices of
-  `mask[i] * layer_features(choice_i)`. Per-layer blocks of length 1 are
-  dropped and the rest concatenated (a single [1] if none remain).
-
-  Batched NumPy masks ([batch, n], one row per architecture, e.g.
-  `attach_batched_one_hot_masks`) give [batch, length] features whose row b
-  is exactly the features of the masks' rows b (the same products, taken
-  row by row).
+  dataclass, list or tuple the kron of its fields or items (dicts: sorted
+  keys); a OneOf the concatenation of `mask[i] * layer_features(choice_i)`.
+  Per-layer blocks of length 1 are dropped (a single [1] if none remain).
 
   Args:
     spec: a `ConvTowerSpec` whose OneOfs all carry masks: rank-1 float
-      tensors (e.g. `controller.reinforce.independent_sample`) or NumPy arrays
-      (e.g. `attach_one_hot_masks`), rank 1 or all [batch, n] (the batch of
-      the first rank-2 mask in visit order). A spec without OneOfs is
-      allowed.
+      tensors or NumPy arrays, rank 1 or all [batch, n].
 
   Returns:
     Rank-1 float32 features of length `feature_length(spec)`: a tf.Tensor
-    if any mask is a tensor (masks of other kinds are converted), else a
-    NumPy array; for batched masks a [batch, length] NumPy array.
+    if any mask is a tensor, else a NumPy array ([batch, length] for batched
+    masks).
 
   Raises:
     ValueError: if `spec` is not a `ConvTowerSpec`, or a OneOf has no mask or
@@ -245,13 +227,10 @@ def layer_feature_length(layer: Any) -> int:
 def block_feature_lengths(spec: ops.ConvTowerSpec) -> List[int]:
   """Length of every per-layer feature block (length-1 blocks included).
 
-  Args:
-    spec: a `ConvTowerSpec` (masks not needed).
-
   Returns:
-    One int per layer (blocks in order, layers in order): `n_out * n_in * L`
-    with `n_out`, `n_in` the lengths of the out and in filter masks (1 where
-    there is none) and `L = layer_feature_length(layer)`.
+    One int per layer, in network order: `n_out * n_in * L` with `n_out`,
+    `n_in` the lengths of the out and in filter masks (1 where there is
+    none) and `L = layer_feature_length(layer)`.
   """
   _check_tower(spec)
   lengths = []
@@ -266,11 +245,7 @@ def block_feature_lengths(spec: ops.ConvTowerSpec) -> List[int]:
 
 
 def feature_length(spec: ops.ConvTowerSpec) -> int:
-  """Length of `features(spec)`, from the structure alone (no masks needed).
-
-  E.g. 144 for `proxylessnas_search`, 5983 for `proxylessnas_enlarged_search`
-  and 29068 for `mobilenet_v3_like_search`.
-  """
+  """Length of `features(spec)`, from the structure alone (no masks needed)."""
   kept = [n for n in block_feature_lengths(spec) if n > 1]
   return sum(kept) if kept else 1
 
@@ -278,31 +253,19 @@ def feature_length(spec: ops.ConvTowerSpec) -> int:
 def attach_one_hot_masks(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   """Returns a copy of `spec` whose OneOfs carry one-hot NumPy masks.
 
-  Args:
-    spec: a spec containing OneOfs.
-    indices: one index per OneOf in visit order (list of ints or a
-      colon-separated string), as for `schema.prune`.
-
-  Returns:
-    The spec with `OneOf(choices, tag, mask)`, mask a float32 NumPy array of
-    length `len(choices)` with a 1 at the chosen index.
-
   Raises:
-    ValueError: for a wrong number of indices or an index out of range, with
-      the messages of `schema.prune`.
+    ValueError: as `schema.prune`, for indices that do not fit.
   """
   return _attach_one_hot(spec, [indices], batched=False)
 
 
 def attach_batched_one_hot_masks(
     spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]) -> Any:
-  """`attach_one_hot_masks` of many architectures at once: one copy of
-  `spec` whose OneOfs carry [len(indices_list), n] masks, row b the one-hot
-  mask of `indices_list[b]` (`features` of it: [batch, length]).
+  """`attach_one_hot_masks` of many architectures at once: OneOfs carry
+  [len(indices_list), n] masks, row b the one-hot mask of `indices_list[b]`.
 
   Raises:
-    ValueError: for the first index list with a wrong number of indices or
-      an index out of range, with the messages of `schema.prune`.
+    ValueError: as `schema.prune`, for the first index list that does not fit.
   """
   return _attach_one_hot(spec, indices_list, batched=True)
 
@@ -311,8 +274,7 @@ def _attach_one_hot(spec: Any,
                     indices_list: Sequence[Union[str, Sequence[int]]],
                     batched: bool) -> Any:
   """One-hot masks [B, n] of the index lists (rank 1, of the single list,
-  unless `batched`); the lists checked as `schema.prune` does, the spec
-  traversed once for that and once for the masks."""
+  unless `batched`)."""
   parsed = schema.check_indices_list(spec, indices_list)
   rows = np.arange(len(parsed))
   position = itertools.count()
@@ -331,9 +293,7 @@ def batched_features(spec: ops.ConvTowerSpec,
                      ) -> np.ndarray:
   """[len(indices_list), feature_length(spec)] float32 features of fixed
   architectures: row b is exactly
-  `features(attach_one_hot_masks(spec, indices_list[b]))`, all computed at
-  once (`attach_batched_one_hot_masks`; a space without OneOfs gives rows
-  [1]).
+  `features(attach_one_hot_masks(spec, indices_list[b]))`.
 
   Raises:
     ValueError: as `attach_batched_one_hot_masks`, or `features`.

@@ -4,8 +4,7 @@
 (convolutions, depthwise convolutions, squeeze-and-excite, the classifier),
 nothing for batch norm, biases, activations, adds and pools. The count is
 exactly linear in `cost_model.features`, so `macs_cost_model` derives the
-coefficients directly. Shapes come from `search_space.resolve`, a space's
-designed input from `default_input(ssd)` (`mobile.space_info`).
+coefficients directly.
 """
 
 from __future__ import annotations
@@ -26,13 +25,7 @@ from tunas_tf.search_space import structure
 
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
-  """What the MAC count needs to know about the data.
-
-  Attributes:
-    image_size: int, input resolution in pixels (square images).
-    num_classes: int, width of the classifier.
-    input_channels: int, channels of the input image.
-  """
+  """What the MAC count needs to know about the data (square images)."""
   image_size: int
   num_classes: int
   input_channels: int
@@ -40,12 +33,6 @@ class InputSpec:
 
 def default_input(ssd: str) -> InputSpec:
   """The input a space is designed for, from its `mobile.space_info` record.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-
-  Returns:
-    An `InputSpec`.
 
   Raises:
     ValueError: for an unknown `ssd` (the message lists the known ones).
@@ -79,18 +66,8 @@ def resolve_input(ssd: str, image_size: Optional[int] = None,
 
 
 def layer_macs(layer: resolve.ResolvedLayer) -> int:
-  """Multiply-adds of one resolved layer (the rules: `count_macs`).
-
-  Sums over the layer's computing parts (`structure.sized_leaves`): a conv
-  or depthwise conv counts at its output resolution, squeeze-excite on the
-  pooled 1x1 map.
-
-  Args:
-    layer: a `resolve.ResolvedLayer`.
-
-  Returns:
-    Python int (0 for activations, pools, endpoints and skipped layers).
-  """
+  """Multiply-adds of one resolved layer (the rules: `count_macs`); 0 for
+  activations, pools, endpoints and skipped layers."""
   total = 0
   for part, _, out_size in structure.sized_leaves(layer.part,
                                                   layer.input_size):
@@ -125,10 +102,6 @@ def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
     image_size: positive int, input resolution (square).
     num_classes: positive int, classifier width.
     input_channels: positive int, channels of the input image.
-
-  Returns:
-    Python int. E.g. about 300.8M for `mobilenet_v2` and 320.4M for
-    `proxylessnas_mobile` at 224 pixels and 1001 classes.
 
   Raises:
     ValueError: for a spec that still holds OneOfs or malformed shapes (see
@@ -169,29 +142,20 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
                              ) -> Tuple[np.ndarray, float]:
   """Coefficients of the exact linear MAC model of a search space.
 
-  `layer_count_model` with the layers' MACs (`layer_macs`) and the
-  classifier's (`classifier_macs`).
-
   For every one-hot architecture of `spec`,
   `features(attach_one_hot_masks(spec, indices)) @ kernel + bias` equals
-  `count_macs(schema.prune(spec, indices), ...)`.
-
-  A layer's MACs depend only on its block's width, its input width and its own
-  choices, which is what its feature block encodes one-hot: for each layer
-  this enumerates those, puts the layer's MACs at the hot position of its
-  feature block, and folds fixed layers (blocks of length 1) into the bias.
+  `count_macs(schema.prune(spec, indices), ...)`: a layer's MACs depend only
+  on its block's width, its input width and its own choices, which is what
+  its feature block encodes one-hot.
 
   Args:
     spec: a `ConvTowerSpec`, with or without OneOfs.
-    image_size: positive int, input resolution (square).
-    num_classes: positive int, classifier width.
-    input_channels: positive int, channels of the input image.
+    image_size, num_classes, input_channels: as for `count_macs`.
 
   Returns:
     (kernel, bias): a read-only float64 NumPy array of length
     `features.feature_length(spec)` and a Python float. Positions no one-hot
-    architecture reaches (a block's later layers coupled to two different
-    widths of its own mask) hold 0.
+    architecture reaches hold 0.
 
   Raises:
     ValueError: if the MACs are not linear in the features: a layer whose
@@ -272,18 +236,8 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
 @functools.lru_cache(maxsize=32)
 def macs_cost_model(ssd: str, image_size: int, num_classes: int,
                     input_channels: int) -> Tuple[np.ndarray, float]:
-  """`macs_cost_model_for_spec` of a named space, cached.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    image_size: positive int, input resolution (square).
-    num_classes: positive int, classifier width.
-    input_channels: positive int, channels of the input image.
-
-  Returns:
-    (kernel, bias): read-only float64 NumPy array of length
-    `features.feature_length(space)`, and a Python float. A space without
-    OneOfs (a reference model) has the kernel [0.] and its MACs as the bias.
+  """`macs_cost_model_for_spec` of a named space, cached (a reference model:
+  the kernel [0.] and its MACs as the bias).
 
   Raises:
     ValueError: for an unknown `ssd`.
