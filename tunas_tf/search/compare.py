@@ -1,12 +1,9 @@
 """The TuNAS paper's experiment: a searched architecture against random ones
-of its cost, each trained alike with `train_eval` (`tools/compare_random`
-runs it; `bench/search_vs_random.py` measures with it).
+of its cost, each trained alike with `train_eval`.
 
 `compare(search_dir, output_dir, num_random, ...)` draws architectures
-uniformly inside the searched one's cost band (`search.random_search`),
-trains each in its own directory (resuming what is there), and returns one
-result per run; `standing`, `summary`, `plot` and `by_measured_latency` read
-them.
+uniformly inside the searched one's cost band, trains each in its own
+directory (resuming what is there), and returns one result per run.
 """
 
 from __future__ import annotations
@@ -183,9 +180,8 @@ def standing(results: List[Dict[str, Any]]) -> Dict[str, Any]:
 
   Returns:
     'searched_top1'; the random architectures' 'random_median_top1',
-    'random_mean_top1' and 'random_std', their sample standard deviation
-    (n - 1 in the denominator; 0 for one architecture); 'beats', how many
-    of them the searched one beats; 'n', how many there are.
+    'random_mean_top1' and 'random_std' (ddof 1; 0 for one); 'beats', how
+    many of them the searched one beats; 'n', how many there are.
   """
   searched = float(results[0]['top1'])
   random_top1 = np.array([float(r['top1']) for r in results[1:]])

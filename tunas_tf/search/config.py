@@ -1,12 +1,10 @@
 """`SearchConfig`: every value a search uses, derived once from the flags.
 
 `train_search.py` resolves its flags into this frozen dataclass; below the
-entry point code reads it, never flags. Construction checks every value
-(also through `dataclasses.replace`); the derived values are properties (as
-in the original's `mobile_architecture_search.py`: a fraction of the steps,
-a learning rate per 256 images). `config.json` holds the fields and the
-derived values flat; on restart any difference outside `RUN_ONLY_FIELDS`
-stops the run naming it.
+entry point code reads it, never flags. Construction checks every value; the
+derived values are properties (as in the original: a fraction of the steps,
+a learning rate per 256 images). On restart any difference from
+`config.json` outside `RUN_ONLY_FIELDS` stops the run naming it.
 """
 
 from __future__ import annotations
@@ -78,9 +76,8 @@ def _steps(name: str) -> property:
 class SearchConfig(jobs.StoredConfig):
   """All settings of one search; the derived values are properties.
 
-  Fields carry the flag's name (see `train_search.py` for their help), with
-  the defaults that depend on other flags already resolved. Construction
-  validates every value (also through `dataclasses.replace`).
+  Fields carry the flag's name, with the defaults that depend on other flags
+  already resolved.
 
   Raises (on construction):
     ValueError: for a value outside its range (see `_check_ranges`), a
@@ -211,11 +208,8 @@ class SearchConfig(jobs.StoredConfig):
   def _check_batches(self) -> None:
     """Each batch holds at least one example and fits in its split.
 
-    A refusal names the flags to change and values that fit (the largest
-    train batch the split holds; the largest multiplier, at that batch, the
-    hold-out holds; for TFDS data, the hold-out that would hold the
-    validation batch), and a train batch and a validation batch that both
-    do not fit are refused together, in one line.
+    A refusal names the flags to change and values that fit; a train batch
+    and a validation batch that both do not fit are refused in one line.
     """
     train, multiplier = self.train_batch_size, self.rl_batch_size_multiplier
     if self.validation_batch_size < 1:
@@ -319,7 +313,7 @@ def check_stored(config: SearchConfig, model_spec_json: str
     model_spec_json: the search space, serialised with `spec_io.dumps`.
 
   Returns:
-    The stored config.json values, or None when there are none (a new run).
+    The stored config.json values, or None for a new run.
 
   Raises:
     ValueError: naming the first field that differs from the stored config

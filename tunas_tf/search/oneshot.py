@@ -1,10 +1,8 @@
 """One-shot accuracy: architectures scored with a search's shared weights.
 
 `accuracies` scores index vectors of the searched space with a search
-checkpoint's supernet weights, as the search's validation step does (sampled
-mode, batch statistics, the search's validation batch size), on one ordered
-pass over a split: one supernet serves many architectures.
-`bench/supernet_ranking.py` compares these scores with standalone top-1.
+checkpoint's supernet weights, as the search's validation step does, on one
+ordered pass over a split.
 """
 
 from __future__ import annotations
@@ -60,10 +58,9 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
     architectures: index vectors of the search's space (strings like
       '2:1:0' or int sequences).
     checkpoint: a checkpoint prefix of the search; default the latest.
-    split: one of `datasets.SPLITS`; default the search's hold-out, the data
-      its rewards were measured on.
+    split: one of `datasets.SPLITS`; default the search's hold-out.
     batch_size: default the search's validation batch (batch norm uses each
-      batch's statistics, so the size matters a little).
+      batch's statistics).
 
   Returns:
     One top-1 per architecture, in order.

@@ -2,8 +2,7 @@
 
 The original's baseline: architectures drawn uniformly (`search_space.sample`)
 are kept when `min_cost <= estimated cost <= max_cost` under a linear cost
-model; `sample_architectures` gives up after `MAX_DRAWS_PER_ARCHITECTURE *
-num` draws. Used by `search/compare` and `tools/random_architectures`.
+model.
 """
 
 from __future__ import annotations
@@ -46,23 +45,19 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
       'macs' or the path of a coefficients JSON (`linear.get_cost_model`).
     min_cost: keep only costs >= this (None: no lower bound).
     max_cost: keep only costs <= this (None: no upper bound).
-    image_size: input resolution for 'macs' (default: the space's).
-    num_classes: classifier width for 'macs' (default: the space's).
-    input_channels: image channels for 'macs' (default: the space's).
+    image_size, num_classes, input_channels: the input of 'macs' (default:
+      the space's).
     max_draws: give up after this many draws (default
       `MAX_DRAWS_PER_ARCHITECTURE * num`).
 
   Returns:
     A list of `num` dicts `{"indices": "0:2:1...", "estimated_cost": float}`
-    in the order drawn; each cost equals
-    `linear.estimate_cost_of_indices(indices, model)` with `model =
-    linear.get_cost_model(ssd, cost_model, ...)`.
+    in the order drawn.
 
   Raises:
     ValueError: for an unknown `ssd` or cost model, `num <= 0`,
       `min_cost > max_cost`, or fewer than `num` architectures in the band
-      after `max_draws` draws (the message says how many were kept and the
-      range of the costs drawn).
+      after `max_draws` draws (saying how many and the costs' range).
   """
   space_draws = sample.draws(ssd, seed)
   sample.check_num(num)

@@ -1,13 +1,10 @@
 r"""Describes a search space and one architecture of it.
 
-Prints whether `--ssd` is a search space or a reference model (a fixed
-architecture, which `train_search` refuses), the space's size and its
-decisions as a table (path, the named choices, the architecture's choice,
-`*` on decisions that do not matter for it), picks an architecture (given
-with `--indices`, or drawn uniformly with `--seed`, the first draw of
-`tools/random_architectures --seed`) and writes it to
-`<output_dir>/architecture.json` in the format of `extract_architecture`'s
-(that `train_eval --architecture=` reads; no cost or search fields):
+Prints whether `--ssd` is a search space or a reference model, the space's
+size and its decisions as a table (`*` on decisions that do not matter for
+the architecture), picks an architecture (`--indices`, or drawn uniformly
+with `--seed`) and writes it to `<output_dir>/architecture.json` (what
+`train_eval --architecture=` reads):
 
   python -m tunas_tf.tools.describe_space --ssd=digits_search \
       --output_dir=/tmp/arch
@@ -57,9 +54,7 @@ def describe(ssd: str, indices=None, seed: int = 0) -> dict:
 
 
 def kind(ssd: str) -> str:
-  """What `ssd` is to the binaries: a search space (`train_search`
-  searches it) or a reference model (a fixed architecture: `train_search`
-  refuses it, `train_eval` trains it)."""
+  """What `ssd` is to the binaries: a search space or a reference model."""
   if mobile.space_info(ssd).searchable:
     return 'a search space (train_search searches it)'
   return ('a reference model, a fixed architecture (nothing to search: '
@@ -69,10 +64,9 @@ def kind(ssd: str) -> str:
 def decision_table(ssd: str, indices) -> str:
   """The decisions of `ssd` as text: one row per decision, in visit order.
 
-  Columns: the decision's path, its choices by name (`ops.choice_label`) and
-  the choice of the architecture `indices`; a decision nested under an
-  alternative the architecture did not choose is marked `*` (it does not
-  change the network).
+  Columns: the decision's path, its choices by name and the choice of the
+  architecture `indices`; `*` marks a decision under an alternative the
+  architecture did not choose.
   """
   rows = architecture_lib.Architecture(ssd, indices).decisions
   if not rows:
