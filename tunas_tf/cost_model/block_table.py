@@ -1,14 +1,12 @@
 """The per-block latency table (ProxylessNAS's), as the coupled linear form.
 
 A network is cut into units (`architecture_units`): each layer that
-computes something, with the activation, pool and endpoint layers after it
-in its block, and the classifier with the last unit. A unit is timed alone;
-the table maps its `key` to ms. A network's prediction is `scale * (sum of
-its units' entries) + per_unit * (number of units) + offset`, the correction
-fitted on whole networks (`fit_correction`): a unit timed alone pays the
-per-call overhead once more and misses its neighbours' cache. A unit depends
-only on the choices its first layer's feature block spans (`slots` checks
-it), so the model is the coupled linear form (`linear_form`).
+computes something, with the activation, pool and endpoint layers after it,
+and the classifier with the last unit. The table maps a unit's `key` to its
+ms timed alone. A network's prediction is `scale * (sum of its units'
+entries) + per_unit * (number of units) + offset` (`fit_correction`, fitted
+on whole networks). A unit depends only on its first layer's feature block
+(`slots` checks it), so the model is the coupled linear form.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 r"""Describes a search space and one architecture of it.
 
-Prints whether `--ssd` is a search space or a reference model, the space's
-size and its decisions as a table (`*` on decisions that do not matter for
-the architecture), picks an architecture (`--indices`, or drawn uniformly
-with `--seed`) and writes it to `<output_dir>/architecture.json` (what
-`train_eval --architecture=` reads):
+Prints whether `--ssd` is a search space or a reference model, its size and
+decisions (`*` on those that do not matter for the architecture), picks an
+architecture (`--indices`, or drawn with `--seed`) and writes it to
+`<output_dir>/architecture.json` (what `train_eval --architecture=` reads):
 
   python -m tunas_tf.tools.describe_space --ssd=digits_search \
       --output_dir=/tmp/arch

@@ -1,9 +1,8 @@
 r"""Imports local image data as a prepared TFDS dataset, for use offline.
 
-`--format` is `idx`, `npz` or `folder` (docs/own_data.md); the dataset goes
-to `<data_dir>/<name>/1.0.0/`, read by `--dataset=<name>
---data_dir=<data_dir>`. Bad input stops with one line and leaves `data_dir`
-as it was; an existing dataset is replaced only with `--overwrite`:
+`--format` is `idx`, `npz` or `folder` (docs/own_data.md); `--dataset=<name>
+--data_dir=<data_dir>` reads the result. Bad input stops with one line and
+leaves `data_dir` as it was:
 
   python -m tunas_tf.tools.import_dataset --format=idx \
       --source=/usr/share/datasets/fashion-mnist --name=fashion_mnist_local \
