@@ -1,8 +1,8 @@
 """The package's layout rules (docs/layout.md), checked on the source.
 
 Flags only in entry points; no tool imports another tool; imports flow
-downward; no module over 600 lines and no function over 80 lines (docstring
-aside). The tests mirror the package: a module's unit tests in the file
+downward; no module over 600 lines, no function over 80 lines (docstring
+aside), no module docstring over 10 lines. The tests mirror the package: a module's unit tests in the file
 named for it (`tests/<package>/<module>_test.py`, or `<module>_<aspect>_test.py`
 when they need more than one file), the scenarios that run whole binaries
 or several modules together in `tests/integration/`, the project's own
@@ -26,6 +26,18 @@ _PROJECT_CHECKS = ('bench_test.py', 'conftest_test.py', 'docs_test.py',
                    'layout_test.py', 'makefile_test.py', 'stack_test.py')
 _MAX_FILE_LINES = 600
 _MAX_FUNCTION_LINES = 80
+_MAX_MODULE_DOCSTRING_LINES = 10
+# Modules whose docstring is still longer (issue 62): the list shrinks to
+# none, and a module leaves it once its docstring fits.
+_LONG_MODULE_DOCSTRINGS = (
+    'cost_model/linear.py', 'latency/device.py', 'latency/protocol.py',
+    'latency/rows.py', 'native_output.py', 'runtime/cloud_tpu.py',
+    'runtime/precision.py', 'runtime/replicas.py', 'runtime/resume.py',
+    'runtime/run_lock.py', 'search/extract.py', 'search/report.py',
+    'search/steps.py', 'tools/extract_architecture.py',
+    'tools/fit_cost_model.py', 'tools/measure_latency.py',
+    'train_eval/__main__.py', 'train_eval/evaluate.py', 'train_eval/task.py',
+    'train_search.py')
 # Modules that may define absl flags: the binaries and the shared flag groups.
 _ENTRY_POINTS = re.compile(
     r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')
@@ -102,6 +114,22 @@ class LayoutTest(absltest.TestCase):
             too_long.append(f'{relative}:{node.lineno} {node.name}: {length} '
                             'lines')
     self.assertEqual(too_long, [])
+
+  def test_module_docstrings_are_short(self):
+    too_long, fits = [], []
+    for relative, path in _modules():
+      with open(path) as f:
+        doc = ast.get_docstring(ast.parse(f.read()), clean=False) or ''
+      lines = doc.count('\n') + 1
+      if relative in _LONG_MODULE_DOCSTRINGS:
+        if lines <= _MAX_MODULE_DOCSTRING_LINES:
+          fits.append(relative)
+      elif lines > _MAX_MODULE_DOCSTRING_LINES:
+        too_long.append(f'{relative}: {lines} lines')
+    missing = [m for m in _LONG_MODULE_DOCSTRINGS
+               if not os.path.isfile(os.path.join(_ROOT, m))]
+    self.assertEqual(too_long, [])
+    self.assertEqual(fits + missing, [], 'remove from _LONG_MODULE_DOCSTRINGS')
 
   def test_flags_only_in_entry_points(self):
     found = []
