@@ -48,13 +48,10 @@ class DatasetInfo:
   """What the model and the schedules need to know about a dataset.
 
   Attributes:
-    name: dataset name (`digits` or a TFDS name).
     image_size: side of the (square) images the pipeline emits.
-    num_channels: 1 (digits, grayscale) or 3.
-    num_classes: the dataset's own number of labels.
-    split_sizes: dict split name -> number of examples.
+    split_sizes: dict split name (`SPLITS`) -> number of examples.
     stored_shape: (height, width) of the stored images, None where they
-      vary (`default_preprocessing`).
+      vary.
   """
   name: str
   image_size: int

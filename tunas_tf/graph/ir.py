@@ -186,18 +186,8 @@ def new_op(op_name: str,
            input_kwargs: Optional[Mapping[str, Any]] = None,
            op_kwargs: Optional[Mapping[str, Any]] = None,
            num_outputs: int = 1) -> Op:
-  """Creates an `Op` with canonical input names and copied kwargs.
-
-  Args:
-    op_name: unique name; no `:`, `*` or `%`.
-    op_type: an `OpType`.
-    input_names: tensor names read, in slot order (`"x"` becomes `"x:0"`).
-    input_kwargs: call-time kwargs (copied; None means `{}`).
-    op_kwargs: layer-construction kwargs (copied; None means `{}`).
-    num_outputs: number of outputs, >= 1.
-
-  Returns:
-    A new frozen `Op`.
+  """Creates an `Op` (its attributes, with canonical input names and copied
+  kwargs; None kwargs mean `{}`).
 
   Raises:
     ValueError: on a bad name, an unknown type, a wrong number of inputs for
@@ -226,15 +216,9 @@ def new_op(op_name: str,
 
 
 def find_cycle(ops: Sequence[Op]) -> List[str]:
-  """Names of the ops on one cycle among `ops`, in data-flow order.
-
-  Args:
-    ops: ops in which every op reads at least one output of another op of
-      `ops` (what remains when a topological sort gets stuck).
-
-  Returns:
-    Op names `[a, b, ..., a]` such that each reads the previous one.
-  """
+  """Op names `[a, b, ..., a]` of one cycle, each reading the previous one,
+  among `ops` in which every op reads another's output (what a stuck
+  topological sort leaves)."""
   by_name = {op.name: op for op in ops}
   path: List[str] = []
   seen: Dict[str, int] = {}
@@ -260,9 +244,6 @@ def toposort(ops: Sequence[Op], available: Iterable[str],
     available: tensors available from the start (graph inputs).
     priority: sort key of a ready op.
     context: prefix of error messages.
-
-  Returns:
-    The ops in topological order.
 
   Raises:
     ValueError: naming the ops on a cycle.
@@ -307,8 +288,7 @@ def new_graph(input_names: Sequence[str], output_names: Sequence[str],
     ops: the ops, in any order that admits a topological sort.
 
   Returns:
-    A frozen `Graph` whose ops are in stable topological order (a sorted
-    list keeps its order).
+    A frozen `Graph` whose ops are in stable topological order.
 
   Raises:
     ValueError: on a duplicate op or input name, an op named like a graph
@@ -352,15 +332,8 @@ def new_graph(input_names: Sequence[str], output_names: Sequence[str],
 
 def prune_graph(graph: Graph,
                 output_names: Optional[Sequence[str]] = None) -> Graph:
-  """The graph with new outputs, keeping only the ops they need.
-
-  Args:
-    graph: a `Graph`.
-    output_names: the new outputs (default: the graph's own).
-
-  Returns:
-    A new `Graph` with the same inputs, `output_names` as outputs and the
-    ops (in the same order) that the outputs depend on.
+  """The graph with new outputs (default: its own), keeping only the ops
+  they need, in the same order.
 
   Raises:
     ValueError: if an output is not produced (naming it).

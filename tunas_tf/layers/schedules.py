@@ -85,9 +85,6 @@ def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
     total_steps: T, a Python int; the step where the rate reaches 0.
     warmup_steps: W, a Python int with 0 <= W < T.
 
-  Returns:
-    Scalar float32 Tensor.
-
   Raises:
     ValueError: unless total_steps > warmup_steps >= 0, or if `step` is not
       a scalar.
@@ -131,9 +128,6 @@ def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
       10. T <= D is allowed (the denominator is then 1).
     use_exponential_schedule: whether to apply the 10 ** progress factor.
 
-  Returns:
-    Scalar float32 Tensor.
-
   Raises:
     ValueError: if `delay_steps` or `total_steps` is negative, or if `step`
       is not a scalar.
@@ -174,9 +168,6 @@ def rl_entropy_weight(weight: float, step: Step, delay_steps: int,
     delay_steps: D, the RL delay, a non-negative Python int.
     total_steps: T, the search's last step, a non-negative Python int.
     schedule: one of `ENTROPY_SCHEDULES`.
-
-  Returns:
-    Scalar float32 Tensor.
 
   Raises:
     ValueError: for an unknown `schedule`, a negative `delay_steps` or
