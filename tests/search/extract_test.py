@@ -1,7 +1,7 @@
 """Tests for search.extract.most_likely_in_band (plain NumPy), the line
 saying a searched architecture misses its target (plain numbers), a
-directory without a config or checkpoint, and the record of the shared
-finished search."""
+directory without a config or checkpoint, the record of the shared finished
+search, and which architecture `pick` takes (band or argmax) and says."""
 
 import dataclasses
 import itertools
@@ -12,9 +12,12 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import architecture
+from tunas_tf import files
+from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 from tests.testing import configs
 from tests.testing import searches
@@ -34,6 +37,10 @@ def _cost(indices):
   return 3.0 * a + 5.0 * b - 2.0 * c + a * d + 7.0 * (b == 1)
 
 
+def _costs(batch):
+  return [_cost(v) for v in batch]
+
+
 class MostLikelyInBandTest(absltest.TestCase):
 
   def setUp(self):
@@ -45,7 +52,7 @@ class MostLikelyInBandTest(absltest.TestCase):
   def test_argmax_in_band_is_rank_one(self):
     argmax = tuple(int(np.argmax(v)) for v in self.logits)
     cost = _cost(argmax)
-    indices, rank = extract.most_likely_in_band(self.logits, _cost, cost,
+    indices, rank = extract.most_likely_in_band(self.logits, _costs, cost,
                                                 cost)
     self.assertEqual((indices, rank), (argmax, 1))
 
@@ -53,7 +60,7 @@ class MostLikelyInBandTest(absltest.TestCase):
     costs = sorted({_cost(v) for v in self.all})
     order = sorted(self.all, key=lambda v: -_log_likelihood(self.logits, v))
     for low, high in zip(costs, costs[2:]):
-      indices, rank = extract.most_likely_in_band(self.logits, _cost, low,
+      indices, rank = extract.most_likely_in_band(self.logits, _costs, low,
                                                   high)
       best = max(_log_likelihood(self.logits, v) for v in self.all
                  if low <= _cost(v) <= high)
@@ -64,46 +71,45 @@ class MostLikelyInBandTest(absltest.TestCase):
           _log_likelihood(self.logits, v) > best + 1e-12 for v in order))
 
   def test_visits_every_vector_once_most_likely_first(self):
-    seen = []
+    batches = []
 
-    def record(indices):
-      seen.append(indices)
-      return 0.0
+    def record(batch):
+      batches.append(batch)
+      return [0.0] * len(batch)
 
-    with self.assertRaisesRegex(ValueError, r'none of the 72 most likely '
-                                r'architectures costs within \[1, 2\] '
-                                r'\(the argmax costs 0\)'):
-      extract.most_likely_in_band(self.logits, record, 1.0, 2.0,
-                                  max_candidates=1000)
-    self.assertLen(seen, len(self.all))
+    self.assertIsNone(extract.most_likely_in_band(
+        self.logits, record, 1.0, 2.0, max_candidates=1000))
+    # The argmax alone, then as many as were costed before: 1, 1, 2, 4, ...
+    self.assertEqual([len(b) for b in batches], [1, 1, 2, 4, 8, 16, 32, 8])
+    seen = [v for b in batches for v in b]
     self.assertCountEqual(seen, self.all)
     scores = [_log_likelihood(self.logits, v) for v in seen]
     self.assertTrue(all(a >= b - 1e-12 for a, b in zip(scores, scores[1:])))
 
   def test_gives_up_after_max_candidates(self):
     calls = []
-    with self.assertRaisesRegex(ValueError, 'none of the 5 most likely'):
-      extract.most_likely_in_band(
-          self.logits, lambda v: calls.append(v) or 0.0, 1.0, 2.0,
-          max_candidates=5)
+    self.assertIsNone(extract.most_likely_in_band(
+        self.logits, lambda b: calls.extend(b) or [0.0] * len(b), 1.0, 2.0,
+        max_candidates=5))
     self.assertLen(calls, 5)
 
   def test_ties_break_to_the_lower_index(self):
     indices, rank = extract.most_likely_in_band(
-        [np.zeros(3), np.zeros(2)], lambda v: 0.0, 0.0, 0.0)
+        [np.zeros(3), np.zeros(2)], lambda b: [0.0] * len(b), 0.0, 0.0)
     self.assertEqual((indices, rank), ((0, 0), 1))
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, r'empty band \[2.0, 1.0\]'):
-      extract.most_likely_in_band(self.logits, _cost, 2.0, 1.0)
+      extract.most_likely_in_band(self.logits, _costs, 2.0, 1.0)
     with self.assertRaisesRegex(ValueError, 'max_candidates must be >= 1'):
-      extract.most_likely_in_band(self.logits, _cost, 0.0, 1.0,
+      extract.most_likely_in_band(self.logits, _costs, 0.0, 1.0,
                                   max_candidates=0)
 
 
-_REMEDIES = ('search longer (--max_steps), pull harder towards the target (a '
-             'more negative --rl_cost_model_exponent), or extract the most '
-             'likely architecture within 5% of it (--cost_tolerance=0.05)')
+_REMEDIES = ('search longer (--max_steps) or pull harder towards the target '
+             '(a more negative --rl_cost_model_exponent)')
+_ARGMAX = ('extract without --argmax (the most likely architecture within 5% '
+           'of it)')
 
 
 class CostMissLineTest(absltest.TestCase):
@@ -143,10 +149,20 @@ class CostMissLineTest(absltest.TestCase):
     self.assertEqual(
         extract.cost_miss_line(50.0, 100.0, reward='mnas'),
         'the searched architecture costs 50, 50% under its target 100: '
-        'search longer (--max_steps) or extract the most likely '
-        'architecture within 5% of it (--cost_tolerance=0.05)')
+        'search longer (--max_steps)')
     self.assertEqual(extract.cost_miss_line(150.0, 100.0, reward='mnas'),
                      extract.cost_miss_line(150.0, 100.0))
+
+  def test_the_argmax_is_offered_the_band(self):
+    self.assertEqual(
+        extract.cost_miss_line(150.0, 100.0, argmax=True),
+        'the searched architecture costs 150, 50% over its target 100: '
+        'search longer (--max_steps), pull harder towards the target (a more '
+        f'negative --rl_cost_model_exponent), or {_ARGMAX}')
+    self.assertEqual(
+        extract.cost_miss_line(50.0, 100.0, reward='mnas', argmax=True),
+        'the searched architecture costs 50, 50% under its target 100: '
+        f'search longer (--max_steps) or {_ARGMAX}')
 
   def test_off_target_line_of_a_search(self):
     config = searches.search_config(tempfile.mkdtemp())
@@ -157,6 +173,8 @@ class CostMissLineTest(absltest.TestCase):
     self.assertEqual(extract.off_target_line(far, config),
                      extract.cost_miss_line(0.5 * target, target, 'MACs'))
     self.assertIn('50% under', extract.off_target_line(far, config))
+    self.assertNotIn(_ARGMAX, extract.off_target_line(far, config))
+    self.assertIn(_ARGMAX, extract.off_target_line(far, config, argmax=True))
     near = dataclasses.replace(far, estimated_cost=1.04 * target)
     self.assertIsNone(extract.off_target_line(near, config))
     # No cost term in the reward, no cost known: nothing to say.
@@ -213,6 +231,93 @@ class SearchRecordTest(absltest.TestCase):
     self.assertLen(searched.probabilities, len(searched.indices))
     self.assertEqual(architecture.read(
         os.path.join(search_dir, 'architecture.json')), searched)
+
+
+
+class ExtractionTest(absltest.TestCase):
+  """Which architecture `pick` takes from copies of the shared finished
+  search whose config.json is changed, and the line saying so."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.search_dir = searches.finished_search()
+    cls.argmax, cls.argmax_line = extract.pick(cls.search_dir,
+                                                  cost_tolerance=None)
+    spec = mobile.get_search_space(cls.argmax.ssd)
+    logits = extract.read_logits(cls.argmax.checkpoint, spec)
+    cls.scores = [np.log(extract._softmax(logits[path]))  # pylint: disable=protected-access
+                  for path, _ in schema.flatten_with_paths(spec)]
+    cls.cost = cls.argmax.estimated_cost
+
+  def _extract(self, **changes):
+    """`pick` of a copy of the shared search, config.json changed."""
+    run = searches.copy_finished_search()
+    path = os.path.join(run, 'config.json')
+    stored = files.read_json(path)
+    stored.update(changes)
+    files.write_json(stored, path)
+    return extract.pick(run)
+
+  def test_the_argmax_is_the_controllers(self):
+    self.assertEqual(list(self.argmax.indices),
+                     [int(np.argmax(s)) for s in self.scores])
+    self.assertEqual(self.argmax_line,
+                     'Took the argmax of each decision (--argmax)')
+    self.assertIsNone(self.argmax.cost_tolerance)
+    self.assertIsNone(self.argmax.argmax_indices)
+
+  def test_the_most_likely_within_five_percent_of_a_missed_target(self):
+    # The argmax 33.3% under the target: the band (+-5%) takes another.
+    target = self.cost * 1.5
+    arch, line = self._extract(rl_cost_model_target=target)
+    self.assertBetween(arch.estimated_cost, 0.95 * target, 1.05 * target)
+    self.assertEqual((arch.cost_tolerance, arch.argmax_indices),
+                     (0.05, self.argmax.indices_string))
+    log_ratio = sum(s[j] - s[i] for s, i, j in zip(
+        self.scores, arch.indices, self.argmax.indices))
+    self.assertGreater(log_ratio, 0.0)
+    self.assertEqual(
+        line, 'Took the most likely architecture within 5% of the target '
+        f'({cost_linear.cost_text(0.95 * target)} to '
+        f'{cost_linear.cost_text(1.05 * target)} MACs); the argmax '
+        f'{self.argmax.indices_string} costs '
+        f'{cost_linear.cost_text(self.cost)} MACs, 33.3% under the target, '
+        f'and is {np.exp(log_ratio):.3g} times as likely (--argmax takes it)')
+
+  def test_an_argmax_in_the_band_is_taken(self):
+    arch, line = self._extract(rl_cost_model_target=self.cost * 1.04)
+    self.assertEqual(arch.indices, self.argmax.indices)
+    self.assertEqual(arch.argmax_indices, self.argmax.indices_string)
+    self.assertRegex(line, r'^Took the argmax of each decision, which costs '
+                     r'within 5% of the target \([\d,]+ to [\d,]+ MACs\)$')
+
+  def test_mnas_hard_takes_any_cheaper_architecture(self):
+    # mnas_hard does not penalise being under: the argmax 33% under is in.
+    arch, line = self._extract(rl_cost_model_target=self.cost * 1.5,
+                               rl_reward_function='mnas_hard')
+    self.assertEqual(arch.indices, self.argmax.indices)
+    self.assertEqual(
+        line, 'Took the argmax of each decision, which costs at most 5% '
+        f'over the target (up to {cost_linear.cost_text(self.cost * 1.575)} '
+        'MACs)')
+
+  def test_no_cost_term_no_band(self):
+    arch, line = self._extract(rl_cost_model_target=self.cost * 1.5,
+                               enable_cost_model=False)
+    self.assertEqual(arch.indices, self.argmax.indices)
+    self.assertIsNone(arch.cost_tolerance)
+    self.assertEqual(line, 'Took the argmax of each decision (no cost band: '
+                     'the search had no cost term, --noenable_cost_model)')
+
+  def test_nothing_in_the_band_takes_the_argmax_and_says_so(self):
+    arch, line = self._extract(rl_cost_model_target=self.cost * 1e6)
+    self.assertEqual(arch.indices, self.argmax.indices)
+    self.assertIsNone(arch.cost_tolerance)
+    self.assertIsNone(arch.argmax_indices)
+    self.assertRegex(line, r'^Took the argmax of each decision: none of the '
+                     r'20,000 most likely architectures costs within 5% of '
+                     r'the target \(')
 
 
 if __name__ == '__main__':

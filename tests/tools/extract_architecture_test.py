@@ -6,8 +6,8 @@ held against the prediction and the target. The fake device's latency is its
 model file's size / 1e6 ms, so the printed figure is checked exactly.
 
 On copies of the shared finished search: the most likely architecture
-within a cost band, a moved run directory, the off-target note, and a bad
-directory in one line.
+within a cost band (the default) or the argmax (--argmax), a moved run
+directory, the off-target note, and a bad directory in one line.
 """
 
 import contextlib
@@ -131,25 +131,28 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     cls.search_dir = searches.finished_search()
     cls.searched = searches.finished_architecture()
 
+  def _main(self, *args):
+    """The tool's printed lines, run in this process."""
+    values = flags.FlagValues()
+    extract_architecture.define_flags(values)
+    values(['extract_architecture', *args])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      extract_architecture.main(['extract_architecture'], values)
+    return out.getvalue().splitlines()
+
   def test_extract_within_a_cost_band(self):
     config = config_lib.read(self.search_dir)
-    target = config.rl_cost_model_target
-    argmax_cost = self.searched.estimated_cost
-    # A band the argmax is in: the argmax, recorded as such.
-    tolerance = abs(argmax_cost / target - 1) + 0.01
-    inside = extract.search_architecture(self.search_dir,
-                                         cost_tolerance=tolerance)
-    self.assertEqual(inside.indices, self.searched.indices)
-    self.assertEqual(inside.argmax_indices, self.searched.indices_string)
-    self.assertEqual(inside.cost_tolerance, tolerance)
+    argmax = extract.search_architecture(self.search_dir, cost_tolerance=None)
+    argmax_cost = argmax.estimated_cost
     # A target the argmax misses: the most likely architecture in the band.
     moved = searches.copy_finished_search('moved')
     stored = files.read_json(os.path.join(moved, 'config.json'))
     stored['rl_cost_model_target'] = argmax_cost * 1.5
     files.write_json(stored, os.path.join(moved, 'config.json'))
-    other = extract.search_architecture(moved, cost_tolerance=0.1)
-    self.assertNotEqual(other.indices, self.searched.indices)
-    self.assertEqual(other.argmax_indices, self.searched.indices_string)
+    other, line = extract.pick(moved, cost_tolerance=0.1)
+    self.assertNotEqual(other.indices, argmax.indices)
+    self.assertEqual(other.argmax_indices, argmax.indices_string)
     self.assertBetween(other.estimated_cost, argmax_cost * 1.5 * 0.9,
                        argmax_cost * 1.5 * 1.1)
     self.assertAlmostEqual(other.estimated_cost,
@@ -173,22 +176,21 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertEqual(architecture.read(path), other)
     with self.assertRaisesRegex(ValueError, r'--cost_tolerance must be in'):
       extract.search_architecture(moved, cost_tolerance=0.0)
-    # The tool writes the same record and says how much less likely it is.
-    values = flags.FlagValues()
-    extract_architecture.define_flags(values)
-    values(['extract_architecture', f'--model_dir={moved}',
-            '--cost_tolerance=0.1'])
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-      extract_architecture.main(['extract_architecture'], values)
+    # The tool writes the same record and says which it took.
+    self.assertIn(line, self._main(f'--model_dir={moved}',
+                                   '--cost_tolerance=0.1'))
     self.assertEqual(architecture.read(path), other)
-    ratio = 1.0
-    for k, probs in enumerate(other.probabilities.values()):
-      ratio *= probs[other.indices[k]] / probs[self.searched.indices[k]]
-    self.assertLess(ratio, 1.0)
-    self.assertIn(f'The argmax {self.searched.indices_string} is outside 0.1 '
-                  'of the target; this is the most likely architecture '
-                  f'within it, {ratio:.3g} times as likely', out.getvalue())
+    self.assertRegex(line, r'^Took the most likely architecture within 10% of '
+                     r'the target .* times as likely \(--argmax takes it\)$')
+    # By default, within 5%; with --argmax, the argmax.
+    self.assertIn(extract.pick(moved)[1], self._main(f'--model_dir={moved}'))
+    self.assertBetween(architecture.read(path).estimated_cost,
+                       argmax_cost * 1.5 * 0.95, argmax_cost * 1.5 * 1.05)
+    printed = self._main(f'--model_dir={moved}', '--argmax')
+    self.assertIn('Took the argmax of each decision (--argmax)', printed)
+    self.assertIn('Note: ' + extract.cost_miss_line(
+        argmax_cost, argmax_cost * 1.5, 'MACs', argmax=True), printed)
+    self.assertEqual(architecture.read(path).indices, argmax.indices)
 
   def test_a_moved_run_directory_keeps_its_checkpoint(self):
     moved = os.path.join(tempfile.mkdtemp(), 'moved')
@@ -221,7 +223,8 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertEqual(metrics['global_step'], 2)
 
   def test_says_when_the_cost_is_off_target(self):
-    cost = self.searched.estimated_cost
+    cost = extract.search_architecture(self.search_dir,
+                                       cost_tolerance=None).estimated_cost
     run = searches.copy_finished_search('off_target')
     config_path = os.path.join(run, 'config.json')
 
@@ -229,17 +232,11 @@ class ExtractArchitectureToolTest(absltest.TestCase):
       stored = files.read_json(config_path)
       stored['rl_cost_model_target'] = target
       files.write_json(stored, config_path)
-      values = flags.FlagValues()
-      extract_architecture.define_flags(values)
-      values(['extract_architecture', f'--model_dir={run}'])
-      out = io.StringIO()
-      with contextlib.redirect_stdout(out):
-        extract_architecture.main(['extract_architecture'], values)
-      return out.getvalue().splitlines()
+      return self._main(f'--model_dir={run}', '--argmax')
 
     # cost / (1.5 cost) - 1 = -33.3%.
     far = extract_with_target(cost * 1.5)
-    line = extract.cost_miss_line(cost, cost * 1.5, 'MACs')
+    line = extract.cost_miss_line(cost, cost * 1.5, 'MACs', argmax=True)
     self.assertIn('33.3% under', line)
     self.assertIn(f'Note: {line}', far)
     self.assertNotIn('Note:', '\n'.join(extract_with_target(cost * 1.03)))

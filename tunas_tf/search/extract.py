@@ -1,14 +1,11 @@
 """The searched architecture of a search directory.
 
-`search_architecture(model_dir)` takes the argmax of each OneOf's controller
-logits from a checkpoint (default the latest), the space from the
-directory's `model_spec.json` and the search's data from its `config.json`.
-With `cost_tolerance=T` it is instead the most likely architecture whose
-estimated cost is within the target times (1 -/+ T) (`most_likely_in_band`:
-the argmax whenever it is in the band), which keeps what the controller
-learned when a decision has not settled. `off_target_line` says when the
-result's cost misses the search's target by more than `OFF_TARGET`. Used by
-`tools/extract_architecture` and `tools/report`.
+`pick(model_dir)` reads the controller's logits from a checkpoint (default
+the latest) and takes, by default, the most likely architecture within the
+search's cost band (`cost_band`: its target times 1 -/+ `OFF_TARGET`;
+`most_likely_in_band`), or with `cost_tolerance=None` the argmax of each
+OneOf, with a line saying which; `off_target_line` says when its cost misses
+the target. Used by `tools/extract_architecture` and `tools/report`.
 """
 
 from __future__ import annotations
@@ -31,11 +28,13 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
 
 CONTROLLER_SCOPE = 'rl_controller/logits/'
-# How many index vectors `most_likely_in_band` costs before it gives up.
+# How many index vectors `most_likely_in_band` costs before it gives up, and
+# at most at once (the cost model's batch: 60 us each for digits_search's
+# MACs, 4 ms one by one).
 MAX_CANDIDATES = 20000
+_BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
-# from the target before `off_target_line` speaks: the band README and
-# docs/search.md advise for `--cost_tolerance`.
+# from the target: the default band, and where `off_target_line` speaks.
 OFF_TARGET = 0.05
 
 
@@ -49,29 +48,30 @@ def _log_softmax(values: np.ndarray) -> np.ndarray:
   return shifted - np.log(np.exp(shifted).sum())
 
 
-def most_likely_in_band(logits: Sequence[np.ndarray],
-                        cost_of: Callable[[Tuple[int, ...]], float],
-                        low: float, high: float,
-                        max_candidates: int = MAX_CANDIDATES
-                        ) -> Tuple[Tuple[int, ...], int]:
-  """The most likely index vector with `low <= cost_of(vector) <= high`.
+def most_likely_in_band(
+    logits: Sequence[np.ndarray],
+    costs_of: Callable[[List[Tuple[int, ...]]], Sequence[float]],
+    low: float, high: float, max_candidates: int = MAX_CANDIDATES
+) -> Optional[Tuple[Tuple[int, ...], int]]:
+  """The most likely index vector whose cost is in `[low, high]`.
 
   Args:
     logits: one rank-1 array of logits per decision; the decisions are
       independent, so a vector's log-likelihood is the sum of its choices'
       log-softmax values.
-    cost_of: the cost of an index vector.
+    costs_of: the costs of a list of index vectors (called on the
+      candidates most likely first, in batches of 1, 1, 2, 4, ... `_BATCH`).
     low, high: the cost band (inclusive).
     max_candidates: how many vectors to cost before giving up.
 
   Returns:
     (indices, rank): the vector and its place in order of likelihood (1: the
-    argmax, first maximum on ties). Ties are broken by the choices'
-    order of likelihood and then by index, so the result is deterministic.
+    argmax, first maximum on ties; ties broken by the choices' order of
+    likelihood, then by index). None when none of the `max_candidates` most
+    likely vectors is in the band.
 
   Raises:
-    ValueError: for an empty band, or when none of the `max_candidates` most
-      likely vectors is in it (the message gives the argmax's cost).
+    ValueError: for an empty band or `max_candidates` < 1.
   """
   if not low <= high:
     raise ValueError(f'most_likely_in_band: empty band [{low}, {high}]')
@@ -87,33 +87,44 @@ def most_likely_in_band(logits: Sequence[np.ndarray],
   def total(ranks: Tuple[int, ...]) -> float:
     return float(sum(s[r] for s, r in zip(sorted_scores, ranks)))
 
-  # Best-first over rank vectors: a vector's predecessors (one rank less
-  # somewhere) are at least as likely, so the heap pops in order.
+  # Best-first over rank vectors: a vector's successors (one rank more
+  # somewhere) are at most as likely, so the heap pops in order.
   start = (0,) * len(scores)
   heap: List[Tuple[float, Tuple[int, ...]]] = [(-total(start), start)]
   seen = {start}
-  argmax_cost = None
-  rank = 0
-  while heap and rank < max_candidates:
-    rank += 1
-    _, ranks = heapq.heappop(heap)
-    indices = tuple(int(o[r]) for o, r in zip(orders, ranks))
-    cost = float(cost_of(indices))
-    if argmax_cost is None:
-      argmax_cost = cost
-    if low <= cost <= high:
-      return indices, rank
-    for k in range(len(ranks)):
-      if ranks[k] + 1 < len(orders[k]):
-        child = ranks[:k] + (ranks[k] + 1,) + ranks[k + 1:]
-        if child not in seen:
-          seen.add(child)
-          heapq.heappush(heap, (-total(child), child))
-  raise ValueError(
-      f'none of the {rank} most likely architectures '
-      f'costs within [{low:.6g}, {high:.6g}] (the argmax costs '
-      f'{argmax_cost:.6g}); widen the tolerance or search with a closer '
-      'target')
+  popped = 0
+  while heap and popped < max_candidates:
+    batch = []
+    # As many as were costed before: the argmax alone first, then doubling.
+    size = min(max(1, popped), _BATCH, max_candidates - popped)
+    while heap and len(batch) < size:
+      _, ranks = heapq.heappop(heap)
+      batch.append(tuple(int(o[r]) for o, r in zip(orders, ranks)))
+      for k in range(len(ranks)):
+        if ranks[k] + 1 < len(orders[k]):
+          child = ranks[:k] + (ranks[k] + 1,) + ranks[k + 1:]
+          if child not in seen:
+            seen.add(child)
+            heapq.heappush(heap, (-total(child), child))
+    for k, cost in enumerate(costs_of(batch)):
+      if low <= cost <= high:
+        return batch[k], popped + k + 1
+    popped += len(batch)
+  return None
+
+
+def cost_band(config: config_lib.SearchConfig,
+              tolerance: float = OFF_TARGET
+              ) -> Optional[Tuple[float, float]]:
+  """The costs a search aims at: its target times (1 -/+ `tolerance`), from
+  0 under `mnas_hard` (which does not penalise a cheaper architecture); None
+  when its reward has no cost term."""
+  if not config.enable_cost_model:
+    return None
+  target = config.rl_cost_model_target
+  low = (0.0 if config.rl_reward_function == rewards.REWARD_MNAS_HARD
+         else target * (1 - tolerance))
+  return low, target * (1 + tolerance)
 
 
 def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
@@ -154,27 +165,32 @@ def _newest_readable(model_dir: str) -> str:
   return point.checkpoint
 
 
-def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
-                        cost_tolerance: Optional[float] = None,
-                        config: Optional[config_lib.SearchConfig] = None
-                        ) -> architecture_lib.Architecture:
-  """The searched architecture of `model_dir`.
+def pick(model_dir: str, checkpoint: Optional[str] = None,
+         cost_tolerance: Optional[float] = OFF_TARGET,
+         config: Optional[config_lib.SearchConfig] = None
+         ) -> Tuple[architecture_lib.Architecture, str]:
+  """The searched architecture of `model_dir`, and the line saying which.
 
   Args:
     model_dir: a search's model directory (config.json, model_spec.json,
       checkpoints).
     checkpoint: a checkpoint path; default the directory's latest.
-    cost_tolerance: None for the argmax (the original's extraction), or T in
-      (0, 1): the most likely architecture whose estimated cost is within
-      the search's target times (1 -/+ T) (see the module doc); the record
-      then carries `cost_tolerance` and `argmax_indices`.
+    cost_tolerance: T in (0, 1): the most likely architecture within
+      `cost_band(config, T)` (the argmax whenever it is in it), recorded
+      with `cost_tolerance` and `argmax_indices`; when none of the
+      `MAX_CANDIDATES` most likely is in it, the argmax. None, or a search
+      without a cost term: the argmax (the original's extraction).
     config: the directory's `config_lib.read(model_dir)`, which a caller
       that needs it too has read already; None: read here.
 
+  Returns:
+    (architecture, line): the line says which it took and, for a band's
+    architecture other than the argmax, the argmax's cost and how many
+    times as likely it is.
+
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
-      or whose files disagree; a tolerance outside (0, 1); no architecture
-      in the band among the `MAX_CANDIDATES` most likely.
+      or whose files disagree; a tolerance outside (0, 1).
   """
   if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
@@ -192,21 +208,22 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
   if checkpoint is None:
     checkpoint = _newest_readable(model_dir)
   logits = read_logits(checkpoint, spec)
-  indices = reinforce.argmax_indices(logits, spec)
+  scores = [_log_softmax(logits[path])
+            for path, _ in schema.flatten_with_paths(spec)]
+  argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
-  argmax_indices = None
-  if cost_tolerance is not None:
-    target = config.rl_cost_model_target
-    argmax_indices = schema.format_indices(indices)
-    indices, _ = most_likely_in_band(
-        [logits[path] for path, _ in schema.flatten_with_paths(spec)],
-        lambda candidate: cost_linear.estimate_cost_of_indices(
-            list(candidate), model),
-        target * (1 - cost_tolerance), target * (1 + cost_tolerance))
-  cost = cost_linear.estimate_cost_of_indices(list(indices), model)
+  cost_of = lambda v: cost_linear.estimate_cost_of_indices(list(v), model)
+  band = None if cost_tolerance is None else cost_band(config,
+                                                       cost_tolerance)
+  found = band and most_likely_in_band(
+      scores, lambda batch: cost_linear.estimate_costs_of_indices(
+          [list(v) for v in batch], model), *band)
+  indices = found[0] if found else argmax
+  line = _pick_line(config, cost_tolerance, found, scores, argmax, cost_of)
   global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
   return architecture_lib.Architecture(
-      ssd, indices, estimated_cost=cost, cost_model=config.cost_model,
+      ssd, indices, estimated_cost=cost_of(indices),
+      cost_model=config.cost_model,
       cost_target=config.rl_cost_model_target, global_step=global_step,
       max_global_step=config.max_global_step,
       checkpoint=files.abspath(checkpoint), dataset=config.job.dataset,
@@ -214,20 +231,63 @@ def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
       num_channels=config.job.num_channels,
       preprocessing=config.job.preprocessing,
       validation_examples=config.validation_examples,
-      cost_tolerance=cost_tolerance, argmax_indices=argmax_indices,
+      cost_tolerance=cost_tolerance if found else None,
+      argmax_indices=schema.format_indices(argmax) if found else None,
       probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
-                     for path, v in logits.items()})
+                     for path, v in logits.items()}), line
+
+
+def _pick_line(config: config_lib.SearchConfig,
+               cost_tolerance: Optional[float],
+               found: Optional[Tuple[Tuple[int, ...], int]],
+               scores: List[np.ndarray], argmax: Tuple[int, ...],
+               cost_of: Callable[[Tuple[int, ...]], float]) -> str:
+  """`pick`'s line: which architecture it took, and why."""
+  band = None if cost_tolerance is None else cost_band(config,
+                                                       cost_tolerance)
+  if band is None:
+    return 'Took the argmax of each decision (' + (
+        '--argmax' if cost_tolerance is None else 'no cost band: the search '
+        'had no cost term, --noenable_cost_model') + ')'
+  units = cost_linear.units_suffix(config.cost_model)
+  low, high = (cost_linear.cost_text(c) for c in band)
+  where = (f'at most {100 * cost_tolerance:g}% over the target (up to '
+           f'{high}{units})' if band[0] == 0 else f'within '
+           f'{100 * cost_tolerance:g}% of the target ({low} to {high}{units})')
+  if not found:
+    count = min(MAX_CANDIDATES, int(np.prod([len(s) for s in scores])))
+    return (f'Took the argmax of each decision: none of the {count:,} most '
+            f'likely architectures costs {where}')
+  if found[0] == argmax:
+    return f'Took the argmax of each decision, which costs {where}'
+  miss = cost_of(argmax) / config.rl_cost_model_target - 1
+  log_ratio = sum(s[j] - s[i] for s, i, j in zip(scores, found[0], argmax))
+  return (f'Took the most likely architecture {where}; the argmax '
+          f'{schema.format_indices(argmax)} costs '
+          f'{cost_linear.cost_text(cost_of(argmax))}{units}, '
+          f"{100 * abs(miss):.1f}% {'over' if miss > 0 else 'under'} the "
+          'target, and is '
+          f'{np.exp(log_ratio):.3g} times as likely (--argmax takes it)')
+
+
+def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
+                        cost_tolerance: Optional[float] = OFF_TARGET,
+                        config: Optional[config_lib.SearchConfig] = None
+                        ) -> architecture_lib.Architecture:
+  """`pick`'s architecture (its checkpoint absolute: `architecture.write`
+  makes it relative to the file)."""
+  return pick(model_dir, checkpoint, cost_tolerance, config)[0]
 
 
 def extract(model_dir: str, checkpoint: Optional[str] = None,
-            cost_tolerance: Optional[float] = None) -> Dict[str, Any]:
-  """`search_architecture` as the JSON object of `architecture.json` (its
-  checkpoint absolute: `architecture.write` makes it relative to the file)."""
+            cost_tolerance: Optional[float] = OFF_TARGET) -> Dict[str, Any]:
+  """`search_architecture` as the JSON object of `architecture.json`."""
   return search_architecture(model_dir, checkpoint, cost_tolerance).to_json()
 
 
 def cost_miss_line(cost: float, target: float, units: str = '',
-                   reward: str = rewards.REWARD_ABS) -> Optional[str]:
+                   reward: str = rewards.REWARD_ABS,
+                   argmax: bool = False) -> Optional[str]:
   """The line saying `cost` misses `target` by more than `OFF_TARGET`, with
   the remedies (None when it does not).
 
@@ -238,12 +298,13 @@ def cost_miss_line(cost: float, target: float, units: str = '',
     reward: the search's `--rl_reward_function`: under `mnas_hard`, which
       does not penalise a cheaper architecture, only a cost over the target
       counts.
+    argmax: whether the architecture is the argmax by `--argmax` (then
+      extracting without it is a remedy).
 
   Returns:
     e.g. 'the searched architecture costs 171,000 MACs, 22.3% under its
-    target 220,131 MACs: search longer (--max_steps), pull harder towards
-    the target (a more negative --rl_cost_model_exponent), or extract the
-    most likely architecture within 5% of it (--cost_tolerance=0.05)'.
+    target 220,131 MACs: search longer (--max_steps) or pull harder towards
+    the target (a more negative --rl_cost_model_exponent)'.
   """
   miss = cost / target - 1.0
   # Decided on the figure the line prints, so it never says '5% over'.
@@ -257,19 +318,22 @@ def cost_miss_line(cost: float, target: float, units: str = '',
   if reward == rewards.REWARD_ABS or miss > 0:
     remedies.append('pull harder towards the target (a more negative '
                     '--rl_cost_model_exponent)')
-  remedies.append('extract the most likely architecture within '
-                  f'{OFF_TARGET:.0%} of it (--cost_tolerance={OFF_TARGET:g})')
+  if argmax:
+    remedies.append('extract without --argmax (the most likely architecture '
+                    f'within {100 * OFF_TARGET:g}% of it)')
+  *rest, last = remedies
   unit = f' {units}' if units else ''
   return (f'the searched architecture costs '
           f'{cost_linear.cost_text(cost)}{unit}, '
           f"{percent}% {'over' if miss > 0 else 'under'} its "
           f'target {cost_linear.cost_text(target)}{unit}: '
-          f"{', '.join(remedies[:-1])}{',' if len(remedies) > 2 else ''} or "
-          f'{remedies[-1]}')
+          f"{', '.join(rest)}{',' if len(rest) > 1 else ''}"
+          f"{' or ' if rest else ''}{last}")
 
 
 def off_target_line(architecture: architecture_lib.Architecture,
-                    config: config_lib.SearchConfig) -> Optional[str]:
+                    config: config_lib.SearchConfig,
+                    argmax: bool = False) -> Optional[str]:
   """`cost_miss_line` of a searched architecture against its search's
   target; None when the search had no cost term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
@@ -278,4 +342,4 @@ def off_target_line(architecture: architecture_lib.Architecture,
   return cost_miss_line(
       architecture.estimated_cost, config.rl_cost_model_target,
       '' if units == cost_linear.UNKNOWN_UNITS else units,
-      config.rl_reward_function)
+      config.rl_reward_function, argmax)

@@ -1,11 +1,10 @@
 """Extracts the searched architecture from a search's model directory.
 
-Writes `architecture.json` (docs/search.md, 'architecture.json'): the argmax
-of each OneOf's controller logits from the latest checkpoint (or
-`--checkpoint`), or with `--cost_tolerance=0.05` the most likely
-architecture within 5% of the search's target (docs/search.md,
-'Extraction'); says in one line, with the remedies, when its cost is more
-than 5% off the target:
+Writes `architecture.json` (docs/search.md, 'architecture.json'): the most
+likely architecture within 5% of the search's target (`--cost_tolerance`),
+or with `--argmax` the argmax of each decision, from the latest checkpoint
+(or `--checkpoint`); says which in one line, and when its cost is more than
+5% off the target, with the remedies:
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
 """
@@ -22,7 +21,6 @@ from tunas_tf import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
-from tunas_tf.search_space import schema
 
 FLAGS = flags.FLAGS
 
@@ -33,10 +31,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=flag_values)
   flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
                       "directory's latest.", flag_values=flag_values)
-  flags.DEFINE_float('cost_tolerance', None, 'If set, T in (0, 1): the most '
-                     'likely architecture whose estimated cost is within the '
-                     "search's target times (1 -/+ T), instead of the "
-                     'argmax.', flag_values=flag_values)
+  flags.DEFINE_float('cost_tolerance', extract_lib.OFF_TARGET, 'T in (0, '
+                     '1): take the most likely architecture whose estimated '
+                     "cost is within the search's target times (1 -/+ T) "
+                     '(under mnas_hard: at most 1 + T).',
+                     flag_values=flag_values)
+  flags.DEFINE_bool('argmax', False, 'Take the argmax of each decision (the '
+                    "original's extraction) instead of a cost band.",
+                    flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
@@ -49,28 +51,20 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'MODEL_DIR/latency_models.', flag_values=flag_values)
 
 
-def _likelihood_ratio(result: architecture_lib.Architecture) -> float:
-  """How likely `result.indices` is against `result.argmax_indices` under the
-  controller's probabilities (decisions independent)."""
-  argmax = schema.parse_indices(result.argmax_indices)
-  ratio = 1.0
-  for probs, i, j in zip(result.probabilities.values(), result.indices,
-                         argmax):
-    ratio *= probs[i] / probs[j]
-  return ratio
-
-
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Extracts and writes the architecture; bad input exits with one line."""
   f = flag_values
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
   with common_flags.errors_in_one_line('extract_architecture'):
+    if f.argmax and f['cost_tolerance'].present:
+      raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
-    result = extract_lib.search_architecture(f.model_dir, f.checkpoint,
-                                             f.cost_tolerance, config)
-    off_target = extract_lib.off_target_line(result, config)
+    result, line = extract_lib.pick(
+        f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
+        config)
+    off_target = extract_lib.off_target_line(result, config, f.argmax)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -81,14 +75,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
         f'{units} ({result.cost_model}; target '
         f'{cost_linear.cost_text(result.cost_target)}{units})')
-  if result.argmax_indices is not None:
-    if result.argmax_indices == result.indices_string:
-      print(f'The argmax is within {f.cost_tolerance:g} of the target')
-    else:
-      print(f'The argmax {result.argmax_indices} is outside '
-            f'{f.cost_tolerance:g} of the target; this is the most likely '
-            'architecture within it, '
-            f'{_likelihood_ratio(result):.3g} times as likely')
+  print(line)
   if off_target:
     print(f'Note: {off_target}')
   print(f'Written to {output}')
