@@ -1,6 +1,6 @@
 """Tests for search/report on the shared finished search (8 steps: op
 warm-up 2, filter warm-up 4, RL delay 4): the figure's charts, marks and
-labels, the page's tables, the unsettled flag, the layer table, the
+labels, the page's tables, what is still moving, the layer table, the
 probabilities over time and the summary line (the tool that writes them:
 tests/tools/report_test.py; the report's words:
 tests/search/report_text_test.py)."""
@@ -160,61 +160,77 @@ class ReportTest(absltest.TestCase):
                         ('RL delay', '4 steps')):
       self.assertIn(f'<tr><th>{name}</th><td>{value}</td></tr>', page)
 
-  def _probabilities(self, top, second):
-    """blocks/0/filters' probabilities: `top` on the chosen, `second` on
-    the next, the rest shared by the other two."""
+  def _flip(self, settled):
+    """(scalars, arch, config) of a 100-step search (RL delay 50) whose
+    blocks/0/filters has the chosen choice at 0.8 at the checkpoint (step
+    100), led from step 60 on (settled), or by another choice at 0.7 at
+    every logged step to 90 (a flip in the last tenth)."""
+    config = dataclasses.replace(self.config, max_steps=100)
+    self.assertEqual(config.rl_delay_steps, 50)
     d = self.arch.decisions[0]
     self.assertEqual(d['path'], 'blocks/0/filters')
-    p = [(1.0 - top - second) / 2] * 4
-    p[d['index']] = top
-    p[(d['index'] + 1) % 4] = second
-    return d, p
+    leader = d['index'] if settled else (d['index'] + 1) % 4
+    scalars = dict(self.scalars)
+    for j, label in enumerate(d['choices']):
+      scalars[f'rlprobs/blocks/0/filters/{label}'] = {
+          s: 0.25 if s < 60 else 0.7 if j == leader else 0.1
+          for s in range(0, 100, 10)}
+    final = [0.2 / 3] * 4
+    final[d['index']] = 0.8
+    arch = dataclasses.replace(
+        self.arch, global_step=100, max_global_step=100,
+        probabilities=dict(self.arch.probabilities,
+                           **{'blocks/0/filters': tuple(final)}))
+    return scalars, arch, config
 
-  def _flag(self, scalars, arch):
-    """(the chart's title and colour, the page's row) of blocks/0/filters."""
-    ax = _axes(self._figure(scalars, arch))['decision blocks/0/filters']
-    return (_words(ax.get_title()), colors.to_hex(ax.title.get_color()),
-            _html_row(self._page(scalars, arch), 'blocks/0/filters'))
-
-  def test_unsettled_is_flagged_from_hand_built_summaries(self):
-    arch = dataclasses.replace(self.arch, probabilities=None)
-    for (top, second), flagged in (((0.36, 0.30), True),
-                                   ((0.60, 0.30), False)):
-      d, final = self._probabilities(top, second)
-      scalars = dict(self.scalars)
-      for j, label in enumerate(d['choices']):
-        scalars[f"rlprobs/blocks/0/filters/{label}"] = {
-            0: 0.25, 2: 0.25, 4: 0.3 if j == d['index'] else 0.7 / 3,
-            6: final[j]}
-      title, color, row = self._flag(scalars, arch)
-      if flagged:
-        self.assertEqual(title, 'block 0: filters - unsettled: 0.36 vs 0.30')
-        self.assertEqual(color, colors.to_hex('crimson'))
-        self.assertIn('<td class="unsettled">unsettled: 0.36 vs 0.30</td>',
+  def test_a_flip_in_the_last_steps_is_drawn_and_still_moving(self):
+    for settled in (True, False):
+      scalars, arch, config = self._flip(settled)
+      fig = report.build_figure(scalars, arch, config,
+                                report.layer_table(arch))
+      self.addCleanup(plt.close, fig)
+      ax = _axes(fig)['decision blocks/0/filters']
+      curves = [line for line in ax.lines if line.get_gid() != report.MARK_GID]
+      # Each choice's curve runs to the checkpoint's step, its last point
+      # (marked) the checkpoint's probability.
+      self.assertLen(curves, 4)
+      for j, line in enumerate(curves):
+        self.assertEqual(list(line.get_xdata()[-2:]), [90, 100])
+        self.assertEqual(line.get_ydata()[-1],
+                         arch.probabilities['blocks/0/filters'][j])
+        self.assertEqual(line.get_markevery(), [10])
+      page = report.page(scalars, arch, config, report.layer_table(arch))
+      row = _html_row(page, 'blocks/0/filters')
+      title = _words(ax.get_title())
+      if settled:
+        self.assertEqual(title, 'block 0: filters')
+        self.assertEqual(colors.to_hex(ax.title.get_color()),
+                         colors.to_hex('black'))
+        self.assertIn('<td>settled: 0.80 vs 0.07, led 40 of 50 RL steps</td>',
                       row)
       else:
-        self.assertEqual(title, 'block 0: filters')
-        self.assertEqual(color, colors.to_hex('black'))
-        self.assertIn('<td>settled: 0.60 vs 0.30</td>', row)
-        self.assertNotIn('unsettled', row)
+        self.assertEqual(title, 'block 0: filters - still moving: 0.80 vs '
+                         '0.07, led 0 of 50 RL steps')
+        self.assertEqual(colors.to_hex(ax.title.get_color()),
+                         colors.to_hex('crimson'))
+        self.assertIn('<td class="moving">still moving: 0.80 vs 0.07, led 0 '
+                      'of 50 RL steps</td>', row)
+    self.assertIn('at least 0.1 at every logged step of the last 25% of the '
+                  "controller's learning steps (the RL steps: from the RL "
+                  "delay's end, step 50,", _words(page))
 
-  def test_unsettled_is_flagged_from_the_checkpoints_probabilities(self):
-    d, final = self._probabilities(0.4, 0.35)
-    probabilities = dict(self.arch.probabilities)
-    probabilities['blocks/0/filters'] = tuple(final)
-    arch = dataclasses.replace(self.arch, probabilities=probabilities)
-    title, color, row = self._flag(self.scalars, arch)
-    self.assertEqual(title, 'block 0: filters - unsettled: 0.40 vs 0.35')
-    self.assertEqual(color, colors.to_hex('crimson'))
-    self.assertIn('class="unsettled"', row)
-    # The final probabilities are drawn as dots at the checkpoint's step.
-    ax = _axes(self._figure(arch=arch))['decision blocks/0/filters']
-    dots = [line.get_ydata()[0] for line in ax.lines
-            if list(line.get_xdata()) == [8]]
-    np.testing.assert_array_equal(dots, final)
-    self.assertIn('less than 0.1 (absolute)', _words(self._page()))
+  def test_a_choice_the_cost_band_took_is_said_so(self):
+    d = self.arch.decisions[0]
+    final = [0.1] * 4
+    final[(d['index'] + 1) % 4] = 0.7
+    arch = dataclasses.replace(self.arch, probabilities=dict(
+        self.arch.probabilities, **{'blocks/0/filters': tuple(final)}))
+    row = _html_row(self._page(arch=arch), 'blocks/0/filters')
+    self.assertIn(f"<td>{d['value']} (for the cost band; not the most "
+                  'likely)</td>', row)
+    self.assertNotIn('cost band', _html_row(self._page(), 'blocks/0/filters'))
 
-  def test_a_decision_without_effect_is_not_flagged_unsettled(self):
+  def test_a_decision_without_effect_is_not_judged(self):
     # The architecture with its first skippable layer skipped: the
     # decisions nested under it have no effect.
     decisions = self.arch.decisions
@@ -226,7 +242,7 @@ class ReportTest(absltest.TestCase):
              if d['path'].startswith(decisions[k]['path'] + '/') and
              len(d['choices']) > 1)
     self.assertFalse(d['active'])
-    # Two likeliest 0.04 apart: unsettled were it active.
+    # Two likeliest 0.04 apart: still moving were it active.
     final = [0.0] * len(d['choices'])
     final[0], final[1] = 0.37, 0.33
     final[-1] += 1.0 - sum(final)
@@ -240,7 +256,7 @@ class ReportTest(absltest.TestCase):
                      colors.to_hex('black'))
     row = _html_row(self._page(arch=arch), d['path'])
     self.assertIn('<td>not judged: no effect</td>', row)
-    self.assertNotIn('unsettled', row)
+    self.assertNotIn('moving', row)
 
   def test_phase_labels_sit_above_their_charts_clear_of_the_curves(self):
     # A synthetic run whose curves fill every chart's whole height at every
@@ -331,8 +347,22 @@ class ReportTest(absltest.TestCase):
 
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)
-    self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,.]+, [+-]\d+\.\d%\)')
+    self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,]+ MACs, '
+                     r'[+-]\d+\.\d%\)')
 
+  def test_summary_line_says_what_the_accuracy_is_a_mean_of(self):
+    # The shared search logs at steps 0, 2, 4 and 6.
+    accuracy = {s: s / 100 for s in range(0, 7, 2)}
+    line = report.summary_line(
+        {'rlcontroller/validation_accuracy': accuracy}, self.arch)
+    self.assertIn('validation accuracy 0.030 (mean over steps 0-6, all 4 '
+                  'logged)', line)
+    accuracy = {s: s / 100 for s in range(0, 24, 2)}
+    line = report.summary_line(
+        {'rlcontroller/validation_accuracy': accuracy}, self.arch)
+    # (4 + 6 + ... + 22) / 100 / 10 = 0.13.
+    self.assertIn('validation accuracy 0.130 (mean over steps 4-22, the '
+                  'last 10 logged)', line)
 
 if __name__ == '__main__':
   absltest.main()

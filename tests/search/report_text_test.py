@@ -1,11 +1,12 @@
 """Tests for search/report_text, the report's words: decision labels,
-wrapping, the unsettled flag, the phase marks and the run's facts (plain
+wrapping, how settled a decision is, the phase marks and the run's facts (plain
 Python; the report of a finished search: tests/search/report_test.py)."""
 
 import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
@@ -81,40 +82,81 @@ class WrapWordsTest(absltest.TestCase):
                      f'{path}\n(no effect)')
 
 
-class UnsettledTest(absltest.TestCase):
+def _history(n, rows):
+  """[steps, n] probabilities: each (steps, first, p) row puts `p` on
+  choice `first` at those steps and the rest evenly on the others."""
+  steps = sorted({step for row in rows for step in row[0]})
+  probs = np.full([len(steps), n], np.nan)
+  for row_steps, first, p in rows:
+    for step in row_steps:
+      probs[steps.index(step)] = (1.0 - p) / (n - 1)
+      probs[steps.index(step), first] = p
+  return steps, probs
 
-  def test_margin_is_a_tenth(self):
-    self.assertEqual(report_text.UNSETTLED_MARGIN, 0.1)
 
-  def test_top_two_close_is_unsettled_wherever_they_are(self):
-    # The walk-through's blocks/4/filters: 0.34 vs 0.27, 0.07 apart.
-    self.assertEqual(report_text.top_two([0.19, 0.34, 0.2, 0.27]), (0.34, 0.27))
-    self.assertTrue(report_text.is_unsettled([0.19, 0.34, 0.2, 0.27]))
-    self.assertTrue(report_text.is_unsettled([0.41, 0.18, 0.41]))
-    self.assertTrue(report_text.is_unsettled([0.5, 0.5]))
+class LeadTest(absltest.TestCase):
+  # A 100-step search with an RL delay of 25: 75 learning steps, a bar of
+  # 0.25 * 75 = 18.75 steps led by 0.1 or more.
 
-  def test_top_two_apart_is_settled(self):
-    self.assertFalse(report_text.is_unsettled([0.2, 0.5, 0.3]))  # 0.2 apart.
-    self.assertFalse(report_text.is_unsettled([0.01, 0.98, 0.01]))
-    self.assertFalse(report_text.is_unsettled([0.31, 0.42, 0.27]))  # 0.11.
-    self.assertTrue(report_text.is_unsettled([0.33, 0.42, 0.25]))  # 0.09.
+  def test_the_bar(self):
+    self.assertEqual((report_text.SETTLED_SHARE, report_text.SETTLED_MARGIN),
+                     (0.25, 0.1))
 
-  def test_the_margin_is_a_parameter(self):
-    self.assertTrue(report_text.is_unsettled([0.2, 0.5, 0.3], margin=0.25))
-    self.assertFalse(report_text.is_unsettled([0.34, 0.27], margin=0.05))
+  def test_a_lead_through_the_last_quarter_is_settled(self):
+    # Choice 2 leads 0.5 vs 0.25 from step 40: 60 of 75 learning steps.
+    steps, probs = _history(3, [(range(0, 40, 10), 0, 1 / 3),
+                                (range(40, 101, 10), 2, 0.5)])
+    lead = report_text.lead(steps, probs, 25)
+    self.assertEqual(lead, report_text.Lead(0.5, 0.25, 60, 75))
+    self.assertTrue(lead.settled)
+    self.assertEqual(lead.text, 'settled: 0.50 vs 0.25, led 60 of 75 RL steps')
 
-  def test_a_decision_without_effect_is_never_unsettled(self):
-    # The demo's block 2 layer 1 kernel size under a skipped layer: 0.37 vs
-    # 0.33 was flagged red beside its '(no effect)'.
-    self.assertTrue(report_text.is_unsettled([0.37, 0.33, 0.30]))
-    self.assertFalse(report_text.is_unsettled([0.37, 0.33, 0.30],
-                                              active=False))
-    self.assertFalse(report_text.is_unsettled([0.5, 0.5], active=False))
+  def test_a_flip_in_the_last_tenth_is_still_moving(self):
+    # Choice 0 led at 0.9 to step 90; at 95 and 100 choice 1 leads.
+    steps, probs = _history(4, [(range(30, 91, 10), 0, 0.9),
+                                ([95, 100], 1, 0.96)])
+    lead = report_text.lead(steps, probs, 25)
+    self.assertEqual((lead.led_steps, lead.learning_steps), (5, 75))
+    self.assertFalse(lead.settled)
+    self.assertEqual(lead.text,
+                     'still moving: 0.96 vs 0.01, led 5 of 75 RL steps')
 
-  def test_one_choice_is_never_unsettled(self):
-    self.assertFalse(report_text.is_unsettled([1.0]))
+  def test_fewer_steps_than_the_bar_are_still_moving(self):
+    for since, settled in ((82, False), (81, True)):  # 18 and 19 steps.
+      steps, probs = _history(2, [([25, 50], 0, 0.8),
+                                  ([since, 90, 100], 1, 0.8)])
+      lead = report_text.lead(steps, probs, 25)
+      self.assertEqual(lead.led_steps, 100 - since)
+      self.assertEqual(lead.settled, settled, since)
+
+  def test_the_margin_counts_at_every_logged_step(self):
+    # Choice 0 leads from step 30, but by 0.08 only at step 80 (0.54 vs
+    # 0.46): led from step 90.
+    steps, probs = _history(2, [([30, 40, 50, 60, 70, 90, 100], 0, 0.9),
+                                ([80], 0, 0.54)])
+    self.assertEqual(report_text.lead(steps, probs, 25).led_steps, 10)
+    # Ahead by less than 0.1 at the end: led for none.
+    steps, probs = _history(2, [(range(30, 101, 10), 0, 0.54)])
+    lead = report_text.lead(steps, probs, 25)
+    self.assertEqual((lead.led_steps, lead.settled), (0, False))
+    steps, probs = _history(3, [(range(30, 101, 10), 0, 0.9)])
+    probs[-1] = [0.45, 0.45, 0.1]  # A tie.
+    self.assertEqual(report_text.lead(steps, probs, 25).led_steps, 0)
+
+  def test_only_learning_steps_count(self):
+    # Ahead from step 0 (never before the delay in a search: the logits
+    # start equal): 75 learning steps, no more.
+    steps, probs = _history(2, [(range(0, 101, 10), 1, 0.75)])
+    self.assertEqual(report_text.lead(steps, probs, 25),
+                     report_text.Lead(0.75, 0.25, 75, 75))
+    # A report before the delay's end: nothing learned, nothing settled.
+    lead = report_text.lead(steps[:2], probs[:2], 25)
+    self.assertEqual((lead.led_steps, lead.learning_steps, lead.settled),
+                     (0, 0, False))
+
+  def test_one_choice_is_refused(self):
     with self.assertRaisesRegex(ValueError, 'two or more probabilities'):
-      report_text.top_two([1.0])
+      report_text.lead([10], np.ones([1, 1]), 0)
 
 
 class PhaseMarksTest(absltest.TestCase):

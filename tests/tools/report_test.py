@@ -1,8 +1,11 @@
 """Tests for tools/report on the shared finished search: it writes the
-picture and the page, and refuses bad input in one line (search/report's
+picture and the page (a flip at the last step still moving), and refuses
+bad input in one line (search/report's
 figure, page and table: tests/search/report_test.py; its words:
 tests/search/report_text_test.py)."""
 
+import contextlib
+import io
 import os
 import re
 import tempfile
@@ -53,6 +56,44 @@ class ReportToolTest(absltest.TestCase):
                      10 + len(rows) + 1 + len(charted) + 1)
     self.assertIn(self.arch.indices_string, page)
     self.assertIn('MACs (target', page)
+
+  def test_a_flip_at_the_last_step_is_still_moving(self):
+    # Summaries written as the search writes them, at steps 4 to 7 (the RL
+    # steps but the last): in one decision the checkpoint's leader leads
+    # there, in another a choice that is not the leader at step 8.
+    run = searches.copy_finished_search('flip')
+    picked = [d for d in self.arch.decisions if d['active'] and
+              len(d['choices']) > 1 and np.subtract(
+                  *sorted(d['probabilities'])[:-3:-1]) >= 0.1][:2]
+    self.assertLen(picked, 2)
+    writer = tf.summary.create_file_writer(run)
+    with writer.as_default():
+      for d, moves in zip(picked, (0, 1)):
+        leader = int(np.argmax(d['probabilities']))
+        led = (leader + moves) % len(d['choices'])
+        for step in range(4, 8):
+          for j, label in enumerate(d['choices']):
+            tf.summary.scalar(f"rlprobs/{d['path']}/{label}",
+                              0.9 if j == led else 0.0, step=step)
+    writer.close()
+    out = tempfile.mkdtemp()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+      _run(f'--model_dir={run}', f'--output_dir={out}')
+    with open(os.path.join(out, report.HTML_NAME)) as f:
+      page = f.read()
+    rows = {d['path']: next(line for line in page.split('\n')
+                             if f"<code>{d['path']}</code>" in line)
+            for d in picked}
+    self.assertIn('<td>settled: ', rows[picked[0]['path']])
+    self.assertIn('led 4 of 4 RL steps</td>', rows[picked[0]['path']])
+    self.assertIn('<td class="moving">still moving: ',
+                  rows[picked[1]['path']])
+    self.assertIn('led 0 of 4 RL steps</td>', rows[picked[1]['path']])
+    # Which architecture it reports, said on the page and printed.
+    line = extract.pick(run)[1]
+    self.assertIn(f'<p class="pick">{line}</p>', page)
+    self.assertIn(line, printed.getvalue().splitlines())
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):

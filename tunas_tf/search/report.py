@@ -9,9 +9,9 @@ needed:
   config = config_lib.read(model_dir)
   png, page = report.write_report(model_dir, scalars, arch, config)
 
-A decision `report_text.is_unsettled` flags (its final probabilities, the
-controller's at the report's checkpoint) has its chart titled in red with
-'unsettled' and its row marked on the page.
+Each decision's curves run to the report's checkpoint (its controller's
+probabilities the last point); one still moving (`report_text.lead`) has
+its chart titled in red and its row marked on the page.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ MARK_GID = 'phase_mark'
 # axes it covered the curves.
 _MARK_ROW_PT = 11.0
 _TITLE_PAD_PT = 6.0
-_UNSETTLED_COLOR = 'crimson'
+_MOVING_COLOR = 'crimson'
+# How many of the last logged steps the summary's accuracy is a mean of.
+_ACCURACY_WINDOW = 10
 
 Scalars = Dict[str, Dict[int, float]]
 
@@ -105,17 +107,17 @@ def probabilities_over_time(scalars: Scalars, path: str,
   return steps, values / values.sum(axis=1, keepdims=True)
 
 
-def final_probabilities(scalars: Scalars, arch: Any, path: str,
-                        labels: Sequence[str]
-                        ) -> Tuple[Optional[int], Optional[np.ndarray]]:
-  """(step, probabilities) of a decision at its end: the controller's at the
-  architecture's checkpoint (`arch.probabilities` at `arch.global_step`,
-  what its argmax is taken from), else those of the last logged step of the
-  summaries; (None, None) when neither has them."""
-  if arch.probabilities is not None and path in arch.probabilities:
-    return arch.global_step, np.asarray(arch.probabilities[path], np.float64)
+def decision_series(scalars: Scalars, arch: Any, path: str,
+                    labels: Sequence[str]) -> Tuple[List[int], np.ndarray]:
+  """`probabilities_over_time` up to the architecture's checkpoint, whose
+  probabilities (`arch.probabilities` at `arch.global_step`, what it was
+  taken from) are the last point when known."""
   steps, probs = probabilities_over_time(scalars, path, labels)
-  return (steps[-1], probs[-1]) if steps else (None, None)
+  if arch.probabilities is None or path not in arch.probabilities:
+    return steps, probs
+  kept = [k for k, step in enumerate(steps) if step < arch.global_step]
+  return ([steps[k] for k in kept] + [arch.global_step],
+          np.vstack([probs[kept], [arch.probabilities[path]]]))
 
 
 def layer_table(arch: Any) -> List[Dict[str, Any]]:
@@ -158,44 +160,46 @@ def layer_table(arch: Any) -> List[Dict[str, Any]]:
 
 
 def summary_line(scalars: Scalars, arch: Any) -> str:
-  """One line: step, accuracy, and the searched cost against the target."""
+  """One line: step, accuracy (the steps it is a mean of), and the searched
+  cost against the target."""
   parts = [f'{arch.ssd}, step {arch.global_step} of {arch.max_global_step}']
   accuracy = scalars.get('rlcontroller/validation_accuracy')
   if accuracy:
-    last = sorted(accuracy)[-10:]
-    parts.append('validation accuracy (last 10 logged steps) '
-                 f'{np.mean([accuracy[s] for s in last]):.3f}')
+    steps = sorted(accuracy)
+    last = steps[-_ACCURACY_WINDOW:]
+    parts.append(
+        f'validation accuracy {np.mean([accuracy[s] for s in last]):.3f} '
+        f'(mean over steps {last[0]}-{last[-1]}, '
+        f"{'all' if len(last) == len(steps) else 'the last'} {len(last)} "
+        'logged)')
   if arch.estimated_cost is not None:
-    units = cost_linear.cost_units(arch.cost_model)
-    text = f'cost {cost_linear.cost_text(arch.estimated_cost)} {units}'
+    units = cost_linear.units_suffix(arch.cost_model)
+    text = f'cost {cost_linear.cost_text(arch.estimated_cost)}{units}'
     if arch.cost_target:
-      text += (f' (target {cost_linear.cost_text(arch.cost_target)}, '
+      text += (f' (target {cost_linear.cost_text(arch.cost_target)}{units}, '
                f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
     parts.append(text)
   parts.append(f'indices {arch.indices_string}')
   return '; '.join(parts)
 
 
-def _decision_rows(scalars: Scalars, arch: Any) -> List[Dict[str, Any]]:
-  """`arch.decisions`, each with its 'label', 'final' probabilities and
-  their 'final_step' (`final_probabilities`) and whether it is
-  'unsettled'."""
+def _decision_rows(scalars: Scalars, arch: Any,
+                   config: 'SearchConfig') -> List[Dict[str, Any]]:
+  """`arch.decisions`, each with its 'label', its 'steps' and 'probs'
+  (`decision_series`), its 'lead' (`report_text.lead`; None for one choice
+  or no probabilities) and whether it is 'moving': active and not
+  settled."""
   decisions = arch.decisions
   labels = report_text.decision_labels([d['path'] for d in decisions])
   rows = []
   for d in decisions:
-    step, final = final_probabilities(scalars, arch, d['path'], d['choices'])
-    rows.append(dict(d, label=labels[d['path']], final=final,
-                     final_step=step,
-                     unsettled=(final is not None and
-                                report_text.is_unsettled(
-                                    final, active=d['active']))))
+    steps, probs = decision_series(scalars, arch, d['path'], d['choices'])
+    lead = (report_text.lead(steps, probs, config.rl_delay_steps)
+            if steps and len(d['choices']) > 1 else None)
+    rows.append(dict(d, label=labels[d['path']], steps=steps, probs=probs,
+                     lead=lead, moving=bool(d['active'] and lead and
+                                            not lead.settled)))
   return rows
-
-
-def _unsettled_text(final: np.ndarray) -> str:
-  first, second = report_text.top_two(final)
-  return f'unsettled: {first:.2f} vs {second:.2f}'
 
 
 def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
@@ -265,29 +269,25 @@ def _plot_cost(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
 
 def decision_title(row: Dict[str, Any]) -> str:
   """A decision chart's title: its label, '(no effect)' under a skipped
-  layer, 'unsettled: p1 vs p2' when unsettled; wrapped between words."""
+  layer, its `Lead.text` when still moving; wrapped between words."""
   title = row['label'] + ('' if row['active'] else ' (no effect)')
-  if row['unsettled']:
-    title += f" - {_unsettled_text(row['final'])}"
+  if row['moving']:
+    title += f" - {row['lead'].text}"
   return report_text.wrap_words(title, _PANEL_TITLE_WIDTH)
 
 
-def _plot_decision(ax, scalars: Scalars, row: Dict[str, Any],
-                   title_pad: float) -> None:
-  labels, chosen = row['choices'], row['index']
-  steps, probs = probabilities_over_time(scalars, row['path'], labels)
+def _plot_decision(ax, row: Dict[str, Any], title_pad: float) -> None:
+  """Each choice's probability over the steps to the checkpoint's, the
+  last point marked."""
+  labels, chosen, steps = row['choices'], row['index'], row['steps']
   for j, label in enumerate(labels):
-    color = f'C{j % 10}'
     if steps:
-      ax.plot(steps, probs[:, j], linewidth=1.6 if j == chosen else 1.0,
-              color=color,
+      ax.plot(steps, row['probs'][:, j], color=f'C{j % 10}',
+              linewidth=1.6 if j == chosen else 1.0, marker='o',
+              markersize=3, markevery=[len(steps) - 1],
               label=label + (' (chosen)' if j == chosen else ''))
-    if row['final'] is not None and row['final_step'] is not None:
-      # The final probabilities, which the flag reads.
-      ax.plot([row['final_step']], [row['final'][j]], marker='o',
-              markersize=3, color=color)
   ax.set_title(decision_title(row), fontsize=8, pad=title_pad,
-               color=_UNSETTLED_COLOR if row['unsettled'] else 'black')
+               color=_MOVING_COLOR if row['moving'] else 'black')
   ax.set_ylim(-0.02, 1.02)
   ax.tick_params(labelsize=7)
   ax.grid(alpha=0.3)
@@ -317,7 +317,7 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  decisions = _decision_rows(scalars, arch)
+  decisions = _decision_rows(scalars, arch, config)
   charted = [d for d in decisions if len(d['choices']) > 1]
   folded = one_choice_text(decisions)
   marks = report_text.phase_marks(config)
@@ -353,7 +353,7 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
   for k, row in enumerate(charted):
     ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS],
                          gid=f"decision {row['path']}")
-    _plot_decision(ax, scalars, row, _mark_phases(ax, marks, True, max_step))
+    _plot_decision(ax, row, _mark_phases(ax, marks, True, max_step))
     if k % _PANEL_COLUMNS == 0:
       ax.set_ylabel('probability', fontsize=8)
     if k // _PANEL_COLUMNS == panel_rows - 1:
@@ -433,35 +433,35 @@ def _marks_text(config: 'SearchConfig') -> str:
           'probabilities are flat before it.')
 
 
+def _decision_html(d: Dict[str, Any]) -> str:
+  """A `_decision_rows` row as a row of the page's decisions table."""
+  final = d['probs'][-1] if d['steps'] else []
+  chosen = d['value'] + ('' if d['active'] else ' (no effect)')
+  if d['lead'] and final[d['index']] < max(final):
+    chosen += ' (for the cost band; not the most likely)'
+  status = ('' if d['lead'] is None else d['lead'].text if d['active'] else
+            'not judged: no effect')
+  status_cell = '<td class="moving">' if d['moving'] else '<td>'
+  probabilities = ', '.join(f'{c} {p:.2f}' for c, p in zip(d['choices'],
+                                                           final))
+  return (f"<tr><td>{html.escape(d['label'])}</td>"
+          f"<td><code>{html.escape(d['path'])}</code></td>"
+          f'<td>{html.escape(probabilities)}</td>'
+          f'<td>{html.escape(chosen)}</td>'
+          f'{status_cell}{html.escape(status)}</td></tr>')
+
+
 def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
-         rows: List[Dict[str, Any]]) -> str:
+         rows: List[Dict[str, Any]], pick_line: str = '') -> str:
   """`report.html`: the run's facts, the summary, the picture, the layer
-  table and the decisions (unsettled ones marked) as text."""
+  table (after `pick_line`, which says how it was taken) and the decisions
+  (those still moving marked) as text."""
   header = ''.join(f'<th>{html.escape(c)}</th>' for c in TABLE_COLUMNS)
   body = '\n'.join(
       '<tr>' + ''.join(f'<td>{html.escape(_format(row[c]))}</td>'
                        for c in TABLE_COLUMNS) + '</tr>' for row in rows)
-  decisions = _decision_rows(scalars, arch)
-  lines = []
-  for d in decisions:
-    if len(d['choices']) == 1:
-      continue
-    final = d['final']
-    probabilities = ('' if final is None else ', '.join(
-        f'{c} {p:.2f}' for c, p in zip(d['choices'], final)))
-    settled = ('' if final is None else
-               '<td>not judged: no effect</td>' if not d['active'] else
-               f"<td class=\"unsettled\">{_unsettled_text(final)}</td>"
-               if d['unsettled'] else
-               '<td>settled: {:.2f} vs {:.2f}</td>'.format(
-                   *report_text.top_two(final)))
-    lines.append(
-        f"<tr><td>{html.escape(d['label'])}</td>"
-        f"<td><code>{html.escape(d['path'])}</code></td>"
-        f'<td>{html.escape(probabilities)}</td>'
-        f"<td>{html.escape(d['value'])}"
-        f"{'' if d['active'] else ' (no effect)'}</td>"
-        f"{settled or '<td></td>'}</tr>")
+  decisions = _decision_rows(scalars, arch, config)
+  lines = [_decision_html(d) for d in decisions if len(d['choices']) > 1]
   folded = one_choice_text(decisions)
   title = f'Search report: {config.ssd} on {config.job.dataset}'
   return f"""<!DOCTYPE html>
@@ -469,7 +469,7 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
 <style>body {{ font-family: sans-serif; margin: 2em; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border: 1px solid #bbb; padding: 2px 8px; text-align: right; }}
-td.unsettled {{ color: {_UNSETTLED_COLOR}; font-weight: bold; }}
+td.moving {{ color: {_MOVING_COLOR}; font-weight: bold; }}
 img {{ max-width: 100%; }}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
@@ -480,17 +480,21 @@ img {{ max-width: 100%; }}</style></head>
 <p class="marks">{html.escape(_marks_text(config))}</p>
 <img src="{PNG_NAME}" alt="reward, cost and the decisions' probabilities over the steps">
 <h2>Searched architecture</h2>
+<p class="pick">{html.escape(pick_line)}</p>
 <table><tr>{header}</tr>
 {body}
 </table>
 <h2>Decisions</h2>
 <p class="legend">Final probabilities are the controller's at the report's
-checkpoint (step {arch.global_step}; the dots at the end of each chart).
-A decision is <span style="color: {_UNSETTLED_COLOR}">unsettled</span> when
-its two most likely choices' final probabilities differ by less than
-{report_text.UNSETTLED_MARGIN:g} (absolute): its argmax, the chosen value, could
-flip with a few more steps or another seed. A decision with no effect (under a
-skipped layer) is not judged: its choice does not change the network.</p>
+checkpoint (step {arch.global_step}, the last point of each chart). A decision
+is settled when its most likely choice has led the next by at least
+{report_text.SETTLED_MARGIN:g} at every logged step of the last
+{100 * report_text.SETTLED_SHARE:g}% of the controller's learning steps (the RL
+steps: from the RL delay's end, step {config.rl_delay_steps}, to the
+checkpoint's), counted from the first logged step of that lead; else it is
+<span style="color: {_MOVING_COLOR}">still moving</span>: its chosen value
+could change with more steps or another seed. A decision with no effect (under
+a skipped layer) is not judged: its choice does not change the network.</p>
 <table><tr><th>decision</th><th>path</th><th>final probabilities</th><th>chosen</th><th>settled</th></tr>
 {chr(10).join(lines)}
 </table>
@@ -500,15 +504,17 @@ skipped layer) is not judged: its choice does not change the network.</p>
 
 
 def write_report(model_dir: str, scalars: Scalars, arch: Any,
-                 config: 'SearchConfig') -> Tuple[str, str]:
+                 config: 'SearchConfig',
+                 pick_line: str = '') -> Tuple[str, str]:
   """Writes `report.png` and `report.html` into `model_dir`; their paths.
 
   Args:
     model_dir: where to write them.
     scalars: the search's summaries (`read_scalars`).
-    arch: its searched architecture (`extract.search_architecture`).
+    arch: its searched architecture (`extract.pick`).
     config: its `SearchConfig` (`config.read`): the run's facts, the RL
       delay and the warm-ups.
+    pick_line: `extract.pick`'s line, for the page.
 
   Raises:
     ValueError: for a space without decisions, or a config of another
@@ -523,5 +529,5 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
   plot(scalars, arch, config, rows, png)
-  files.write_text(page(scalars, arch, config, rows), page_path)
+  files.write_text(page(scalars, arch, config, rows, pick_line), page_path)
   return png, page_path

@@ -1,24 +1,32 @@
-"""The report's words: decision labels, line wrapping, the unsettled flag,
-the phase marks and the run's facts (costs as `cost_model.linear` prints
-them). No matplotlib: `search.report` draws and writes with them.
+"""The report's words: decision labels, line wrapping, how settled a
+decision is (`Lead`), the phase marks and the run's facts (costs as
+`cost_model.linear` prints them). No matplotlib: `search.report` draws and
+writes with them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import textwrap
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+
+import numpy as np
 
 from tunas_tf.cost_model import linear
 
 if TYPE_CHECKING:
   from tunas_tf.search.config import SearchConfig
 
-# Two most likely choices closer than this (absolute difference of their
-# final probabilities) flag a decision as unsettled. 0.1: wide enough for a
-# decision whose argmax flipped between two runs of one search (0.34 vs
-# 0.27), far above the probabilities' rounding.
-UNSETTLED_MARGIN = 0.1
+# A decision is settled when its most likely choice has led the next by at
+# least SETTLED_MARGIN at every logged step of the last SETTLED_SHARE of the
+# controller's learning steps (after the RL delay, to the report's step).
+# 0.1: wider than a decision whose argmax flipped between two runs of one
+# search (0.34 vs 0.27), far above the probabilities' rounding.
+SETTLED_MARGIN = 0.1
+# A quarter: as the learning rate grows 10x over the learning steps (the
+# default schedule), the last quarter carries half of their summed rate.
+SETTLED_SHARE = 0.25
 # What ends at a phase mark: (config property, text in the legend and on the
 # top charts, short text on the decision charts).
 PHASES = (
@@ -107,18 +115,57 @@ def top_two(probabilities: Sequence[float]) -> Tuple[float, float]:
   return first, second
 
 
-def is_unsettled(probabilities: Sequence[float],
-                 margin: float = UNSETTLED_MARGIN, *,
-                 active: bool = True) -> bool:
-  """Whether a decision's two most likely choices are less than `margin`
-  apart (absolute difference of probabilities); False for one choice, and
-  False for a decision without effect on the searched architecture
-  (`active` False: it sits under a skipped layer), whose choice does not
-  matter however it would flip."""
-  if not active or len(probabilities) < 2:
-    return False
-  first, second = top_two(probabilities)
-  return first - second < margin
+@dataclasses.dataclass(frozen=True)
+class Lead:
+  """How a decision's most likely choice stands at the report's step.
+
+  Attributes:
+    first, second: its two largest probabilities there.
+    led_steps: the learning steps from the first logged step from which its
+      most likely choice led the next by `SETTLED_MARGIN` or more at every
+      logged step to the end (0 when it does not lead by that much there).
+    learning_steps: the controller's learning steps to the end.
+  """
+  first: float
+  second: float
+  led_steps: int
+  learning_steps: int
+
+  @property
+  def settled(self) -> bool:
+    return 0 < self.led_steps >= SETTLED_SHARE * self.learning_steps
+
+  @property
+  def text(self) -> str:
+    """'settled: 0.96 vs 0.02, led 600 of 606 RL steps', or 'still moving:
+    ...'."""
+    return (f"{'settled' if self.settled else 'still moving'}: "
+            f'{self.first:.2f} vs {self.second:.2f}, led {self.led_steps} of '
+            f'{self.learning_steps} RL steps')
+
+
+def lead(steps: Sequence[int], probabilities: np.ndarray,
+         rl_delay_steps: int) -> Lead:
+  """The `Lead` of a decision's probabilities over time.
+
+  Args:
+    steps: the logged steps in order, the last the report's step.
+    probabilities: [len(steps), choices] float array.
+    rl_delay_steps: where the controller's learning starts.
+
+  Raises:
+    ValueError: for fewer than two choices (`top_two`).
+  """
+  probabilities = np.asarray(probabilities, np.float64)
+  first, second = top_two(probabilities[-1])
+  leader = int(np.argmax(probabilities[-1]))
+  end = since = steps[-1]
+  for step, row in zip(steps[::-1], probabilities[::-1]):
+    if row[leader] - np.delete(row, leader).max() < SETTLED_MARGIN:
+      break
+    since = step
+  learning = max(0, end - rl_delay_steps)
+  return Lead(first, second, min(learning, end - since), learning)
 
 
 def phase_marks(config: 'SearchConfig') -> List[Tuple[int, List[str]]]:

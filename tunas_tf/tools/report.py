@@ -3,9 +3,9 @@ r"""Writes a search's report: `report.png` and `report.html`.
   python -m tunas_tf.tools.report --model_dir=runs/digits_search
 
 reads the directory's TensorBoard events, its `config.json` (the run's
-facts, RL delay and warm-ups) and its searched architecture (the argmax of
-the latest checkpoint's controller, as `extract_architecture` computes it)
-and writes both files into the directory (`--output_dir` to write them
+facts, RL delay and warm-ups) and its searched architecture (from the
+latest checkpoint, as `extract_architecture` takes it by default) and
+writes both files into the directory (`--output_dir` to write them
 elsewhere); docs/search.md, 'The report', says what they show.
 """
 
@@ -40,11 +40,11 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   with common_flags.errors_in_one_line('report', OSError, tf.errors.OpError):
     files.check_output_dir(output_dir, '--output_dir')
     config = config_lib.read(f.model_dir)
-    arch = extract.search_architecture(f.model_dir, f.checkpoint,
-                                       config=config)
+    arch, line = extract.pick(f.model_dir, f.checkpoint, config=config)
     scalars = report.read_scalars(f.model_dir)
-    png, page = report.write_report(output_dir, scalars, arch, config)
+    png, page = report.write_report(output_dir, scalars, arch, config, line)
   print(report.summary_line(scalars, arch))
+  print(line)
   print(f'Report: {png} and {page}')
 
 
