@@ -154,10 +154,6 @@ class LeadTest(absltest.TestCase):
     self.assertEqual((lead.led_steps, lead.learning_steps, lead.settled),
                      (0, 0, False))
 
-  def test_one_choice_is_refused(self):
-    with self.assertRaisesRegex(ValueError, 'two or more probabilities'):
-      report_text.lead([10], np.ones([1, 1]), 0)
-
 
 class PhaseMarksTest(absltest.TestCase):
 

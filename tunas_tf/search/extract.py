@@ -38,11 +38,6 @@ _BATCH = 1024
 OFF_TARGET = 0.05
 
 
-def _softmax(values: np.ndarray) -> np.ndarray:
-  shifted = np.exp(values - values.max())
-  return shifted / shifted.sum()
-
-
 def _log_softmax(values: np.ndarray) -> np.ndarray:
   shifted = values - values.max()
   return shifted - np.log(np.exp(shifted).sum())
@@ -128,7 +123,8 @@ def cost_band(config: config_lib.SearchConfig,
 
 
 def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
-  """The controller's logits by OneOf path, checked against `spec`.
+  """The controller's logits by OneOf path (in visit order), checked
+  against `spec`.
 
   Raises:
     ValueError: if the checkpoint cannot be read or lacks the logits of one
@@ -208,8 +204,7 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   if checkpoint is None:
     checkpoint = _newest_readable(model_dir)
   logits = read_logits(checkpoint, spec)
-  scores = [_log_softmax(logits[path])
-            for path, _ in schema.flatten_with_paths(spec)]
+  scores = [_log_softmax(v) for v in logits.values()]  # In visit order.
   argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
   cost_of = lambda v: cost_linear.estimate_cost_of_indices(list(v), model)
@@ -233,8 +228,8 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       validation_examples=config.validation_examples,
       cost_tolerance=cost_tolerance if found else None,
       argmax_indices=schema.format_indices(argmax) if found else None,
-      probabilities={path: tuple(round(float(p), 6) for p in _softmax(v))
-                     for path, v in logits.items()}), line
+      probabilities={path: tuple(round(float(p), 6) for p in np.exp(v))
+                     for path, v in zip(logits, scores)}), line
 
 
 def _pick_line(config: config_lib.SearchConfig,

@@ -19,8 +19,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from typing import (TYPE_CHECKING, Any, Dict, List, Optional, Sequence,
-                    Tuple)
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 

@@ -102,19 +102,6 @@ def title_lines(line: str, width: int) -> str:
   return '\n'.join(wrap_words(l, width) for l in lines)
 
 
-def top_two(probabilities: Sequence[float]) -> Tuple[float, float]:
-  """The two largest of a decision's probabilities, largest first.
-
-  Raises:
-    ValueError: for fewer than two.
-  """
-  if len(probabilities) < 2:
-    raise ValueError(f'top_two needs two or more probabilities, got '
-                     f'{list(probabilities)}')
-  first, second = sorted((float(p) for p in probabilities), reverse=True)[:2]
-  return first, second
-
-
 @dataclasses.dataclass(frozen=True)
 class Lead:
   """How a decision's most likely choice stands at the report's step.
@@ -150,14 +137,11 @@ def lead(steps: Sequence[int], probabilities: np.ndarray,
 
   Args:
     steps: the logged steps in order, the last the report's step.
-    probabilities: [len(steps), choices] float array.
+    probabilities: [len(steps), choices] float array, two or more choices.
     rl_delay_steps: where the controller's learning starts.
-
-  Raises:
-    ValueError: for fewer than two choices (`top_two`).
   """
   probabilities = np.asarray(probabilities, np.float64)
-  first, second = top_two(probabilities[-1])
+  second, first = map(float, np.sort(probabilities[-1])[-2:])
   leader = int(np.argmax(probabilities[-1]))
   end = since = steps[-1]
   for step, row in zip(steps[::-1], probabilities[::-1]):
