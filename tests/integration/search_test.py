@@ -167,7 +167,7 @@ class ShortSearchTest(absltest.TestCase):
                              acc + beta * abs(cost / target - 1), places=5)
 
   def test_extract_architecture(self):
-    result = extract.extract(self.model_dir)
+    result = extract.extract(self.model_dir, cost_tolerance=None)  # --argmax
     spec = mobile.get_search_space('digits_search')
     reader = searches.reader(self.model_dir)
     logits = {path: reader.get_tensor('rl_controller/logits/' + path)
