@@ -142,13 +142,12 @@ class ReportTest(absltest.TestCase):
   def test_run_facts_in_the_title_and_the_page(self):
     target = cost_linear.cost_text(self.config.rl_cost_model_target)
     title = _words(self._figure().get_suptitle())
-    for fact in ('search space digits_search',
-                 'dataset digits 8x8, preprocessing none',
-                 '8 steps of 16 images',
-                 f'cost model macs, target {target} MACs',
-                 'RL delay 4 steps, op warm-up 2, filter warm-up 4',
-                 'step 8 of 8'):
-      self.assertIn(fact, title)
+    self.assertIn('search space digits_search; dataset digits 8x8, '
+                  'preprocessing none; steps 8 of 16 images; cost model '
+                  f'macs; cost target {target} MACs; reward abs, beta -0.5; '
+                  'RL delay 4 steps; op warm-up 2 steps; filter warm-up 4 '
+                  'steps', title)
+    self.assertIn('step 8 of 8', title)
     page = self._page()
     self.assertIn('<title>Search report: digits_search on digits</title>',
                   page)
@@ -156,8 +155,8 @@ class ReportTest(absltest.TestCase):
                         ('dataset', 'digits 8x8, preprocessing none'),
                         ('cost model', 'macs'),
                         ('cost target', f'{target} MACs'),
-                        ('steps', '8 (16 images a step)'),
-                        ('RL delay', '4 steps')):
+                        ('steps', '8 of 16 images'),
+                        ('RL delay', '4 steps'), ('checkpoint step', '8')):
       self.assertIn(f'<tr><th>{name}</th><td>{value}</td></tr>', page)
 
   def _flip(self, settled):
@@ -331,19 +330,14 @@ class ReportTest(absltest.TestCase):
     shares = sum(float(row['MACs share'].rstrip('%')) for row in rows)
     self.assertAlmostEqual(shares, 100.0, delta=0.1 * len(rows))
 
-  def test_probabilities_over_time_from_summaries_or_logits(self):
+  def test_probabilities_over_time_from_summaries(self):
     decision = self.arch.decisions[0]
     steps, probs = report.probabilities_over_time(
         self.scalars, decision['path'], decision['choices'])
     self.assertEqual(steps, sorted(self.scalars['rlcontroller/reward']))
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
-    # Searches from before the rlprobs/ summaries: the logits' softmax.
-    old = {k: v for k, v in self.scalars.items()
-           if not k.startswith('rlprobs/')}
-    old_steps, old_probs = report.probabilities_over_time(
-        old, decision['path'], decision['choices'])
-    self.assertEqual(old_steps, steps)
-    np.testing.assert_allclose(old_probs, probs, atol=1e-5)
+    self.assertEqual(report.probabilities_over_time(
+        {}, decision['path'], decision['choices'])[0], [])
 
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)

@@ -172,17 +172,14 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       checkpoints).
     checkpoint: a checkpoint path; default the directory's latest.
     cost_tolerance: T in (0, 1): the most likely architecture within
-      `cost_band(config, T)` (the argmax whenever it is in it), recorded
-      with `cost_tolerance` and `argmax_indices`; when none of the
-      `MAX_CANDIDATES` most likely is in it, the argmax. None, or a search
-      without a cost term: the argmax (the original's extraction).
-    config: the directory's `config_lib.read(model_dir)`, which a caller
-      that needs it too has read already; None: read here.
+      `cost_band(config, T)`, recorded with `cost_tolerance` and
+      `argmax_indices`, or the argmax when none of the `MAX_CANDIDATES` most
+      likely is there. None, or no cost term: the argmax.
+    config: the directory's `config_lib.read(model_dir)`; None: read here.
 
   Returns:
-    (architecture, line): the line says which it took and, for a band's
-    architecture other than the argmax, the argmax's cost and how many
-    times as likely it is.
+    (architecture, line): the line says which it took and, when not the
+    argmax, the argmax's cost and how many times as likely it is.
 
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
@@ -207,12 +204,12 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   scores = [_log_softmax(v) for v in logits.values()]  # In visit order.
   argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
-  cost_of = lambda v: cost_linear.estimate_cost_of_indices(list(v), model)
+  costs_of = lambda batch: cost_linear.estimate_costs_of_indices(
+      [list(v) for v in batch], model)
+  cost_of = lambda v: float(costs_of([v])[0])
   band = None if cost_tolerance is None else cost_band(config,
                                                        cost_tolerance)
-  found = band and most_likely_in_band(
-      scores, lambda batch: cost_linear.estimate_costs_of_indices(
-          [list(v) for v in batch], model), *band)
+  found = band and most_likely_in_band(scores, costs_of, *band)
   indices = found[0] if found else argmax
   line = _pick_line(config, cost_tolerance, found, scores, argmax, cost_of)
   global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
@@ -283,23 +280,13 @@ def extract(model_dir: str, checkpoint: Optional[str] = None,
 def cost_miss_line(cost: float, target: float, units: str = '',
                    reward: str = rewards.REWARD_ABS,
                    argmax: bool = False) -> Optional[str]:
-  """The line saying `cost` misses `target` by more than `OFF_TARGET`, with
-  the remedies (None when it does not).
-
-  Args:
-    cost: the searched architecture's estimated cost.
-    target: the search's cost target (> 0).
-    units: the cost's unit ('MACs', 'ms'), or '' for none.
-    reward: the search's `--rl_reward_function`: under `mnas_hard`, which
-      does not penalise a cheaper architecture, only a cost over the target
-      counts.
-    argmax: whether the architecture is the argmax by `--argmax` (then
-      extracting without it is a remedy).
-
-  Returns:
-    e.g. 'the searched architecture costs 171,000 MACs, 22.3% under its
-    target 220,131 MACs: search longer (--max_steps) or pull harder towards
-    the target (a more negative --rl_cost_model_exponent)'.
+  """The line saying `cost` misses `target` (> 0) by more than `OFF_TARGET`,
+  with the remedies, e.g. 'the searched architecture costs 171,000 MACs,
+  22.3% under its target 220,131 MACs: search longer (--max_steps) or pull
+  harder towards the target (a more negative --rl_cost_model_exponent)';
+  None when it does not, or when it is cheaper under `mnas_hard` (`reward`),
+  which does not penalise that. `units`: 'MACs', 'ms' or '' for none;
+  `argmax`: taken by `--argmax` (then extracting without it is a remedy).
   """
   miss = cost / target - 1.0
   # Decided on the figure the line prints, so it never says '5% over'.

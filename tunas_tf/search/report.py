@@ -1,17 +1,11 @@
 """A search read as a person reads it: `report.png` and `report.html`.
 
-`tools/report` writes both into a search's model directory from its
-TensorBoard events, its `config.json` and its searched architecture (what
-they show: docs/search.md, 'The report'); plain matplotlib (Agg), no display
-needed:
-
-  scalars = report.read_scalars(model_dir)
-  config = config_lib.read(model_dir)
-  png, page = report.write_report(model_dir, scalars, arch, config)
-
-Each decision's curves run to the report's checkpoint (its controller's
-probabilities the last point); one still moving (`report_text.lead`) has
-its chart titled in red and its row marked on the page.
+`write_report(model_dir, read_scalars(model_dir), arch, config)` draws, from
+a search's TensorBoard events, `config.json` and searched architecture, the
+reward, accuracy and cost over the steps, each decision's probabilities to
+the architecture's checkpoint (those still moving, `report_text.lead`,
+titled in red) and the architecture as a table (docs/search.md, 'The
+report'); plain matplotlib (Agg), no display needed.
 """
 
 from __future__ import annotations
@@ -87,23 +81,13 @@ def read_scalars(model_dir: str) -> Scalars:
 def probabilities_over_time(scalars: Scalars, path: str,
                             labels: Sequence[str]
                             ) -> Tuple[List[int], np.ndarray]:
-  """(steps, [steps, choices] probabilities) of one decision.
-
-  From the `rlprobs/` summaries, or from the logits (`rlpathlogits/`, as
-  searches before those summaries wrote them) through a softmax.
-  """
+  """(steps, [steps, choices] probabilities) of one decision, from its
+  `rlprobs/` summaries (no steps when there are none)."""
   probs = [scalars.get(f'rlprobs/{path}/{label}') for label in labels]
-  if all(probs):
-    steps = sorted(probs[0])
-    return steps, np.array([[p[s] for p in probs] for s in steps])
-  logits = [scalars.get(f'rlpathlogits/{path}/{j}')
-            for j in range(len(labels))]
-  if not all(logits):
+  if not all(probs):
     return [], np.zeros([0, len(labels)])
-  steps = sorted(logits[0])
-  values = np.array([[l[s] for l in logits] for s in steps])
-  values = np.exp(values - values.max(axis=1, keepdims=True))
-  return steps, values / values.sum(axis=1, keepdims=True)
+  steps = sorted(probs[0])
+  return steps, np.array([[p[s] for p in probs] for s in steps])
 
 
 def decision_series(scalars: Scalars, arch: Any, path: str,
@@ -184,10 +168,9 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
 
 def _decision_rows(scalars: Scalars, arch: Any,
                    config: 'SearchConfig') -> List[Dict[str, Any]]:
-  """`arch.decisions`, each with its 'label', its 'steps' and 'probs'
-  (`decision_series`), its 'lead' (`report_text.lead`; None for one choice
-  or no probabilities) and whether it is 'moving': active and not
-  settled."""
+  """`arch.decisions` with 'label', 'steps' and 'probs' (`decision_series`),
+  'lead' (None for one choice or none known) and 'moving' (active, not
+  settled)."""
   decisions = arch.decisions
   labels = report_text.decision_labels([d['path'] for d in decisions])
   rows = []
@@ -199,12 +182,6 @@ def _decision_rows(scalars: Scalars, arch: Any,
                      lead=lead, moving=bool(d['active'] and lead and
                                             not lead.settled)))
   return rows
-
-
-def _series(scalars: Scalars, tag: str) -> Tuple[List[int], List[float]]:
-  values = scalars.get(tag, {})
-  steps = sorted(values)
-  return steps, [values[s] for s in steps]
 
 
 def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool,
@@ -229,64 +206,59 @@ def _mark_phases(ax, marks: List[Tuple[int, List[str]]], short: bool,
   return _TITLE_PAD_PT + len(marks) * _MARK_ROW_PT
 
 
-def _plot_reward(ax, scalars: Scalars, title_pad: float) -> None:
-  for tag, label in (('rlcontroller/reward', 'reward'),
-                     ('rlcontroller/validation_accuracy',
-                      'validation accuracy'),
-                     ('rlcontroller/baseline', 'baseline (moving average)')):
-    steps, values = _series(scalars, tag)
+# The top charts by gid: title, y label, legend place, (tag, label) curves.
+_TOP_CHARTS = {
+    'reward': ('Reward and accuracy of the sampled architectures',
+               'fraction correct / reward', 'lower right',
+               (('rlcontroller/reward', 'reward'),
+                ('rlcontroller/validation_accuracy', 'validation accuracy'),
+                ('rlcontroller/baseline', 'baseline (moving average)'))),
+    'cost': ('Cost of the sampled architectures', None, 'upper right',
+             (('rlcontroller/estimated_cost', 'estimated cost of the sample'),)),
+}
+
+
+def _plot_top(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
+  """The `_TOP_CHARTS` chart of `ax`'s gid; the cost's with the target
+  (dashed red) and the searched architecture's cost (dotted black)."""
+  title, ylabel, legend_loc, curves = _TOP_CHARTS[ax.get_gid()]
+  for tag, label in curves:
+    steps = sorted(scalars.get(tag, {}))
     if steps:
-      ax.plot(steps, values, label=label, linewidth=1.2)
-  ax.set_title('Reward and accuracy of the sampled architectures',
-               pad=title_pad)
+      ax.plot(steps, [scalars[tag][s] for s in steps], label=label,
+              linewidth=1.2)
+  if ylabel is None:
+    units = cost_linear.units_suffix(arch.cost_model)
+    for name, value, color, style in (
+        ('target', arch.cost_target, 'crimson', '--'),
+        ('searched', arch.estimated_cost, 'black', ':')):
+      if value:
+        ax.axhline(value, color=color, linestyle=style,
+                   label=f'{name} {cost_linear.cost_text(value)}{units}')
+    ylabel = units.strip() or 'cost'
+  ax.set_title(title, pad=title_pad)
   ax.set_xlabel('step')
-  ax.set_ylabel('fraction correct / reward')
+  ax.set_ylabel(ylabel)
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8, loc='lower right')
-
-
-def _plot_cost(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
-  units = cost_linear.cost_units(arch.cost_model)
-  steps, values = _series(scalars, 'rlcontroller/estimated_cost')
-  if steps:
-    ax.plot(steps, values, label='estimated cost of the sample',
-            linewidth=1.2)
-  if arch.cost_target:
-    ax.axhline(arch.cost_target, color='crimson', linestyle='--',
-               label=(f'target {cost_linear.cost_text(arch.cost_target)} '
-                      f'{units}'))
-  if arch.estimated_cost is not None:
-    ax.axhline(arch.estimated_cost, color='black', linestyle=':',
-               label=(f'searched {cost_linear.cost_text(arch.estimated_cost)} '
-                      f'{units}'))
-  ax.set_title('Cost of the sampled architectures', pad=title_pad)
-  ax.set_xlabel('step')
-  ax.set_ylabel(units)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8, loc='upper right')
-
-
-def decision_title(row: Dict[str, Any]) -> str:
-  """A decision chart's title: its label, '(no effect)' under a skipped
-  layer, its `Lead.text` when still moving; wrapped between words."""
-  title = row['label'] + ('' if row['active'] else ' (no effect)')
-  if row['moving']:
-    title += f" - {row['lead'].text}"
-  return report_text.wrap_words(title, _PANEL_TITLE_WIDTH)
+  ax.legend(fontsize=8, loc=legend_loc)
 
 
 def _plot_decision(ax, row: Dict[str, Any], title_pad: float) -> None:
-  """Each choice's probability over the steps to the checkpoint's, the
-  last point marked."""
+  """Each choice's probability over the steps to the checkpoint's, the last
+  point marked, under its label ('(no effect)' under a skipped layer, its
+  `Lead.text` in red when still moving)."""
   labels, chosen, steps = row['choices'], row['index'], row['steps']
+  title = row['label'] + ('' if row['active'] else ' (no effect)')
+  if row['moving']:
+    title += f" - {row['lead'].text}"
   for j, label in enumerate(labels):
     if steps:
       ax.plot(steps, row['probs'][:, j], color=f'C{j % 10}',
               linewidth=1.6 if j == chosen else 1.0, marker='o',
               markersize=3, markevery=[len(steps) - 1],
               label=label + (' (chosen)' if j == chosen else ''))
-  ax.set_title(decision_title(row), fontsize=8, pad=title_pad,
-               color=_MOVING_COLOR if row['moving'] else 'black')
+  ax.set_title(report_text.wrap_words(title, _PANEL_TITLE_WIDTH), fontsize=8,
+               pad=title_pad, color=_MOVING_COLOR if row['moving'] else 'k')
   ax.set_ylim(-0.02, 1.02)
   ax.tick_params(labelsize=7)
   ax.grid(alpha=0.3)
@@ -326,7 +298,8 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
                   if folded else 0)
   title = '\n'.join(
       report_text.title_lines(line, _FIGURE_TITLE_WIDTH)
-      for line in (report_text.run_facts(config),
+      for line in ('; '.join(f'{k} {v}'
+                             for k, v in report_text.run_facts(config)),
                    summary_line(scalars, arch)))
   title_height = 0.25 + 0.2 * (title.count('\n') + 1)
   # The marks' rows above each chart of a row (the gap between the chart
@@ -343,12 +316,9 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
       wspace=0.25, top=1.0 - (title_height + 0.3 + marks_height) / fig_height,
       bottom=0.02)
   max_step = config.max_global_step
-  reward_ax = fig.add_subplot(grid[0, :2], gid='reward')
-  _plot_reward(reward_ax, scalars,
-               _mark_phases(reward_ax, marks, False, max_step))
-  cost_ax = fig.add_subplot(grid[0, 2:], gid='cost')
-  _plot_cost(cost_ax, scalars, arch,
-             _mark_phases(cost_ax, marks, False, max_step))
+  for gid, columns in (('reward', slice(0, 2)), ('cost', slice(2, 4))):
+    ax = fig.add_subplot(grid[0, columns], gid=gid)
+    _plot_top(ax, scalars, arch, _mark_phases(ax, marks, False, max_step))
   for k, row in enumerate(charted):
     ax = fig.add_subplot(grid[1 + k // _PANEL_COLUMNS, k % _PANEL_COLUMNS],
                          gid=f"decision {row['path']}")
@@ -391,31 +361,6 @@ def _format(value: Any) -> str:
   if isinstance(value, int) and not isinstance(value, bool):
     return f'{value:,}'
   return str(value)
-
-
-def _facts_table(config: 'SearchConfig', arch: Any) -> str:
-  units = cost_linear.cost_units(config.cost_model)
-  if config.enable_cost_model:
-    reward = (f'{config.rl_reward_function}, beta '
-              f'{config.rl_cost_model_exponent:g}')
-  else:
-    reward = 'accuracy alone (--noenable_cost_model)'
-  facts = (
-      ('search space', config.ssd),
-      ('dataset', config.job.data_text),
-      ('cost model', config.cost_model),
-      ('cost target',
-       f'{cost_linear.cost_text(config.rl_cost_model_target)} {units}'),
-      ('reward', reward),
-      ('steps', f'{config.max_global_step} ({config.train_batch_size} '
-                'images a step)'),
-      ('checkpoint step', str(arch.global_step)),
-      ('RL delay', f'{config.rl_delay_steps} steps'),
-      ('op warm-up', f'{config.increase_ops_warmup_steps} steps'),
-      ('filter warm-up', f'{config.increase_filters_warmup_steps} steps'),
-  )
-  return '\n'.join(f'<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td>'
-                   '</tr>' for k, v in facts)
 
 
 def _marks_text(config: 'SearchConfig') -> str:
@@ -461,6 +406,10 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
                        for c in TABLE_COLUMNS) + '</tr>' for row in rows)
   decisions = _decision_rows(scalars, arch, config)
   lines = [_decision_html(d) for d in decisions if len(d['choices']) > 1]
+  facts = '\n'.join(
+      f'<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>' for k, v
+      in report_text.run_facts(config) + [('checkpoint step',
+                                           str(arch.global_step))])
   folded = one_choice_text(decisions)
   title = f'Search report: {config.ssd} on {config.job.dataset}'
   return f"""<!DOCTYPE html>
@@ -473,7 +422,7 @@ img {{ max-width: 100%; }}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
 <table class="facts">
-{_facts_table(config, arch)}
+{facts}
 </table>
 <p>{html.escape(summary_line(scalars, arch))}</p>
 <p class="marks">{html.escape(_marks_text(config))}</p>

@@ -7,7 +7,6 @@ writes with them.
 from __future__ import annotations
 
 import dataclasses
-import os
 import textwrap
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
@@ -104,15 +103,11 @@ def title_lines(line: str, width: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Lead:
-  """How a decision's most likely choice stands at the report's step.
-
-  Attributes:
-    first, second: its two largest probabilities there.
-    led_steps: the learning steps from the first logged step from which its
-      most likely choice led the next by `SETTLED_MARGIN` or more at every
-      logged step to the end (0 when it does not lead by that much there).
-    learning_steps: the controller's learning steps to the end.
-  """
+  """How a decision's most likely choice stands at the report's step: its
+  two largest probabilities there (`first`, `second`), the controller's
+  `learning_steps` to there, and `led_steps` of them since the first logged
+  step from which that choice led the next by `SETTLED_MARGIN` or more at
+  every logged step (0 when it does not lead by that much at the end)."""
   first: float
   second: float
   led_steps: int
@@ -175,26 +170,21 @@ def short_phase(text: str) -> str:
   return {long: short for _, long, short in PHASES}[text]
 
 
-def run_facts(config: 'SearchConfig') -> str:
-  """One line naming the run: space, data, length, batch, cost model and
-  target, reward, RL delay and warm-ups (from its `config.json`)."""
-  units = linear.cost_units(config.cost_model)
-  cost = (f'cost model {_cost_model_name(config.cost_model)}, target '
-          f'{linear.cost_text(config.rl_cost_model_target)} {units}')
-  if config.enable_cost_model:
-    cost += (f' (reward {config.rl_reward_function}, beta '
-             f'{config.rl_cost_model_exponent:g})')
-  else:
-    cost += ' (not in the reward: --noenable_cost_model)'
-  return (f'search space {config.ssd}; dataset {config.job.data_text}; '
-          f'{config.max_global_step} steps of {config.train_batch_size} '
-          f'images; {cost}; RL delay {config.rl_delay_steps} steps, op '
-          f'warm-up {config.increase_ops_warmup_steps}, filter warm-up '
-          f'{config.increase_filters_warmup_steps}')
-
-
-def _cost_model_name(cost_model: str) -> str:
-  """'macs', 'released', or a coefficients JSON's file name."""
-  if cost_model in ('macs', 'released'):
-    return cost_model
-  return os.path.basename(cost_model.rstrip('/')) or cost_model
+def run_facts(config: 'SearchConfig') -> List[Tuple[str, str]]:
+  """The run's facts as (name, value) pairs, from its `config.json`: space,
+  data, steps and batch, cost model and target (with units), reward, RL
+  delay and warm-ups."""
+  units = linear.units_suffix(config.cost_model)
+  reward = (f'{config.rl_reward_function}, beta '
+            f'{config.rl_cost_model_exponent:g}' if config.enable_cost_model
+            else 'accuracy alone (--noenable_cost_model)')
+  return [
+      ('search space', config.ssd), ('dataset', config.job.data_text),
+      ('steps', f'{config.max_global_step} of {config.train_batch_size} '
+                'images'),
+      ('cost model', config.cost_model),
+      ('cost target',
+       f'{linear.cost_text(config.rl_cost_model_target)}{units}'),
+      ('reward', reward), ('RL delay', f'{config.rl_delay_steps} steps'),
+      ('op warm-up', f'{config.increase_ops_warmup_steps} steps'),
+      ('filter warm-up', f'{config.increase_filters_warmup_steps} steps')]

@@ -1,10 +1,5 @@
-"""Extracts the searched architecture from a search's model directory.
-
-Writes `architecture.json` (docs/search.md, 'architecture.json'): the most
-likely architecture within 5% of the search's target (`--cost_tolerance`),
-or with `--argmax` the argmax of each decision, from the latest checkpoint
-(or `--checkpoint`); says which in one line, and when its cost is more than
-5% off the target, with the remedies:
+"""Writes a search's `architecture.json` (docs/search.md, 'Extraction'),
+saying which architecture it took and when its cost is off the target:
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
 """

@@ -1,12 +1,7 @@
-r"""Writes a search's report: `report.png` and `report.html`.
+r"""Writes a search's `report.png` and `report.html` (docs/search.md, 'The
+report') into its directory, or `--output_dir`:
 
   python -m tunas_tf.tools.report --model_dir=runs/digits_search
-
-reads the directory's TensorBoard events, its `config.json` (the run's
-facts, RL delay and warm-ups) and its searched architecture (from the
-latest checkpoint, as `extract_architecture` takes it by default) and
-writes both files into the directory (`--output_dir` to write them
-elsewhere); docs/search.md, 'The report', says what they show.
 """
 
 from __future__ import annotations
