@@ -33,11 +33,9 @@ _LONG_MODULE_DOCSTRINGS = (
     'cost_model/linear.py', 'latency/device.py', 'latency/protocol.py',
     'latency/rows.py', 'native_output.py', 'runtime/cloud_tpu.py',
     'runtime/precision.py', 'runtime/replicas.py', 'runtime/resume.py',
-    'runtime/run_lock.py', 'search/extract.py', 'search/report.py',
-    'search/steps.py', 'tools/extract_architecture.py',
-    'tools/fit_cost_model.py', 'tools/measure_latency.py',
-    'train_eval/__main__.py', 'train_eval/evaluate.py', 'train_eval/task.py',
-    'train_search.py')
+    'runtime/run_lock.py', 'search/steps.py', 'tools/fit_cost_model.py',
+    'tools/measure_latency.py', 'train_eval/__main__.py',
+    'train_eval/evaluate.py', 'train_eval/task.py', 'train_search.py')
 # Modules that may define absl flags: the binaries and the shared flag groups.
 _ENTRY_POINTS = re.compile(
     r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')
