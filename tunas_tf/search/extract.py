@@ -29,8 +29,8 @@ from tunas_tf.search_space import spec_io
 
 CONTROLLER_SCOPE = 'rl_controller/logits/'
 # How many index vectors `most_likely_in_band` costs before it gives up, and
-# at most at once (the cost model's batch: 60 us each for digits_search's
-# MACs, 4 ms one by one).
+# at most at once (a batch's features are built together, far faster than
+# one by one).
 MAX_CANDIDATES = 20000
 _BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
