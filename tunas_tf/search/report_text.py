@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # search (0.34 vs 0.27), far above the probabilities' rounding.
 SETTLED_MARGIN = 0.1
 # A quarter: as the learning rate grows 10x over the learning steps (the
-# default schedule), the last quarter carries half of their summed rate.
+# default schedule), the last quarter carries 49% of their summed rate.
 SETTLED_SHARE = 0.25
 # What ends at a phase mark: (config property, text in the legend and on the
 # top charts, short text on the decision charts).
