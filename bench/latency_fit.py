@@ -13,7 +13,8 @@ Prints the two passes' median relative difference (the noise), the pass's
 own noise (even vs odd rounds), the held-out figures and the measurement
 minutes of the first pass (what a user spends: conversions and timing).
 An existing --output_dir resumes (the CSVs are appended to).
-Last line: noise_median= mape= within10= kendall= minutes=
+Last line: noise_median= mape= within5= within10= kendall= minutes=
+(kendall=n/a on fewer than 10 held-out rows)
 
 With --block_table, the block table (`cost_model/block_table`) is measured
 too (every unit the space needs, same protocol and device) and fitted with
@@ -125,20 +126,21 @@ def main(argv=None) -> int:
     held_out = fit.split(len(indices), 0.2, 0)[1]
     again = fit.scores(tabled['predictions'][held_out],
                        [passes[1][indices[i]] for i in held_out])
-    print(f"block table against the second pass: MAPE "
-          f"{again['mape_percent']:.3g}%, worst {again['max_ape_percent']:.3g}"
-          f"%, {again['within10_percent']:.3g}% within +-10%, Kendall's tau "
-          f"{again['kendall_tau']:.3f}")
+    print('block table against the second pass: ' +
+          fit.figures(again, len(held_out)))
     spent = table_minutes + minutes[0] * h['num_train'] / len(indices)
     extra = f' table_minutes={table_minutes:.1f}'
   else:
     h = fitted['coefficients']['holdout']
     spent = minutes[0]
+  tau = h['kendall_tau']
   _harness.finish(
       'latency_fit',
       f"noise_median={100 * difference:.2f}% mape={h['mape_percent']:.1f}% "
+      f"within5={h['within5_percent']:.0f}% "
       f"within10={h['within10_percent']:.0f}% "
-      f"kendall={h['kendall_tau']:.3f} minutes={spent:.1f}{extra}")
+      f"kendall={'n/a' if tau is None else f'{tau:.3f}'} "
+      f'minutes={spent:.1f}{extra}')
   return 0
 
 

@@ -74,6 +74,7 @@ class FitTest(absltest.TestCase):
   def test_held_out_figures_are_stored(self):
     holdout = self.result['coefficients']['holdout']
     self.assertEqual(holdout['within10_percent'], 100.0)  # MAPE < 2%.
+    self.assertEqual(holdout['within5_percent'], 100.0)
     self.assertGreater(holdout['kendall_tau'], 0.9)
     self.assertLess(holdout['constant_within10_percent'], 50.0)
     self.assertEqual(holdout['constant_kendall_tau'], 0.0)  # Constant.
@@ -85,15 +86,28 @@ class FitTest(absltest.TestCase):
                            delta=0.05)
 
   def test_scores(self):
-    got = fit.scores(np.array([1.0, 2.1, 2.5, 5.0]),
-                     np.array([1.0, 2.0, 3.0, 4.0]))
-    self.assertAlmostEqual(got['mape_percent'], (0 + 5 + 100 / 6 + 25) / 4)
-    self.assertAlmostEqual(got['max_ape_percent'], 25.0)
-    self.assertEqual(got['within10_percent'], 50.0)  # 0% and 5%.
-    self.assertAlmostEqual(got['kendall_tau'], 1.0)
-    self.assertAlmostEqual(
-        fit.scores(np.array([3.0, 2.0, 1.0]),
-                   np.array([1.0, 2.0, 3.0]))['kendall_tau'], -1.0)
+    actual = np.arange(1.0, 11.0)
+    # Errors 0, 4, 6, 9, 20, 0, 0, 0, 5.6 (9.5 / 9) and 6% (9.4 / 10):
+    # the last two swap ranks.
+    predicted = np.array([1.0, 2.08, 3.18, 4.36, 6.0, 6.0, 7.0, 8.0, 9.5,
+                          9.4])
+    got = fit.scores(predicted, actual)
+    self.assertAlmostEqual(got['mape_percent'],
+                           (4 + 6 + 9 + 20 + 50 / 9 + 6) / 10)
+    self.assertAlmostEqual(got['max_ape_percent'], 20.0)
+    self.assertEqual(got['within5_percent'], 50.0)  # 0, 4, 0, 0, 0.
+    self.assertEqual(got['within10_percent'], 90.0)  # And 6, 9, 5.6, 6.
+    # 45 pairs: 2 tied in the predictions (5, 6), 1 discordant (9, 10).
+    self.assertAlmostEqual(got['kendall_tau'], (43 - 1) / np.sqrt(44 * 45))
+    self.assertAlmostEqual(fit.scores(actual[::-1], actual)['kendall_tau'],
+                           -1.0)
+    # No rank figure on fewer than MIN_RANK_ROWS rows.
+    few = fit.scores(predicted[:9], actual[:9])
+    self.assertIsNone(few['kendall_tau'])
+    self.assertRegex(fit.figures(few, 9), r'within \+-10%, no rank figure on '
+                     r'9 rows \(fewer than 10\)$')
+    self.assertEqual(fit.figures(got, 10), "MAPE 5.06%, worst 20%, 50% "
+                     "within +-5%, 90% within +-10%, Kendall's tau 0.944")
 
   def test_a_fit_no_better_than_a_constant_is_refused(self):
     # Latencies unrelated to the architectures: the fit has nothing to
@@ -118,6 +132,9 @@ class FitTest(absltest.TestCase):
          'held-out fit chose alpha 1e-06, the bottom'),
         (dict(holdout=dict(good['holdout'], mape_percent=80.0)),
          'no better than a constant'),
+        (dict(holdout=dict(good['holdout'], within10_percent=79.0)),
+         '^79% of the 80 held-out rows are within \\+-10%, under the bar of '
+         '80%; measure about 400 more architectures'),
     ]
     for changes, message in cases:
       self.assertRegex(fit.check(dict(good, **changes)), message)

@@ -271,6 +271,25 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('Warning: ', result.stdout)
     self.assertTrue(os.path.exists(output))
 
+  def test_a_fit_short_of_the_bar_is_refused_saying_how_many_rows_to_add(self):
+    # Rows 15% noisy: a fit far better than a constant, but only half of
+    # its 6 held-out rows within +-10%.
+    directory = tempfile.mkdtemp()
+    indices, latencies, _ = _synthetic(30, seed=1, noise=0.15)
+    noisy = os.path.join(directory, 'noisy.csv')
+    _write_csv(noisy, indices, latencies)
+    output = os.path.join(directory, 'coefficients.json')
+    result = self._run(f'--ssd={SSD}', f'--csv={noisy}', f'--output={output}')
+    self.assertNotEqual(result.returncode, 0)
+    self.assertRegex(result.stdout, r'[\d.]+% within \+-5%, 50% within '
+                     r'\+-10%, no rank figure on 6 rows \(fewer than 10\)')
+    lines = result.stderr.strip().splitlines()
+    self.assertLen(lines, 1, result.stderr)
+    self.assertRegex(lines[0], r'^fit_cost_model: refused: 50% of the 6 '
+                     r'held-out rows are within \+-10%, under the bar of 80%; '
+                     r'measure about 40 more architectures')
+    self.assertFalse(os.path.exists(output))
+
 
 class BlockTableEndToEndTest(absltest.TestCase):
   """measure_latency --block_table through a fake device, then the fit."""

@@ -105,8 +105,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'enough), instead of the linear model.',
                       flag_values=flag_values)
   flags.DEFINE_bool('allow_poor_fit', False, 'Write a fit that is refused '
-                    '(penalty at its grid\'s edge, or no better than a '
-                    'constant) anyway, with a warning.',
+                    '(penalty at its grid\'s edge, no better than a '
+                    'constant, under 80% of held-out rows within +-10%) '
+                    'anyway, with a warning.',
                     flag_values=flag_values)
 
 
