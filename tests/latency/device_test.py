@@ -25,8 +25,8 @@ class ParseTest(absltest.TestCase):
     text = ('STARTING!\nInference timings in us: Init: 3518, First inference:'
             ' 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23\n')
     self.assertAlmostEqual(device_lib.parse_benchmark_output(text), 1.04123)
-    with self.assertRaisesRegex(device_lib.DeviceError, "no \"Inference "
-                                "\\(avg\\): N\" line.*last line 'oops'"):
+    with self.assertRaisesRegex(device_lib.DeviceError, 'no "Inference '
+                                '\\(avg\\): N" line'):
       device_lib.parse_benchmark_output('STARTING!\noops\n')
     with self.assertRaisesRegex(device_lib.DeviceError, 'not a positive'):
       device_lib.parse_benchmark_output('Inference (avg): 0')
@@ -76,10 +76,17 @@ class ModelsAndDevicesTest(absltest.TestCase):
                                model_cache=directory, device_command=command)
     for command, message in (
         ('/no/such/benchmark {model}', "'/no/such/benchmark' not found"),
-        ('echo {model}', 'no "Inference \\(avg\\): N" line'),
-        ('false {model}', 'exited with 1: \\(no output\\)'),
-        ("sh -c 'sleep 10' {model}", 'no answer within 0.5 s \\(device '
-         'gone\\?\\)'),
+        ('echo {model}', 'no "Inference \\(avg\\): N" line .*: stderr '
+         "'\\(none\\)', stdout '/.*\\.tflite'$"),
+        ('false {model}', "exited with 1: stderr '\\(none\\)', stdout "
+         "'\\(none\\)'$"),
+        # adb's way: a banner on stdout, what went wrong on stderr.
+        ('sh -c \'echo STARTING!; printf "a\\nb\\nc\\nadb: device offline'
+         '\\n" >&2; exit 1\' {model}', "exited with 1: stderr 'b \\| c \\| "
+         "adb: device offline', stdout 'STARTING!'$"),
+        ("sh -c 'echo STARTING!; exec sleep 10' {model}", 'no answer within '
+         "0.5 s \\(device gone\\?\\): stderr '\\(none\\)', stdout "
+         "'STARTING!'$"),
     ):
       device = device_lib.make_device(SSD, SHAPE, protocol, BUILD,
                                       model_cache=directory,

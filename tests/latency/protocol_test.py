@@ -23,7 +23,10 @@ class _Scripted:
     def open_one(indices):
       def visit(first):
         self.log.append((indices, first))
-        return self.script[indices].pop(0)
+        step = self.script[indices].pop(0)
+        if isinstance(step, Exception):
+          raise step
+        return step
       return visit
     return protocol_lib.Device('fake', {}, open_one)
 
@@ -46,6 +49,38 @@ class ProtocolTest(absltest.TestCase):
     self.assertEqual(rows[0].rounds, (1.0, 1.2, 1.1))
     self.assertEqual([r.repeats for r in rows], [3, 3, 3])
     self.assertEqual([r.remeasured for r in rows], [0, 0, 0])
+
+  def test_each_row_comes_when_its_rounds_are_done(self):
+    # One chunk of three, two rounds: a b c, then b c a. The device fails on
+    # its sixth visit (a's second): b and c are done by then.
+    fake = _Scripted({'a': [(1.0, 0), RuntimeError('gone')],
+                      'b': [(2.0, 0)] * 2, 'c': [(3.0, 0)] * 2})
+    rows = []
+    with self.assertRaisesRegex(RuntimeError, 'gone'):
+      for row in protocol_lib.measure(fake.device(), ['a', 'b', 'c'],
+                                      protocol_lib.Protocol(repeats=2)):
+        rows.append(row)
+        self.assertLen(fake.log, {'b': 4, 'c': 5}[row.indices])
+    self.assertEqual([r.indices for r in rows], ['b', 'c'])
+
+  def test_a_row_counts_its_own_seconds(self):
+    # Preparing a model takes 1 s, a visit 0.25 s (a fake clock).
+    clock = [0.0]
+
+    def open_one(indices):
+      clock[0] += 1.0
+
+      def visit(first):
+        clock[0] += 0.25
+        return 1.0, 0.0
+      return visit
+
+    device = protocol_lib.Device('fake', {}, open_one)
+    with mock.patch.object(protocol_lib.time, 'perf_counter',
+                           lambda: clock[0]):
+      rows = list(protocol_lib.measure(device, ['a', 'b'],
+                                       protocol_lib.Protocol(repeats=3)))
+    self.assertEqual([r.seconds for r in rows], [1.75, 1.75])
 
   def test_disturbed_visits_and_spread_rows_are_measured_again(self):
     # 'a': its second visit lost 30% of its time: dropped and redone.

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import files
+from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance
 from tunas_tf.graph import inference
 from tunas_tf.latency import protocol as protocol_lib
@@ -212,10 +213,13 @@ class MeasureToCsvTest(absltest.TestCase):
     self.assertEqual(result['skipped'], 0)
     self.assertIsNone(result['error'])
     self.assertGreaterEqual(result['noise'], 0.0)
-    self.assertEqual([row.indices for row in result['rows']], architectures)
+    # Each row comes when its rounds are done: the second round visits the
+    # second architecture first.
+    finished = architectures[::-1]
+    self.assertEqual([row.indices for row in result['rows']], finished)
     rows = _rows(output)
     self.assertEqual(rows[0], COLUMNS)
-    self.assertEqual([row[0] for row in rows[1:]], architectures)
+    self.assertEqual([row[0] for row in rows[1:]], finished)
     for _, median, spread, repeats, _, load in rows[1:]:
       self.assertGreater(float(median), 0.0)
       self.assertLess(float(median), 1000.0)
@@ -227,6 +231,9 @@ class MeasureToCsvTest(absltest.TestCase):
     self.assertEqual(settings['backend'], 'tflite')
     self.assertEqual(settings['num_threads'], 1)
     self.assertEqual(settings['protocol']['repeats'], 2)
+    measured = rows_lib.read_provenance(output)
+    self.assertEqual((measured.ssd, measured.shape, measured.precision),
+                     (SSD, macs.resolve_input(SSD), 'float32'))
     self.assertTrue(settings['cpus'])
     self.assertLen(os.listdir(os.path.join(
         output + '.models', 'digits_search_8px_10c_1ch')), 2)
@@ -248,7 +255,7 @@ class MeasureToCsvTest(absltest.TestCase):
     self.assertEqual(third['skipped'], 2)
     self.assertEqual([row.indices for row in third['rows']], more[2:])
     rows = _rows(output)
-    self.assertEqual([row[0] for row in rows[1:]], more)
+    self.assertEqual([row[0] for row in rows[1:]], finished + more[2:])
     self.assertEqual(rows[1:3], [r.split(',') for r in
                                  complete.splitlines()[1:]])
 
@@ -302,6 +309,17 @@ class MeasureToCsvTest(absltest.TestCase):
     self.assertFalse(os.path.exists(output))
     with self.assertRaisesRegex(ValueError, 'num must be a positive int'):
       sample.sample_indices(SSD, 0)
+
+
+class SecondsLeftTest(absltest.TestCase):
+
+  def test_from_the_rows_own_seconds_less_the_time_spent(self):
+    rows = [protocol_lib.Row(str(i), 1.0, 0.0, 2, 0, 0.0, (), seconds)
+            for i, seconds in enumerate((2.0, 4.0))]
+    # 10 architectures at 3 s each; 12 s spent (the two rows and others
+    # under way).
+    self.assertEqual(rows_lib.seconds_left(rows, 10, 12.0), 18.0)
+    self.assertEqual(rows_lib.seconds_left(rows, 10, 40.0), 0.0)
 
 
 class ReadIndicesFileTest(absltest.TestCase):

@@ -49,8 +49,8 @@ def synthetic(num, seed, noise=1e-3):
 def fake_device_script(directory, fail_after=None, output=None):
   """A device command: checks its argument is a TFLite file, prints
   benchmark_model's line with a latency of (file size / 1000) us; after
-  `fail_after` calls it exits 1 (a device gone); `output` replaces the
-  line."""
+  `fail_after` calls it prints 'STARTING!' and exits 1 with adb's error on
+  stderr (a device gone); `output` replaces the line."""
   path = os.path.join(directory, 'fake_device.py')
   counter = os.path.join(directory, 'calls')
   line = output or ('Inference timings in us: Init: 100, First inference: '
@@ -66,7 +66,9 @@ calls = 0
 if os.path.exists({counter!r}):
   calls = int(open({counter!r}).read())
 open({counter!r}, 'w').write(str(calls + 1))
-if {fail_after!r} is not None and calls >= {fail_after!r}:
+fail_after = {fail_after!r}
+if fail_after is not None and calls >= fail_after:
+  print('STARTING!', flush=True)
   sys.exit('error: no devices/emulators found')
 print('STARTING!')
 print({line!r}.format(size=os.path.getsize(path) / 1000))

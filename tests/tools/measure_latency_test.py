@@ -116,26 +116,32 @@ class CommandLineTest(absltest.TestCase):
     picks = adaptive.most_informative(SSD, first, 2, seed=2)
     self.assertEqual([row[0] for row in _rows(output)[1:]], first + picks)
 
-  def test_a_device_that_disappears_keeps_the_rows_measured(self):
+  def test_a_device_that_disappears_keeps_every_row_finished(self):
     directory = tempfile.mkdtemp()
-    # Two architectures of two rounds each, then the device is gone.
-    script = testing_latency.fake_device_script(directory, fail_after=4)
+    # Three architectures visited in turn (the default --interleave), two
+    # rounds: a b c, then b c a. The device is gone at its sixth call (a's
+    # second), when b and c are done: their rows are kept.
+    script = testing_latency.fake_device_script(directory, fail_after=5)
     output = os.path.join(directory, 'latency.csv')
-    result = self._device_pass(directory, output, script, 4)
+    result = self._run(f'--ssd={SSD}', '--num=3', '--seed=2', '--repeats=2',
+                       f'--output={output}',
+                       f'--device_command={script} {{model}}')
     self.assertNotEqual(result.returncode, 0)
-    last = result.stderr.strip().splitlines()[-1]
-    self.assertRegex(last, r'^measure_latency: device command for .* exited '
-                     r'with 1: error: no devices/emulators found; the 2 rows '
-                     r'measured before it are in ')
-    self.assertEqual([row[0] for row in _rows(output)[1:]],
-                     sample.sample_indices(SSD, 4, seed=2)[:2])
+    lines = result.stderr.strip().splitlines()
+    self.assertRegex(lines[-1], r"^measure_latency: device command for .* "
+                     r"exited with 1: stderr 'error: no devices/emulators "
+                     r"found', stdout 'STARTING!'; the 2 rows measured before "
+                     r'it are in ')
+    a, b, c = sample.sample_indices(SSD, 3, seed=2)
+    self.assertIn(a, lines[-1])
+    self.assertEqual([row[0] for row in _rows(output)[1:]], [b, c])
 
   def test_unparsable_output_and_bad_commands_end_in_one_line(self):
     directory = tempfile.mkdtemp()
     chatty = testing_latency.fake_device_script(directory,
                                                 output='Average: {size} us')
     for n, (command, message) in enumerate((
-        (chatty, 'no "Inference \\(avg\\): N" line .*last line '
+        (chatty, 'no "Inference \\(avg\\): N" line .*stdout '
          "'Average: "),
         ('/no/such/adb', "'/no/such/adb' not found; the 0 rows"),
     )):

@@ -133,10 +133,8 @@ def parse_benchmark_output(text: str) -> float:
   'Inference (avg): N' (microseconds). Raises DeviceError if there is none."""
   found = _AVERAGE.findall(text)
   if not found:
-    last = [line for line in text.strip().splitlines() if line.strip()]
-    raise DeviceError(
-        'its output has no "Inference (avg): N" line (TFLite benchmark_model'
-        f"'s); last line {last[-1][:200] if last else '(no output)'!r}")
+    raise DeviceError('its output has no "Inference (avg): N" line (TFLite '
+                      "benchmark_model's)")
   try:
     value = float(found[-1])
   except ValueError:
@@ -146,6 +144,17 @@ def parse_benchmark_output(text: str) -> float:
                       'positive number of microseconds')
   return value / 1e3
 
+
+def output_tail(stdout: Any, stderr: Any) -> str:
+  """"stderr 'a | b', stdout 'c'": the last 3 lines of a command's stderr
+  (where adb and ssh say what went wrong) and the last of its stdout."""
+  def tail(text, count):
+    if isinstance(text, bytes):
+      text = text.decode(errors='replace')
+    lines = [line.strip()[:200] for line in (text or '').splitlines()
+             if line.strip()]
+    return ' | '.join(lines[-count:]) or '(none)'
+  return f'stderr {tail(stderr, 3)!r}, stdout {tail(stdout, 1)!r}'
 
 
 def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
@@ -240,7 +249,8 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
 
 
 def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
-  """Runs one device command; its latency (ms). Raises DeviceError."""
+  """Runs one device command; its latency (ms). Raises DeviceError, quoting
+  the command's output (`output_tail`)."""
   what = f'device command for {indices}'
   try:
     done = subprocess.run(list(args), capture_output=True, text=True,
@@ -249,18 +259,17 @@ def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
     raise DeviceError(f'{what}: {args[0]!r} not found') from None
   except PermissionError:
     raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
-  except subprocess.TimeoutExpired:
+  except subprocess.TimeoutExpired as e:
     raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
-                      'gone?)') from None
+                      f'gone?): {output_tail(e.stdout, e.stderr)}') from None
   if done.returncode != 0:
-    lines = [line for line in (done.stderr + done.stdout).strip().splitlines()
-             if line.strip()] or ['(no output)']
     raise DeviceError(f'{what} exited with {done.returncode}: '
-                      f'{lines[-1][:200]}')
+                      f'{output_tail(done.stdout, done.stderr)}')
   try:
     return parse_benchmark_output(done.stdout + '\n' + done.stderr)
   except DeviceError as e:
-    raise DeviceError(f'{what}: {e}') from None
+    raise DeviceError(f'{what}: {e}: {output_tail(done.stdout, done.stderr)}'
+                      ) from None
 
 
 def host_settings(backend: str, num_threads: int) -> Dict[str, Any]:

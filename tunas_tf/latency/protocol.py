@@ -1,20 +1,11 @@
 """The timing protocol: how architectures are timed so that timings repeat.
 
-`measure` takes a `Device` (`latency.device.make_device`) and:
-- takes the architectures in chunks of `interleave`; each round visits every
-  architecture of the chunk once (in a rotated order), so a slow spell of the
-  machine spreads over all of them instead of biasing one;
-- warms the first visit up until the median of the last runs is stable
-  (`warm_up`); every visit times `runs` calls and keeps their median;
-- redoes a disturbed visit (the timing thread had the CPU for less than
-  `1 - max_disturbance` of its wall time), up to `max_retries` more;
-  Python's garbage collector is off while timing;
-- gives a row whose round medians spread more than `max_spread` (IQR over
-  median) more rounds, up to `max_retries`;
-- makes the row the median of its rounds, with their IQR, the rounds kept,
-  the visits redone and the 1-minute load average.
-The pass's own noise (`pass_noise`): each row's even and odd rounds measure
-it twice; the median relative difference of the halves' medians.
+`measure` takes a `Device`'s architectures `interleave` at a time; each round
+visits every one of them (rotated), so a slow spell of the machine spreads
+over all. The first visit warms up until stable, a disturbed visit is redone
+and a row whose rounds spread out gets more (`Protocol`); a row is the median
+of its rounds, yielded as soon as they are done. `pass_noise`: each row's even
+and odd rounds measure it twice; the median relative difference of the two.
 """
 
 from __future__ import annotations
@@ -82,6 +73,7 @@ class Row:
   remeasured: int
   load: float
   rounds: Tuple[float, ...] = dataclasses.field(default=(), repr=False)
+  seconds: float = dataclasses.field(default=0.0, repr=False)
 
   def as_csv(self) -> Tuple[Any, ...]:
     return (self.indices, self.latency_ms, self.spread_ms, self.repeats,
@@ -173,8 +165,9 @@ def _spread(values: Sequence[float]) -> Tuple[float, float]:
 
 def measure(device: Device, architectures: Sequence[str],
             protocol: Protocol) -> Iterator[Row]:
-  """Times `architectures` on `device`; yields one `Row` per architecture,
-  a chunk of `protocol.interleave` at a time (see the module docstring).
+  """Times `architectures` on `device`, `protocol.interleave` at a time (see
+  the module docstring); yields each `Row` as soon as its last round is
+  done, with `seconds` (its own: its model's preparation and its visits).
 
   Raises:
     DeviceError: a device command failed (rows yielded so far stand).
@@ -182,14 +175,31 @@ def measure(device: Device, architectures: Sequence[str],
   protocol.check()
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
-    visits = {indices: device.open(indices) for indices in chunk}
+    seconds = dict.fromkeys(chunk, 0.0)
+    visits = {}
+    for indices in chunk:
+      began = time.perf_counter()
+      visits[indices] = device.open(indices)
+      seconds[indices] += time.perf_counter() - began
     gc.collect()  # The conversions' garbage, before any timing.
     rounds: Dict[str, List[float]] = {i: [] for i in chunk}
     redone, visited = dict.fromkeys(chunk, 0), set()
 
-    def one_round(todo: List[str], offset: int) -> None:
-      order = todo[offset % len(todo):] + todo[:offset % len(todo)]
-      for indices in order:
+    def finished(indices: str) -> bool:
+      median, spread = _spread(rounds[indices])
+      return len(rounds[indices]) >= protocol.repeats and (
+          redone[indices] >= protocol.max_retries or
+          spread <= protocol.max_spread * median)
+
+    # `repeats` rounds over the chunk, then rounds over its spread rows.
+    todo = list(chunk)
+    for r in range(protocol.repeats + protocol.max_retries):
+      if r >= protocol.repeats:
+        for indices in todo:
+          redone[indices] += 1
+      offset = r if r < protocol.repeats else r - protocol.repeats
+      for indices in todo[offset % len(todo):] + todo[:offset % len(todo)]:
+        began = time.perf_counter()
         while True:
           median, disturbance = visits[indices](indices not in visited)
           visited.add(indices)
@@ -198,23 +208,15 @@ def measure(device: Device, architectures: Sequence[str],
             break
           redone[indices] += 1
         rounds[indices].append(median)
-
-    for r in range(protocol.repeats):
-      one_round(chunk, r)
-    for extra in range(protocol.max_retries):
-      spread_out = [i for i in chunk if redone[i] < protocol.max_retries and
-                    _spread(rounds[i])[1] > protocol.max_spread *
-                    _spread(rounds[i])[0]]
-      if not spread_out:
+        seconds[indices] += time.perf_counter() - began
+        if finished(indices):
+          median, spread = _spread(rounds[indices])
+          yield Row(indices, median, spread, len(rounds[indices]),
+                    redone[indices], load_average(), tuple(rounds[indices]),
+                    seconds[indices])
+      todo = [i for i in todo if not finished(i)]
+      if not todo:
         break
-      for indices in spread_out:
-        redone[indices] += 1
-      one_round(spread_out, extra)
-    load = load_average()
-    for indices in chunk:
-      median, spread = _spread(rounds[indices])
-      yield Row(indices, median, spread, len(rounds[indices]),
-                redone[indices], load, tuple(rounds[indices]))
 
 
 def halves_difference(rounds: Sequence[float]) -> float:

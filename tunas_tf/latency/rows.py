@@ -1,14 +1,12 @@
 """The latency CSV: measured architectures of one space, one row each.
 
-`measure_to_csv` (`tools/measure_latency`, `bench/latency_fit`) writes it,
-the architectures given or read from a file (`read_indices_file`), and
-`tools/fit_cost_model` reads it, by the same rules (format: docs/tools.md, 'The latency CSV'): a header naming at
-least `indices` and `latency_ms`, every row as long as the header, indices
-that fit the space, positive finite latencies; an error names the file and
-line. Appending needs the exact header `COLUMNS`; how the rows were measured
-(`provenance.Provenance`) is kept beside the CSV in `settings_path(path)`. A
-block table's CSV (`BLOCK_COLUMNS`) has the same rules with a unit's key
-(`block_table.Unit.key`) in its first column, `block`.
+`measure_to_csv` writes it (each row once its rounds are done), and `read`
+reads it, by one set of rules (docs/tools.md, 'The latency CSV'): a header
+naming at least `indices` and `latency_ms`, rows as long as the header,
+indices that fit the space, positive finite latencies; an error names the
+file and line. How the rows were measured (`provenance.Provenance`) is kept
+beside it (`settings_path`). A block table's CSV (`BLOCK_COLUMNS`) keys its
+rows by unit (`block_table.Unit.key`).
 """
 
 from __future__ import annotations
@@ -380,22 +378,33 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    settings_path(output))
   new_rows, error = [], None
   start = time.time()
+  logging.info('%d to measure, %d at a time: each row is written when its '
+               '%d rounds are done', len(todo), protocol.interleave,
+               protocol.repeats)
   with appender(output, columns) as write_row:
     try:
-      rows = protocol_lib.measure(device, todo, protocol)
-      for n, row in enumerate(rows, 1):
+      for n, row in enumerate(protocol_lib.measure(device, todo, protocol),
+                              1):
         write_row(row.as_csv())
         new_rows.append(row)
-        eta = (time.time() - start) / n * (len(todo) - n)
         logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
                      'load %.2f)  ETA %s', n, len(todo), row.indices,
                      row.latency_ms, row.spread_ms, row.repeats,
-                     row.remeasured, row.load, duration_text(eta))
+                     row.remeasured, row.load, duration_text(seconds_left(
+                         new_rows, len(todo), time.time() - start)))
     except device_lib.DeviceError as e:
       error = str(e)
   return {'rows': new_rows, 'skipped': skipped,
           'noise': protocol_lib.pass_noise(new_rows),
           'seconds': time.time() - start, 'error': error}
+
+
+def seconds_left(rows: Sequence[protocol_lib.Row], total: int,
+                 elapsed: float) -> float:
+  """A pass's remaining seconds: `total` architectures at the mean of the
+  finished `rows`' own seconds, less the `elapsed` (which paid for the rows
+  under way too)."""
+  return max(0.0, sum(r.seconds for r in rows) / len(rows) * total - elapsed)
 
 
 def duration_text(seconds: float) -> str:
