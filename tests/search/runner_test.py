@@ -24,13 +24,13 @@ class ProgressLineTest(absltest.TestCase):
     self.assertEqual(config.cost_model, 'macs')
     text = task_lib.cost_text(target * 0.97, config)
     self.assertEqual(text, f'cost {target * 0.97:,.0f} MACs (target '
-                           f'{target:,.0f}, -3%)')
+                           f'{target:,.0f} MACs, -3%)')
 
   def test_large_costs_are_written_out_in_thousands(self):
     config = searches.search_config(tempfile.mkdtemp(),
                                     '--rl_cost_model_target=2685375')
     self.assertEqual(task_lib.cost_text(2248370.4, config),
-                     'cost 2,248,370 MACs (target 2,685,375, -16%)')
+                     'cost 2,248,370 MACs (target 2,685,375 MACs, -16%)')
 
 
 class StartLineTest(absltest.TestCase):

@@ -43,10 +43,11 @@ def progress_formats(config: SearchConfig):
 
 
 def cost_text(cost: float, config: SearchConfig) -> str:
-  """'cost 213,168 MACs (target 220,131, -3%)' (ms for latency models)."""
+  """'cost 213,168 MACs (target 220,131 MACs, -3%)' (ms for latency
+  models)."""
   units = cost_linear.units_suffix(config.cost_model)
   return (f'cost {cost_linear.cost_text(cost)}{units} (target '
-          f'{cost_linear.cost_text(config.rl_cost_model_target)}, '
+          f'{cost_linear.cost_text(config.rl_cost_model_target)}{units}, '
           f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 
