@@ -125,9 +125,10 @@ def _train_eval_dir(root: str) -> None:
 
 
 def _latency_csv(root: str) -> None:
-  with open(os.path.join(root, 'few.csv'), 'w') as f:
-    f.write('indices,latency_ms,spread_ms\n')
-    f.write(f'{ZEROS},1.0,0.1\n')
+  """few.csv: one row; unmeasured.csv: 12 rows, no settings beside it."""
+  for name, rows in (('few', 1), ('unmeasured', 12)):
+    with open(os.path.join(root, f'{name}.csv'), 'w') as f:
+      f.write('indices,latency_ms,spread_ms\n' + f'{ZEROS},1.0,0.1\n' * rows)
 
 
 def _cost_models(root: str) -> None:
@@ -438,6 +439,10 @@ _TOOL_ROWS = [
     ('fit_cost_model', 'few_rows', ['--csv={root}/few.csv',
                                     '--output={root}/c.json'],
      r'too few rows', _latency_csv),
+    ('fit_cost_model', 'no_settings', ['--csv={root}/unmeasured.csv',
+                                       '--output={root}/c.json'],
+     r'unmeasured.csv has no unmeasured.csv.settings.json beside it: nothing '
+     r'says how its rows were measured', _latency_csv),
     ('fit_cost_model', 'holdout', ['--csv={root}/few.csv',
                                    '--holdout_fraction=1.5',
                                    '--output={root}/c.json'],
