@@ -76,11 +76,17 @@ class ProtocolTest(absltest.TestCase):
       return visit
 
     device = protocol_lib.Device('fake', {}, open_one)
+    progress = protocol_lib.Progress()
     with mock.patch.object(protocol_lib.time, 'perf_counter',
                            lambda: clock[0]):
-      rows = list(protocol_lib.measure(device, ['a', 'b'],
-                                       protocol_lib.Protocol(repeats=3)))
-    self.assertEqual([r.seconds for r in rows], [1.75, 1.75])
+      rows = protocol_lib.measure(device, ['a', 'b'],
+                                  protocol_lib.Protocol(repeats=3), progress)
+      first = next(rows)
+      # b is under way: both models prepared, three visits of a, two of b.
+      self.assertEqual((first.indices, first.seconds), ('a', 1.75))
+      self.assertEqual(progress.work_seconds, 3.25)
+      self.assertEqual(next(rows).seconds, 1.75)
+    self.assertEqual(progress.work_seconds, 3.5)
 
   def test_disturbed_visits_and_spread_rows_are_measured_again(self):
     # 'a': its second visit lost 30% of its time: dropped and redone.

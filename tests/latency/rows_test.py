@@ -313,13 +313,14 @@ class MeasureToCsvTest(absltest.TestCase):
 
 class SecondsLeftTest(absltest.TestCase):
 
-  def test_from_the_rows_own_seconds_less_the_time_spent(self):
+  def test_from_the_rows_own_seconds_and_the_pass_overhead(self):
     rows = [protocol_lib.Row(str(i), 1.0, 0.0, 2, 0, 0.0, (), seconds)
             for i, seconds in enumerate((2.0, 4.0))]
-    # 10 architectures at 3 s each; 12 s spent (the two rows and others
-    # under way).
-    self.assertEqual(rows_lib.seconds_left(rows, 10, 12.0), 18.0)
-    self.assertEqual(rows_lib.seconds_left(rows, 10, 40.0), 0.0)
+    # 10 architectures at 3 s each; 20 s spent on architectures (the two
+    # rows and others under way) in 25 s: 25% more besides them.
+    self.assertEqual(rows_lib.seconds_left(rows, 10, 25.0, 20.0),
+                     3.0 * 10 * 1.25 - 25.0)
+    self.assertEqual(rows_lib.seconds_left(rows, 10, 50.0, 40.0), 0.0)
 
 
 class ReadIndicesFileTest(absltest.TestCase):

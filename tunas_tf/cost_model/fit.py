@@ -221,30 +221,21 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
   model = _ridge(x[train], latencies[train])
   final = _ridge(x, latencies)
   kernel, bias = _folded(final, columns, scales)
-  coefficients = {
-      'ssd': ssd,
-      'units': UNITS,
-      'num_features': len(kernel),
-      'kernel': [float(v) for v in kernel],
-      'bias': bias,
-      'description': 'measured latency (tools/measure_latency), linear ridge '
-                     'fit on the coupled features and the MAC count '
-                     '(tools/fit_cost_model)',
-      'alpha': float(final.alpha_),
-      'sample_weight': '1/latency',
-      'alphas': list(ALPHAS),
-      'count_columns': {
+  return _result(
+      ssd, features, kernel, bias, allow_poor_fit,
+      description='measured latency (tools/measure_latency), linear ridge '
+      'fit on the coupled features and the MAC count (tools/fit_cost_model)',
+      alpha=float(final.alpha_), sample_weight='1/latency',
+      alphas=list(ALPHAS),
+      count_columns={
           'image_size': shape.image_size, 'num_classes': shape.num_classes,
           'input_channels': shape.input_channels,
           'ms_per_count': {name: float(w / s) for (name, _, _), w, s in zip(
               columns, final.coef_[-len(columns):], scales)}},
-      'num_rows': int(len(indices)),
-      'holdout': _holdout(holdout_fraction, seed, latencies, train, held_out,
-                          lambda rows: model.predict(x[rows]),
-                          alpha=float(model.alpha_)),
-  }
-  return _checked({'coefficients': coefficients,
-                   'predictions': features @ kernel + bias}, allow_poor_fit)
+      num_rows=int(len(indices)),
+      holdout=_holdout(holdout_fraction, seed, latencies, train, held_out,
+                       lambda rows: model.predict(x[rows]),
+                       alpha=float(model.alpha_)))
 
 
 def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
@@ -299,32 +290,29 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
   final = block_table.fit_correction(sums[every], counts[every],
                                      latencies[every])
   kernel, bias = block_table.corrected(form, count, final)
-  coefficients = {
-      'form': block_table.FORM,
-      'ssd': ssd,
-      'units': UNITS,
-      'num_features': len(kernel),
-      'kernel': [float(v) for v in kernel],
-      'bias': float(bias),
-      'description': 'per-unit latency table (tools/measure_latency '
-                     '--block_table), its sum corrected on whole networks '
-                     '(tools/fit_cost_model --block_csv), as the coupled '
-                     'linear form',
-      'table': {key: float(table[key]) for key in block_table.slots(
-          ssd, shape)[1]},
-      'correction': final,
-      'num_rows': int(len(every)),
-      'holdout': _holdout(
+  return _result(
+      ssd, features, kernel, bias, allow_poor_fit, form=block_table.FORM,
+      description='per-unit latency table (tools/measure_latency '
+      '--block_table), its sum corrected on whole networks '
+      '(tools/fit_cost_model --block_csv), as the coupled linear form',
+      table={key: float(table[key])
+             for key in block_table.slots(ssd, shape)[1]},
+      correction=final, num_rows=int(len(every)),
+      holdout=_holdout(
           holdout_fraction, seed, latencies, train, held_out,
           lambda rows: predict(correction, rows), correction=correction,
-          **{f'uncorrected_{k}': v for k, v in uncorrected.items()}),
-  }
-  return _checked({'coefficients': coefficients,
-                   'predictions': features @ kernel + bias}, allow_poor_fit)
+          **{f'uncorrected_{k}': v for k, v in uncorrected.items()}))
 
 
-def _checked(result: Dict[str, Any], allow_poor_fit: bool) -> Dict[str, Any]:
-  """`result`, with `check`'s `warning` when allowed; else PoorFit."""
+def _result(ssd: str, features: np.ndarray, kernel: np.ndarray, bias: float,
+            allow_poor_fit: bool, **fields: Any) -> Dict[str, Any]:
+  """A fit's `coefficients` (the model, then `fields`) and `predictions` (of
+  every row); PoorFit for a fit `check` refuses, unless allowed (then its
+  `warning`)."""
+  result = {'coefficients': {
+      'ssd': ssd, 'units': UNITS, 'num_features': len(kernel),
+      'kernel': [float(v) for v in kernel], 'bias': float(bias), **fields},
+            'predictions': features @ kernel + bias}
   problem = check(result['coefficients'])
   if problem:
     if not allow_poor_fit:

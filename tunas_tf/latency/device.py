@@ -145,7 +145,7 @@ def parse_benchmark_output(text: str) -> float:
   return value / 1e3
 
 
-def output_tail(stdout: Any, stderr: Any) -> str:
+def _output_tail(stdout: Any, stderr: Any) -> str:
   """"stderr 'a | b', stdout 'c'": the last 3 lines of a command's stderr
   (where adb and ssh say what went wrong) and the last of its stdout."""
   def tail(text, count):
@@ -250,7 +250,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
 
 def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
   """Runs one device command; its latency (ms). Raises DeviceError, quoting
-  the command's output (`output_tail`)."""
+  the command's output (`_output_tail`)."""
   what = f'device command for {indices}'
   try:
     done = subprocess.run(list(args), capture_output=True, text=True,
@@ -261,14 +261,14 @@ def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
     raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
   except subprocess.TimeoutExpired as e:
     raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
-                      f'gone?): {output_tail(e.stdout, e.stderr)}') from None
+                      f'gone?): {_output_tail(e.stdout, e.stderr)}') from None
   if done.returncode != 0:
     raise DeviceError(f'{what} exited with {done.returncode}: '
-                      f'{output_tail(done.stdout, done.stderr)}')
+                      f'{_output_tail(done.stdout, done.stderr)}')
   try:
     return parse_benchmark_output(done.stdout + '\n' + done.stderr)
   except DeviceError as e:
-    raise DeviceError(f'{what}: {e}: {output_tail(done.stdout, done.stderr)}'
+    raise DeviceError(f'{what}: {e}: {_output_tail(done.stdout, done.stderr)}'
                       ) from None
 
 

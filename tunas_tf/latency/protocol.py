@@ -163,24 +163,39 @@ def _spread(values: Sequence[float]) -> Tuple[float, float]:
   return float(median), float(q75 - q25)
 
 
+@dataclasses.dataclass
+class Progress:
+  """Seconds a pass spent on its architectures, finished or under way."""
+  work_seconds: float = 0.0
+
+
 def measure(device: Device, architectures: Sequence[str],
-            protocol: Protocol) -> Iterator[Row]:
+            protocol: Protocol, progress: Optional[Progress] = None
+            ) -> Iterator[Row]:
   """Times `architectures` on `device`, `protocol.interleave` at a time (see
   the module docstring); yields each `Row` as soon as its last round is
-  done, with `seconds` (its own: its model's preparation and its visits).
+  done, with `seconds` (its own: its model's preparation and its visits),
+  adding every architecture's to `progress`.
 
   Raises:
     DeviceError: a device command failed (rows yielded so far stand).
   """
   protocol.check()
+  progress = progress or Progress()
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
     seconds = dict.fromkeys(chunk, 0.0)
+
+    def spend(indices: str, began: float) -> None:
+      spent = time.perf_counter() - began
+      seconds[indices] += spent
+      progress.work_seconds += spent
+
     visits = {}
     for indices in chunk:
       began = time.perf_counter()
       visits[indices] = device.open(indices)
-      seconds[indices] += time.perf_counter() - began
+      spend(indices, began)
     gc.collect()  # The conversions' garbage, before any timing.
     rounds: Dict[str, List[float]] = {i: [] for i in chunk}
     redone, visited = dict.fromkeys(chunk, 0), set()
@@ -208,7 +223,7 @@ def measure(device: Device, architectures: Sequence[str],
             break
           redone[indices] += 1
         rounds[indices].append(median)
-        seconds[indices] += time.perf_counter() - began
+        spend(indices, began)
         if finished(indices):
           median, spread = _spread(rounds[indices])
           yield Row(indices, median, spread, len(rounds[indices]),

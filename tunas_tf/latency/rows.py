@@ -381,17 +381,19 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   logging.info('%d to measure, %d at a time: each row is written when its '
                '%d rounds are done', len(todo), protocol.interleave,
                protocol.repeats)
+  progress = protocol_lib.Progress()
   with appender(output, columns) as write_row:
     try:
-      for n, row in enumerate(protocol_lib.measure(device, todo, protocol),
-                              1):
+      for n, row in enumerate(protocol_lib.measure(device, todo, protocol,
+                                                   progress), 1):
         write_row(row.as_csv())
         new_rows.append(row)
         logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
                      'load %.2f)  ETA %s', n, len(todo), row.indices,
                      row.latency_ms, row.spread_ms, row.repeats,
                      row.remeasured, row.load, duration_text(seconds_left(
-                         new_rows, len(todo), time.time() - start)))
+                         new_rows, len(todo), time.time() - start,
+                         progress.work_seconds)))
     except device_lib.DeviceError as e:
       error = str(e)
   return {'rows': new_rows, 'skipped': skipped,
@@ -400,11 +402,13 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
 
 
 def seconds_left(rows: Sequence[protocol_lib.Row], total: int,
-                 elapsed: float) -> float:
+                 elapsed: float, work_seconds: float) -> float:
   """A pass's remaining seconds: `total` architectures at the mean of the
-  finished `rows`' own seconds, less the `elapsed` (which paid for the rows
-  under way too)."""
-  return max(0.0, sum(r.seconds for r in rows) / len(rows) * total - elapsed)
+  finished `rows`' own seconds, times the pass's wall time (`elapsed`) over
+  its `work_seconds` on architectures (what else it spends time on), less
+  the `elapsed`."""
+  mean = sum(r.seconds for r in rows) / len(rows)
+  return max(0.0, mean * total * elapsed / max(work_seconds, 1e-9) - elapsed)
 
 
 def duration_text(seconds: float) -> str:
