@@ -1,18 +1,14 @@
 """The linear cost model: `features @ kernel + bias`.
 
-Three kinds of coefficients, one format: `'released'` (the original's
-simulated Pixel-1 latencies in ms, for `RELEASED_SPACES`), `'macs'` (the
-exact multiply-add count, any space) or the path of a coefficients JSON
-(fitted to a device: `form` 'linear', or 'block_table', a per-unit latency
-table in the same form, `cost_model/block_table`); None means released
-where it exists, else macs.
+One format, three kinds: 'released' (the original's simulated Pixel-1 ms,
+`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space) or a
+coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
 `get_cost_model` resolves a `--cost_model` value once into a
-`LinearCostModel`; `estimate_cost` (a tensor op, warm-up mixtures too),
-`estimate_cost_of_indices` (its NumPy twin), `estimate_costs_of_indices`
-(many fixed architectures at once, the same numbers) and `default_target`
-take it.
-`cost_units` and `cost_text` are how every line and chart prints a cost.
+`LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
+`estimate_cost(s)_of_indices` and `default_target` take; `cost_units` and
+`cost_text` are how every line and chart prints a cost.
 """
+
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
 """Where architectures are timed: this host, or a device through a command.
 
-Three devices (`make_device`): `tflite` (the TFLite interpreter on this host,
-XNNPACK, `num_threads`), `tf` (the TF function on this host) and `command`
-(a command run once per visit with `{model}` replaced by the architecture's
-.tflite path, its latency read from TFLite `benchmark_model`'s
-`Inference timings in us: ... Inference (avg): N` line, so a phone over adb
-or any box reachable by a command measures it). Models are converted to
-TFLite once per architecture and cached on disk (`ModelCache`). Threads and
-CPU affinity are fixed by the caller (`pin_cpus`) and recorded in the
-settings (`host_settings`).
+`make_device`: `tflite` (this host's TFLite interpreter, XNNPACK,
+`num_threads`), `tf` (the TF function) or `command` (run per visit with
+`{model}` the .tflite path, read as TFLite `benchmark_model`'s `Inference
+(avg): N`: a phone over adb, a box over ssh). Models are converted once per
+architecture and cached (`ModelCache`); threads and CPUs are the caller's
+(`pin_cpus`) and recorded (`host_settings`).
 """
+
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
-r"""Fits a linear latency model to measured latencies (a device's cost model).
+r"""Fits a device's cost model to the latency CSV of `tools/measure_latency`.
 
-Reads the CSV of `tools/measure_latency`, fits a ridge regression on the
-architectures' coupled one-hot features (with held-out errors against a
-constant predictor) and writes a coefficients JSON that `--cost_model=PATH`
-accepts everywhere, with the CSV's settings as `measured_with` (docs/tools.md):
+A ridge regression on the coupled features, or with `--block_csv` (a block
+table) the table's sum corrected on the CSV's networks; held-out figures
+printed; a coefficients JSON that `--cost_model=PATH` takes, with the CSV's
+provenance as `measured_with` (docs/tools.md):
 
   python -m tunas_tf.tools.fit_cost_model --ssd=digits_search \
       --csv=/tmp/latency.csv --output=/tmp/digits_latency.json
-
-With `--block_csv` (a block table, `measure_latency --block_table`) the
-model is the table's sum instead, corrected on the --csv networks
-(`cost_model/block_table`); the JSON's `form` is then 'block_table'.
 """
+
 
 from __future__ import annotations
 
