@@ -193,23 +193,22 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
-    indices: one architecture per measurement (lists or '0:2:1' strings).
-    latencies: measured latencies (ms), positive.
-    seed: seed of the held-out split.
-    holdout_fraction: share of the rows held out, in (0, 1).
-    shape: the input the rows were measured at (for the MAC column);
-      default the space's.
+    indices, latencies: one architecture (a list or '0:2:1') per measured
+      latency (ms, positive).
+    seed, holdout_fraction: the held-out split (`split`).
+    shape: the input the rows were measured at (the count columns'); default
+      the space's.
     allow_poor_fit: return a fit `check` refuses, with its `warning`.
 
   Returns:
-    A dict with the coefficients document (`coefficients`: the JSON that
-    `linear.load_coefficients` reads, with the held-out errors beside it),
-    and `predictions`: the final model's predictions for every row (ms).
+    dict: `coefficients` (what `linear.load_coefficients` reads, the
+    held-out figures beside them) and `predictions` (the final model's, of
+    every row, ms).
 
   Raises:
     ValueError: for an unknown space, mismatched lengths, indices that do not
-      fit the space, or too few rows (see `split_sizes`).
-    PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
+      fit the space, or too few rows (`split_sizes`).
+    PoorFit: for a fit `check` refuses, unless `allow_poor_fit`.
   """
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)

@@ -305,41 +305,32 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
 
   Args:
     ssd: a name of `mobile.SEARCH_SPACES`.
-    architectures: index lists or strings (validated before any build);
-      with `unit_builder`, None for every unit the space needs.
-    output: the CSV path (`COLUMNS`); created if missing, else
-      appended to (rows flushed one by one). The settings are written to
-      `settings_path(output)`.
-    backend: 'tflite' or 'tf' on this host (ignored with `device_command`).
-    protocol: how each architecture is timed (`protocol.Protocol`).
-    image_size: input resolution (default: the space's).
-    num_classes: classifier width (default: the space's).
-    input_channels: image channels (default: the space's).
-    num_threads: TFLite interpreter threads (>= 1).
-    device_command: time on a device through this command instead
-      (`device.make_device`).
-    device_timeout: seconds a device command may take.
-    model_cache: where converted models are kept; default
-      `<output>.models`.
-    builder: (ssd, input) -> the network builder a device times
+    architectures: index lists or strings (checked before any build); with
+      `unit_builder`, None for every unit the space needs.
+    output: the CSV (`COLUMNS`), created or appended to; its provenance is
+      written to `settings_path(output)`.
+    backend, num_threads, device_command, device_timeout: where it is
+      timed (`device.make_device`).
+    protocol: how (`protocol.Protocol`).
+    image_size, num_classes, input_channels: the input (default the
+      space's).
+    model_cache: the converted models (default `<output>.models`).
+    builder: (ssd, input) -> the networks' `device.Build`
       (`graph.inference.builder`).
-    unit_builder: measure the units of the block table instead
-      (`block_table`: each built alone), those `architectures` use or every
-      one the space needs, with this builder of units
-      (`graph.inference.unit_builder`); rows keyed by unit
-      (`BLOCK_COLUMNS`).
+    unit_builder: measure the block table's units instead (those of
+      `architectures`, or all), built by this (`graph.inference.
+      unit_builder`); rows keyed by unit (`BLOCK_COLUMNS`).
 
   Returns:
-    dict with `rows` (the new `protocol.Row`s), `skipped` (how many were
-    already in the CSV), `noise` (`protocol.pass_noise` of the new rows, a
-    fraction, or None), `seconds` (the pass's wall time) and `error` (None,
-    or the one line of a device that failed; the rows before it are
-    written).
+    dict: `rows` (the new `protocol.Row`s), `skipped` (how many were in the
+    CSV already), `noise` (`protocol.pass_noise`, or None), `seconds` (the
+    pass's wall time) and `error` (None, or the one line of a device that
+    failed; the rows finished before it are written).
 
   Raises:
     ValueError: for a bad argument, indices that do not fit the space, or an
-      existing `output` with another header, bad rows, or other settings
-      (`check_provenance`).
+      existing `output` with another header, bad rows, or rows measured
+      otherwise (`check_provenance`).
   """
   space = mobile.get_search_space(ssd)
   protocol.check()
