@@ -36,9 +36,13 @@ class ProgressHookTest(absltest.TestCase):
                                 max_step=6, log_every=2)
       with mock.patch.object(hooks.logging, 'info') as info:
         _run(hook, train_op, 6)
-    # The first run only starts the clock (graph warm-up).
-    self.assertEqual([c.args[1] for c in info.call_args_list], [2, 4, 6])
-    for call in info.call_args_list:
+    # The first run only starts the clock (graph warm-up); the session's
+    # close is announced.
+    *lines, closing = info.call_args_list
+    self.assertEqual([c.args[1] for c in lines], [2, 4, 6])
+    self.assertEqual(closing.args, ('step %d/%d: closing the session (its last '
+                                    'summaries and input pipeline)', 6, 6))
+    for call in lines:
       self.assertEqual(call.args[0], 'step %d/%d  %.2f steps/s  ETA %.0fs  %s')
       self.assertEqual(call.args[2], 6)
       self.assertEqual(call.args[5], 'reward=0.5')
@@ -52,7 +56,7 @@ class ProgressHookTest(absltest.TestCase):
           formats={'cost': lambda v: f'cost {v:,.0f} MACs'})
       with mock.patch.object(hooks.logging, 'info') as info:
         _run(hook, train_op, 2)
-    self.assertEqual(info.call_args_list[-1].args[5],
+    self.assertEqual(info.call_args_list[-2].args[5],
                      'cost 1,234 MACs reward=0.5')
 
   def test_training_images_per_second_and_start_step(self):
@@ -66,7 +70,7 @@ class ProgressHookTest(absltest.TestCase):
         _run(hook, train_op, 4)
     self.assertEqual(record['train_start_step'], 0)
     self.assertGreater(record['rate'], 0.0)
-    self.assertEqual(len(info.call_args_list), 2)
+    self.assertEqual(len(info.call_args_list), 3)
     self.assertTrue(info.call_args_list[0].args[0].endswith('images/s'))
 
   def test_eval_counts_the_fetched_batch(self):

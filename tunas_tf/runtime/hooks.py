@@ -174,6 +174,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     rate = self.rate()
     if rate is not None and self._record is not None:
       self._record[self._key] = rate
+    if self._log_every and self._prev_step is not None:
+      # What a silent minute after the last line was: the session closing.
+      logging.info('step %d/%d: closing the session (its last summaries and '
+                   'input pipeline)', self._prev_step, self._max_step)
 
 
 class HostCallHook(tf.compat.v1.train.SessionRunHook):
