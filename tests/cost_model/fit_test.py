@@ -134,7 +134,8 @@ class FitTest(absltest.TestCase):
          'no better than a constant'),
         (dict(holdout=dict(good['holdout'], within10_percent=79.0)),
          '^79% of the 80 held-out rows are within \\+-10%, under the bar of '
-         '80%; measure about 400 more architectures'),
+         '80%; measure about 400 more architectures .*, and '
+         '--most_informative picks the ones the fit lacks\\) and fit again'),
     ]
     for changes, message in cases:
       self.assertRegex(fit.check(dict(good, **changes)), message)

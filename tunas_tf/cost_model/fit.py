@@ -351,7 +351,9 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   rows = coefficients['num_rows']
   more = (f'measure about {max(rows, 40)} more architectures (at least '
           f'doubling the {rows} rows; tools/measure_latency appends to its '
-          'CSV) and fit again')
+          'CSV' + ('' if 'table' in coefficients else
+                   ', and --most_informative picks the ones the fit lacks') +
+          ') and fit again')
   alphas = ((('held-out', h['alpha']), ('final', coefficients['alpha']))
             if 'alpha' in coefficients else ())  # A block table has none.
   for name, alpha in alphas:

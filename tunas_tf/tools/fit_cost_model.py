@@ -129,23 +129,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     print(f"Warning: {result['warning']}")
   print(f"{coefficients['num_features']} coefficients for {f.ssd} "
         f'written to {f.output}')
-  warning = too_few_rows(coefficients)
-  if warning:
-    print(warning)
-
-
-def too_few_rows(coefficients: Dict[str, Any]) -> Optional[str]:
-  """A warning when the fit had fewer rows than coefficients, else None."""
-  rows, features = coefficients['num_rows'], coefficients['num_features']
-  if rows >= features or 'table' in coefficients:  # A table has 4 numbers.
-    return None
-  return (f'Note: {rows} measurements for {features} coefficients: the '
-          'exact counts (MACs, depthwise MACs, kernels, activations) carry '
-          'the fit and the one-hot features only correct them where rows '
-          'show it; the held-out figures above are the guide. Per-layer '
-          f'effects need rows: up to about {features - rows:,} more for one '
-          'row per coefficient (measure_latency --most_informative picks '
-          'the ones the fit lacks)')
 
 
 if __name__ == '__main__':
