@@ -85,7 +85,7 @@ BENCHMARKS: Dict[str, Benchmark] = {
         merit=False),
     'exit': Benchmark(
         'exit.py', "the binaries' end with and without the interpreter's "
-        'teardown (fast_exit.exit_now)', ('--repeats', '1'), merit=False),
+        'teardown (process.exit_now)', ('--repeats', '1'), merit=False),
     'gc_thresholds': Benchmark(
         'gc_thresholds.py', "the binaries with raised and default GC "
         'thresholds (gc_thresholds.tune_gc)', ('--repeats', '1'), merit=False),

@@ -1,15 +1,13 @@
 """Tests for tunas_tf/flags: the binaries' --help (exit 0, their own flags,
-no internal names) and the quiet log."""
+no internal names) and their one-line refusal of a bad flag."""
 
 import ast
 import functools
 import importlib
-import logging
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from typing import List
 
 from absl import flags
@@ -164,109 +162,6 @@ class OneLineRefusalTest(absltest.TestCase):
       self.assertLen(err.splitlines(), 1, (module, err))
       self.assertRegex(err, f'^{binary}: ', module)
       self.assertTrue(err.endswith(' (--help lists the flags)\n'), err)
-
-
-class QuietLogTest(absltest.TestCase):
-
-  def test_library_info_lines_are_dropped_and_their_warnings_kept(self):
-    import logging  # pylint: disable=g-import-not-at-top
-    from tunas_tf import quiet_logs  # pylint: disable=g-import-not-at-top
-    tfds_file = os.path.join(os.sep, 'venv', 'site-packages',
-                             'tensorflow_datasets', 'core', 'reader.py')
-    tf_file = os.path.join(os.sep, 'venv', 'site-packages', 'tensorflow',
-                           'python', 'checkpoint', 'functional_saver.py')
-    ours = os.path.join(os.sep, 'repo', 'tunas_tf', 'search', 'runner.py')
-
-    def record(level, path):
-      return logging.LogRecord('absl', level, path, 1, 'msg', None, None)
-
-    keep = quiet_logs.LibraryInfoFilter().filter
-    self.assertFalse(keep(record(logging.INFO, tfds_file)))
-    self.assertTrue(keep(record(logging.WARNING, tfds_file)))
-    self.assertFalse(keep(record(logging.INFO, tf_file)))
-    self.assertTrue(keep(record(logging.WARNING, tf_file)))
-    self.assertTrue(keep(record(logging.INFO, ours)))
-
-  def test_matplotlibs_font_cache_line_is_dropped_and_ours_kept(self):
-    from matplotlib import font_manager  # pylint: disable=g-import-not-at-top
-    from tunas_tf import quiet_logs  # pylint: disable=g-import-not-at-top
-    # The record matplotlib's first import logs while it builds its cache.
-    font_cache = logging.LogRecord(
-        'matplotlib.font_manager', logging.INFO, font_manager.__file__, 1584,
-        'generated new fontManager', None, None)
-    ours = logging.LogRecord(
-        'absl', logging.INFO, quiet_logs.__file__, 1,
-        'top1 %.4f', (0.5,), None)
-    keep = quiet_logs.LibraryInfoFilter().filter
-    self.assertFalse(keep(font_cache))
-    self.assertTrue(keep(ours))
-    font_cache.levelno = logging.WARNING  # A warning of matplotlib's stays.
-    self.assertTrue(keep(font_cache))
-
-
-# A binary run through `flags.run`: a non-daemon thread writes a file after
-# main returned, an exit handler prints, stdout holds an unflushed line, and
-# a module global's finaliser would print when the interpreter tears down.
-_EXITING = """
-import atexit, gc, sys, threading, time
-from tunas_tf import flags as common_flags
-
-class Finalised:
-  def __del__(self):
-    print('torn down', file=sys.stderr, flush=True)
-
-KEPT = Finalised()
-
-def late_write(path):
-  time.sleep(0.3)
-  with open(path, 'w') as f:
-    f.write('written')
-
-def main(argv):
-  path, end = argv[1], argv[2]
-  print('gc thresholds', *gc.get_threshold(), file=sys.stderr)
-  threading.Thread(target=late_write, args=(path,)).start()
-  atexit.register(lambda: print('exit handler ran', file=sys.stderr))
-  sys.stdout.write('unflushed')
-  if end == 'message':
-    sys.exit('binary: one line')
-  return int(end)
-
-common_flags.run(main, lambda: None)
-"""
-
-
-class ExitNowTest(absltest.TestCase):
-
-  def _run(self, end):
-    path = os.path.join(tempfile.mkdtemp(), 'late')
-    done = subprocess.run(
-        [sys.executable, '-c', _EXITING, path, end], capture_output=True,
-        text=True, cwd=os.path.dirname(_PACKAGE), timeout=120, check=False)
-    with open(path) as f:
-      self.assertEqual(f.read(), 'written')  # The thread was waited for.
-    self.assertEqual(done.stdout, 'unflushed')
-    # The exit handlers ran, the interpreter's teardown did not.
-    self.assertIn('exit handler ran', done.stderr)
-    self.assertNotIn('torn down', done.stderr)
-    return done
-
-  def test_a_returned_code_ends_the_process_after_the_exit_handlers(self):
-    from tunas_tf import gc_thresholds  # pylint: disable=g-import-not-at-top
-    done = self._run('3')
-    self.assertEqual(done.returncode, 3)
-    # main ran with the garbage collector's thresholds raised.
-    self.assertIn('gc thresholds %d %d %d' % gc_thresholds.GC_THRESHOLDS,
-                  done.stderr)
-    self.assertNotEqual(gc_thresholds.GC_THRESHOLDS, (700, 10, 10))
-
-  def test_a_message_is_printed_and_the_exit_code_is_one(self):
-    done = self._run('message')
-    self.assertEqual(done.returncode, 1)
-    # Printed as Python prints it, before the exit handlers run (after TF
-    # 2.16+'s C++ lines at import).
-    self.assertEqual(done.stderr.splitlines()[-2:],
-                     ['binary: one line', 'exit handler ran'])
 
 
 if __name__ == '__main__':

@@ -30,7 +30,7 @@ _MAX_MODULE_DOCSTRING_LINES = 10
 # Modules whose docstring is still longer (issue 62): the list shrinks to
 # none, and a module leaves it once its docstring fits.
 _LONG_MODULE_DOCSTRINGS = (
-    'native_output.py', 'runtime/cloud_tpu.py', 'runtime/precision.py',
+    'runtime/cloud_tpu.py', 'runtime/precision.py',
     'runtime/replicas.py', 'runtime/resume.py', 'runtime/run_lock.py',
     'search/steps.py', 'tools/measure_latency.py', 'train_eval/__main__.py',
     'train_eval/evaluate.py', 'train_eval/task.py', 'train_search.py')

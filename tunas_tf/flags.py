@@ -17,10 +17,9 @@ from absl import app
 from absl import flags
 
 from tunas_tf import checks
-from tunas_tf import fast_exit
 from tunas_tf import files
 from tunas_tf import gc_thresholds
-from tunas_tf import quiet_logs
+from tunas_tf import process
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 
@@ -32,8 +31,8 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
   """`define_flags()`, then `absl.app.run(main)`, except that asking for
   help exits 0, that a bad flag is refused in one line
   (`parse_flags_in_one_line`), and that the process ends as soon as `main`
-  is done (`fast_exit.exit_now`), with TF's Python log quiet
-  (`quiet_logs.quiet_tensorflow`) and the garbage collector's thresholds
+  is done (`process.exit_now`), with TF's Python log quiet
+  (`process.quiet_python_log`) and the garbage collector's thresholds
   raised (`gc_thresholds.tune_gc`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
@@ -48,14 +47,14 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
     app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
 
   def main_quietly(argv):
-    quiet_logs.quiet_tensorflow(flags.FLAGS['verbosity'].present)
+    process.quiet_python_log(flags.FLAGS['verbosity'].present)
     gc_thresholds.tune_gc()
     return main(argv)
 
   try:
     app.run(main_quietly, flags_parser=parse_flags_in_one_line)
   except SystemExit as e:
-    fast_exit.exit_now(e.code)
+    process.exit_now(e.code)
 
 
 def program_name() -> str:

@@ -12,7 +12,7 @@ from tests.testing import configs
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import quiet_logs
+from tunas_tf import process
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import config as config_lib
@@ -144,8 +144,8 @@ class SearchDataTest(absltest.TestCase):
         '--train_batch_size=4', '--eval_batch_size=6', '--noexport')
     with self.assertLogs('absl', level='INFO') as logs:
       self.assertEqual(train_eval_main.main(['train_eval'], values), 0)
-    # The binary's log drops TFDS's INFO lines (`quiet_logs.quiet_tensorflow`).
-    shown = [r for r in logs.records if quiet_logs.LibraryInfoFilter().filter(r)]
+    # The binary's log drops TFDS's INFO lines (`process.quiet_python_log`).
+    shown = [r for r in logs.records if process.LibraryInfoFilter().filter(r)]
     self.assertEqual(
         shown[0].getMessage(),
         f'Starting digits_search {_ZEROS} in {model_dir}: 2 steps on '

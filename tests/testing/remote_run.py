@@ -32,7 +32,7 @@ from typing import Dict, List
 from absl import flags
 import tensorflow as tf
 
-from tunas_tf import quiet_logs
+from tunas_tf import process
 from tunas_tf import train_search
 from tunas_tf.tools import extract_architecture
 from tunas_tf.tools import report
@@ -128,7 +128,7 @@ def check(root: str) -> None:
 
 def main(argv: List[str]) -> None:
   [root] = argv[1:]
-  quiet_logs.quiet_tensorflow(verbose=False)
+  process.quiet_python_log(verbose=False)
   run_chain(root)
   check(root)
   print(json.dumps(listing(root), indent=1, sort_keys=True))
