@@ -83,12 +83,10 @@ BENCHMARKS: Dict[str, Benchmark] = {
         'allocator.py', 'search and train_eval under glibc malloc, jemalloc, '
         'tcmalloc', ('--steps', '2', '--repeats', '1', *_SMALL_SEARCH),
         merit=False),
-    'exit': Benchmark(
-        'exit.py', "the binaries' end with and without the interpreter's "
-        'teardown (process.exit_now)', ('--repeats', '1'), merit=False),
-    'gc_thresholds': Benchmark(
-        'gc_thresholds.py', "the binaries with raised and default GC "
-        'thresholds (gc_thresholds.tune_gc)', ('--repeats', '1'), merit=False),
+    'process': Benchmark(
+        'process.py', "the binaries with and without one of their process "
+        'tweaks (--tweak exit: os._exit after main; gc: raised GC '
+        'thresholds)', ('--tweak', 'exit', '--repeats', '1'), merit=False),
 }
 
 

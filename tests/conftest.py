@@ -4,6 +4,7 @@ thresholds, fixed seeds where a test asks for them, and the slowest files
 first."""
 
 import atexit
+import gc
 import os
 import shutil
 import tempfile
@@ -78,10 +79,10 @@ def _no_collections_at_the_end(config):
     pass
 
 
-# The binaries' garbage-collector thresholds (`gc_thresholds.tune_gc`) for
+# The binaries' garbage-collector thresholds (`process.GC_THRESHOLDS`) for
 # the tests that build graphs in the test process too.
-from tunas_tf import gc_thresholds as _gc_thresholds  # pylint: disable=g-import-not-at-top,wrong-import-position
-_gc_thresholds.tune_gc()
+from tunas_tf import process as _process  # pylint: disable=g-import-not-at-top,wrong-import-position
+gc.set_threshold(*_process.GC_THRESHOLDS)
 
 # The files that take 10 s or more of a worker (the slowest first, as
 # `--durations` showed them on 2 cores). Handed out first (the Makefile runs

@@ -26,11 +26,11 @@ def _run(body: str) -> subprocess.CompletedProcess:
                         text=True, cwd=_ROOT)
 
 
-class QuietNativeLogTest(absltest.TestCase):
+class AtImportTest(absltest.TestCase):
 
   def _level(self, argv, environ):
     with mock.patch.dict(os.environ, environ, clear=True):
-      process.quiet_native_log(argv)  # Not '-m': imports nothing.
+      process.at_import(argv)  # Not '-m': imports nothing.
       return os.environ.get('TF_CPP_MIN_LOG_LEVEL')
 
   def test_the_cpp_log_is_off_unless_set_or_verbosity_asked_for(self):
@@ -38,6 +38,19 @@ class QuietNativeLogTest(absltest.TestCase):
     self.assertEqual(self._level(['x'], {'TF_CPP_MIN_LOG_LEVEL': '1'}), '1')
     for verbose in ('--verbosity=1', '-v', '-v=1', '--v=1'):
       self.assertIsNone(self._level(['x', verbose], {}), verbose)
+
+  def test_a_binary_imports_tf_silently_with_the_gc_thresholds_raised(self):
+    # As `python -m tunas_tf.BINARY` imports the package: TF 2.21's import
+    # writes six native lines that TF_CPP_MIN_LOG_LEVEL does not stop.
+    code = ("import gc, sys; sys.argv[0] = '-m'; import tunas_tf; "
+            "print(*gc.get_threshold(), 'tensorflow' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, cwd=_ROOT, env=env, check=False)
+    self.assertEqual((done.returncode, done.stderr), (0, ''))
+    self.assertEqual(done.stdout.split(),
+                     [str(t) for t in process.GC_THRESHOLDS] + ['True'])
+    self.assertNotEqual(process.GC_THRESHOLDS, (700, 10, 10))
 
 
 # Lines as TF 2.21's import writes them before absl::InitializeLog().
@@ -121,7 +134,7 @@ class QuietLogTest(absltest.TestCase):
 # main returned, an exit handler prints, stdout holds an unflushed line, and
 # a module global's finaliser would print when the interpreter tears down.
 _EXITING = """
-import atexit, gc, sys, threading, time
+import atexit, sys, threading, time
 from tunas_tf import flags as common_flags
 
 class Finalised:
@@ -137,7 +150,6 @@ def late_write(path):
 
 def main(argv):
   path, end = argv[1], argv[2]
-  print('gc thresholds', *gc.get_threshold(), file=sys.stderr)
   threading.Thread(target=late_write, args=(path,)).start()
   atexit.register(lambda: print('exit handler ran', file=sys.stderr))
   sys.stdout.write('unflushed')
@@ -165,13 +177,8 @@ class ExitNowTest(absltest.TestCase):
     return done
 
   def test_a_returned_code_ends_the_process_after_the_exit_handlers(self):
-    from tunas_tf import gc_thresholds  # pylint: disable=g-import-not-at-top
     done = self._run('3')
     self.assertEqual(done.returncode, 3)
-    # main ran with the garbage collector's thresholds raised.
-    self.assertIn('gc thresholds %d %d %d' % gc_thresholds.GC_THRESHOLDS,
-                  done.stderr)
-    self.assertNotEqual(gc_thresholds.GC_THRESHOLDS, (700, 10, 10))
 
   def test_a_message_is_printed_and_the_exit_code_is_one(self):
     done = self._run('message')

@@ -18,7 +18,6 @@ from absl import flags
 
 from tunas_tf import checks
 from tunas_tf import files
-from tunas_tf import gc_thresholds
 from tunas_tf import process
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
@@ -32,8 +31,7 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
   help exits 0, that a bad flag is refused in one line
   (`parse_flags_in_one_line`), and that the process ends as soon as `main`
   is done (`process.exit_now`), with TF's Python log quiet
-  (`process.quiet_python_log`) and the garbage collector's thresholds
-  raised (`gc_thresholds.tune_gc`).
+  (`process.quiet_python_log`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
   prints the binary's description and its own flags, the shared ones
@@ -48,7 +46,6 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
 
   def main_quietly(argv):
     process.quiet_python_log(flags.FLAGS['verbosity'].present)
-    gc_thresholds.tune_gc()
     return main(argv)
 
   try:

@@ -1,20 +1,26 @@
 """What the binaries do to their own process: the one-line output contract
 and the measured gains (bench/DECISIONS.md, 'The binaries' process').
 
-At the package's import, `quiet_native_log()`: TF's C++ log off, and a
-binary's TensorFlow imported with the native lines below that level dropped.
-`flags.run` calls `quiet_python_log` before `main` and `exit_now` after it.
+At the package's import, `at_import()`: TF's C++ log off; in a binary, the
+garbage collector's thresholds raised and TensorFlow imported with the
+native lines below that level dropped. `flags.run` calls `quiet_python_log`
+before `main` and `exit_now` after it.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import logging
 import os
 import sys
 import threading
 from typing import Iterator, Optional, Sequence
+
+# Python's (700, 10, 10) collects ~1,100 times in the suite's short search,
+# ~700 of them while TF imports, over objects that live to the end.
+GC_THRESHOLDS = (50_000, 20, 20)
 
 # The child that filters a block's stderr (`log_below_dropped`): reads its
 # stdin line by line and writes to its stdout (the parent's stderr) every
@@ -40,14 +46,15 @@ for line in sys.stdin.buffer:
 '''
 
 
-def quiet_native_log(argv: Optional[Sequence[str]] = None) -> None:
+def at_import(argv: Optional[Sequence[str]] = None) -> None:
   """Sets `TF_CPP_MIN_LOG_LEVEL=3` (TF's C++ log off) unless it is set or
   `argv` (default `sys.argv`) asks for verbosity (`--verbosity`, `-v`).
 
   In a binary (`python -m tunas_tf.BINARY`, while `argv[0]` is still '-m')
-  that has not imported TensorFlow yet, imports it with the native log lines
-  below that level dropped (`log_below_dropped`): TF 2.16+ ignores the
-  variable there. Elsewhere (`import tunas_tf`) no TensorFlow, no process.
+  that has not imported TensorFlow yet: sets `GC_THRESHOLDS`, then imports
+  TensorFlow with the native log lines below that level dropped
+  (`log_below_dropped`: TF 2.16+ ignores the variable there). Elsewhere
+  (`import tunas_tf`): no TensorFlow, no process, Python's thresholds.
   """
   argv = sys.argv if argv is None else argv
   if 'TF_CPP_MIN_LOG_LEVEL' not in os.environ and not any(
@@ -55,6 +62,7 @@ def quiet_native_log(argv: Optional[Sequence[str]] = None) -> None:
       for a in argv[1:]):
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
   if argv[:1] == ['-m'] and 'tensorflow' not in sys.modules:
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
       level = int(os.environ.get('TF_CPP_MIN_LOG_LEVEL', '0'))
     except ValueError:
