@@ -5,7 +5,7 @@ Used by the benchmarks (`bench/startup.py`, `bench/search_step.py`,
 `bench/allocator.py`), each child in a fresh process:
 
   python bench/_child.py search|train_eval STOP_AFTER OUTPUT_JSON \
-      [--noarchitectures] [--nograppler] [--full_grappler]
+      [--noarchitectures] [--grappler] [--nograppler]
       [--grappler_off=PASS,...] -- FLAGS...
 
 On the Estimator engine it wraps the model_fn that
@@ -41,13 +41,12 @@ With `BENCH_PROFILE=PATH` in the environment, the Estimator's model_fn runs
 under cProfile and its statistics are written to PATH (for `pstats`), its
 graph (function library included) to PATH.graph.pb.
 
-`--nograppler` turns Grappler off for `tf.function` graphs
-(`tf.config.optimizer.set_experimental_options`), an experiment: the
-Estimator's search sessions run without it already. `--full_grappler`
-runs the distribute engine's search loop with all of Grappler's passes, as
-before it ran without `runner.distribute_grappler_off()`;
-`--grappler_off=PASS,...` without those (`distribute.grappler_without`'s
-names) instead.
+`--grappler` runs the search with all of Grappler (TF's graph optimiser),
+on either engine: the Estimator's sessions without `no_grappler_config`,
+the distribute engine's loop without `runner.distribute_grappler_off()`;
+`--grappler_off=PASS,...` that loop without those passes instead
+(`distribute.grappler_without`'s names). `--nograppler` turns Grappler off
+for `tf.function` graphs (`tf.config.optimizer.set_experimental_options`).
 """
 
 from __future__ import annotations
@@ -195,9 +194,10 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
 
 
 def _patch(record, stop_after: int, output: str,
-           architectures: bool = True) -> None:
+           architectures: bool = True, grappler: bool = False) -> None:
   """Times the model_fn and adds the timing hook to its training hooks
-  (which fetches each step's sampled architecture when `architectures`)."""
+  (which fetches each step's sampled architecture when `architectures`);
+  with `grappler`, the sessions run Grappler."""
   make_estimator = estimator.make_estimator
   sample_architecture = search_steps.sample_architecture
 
@@ -235,6 +235,8 @@ def _patch(record, stop_after: int, output: str,
       hooks = list(spec.training_hooks or ())
       hooks.append(_TimingHook(record, stop_after, output))
       return spec._replace(training_hooks=tuple(hooks))
+    if grappler:
+      kwargs['optimize_graph'] = True
     return make_estimator(timed_model_fn, *args, **kwargs)
 
   estimator.make_estimator = patched
@@ -252,7 +254,7 @@ def main() -> None:
   if '--nograppler' in options:
     tf.config.optimizer.set_experimental_options(
         {'disable_meta_optimizer': True})
-  if '--full_grappler' in options:
+  if '--grappler' in options:
     from tunas_tf.search import runner
     runner.distribute_grappler_off = lambda: ()
   for option in options:
@@ -268,7 +270,8 @@ def main() -> None:
     _patch_distribute(record, stop_after, output)
   else:
     _patch(record, stop_after, output,
-           architectures='--noarchitectures' not in options)
+           architectures='--noarchitectures' not in options,
+           grappler='--grappler' in options)
   values = flags.FlagValues()
   if kind == 'search':
     from tunas_tf import train_search

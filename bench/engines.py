@@ -32,15 +32,13 @@ rounds.
   all threads; `getrusage`): less sensitive than wall seconds to other jobs
   on the machine, though not immune (cache and memory contention).
 
-`--engines` may add `distribute-nograppler`: the distribute engine with
-Grappler off for its `tf.function`s (`_child.py --nograppler`), an
-experiment (the Estimator's search sessions run without Grappler already);
-and `distribute-fullgrappler`: the distribute engine with all of Grappler's
-passes, as before it ran without `runner.distribute_grappler_off()`
-(`_child.py --full_grappler`); `distribute-fourpassesoff`: without four of
-them only (constant folding, layout, arithmetic, remapper), as the engine
-ran before it also went without tfg's passes, the memory optimiser and the
-second round.
+`--engines` may add variants of the search's Grappler settings (Grappler
+is TF's graph optimiser; `_child.py`'s options): `estimator-grappler` and
+`distribute-grappler`, all of it, as before the search went without;
+`distribute-fourpassesoff` without constant folding, layout, arithmetic and
+remapper only (the options `tf.config.optimizer` names),
+`distribute-threeoff` without tfg, the memory optimiser and the second
+round only (those it does not name); `distribute-nograppler` without any.
 Prints one line per run and the machine's load average before and after;
 the last line is `startup_s_<engine>_r<N>=<f> step_s_<engine>_r<N>=<f>
 rss_mb_<engine>_r<N>=<f> startup_cpu_s_<engine>_r<N>=<f>
@@ -59,12 +57,16 @@ from typing import Dict, List, Optional
 
 import _harness
 
-_OPTIONS = {'estimator': ['--noarchitectures'], 'distribute': [],
-            'distribute-nograppler': ['--nograppler'],
-            'distribute-fullgrappler': ['--full_grappler'],
+_OPTIONS = {'estimator': ['--noarchitectures'],
+            'estimator-grappler': ['--noarchitectures', '--grappler'],
+            'distribute': [], 'distribute-grappler': ['--grappler'],
             'distribute-fourpassesoff': [
                 '--grappler_off=constant_folding,layout_optimizer,'
-                'arithmetic_optimization,remapping']}
+                'arithmetic_optimization,remapping'],
+            'distribute-threeoff': [
+                '--grappler_off=tfg_optimizer,memory_optimization,'
+                'second_iteration'],
+            'distribute-nograppler': ['--nograppler']}
 
 
 def search_flags(args, engine: str, replicas: int) -> List[str]:
