@@ -1,5 +1,5 @@
 """What the binaries do to their own process: the one-line output contract
-and the measured gains (bench/DECISIONS.md, 'The binaries' process').
+and the measured gains (bench/DECISIONS.md, 'Kernels and the process').
 
 At the package's import, `at_import()`: TF's C++ log off; in a binary, the
 garbage collector's thresholds raised and TensorFlow imported with the
