@@ -5,7 +5,7 @@ Usage:
       [--batch 64] [--warmup 4] [--steps 12] [--top 30]
       [--by type|scope] [--depth 1]
 
-Builds the search's model_fn (`search.runner.make_model_fn`, sampled mode,
+Builds the search's model_fn (`runtime.estimator.task_model_fn`, sampled mode,
 op and filter warm-ups and the RL delay off, the MACs cost model) in a TF1
 graph on constant random batches (the train batch and `rl_batch_size_multiplier`
 x it for validation: no input pipeline, no Estimator), runs its train op in
@@ -39,7 +39,8 @@ import tensorflow as tf
 
 from tunas_tf import train_search
 from tunas_tf.data import datasets
-from tunas_tf.search import runner
+from tunas_tf.runtime import estimator
+from tunas_tf.search import task as search_task
 from tests.testing import searches
 
 _KERNELS = ('Conv2D', 'DepthwiseConv2dNative', 'FusedBatchNorm')
@@ -84,7 +85,8 @@ def main() -> None:
     train_images, train_labels = batch_of(batch)
     valid_images, valid_labels = batch_of(
         int(batch * config.rl_batch_size_multiplier))
-    spec = runner.make_model_fn(config)(
+    spec = estimator.task_model_fn(search_task.SearchTask(config), config.job,
+                                   config.max_global_step)(
         {'train': train_images, 'validation': valid_images},
         {'train': train_labels, 'validation': valid_labels},
         tf.estimator.ModeKeys.TRAIN, {})

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tunas_tf.runtime import estimator
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import runner
+from tunas_tf.search import task as task_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tests.testing import searches
@@ -100,7 +102,10 @@ class ReplicatedSearchTest(absltest.TestCase):
   def test_input_fn_gives_each_replica_its_share(self):
     # The Estimator calls input_fn once, without a batch size, and hands
     # each replica the next element.
-    dataset = runner.make_input_fn(self.config)({})
+    input_fn = lambda start: estimator.task_input_fn(
+        task_lib.SearchTask(self.config), self.config.job,
+        self.config.replicas, start)({})
+    dataset = input_fn(0)
     features, labels = dataset.element_spec
     self.assertEqual(features['train'].shape, [8, 8, 8, 1])
     self.assertEqual(features['validation'].shape, [32, 8, 8, 1])
@@ -108,8 +113,7 @@ class ReplicatedSearchTest(absltest.TestCase):
     # Resumed at step 2, it goes on with the 5th per-replica batch (2 steps
     # of 2 replicas), and the replicas' batches differ.
     whole = list(dataset.take(6).as_numpy_iterator())
-    resumed = list(runner.make_input_fn(self.config, start_step=2)({})
-                   .take(2).as_numpy_iterator())
+    resumed = list(input_fn(2).take(2).as_numpy_iterator())
     for mine, expected in zip(resumed, whole[4:]):
       for side in ('train', 'validation'):
         np.testing.assert_array_equal(mine[0][side], expected[0][side])

@@ -37,7 +37,6 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
-from tunas_tf.runtime import distribute
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume
@@ -84,36 +83,35 @@ def _config(model_dir: str, run: str, *extra: str):
   return searches.search_config(model_dir, *_FLAGS, *RUNS[run], *extra)
 
 
-def estimator_runs(root: str, runs: str) -> None:
-  """`root`/`run`/estimator for each comma-separated run, from scratch."""
-  lifecycle.use_determinism(_config(root, 'sampled').job)
-  for run in runs.split(','):
-    config = _config(os.path.join(root, run, 'estimator'), run)
-    runner.make_estimator(config).train(runner.make_input_fn(config),
-                                        max_steps=_STEPS)
+def _train(engine, config) -> None:
+  trained = engine.train(
+      task_lib.SearchTask(config), max_steps=_STEPS,
+      stop=preemption.StopRequest(), run_name='the search',
+      resume=resume.resume_point(config.job.model_dir))
+  assert trained.step == _STEPS, trained
 
 
-def distribute_runs(root: str, runs: str) -> None:
-  """`root`/`run`/distribute for each comma-separated run, from a copy of
-  the Estimator's model.ckpt-0."""
-  runs = runs.split(',')
-  first = _config(root, runs[0], '--engine=distribute')
-  strategy = distribute.strategy_for(first.job, first.replicas)  # First.
-  lifecycle.use_determinism(first.job)
-  for run in runs:
-    target = os.path.join(root, run, 'distribute')
-    os.makedirs(target)
-    for path in glob.glob(os.path.join(root, run, 'estimator',
-                                       'model.ckpt-0.*')):
-      shutil.copy(path, target)
-    with open(os.path.join(target, 'checkpoint'), 'w') as f:
-      f.write('model_checkpoint_path: "model.ckpt-0"\n')
-    config = _config(target, run, '--engine=distribute')
-    step = distribute.train(
-        strategy, task_lib.SearchTask(config), job=config.job,
-        max_steps=_STEPS, stop=preemption.StopRequest(), run_name='the search',
-        grappler_off=runner.distribute_grappler_off())  # As the search.
-    assert step == _STEPS, step
+def estimator_run(root: str, run: str) -> None:
+  """`root`/`run`/estimator, from scratch."""
+  config = _config(os.path.join(root, run, 'estimator'), run)
+  lifecycle.use_determinism(config.job)
+  _train(runner.make_engine(config), config)
+
+
+def distribute_run(root: str, run: str) -> None:
+  """`root`/`run`/distribute, from a copy of the Estimator's model.ckpt-0."""
+  target = os.path.join(root, run, 'distribute')
+  os.makedirs(target)
+  for path in glob.glob(os.path.join(root, run, 'estimator',
+                                     'model.ckpt-0.*')):
+    shutil.copy(path, target)
+  with open(os.path.join(target, 'checkpoint'), 'w') as f:
+    f.write('model_checkpoint_path: "model.ckpt-0"\n')
+  config = _config(target, run, '--engine=distribute')
+  engine = runner.make_engine(config)
+  assert engine.strategy.num_replicas_in_sync == config.replicas  # First.
+  lifecycle.use_determinism(config.job)
+  _train(engine, config)
 
 
 _RUN = textwrap.dedent('''
@@ -125,9 +123,9 @@ _RUN = textwrap.dedent('''
     assert asked is None or _pywrap_util_port.IsMklEnabled() == (
         asked == '1'), asked
     if sys.argv[2] == 'estimator':
-      t.estimator_runs(sys.argv[1], sys.argv[3])
+      t.estimator_run(sys.argv[1], sys.argv[3])
     else:
-      t.distribute_runs(sys.argv[1], sys.argv[3])
+      t.distribute_run(sys.argv[1], sys.argv[3])
 ''')
 
 
@@ -153,13 +151,13 @@ class EnginesTest(parameterized.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
 
-    def chain(runs, kernels):
-      _python(cls.root, 'estimator', runs, kernels=kernels)
-      _python(cls.root, 'distribute', runs, kernels=kernels)
+    def chain(run, kernels):
+      _python(cls.root, 'estimator', run, kernels=kernels)
+      _python(cls.root, 'distribute', run, kernels=kernels)
 
     other = dict([other_kernels.other_setting().split('=')])
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      for done in [pool.submit(chain, runs, kernels) for runs, kernels in (
+      for done in [pool.submit(chain, run, kernels) for run, kernels in (
           ('sampled', {}), ('masked_two_replicas', other))]:
         done.result()
 

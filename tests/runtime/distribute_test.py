@@ -1,10 +1,6 @@
-"""Tests of `runtime.distribute`: the toy third binary on the tf.distribute
-engine, through `lifecycle.run` unchanged, on any TF.
-
-The toy trains one weight `w` on the loss mean((w x - 3)^2) by gradient
-descent at rate 0.1. With x = 1 each step gives w' = 0.8 w + 0.6, so from 0
-w_n = 3 (1 - 0.8^n); with the batch x = (1, 2) the gradient is 5 w - 9 and
-w' = 0.5 w + 0.9, so w_n = 1.8 (1 - 0.5^n).
+"""Tests of `runtime.distribute`: the toy third binary
+(`lifecycle_test.toy_run`) on the tf.distribute engine, on any TF: its
+loops, checkpoints, summaries, stops and strategies.
 """
 
 import dataclasses
@@ -15,7 +11,7 @@ import sys
 import tempfile
 import textwrap
 import threading
-from typing import Optional, Sequence
+from typing import Optional
 from unittest import mock
 
 from absl.testing import absltest
@@ -24,133 +20,62 @@ import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
 from tests.runtime import lifecycle_test
 from tests.testing import forked
-from tunas_tf import files
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import distribute
+from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import estimator as estimator_lib
-from tunas_tf.runtime import guards
-from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
-from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_WEIGHT = 'weight/.ATTRIBUTES/VARIABLE_VALUE'
+_Toy = lifecycle_test.ToyTask
+_dataset_fn = lifecycle_test.dataset_fn
+_weight = lifecycle_test.weight
 
 
-class _ToyTask:
-  """One weight moved towards 3 by gradient descent, the mean gradient over
-  replicas; its loss checked finite in the graph unless `check_in_graph` is
-  False (as on TPU, where XLA drops the assertion), and on the host. Its
-  batches: `make_dataset(per-replica batch size, start step)` (`_dataset_fn`;
-  by default the global batch [1, 1])."""
+class _TracingToy(_Toy):
+  """The toy, keeping the Grappler options in force when its step was
+  traced: the process's experimental ones and this thread's functions'
+  RewriterConfig."""
 
-  finite_scalars = {'toy/loss': 'toy loss'}
-  progress = {'toy/loss': lambda v: f'toy loss {v:.4g}'}
-  decisions = ()
+  traced_under = rewrites_traced_under = None
 
-  def __init__(self, learning_rate: float, check_in_graph: bool = True,
-               make_dataset=None, train_batch_size: int = 2):
-    self._learning_rate = learning_rate
-    self._check_in_graph = check_in_graph
-    self._make_dataset = make_dataset or _dataset_fn([1.0, 1.0])
-    self.train_batch_size = train_batch_size
-    self.weight = None
-    # The Grappler options in force when `step` was traced: the process's
-    # experimental ones and this thread's functions' RewriterConfig.
-    self.traced_under = None
-    self.rewrites_traced_under = None
-
-  def build(self):
-    with replicas.identical_variables():
-      self.weight = tf.Variable(0.0, name='weight')
-    return {'weight': self.weight}
-
-  def step(self, features, global_step):
+  def step(self, inputs, global_step):
     self.traced_under = tf.config.optimizer.get_experimental_options()
     self.rewrites_traced_under = distribute.rewrite_options()
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
-    gradient, = replicas.means([tape.gradient(loss, self.weight)])
-    checks = guards.check_finite('toy loss', [loss], global_step,
-                                 use_tpu=not self._check_in_graph)
-    with tf.control_dependencies(checks):
-      self.weight.assign_sub(self._learning_rate * gradient)
-    return {'toy/loss': loss, 'toy/weight': self.weight.read_value()}
-
-  def initial_values(self):
-    return []
-
-  def dataset(self, batch_size, pipeline, start_step):
-    del pipeline  # One input pipeline: the replicas take its batches in turn.
-    return self._make_dataset(batch_size, start_step)
-
-
-def _dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
-                started=None):
-  """The global batch `features` at every step (NaN from step `nan_from`),
-  split over the replicas; keyed on the step, so a resumed run reads what an
-  uninterrupted one would."""
-
-  def dataset_fn(per_replica, start):
-    if started is not None:
-      started(start)
-    batch = tf.constant(features, tf.float32)
-
-    def at(step):
-      bad = (step >= nan_from if nan_from is not None
-             else tf.constant(False))
-      return batch * tf.where(bad, float('nan'), 1.0)
-
-    return (tf.data.Dataset.range(start, 2**62).map(at).unbatch()
-            .batch(per_replica))
-
-  return dataset_fn
+    return super().step(inputs, global_step)
 
 
 def _config(model_dir: str, max_steps: int, per_loop: int = 3,
             save_every: int = 3, learning_rate: float = 0.1):
-  # pylint: disable-next=protected-access
-  config = lifecycle_test._config(model_dir, learning_rate, max_steps)
-  return dataclasses.replace(config, job=dataclasses.replace(
-      config.job, tpu_iterations_per_loop=per_loop,
-      save_checkpoints_steps=save_every, log_every_steps=2,
-      engine='distribute'))
+  return lifecycle_test._config(  # pylint: disable=protected-access
+      model_dir, learning_rate, max_steps, engine='distribute',
+      per_loop=per_loop, save_every=save_every)
 
 
 def _toy_run(config, features=(1.0, 1.0), nan_from=None, started=None,
-             strategy=None, check_in_graph=True, task=None,
-             grappler_off=()):
-  """The whole third binary below its entry point, on tf.distribute."""
-  path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
-  values = jobs.to_flat(config)
-  run_only = jobs.JOB_RUN_ONLY_FIELDS | {'max_steps'}
-
-  def check():
-    stored = files.check_config(path, values, run_only)
-    return lifecycle_test._Plan(  # pylint: disable=protected-access
-        stored, resume_lib.resume_point(config.job.model_dir))
-
-  def start(plan, stop):
-    files.write_config(path, values, plan.stored, run_only)
-    step = distribute.train(
-        strategy or distribute.strategy_for(config.job),
-        task or _ToyTask(
-            config.learning_rate, check_in_graph,
-            _dataset_fn(features, nan_from,
-                        started(stop) if started else None), len(features)),
-        job=config.job, max_steps=config.max_steps, stop=stop,
-        run_name='the toy run', grappler_off=grappler_off)
-    return plan, step
-
-  return lifecycle.run(config.job, 'toy', check, start)
+             task=None, **engine_args):
+  """The toy binary on tf.distribute: (plan, final step); `started(stop)`
+  is called with its stop request when it reads its data."""
+  stops = []
+  if task is None:
+    task = _Toy(config.learning_rate, _dataset_fn(
+        features, nan_from,
+        started and (lambda start: started(stops[0])(start))), len(features))
+  plan, trained = lifecycle_test.toy_run(
+      config, task, distribute.DistributeEngine(config.job, **engine_args),
+      on_start=stops.append)
+  return plan, trained.step
 
 
-def _weight(model_dir: str) -> float:
-  return float(tf.train.load_checkpoint(model_dir).get_tensor(_WEIGHT))
+def _train(task, model_dir, max_steps, stop=None):
+  """`task` trained outside `lifecycle.run`."""
+  return distribute.DistributeEngine(_config(model_dir, max_steps).job).train(
+      task, max_steps=max_steps, stop=stop or preemption.StopRequest(),
+      run_name='the toy run')
 
 
 def _steps(model_dir: str):
@@ -207,7 +132,7 @@ class ThirdBinaryTest(absltest.TestCase):
               'memory_optimization', 'second_iteration')
     before = tf.config.optimizer.get_experimental_options()
     rewrites_before = distribute.rewrite_options()
-    trainer = _ToyTask(0.1)
+    trainer = _TracingToy(0.1)
     step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), task=trainer,
                     grappler_off=passes)[1]
     self.assertEqual(step, 4)
@@ -227,7 +152,7 @@ class ThirdBinaryTest(absltest.TestCase):
     self.assertEqual(rewrites, rewrites_before)
     self.assertEqual(tf.config.optimizer.get_experimental_options(), before)
     # Without the argument the loop runs under TF's defaults.
-    trainer = _ToyTask(0.1)
+    trainer = _TracingToy(0.1)
     _toy_run(_config(tempfile.mkdtemp(), max_steps=1), task=trainer)
     self.assertEqual(trainer.traced_under, before)
     self.assertEqual(trainer.rewrites_traced_under, rewrites_before)
@@ -265,40 +190,30 @@ class ThirdBinaryTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     _toy_run(_config(model_dir, max_steps=5, per_loop=2))
     found = _scalars(model_dir)
-    self.assertEqual(sorted(found), ['toy/loss', 'toy/weight'])
+    self.assertEqual(sorted(found), ['model/loss', 'toy/weight'])
     # Steps 0, 2 and 4 (0-based; loops [0, 1], [2, 3], [4]), as host_call
     # writes every 2 steps.
-    self.assertEqual([s for s, _ in found['toy/loss']], [0, 2, 4])
+    self.assertEqual([s for s, _ in found['model/loss']], [0, 2, 4])
     # The loss of step s is (w_s - 3)^2 = 9 * 0.64^s; the weight after it
     # 3 (1 - 0.8^(s + 1)).
-    for step, loss in found['toy/loss']:
+    for step, loss in found['model/loss']:
       self.assertAlmostEqual(loss, 9 * 0.64**step, places=4)
     for step, weight in found['toy/weight']:
       self.assertAlmostEqual(weight, 3 * (1 - 0.8**(step + 1)), places=5)
     self.assertLen(glob.glob(os.path.join(model_dir, 'events.out.*')), 1)
 
-  def test_a_nan_stops_it_in_one_line_without_saving(self):
-    model_dir = tempfile.mkdtemp()
-    _toy_run(_config(model_dir, max_steps=3))
-    with self.assertRaisesRegex(
-        ValueError, r'^The toy loss is nan at step 5: the toy run stopped '
-        'without saving it; the last good checkpoint is .*model.ckpt-3$'):
-      _toy_run(_config(model_dir, max_steps=9), nan_from=5)
-    self.assertEqual(_steps(model_dir), [0, 3])
-    self.assertEqual(resume_lib.resume_point(model_dir).global_step, 3)
-
-  def test_without_the_graphs_check_the_host_stops_it_in_one_line(self):
+  def test_a_nan_stops_the_loop_and_the_run_without_saving(self):
     model_dir = tempfile.mkdtemp()
     _toy_run(_config(model_dir, max_steps=3))
     # The loop of steps 3-5 ends after step 4, the first NaN.
     with self.assertRaisesRegex(
         ValueError, r'^The toy loss is nan at step 4: the toy run stopped '
         'without saving it; the last good checkpoint is .*model.ckpt-3$'):
-      _toy_run(_config(model_dir, max_steps=9), nan_from=4,
-               check_in_graph=False)
+      _toy_run(_config(model_dir, max_steps=9), nan_from=4)
     self.assertEqual(_steps(model_dir), [0, 3])
+    self.assertEqual(resume_lib.resume_point(model_dir).global_step, 3)
     # Nothing of the loop: not even its finite step 3.
-    self.assertEqual([s for s, _ in _scalars(model_dir)['toy/loss']], [0])
+    self.assertEqual([s for s, _ in _scalars(model_dir)['model/loss']], [0])
 
   def test_a_lost_worker_stops_a_worker_of_a_cluster_in_one_line(self):
     model_dir = tempfile.mkdtemp()
@@ -309,11 +224,12 @@ class ThirdBinaryTest(absltest.TestCase):
       del per_replica, start
       raise tf.errors.UnavailableError(None, None, reason)
 
+    engine = distribute.DistributeEngine(_config(model_dir, 9).job)
+    self.assertIs(engine.strategy, tf.distribute.get_strategy())
+
     def train():
-      distribute.train(
-          tf.distribute.get_strategy(), _ToyTask(0.1, True, peer_gone),
-          job=_config(model_dir, 9).job, max_steps=9,
-          stop=preemption.StopRequest(), run_name='the toy run')
+      engine.train(_Toy(0.1, peer_gone), max_steps=9,
+                   stop=preemption.StopRequest(), run_name='the toy run')
 
     with self.assertRaises(tf.errors.UnavailableError):  # Not in a cluster.
       train()
@@ -327,14 +243,12 @@ class ThirdBinaryTest(absltest.TestCase):
       train()
 
   def test_finite_scalars_must_be_scalars_of_the_step(self):
-    trainer = _ToyTask(0.1, True, _dataset_fn([1.0]), 1)
+    trainer = _Toy(0.1, _dataset_fn([1.0]), 1)
     trainer.finite_scalars = {'toy/lost': 'toy loss'}
     with self.assertRaisesRegex(
         ValueError, r"^a task's finite_scalars \['toy/lost'\] are not "
         'among its scalars$'):
-      distribute.train(
-          tf.distribute.get_strategy(), trainer, job=_config(tempfile.mkdtemp(), 3).job, max_steps=3,
-          stop=preemption.StopRequest(), run_name='the toy run')
+      _train(trainer, tempfile.mkdtemp(), 3)
 
   def test_a_stop_request_ends_after_the_loop_in_flight_and_saves(self):
     model_dir = tempfile.mkdtemp()
@@ -360,11 +274,7 @@ class ThirdBinaryTest(absltest.TestCase):
     model_dir = tempfile.mkdtemp()
     stop = preemption.StopRequest(lambda: f'{model_dir} was taken over')
     with self.assertRaisesRegex(ValueError, '^.* was taken over$'):
-      distribute.train(
-          tf.distribute.get_strategy(),
-          _ToyTask(0.1, True, _dataset_fn([1.0]), 1),
-          job=_config(model_dir, 9).job, max_steps=9,
-          stop=stop, run_name='the toy run')
+      _train(_Toy(0.1, _dataset_fn([1.0]), 1), model_dir, 9, stop)
     self.assertEqual(_steps(model_dir), [0])  # The initial state only.
 
 
@@ -381,9 +291,10 @@ def batch_of_two(model_dir: str, replica_count: int) -> float:
   """The toy's weight after 5 steps on the batch (1, 2), and checks the
   replica count."""
   config = _config(model_dir, max_steps=5, per_loop=2)
-  strategy = distribute.strategy_for(config.job, replica_count)
-  assert strategy.num_replicas_in_sync == replica_count
-  _toy_run(config, features=(1.0, 2.0), strategy=strategy)
+  engine = distribute.DistributeEngine(config.job, replica_count)
+  assert engine.strategy.num_replicas_in_sync == replica_count
+  lifecycle_test.toy_run(config, _Toy(0.1, _dataset_fn((1.0, 2.0)), 2),
+                         engine)
   return _weight(model_dir)
 
 
@@ -504,7 +415,8 @@ class LifecycleEngineTest(absltest.TestCase):
       with self.assertRaisesRegex(
           ValueError, '^--engine=estimator needs tf.estimator, .* use '
           '--engine=distribute'):
-        lifecycle.run(on_estimator, 'toy', lambda: None, None)
+        lifecycle.run(engine_lib.make(on_estimator), 'toy', lambda: None,
+                      None)
       self.assertEqual(_toy_run(config)[1], 1)
     with self.assertRaisesRegex(ValueError,
                                 "--engine must be one of .*, got 'keras'"):
@@ -521,8 +433,9 @@ class LifecycleEngineTest(absltest.TestCase):
     for index, locked in ((1, False), (0, True)):
       with mock.patch.dict(os.environ, TF_CONFIG=workers % index):
         self.assertEqual(lifecycle.run(
-            job, 'toy', check, lambda plan, stop: os.path.exists(lock),
-            multi_worker=True), locked)
+            engine_lib.make(job), 'toy', check,
+            lambda plan, stop: os.path.exists(lock), multi_worker=True),
+                         locked)
       self.assertEqual(os.path.exists(model_dir), locked)
     # Refused before the check: a malformed TF_CONFIG, or any cluster for a
     # binary that runs as one worker.
@@ -532,8 +445,9 @@ class LifecycleEngineTest(absltest.TestCase):
          'unset it$', False)):
       with mock.patch.dict(os.environ, TF_CONFIG=tf_config), \
           self.assertRaisesRegex(ValueError, message):
-        lifecycle.run(job, 'toy', mock.Mock(side_effect=AssertionError),
-                      None, multi_worker=multi_worker)
+        lifecycle.run(engine_lib.make(job), 'toy',
+                      mock.Mock(side_effect=AssertionError), None,
+                      multi_worker=multi_worker)
 
 
 if __name__ == '__main__':

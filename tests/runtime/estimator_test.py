@@ -12,6 +12,7 @@ from absl.testing import absltest
 import tensorflow as tf
 
 from tunas_tf.data import streams
+from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
@@ -87,7 +88,8 @@ class RequireEstimatorTest(absltest.TestCase):
     start = mock.Mock()
     with mock.patch.object(estimator, 'has_estimator', return_value=False):
       with self.assertRaisesRegex(ValueError, 'use --engine=distribute'):
-        lifecycle.run(job, 'train_search', lambda: None, start)
+        lifecycle.run(engine_lib.make(job), 'train_search', lambda: None,
+                      start)
     start.assert_not_called()
     self.assertFalse(os.path.exists(model_dir))
 

@@ -1,6 +1,10 @@
-"""Tests of `runtime/guards.py`: `check_finite` stops a graph on a NaN and
-`non_finite_failure` reads its error back; under XLA the assertion is
-dropped (why `distribute.train` checks the step's values on the host)."""
+"""Tests of `runtime/guards.py`: the host's check of a step's scalars, and
+the Estimator's `FiniteHook` reading what host_call queued, on CPU as on TPU
+(where the host_call runs behind the session run, in the outfeed thread)."""
+
+import tempfile
+import threading
+import time
 
 from absl.testing import absltest
 import numpy as np
@@ -8,23 +12,79 @@ import tensorflow as tf
 
 from tunas_tf.runtime import guards
 
+_FINITE = {'model/loss': 'model loss', 'rlcontroller/reward': 'reward'}
 
-class XlaDropsAssertionsTest(absltest.TestCase):
 
-  def test_check_finite_fails_in_a_graph_and_not_under_xla(self):
+class LineTest(absltest.TestCase):
 
-    def step(loss, global_step):
-      checks = guards.check_finite('model loss', [loss], global_step,
-                                   use_tpu=False)
-      with tf.control_dependencies(checks):
-        return loss + 1.0
+  def test_the_first_non_finite_scalar_in_the_tasks_order(self):
+    values = {'model/loss': 1.0, 'rlcontroller/reward': float('inf'),
+              'other': float('nan')}
+    self.assertEqual(guards.first_non_finite(values, _FINITE),
+                     ('reward', float('inf')))
+    values['model/loss'] = float('nan')
+    self.assertEqual(guards.first_non_finite(values, _FINITE)[0],
+                     'model loss')
+    self.assertIsNone(guards.first_non_finite({'model/loss': 1.0},
+                                              {'model/loss': 'loss'}))
 
-    args = (tf.constant(float('nan')), tf.constant(3, tf.int64))
-    with self.assertRaises(tf.errors.InvalidArgumentError) as raised:
-      tf.function(step)(*args)
-    self.assertEqual(guards.non_finite_failure(raised.exception),
-                     ('model loss', 3, 'nan'))
-    self.assertTrue(np.isnan(tf.function(step, jit_compile=True)(*args)))
+  def test_the_line_names_the_value_the_step_and_the_last_checkpoint(self):
+    model_dir = tempfile.mkdtemp()
+    self.assertEqual(
+        guards.non_finite_line('reward', float('nan'), 7, model_dir,
+                               'the search'),
+        'The reward is nan at step 7: the search stopped without saving it; '
+        'the last good checkpoint is none (none was saved)')
+
+
+class FiniteHookTest(absltest.TestCase):
+
+  def _run(self, rows, steps_per_run, lag):
+    """Session runs of `steps_per_run` steps each, over `rows` (each step's
+    [replicas, 2] scalars); every run's steps are queued by another thread
+    `lag` seconds after the run started, as a TPU's outfeed thread does."""
+    with tf.Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      step = tf.compat.v1.placeholder(tf.int64, [])
+      row = tf.compat.v1.placeholder(tf.float32, [None, 2])
+      queue = guards.queue_finite(step, row)
+      train_op = global_step.assign_add(steps_per_run)
+      hook = guards.FiniteHook(_FINITE, tempfile.mkdtemp(), 'the toy')
+      with tf.compat.v1.train.SingularMonitoredSession(
+          hooks=[hook]) as session:
+        raw = session.raw_session()
+
+        def outfeed(first):
+          time.sleep(lag)
+          for s in range(first, first + steps_per_run):
+            raw.run(queue, {step: s, row: rows[s]})
+
+        for first in range(0, len(rows), steps_per_run):
+          thread = threading.Thread(target=outfeed, args=(first,))
+          thread.start()
+          try:
+            session.run(train_op)  # Its hook waits for the queued steps.
+          finally:
+            thread.join()
+
+  def test_a_lagging_host_call_is_waited_for_and_read_to_the_step(self):
+    rows = [np.ones([2, 2], np.float32) for _ in range(6)]
+    self._run(rows, steps_per_run=3, lag=0.3)  # All finite.
+    # A NaN reward on one replica at step 5, in the last run: its mean over
+    # replicas is NaN, queued 0.3 s after the run began.
+    rows[5] = np.array([[1.0, 0.5], [1.0, np.nan]], np.float32)
+    with self.assertRaisesRegex(
+        ValueError, r'^The reward is nan at step 5: the toy stopped without '
+        'saving it; the last good checkpoint is none'):
+      self._run(rows, steps_per_run=3, lag=0.3)
+
+  def test_every_step_of_a_run_is_checked_not_only_its_last(self):
+    rows = [np.ones([1, 2], np.float32) for _ in range(3)]
+    rows[1] = np.array([[np.inf, 1.0]], np.float32)
+    with self.assertRaisesRegex(ValueError, '^The model loss is inf at step '
+                                '1: '):
+      self._run(rows, steps_per_run=3, lag=0.0)
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -146,6 +146,24 @@ class MirroredTest(absltest.TestCase):
     for copy in copies:  # float32 steps against float64: measured 6e-8.
       np.testing.assert_allclose(copy, w, rtol=1e-5)
 
+  def test_rmsprop_steps_at_the_rate_of_each_update_on_its_own_slots(self):
+    with tf.Graph().as_default():
+      w = tf.Variable([1.0, -1.0], name='w')
+      optimizer = replicas.rmsprop(0.0, [w])
+      slots = tf.compat.v1.global_variables()
+      grads = [(tf.constant([1.0, 1.0]), w)]
+      with self.assertRaisesRegex(ValueError, 'without its learning rate'):
+        optimizer.apply_gradients(grads)
+      update = optimizer.at(tf.constant(0.1)).apply_gradients(grads)
+      self.assertEqual(tf.compat.v1.global_variables(), slots)  # No new one.
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(update)
+        # TF1 RMSProp: ms = 0.9 * 1 + 0.1 * 1, w -= 0.1 * 1 / sqrt(ms + 1).
+        np.testing.assert_allclose(sess.run(w), [1.0 - 0.1 / np.sqrt(2.0),
+                                                 -1.0 - 0.1 / np.sqrt(2.0)],
+                                   rtol=1e-6)
+
   def test_averaging_optimizer_refuses_to_sum(self):
     strategy = replicas.mirrored_strategy(['/cpu:0', '/cpu:1'])
     # Outside Estimator.train the v1 optimizer would sum the gradients.

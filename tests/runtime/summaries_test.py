@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 
+from tunas_tf.runtime import guards
 from tunas_tf.runtime import summaries as summaries_lib
 from tests.testing import searches
 
@@ -79,6 +80,31 @@ class HostCallTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "decision 'b/2'"):
       summaries_lib.host_call(summaries, tf.constant(0, tf.int64), model_dir,
                               1, decisions=[('b/2', ('a', 'b'))])
+
+  def test_host_call_queues_the_finite_scalars_of_every_replica(self):
+    model_dir = tempfile.mkdtemp()
+    with tf.Graph().as_default():
+      summaries = {'a/x': tf.constant(1.5), 'p/v': tf.range(2.0),
+                   'b/y': tf.constant(-2.0)}
+      host_fn, (step, row) = summaries_lib.host_call(
+          summaries, tf.constant(3, tf.int64), model_dir, every_n_steps=2,
+          finite=['b/y', 'a/x'])
+      # Two replicas' rows, as TPU's host_call gets them: the mean is queued.
+      wrote = host_fn(tf.concat([step, step], 0),
+                      tf.concat([row, 3 * row], 0))
+      queue, = tf.compat.v1.get_collection(guards._QUEUE)  # pylint: disable=protected-access
+      with tf.compat.v1.Session() as sess:
+        sess.run(summary_ops_v2.summary_writer_initializer_op())
+        self.assertFalse(sess.run(wrote))  # Step 3 writes nothing.
+        self.assertEqual(sess.run(queue.size()), 1)
+        queued_step, queued = sess.run(queue.dequeue())
+    self.assertEqual(queued_step, 3)
+    np.testing.assert_array_equal(queued, [-4.0, 3.0])
+    for finite in (['p/v'], ['c/z']):  # A vector, or no such scalar.
+      with self.assertRaisesRegex(ValueError, r"^a task's finite_scalars "
+                                  r"\['.*'\] are not among its scalars$"):
+        summaries_lib.host_call(summaries, tf.constant(0, tf.int64),
+                                model_dir, 1, finite=finite)
 
   def test_host_call_splits_the_row_only_on_steps_that_write(self):
     model_dir = tempfile.mkdtemp()

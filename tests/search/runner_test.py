@@ -1,5 +1,5 @@
-"""Tests for search/runner's input_fn and progress line (the search itself:
-search_test)."""
+"""Tests for search/runner's lines and the search's input_fn (the search
+itself: search_test)."""
 
 import dataclasses
 import tempfile
@@ -10,6 +10,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.runtime import estimator
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import runner
 from tunas_tf.search import task as task_lib
@@ -78,6 +79,12 @@ class DistributeGrapplerTest(absltest.TestCase):
                         if p != 'memory_optimization'))
 
 
+def _input_fn(config, start_step=0):
+  """The search's input_fn on the Estimator."""
+  return estimator.task_input_fn(task_lib.SearchTask(config), config.job,
+                                 config.replicas, start_step)
+
+
 class InputFnTest(parameterized.TestCase):
 
   @parameterized.parameters(('true', tf.bfloat16), ('ontpu', tf.float32),
@@ -87,7 +94,7 @@ class InputFnTest(parameterized.TestCase):
     # Off TPU `ontpu` computes in float32; on TPU its model_fn casts.
     config = searches.search_config(tempfile.mkdtemp(), '--train_batch_size=4',
                                     f'--use_bfloat16={mode}')
-    features, labels = runner.make_input_fn(config)({}).element_spec
+    features, labels = _input_fn(config)({}).element_spec
     for side, batch in (('train', 4), ('validation', 16)):
       self.assertEqual((features[side].dtype, features[side].shape),
                        (dtype, [batch, 8, 8, 1]), side)
@@ -103,9 +110,9 @@ class InputFnTest(parameterized.TestCase):
       config = searches.search_config(tempfile.mkdtemp(),
                                       '--train_batch_size=4',
                                       f'--use_bfloat16={mode}')
-      streams[mode] = list(runner.make_input_fn(config)({}).take(4)
+      streams[mode] = list(_input_fn(config)({}).take(4)
                            .as_numpy_iterator())
-    resumed = list(runner.make_input_fn(config, start_step=3)({}).take(1)
+    resumed = list(_input_fn(config, start_step=3)({}).take(1)
                    .as_numpy_iterator())
     for float32, bfloat16 in zip(streams['false'], streams['true']):
       for side in ('train', 'validation'):
@@ -122,7 +129,7 @@ class InputFnTest(parameterized.TestCase):
                                     '--use_bfloat16=true')
     config = dataclasses.replace(
         config, job=dataclasses.replace(config.job, use_tpu=True, tpu='local'))
-    features, _ = runner.make_input_fn(config)(
+    features, _ = _input_fn(config)(
         {'batch_size': 2}).element_spec
     self.assertEqual((features['train'].dtype, features['train'].shape),
                      (tf.bfloat16, [8, 8, 1, 2]))

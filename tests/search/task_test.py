@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from tunas_tf import train_search
 from tunas_tf.data import datasets
-from tunas_tf.runtime import distribute
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
 from tunas_tf.search import runner
@@ -45,7 +44,7 @@ def _config(model_dir: str):
   values(['train_search', f'--model_dir={model_dir}',
           f'--max_steps={_STEPS}', '--train_batch_size=16',
           '--tpu_iterations_per_loop=2', '--save_checkpoints_steps=2',
-          '--log_every_steps=2', '--deterministic',
+          '--log_every_steps=2', '--deterministic', '--engine=distribute',
           '--rl_delay_steps_fraction=0.34',
           '--increase_ops_warmup_steps_fraction=0.34',
           '--increase_filters_warmup_steps_fraction=0.34'])
@@ -54,10 +53,9 @@ def _config(model_dir: str):
 
 def _search(model_dir: str) -> int:
   config = _config(model_dir)
-  return distribute.train(
-      tf.distribute.get_strategy(), task_lib.SearchTask(config),
-      job=config.job, max_steps=config.max_global_step, stop=preemption.StopRequest(),
-      run_name='the search', grappler_off=runner.distribute_grappler_off())
+  return runner.make_engine(config).train(
+      task_lib.SearchTask(config), max_steps=config.max_global_step,
+      stop=preemption.StopRequest(), run_name='the search').step
 
 
 def run_and_resume(root: str) -> None:

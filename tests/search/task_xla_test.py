@@ -25,8 +25,8 @@ Without a TPU:
   TPUEstimator's: it builds (a variable whose initial value is a tensor made
   inside such a context is refused; the controller's logits and Adam slots
   were);
-* the HWCN round trip. (XLA dropping an assertion, why `distribute.train`
-  checks the step's loss and reward on the host: tests/runtime/guards_test.py.)
+* the HWCN round trip. (The loss and the reward are checked finite on the
+  host, by either engine: `runtime.guards`.)
 """
 
 import dataclasses
@@ -38,8 +38,8 @@ import pytest
 import tensorflow as tf
 
 from tunas_tf.runtime import distribute
+from tunas_tf.runtime import estimator
 from tunas_tf.runtime import task as runtime_task
-from tunas_tf.search import runner
 from tunas_tf.search import task as task_lib
 from tests.testing import hlo
 from tests.testing import searches
@@ -126,7 +126,8 @@ class EstimatorXlaContextTest(absltest.TestCase):
 
   def test_model_fn_builds_in_an_xla_compile_context(self):
     config, _ = _configs()
-    model_fn = runner.make_model_fn(config)
+    model_fn = estimator.task_model_fn(task_lib.SearchTask(config),
+                                       config.job, config.max_global_step)
 
     def step(train_images, train_labels, valid_images, valid_labels):
       spec = model_fn({'train': train_images, 'validation': valid_images},

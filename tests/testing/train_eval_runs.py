@@ -44,10 +44,8 @@ PINNED_INDICES = '1:0:0:1:0:0:2:1:0:2:2:1:0:0:0:1:1:2'
 PINNED = ('--ssd=digits_search', f'--indices={PINNED_INDICES}')
 
 
-# The scalars a train_eval run writes: training (both engines), and its
-# evaluation's in model_dir/eval (`Estimator.evaluate`'s or
-# `evaluate.write_summaries`', then the runner's; the Estimator also writes
-# the text `checkpoint_path`).
+# The scalars a train_eval run writes: training, and its evaluation's in
+# model_dir/eval (the runner's), on either engine.
 TRAIN_TAGS = frozenset({'model/loss', 'model/empirical_loss',
                         'model/regularization_loss', 'model/learning_rate'})
 EVAL_TAGS = frozenset({'top1', 'top5', 'cross_entropy', 'loss', 'params',

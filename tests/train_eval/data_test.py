@@ -1,5 +1,5 @@
-"""The images' dtype per mode: `train_eval.data`'s eval input_fn and the
-training task's batches (`task.TrainEvalTask.dataset`)."""
+"""The images' dtype per mode: the training task's batches and its eval
+pass (`task.TrainEvalTask.dataset`, `eval_dataset`)."""
 
 import tempfile
 
@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from tests.testing import train_eval_runs as runs
 from tunas_tf.data import streams
-from tunas_tf.train_eval import data
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import task as task_lib
 
@@ -25,11 +24,11 @@ def _config(mode: str):
 
 def _input(config, training: bool, start_step: int = 0):
   """Training batches (the task's, one pipeline) or one eval pass."""
+  task = task_lib.TrainEvalTask(config, network.build_architecture(config))
   if training:
-    task = task_lib.TrainEvalTask(config, network.build_architecture(config))
     return task.dataset(config.train_batch_size, streams.Pipeline(0, 1, 1),
                         start_step)
-  return data.eval_input_fn(config)({})
+  return task.eval_dataset(config.eval_batch_size, pad=False)
 
 
 class InputFnTest(parameterized.TestCase):

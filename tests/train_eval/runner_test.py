@@ -4,6 +4,7 @@ import dataclasses
 import glob
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -16,12 +17,15 @@ from tunas_tf.data import datasets
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import estimator
+from tunas_tf.runtime import preemption
 from tunas_tf.search import oneshot
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.train_eval import data
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
+from tunas_tf.train_eval import task as task_lib
 
 
 class ResultLineTest(absltest.TestCase):
@@ -105,14 +109,19 @@ class RunTest(absltest.TestCase):
     np.testing.assert_array_equal(
         np.concatenate([b[0].numpy() for b in batches])[360:],
         np.zeros([4, 8, 8, 1]))
-    arch = network.build_architecture(config)
-    estimator = runner.make_estimator(
-        config, runner.make_model_fn(config, arch, {}))
-    results = [estimator.evaluate(
-        lambda params, pad=pad: data.eval_dataset(config, 7, pad=pad))
-               for pad in (False, True)]
-    for key in ('top1', 'top5', 'cross_entropy'):
-      # Sums over the same 360 terms, grouped alike: float32 rounding only.
+    # The Estimator's evaluation of the run's checkpoint in batches of 7,
+    # padded or not.
+    task = task_lib.TrainEvalTask(config, network.build_architecture(config))
+    results = []
+    for pad in (False, True):
+      with mock.patch.object(task, 'eval_dataset', lambda *args, pad=pad,
+                             make=task.eval_dataset: make(7, pad)):
+        results.append(estimator.EstimatorEngine(config.job).evaluate(
+            task, checkpoint=tf.train.latest_checkpoint(self.model_dir),
+            stop=preemption.StopRequest(), run_name='train_eval'))
+    for key in ('top1', 'top5', 'cross_entropy', 'loss'):
+      # Sums in float64 of the same 360 values (up to float32 rounding in
+      # other batch shapes' kernels).
       self.assertAlmostEqual(results[1][key], results[0][key], delta=1e-6)
     self.assertAlmostEqual(results[0]['top1'], self.metrics['top1'],
                            delta=1e-6)

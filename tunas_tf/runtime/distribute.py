@@ -1,24 +1,22 @@
-"""The tf.distribute engine: a run as a custom training loop.
+"""The tf.distribute engine: a run as a custom training loop, any TF.
 
-`strategy_for(job, replicas)` picks the strategy: one device, a
-`MirroredStrategy` over `replicas` GPUs or CPU devices, a
-`MultiWorkerMirroredStrategy` under `TF_CONFIG`, a `TPUStrategy` on TPU.
-`train(strategy, task, ...)` resumes from the newest checkpoint and runs a
-`runtime.task.Task`'s per-replica step to `max_steps`, one loop of
-`job.tpu_iterations_per_loop` steps per `tf.function` call (what it writes
-between calls: `train`).
+`DistributeEngine` trains a `runtime.task.Task` under the strategy
+`strategy_for` picks (one device, `MirroredStrategy` for `--replicas`,
+`MultiWorkerMirroredStrategy` under `TF_CONFIG`, `TPUStrategy` on TPU), one
+loop of `job.tpu_iterations_per_loop` steps per `tf.function` call, and
+evaluates an `EvaluatedTask` in one pass.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import tempfile
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
                     Sequence, Tuple)
 
+import numpy as np
 import tensorflow as tf
 
 # pylint: disable=g-direct-tensorflow-import
@@ -242,14 +240,6 @@ class _Run:
                           tf.int32)  # (Possibly none: all finite.)
     return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
 
-  def non_finite(self, values: Mapping[str, float]
-                 ) -> Optional[Tuple[str, float]]:
-    """What the first non-finite `finite` scalar is, with its value."""
-    for name, what in self.finite.items():
-      if not math.isfinite(values[name]):
-        return what, values[name]
-    return None
-
   def _loop(self, iterator, steps: tf.Tensor
             ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """`steps` steps, or fewer, ending after the first step whose `finite`
@@ -289,33 +279,35 @@ class _Run:
 
 def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
            max_steps: int, stop: preemption.StopRequest,
-           progress: hooks.ProgressLine,
-           summaries: Optional[Summaries], run_name: str) -> int:
-  """`train`'s loop, once the run's objects exist; the final step."""
+           summaries: Optional[Summaries], run_name: str) -> task_lib.Trained:
+  """`DistributeEngine.train`'s loop, once the run's objects exist."""
   step = start = run.restore()
   if step >= max_steps:
-    return step
+    return task_lib.Trained(start, step, None)
   if not run.resumed:
     for variable, value in run.task.initial_values():
       variable.assign(value)
-    # The initial state, as the Estimator saves it (on every worker, as
-    # later ones).
+    # The initial state, as the Estimator saves it (on every worker).
     run.manager.save(checkpoint_number=step)
-  dataset = run.strategy.distribute_datasets_from_function(
-      lambda context: make_dataset(context, start))
-  iterator = iter(dataset)
+  iterator = iter(run.strategy.distribute_datasets_from_function(
+      lambda context: make_dataset(context, start)))
   writer = (tf.summary.create_file_writer(job.model_dir) if run.chief
             else tf.summary.create_noop_writer())
+  progress = hooks.ProgressLine(max_steps, job.log_every_steps,
+                                run.task.progress)
+  throughput = hooks.Throughput(run.strategy.num_replicas_in_sync)
   saved = step
   try:
     while step < max_steps:
       steps = min(job.tpu_iterations_per_loop, max_steps - step)
+      throughput.begin()
       last, last_mean, kept, kept_at = run.loop(
           iterator, tf.constant(steps, tf.int64))
-      step = int(run.global_step.numpy())
+      before, step = step, int(run.global_step.numpy())
+      throughput.add((step - before) * run.task.train_batch_size)
       last = dict(zip(run.names, last.numpy().tolist()))
-      non_finite = run.non_finite(dict(zip(run.names,
-                                           last_mean.numpy().tolist())))
+      non_finite = guards.first_non_finite(
+          dict(zip(run.names, last_mean.numpy().tolist())), run.finite)
       if non_finite:  # At the loop's last step, before anything is written.
         raise ValueError(guards.non_finite_line(
             *non_finite, step - 1, job.model_dir, run_name))
@@ -328,7 +320,7 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
             summaries(kept, int(kept_at))
       if run.chief:
         progress.update(step, {name: last[name] for name in run.task.progress
-                               if name in last})
+                               if name in last}, throughput.text)
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -341,7 +333,7 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
         raise preemption.Stopped(preemption.stopped_line(stop, step))
   finally:
     writer.close()
-  return step
+  return task_lib.Trained(start, step, throughput.rate())
 
 
 @contextlib.contextmanager
@@ -426,49 +418,133 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
     ctx.function_call_options = None
 
 
-def train(strategy: tf.distribute.Strategy, task: task_lib.Task, *,
-          job: JobConfig, max_steps: int, stop: preemption.StopRequest,
-          run_name: str, grappler_off: Sequence[str] = ()) -> int:
-  """Trains `task` under `strategy` to `max_steps`; the final step.
+def _evaluate(strategy: tf.distribute.Strategy,
+              task: task_lib.EvaluatedTask, pad: bool,
+              stop: preemption.StopRequest, step: int) -> Dict[str, Any]:
+  """`DistributeEngine.evaluate`'s pass, the task's values assigned."""
+  dataset = strategy.experimental_distribute_dataset(
+      task.eval_dataset(task.eval_batch_size, pad))
 
-  Restores the checkpoint the `checkpoint` file of
-  `job.model_dir` names (`lifecycle.run` pointed it there), runs loops of
-  `job.tpu_iterations_per_loop` steps (the last one ending at `max_steps`),
-  writes the first replica's scalars of the steps whose 0-based index is a
-  multiple of that, as the Estimator's host_call does (with the task's
-  `decisions`' probabilities), logs the `progress` line every
-  `job.log_every_steps` steps and saves `model.ckpt-N` (keeping
-  `job.keep_checkpoint_max`; the first at the start of a new run) every
-  `job.save_checkpoints_steps` steps, at the end and on a stop request.
-  Non-chief workers save at the same steps into a temporary directory.
-  Runs in a worker thread (`preemption.run_in_thread`).
+  @tf.function(input_signature=[dataset.element_spec], autograph=False)
+  def batch(inputs):
+    values = strategy.run(task.evaluation_step, args=(inputs,))
+    return {name: strategy.gather(value, axis=0)
+            for name, value in values.items()}
 
-  Raises:
-    ValueError: one line, for a NaN or Inf (`guards.check_finite`, or the
-      task's `finite_scalars`; it names the last good checkpoint), an
-      undecodable image, an unrestorable checkpoint, a lost model directory
-      or, in a cluster, a lost worker.
-    preemption.Stopped: when a signal stopped it (a checkpoint saved).
+  sums, throughput = {}, hooks.Throughput(strategy.num_replicas_in_sync)
+  for inputs in dataset:
+    throughput.begin()
+    values = {name: v.numpy() for name, v in batch(inputs).items()}
+    for name, value in values.items():  # In float64, as the Estimator's.
+      sums[name] = sums.get(name, 0.0) + np.sum(value, dtype=np.float64)
+    throughput.add(len(next(iter(values.values()))))
+    if stop.signal_name:
+      raise preemption.Stopped(preemption.stopped_line(
+          stop, step, 'before its evaluation ended (nothing to save)'))
+  return dict(task.aggregate({k: float(v) for k, v in sums.items()}),
+              global_step=step, images_per_sec=throughput.rate())
+
+
+class DistributeEngine:
+  """The tf.distribute engine (`runtime.engine.Engine`).
+
+  Args:
+    job: the run's job config.
+    replicas: `MirroredStrategy` replicas (`--replicas`).
+    grappler_off: Grappler passes the training loop runs without
+      (`grappler_without`).
   """
 
-  def guarded() -> int:
-    with contextlib.ExitStack() as stack:
-      stack.enter_context(_lost_worker_in_one_line(job.model_dir, run_name))
-      stack.enter_context(guards.stops_in_one_line(job.model_dir, run_name))
-      stack.enter_context(unreadable.stops_in_one_line(run_name,
-                                                       job.model_dir))
-      stack.enter_context(grappler_without(grappler_off))
-      run = _Run(strategy, task, job)
-      summaries = None
-      if task.decisions:
-        summaries = lambda values, step: summaries_lib.write_probabilities(
-            task.decisions, values.__getitem__, step)
-      try:
-        return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
-                      stop, hooks.ProgressLine(max_steps, job.log_every_steps,
-                                               task.progress),
-                      summaries, run_name)
-      finally:
-        run.close()
+  def __init__(self, job: JobConfig, replicas: int = 1,
+               grappler_off: Sequence[str] = ()):
+    self.job, self._replicas, self._grappler_off = job, replicas, grappler_off
+    self._strategy = None
 
-  return preemption.run_in_thread(guarded)
+  def worker(self) -> Optional[cluster.Worker]:
+    """The worker of a cluster `TF_CONFIG` names, or None (one line for a
+    malformed one)."""
+    return cluster.worker()
+
+  @property
+  def chief(self) -> bool:
+    """Whether this process writes the run's files (not a non-chief
+    worker)."""
+    return cluster.is_chief()
+
+  def check(self) -> None:
+    """Refuses, making nothing, what `strategy_for` would (one line)."""
+    check_strategy(self.job, self._replicas)
+    cloud_tpu.cluster_resolver(self.job)
+
+  @property
+  def strategy(self) -> tf.distribute.Strategy:
+    """The run's strategy, made on first use (before TF runs anything)."""
+    if self._strategy is None:
+      self._strategy = strategy_for(self.job, self._replicas)
+    return self._strategy
+
+  def train(self, task: task_lib.Task, *, max_steps: int,
+            stop: preemption.StopRequest, run_name: str,
+            resume: Optional[resume_lib.ResumePoint] = None
+            ) -> task_lib.Trained:
+    """Trains `task` to `max_steps` from the checkpoint the `checkpoint`
+    file names (`lifecycle.run` pointed it at `resume`).
+
+    Writes the first replica's scalars of the steps whose 0-based index is a
+    multiple of `job.tpu_iterations_per_loop`, as the Estimator's host_call
+    (with the `decisions`' probabilities), logs the progress line and saves
+    `model.ckpt-N` (the first at the start of a new run) every
+    `job.save_checkpoints_steps` steps, at the end and on a stop request.
+    Non-chief workers save at the same steps into a temporary directory.
+
+    Raises:
+      ValueError: one line, for a NaN or Inf among the task's
+        `finite_scalars`, an undecodable image, an unrestorable checkpoint, a
+        lost model directory or, in a cluster, a lost worker.
+      preemption.Stopped: when a signal stopped it (a checkpoint saved).
+    """
+    del resume  # Restored from the `checkpoint` file.
+    job, strategy = self.job, self.strategy
+
+    def guarded() -> task_lib.Trained:
+      with contextlib.ExitStack() as stack:
+        stack.enter_context(_lost_worker_in_one_line(job.model_dir, run_name))
+        stack.enter_context(unreadable.stops_in_one_line(run_name,
+                                                         job.model_dir))
+        stack.enter_context(grappler_without(self._grappler_off))
+        run = _Run(strategy, task, job)
+        summaries = None
+        if task.decisions:
+          summaries = lambda values, step: summaries_lib.write_probabilities(
+              task.decisions, values.__getitem__, step)
+        try:
+          return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
+                        stop, summaries, run_name)
+        finally:
+          run.close()
+
+    return preemption.run_in_thread(guarded)
+
+  def evaluate(self, task: task_lib.EvaluatedTask, *,
+               checkpoint: Optional[str], stop: preemption.StopRequest,
+               run_name: str) -> Dict[str, Any]:
+    """One pass of `task.eval_dataset` (split over the replicas; on TPU its
+    last batch padded) on `checkpoint`'s values or the task's own: the
+    task's `aggregate`d metrics, `global_step` and `images_per_sec`.
+
+    Raises:
+      ValueError: one line, for an undecodable image or a checkpoint the
+        task cannot read.
+      preemption.Stopped: when a signal cut it short (nothing is saved).
+    """
+    strategy = self.strategy
+
+    def guarded() -> Dict[str, Any]:
+      with unreadable.stops_in_one_line(f"{run_name}'s evaluation"):
+        with strategy.scope():
+          for variable, value in task.build_evaluation(checkpoint):
+            variable.assign(value)
+        step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
+        return _evaluate(strategy, task, self.job.use_tpu, stop, step)
+
+    return preemption.run_in_thread(guarded)

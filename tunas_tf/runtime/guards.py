@@ -1,113 +1,107 @@
 """A NaN or Inf stops a run in one line, before anything saves it.
 
-`check_finite` asserts, in the graph, that a step's values are finite (off
-TPU); an update made to depend on it never runs on a NaN. Around an
-Estimator's `train`, `stops_in_one_line` turns that failure (or TF's
-NaN-loss check on TPU) into one line naming the value, the step and the last
-good checkpoint; `non_finite_line` says the same of a value the host found
-non-finite (`runtime.distribute`, where XLA dropped the assertions).
+The check is on the host, from a step's scalars (a task's `finite_scalars`),
+where no compiler can drop it: the distribute engine reads them from its
+loop; the Estimator's host_call queues them (`queue_finite`, on TPU too) and
+`FiniteHook` reads the queue after every session run, before the saver.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
-from typing import Iterator, List, Optional, Tuple
+import math
+from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-# The first datum of the assertions of `check_finite`, found again in the
-# error by `non_finite_failure`.
-_NON_FINITE = 'tunas_tf non-finite'
-_NON_FINITE_ERROR = re.compile(
-    _NON_FINITE + r'\] \[([^\]]*)\] \[(-?\d+)\] \[([^\]]*)\]')
+# The graph collection holding the queue of `queue_finite`.
+_QUEUE = 'tunas_tf_finite_queue'
 
 
-def check_finite(name: str, values: List[tf.Tensor], global_step: tf.Tensor,
-                 use_tpu: bool) -> List[tf.Operation]:
-  """An assertion that every element of `values` is finite (off TPU).
-
-  An update made to depend on it never runs on a NaN or Inf: the session
-  run fails with an error that `non_finite_failure` reads (`name`, the step,
-  the first value), before the update and before any hook saves. On TPU it
-  is empty (XLA drops assertions; the Estimator's NaN-loss hook remains).
-
-  Args:
-    name: what the values are, for the message ('model loss', 'reward').
-    values: float Tensors; the first should be a scalar (it is reported).
-    global_step: the step (reported).
-    use_tpu: whether the graph runs on TPU.
-
-  Returns:
-    The assertion ops (control dependencies), empty on TPU.
-  """
-  if use_tpu:
-    return []
-  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
-                          for v in values])
-  return [tf.debugging.Assert(
-      finite, [_NON_FINITE, name, tf.cast(global_step, tf.int64), values[0]],
-      name=f"check_finite_{name.replace(' ', '_')}")]
+def first_non_finite(values: Mapping[str, float], finite: Mapping[str, str]
+                     ) -> Optional[Tuple[str, float]]:
+  """(what it is, value) of the first `finite` scalar of `values` that is not
+  finite, or None. `finite`: {scalar name: what it is in a message}."""
+  for name, what in finite.items():
+    if not math.isfinite(values[name]):
+      return what, values[name]
+  return None
 
 
-def non_finite_failure(error: Exception) -> Optional[Tuple[str, int, str]]:
-  """(name, step, value) of a `check_finite` failure, or None."""
-  match = _NON_FINITE_ERROR.search(str(error))
-  if not match:
-    return None
-  return match.group(1), int(match.group(2)), match.group(3)
-
-
-def _stop_line(error: Exception, model_dir: str, run: str) -> Optional[str]:
-  """The one line of a run stopped on a NaN or Inf, or None for another error.
-
-  Args:
-    error: what the Estimator's train raised: a `check_finite` failure or
-      TF's `NanLossDuringTrainingError`.
-    model_dir: the run's directory (its newest checkpoint is named).
-    run: what stopped, e.g. 'the search'.
-  """
-  failure = non_finite_failure(error)
-  if failure is None:
-    if not isinstance(error, tf.compat.v1.train.NanLossDuringTrainingError):
-      return None
-    what = 'NaN loss during training'
-  else:
-    name, step, value = failure
-    what = f'The {name} is {value} at step {step}'
-  return _line(what, model_dir, run)
-
-
-def _line(what: str, model_dir: str, run: str) -> str:
-  latest = tf.train.latest_checkpoint(model_dir)
-  return (f'{what}: {run} stopped without saving it; the last good '
-          f'checkpoint is {latest or "none (none was saved)"}')
-
-
-def non_finite_line(name: str, value: float, step: int, model_dir: str,
+def non_finite_line(what: str, value: float, step: int, model_dir: str,
                     run: str) -> str:
-  """The line of a value found non-finite on the host (where the graph has
-  no `check_finite`: XLA drops assertions), worded as a `check_finite` stop:
-  'The reward is nan at step 7: the search stopped without saving it; the
+  """'The reward is nan at step 7: the search stopped without saving it; the
   last good checkpoint is DIR/model.ckpt-6'."""
-  return _line(f'The {name} is {value} at step {step}', model_dir, run)
+  latest = tf.train.latest_checkpoint(model_dir)
+  return (f'The {what} is {value} at step {step}: {run} stopped without '
+          f'saving it; the last good checkpoint is '
+          f'{latest or "none (none was saved)"}')
 
 
-@contextlib.contextmanager
-def stops_in_one_line(model_dir: str, run: str) -> Iterator[None]:
-  """Around an Estimator's `train`: a NaN or Inf stop (`check_finite`, or
-  TF's NaN-loss check on TPU) becomes a ValueError of one line naming the
-  step and the last good checkpoint of `model_dir`; other errors pass.
+def queue_finite(step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
+  """Queues one step's checked scalars for `FiniteHook` (in a host_call).
 
   Args:
-    model_dir: the run's directory.
-    run: what stopped, for the line, e.g. 'the search' or 'train_eval'.
+    step: scalar int64, the step taken.
+    rows: float32 [replicas, k]: each replica's checked scalars; their
+      mean over replicas is queued (not finite if one replica's is not).
   """
-  try:
-    yield
-  except (tf.errors.InvalidArgumentError,
-          tf.compat.v1.train.NanLossDuringTrainingError) as e:
-    line = _stop_line(e, model_dir, run)
-    if line is None:
-      raise
-    raise ValueError(line) from None
+  queues = tf.compat.v1.get_collection(_QUEUE)
+  if not queues:  # Unbounded: a TPU loop queues a step each, then it is read.
+    queues = [tf.queue.FIFOQueue(2**30, [tf.int64, tf.float32],
+                                 [[], rows.shape[1:]], name='finite_queue')]
+    tf.compat.v1.add_to_collection(_QUEUE, queues[0])
+  return queues[0].enqueue((step, tf.reduce_mean(rows, axis=0)))
+
+
+class FiniteHook(tf.compat.v1.train.SessionRunHook):
+  """After every session run, before any saver: each step of the run that
+  `queue_finite` queued, checked (waiting for a TPU's host_call to queue
+  them); a non-finite one raises ValueError (`non_finite_line`).
+
+  Give it among the hooks of `Estimator.train` (which run before the
+  training hooks): it then reports before TF's NaN-loss hook.
+
+  Args:
+    finite: {scalar name: what it is}, in the order of the queued columns.
+    model_dir: the run's directory (its newest checkpoint is named).
+    run: what stops, e.g. 'the search'.
+  """
+
+  def __init__(self, finite: Mapping[str, str], model_dir: str, run: str):
+    self._finite, self._model_dir, self._run = dict(finite), model_dir, run
+    self._next = self._dequeue = None
+
+  def begin(self):
+    queues = tf.compat.v1.get_collection(_QUEUE)
+    if not queues or not self._finite:
+      return
+    global_step = tf.compat.v1.train.get_global_step()
+    self._next = tf.compat.v1.placeholder(tf.int64, [])
+    # Blocks until the run's steps are all queued.
+    self._dequeue = (global_step, queues[0].dequeue_many(
+        tf.cast(global_step.read_value() - self._next, tf.int32)))
+
+  def after_create_session(self, session, coord):
+    del coord
+    if self._dequeue is not None:
+      self._at = int(session.run(self._dequeue[0]))
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    if self._dequeue is None:
+      return
+    global_step, (steps, rows) = run_context.session.run(
+        self._dequeue, {self._next: self._at})
+    self._at = int(global_step)
+    self.check(steps, rows)
+
+  def check(self, steps: Sequence[int], rows: Sequence[Sequence[float]]
+            ) -> None:
+    """Raises ValueError for the first of `rows` (the checked scalars of
+    `steps`) with a non-finite value."""
+    for step, row in zip(steps, rows):
+      found = first_non_finite(
+          dict(zip(self._finite, (float(v) for v in row))), self._finite)
+      if found:
+        raise ValueError(non_finite_line(*found, int(step), self._model_dir,
+                                         self._run))

@@ -1,12 +1,10 @@
-"""The session hooks of the search and of train_eval.
+"""The progress line, the images/s measure and the Estimator's hooks.
 
-`ProgressHook` logs a line every `log_every` steps (step, steps/s, ETA,
-scalars, images/s) and measures images/s per core for `metrics.json`.
-`HostCallHook` runs a host_call's ops every step, as TPUEstimator does off
-TPU. `CheckpointSaverHook` and `summaries_only_writer` keep the graph out of
-the events file, where TF 2.15 writes it twice at every session start
-whatever `checkpoint_save_graph_def` says (where in TF's source, and what it
-cost: bench/DECISIONS.md, 'No graph in the events files').
+`ProgressLine` and `Throughput` serve both engines; `ProgressHook` is them
+as an Estimator hook. `HostCallHook` runs a host_call every step over
+`--replicas`. `CheckpointSaverHook` and `summaries_only_writer` keep the
+graph out of the events files (bench/DECISIONS.md, 'No graph in the events
+files').
 """
 
 from __future__ import annotations
@@ -67,29 +65,64 @@ class ProgressLine:
     self._last = (now, step)
 
 
-class ProgressHook(tf.compat.v1.train.SessionRunHook):
-  """A progress log and an images/s measurement.
+class Throughput:
+  """Images/s per replica of a series of calls (session runs, loops,
+  batches), either engine's one measure: from the end of the first call
+  (which pays for graph warm-up or tracing) to the end of the last; with
+  one call, over it."""
 
-  The step is fetched with the train op, so it reads the global step before
-  the run's increment (as TF's own step hooks assume): the hook reports it
-  plus one. The first session run pays for graph warm-up, so rates run from
-  its end to the end of the last run (from the start of the only run when
-  there is one).
+  def __init__(self, replicas: int = 1):
+    self._replicas = max(1, int(replicas))
+    self._start = self._first = self._last = None
+    self._first_images = self._images = 0
+
+  def begin(self) -> None:
+    """Before a call: the first one's start."""
+    if self._first is None:
+      self._start = time.time()
+
+  def add(self, images: int) -> None:
+    """After a call: its images."""
+    now = time.time()
+    if self._first is None:
+      self._first, self._first_images = now, images
+    else:
+      self._images += images
+    self._last = now
+
+  def rate(self) -> Optional[float]:
+    """Images/s per replica so far (None before a call with images)."""
+    if self._first is None:
+      return None
+    if self._images and self._last > self._first:
+      return self._images / (self._last - self._first) / self._replicas
+    if self._first_images and self._first > self._start:
+      return self._first_images / (self._first - self._start) / self._replicas
+    return None
+
+  def text(self) -> str:
+    """The rate for the progress line, '?' before there is one."""
+    rate = self.rate()
+    return f'{rate:.1f}' if rate else '?'
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+  """The Estimator's progress line and `Throughput`.
+
+  The step is fetched with the train op, before the run's increment (as
+  TF's own step hooks assume): the hook reports it plus one.
 
   Args:
     fetches: scalars to log, by name; `step` (the global step; training) and
       `batch` (the images of the run; evaluation) are counted, not logged.
     max_step: the last step, for the log and the ETA.
     log_every: log every this many steps (0: never).
-    images_per_step: images per global step (training); without it and
-      without a `batch` fetch no images are counted.
+    images_per_step: images per global step (training).
     num_cores: replicas the images were spread over.
     record: a dict that receives `record_key` (images/s per core) at the end
-      and, when training, `train_start_step` (the global step when the
-      session started).
+      and, when training, `train_start_step` (the step the session started).
     record_key: the key written into `record`.
-    formats: how to write a fetch in the log, by name (default
-      `name=value`, 4 significant digits).
+    formats: how to write a fetch in the log, by name.
   """
 
   def __init__(self, fetches: Dict[str, Any], *, max_step: int = 0,
@@ -100,78 +133,44 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self._fetches = fetches
     self._formats, self._max_step = formats, max_step
     self._log_every = log_every
-    self._per_step = images_per_step
-    self._cores = max(1, int(num_cores))
+    self._per_step, self._cores = images_per_step, num_cores
     self._record, self._key = record, record_key
     self.begin()
 
   def begin(self):
-    self._start = self._first = self._last = None
-    self._images = self._first_images = 0
     self._prev_step = None
+    self.throughput = Throughput(self._cores)
     self._line = ProgressLine(self._max_step, self._log_every, self._formats)
 
   def after_create_session(self, session, coord):
     del coord
     if 'step' in self._fetches:
-      step = int(session.run(self._fetches['step']))
+      self._prev_step = int(session.run(self._fetches['step']))
       if self._record is not None:
-        self._record.setdefault('train_start_step', step)
-      self._prev_step = step
+        self._record.setdefault('train_start_step', self._prev_step)
 
   def before_run(self, run_context):
     del run_context
-    if self._first is None:
-      self._start = time.time()
+    self.throughput.begin()
     return tf.compat.v1.train.SessionRunArgs(self._fetches)
 
   def after_run(self, run_context, run_values):
     del run_context
-    now = time.time()
     results = run_values.results
-    step = int(results['step']) + 1 if 'step' in results else None
-    self._count(now, results, step)
-    if step is not None and self._log_every:
-      values = {k: float(v) for k, v in results.items()
-                if k not in ('step', 'batch')}
-      self._line.update(step, values, self._images_text)
-
-  def _count(self, now: float, results: Dict[str, Any],
-             step: Optional[int]) -> None:
-    """Adds the run's images to the throughput count."""
     if 'batch' in results:
-      count = int(results['batch'])
-    elif step is not None and self._prev_step is not None:
-      count = max(0, step - self._prev_step) * self._per_step
-      self._prev_step = step
-    else:
-      count = 0
-    if self._first is None:
-      self._first, self._first_images = now, count
-    else:
-      self._images += count
-    self._last = now
-
-  def _images_text(self) -> Optional[str]:
-    """The line's images/s per core (training), '?' before there is one."""
-    if not self._per_step:
-      return None
-    rate = self.rate()
-    return f'{rate:.1f}' if rate else '?'
-
-  def rate(self) -> Optional[float]:
-    """Images/s per core so far (None before the first run)."""
-    if self._first is None:
-      return None
-    if self._images and self._last > self._first:
-      return self._images / (self._last - self._first) / self._cores
-    if self._first_images and self._first > self._start:
-      return self._first_images / (self._first - self._start) / self._cores
-    return None
+      self.throughput.add(int(results['batch']))
+      return
+    step = int(results['step']) + 1
+    self.throughput.add(max(0, step - self._prev_step) * self._per_step)
+    self._prev_step = step
+    if self._log_every:
+      values = {k: float(v) for k, v in results.items() if k != 'step'}
+      self._line.update(step, values, self.throughput.text
+                        if self._per_step else lambda: None)
 
   def end(self, session):
     del session
-    rate = self.rate()
+    rate = self.throughput.rate()
     if rate is not None and self._record is not None:
       self._record[self._key] = rate
     if self._log_every and self._prev_step is not None:
@@ -181,20 +180,23 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class HostCallHook(tf.compat.v1.train.SessionRunHook):
-  """Runs a host_call's result with every step (its summaries, CPU).
-
-  What TPUEstimator's `_OutfeedHostCallHook` does off TPU: the graph's TF2
-  summary writers are initialised when the session starts and flushed at
-  the end. Make it in the model_fn with `host_fn(*tensors)`.
+  """Runs a host_call with every step (its summaries, CPU), as TPUEstimator
+  does off TPU, on the rows of every replica that `add_row` gave it.
 
   Args:
-    outputs: what the host_fn returned (fetched on every step).
+    host_fn: the host_call's function.
+    step: its step tensor.
   """
 
-  def __init__(self, outputs: Any):
-    self._outputs = outputs
+  def __init__(self, host_fn: Callable[..., Any], step: tf.Tensor):
+    self._host_fn, self._step, self._rows = host_fn, step, []
+
+  def add_row(self, row: tf.Tensor, first: bool) -> None:
+    """A replica's row (before `begin`); the first replica's is written."""
+    self._rows.insert(0 if first else len(self._rows), row)
 
   def begin(self):
+    self._outputs = self._host_fn(self._step, tf.concat(self._rows, 0))
     self._init_ops = summary_ops_v2.summary_writer_initializer_op()
     self._flush_ops = [summary_ops_v2.legacy_raw_flush(writer=op.inputs[0])
                        for op in self._init_ops]
@@ -258,9 +260,11 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
   of its own (it looks for a `tf.compat.v1.train.CheckpointSaverHook`).
   """
 
-  def __init__(self, checkpoint_dir: str, save_steps: int):
+  def __init__(self, checkpoint_dir: str, save_steps: int,
+               steps_per_run: int = 1):
     super().__init__(checkpoint_dir, save_steps=save_steps,
                      save_graph_def=False)
+    self._set_steps_per_run(steps_per_run)  # A TPU loop's steps.
     summaries_only_writer(checkpoint_dir)
 
   def after_create_session(self, session, coord):

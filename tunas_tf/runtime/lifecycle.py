@@ -1,12 +1,12 @@
 """One run's lifecycle, the same for every binary and engine.
 
-`run(job, binary, check, start)`: `check()` looks at everything and writes
-nothing; the TPU is resolved and determinism set; then, holding the model
-directory (`run_lock`) with signals turned into a stop after the step in
-flight (`preemption`), it checks again, points the `checkpoint` file at the
-resume point and calls `start(plan, stop)`, which writes the run's files and
-trains on the job's engine (`jobs.ENGINES`); a non-chief worker of a
-multi-worker run (`cluster`) writes nothing and takes no lock.
+`run(engine, binary, check, start)`: `check()` looks at everything and
+writes nothing, nor does `engine.check()`; determinism is set; then, holding
+the model directory (`run_lock`) with signals turned into a stop after the
+step in flight (`preemption`), it checks again, points the `checkpoint` file
+at the resume point and calls `start(plan, stop)`, which writes the run's
+files and trains on `engine`; a non-chief worker of a multi-worker run
+writes nothing and takes no lock.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 import tensorflow as tf
 
-from tunas_tf.runtime import cloud_tpu
-from tunas_tf.runtime import cluster
-from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
@@ -50,7 +48,7 @@ def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
   return 0
 
 
-def run(job: JobConfig, binary: str, check: Callable[[], P],
+def run(engine: engine_lib.Engine, binary: str, check: Callable[[], P],
         start: Callable[[P, preemption.StopRequest], R],
         finished: Callable[[P], bool] = lambda plan: False,
         plan: Optional[P] = None, multi_worker: bool = False
@@ -58,7 +56,7 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
   """Checks, then (holding the model directory) checks again and starts.
 
   Args:
-    job: the run's job config.
+    engine: what the run trains on (`engine.make`).
     binary: the binary's name, for the lock and the messages.
     check: looks at everything and writes nothing; raises ValueError (one
       line) for what it refuses.
@@ -66,42 +64,31 @@ def run(job: JobConfig, binary: str, check: Callable[[], P],
       the run's files and trains; its result is returned.
     finished: whether a plan says there is nothing left to do (then `run`
       returns None, having written nothing).
-    plan: the result of a first `check()` the caller made already (to act
-      on it before anything is written); None: `run` makes it.
-    multi_worker: whether the binary runs as several workers on the
-      distribute engine (`TF_CONFIG`); if not, a cluster is refused.
-
-  With `multi_worker`, a non-chief worker of a cluster (`cluster.worker()`)
-  neither takes the lock nor checks again nor moves the `checkpoint` file:
-  it calls `start` after the first check, and `start` must write none of
-  the run's files (`cluster.is_chief`).
+    plan: the result of a first `check()` the caller made already.
+    multi_worker: whether the binary may run as several workers
+      (`engine.worker()`); if not, a cluster is refused. A non-chief worker
+      calls `start` after the first check, without the lock, and `start`
+      writes none of the run's files (`engine.chief`).
 
   Raises:
-    ValueError: from `check`; for a malformed `TF_CONFIG` on the distribute
-      engine, or any without `multi_worker` (before `check`); for a TPU
-      that cannot be resolved; for the
-      Estimator engine on TF 2.16+, which has no Estimator; for a directory
+    ValueError: from `check` or `engine.check` (both before anything is
+      written); for a cluster without `multi_worker`; for a directory
       another live process holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
-  # A malformed TF_CONFIG is refused first (the distribute engine's).
-  worker = cluster.worker() if job.engine == 'distribute' else None
+  job = engine.job
+  worker = engine.worker()  # A malformed TF_CONFIG is refused first.
   if worker is not None and not multi_worker:
     raise ValueError(f'{binary} runs as one worker: TF_CONFIG names a '
                      'cluster; unset it')
   plan = check() if plan is None else plan
   if finished(plan):
     return None
-  # Before anything is written:
-  cloud_tpu.cluster_resolver(job)
-  if job.engine == 'estimator':  # (`start` trains on `job.engine`.)
-    estimator_lib.require_estimator()
+  engine.check()
   use_determinism(job)  # Before any graph is built.
   if worker is not None and not worker.chief:
-    # The chief holds the directory and points its `checkpoint` file at the
-    # resume point before it makes its strategy, which every worker's waits
-    # for (so workers restore what the chief does); this one writes nothing
-    # there.
+    # The chief points its `checkpoint` file at the resume point before it
+    # makes its strategy, which every worker's waits for.
     with preemption.stop_on_signal(binary) as stop:
       return start(plan, stop)
   with run_lock.acquire(job.model_dir, binary) as lock, \

@@ -13,6 +13,7 @@ the model's optimizer the mean gradient; means carry no gradient. Also here:
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -263,23 +264,35 @@ class MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
   """RMSProp on the mean gradient over `tf.distribute` replicas, in the
   Estimator or a custom loop alike: the loss is scaled by 1/N, and
   `apply_gradients` sums (in TPUEstimator's TPU computation, through
-  `averaging_optimizer`'s `CrossShardOptimizer`)."""
+  `averaging_optimizer`'s `CrossShardOptimizer`). Each update gives its
+  learning rate (`at`)."""
 
   @staticmethod
   def _scale_loss(loss_value):
     count = tf.distribute.get_strategy().num_replicas_in_sync
     return loss_value * (1.0 / count) if count > 1 else loss_value
 
+  def at(self, learning_rate: tf.Tensor) -> 'MeanRMSProp':
+    """This optimizer at `learning_rate` (a step's float32 scalar) for one
+    update: a view sharing its slots."""
+    view = copy.copy(self)
+    view._learning_rate = learning_rate  # pylint: disable=protected-access
+    return view
 
-def rmsprop(learning_rate: Any, momentum: float,
+
+def _no_learning_rate():
+  raise ValueError('MeanRMSProp: an update without its learning rate; apply '
+                   'optimizer.at(learning_rate)')
+
+
+def rmsprop(momentum: float,
             var_list: Optional[Sequence[tf.Variable]] = None) -> MeanRMSProp:
   """Both binaries' RMSProp of the weights: TF1's (decay 0.9, epsilon 1.0,
   slots `{var}/RMSProp` and `{var}/RMSProp_1`) on the mean gradient over
-  replicas; `learning_rate` a tensor or a callable returning one (read when
-  the update is built). Apply it through `averaging_optimizer`. With
-  `var_list` its slots are made now, named as `apply_gradients` names
-  them, so that a step traced once (`tf.function`) makes no variable."""
-  optimizer = MeanRMSProp(learning_rate, decay=0.9, momentum=momentum,
+  replicas. Apply `at(learning_rate)` through `averaging_optimizer`. With
+  `var_list` its slots are made now, named as `apply_gradients` names them,
+  so that a step traced once (`tf.function`) makes no variable."""
+  optimizer = MeanRMSProp(_no_learning_rate, decay=0.9, momentum=momentum,
                           epsilon=1.0)
   if var_list is not None:
     with tf.name_scope(optimizer.get_name()):

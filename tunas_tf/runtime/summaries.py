@@ -1,17 +1,19 @@
 """Every scalar to TensorBoard through the TPUEstimator's host_call.
 
-`host_call(summaries, global_step, model_dir, every_n_steps)` packs the
-step's scalars (and the controller's logits, as probabilities, entropies and
-a heat map) into one tensor the host writes every `every_n_steps` steps, on
-TPU and off it alike.
+`host_call` packs the step's scalars (and the controller's logits, written
+as probabilities, entropies and a heat map) into one row the host writes
+every n steps, on TPU and off it alike; it also queues the scalars
+`guards.FiniteHook` checks.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
+
+from tunas_tf.runtime import guards
 
 
 def vector_tags(name: str, length: int) -> List[str]:
@@ -22,31 +24,23 @@ def vector_tags(name: str, length: int) -> List[str]:
 
 def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
               global_step: tf.Tensor, model_dir: str, every_n_steps: int,
-              decisions: Sequence[Tuple[str, Sequence[str]]] = ()):
+              decisions: Sequence[Tuple[str, Sequence[str]]] = (),
+              finite: Sequence[str] = ()):
   """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
 
-  `decisions` lists (path, choice labels) of the controller's decisions whose
-  logits are the summaries `rlpathlogits/{path}`: on the steps that write,
-  the host also writes each choice's probability (softmax of the logits) as
-  `rlprobs/{path}/{label}`, the decision's entropy in nats as
-  `rlentropy/{path}`, and one image `rlprobs_heatmap` (a row per decision in
-  visit order, a column per choice; white 0 to dark blue 1, grey where a
-  decision has fewer choices).
-
-  Each value of `summaries` is a float32 scalar, written under its name, or a
-  float32 vector of static length k (e.g. one decision's logits), written as k
-  scalars `{name}/0` ... `{name}/{k-1}`. The step sends one [1, n] tensor
-  (host_call needs rank >= 1 and one tensor is cheaper to outfeed): the
-  scalars stacked, then the vectors, each distinct tensor once (the
-  controller's logits appear by path and by tag). Building it is all the work
-  of a step that writes nothing: the host splits the first replica's row into
-  scalars and writes them (TF2 summary API) inside one `tf.cond` on
-  `step % every_n_steps == 0`. host_fn returns the cond's boolean (whether
-  the step wrote).
+  Each value is a float32 scalar, written under its name, or a float32
+  vector of static length k, written as `{name}/0` ... `{name}/{k-1}`. The
+  step sends one [1, n] row (each distinct tensor once); host_fn splits and
+  writes the first replica's row (TPU: rows of every core) inside one
+  `tf.cond`, and returns whether it wrote. For `decisions` ((path, choice
+  labels) of the `rlpathlogits/{path}` logits) it also writes
+  `write_probabilities`. The scalars named in `finite` (every replica's) are
+  queued every step for `guards.FiniteHook`.
 
   Raises:
     ValueError: for a value that is neither a scalar nor a vector of static
-      length.
+      length, a decision without its logits, or a `finite` name that is not
+      a scalar of `summaries`.
   """
   scalars, vectors = [], []  # The distinct tensors, in order of appearance.
   slot = {}  # Tensor reference -> (is_vector, index in its list).
@@ -81,10 +75,17 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
     if f'rlpathlogits/{path}/{len(labels) - 1}' not in columns:
       raise ValueError(f'decision {path!r}: no rlpathlogits/{path} summary '
                        f'of {len(labels)} logits')
+  scalar_names = {name for name, ref in named if not slot[ref][0]}
+  missing = [name for name in finite if name not in scalar_names]
+  if missing:
+    raise ValueError(f"a task's finite_scalars {missing} are not among its "
+                     'scalars')
 
   def host_fn(step, values):
     step = tf.cast(step[0], tf.int64)
     writer = tf.summary.create_file_writer(model_dir)
+    queued = [guards.queue_finite(step, tf.gather(
+        values, [columns[name] for name in finite], axis=1))] if finite else []
 
     def write():
       row = tf.unstack(values[0], num=width)
@@ -97,12 +98,25 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
       with tf.control_dependencies(written):
         return tf.constant(True)
 
-    return tf.cond(tf.equal(step % every_n_steps, 0), write,
-                   lambda: tf.constant(False))
+    with tf.control_dependencies(queued):
+      return tf.cond(tf.equal(step % every_n_steps, 0), write,
+                     lambda: tf.constant(False))
 
   parts = ([tf.stack(scalars)] if scalars else []) + vectors
   values = tf.reshape(tf.concat(parts, axis=0), [1, width])
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
+
+
+def write_scalars(logdir: str, step: int,
+                  values: Mapping[str, Optional[float]]) -> None:
+  """`values` (None ones left out) as scalar summaries at `step` in
+  `logdir`, eagerly (e.g. an evaluation's, in model_dir/eval)."""
+  writer = tf.summary.create_file_writer(logdir)
+  with writer.as_default():
+    for name, value in values.items():
+      if value is not None:
+        tf.summary.scalar(name, float(value), step=step)
+  writer.close()
 
 
 def write_probabilities(decisions: Sequence[Tuple[str, Sequence[str]]],

@@ -1,18 +1,17 @@
-"""What a binary trains, written once for every engine: the `Task` protocol.
+"""What a binary trains and evaluates, written once for every engine.
 
 After Model Garden's `Task`: a task builds the objects a checkpoint holds,
 takes one per-replica step and returns its scalars, and makes its dataset;
-an engine (`runtime.estimator.task_model_fn`, `runtime.distribute.train`)
-is an adapter that drives any task. What only one engine needs lives in
-that engine: the global step's increment, HWCN infeed on TPU (`to_hwcn`,
-`from_hwcn`, applied by both adapters around the task), host_call, hooks.
-Nothing in a task knows which engine runs it.
+an `EvaluatedTask` also evaluates, per example, and aggregates the sums.
+An engine (`runtime.engine`) drives any task; what only one engine needs
+(the global step's increment, HWCN infeed on TPU, host_call, hooks) lives in
+its adapter. Nothing in a task knows which engine runs it.
 """
 
 from __future__ import annotations
 
-from typing import (Any, Callable, Dict, List, Mapping, Protocol, Sequence,
-                    Tuple)
+from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional,
+                    Protocol, Sequence, Tuple)
 
 import tensorflow as tf
 
@@ -20,6 +19,16 @@ from tunas_tf.data import streams
 
 # The progress line's scalars, by name, and how each is written.
 ProgressFormats = Mapping[str, Callable[[float], str]]
+# (variable, value) pairs an engine assigns before the first step.
+Values = List[Tuple[tf.Variable, Any]]
+
+
+class Trained(NamedTuple):
+  """What an engine's `train` did: the steps it took (`start_step` up to
+  `step`) and the training images/s per replica (None if unmeasured)."""
+  start_step: int
+  step: int
+  images_per_sec: Optional[float]
 
 
 class Task(Protocol):
@@ -28,12 +37,10 @@ class Task(Protocol):
   Attributes:
     train_batch_size: the global training batch (over every replica).
     finite_scalars: {scalar name: what it is in a message}: the scalars of
-      `step` that must stay finite; a run stops in one line when one is
-      not (`runtime.guards`).
+      `step` checked finite on the host (`runtime.guards`).
     progress: the progress line's scalars and their text.
     decisions: (path, choice labels) of the controller's decisions whose
-      logits `step` returns as `rlpathlogits/{path}` (the probability
-      summaries, `runtime.summaries.write_probabilities`); empty for none.
+      logits `step` returns as `rlpathlogits/{path}`; empty for none.
   """
 
   train_batch_size: int
@@ -42,38 +49,56 @@ class Task(Protocol):
   decisions: Sequence[Tuple[str, Sequence[str]]]
 
   def build(self) -> Mapping[str, Any]:
-    """Makes every variable the step uses; returns the objects a
-    checkpoint holds, by name (the distribute engine's object names; the
-    Estimator's checkpoints name the variables themselves).
+    """Makes every variable the step uses (once per replica graph, or once
+    under a strategy's scope); the objects a checkpoint holds, by name."""
 
-    Called once per replica graph (the Estimator's model_fn) or once under
-    the strategy's scope (the distribute engine), before `step`.
-    """
-
-  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
-    """(variable, value) pairs of `build`'s variables that a run restoring
-    no checkpoint starts from (e.g. weights inherited from a search); the
-    engine assigns them once, before the first step. Empty for none."""
+  def initial_values(self) -> Values:
+    """What a run restoring no checkpoint starts from, beyond the seeded
+    initial values (e.g. weights inherited from a search); may be empty."""
 
   def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """One replica's step on its batch `inputs` (the dataset's element, NHWC
-    images); its scalars by name, float32 scalars or vectors of static
-    length, each computed after every update of the step, `model/loss`
-    among them (the Estimator's loss).
-
-    `global_step` is the scalar int64 step being taken, read once before
-    any update; the engine increments it after the step.
-    """
+    """One replica's step on its batch (NHWC images); its scalars by name
+    (float32 scalars or vectors of static length), each after every update,
+    `model/loss` among them. `global_step`: the int64 step being taken; the
+    engine increments it after the step."""
 
   def dataset(self, batch_size: int, pipeline: streams.Pipeline,
               start_step: int) -> tf.data.Dataset:
-    """The batches of `pipeline`'s replicas, `batch_size` images each (per
-    replica), from the step `start_step` on: (features, labels)."""
+    """The batches of `pipeline`'s replicas, `batch_size` images each, from
+    the step `start_step` on: (features, labels)."""
+
+
+class EvaluatedTask(Task, Protocol):
+  """A task that is also evaluated (Model Garden's `validation_step` and
+  `aggregate_logs`): the engine sums `evaluation_step`'s per-example values
+  over one pass of `eval_dataset`, in float64, and `aggregate`s the sums.
+
+  Attributes:
+    eval_batch_size: the global evaluation batch.
+    eval_examples: the examples of one pass.
+  """
+
+  eval_batch_size: int
+  eval_examples: int
+
+  def build_evaluation(self, checkpoint: Optional[str]) -> Values:
+    """Makes the evaluated network; the values its variables take (from
+    `checkpoint`, or without one the task's own)."""
+
+  def evaluation_step(self, inputs: Any) -> Dict[str, tf.Tensor]:
+    """Per-example float32 [N] values of a batch, by name, each 0 on the
+    padding of a TPU's last batch."""
+
+  def aggregate(self, sums: Mapping[str, float]) -> Dict[str, float]:
+    """The metrics of a pass from its sums of `evaluation_step`'s values."""
+
+  def eval_dataset(self, batch_size: int, pad: bool) -> tf.data.Dataset:
+    """One ordered pass in batches of `batch_size`; with `pad`, every batch
+    full (static shapes, TPU), the last one padded."""
 
 
 def to_hwcn(images: tf.Tensor) -> tf.Tensor:
-  """A batch of NHWC images as HWCN, the layout TPU infeed is sent in (a
-  layout hint for XLA)."""
+  """A batch of NHWC images as HWCN, the layout TPU infeed is sent in."""
   return tf.transpose(images, [1, 2, 3, 0])
 
 

@@ -1,11 +1,5 @@
-"""The search: checked, then run on its engine.
-
-`run_search(config)` checks everything before it writes, then trains the
-search's task (`search.task.SearchTask`) on `config.job.engine`: the
-TPUEstimator (`make_model_fn`, `make_input_fn`: the task through
-`runtime.estimator`'s adapter) or the tf.distribute loop
-(`runtime.distribute.train`).
-"""
+"""The search: checked, then its task (`search.task.SearchTask`) trained
+on its engine (`runtime.engine`)."""
 
 from __future__ import annotations
 
@@ -15,12 +9,9 @@ from absl import logging
 import tensorflow as tf
 
 from tunas_tf import commands
-from tunas_tf.runtime import cluster
-from tunas_tf.runtime import distribute
-from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption
-from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import task as task_lib
@@ -47,27 +38,11 @@ def distribute_grappler_off() -> Tuple[str, ...]:
   return DISTRIBUTE_GRAPPLER_OFF
 
 
-def make_model_fn(config: SearchConfig):
-  """The TPUEstimator model_fn of the search (`task.SearchTask`)."""
-  return estimator_lib.task_model_fn(lambda: task_lib.SearchTask(config),
-                                     config.job, config.max_global_step)
-
-
-def make_input_fn(config: SearchConfig, start_step: int = 0):
-  """The input_fn of the search's zipped train/validation batches, from
-  the global step `start_step` on (`data.streams.keyed_batches`), as if
-  never interrupted."""
-  return estimator_lib.task_input_fn(task_lib.SearchTask(config), config.job,
-                                     config.replicas, start_step)
-
-
-def make_estimator(config: SearchConfig):
-  """TPUEstimator on TPU (`--tpu`) or on CPU/GPU (`use_tpu=False`); with
-  `--replicas=N`, an Estimator running N replicas
-  (`estimator_lib.make_estimator`)."""
-  return estimator_lib.make_estimator(
-      make_model_fn(config), config.job, config.train_batch_size,
-      optimize_graph=False, replicas=config.replicas)
+def make_engine(config: SearchConfig) -> engine_lib.Engine:
+  """The search's engine: `config.replicas` replicas, Grappler without
+  `distribute_grappler_off()` (the Estimator's sessions without it)."""
+  return engine_lib.make(config.job, config.replicas,
+                         grappler_off=distribute_grappler_off())
 
 
 class Plan(NamedTuple):
@@ -92,16 +67,10 @@ def check_search(config: SearchConfig) -> Plan:
   """Everything a search checks before it writes anything; writes nothing.
 
   Raises:
-    ValueError: for bfloat16 compute, a model directory holding another
-      search (naming the field, its stored and its new value), or one whose
-      checkpoints cannot be read; for a strategy `distribute.strategy_for`
-      would refuse (`--engine=distribute`: a malformed `TF_CONFIG`, too few
-      GPUs).
+    ValueError: for a model directory holding another search (naming the
+      field, its stored and its new value), or one whose checkpoints cannot
+      be read.
   """
-  if config.job.engine == 'distribute':  # What strategy_for would refuse.
-    distribute.check_strategy(config.job, config.replicas)
-  elif config.replicas > 1:  # Enough GPUs, before anything is written.
-    replicas.replica_devices(config.replicas)
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   stored = config_lib.check_stored(config, spec_json)
   return Plan(spec_json, stored,
@@ -135,34 +104,19 @@ def run_search(config: SearchConfig) -> bool:
     return False
 
   def start(plan: Plan, stop: preemption.StopRequest) -> bool:
-    if config.job.engine == 'distribute':
-      # First: a MultiWorkerMirroredStrategy before TF runs anything.
-      strategy = distribute.strategy_for(config.job, config.replicas)
-      worker = cluster.worker()
-      if worker is None or worker.chief:
-        config_lib.write(config, plan.spec_json, plan.stored)
-        _log_start(config, plan)
-      else:
-        logging.info('Joining the search in %s as %s: the chief writes its '
-                     'files', model_dir, worker.text())
-      distribute.train(
-          strategy, task_lib.SearchTask(config), job=config.job,
-          max_steps=config.max_global_step, stop=stop, run_name='the search',
-          grappler_off=distribute_grappler_off())
-      return True
-    estimator = make_estimator(config)
-    config_lib.write(config, plan.spec_json, plan.stored)
-    _log_start(config, plan)
-    estimator_lib.train(estimator,
-                        make_input_fn(config, plan.resume.global_step),
-                        max_steps=config.max_global_step, stop=stop,
-                        model_dir=model_dir, run_name='the search',
-                        resume_checkpoint=plan.resume.checkpoint)
+    if engine.chief:
+      config_lib.write(config, plan.spec_json, plan.stored)
+      _log_start(config, plan)
+    else:
+      logging.info('Joining the search in %s as %s: the chief writes its '
+                   'files', model_dir, engine.worker().text())
+    engine.train(task_lib.SearchTask(config), max_steps=config.max_global_step,
+                 stop=stop, run_name='the search', resume=plan.resume)
     return True
 
-  if not lifecycle.run(config.job, 'train_search',
-                       lambda: check_search(config), start, finished,
-                       multi_worker=True):
+  engine = make_engine(config)
+  if not lifecycle.run(engine, 'train_search', lambda: check_search(config),
+                       start, finished, multi_worker=True):
     return False
   logging.info('Search finished (%d steps). Next: %s, then %s',
                config.max_global_step, commands.module_command(

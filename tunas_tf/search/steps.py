@@ -27,7 +27,6 @@ from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.layers import moving_average
 from tunas_tf.layers import schedules
 from tunas_tf.layers import sync
-from tunas_tf.runtime import guards
 from tunas_tf.runtime import replicas
 from tunas_tf.search.config import SearchConfig
 
@@ -160,12 +159,12 @@ def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
       config.model_warmup_steps)
 
 
-def model_optimizer(learning_rate: Any, config: SearchConfig,
+def model_optimizer(config: SearchConfig,
                     var_list: Optional[List[tf.Variable]] = None
                     ) -> replicas.MeanRMSProp:
   """The shared weights' RMSProp (`replicas.rmsprop`, its slots of
   `var_list` made now), with `--model_momentum`."""
-  return replicas.rmsprop(learning_rate, config.model_momentum, var_list)
+  return replicas.rmsprop(config.model_momentum, var_list)
 
 
 def training_architecture(spec: Any, sampled_spec: Any,
@@ -195,18 +194,15 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
 
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
-                      labels: tf.Tensor, global_step: tf.Tensor,
+                      labels: tf.Tensor, learning_rate: tf.Tensor,
                       config: SearchConfig,
-                      optimizer: tf.compat.v1.train.Optimizer) -> ModelStep:
+                      optimizer: replicas.MeanRMSProp) -> ModelStep:
   """One RMSProp step of the shared weights on the train batch.
 
   Softmax cross-entropy with label smoothing 0.1 plus L2 (wd / 2) under the
-  sample's masks; RMSProp with TF1 semantics (decay 0.9, epsilon 1.0, slots
-  start at 1) under cosine decay with linear warm-up, on the mean gradient
-  over replicas (`optimizer`: `model_optimizer`'s, through
-  `replicas.averaging_optimizer`). The global step is not incremented here.
-  With the barrier on, every gradient waits for all of them. The loss is
-  checked finite (`guards.check_finite`) before the update.
+  sample's masks; `model_optimizer`'s RMSProp (TF1 semantics) at
+  `learning_rate` (`model_learning_rate`), on the mean gradient over
+  replicas. With the barrier on, every gradient waits for all of them.
 
   Returns:
     A `ModelStep`.
@@ -218,7 +214,7 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     regularization_loss = supernet.regularization_loss(
         sampled_spec, config.model_weight_decay)
     loss = empirical_loss + regularization_loss
-    learning_rate = model_learning_rate(global_step, config)
+    optimizer = replicas.averaging_optimizer(optimizer.at(learning_rate))
     variables = list(supernet.trainable_variables)
     grads_and_vars = [(g, v) for g, v in
                       optimizer.compute_gradients(loss, var_list=variables)
@@ -226,13 +222,8 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
     raw_grads = grads = [g for g, _ in grads_and_vars]
     if config.use_gradient_sync_barrier:
       grads = sync.with_data_dependencies(raw_grads, raw_grads)
-    # A NaN or Inf loss stops the run before the update; the gradients are
-    # not checked (bench/DECISIONS.md, 'The NaN stop checks the loss and the
-    # reward only': a NaN gradient makes the next step's loss NaN).
-    with tf.control_dependencies(guards.check_finite(
-        'model loss', [loss], global_step, config.job.use_tpu)):
-      train_op = optimizer.apply_gradients(
-          list(zip(grads, [v for _, v in grads_and_vars])))
+    train_op = optimizer.apply_gradients(
+        list(zip(grads, [v for _, v in grads_and_vars])))
   return ModelStep(train_op=train_op, grads=grads, raw_grads=raw_grads,
                    loss=loss, empirical_loss=empirical_loss,
                    regularization_loss=regularization_loss,
@@ -262,13 +253,9 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
 def reward_and_advantage(
     accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
-    global_step: tf.Tensor,
     baseline: moving_average.MovingAverage) -> RewardStep:
-  """Reward, baseline (EMA of the cross-replica mean reward) and advantage.
-
-  The reward is checked finite (`guards.check_finite`) before anything uses
-  it; `baseline` is `make_baseline`'s.
-  """
+  """Reward, baseline (EMA of the cross-replica mean reward, `baseline` is
+  `make_baseline`'s) and advantage."""
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.rl_cost_model_target,
@@ -279,13 +266,8 @@ def reward_and_advantage(
     cost_adjustment = tf.convert_to_tensor(stats.cost_adjustment, tf.float32)
   else:
     reward = accuracy
-  # A NaN or Inf reward stops the run before the baseline and the controller
-  # update.
-  with tf.control_dependencies(guards.check_finite(
-      'reward', [reward], global_step, config.job.use_tpu)):
-    reward = tf.identity(reward)
-    step_baseline = replicas.mean(reward)
-    new_baseline = baseline.update(step_baseline)  # Both assignments wait.
+  step_baseline = replicas.mean(reward)
+  new_baseline = baseline.update(step_baseline)  # Both assignments wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
                     baseline=new_baseline, advantage=reward - new_baseline,
                     cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)

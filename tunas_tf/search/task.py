@@ -3,9 +3,7 @@
 `SearchTask(config).build()` makes the controller, the reward baseline,
 the controller's Adam, the supernet and the model's RMSProp (its slots
 too); `step` takes one search step on one replica's batches and returns
-its scalars; `dataset` gives the zipped train/validation batches. Either
-engine runs it (`runtime.estimator.task_model_fn`,
-`runtime.distribute.train`) and increments the global step after it.
+its scalars; `dataset` gives the zipped train/validation batches.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import precision
-from tunas_tf.runtime import replicas
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
@@ -71,7 +68,6 @@ class SearchTask:
     self.decisions = decisions(self._spec)
     self.supernet = self.controller = self.baseline = None
     self.controller_adam = self.model_optimizer = None
-    self._learning_rate = None  # This step's model learning rate.
 
   def build(self) -> Mapping[str, Any]:
     """Makes every variable, the RMSProp slots too (so that a step traced
@@ -89,8 +85,7 @@ class SearchTask:
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
     self.model_optimizer = steps.model_optimizer(
-        lambda: self._learning_rate, config,
-        list(self.supernet.trainable_variables))
+        config, list(self.supernet.trainable_variables))
     return {'supernet': self.supernet, 'controller': self.controller,
             'baseline': self.baseline,
             'controller_adam': self.controller_adam,
@@ -121,17 +116,16 @@ class SearchTask:
     # makes all gradients exist first.
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
                                           global_step, config)
-    self._learning_rate = steps.model_learning_rate(global_step, config)
     model = steps.supernet_train_op(
-        self.supernet, trained, train_images, labels['train'], global_step,
-        config, replicas.averaging_optimizer(self.model_optimizer))
+        self.supernet, trained, train_images, labels['train'],
+        steps.model_learning_rate(global_step, config), config,
+        self.model_optimizer)
     # 6. Validation accuracy of the controller's sample, after the update.
     accuracy = steps.validation_accuracy(
         self.supernet, sampled, valid_images, labels['validation'],
         model.train_op, model.grads, config.use_gradient_sync_barrier)
     # 7. Reward, baseline, advantage.
-    rl = steps.reward_and_advantage(accuracy, cost, config, global_step,
-                                    self.baseline)
+    rl = steps.reward_and_advantage(accuracy, cost, config, self.baseline)
     # 8. The controller's REINFORCE step.
     controller = steps.controller_train_op(
         dist_info, rl.advantage, global_step, config, self.controller_adam)

@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
-from tunas_tf.runtime import precision
 from tunas_tf.train_eval.config import TrainEvalConfig
 
 
@@ -83,11 +82,6 @@ def eval_examples(config: TrainEvalConfig) -> int:
   return _eval_source(config).size
 
 
-def eval_steps(config: TrainEvalConfig, batch_size: int) -> int:
-  """Batches in one pass of `eval_split` (the last one padded)."""
-  return -(-eval_examples(config) // batch_size)
-
-
 def eval_dataset(config: TrainEvalConfig, batch_size: int,
                  pad: bool = False) -> tf.data.Dataset:
   """One ordered pass over `eval_split`.
@@ -116,18 +110,3 @@ def eval_dataset(config: TrainEvalConfig, batch_size: int,
         tf.data.Dataset.from_tensors(filler).repeat(batch_size - 1))
   return dataset.batch(batch_size, drop_remainder=pad).prefetch(
       tf.data.AUTOTUNE)
-
-
-def eval_input_fn(config: TrainEvalConfig):
-  """The TPUEstimator input_fn of one eval pass (on TPU, which needs static
-  shapes, its last batch padded: `eval_dataset`); the images float32, or
-  bfloat16 with `--use_bfloat16=true` (`precision.cast_input`), the labels
-  float32. Called with no params, the batches of `eval_batch_size` the
-  distribute engine evaluates (`evaluate.py`). (Training batches:
-  `task.TrainEvalTask.dataset`.)"""
-  def input_fn(params):
-    dataset = eval_dataset(config, params.get('batch_size',
-                                              config.eval_batch_size),
-                           pad=config.job.use_tpu)
-    return precision.cast_input(dataset, config.use_bfloat16)
-  return input_fn

@@ -15,6 +15,8 @@ import tensorflow as tf
 from tunas_tf.cost_model import macs
 from tunas_tf.graph import from_spec
 from tunas_tf.graph import model as model_lib
+from tunas_tf.runtime import precision
+from tunas_tf.runtime import replicas
 from tunas_tf.search_space import filters as filters_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops as spec_ops
@@ -78,6 +80,21 @@ def build_graph(config: TrainEvalConfig,
       arch, config.job.num_classes, input_channels=config.job.num_channels,
       dropout_rate=config.dropout_rate,
       path_dropout_rate=config.path_dropout_rate, skippable_layers=skippable)
+
+
+def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+                one_shot: bool = False) -> model_lib.Model:
+  """The run's network with its variables made (their initial values a
+  function of (seed, name)); batch norm on batch statistics when
+  `one_shot`. Under a strategy's scope every replica's copies are updated
+  alike (`replicas.identical_variables`)."""
+  graph, constants = build_graph(config, arch)
+  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
+  model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
+                          seed=config.job.seed, compute_dtype=dtype)
+  with replicas.identical_variables():
+    model(tf.zeros([1, *input_shape(config)]), training=False)
+  return model
 
 
 def input_shape(config: TrainEvalConfig) -> Tuple[int, int, int]:

@@ -1,34 +1,29 @@
-"""Standalone training as a `runtime.task.Task`, for either engine.
+"""Standalone training and evaluation as a `runtime.task.EvaluatedTask`.
 
-`TrainEvalTask(config, arch, ...).build()` makes the network, RMSProp and
-its slots and, with `moving_average_decay` > 0, the weights' EMA, each
-variable named as TF's own optimizer and `ExponentialMovingAverage` name
-them (`{op}/{var}`, `.../RMSProp`, `.../RMSProp_1`,
-`.../ExponentialMovingAverage`); `initial_values` are the search's weights
-(`init_from_search`) a run that restores no checkpoint starts from. `step`
-is one training step (dropout keyed on (seed, step), smoothed
-cross-entropy plus L2, RMSProp under cosine decay with warm-up, then the
-EMA) and its scalars; `dataset` gives the batches.
+`TrainEvalTask.build()` makes the network, RMSProp and its slots and, with
+`moving_average_decay` > 0, the weights' EMA, named as TF's optimizer and
+`ExponentialMovingAverage` name them (`{op}/{var}`, `.../RMSProp`,
+`.../RMSProp_1`, `.../ExponentialMovingAverage`); `initial_values` are the
+search's weights (`init_from_search`). Its evaluation is `evaluate.py`'s.
 """
 
 from __future__ import annotations
 
-import os
-import time
+import functools
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
 from tunas_tf.data import streams
 from tunas_tf.graph import inherit
-from tunas_tf.graph import model as model_lib
 from tunas_tf.layers import dropout as dropout_lib
 from tunas_tf.layers import schedules
-from tunas_tf.runtime import guards
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import replicas
+from tunas_tf.runtime import task as task_lib
 from tunas_tf.search_space import ops as spec_ops
 from tunas_tf.train_eval import data
+from tunas_tf.train_eval import evaluate
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import steps
 from tunas_tf.train_eval.config import TrainEvalConfig
@@ -37,21 +32,6 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 # Estimator's `loss=... lr=...`).
 PROGRESS = {'model/loss': lambda v: f'loss={v:.4g}',
             'model/learning_rate': lambda v: f'lr={v:.4g}'}
-
-
-def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
-                one_shot: bool = False) -> model_lib.Model:
-  """The run's network with its variables made (eagerly, their initial
-  values a function of (seed, name)); batch norm on batch statistics when
-  `one_shot`. Under a strategy's scope, every replica's copies are updated
-  alike (`replicas.identical_variables`)."""
-  graph, constants = network.build_graph(config, arch)
-  dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
-  model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
-                          seed=config.job.seed, compute_dtype=dtype)
-  with replicas.identical_variables():
-    model(tf.zeros([1, *network.input_shape(config)]), training=False)
-  return model
 
 
 class _Shadows(tf.Module):
@@ -76,8 +56,8 @@ def _name(variable: tf.Variable) -> str:
 
 
 class TrainEvalTask:
-  """The standalone network's variables, its per-replica training step and
-  its batches.
+  """The standalone network's variables, training step, batches and
+  evaluation.
 
   Args:
     config: the run's config.
@@ -91,14 +71,14 @@ class TrainEvalTask:
     self._inheritance = inheritance
     self._inherited: List[Tuple[tf.Variable, Any]] = []
     self.train_batch_size = config.train_batch_size
+    self.eval_batch_size = config.eval_batch_size
     self.finite_scalars = {'model/loss': 'loss'}
     self.progress = PROGRESS
     self.decisions = ()
     self._dtype = precision.compute_dtype(config.use_bfloat16,
                                           config.job.use_tpu)
-    self.model = self.optimizer = self.shadows = None
+    self.model = self.optimizer = self.shadows = self._evaluated = None
     self.var_list: List[tf.Variable] = []
-    self._learning_rate = None  # This trace's learning rate.
 
   def build(self) -> Mapping[str, Any]:
     """Makes every variable (RMSProp's slots and the EMA's shadows too, so
@@ -111,13 +91,12 @@ class TrainEvalTask:
       ValueError: as `steps.variables_to_train`.
     """
     config = self._config
-    self.model = build_model(config, self._arch)
+    self.model = network.build_model(config, self._arch)
     variables = steps.variables_to_train(
         self.model, self._inheritance, config.freeze_inherited, True)
     self.var_list = variables.var_list
     self._inherited = list(variables.inherited)
-    self.optimizer = replicas.rmsprop(lambda: self._learning_rate,
-                                      config.momentum, self.var_list)
+    self.optimizer = replicas.rmsprop(config.momentum, self.var_list)
     objects = {'model': self.model, 'optimizer': self.optimizer}
     if config.moving_average_decay > 0:
       self.shadows = _Shadows(self.var_list)
@@ -138,12 +117,10 @@ class TrainEvalTask:
   def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
     """One training step on this replica's batch; its scalars, by name.
 
-    Dropout keyed on (seed, step), smoothed cross-entropy plus L2, the loss
-    checked finite before RMSProp under cosine decay with warm-up (through
-    `replicas.averaging_optimizer`: CrossShardOptimizer in TPUEstimator's
-    TPU computation), then the EMA (`ExponentialMovingAverage`'s update,
-    its decay min(decay, (1 + n) / (10 + n)), n the step after the
-    update).
+    Dropout keyed on (seed, step), smoothed cross-entropy plus L2, RMSProp
+    at the cosine-decayed, warmed-up learning rate (through
+    `replicas.averaging_optimizer`), then the EMA (`ExponentialMovingAverage`'s
+    update, decay min(decay, (1 + n) / (10 + n)), n the step after it).
     """
     config = self._config
     images, labels = inputs
@@ -153,15 +130,13 @@ class TrainEvalTask:
         dropout_seed=dropout_lib.step_seed(config.job.seed, global_step)),
                      tf.float32)
     loss = steps.losses(self.model, labels, logits, config)
-    self._learning_rate = schedules.cosine_decay_with_linear_warmup(
+    learning_rate = schedules.cosine_decay_with_linear_warmup(
         config.learning_rate_scaled, global_step, config.max_global_step,
         config.warmup_steps)
-    with tf.control_dependencies(guards.check_finite(
-        'loss', [loss.total], global_step, config.job.use_tpu)):
-      optimizer = replicas.averaging_optimizer(self.optimizer)
-      grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(
-          loss.total, var_list=self.var_list) if g is not None]
-      update = optimizer.apply_gradients(grads_and_vars)
+    optimizer = replicas.averaging_optimizer(self.optimizer.at(learning_rate))
+    grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(
+        loss.total, var_list=self.var_list) if g is not None]
+    update = optimizer.apply_gradients(grads_and_vars)
     if self.shadows is not None:
       with tf.control_dependencies([update]):
         update = self._update_shadows(global_step)
@@ -169,7 +144,7 @@ class TrainEvalTask:
       return {'model/loss': tf.identity(loss.total),
               'model/empirical_loss': tf.identity(loss.empirical),
               'model/regularization_loss': tf.identity(loss.regularization),
-              'model/learning_rate': tf.identity(self._learning_rate)}
+              'model/learning_rate': tf.identity(learning_rate)}
 
   def _update_shadows(self, global_step: tf.Tensor) -> tf.Operation:
     """`ExponentialMovingAverage.apply`'s update, its `num_updates` the
@@ -186,41 +161,34 @@ class TrainEvalTask:
   def dataset(self, batch_size: int, pipeline: streams.Pipeline,
               start_step: int) -> tf.data.Dataset:
     """The batches of `pipeline`'s replicas from `start_step` on
-    (`data.train_dataset`).
-
-    The order is a function of the job's seed, but not the Estimator's:
-    each epoch's shuffle also takes the graph-level seed, which the
-    Estimator sets to the job's seed (`tf_random_seed`) and this engine
-    leaves unset (`tf.random.set_seed(0)` would make TF 2.15-2.21 compare a
-    seed tensor as a Python bool in `random_seed.get_seed`).
-    """
+    (`data.train_dataset`), the same on either engine."""
     return precision.cast_input(
         data.train_dataset(self._config, batch_size, start_step, pipeline),
         self._config.use_bfloat16)
 
+  @functools.cached_property
+  def eval_examples(self) -> int:
+    return data.eval_examples(self._config)
 
-def images_per_sec(model_dir: str, since: float, start_step: int,
-                   end_step: int, batch_size: int, cores: int
-                   ) -> Optional[float]:
-  """Training images/s per core of the session that began at `since`.
+  def build_evaluation(self, checkpoint: Optional[str]) -> task_lib.Values:
+    """The evaluated network (one-shot without `checkpoint`) and its values
+    (`evaluate.restored_values`)."""
+    self._evaluated = network.build_model(self._config, self._arch,
+                                          one_shot=checkpoint is None)
+    return evaluate.restored_values(self._evaluated, checkpoint,
+                                    self._inheritance)
 
-  As the Estimator's measure, from the end of the first loop (which traces
-  the step) to the end of the last, read from the times of the loops'
-  `model/loss` summaries; with one loop, from `since`. None without steps.
-  """
-  times = []  # (wall time, step) of this session's loops.
-  for path in tf.io.gfile.glob(os.path.join(model_dir, 'events*')):
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
-      if event.wall_time >= since and any(
-          v.tag == 'model/loss' for v in event.summary.value):
-        times.append((event.wall_time, event.step))
-  times.sort()
-  if len(times) >= 2 and times[-1][0] > times[0][0]:
-    steps_per_sec = ((times[-1][1] - times[0][1]) /
-                     (times[-1][0] - times[0][0]))
-  elif end_step > start_step:
-    steps_per_sec = (end_step - start_step) / max(time.time() - since, 1e-9)
-  else:
-    return None
-  return float(steps_per_sec * batch_size / max(1, cores))
+  def evaluation_step(self, inputs: Any) -> Dict[str, tf.Tensor]:
+    images, labels = inputs
+    return evaluate.example_values(self._evaluated, images, labels,
+                                   self._config)
+
+  def aggregate(self, sums: Mapping[str, float]) -> Dict[str, float]:
+    return evaluate.aggregate(sums)
+
+  def eval_dataset(self, batch_size: int, pad: bool) -> tf.data.Dataset:
+    """`data.eval_dataset`'s pass: images float32, or bfloat16 with
+    `--use_bfloat16=true`; labels float32."""
+    return precision.cast_input(data.eval_dataset(self._config, batch_size,
+                                                  pad),
+                                self._config.use_bfloat16)
