@@ -9,11 +9,14 @@ import tempfile
 from unittest import mock
 
 from absl.testing import absltest
+import numpy as np
 import tensorflow as tf
 
 from tunas_tf.data import streams
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import estimator
+from tunas_tf.runtime import hooks
+from tunas_tf.runtime import replicas
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
 from tests.testing import replicated
@@ -113,6 +116,35 @@ class DistributedModelFnTest(absltest.TestCase):
       with self.assertRaises(tf.errors.OperatorNotAllowedInGraphError):
         strategy.extended.call_for_each_replica(
             replica_fn, args=(tf.ones([2]), tf.ones([2]), 'train', {}))
+
+
+  def test_the_first_replicas_host_call_reads_every_replicas_row(self):
+    # Its row is written, every row is checked (`guards.queue_finite`).
+    received = []
+
+    def model_fn(features, labels, mode, params):
+      del features, labels, params
+      weight = tf.compat.v1.get_variable(
+          'w', [], initializer=tf.compat.v1.zeros_initializer())
+      row = tf.reshape(tf.cast(replicas.replica_id(), tf.float32) + weight,
+                       [1, 1])
+      return tf.compat.v1.estimator.tpu.TPUEstimatorSpec(
+          mode, loss=weight, train_op=tf.no_op(), host_call=(
+              lambda step, rows: received.append(rows) or tf.no_op(),
+              [tf.constant([0], tf.int64), row]))
+
+    replica_fn, specs = estimator.distributed_model_fn(model_fn, 1), {}
+    with replicated.graph(2) as strategy:
+      replicated.run(strategy, lambda i: specs.setdefault(
+          i, replica_fn(None, None, 'train', {})))
+      hook = specs[0].training_hooks[-1]
+      self.assertIsInstance(hook, hooks.HostCallHook)
+      self.assertNotIsInstance(specs[1].training_hooks[-1],
+                               hooks.HostCallHook)
+      hook.begin()
+      with replicated.session(2) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        np.testing.assert_array_equal(sess.run(received[0]), [[0.0], [1.0]])
 
 
 if __name__ == '__main__':

@@ -32,7 +32,7 @@ class StepsTest(tf.test.TestCase):
     trainable = tf.Variable(1.0)
     frozen = tf.Variable(1.0, trainable=False)
     model = _FakeModel({'a': {'kernel': trainable, 'moving_mean': frozen}})
-    variables = steps.variables_to_train(model, None, False, True)
+    variables = steps.variables_to_train(model, None, False)
     self.assertEqual(variables.var_list, [trainable])
     self.assertEqual(variables.inherited, [])
 

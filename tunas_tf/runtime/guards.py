@@ -37,6 +37,18 @@ def non_finite_line(what: str, value: float, step: int, model_dir: str,
           f'{latest or "none (none was saved)"}')
 
 
+def _queue(width: int) -> tf.queue.FIFOQueue:
+  """The graph's queue of (step, `width` checked scalars), made once by
+  whichever of `queue_finite` and `FiniteHook` comes first; unbounded: a TPU
+  loop queues all its steps before they are read."""
+  queues = tf.compat.v1.get_collection(_QUEUE)
+  if not queues:
+    queues = [tf.queue.FIFOQueue(2**30, [tf.int64, tf.float32],
+                                 [[], [width]], name='finite_queue')]
+    tf.compat.v1.add_to_collection(_QUEUE, queues[0])
+  return queues[0]
+
+
 def queue_finite(step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
   """Queues one step's checked scalars for `FiniteHook` (in a host_call).
 
@@ -45,12 +57,7 @@ def queue_finite(step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
     rows: float32 [replicas, k]: each replica's checked scalars; their
       mean over replicas is queued (not finite if one replica's is not).
   """
-  queues = tf.compat.v1.get_collection(_QUEUE)
-  if not queues:  # Unbounded: a TPU loop queues a step each, then it is read.
-    queues = [tf.queue.FIFOQueue(2**30, [tf.int64, tf.float32],
-                                 [[], rows.shape[1:]], name='finite_queue')]
-    tf.compat.v1.add_to_collection(_QUEUE, queues[0])
-  return queues[0].enqueue((step, tf.reduce_mean(rows, axis=0)))
+  return _queue(rows.shape[1]).enqueue((step, tf.reduce_mean(rows, axis=0)))
 
 
 class FiniteHook(tf.compat.v1.train.SessionRunHook):
@@ -72,13 +79,12 @@ class FiniteHook(tf.compat.v1.train.SessionRunHook):
     self._next = self._dequeue = None
 
   def begin(self):
-    queues = tf.compat.v1.get_collection(_QUEUE)
-    if not queues or not self._finite:
+    if not self._finite:
       return
     global_step = tf.compat.v1.train.get_global_step()
     self._next = tf.compat.v1.placeholder(tf.int64, [])
     # Blocks until the run's steps are all queued.
-    self._dequeue = (global_step, queues[0].dequeue_many(
+    self._dequeue = (global_step, _queue(len(self._finite)).dequeue_many(
         tf.cast(global_step.read_value() - self._next, tf.int32)))
 
   def after_create_session(self, session, coord):

@@ -214,10 +214,7 @@ class HostCallHook(tf.compat.v1.train.SessionRunHook):
 
 
 class _SummariesOnlyFileWriter(tf.compat.v1.summary.FileWriter):
-  """A v1 `FileWriter` that drops graphs and meta graphs.
-
-  Summaries, session logs and everything else are written as usual.
-  """
+  """A v1 `FileWriter` that drops graphs and meta graphs, nothing else."""
 
   def add_graph(self, graph, global_step=None, graph_def=None):
     del graph, global_step, graph_def
@@ -229,14 +226,10 @@ class _SummariesOnlyFileWriter(tf.compat.v1.summary.FileWriter):
 def summaries_only_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
   """The shared v1 `FileWriter` of `logdir`, one that writes no graph.
 
-  Registers, unless one is already there, a writer that drops graphs and meta
-  graphs as the process's cached writer of `logdir`
-  (`tf.compat.v1.summary.FileWriterCache`): the one that TF's
-  `CheckpointSaverHook`, `SummarySaverHook` and `StepCounterHook` get in their
-  `begin`. Call it in graph mode before the monitored session starts (in the
-  model_fn): the hooks of `MonitoredTrainingSession` begin before the
-  model_fn's training hooks. A writer cached earlier in the process is left
-  as it is (it wrote its graph when it was created).
+  Registers, unless one is cached already (it wrote its graph then), a
+  `_SummariesOnlyFileWriter` as the process's cached writer of `logdir`
+  (`FileWriterCache`: TF's saver, summary and step-counter hooks take it in
+  `begin`). Call it in the model_fn, before the monitored session starts.
   """
   cache = writer_cache.FileWriterCache
   with cache._lock:  # pylint: disable=protected-access
@@ -247,17 +240,13 @@ def summaries_only_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
 
 
 class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
-  """TF's checkpoint saver hook without the graph in the events file.
+  """TF's checkpoint saver hook that never serialises the graph.
 
-  Saves what, when and where TF's hook saves (`model.ckpt-N` with the graph's
-  `Saver`, at session creation, every `save_steps` steps and at the end) and
-  writes the same CHECKPOINT session logs, but never serialises the graph:
-  no graph def or meta graph def in the events file, no graph.pbtxt, no
-  .meta files. Its writer is `summaries_only_writer(checkpoint_dir)`,
-  registered when the hook is made (in the model_fn), before any hook begins.
-
-  An Estimator given this hook among the training hooks makes no saver hook
-  of its own (it looks for a `tf.compat.v1.train.CheckpointSaverHook`).
+  Saves `model.ckpt-N` with the graph's `Saver` at session creation, every
+  `save_steps` steps (a run being `steps_per_run` steps) and at the end,
+  with TF's session logs, but no graph def, meta graph, graph.pbtxt or
+  .meta file (`summaries_only_writer`). An Estimator given it among the
+  training hooks makes no saver hook of its own.
   """
 
   def __init__(self, checkpoint_dir: str, save_steps: int,

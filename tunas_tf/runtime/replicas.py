@@ -1,13 +1,10 @@
 """Replicas: how many there are, which one this is, and means over them.
 
-A search step runs once per replica; what replicas share goes through here,
-in a TPU replica context (means `cross_replica_sum / n`), a `tf.distribute`
-one with several replicas (`--replicas=N`: one `batch_reduce_to(MEAN)`) or
-neither (identity, replica 0). As the original: the baseline uses the mean
-reward, the controller's Adam the mean gradient and mean squared gradient,
-the model's optimizer the mean gradient; means carry no gradient. Also here:
-`identical_variables`, `saver`, `mirrored_strategy`, so nothing else imports
-`tf.distribute` internals.
+A step runs once per replica; what replicas share goes through here, in a
+TPU replica context (`cross_replica_sum / n`), a `tf.distribute` one
+(`batch_reduce_to(MEAN)`) or neither (identity, replica 0). Means carry no
+gradient. Also here, so that nothing else imports `tf.distribute`
+internals: `identical_variables`, `saver`, `mirrored_strategy`, RMSProp.
 """
 
 from __future__ import annotations
@@ -25,13 +22,8 @@ _ONLY_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 def _tpu_replicas() -> int:
-  """The TPU replica count inside a TPU computation, else 0.
-
-  TPUEstimator builds the step inside `tpu.split_compile_and_shard(...,
-  num_shards=replicas)`, which sets this count (tensorflow/python/tpu/
-  tpu.py:784); its own `tf.distribute` replica context there reports one
-  replica (its strategy is the default one), so it is checked first.
-  """
+  """The TPU replica count inside a TPU computation (TPUEstimator's shard
+  context, whose `tf.distribute` context says one replica), else 0."""
   return int(tpu_function.get_tpu_context().number_of_shards or 0)
 
 
@@ -56,12 +48,9 @@ def replica_id() -> tf.Tensor:
   """Which replica the current step is built for: a scalar int32 tensor.
 
   In [0, num_replicas()), distinct per replica and the same in every run
-  of the same set-up, so that randomness keyed on it (the controller's
-  sample) is a pure function of the replica. On TPU it is XLA's replica id
-  (TPUEstimator's step runs under `tpu.replicate`, which gives each replica
-  its own; it need not follow the order of `tf.distribute`'s ids, which
-  TPUEstimator does not use); under `tf.distribute` the context's
-  `replica_id_in_sync_group` (a constant in a graph); elsewhere 0.
+  of the same set-up (randomness keyed on it is a pure function of the
+  replica): XLA's replica id on TPU, the context's
+  `replica_id_in_sync_group` under `tf.distribute`, else 0.
 
   Raises:
     ValueError: in a `tf.distribute` cross-replica context.
@@ -113,14 +102,10 @@ def averaging_optimizer(optimizer: tf.compat.v1.train.Optimizer
                         ) -> tf.compat.v1.train.Optimizer:
   """`optimizer`, made to apply the mean over replicas of the gradients.
 
-  In a TPU computation TPUEstimator builds (no `tf.distribute` strategy),
-  `CrossShardOptimizer` (reduction MEAN). Under `tf.distribute` (an
-  Estimator's `MirroredStrategy`, the distribute engine's strategies, a
-  `TPUStrategy` among them), the v1 optimizer itself, whose
-  `apply_gradients` sums over replicas: a `MeanRMSProp` scales the loss by
-  1/N itself; another optimizer does so in `compute_gradients` only inside
-  `Estimator.train` after a `tf.compat.v1.losses` loss reduced by a mean
-  (the default). Otherwise `optimizer`.
+  In TPUEstimator's TPU computation `CrossShardOptimizer` (MEAN); under
+  `tf.distribute` the v1 optimizer itself, whose `apply_gradients` sums
+  over replicas: a `MeanRMSProp` scales the loss by 1/N; another only inside
+  `Estimator.train`, after a mean-reduced `tf.compat.v1.losses` loss.
 
   Raises:
     ValueError: under `tf.distribute` with several replicas when the
@@ -145,10 +130,8 @@ def identical_variables() -> Iterator[None]:
   """Variables created inside are updated alike by every replica.
 
   Under `tf.distribute` with several replicas they get the aggregation
-  ONLY_FIRST_REPLICA, which lets each replica's step assign them (the
-  controller's logits, its Adam slots, the baseline) with the first
-  replica's value, so their copies stay identical. Every replica must then
-  compute the same value (from `means`). Elsewhere this does nothing.
+  ONLY_FIRST_REPLICA: each replica assigns the first replica's value, which
+  every replica must compute alike (from `means`). Elsewhere a no-op.
   """
   strategy = tf.distribute.get_strategy()
   if _tpu_replicas() or strategy.num_replicas_in_sync == 1:
@@ -165,11 +148,8 @@ def identical_variables() -> Iterator[None]:
 
 
 def is_first_replica() -> bool:
-  """Whether this is the first replica's step (always, off `tf.distribute`).
-
-  Under `MirroredStrategy` each replica builds its own copy of the step;
-  what only one copy should build (the summary writer) checks this.
-  """
+  """Whether this is the first replica's step (always, off `tf.distribute`):
+  what one copy of a `MirroredStrategy` step builds checks it."""
   if _tpu_replicas():
     return True
   replica_id = tf.get_static_value(
@@ -178,14 +158,9 @@ def is_first_replica() -> bool:
 
 
 def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.Strategy:
-  """`MirroredStrategy` over `devices` (from `replica_devices`), for a graph.
-
-  On CPU devices the reductions go through one device
-  (`ReductionToOneDevice`); on GPUs TF picks (NCCL). Made in a graph: made
-  eagerly over CPU devices, the strategy also builds collective ops that
-  place an eager variable on every device, which fails on devices that only
-  a session's `device_count` creates.
-  """
+  """`MirroredStrategy` over `devices` (from `replica_devices`), for a graph:
+  on CPU devices reducing through one device. (Made eagerly it would place
+  variables on devices only a session's `device_count` creates.)"""
   cross_device_ops = None
   if all('cpu' in d.lower() for d in devices):
     cross_device_ops = tf.distribute.ReductionToOneDevice()
@@ -227,9 +202,9 @@ class _FirstCopySaveable(saveable_object.SaveableObject):
     del restored_shapes
     tensor, = restored_tensors
     assigns = []
-    for copy in self._copies:
-      with tf.device(copy.device):
-        assigns.append(copy.assign(tensor, read_value=False))
+    for each in self._copies:
+      with tf.device(each.device):
+        assigns.append(each.assign(tensor, read_value=False))
     return tf.group(assigns)
 
 

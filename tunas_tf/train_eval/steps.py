@@ -1,10 +1,6 @@
-"""The pieces of the standalone network's steps, each a small function.
-
-`variables_to_train` (inherited values, the variables the optimizer
-updates) and `losses` (smoothed cross-entropy plus L2) serve the training
-task (`task.TrainEvalTask`) and the evaluation (`evaluate.py`), which
-weighs and averages `example_metrics` on either engine.
-"""
+"""The pieces of the standalone network's steps: the variables to train,
+the losses (smoothed cross-entropy plus L2) and the evaluation's
+per-example metrics."""
 
 from __future__ import annotations
 
@@ -38,19 +34,18 @@ class Losses(NamedTuple):
 
 
 def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
-                       freeze_inherited: bool,
-                       training: bool) -> TrainVariables:
+                       freeze_inherited: bool) -> TrainVariables:
   """The optimizer's variables, and the inherited values.
 
   Raises:
-    ValueError: when training with `freeze_inherited` and every trainable
-      variable is inherited.
+    ValueError: with `freeze_inherited`, when every trainable variable is
+      inherited.
   """
   inherited, fresh = ([], None)
   if inheritance is not None:
     inherited, fresh = inheritance.split(model)
   if freeze_inherited:
-    if not fresh and training:
+    if not fresh:
       raise ValueError('--freeze_inherited: every trainable variable is '
                        'inherited, nothing would train')
     return TrainVariables(fresh, inherited)
@@ -99,8 +94,8 @@ class ExampleMetrics(NamedTuple):
 
 def example_metrics(labels: tf.Tensor, logits: tf.Tensor,
                     num_classes: int) -> ExampleMetrics:
-  """The one definition of top1, top5 and cross_entropy, per example, that
-  both engines' evaluations weigh and average (`evaluate.py`)."""
+  """The one definition of top1, top5 and cross_entropy, per example
+  (`evaluate.example_values` weighs them)."""
   target = tf.argmax(labels, axis=-1)
   return ExampleMetrics(
       weight=tf.reduce_sum(labels, axis=-1),

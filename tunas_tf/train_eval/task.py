@@ -93,7 +93,7 @@ class TrainEvalTask:
     config = self._config
     self.model = network.build_model(config, self._arch)
     variables = steps.variables_to_train(
-        self.model, self._inheritance, config.freeze_inherited, True)
+        self.model, self._inheritance, config.freeze_inherited)
     self.var_list = variables.var_list
     self._inherited = list(variables.inherited)
     self.optimizer = replicas.rmsprop(config.momentum, self.var_list)
