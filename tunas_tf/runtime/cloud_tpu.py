@@ -1,13 +1,12 @@
 """Finding the TPU a run names (`--tpu`), every failure in one line.
 
-`--tpu` is `local` (this TPU VM's own devices, `/dev/accel*` or
-`/dev/vfio/N`), `grpc://HOST:PORT` (a TPU worker, which must accept a TCP
-connection within seconds) or `NAME` (a READY TPU through the Cloud TPU
-API, project and zone from the flags or the VM's metadata, application-
-default credentials). `resolve` does every lookup the Estimator would do
-later, so an unusable TPU is refused before a run writes anything.
-`api_service` builds the API client with `google-auth`, since TF 2.15's
-bundled client needs `oauth2client`, which is not installed.
+`--tpu` is `local` (this TPU VM's `/dev/accel*` or `/dev/vfio/N`),
+`grpc://HOST:PORT` (a worker accepting a TCP connection within seconds) or
+`NAME` (a READY TPU through the Cloud TPU API, project and zone from the
+flags or the VM's metadata). `resolve` does every lookup the engines do
+later, so an unusable TPU is refused before a run writes anything;
+`api_service` builds the API client with `google-auth` (TF 2.15's bundled
+client needs the absent `oauth2client`).
 """
 
 from __future__ import annotations

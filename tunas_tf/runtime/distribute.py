@@ -487,22 +487,12 @@ class DistributeEngine:
             stop: preemption.StopRequest, run_name: str,
             resume: Optional[resume_lib.ResumePoint] = None
             ) -> task_lib.Trained:
-    """Trains `task` to `max_steps` from the checkpoint the `checkpoint`
-    file names (`lifecycle.run` pointed it at `resume`).
-
-    Writes the first replica's scalars of the steps whose 0-based index is a
-    multiple of `job.tpu_iterations_per_loop`, as the Estimator's host_call
-    (with the `decisions`' probabilities), logs the progress line and saves
-    `model.ckpt-N` (the first at the start of a new run) every
-    `job.save_checkpoints_steps` steps, at the end and on a stop request.
-    Non-chief workers save at the same steps into a temporary directory.
-
-    Raises:
-      ValueError: one line, for a NaN or Inf among the task's
-        `finite_scalars`, an undecodable image, an unrestorable checkpoint, a
-        lost model directory or, in a cluster, a lost worker.
-      preemption.Stopped: when a signal stopped it (a checkpoint saved).
-    """
+    """`engine.Engine.train`: from the checkpoint the `checkpoint` file
+    names, in loops of `job.tpu_iterations_per_loop` steps; the first
+    replica's scalars of the steps whose index is a multiple of that are
+    written, as the Estimator's host_call writes them; checkpoints are saved
+    between loops (non-chief workers' in a directory of their own). In a
+    cluster, a lost worker stops it in one line."""
     del resume  # Restored from the `checkpoint` file.
     job, strategy = self.job, self.strategy
 
@@ -528,15 +518,8 @@ class DistributeEngine:
   def evaluate(self, task: task_lib.EvaluatedTask, *,
                checkpoint: Optional[str], stop: preemption.StopRequest,
                run_name: str) -> Dict[str, Any]:
-    """One pass of `task.eval_dataset` (split over the replicas; on TPU its
-    last batch padded) on `checkpoint`'s values or the task's own: the
-    task's `aggregate`d metrics, `global_step` and `images_per_sec`.
-
-    Raises:
-      ValueError: one line, for an undecodable image or a checkpoint the
-        task cannot read.
-      preemption.Stopped: when a signal cut it short (nothing is saved).
-    """
+    """`engine.Engine.evaluate`: each batch split over the replicas (on TPU
+    the last one padded), the per-example values gathered on the host."""
     strategy = self.strategy
 
     def guarded() -> Dict[str, Any]:

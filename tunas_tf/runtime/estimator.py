@@ -369,13 +369,8 @@ class EstimatorEngine:
   def train(self, task: task_lib.Task, *, max_steps: int,
             stop: preemption.StopRequest, run_name: str,
             resume: resume_lib.ResumePoint) -> task_lib.Trained:
-    """`Estimator.train` of `task` to `max_steps` from `resume`, under the
-    guards (`run_name` names the run: a NaN, an undecodable image or an
-    unreadable checkpoint stops it in one line).
-
-    Raises:
-      preemption.Stopped: when a signal stopped it (a checkpoint saved).
-    """
+    """`engine.Engine.train`, by `Estimator.train` (`guards.FiniteHook`
+    before TF's NaN-loss hook and the saver)."""
     job, record = self.job, {}
     estimator = make_estimator(
         task_model_fn(task, job, max_steps, record, self._replicas), job,
@@ -396,13 +391,9 @@ class EstimatorEngine:
   def evaluate(self, task: task_lib.EvaluatedTask, *,
                checkpoint: Optional[str], stop: preemption.StopRequest,
                run_name: str) -> Dict[str, Any]:
-    """One pass of `task.eval_dataset` on `checkpoint`'s values (or the
-    task's own), by `Estimator.evaluate` in a directory of its own: the
-    task's `aggregate`d metrics, `global_step` and `images_per_sec`.
-
-    Raises:
-      preemption.Stopped: when a signal cut it short (nothing is saved).
-    """
+    """`engine.Engine.evaluate`, by `Estimator.evaluate` in a directory of
+    its own (its summaries are not the run's); every value fed at session
+    start, none restored by a `Saver`."""
     step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
     record, directory = {}, tempfile.mkdtemp(prefix='tunas_tf-eval-')
     batch = task.eval_batch_size

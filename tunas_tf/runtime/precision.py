@@ -1,13 +1,11 @@
 """bfloat16 compute: the `--use_bfloat16` modes and what they resolve to.
 
 The original's modes: `auto` (`ontpu` for the MobileNetV3-like spaces, else
-`false`), `ontpu` (bfloat16 on TPU only), `true` (every device), `false`.
-Each binary resolves `auto` once, stores the resolved mode in its config and
-derives the weight-decay default from it (3e-5 with bfloat16, else 4e-5).
-With `true` the input_fns cast images at the end of the pipeline
-(`input_dtype`, `cast_input`; labels stay float32); otherwise the model_fn
-casts. Variables and batch-norm statistics stay float32, and the logits are
-cast back to float32 for the loss (docs/scaling.md, 'bfloat16').
+`false`), `ontpu` (bfloat16 on TPU only), `true` (every device), `false`;
+each binary resolves `auto` once and stores the mode (the weight-decay
+default: 3e-5 with bfloat16, else 4e-5). With `true` the input pipelines
+cast the images (`cast_input`), else the step does. Variables, batch-norm
+statistics and the loss stay float32 (docs/scaling.md, 'bfloat16').
 """
 
 from __future__ import annotations

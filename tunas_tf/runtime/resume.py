@@ -1,13 +1,12 @@
 """Where a restarted run resumes, and checkpoints that cannot be read.
 
-`resume_point` and `use_resume_point`: the newest checkpoint the `checkpoint`
-file names is read back in full; when it cannot be (truncated or corrupt
-data, a missing shard, a bad index, files removed), the run falls back to the
-newest readable one, sets the unreadable one's files aside (renamed
-`*.unreadable`, never deleted) and points the `checkpoint` file at it, saying
-so in one line; with none readable it refuses in one line.
-`refuse_unreadable`: a foreign checkpoint that fails deep inside the
-Estimator's restore becomes one line naming the file.
+`resume_point` and `use_resume_point`: the newest checkpoint is read back
+in full; when it cannot be (truncated, corrupt, a missing shard or file),
+the run falls back to the newest readable one, sets the unreadable files
+aside (`*.unreadable`, never deleted) and points the `checkpoint` file at
+it, in one line; with none readable it refuses in one line.
+`refuse_unreadable`: a foreign checkpoint failing inside the Estimator's
+restore becomes one line naming the file.
 """
 
 from __future__ import annotations

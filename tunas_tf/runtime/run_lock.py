@@ -1,13 +1,11 @@
 """One process per run directory: the lease file `run.lock` in a model dir.
 
-`acquire(model_dir, binary)` takes `model_dir/run.lock` for this process or
-raises `Held` (one line naming the holder) when a live process holds it; a
-holder that is gone is taken over with a warning saying who and why (when a
-holder is alive: `_gone_reason`). The file is JSON (`host`, `pid`,
-`start_time`, `since`, `heartbeat`, `token`, `binary`); a daemon thread
-rewrites `heartbeat`. After at most one heartbeat interval one process holds
-the directory; callers check `lost()` at their checkpoints (guarantees:
-`acquire`).
+`acquire(model_dir, binary)` takes `model_dir/run.lock` or raises `Held`
+(one line naming the holder) when a live process holds it; a holder that is
+gone is taken over with a warning saying who and why (`_gone_reason`). The
+file is JSON (`host`, `pid`, `start_time`, `since`, `heartbeat`, `token`,
+`binary`); a daemon thread rewrites `heartbeat`, and callers check `lost()`
+at their checkpoints (guarantees: `acquire`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The pieces of one search step, each a small function.
 
-`task.SearchTask.step` calls them in order: `warmup_probabilities`,
-`sample_architecture` and `training_architecture`, `estimate_cost`,
-`supernet_train_op`, `validation_accuracy`, `reward_and_advantage`,
-`controller_train_op`, `summary_scalars`, on the objects
-`make_controller`, `make_baseline`, `make_controller_adam` and
-`model_optimizer` made beforehand. They build ops once per
-replica, in a TF1 graph or in a `tf.function` alike: what replicas share
-goes through `runtime.replicas`, and the controller, its Adam and the
-baseline are made under `replicas.identical_variables`. None of them
-increments the global step (the engine does, after the step).
+`task.SearchTask.step` calls them in order (warm-up probabilities, the
+sample, its cost, the shared-weight update, validation accuracy, reward and
+advantage, the controller's update, the summaries) on the objects the
+`make_*` functions and `model_optimizer` made. They build ops once per
+replica, in a TF1 graph or a `tf.function` alike; what replicas share goes
+through `runtime.replicas`. None increments the global step (the engine
+does).
 """
 
 from __future__ import annotations

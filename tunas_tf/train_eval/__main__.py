@@ -6,8 +6,8 @@ e.g. the searched one, on the search's data that architecture.json records:
   python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
       --model_dir=runs/demo_train --epochs=150
 
-Every flag is checked before anything is written; a killed run started again
-with the same flags resumes (docs/restarting.md).
+Every flag is checked before anything is written; a killed run resumes
+(docs/restarting.md).
 """
 
 from __future__ import annotations

@@ -142,8 +142,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
     config_lib.write(config, plan.stored)
     _log_start(config, plan.stored, plan.resume)
     task = task_lib.TrainEvalTask(config, arch, inheritance)
-    trained = None
-    if not config.eval_only and plan.resume.global_step < config.max_global_step:
+    trained, step = None, plan.resume.global_step
+    if not config.eval_only and step < config.max_global_step:
       trained = engine.train(task, max_steps=config.max_global_step,
                              stop=stop, run_name='train_eval',
                              resume=plan.resume)
