@@ -1,14 +1,12 @@
 r"""Searches an architecture: TuNAS, a one-shot, cost-aware search.
 
 Trains a search space's shared weights and a controller that learns which
-architecture to pick, rewarding accuracy near a cost target. The defaults
-run the offline demo (8x8 `digits`, `digits_search`, `macs`) on a laptop
-CPU; the original's recipes are flagfiles in `tunas_tf/configs/`:
-
-  python -m tunas_tf.train_search --model_dir=runs/demo
-
-Every flag is checked before anything is written; a killed search resumes
-(docs/restarting.md, docs/search.md).
+architecture to pick, rewarding accuracy near a cost target. The defaults run
+the offline demo (8x8 `digits`, `digits_search`, `macs`) on a laptop CPU,
+`python -m tunas_tf.train_search --model_dir=runs/demo`; the original's
+recipes are flagfiles in `tunas_tf/configs/`. Every flag is checked before
+anything is written; a killed search resumes (docs/restarting.md,
+docs/search.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 r"""Trains, evaluates and exports one architecture standalone.
 
 Any architecture of a search space or a reference model (docs/train_eval.md),
-e.g. the searched one, on the search's data that architecture.json records:
+e.g. the searched one, on the search's data that architecture.json records.
+Every flag is checked before anything is written; a killed run resumes
+(docs/restarting.md):
 
   python -m tunas_tf.train_eval --architecture=runs/demo/architecture.json \
       --model_dir=runs/demo_train --epochs=150
-
-Every flag is checked before anything is written; a killed run resumes
-(docs/restarting.md).
 """
 
 from __future__ import annotations
