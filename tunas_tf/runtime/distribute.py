@@ -109,10 +109,7 @@ def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
 
 def check_strategy(job: JobConfig, replicas: int = 1) -> None:
   """Refuses what `strategy_for` would, making nothing (call it before
-  anything is written).
-
-  `replicas` comes from a run config that checked it (>= 1, and 1 on TPU:
-  `search.config.SearchConfig`).
+  anything is written); `replicas` >= 1, and 1 on TPU (the configs check).
 
   Raises:
     ValueError: one line, for `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG`
@@ -232,10 +229,7 @@ class _Run:
 
   def _all_finite(self, values: tf.Tensor) -> tf.Tensor:
     """Whether the `finite` scalars among `values` are finite."""
-    missing = sorted(set(self.finite) - set(self.names))
-    if missing:
-      raise ValueError(f"a task's finite_scalars {missing} are not among "
-                       f'its scalars')
+    guards.check_names(self.finite, self.names)
     indices = tf.constant([self.names.index(name) for name in self.finite],
                           tf.int32)  # (Possibly none: all finite.)
     return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
@@ -243,13 +237,11 @@ class _Run:
   def _loop(self, iterator, steps: tf.Tensor
             ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """`steps` steps, or fewer, ending after the first step whose `finite`
-    scalars are not (on any replica); the scalars (`self.names`) of the
-    last one, first replica's and mean over replicas, and the first
-    replica's of the one whose step is a multiple of the summary cadence
-    (`tpu_iterations_per_loop`) with its step (-1: none was). The first
-    replica's, as the Estimator's host_call (and the original's) write
-    them. The step is traced once: its scalars leave the loop as vectors of
-    a length known only once traced."""
+    scalars are not (on any replica); the scalars (`self.names`, vectors of
+    a length known once traced) of the last step, the first replica's and
+    their mean over replicas, and the first replica's of the step that is a
+    multiple of `tpu_iterations_per_loop` with that step (-1: none), as the
+    Estimator's host_call writes them."""
     every = self._job.tpu_iterations_per_loop
 
     def body(i, last, last_mean, kept, kept_at, finite):

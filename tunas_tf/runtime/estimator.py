@@ -385,8 +385,9 @@ class EstimatorEngine:
     if stop.signal_name:
       raise preemption.Stopped(preemption.stopped_line(
           stop, resume_lib.resume_point(job.model_dir).global_step))
-    return task_lib.Trained(record.get('train_start_step', resume.global_step),
-                   max_steps, record.get('train_images_per_sec'))
+    return task_lib.Trained(
+        record.get('train_start_step', resume.global_step), max_steps,
+        record.get('train_images_per_sec'))
 
   def evaluate(self, task: task_lib.EvaluatedTask, *,
                checkpoint: Optional[str], stop: preemption.StopRequest,

@@ -27,6 +27,15 @@ def first_non_finite(values: Mapping[str, float], finite: Mapping[str, str]
   return None
 
 
+def check_names(finite: Sequence[str], scalars: Sequence[str]) -> None:
+  """Refuses `finite` names (a task's `finite_scalars`) not among a step's
+  `scalars` (ValueError)."""
+  missing = sorted(set(finite) - set(scalars))
+  if missing:
+    raise ValueError(f"a task's finite_scalars {missing} are not among its "
+                     'scalars')
+
+
 def non_finite_line(what: str, value: float, step: int, model_dir: str,
                     run: str) -> str:
   """'The reward is nan at step 7: the search stopped without saving it; the

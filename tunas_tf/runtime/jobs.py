@@ -122,9 +122,8 @@ class JobConfig:
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
-# A run's config (`SearchConfig`, `TrainEvalConfig`) is a frozen dataclass with
-# a `job: JobConfig` field; in config.json the job's fields sit flat beside
-# the run's own. These functions are that layout, for both.
+# config.json's flat layout of a run's config (a frozen dataclass with a
+# `job: JobConfig` field): the job's fields beside the run's own.
 
 
 def flat_keys(config_type: type) -> List[str]:
@@ -157,16 +156,9 @@ def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
 
 def from_json(config_type: type, values: Mapping[str, Any], where: str,
               binary: str, derived: Sequence[str]) -> Any:
-  """`config_type` as its `to_json` stored it in config.json.
-
-  Args:
-    config_type: the run's config dataclass.
-    values: the stored object.
-    where: the file (a model directory's config.json), for messages.
-    binary: the binary that writes such files ('train_search',
-      'train_eval').
-    derived: the names of the derived values stored beside the fields (each
-      must equal the one the fields give).
+  """`config_type` as its `to_json` stored it (`values`) in config.json
+  (`where`, for messages) of a `binary` directory; `derived`: the derived
+  values stored beside the fields (each must equal the one they give).
 
   Raises:
     ValueError: one line: the file's directory is the other binary's
@@ -263,14 +255,8 @@ def written_by(values: Mapping[str, Any]) -> Optional[str]:
 
 def check_written_by(values: Mapping[str, Any], binary: str,
                      where: str) -> None:
-  """Refuses a config.json (`values`) that another binary wrote.
-
-  Args:
-    values: the stored config.json object.
-    binary: the binary the directory should be of ('train_search' or
-      'train_eval').
-    where: the directory as the message names it (e.g. 'runs/x' or
-      '--model_dir=runs/x').
+  """Refuses a config.json (`values`) that a binary other than `binary`
+  wrote; `where` names the directory (e.g. '--model_dir=runs/x').
 
   Raises:
     ValueError: 'WHERE is a train_eval directory, not a search directory'

@@ -21,19 +21,9 @@ WEIGHT_DECAY_BFLOAT16 = 3e-5
 
 
 def resolve(mode: str, mobilenet_v3_like: bool) -> str:
-  """`auto` -> `ontpu` for MobileNetV3-like spaces, else `false`.
-
-  Args:
-    mode: one of `BFLOAT16_MODES`.
-    mobilenet_v3_like: whether the search space is MobileNetV3-like
-      (`mobile.space_info(ssd).mobilenet_v3_like`).
-
-  Returns:
-    One of `RESOLVED_MODES`.
-
-  Raises:
-    ValueError: for a mode outside `BFLOAT16_MODES`.
-  """
+  """`mode` (one of `BFLOAT16_MODES`) resolved: `auto` -> `ontpu` for
+  MobileNetV3-like spaces (`mobile.space_info(ssd).mobilenet_v3_like`), else
+  `false`. ValueError for another mode."""
   if mode not in BFLOAT16_MODES:
     raise ValueError(f'Unknown --use_bfloat16={mode!r}; expected one of '
                      f'{BFLOAT16_MODES}')
@@ -43,11 +33,7 @@ def resolve(mode: str, mobilenet_v3_like: bool) -> str:
 
 
 def check_resolved(mode: str) -> str:
-  """Returns `mode` if it is one of `RESOLVED_MODES`.
-
-  Raises:
-    ValueError: naming the mode and the allowed ones.
-  """
+  """`mode` if it is one of `RESOLVED_MODES`, else ValueError naming it."""
   if mode not in RESOLVED_MODES:
     raise ValueError(f'use_bfloat16 must be one of {RESOLVED_MODES} once '
                      f'resolved, got {mode!r}')
@@ -60,18 +46,9 @@ def default_weight_decay(mode: str) -> float:
 
 
 def compute_dtype(mode: str, use_tpu: bool) -> Any:
-  """The network's compute dtype for a resolved mode on this backend.
-
-  Args:
-    mode: one of `RESOLVED_MODES`.
-    use_tpu: whether the model_fn runs on TPU.
-
-  Returns:
-    tf.bfloat16 for `true`, and for `ontpu` on TPU; else tf.float32.
-
-  Raises:
-    ValueError: for a mode outside `RESOLVED_MODES`.
-  """
+  """The network's compute dtype for a resolved mode (`check_resolved`):
+  tf.bfloat16 for `true`, and for `ontpu` on TPU (`use_tpu`); else
+  tf.float32."""
   # TensorFlow only here: the configs that import this module do without it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   check_resolved(mode)
@@ -81,38 +58,17 @@ def compute_dtype(mode: str, use_tpu: bool) -> Any:
 
 
 def input_dtype(mode: str) -> Any:
-  """The dtype of the images the input pipeline emits for a resolved mode.
-
-  Args:
-    mode: one of `RESOLVED_MODES`.
-
-  Returns:
-    tf.bfloat16 for `true` (the original's bfloat16 input); else tf.float32
-    (`ontpu` casts inside the model_fn, on TPU only).
-
-  Raises:
-    ValueError: for a mode outside `RESOLVED_MODES`.
-  """
+  """The dtype of the images the input pipeline emits for a resolved mode
+  (`check_resolved`): tf.bfloat16 for `true` (the original's bfloat16
+  input); else tf.float32 (`ontpu` casts inside the step, on TPU only)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.bfloat16 if check_resolved(mode) == TRUE else tf.float32
 
 
 def cast_input(dataset: Any, mode: str) -> Any:
-  """`dataset` with its images cast to `input_dtype(mode)`, the last step of
-  an input_fn's pipeline (before the TPU's layout transpose).
-
-  Args:
-    dataset: a `tf.data.Dataset` of (features, labels), `features` a float32
-      images Tensor or a dict of them.
-    mode: one of `RESOLVED_MODES`.
-
-  Returns:
-    The dataset itself when the dtype is float32; else one whose every
-    features Tensor is bfloat16, the labels unchanged.
-
-  Raises:
-    ValueError: for a mode outside `RESOLVED_MODES`.
-  """
+  """`dataset` of (features, labels) with every features tensor cast to
+  `input_dtype(mode)` (itself for float32), the last step of an input
+  pipeline (before the TPU's layout transpose)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   dtype = input_dtype(mode)
   if dtype == tf.float32:

@@ -75,11 +75,7 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
     if f'rlpathlogits/{path}/{len(labels) - 1}' not in columns:
       raise ValueError(f'decision {path!r}: no rlpathlogits/{path} summary '
                        f'of {len(labels)} logits')
-  scalar_names = {name for name, ref in named if not slot[ref][0]}
-  missing = [name for name in finite if name not in scalar_names]
-  if missing:
-    raise ValueError(f"a task's finite_scalars {missing} are not among its "
-                     'scalars')
+  guards.check_names(finite, [name for name, ref in named if not slot[ref][0]])
 
   def host_fn(step, values):
     step = tf.cast(step[0], tf.int64)

@@ -34,6 +34,8 @@ LABEL_SMOOTHING = 0.1
 _SAMPLE_STREAM = 0x5a3b1e
 # The same for the uniform training sample of `--supernet_sampling=uniform`.
 _UNIFORM_STREAM = 0x2c7d94
+
+
 class ModelStep(NamedTuple):
   """The shared-weight update (`supernet_train_op`).
 
@@ -92,17 +94,10 @@ def sample_seed(seed: int, global_step: tf.Tensor,
   resumed search draws at step t what an uninterrupted one draws there.
   The step is read once, here; the read comes before the controller's
   increment of the same step, which depends on it through the sample (the
-  gradient of the log-probability reads the masks and the warm-up draws).
-
-  Args:
-    seed: the job's seed, a Python int in [0, 2^31 - 1].
-    global_step: the scalar integer global step (variable or tensor);
-      steps past 2^31 - 1 wrap (as int32).
-    stream: the seed's second word: the controller's sample by default,
-      `_UNIFORM_STREAM` for `training_architecture`'s uniform one.
-
-  Returns:
-    A rank-1 int32 tensor of length 2 (int32: what XLA takes).
+  gradient of the log-probability reads the masks and the warm-up draws);
+  steps past 2^31 - 1 wrap. `stream`: the seed's second word
+  (`_UNIFORM_STREAM` for `training_architecture`'s uniform sample). An int32
+  [2] tensor (what XLA takes).
   """
   fold_in = tf.random.experimental.stateless_fold_in
   step = tf.cast(global_step, tf.int32)
@@ -200,9 +195,6 @@ def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
   sample's masks; `model_optimizer`'s RMSProp (TF1 semantics) at
   `learning_rate` (`model_learning_rate`), on the mean gradient over
   replicas. With the barrier on, every gradient waits for all of them.
-
-  Returns:
-    A `ModelStep`.
   """
   with tf.name_scope('training'):
     logits = tf.cast(supernet(sampled_spec, images, training=True), tf.float32)
@@ -285,9 +277,6 @@ def controller_train_op(
   (`schedules.rl_entropy_weight`: constant, or falling linearly to 0 after
   the delay); the learning rate is 0 before `rl_delay_steps`, then grows 10x
   by the end (FBNet's delay, as in the original).
-
-  Returns:
-    A `ControllerStep`.
   """
   variables = list(dist_info.controller.trainable_variables)
   empirical_loss = -tf.stop_gradient(advantage) * dist_info.sample_log_prob

@@ -19,14 +19,9 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
   A `streams.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
   each epoch a permutation drawn from (seed, epoch), images preprocessed by
   the training side of `--preprocessing` with its random crop and flip drawn
-  from (seed, position); started at `start_step`
-  (a resumed run's global step), it goes on as if never interrupted.
-
-  Args:
-    config: the run's config.
-    batch_size: images per (per-replica) batch.
-    start_step: the global step training resumes at.
-    pipeline: which per-replica batches this input_fn call yields.
+  from (seed, position); started at `start_step` (a resumed run's global
+  step), it goes on as if never interrupted. `batch_size`: per replica;
+  `pipeline`: which per-replica batches this call yields.
 
   Raises:
     ValueError: if the training data holds less than one batch.
@@ -84,16 +79,10 @@ def eval_examples(config: TrainEvalConfig) -> int:
 
 def eval_dataset(config: TrainEvalConfig, batch_size: int,
                  pad: bool = False) -> tf.data.Dataset:
-  """One ordered pass over `eval_split`.
-
-  Labels are one-hot: a metric weighs each example by its label's sum.
-
-  Args:
-    config: the run's config.
-    batch_size: images per batch.
-    pad: every batch full (static shapes, for TPU): the last one is filled
-      up with zero images of all-zero labels (weight 0), so every example
-      counts once and no padding counts; else the last batch may be short.
+  """One ordered pass over `eval_split` in batches of `batch_size`, labels
+  one-hot (a metric weighs each example by its label's sum). With `pad`
+  every batch is full (static shapes, for TPU): the last one is filled up
+  with zero images of all-zero labels (weight 0); else it may be short.
 
   Raises:
     ValueError: for a split TFDS cannot read.

@@ -82,14 +82,8 @@ class TrainEvalTask:
 
   def build(self) -> Mapping[str, Any]:
     """Makes every variable (RMSProp's slots and the EMA's shadows too, so
-    the step, traced once, makes none).
-
-    Returns:
-      The objects to checkpoint, by name.
-
-    Raises:
-      ValueError: as `steps.variables_to_train`.
-    """
+    the step, traced once, makes none); the objects to checkpoint, by name.
+    ValueError as `steps.variables_to_train`."""
     config = self._config
     self.model = network.build_model(config, self._arch)
     variables = steps.variables_to_train(
