@@ -10,15 +10,16 @@ from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tunas_tf.data import streams
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import estimator
 from tunas_tf.runtime import hooks
-from tunas_tf.runtime import replicas
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
+from tunas_tf.runtime import replicas
 from tests.testing import replicated
 
 
@@ -118,6 +119,7 @@ class DistributedModelFnTest(absltest.TestCase):
             replica_fn, args=(tf.ones([2]), tf.ones([2]), 'train', {}))
 
 
+  @pytest.mark.estimator  # TPUEstimatorSpec.
   def test_the_first_replicas_host_call_reads_every_replicas_row(self):
     # Its row is written, every row is checked (`guards.queue_finite`).
     received = []
