@@ -90,13 +90,9 @@ def _project_and_zone(tpu: str, project: Optional[str], zone: Optional[str],
 
 
 def api_service(tpu: str, credentials: Any = None, http: Any = None):
-  """The Cloud TPU API (v1) service, built with google-auth credentials.
-
-  Args:
-    tpu: the TPU's name, for the error.
-    credentials: google-auth credentials; default `google.auth.default()`.
-    http: an `httplib2.Http` to use instead of credentials (tests pass a
-      `googleapiclient.http.HttpMockSequence`).
+  """The Cloud TPU API (v1) service for `tpu`, built with google-auth
+  `credentials` (default `google.auth.default()`) or an `httplib2.Http`
+  (`http`, tests' `HttpMockSequence`).
 
   Raises:
     TpuError: when there are no application-default credentials.
@@ -120,14 +116,10 @@ def api_service(tpu: str, credentials: Any = None, http: Any = None):
 def resolve(tpu: str, zone: Optional[str] = None,
             project: Optional[str] = None, *, service: Any = None,
             timeout: float = _TIMEOUT_S):
-  """The `TPUClusterResolver` of `tpu`, after every lookup succeeded.
-
-  Args:
-    tpu: 'local', 'grpc://HOST:PORT' or a Cloud TPU name.
-    zone: the TPU's zone (a name only), or None for the VM's.
-    project: the TPU's project (a name only), or None for the VM's.
-    service: the Cloud TPU API service (default `api_service(tpu)`).
-    timeout: seconds to wait for a network answer.
+  """The `TPUClusterResolver` of `tpu` ('local', 'grpc://HOST:PORT' or a
+  Cloud TPU name, in `zone` and `project`, None: the VM's), after every
+  lookup succeeded (through `service`, default `api_service(tpu)`, waiting
+  `timeout` seconds for a network answer).
 
   Raises:
     TpuError: one line naming the TPU, what failed and what to check: no

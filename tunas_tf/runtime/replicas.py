@@ -63,14 +63,9 @@ def replica_id() -> tf.Tensor:
 
 
 def means(values: Sequence[tf.Tensor]) -> List[tf.Tensor]:
-  """The mean over replicas of each value (one reduction for all of them).
-
-  Args:
-    values: float tensors, each with the same shape on every replica.
-
-  Returns:
-    One tensor per value, its shape and dtype, equal on every replica and
-    without a gradient. The values themselves (stopped) for one replica.
+  """The mean over replicas of each of `values` (float tensors, each of one
+  shape on every replica), in one reduction: equal on every replica, of its
+  shape and dtype, without a gradient (for one replica the values, stopped).
 
   Raises:
     ValueError: in a `tf.distribute` cross-replica context.
