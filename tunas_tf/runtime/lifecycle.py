@@ -31,6 +31,7 @@ class Plan(Protocol):
 P = TypeVar('P', bound=Plan)
 R = TypeVar('R')
 
+
 def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
   """A binary's `main` once its flags are parsed: `body()` (which checks,
   then runs), with extra arguments or a ValueError exiting in one line

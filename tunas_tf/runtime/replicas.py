@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-direct-tensorflow-import

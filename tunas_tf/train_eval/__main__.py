@@ -33,6 +33,7 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 
 FLAGS = flags.FLAGS
 
+
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the train_eval flags (called by `__main__` and by tests only)."""
   f = flag_values
