@@ -16,12 +16,8 @@ from tunas_tf.layers import initializers
 
 
 def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
-  """The dropout seed of one training step: int64 [2] Tensor (seed, step).
-
-  Args:
-    seed: the job's seed, a Python int.
-    step: scalar integer Tensor, the global step.
-  """
+  """The dropout seed of one training step: int64 [2] Tensor (the job's
+  Python int seed, the scalar integer global step)."""
   return tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
 
 
@@ -31,7 +27,6 @@ def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
   1 / (1 - `rate`).
 
   Args:
-    x: float Tensor.
     rate: Python float in [0, 1).
     seed: None (stateful dropout), or an integer [2] Tensor: the mask is
       then a function of (`seed`, `name`).

@@ -36,12 +36,9 @@ def normal(shape: Sequence[int], stddev: float, seed: Optional[int] = None,
   """A normal draw N(mean, stddev^2) of `shape`, float32.
 
   Args:
-    shape: Python ints.
-    stddev: Python float.
     seed: None for the global generator, or an int: the value is then fixed
       by (`seed`, `name`).
     name: the variable's name (only read with a seed).
-    mean: Python float.
   """
   if seed is None:
     return tf.random.normal(shape, mean, stddev)

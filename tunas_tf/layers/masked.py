@@ -28,26 +28,15 @@ IntLike = Union[int, tf.Tensor]
 
 
 def check_mode(mode: str) -> str:
-  """Returns `mode` if it is one of `MODES`.
-
-  Raises:
-    ValueError: naming the mode and the allowed ones.
-  """
+  """Returns `mode` if it is one of `MODES`, else raises ValueError."""
   checks.one_of('supernet mode', mode, MODES)
   return mode
 
 
 def tf_scale_filters(filters: IntLike, multiplier: float,
                      base: int) -> tf.Tensor:
-  """Tensor twin of `filters.scale_filters` (in float64, to round alike).
-
-  Args:
-    filters: scalar int Tensor (or Python int), the width to scale.
-    multiplier: non-negative Python float.
-    base: positive Python int.
-
-  Returns:
-    Scalar int32 Tensor.
+  """Tensor twin of `filters.scale_filters` (in float64, to round alike):
+  `filters` a scalar int Tensor or Python int; a scalar int32 Tensor back.
 
   Raises:
     ValueError: for a non-positive `base` or a negative `multiplier`.
@@ -60,14 +49,8 @@ def tf_scale_filters(filters: IntLike, multiplier: float,
 
 def tf_make_divisible(value: Union[float, tf.Tensor],
                       divisor: int) -> tf.Tensor:
-  """Tensor twin of `filters.make_divisible` (the MobileNet rounding rule).
-
-  Args:
-    value: scalar float Tensor (or Python number).
-    divisor: positive Python int.
-
-  Returns:
-    Scalar int32 Tensor.
+  """Tensor twin of `filters.make_divisible` (the MobileNet rounding rule):
+  `value` a scalar float Tensor or Python number; a scalar int32 Tensor back.
 
   Raises:
     ValueError: for a non-positive `divisor`.
@@ -207,8 +190,6 @@ def effective_vector(vector: tf.Tensor, width: ActiveWidth,
 
   Args:
     vector: float Tensor [width.max].
-    width: the channel `ActiveWidth`.
-    mode: `'masked'` or `'sampled'`.
 
   Returns:
     Tensor of `vector`'s dtype, [max] (masked, zero beyond n) or [n]
@@ -224,14 +205,8 @@ def effective_vector(vector: tf.Tensor, width: ActiveWidth,
 
 def l2_sum(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
            out_width: Optional[ActiveWidth], mode: str) -> tf.Tensor:
-  """Sum of squares of the effective kernel, the same in both modes.
-
-  Args:
-    kernel, in_width, out_width, mode: as for `effective_kernel`.
-
-  Returns:
-    Scalar float32 Tensor.
-  """
+  """Sum of squares of the effective kernel (arguments as `effective_kernel`),
+  a scalar float32 Tensor, the same in both modes."""
   kernel = effective_kernel(kernel, in_width, out_width, mode)
   return tf.reduce_sum(tf.square(kernel))
 
@@ -245,10 +220,7 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: ActiveWidth,
     x: float32 or bfloat16 Tensor [batch, H, W, C]; C = in_width.max
       (masked) or in_width.n (sampled).
     kernel: Tensor [k, k, in_max, out_max] of `x`'s dtype.
-    in_width: input `ActiveWidth`.
-    out_width: output `ActiveWidth`.
     strides: Python int, the stride in both spatial dims.
-    mode: `'masked'` or `'sampled'`.
     bias: optional Tensor [out_max] of `x`'s dtype.
 
   Returns:
@@ -270,9 +242,6 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: ActiveWidth,
     x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
       width.n by mode).
     kernel: Tensor [k, k, C_max, 1] of `x`'s dtype.
-    width: the channel `ActiveWidth`.
-    strides: Python int.
-    mode: `'masked'` or `'sampled'`.
 
   Returns:
     Tensor of `x`'s dtype [batch, ceil(H/strides), ceil(W/strides), C].
@@ -294,8 +263,6 @@ def stateless_batch_norm(
       width.n by mode).
     gamma: float32 Tensor [C_max], the scale (float32 for either `x`).
     beta: float32 Tensor [C_max], the offset.
-    width: the channel `ActiveWidth`.
-    mode: `'masked'` or `'sampled'`.
     epsilon: Python float added to the variance.
 
   Returns:
@@ -320,9 +287,7 @@ def activation(x: tf.Tensor, name: str, width: Optional[ActiveWidth] = None,
 
   Args:
     x: float Tensor of any shape.
-    name: activation name.
     width: the channel `ActiveWidth` of `x` (only read in masked mode).
-    mode: `'masked'` or `'sampled'`.
 
   Returns:
     Tensor of the shape and dtype of `x`.

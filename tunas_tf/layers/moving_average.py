@@ -22,7 +22,6 @@ class MovingAverage(tf.Module):
   Args:
     momentum: m in [0, 1), the weight kept by the old average at each update;
       0 makes the average the latest value.
-    name: module name (default: the class name in snake case).
 
   Raises:
     ValueError: if `momentum` is not in [0, 1).

@@ -72,9 +72,6 @@ def batch_norm_with_statistics(
     epsilon: float) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """`batch_norm` with the batch statistics, and those statistics.
 
-  Args:
-    x, gamma, beta, epsilon: as for `batch_norm`.
-
   Returns:
     `(y, mean, variance)`: y of the shape and dtype of `x`, and the float32
     [C] batch mean and biased batch variance (the fused op's is

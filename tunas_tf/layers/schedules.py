@@ -1,8 +1,9 @@
 """Step-indexed schedules: warm-up probabilities, learning rates, entropy.
 
 Each is a pure function of the step (a Python int or a scalar int32/int64
-tensor) returning a scalar float32 Tensor, with no Python branch on the step.
-Step arithmetic stays in int64, so huge steps (`1 << 32`) lose no precision.
+tensor; TypeError for a non-integer step, ValueError for a non-scalar one)
+returning a scalar float32 Tensor, with no Python branch on the step. Step
+arithmetic stays in int64, so huge steps (`1 << 32`) lose no precision.
 """
 
 from __future__ import annotations
@@ -42,19 +43,9 @@ def _int64_step(step: Step) -> tf.Tensor:
 def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
   """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
 
-  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0.
-
-  Args:
-    step: the current step t, a Python int or a scalar int32/int64 Tensor.
-      Negative steps count as 0.
-    decay_steps: N, a non-negative Python int.
-
-  Returns:
-    Scalar float32 Tensor in [0, 1].
-
-  Raises:
-    ValueError: if `decay_steps` is negative or `step` is not a scalar.
-    TypeError: if `step` is not an integer.
+  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0, N =
+  `decay_steps` (a non-negative Python int, else ValueError); negative steps
+  count as 0.
   """
   decay_steps = _non_negative_int(decay_steps, 'decay_steps')
   step = _int64_step(step)
@@ -76,19 +67,11 @@ def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
   * W > 0 and t < W: lr = peak * t / W
   * otherwise:       lr = peak * 0.5 * (1 + cos(pi * min(t - W, T - W) / (T - W)))
 
-  so lr = 0 from step T on. Negative steps count as step 0.
-
-  Args:
-    peak_learning_rate: the peak learning rate, a Python float or a scalar
-      float Tensor.
-    step: the current step, a Python int or a scalar int32/int64 Tensor.
-    total_steps: T, a Python int; the step where the rate reaches 0.
-    warmup_steps: W, a Python int with 0 <= W < T.
+  so lr = 0 from step T on. Negative steps count as step 0. The peak is a
+  Python float or a scalar float Tensor.
 
   Raises:
-    ValueError: unless total_steps > warmup_steps >= 0, or if `step` is not
-      a scalar.
-    TypeError: if `step` is not an integer.
+    ValueError: unless total_steps > warmup_steps >= 0 (Python ints).
   """
   warmup_steps = _non_negative_int(warmup_steps, 'warmup_steps')
   total_steps = operator.index(total_steps)
@@ -122,16 +105,12 @@ def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
   Args:
     base_learning_rate: the base rate (already scaled), a Python float or a
       scalar float Tensor.
-    step: the current step t, a Python int or a scalar int32/int64 Tensor.
     delay_steps: D, a non-negative Python int; the rate is 0 for t < D.
     total_steps: T, a non-negative Python int; the step where the factor is
       10. T <= D is allowed (the denominator is then 1).
-    use_exponential_schedule: whether to apply the 10 ** progress factor.
 
   Raises:
-    ValueError: if `delay_steps` or `total_steps` is negative, or if `step`
-      is not a scalar.
-    TypeError: if `step` is not an integer.
+    ValueError: if `delay_steps` or `total_steps` is negative.
   """
   delay_steps = _non_negative_int(delay_steps, 'delay_steps')
   total_steps = _non_negative_int(total_steps, 'total_steps')
@@ -164,15 +143,12 @@ def rl_entropy_weight(weight: float, step: Step, delay_steps: int,
   Args:
     weight: the bonus's weight (`--rl_entropy_regularization`), a Python
       float.
-    step: the current step t, a Python int or a scalar int32/int64 Tensor.
     delay_steps: D, the RL delay, a non-negative Python int.
     total_steps: T, the search's last step, a non-negative Python int.
-    schedule: one of `ENTROPY_SCHEDULES`.
 
   Raises:
-    ValueError: for an unknown `schedule`, a negative `delay_steps` or
-      `total_steps`, or a non-scalar `step`.
-    TypeError: if `step` is not an integer.
+    ValueError: for an unknown `schedule` (`ENTROPY_SCHEDULES`), a negative
+      `delay_steps` or `total_steps`.
   """
   if schedule not in ENTROPY_SCHEDULES:
     raise ValueError(f'Unknown entropy schedule {schedule!r}; expected one '
