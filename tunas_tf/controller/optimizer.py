@@ -25,7 +25,6 @@ class ControllerAdam(tf.Module):
     beta1: first-moment decay (the search uses 0).
     beta2: second-moment decay.
     epsilon: added to sqrt(v), outside the root.
-    name: module name.
   """
 
   def __init__(self, variables: Sequence[tf.Variable], beta1: float = 0.0,

@@ -62,10 +62,7 @@ class DistInfo(NamedTuple):
 class Controller(tf.Module):
   """One zero-initialised float32 logits variable per OneOf of a spec.
 
-  Args:
-    spec: the search space (any nested spec with OneOfs).
-    name: module name (variables are `logits/<path>` in the current name
-      scope).
+  Variables are `logits/<path>` in the current name scope.
 
   Attributes:
     paths: tuple of the OneOf paths, in visit order.
@@ -222,14 +219,8 @@ def uniform_sample(spec: Any,
   """Samples an architecture uniformly: every choice of every OneOf 1/n.
 
   The draws of `independent_sample` with all logits 0, so under the same seed
-  the two draw the same masks while the controller is untrained. Arguments
-  as for `independent_sample`.
-
-  Returns:
-    A copy of `spec` whose OneOfs carry `mask` (see `independent_sample`).
-
-  Raises:
-    ValueError: for a Python probability outside [0, 1] or a bad seed.
+  the two draw the same masks while the controller is untrained. Arguments,
+  the masked copy of `spec` returned and ValueError as `independent_sample`.
   """
   increase_ops_probability = _check_probability(increase_ops_probability,
                                                 'increase_ops_probability')
@@ -272,7 +263,6 @@ def independent_sample(
   removing a OneOf leaves the others' draws as they were.
 
   Args:
-    spec: the search space.
     increase_ops_probability: None, or a scalar float (Python number in
       [0, 1] or tensor): the op warm-up probability p of replacing an op-tag
       sample by the uniform mask [1/n, ..., 1/n].
@@ -391,9 +381,6 @@ def argmax_indices(logits_by_path: Mapping[str, Any],
 
 
 def argmax_architecture(spec: Any, logits_by_path: Mapping[str, Any]) -> Any:
-  """`spec` pruned to the argmax of each OneOf's logits.
-
-  Raises:
-    ValueError: as `argmax_indices`.
-  """
+  """`spec` pruned to the argmax of each OneOf's logits (ValueError as
+  `argmax_indices`)."""
   return schema.prune(spec, argmax_indices(logits_by_path, spec))
