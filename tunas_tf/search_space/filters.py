@@ -11,11 +11,6 @@ def scale_filters(filters: int, multiplier: float, base: int) -> int:
 
   `max(base, base * floor(filters * multiplier / base + 0.5))`.
 
-  Args:
-    filters: positive int, the width to scale.
-    multiplier: non-negative float scale.
-    base: positive int; the result is a multiple of it and at least it.
-
   Raises:
     ValueError: for a non-positive `base` or a negative `multiplier`.
   """

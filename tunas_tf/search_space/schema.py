@@ -89,7 +89,6 @@ def with_masks(spec: Any,
   """Returns a copy of `spec` whose OneOfs carry the given masks.
 
   Args:
-    spec: any nested spec.
     masks: one of
       * a mapping {OneOf path: mask} with an entry for every OneOf (other
         keys are ignored);
@@ -209,10 +208,8 @@ def format_indices(indices: Union[str, Sequence[int]]) -> str:
 
 
 def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
-  """Parses `indices` and checks that they pick one choice per OneOf of `spec`.
-
-  Returns:
-    The indices as a list of Python ints.
+  """The indices as Python ints, checked to pick one choice per OneOf of
+  `spec`.
 
   Raises:
     ValueError: as `parse_indices` for a bad token, as `prune` for a wrong
@@ -224,10 +221,8 @@ def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
 def check_indices_list(
     spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]
 ) -> List[List[int]]:
-  """`check_indices` of many index lists, `spec` traversed once.
-
-  Returns:
-    One list of Python ints per entry of `indices_list`, in order.
+  """`check_indices` of many index lists (one list of Python ints back per
+  entry, in order), `spec` traversed once.
 
   Raises:
     ValueError: for the first bad entry, the message `check_indices` gives.
@@ -264,7 +259,6 @@ def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   consume their index, as in the original.
 
   Args:
-    spec: a spec containing OneOfs.
     indices: one index per OneOf in visit order, as a list of ints or a
       colon-separated string.
 

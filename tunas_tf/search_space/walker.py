@@ -211,7 +211,6 @@ class _Walker:
       value: the layer spec (may be a OneOf or a ResidualSpec).
       path: its schema path (where its OneOfs' masks are found).
       prefix: its name prefix, `naming.layer_prefix(b, l)`.
-      in_width: width of its input.
       block_width: width of the block (the output of conv-like layers).
 
     Raises:
