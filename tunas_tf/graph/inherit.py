@@ -52,15 +52,9 @@ def _inherited_value(new: np.ndarray, old: np.ndarray) -> Optional[np.ndarray]:
 def find_mismatches(new_params: Mapping[str, Mapping[str, Any]],
                     old_params: Mapping[str, Mapping[str, Any]]
                     ) -> List[Mismatch]:
-  """Variables in both params whose old value neither fits nor slices.
-
-  Args:
-    new_params: `{op_name: {var_name: array}}` of the new model.
-    old_params: the same for the model to inherit from.
-
-  Returns:
-    A list of `Mismatch`, in the order of `new_params`.
-  """
+  """The `Mismatch`es, in the order of `new_params`: variables in both
+  params (`{op_name: {var_name: array}}`) whose old value neither fits nor
+  slices."""
   found = []
   for op_name, group in new_params.items():
     for var_name, value in group.items():
@@ -77,12 +71,8 @@ def find_mismatches(new_params: Mapping[str, Mapping[str, Any]],
 def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
                    old_params: Mapping[str, Mapping[str, Any]]
                    ) -> Tuple[Params, Params]:
-  """Splits the new params into inherited and fresh values.
-
-  Args:
-    new_params: `{op_name: {var_name: array}}` of the new model (e.g. its
-      initial values).
-    old_params: the same for the model to inherit from; not modified.
+  """Splits the new params (`{op_name: {var_name: array}}`, e.g. the new
+  model's initial values) into inherited and fresh values.
 
   Returns:
     `(inherited, fresh)`, both `{op_name: {var_name: np.ndarray}}` with
@@ -112,12 +102,8 @@ def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
 def inherit_into(model: model_lib.Model,
                  old_params: Mapping[str, Mapping[str, Any]],
                  session: Optional[Any] = None) -> Tuple[Params, Params]:
-  """Assigns the inheritable old values to a built model's variables.
-
-  Args:
-    model: a built `model.Model`.
-    old_params: `{op_name: {var_name: array}}` to inherit from.
-    session: a `tf.compat.v1.Session` for a model in a TF1 graph.
+  """Assigns the inheritable old values to a built model's variables
+  (`session` for a model in a TF1 graph).
 
   Returns:
     `(inherited, fresh)` as `inherit_params` returns them for the model's
@@ -177,7 +163,6 @@ def inherit_from_supernet(model: model_lib.Model, supernet: Any,
 
   Args:
     model: a `model.Model` of a graph from `graph_from_spec`.
-    supernet: as for `supernet_params`.
     strict: raise instead of leaving a trainable variable fresh (moving
       statistics may stay fresh).
 
@@ -277,11 +262,8 @@ class Inherited(NamedTuple):
 
 
 class Inheritance:
-  """Which variables of a `Model` inherit which values from a search.
-
-  Args:
-    search_dir: the search's model directory (its latest checkpoint is read).
-  """
+  """Which variables of a `Model` inherit which values from the latest
+  checkpoint of a search's model directory."""
 
   def __init__(self, search_dir: str):
     self.checkpoint = search_checkpoint(search_dir)

@@ -98,7 +98,6 @@ class Op:
 
   Attributes:
     name: unique op name (no `:`, `*`, `%`); also the variables' prefix.
-    type: the `OpType`.
     input_names: canonical tensor names read, in slot order.
     input_kwargs: call-time data (pool windows, reshape shape, axis, ...).
     op_kwargs: layer-construction data (features, kernel_size, inits, ...).

@@ -24,7 +24,6 @@ class Model(tf.Module):
   """A graph with its variables.
 
   Args:
-    graph: the `ir.Graph` to run.
     constants: named integer constants for `"K:<name>"` kwargs.
     stateless_batch_norm: batch norm always uses batch statistics and keeps
       no moving averages (the NAS-search setting); an op's own `stateless`
@@ -35,7 +34,6 @@ class Model(tf.Module):
       of the same name.
     compute_dtype: tf.float32 or tf.bfloat16: inputs are cast to it, float32
       variables are read cast, outputs come out in it.
-    name: the module's name.
   """
 
   def __init__(self, graph: ir.Graph,
@@ -150,10 +148,8 @@ class Model(tf.Module):
     """Runs the graph and returns every tensor (the intermediates).
 
     Args:
-      inputs: as for `__call__`.
-      training: as for `__call__`.
+      inputs, training, dropout_seed: as for `__call__`.
       output_names: if given, only the ops these tensors need are run.
-      dropout_seed: as for `__call__`.
 
     Returns:
       A dict from canonical tensor name (`"op:k"`, and `"input:0"` for
@@ -259,8 +255,6 @@ def abstract_shapes(graph: ir.Graph,
   """Static shapes of every tensor, traced into a throwaway `tf.Graph`.
 
   Args:
-    graph: the graph.
-    constants: its constants.
     input_shapes: as for `Model.build`.
     output_names: if given, only the ops these tensors need are traced.
 
@@ -278,28 +272,16 @@ def abstract_shapes(graph: ir.Graph,
 
 
 def count_params(model: Model, trainable_only: bool = True) -> int:
-  """The number of scalar parameters of a built model.
-
-  Args:
-    model: a built `Model`.
-    trainable_only: leave out batch-norm moving statistics.
-  """
+  """The number of scalar parameters of a built model (`trainable_only`:
+  batch-norm moving statistics left out)."""
   return sum(int(np.prod(v.shape)) for group in model.op_variables.values()
              for v in group.values() if v.trainable or not trainable_only)
 
 
 def get_params(model: Model, session: Optional[Any] = None) -> Params:
-  """The model's variable values as `{op_name: {var_name: np.ndarray}}`.
-
-  Args:
-    model: a built `Model`.
-    session: a `tf.compat.v1.Session` when the model lives in a TF1 graph;
-      None when running eagerly.
-
-  Returns:
-    A nested dict of float32 arrays (copies); ops without variables are
-    left out.
-  """
+  """A built model's variable values as `{op_name: {var_name: np.ndarray}}`
+  (float32 copies; ops without variables left out); `session` for a model
+  in a TF1 graph, None when running eagerly."""
   groups = {op: dict(group) for op, group in model.op_variables.items()
             if group}
   if session is not None:
@@ -310,12 +292,8 @@ def get_params(model: Model, session: Optional[Any] = None) -> Params:
 
 def set_params(model: Model, params: Mapping[str, Mapping[str, Any]],
                session: Optional[Any] = None) -> None:
-  """Assigns `{op_name: {var_name: array}}` values to a model's variables.
-
-  Args:
-    model: a built `Model`.
-    params: values by op and variable name (any subset; the rest are kept).
-    session: a `tf.compat.v1.Session` for a model in a TF1 graph.
+  """Assigns `{op_name: {var_name: array}}` values (any subset; the rest are
+  kept) to a built model's variables; `session` for a model in a TF1 graph.
 
   Raises:
     ValueError: on an unknown op or variable, or a shape mismatch (naming

@@ -124,8 +124,7 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
   """The variables `op` needs for inputs of the given static shapes.
 
   Args:
-    op: the op.
-    kwargs: its resolved kwargs.
+    kwargs: the op's resolved kwargs.
     input_shapes: static input shapes in slot order (None for unknown dims).
     stateless_batch_norm: the model's default for batch norm.
 
@@ -191,7 +190,6 @@ def initial_value(spec: VariableSpec, seed: Optional[int],
   xavier_normal, glorot_uniform / xavier_uniform; or a number (constant).
 
   Args:
-    spec: the variable's spec.
     seed: None draws from the global generator; an int draws a value fixed
       by (seed, `var_name`).
     var_name: the full variable name, e.g. `'conv/kernel'`.
@@ -434,8 +432,7 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
     dropout). The mask is keyed on the op's name (`layers.dropout`).
 
   Args:
-    op: the op.
-    kwargs: its resolved kwargs.
+    kwargs: the op's resolved kwargs.
     inputs: float tensors, in slot order.
     variables: the op's variables by name (see `variable_specs`).
     training: a Python bool, as for `Model.__call__`.

@@ -302,14 +302,8 @@ class SubgraphModel:
     return {name: values[name] for name in names}
 
   def execute_subg(self, subg_inputs: Mapping[str, Any]) -> Dict[str, Any]:
-    """Runs the subgraph alone on boundary input values.
-
-    Args:
-      subg_inputs: a dict from boundary input name to value.
-
-    Returns:
-      A dict from canonical boundary output name to float tensor.
-    """
+    """Runs the subgraph alone: a dict boundary input name -> value in, a
+    dict canonical boundary output name -> float tensor out."""
     values = self.subg_model.call_all(subg_inputs,
                                       output_names=self.output_names)
     return {name: values[name] for name in self.output_names}

@@ -128,11 +128,7 @@ def resolve_kwargs(op: ir.Op,
                    ) -> Dict[str, Any]:
   """The op's merged kwargs (`Op.kwargs`) with symbolic values resolved.
 
-  Args:
-    op: the op; it is not modified.
-    input_shapes: static shapes of its inputs, in slot order.
-    constants: named integer constants for `K:`.
-    tensor_shapes: shapes of earlier tensors, for `"S:<tensor>:<d>"`.
+  `op` is not modified; the other arguments as `resolve_value`.
 
   Raises:
     ValueError: as `resolve_value`, naming the op and the kwarg.

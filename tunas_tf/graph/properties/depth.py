@@ -38,10 +38,8 @@ def _producer_linearity(graph: ir.Graph, tensor: str) -> str:
 
 
 def depth_map(subgraph_model) -> DepthMap:
-  """The depth from each boundary input to each boundary output.
-
-  Args:
-    subgraph_model: a `rewrite.SubgraphModel` (only its structure is used).
+  """The depth from each boundary input to each boundary output (only the
+  `rewrite.SubgraphModel`'s structure is used).
 
   Returns:
     `{input tensor: {output tensor: depth}}` with canonical names, one entry

@@ -35,11 +35,8 @@ class PairingMapping(enum.IntEnum):
 
 
 class Pairing:
-  """A pairing matrix: int array [input rank, output rank] of `Mapping` values.
-
-  Args:
-    mappings: the matrix (anything `np.asarray` accepts).
-  """
+  """A pairing matrix: int array [input rank, output rank] of `Mapping` values
+  (from anything `np.asarray` accepts)."""
 
   Mapping = PairingMapping
 
@@ -247,8 +244,7 @@ class LinopProperty(base.AbstractProperty):
       are canonical boundary tensors (plus rewired old names as output
       aliases); without one, the graph's names as written.
     p: probability that `mutate` drops each (output, input) entry.
-    safety_only: see `AbstractProperty`.
-    input_values: see `AbstractProperty`.
+    safety_only, input_values: see `AbstractProperty`.
   """
 
   def __init__(self, pairings: Optional[PairingMap] = None, p: float = 0.0,

@@ -62,8 +62,7 @@ class ShapeProperty(base.AbstractProperty):
       canonical new tensors plus their rewired old names as aliases; without
       one, the graph's output names as written.
     p: probability that `mutate` drops each output constraint.
-    safety_only: see `AbstractProperty`.
-    input_values: see `AbstractProperty`.
+    safety_only, input_values: see `AbstractProperty`.
   """
 
   def __init__(self, input_shapes: Optional[Shapes] = None,
