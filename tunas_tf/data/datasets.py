@@ -148,19 +148,12 @@ def test_split(split_names) -> str:
 def holdout_splits(num_train_examples: int,
                    validation_examples: int,
                    test: str = 'test') -> Dict[str, str]:
-  """TFDS split strings that carve the search splits out of `train`.
-
-  Args:
-    num_train_examples: size of the dataset's `train` split.
-    validation_examples: how many to hold out, 0 < v < num_train_examples.
-    test: the dataset's held-out evaluation split (`test_split`).
-
-  Returns:
-    dict with `search_train` -> 'train[v:]', `search_validation` ->
-    'train[:v]', `test` -> `test`.
+  """TFDS split strings that carve the search splits out of `train`: dict
+  `search_train` -> 'train[v:]', `search_validation` -> 'train[:v]', `test`
+  -> `test` (`test_split`), v = `validation_examples`.
 
   Raises:
-    ValueError: if the hold-out is empty or leaves no training data.
+    ValueError: unless 0 < v < num_train_examples.
   """
   if not 0 < validation_examples < num_train_examples:
     raise ValueError(
@@ -179,7 +172,6 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
 
   Args:
     name: `digits` or a TFDS image-classification dataset.
-    data_dir: TFDS data directory (ignored for digits).
     download: let TFDS download and prepare a missing dataset.
     validation_examples: TFDS only: training images held out for the
       controller (see `holdout_splits`); 0: none.
@@ -238,7 +230,6 @@ class Source(NamedTuple):
     encoded: whether the images are stored encoded (TFDS: PNG or JPEG).
     channels, stored_shape, image_size: the images' channels, stored (H, W)
       (None where they vary) and the run's side.
-    name: the dataset's name.
     split: the split, as messages name it, e.g. "search_train
       (train[:-10000]) of 'imagenet2012'".
   """
@@ -317,12 +308,8 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
                  download: bool = False, validation_examples: int = 0,
                  image_size: Optional[int] = None) -> Source:
-  """One split (of `SPLITS`) as an ordered, undecoded `Source`.
-
-  Args:
-    name, data_dir, download, validation_examples, image_size: as
-      `dataset_info`.
-    split: one of `SPLITS`.
+  """One split (of `SPLITS`) as an ordered, undecoded `Source`; the other
+  arguments as `dataset_info`.
 
   Raises:
     ValueError: unknown split, missing data or an unusable hold-out.
@@ -353,18 +340,10 @@ def load_split(name: str, split: str, num_classes: int, *,
                data_dir: Optional[str] = None, download: bool = False,
                validation_examples: int = 0, image_size: Optional[int] = None,
                preprocessing: Optional[str] = None) -> tf.data.Dataset:
-  """Returns one split in its stored order as (image, one-hot label).
-
-  Args:
-    name: `digits` or a TFDS dataset.
-    split: one of `SPLITS`.
-    num_classes: one-hot depth (>= the dataset's own label count).
-    data_dir, download, validation_examples, image_size: as `dataset_info`.
-    preprocessing: as `Source.preprocess_fn` (its evaluation side).
-
-  Returns:
-    `tf.data.Dataset` of (float32 [H, W, C], float32 [num_classes]),
-    unbatched.
+  """One split (of `SPLITS`) in its stored order, unbatched: (float32
+  [H, W, C], one-hot float32 [num_classes]), through the evaluation side of
+  `preprocessing` (`Source.preprocess_fn`); the other arguments as
+  `dataset_info`.
 
   Raises:
     ValueError: unknown split, missing data or an empty split.
@@ -406,8 +385,6 @@ def training_batches(source: Source, num_classes: int, batch_size: int, *,
   """`streams.keyed_batches` of a `Source`: (images, one-hot labels) batches.
 
   Args:
-    source: the ordered data.
-    num_classes: one-hot depth.
     batch_size, key, start_step, pipeline, shuffle_buffer: as
       `streams.keyed_batches`.
     training: the training side of `preprocessing` (augmented, keyed on the
@@ -452,11 +429,7 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
   Args:
     name, data_dir, download, validation_examples, image_size: as
       `dataset_info`.
-    num_classes: one-hot depth.
-    train_batch_size: images per train batch (per replica).
-    validation_batch_size: images per validation batch (per replica).
-    seed: the job's seed.
-    start_step: the step the search resumes at.
+    train_batch_size, validation_batch_size: images per batch per replica.
     pipeline: which per-replica batches this input_fn call yields.
     shuffle_buffer: shuffle buffer of each side (digits: the whole split).
     preprocessing: as `Source.preprocess_fn`.

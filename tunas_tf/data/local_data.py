@@ -95,7 +95,6 @@ def _class_names(labels: Dict[str, np.ndarray],
 
   Args:
     labels: description (e.g. 'y_train') -> int64 labels [N], non-negative.
-    class_names: names given by the user, or None.
 
   Raises:
     ValueError: a label at or above the number of given names, or repeated
@@ -144,7 +143,6 @@ def read_idx_file(path: str, magic: int) -> np.ndarray:
   """Reads one IDX file of unsigned bytes (plain or gzipped).
 
   Args:
-    path: the file.
     magic: 2051 (images: uint8 [count, rows, cols] returned) or 2049 (labels:
       uint8 [count]).
 
@@ -207,7 +205,6 @@ def _from_arrays(arrays: Dict[str, Tuple[np.ndarray, np.ndarray]],
 
   Args:
     arrays: split -> (uint8 images [N, H, W, C], int64 labels [N]).
-    class_names: as `_class_names`.
     descs: split -> how to name its images and its labels in errors.
   """
   shapes = {split: images.shape[1:] for split, (images, _) in arrays.items()}

@@ -92,8 +92,8 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
   `start_step` are skipped before `prepare` (read, not decoded).
 
   Args:
-    examples: an unbatched dataset of N examples in a fixed order.
-    num_examples: N.
+    examples: an unbatched dataset of N (`num_examples`) examples in a fixed
+      order.
     batch_size: examples per per-replica batch.
     key: (seed, stream), the stream's key (`*_STREAM`).
     start_step: the first step to yield (a resumed run's global step).
