@@ -148,10 +148,8 @@ class Supernet(tf.Module):
       input_channels: positive Python int, the images' channel count.
       seed: None, or an int that fixes every initial value (per variable
         name, with stateless random ops).
-      batch_norm_epsilon: positive Python float.
       compute_dtype: tf.float32 or tf.bfloat16: the dtype of the forward
         pass and of the logits; variables are float32 either way.
-      name: the tf.Module name.
 
     Raises:
       ValueError: for an unknown mode, a bad argument (the message names it)
@@ -316,14 +314,8 @@ class Supernet(tf.Module):
     (weight_decay / 2) * sum over kernels of sum((kernel * mask)^2), the mask
     the kernel's in (x) out channel mask. A Switch multiplies each branch's
     terms by its mask value; a kernel reached from several branches counts
-    once, with its largest term.
-
-    Args:
-      sampled_spec: as for `__call__`.
-      weight_decay: non-negative Python float (halved here).
-
-    Returns:
-      Scalar float32 Tensor.
+    once, with its largest term. `weight_decay` is a non-negative Python
+    float (halved here); the result a scalar float32 Tensor.
 
     Raises:
       ValueError: for a negative `weight_decay` or a bad `sampled_spec`.
