@@ -162,7 +162,6 @@ class Architecture:
     """Builds the record from a JSON object of any of `READ_VERSIONS`.
 
     Args:
-      document: the parsed JSON.
       where: what to call it in errors (the file's path).
       directory: a relative `checkpoint` is taken relative to this (the
         file's directory); None: kept as it is.

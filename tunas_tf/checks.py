@@ -47,7 +47,6 @@ def number(name: str, value: Any, low: Optional[float] = None,
 
   Args:
     name: the flag's name (without dashes), for the message.
-    value: the value to check.
     low, high: the bounds (None: unbounded on that side).
     low_open, high_open: whether the bound itself is excluded.
     integer: whether `value` must be an int (bools are refused).

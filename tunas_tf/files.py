@@ -113,7 +113,6 @@ def check_config(path: str, new: Dict[str, Any],
   """Checks a run's settings against those stored at `path`; writes nothing.
 
   Args:
-    path: the `config.json` path.
     new: this run's settings (JSON-able, flat).
     run_only_fields: settings that only say how often to save or log, or
       where to run; they may differ.
@@ -194,7 +193,6 @@ def check_output_dir(path: str, flag: str) -> None:
   Creates nothing. For a remote path only checks that it is not a file.
 
   Args:
-    path: the directory.
     flag: the flag that names it, for the message (e.g. '--model_dir').
 
   Raises:

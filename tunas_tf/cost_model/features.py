@@ -131,10 +131,8 @@ def _ones(masks: _Masks) -> Array:
 
 @tf.autograph.experimental.do_not_convert
 def layer_features(layer: Any) -> Array:
-  """The features of one layer (or any spec value) with masked OneOfs.
-
-  Args:
-    layer: a spec value whose OneOfs all carry masks.
+  """The features of one layer (or any spec value) whose OneOfs all carry
+  masks.
 
   Returns:
     Rank-1 float32 features of length `layer_feature_length(layer)`, as

@@ -54,7 +54,6 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
   """Top-1 of each architecture with the supernet's weights.
 
   Args:
-    search_dir: a search directory.
     architectures: index vectors of the search's space (strings like
       '2:1:0' or int sequences).
     checkpoint: a checkpoint prefix of the search; default the latest.
