@@ -86,6 +86,13 @@ class ChecksTest(parameterized.TestCase):
         "Unknown --mode 'c'; expected one of ('a', 'b')")):
       checks.one_of('--mode', 'c', ('a', 'b'))
 
+  def test_positive_int_returns_it_or_names_the_setting_and_value(self):
+    self.assertEqual(checks.positive_int('num_classes', 3), 3)
+    for value in (0, -2, True, 2.0, '3', None):
+      with self.subTest(value=value):
+        with self.assertRaisesRegex(ValueError, '^' + re.escape(
+            f'num_classes must be a positive int, got {value!r}') + '$'):
+          checks.positive_int('num_classes', value)
 
 
 if __name__ == '__main__':

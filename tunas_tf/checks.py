@@ -81,6 +81,14 @@ def seed(name: str, value: Any) -> None:
   number(name, value, 0, MAX_SEED, integer=True)
 
 
+def positive_int(what: str, value: Any) -> int:
+  """Returns `value` if it is a positive int (a bool is not), else raises
+  ValueError('{what} must be a positive int, got {value!r}')."""
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ValueError(f'{what} must be a positive int, got {value!r}')
+  return value
+
+
 def one_of(what: str, value: Any, allowed: Sequence[Any]) -> None:
   """Raises ValueError('Unknown {what} {value!r}; expected one of
   {allowed}') unless `value` is in `allowed`."""

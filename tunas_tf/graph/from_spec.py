@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from tunas_tf import checks
 from tunas_tf.graph import ir
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops
@@ -32,13 +33,6 @@ _ACTIVATION_TYPES = {
     spec_ops.SWISH6: OpType.H_SWISH,
     spec_ops.SIGMOID: OpType.SIGMOID,
 }
-
-
-def _check_positive_int(value: Any, name: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-    raise ValueError(f'graph_from_spec: {name} must be a positive int, got '
-                     f'{value!r}')
-  return value
 
 
 class _Builder:
@@ -220,8 +214,10 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
     raise ValueError(
         f'graph_from_spec: the spec still has {len(oneofs)} OneOf(s), at '
         f'{shown}{more}; pass a pruned architecture (schema.prune)')
-  num_classes = _check_positive_int(num_classes, 'num_classes')
-  input_channels = _check_positive_int(input_channels, 'input_channels')
+  num_classes = checks.positive_int('graph_from_spec: num_classes',
+                                    num_classes)
+  input_channels = checks.positive_int('graph_from_spec: input_channels',
+                                       input_channels)
   if not 0.0 <= dropout_rate < 1.0:
     raise ValueError('graph_from_spec: dropout_rate must be in [0, 1), got '
                      f'{dropout_rate!r}')

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
+from tunas_tf import checks
 from tunas_tf.layers import masked
 from tunas_tf.layers import regularization
 from tunas_tf.models import supernet_nodes as nodes
@@ -159,16 +160,10 @@ class Supernet(tf.Module):
     self.mode = masked.check_mode(mode)
     if not isinstance(spec, ops_lib.ConvTowerSpec):
       raise ValueError(f'Supernet needs a ConvTowerSpec, got {_short(spec)}')
-    if isinstance(num_classes, bool) or not isinstance(
-        num_classes, int) or num_classes <= 0:
-      raise ValueError(
-          f'num_classes must be a positive int, got {num_classes!r}')
+    checks.positive_int('num_classes', num_classes)
     if not 0.0 <= dropout_rate < 1.0:
       raise ValueError(f'dropout_rate must be in [0, 1), got {dropout_rate!r}')
-    if isinstance(input_channels, bool) or not isinstance(
-        input_channels, int) or input_channels <= 0:
-      raise ValueError(
-          f'input_channels must be a positive int, got {input_channels!r}')
+    checks.positive_int('input_channels', input_channels)
     if not isinstance(spec.filters_base, int) or spec.filters_base <= 0:
       raise ValueError(
           f'filters_base must be a positive int, got {spec.filters_base!r}')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence
 
+from tunas_tf import checks
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -20,13 +21,6 @@ def _kernel_size(value: Any, path: str) -> int:
   if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
     raise ValueError(f'{path}: kernel_size must be a positive int or a '
                      f'OneOf of them, got {value!r}')
-  return value
-
-
-def _strides(value: Any, path: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-    raise ValueError(f'{path}: strides must be a positive int, got '
-                     f'{value!r}')
   return value
 
 
@@ -88,7 +82,7 @@ class _Walker:
   def _depthwise(self, kernel_size: Any, strides: int, activation: str,
                  path: str, prefix: str,
                  width: structure.WidthRule) -> structure.Part:
-    strides = _strides(strides, f'{path}/strides')
+    strides = checks.positive_int(f'{path}/strides: strides', strides)
 
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
@@ -100,7 +94,7 @@ class _Walker:
   def _conv(self, spec: ops.ConvSpec, path: str, prefix: str,
             in_width: structure.WidthRule,
             block_width: structure.WidthRule) -> structure.Part:
-    strides = _strides(spec.strides, f'{path}/strides')
+    strides = checks.positive_int(f'{path}/strides: strides', spec.strides)
 
     def make(k):
       k = _kernel_size(k, f'{path}/kernel_size')
