@@ -239,9 +239,7 @@ def toposort(ops: Sequence[Op], available: Iterable[str],
   (default: the given order), so an already sorted list is unchanged.
 
   Args:
-    ops: ops with unique names.
     available: tensors available from the start (graph inputs).
-    priority: sort key of a ready op.
     context: prefix of error messages.
 
   Raises:
@@ -285,9 +283,6 @@ def new_graph(input_names: Sequence[str], output_names: Sequence[str],
     output_names: tensors to return, as op names (`"fc/logits"`), tensor
       names (`"op:1"`) or graph input names.
     ops: the ops, in any order that admits a topological sort.
-
-  Returns:
-    A frozen `Graph` whose ops are in stable topological order.
 
   Raises:
     ValueError: on a duplicate op or input name, an op named like a graph

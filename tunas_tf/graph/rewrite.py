@@ -26,10 +26,9 @@ class SubgraphNode:
 
   def __init__(self, op: ir.Op,
                output_names: Optional[Sequence[Optional[str]]] = None):
-    """Creates a node.
+    """Creates a node inserting `op`.
 
     Args:
-      op: the op to insert.
       output_names: per output slot, a tensor name to rewire (`"x"` or
         `"x:k"`) or None / `''` to leave that slot unrewired; stored
         canonical, and may be shorter than `op.num_outputs`.
@@ -179,7 +178,6 @@ class SubgraphModel:
 
   Args:
     graph: the graph containing the spec, i.e. `replace_subgraph(old, spec)`.
-    constants: the graph's constants.
     state: a built `model.Model` of `graph` (its variables are the state),
       or None for abstract (structure/shape-only) use.
     inputs: the graph's input values, a dict from input name to array.

@@ -60,7 +60,6 @@ def CifarNet(  # pylint: disable=invalid-name
   Args:
     in_features: channels after `proj`.
     out_features: width of the hidden dense layer.
-    num_classes: logits.
     blocks: the blocks to chain (default: two `conv_block()`s), instantiated
       with ids 0, 1, ...
 
@@ -149,7 +148,6 @@ def ResNet18(  # pylint: disable=invalid-name
   Convs have no bias; batch norms use momentum 0.9, epsilon 1e-5.
 
   Args:
-    num_classes: logits.
     input_resolution: 'small' (CIFAR-sized) or 'large' (ImageNet-sized).
     blocks: eight basic-block templates or instances (default: the
       standard ones).
