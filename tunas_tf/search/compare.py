@@ -102,7 +102,6 @@ def compare(search_dir: str, output_dir: str, num_random: int,
     output_dir: where the runs, `results.json` and the plot go.
     num_random: positive int, random architectures to train.
     cost_tolerance: the band is the searched cost times (1 -/+ this).
-    seed: seed of the random draws.
     train_eval_flags: extra `train_eval` flags given to every run.
 
   Returns:

@@ -43,8 +43,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
     seed: seed of the draws (`np.random.RandomState`).
     cost_model: None (released where it exists, else macs), 'released',
       'macs' or the path of a coefficients JSON (`linear.get_cost_model`).
-    min_cost: keep only costs >= this (None: no lower bound).
-    max_cost: keep only costs <= this (None: no upper bound).
+    min_cost, max_cost: the band's bounds, inclusive (None: unbounded).
     image_size, num_classes, input_channels: the input of 'macs' (default:
       the space's).
     max_draws: give up after this many draws (default

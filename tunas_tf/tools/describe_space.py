@@ -29,9 +29,8 @@ def describe(ssd: str, indices=None, seed: int = 0) -> dict:
   """Returns a JSON-ready description of the space and one architecture.
 
   Args:
-    ssd: registered search-space name.
-    indices: list of ints or colon-separated string; None draws uniformly.
-    seed: seed of the uniform draw.
+    indices: list of ints or colon-separated string; None draws uniformly
+      (under `seed`).
 
   Returns:
     dict with keys `ssd`, `num_decisions`, `size`, `paths`, `indices`,
