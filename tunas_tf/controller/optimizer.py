@@ -74,9 +74,6 @@ class ControllerAdam(tf.Module):
         caller's loop increments it (`runtime.distribute`).
       regularization_grads: per-replica gradients of the regularisation loss
         (entropy term), or None.
-
-    Returns:
-      The op that applies the update and then increments the global step.
     """
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.

@@ -76,7 +76,6 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
     cost: c, the estimated cost (same unit as `target`).
     target: T, the cost target; must be > 0.
     exponent: beta, usually negative (e.g. -0.1).
-    kind: one of `REWARDS`.
 
   Returns:
     `RewardStats`: Python floats for scalar numbers, NumPy float64 arrays of
