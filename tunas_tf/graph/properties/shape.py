@@ -32,12 +32,10 @@ def tensor_shapes(subgraph_model, graph: ir.Graph, input_shapes: Shapes,
 
   Args:
     subgraph_model: supplies the constants and (concrete mode) the state.
-    graph: the graph to trace.
     input_shapes: graph input shapes by input name.
     output_names: tensors wanted (None: every tensor).
     abstract: trace without weights; else run the state model eagerly on
-      `graph_inputs`.
-    graph_inputs: input values for concrete mode.
+      the input values `graph_inputs`.
 
   Returns:
     A dict from canonical tensor name to shape tuple.
