@@ -155,15 +155,8 @@ def resolve_layer(layer: Any, input_width: int, block_width: int,
 
 def resolve_layers(spec: ops.ConvTowerSpec, image_size: int,
                    input_channels: int = 3) -> List[ResolvedLayer]:
-  """Resolves the shapes of every layer of a pruned network.
-
-  Args:
-    spec: a pruned `ConvTowerSpec`.
-    image_size: positive int, input resolution in pixels (square images).
-    input_channels: positive int, channels of the input image.
-
-  Returns:
-    One `ResolvedLayer` per layer, in network order.
+  """One `ResolvedLayer` per layer of a pruned `ConvTowerSpec`, in network
+  order, for square images of `image_size` pixels and `input_channels`.
 
   Raises:
     ValueError: for a non-positive `image_size` or `input_channels`, a spec

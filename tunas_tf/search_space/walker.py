@@ -240,8 +240,6 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
   """The parts of one layer, for given input and block widths.
 
   Args:
-    layer: a layer spec, with or without OneOfs.
-    in_width: `structure.WidthRule` of its input.
     block_width: `structure.WidthRule` of its block (the output of
       conv-like layers).
     filters_base: positive int, the rounding base of relative widths.
