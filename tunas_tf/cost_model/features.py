@@ -172,14 +172,9 @@ def features(spec: ops.ConvTowerSpec) -> Array:
   keys); a OneOf the concatenation of `mask[i] * layer_features(choice_i)`.
   Per-layer blocks of length 1 are dropped (a single [1] if none remain).
 
-  Args:
-    spec: a `ConvTowerSpec` whose OneOfs all carry masks: rank-1 float
-      tensors or NumPy arrays, rank 1 or all [batch, n].
-
   Returns:
-    Rank-1 float32 features of length `feature_length(spec)`: a tf.Tensor
-    if any mask is a tensor, else a NumPy array ([batch, length] for batched
-    masks).
+    float32 features of length `feature_length(spec)` of a `ConvTowerSpec`
+    whose OneOfs all carry masks (a tensor or an array: module docstring).
 
   Raises:
     ValueError: if `spec` is not a `ConvTowerSpec`, or a OneOf has no mask or

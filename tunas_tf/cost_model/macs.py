@@ -97,11 +97,8 @@ def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
   head a 1x1 convolution to `num_classes` at the final resolution (1 after a
   global pool). Padding is 'SAME': `H_out = ceil(H / stride)`.
 
-  Args:
-    pruned_spec: a `ConvTowerSpec` without OneOfs (e.g. `schema.prune`).
-    image_size: positive int, input resolution (square).
-    num_classes: positive int, classifier width.
-    input_channels: positive int, channels of the input image.
+  `pruned_spec` is a `ConvTowerSpec` without OneOfs (e.g. `schema.prune`);
+  `image_size` (square), `num_classes` and `input_channels` positive ints.
 
   Raises:
     ValueError: for a spec that still holds OneOfs or malformed shapes (see
@@ -148,9 +145,8 @@ def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
   on its block's width, its input width and its own choices, which is what
   its feature block encodes one-hot.
 
-  Args:
-    spec: a `ConvTowerSpec`, with or without OneOfs.
-    image_size, num_classes, input_channels: as for `count_macs`.
+  `spec` is a `ConvTowerSpec`, with or without OneOfs; the input sizes as
+  for `count_macs`.
 
   Returns:
     (kernel, bias): a read-only float64 NumPy array of length
