@@ -116,7 +116,8 @@ def inherit_into(model: model_lib.Model,
 
 
 def supernet_params(supernet: Any) -> Params:
-  """A supernet's weights as `{op name: {variable name: np.ndarray}}`.
+  """A supernet's weights as `{op name: {variable name: np.ndarray}}` (new
+  float32 copies).
 
   A name is split at its last `/` (`blocks/2/layers/1/expand/kernel` ->
   `['blocks/2/layers/1/expand']['kernel']`), as `graph_from_spec` names ops.
@@ -126,9 +127,6 @@ def supernet_params(supernet: Any) -> Params:
     supernet: an object with `variables_by_name()` (a `Supernet`), or a
       mapping from such variable names to arrays or variables (e.g. read
       from a checkpoint).
-
-  Returns:
-    A new nested dict of float32 NumPy arrays (copies).
 
   Raises:
     ValueError: for another argument type or a name without `/`.
@@ -293,10 +291,8 @@ class Inheritance:
 
 
 def model_values(model, checkpoint: str) -> Dict[str, Dict[str, Any]]:
-  """A `Model`'s values in an Estimator checkpoint, EMA shadows preferred.
-
-  Returns:
-    {op name: {variable name: array}}, as `graph.model.set_params` takes.
+  """A `Model`'s values in an Estimator checkpoint, EMA shadows preferred:
+  `{op name: {variable name: array}}`, as `graph.model.set_params` takes.
 
   Raises:
     ValueError: if a variable of `model` is missing from the checkpoint.
