@@ -32,14 +32,13 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
   """The `ActiveWidth` of a `structure.WidthRule` for one call.
 
   Args:
-    rule: a `structure.FixedWidth`, `ChoiceWidth` or `DivisibleWidth`.
     masks: float32 rank-1 mask Tensors by OneOf path.
     resolved: the `ActiveWidth`s of the rules it derives from, by
       `id(rule)`.
 
   Returns:
-    A `masked.ActiveWidth`: for a choice, the value at the argmax of its
-    mask; its `n` a Python int when static, else a scalar int32 Tensor.
+    For a choice, the value at the argmax of its mask; `n` a Python int
+    when static, else a scalar int32 Tensor.
   """
   if isinstance(rule, structure.FixedWidth):
     return masked.ActiveWidth(rule.max, rule.max)
