@@ -111,10 +111,8 @@ def _builder(name: str, dataset: LocalDataset, data_dir: str,
 
 def write_dataset(dataset: LocalDataset, name: str, data_dir: str,
                   description: str, overwrite: bool = False) -> str:
-  """Writes `dataset` as the prepared TFDS dataset `name` in `data_dir`.
-
-  Returns:
-    The dataset's folder, `data_dir/name`.
+  """Writes `dataset` as the prepared TFDS dataset `name` in `data_dir`;
+  returns its folder, `data_dir/name`.
 
   Raises:
     ValueError: as `check_destination`.

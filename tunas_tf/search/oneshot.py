@@ -51,7 +51,7 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
                checkpoint: Optional[str] = None,
                split: str = datasets.SEARCH_VALIDATION,
                batch_size: Optional[int] = None) -> List[float]:
-  """Top-1 of each architecture with the supernet's weights.
+  """Top-1 of each architecture, in order, with the supernet's weights.
 
   Args:
     architectures: index vectors of the search's space (strings like
@@ -60,9 +60,6 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
     split: one of `datasets.SPLITS`; default the search's hold-out.
     batch_size: default the search's validation batch (batch norm uses each
       batch's statistics).
-
-  Returns:
-    One top-1 per architecture, in order.
 
   Raises:
     ValueError: a malformed index vector (the message names it), no config

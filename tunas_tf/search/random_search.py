@@ -38,7 +38,6 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   """Draws architectures uniformly until `num` fall inside the cost band.
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
     num: positive int, how many architectures to keep.
     seed: seed of the draws (`np.random.RandomState`).
     cost_model: None (released where it exists, else macs), 'released',
