@@ -1,36 +1,136 @@
-"""The TFLite interpreter: LiteRT's where it is installed, else TF's.
+"""TFLite: the one conversion (float32 or full-integer int8) and the
+interpreter, LiteRT's (`ai_edge_litert`) where installed, else TF's.
 
-TF 2.16+ deprecates `tf.lite.Interpreter` for LiteRT's (`ai_edge_litert`,
-the same interpreter under its new name): it warns at every construction
-that it is scheduled for deletion. setup.py installs LiteRT with the newest
-TF; TF 2.15's stack keeps `tf.lite.Interpreter`, which does not warn there.
-Where LiteRT is missing, TF's interpreter is used with that one warning
-silenced (the documented alternative, which still runs the model).
+TF 2.16+ deprecates `tf.lite.Interpreter` for LiteRT's, the same interpreter,
+and warns at every construction; setup.py installs LiteRT with the newest TF,
+and where it is missing TF's interpreter runs with that one warning silenced.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Iterable, Optional
 import warnings
 
+import numpy as np
+
+from tunas_tf import native_output
+
+FLOAT32, INT8 = 'float32', 'int8'
+PRECISIONS = (FLOAT32, INT8)
 # The first line of `tf.lite.Interpreter`'s deprecation warning (TF 2.16+).
 _DELETION_WARNING = r'\s*Warning: tf\.lite\.Interpreter is deprecated'
+_NO_STATISTICS = 'Statistics for quantized inputs were expected'
 
 
-def interpreter(model_content: bytes,
-                num_threads: Optional[int] = None) -> Any:
+def check_precision(precision: str) -> str:
+  """`precision` if it is one of `PRECISIONS`; else ValueError."""
+  if precision not in PRECISIONS:
+    raise ValueError(f'unknown precision {precision!r}; expected one of '
+                     f'{list(PRECISIONS)}')
+  return precision
+
+
+def interpreter(model_content: bytes, num_threads: Optional[int] = None,
+                delegates: bool = True) -> Any:
   """An interpreter of the TFLite flatbuffer `model_content` (tensors not
   yet allocated), on `num_threads` threads (None: the interpreter's
-  default)."""
+  default); without `delegates`, TFLite's own kernels (no XNNPACK)."""
   try:
     from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
+    make, resolvers = litert.Interpreter, litert.OpResolverType
   except ImportError:
-    litert = None
-  if litert is not None:
-    return litert.Interpreter(model_content=model_content,
-                              num_threads=num_threads)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    make = tf.lite.Interpreter
+    resolvers = tf.lite.experimental.OpResolverType
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=_DELETION_WARNING)
-    return tf.lite.Interpreter(model_content=model_content,
-                               num_threads=num_threads)
+    return make(
+        model_content=model_content, num_threads=num_threads,
+        experimental_op_resolver_type=(
+            resolvers.AUTO if delegates else
+            resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+
+
+def convert(function: Any, trackable: Any, precision: str = FLOAT32,
+            calibration: Optional[Iterable[np.ndarray]] = None,
+            input_type: str = INT8) -> bytes:
+  """The TFLite flatbuffer of a concrete function of one input.
+
+  Args:
+    function: the concrete tf.function.
+    trackable: what holds its variables (frozen to constants).
+    precision: `FLOAT32`, or `INT8`: full-integer post-training quantization
+      (int8 weights and activations, int8 output, every op an int8 kernel),
+      its ranges calibrated on `calibration`.
+    calibration: with int8, the input arrays to calibrate on (float32, of
+      the function's input shape).
+    input_type: with int8, the input's type: 'int8' or 'uint8' (pixels);
+      with its scale and zero point, as the output's.
+
+  Raises:
+    ValueError: for an unknown precision, or a conversion that fails or
+      leaves an op in float32 (the message says which).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  check_precision(precision)
+  converter = tf.lite.TFLiteConverter.from_concrete_functions([function],
+                                                              trackable)
+  # Variables frozen to constants rather than a SavedModel written and read
+  # back (the converter's default when given them): the same ops and
+  # outputs, a quarter of the time (bench/DECISIONS.md).
+  converter.experimental_lower_to_saved_model = False
+  if precision == INT8:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([x] for x in calibration)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.as_dtype(input_type)
+    converter.inference_output_type = tf.int8
+  failure = None
+  with native_output.captured(), warnings.catch_warnings():
+    # The converter's op summary; its note that the input has no recorded
+    # statistics (the calibration gives them).
+    warnings.filterwarnings('ignore', message=_NO_STATISTICS)
+    try:
+      content = converter.convert()
+    except Exception as e:  # pylint: disable=broad-except
+      failure = _error_line(str(e))  # Its own lines: the note, the stack.
+  if failure is not None:
+    raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
+  if precision == INT8:
+    _check_integer(content)
+  return content
+
+
+def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
+  """`values` as the input of `details` (an interpreter's input details)
+  takes them: rounded by its scale and zero point, clipped to its integer
+  type; float32 inputs as they are."""
+  if details['dtype'] == np.float32:
+    return values.astype(np.float32)
+  scale, zero_point = details['quantization']
+  bounds = np.iinfo(details['dtype'])
+  return np.clip(np.round(values / scale + zero_point), bounds.min,
+                 bounds.max).astype(details['dtype'])
+
+
+def _error_line(text: str) -> str:
+  """The converter's first 'error: ...' (else first) line, cut to 200."""
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  errors = [line.split('error: ', 1)[1] for line in lines
+            if 'error: ' in line]
+  return ((errors or lines or ['no message'])[0])[:200]
+
+
+def _check_integer(content: bytes) -> None:
+  """Refuses a model where an op left in float32 (no int8 kernel) sits
+  between a dequantize and a quantize: the converter keeps such ops."""
+  model = interpreter(content)
+  tensors = model.get_tensor_details()
+  ops = model._get_ops_details()  # pylint: disable=protected-access
+  floats = sorted({op['op_name'] for op in ops
+                   if op['op_name'] not in ('DELEGATE', 'DEQUANTIZE') and
+                   any(tensors[i]['dtype'] == np.float32
+                       for i in op['outputs'])})
+  if floats:
+    raise ValueError('the int8 TFLite conversion left ops in float32 (no '
+                     f'int8 kernel): {", ".join(floats)}')

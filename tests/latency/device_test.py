@@ -6,7 +6,10 @@ import tempfile
 from unittest import mock
 
 from absl.testing import absltest
+import numpy as np
 
+from tunas_tf import lite
+from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import macs
 from tunas_tf.graph import inference
 from tunas_tf.latency import device as device_lib
@@ -45,6 +48,47 @@ class ModelsAndDevicesTest(absltest.TestCase):
     self.assertIn('digits_search_8px_10c_1ch', path)
     with open(path, 'rb') as f:
       self.assertEqual(f.read(8)[4:], b'TFL3')
+
+  def test_int8_models_are_integer_throughout_and_cached_apart(self):
+    directory = tempfile.mkdtemp()
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
+    units = block_table.units_of(SSD, SHAPE, [indices])
+    key = list(units)[1]  # A body unit: inside a network, int8 on both sides.
+    for build, name in ((BUILD, indices), (inference.unit_builder(units), key)):
+      cache = device_lib.ModelCache(directory, SSD, SHAPE, build, lite.INT8)
+      path = cache.get(name)
+      self.assertIn('digits_search_8px_10c_1ch_int8', path)
+      self.assertNotEqual(path, device_lib.ModelCache(
+          directory, SSD, SHAPE, build).path(name))
+      with open(path, 'rb') as f:
+        interpreter = lite.interpreter(f.read())
+      for details in (interpreter.get_input_details()[0],
+                      interpreter.get_output_details()[0]):
+        self.assertEqual(details['dtype'], np.int8, name)
+      self.assertEqual(device_lib.tflite_runner(path)().dtype, np.int8)
+
+  def test_a_failing_conversion_names_the_architecture(self):
+    cache = device_lib.ModelCache(tempfile.mkdtemp(), SSD, SHAPE, BUILD,
+                                  lite.INT8)
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
+    with mock.patch.object(lite, 'convert', side_effect=ValueError(
+        'the int8 TFLite conversion left ops in float32 (no int8 kernel): '
+        'CUMSUM')), self.assertRaisesRegex(
+            ValueError, f'^converting {indices}: the int8 TFLite conversion '
+            'left ops in float32'):
+      cache.get(indices)
+    self.assertFalse(os.path.exists(cache.path(indices)))
+
+  def test_precisions_a_device_refuses(self):
+    directory = tempfile.mkdtemp()
+    protocol = protocol_lib.Protocol()
+    with self.assertRaisesRegex(ValueError, "unknown precision 'int4'"):
+      device_lib.make_device(SSD, SHAPE, protocol, BUILD,
+                             model_cache=directory, precision='int4')
+    with self.assertRaisesRegex(ValueError, "^backend 'tf' runs float32 "
+                                'only; int8 is timed as TFLite'):
+      device_lib.make_device(SSD, SHAPE, protocol, BUILD, backend='tf',
+                             precision=lite.INT8)
 
   def test_command_device_reads_benchmark_model(self):
     directory = tempfile.mkdtemp()

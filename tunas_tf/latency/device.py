@@ -23,7 +23,6 @@ import numpy as np
 
 from tunas_tf import files
 from tunas_tf import lite
-from tunas_tf import native_output
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.latency import protocol as protocol_lib
@@ -35,6 +34,8 @@ MODEL_PLACEHOLDER = '{model}'
 # benchmark_model's summary line, e.g. 'Inference timings in us: Init: 3518,
 # First inference: 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23'.
 _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
+# Seeded random images an int8 latency model is calibrated on.
+_CALIBRATION_IMAGES = 4
 
 
 # indices -> (the network's concrete single-image inference function, the
@@ -54,18 +55,20 @@ class DeviceError(ValueError):
 class ModelCache:
   """Converted models of one space and input shape, one file each.
 
-  `directory/<ssd>_<size>px_<classes>c_<channels>ch/<indices>.tflite`, with
+  `directory/<ssd>_<size>px_<classes>c_<channels>ch[_int8]/<indices>.tflite`,
   the indices' colons as '-'; written once (atomically), read afterwards.
   """
   directory: str
   ssd: str
   shape: macs.InputSpec
   build: Optional[Build] = dataclasses.field(default=None, compare=False)
+  precision: str = lite.FLOAT32
 
   def path(self, indices: str) -> str:
     s = self.shape
     folder = (f'{self.ssd}_{s.image_size}px_{s.num_classes}c_'
-              f'{s.input_channels}ch')
+              f'{s.input_channels}ch' +
+              ('' if self.precision == lite.FLOAT32 else f'_{self.precision}'))
     return os.path.join(self.directory, folder,
                         indices.replace(':', '-') + '.tflite')
 
@@ -73,7 +76,7 @@ class ModelCache:
     """The .tflite path of `indices`, converted first if not cached."""
     path = self.path(indices)
     if not files.exists(path):
-      content = convert(self.build, indices)
+      content = convert(self.build, indices, self.precision)
       os.makedirs(os.path.dirname(path), exist_ok=True)
       partial = path + '.partial'
       with open(partial, 'wb') as f:
@@ -82,21 +85,27 @@ class ModelCache:
     return path
 
 
-def convert(build: Build, indices: str) -> bytes:
-  """The TFLite flatbuffer of one architecture (untrained, seeded)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+def convert(build: Build, indices: str,
+            precision: str = lite.FLOAT32) -> bytes:
+  """The TFLite flatbuffer of one architecture or unit (untrained, seeded);
+  int8 with int8 input and output, calibrated on seeded images in [0, 1]
+  (its time does not depend on the values).
+
+  Raises:
+    ValueError: for a conversion that fails, naming `indices`.
+  """
   concrete, net = build(indices)
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], net)
-  # Variables frozen to constants rather than a SavedModel written and read
-  # back (the converter's default when given the network): the same ops and
-  # outputs, a quarter of the time (bench/DECISIONS.md).
-  converter.experimental_lower_to_saved_model = False
-  with native_output.captured():  # The converter's op summary.
-    return converter.convert()
+  shape = concrete.inputs[0].shape.as_list()
+  try:
+    return lite.convert(concrete, net, precision, calibration=[
+        _image(shape, seed) for seed in range(_CALIBRATION_IMAGES)])
+  except ValueError as e:
+    raise ValueError(f'converting {indices}: {e}') from None
 
 
-def _image(shape: Sequence[int]) -> np.ndarray:
-  return np.random.RandomState(0).uniform(size=list(shape)).astype(np.float32)
+def _image(shape: Sequence[int], seed: int = 0) -> np.ndarray:
+  return np.random.RandomState(seed).uniform(size=list(shape)).astype(
+      np.float32)
 
 
 def tflite_runner(model_path: str,
@@ -108,7 +117,8 @@ def tflite_runner(model_path: str,
   interpreter.allocate_tensors()
   details = interpreter.get_input_details()[0]
   output_index = interpreter.get_output_details()[0]['index']
-  interpreter.set_tensor(details['index'], _image(details['shape']))
+  interpreter.set_tensor(details['index'],
+                         lite.quantize(_image(details['shape']), details))
 
   def run():
     interpreter.invoke()
@@ -159,7 +169,8 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
                 build: Build, *, backend: str = TFLITE, num_threads: int = 1,
                 model_cache: Optional[str] = None,
                 device_command: Optional[str] = None,
-                command_timeout: float = 600.0) -> Device:
+                command_timeout: float = 600.0,
+                precision: str = lite.FLOAT32) -> Device:
   """The device that times architectures of `ssd` at `shape`.
 
   Args:
@@ -174,20 +185,28 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
       is read from its output (`parse_benchmark_output`).
     command_timeout: seconds a command may take before the device counts as
       gone.
+    precision: the models' arithmetic, one of `lite.PRECISIONS` (int8:
+      `convert`'s).
 
   Raises:
-    ValueError: for an unknown backend, a command without `{model}` or one
-      that does not parse as a shell command line.
+    ValueError: for an unknown backend or precision, int8 on backend 'tf',
+      a command without `{model}` or one that does not parse as a shell
+      command line.
   """
+  lite.check_precision(precision)
   if device_command is not None:
     return _command_device(ssd, shape, build, device_command, model_cache,
-                           command_timeout)
+                           command_timeout, precision)
   if backend not in BACKENDS:
     raise ValueError(f'unknown backend {backend!r}; expected one of '
                      f'{list(BACKENDS)}')
+  if backend == TF and precision != lite.FLOAT32:
+    raise ValueError(f"backend 'tf' runs float32 only; {precision} is timed "
+                     "as TFLite (backend 'tflite' or a device command)")
   if backend == TFLITE and not model_cache:
     raise ValueError('the tflite backend needs a model cache directory')
-  cache = ModelCache(model_cache, ssd, shape, build) if model_cache else None
+  cache = (ModelCache(model_cache, ssd, shape, build, precision)
+           if model_cache else None)
   # A one-thread interpreter runs on the calling thread: its CPU time.
   clock = (time.thread_time if backend == TFLITE and num_threads == 1
            else time.process_time)
@@ -216,7 +235,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
                     command: str,
                     model_cache: Optional[str],
-                    timeout: float) -> Device:
+                    timeout: float, precision: str) -> Device:
   if MODEL_PLACEHOLDER not in command:
     raise ValueError(f'--device_command {command!r} has no {MODEL_PLACEHOLDER}'
                      ' (where the .tflite path goes)')
@@ -229,7 +248,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
     raise ValueError('--device_command is empty')
   if not model_cache:
     raise ValueError('a device command needs a model cache directory')
-  cache = ModelCache(model_cache, ssd, shape, build)
+  cache = ModelCache(model_cache, ssd, shape, build, precision)
 
   def open_one(indices: str) -> Visit:
     path = cache.get(indices)
