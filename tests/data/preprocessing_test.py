@@ -344,6 +344,20 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
                .numpy().tobytes() for s in range(8)}
     self.assertGreater(len(outputs), 1)
 
+  def test_to_pixels_inverts_from_pixels(self):
+    pixels = np.arange(0, 255, 255 / 24, dtype=np.float32).reshape(2, 2, 2, 3)
+    for name in ('imagenet', 'cifar', 'none'):
+      for channels in (1, 3):
+        images = pixels[..., :channels]
+        network_input = preprocessing.from_pixels(images, name, channels)
+        if name == 'imagenet':  # Normalised: mean 0 on average.
+          self.assertLess(float(tf.reduce_min(network_input)), -1.0)
+        # One division and one multiplication (or two each): float32
+        # rounding of values up to 255.
+        self.assertAllClose(preprocessing.to_pixels(network_input, name,
+                                                    channels),
+                            images, atol=1e-4)
+
   def test_rejects_bad_arguments(self):
     encoded = self.images['jpeg_64x64']
     with self.assertRaisesRegex(ValueError, r'image_size .* got 0'):

@@ -14,12 +14,14 @@ import glob
 import json
 import os
 import tempfile
-from typing import Any, Dict, NamedTuple, Set
+from typing import Any, Dict, List, NamedTuple, Set, Tuple
 
 from absl import flags
+import numpy as np
 import tensorflow as tf
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import lite
 from tunas_tf.graph import inherit
 from tunas_tf.search import runner as search_runner
 from tunas_tf.train_eval import __main__ as train_eval_main
@@ -93,6 +95,26 @@ def weights(checkpoint: str) -> Dict[str, Any]:
           if name.startswith(('blocks/', 'classifier/')) and
           not name.rsplit('/', 1)[-1].startswith(
               ('RMSProp', inherit.EMA_SUFFIX))}
+
+
+def int8_logits(path: str, images: np.ndarray) -> Tuple[np.ndarray, List[Any]]:
+  """(dequantized logits of an int8 export on float32 `images` quantized by
+  its input's scale and zero point, [input, output] details), by TFLite's
+  own kernels as the run's evaluation (XNNPACK's round otherwise)."""
+  with open(path, 'rb') as f:
+    interpreter = lite.interpreter(f.read(), delegates=False)
+  given, output = (interpreter.get_input_details()[0],
+                   interpreter.get_output_details()[0])
+  interpreter.resize_tensor_input(given['index'], list(images.shape))
+  interpreter.allocate_tensors()
+  scale, zero_point = given['quantization']
+  interpreter.set_tensor(given['index'], np.clip(np.round(
+      images / scale + zero_point), 0, 255).astype(given['dtype']))
+  interpreter.invoke()
+  scale, zero_point = output['quantization']
+  logits = (interpreter.get_tensor(output['index']).astype(np.float32) -
+            zero_point) * scale
+  return logits, [given, output]
 
 
 class Search(NamedTuple):

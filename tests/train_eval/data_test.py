@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests.testing import train_eval_runs as runs
+from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import task as task_lib
@@ -57,6 +58,20 @@ class InputFnTest(parameterized.TestCase):
       self.assertEqual(bfloat16.dtype, tf.bfloat16.as_numpy_dtype)
       np.testing.assert_array_equal(bfloat16.astype(np.float32), float32)
       np.testing.assert_array_equal(bfloat16_labels, labels)
+
+
+class CalibrationImagesTest(absltest.TestCase):
+
+  def test_the_first_training_images_as_evaluated(self):
+    config = _config('true')  # bfloat16 training: calibration in float32.
+    images = list(data.calibration_images(config, 3).as_numpy_iterator())
+    # Digits' training data: search-train, then search-validation.
+    stored = datasets.digits_arrays()[datasets.SEARCH_TRAIN][0][:3]
+    self.assertLen(images, 3)
+    for image, expected in zip(images, stored):
+      self.assertEqual(image.dtype, np.float32)
+      np.testing.assert_array_equal(image, expected[np.newaxis])
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -45,11 +45,13 @@ class ExportTest(absltest.TestCase):
         'saved_model': os.path.join(self.config.export_dir,
                                     export_lib.SAVED_MODEL_SUBDIR),
         'tflite': os.path.join(self.config.export_dir,
-                               export_lib.TFLITE_FILE)})
+                               export_lib.TFLITE_FILE),
+        'tflite_int8': os.path.join(self.config.export_dir,
+                                    export_lib.TFLITE_INT8_FILE)})
     self.assertEqual(self.config.export_dir,
                      os.path.join(self.config.job.model_dir, 'export'))
     self.assertEqual(sorted(os.listdir(self.config.export_dir)),
-                     ['model.tflite', 'saved_model'])
+                     ['model.tflite', 'model_int8.tflite', 'saved_model'])
 
   def test_the_binary_logs_where_it_exported(self):
     # main's body on this run's metrics (the run itself is the shared one).
@@ -61,7 +63,8 @@ class ExportTest(absltest.TestCase):
       self.assertEqual(train_eval_main.main([], values), 0)
     export = self.metrics['export']
     self.assertIn(f"INFO:absl:Exported: SavedModel {export['saved_model']}, "
-                  f"TFLite {export['tflite']}", logs.output)
+                  f"TFLite {export['tflite']}, int8 TFLite "
+                  f"{export['tflite_int8']}", logs.output)
     self.assertIsNone(train_eval_main.exported_line({'top1': 0.5}))
 
   @pytest.mark.numerics
@@ -86,6 +89,31 @@ class ExportTest(absltest.TestCase):
     tflite_logits = interpreter.get_tensor(
         interpreter.get_output_details()[0]['index'])
     np.testing.assert_allclose(tflite_logits, expected, atol=1e-4)
+
+class Int8FailureTest(absltest.TestCase):
+
+  def test_a_failing_int8_conversion_is_named_and_keeps_the_results(self):
+    config = runs.config(*runs.PINNED, f'--model_dir={tempfile.mkdtemp()}',
+                         '--max_steps=2', '--engine=distribute', *runs.TINY)
+    convert = lite.convert
+
+    def failing(function, trackable, precision=lite.FLOAT32, **kwargs):
+      if precision == lite.INT8:
+        raise ValueError('the int8 TFLite conversion left ops in float32 '
+                         '(no int8 kernel): CUMSUM')
+      return convert(function, trackable, precision, **kwargs)
+
+    with mock.patch.object(lite, 'convert', side_effect=failing), \
+        self.assertRaisesRegex(ValueError, '^int8 export of digits_search '
+                               f'{runs.PINNED_INDICES}: the int8 TFLite '
+                               'conversion left ops in float32'):
+      runner.run(config)
+    stored = runs.read_json(os.path.join(config.job.model_dir,
+                                         runner.METRICS_FILE))
+    self.assertBetween(stored['top1'], 0.0, 1.0)
+    self.assertNotIn('int8_top1', stored)
+    self.assertTrue(os.path.exists(os.path.join(config.export_dir,
+                                                export_lib.TFLITE_FILE)))
 
 
 @pytest.mark.estimator
@@ -121,6 +149,18 @@ class PixelExportTest(absltest.TestCase):
       # as they are but for float rounding (weights summing to 1).
       np.testing.assert_allclose(served, expected, atol=1e-4,
                                  err_msg=preprocessing)
+      # The int8 model takes pixels, calibrated on the training images as
+      # pixels (0..19 here, whatever the preprocessing): uint8 steps of
+      # 19 / 255 from 0.
+      with open(metrics['export']['tflite_int8'], 'rb') as f:
+        given = lite.interpreter(f.read()).get_input_details()[0]
+      self.assertEqual(given['dtype'], np.uint8)
+      scale, zero_point = given['quantization']
+      self.assertAlmostEqual(scale, 19 / 255, places=6, msg=preprocessing)
+      self.assertEqual(zero_point, 0)
+      stored = runs.read_json(os.path.join(config.job.model_dir,
+                                           runner.METRICS_FILE))
+      self.assertEqual(stored['int8_top1'], metrics['int8_top1'])
 
 
 if __name__ == '__main__':

@@ -38,6 +38,12 @@ class ResultLineTest(absltest.TestCase):
     self.assertEqual(runner.result_line(metrics),
                      'top1 0.6028  top5 0.9444  loss 1.2346  params 12345  '
                      'MACs 67890  (step 20)')
+    # With the int8 export: its top-1, and the drop in points (100 x
+    # (0.5972 - 0.6028) = -0.56).
+    metrics['int8_top1'] = 0.5972222222222222
+    self.assertEqual(runner.result_line(metrics),
+                     'top1 0.6028  top5 0.9444  loss 1.2346  params 12345  '
+                     'MACs 67890  int8 top1 0.5972 (-0.56 points)  (step 20)')
 
   def test_the_printed_json_holds_the_digits_float32_carries(self):
     metrics = {'top1': 0.25, 'top5': 0.7222222089767456,

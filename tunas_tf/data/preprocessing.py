@@ -253,3 +253,13 @@ def from_pixels(images: tf.Tensor, preprocessing: str,
     return images / 255.0
   mean, stddev = _mean_stddev(channels)
   return (images - tf.constant(mean)) / tf.constant(stddev)
+
+
+def to_pixels(images: tf.Tensor, preprocessing: str,
+              channels: int) -> tf.Tensor:
+  """The inverse of `from_pixels`: float32 0-255 values (not rounded, not
+  clipped) of network inputs."""
+  if preprocessing != 'imagenet':
+    return images * 255.0
+  mean, stddev = _mean_stddev(channels)
+  return images * tf.constant(stddev) + tf.constant(mean)

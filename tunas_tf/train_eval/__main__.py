@@ -94,8 +94,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        '--init_from_search, the inherited weights with batch '
                        'norm on batch statistics (one-shot accuracy).',
                        flag_values=f)
-  flags.DEFINE_boolean('export', True, 'Export a SavedModel and a TFLite '
-                       'file of the evaluated weights. They take uint8 '
+  flags.DEFINE_boolean('export', True, 'Export a SavedModel, a TFLite and '
+                       'an int8 TFLite file of the evaluated weights (the '
+                       "int8 one's top-1 in metrics.json). They take uint8 "
                        'images of 0-255 pixels at --image_size (digits: '
                        'float32 in [0, 1]) and apply --preprocessing\'s value '
                        'transform themselves; resize or crop first.',
@@ -216,13 +217,13 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
 
 
 def exported_line(metrics: Dict[str, Any]) -> Optional[str]:
-  """'Exported: SavedModel DIR, TFLite FILE' for a run that exported, else
-  None."""
+  """'Exported: SavedModel DIR, TFLite FILE, int8 TFLite FILE' for a run
+  that exported, else None."""
   export = metrics.get('export')
   if not export:
     return None
   return (f"Exported: SavedModel {export['saved_model']}, TFLite "
-          f"{export['tflite']}")
+          f"{export['tflite']}, int8 TFLite {export['tflite_int8']}")
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:

@@ -27,15 +27,7 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
     ValueError: if the training data holds less than one batch.
   """
   job = config.job
-  if config.validation_examples:  # The search's own training split.
-    source = datasets.split_source(
-        job.dataset, datasets.SEARCH_TRAIN, data_dir=job.data_dir,
-        download=job.download, image_size=job.image_size,
-        validation_examples=config.validation_examples)
-  else:
-    source = datasets.training_source(job.dataset, data_dir=job.data_dir,
-                                      download=job.download,
-                                      image_size=job.image_size)
+  source = _train_source(config)
   if source.size < batch_size:
     raise ValueError(f'The training data has {source.size} examples, fewer '
                      f'than one batch of {batch_size}')
@@ -47,6 +39,28 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
       pipeline=pipeline,
       shuffle_buffer=None if digits else min(16384, source.size)).prefetch(
           tf.data.AUTOTUNE)
+
+
+def _train_source(config: TrainEvalConfig) -> datasets.Source:
+  job = config.job
+  if config.validation_examples:  # The search's own training split.
+    return datasets.split_source(
+        job.dataset, datasets.SEARCH_TRAIN, data_dir=job.data_dir,
+        download=job.download, image_size=job.image_size,
+        validation_examples=config.validation_examples)
+  return datasets.training_source(job.dataset, data_dir=job.data_dir,
+                                  download=job.download,
+                                  image_size=job.image_size)
+
+
+def calibration_images(config: TrainEvalConfig,
+                       count: int) -> tf.data.Dataset:
+  """The first `count` training images in their stored order, as the
+  evaluation sees an image (not augmented), in batches of one."""
+  job = config.job
+  return datasets.evaluation_examples(
+      _train_source(config), job.num_classes, job.preprocessing).map(
+          lambda image, label: image[tf.newaxis]).take(count)
 
 
 def _eval_source(config: TrainEvalConfig) -> datasets.Source:

@@ -155,11 +155,14 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
         os.path.join(model_dir, EVAL_SUBDIR), metrics['global_step'],
         {**{k: results[k] for k in evaluate_lib.METRICS},
          **{k: metrics[k] for k in _SUMMARY_KEYS}})
+    path = os.path.join(model_dir, METRICS_FILE)
+    files.write_json(metrics, path, sort_keys=True)  # Kept if export fails.
     if config.export and not one_shot:
       metrics['export'] = export_lib.export(
           config, arch, tf.train.latest_checkpoint(model_dir))
-    files.write_json(metrics, os.path.join(model_dir, METRICS_FILE),
-                     sort_keys=True)
+      metrics['int8_top1'] = export_lib.int8_top1(
+          config, metrics['export']['tflite_int8'])
+      files.write_json(metrics, path, sort_keys=True)
     return metrics
 
   engine = engine_lib.make(config.job)
@@ -186,7 +189,12 @@ def printed_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
 
 def result_line(metrics: Dict[str, Any]) -> str:
   """A run's last log line, every figure rounded alike: 'top1 0.6028  top5
-  0.9444  loss 1.2346  params 12345  MACs 67890  (step 20)'."""
+  0.9444  loss 1.2346  params 12345  MACs 67890  int8 top1 0.5972 (-0.56
+  points)  (step 20)', the int8 part when exported."""
+  int8 = metrics.get('int8_top1')
   return (f"top1 {metrics['top1']:.4f}  top5 {metrics['top5']:.4f}  "
           f"loss {metrics['loss']:.4f}  params {metrics['params']}  "
-          f"MACs {metrics['macs']}  (step {metrics['global_step']})")
+          f"MACs {metrics['macs']}  " + (
+              '' if int8 is None else f'int8 top1 {int8:.4f} '
+              f"({100 * (int8 - metrics['top1']):+.2f} points)  ") +
+          f"(step {metrics['global_step']})")
