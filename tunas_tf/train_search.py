@@ -14,6 +14,7 @@ from __future__ import annotations
 from absl import flags
 
 from tunas_tf import flags as common_flags
+from tunas_tf import lite
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs
@@ -131,6 +132,10 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                       "default where it exists), 'macs' (multiply-adds; "
                       'default elsewhere) or the path of a coefficients JSON.',
                       flag_values=f)
+  flags.DEFINE_enum('latency_precision', lite.FLOAT32, lite.PRECISIONS,
+                    'The arithmetic the searched network runs in on the '
+                    'device: a fitted cost model must have been measured in '
+                    'it (tools/measure_latency --precision).', flag_values=f)
   flags.DEFINE_float('rl_cost_model_target', None, 'Cost target T0. Default: '
                      '84 ms (57 for MobileNetV3-like spaces) for released '
                      'models; otherwise, by rule, the geometric mean of the '
@@ -201,7 +206,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
   cost_model = linear.get_cost_model(
       f.ssd, f.cost_model, image_size=job.image_size,
-      num_classes=job.num_classes, input_channels=job.num_channels)
+      num_classes=job.num_classes, input_channels=job.num_channels,
+      precision=f.latency_precision)
   if f.enable_cost_model:
     linear.check_varies(cost_model)
   target = f.rl_cost_model_target
@@ -235,7 +241,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,
       summarize_tag_logits=f.summarize_tag_logits,
       replicas=f.replicas, supernet_sampling=f.supernet_sampling,
-      rl_entropy_schedule=f.rl_entropy_schedule)
+      rl_entropy_schedule=f.rl_entropy_schedule,
+      latency_precision=f.latency_precision)
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:

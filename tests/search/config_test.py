@@ -368,6 +368,8 @@ class SearchConfigTest(parameterized.TestCase):
        "Unknown --supernet_sampling 'x'"),
       ('entropy_schedule', dict(rl_entropy_schedule='x'),
        "Unknown --rl_entropy_schedule 'x'"),
+      ('latency_precision', dict(latency_precision='int4'),
+       "Unknown --latency_precision 'int4'"),
       ('max_steps', dict(max_steps=0), '--max_steps must be an integer >= 1'),
       ('no_steps', dict(max_steps=None, epochs=0.01),
        'The search has no steps'),

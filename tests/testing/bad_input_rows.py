@@ -133,7 +133,8 @@ def _latency_csv(root: str) -> None:
 
 def _cost_models(root: str) -> None:
   """A fit that learned a constant (digits_search: 744 features), and
-  fitted models measured at 28 px and not saying how they were measured."""
+  fitted models measured at 28 px, in float32 and int8 at 8 px, and not
+  saying how they were measured."""
   model = {'ssd': 'digits_search', 'units': 'ms', 'num_features': 744,
            'kernel': [0.0] * 744, 'bias': 0.0316}
   measured = {'ssd': 'digits_search', 'image_size': 8, 'num_classes': 10,
@@ -142,9 +143,24 @@ def _cost_models(root: str) -> None:
   for name, document in (
       ('flat', dict(model, measured_with=measured)),
       ('at28', dict(varied, measured_with=dict(measured, image_size=28))),
+      ('float32', dict(varied, measured_with=measured)),
+      ('int8', dict(varied, measured_with=dict(measured, precision='int8'))),
       ('unmeasured', varied)):
     with open(os.path.join(root, f'{name}.json'), 'w') as f:
       json.dump(document, f)
+
+
+def _int8_model_search(root: str) -> None:
+  """The finished search (float32 latencies asked) with its cost model
+  replaced by one measured in int8."""
+  finished_search(root)
+  _cost_models(root)
+  path = os.path.join(root, 'search', 'config.json')
+  with open(path) as f:
+    config = json.load(f)
+  config['cost_model'] = os.path.join(root, 'int8.json')
+  with open(path, 'w') as f:
+    json.dump(config, f)
 
 
 def _both(*prepares: Callable[[str], None]) -> Callable[[str], None]:
@@ -254,7 +270,19 @@ _SEARCH_ROWS = [
      _cost_models),
     ('cost_model_unmeasured', ['--cost_model={root}/unmeasured.json'],
      r'unmeasured.json does not say how its latencies were measured .*'
-     r'\(image_size=8, num_classes=10, input_channels=1\)$', _cost_models),
+     r'\(image_size=8, num_classes=10, input_channels=1, precision=float32\)$',
+     _cost_models),
+    ('cost_model_int8', ['--cost_model={root}/int8.json'],
+     r'int8.json was measured with precision=int8, not float32: measure and '
+     r'fit one at this precision \(tools/measure_latency '
+     r'--precision=float32\)$', _cost_models),
+    ('cost_model_float32_for_int8', ['--cost_model={root}/float32.json',
+                                     '--latency_precision=int8'],
+     r'float32.json was measured with precision=float32, not int8: ',
+     _cost_models),
+    ('macs_for_int8', ['--cost_model=macs', '--latency_precision=int8'],
+     r"Cost model 'macs' is not of int8 latencies: give a fitted one "
+     r'measured in int8 \(tools/measure_latency --precision=int8\)$'),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
      r'--model_dir=.*/afile is a file, not a directory$', file_in_place),
@@ -390,6 +418,9 @@ _TOOL_ROWS = [
     ('compare_random', 'train_eval_dir', ['--search_dir={root}/run'],
      r'/run is a train_eval directory, not a search directory$',
      _train_eval_dir),
+    ('extract_architecture', 'int8_model', [_SEARCH, '--measure_latency'],
+     r'int8.json was measured with precision=int8, not float32: ',
+     _int8_model_search),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
      r'--cost_tolerance must be in \(0, 1\), got 1.5$', finished_search),
@@ -477,6 +508,8 @@ FLAG_ROWS = [
     ('train_search', ['--use_bfloat16=maybe'], 'use_bfloat16'),
     ('train_eval', ['--use_bfloat16=maybe'], 'use_bfloat16'),
     ('train_search', ['--preprocessing=jpeg'], 'preprocessing'),
+    ('train_search', ['--latency_precision=int4'],
+     '--latency_precision=int4: value should be one of'),
     ('train_eval', ['--preprocessing=jpeg'], 'preprocessing'),
     ('describe_space', ['--ssd=no_such_space'], 'ssd'),
 ]

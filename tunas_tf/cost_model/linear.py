@@ -240,7 +240,8 @@ def load_coefficients(path: str, ssd: str) -> LinearCostModel:
 def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
                    image_size: Optional[int] = None,
                    num_classes: Optional[int] = None,
-                   input_channels: Optional[int] = None) -> LinearCostModel:
+                   input_channels: Optional[int] = None,
+                   precision: Optional[str] = None) -> LinearCostModel:
   """Returns the coefficients of a cost model for a search space.
 
   Args:
@@ -252,6 +253,8 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
       each of these three that is given, and say so (`measured_with`).
     num_classes: classifier width, as `image_size`.
     input_channels: image channels, as `image_size`.
+    precision: the arithmetic a fitted model must have been measured in, as
+      `image_size`; 'int8' needs a fitted model.
 
   Returns:
     A `LinearCostModel`.
@@ -261,11 +264,17 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
       released model (the message lists those that have one and suggests
       `'macs'`); a `cost_model` that is neither a kind nor an existing file;
       an invalid coefficients file (see `load_coefficients`); a fitted
-      model that does not say it was measured at the input given.
+      model that does not say it was measured at the input and precision
+      given; a precision but float32 for a model that is not fitted.
   """
   info = mobile.space_info(ssd)  # Validates the name.
   if cost_model is None:
     cost_model = RELEASED if info.has_released_cost_model else MACS
+  if cost_model in (RELEASED, MACS) and precision not in (None, 'float32'):
+    raise ValueError(
+        f'Cost model {cost_model!r} is not of {precision} latencies: give a '
+        f'fitted one measured in {precision} (tools/measure_latency '
+        f'--precision={precision})')
   if cost_model == RELEASED:
     if not info.has_released_cost_model:
       released = [name for name, other in mobile.SEARCH_SPACES.items()
@@ -288,8 +297,8 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
         f'{list(COST_MODEL_KINDS)} or the path of a coefficients JSON (no such '
         f'file)')
   model = load_coefficients(cost_model, ssd)
-  given = {k: v for k, v in zip(provenance_lib.SHAPE, (
-      image_size, num_classes, input_channels)) if v is not None}
+  given = {k: v for k, v in zip(provenance_lib.SHAPE + ('precision',), (
+      image_size, num_classes, input_channels, precision)) if v is not None}
   if given:
     _check_measured_at(model, given)
   return model
@@ -298,7 +307,8 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
 def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
                        ) -> None:
   """Refuses a fitted model that does not say how it was measured, or was
-  measured at another input than `shape` (some of `provenance.SHAPE`)."""
+  measured at another input or precision than `shape` (some of
+  `provenance.SHAPE` and 'precision')."""
   if model.measured_with is None:
     raise ValueError(
         f'Cost model {model.source} does not say how its latencies were '
@@ -310,8 +320,9 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '
-          f'not {value}: measure and fit one at this input '
-          f'(tools/measure_latency --{key}={value})')
+          f'not {value}: measure and fit one at this ' +
+          ('precision' if key == 'precision' else 'input') +
+          f' (tools/measure_latency --{key}={value})')
 
 
 def _check_model(model: LinearCostModel, caller: str) -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
+from tunas_tf import lite
 from tunas_tf.cost_model import macs
 
 BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.
-PRECISIONS = ('float32',)
+PRECISIONS = lite.PRECISIONS
 # Settings files note these too (`latency/rows`); they are not provenance.
 NOTES = ('protocol', 'load_at_start')
 SHAPE = ('image_size', 'num_classes', 'input_channels')

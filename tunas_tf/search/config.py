@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from tunas_tf import checks
 from tunas_tf import files
+from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.layers import schedules
 from tunas_tf.runtime import jobs
@@ -128,6 +129,8 @@ class SearchConfig(jobs.StoredConfig):
   replicas: int = 1
   supernet_sampling: str = 'controller'
   rl_entropy_schedule: str = 'constant'
+  # The arithmetic of the latencies a fitted cost model must hold.
+  latency_precision: str = 'float32'
 
   def __post_init__(self):
     self._check_ranges()
@@ -138,6 +141,8 @@ class SearchConfig(jobs.StoredConfig):
                   SUPERNET_SAMPLING)
     checks.one_of('--rl_entropy_schedule', self.rl_entropy_schedule,
                   ENTROPY_SCHEDULES)
+    checks.one_of('--latency_precision', self.latency_precision,
+                  lite.PRECISIONS)
     # Before the step counts: a batch that does not fit can leave no step.
     self._check_batches()
     if self.max_global_step <= 0:
@@ -275,7 +280,8 @@ class SearchConfig(jobs.StoredConfig):
     return linear.get_cost_model(self.ssd, self.cost_model,
                                  image_size=self.job.image_size,
                                  num_classes=self.job.num_classes,
-                                 input_channels=self.job.num_channels)
+                                 input_channels=self.job.num_channels,
+                                 precision=self.latency_precision)
 
   @property
   def max_global_step(self) -> int:
