@@ -3,7 +3,7 @@
 Usage:
   taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
       [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR] \
-      [--block_table [--table_rows=20]]
+      [--block_table [--table_rows=20]] [--precision=int8]
 
 Draws `--num` architectures uniformly (seed 0), measures them twice with
 `tools/measure_latency`'s protocol (TFLite, 1 thread; the second pass reuses
@@ -60,6 +60,8 @@ def main(argv=None) -> int:
   parser.add_argument('--output_dir', default=None)
   parser.add_argument('--block_table', action='store_true')
   parser.add_argument('--table_rows', type=int, default=20)
+  parser.add_argument('--precision', default='float32',
+                      help='float32, or int8 (full-integer models).')
   args = parser.parse_args(argv)
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
       result = rows_lib.measure_to_csv(
           args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
           protocol=protocol, image_size=args.image_size, model_cache=cache,
-          builder=inference.builder)
+          precision=args.precision, builder=inference.builder)
       minutes.append((time.time() - start) / 60)
       noise.append(result['noise'])
       print(f"{name} pass: {len(result['rows'])} measured "
@@ -95,7 +97,8 @@ def main(argv=None) -> int:
       result = rows_lib.measure_to_csv(
           args.ssd, None, os.path.join(output_dir, 'table.csv'),
           protocol=protocol, image_size=args.image_size, model_cache=cache,
-          builder=inference.builder, unit_builder=inference.unit_builder)
+          precision=args.precision, builder=inference.builder,
+          unit_builder=inference.unit_builder)
       table_minutes = (time.time() - start) / 60
       print(f"block table: {len(result['rows'])} units measured "
             f"({result['skipped']} resumed) in {table_minutes:.1f} min, its "
@@ -109,7 +112,8 @@ def main(argv=None) -> int:
   except ValueError as e:
     sys.exit(f'latency_fit: {e}')
   values = list(passes[0].values())
-  print(f'{args.ssd} at {shape.image_size} px, {count} architectures, '
+  print(f'{args.ssd} at {shape.image_size} px, {args.precision}, {count} '
+        'architectures, '
         f'{min(values):.4g}..{max(values):.4g} ms; rows in {output_dir}')
   print(f'two passes: {100 * difference:.2f}% median relative difference')
   print('linear fit: ' + fit.summary(fitted['coefficients']))

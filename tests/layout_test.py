@@ -29,7 +29,7 @@ _MAX_FUNCTION_LINES = 80
 _MAX_MODULE_DOCSTRING_LINES = 10
 # Modules whose docstring is still longer (issue 62): the list shrinks to
 # none, and a module leaves it once its docstring fits.
-_LONG_MODULE_DOCSTRINGS = ('tools/measure_latency.py',)
+_LONG_MODULE_DOCSTRINGS = ()
 # Modules that may define absl flags: the binaries and the shared flag groups.
 _ENTRY_POINTS = re.compile(
     r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')

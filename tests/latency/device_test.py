@@ -1,6 +1,7 @@
 """Tests for latency/device: converted models, benchmark_model's output,
 device commands."""
 
+import dataclasses
 import os
 import tempfile
 from unittest import mock
@@ -11,6 +12,7 @@ import numpy as np
 from tunas_tf import lite
 from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import provenance
 from tunas_tf.graph import inference
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
@@ -89,6 +91,23 @@ class ModelsAndDevicesTest(absltest.TestCase):
                                 'only; int8 is timed as TFLite'):
       device_lib.make_device(SSD, SHAPE, protocol, BUILD, backend='tf',
                              precision=lite.INT8)
+
+  def test_measure_one_times_in_the_models_precision(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    indices = sample.sample_indices(SSD, 1, seed=5)[0]
+    measured_with = provenance.Provenance(
+        ssd=SSD, **dataclasses.asdict(SHAPE), backend='command',
+        device='the fake device', device_command=f'{script} {{model}}',
+        precision=lite.INT8)
+    row = device_lib.measure_one(SSD, indices, measured_with, directory,
+                                 inference.builder,
+                                 protocol_lib.Protocol(repeats=2))
+    # The fake device's latency: the int8 model's size / 1000 us.
+    path = device_lib.ModelCache(directory, SSD, SHAPE,
+                                 precision=lite.INT8).path(indices)
+    self.assertAlmostEqual(row.latency_ms, os.path.getsize(path) / 1e6,
+                           places=9)
 
   def test_command_device_reads_benchmark_model(self):
     directory = tempfile.mkdtemp()

@@ -14,6 +14,7 @@ from tunas_tf import files
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance
 from tunas_tf.graph import inference
+from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search import random_search
@@ -287,6 +288,14 @@ class MeasureToCsvTest(absltest.TestCase):
                      rows_lib.settings_path(measured_with_tf))
     with self.assertRaisesRegex(ValueError, "backend='tf', not 'tflite'"):
       rows_lib.measure_to_csv(SSD, architectures, measured_with_tf, **FAST)
+    # int8 rows appended to float32 ones, and back, on this host.
+    for recorded, asked in (('float32', 'int8'), ('int8', 'float32')):
+      files.write_json(dict(SETTINGS, **device_lib.host_settings(
+          'tflite', 1, recorded)), rows_lib.settings_path(measured_with_tf))
+      with self.assertRaisesRegex(ValueError, f"precision='{recorded}', not "
+                                  f"'{asked}'"):
+        rows_lib.measure_to_csv(SSD, architectures, measured_with_tf,
+                                precision=asked, **FAST)
     with open(measured_with_tf) as f:
       self.assertEqual(f.read(), ','.join(COLUMNS) + '\n' + row)
 

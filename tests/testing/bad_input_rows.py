@@ -510,6 +510,8 @@ FLAG_ROWS = [
     ('train_search', ['--preprocessing=jpeg'], 'preprocessing'),
     ('train_search', ['--latency_precision=int4'],
      '--latency_precision=int4: value should be one of'),
+    ('measure_latency', ['--precision=int4'],
+     '--precision=int4: value should be one of'),
     ('train_eval', ['--preprocessing=jpeg'], 'preprocessing'),
     ('describe_space', ['--ssd=no_such_space'], 'ssd'),
 ]

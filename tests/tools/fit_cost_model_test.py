@@ -192,6 +192,13 @@ class BadInputTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'the block table has no entry'):
       fit_cost_model.fit_csv(self._fit_path('good.csv'), SSD,
                              block_csv=table)
+    # int8 networks with a float32 table.
+    networks = os.path.join(self.directory, 'int8.csv')
+    _write_csv(networks, self.indices, self.latencies,
+               settings=dict(testing_latency.SETTINGS, precision='int8'))
+    with self.assertRaisesRegex(ValueError, "precision='float32', not 'int8' "
+                                'as the networks of .*int8.csv were'):
+      fit_cost_model.fit_csv(networks, SSD, block_csv=table)
 
   def _fit_path(self, name):
     path = os.path.join(self.directory, name)

@@ -103,6 +103,28 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('0.00% median relative difference over 3 architectures',
                   result.stdout)
 
+  def test_int8_models_on_a_fake_device_and_no_float32_rows_after_them(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    output = os.path.join(directory, 'int8.csv')
+    result = self._device_pass(directory, output, script, 2,
+                               '--precision=int8')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('with device command, int8', result.stdout)
+    with open(rows_lib.settings_path(output)) as f:
+      self.assertEqual(json.load(f)['precision'], 'int8')
+    models = os.path.join(output + '.models', 'digits_search_8px_10c_1ch_int8')
+    for row in _rows(output)[1:]:  # The int8 models' sizes / 1e6 ms.
+      size = os.path.getsize(os.path.join(models,
+                                          row[0].replace(':', '-') + '.tflite'))
+      self.assertAlmostEqual(float(row[1]), size / 1e6, places=6)
+    result = self._device_pass(directory, output, script, 3)
+    self.assertNotEqual(result.returncode, 0)
+    lines = result.stderr.strip().splitlines()
+    self.assertRegex(lines[-1], r"^measure_latency: .*int8.csv was measured "
+                     r"with precision='int8', not 'float32'")
+    self.assertLen(_rows(output), 3)  # Nothing appended.
+
   def test_most_informative_picks_what_the_rows_lack(self):
     directory = tempfile.mkdtemp()
     script = testing_latency.fake_device_script(directory)

@@ -3,9 +3,9 @@
 `make_device`: `tflite` (this host's TFLite interpreter, XNNPACK,
 `num_threads`), `tf` (the TF function) or `command` (run per visit with
 `{model}` the .tflite path, read as TFLite `benchmark_model`'s `Inference
-(avg): N`: a phone over adb, a box over ssh). Models are converted once per
-architecture and cached (`ModelCache`); threads and CPUs are the caller's
-(`pin_cpus`) and recorded (`host_settings`).
+(avg): N`: a phone over adb, a box over ssh). Models, float32 or int8, are
+converted once per architecture and cached (`ModelCache`); threads and CPUs
+are the caller's (`pin_cpus`) and recorded (`host_settings`).
 """
 
 
@@ -229,7 +229,8 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 
     return visit
 
-  return Device(backend, host_settings(backend, num_threads), open_one)
+  return Device(backend, host_settings(backend, num_threads, precision),
+                open_one)
 
 
 def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
@@ -261,7 +262,7 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
     return visit
 
   settings = {'backend': COMMAND, 'device_command': command,
-              'device': f'command: {command}'}
+              'device': f'command: {command}', 'precision': precision}
   return Device(COMMAND, settings, open_one)
 
 
@@ -289,10 +290,13 @@ def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
                       ) from None
 
 
-def host_settings(backend: str, num_threads: int) -> Dict[str, Any]:
-  """This host as the rows' context: backend, threads, CPUs, CPU model."""
+def host_settings(backend: str, num_threads: int,
+                  precision: str) -> Dict[str, Any]:
+  """This host as the rows' context: backend, threads, CPUs, CPU model,
+  precision."""
   return {'backend': backend, 'num_threads': num_threads,
-          'cpus': sorted(os.sched_getaffinity(0)), 'device': host_name()}
+          'cpus': sorted(os.sched_getaffinity(0)), 'device': host_name(),
+          'precision': precision}
 
 
 def host_name() -> str:
@@ -331,7 +335,7 @@ def measure_one(ssd: str, indices: str,
                 build_for: Callable[[str, macs.InputSpec], Build],
                 protocol: Protocol = Protocol()) -> Row:
   """Times one architecture as a fitted model's rows were (`measured_with`):
-  same backend, threads, CPUs or device command, input shape.
+  same backend, threads, CPUs or device command, input shape, precision.
   `build_for(ssd, shape)` gives the `Build` (`graph.inference.builder`).
 
   Raises:
@@ -344,7 +348,8 @@ def measure_one(ssd: str, indices: str,
   device = make_device(ssd, m.shape, protocol, build_for(ssd, m.shape),
                        backend=m.backend, num_threads=m.num_threads or 1,
                        model_cache=model_cache,
-                       device_command=m.device_command)
+                       device_command=m.device_command,
+                       precision=m.precision)
   return next(protocol_lib.measure(device, [indices], protocol))
 
 

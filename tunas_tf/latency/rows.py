@@ -298,6 +298,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_command: Optional[str] = None,
                    device_timeout: float = 600.0,
                    model_cache: Optional[str] = None,
+                   precision: str = 'float32',
                    builder: Callable[[str, macs.InputSpec], Any],
                    unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
                    = None) -> Dict[str, Any]:
@@ -309,8 +310,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       `unit_builder`, None for every unit the space needs.
     output: the CSV (`COLUMNS`), created or appended to; its provenance is
       written to `settings_path(output)`.
-    backend, num_threads, device_command, device_timeout: where it is
-      timed (`device.make_device`).
+    backend, num_threads, device_command, device_timeout, precision: where
+      and how it is timed (`device.make_device`).
     protocol: how (`protocol.Protocol`).
     image_size, num_classes, input_channels: the input (default the
       space's).
@@ -352,7 +353,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       ssd, shape, protocol, build, backend=backend,
       num_threads=num_threads,
       model_cache=model_cache or output + '.models',
-      device_command=device_command, command_timeout=device_timeout)
+      device_command=device_command, command_timeout=device_timeout,
+      precision=precision)
   provenance = provenance_lib.Provenance(
       ssd=ssd, **dataclasses.asdict(shape), **device.settings)
   done = set(read_for_append(output, ssd, columns))

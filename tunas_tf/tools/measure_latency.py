@@ -1,19 +1,12 @@
 r"""Measures the single-image inference latency of architectures.
 
-Each architecture is built as a standalone network (untrained, seeded; batch
-norm on moving statistics) and timed on this host as TFLite
-(`--backend=tflite`, converted once into `--model_cache`) or as the TF
-function (`--backend=tf`), or on any device through `--device_command`, by
-the protocol of `latency/protocol` (interleaved rounds, warm-up until
-stable, medians, disturbed visits redone). Rows are appended to the latency
-CSV (a killed run skips the rows it has); the pass prints its own noise
-(docs/tools.md, 'Search for your device'):
+Each is built as a standalone network (untrained, seeded), float32 or int8
+(`--precision`), timed by `latency/protocol` on this host or through
+`--device_command` (`--block_table`: the space's units instead), appended to
+the CSV (a killed run resumes); the pass prints its noise (docs/tools.md):
 
   taskset -c 1 python -m tunas_tf.tools.measure_latency --ssd=digits_search \
       --num=40 --cpus=1 --output=/tmp/latency.csv
-
-`--block_table` measures the space's units instead, each built alone
-(`cost_model/block_table`), for `fit_cost_model --block_csv`.
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ from absl import logging
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import flags as common_flags
+from tunas_tf import lite
 from tunas_tf.cost_model import macs
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
@@ -64,6 +58,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'reads them.', flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
                       f'{list(device_lib.BACKENDS)}.', flag_values=flag_values)
+  flags.DEFINE_enum('precision', lite.FLOAT32, lite.PRECISIONS, 'The models\' '
+                    'arithmetic: int8 is full-integer (int8 weights, '
+                    'activations, input and output; post-training '
+                    'quantization), what phones and Edge TPUs run; TFLite '
+                    'only. Recorded.', flag_values=flag_values)
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
                       'a command run per architecture and round, {model} '
                       "replaced by its .tflite path, printing TFLite "
@@ -192,9 +191,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
-        model_cache=f.model_cache)
+        model_cache=f.model_cache, precision=f.precision)
   rows = result['rows']
-  where = 'device command' if f.device_command else f.backend
+  where = ('device command' if f.device_command else f.backend) + (
+      f', {f.precision}')
   what = 'block-table units' if f.block_table else 'architectures'
   print(f"measured {len(rows)} {what} ({result['skipped']} already in "
         f"{f.output}) with {where} in "

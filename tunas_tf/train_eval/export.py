@@ -1,13 +1,12 @@
 """Export of a trained network: a SavedModel, float32 and int8 TFLite files.
 
-Under `export_dir` (default MODEL_DIR/export): `saved_model/` (signature
-`serving_default`, `images` [N, S, S, C] -> `logits`), `model.tflite` and
-`model_int8.tflite` (full-integer, `lite.convert`, calibrated on the first
-`CALIBRATION_IMAGES` training images), each renamed into place. They take
-uint8 pixels 0-255 at the run's side S and apply the run's `--preprocessing`
-value transform themselves; `digits` as stored (float32 in [0, 1]). The int8
-model takes them as uint8 by its input's scale and zero point and gives int8
-logits. docs/train_eval.md, 'Outputs'.
+Under `export_dir` (default MODEL_DIR/export): `saved_model/` (`images`
+[N, S, S, C] -> `logits`), `model.tflite` and `model_int8.tflite` (full-
+integer, calibrated on the first `CALIBRATION_IMAGES` training images), each
+renamed into place. They take uint8 pixels 0-255 at the run's side S (digits:
+float32 in [0, 1]) and apply `--preprocessing`'s value transform themselves;
+the int8 one takes them as uint8 by its input's scale and zero point and gives
+int8 logits. docs/train_eval.md, 'Outputs'.
 """
 
 from __future__ import annotations
