@@ -1,9 +1,6 @@
 """TFLite: the one conversion (float32 or full-integer int8) and the
-interpreter, LiteRT's (`ai_edge_litert`) where installed, else TF's.
-
-TF 2.16+ deprecates `tf.lite.Interpreter` for LiteRT's, the same interpreter,
-and warns at every construction; setup.py installs LiteRT with the newest TF,
-and where it is missing TF's interpreter runs with that one warning silenced.
+interpreter: LiteRT's (`ai_edge_litert`) where installed (with TF 2.16+,
+whose own warns it is deprecated), else TF's.
 """
 
 from __future__ import annotations
@@ -22,12 +19,11 @@ _DELETION_WARNING = r'\s*Warning: tf\.lite\.Interpreter is deprecated'
 _NO_STATISTICS = 'Statistics for quantized inputs were expected'
 
 
-def check_precision(precision: str) -> str:
-  """`precision` if it is one of `PRECISIONS`; else ValueError."""
+def check_precision(precision: str) -> None:
+  """Raises ValueError unless `precision` is one of `PRECISIONS`."""
   if precision not in PRECISIONS:
     raise ValueError(f'unknown precision {precision!r}; expected one of '
                      f'{list(PRECISIONS)}')
-  return precision
 
 
 def interpreter(model_content: bytes, num_threads: Optional[int] = None,
@@ -53,19 +49,19 @@ def interpreter(model_content: bytes, num_threads: Optional[int] = None,
 
 def convert(function: Any, trackable: Any, precision: str = FLOAT32,
             calibration: Optional[Iterable[np.ndarray]] = None,
-            input_type: str = INT8) -> bytes:
+            input_type: str = INT8, signature: bool = False) -> bytes:
   """The TFLite flatbuffer of a concrete function of one input.
 
   Args:
     function: the concrete tf.function.
     trackable: what holds its variables (frozen to constants).
     precision: `FLOAT32`, or `INT8`: full-integer post-training quantization
-      (int8 weights and activations, int8 output, every op an int8 kernel),
-      its ranges calibrated on `calibration`.
-    calibration: with int8, the input arrays to calibrate on (float32, of
-      the function's input shape).
-    input_type: with int8, the input's type: 'int8' or 'uint8' (pixels);
-      with its scale and zero point, as the output's.
+      (int8 weights, activations and output, each op an int8 kernel), its
+      ranges calibrated on `calibration` (float32 input arrays).
+    calibration: with int8, as said.
+    input_type: with int8, the input's type, 'int8' or 'uint8' (pixels).
+    signature: keep the function's input and output names as the model's
+      signature 'serving_default' (a SavedModel written and read back).
 
   Raises:
     ValueError: for an unknown precision, or a conversion that fails or
@@ -75,10 +71,9 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
   check_precision(precision)
   converter = tf.lite.TFLiteConverter.from_concrete_functions([function],
                                                               trackable)
-  # Variables frozen to constants rather than a SavedModel written and read
-  # back (the converter's default when given them): the same ops and
-  # outputs, a quarter of the time (bench/DECISIONS.md).
-  converter.experimental_lower_to_saved_model = False
+  # Without a signature, variables frozen to constants, no SavedModel: the
+  # same ops and outputs, a quarter of the time (bench/DECISIONS.md).
+  converter.experimental_lower_to_saved_model = signature
   if precision == INT8:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: ([x] for x in calibration)

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from tests.testing import searches
 from tests.testing import train_eval_runs as runs
+from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import resume
@@ -171,6 +172,10 @@ class DistributeRunTest(absltest.TestCase):
     logits, details = runs.int8_logits(self.metrics['export']['tflite_int8'],
                                        images)
     self.assertEqual([d['dtype'] for d in details], [np.uint8, np.int8])
+    for name in ('tflite', 'tflite_int8'):  # The SavedModel's signature.
+      with open(self.metrics['export'][name], 'rb') as f:
+        self.assertEqual(lite.interpreter(f.read()).get_signature_list(), {
+            'serving_default': {'inputs': ['images'], 'outputs': ['logits']}})
     # Its top-1 on the test split, computed here from the arrays: the run's
     # evaluation of it (its order, labels, quantized input) agrees.
     self.assertEqual(self.metrics['int8_top1'],

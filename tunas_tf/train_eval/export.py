@@ -110,7 +110,8 @@ def _int8_flatbuffer(config: TrainEvalConfig,
   serve = _serving_function(config, model, tf.float32)
   try:
     return lite.convert(serve.get_concrete_function(), model, lite.INT8,
-                        calibration=calibration, input_type='uint8')
+                        calibration=calibration, input_type='uint8',
+                        signature=True)
   except ValueError as e:
     raise ValueError(f'int8 export of {config.ssd} {config.indices}: {e}'
                      ) from None
@@ -139,8 +140,8 @@ def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
            'tflite': os.path.join(config.export_dir, TFLITE_FILE),
            'tflite_int8': os.path.join(config.export_dir, TFLITE_INT8_FILE)}
   _write_saved_model(module, paths['saved_model'])
-  _write_file(lite.convert(module.serve.get_concrete_function(), module),
-              paths['tflite'])
+  _write_file(lite.convert(module.serve.get_concrete_function(), module,
+                           signature=True), paths['tflite'])
   _write_file(_int8_flatbuffer(config, model), paths['tflite_int8'])
   return paths
 
