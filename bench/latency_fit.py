@@ -3,12 +3,14 @@
 Usage:
   taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
       [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR] \
-      [--block_table [--table_rows=20]] [--precision=int8]
+      [--block_table [--table_rows=20]] [--precision=int8] [--holdout=0.2]
 
 Draws `--num` architectures uniformly (seed 0), measures them twice with
 `tools/measure_latency`'s protocol (TFLite, 1 thread; the second pass reuses
 the converted models), and fits `tools/fit_cost_model`'s model on the first
-pass's rows (20% held out, at least 100 held-out rows need --num >= 500).
+pass's rows (`--holdout` of them held out: 100 held-out rows need --num=500
+at 0.2; with --block_table, which trains on `--table_rows` only, --num=125
+--holdout=0.8 measures a quarter of the networks for the same 100).
 Prints the two passes' median relative difference (the noise), the pass's
 own noise (even vs odd rounds), the held-out figures and the measurement
 minutes of the first pass (what a user spends: conversions and timing).
@@ -62,6 +64,8 @@ def main(argv=None) -> int:
   parser.add_argument('--table_rows', type=int, default=20)
   parser.add_argument('--precision', default='float32',
                       help='float32, or int8 (full-integer models).')
+  parser.add_argument('--holdout', type=float, default=0.2,
+                      help='The share of the networks held out.')
   args = parser.parse_args(argv)
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
@@ -91,7 +95,7 @@ def main(argv=None) -> int:
     shape = macs.resolve_input(args.ssd, args.image_size)
     latencies = [passes[0][i] for i in indices]
     fitted = fit.fit(args.ssd, indices, latencies, shape=shape,
-                     allow_poor_fit=True)
+                     holdout_fraction=args.holdout, allow_poor_fit=True)
     if args.block_table:
       start = time.time()
       result = rows_lib.measure_to_csv(
@@ -108,6 +112,7 @@ def main(argv=None) -> int:
           rows_lib.BLOCK_COLUMNS)))
       tabled = fit.fit_table(args.ssd, table, indices, latencies,
                              shape=shape, train_rows=args.table_rows,
+                             holdout_fraction=args.holdout,
                              allow_poor_fit=True)
   except ValueError as e:
     sys.exit(f'latency_fit: {e}')
@@ -127,7 +132,7 @@ def main(argv=None) -> int:
     h = tabled['coefficients']['holdout']
     # Its correction saw only training rows: its held-out predictions hold
     # against the second pass too (a row disturbed in one pass shows here).
-    held_out = fit.split(len(indices), 0.2, 0)[1]
+    held_out = fit.split(len(indices), args.holdout, 0)[1]
     again = fit.scores(tabled['predictions'][held_out],
                        [passes[1][indices[i]] for i in held_out])
     print('block table against the second pass: ' +
