@@ -50,18 +50,11 @@ def interpreter(model_content: bytes, num_threads: Optional[int] = None,
 def convert(function: Any, trackable: Any, precision: str = FLOAT32,
             calibration: Optional[Iterable[np.ndarray]] = None,
             input_type: str = INT8, signature: bool = False) -> bytes:
-  """The TFLite flatbuffer of a concrete function of one input.
-
-  Args:
-    function: the concrete tf.function.
-    trackable: what holds its variables (frozen to constants).
-    precision: `FLOAT32`, or `INT8`: full-integer post-training quantization
-      (int8 weights, activations and output, each op an int8 kernel), its
-      ranges calibrated on `calibration` (float32 input arrays).
-    calibration: with int8, as said.
-    input_type: with int8, the input's type, 'int8' or 'uint8' (pixels).
-    signature: keep the function's input and output names as the model's
-      signature 'serving_default' (a SavedModel written and read back).
+  """The TFLite flatbuffer of `function` (one input; variables frozen from
+  `trackable`). `INT8`: full-integer post-training quantization (int8
+  weights, activations and output, `input_type` input), ranges calibrated on
+  `calibration` (float32 input arrays). `signature`: the function's names as
+  the signature 'serving_default' (a SavedModel written and read back).
 
   Raises:
     ValueError: for an unknown precision, or a conversion that fails or
