@@ -11,6 +11,7 @@ import tensorflow as tf
 from tests.testing import train_eval_runs as runs
 from tunas_tf.data import datasets
 from tunas_tf.data import streams
+from tunas_tf.train_eval import data
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import task as task_lib
 
