@@ -283,7 +283,7 @@ class ExtractionTest(absltest.TestCase):
         f'{cost_linear.cost_text(1.05 * target)} MACs); the argmax '
         f'{self.argmax.indices_string} costs '
         f'{cost_linear.cost_text(self.cost)} MACs, 33.3% under the target, '
-        f'and is {np.exp(log_ratio):.3g} times as likely (--argmax takes it)')
+        f'and is {np.exp(log_ratio):#.3g} times as likely (--argmax takes it)')
 
   def test_an_argmax_in_the_band_is_taken(self):
     arch, line = self._extract(rl_cost_model_target=self.cost * 1.04)

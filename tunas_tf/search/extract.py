@@ -259,7 +259,7 @@ def _pick_line(config: config_lib.SearchConfig,
           f'{cost_linear.cost_text(cost_of(argmax))}{units}, '
           f"{100 * abs(miss):.1f}% {'over' if miss > 0 else 'under'} the "
           'target, and is '
-          f'{np.exp(log_ratio):.3g} times as likely (--argmax takes it)')
+          f'{np.exp(log_ratio):#.3g} times as likely (--argmax takes it)')
 
 
 def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
