@@ -310,6 +310,15 @@ class ExtractionTest(absltest.TestCase):
     self.assertEqual(line, 'Took the argmax of each decision (no cost band: '
                      'the search had no cost term, --noenable_cost_model)')
 
+  def test_a_space_of_more_than_2_to_the_63_counts_the_candidates(self):
+    # 2^64 architectures: the count is the candidates costed, not the
+    # decisions' sizes multiplied in int64 (2^64 wraps to 0).
+    config = config_lib.read(self.search_dir)
+    line = extract._pick_line(config, 0.05, None, [np.zeros(2)] * 64,
+                              (0,) * 64, lambda indices: 0.0)
+    self.assertRegex(line, r'^Took the argmax of each decision: none of the '
+                     r'20,000 most likely architectures costs within 5% of ')
+
   def test_nothing_in_the_band_takes_the_argmax_and_says_so(self):
     arch, line = self._extract(rl_cost_model_target=self.cost * 1e6)
     self.assertEqual(arch.indices, self.argmax.indices)

@@ -11,6 +11,7 @@ the target. Used by `tools/extract_architecture` and `tools/report`.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -247,7 +248,7 @@ def _pick_line(config: config_lib.SearchConfig,
            f'{high}{units})' if band[0] == 0 else f'within '
            f'{100 * cost_tolerance:g}% of the target ({low} to {high}{units})')
   if not found:
-    count = min(MAX_CANDIDATES, int(np.prod([len(s) for s in scores])))
+    count = min(MAX_CANDIDATES, math.prod(len(s) for s in scores))
     return (f'Took the argmax of each decision: none of the {count:,} most '
             f'likely architectures costs {where}')
   if found[0] == argmax:
