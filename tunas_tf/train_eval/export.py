@@ -17,6 +17,7 @@ from typing import Callable, Dict, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import files
 from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
@@ -91,12 +92,6 @@ def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
   tf.io.gfile.rename(tmp_dir, saved_dir)
 
 
-def _write_file(content: bytes, path: str) -> None:
-  with tf.io.gfile.GFile(path + '.tmp', 'wb') as f:
-    f.write(content)
-  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
-
-
 def _int8_flatbuffer(config: TrainEvalConfig,
                      model: model_lib.Model) -> bytes:
   """The int8 model, calibrated on the training images as exported.
@@ -140,9 +135,10 @@ def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
            'tflite': os.path.join(config.export_dir, TFLITE_FILE),
            'tflite_int8': os.path.join(config.export_dir, TFLITE_INT8_FILE)}
   _write_saved_model(module, paths['saved_model'])
-  _write_file(lite.convert(module.serve.get_concrete_function(), module,
-                           signature=True), paths['tflite'])
-  _write_file(_int8_flatbuffer(config, model), paths['tflite_int8'])
+  float32 = lite.convert(module.serve.get_concrete_function(), module,
+                         signature=True)
+  files.write_bytes(float32, paths['tflite'])
+  files.write_bytes(_int8_flatbuffer(config, model), paths['tflite_int8'])
   return paths
 
 
