@@ -76,18 +76,26 @@ def most_likely_in_band(
   scores = [_log_softmax(np.asarray(v, np.float64).reshape(-1))
             for v in logits]
   # Each decision's choices from the most likely down (stable: index order
-  # on ties, so rank 0 everywhere is `argmax_indices`).
-  orders = [np.argsort(-s, kind='stable') for s in scores]
-  sorted_scores = [s[o] for s, o in zip(scores, orders)]
+  # on ties, so rank 0 everywhere is `argmax_indices`), in the rows of one
+  # matrix (-inf past a decision's last choice).
+  width = max(len(s) for s in scores) + 1
+  orders = np.zeros([len(scores), width], int)
+  sorted_scores = np.full([len(scores), width], -np.inf)
+  for k, s in enumerate(scores):
+    orders[k, :len(s)] = np.argsort(-s, kind='stable')
+    sorted_scores[k, :len(s)] = s[orders[k, :len(s)]]
+  rows = np.arange(len(scores))
 
-  def total(ranks: Tuple[int, ...]) -> float:
-    return float(sum(s[r] for s, r in zip(sorted_scores, ranks)))
+  def totals(ranks: np.ndarray) -> np.ndarray:
+    # Each row's log-likelihood, summed the same way for every vector (so
+    # equal vectors of choices tie exactly).
+    return sorted_scores[rows, ranks].sum(axis=-1)
 
-  # Best-first over rank vectors: a vector's successors (one rank more
-  # somewhere) are at most as likely, so the heap pops in order.
-  start = (0,) * len(scores)
-  heap: List[Tuple[float, Tuple[int, ...]]] = [(-total(start), start)]
-  seen = {start}
+  # Best-first over rank vectors: a vector's successors (one rank more at
+  # or after its last nonzero rank: each vector has one parent) are at most
+  # as likely, so the heap pops in order.
+  heap: List[Tuple[float, Tuple[int, ...]]] = [
+      (-float(totals(np.zeros([1, len(scores)], int))[0]), (0,) * len(scores))]
   popped = 0
   while heap and popped < max_candidates:
     batch = []
@@ -95,13 +103,14 @@ def most_likely_in_band(
     size = min(max(1, popped), _BATCH, max_candidates - popped)
     while heap and len(batch) < size:
       _, ranks = heapq.heappop(heap)
-      batch.append(tuple(int(o[r]) for o, r in zip(orders, ranks)))
-      for k in range(len(ranks)):
-        if ranks[k] + 1 < len(orders[k]):
-          child = ranks[:k] + (ranks[k] + 1,) + ranks[k + 1:]
-          if child not in seen:
-            seen.add(child)
-            heapq.heappush(heap, (-total(child), child))
+      ranks = np.array(ranks)
+      batch.append(tuple(orders[rows, ranks].tolist()))
+      last = np.flatnonzero(ranks)[-1:].sum()  # 0 for the argmax.
+      children = ranks + np.eye(len(ranks), dtype=int)[last:]
+      for child, total in zip(map(tuple, children.tolist()),
+                              totals(children).tolist()):
+        if total > -np.inf:
+          heapq.heappush(heap, (-total, child))
     for k, cost in enumerate(costs_of(batch)):
       if low <= cost <= high:
         return batch[k], popped + k + 1

@@ -15,6 +15,8 @@ import collections.abc
 import dataclasses
 from typing import Any, Callable, List, Mapping, Sequence, Tuple, Union
 
+import numpy as np
+
 OP_TAG = 'op_indices'
 FILTERS_TAG = 'filters_indices'
 TAGS = (OP_TAG, FILTERS_TAG)
@@ -178,6 +180,8 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
     tokens = text.split(':')
   else:
     tokens = list(indices)
+    if all(type(t) is int and t >= 0 for t in tokens):
+      return tokens
   parsed = []
   for position, token in enumerate(tokens):
     if isinstance(token, bool):
@@ -228,10 +232,12 @@ def check_indices_list(
     ValueError: for the first bad entry, the message `check_indices` gives.
   """
   found = flatten_with_paths(spec)
+  limits = np.array([len(oneof.choices) for _, oneof in found], int)
   parsed = []
   for indices in indices_list:
     values = parse_indices(indices)
-    _check_choices(values, found)
+    if len(values) != len(limits) or np.any(np.array(values, int) >= limits):
+      _check_choices(values, found)
     parsed.append(values)
   return parsed
 
