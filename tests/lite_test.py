@@ -96,7 +96,7 @@ class ConvertTest(absltest.TestCase):
         'dtype': np.float32, 'quantization': (0.0, 0)}), values)
 
   def test_unknown_precision(self):
-    with self.assertRaisesRegex(ValueError, r"unknown precision 'int4'; "
+    with self.assertRaisesRegex(ValueError, r"Unknown precision 'int4'; "
                                 r"expected one of \['float32', 'int8'\]"):
       lite.convert(*_double_relu(), 'int4')
 

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from tunas_tf import checks
 from tunas_tf import native_output
 
 FLOAT32, INT8 = 'float32', 'int8'
@@ -17,13 +18,6 @@ PRECISIONS = (FLOAT32, INT8)
 # The first line of `tf.lite.Interpreter`'s deprecation warning (TF 2.16+).
 _DELETION_WARNING = r'\s*Warning: tf\.lite\.Interpreter is deprecated'
 _NO_STATISTICS = 'Statistics for quantized inputs were expected'
-
-
-def check_precision(precision: str) -> None:
-  """Raises ValueError unless `precision` is one of `PRECISIONS`."""
-  if precision not in PRECISIONS:
-    raise ValueError(f'unknown precision {precision!r}; expected one of '
-                     f'{list(PRECISIONS)}')
 
 
 def interpreter(model_content: bytes, num_threads: Optional[int] = None,
@@ -61,7 +55,7 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
       leaves an op in float32 (the message says which).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  check_precision(precision)
+  checks.one_of('precision', precision, list(PRECISIONS))
   converter = tf.lite.TFLiteConverter.from_concrete_functions([function],
                                                               trackable)
   # Without a signature, variables frozen to constants, no SavedModel: the

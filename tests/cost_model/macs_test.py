@@ -122,7 +122,7 @@ class MacsTest(tf.test.TestCase, parameterized.TestCase):
         direct = sum(macs._layer_counts(layer)[count] for layer in layers)
         self.assertAlmostEqual(float(values @ kernel + bias), direct,
                                msg=f'{count} {indices}')
-    with self.assertRaisesRegex(ValueError, "unknown count 'flops'"):
+    with self.assertRaisesRegex(ValueError, "Unknown count 'flops'"):
       macs.layer_counts_model('digits_search', 'flops', 8, 10, 1)
 
   def test_default_input(self):

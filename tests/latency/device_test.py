@@ -84,7 +84,7 @@ class ModelsAndDevicesTest(absltest.TestCase):
   def test_precisions_a_device_refuses(self):
     directory = tempfile.mkdtemp()
     protocol = protocol_lib.Protocol()
-    with self.assertRaisesRegex(ValueError, "unknown precision 'int4'"):
+    with self.assertRaisesRegex(ValueError, "Unknown precision 'int4'"):
       device_lib.make_device(SSD, SHAPE, protocol, BUILD,
                              model_cache=directory, precision='int4')
     with self.assertRaisesRegex(ValueError, "^backend 'tf' runs float32 "

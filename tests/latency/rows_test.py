@@ -304,7 +304,7 @@ class MeasureToCsvTest(absltest.TestCase):
     good = sample.sample_indices(SSD, 1)
     cases = [
         (dict(ssd='nope'), 'Unknown search space'),
-        (dict(backend='onnx'), "unknown backend 'onnx'"),
+        (dict(backend='onnx'), "Unknown backend 'onnx'"),
         (dict(protocol=protocol_lib.Protocol(runs=0)),
          'runs must be an int >= 1'),
         (dict(num_threads=0), 'num_threads must be an int >= 1'),

@@ -488,7 +488,7 @@ _TOOL_ROWS = [
      r'num must be a positive int'),
     ('measure_latency', 'backend', ['--num=1', '--backend=onnx',
                                     '--output={root}/l.csv'],
-     r"unknown backend 'onnx'"),
+     r"Unknown backend 'onnx'"),
     ('measure_latency', 'runs', ['--num=1', '--runs=0',
                                  '--output={root}/l.csv'],
      r'runs must be an int >= 1, got 0$'),

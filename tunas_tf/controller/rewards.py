@@ -14,6 +14,8 @@ from typing import Any, Union
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import checks
+
 REWARD_ABS = 'abs'
 REWARD_MNAS = 'mnas'
 REWARD_MNAS_HARD = 'mnas_hard'
@@ -36,11 +38,6 @@ class RewardStats:
   reward: Any
   cost_ratio: Any
   cost_adjustment: Any
-
-
-def _check_kind(kind: str) -> None:
-  if kind not in REWARDS:
-    raise ValueError(f'Unknown reward {kind!r}; expected one of {REWARDS}')
 
 
 def _check_target(target: NumberOrTensor) -> None:
@@ -87,7 +84,7 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
   """
   if any(tf.is_tensor(x) for x in (quality, cost, target, exponent)):
     return tf_compute_reward(quality, cost, target, exponent, kind)
-  _check_kind(kind)
+  checks.one_of('reward', kind, REWARDS)
   _check_target(target)
   stats = _formula(np, *(np.asarray(x, np.float64)
                          for x in (quality, cost, target, exponent)), kind)
@@ -107,7 +104,7 @@ def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
   Raises:
     ValueError: as `compute_reward`.
   """
-  _check_kind(kind)
+  checks.one_of('reward', kind, REWARDS)
   _check_target(target)
   return _formula(tf.math, *(tf.cast(x, tf.float32)
                              for x in (quality, cost, target, exponent)), kind)

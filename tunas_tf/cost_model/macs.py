@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tunas_tf import checks
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
@@ -275,9 +276,7 @@ def layer_counts_model(ssd: str, count: str, image_size: int,
   """The exact linear model (kernel, bias) of one of `LAYER_COUNTS` for a
   named space: what a fitted latency model adds to MACs
   (`fit.fit`)."""
-  if count not in LAYER_COUNTS:
-    raise ValueError(f'unknown count {count!r}; expected one of '
-                     f'{list(LAYER_COUNTS)}')
+  checks.one_of('count', count, list(LAYER_COUNTS))
   return layer_count_model(
       mobile.get_search_space(ssd), image_size, num_classes, input_channels,
       lambda layer: _layer_counts(layer)[count], lambda *_: 0, count)

@@ -19,6 +19,8 @@ from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
+from tunas_tf import checks
+
 IDX = 'idx'
 NPZ = 'npz'
 FOLDER = 'folder'
@@ -454,13 +456,12 @@ def read_source(fmt: str, source: str,
     ValueError: an unknown format, class names given for a folder (whose
       folder names are the class names), or bad input (see the readers).
   """
+  checks.one_of('format', fmt, FORMATS)
   if fmt == IDX:
     return read_idx(source, class_names)
   if fmt == NPZ:
     return read_npz(source, class_names)
-  if fmt == FOLDER:
-    if class_names is not None:
-      raise ValueError('--class_names is for idx and npz; a folder dataset '
-                       'takes its class names from the class folders')
-    return read_folder(source)
-  raise ValueError(f'Unknown format {fmt!r}; expected one of {FORMATS}')
+  if class_names is not None:
+    raise ValueError('--class_names is for idx and npz; a folder dataset '
+                     'takes its class names from the class folders')
+  return read_folder(source)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import lite
 from tunas_tf.cost_model import macs
@@ -193,13 +194,11 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
       a command without `{model}` or one that does not parse as a shell
       command line.
   """
-  lite.check_precision(precision)
+  checks.one_of('precision', precision, list(lite.PRECISIONS))
   if device_command is not None:
     return _command_device(ssd, shape, build, device_command, model_cache,
                            command_timeout, precision)
-  if backend not in BACKENDS:
-    raise ValueError(f'unknown backend {backend!r}; expected one of '
-                     f'{list(BACKENDS)}')
+  checks.one_of('backend', backend, list(BACKENDS))
   if backend == TF and precision != lite.FLOAT32:
     raise ValueError(f"backend 'tf' runs float32 only; {precision} is timed "
                      "as TFLite (backend 'tflite' or a device command)")
