@@ -171,6 +171,9 @@ class SchemaTest(parameterized.TestCase):
       schema.check_indices(_nested_spec(), '0:0:0')
     with self.assertRaisesRegex(ValueError, r'index 3 at position 0'):
       schema.check_indices(_nested_spec(), [3, 0, 0, 0])
+    # Beyond any machine integer: the same refusal, not an overflow.
+    with self.assertRaisesRegex(ValueError, r'index 10{30} at position 0'):
+      schema.check_indices(_nested_spec(), [10**30, 0, 0, 0])
     with self.assertRaisesRegex(ValueError, r"Index 1 is 'x'"):
       schema.check_indices(_nested_spec(), '0:x:0:0')
 

@@ -86,9 +86,7 @@ def most_likely_in_band(
     sorted_scores[k, :len(s)] = s[orders[k, :len(s)]]
   rows = np.arange(len(scores))
 
-  def totals(ranks: np.ndarray) -> np.ndarray:
-    # Each row's log-likelihood, summed the same way for every vector (so
-    # equal vectors of choices tie exactly).
+  def totals(ranks: np.ndarray) -> np.ndarray:  # Each row's log-likelihood.
     return sorted_scores[rows, ranks].sum(axis=-1)
 
   # Best-first over rank vectors: a vector's successors (one rank more at

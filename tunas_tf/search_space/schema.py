@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import operator
 from typing import Any, Callable, List, Mapping, Sequence, Tuple, Union
-
-import numpy as np
 
 OP_TAG = 'op_indices'
 FILTERS_TAG = 'filters_indices'
@@ -232,11 +231,11 @@ def check_indices_list(
     ValueError: for the first bad entry, the message `check_indices` gives.
   """
   found = flatten_with_paths(spec)
-  limits = np.array([len(oneof.choices) for _, oneof in found], int)
+  limits = [len(oneof.choices) for _, oneof in found]
   parsed = []
   for indices in indices_list:
     values = parse_indices(indices)
-    if len(values) != len(limits) or np.any(np.array(values, int) >= limits):
+    if len(values) != len(limits) or any(map(operator.ge, values, limits)):
       _check_choices(values, found)
     parsed.append(values)
   return parsed
