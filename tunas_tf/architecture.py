@@ -32,13 +32,13 @@ DATA_FIELDS = ('dataset', 'image_size', 'num_classes', 'num_channels',
                'preprocessing', 'validation_examples')
 # The optional scalar fields, in the order they are written, and by type.
 _OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
-                    'cost_tolerance', 'argmax_indices', 'global_step',
+                    'cost_tolerance', 'argmax_indices', 'oneshot', 'global_step',
                     'max_global_step', 'checkpoint') + DATA_FIELDS
 _NUMBER_FIELDS = ('estimated_cost', 'cost_target', 'cost_tolerance')
 _STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices', 'dataset',
                   'preprocessing')
-_INT_FIELDS = ('global_step', 'max_global_step', 'image_size', 'num_classes',
-               'num_channels', 'validation_examples')
+_INT_FIELDS = ('oneshot', 'global_step', 'max_global_step', 'image_size',
+               'num_classes', 'num_channels', 'validation_examples')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Architecture:
     cost_tolerance: set when the architecture is the most likely one within
       cost_target * (1 -/+ cost_tolerance) rather than the argmax.
     argmax_indices: then, the argmax's indices ('0:2:1'), for the record.
+    oneshot: set when it is the best by one-shot accuracy of this many
+      architectures in that band (`extract.pick`'s `oneshot`).
     global_step: the checkpoint step it was extracted at.
     checkpoint: the checkpoint prefix it was extracted from (absolute).
     dataset ... validation_examples: the search's data (`DATA_FIELDS`;
@@ -70,6 +72,7 @@ class Architecture:
   cost_target: Optional[float] = None
   cost_tolerance: Optional[float] = None
   argmax_indices: Optional[str] = None
+  oneshot: Optional[int] = None
   global_step: Optional[int] = None
   max_global_step: Optional[int] = None
   checkpoint: Optional[str] = None

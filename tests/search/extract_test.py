@@ -106,6 +106,47 @@ class MostLikelyInBandTest(absltest.TestCase):
                                   max_candidates=0)
 
 
+
+class SamplesInBandTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.RandomState(1)
+    self.logits = [rng.normal(size=n) * 2 for n in (3, 2, 4, 3)]
+    self.all = list(itertools.product(*[range(len(v)) for v in self.logits]))
+
+  def test_distinct_in_band_and_seeded(self):
+    costs = sorted(_cost(v) for v in self.all)
+    low, high = costs[len(costs) // 4], costs[3 * len(costs) // 4]
+    drawn = extract.samples_in_band(self.logits, _costs, low, high, 10)
+    self.assertLen(drawn, 10)
+    self.assertLen(set(drawn), 10)
+    self.assertTrue(all(low <= _cost(v) <= high for v in drawn))
+    self.assertEqual(drawn, extract.samples_in_band(self.logits, _costs, low,
+                                                    high, 10))
+    self.assertNotEqual(drawn, extract.samples_in_band(
+        self.logits, _costs, low, high, 10, seed=1))
+
+  def test_draws_as_the_controller_samples(self):
+    # Over every cost (one band), the first draw of many seeds: each vector
+    # about as often as its probability (1,000 seeds: +-4 standard errors).
+    first = [extract.samples_in_band(self.logits, _costs, -np.inf, np.inf, 1,
+                                     seed=s)[0] for s in range(1000)]
+    top = max(self.all, key=lambda v: _log_likelihood(self.logits, v))
+    p = np.exp(_log_likelihood(self.logits, top))
+    self.assertAlmostEqual(first.count(top) / 1000, p,
+                           delta=4 * np.sqrt(p * (1 - p) / 1000))
+
+  def test_fewer_when_the_band_holds_fewer(self):
+    # Uniform logits: 20,000 draws of 72 vectors reach each of them.
+    uniform = [np.zeros(len(v)) for v in self.logits]
+    cost = _cost(self.all[5])
+    held = [v for v in self.all if _cost(v) == cost]
+    drawn = extract.samples_in_band(uniform, _costs, cost, cost,
+                                    len(held) + 3, max_draws=20000)
+    self.assertCountEqual(drawn, held)
+
+
 _REMEDIES = ('search longer (--max_steps) or pull harder towards the target '
              '(a more negative --rl_cost_model_exponent)')
 _ARGMAX = ('extract without --argmax (the most likely architecture within 5% '

@@ -21,6 +21,7 @@ import tempfile
 
 from absl import flags
 from absl.testing import absltest
+import numpy as np
 
 from tunas_tf import architecture
 from tunas_tf import files
@@ -32,6 +33,8 @@ from tunas_tf.runtime import resume
 from tunas_tf.search import compare
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
+from tunas_tf.search import oneshot
+from tunas_tf.search_space import mobile
 from tunas_tf.tools import extract_architecture
 from tunas_tf.train_eval import runner as train_eval_runner
 from tests.testing import latency as testing_latency
@@ -191,6 +194,40 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertIn('Note: ' + extract.cost_miss_line(
         argmax_cost, argmax_cost * 1.5, 'MACs', argmax=True), printed)
     self.assertEqual(architecture.read(path).indices, argmax.indices)
+
+  def test_oneshot_takes_the_best_of_the_band_by_one_shot_accuracy(self):
+    config = config_lib.read(self.search_dir)
+    argmax = extract.search_architecture(self.search_dir, cost_tolerance=None)
+    moved = searches.copy_finished_search('oneshot')
+    stored = files.read_json(os.path.join(moved, 'config.json'))
+    stored['rl_cost_model_target'] = argmax.estimated_cost * 1.5
+    files.write_json(stored, os.path.join(moved, 'config.json'))
+    likeliest, _ = extract.pick(moved, cost_tolerance=0.1)
+    chosen, line = extract.pick(moved, cost_tolerance=0.1, oneshot=4)
+    # The candidates: the likeliest in the band, then the draws.
+    spec = mobile.get_search_space(config.ssd)
+    logits = extract.read_logits(resume.resume_point(moved).checkpoint, spec)
+    costs_of = lambda b: linear.estimate_costs_of_indices(
+        [list(v) for v in b], config.resolved_cost_model)
+    band = extract.cost_band(config_lib.read(moved), 0.1)
+    drawn = extract.samples_in_band(list(logits.values()), costs_of, *band, 4)
+    candidates = [tuple(likeliest.indices)] + [
+        v for v in drawn if v != tuple(likeliest.indices)][:3]
+    scores = oneshot.accuracies(moved, candidates)
+    self.assertEqual(tuple(chosen.indices),
+                     candidates[int(np.argmax(scores))])
+    self.assertTrue(band[0] <= chosen.estimated_cost <= band[1])
+    self.assertEqual((chosen.oneshot, likeliest.oneshot),
+                     (len(candidates), None))
+    self.assertRegex(line.splitlines()[-1], (
+        r"^Then by one-shot accuracy on the search's hold-out, of it and "
+        rf"{len(candidates) - 1} more drawn from the controller in the band: "
+        rf"{chosen.indices_string}, {100 * max(scores):.2f}% \(the most "
+        rf"likely {100 * scores[0]:.2f}%\)$"))
+    self.assertIn(line.splitlines()[-1], self._main(
+        f'--model_dir={moved}', '--cost_tolerance=0.1', '--oneshot=4'))
+    self.assertEqual(
+        architecture.read(os.path.join(moved, 'architecture.json')), chosen)
 
   def test_a_moved_run_directory_keeps_its_checkpoint(self):
     moved = os.path.join(tempfile.mkdtemp(), 'moved')

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
@@ -116,6 +117,30 @@ def most_likely_in_band(
   return None
 
 
+def samples_in_band(
+    logits: Sequence[np.ndarray],
+    costs_of: Callable[[List[Tuple[int, ...]]], Sequence[float]],
+    low: float, high: float, count: int, seed: int = 0,
+    max_draws: int = 200_000) -> List[Tuple[int, ...]]:
+  """Up to `count` distinct index vectors drawn from the controller's
+  distribution (the decisions independent, each the softmax of its logits)
+  whose cost is in `[low, high]`, in the order drawn; fewer when
+  `max_draws` draws (in batches of `_BATCH`, seeded) give fewer."""
+  rng = np.random.default_rng(seed)
+  probabilities = [np.exp(_log_softmax(np.asarray(v, np.float64).reshape(-1)))
+                   for v in logits]
+  found: Dict[Tuple[int, ...], None] = {}
+  for _ in range(0, max_draws, _BATCH):
+    batch = list(zip(*(rng.choice(len(p), _BATCH, p=p).tolist()
+                       for p in probabilities)))
+    for indices, cost in zip(batch, costs_of(batch)):
+      if low <= cost <= high:
+        found.setdefault(indices)
+        if len(found) == count:
+          return list(found)
+  return list(found)
+
+
 def cost_band(config: config_lib.SearchConfig,
               tolerance: float = OFF_TARGET
               ) -> Optional[Tuple[float, float]]:
@@ -171,8 +196,8 @@ def _newest_readable(model_dir: str) -> str:
 
 def pick(model_dir: str, checkpoint: Optional[str] = None,
          cost_tolerance: Optional[float] = OFF_TARGET,
-         config: Optional[config_lib.SearchConfig] = None
-         ) -> Tuple[architecture_lib.Architecture, str]:
+         config: Optional[config_lib.SearchConfig] = None,
+         oneshot: int = 0) -> Tuple[architecture_lib.Architecture, str]:
   """The searched architecture of `model_dir`, and the line saying which.
 
   Args:
@@ -184,15 +209,21 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       `argmax_indices`, or the argmax when none of the `MAX_CANDIDATES` most
       likely is there. None, or no cost term: the argmax.
     config: the directory's `config_lib.read(model_dir)`; None: read here.
+    oneshot: K > 0, with an architecture in the band: of it and K - 1 more
+      drawn from the controller in the band (`samples_in_band`), the one of
+      best one-shot accuracy on the search's hold-out (`oneshot.accuracies`;
+      the likelier on ties).
 
   Returns:
     (architecture, line): the line says which it took and, when not the
-    argmax, the argmax's cost and how many times as likely it is.
+    argmax, the argmax's cost and how many times as likely it is; with
+    `oneshot`, a second line the accuracies.
 
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
-      or whose files disagree; a tolerance outside (0, 1).
+      or whose files disagree; a tolerance outside (0, 1); `oneshot` < 0.
   """
+  checks.number('oneshot', oneshot, 0, integer=True)
   if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
                      f'{cost_tolerance}')
@@ -220,6 +251,12 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   found = band and most_likely_in_band(scores, costs_of, *band)
   indices = found[0] if found else argmax
   line = _pick_line(config, cost_tolerance, found, scores, argmax, cost_of)
+  scored = None
+  if oneshot and found:
+    indices, scored, chosen = _best_oneshot(
+        model_dir, checkpoint, indices, oneshot,
+        samples_in_band(scores, costs_of, *band, oneshot))
+    line += '\n' + chosen
   global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
   return architecture_lib.Architecture(
       ssd, indices, estimated_cost=cost_of(indices),
@@ -233,8 +270,27 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       validation_examples=config.validation_examples,
       cost_tolerance=cost_tolerance if found else None,
       argmax_indices=schema.format_indices(argmax) if found else None,
+      oneshot=scored,
       probabilities={path: tuple(round(float(p), 6) for p in np.exp(v))
                      for path, v in zip(logits, scores)}), line
+
+
+def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
+                  count: int, drawn: List[Tuple[int, ...]]
+                  ) -> Tuple[Tuple[int, ...], int, str]:
+  """`pick`'s one-shot choice among `likeliest` and `drawn`, how many it
+  scored, and its line."""
+  # TensorFlow's supernet and the data, only when asked.
+  from tunas_tf.search import oneshot as oneshot_lib  # pylint: disable=g-import-not-at-top
+  candidates = [likeliest] + [v for v in drawn if v != likeliest][:count - 1]
+  accuracy = oneshot_lib.accuracies(model_dir, candidates,
+                                    checkpoint=checkpoint)
+  best = int(np.argmax(accuracy))  # The first (likeliest) on ties.
+  return candidates[best], len(candidates), (
+      f'Then by one-shot accuracy on the search\'s hold-out, of it and '
+      f'{len(candidates) - 1} more drawn from the controller in the band: '
+      f'{schema.format_indices(candidates[best])}, {accuracy[best]:.2%} '
+      f'(the most likely {accuracy[0]:.2%})')
 
 
 def _pick_line(config: config_lib.SearchConfig,

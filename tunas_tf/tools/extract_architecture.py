@@ -34,6 +34,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_bool('argmax', False, 'Take the argmax of each decision (the '
                     "original's extraction) instead of a cost band.",
                     flag_values=flag_values)
+  flags.DEFINE_integer('oneshot', 0, 'K > 0: of the architecture in the '
+                       'band and K - 1 more the controller draws there, take '
+                       "the one of best one-shot accuracy on the search's "
+                       'hold-out (its supernet weights; a pass over the '
+                       'hold-out per architecture).',
+                       flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
@@ -54,11 +60,13 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   with common_flags.errors_in_one_line('extract_architecture'):
     if f.argmax and f['cost_tolerance'].present:
       raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
+    if f.argmax and f.oneshot:
+      raise ValueError('--oneshot draws in the cost band: drop --argmax')
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
     result, line = extract_lib.pick(
         f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
-        config)
+        config, f.oneshot)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
