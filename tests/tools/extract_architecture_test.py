@@ -228,6 +228,19 @@ class ExtractArchitectureToolTest(absltest.TestCase):
         f'--model_dir={moved}', '--cost_tolerance=0.1', '--oneshot=4'))
     self.assertEqual(
         architecture.read(os.path.join(moved, 'architecture.json')), chosen)
+    # No architecture in the band: the argmax, and the line says so.
+    stored['rl_cost_model_target'] = argmax.estimated_cost * 1e6
+    files.write_json(stored, os.path.join(moved, 'config.json'))
+    fallback, line = extract.pick(moved, oneshot=4)
+    self.assertEqual((fallback.indices, fallback.oneshot),
+                     (argmax.indices, None))
+    self.assertEqual(line.splitlines()[-1], '--oneshot=4 not applied: no '
+                     'architecture in the band to start from')
+    stored['enable_cost_model'] = False
+    files.write_json(stored, os.path.join(moved, 'config.json'))
+    _, line = extract.pick(moved, oneshot=4)
+    self.assertEqual(line.splitlines()[-1],
+                     '--oneshot=4 not applied: no cost band to draw in')
 
   def test_a_moved_run_directory_keeps_its_checkpoint(self):
     moved = os.path.join(tempfile.mkdtemp(), 'moved')

@@ -212,7 +212,7 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
     oneshot: K > 0, with an architecture in the band: of it and K - 1 more
       drawn from the controller in the band (`samples_in_band`), the one of
       best one-shot accuracy on the search's hold-out (`oneshot.accuracies`;
-      the likelier on ties).
+      the likelier on ties). Without one, the line says it was not applied.
 
   Returns:
     (architecture, line): the line says which it took and, when not the
@@ -257,6 +257,10 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
         model_dir, checkpoint, indices, oneshot,
         samples_in_band(scores, costs_of, *band, oneshot))
     line += '\n' + chosen
+  elif oneshot:
+    line += f'\n--oneshot={oneshot} not applied: ' + (
+        'no architecture in the band to start from' if band else
+        'no cost band to draw in')
   global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
   return architecture_lib.Architecture(
       ssd, indices, estimated_cost=cost_of(indices),
