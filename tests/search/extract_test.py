@@ -41,13 +41,18 @@ def _costs(batch):
   return [_cost(v) for v in batch]
 
 
+def _space(seed):
+  """Random logits of four decisions (3, 2, 4, 3 choices), every vector."""
+  rng = np.random.RandomState(seed)
+  logits = [rng.normal(size=n) * 2 for n in (3, 2, 4, 3)]
+  return logits, list(itertools.product(*[range(len(v)) for v in logits]))
+
+
 class MostLikelyInBandTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
-    rng = np.random.RandomState(0)
-    self.logits = [rng.normal(size=n) * 2 for n in (3, 2, 4, 3)]
-    self.all = list(itertools.product(*[range(len(v)) for v in self.logits]))
+    self.logits, self.all = _space(0)
 
   def test_argmax_in_band_is_rank_one(self):
     argmax = tuple(int(np.argmax(v)) for v in self.logits)
@@ -106,14 +111,11 @@ class MostLikelyInBandTest(absltest.TestCase):
                                   max_candidates=0)
 
 
-
 class SamplesInBandTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
-    rng = np.random.RandomState(1)
-    self.logits = [rng.normal(size=n) * 2 for n in (3, 2, 4, 3)]
-    self.all = list(itertools.product(*[range(len(v)) for v in self.logits]))
+    self.logits, self.all = _space(1)
 
   def test_distinct_in_band_and_seeded(self):
     costs = sorted(_cost(v) for v in self.all)
