@@ -131,7 +131,8 @@ class TwoWorkersTest(absltest.TestCase):
   def test_extract_architecture_reads_it(self):
     done = forked.run_one(
         [sys.executable, '-m', 'tunas_tf.tools.extract_architecture',
-         f'--model_dir={self.model_dir}'], cwd=_ROOT, env=_env(), timeout=300)
+         f'--model_dir={self.model_dir}', '--oneshot=0'], cwd=_ROOT,
+        env=_env(), timeout=300)
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     with open(os.path.join(self.model_dir, 'architecture.json')) as f:
       self.assertEqual(json.load(f)['global_step'], 4)

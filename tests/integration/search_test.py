@@ -425,7 +425,8 @@ class CommandLineTest(absltest.TestCase):
     self.assertTrue(all(step > stopped for step in logged), logged)
     values = flags.FlagValues()
     extract_architecture.define_flags(values)
-    values(['extract_architecture', f'--model_dir={model_dir}'])
+    values(['extract_architecture', f'--model_dir={model_dir}',
+            '--oneshot=0'])
     extract_architecture.main(['extract_architecture'], values)
     got, want = [architecture.read(os.path.join(d, architecture.FILE_NAME))
                  for d in (model_dir, searches.finished_search())]

@@ -139,6 +139,19 @@ class SamplesInBandTest(absltest.TestCase):
     self.assertAlmostEqual(first.count(top) / 1000, p,
                            delta=4 * np.sqrt(p * (1 - p) / 1000))
 
+  def test_the_draws_of_random_state_choice(self):
+    # Decision after decision, vector after vector: the draws of the
+    # experiment bench/README's one-shot figures come from.
+    rng = np.random.RandomState(3)
+    probs = [np.exp(v - v.max()) / np.exp(v - v.max()).sum()
+             for v in self.logits]
+    expected = {}
+    while len(expected) < 6:
+      expected.setdefault(tuple(int(rng.choice(len(p), p=p)) for p in probs))
+    self.assertEqual(extract.samples_in_band(self.logits, _costs, -np.inf,
+                                             np.inf, 6, seed=3),
+                     list(expected))
+
   def test_fewer_when_the_band_holds_fewer(self):
     # Uniform logits: 20,000 draws of 72 vectors reach each of them.
     uniform = [np.zeros(len(v)) for v in self.logits]

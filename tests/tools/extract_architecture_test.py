@@ -73,7 +73,8 @@ class MeasureLatencyTest(absltest.TestCase):
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     self.assertRegex(done.stderr + done.stdout, r'cost [\d.]+ ms \(target ')
 
-    result = _extract(f'--model_dir={model_dir}', '--measure_latency')
+    result = _extract(f'--model_dir={model_dir}', '--measure_latency',
+                      '--oneshot=0')
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     searched = architecture.read(os.path.join(model_dir,
                                               architecture.FILE_NAME))
@@ -181,12 +182,17 @@ class ExtractArchitectureToolTest(absltest.TestCase):
       extract.search_architecture(moved, cost_tolerance=0.0)
     # The tool writes the same record and says which it took.
     self.assertIn(line, self._main(f'--model_dir={moved}',
-                                   '--cost_tolerance=0.1'))
+                                   '--cost_tolerance=0.1', '--oneshot=0'))
     self.assertEqual(architecture.read(path), other)
     self.assertRegex(line, r'^Took the most likely architecture within 10% of '
                      r'the target .* times as likely \(--argmax takes it\)$')
-    # By default, within 5%; with --argmax, the argmax.
-    self.assertIn(extract.pick(moved)[1], self._main(f'--model_dir={moved}'))
+    # By default, within 5%, the best of the band's likeliest and 49 draws
+    # by one-shot accuracy; with --argmax, the argmax.
+    printed = self._main(f'--model_dir={moved}')
+    self.assertIn(extract.pick(moved)[1], printed)
+    self.assertRegex(printed[-2], r'^Then by one-shot accuracy on the '
+                     r"search's hold-out, of it and 49 more drawn ")
+    self.assertEqual(architecture.read(path).oneshot, extract.ONESHOT)
     self.assertBetween(architecture.read(path).estimated_cost,
                        argmax_cost * 1.5 * 0.95, argmax_cost * 1.5 * 1.05)
     printed = self._main(f'--model_dir={moved}', '--argmax')
@@ -260,7 +266,7 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     # Extracted again there: the same record, relative in the file.
     values = flags.FlagValues()
     extract_architecture.define_flags(values)
-    values(['extract_architecture', f'--model_dir={moved}'])
+    values(['extract_architecture', f'--model_dir={moved}', '--oneshot=0'])
     with contextlib.redirect_stdout(io.StringIO()):
       extract_architecture.main(['extract_architecture'], values)
     self.assertEqual(files.read_json(path)['checkpoint'], name)

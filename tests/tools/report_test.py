@@ -5,6 +5,8 @@ figure, page and table: tests/search/report_test.py; its words:
 tests/search/report_text_test.py)."""
 
 import contextlib
+import dataclasses
+import html
 import io
 import os
 import re
@@ -15,6 +17,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf import architecture
 from tunas_tf.search import extract
 from tunas_tf.search import report
 from tunas_tf.tools import report as report_tool
@@ -94,6 +97,34 @@ class ReportToolTest(absltest.TestCase):
     line = extract.pick(run)[1]
     self.assertIn(f'<p class="pick">{line}</p>', page)
     self.assertIn(line, printed.getvalue().splitlines())
+
+  def test_reports_what_extract_architecture_took_from_that_checkpoint(self):
+    run = searches.copy_finished_search('argmax')
+    likeliest, line = extract.pick(run)
+    argmax = extract.search_architecture(run, cost_tolerance=None)
+    self.assertNotEqual(argmax.indices, likeliest.indices)
+    path = os.path.join(run, architecture.FILE_NAME)
+
+    def reported(record):
+      architecture.write(record, path)
+      out, printed = tempfile.mkdtemp(), io.StringIO()
+      with contextlib.redirect_stdout(printed):
+        _run(f'--model_dir={run}', f'--output_dir={out}')
+      with open(os.path.join(out, report.HTML_NAME)) as f:
+        return f.read(), printed.getvalue()
+
+    page, printed = reported(argmax)
+    took = (f'extract_architecture took {argmax.indices_string} (the '
+            f'argmax): {path}')
+    self.assertIn(f'<p class="pick">{html.escape(line)}\n{html.escape(took)}'
+                  '</p>', page)
+    self.assertIn(took, printed.splitlines())
+    self.assertIn(f'indices {argmax.indices_string}', printed)
+    # A record of another checkpoint is not this report's.
+    page, printed = reported(dataclasses.replace(
+        argmax, checkpoint=os.path.join(run, 'model.ckpt-1')))
+    self.assertIn(f'<p class="pick">{html.escape(line)}</p>', page)
+    self.assertIn(f'indices {likeliest.indices_string}', printed)
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):

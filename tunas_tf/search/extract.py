@@ -38,6 +38,9 @@ _BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
 # from the target: the default band, and where `off_target_line` speaks.
 OFF_TARGET = 0.05
+# extract_architecture's --oneshot: of the band's likeliest and 49 more the
+# controller draws there, the best by one-shot accuracy (bench/DECISIONS.md).
+ONESHOT = 50
 
 
 def _log_softmax(values: np.ndarray) -> np.ndarray:
@@ -125,14 +128,18 @@ def samples_in_band(
   """Up to `count` distinct index vectors drawn from the controller's
   distribution (the decisions independent, each the softmax of its logits)
   whose cost is in `[low, high]`, in the order drawn; fewer when
-  `max_draws` draws (in batches of `_BATCH`, seeded) give fewer."""
-  rng = np.random.default_rng(seed)
-  probabilities = [np.exp(_log_softmax(np.asarray(v, np.float64).reshape(-1)))
-                   for v in logits]
+  `max_draws` draws (in batches of `_BATCH`) give fewer. The draws are
+  `np.random.RandomState(seed).choice(n, p=softmax)`'s, decision after
+  decision, vector after vector (as bench/README's one-shot picks drew)."""
+  rng = np.random.RandomState(seed)
+  cumulative = [np.cumsum(np.exp(_log_softmax(
+      np.asarray(v, np.float64).reshape(-1)))) for v in logits]
   found: Dict[Tuple[int, ...], None] = {}
   for _ in range(0, max_draws, _BATCH):
-    batch = list(zip(*(rng.choice(len(p), _BATCH, p=p).tolist()
-                       for p in probabilities)))
+    uniform = rng.random_sample((_BATCH, len(cumulative)))
+    batch = list(zip(*(np.searchsorted(c / c[-1], uniform[:, d],
+                                       side='right').tolist()
+                       for d, c in enumerate(cumulative))))
     for indices, cost in zip(batch, costs_of(batch)):
       if low <= cost <= high:
         found.setdefault(indices)

@@ -34,11 +34,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_bool('argmax', False, 'Take the argmax of each decision (the '
                     "original's extraction) instead of a cost band.",
                     flag_values=flag_values)
-  flags.DEFINE_integer('oneshot', 0, 'K > 0: of the architecture in the '
-                       'band and K - 1 more the controller draws there, take '
-                       "the one of best one-shot accuracy on the search's "
-                       'hold-out (its supernet weights; a pass over the '
-                       'hold-out per architecture).',
+  flags.DEFINE_integer('oneshot', extract_lib.ONESHOT, 'K > 0: of the '
+                       'architecture in the band and K - 1 more the '
+                       'controller draws there, take the one of best '
+                       "one-shot accuracy on the search's hold-out (its "
+                       'supernet weights; a pass over the hold-out per '
+                       'architecture). 0: the most likely in the band.',
                        flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
@@ -60,13 +61,18 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   with common_flags.errors_in_one_line('extract_architecture'):
     if f.argmax and f['cost_tolerance'].present:
       raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
-    if f.argmax and f.oneshot:
+    if f.argmax and f['oneshot'].present and f.oneshot:
       raise ValueError('--oneshot draws in the cost band: drop --argmax')
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
+  if f.measure_latency:  # Before the pick, which may take minutes.
+    with common_flags.errors_in_one_line(
+        'extract_architecture: --measure_latency'):
+      settings = _settings(config)
+  with common_flags.errors_in_one_line('extract_architecture'):
     result, line = extract_lib.pick(
         f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
-        config, f.oneshot)
+        config, 0 if f.argmax else f.oneshot)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
@@ -85,18 +91,25 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if f.measure_latency:
     with common_flags.errors_in_one_line(
         'extract_architecture: --measure_latency'):
-      print(_measure(result, config,
+      print(_measure(result, config, settings,
                      f.model_cache or os.path.join(f.model_dir,
                                                    'latency_models')))
 
 
-def _measure(result: architecture_lib.Architecture,
-             config: config_lib.SearchConfig, model_cache: str) -> str:
-  """The closing measurement: `device_lib.closing_line` of the architecture
-  timed as the search's fitted cost model's rows were."""
+def _settings(config: config_lib.SearchConfig):
+  """How the search's fitted cost model's rows were timed."""
   from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
   model = config.resolved_cost_model
-  settings = device_lib.fitted_settings(model.measured_with, model.source)
+  return device_lib.fitted_settings(model.measured_with, model.source)
+
+
+def _measure(result: architecture_lib.Architecture,
+             config: config_lib.SearchConfig, settings,
+             model_cache: str) -> str:
+  """The closing measurement: `device_lib.closing_line` of the architecture
+  timed with `settings`."""
+  from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
+  model = config.resolved_cost_model
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   row = device_lib.measure_one(result.ssd, result.indices_string, settings,
                                model_cache, inference.builder)

@@ -6,9 +6,13 @@ report') into its directory, or `--output_dir`:
 
 from __future__ import annotations
 
+import os
+from typing import Tuple
+
 from absl import flags
 import tensorflow as tf
 
+from tunas_tf import architecture
 from tunas_tf import files
 from tunas_tf import flags as common_flags
 from tunas_tf.search import config as config_lib
@@ -35,12 +39,32 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   with common_flags.errors_in_one_line('report', OSError, tf.errors.OpError):
     files.check_output_dir(output_dir, '--output_dir')
     config = config_lib.read(f.model_dir)
-    arch, line = extract.pick(f.model_dir, f.checkpoint, config=config)
+    arch, line = _extracted(f.model_dir, *extract.pick(
+        f.model_dir, f.checkpoint, config=config))
     scalars = report.read_scalars(f.model_dir)
     png, page = report.write_report(output_dir, scalars, arch, config, line)
   print(report.summary_line(scalars, arch))
   print(line)
   print(f'Report: {png} and {page}')
+
+
+def _extracted(model_dir: str, likeliest: architecture.Architecture,
+               line: str) -> Tuple[architecture.Architecture, str]:
+  """extract_architecture's record in `model_dir` when it is of the same
+  checkpoint as `likeliest` (the band's most likely, `line` says so): what
+  it took (its one-shot choice, the argmax, another band); else `likeliest`."""
+  path = os.path.join(model_dir, architecture.FILE_NAME)
+  if not files.exists(path):
+    return likeliest, line
+  recorded = architecture.read(path)
+  if (recorded.checkpoint != likeliest.checkpoint or
+      recorded.indices == likeliest.indices):
+    return likeliest, line
+  why = (f'the best by one-shot accuracy of {recorded.oneshot} in the band'
+         if recorded.oneshot else 'the argmax' if recorded.cost_tolerance is
+         None else f'within {recorded.cost_tolerance:.0%} of the target')
+  return recorded, (f'{line}\nextract_architecture took '
+                    f'{recorded.indices_string} ({why}): {path}')
 
 
 if __name__ == '__main__':
