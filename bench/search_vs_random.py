@@ -10,8 +10,10 @@ One run:
      target (the geometric mean of the space's smallest and largest
      architectures' MACs at the dataset's image size) times `--target_scale`,
      search seed `--seed`;
-  2. `tools/extract_architecture --cost_tolerance=0.05` on it: the most
-     likely architecture within +-5% of the target;
+  2. `tools/extract_architecture --cost_tolerance=0.05` on it (its default
+     `--oneshot=50`): of the most likely architecture within +-5% of the
+     target and 49 more the controller draws there, the best by one-shot
+     accuracy on the search's hold-out;
   3. the target's random pool: `--num_random` architectures drawn uniformly
      within +-5% of the target (draw seed 0), trained once in
      `<output_dir>/../<dataset>_x<S>_random/` and shared by every seed's run
