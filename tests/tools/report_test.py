@@ -116,7 +116,7 @@ class ReportToolTest(absltest.TestCase):
     page, printed = reported(argmax)
     took = (f'extract_architecture took {argmax.indices_string} (the '
             f'argmax): {path}')
-    self.assertIn(f'<p class="pick">{html.escape(line)}\n{html.escape(took)}'
+    self.assertIn(f'<p class="pick">{html.escape(line)}<br>\n{html.escape(took)}'
                   '</p>', page)
     self.assertIn(took, printed.splitlines())
     self.assertIn(f'indices {argmax.indices_string}', printed)

@@ -411,6 +411,7 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
       in report_text.run_facts(config) + [('checkpoint step',
                                            str(arch.global_step))])
   folded = one_choice_text(decisions)
+  pick = html.escape(pick_line).replace('\n', '<br>\n')
   title = f'Search report: {config.ssd} on {config.job.dataset}'
   return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -428,7 +429,7 @@ img {{ max-width: 100%; }}</style></head>
 <p class="marks">{html.escape(_marks_text(config))}</p>
 <img src="{PNG_NAME}" alt="reward, cost and the decisions' probabilities over the steps">
 <h2>Searched architecture</h2>
-<p class="pick">{html.escape(pick_line)}</p>
+<p class="pick">{pick}</p>
 <table><tr>{header}</tr>
 {body}
 </table>
