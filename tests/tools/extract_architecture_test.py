@@ -234,6 +234,16 @@ class ExtractArchitectureToolTest(absltest.TestCase):
         f'--model_dir={moved}', '--cost_tolerance=0.1', '--oneshot=4'))
     self.assertEqual(
         architecture.read(os.path.join(moved, 'architecture.json')), chosen)
+    # A hold-out it cannot read: one line, and --oneshot=0 needs none.
+    unread = dict(stored, dataset='fashion_mnist_local',
+                  data_dir=tempfile.mkdtemp())
+    files.write_json(unread, os.path.join(moved, 'config.json'))
+    with self.assertRaisesRegex(ValueError, (
+        r"^Unknown dataset 'fashion_mnist_local'.* \(the one-shot step reads "
+        r"the search's hold-out: --oneshot=0 extracts without it\)$")):
+      extract.pick(moved, cost_tolerance=0.1, oneshot=4)
+    self.assertEqual(extract.pick(moved, cost_tolerance=0.1)[0].indices,
+                     likeliest.indices)
     # No architecture in the band: the argmax, and the line says so.
     stored['rl_cost_model_target'] = argmax.estimated_cost * 1e6
     files.write_json(stored, os.path.join(moved, 'config.json'))

@@ -292,10 +292,15 @@ def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
   """`pick`'s one-shot choice among `likeliest` and `drawn`, how many it
   scored, and its line."""
   # TensorFlow's supernet and the data, only when asked.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import oneshot as oneshot_lib  # pylint: disable=g-import-not-at-top
   candidates = [likeliest] + [v for v in drawn if v != likeliest][:count - 1]
-  accuracy = oneshot_lib.accuracies(model_dir, candidates,
-                                    checkpoint=checkpoint)
+  try:
+    accuracy = oneshot_lib.accuracies(model_dir, candidates,
+                                      checkpoint=checkpoint)
+  except (ValueError, OSError, tf.errors.OpError) as e:
+    raise ValueError(f'{e} (the one-shot step reads the search\'s hold-out: '
+                     '--oneshot=0 extracts without it)') from None
   best = int(np.argmax(accuracy))  # The first (likeliest) on ties.
   return candidates[best], len(candidates), (
       f'Then by one-shot accuracy on the search\'s hold-out, of it and '
