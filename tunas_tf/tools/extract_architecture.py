@@ -65,6 +65,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
       raise ValueError('--oneshot draws in the cost band: drop --argmax')
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
+  settings = None
   if f.measure_latency:  # Before the pick, which may take minutes.
     with common_flags.errors_in_one_line(
         'extract_architecture: --measure_latency'):
