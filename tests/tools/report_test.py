@@ -125,6 +125,13 @@ class ReportToolTest(absltest.TestCase):
         argmax, checkpoint=os.path.join(run, 'model.ckpt-1')))
     self.assertIn(f'<p class="pick">{html.escape(line)}</p>', page)
     self.assertIn(f'indices {likeliest.indices_string}', printed)
+    # One that cannot be read: refused in one line naming it.
+    with open(path, 'w') as f:
+      f.write('{"ssd": ')
+    with self.assertRaises(SystemExit) as e:
+      _run(f'--model_dir={run}', f'--output_dir={tempfile.mkdtemp()}')
+    self.assertRegex(str(e.exception), f'^report: .*{re.escape(path)}')
+    self.assertNotIn('\n', str(e.exception))
 
   def test_bad_input_exits_with_one_line(self):
     with self.assertRaisesRegex(SystemExit, '^report: --model_dir is required$'):
