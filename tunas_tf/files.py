@@ -109,7 +109,9 @@ def check_config(path: str, new: Dict[str, Any],
                  run_only_fields: Collection[str],
                  derived_fields: Collection[str] = (),
                  check_stored: Optional[Callable[[Dict[str, Any]], None]]
-                 = None) -> Optional[Dict[str, Any]]:
+                 = None,
+                 added_fields: Optional[Dict[str, Any]] = None
+                 ) -> Optional[Dict[str, Any]]:
   """Checks a run's settings against those stored at `path`; writes nothing.
 
   Args:
@@ -120,6 +122,8 @@ def check_config(path: str, new: Dict[str, Any],
       others, so an error names what the user changed.
     check_stored: called with the stored settings before any comparison
       (e.g. to refuse another binary's directory in its own words).
+    added_fields: settings an earlier version did not store, with the value
+      it ran with: taken where the stored file lacks them.
 
   Returns:
     The stored settings, or None when `path` does not exist (a new run).
@@ -136,6 +140,7 @@ def check_config(path: str, new: Dict[str, Any],
     raise ValueError(f'{path} does not hold a JSON object')
   if check_stored is not None:
     check_stored(old)
+  old = {**(added_fields or {}), **old}
   derived = set(derived_fields)
   for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
     if key in run_only_fields:

@@ -275,6 +275,21 @@ class WriteOrCheckTest(absltest.TestCase):
                                 r'the other fields give \d+$'):
       config_lib.read(model_dir)
 
+  def test_a_search_from_before_latency_precision_reads_and_resumes(self):
+    # Written before int8 latencies existed: it ran on float32 ones.
+    model_dir = tempfile.mkdtemp()
+    configs.write_or_check(config_lib, self._config(model_dir), '{}')
+    path = os.path.join(model_dir, 'config.json')
+    with open(path) as f:
+      stored = json.load(f)
+    del stored['latency_precision']
+    with open(path, 'w') as f:
+      json.dump(stored, f)
+    self.assertEqual(config_lib.read(model_dir), self._config(model_dir))
+    self.assertTrue(configs.write_or_check(config_lib,
+                                           self._config(model_dir), '{}'))
+    self.assertEqual(config_lib.read(model_dir).latency_precision, 'float32')
+
   def test_deterministic_is_stored_and_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
     config = self._config(model_dir, '--deterministic')

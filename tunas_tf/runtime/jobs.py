@@ -195,6 +195,10 @@ class StoredConfig:
   BINARY: ClassVar[str]  # 'train_search' or 'train_eval'.
   RUN_ONLY_FIELDS: ClassVar[Collection[str]]
   DERIVED_FIELDS: ClassVar[Sequence[str]]
+  # Fields added after a release, each with the value a config.json written
+  # before it ran with: read so where the file lacks them (such a run
+  # resumes, and is extracted and reported, under the new version).
+  ADDED_FIELDS: ClassVar[Mapping[str, Any]] = {}
 
   def to_json(self) -> Dict[str, Any]:
     """The fields, the job's and the derived values, flat (config.json)."""
@@ -205,7 +209,8 @@ class StoredConfig:
   @classmethod
   def from_json(cls, values: Mapping[str, Any], where: str) -> Any:
     """The config stored as `to_json` wrote it (module `from_json`)."""
-    return from_json(cls, values, where, cls.BINARY, cls.DERIVED_FIELDS)
+    return from_json(cls, {**cls.ADDED_FIELDS, **values}, where, cls.BINARY,
+                     cls.DERIVED_FIELDS)
 
   @classmethod
   def read(cls, model_dir: str) -> Any:
@@ -237,7 +242,8 @@ class StoredConfig:
         self.RUN_ONLY_FIELDS,
         tuple(self.DERIVED_FIELDS) + (_OWN_FIELDS[self.BINARY],),
         check_stored=lambda stored: check_written_by(
-            stored, self.BINARY, f'--model_dir={model_dir}'))
+            stored, self.BINARY, f'--model_dir={model_dir}'),
+        added_fields=self.ADDED_FIELDS)
 
   def write_stored(self, stored: Optional[Dict[str, Any]]) -> None:
     """Writes config.json: this config, or on a restart (`stored`, from

@@ -93,6 +93,7 @@ class SearchConfig(jobs.StoredConfig):
   BINARY = BINARY
   RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
   DERIVED_FIELDS = DERIVED_FIELDS
+  ADDED_FIELDS = {'latency_precision': 'float32'}  # Before int8 latencies.
   job: jobs.JobConfig
   ssd: str
   validation_examples: int
