@@ -77,15 +77,17 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
       validation_examples=config.validation_examples,
       image_size=job.image_size)
 
-  # The masks are arguments (tensors), so one trace serves every
-  # architecture; the spec with masks is built inside.
-  @tf.function
+  # One trace serves every architecture (the masks are arguments; the spec
+  # with masks is built inside) and every batch (the last may be short).
+  sizes = [len(o.choices) for o in schema.flatten(spec)]
+
+  @tf.function(input_signature=(
+      [tf.TensorSpec([n], tf.float32) for n in sizes], *dataset.element_spec))
   def correct(masks, images, labels):
     logits = net(schema.with_masks(spec, masks), images, training=False)
     hits = tf.equal(tf.argmax(logits, -1), tf.argmax(labels, -1))
     return tf.reduce_sum(tf.cast(hits, tf.int64))
 
-  sizes = [len(o.choices) for o in schema.flatten(spec)]
   result = []
   for indices in checked:
     masks = [tf.one_hot(i, n) for i, n in zip(indices, sizes)]
