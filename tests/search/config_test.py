@@ -248,15 +248,21 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(os.path.join(model_dir, 'config.json'), 'rb') as f:
       self.assertEqual(f.read(), before)
 
-  def test_a_search_without_a_field_is_refused_naming_it(self):
+  def _stored_without(self, field):
+    """A search's model dir, its config.json path and values, the file
+    written without `field`."""
     model_dir = tempfile.mkdtemp()
     configs.write_or_check(config_lib, self._config(model_dir), '{}')
     path = os.path.join(model_dir, 'config.json')
     with open(path) as f:
       stored = json.load(f)
-    del stored['replicas']
+    del stored[field]
     with open(path, 'w') as f:
       json.dump(stored, f)
+    return model_dir, path, stored
+
+  def test_a_search_without_a_field_is_refused_naming_it(self):
+    model_dir, path, stored = self._stored_without('replicas')
     with self.assertRaisesRegex(ValueError, f"^{path} has no field "
                                 "'replicas': written by another binary or "
                                 'an earlier version; use a new --model_dir$'):
@@ -277,14 +283,7 @@ class WriteOrCheckTest(absltest.TestCase):
 
   def test_a_search_from_before_latency_precision_reads_and_resumes(self):
     # Written before int8 latencies existed: it ran on float32 ones.
-    model_dir = tempfile.mkdtemp()
-    configs.write_or_check(config_lib, self._config(model_dir), '{}')
-    path = os.path.join(model_dir, 'config.json')
-    with open(path) as f:
-      stored = json.load(f)
-    del stored['latency_precision']
-    with open(path, 'w') as f:
-      json.dump(stored, f)
+    model_dir, _, _ = self._stored_without('latency_precision')
     self.assertEqual(config_lib.read(model_dir), self._config(model_dir))
     self.assertTrue(configs.write_or_check(config_lib,
                                            self._config(model_dir), '{}'))
