@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any, Callable, Collection, Dict, Optional
+from typing import Any, Callable, Collection, Dict, Mapping, Optional
 
 # A run's settings in its model directory (the search's and train_eval's).
 CONFIG_FILE = 'config.json'
@@ -110,7 +110,7 @@ def check_config(path: str, new: Dict[str, Any],
                  derived_fields: Collection[str] = (),
                  check_stored: Optional[Callable[[Dict[str, Any]], None]]
                  = None,
-                 added_fields: Optional[Dict[str, Any]] = None
+                 added_fields: Optional[Mapping[str, Any]] = None
                  ) -> Optional[Dict[str, Any]]:
   """Checks a run's settings against those stored at `path`; writes nothing.
 

@@ -196,7 +196,7 @@ class StoredConfig:
   RUN_ONLY_FIELDS: ClassVar[Collection[str]]
   DERIVED_FIELDS: ClassVar[Sequence[str]]
   # Fields added after a release, each with the value a config.json written
-  # before it ran with: read so where the file lacks them (such a run
+  # before it ran with, read as that where the file lacks them (such a run
   # resumes, and is extracted and reported, under the new version).
   ADDED_FIELDS: ClassVar[Mapping[str, Any]] = {}
 
