@@ -88,17 +88,17 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
     hits = tf.equal(tf.argmax(logits, -1), tf.argmax(labels, -1))
     return tf.reduce_sum(tf.cast(hits, tf.int64))
 
-  result = []
-  for indices in checked:
-    masks = [tf.one_hot(i, n) for i, n in zip(indices, sizes)]
-    hits = total = 0
-    for images, labels in dataset:  # Read again per architecture: a
-      hits += int(correct(masks, images, labels))  # split may not fit RAM.
-      total += int(images.shape[0])
-    if not total:
-      raise ValueError(f'split {split!r} of {job.dataset} is empty')
-    result.append(hits / total)
-  return result
+  # One pass over the split, every architecture on each batch.
+  masks = [[tf.one_hot(i, n) for i, n in zip(indices, sizes)]
+           for indices in checked]
+  hits, total = [0] * len(masks), 0
+  for images, labels in dataset:
+    for k, architecture in enumerate(masks):
+      hits[k] += int(correct(architecture, images, labels))
+    total += int(images.shape[0])
+  if not total:
+    raise ValueError(f'split {split!r} of {job.dataset} is empty')
+  return [h / total for h in hits]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
