@@ -24,7 +24,6 @@ from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import resume
-from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 from tests.testing import forked
@@ -152,20 +151,6 @@ class DistributeRunTest(absltest.TestCase):
         ValueError, "^[^\n]*: engine is 'distribute'[^\n]*'estimator'"):
       runner.run(runs.config(*args, '--engine=estimator'))
 
-  def test_export_gives_the_evaluated_networks_logits(self):
-    images = datasets.digits_arrays()['test'][0][:7]
-    with tf.distribute.get_strategy().scope():
-      model = evaluate_lib.restored_model(
-          self.config, network.build_architecture(self.config),
-          tf.train.latest_checkpoint(self.model_dir), None)
-    expected = model(tf.constant(images), training=False).numpy()
-    loaded = tf.saved_model.load(self.metrics['export']['saved_model'])
-    served = loaded.signatures['serving_default'](
-        images=tf.constant(images))['logits'].numpy()
-    # The same weights (EMA) and inference-mode batch norm.
-    np.testing.assert_allclose(served, expected, atol=1e-5)
-    self.assertTrue(os.path.exists(self.metrics['export']['tflite']))
-
   def test_the_int8_export_is_full_integer_and_scored_on_the_test_split(
       self):
     images, labels = datasets.digits_arrays()['test']
@@ -181,28 +166,20 @@ class DistributeRunTest(absltest.TestCase):
     self.assertEqual(self.metrics['int8_top1'],
                      np.mean(np.argmax(logits, -1) == labels))
 
-  def _evaluated_logits(self, images: np.ndarray) -> np.ndarray:
-    """The logits of the network the run evaluates (its last checkpoint's
-    EMA weights: `evaluate.restored_model`)."""
-    with tf.distribute.get_strategy().scope():
-      model = evaluate_lib.restored_model(
-          self.config, network.build_architecture(self.config),
-          tf.train.latest_checkpoint(self.model_dir), None)
-    return model(tf.constant(images), training=False).numpy()
-
   @pytest.mark.numerics
   def test_the_float32_exports_give_the_evaluated_networks_predictions(self):
     images = datasets.digits_arrays()['test'][0][:7]
-    expected = self._evaluated_logits(images)
+    expected = runs.evaluated_logits(self.config, images)
     export = self.metrics['export']
     loaded = tf.saved_model.load(export['saved_model'])
     served = loaded.signatures['serving_default'](
         images=tf.constant(images))['logits'].numpy()
-    # Inference-mode batch norm, no batch dependence: the SavedModel ran the
-    # evaluation's ops (measured equal under Eigen's kernels, 6.1e-7 apart
-    # under oneDNN's) and TFLite its own kernels (at most 1.1e-6 on logits of
-    # ~2; TF 2.15 and 2.21, both kernels).
-    np.testing.assert_allclose(served, expected, atol=1e-4)
+    # The same weights (EMA) and inference-mode batch norm, no batch
+    # dependence: the SavedModel ran the evaluation's ops (measured equal
+    # under Eigen's kernels, 6.1e-7 apart under oneDNN's) and TFLite its own
+    # kernels (at most 1.1e-6 on logits of ~2; TF 2.15 and 2.21, both
+    # kernels).
+    np.testing.assert_allclose(served, expected, atol=1e-5)
     with open(export['tflite'], 'rb') as f:
       interpreter = lite.interpreter(f.read())
     index = interpreter.get_input_details()[0]['index']
@@ -217,7 +194,7 @@ class DistributeRunTest(absltest.TestCase):
   @pytest.mark.numerics
   def test_the_int8_export_approximates_the_evaluated_network(self):
     images = datasets.digits_arrays()['test'][0]
-    expected = self._evaluated_logits(images)
+    expected = runs.evaluated_logits(self.config, images)
     logits, details = runs.int8_logits(self.metrics['export']['tflite_int8'],
                                        images)
     step = details[1]['quantization'][0]

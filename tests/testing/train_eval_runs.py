@@ -25,6 +25,8 @@ from tunas_tf import lite
 from tunas_tf.graph import inherit
 from tunas_tf.search import runner as search_runner
 from tunas_tf.train_eval import __main__ as train_eval_main
+from tunas_tf.train_eval import evaluate as evaluate_lib
+from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 from tunas_tf.train_eval.config import TrainEvalConfig
 from tests.testing import engine
@@ -95,6 +97,18 @@ def weights(checkpoint: str) -> Dict[str, Any]:
           if name.startswith(('blocks/', 'classifier/')) and
           not name.rsplit('/', 1)[-1].startswith(
               ('RMSProp', inherit.EMA_SUFFIX))}
+
+
+def evaluated_logits(config: TrainEvalConfig, images: np.ndarray
+                     ) -> np.ndarray:
+  """The logits on `images` of the network a run evaluates (its last
+  checkpoint's weights, the EMA's where it has them:
+  `evaluate.restored_model`)."""
+  with tf.distribute.get_strategy().scope():
+    model = evaluate_lib.restored_model(
+        config, network.build_architecture(config),
+        tf.train.latest_checkpoint(config.job.model_dir), None)
+  return model(tf.constant(images), training=False).numpy()
 
 
 def int8_logits(path: str, images: np.ndarray) -> Tuple[np.ndarray, List[Any]]:

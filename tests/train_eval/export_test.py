@@ -15,19 +15,8 @@ from tests.testing import train_eval_runs as runs
 from tunas_tf import lite
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import __main__ as train_eval_main
-from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
-from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
-
-
-def _evaluated_logits(config, images) -> np.ndarray:
-  """The logits of the network the run evaluates (its last checkpoint's
-  weights, the EMA's where it has them: `evaluate.restored_model`)."""
-  model = evaluate_lib.restored_model(
-      config, network.build_architecture(config),
-      tf.train.latest_checkpoint(config.job.model_dir), None)
-  return model(tf.constant(images), training=False).numpy()
 
 
 @pytest.mark.estimator
@@ -115,7 +104,7 @@ class PixelExportTest(absltest.TestCase):
           'tiny_images', 'test', 3, 6, data_dir=data_dir,
           validation_examples=1, image_size=8,
           preprocessing=config.job.preprocessing)
-      expected = _evaluated_logits(config, images)
+      expected = runs.evaluated_logits(config, images)
       pixels = np.stack([image for image, _ in tfds.as_numpy(
           tfds.builder('tiny_images', data_dir=data_dir).as_dataset(
               split='test', as_supervised=True, shuffle_files=False))])
