@@ -8,8 +8,8 @@ Cloud TPU with `gs://` directories:
 
 1. `train_search` (the 8-step digits search of `searches.SHORT_SEARCH_FLAGS`)
    into `ROOT/search`;
-2. `tools/extract_architecture` to `ROOT/extracted/architecture.json` (a
-   folder that does not exist yet);
+2. `tools/extract_architecture --oneshot=3` to
+   `ROOT/extracted/architecture.json` (a folder that does not exist yet);
 3. `tools/report` into `ROOT/report` (another new folder);
 4. `train_eval` of the extracted architecture for 4 steps, starting from the
    search's weights (`--init_from_search`), into `ROOT/train`.
@@ -72,9 +72,12 @@ def run_chain(root: str) -> None:
   architecture = f'{root}/extracted/architecture.json'
   _run('train_search', train_search.define_flags, train_search.main,
        [f'--model_dir={search_dir}', *searches.SHORT_SEARCH_FLAGS])
+  # The one-shot pick reads the search's checkpoint from `root` too: of 3
+  # candidates, not the default 50 (extract_architecture_test runs those).
   _run('extract_architecture', extract_architecture.define_flags,
        extract_architecture.main,
-       [f'--model_dir={search_dir}', f'--output={architecture}'])
+       [f'--model_dir={search_dir}', f'--output={architecture}',
+        '--oneshot=3'])
   _run('report', report.define_flags, report.main,
        [f'--model_dir={search_dir}', f'--output_dir={root}/report'])
   _run('train_eval', train_eval_main.define_flags, train_eval_main.main,
@@ -118,8 +121,9 @@ def check(root: str) -> None:
     assert f.read(8) == b'\x89PNG\r\n\x1a\n', 'report.png is not a PNG'
   # Paths recorded in the files stay remote (`os.path.abspath` would have
   # made `<cwd>/ram:/...` of them).
-  recorded = _read_json(f'{root}/extracted/architecture.json')['checkpoint']
-  assert recorded == f'{root}/search/model.ckpt-8', recorded
+  extracted = _read_json(f'{root}/extracted/architecture.json')
+  assert extracted['checkpoint'] == f'{root}/search/model.ckpt-8', extracted
+  assert extracted['oneshot'], f'no one-shot pick: {extracted}'
   config = _read_json(f'{root}/train/config.json')
   assert config['init_from_search'] == f'{root}/search', config
   metrics = _read_json(f'{root}/train/metrics.json')
