@@ -123,7 +123,7 @@ def check(root: str) -> None:
   # made `<cwd>/ram:/...` of them).
   extracted = _read_json(f'{root}/extracted/architecture.json')
   assert extracted['checkpoint'] == f'{root}/search/model.ckpt-8', extracted
-  assert extracted['oneshot'], f'no one-shot pick: {extracted}'
+  assert extracted.get('oneshot'), f'no one-shot pick: {extracted}'
   config = _read_json(f'{root}/train/config.json')
   assert config['init_from_search'] == f'{root}/search', config
   metrics = _read_json(f'{root}/train/metrics.json')
