@@ -154,8 +154,8 @@ class DistributeRunTest(absltest.TestCase):
   def test_the_int8_export_is_full_integer_and_scored_on_the_test_split(
       self):
     images, labels = datasets.digits_arrays()['test']
-    logits, details = runs.int8_logits(self.metrics['export']['tflite_int8'],
-                                       images)
+    logits, details = runs.tflite_logits(
+        self.metrics['export']['tflite_int8'], images, delegates=False)
     self.assertEqual([d['dtype'] for d in details], [np.uint8, np.int8])
     for name in ('tflite', 'tflite_int8'):  # The SavedModel's signature.
       with open(self.metrics['export'][name], 'rb') as f:
@@ -180,23 +180,15 @@ class DistributeRunTest(absltest.TestCase):
     # kernels (at most 1.1e-6 on logits of ~2; TF 2.15 and 2.21, both
     # kernels).
     np.testing.assert_allclose(served, expected, atol=1e-5)
-    with open(export['tflite'], 'rb') as f:
-      interpreter = lite.interpreter(f.read())
-    index = interpreter.get_input_details()[0]['index']
-    interpreter.resize_tensor_input(index, list(images.shape))
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(index, images)
-    interpreter.invoke()
-    tflite_logits = interpreter.get_tensor(
-        interpreter.get_output_details()[0]['index'])
+    tflite_logits, _ = runs.tflite_logits(export['tflite'], images)
     np.testing.assert_allclose(tflite_logits, expected, atol=1e-4)
 
   @pytest.mark.numerics
   def test_the_int8_export_approximates_the_evaluated_network(self):
     images = datasets.digits_arrays()['test'][0]
     expected = runs.evaluated_logits(self.config, images)
-    logits, details = runs.int8_logits(self.metrics['export']['tflite_int8'],
-                                       images)
+    logits, details = runs.tflite_logits(
+        self.metrics['export']['tflite_int8'], images, delegates=False)
     step = details[1]['quantization'][0]
     # Each int8 layer rounds its output to half a step of its range, and the
     # errors of ~20 layers partly cancel: measured 0.8 output steps on

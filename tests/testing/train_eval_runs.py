@@ -111,23 +111,24 @@ def evaluated_logits(config: TrainEvalConfig, images: np.ndarray
   return model(tf.constant(images), training=False).numpy()
 
 
-def int8_logits(path: str, images: np.ndarray) -> Tuple[np.ndarray, List[Any]]:
-  """(dequantized logits of an int8 export on float32 `images` quantized by
-  its input's scale and zero point, [input, output] details), by TFLite's
-  own kernels as the run's evaluation (XNNPACK's round otherwise)."""
+def tflite_logits(path: str, images: np.ndarray, delegates: bool = True
+                  ) -> Tuple[np.ndarray, List[Any]]:
+  """(logits of a TFLite export on float32 `images`, taken as its input
+  takes them (`lite.quantize`) and dequantized where its output is integer,
+  [input, output] details). `delegates=False`: TFLite's own kernels, as the
+  run's int8 evaluation (XNNPACK's round otherwise)."""
   with open(path, 'rb') as f:
-    interpreter = lite.interpreter(f.read(), delegates=False)
+    interpreter = lite.interpreter(f.read(), delegates=delegates)
   given, output = (interpreter.get_input_details()[0],
                    interpreter.get_output_details()[0])
   interpreter.resize_tensor_input(given['index'], list(images.shape))
   interpreter.allocate_tensors()
-  scale, zero_point = given['quantization']
-  interpreter.set_tensor(given['index'], np.clip(np.round(
-      images / scale + zero_point), 0, 255).astype(given['dtype']))
+  interpreter.set_tensor(given['index'], lite.quantize(images, given))
   interpreter.invoke()
-  scale, zero_point = output['quantization']
-  logits = (interpreter.get_tensor(output['index']).astype(np.float32) -
-            zero_point) * scale
+  logits = interpreter.get_tensor(output['index'])
+  if output['dtype'] != np.float32:
+    scale, zero_point = output['quantization']
+    logits = (logits.astype(np.float32) - zero_point) * scale
   return logits, [given, output]
 
 
