@@ -20,6 +20,7 @@ from tunas_tf.runtime import hooks
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import replicas
+from tests.runtime import lifecycle_test
 from tests.testing import replicated
 
 
@@ -96,6 +97,35 @@ class RequireEstimatorTest(absltest.TestCase):
                       start)
     start.assert_not_called()
     self.assertFalse(os.path.exists(model_dir))
+
+
+def _ancestors(op: tf.Operation) -> set:
+  """`op` and every op it waits for (inputs and control inputs)."""
+  seen, todo = set(), [op]
+  while todo:
+    op = todo.pop()
+    if op not in seen:
+      seen.add(op)
+      todo.extend(t.op for t in op.inputs)
+      todo.extend(op.control_inputs)
+  return seen
+
+
+@pytest.mark.estimator  # TPUEstimatorSpec.
+class TaskModelFnTest(absltest.TestCase):
+
+  def test_the_step_is_read_before_its_increment(self):
+    # The toy's step does not use the global step: the step the host_call
+    # writes and checks (`guards.FiniteHook`) must still be the one taken.
+    task = lifecycle_test.ToyTask(0.1)
+    model_fn = estimator.task_model_fn(task, _job(), max_steps=4)
+    with tf.Graph().as_default():
+      spec = model_fn(tf.ones([2]), tf.zeros([2]), 'train', {})
+      step = spec.host_call[1][0]
+      read = [op for op in _ancestors(step.op)
+              if op.type == 'ReadVariableOp']
+      self.assertLen(read, 1)
+      self.assertIn(read[0], _ancestors(spec.train_op))
 
 
 class DistributedModelFnTest(absltest.TestCase):

@@ -61,8 +61,9 @@ def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
     step = global_step.read_value()
     scalars = replica_task.step(
         task_lib.from_infeed((features, labels), job.use_tpu), step)
-    # After every update of the step (which the scalars follow).
-    with tf.control_dependencies(list(scalars.values())):
+    # After every update of the step (which the scalars follow) and the
+    # read of `step` (a task's step need not use it; graphs have no order).
+    with tf.control_dependencies([step, *scalars.values()]):
       train_op = global_step.assign_add(1).op
     fetches = {'step': global_step}
     if not job.use_tpu:  # On TPU the scalars cannot be fetched by a hook.
