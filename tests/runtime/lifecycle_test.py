@@ -13,6 +13,7 @@ the gradient is 5 w - 9 and w' = 0.5 w + 0.9, so w_n = 1.8 (1 - 0.5^n).
 
 import dataclasses
 import os
+import sys
 import tempfile
 from typing import Any, Dict, NamedTuple, Optional, Sequence
 
@@ -27,6 +28,7 @@ from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import replicas
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import run_lock
+from tests.testing import forked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,20 +56,23 @@ def _config(model_dir: str, learning_rate: float = 0.1, max_steps: int = 4,
 
 
 def dataset_fn(features: Sequence[float], nan_from: Optional[int] = None,
-               started=None):
-  """The global batch `features` at every step (NaN from step `nan_from`),
-  split over the replicas; keyed on the step, so a resumed run reads what an
-  uninterrupted one would. `started(start)` is called when it is made."""
+               started=None, nan_in: Optional[Sequence[int]] = None):
+  """The global batch `features` at every step (NaN from step `nan_from`,
+  in its examples `nan_in`, default all), split over the replicas in order;
+  keyed on the step, so a resumed run reads what an uninterrupted one would.
+  `started(start)` is called when it is made."""
 
   def make(per_replica, start):
     if started is not None:
       started(start)
     batch = tf.constant(features, tf.float32)
+    nan = tf.constant([float('nan') if nan_in is None or i in nan_in else 1.0
+                       for i in range(len(features))])
 
     def at(step):
       bad = (step >= nan_from if nan_from is not None
              else tf.constant(False))
-      return batch * tf.where(bad, float('nan'), 1.0), tf.zeros_like(batch)
+      return batch * tf.where(bad, nan, 1.0), tf.zeros_like(batch)
 
     return (tf.data.Dataset.range(start, 2**62).map(at).unbatch()
             .batch(per_replica, drop_remainder=True))
@@ -188,6 +193,37 @@ class _ThirdBinary:
       toy_run(self._config(model_dir, max_steps=9, per_loop=3),
               make_dataset=dataset_fn([1.0, 1.0], nan_from=3))
     self.assertEqual(resume_lib.resume_point(model_dir).global_step, 2)
+
+  def test_a_nan_on_one_replica_of_two_stops_it(self):
+    # The second replica's half batch is NaN from step 1 on: the check reads
+    # every replica's row (the first one's alone, which summaries show, is
+    # finite), in a process of its own (two logical CPUs).
+    model_dir = tempfile.mkdtemp()
+    child = forked.Child([sys.executable, '-c', _TWO_REPLICAS, self.ENGINE,
+                          model_dir],
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    out, err = child.communicate(timeout=300)
+    self.assertEqual((child.returncode, out), (0, (
+        'The toy loss is nan at step 1: the toy run stopped without saving '
+        f'it; the last good checkpoint is {model_dir}/model.ckpt-1\n')), err)
+    self.assertAlmostEqual(weight(model_dir), 0.6, places=6)  # Step 0's.
+
+
+# The toy on two replicas of `argv[1]`'s engine in `argv[2]`: prints the
+# line its NaN stop raised.
+_TWO_REPLICAS = """
+import sys
+from tunas_tf.runtime import engine as engine_lib
+from tests.runtime import lifecycle_test as t
+
+config = t._config(sys.argv[2], max_steps=4, engine=sys.argv[1], per_loop=1,
+                   save_every=1)
+try:
+  t.toy_run(config, engine=engine_lib.make(config.job, replicas=2),
+            make_dataset=t.dataset_fn([1.0, 1.0], nan_from=1, nan_in=[1]))
+except ValueError as e:
+  print(e)
+"""
 
 
 @pytest.mark.estimator
