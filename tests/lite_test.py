@@ -85,6 +85,25 @@ class ConvertTest(absltest.TestCase):
       np.testing.assert_allclose(dequantized, [[1.0, 0.0, 2.0]],
                                  atol=2 / 255)
 
+  def test_a_signature_maps_the_functions_names_to_its_tensors(self):
+    holder = tf.Module()
+    holder.scale = tf.Variable(2.0)
+    # Keys whose sorted order is not the order the outputs are made in.
+    function = tf.function(
+        lambda x: {'negated': -x, 'doubled': holder.scale * x},
+        input_signature=[tf.TensorSpec([1, 2], tf.float32, name='values')])
+    concrete = function.get_concrete_function()
+    self.assertEqual(lite.interpreter(lite.convert(
+        concrete, holder)).get_signature_list(), {})
+    interpreter = lite.interpreter(lite.convert(concrete, holder,
+                                                signature=True))
+    self.assertEqual(interpreter.get_signature_list(), {'serving_default': {
+        'inputs': ['values'], 'outputs': ['doubled', 'negated']}})
+    outputs = interpreter.get_signature_runner('serving_default')(
+        values=np.array([[1.0, -3.0]], np.float32))
+    np.testing.assert_array_equal(outputs['doubled'], [[2.0, -6.0]])
+    np.testing.assert_array_equal(outputs['negated'], [[-1.0, 3.0]])
+
   def test_quantize_by_the_inputs_scale_and_zero_point(self):
     details = {'dtype': np.int8, 'quantization': (0.5, -128)}
     # 0 / 0.5 - 128, 0.26 / 0.5 - 128 = -127.48, 200 / 0.5 - 128 = 272.

@@ -48,7 +48,7 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
   `trackable`). `INT8`: full-integer post-training quantization (int8
   weights, activations and output, `input_type` input), ranges calibrated on
   `calibration` (float32 input arrays). `signature`: the function's names as
-  the signature 'serving_default' (a SavedModel written and read back).
+  the signature 'serving_default' (`_with_signature`).
 
   Raises:
     ValueError: for an unknown precision, or a conversion that fails or
@@ -58,9 +58,9 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
   checks.one_of('precision', precision, list(PRECISIONS))
   converter = tf.lite.TFLiteConverter.from_concrete_functions([function],
                                                               trackable)
-  # Without a signature, variables frozen to constants, no SavedModel: the
-  # same ops and outputs, a quarter of the time (bench/DECISIONS.md).
-  converter.experimental_lower_to_saved_model = signature
+  # Variables frozen to constants, no SavedModel: the same ops and outputs,
+  # a quarter of the time (bench/DECISIONS.md).
+  converter.experimental_lower_to_saved_model = False
   if precision == INT8:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: ([x] for x in calibration)
@@ -80,7 +80,34 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
   if precision == INT8:
     _check_integer(content)
-  return content
+  return _with_signature(content, function) if signature else content
+
+
+def _with_signature(content: bytes, function: Any) -> bytes:
+  """`content` with the signature 'serving_default' a SavedModel's
+  conversion gives it: `function`'s input names -> its output keys."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.lite.python import schema_py_generated as schema  # pylint: disable=g-import-not-at-top
+  from tensorflow.lite.tools import flatbuffer_utils  # pylint: disable=g-import-not-at-top
+  model = flatbuffer_utils.convert_bytearray_to_object(content)
+  graph = model.subgraphs[0]
+  names = ([spec.name for spec in tf.nest.flatten(
+      function.structured_input_signature)],
+           sorted(function.structured_outputs))  # Flattened in key order.
+
+  def tensor_maps(keys, indices):
+    maps = []
+    for key, index in zip(keys, indices):
+      maps.append(schema.TensorMapT())
+      maps[-1].name, maps[-1].tensorIndex = key, int(index)
+    return maps
+
+  signature = schema.SignatureDefT()
+  signature.signatureKey, signature.subgraphIndex = 'serving_default', 0
+  signature.inputs = tensor_maps(names[0], graph.inputs)
+  signature.outputs = tensor_maps(names[1], graph.outputs)
+  model.signatureDefs = [signature]
+  return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
