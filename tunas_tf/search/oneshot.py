@@ -78,11 +78,13 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
       image_size=job.image_size)
 
   # One trace serves every architecture (the masks are arguments; the spec
-  # with masks is built inside) and every batch (the last may be short).
+  # with masks is built inside) and every batch (the last may be short);
+  # the supernet is built as in the Estimator's graph, without autograph.
   sizes = [len(o.choices) for o in schema.flatten(spec)]
 
   @tf.function(input_signature=(
-      [tf.TensorSpec([n], tf.float32) for n in sizes], *dataset.element_spec))
+      [tf.TensorSpec([n], tf.float32) for n in sizes], *dataset.element_spec),
+               autograph=False)
   def correct(masks, images, labels):
     logits = net(schema.with_masks(spec, masks), images, training=False)
     hits = tf.equal(tf.argmax(logits, -1), tf.argmax(labels, -1))
