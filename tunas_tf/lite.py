@@ -91,21 +91,19 @@ def _with_signature(content: bytes, function: Any) -> bytes:
   from tensorflow.lite.tools import flatbuffer_utils  # pylint: disable=g-import-not-at-top
   model = flatbuffer_utils.convert_bytearray_to_object(content)
   graph = model.subgraphs[0]
-  names = ([spec.name for spec in tf.nest.flatten(
-      function.structured_input_signature)],
-           sorted(function.structured_outputs))  # Flattened in key order.
+  inputs = [s.name for s in tf.nest.flatten(
+      function.structured_input_signature)]
+  outputs = sorted(function.structured_outputs)  # Flattened in key order.
 
-  def tensor_maps(keys, indices):
-    maps = []
-    for key, index in zip(keys, indices):
-      maps.append(schema.TensorMapT())
-      maps[-1].name, maps[-1].tensorIndex = key, int(index)
-    return maps
+  def tensor_map(key, index):
+    entry = schema.TensorMapT()
+    entry.name, entry.tensorIndex = key, int(index)
+    return entry
 
   signature = schema.SignatureDefT()
   signature.signatureKey, signature.subgraphIndex = 'serving_default', 0
-  signature.inputs = tensor_maps(names[0], graph.inputs)
-  signature.outputs = tensor_maps(names[1], graph.outputs)
+  signature.inputs = list(map(tensor_map, inputs, graph.inputs))
+  signature.outputs = list(map(tensor_map, outputs, graph.outputs))
   model.signatureDefs = [signature]
   return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
