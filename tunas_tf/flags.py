@@ -19,7 +19,6 @@ from absl import flags
 from tunas_tf import checks
 from tunas_tf import files
 from tunas_tf import process
-from tunas_tf.runtime import estimator
 from tunas_tf.runtime import jobs
 
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
@@ -196,6 +195,9 @@ def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
   Raises:
     ValueError: as `jobs.JobConfig` (--use_tpu without --tpu among them).
   """
+  # Imported here: `run` and the flag definitions import no TensorFlow (the
+  # binaries import it first; process_test runs `run` in fresh processes).
+  from tunas_tf.runtime import estimator  # pylint: disable=g-import-not-at-top
   return jobs.JobConfig(
       model_dir=f.model_dir, dataset=dataset or f.dataset,
       data_dir=f.data_dir,
