@@ -53,12 +53,13 @@ def _environ(**extra):
 class ScriptsTest(absltest.TestCase):
 
   def test_every_script_answers_help(self):
-    # Most import TensorFlow: once, each script's --help in a child of that
-    # process (`forked`).
+    # Most import TensorFlow: each script's --help in a child of the
+    # worker's process that imported it (`forked`; the environment of every
+    # other test's children, so no process of its own).
     names = _scripts()
     done = dict(zip(names, forked.run(
         [[os.path.join(_BENCH, name), '--help'] for name in names],
-        env=_environ(), cwd=_ROOT)))
+        cwd=_ROOT)))
     for name, result in done.items():
       self.assertEqual(result.returncode, 0,
                        f'{name} --help: {result.stderr[-1000:]}')

@@ -140,8 +140,9 @@ class OneLineRefusalTest(absltest.TestCase):
     # parser two. Without TF_CPP_MIN_LOG_LEVEL the package sets it. The
     # package's import is the same for every binary: train_search's run with
     # a flag it does not know is a fresh process (what importing TF writes),
-    # the other refusals run in children of one process that imported TF
-    # once (`forked`).
+    # the other refusals run in children of the worker's process that
+    # imported TF and the package once (`forked`), where the variable can no
+    # longer change what the import writes.
     env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
     fresh = [('tunas_tf.train_search', ['--no_such_flag=1'])]
     running = [subprocess.Popen([sys.executable, '-m', module, *args],
@@ -150,8 +151,7 @@ class OneLineRefusalTest(absltest.TestCase):
     others = [(m.removesuffix('.__main__'), ['--no_such_flag=1'])
               for m in BINARIES if m != 'tunas_tf.train_search']
     others.append(('tunas_tf.train_search', ['--ssd=nonexistent']))
-    results = forked.run([['-m', module, *args] for module, args in others],
-                         env=env)
+    results = forked.run([['-m', module, *args] for module, args in others])
     for process in running:
       out, err = process.communicate(timeout=300)
       results.append(forked.Done(process.returncode, out, err))
