@@ -21,6 +21,7 @@ from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import replicas
 from tests.runtime import lifecycle_test
+from tests.testing import ancestry
 from tests.testing import replicated
 
 
@@ -99,18 +100,6 @@ class RequireEstimatorTest(absltest.TestCase):
     self.assertFalse(os.path.exists(model_dir))
 
 
-def _ancestors(op: tf.Operation) -> set:
-  """`op` and every op it waits for (inputs and control inputs)."""
-  seen, todo = set(), [op]
-  while todo:
-    op = todo.pop()
-    if op not in seen:
-      seen.add(op)
-      todo.extend(t.op for t in op.inputs)
-      todo.extend(op.control_inputs)
-  return seen
-
-
 @pytest.mark.estimator  # TPUEstimatorSpec.
 class TaskModelFnTest(absltest.TestCase):
 
@@ -122,10 +111,10 @@ class TaskModelFnTest(absltest.TestCase):
     with tf.Graph().as_default():
       spec = model_fn(tf.ones([2]), tf.zeros([2]), 'train', {})
       step = spec.host_call[1][0]
-      read = [op for op in _ancestors(step.op)
+      read = [op for op in ancestry.ancestors(step.op)
               if op.type == 'ReadVariableOp']
       self.assertLen(read, 1)
-      self.assertIn(read[0], _ancestors(spec.train_op))
+      self.assertIn(read[0], ancestry.ancestors(spec.train_op))
 
 
 class DistributedModelFnTest(absltest.TestCase):

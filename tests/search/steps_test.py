@@ -21,6 +21,7 @@ from tunas_tf.search import steps
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from absl import flags
+from tests.testing import ancestry
 from tests.testing import replicated
 
 _DIGITS = datasets.DatasetInfo(
@@ -38,17 +39,7 @@ def _config(*args):
 
 def _reachable(start, target_names):
   """Names in `target_names` reachable backwards from `start` (data+control)."""
-  seen, stack, found = set(), [start], set()
-  while stack:
-    op = stack.pop()
-    if op.name in seen:
-      continue
-    seen.add(op.name)
-    if op.name in target_names:
-      found.add(op.name)
-    stack.extend(t.op for t in op.inputs)
-    stack.extend(op.control_inputs)
-  return found
+  return {op.name for op in ancestry.ancestors(start)} & set(target_names)
 
 
 def _then_increment(global_step, train_op):
