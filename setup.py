@@ -44,7 +44,7 @@ INSTALL_REQUIRES = [
     f'scikit-learn>=1.5,<1.10; {NEW}',
     f'matplotlib>=3.7,<3.10; {OLD}',
     f'matplotlib>=3.9,<3.12; {NEW}',
-    # The TFLite interpreter (tunas_tf/lite.py: train_eval's export check,
+    # The TFLite interpreter (tunas_tf/io/lite.py: train_eval's export check,
     # tools/measure_latency): TF 2.16+ deprecates tf.lite.Interpreter for
     # LiteRT's, warning at each use that it is scheduled for deletion.
     f'ai-edge-litert>=2,<3; {NEW}',

@@ -3,7 +3,7 @@
 Usage:
   python bench/process.py --tweak exit|gc [--repeats 5]
 
-The tweaks (`tunas_tf/process.py`): `exit`, the end by `os._exit` once
+The tweaks (`tunas_tf/cli/process.py`): `exit`, the end by `os._exit` once
 `main` is done (`process.exit_now`) instead of Python's teardown of the
 interpreter and TensorFlow; `gc`, the garbage collector's thresholds raised
 before TensorFlow's import (`process.GC_THRESHOLDS`). This times, as fresh
@@ -47,8 +47,7 @@ import _harness
 from tests.testing import searches  # The suite's short search.
 from tunas_tf.search import report
 
-# Runs module argv[3] as __main__ as `python -m` does (the package imported
-# while argv[0] is '-m'), the tweak argv[1] off unless it is 'on', and
+# Runs module argv[3] as __main__ as `python -m` does, the tweak argv[1] off unless it is 'on', and
 # writes the collector's CPU seconds to file argv[2] at exit.
 _RUN = '''
 import atexit, gc, runpy, sys, time
@@ -64,9 +63,7 @@ gc.callbacks.append(timer)
 atexit.register(lambda: open(out, 'w').write(str(spent[0])))
 if tweak == 'gc':
   gc.set_threshold = lambda *thresholds: None
-sys.argv[0] = '-m'
-import tunas_tf
-from tunas_tf import process
+from tunas_tf.cli import process
 if tweak == 'exit':
   process.exit_now = sys.exit
 sys.argv[0] = module

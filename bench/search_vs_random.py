@@ -56,7 +56,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from tunas_tf import files  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.io import files  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.search import compare  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -81,7 +81,7 @@ def _no_collections_at_the_end(config):
 
 # The binaries' garbage-collector thresholds (`process.GC_THRESHOLDS`) for
 # the tests that build graphs in the test process too.
-from tunas_tf import process as _process  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top,wrong-import-position
 gc.set_threshold(*_process.GC_THRESHOLDS)
 
 # The files that take 10 s or more of a worker (the slowest first, as
@@ -125,13 +125,13 @@ SLOWEST_FIRST = (
 TF_FREE = (
     'tests/search_space/',
     'tests/architecture_test.py',
-    'tests/checks_test.py',
+    'tests/io/checks_test.py',
     'tests/conftest_test.py',
-    'tests/commands_test.py',
+    'tests/io/commands_test.py',
     'tests/docs_test.py',
     'tests/layout_test.py',
     'tests/makefile_test.py',
-    'tests/native_output_test.py',
+    'tests/io/native_output_test.py',
     'tests/data/local_data_test.py',
     'tests/runtime/cloud_tpu_test.py',
     'tests/runtime/cluster_test.py',

@@ -32,7 +32,7 @@ _MAX_MODULE_DOCSTRING_LINES = 10
 _LONG_MODULE_DOCSTRINGS = ()
 # Modules that may define absl flags: the binaries and the shared flag groups.
 _ENTRY_POINTS = re.compile(
-    r'^(train_search\.py|train_eval/__main__\.py|flags\.py|tools/\w+\.py)$')
+    r'^(train_search\.py|train_eval/__main__\.py|cli/flags\.py|tools/\w+\.py)$')
 # Packages a package must not import (imports flow one way).
 _FORBIDDEN = {
     'search_space': ('tensorflow', 'tunas_tf.layers', 'tunas_tf.controller',
@@ -43,21 +43,29 @@ _FORBIDDEN = {
                    'tunas_tf.latency'),
     # Measurement builds networks; it knows no binary.
     'latency': ('tunas_tf.search', 'tunas_tf.train_eval', 'tunas_tf.tools',
-                'tunas_tf.flags', 'absl.flags'),
+                'tunas_tf.cli.flags', 'absl.flags'),
     'layers': ('tunas_tf.models', 'tunas_tf.graph', 'tunas_tf.tools'),
     'graph': ('tunas_tf.models', 'tunas_tf.search', 'tunas_tf.tools'),
     'models': ('tunas_tf.search', 'tunas_tf.tools'),
-    'search': ('tunas_tf.tools', 'tunas_tf.flags', 'absl.flags',
+    'search': ('tunas_tf.tools', 'tunas_tf.cli.flags', 'absl.flags',
                'tunas_tf.train_eval'),
     # The binaries share the runtime, not each other's modules.
     'train_eval': ('tunas_tf.search', 'tunas_tf.tools',
                    'tunas_tf.train_search'),
     # The runtime knows neither binary.
     'runtime': ('tunas_tf.search', 'tunas_tf.train_eval',
-                'tunas_tf.train_search', 'tunas_tf.tools', 'tunas_tf.flags',
+                'tunas_tf.train_search', 'tunas_tf.tools', 'tunas_tf.cli.flags',
                 'absl.flags'),
     'tools': ('tunas_tf.tools',),
+    # What crosses the package's edge: below everything else.
+    'io': tuple(f'tunas_tf.{p}' for p in (
+        'architecture', 'cli', 'controller', 'cost_model', 'data', 'graph',
+        'latency', 'layers', 'models', 'runtime', 'search', 'search_space',
+        'tools', 'train_eval', 'train_search')),
 }
+# Only the entry points (and cli itself) import cli/.
+_CLI_USERS = re.compile(
+    r'^(train_search\.py|train_eval/__main__\.py|cli/\w+\.py|tools/\w+\.py)$')
 
 
 def _modules():
@@ -141,6 +149,9 @@ class LayoutTest(absltest.TestCase):
         tree = ast.parse(f.read())
       for name in _imports(tree):
         if any(name == f or name.startswith(f + '.') for f in forbidden):
+          found.append(f'{relative} imports {name}')
+        elif (name.startswith('tunas_tf.cli') and
+              not _CLI_USERS.match(relative)):
           found.append(f'{relative} imports {name}')
     self.assertEqual(found, [])
 

@@ -15,8 +15,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from tunas_tf import checks
-from tunas_tf import files
+from tunas_tf.io import checks
+from tunas_tf.io import files
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema

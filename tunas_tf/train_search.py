@@ -11,10 +11,14 @@ docs/search.md).
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 from absl import flags
 
-from tunas_tf import flags as common_flags
-from tunas_tf import lite
+from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import lite
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs

@@ -7,7 +7,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import features
 from tunas_tf.cost_model import fit

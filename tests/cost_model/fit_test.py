@@ -6,7 +6,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import linear as cost_linear
 from tests.testing import latency as testing_latency

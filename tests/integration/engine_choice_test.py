@@ -10,7 +10,7 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.runtime import estimator as estimator_lib
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract

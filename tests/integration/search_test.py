@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from tunas_tf import architecture
-from tunas_tf import commands
+from tunas_tf.io import commands
 from tunas_tf.controller import reinforce
 from tunas_tf.runtime import preemption
 from tunas_tf.search import config as config_lib

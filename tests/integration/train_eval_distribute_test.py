@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tests.testing import searches
 from tests.testing import train_eval_runs as runs
-from tunas_tf import lite
+from tunas_tf.io import lite
 from tunas_tf.data import datasets
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import resume

@@ -12,7 +12,7 @@ from tests.testing import configs
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import process
+from tunas_tf.cli import process
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import config as config_lib

@@ -9,7 +9,7 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 
-from tunas_tf import lite
+from tunas_tf.io import lite
 from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance

@@ -10,7 +10,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance
 from tunas_tf.graph import inference

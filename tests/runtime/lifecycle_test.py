@@ -21,7 +21,7 @@ from absl.testing import absltest
 import pytest
 import tensorflow as tf
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle

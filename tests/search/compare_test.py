@@ -11,7 +11,7 @@ import tempfile
 from absl.testing import absltest
 
 from tunas_tf import architecture
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import linear
 from tunas_tf.search import compare
 from tunas_tf.search import config as config_lib

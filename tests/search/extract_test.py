@@ -12,7 +12,7 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import architecture
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract

@@ -32,7 +32,7 @@ from typing import Dict, List
 from absl import flags
 import tensorflow as tf
 
-from tunas_tf import process
+from tunas_tf.cli import process
 from tunas_tf import train_search
 from tunas_tf.tools import extract_architecture
 from tunas_tf.tools import report

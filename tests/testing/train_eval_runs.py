@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import lite
+from tunas_tf.io import lite
 from tunas_tf.graph import inherit
 from tunas_tf.search import runner as search_runner
 from tunas_tf.train_eval import __main__ as train_eval_main

@@ -24,7 +24,7 @@ from absl.testing import absltest
 import numpy as np
 
 from tunas_tf import architecture
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs

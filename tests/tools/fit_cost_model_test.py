@@ -8,7 +8,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import block_table
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.cost_model import linear as cost_linear

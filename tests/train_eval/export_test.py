@@ -12,7 +12,7 @@ import tensorflow_datasets as tfds
 
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
-from tunas_tf import lite
+from tunas_tf.io import lite
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import export as export_lib

@@ -14,7 +14,7 @@ from typing import Any, Union
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 
 REWARD_ABS = 'abs'
 REWARD_MNAS = 'mnas'

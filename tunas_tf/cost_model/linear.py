@@ -22,8 +22,8 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checks
-from tunas_tf import files
+from tunas_tf.io import checks
+from tunas_tf.io import files
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance as provenance_lib

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
-from tunas_tf import lite
+from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 
 BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.

@@ -18,7 +18,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.data import preprocessing as preprocessing_lib
 from tunas_tf.data import streams
 from tunas_tf.data import tfds_builders

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from typing import Optional, Sequence, Tuple
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.data import local_data
 from tunas_tf.data.local_data import LocalDataset
 

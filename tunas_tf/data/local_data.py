@@ -19,7 +19,7 @@ from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 
 IDX = 'idx'
 NPZ = 'npz'

@@ -16,7 +16,7 @@ import urllib.parse
 
 import tensorflow as tf
 
-from tunas_tf import commands
+from tunas_tf.io import commands
 
 # Seconds to wait for a download host before calling a dataset unreachable.
 _CONNECT_TIMEOUT_S = 5.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.graph import ir
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops as spec_ops

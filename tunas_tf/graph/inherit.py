@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.graph import model as model_lib
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import resume as resume_lib

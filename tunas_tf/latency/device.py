@@ -21,9 +21,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import lite
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.latency import protocol as protocol_lib

@@ -26,7 +26,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 from absl import logging
 import numpy as np
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance as provenance_lib

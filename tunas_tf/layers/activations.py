@@ -11,7 +11,7 @@ from typing import Callable, Dict
 
 import tensorflow as tf
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.search_space import ops as ops_lib
 
 Activation = Callable[[tf.Tensor], tf.Tensor]

@@ -14,7 +14,7 @@ from typing import Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.layers import activations
 from tunas_tf.layers import normalization
 from tunas_tf.search_space import filters as filters_lib

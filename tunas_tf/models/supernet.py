@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.layers import masked
 from tunas_tf.layers import regularization
 from tunas_tf.models import supernet_nodes as nodes

@@ -1,7 +1,7 @@
 """The `JobConfig` both binaries share, their flat config.json layout, and
 which binary wrote a model directory's config.json (`written_by`).
 
-The flags that fill a `JobConfig` live in `tunas_tf.flags` (entry points
+The flags that fill a `JobConfig` live in `tunas_tf.cli.flags` (entry points
 only).
 """
 
@@ -13,8 +13,8 @@ import os
 from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
                     Sequence)
 
-from tunas_tf import checks
-from tunas_tf import files
+from tunas_tf.io import checks
+from tunas_tf.io import files
 
 # `JobConfig` fields that only say where to run, on which copy of the data,
 # how often to log and save, and whether kernels must be deterministic: a
@@ -47,7 +47,7 @@ class JobConfig:
   TrainEvalConfig` that both have (their `job` field); flag names. In
   `config.json` its fields sit flat beside the run's own (`to_json`).
 
-  Fields carry the flag's name (their help: `tunas_tf/flags.py`), with
+  Fields carry the flag's name (their help: `tunas_tf/cli/flags.py`), with
   the dataset's facts resolved (`num_channels` the dataset's) and
   `use_tpu`, `engine` defaulted; `preprocessing` and `engine` are part of
   the run (checked on restart), `deterministic` is TF op determinism

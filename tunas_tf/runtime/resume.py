@@ -21,7 +21,7 @@ from absl import logging
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from tunas_tf import files
+from tunas_tf.io import files
 
 
 def op_error_reason(error: Exception) -> str:

@@ -17,7 +17,7 @@ from absl import logging
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.data import datasets
 from tunas_tf.search import config as config_lib

@@ -15,9 +15,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import lite
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.io import lite
 from tunas_tf.data import datasets
 from tunas_tf.layers import schedules
 from tunas_tf.runtime import jobs

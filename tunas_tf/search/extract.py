@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checks
-from tunas_tf import files
+from tunas_tf.io import checks
+from tunas_tf.io import files
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear

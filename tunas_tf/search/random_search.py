@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from absl import logging
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema

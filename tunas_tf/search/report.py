@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import macs
 from tunas_tf.search import report_text

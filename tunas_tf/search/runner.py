@@ -8,7 +8,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
-from tunas_tf import commands
+from tunas_tf.io import commands
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import lifecycle
 from tunas_tf.runtime import preemption

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.filters import scale_filters

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 from tunas_tf.search_space import naming
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema

@@ -10,14 +10,18 @@ accuracy against cost (outputs and restarts: docs/tools.md):
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import os
 from typing import Optional
 
 from absl import flags
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.search import compare as compare_lib
 
 FLAGS = flags.FLAGS

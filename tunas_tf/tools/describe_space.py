@@ -9,14 +9,18 @@ architecture (`--indices`, or drawn with `--seed`) and writes it to
       --output_dir=/tmp/arch
 """
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import os
 
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema

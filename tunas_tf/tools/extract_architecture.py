@@ -6,13 +6,17 @@ saying which architecture it took and when its cost is off the target:
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import os
 
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib

@@ -12,13 +12,17 @@ provenance as `measured_with` (docs/tools.md):
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import sys
 from typing import Any, Dict, Optional
 
 from absl import flags
 
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.latency import rows as rows_lib
 from tunas_tf.search_space import mobile

@@ -11,12 +11,16 @@ leaves `data_dir` as it was:
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import contextlib
 
 from absl import flags
 from absl import logging
 
-from tunas_tf import flags as common_flags
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.data import importing
 from tunas_tf.data import local_data
 

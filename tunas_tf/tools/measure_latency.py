@@ -11,16 +11,20 @@ the CSV (a killed run resumes); the pass prints its noise (docs/tools.md):
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import sys
 from typing import List, Optional
 
 from absl import flags
 from absl import logging
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import flags as common_flags
-from tunas_tf import lite
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib

@@ -11,11 +11,15 @@ that `tools/measure_latency --indices_file` reads (docs/tools.md):
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 from absl import flags
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
 from tunas_tf.search_space import mobile

@@ -6,6 +6,10 @@ report') into its directory, or `--output_dir`:
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import os
 from typing import Tuple
 
@@ -13,8 +17,8 @@ from absl import flags
 import tensorflow as tf
 
 from tunas_tf import architecture
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report

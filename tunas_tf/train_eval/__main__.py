@@ -11,6 +11,10 @@ Every flag is checked before anything is written; a killed run resumes
 
 from __future__ import annotations
 
+if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
+  from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
+  _process.at_start()
+
 import json
 import os
 from typing import Any, Dict, Optional
@@ -18,8 +22,8 @@ from typing import Any, Dict, Optional
 from absl import flags
 from absl import logging
 
-from tunas_tf import files
-from tunas_tf import flags as common_flags
+from tunas_tf.io import files
+from tunas_tf.cli import flags as common_flags
 from tunas_tf.data import datasets
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import lifecycle

@@ -14,8 +14,8 @@ import math
 from typing import Any, NamedTuple, Optional, Tuple
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf import checks
-from tunas_tf import files
+from tunas_tf.io import checks
+from tunas_tf.io import files
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import precision

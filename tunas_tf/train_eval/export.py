@@ -17,8 +17,8 @@ from typing import Callable, Dict, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import files
-from tunas_tf import lite
+from tunas_tf.io import files
+from tunas_tf.io import lite
 from tunas_tf.data import datasets
 from tunas_tf.data import preprocessing
 from tunas_tf.graph import inherit

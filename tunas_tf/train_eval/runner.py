@@ -15,7 +15,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import files
+from tunas_tf.io import files
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import lifecycle

@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 
-from tunas_tf import checks
-from tunas_tf import native_output
+from tunas_tf.io import checks
+from tunas_tf.io import native_output
 
 FLOAT32, INT8 = 'float32', 'int8'
 PRECISIONS = (FLOAT32, INT8)

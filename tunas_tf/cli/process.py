@@ -1,10 +1,10 @@
 """What the binaries do to their own process: the one-line output contract
 and the measured gains (bench/DECISIONS.md, 'Kernels and the process').
 
-At the package's import, `at_import()`: TF's C++ log off; in a binary, the
-garbage collector's thresholds raised and TensorFlow imported with the
-native lines below that level dropped. `flags.run` calls `quiet_python_log`
-before `main` and `exit_now` after it.
+A binary calls `at_start()` first: TF's C++ log off, the garbage
+collector's thresholds raised and TensorFlow imported with the native lines
+below that level dropped. `flags.run` calls `quiet_python_log` before `main`
+and `exit_now` after it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Sequence
 
 # Python's (700, 10, 10) collects ~1,100 times in the suite's short search,
 # ~700 of them while TF imports, over objects that live to the end.
@@ -46,29 +46,30 @@ for line in sys.stdin.buffer:
 '''
 
 
-def at_import(argv: Optional[Sequence[str]] = None) -> None:
+def quiet_cpp_log(argv: Sequence[str]) -> None:
   """Sets `TF_CPP_MIN_LOG_LEVEL=3` (TF's C++ log off) unless it is set or
-  `argv` (default `sys.argv`) asks for verbosity (`--verbosity`, `-v`).
-
-  In a binary (`python -m tunas_tf.BINARY`, while `argv[0]` is still '-m')
-  that has not imported TensorFlow yet: sets `GC_THRESHOLDS`, then imports
-  TensorFlow with the native log lines below that level dropped
-  (`log_below_dropped`: TF 2.16+ ignores the variable there). Elsewhere
-  (`import tunas_tf`): no TensorFlow, no process, Python's thresholds.
-  """
-  argv = sys.argv if argv is None else argv
+  `argv` asks for verbosity (`--verbosity`, `-v`)."""
   if 'TF_CPP_MIN_LOG_LEVEL' not in os.environ and not any(
       a.startswith(('--verbosity', '-v=', '--v=')) or a == '-v'
       for a in argv[1:]):
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
-  if argv[:1] == ['-m'] and 'tensorflow' not in sys.modules:
-    gc.set_threshold(*GC_THRESHOLDS)
-    try:
-      level = int(os.environ.get('TF_CPP_MIN_LOG_LEVEL', '0'))
-    except ValueError:
-      level = 0
-    with log_below_dropped(level):
-      import tensorflow  # pylint: disable=g-import-not-at-top,import-outside-toplevel,unused-import
+
+
+def at_start() -> None:
+  """A binary's first call, before its other imports: `quiet_cpp_log`, then,
+  unless TensorFlow is imported already, `GC_THRESHOLDS` and TensorFlow's
+  import with the native log lines below that level dropped
+  (`log_below_dropped`: TF 2.16+ ignores the variable there)."""
+  quiet_cpp_log(sys.argv)
+  if 'tensorflow' in sys.modules:
+    return
+  gc.set_threshold(*GC_THRESHOLDS)
+  try:
+    level = int(os.environ.get('TF_CPP_MIN_LOG_LEVEL', '0'))
+  except ValueError:
+    level = 0
+  with log_below_dropped(level):
+    import tensorflow  # pylint: disable=g-import-not-at-top,import-outside-toplevel,unused-import
 
 
 @contextlib.contextmanager

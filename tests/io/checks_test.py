@@ -5,7 +5,7 @@ import re
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from tunas_tf import checks
+from tunas_tf.io import checks
 
 
 class ChecksTest(parameterized.TestCase):

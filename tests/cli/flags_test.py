@@ -21,8 +21,8 @@ BINARIES = ('tunas_tf.train_search', 'tunas_tf.train_eval.__main__') + tuple(
         'compare_random', 'fit_cost_model', 'measure_latency',
         'import_dataset', 'report'))
 _OUTSIDE = ('reference/', 'DESIGN', '§', 'STYLE')
-_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'tunas_tf')
+_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'tunas_tf')
 # What follows a dot in a file name, not in a module's attribute.
 _EXTENSIONS = {'json', 'md', 'py', 'cfg', 'png', 'html', 'csv', 'tflite',
                'jpg', 'npz', 'ckpt'}

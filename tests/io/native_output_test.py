@@ -11,7 +11,7 @@ from absl.testing import absltest
 def _run(body: str) -> subprocess.CompletedProcess:
   code = textwrap.dedent('''
       import os, sys
-      from tunas_tf import native_output
+      from tunas_tf.io import native_output
       print('before', flush=True)
   ''') + textwrap.dedent(body)
   return subprocess.run([sys.executable, '-c', code], capture_output=True,

@@ -8,7 +8,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf import lite
+from tunas_tf.io import lite
 
 
 def _function(body, width=3):

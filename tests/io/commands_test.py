@@ -8,7 +8,7 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from tunas_tf import commands
+from tunas_tf.io import commands
 
 
 class PythonTest(absltest.TestCase):

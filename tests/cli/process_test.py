@@ -1,4 +1,4 @@
-"""Tests for tunas_tf/process: the native log dropped below a level, the
+"""Tests for tunas_tf/cli/process: the native log dropped below a level, the
 quiet Python log, the end without the interpreter's teardown."""
 
 import logging
@@ -11,26 +11,27 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from tunas_tf import process
+from tunas_tf.cli import process
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def _run(body: str) -> subprocess.CompletedProcess:
   code = textwrap.dedent('''
       import os, sys
-      from tunas_tf import process
+      from tunas_tf.cli import process
       print('before', flush=True)
   ''') + textwrap.dedent(body)
   return subprocess.run([sys.executable, '-c', code], capture_output=True,
                         text=True, cwd=_ROOT)
 
 
-class AtImportTest(absltest.TestCase):
+class AtStartTest(absltest.TestCase):
 
   def _level(self, argv, environ):
     with mock.patch.dict(os.environ, environ, clear=True):
-      process.at_import(argv)  # Not '-m': imports nothing.
+      process.quiet_cpp_log(argv)
       return os.environ.get('TF_CPP_MIN_LOG_LEVEL')
 
   def test_the_cpp_log_is_off_unless_set_or_verbosity_asked_for(self):
@@ -40,9 +41,10 @@ class AtImportTest(absltest.TestCase):
       self.assertIsNone(self._level(['x', verbose], {}), verbose)
 
   def test_a_binary_imports_tf_silently_with_the_gc_thresholds_raised(self):
-    # As `python -m tunas_tf.BINARY` imports the package: TF 2.21's import
-    # writes six native lines that TF_CPP_MIN_LOG_LEVEL does not stop.
-    code = ("import gc, sys; sys.argv[0] = '-m'; import tunas_tf; "
+    # As a binary starts: TF 2.21's import writes six native lines that
+    # TF_CPP_MIN_LOG_LEVEL does not stop.
+    code = ("import gc, sys; from tunas_tf.cli import process; "
+            "process.at_start(); "
             "print(*gc.get_threshold(), 'tensorflow' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
     done = subprocess.run([sys.executable, '-c', code], capture_output=True,
@@ -51,6 +53,17 @@ class AtImportTest(absltest.TestCase):
     self.assertEqual(done.stdout.split(),
                      [str(t) for t in process.GC_THRESHOLDS] + ['True'])
     self.assertNotEqual(process.GC_THRESHOLDS, (700, 10, 10))
+
+  def test_importing_the_package_changes_nothing(self):
+    code = ("import gc, os, sys; before = gc.get_threshold(); import tunas_tf; "
+            "from tunas_tf.cli import flags; "
+            "print(gc.get_threshold() == before, 'tensorflow' in sys.modules, "
+            "'TF_CPP_MIN_LOG_LEVEL' in os.environ)")
+    env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, cwd=_ROOT, env=env, check=False)
+    self.assertEqual((done.returncode, done.stdout.split()),
+                     (0, ['True', 'False', 'False']), done.stderr)
 
 
 # Lines as TF 2.21's import writes them before absl::InitializeLog().
@@ -135,7 +148,7 @@ class QuietLogTest(absltest.TestCase):
 # a module global's finaliser would print when the interpreter tears down.
 _EXITING = """
 import atexit, sys, threading, time
-from tunas_tf import flags as common_flags
+from tunas_tf.cli import flags as common_flags
 
 class Finalised:
   def __del__(self):

@@ -16,9 +16,9 @@ from typing import Callable, Iterator, Optional, Sequence
 from absl import app
 from absl import flags
 
-from tunas_tf import checks
-from tunas_tf import files
-from tunas_tf import process
+from tunas_tf.io import checks
+from tunas_tf.io import files
+from tunas_tf.cli import process
 from tunas_tf.runtime import jobs
 
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')

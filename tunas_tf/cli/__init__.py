@@ -1,0 +1,1 @@
+"""What makes a binary: its flags, its process, the commands it suggests."""
