@@ -132,19 +132,23 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                     'Reward shape (abs: Q + beta |c/T - 1|).', flag_values=f)
   flags.DEFINE_boolean('enable_cost_model', True, 'Constrained search; '
                        'false: reward = accuracy.', flag_values=f)
-  flags.DEFINE_string('cost_model', None, "'released' (simulated Pixel-1 ms; "
-                      "default where it exists), 'macs' (multiply-adds; "
-                      'default elsewhere) or the path of a coefficients JSON.',
-                      flag_values=f)
+  flags.DEFINE_list('cost_model', None, "'released' (simulated Pixel-1 ms; "
+                    "default where it exists), 'macs' (multiply-adds; "
+                    'default elsewhere) or the path of a coefficients JSON; '
+                    'several (comma-separated): a policy each, paired with '
+                    'the targets one to one (docs/search.md).',
+                    flag_values=f)
   flags.DEFINE_enum('latency_precision', lite.FLOAT32, lite.PRECISIONS,
                     'The arithmetic the searched network runs in on the '
                     'device: a fitted cost model must have been measured in '
                     'it (tools/measure_latency --precision).', flag_values=f)
-  flags.DEFINE_float('rl_cost_model_target', None, 'Cost target T0. Default: '
-                     '84 ms (57 for MobileNetV3-like spaces) for released '
-                     'models; otherwise, by rule, the geometric mean of the '
-                     'estimated costs of the space\'s smallest and largest '
-                     'architectures.', flag_values=f)
+  flags.DEFINE_list('rl_cost_model_target', None, 'Cost target T0. Default: '
+                    '84 ms (57 for MobileNetV3-like spaces) for released '
+                    'models; otherwise, by rule, the geometric mean of the '
+                    "estimated costs of the space's smallest and largest "
+                    'architectures. Several (comma-separated, increasing on '
+                    'one cost model): a policy each, one search.',
+                    flag_values=f)
   flags.DEFINE_float('rl_cost_model_exponent', -0.5, 'beta of the reward '
                      '(more negative: stronger cost penalty). The ImageNet '
                      'recipes use -0.10; the demo, whose accuracy differences '
@@ -207,16 +211,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       image_size=dataset_info.image_size,
       num_channels=dataset_info.num_channels,
       preprocessing=f.preprocessing or dataset_info.default_preprocessing)
-  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
-  cost_model = linear.get_cost_model(
-      f.ssd, f.cost_model, image_size=job.image_size,
-      num_classes=job.num_classes, input_channels=job.num_channels,
-      precision=f.latency_precision)
-  if f.enable_cost_model:
-    linear.check_varies(cost_model)
-  target = f.rl_cost_model_target
-  if target is None:
-    target = linear.default_target(cost_model)
+  pairs = _pairs(f, job)
   return config_lib.SearchConfig(
       job=job, search_train_examples=sizes['search_train'], ssd=f.ssd,
       validation_examples=sizes['search_validation'],
@@ -239,14 +234,49 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
           f.increase_filters_warmup_steps_fraction),
       rl_reward_function=f.rl_reward_function,
       enable_cost_model=f.enable_cost_model,
-      cost_model=f.cost_model or cost_model.kind,
-      rl_cost_model_target=float(target),
+      cost_model=pairs[0][0], rl_cost_model_target=pairs[0][1],
+      extra_pairs=tuple(pairs[1:]),
       rl_cost_model_exponent=f.rl_cost_model_exponent,
       use_gradient_sync_barrier=f.use_gradient_sync_barrier,
       summarize_tag_logits=f.summarize_tag_logits,
       replicas=f.replicas, supernet_sampling=f.supernet_sampling,
       rl_entropy_schedule=f.rl_entropy_schedule,
       latency_precision=f.latency_precision)
+
+
+def _pairs(f: flags.FlagValues, job: jobs.JobConfig):
+  """(cost model, target) of each policy: `--cost_model` and
+  `--rl_cost_model_target` paired one to one, or one of them for all; each
+  model checked to vary, each missing target its model's default."""
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  listed = lambda v: v if isinstance(v, list) else [v]  # Set, not parsed.
+  names = listed(f.cost_model or None)
+  targets = listed(f.rl_cost_model_target or None)
+  if len(names) > 1 and len(targets) > 1 and len(names) != len(targets):
+    raise ValueError(f'{len(names)} --cost_model values and {len(targets)} '
+                     '--rl_cost_model_target values: give as many of each, '
+                     'or one of either for all')
+  pairs = []
+  for k in range(max(len(names), len(targets))):
+    name, target = names[k % len(names)], targets[k % len(targets)]
+    where = f' (pair {k})' if len(names) > 1 else ''
+    try:
+      model = linear.get_cost_model(
+          f.ssd, name, image_size=job.image_size, num_classes=job.num_classes,
+          input_channels=job.num_channels, precision=f.latency_precision)
+    except ValueError as e:
+      raise ValueError(f'--cost_model {name}{where}: {e}' if where else e
+                       ) from None
+    if f.enable_cost_model:
+      linear.check_varies(model)
+    try:
+      target = (linear.default_target(model) if target is None
+                else float(target))
+    except ValueError:
+      raise ValueError(f'--rl_cost_model_target: {target!r} is not a '
+                       'number') from None
+    pairs.append((name or model.kind, float(target)))
+  return pairs
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:

@@ -51,7 +51,7 @@ def one_step(model_dir: str):
   task = task_lib.SearchTask(config)
   with strategy.scope():
     task.build()
-  logits = task.controller.trainable_variables
+  logits = task.controllers[0].trainable_variables
   copies = lambda: [
       _flat(v.numpy() for v in per_replica)
       for per_replica in zip(*(strategy.experimental_local_results(v)

@@ -283,6 +283,24 @@ _SEARCH_ROWS = [
     ('macs_for_int8', ['--cost_model=macs', '--latency_precision=int8'],
      r"Cost model 'macs' is not of int8 latencies: give a fitted one "
      r'measured in int8 \(tools/measure_latency --precision=int8\)$'),
+    # Several (cost model, target) pairs.
+    ('pairs_unordered', ['--rl_cost_model_target=300000,200000'],
+     r'--rl_cost_model_target 200000 \(pair 1\) is not above its predecessor '
+     r"300000 on cost model 'macs': give increasing targets at least "
+     r'1.105x apart$'),
+    ('pairs_overlapping', ['--rl_cost_model_target=200000,205000'],
+     r'--rl_cost_model_target 205000 \(pair 1\) has a band \(-/\+5%\) '
+     r'overlapping its predecessor 200000'),
+    ('pairs_uneven', ['--cost_model=macs,macs,macs',
+                      '--rl_cost_model_target=1,2'],
+     r'3 --cost_model values and 2 --rl_cost_model_target values: give as '
+     r'many of each, or one of either for all$'),
+    ('pair_other_input', ['--cost_model=macs,{root}/at28.json'],
+     r'--cost_model .*at28.json \(pair 1\): Cost model .*at28.json was '
+     r'measured with image_size=28, not 8: ', _cost_models),
+    ('pair_other_precision', ['--cost_model=macs,{root}/int8.json'],
+     r'--cost_model .*int8.json \(pair 1\): .* was measured with '
+     r'precision=int8, not float32: ', _cost_models),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
      r'--model_dir=.*/afile is a file, not a directory$', file_in_place),
@@ -307,6 +325,9 @@ _SEARCH_ROWS = [
     ('restart_rl_lr', [_SEARCH, '--rl_learning_rate=0.5'],
      r'rl_learning_rate is 1.0 there and 0.5 now', finished_search),
     ('restart_seed', [_SEARCH, '--seed=1'], r'seed is 0 there and 1 now',
+     finished_search),
+    ('restart_other_pairs', [_SEARCH, '--rl_cost_model_target=220131,300000'],
+     r"extra_pairs is \[\] there and \[\['macs', 300000.0\]\] now",
      finished_search),
     ('restart_space', [_SEARCH, '--ssd=cifar_search'],
      r'model_spec.json holds the search space of --ssd=digits_search, not '
@@ -432,6 +453,22 @@ _TOOL_ROWS = [
     ('extract_architecture', 'argmax_oneshot', [_SEARCH, '--argmax',
                                                 '--oneshot=5'],
      r'--oneshot draws in the cost band: drop --argmax$', finished_search),
+    ('extract_architecture', 'target_outside', [_SEARCH, '--target=1000'],
+     r'--target=1000 is outside the targets searched on cost model macs: '
+     r'220,131 to 220,131$', finished_search),
+    ('extract_architecture', 'target_new_model', [
+        _SEARCH, '--target=1', '--cost_model={root}/float32.json'],
+     r"--target=1 is outside the space's costs \(no policy searched on it\) "
+     r'on cost model .*float32.json: ', _both(finished_search, _cost_models)),
+    ('extract_architecture', 'target_other_input', [
+        _SEARCH, '--target=1', '--cost_model={root}/at28.json'],
+     r'--cost_model .*at28.json: .*measured with image_size=28, not 8',
+     _both(finished_search, _cost_models)),
+    ('extract_architecture', 'front_and_target', [
+        _SEARCH, '--front', '--target=1'],
+     r'--front and --target do not go together$', finished_search),
+    ('extract_architecture', 'pair', [_SEARCH, '--pair=1'],
+     r'--pair=1: the search has pairs 0 to 0$', finished_search),
     ('describe_space', 'indices', ['--indices=0:9'], r'expected 18 indices'),
     ('describe_space', 'output_file', ['--output_dir={root}/afile'],
      r'--output_dir=.*afile is a file, not a directory$', file_in_place),

@@ -14,7 +14,10 @@ from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 
+from tunas_tf.layers import moving_average
 from tunas_tf.runtime import replicas
+
+_assign = moving_average.assign_if
 
 
 class ControllerAdam(tf.Module):
@@ -58,8 +61,8 @@ class ControllerAdam(tf.Module):
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
             global_step: Optional[tf.Variable],
-            regularization_grads: Optional[Sequence[tf.Tensor]] = None
-            ) -> tf.Operation:
+            regularization_grads: Optional[Sequence[tf.Tensor]] = None,
+            active: Optional[tf.Tensor] = None) -> tf.Operation:
     """Applies one step and increments `global_step` (unless None).
 
     Call it in the per-replica step: the moments average over the replicas
@@ -74,6 +77,8 @@ class ControllerAdam(tf.Module):
         caller's loop increments it (`runtime.distribute`).
       regularization_grads: per-replica gradients of the regularisation loss
         (entropy term), or None.
+      active: None, or a scalar bool Tensor: when False every variable and
+        slot keeps its value (one policy of several, on another's turn).
     """
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.
@@ -90,21 +95,31 @@ class ControllerAdam(tf.Module):
     updates = []
     for i, var in enumerate(self._variables):
       mean_g, mean_g2 = averaged[i], averaged[n + i]
-      m = self.m[i].assign(self._beta1 * self.m[i] + (1 - self._beta1) * mean_g)
-      v = self.v[i].assign(self._beta2 * self.v[i] + (1 - self._beta2) * mean_g2)
-      step = var.assign_sub(lr_t * m / (tf.sqrt(v) + self._epsilon))
+      m = _assign(self.m[i], self._beta1 * self.m[i] +
+                  (1 - self._beta1) * mean_g, active)
+      v = _assign(self.v[i], self._beta2 * self.v[i] +
+                  (1 - self._beta2) * mean_g2, active)
+      step = _subtract(var, lr_t * m / (tf.sqrt(v) + self._epsilon), active)
       if i in mean_reg:
         with tf.control_dependencies([step]):
-          step = var.assign_sub(lr * mean_reg[i])
+          step = _subtract(var, lr * mean_reg[i], active)
       updates.append(step)
     with tf.control_dependencies(updates):
-      powers = [self.beta1_power.assign(self.beta1_power * self._beta1),
-                self.beta2_power.assign(self.beta2_power * self._beta2)]
+      powers = [_assign(power, power * beta, active) for power, beta in (
+          (self.beta1_power, self._beta1), (self.beta2_power, self._beta2))]
     if global_step is None:
       return tf.group(*powers)
     with tf.control_dependencies(powers):
       increment = global_step.assign_add(1)
     return increment.op if hasattr(increment, 'op') else increment
+
+
+def _subtract(variable: tf.Variable, delta: tf.Tensor,
+              active: Optional[tf.Tensor]) -> tf.Tensor:
+  """variable -= delta (`assign_if`'s rule when `active` is given)."""
+  if active is None:
+    return variable.assign_sub(delta)
+  return _assign(variable, variable - delta, active)
 
 
 def gradients(loss: tf.Tensor, variables: Sequence[tf.Variable],

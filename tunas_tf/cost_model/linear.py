@@ -17,7 +17,7 @@ import functools
 import json
 import math
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -439,11 +439,18 @@ def default_target(model: LinearCostModel) -> float:
   """
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
+  low, high = cost_range(model)
+  return math.sqrt(low * high)
+
+
+def cost_range(model: LinearCostModel) -> Tuple[float, float]:
+  """(low, high): the estimated costs of the space's smallest and largest
+  architectures (`schema.extreme_indices`), the lower first."""
   spec = mobile.get_search_space(model.ssd)
-  low, high = estimate_costs_of_indices(
+  costs = estimate_costs_of_indices(
       [schema.extreme_indices(spec, largest) for largest in (False, True)],
       model)
-  return math.sqrt(low * high)
+  return float(min(costs)), float(max(costs))
 
 
 # A search needs costs that vary over the space by at least this share of

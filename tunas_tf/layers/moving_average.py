@@ -43,13 +43,16 @@ class MovingAverage(tf.Module):
     """The momentum m, a Python float."""
     return self._momentum
 
-  def update(self, value: Union[float, tf.Tensor]) -> tf.Tensor:
+  def update(self, value: Union[float, tf.Tensor],
+             active: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Folds in one value and returns the debiased average including it.
 
     num <- m * num + (1 - m) * x;  den <- m * den + (1 - m);  returns num / den.
 
     Args:
       value: x, a Python float or a scalar float Tensor (cast to float32).
+      active: None, or a scalar bool Tensor: when False the variables keep
+        their values (`assign_if`) and the average returned is the old one.
 
     Returns:
       Scalar float32 Tensor, the average after this update. In a TF1 graph,
@@ -57,11 +60,22 @@ class MovingAverage(tf.Module):
     """
     m = self._momentum
     x = tf.cast(value, tf.float32)
-    numerator = self.numerator.assign(m * self.numerator + (1.0 - m) * x)
-    denominator = self.denominator.assign(m * self.denominator + (1.0 - m))
+    numerator = assign_if(self.numerator, m * self.numerator + (1.0 - m) * x,
+                          active)
+    denominator = assign_if(self.denominator,
+                            m * self.denominator + (1.0 - m), active)
     return tf.convert_to_tensor(numerator) / tf.convert_to_tensor(denominator)
 
   def value(self) -> tf.Tensor:
     """The debiased average, a scalar float32 Tensor (0.0 before any update)."""
     return tf.math.divide_no_nan(self.numerator.read_value(),
                                  self.denominator.read_value())
+
+
+def assign_if(variable: tf.Variable, value: tf.Tensor,
+              active: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """`variable.assign(value)`, or with a scalar bool `active` the value kept
+  where it is False (one policy of several updating on its turn only)."""
+  if active is not None:
+    value = tf.where(active, value, variable)
+  return variable.assign(value)

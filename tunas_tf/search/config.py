@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
@@ -55,6 +55,18 @@ DERIVED_FIELDS = (
 )
 
 
+# How far (a fraction of the target) a searched architecture's cost may be
+# from its target: a pair's band, extraction's default.
+OFF_TARGET = 0.05
+
+
+
+def pair_name(name: str, pair: int) -> str:
+  """The name of a per-pair variable scope or summary: `name` for pair 0
+  (the original's), `name_k` for pair k."""
+  return f'{name}_{pair}' if pair else name
+
+
 REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
                    'comes from the topology')
 
@@ -93,7 +105,8 @@ class SearchConfig(jobs.StoredConfig):
   BINARY = BINARY
   RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
   DERIVED_FIELDS = DERIVED_FIELDS
-  ADDED_FIELDS = {'latency_precision': 'float32'}  # Before int8 latencies.
+  # Read where config.json lacks them: before int8 latencies, one pair.
+  ADDED_FIELDS = {'latency_precision': 'float32', 'extra_pairs': []}
   job: jobs.JobConfig
   ssd: str
   validation_examples: int
@@ -132,8 +145,13 @@ class SearchConfig(jobs.StoredConfig):
   rl_entropy_schedule: str = 'constant'
   # The arithmetic of the latencies a fitted cost model must hold.
   latency_precision: str = 'float32'
+  # (cost model, target) of the policies after the first (`pairs`).
+  extra_pairs: Tuple[Tuple[str, float], ...] = ()
 
   def __post_init__(self):
+    # As config.json gives them: lists.
+    object.__setattr__(self, 'extra_pairs', tuple(
+        (str(model), float(target)) for model, target in self.extra_pairs))
     self._check_ranges()
     self._check_replicas()
     precision.check_resolved(self.use_bfloat16)
@@ -168,7 +186,7 @@ class SearchConfig(jobs.StoredConfig):
       raise ValueError(f'Model LR warm-up ({model_warmup} steps) must be '
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
-    self.resolved_cost_model  # pylint: disable=pointless-statement
+    self._check_pairs()
 
   def _check_ranges(self) -> None:
     """Each setting on its own: names, rates, momenta, decays, fractions."""
@@ -269,6 +287,55 @@ class SearchConfig(jobs.StoredConfig):
           f'--replicas={replicas} (each replica takes train_batch_size / '
           'replicas images)')
 
+  def _check_pairs(self) -> None:
+    """Every pair's cost model resolves here; on one model the targets
+    increase and their bands (1 -/+ `OFF_TARGET`) do not overlap."""
+    self.resolved_cost_model  # pylint: disable=pointless-statement
+    if len(self.pairs) == 1:
+      return
+    if not self.enable_cost_model:
+      raise ValueError('Several --rl_cost_model_target or --cost_model '
+                       'values need the cost model: drop '
+                       '--noenable_cost_model')
+    for k, (model, target) in enumerate(self.pairs):
+      checks.number('rl_cost_model_target', target, 0, low_open=True)
+      try:
+        self._resolve(model)
+      except ValueError as e:
+        raise ValueError(f'--cost_model {model} (pair {k}): {e}') from None
+      earlier = [t for m, t in self.pairs[:k] if m == model]
+      if earlier and not earlier[-1] * (1 + OFF_TARGET) < target * (
+          1 - OFF_TARGET):
+        problem = ('is not above its' if target <= earlier[-1] else
+                   f'has a band (-/+{OFF_TARGET:.0%}) overlapping its')
+        raise ValueError(
+            f'--rl_cost_model_target {target:g} (pair {k}) {problem} '
+            f'predecessor {earlier[-1]:g} on cost model {model!r}: give '
+            'increasing targets at least '
+            f'{(1 + OFF_TARGET) / (1 - OFF_TARGET):.3f}x apart')
+
+  def for_pair(self, pair: int) -> 'SearchConfig':
+    """The search as pair `pair` alone: its cost model and target."""
+    model, target = self.pairs[pair]
+    return dataclasses.replace(self, cost_model=model, extra_pairs=(),
+                               rl_cost_model_target=target)
+
+  @property
+  def pairs(self) -> Tuple[Tuple[str, float], ...]:
+    """(cost model, target) of each policy; pair 0 the fields'."""
+    return ((self.cost_model, self.rl_cost_model_target),) + self.extra_pairs
+
+  @functools.cached_property
+  def resolved_cost_models(self) -> Tuple['linear.LinearCostModel', ...]:
+    """Each pair's cost model (`resolved_cost_model` the first's)."""
+    return (self.resolved_cost_model,) + tuple(
+        self._resolve(model) for model, _ in self.extra_pairs)
+
+  def to_json(self) -> Dict[str, Any]:
+    values = super().to_json()
+    values['extra_pairs'] = [list(pair) for pair in self.extra_pairs]
+    return values
+
   @property
   def replica_batch_size(self) -> int:
     """Train images per replica and step off TPU (train_batch_size / N)."""
@@ -277,8 +344,11 @@ class SearchConfig(jobs.StoredConfig):
   @functools.cached_property
   def resolved_cost_model(self) -> 'linear.LinearCostModel':
     """`--cost_model` resolved once for this space and input."""
+    return self._resolve(self.cost_model)
+
+  def _resolve(self, cost_model: str) -> 'linear.LinearCostModel':
     from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
-    return linear.get_cost_model(self.ssd, self.cost_model,
+    return linear.get_cost_model(self.ssd, cost_model,
                                  image_size=self.job.image_size,
                                  num_classes=self.job.num_classes,
                                  input_channels=self.job.num_channels,

@@ -10,6 +10,7 @@ the target. Used by `tools/extract_architecture` and `tools/report`.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import os
@@ -37,7 +38,9 @@ MAX_CANDIDATES = 20000
 _BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
 # from the target: the default band, and where `off_target_line` speaks.
-OFF_TARGET = 0.05
+OFF_TARGET = config_lib.OFF_TARGET
+# extract_architecture --front's file, in the search directory.
+FRONT_FILE = 'front.json'
 # extract_architecture's --oneshot: of the band's likeliest and 49 more the
 # controller draws there, the best by one-shot accuracy (bench/DECISIONS.md).
 ONESHOT = 50
@@ -162,9 +165,10 @@ def cost_band(config: config_lib.SearchConfig,
   return low, target * (1 + tolerance)
 
 
-def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
-  """The controller's logits by OneOf path (in visit order), checked
-  against `spec`.
+def read_logits(checkpoint: str, spec: Any,
+                pair: int = 0) -> Dict[str, np.ndarray]:
+  """The controller's logits (of `pair`'s policy) by OneOf path (in visit
+  order), checked against `spec`.
 
   Raises:
     ValueError: if the checkpoint cannot be read or lacks the logits of one
@@ -173,8 +177,10 @@ def read_logits(checkpoint: str, spec: Any) -> Dict[str, np.ndarray]:
   reader = resume_lib.read_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
   logits = {}
+  scope = CONTROLLER_SCOPE.replace('rl_controller',
+                                   config_lib.pair_name('rl_controller', pair))
   for path, _ in schema.flatten_with_paths(spec):
-    name = CONTROLLER_SCOPE + path
+    name = scope + path
     if name not in shapes:
       raise ValueError(f'Checkpoint {checkpoint!r} has no controller logits '
                        f'{name!r}: not a search of this space')
@@ -204,8 +210,10 @@ def _newest_readable(model_dir: str) -> str:
 def pick(model_dir: str, checkpoint: Optional[str] = None,
          cost_tolerance: Optional[float] = OFF_TARGET,
          config: Optional[config_lib.SearchConfig] = None,
-         oneshot: int = 0) -> Tuple[architecture_lib.Architecture, str]:
-  """The searched architecture of `model_dir`, and the line saying which.
+         oneshot: int = 0,
+         pair: int = 0) -> Tuple[architecture_lib.Architecture, str]:
+  """The searched architecture of `model_dir` (of policy `pair`, in its
+  band), and the line saying which.
 
   Args:
     model_dir: a search's model directory (config.json, model_spec.json,
@@ -230,23 +238,11 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
     ValueError: for a directory that is not a search, holds no checkpoint,
       or whose files disagree; a tolerance outside (0, 1); `oneshot` < 0.
   """
-  checks.number('oneshot', oneshot, 0, integer=True)
-  if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
-    raise ValueError(f'--cost_tolerance must be in (0, 1), got '
-                     f'{cost_tolerance}')
-  if config is None:
-    config = config_lib.read(model_dir)
-  spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
-  if not files.exists(spec_path):
-    raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')
-  spec = spec_io.loads(files.read_text(spec_path))
-  ssd = config.ssd
-  if spec != mobile.get_search_space(ssd):
-    raise ValueError(f'{spec_path} differs from the current {ssd!r} space; '
-                     'the search was made with another version')
-  if checkpoint is None:
-    checkpoint = _newest_readable(model_dir)
-  logits = read_logits(checkpoint, spec)
+  config, spec, checkpoint = _searched(model_dir, checkpoint, cost_tolerance,
+                                       config, oneshot)
+  if len(config.pairs) > 1:
+    config = config.for_pair(pair)
+  logits = read_logits(checkpoint, spec, pair)
   scores = [_log_softmax(v) for v in logits.values()]  # In visit order.
   argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
@@ -268,22 +264,52 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
     line += f'\n--oneshot={oneshot} not applied: ' + (
         'no architecture in the band to start from' if band else
         'no cost band to draw in')
-  global_step = int(resume_lib.reader(checkpoint).get_tensor('global_step'))
-  return architecture_lib.Architecture(
-      ssd, indices, estimated_cost=cost_of(indices),
-      cost_model=config.cost_model,
-      cost_target=config.rl_cost_model_target, global_step=global_step,
-      max_global_step=config.max_global_step,
-      checkpoint=files.abspath(checkpoint), dataset=config.job.dataset,
-      image_size=config.job.image_size, num_classes=config.job.num_classes,
-      num_channels=config.job.num_channels,
-      preprocessing=config.job.preprocessing,
-      validation_examples=config.validation_examples,
+  return _record(
+      config, checkpoint, indices, estimated_cost=cost_of(indices),
       cost_tolerance=cost_tolerance if found else None,
       argmax_indices=schema.format_indices(argmax) if found else None,
       oneshot=scored,
       probabilities={path: tuple(round(float(p), 6) for p in np.exp(v))
                      for path, v in zip(logits, scores)}), line
+
+
+def _searched(model_dir: str, checkpoint: Optional[str],
+              cost_tolerance: Optional[float],
+              config: Optional[config_lib.SearchConfig], oneshot: int
+              ) -> Tuple[config_lib.SearchConfig, Any, str]:
+  """(config, space, checkpoint) of a search directory, checked (`pick`'s
+  Raises)."""
+  checks.number('oneshot', oneshot, 0, integer=True)
+  if cost_tolerance is not None and not 0.0 < cost_tolerance < 1.0:
+    raise ValueError(f'--cost_tolerance must be in (0, 1), got '
+                     f'{cost_tolerance}')
+  if config is None:
+    config = config_lib.read(model_dir)
+  spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILE)
+  if not files.exists(spec_path):
+    raise ValueError(f'No {config_lib.MODEL_SPEC_FILE} in {model_dir!r}')
+  spec = spec_io.loads(files.read_text(spec_path))
+  if spec != mobile.get_search_space(config.ssd):
+    raise ValueError(f'{spec_path} differs from the current {config.ssd!r} '
+                     'space; the search was made with another version')
+  return config, spec, checkpoint or _newest_readable(model_dir)
+
+
+def _record(config: config_lib.SearchConfig, checkpoint: str,
+            indices: Sequence[int], **fields: Any
+            ) -> architecture_lib.Architecture:
+  """The `Architecture` of `indices` picked from `config`'s search (its
+  cost model and target) at `checkpoint`, with `fields`."""
+  job = config.job
+  return architecture_lib.Architecture(
+      config.ssd, tuple(indices), cost_model=config.cost_model,
+      cost_target=config.rl_cost_model_target,
+      global_step=int(resume_lib.reader(checkpoint).get_tensor('global_step')),
+      max_global_step=config.max_global_step,
+      checkpoint=files.abspath(checkpoint), dataset=job.dataset,
+      image_size=job.image_size, num_classes=job.num_classes,
+      num_channels=job.num_channels, preprocessing=job.preprocessing,
+      validation_examples=config.validation_examples, **fields)
 
 
 def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
@@ -307,6 +333,109 @@ def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
       f'{len(candidates) - 1} more drawn from the controller in the band: '
       f'{schema.format_indices(candidates[best])}, {accuracy[best]:.2%} '
       f'(the most likely {accuracy[0]:.2%})')
+
+
+def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
+            checkpoint: Optional[str] = None,
+            cost_tolerance: float = OFF_TARGET,
+            config: Optional[config_lib.SearchConfig] = None,
+            oneshot: int = ONESHOT) -> Tuple[architecture_lib.Architecture,
+                                             str]:
+  """An architecture for `target` on `cost_model` from a finished search,
+  no new search: of the in-band architectures of the policies nearest the
+  target (the likeliest and `oneshot` drawn from each), the best by
+  one-shot accuracy on the search's hold-out.
+
+  A cost model the search used (default pair 0's): the two policies whose
+  targets bracket `target` on it. Another (a device given after the
+  search): every policy, the supernet re-scoring what they draw.
+
+  Raises:
+    ValueError: as `pick`; a cost model that does not resolve for the
+      search's space, input and precision; `target` outside the searched
+      targets on a searched model, or outside the space's cost range
+      (`linear.cost_range`) on another; no policy drawing in the band.
+  """
+  config, spec, checkpoint = _searched(model_dir, checkpoint, cost_tolerance,
+                                       config, oneshot)
+  name = cost_model or config.cost_model
+  checks.number('target', target, 0, low_open=True)
+  try:
+    at = dataclasses.replace(config, cost_model=name, extra_pairs=(),
+                             rl_cost_model_target=float(target))
+  except ValueError as e:
+    raise ValueError(f'--cost_model {name}: {e}') from None
+  model = at.resolved_cost_model
+  searched = sorted((t, k) for k, (m, t) in enumerate(config.pairs)
+                    if m == name)
+  low, high = ((searched[0][0], searched[-1][0]) if searched
+               else cost_linear.cost_range(model))
+  if not low <= target <= high:
+    where = ('the targets searched' if searched else
+             "the space's costs (no policy searched on it)")
+    raise ValueError(
+        f'--target={target:g} is outside {where} on cost model {name}: '
+        f'{cost_linear.cost_text(low)} to {cost_linear.cost_text(high)}')
+  nearest = ([k for t, k in searched if t <= target][-1:] +
+             [k for t, k in searched if t >= target][:1]) if searched else \
+      range(len(config.pairs))
+  costs_of = lambda batch: cost_linear.estimate_costs_of_indices(
+      [list(v) for v in batch], model)
+  band = cost_band(at, cost_tolerance)
+  candidates: Dict[Tuple[int, ...], None] = {}
+  for k in dict.fromkeys(nearest):
+    scores = [_log_softmax(v) for v in read_logits(checkpoint, spec,
+                                                    k).values()]
+    found = most_likely_in_band(scores, costs_of, *band)
+    candidates.update(dict.fromkeys(([found[0]] if found else []) +
+                                    samples_in_band(scores, costs_of, *band,
+                                                    max(oneshot, 1))))
+  if not candidates:
+    raise ValueError(f'No architecture of policies {sorted(set(nearest))} '
+                     f'costs within {cost_tolerance:.0%} of --target='
+                     f'{target:g} on {name}: give a wider --cost_tolerance')
+  ordered = list(candidates)
+  indices, scored, line = _best_oneshot(model_dir, checkpoint, ordered[0],
+                                        len(ordered), ordered[1:])
+  return _record(at, checkpoint, indices,
+                 estimated_cost=float(costs_of([indices])[0]),
+                 cost_tolerance=cost_tolerance, oneshot=scored), line
+
+
+def front(model_dir: str, checkpoint: Optional[str] = None,
+          cost_tolerance: float = OFF_TARGET,
+          config: Optional[config_lib.SearchConfig] = None,
+          oneshot: int = ONESHOT
+          ) -> Tuple[List[architecture_lib.Architecture], List[float], str]:
+  """`pick` of every pair (each in its band), their one-shot accuracies on
+  the search's hold-out (one pass), and `pick`'s lines, pair by pair."""
+  config, _, checkpoint = _searched(model_dir, checkpoint, cost_tolerance,
+                                    config, oneshot)
+  picks = [pick(model_dir, checkpoint, cost_tolerance, config, oneshot, k)
+           for k in range(len(config.pairs))]
+  from tunas_tf.search import oneshot as oneshot_lib  # pylint: disable=g-import-not-at-top
+  accuracy = oneshot_lib.accuracies(model_dir, [a.indices for a, _ in picks],
+                                    checkpoint=checkpoint)
+  return [a for a, _ in picks], accuracy, '\n'.join(
+      f'Pair {k}: {line}' for k, (_, line) in enumerate(picks))
+
+
+def front_json(architectures: Sequence[architecture_lib.Architecture],
+               accuracy: Sequence[float],
+               measured_ms: Optional[Sequence[float]] = None
+               ) -> Dict[str, Any]:
+  """front.json: a point per pair (indices, cost model and target,
+  estimated cost, one-shot accuracy, the measured latency when given)."""
+  points = []
+  for k, (a, acc) in enumerate(zip(architectures, accuracy)):
+    points.append({'pair': k, 'indices': a.indices_string,
+                   'cost_model': a.cost_model, 'cost_target': a.cost_target,
+                   'estimated_cost': a.estimated_cost,
+                   'oneshot_accuracy': acc})
+    if measured_ms is not None:
+      points[-1]['measured_latency_ms'] = measured_ms[k]
+  return {'ssd': architectures[0].ssd,
+          'global_step': architectures[0].global_step, 'points': points}
 
 
 def _pick_line(config: config_lib.SearchConfig,
@@ -402,6 +531,6 @@ def off_target_line(architecture: architecture_lib.Architecture,
     return None
   units = cost_linear.cost_units(architecture.cost_model)
   return cost_miss_line(
-      architecture.estimated_cost, config.rl_cost_model_target,
+      architecture.estimated_cost, architecture.cost_target,
       '' if units == cost_linear.UNKNOWN_UNITS else units,
       config.rl_reward_function, argmax)

@@ -26,6 +26,8 @@ from tunas_tf.layers import schedules
 from tunas_tf.layers import sync
 from tunas_tf.runtime import replicas
 from tunas_tf.search.config import SearchConfig
+from tunas_tf.search.config import pair_name
+from tunas_tf.search_space import schema
 
 LABEL_SMOOTHING = 0.1
 # The second word of the sample's stateless seed (before the step and the
@@ -121,26 +123,50 @@ def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
       controller=controller)
 
 
-def make_controller(spec: Any) -> reinforce.Controller:
-  """The controller `sample_architecture` samples from (`rl_controller/`)."""
-  with tf.compat.v1.variable_scope('rl_controller'), \
+def make_controller(spec: Any, pair: int = 0) -> reinforce.Controller:
+  """The controller `sample_architecture` samples from (`rl_controller/`;
+  pair k > 0 `rl_controller_k/`, `config.pair_name`)."""
+  with tf.compat.v1.variable_scope(pair_name('rl_controller', pair)), \
       replicas.identical_variables():
     return reinforce.Controller(spec)
 
 
-def make_baseline(config: SearchConfig) -> moving_average.MovingAverage:
-  """The reward baseline `reward_and_advantage` updates (`rl_baseline/`)."""
+def make_baseline(config: SearchConfig,
+                  pair: int = 0) -> moving_average.MovingAverage:
+  """The reward baseline `reward_and_advantage` updates (`rl_baseline/`,
+  as `make_controller` for a pair)."""
   with replicas.identical_variables():
     return moving_average.MovingAverage(config.rl_baseline_momentum,
-                                        name='rl_baseline')
+                                        name=pair_name('rl_baseline', pair))
 
 
-def make_controller_adam(controller: reinforce.Controller
+def make_controller_adam(controller: reinforce.Controller, pair: int = 0
                          ) -> controller_optimizer.ControllerAdam:
-  """The Adam `controller_train_op` applies (`controller_adam/`)."""
+  """The Adam `controller_train_op` applies (`controller_adam/`, as
+  `make_controller` for a pair)."""
   with replicas.identical_variables():
     return controller_optimizer.ControllerAdam(
-        list(controller.trainable_variables))
+        list(controller.trainable_variables),
+        name=pair_name('controller_adam', pair))
+
+
+def active_pair(global_step: tf.Tensor, pairs: int) -> Optional[tf.Tensor]:
+  """The pair whose turn it is, int32 step mod `pairs` (every replica
+  the same); None for one pair, whose search is the original's."""
+  if pairs == 1:
+    return None
+  return tf.math.floormod(tf.cast(global_step, tf.int32), pairs)
+
+
+def select(spec: Any, samples: List[Any], pair: Optional[tf.Tensor]) -> Any:
+  """The sample of the active `pair` (of one per pair); `samples[0]` for
+  None."""
+  if pair is None:
+    return samples[0]
+  masks = [{path: oneof.mask for path, oneof in schema.flatten_with_paths(s)}
+           for s in samples]
+  return schema.with_masks(spec, lambda path, _: tf.gather(
+      tf.stack([m[path] for m in masks]), pair))
 
 
 def model_learning_rate(global_step: tf.Tensor, config: SearchConfig
@@ -179,10 +205,12 @@ def training_architecture(spec: Any, sampled_spec: Any,
       seed=sample_seed(config.job.seed, global_step, _UNIFORM_STREAM))
 
 
-def estimate_cost(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
-  """Scalar float32 estimated cost of the sampled (possibly mixed) masks."""
+def estimate_cost(sampled_spec: Any, config: SearchConfig,
+                  pair: int = 0) -> tf.Tensor:
+  """Scalar float32 estimated cost of the sampled (possibly mixed) masks,
+  on `pair`'s cost model."""
   return cost_linear.estimate_cost(cost_features.features(sampled_spec),
-                                   config.resolved_cost_model)
+                                   config.resolved_cost_models[pair])
 
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
@@ -242,12 +270,14 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 
 def reward_and_advantage(
     accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
-    baseline: moving_average.MovingAverage) -> RewardStep:
-  """Reward, baseline (EMA of the cross-replica mean reward, `baseline` is
-  `make_baseline`'s) and advantage."""
+    baseline: moving_average.MovingAverage, pair: int = 0,
+    active: Optional[tf.Tensor] = None) -> RewardStep:
+  """Reward (at `pair`'s target), baseline (EMA of the cross-replica mean
+  reward, `baseline` is `make_baseline`'s, updated only where `active`) and
+  advantage."""
   cost_ratio = cost_adjustment = None
   if config.enable_cost_model:
-    stats = rewards.compute_reward(accuracy, cost, config.rl_cost_model_target,
+    stats = rewards.compute_reward(accuracy, cost, config.pairs[pair][1],
                                    config.rl_cost_model_exponent,
                                    config.rl_reward_function)
     reward = tf.convert_to_tensor(stats.reward, tf.float32)
@@ -256,7 +286,7 @@ def reward_and_advantage(
   else:
     reward = accuracy
   step_baseline = replicas.mean(reward)
-  new_baseline = baseline.update(step_baseline)  # Both assignments wait.
+  new_baseline = baseline.update(step_baseline, active)  # Both wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
                     baseline=new_baseline, advantage=reward - new_baseline,
                     cost_ratio=cost_ratio, cost_adjustment=cost_adjustment)
@@ -265,8 +295,10 @@ def reward_and_advantage(
 def controller_train_op(
     dist_info: reinforce.DistInfo, advantage: tf.Tensor,
     global_step: tf.Tensor, config: SearchConfig,
-    adam: controller_optimizer.ControllerAdam) -> ControllerStep:
-  """REINFORCE with `make_controller_adam`'s Adam (beta1 0).
+    adam: controller_optimizer.ControllerAdam,
+    active: Optional[tf.Tensor] = None) -> ControllerStep:
+  """REINFORCE with `make_controller_adam`'s Adam (beta1 0), applied only
+  where `active` (None: always).
 
   Adam's moments use the mean over replicas of the gradients and of their
   squares, the entropy step the mean entropy gradient (`ControllerAdam`).
@@ -294,7 +326,7 @@ def controller_train_op(
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  train_op = adam.apply(grads, learning_rate, None, reg_grads)
+  train_op = adam.apply(grads, learning_rate, None, reg_grads, active)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
 
@@ -346,4 +378,25 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
       # Cast is the identity for float32: the tag entries stay the path
       # entries' tensors, which `host_call` sends once.
       s[f'{prefix}/{name}'] = tf.cast(values, tf.float32)
+  return s
+
+
+# The summaries all pairs share (`pair_scalars` leaves them to pair 0's).
+_SHARED = ('validation_accuracy', 'learning_rate', 'increase_ops_prob',
+           'increase_filters_prob')
+
+
+def pair_scalars(pair: int, *args: Any, **kwargs: Any
+                 ) -> 'collections.OrderedDict[str, tf.Tensor]':
+  """`summary_scalars(*args, **kwargs)` of `pair`: pair 0's all, under
+  the original's names; pair k's own under `rlcontroller_k/` and
+  `rlpathlogits_k/`, the shared ones left to pair 0."""
+  s = summary_scalars(*args, **kwargs)
+  if not pair:
+    return s
+  s = collections.OrderedDict()
+  for name, value in summary_scalars(*args, **kwargs).items():
+    head, _, tail = name.partition('/')
+    if head in ('rlcontroller', 'rlpathlogits') and tail not in _SHARED:
+      s[f'{pair_name(head, pair)}/{tail}'] = value
   return s

@@ -18,6 +18,7 @@ from tunas_tf.data import datasets
 from tunas_tf.data import streams
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import precision
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import steps
 from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
@@ -66,8 +67,9 @@ class SearchTask:
     self.train_batch_size = config.train_batch_size
     self.progress = progress_formats(config)
     self.decisions = decisions(self._spec)
-    self.supernet = self.controller = self.baseline = None
-    self.controller_adam = self.model_optimizer = None
+    self.supernet = self.model_optimizer = None
+    # One (controller, baseline, Adam) per (cost model, target) pair.
+    self.controllers = self.baselines = self.controller_adams = ()
 
   def build(self) -> Mapping[str, Any]:
     """Makes every variable, the RMSProp slots too (so that a step traced
@@ -77,19 +79,24 @@ class SearchTask:
       The objects to checkpoint, by name.
     """
     config = self._config
-    self.controller = steps.make_controller(self._spec)
-    self.baseline = steps.make_baseline(config)
-    self.controller_adam = steps.make_controller_adam(self.controller)
+    pairs = range(len(config.pairs))
+    self.controllers = [steps.make_controller(self._spec, k) for k in pairs]
+    self.baselines = [steps.make_baseline(config, k) for k in pairs]
+    self.controller_adams = [steps.make_controller_adam(c, k)
+                             for k, c in enumerate(self.controllers)]
     self.supernet = supernet_lib.Supernet(
         self._spec, config.job.num_classes, mode=config.supernet_mode,
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
     self.model_optimizer = steps.model_optimizer(
         config, list(self.supernet.trainable_variables))
-    return {'supernet': self.supernet, 'controller': self.controller,
-            'baseline': self.baseline,
-            'controller_adam': self.controller_adam,
-            'model_optimizer': self.model_optimizer}
+    objects = {'supernet': self.supernet}
+    for k in pairs:
+      objects.update({config_lib.pair_name(name, k): values[k] for name, values
+                      in (('controller', self.controllers),
+                          ('baseline', self.baselines),
+                          ('controller_adam', self.controller_adams))})
+    return {**objects, 'model_optimizer': self.model_optimizer}
 
   def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
     """None: a search starts from its seeded initial values."""
@@ -105,13 +112,16 @@ class SearchTask:
     valid_images = tf.cast(features['validation'], self._dtype)
     # 1. Warm-up probabilities.
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
-    # 2. This replica's sample (`steps.sample_seed`).
-    sampled, dist_info = steps.sample_architecture(
-        spec, p_ops, p_filters, self.controller,
-        seed=steps.sample_seed(config.job.seed, global_step))
-    # 3. Cost of the sample (a mixture during warm-up).
-    cost = (steps.estimate_cost(sampled, config)
-            if config.enable_cost_model else None)
+    # 2. This replica's sample (`steps.sample_seed`): of the pair whose
+    # turn it is (`steps.active_pair`), one drawn per pair.
+    pair = steps.active_pair(global_step, len(self.controllers))
+    seed = steps.sample_seed(config.job.seed, global_step)
+    draws = [steps.sample_architecture(spec, p_ops, p_filters, c, seed=seed)
+             for c in self.controllers]
+    sampled = steps.select(spec, [d[0] for d in draws], pair)
+    # 3. Cost of the sample (a mixture during warm-up), on each pair's model.
+    costs = [steps.estimate_cost(sampled, config, k)
+             if config.enable_cost_model else None for k in range(len(draws))]
     # 4-5. Shared-weight step (`steps.training_architecture`); the barrier
     # makes all gradients exist first.
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
@@ -124,16 +134,24 @@ class SearchTask:
     accuracy = steps.validation_accuracy(
         self.supernet, sampled, valid_images, labels['validation'],
         model.train_op, model.grads, config.use_gradient_sync_barrier)
-    # 7. Reward, baseline, advantage.
-    rl = steps.reward_and_advantage(accuracy, cost, config, self.baseline)
-    # 8. The controller's REINFORCE step.
-    controller = steps.controller_train_op(
-        dist_info, rl.advantage, global_step, config, self.controller_adam)
-    # 9. Every scalar, after both updates.
-    scalars = steps.summary_scalars(model, accuracy, rl, controller,
-                                    dist_info, cost, p_ops, p_filters,
-                                    tag_logits=config.summarize_tag_logits)
-    with tf.control_dependencies([model.train_op, controller.train_op]):
+    scalars, train_ops = collections.OrderedDict(), [model.train_op]
+    for k, (_, dist_info) in enumerate(draws):
+      active = None if pair is None else tf.equal(pair, k)
+      # 7. Reward, baseline, advantage (each pair's state moves on its turn).
+      rl = steps.reward_and_advantage(accuracy, costs[k], config,
+                                      self.baselines[k], k, active)
+      # 8. The controller's REINFORCE step.
+      controller = steps.controller_train_op(
+          dist_info, rl.advantage, global_step, config,
+          self.controller_adams[k], active)
+      train_ops.append(controller.train_op)
+      # 9. Every scalar, after both updates.
+      scalars.update(steps.pair_scalars(
+          k, model, accuracy, rl, controller, dist_info, costs[k], p_ops,
+          p_filters, tag_logits=config.summarize_tag_logits))
+    if pair is not None:
+      scalars['rlcontroller/pair'] = tf.cast(pair, tf.float32)
+    with tf.control_dependencies(train_ops):
       return collections.OrderedDict(
           (name, tf.identity(value)) for name, value in scalars.items())
 

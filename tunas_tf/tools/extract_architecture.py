@@ -46,7 +46,23 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'architecture). 0: the most likely in the band.',
                        flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
-                      'MODEL_DIR/architecture.json.', flag_values=flag_values)
+                      'MODEL_DIR/architecture.json (front.json with --front).',
+                      flag_values=flag_values)
+  flags.DEFINE_integer('pair', 0, 'Of a search of several (cost model, '
+                       'target) pairs: the policy to extract.',
+                       flag_values=flag_values)
+  flags.DEFINE_bool('front', False, 'Every pair\'s architecture (each in '
+                    'its band, the one-shot pick) as front.json: indices, '
+                    'cost target, estimated cost, one-shot accuracy.',
+                    flag_values=flag_values)
+  flags.DEFINE_float('target', None, 'A target the search did not have: '
+                     'of the nearest policies\' architectures in its band, '
+                     'the best by one-shot accuracy (no new search).',
+                     flag_values=flag_values)
+  flags.DEFINE_string('cost_model', None, 'With --target: the cost model '
+                      "of the target (default pair 0's); another device's "
+                      'fitted model re-scores every policy\'s draws.',
+                      flag_values=flag_values)
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
                     'model: measure the architecture on the device its rows '
                     'were measured on (same backend, threads, CPUs or '
@@ -61,23 +77,32 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   """Extracts and writes the architecture; bad input exits with one line."""
   f = flag_values
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
-  output = f.output or os.path.join(f.model_dir, architecture_lib.FILE_NAME)
+  output = f.output or os.path.join(f.model_dir, (
+      extract_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
   with common_flags.errors_in_one_line('extract_architecture'):
-    if f.argmax and f['cost_tolerance'].present:
-      raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
-    if f.argmax and f['oneshot'].present and f.oneshot:
-      raise ValueError('--oneshot draws in the cost band: drop --argmax')
+    _check_modes(f)
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
+    if not 0 <= f.pair < len(config.pairs):
+      raise ValueError(f'--pair={f.pair}: the search has pairs 0 to '
+                       f'{len(config.pairs) - 1}')
   settings = None
   if f.measure_latency:  # Before the pick, which may take minutes.
     with common_flags.errors_in_one_line(
         'extract_architecture: --measure_latency'):
-      settings = _settings(config)
+      settings = [_settings(config.for_pair(k)) for k in (
+          range(len(config.pairs)) if f.front else [f.pair])]
+  if f.front:
+    return _front(f, config, output, settings)
   with common_flags.errors_in_one_line('extract_architecture'):
-    result, line = extract_lib.pick(
-        f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
-        config, 0 if f.argmax else f.oneshot)
+    if f.target is not None:
+      result, line = extract_lib.pick_at(
+          f.model_dir, f.target, f.cost_model, f.checkpoint, f.cost_tolerance,
+          config, f.oneshot)
+    else:
+      result, line = extract_lib.pick(
+          f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
+          config, 0 if f.argmax else f.oneshot, f.pair)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
@@ -96,9 +121,54 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if f.measure_latency:
     with common_flags.errors_in_one_line(
         'extract_architecture: --measure_latency'):
-      print(_measure(result, config, settings,
-                     f.model_cache or os.path.join(f.model_dir,
-                                                   'latency_models')))
+      print(_measure(result, settings[0], _cache(f), config)[1])
+
+
+def _check_modes(f: flags.FlagValues) -> None:
+  """Refuses flags that do not go together, in one line."""
+  if f.argmax and f['cost_tolerance'].present:
+    raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
+  if f.argmax and f['oneshot'].present and f.oneshot:
+    raise ValueError('--oneshot draws in the cost band: drop --argmax')
+  given = [name for name in ('front', 'target', 'argmax')
+           if f[name].value not in (None, False)]
+  if len(given) > 1:
+    raise ValueError(f'--{given[0]} and --{given[1]} do not go together')
+  if f.cost_model is not None and f.target is None:
+    raise ValueError('--cost_model is the cost model of --target: give '
+                     '--target too')
+  if f['pair'].present and (f.front or f.target is not None):
+    raise ValueError('--pair picks one policy: drop it with --front or '
+                     '--target')
+
+
+def _cache(f: flags.FlagValues) -> str:
+  return f.model_cache or os.path.join(f.model_dir, 'latency_models')
+
+
+def _front(f: flags.FlagValues, config, output: str, settings) -> None:
+  """--front: every pair's architecture and its one-shot accuracy, in
+  front.json."""
+  with common_flags.errors_in_one_line('extract_architecture'):
+    picks, accuracy, lines = extract_lib.front(
+        f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
+  print(lines)
+  measured = None
+  if settings:
+    with common_flags.errors_in_one_line(
+        'extract_architecture: --measure_latency'):
+      measured = [_measure(a, s, _cache(f), config)
+                  for a, s in zip(picks, settings)]
+    print('\n'.join(line for _, line in measured))
+    measured = [ms for ms, _ in measured]
+  files.write_json(extract_lib.front_json(picks, accuracy, measured), output)
+  for k, (a, acc) in enumerate(zip(picks, accuracy)):
+    units = cost_linear.units_suffix(a.cost_model)
+    print(f'Pair {k}: {a.indices_string}, estimated cost '
+          f'{cost_linear.cost_text(a.estimated_cost)}{units} (target '
+          f'{cost_linear.cost_text(a.cost_target)}{units}), one-shot '
+          f'accuracy {acc:.2%}')
+  print(f'Written to {output}')
 
 
 def _settings(config: config_lib.SearchConfig):
@@ -108,20 +178,17 @@ def _settings(config: config_lib.SearchConfig):
   return device_lib.fitted_settings(model.measured_with, model.source)
 
 
-def _measure(result: architecture_lib.Architecture,
-             config: config_lib.SearchConfig, settings,
-             model_cache: str) -> str:
-  """The closing measurement: `device_lib.closing_line` of the architecture
-  timed with `settings`."""
+def _measure(result: architecture_lib.Architecture, settings,
+             model_cache: str, config: config_lib.SearchConfig):
+  """The architecture timed with `settings`: (ms, `device_lib.closing_line`
+  against its estimate and target)."""
   from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
-  model = config.resolved_cost_model
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   row = device_lib.measure_one(result.ssd, result.indices_string, settings,
                                model_cache, inference.builder)
-  return device_lib.closing_line(
-      row.latency_ms,
-      cost_linear.estimate_cost_of_indices(result.indices, model),
-      config.rl_cost_model_target if config.enable_cost_model else None,
+  return row.latency_ms, device_lib.closing_line(
+      row.latency_ms, result.estimated_cost,
+      result.cost_target if config.enable_cost_model else None,
       settings.device)
 
 
