@@ -31,6 +31,13 @@ one; cost_dev: |searched cost / target - 1|). Writes `results.json` and
 the search resumes or is left as it is when finished, and finished
 trainings are skipped.
 
+With `--front_scales=0.5,1,2` one search spans those targets (a policy
+each, docs/search.md 'Many targets, many devices'), `extract_architecture
+--front` gives a point per target, and each point is held against its
+target's shared pool as above, written as a run of its own
+(`<output_dir>/x<S>/results.json`, default output_dir
+`runs/search_vs_random/<dataset>_front_x0.5_1_2_seed<K>`).
+
 With `--sweep DIR [DIR ...]` it only reads finished runs' `results.json`:
 the table of targets x seeds (per target: the seeds' mean against the
 pool's mean, in standard errors of the difference, Welch's), and one plot
@@ -98,8 +105,10 @@ def _run(command: List[str], what: str) -> float:
   return time.time() - start
 
 
-def search(args, target: float, search_dir: str) -> Dict[str, float]:
-  """Runs (or resumes) the search and extracts it; seconds per phase."""
+def search(args, targets: Sequence[float], search_dir: str
+           ) -> Dict[str, float]:
+  """Runs (or resumes) the search at `targets` (one, or a front's) and
+  extracts it (`--front` for several); seconds per phase."""
   python = [sys.executable, '-m']
   common = [f'--dataset={args.dataset}', '--nodownload',
             f'--ssd={args.ssd}', '--cost_model=macs']
@@ -108,13 +117,14 @@ def search(args, target: float, search_dir: str) -> Dict[str, float]:
   seconds = {}
   seconds['search_s'] = _run(
       python + ['tunas_tf.train_search', *SEARCH_FLAGS,
-                f'--model_dir={search_dir}',
-                f'--rl_cost_model_target={target!r}', f'--seed={args.seed}']
+                f'--model_dir={search_dir}', '--rl_cost_model_target=' +
+                ','.join(f'{t!r}' for t in targets), f'--seed={args.seed}']
       + common + list(args.search_flags), 'search')
   seconds['extract_s'] = _run(
       python + ['tunas_tf.tools.extract_architecture',
                 f'--model_dir={search_dir}',
-                f'--cost_tolerance={COST_TOLERANCE}'], 'extract')
+                f'--cost_tolerance={COST_TOLERANCE}'] +
+      (['--front'] if len(targets) > 1 else []), 'extract')
   return seconds
 
 
@@ -192,25 +202,45 @@ def _trained(name: str, indices: str, cost: float, config: Any,
           'run_dir': run_dir}
 
 
-def run(args) -> Dict[str, Any]:
-  """One target, one seed: search, extract, train all; the results dict."""
+def run(args) -> List[Dict[str, Any]]:
+  """One seed: search (one target, or with `--front_scales` a front of
+  them), extract, train all; the results dict of each target."""
   from tunas_tf import architecture as architecture_lib  # pylint: disable=g-import-not-at-top
-  from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
-  target = rule_target(args.ssd, args.dataset, args.data_dir) * args.target_scale
+  rule = rule_target(args.ssd, args.dataset, args.data_dir)
+  scales = args.front_scales or [args.target_scale]
+  name = (f"front_x{'_'.join(f'{s:g}' for s in scales)}"
+          if args.front_scales else f'x{args.target_scale:g}')
   output_dir = args.output_dir or os.path.join(
-      'runs', 'search_vs_random',
-      f'{args.dataset}_x{args.target_scale:g}_seed{args.seed}')
+      'runs', 'search_vs_random', f'{args.dataset}_{name}_seed{args.seed}')
   search_dir = os.path.join(output_dir, 'search')
-  seconds = search(args, target, search_dir)
+  seconds = search(args, [rule * s for s in scales], search_dir)
+  if not args.front_scales:
+    searched = architecture_lib.read(
+        os.path.join(search_dir, architecture_lib.FILE_NAME))
+    return [_point(args, output_dir, search_dir, args.target_scale, rule,
+                   searched.indices_string, float(searched.estimated_cost),
+                   seconds)]
+  front = files.read_json(os.path.join(search_dir, 'front.json'))
+  # Each point as a run of its own (`--sweep` reads them beside the 3 x 3).
+  return [_point(args, os.path.join(output_dir, f'x{scale:g}'), search_dir,
+                 scale, rule, point['indices'],
+                 float(point['estimated_cost']), dict(seconds))
+          for scale, point in zip(scales, front['points'])]
+
+
+def _point(args, output_dir: str, search_dir: str, scale: float,
+           rule: float, indices: str, cost: float,
+           seconds: Dict[str, float]) -> Dict[str, Any]:
+  """The searched architecture `indices` at `rule` x `scale` trained with
+  its target's random pool; the results dict, written and printed."""
+  from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
+  target = rule * scale
   start = time.time()
-  searched = architecture_lib.read(
-      os.path.join(search_dir, architecture_lib.FILE_NAME))
-  results = [_trained('searched', searched.indices_string,
-                      float(searched.estimated_cost),
-                      config_lib.read(search_dir),
+  results = [_trained('searched', indices, cost, config_lib.read(search_dir),
                       os.path.join(output_dir, 'runs', 'searched'),
                       args.train_seed, args.train_flags)]
-  pool = pool_dir(output_dir, args.dataset, args.target_scale)
+  pool = pool_dir(output_dir if not args.front_scales else
+                  os.path.dirname(output_dir), args.dataset, scale)
   results += random_pool(args, target, search_dir, pool)
   seconds['train_s'] = time.time() - start
   start = time.time()
@@ -221,7 +251,8 @@ def run(args) -> Dict[str, Any]:
     seeds = np.array([results[0]['top1']] + [r['top1'] for r in noise])
     summary['searched_seed_std'] = float(seeds.std(ddof=1))
   record = {'dataset': args.dataset, 'ssd': args.ssd, 'seed': args.seed,
-            'target_scale': args.target_scale, 'target': target,
+            'target_scale': scale, 'target': target,
+            'front_scales': args.front_scales,
             'search_flags': list(SEARCH_FLAGS) + list(args.search_flags),
             'recipe': list(RECIPE) + list(args.train_flags),
             'train_seed': args.train_seed, 'pool_dir': pool,
@@ -229,7 +260,7 @@ def run(args) -> Dict[str, Any]:
             'seconds': seconds}
   files.write_json(record, os.path.join(output_dir, RESULTS_FILE))
   compare.plot(results, os.path.join(output_dir, PLOT_FILE),
-               **compare.plot_context(search_dir))
+               **{**compare.plot_context(search_dir), 'target': target})
   print(compare.summary(results))
   if noise:
     print(f"searched architecture over {len(noise) + 1} train seeds: "
@@ -328,6 +359,11 @@ def main(argv=None) -> int:
   parser.add_argument('--data_dir', default=None)
   parser.add_argument('--ssd', default='digits_search')
   parser.add_argument('--target_scale', type=float, default=1.0)
+  parser.add_argument('--front_scales', type=lambda v: [
+      float(x) for x in v.split(',')], default=None,
+                      help='One search of these targets (x the rule '
+                      'target, e.g. 0.5,1,2): each point against its '
+                      "target's pool.")
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--num_random', type=int, default=10)
   parser.add_argument('--noise_seeds', type=int, default=0)

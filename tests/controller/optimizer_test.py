@@ -12,7 +12,8 @@ from tests.testing import replicated
 
 class ControllerAdamTest(tf.test.TestCase):
 
-  def _run(self, grads_per_step, lrs, reg_grads=None, beta1=0.0):
+  def _run(self, grads_per_step, lrs, reg_grads=None, beta1=0.0,
+           active=None):
     with tf.Graph().as_default():
       var = tf.Variable([1.0, 2.0])
       step = tf.compat.v1.train.get_or_create_global_step()
@@ -20,7 +21,9 @@ class ControllerAdamTest(tf.test.TestCase):
       grad = tf.compat.v1.placeholder(tf.float32, [2])
       lr = tf.compat.v1.placeholder(tf.float32, [])
       reg = None if reg_grads is None else [tf.constant(reg_grads)]
-      train = adam.apply([grad], lr, step, regularization_grads=reg)
+      train = adam.apply([grad], lr, step, regularization_grads=reg,
+                         active=None if active is None else
+                         tf.constant(active))
       with self.session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for g, rate in zip(grads_per_step, lrs):
@@ -41,6 +44,19 @@ class ControllerAdamTest(tf.test.TestCase):
     self.assertEqual(step, 2)
     self.assertAllClose(v, v2)
     self.assertAllClose(power, b2**3)  # Initialised to b2, times b2 per step.
+
+  def test_an_inactive_step_changes_nothing_but_the_step(self):
+    # One policy of several, on another's turn: its state stays put.
+    g = [np.array([0.5, -1.0])]
+    var, step, v, power = self._run(g, [0.1], [0.3, 0.3],
+                                    active=False)
+    self.assertAllEqual(var, [1.0, 2.0])
+    self.assertEqual(step, 1)
+    self.assertAllEqual(v, [0.0, 0.0])
+    self.assertEqual(power, np.float32(0.999))
+    for gated, plain in zip(self._run(g, [0.1], [0.3, 0.3], active=True),
+                            self._run(g, [0.1], [0.3, 0.3])):
+      self.assertAllEqual(gated, plain)
 
   def test_zero_learning_rate_keeps_weights_but_warms_moments(self):
     var, step, v, _ = self._run([np.array([1.0, 1.0])], [0.0])

@@ -10,12 +10,13 @@ read of 33ac2da lived there), 6 steps with the controller learning from
 step 0 (no warm-ups, no RL delay, so the reward, the baseline, Adam and the
 sampled architectures all move), a summary every step; in sampled mode on
 one replica, and in masked mode on two (each of the two is a path of its
-own through the task; together in one run, as a search can run them). The
+own through the task; together in one run, as a search can run them), and
+three (cost model, target) pairs taking turns in sampled mode. The
 Estimator runs each from scratch
 (model.ckpt-0, model.ckpt-6); the distribute engine runs from a copy of its
 model.ckpt-0. Processes of their own (op determinism and the CPU split for
 two replicas are process-wide), in two chains side by side: the Estimator's
-single-replica run then the distribute engine's, under this machine's
+single-replica runs then the distribute engine's, under this machine's
 default kernels, and the Estimator's two replicas then the distribute
 engine's, under the other kernels (`tests.testing.other_kernels`: Eigen's
 where oneDNN's are the default, or the reverse). Both summation orders are
@@ -61,7 +62,9 @@ _FLAGS = (f'--max_steps={_STEPS}', '--train_batch_size=64',
           '--increase_filters_warmup_steps_fraction=0', '--deterministic')
 # The runs, by name: their flags beyond _FLAGS.
 RUNS = {'sampled': (),
-        'masked_two_replicas': ('--supernet_mode=masked', '--replicas=2')}
+        'masked_two_replicas': ('--supernet_mode=masked', '--replicas=2'),
+        # Three policies taking turns (the state of two kept on each step).
+        'three_pairs': ('--rl_cost_model_target=150000,220000,330000',)}
 
 # Tolerance of |estimator - distribute| <= _ATOL + _RTOL * |estimator|, for
 # float32 (unit roundoff u = 2^-24 = 6e-8). The engines run the same ops
@@ -151,14 +154,15 @@ class EnginesTest(parameterized.TestCase):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
 
-    def chain(run, kernels):
-      _python(cls.root, 'estimator', run, kernels=kernels)
-      _python(cls.root, 'distribute', run, kernels=kernels)
+    def chain(runs, kernels):
+      for run in runs:
+        _python(cls.root, 'estimator', run, kernels=kernels)
+        _python(cls.root, 'distribute', run, kernels=kernels)
 
     other = dict([other_kernels.other_setting().split('=')])
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      for done in [pool.submit(chain, run, kernels) for run, kernels in (
-          ('sampled', {}), ('masked_two_replicas', other))]:
+      for done in [pool.submit(chain, runs, kernels) for runs, kernels in (
+          (('sampled', 'three_pairs'), {}), (('masked_two_replicas',), other))]:
         done.result()
 
   def _dirs(self, run):

@@ -53,6 +53,16 @@ class MovingAverageTest(parameterized.TestCase, tf.test.TestCase):
         self.assertAllClose(values, _EXPECTED)
         self.assertAllClose(sess.run(average.value()), _EXPECTED[-1])
 
+  def test_an_inactive_update_keeps_the_average(self):
+    average = moving_average.MovingAverage(momentum=0.9)
+    average.update(_INPUTS[0])
+    kept = average.update(5.0, active=tf.constant(False))
+    self.assertAllClose(kept, _EXPECTED[0])
+    self.assertAllClose(average.denominator, 0.1)
+    values = [average.update(x, active=tf.constant(True)).numpy()
+              for x in _INPUTS[1:]]
+    self.assertAllClose(values, _EXPECTED[1:])
+
   def test_value_before_update_is_zero(self):
     average = moving_average.MovingAverage(momentum=0.9)
     value = average.value()

@@ -289,6 +289,30 @@ class WriteOrCheckTest(absltest.TestCase):
                                            self._config(model_dir), '{}'))
     self.assertEqual(config_lib.read(model_dir).latency_precision, 'float32')
 
+  def test_a_search_from_before_pairs_reads_and_resumes_as_one_pair(self):
+    model_dir, _, _ = self._stored_without('extra_pairs')
+    self.assertEqual(config_lib.read(model_dir), self._config(model_dir))
+    self.assertEqual(config_lib.read(model_dir).pairs, (('macs', 2.0),))
+    self.assertTrue(configs.write_or_check(config_lib,
+                                           self._config(model_dir), '{}'))
+    # Resumed with other pairs: refused, naming them, nothing written.
+    with self.assertRaisesRegex(ValueError, r"extra_pairs is \[\] there and "
+                                r"\[\['macs', 3.0\]\] now"):
+      configs.write_or_check(config_lib, self._config(
+          model_dir, '--rl_cost_model_target=2,3'), '{}')
+
+  def test_pairs_are_stored_and_read_back(self):
+    model_dir = tempfile.mkdtemp()
+    config = self._config(model_dir, '--rl_cost_model_target=2,3,4')
+    self.assertEqual(config.pairs, (('macs', 2.0), ('macs', 3.0),
+                                    ('macs', 4.0)))
+    configs.write_or_check(config_lib, config, '{}')
+    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertTrue(configs.write_or_check(config_lib, config, '{}'))
+    alone = config.for_pair(2)
+    self.assertEqual((alone.pairs, alone.resolved_cost_model),
+                     ((('macs', 4.0),), config.resolved_cost_models[2]))
+
   def test_deterministic_is_stored_and_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
     config = self._config(model_dir, '--deterministic')
@@ -354,6 +378,44 @@ class WriteOrCheckTest(absltest.TestCase):
       json.dump(stored, f)
     with self.assertRaisesRegex(ValueError, "Unknown --supernet_mode 'fast'"):
       config_lib.read(model_dir)
+
+
+class PairsTest(parameterized.TestCase):
+
+  def _pairs(self, *args):
+    return train_search.config_from_flags(
+        _flags('--model_dir=/tmp/x', *args), _DIGITS).pairs
+
+  def test_targets_and_models_pair_one_to_one_or_one_for_all(self):
+    macs = linear.get_cost_model('digits_search', 'macs', image_size=8,
+                                 num_classes=10, input_channels=1)
+    default = linear.default_target(macs)
+    self.assertEqual(self._pairs(), (('macs', default),))
+    self.assertEqual(self._pairs('--rl_cost_model_target=1,2'),
+                     (('macs', 1.0), ('macs', 2.0)))
+    self.assertEqual(self._pairs('--cost_model=macs,macs',
+                                 '--rl_cost_model_target=5,7'),
+                     (('macs', 5.0), ('macs', 7.0)))
+    low, high = linear.cost_range(macs)
+    self.assertLess(low, default)
+    self.assertLess(default, high)
+    self.assertAlmostEqual(default, (low * high) ** 0.5)
+
+  @parameterized.parameters(
+      (['--rl_cost_model_target=2,1'], r'^--rl_cost_model_target 1 \(pair 1\)'
+       r" is not above its predecessor 2 on cost model 'macs'"),
+      (['--rl_cost_model_target=1,1.1'], r'1.1 \(pair 1\) has a band'),
+      (['--rl_cost_model_target=1,2,0'], r'must be > 0, got 0.0$'),
+      (['--cost_model=macs,macs'], r'pair 1\) is not above its predecessor'),
+      (['--cost_model=macs,released'], r'^--cost_model released \(pair 1\): '
+       r"No released cost model for search space 'digits_search'"),
+      (['--cost_model=macs,macs', '--rl_cost_model_target=1,2,3'],
+       r'^2 --cost_model values and 3 --rl_cost_model_target values'),
+      (['--rl_cost_model_target=1,2', '--noenable_cost_model'],
+       r'need the cost model: drop --noenable_cost_model$'))
+  def test_bad_pairs_are_refused_in_one_line(self, args, message):
+    with self.assertRaisesRegex(ValueError, message):
+      self._pairs(*args)
 
 
 class SearchConfigTest(parameterized.TestCase):

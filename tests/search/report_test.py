@@ -6,6 +6,8 @@ tests/tools/report_test.py; the report's words:
 tests/search/report_text_test.py)."""
 
 import dataclasses
+import json
+import os
 import tempfile
 import types
 
@@ -319,6 +321,27 @@ class ReportTest(absltest.TestCase):
                                 "'digits_search'$"):
       report.write_report(tempfile.mkdtemp(), self.scalars, self.arch,
                           types.SimpleNamespace(ssd='cifar_search'))
+
+  def test_the_front_is_drawn_when_the_directory_holds_one(self):
+    model_dir = tempfile.mkdtemp()
+    self.assertNotIn('front.png', report.page(
+        self.scalars, self.arch, self.config, report.layer_table(self.arch)))
+    report.write_report(model_dir, self.scalars, self.arch, self.config)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, 'front.png')))
+    points = [{'pair': k, 'cost_model': model, 'cost_target': target,
+               'estimated_cost': target * 1.01, 'oneshot_accuracy': acc}
+              for k, (model, target, acc) in enumerate(
+                  (('macs', 1e5, 0.8), ('macs', 2e5, 0.85),
+                   ('fitted.json', 3.0, 0.84)))]
+    with open(os.path.join(model_dir, config_lib.FRONT_FILE), 'w') as f:
+      json.dump({'points': points}, f)
+    _, page_path = report.write_report(model_dir, self.scalars, self.arch,
+                                       self.config)
+    with open(page_path) as f:
+      self.assertIn('<h2>Front</h2><img src="front.png"', f.read())
+    image = plt.imread(os.path.join(model_dir, 'front.png'))
+    # A panel per cost model: wider than tall.
+    self.assertGreater(image.shape[1], 1.5 * image.shape[0])
 
   def test_layer_table_shares_add_up_to_the_estimated_macs(self):
     rows = report.layer_table(self.arch)

@@ -354,6 +354,52 @@ class StepsTest(absltest.TestCase):
     self.assertTrue(all(k.startswith('rltaglogits/') for k in extra))
 
 
+  def test_pair_scalars_name_each_pair_apart(self):
+    with tf.Graph().as_default():
+      spec = mobile.get_search_space('digits_search')
+      _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
+      step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
+                       regularization_loss=tf.constant(0.0),
+                       learning_rate=tf.constant(0.1))
+      rl = mock.Mock(reward=tf.constant(0.5), step_baseline=tf.constant(0.5),
+                     baseline=tf.constant(0.5), advantage=tf.constant(0.0),
+                     cost_ratio=tf.constant(1.0),
+                     cost_adjustment=tf.constant(0.0))
+      controller = mock.Mock(empirical_loss=tf.constant(0.0),
+                             entropy_loss=tf.constant(0.0),
+                             learning_rate=tf.constant(0.0))
+      args = (step, tf.constant(1.0), rl, controller, dist_info,
+              tf.constant(2.0), tf.constant(0.0), tf.constant(0.0))
+      first = steps.pair_scalars(0, *args)
+      second = steps.pair_scalars(2, *args)
+      self.assertEqual(list(first), list(steps.summary_scalars(*args)))
+    self.assertIn('rlcontroller_2/reward', second)
+    self.assertIn('rlcontroller_2/estimated_cost', second)
+    self.assertEqual(len([k for k in second if k.startswith(
+        'rlpathlogits_2/')]), len(schema.flatten(spec)))
+    # The shared ones once, under pair 0's (the original's) names.
+    self.assertTrue(all(k.startswith(('rlcontroller_2/', 'rlpathlogits_2/'))
+                        for k in second))
+    self.assertNotIn('rlcontroller_2/validation_accuracy', second)
+
+  def test_the_pairs_take_turns_and_select_their_sample(self):
+    with tf.Graph().as_default():
+      spec = mobile.get_search_space('digits_search')
+      step = tf.compat.v1.placeholder(tf.int64, [])
+      self.assertIsNone(steps.active_pair(step, 1))
+      pair = steps.active_pair(step, 3)
+      samples = [schema.with_masks(spec, lambda _, o, k=k: tf.one_hot(
+          k % len(o.choices), len(o.choices))) for k in range(3)]
+      chosen = [o.mask for o in schema.flatten(
+          steps.select(spec, samples, pair))]
+      self.assertIs(steps.select(spec, samples, None), samples[0])
+      with tf.compat.v1.Session() as sess:
+        for t in (0, 1, 2, 3, 7):
+          got = sess.run(chosen, {step: t})
+          want = [o.mask for o in schema.flatten(samples[t % 3])]
+          self.assertTrue(_same(got, sess.run(want)), t)
+
+
 class ReplicatedStepsTest(absltest.TestCase):
   """Steps 1-2 and 7-8 in N replicas (MirroredStrategy on N CPU devices).
 

@@ -37,6 +37,8 @@ ENTROPY_SCHEDULES = schedules.ENTROPY_SCHEDULES
 BINARY = 'train_search'
 CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
+# extract_architecture --front's points, one per pair (the report plots it).
+FRONT_FILE = 'front.json'
 
 # Fields that only say how often to save, log and summarise, or where to run
 # and read the data: they may change on restart. Everything else, the run

@@ -39,8 +39,7 @@ _BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
 # from the target: the default band, and where `off_target_line` speaks.
 OFF_TARGET = config_lib.OFF_TARGET
-# extract_architecture --front's file, in the search directory.
-FRONT_FILE = 'front.json'
+FRONT_FILE = config_lib.FRONT_FILE
 # extract_architecture's --oneshot: of the band's likeliest and 49 more the
 # controller draws there, the best by one-shot accuracy (bench/DECISIONS.md).
 ONESHOT = 50
@@ -525,12 +524,14 @@ def cost_miss_line(cost: float, target: float, units: str = '',
 def off_target_line(architecture: architecture_lib.Architecture,
                     config: config_lib.SearchConfig,
                     argmax: bool = False) -> Optional[str]:
-  """`cost_miss_line` of a searched architecture against its search's
-  target; None when the search had no cost term or the cost is unknown."""
+  """`cost_miss_line` of a searched architecture against its target (its
+  own `cost_target`, else its search's); None when the search had no cost
+  term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
   units = cost_linear.cost_units(architecture.cost_model)
   return cost_miss_line(
-      architecture.estimated_cost, architecture.cost_target,
+      architecture.estimated_cost, config.rl_cost_model_target
+      if architecture.cost_target is None else architecture.cost_target,
       '' if units == cost_linear.UNKNOWN_UNITS else units,
       config.rl_reward_function, argmax)

@@ -20,6 +20,7 @@ import numpy as np
 from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import macs
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import report_text
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 PNG_NAME = 'report.png'
 HTML_NAME = 'report.html'
+FRONT_PNG = 'front.png'  # Beside them when the directory holds front.json.
 TABLE_COLUMNS = ('block', 'layer', 'op', 'kernel', 'expansion', 'filters',
                  'SE', 'MACs', 'MACs share')
 # An op "+ input" is inside a residual (its output plus the layer's input).
@@ -357,6 +359,34 @@ def plot(scalars: Scalars, arch: Any, config: 'SearchConfig',
     plt.close(fig)
 
 
+def plot_front(front: Dict[str, Any], path: str) -> None:
+  """Draws front.json's points into `path`: one-shot accuracy against
+  estimated cost, a panel per cost model, each target a dashed line."""
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  models = list(dict.fromkeys(p['cost_model'] for p in front['points']))
+  fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4),
+                           squeeze=False)
+  for ax, model in zip(axes[0], models):
+    points = sorted((p for p in front['points'] if p['cost_model'] == model),
+                    key=lambda p: p['estimated_cost'])
+    ax.plot([p['estimated_cost'] for p in points],
+            [p['oneshot_accuracy'] for p in points], 'o-')
+    for p in points:
+      ax.axvline(p['cost_target'], ls='--', color='gray', lw=0.8)
+      ax.annotate(f"pair {p['pair']}", (p['estimated_cost'],
+                                        p['oneshot_accuracy']),
+                  textcoords='offset points', xytext=(4, 4), fontsize=8)
+    ax.set_xlabel(f'estimated cost ({cost_linear.cost_units(model)}; '
+                  'targets dashed)')
+    ax.set_ylabel('one-shot accuracy on the hold-out')
+    ax.set_title(os.path.basename(model), fontsize=9)
+    ax.tick_params(axis='x', labelrotation=30)
+  try:
+    files.write_png(fig, path, dpi=80, bbox_inches='tight')
+  finally:
+    plt.close(fig)
+
+
 def _format(value: Any) -> str:
   if isinstance(value, int) and not isinstance(value, bool):
     return f'{value:,}'
@@ -396,10 +426,11 @@ def _decision_html(d: Dict[str, Any]) -> str:
 
 
 def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
-         rows: List[Dict[str, Any]], pick_line: str = '') -> str:
-  """`report.html`: the run's facts, the summary, the picture, the layer
-  table (after `pick_line`, which says how it was taken) and the decisions
-  (those still moving marked) as text."""
+         rows: List[Dict[str, Any]], pick_line: str = '',
+         front: bool = False) -> str:
+  """`report.html`: the run's facts, the summary, the picture, the front's
+  (with `front`), the layer table (after `pick_line`, which says how it was
+  taken) and the decisions (those still moving marked) as text."""
   header = ''.join(f'<th>{html.escape(c)}</th>' for c in TABLE_COLUMNS)
   body = '\n'.join(
       '<tr>' + ''.join(f'<td>{html.escape(_format(row[c]))}</td>'
@@ -428,6 +459,7 @@ img {{ max-width: 100%; }}</style></head>
 <p>{html.escape(summary_line(scalars, arch))}</p>
 <p class="marks">{html.escape(_marks_text(config))}</p>
 <img src="{PNG_NAME}" alt="reward, cost and the decisions' probabilities over the steps">
+{f'<h2>Front</h2><img src="{FRONT_PNG}" alt="one-shot accuracy against cost, a point per pair">' if front else ''}
 <h2>Searched architecture</h2>
 <p class="pick">{pick}</p>
 <table><tr>{header}</tr>
@@ -455,7 +487,8 @@ a skipped layer) is not judged: its choice does not change the network.</p>
 def write_report(model_dir: str, scalars: Scalars, arch: Any,
                  config: 'SearchConfig',
                  pick_line: str = '') -> Tuple[str, str]:
-  """Writes `report.png` and `report.html` into `model_dir`; their paths.
+  """Writes `report.png` and `report.html` into `model_dir`; their paths
+(and `front.png` where `model_dir` holds front.json).
 
   Args:
     model_dir: where to write them.
@@ -478,5 +511,9 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
   plot(scalars, arch, config, rows, png)
-  files.write_text(page(scalars, arch, config, rows, pick_line), page_path)
+  front = os.path.join(model_dir, config_lib.FRONT_FILE)
+  if files.exists(front):
+    plot_front(files.read_json(front), os.path.join(model_dir, FRONT_PNG))
+  files.write_text(page(scalars, arch, config, rows, pick_line,
+                        files.exists(front)), page_path)
   return png, page_path
