@@ -2,6 +2,10 @@
 saying which architecture it took and when its cost is off the target:
 
   python -m tunas_tf.tools.extract_architecture --model_dir=runs/demo
+
+or, of a search of several targets, `front.json` (`--front`), or an
+architecture for a target it did not have (`--target`; docs/search.md,
+'Many targets, many devices').
 """
 
 from __future__ import annotations
@@ -131,7 +135,7 @@ def _check_modes(f: flags.FlagValues) -> None:
   if f.argmax and f['oneshot'].present and f.oneshot:
     raise ValueError('--oneshot draws in the cost band: drop --argmax')
   given = [name for name in ('front', 'target', 'argmax')
-           if f[name].value not in (None, False)]
+           if f[name].value is not None and f[name].value is not False]
   if len(given) > 1:
     raise ValueError(f'--{given[0]} and --{given[1]} do not go together')
   if f.cost_model is not None and f.target is None:
