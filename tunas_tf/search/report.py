@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -485,10 +485,10 @@ a skipped layer) is not judged: its choice does not change the network.</p>
 
 
 def write_report(model_dir: str, scalars: Scalars, arch: Any,
-                 config: 'SearchConfig',
-                 pick_line: str = '') -> Tuple[str, str]:
+                 config: 'SearchConfig', pick_line: str = '',
+                 search_dir: Optional[str] = None) -> Tuple[str, str]:
   """Writes `report.png` and `report.html` into `model_dir`; their paths
-(and `front.png` where `model_dir` holds front.json).
+  (and `front.png` when the search directory holds front.json).
 
   Args:
     model_dir: where to write them.
@@ -497,6 +497,7 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
     config: its `SearchConfig` (`config.read`): the run's facts, the RL
       delay and the warm-ups.
     pick_line: `extract.pick`'s line, for the page.
+    search_dir: the search's directory, if not `model_dir`.
 
   Raises:
     ValueError: for a space without decisions, or a config of another
@@ -511,7 +512,7 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
   plot(scalars, arch, config, rows, png)
-  front = os.path.join(model_dir, config_lib.FRONT_FILE)
+  front = os.path.join(search_dir or model_dir, config_lib.FRONT_FILE)
   if files.exists(front):
     plot_front(files.read_json(front), os.path.join(model_dir, FRONT_PNG))
   files.write_text(page(scalars, arch, config, rows, pick_line,

@@ -46,7 +46,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     arch, line = _extracted(f.model_dir, *extract.pick(
         f.model_dir, f.checkpoint, config=config))
     scalars = report.read_scalars(f.model_dir)
-    png, page = report.write_report(output_dir, scalars, arch, config, line)
+    png, page = report.write_report(output_dir, scalars, arch, config, line,
+                                    f.model_dir)
   print(report.summary_line(scalars, arch))
   print(line)
   print(f'Report: {png} and {page}')
