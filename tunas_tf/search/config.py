@@ -62,7 +62,6 @@ DERIVED_FIELDS = (
 OFF_TARGET = 0.05
 
 
-
 def pair_name(name: str, pair: int) -> str:
   """The name of a per-pair variable scope or summary: `name` for pair 0
   (the original's), `name_k` for pair k."""
