@@ -1,8 +1,9 @@
 """The search as a `runtime.task.Task`: DESIGN's nine steps, once.
 
-`SearchTask(config).build()` makes the controller, the reward baseline,
-the controller's Adam, the supernet and the model's RMSProp (its slots
-too); `step` takes one search step on one replica's batches and returns
+`SearchTask(config).build()` makes the controller, the reward baseline and
+the controller's Adam (one of each per (cost model, target) pair, taking
+turns by step), the supernet and the model's RMSProp (its slots too);
+`step` takes one search step on one replica's batches and returns
 its scalars; `dataset` gives the zipped train/validation batches.
 """
 
