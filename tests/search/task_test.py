@@ -175,5 +175,20 @@ class SampleTest(absltest.TestCase):
         np.testing.assert_array_equal(mine.numpy(), theirs)
 
 
+class ProgressTest(absltest.TestCase):
+
+  def test_several_pairs_say_whose_turn_the_step_was(self):
+    one = searches.search_config('/tmp/unused')
+    self.assertIn('rlcontroller/estimated_cost',
+                  task_lib.progress_formats(one))
+    several = searches.search_config('/tmp/unused',
+                                     '--rl_cost_model_target=1e5,2e5')
+    formats = task_lib.progress_formats(several)
+    # The step's cost and reward are one pair's of several: not shown.
+    self.assertEqual(sorted(formats), ['rlcontroller/pair',
+                                       'rlcontroller/validation_accuracy'])
+    self.assertEqual(formats['rlcontroller/pair'](2.0), 'pair 2')
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -35,10 +35,15 @@ def decisions(spec: Any) -> List[Tuple[str, List[str]]]:
 
 
 def progress_formats(config: SearchConfig):
-  """The scalars of the progress line and their text."""
+  """The scalars of the progress line and their text (of several pairs,
+  whose turn the step was and its sample's accuracy)."""
+  accuracy = lambda v: f'accuracy {v:.3f}'
+  if len(config.pairs) > 1:
+    return {'rlcontroller/pair': lambda v: f'pair {v:.0f}',
+            'rlcontroller/validation_accuracy': accuracy}
   return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
           'rlcontroller/estimated_cost': lambda v: cost_text(v, config),
-          'rlcontroller/validation_accuracy': lambda v: f'accuracy {v:.3f}'}
+          'rlcontroller/validation_accuracy': accuracy}
 
 
 def cost_text(cost: float, config: SearchConfig) -> str:
