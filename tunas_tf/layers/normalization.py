@@ -40,15 +40,9 @@ def batch_norm(x: tf.Tensor, gamma: Optional[tf.Tensor],
                mean: Optional[tf.Tensor] = None,
                variance: Optional[tf.Tensor] = None) -> tf.Tensor:
   """gamma * (x - mean) / sqrt(variance + epsilon) + beta per channel (last
-  axis), by one fused op; any rank goes through [-1, 1, 1, C].
-
-  Args:
-    gamma, beta: float32 [C], or None for ones / zeros.
-    mean, variance: float32 [C] to normalise with, or None for the batch's.
-
-  Returns:
-    Tensor of the shape and dtype of `x`.
-  """
+  axis) by one fused op, any rank through [-1, 1, 1, C], in `x`'s shape and
+  dtype; `gamma`, `beta` float32 [C] or None (ones / zeros); `mean`,
+  `variance` float32 [C], or None for the batch's."""
   return _fused(x, gamma, beta, epsilon, mean, variance)[0]
 
 
