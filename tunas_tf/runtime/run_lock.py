@@ -24,6 +24,8 @@ import uuid
 
 from absl import logging
 
+from tunas_tf.io import errors
+
 LOCK_FILE = 'run.lock'
 
 # The tokens of the locks this process holds: a lease naming our own pid is
@@ -116,11 +118,6 @@ def _utc(seconds: float) -> str:
   return moment.strftime('%Y-%m-%d %H:%M:%S UTC')
 
 
-def _one_line(text: str) -> str:
-  # Host and binary come from a file anyone may have written.
-  return ' '.join(text.split())
-
-
 def _proc_stat(pid: int):
   """(state, start time) of `pid` from /proc, (None, None) where unreadable."""
   try:
@@ -190,7 +187,7 @@ def _gone_reason(lease: _Lease, me: Holder,
 
 def _in_use(model_dir: str, lease: _Lease) -> Held:
   age = time.time() - lease.heartbeat
-  return Held(_one_line(
+  return Held(errors.one_line(
       f'{model_dir} is in use by {lease.describe()} (heartbeat {age:.0f} s '
       'ago); wait for it to end, or stop it: a holder that is gone is taken '
       'over'))
@@ -202,21 +199,21 @@ def _judge(model_dir: str, store, text: str, me: Holder,
   try:
     lease = _Lease.parse(text)
   except ValueError as e:
-    problem = _one_line(str(e)) or 'empty'
+    problem = errors.one_line(str(e)) or 'empty'
     age = store.age()
     if age is not None and age < stale_seconds:
-      raise Held(_one_line(
+      raise Held(errors.one_line(
           f'{model_dir} may be in use: {store.path} is unreadable ({problem}) '
           f'and {age:.0f} s old, as while a process creates it; if no run '
           f'uses {model_dir}, remove {store.path}, or wait: it is taken over '
           f'once {stale_seconds:g} s old')) from None
     old = 'of unknown age' if age is None else f'{age:.0f} s old'
-    return _one_line(f'Taking over {model_dir}: {store.path} is unreadable '
-                     f'({problem}) and {old}')
+    return errors.one_line(f'Taking over {model_dir}: {store.path} is '
+                           f'unreadable ({problem}) and {old}')
   reason = _gone_reason(lease, me, stale_seconds)
   if reason is None:
     raise _in_use(model_dir, lease)
-  return _one_line(
+  return errors.one_line(
       f'Taking over {model_dir} from {lease.describe()}: {reason}')
 
 
@@ -226,7 +223,7 @@ def _held_by_winner(model_dir: str, store) -> Held:
   try:
     return _in_use(model_dir, _Lease.parse(text or ''))
   except ValueError:
-    return Held(_one_line(
+    return Held(errors.one_line(
         f'{model_dir} was just taken by another process ({store.path} is '
         'changing); try again'))
 
@@ -438,7 +435,7 @@ class RunLock:
         holder = f'by {_Lease.parse(text).describe()}'
       except ValueError:
         holder = 'by another process (the file is unreadable)'
-      self._lost = _one_line(
+      self._lost = errors.one_line(
           f'{self.model_dir} was taken over {holder}; this process no longer '
           'holds it')
       logging.warning('%s', self._lost)
