@@ -45,9 +45,9 @@ class ProvenanceTest(absltest.TestCase):
         ({k: v for k, v in HOST.items() if k != 'device'},
          r"^here: missing \['device'\]"),
         (dict(HOST, image_size=None), r"missing \['image_size'\]"),
-        (dict(HOST, image_size=0), 'image_size must be an int >= 1, got 0'),
-        (dict(HOST, num_classes=True), 'num_classes must be an int >= 1'),
-        (dict(HOST, num_threads=0), 'num_threads must be an int >= 1'),
+        (dict(HOST, image_size=0), 'image_size must be an integer >= 1, got 0'),
+        (dict(HOST, num_classes=True), 'num_classes must be an integer >= 1'),
+        (dict(HOST, num_threads=0), 'num_threads must be an integer >= 1'),
         (dict(HOST, backend='onnx'), "unknown backend 'onnx'; expected one "
          r"of \['tflite', 'tf', 'command'\]"),
         (dict(HOST, precision='int4'), "unknown precision 'int4'"),

@@ -154,7 +154,7 @@ class ConfigTest(absltest.TestCase):
     # The job checks itself the same way.
     for field, value, message in (
         ('model_dir', '', '--model_dir is required'),
-        ('log_every_steps', 0, '--log_every_steps must be positive'),
+        ('log_every_steps', 0, '--log_every_steps must be an integer >= 1'),
         ('use_tpu', True, '--use_tpu needs --tpu=NAME')):
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config.job, **{field: value})

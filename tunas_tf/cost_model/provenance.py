@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
+from tunas_tf.io import checks
 from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 
@@ -76,10 +77,8 @@ class Provenance:
   def _check(self, source: str) -> None:
     for name in SHAPE + (() if self.num_threads is None else
                          ('num_threads',)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'{source}: {name} must be an int >= 1, got '
-                         f'{value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True,
+                    prefix=f'{source}: ')
     for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f'{source}: unknown {name} '

@@ -8,7 +8,6 @@ only).
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
                     Sequence)
@@ -88,10 +87,7 @@ class JobConfig:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     datasets.check_preprocessing(self.dataset, self.preprocessing)
     for name in _POSITIVE_FIELDS:
-      value = getattr(self, name)
-      if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-          or value <= 0):
-        raise ValueError(f'--{name} must be positive, got {value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True)
     checks.seed('seed', self.seed)
     if self.engine not in ENGINES:
       raise ValueError(f'--engine must be one of {", ".join(ENGINES)}, got '
