@@ -307,7 +307,7 @@ class ConfigTest(absltest.TestCase):
     no_indices = os.path.join(root, 'no_indices.json')
     with open(no_indices, 'w') as f:
       json.dump({'ssd': 'digits_search'}, f)
-    cases.append(([f'--architecture={no_indices}'], "no string 'indices'"))
+    cases.append(([f'--architecture={no_indices}'], "has no field 'indices'"))
     for args, message in cases:
       with self.assertRaisesRegex(ValueError, message):
         runner.run(runs.config(f'--model_dir={model_dir}', *args))

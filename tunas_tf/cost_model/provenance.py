@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from tunas_tf.io import checks
 from tunas_tf.io import lite
+from tunas_tf.io import records
 from tunas_tf.cost_model import macs
 
 BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.
@@ -20,7 +21,6 @@ PRECISIONS = lite.PRECISIONS
 # Settings files note these too (`latency/rows`); they are not provenance.
 NOTES = ('protocol', 'load_at_start')
 SHAPE = ('image_size', 'num_classes', 'input_channels')
-_REQUIRED = ('ssd',) + SHAPE + ('backend', 'device')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,19 +58,11 @@ class Provenance:
 
     Raises:
       ValueError: naming `source` and the key that is missing, unknown or
-        malformed.
+        malformed (`records.from_dict`).
     """
-    if not isinstance(data, dict):
-      raise ValueError(f'{source}: expected an object with keys '
-                       f'{list(_REQUIRED)}, got {data!r}')
     names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names) - set(NOTES))
-    missing = [k for k in _REQUIRED if data.get(k) is None]
-    if unknown or missing:
-      raise ValueError(f'{source}: ' + (f'unknown keys {unknown}' if unknown
-                                        else f'missing {missing}') +
-                       f'; a provenance has {names}')
-    record = cls(**{k: data[k] for k in names if data.get(k) is not None})
+    record = records.from_dict(cls, data, source, ignored=NOTES,
+                               hint=f'; a provenance has {names}')
     record._check(source)
     return record
 

@@ -14,6 +14,7 @@ from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 
 # `JobConfig` fields that only say where to run, on which copy of the data,
 # how often to log and save, and whether kernels must be deterministic: a
@@ -164,14 +165,8 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
   # Before the fields: the other binary's file lacks them all.
   check_written_by(values, binary, os.path.dirname(where) or where)
   names = flat_keys(config_type)
-  missing = [name for name in names if name not in values]
-  if missing:
-    raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
-                     f'this version of {binary}')
-  unknown = sorted(set(values) - set(names) - set(derived))
-  if unknown:
-    raise ValueError(f'{where} has unknown fields {unknown}: not written by '
-                     f'this version of {binary}')
+  records.check_keys(values, where, names, [*names, *derived],
+                     f': not written by this version of {binary}')
   try:
     config = from_flat(config_type, {name: values[name] for name in names})
   except (TypeError, ValueError) as e:
