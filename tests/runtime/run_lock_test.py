@@ -213,7 +213,7 @@ class AcquireTest(_Test):
   def test_a_takeover_that_moves_a_fresh_lease_puts_it_back(self):
     # Another process took over the dead holder between our read and move.
     self.write(_lease(token='a' * 32))
-    store = run_lock._LocalFile(self.path)
+    store = run_lock._File(self.path)
     self.assertFalse(store.take_over(_lease(token='0' * 32), 'ours'))
     self.assertEqual(self.read()['token'], 'a' * 32)
     self.assertEqual(os.listdir(self.model_dir), [run_lock.LOCK_FILE])
@@ -257,7 +257,7 @@ class HeartbeatTest(_Test):
   def test_a_takeover_by_another_process_is_lost(self):
     lock = self.acquire(heartbeat_seconds=0.02, stale_seconds=1)
     theirs = _lease(host='elsewhere', pid=4242)
-    run_lock._LocalFile(self.path).rewrite(theirs)
+    run_lock._File(self.path).rewrite(theirs)
     _eventually(lambda: lock.lost() is not None)
     self.assertRegex(lock.lost(),
                      rf'^{re.escape(self.model_dir)} was taken over by '
@@ -281,7 +281,7 @@ class HeartbeatTest(_Test):
   def test_an_io_error_is_logged_and_retried(self):
     lock = self.acquire(heartbeat_seconds=0.02, stale_seconds=1)
     with self.assertLogs('absl', level='WARNING') as logs:
-      with mock.patch.object(run_lock._LocalFile, 'rewrite',
+      with mock.patch.object(run_lock._File, 'rewrite',
                              side_effect=OSError('disk full')):
         _eventually(lambda: logs.records)
     self.assertRegex(logs.records[0].getMessage(),
@@ -299,7 +299,7 @@ class RemoteTest(_Test):
     super().setUp()
     self.model_dir = f'ram://run_lock_test/{uuid.uuid4().hex}/runs/a'
     self.path = f'{self.model_dir}/{run_lock.LOCK_FILE}'
-    self.store = run_lock._RemoteFile(self.path)
+    self.store = run_lock._File(self.path)
 
   def read(self):
     with tf.io.gfile.GFile(self.path) as f:
@@ -348,7 +348,7 @@ class RemoteTest(_Test):
     # Both check (no lease yet) before either writes, and both write before
     # either reads back: the race the settle window is for.
     checked, written = threading.Barrier(2), threading.Barrier(2)
-    rewrite = run_lock._RemoteFile.rewrite
+    rewrite = run_lock._File.rewrite
     results = {}
 
     def write_after_both_checked(store, text):
@@ -363,7 +363,7 @@ class RemoteTest(_Test):
         results[name] = e
 
     processes = [self.sleeper() for _ in range(2)]
-    with mock.patch.object(run_lock._RemoteFile, 'rewrite', autospec=True,
+    with mock.patch.object(run_lock._File, 'rewrite', autospec=True,
                            side_effect=write_after_both_checked), \
          mock.patch.object(run_lock, '_settle',
                            side_effect=lambda _: written.wait(timeout=10)):

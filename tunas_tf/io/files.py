@@ -10,6 +10,7 @@ import io
 import json
 import os
 from typing import Any, Callable, Collection, Dict, Mapping, Optional
+import uuid
 
 # A run's settings in its model directory (the search's and train_eval's).
 CONFIG_FILE = 'config.json'
@@ -39,7 +40,9 @@ def _write(data: Any, path: str, mode: str) -> None:
   directory = os.path.dirname(path)
   if directory:
     gfile.makedirs(directory)
-  tmp = path + '.tmp'
+  # A new object per writer: two writers never share one, and some
+  # filesystems (ram://) append to an existing file opened for writing.
+  tmp = f'{path}.{uuid.uuid4().hex}.tmp'
   with gfile.GFile(tmp, mode) as f:
     f.write(data)
   gfile.rename(tmp, path, overwrite=True)
