@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from typing import Any, Callable, Collection, Dict, Mapping, Optional
 import uuid
 
@@ -19,6 +20,11 @@ CONFIG_FILE = 'config.json'
 def _gfile():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
+
+
+def _errors():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.errors
 
 
 def exists(path: str) -> bool:
@@ -70,6 +76,69 @@ def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
 def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
   """Writes `value` as indented JSON atomically (see `write_text`)."""
   write_text(json.dumps(value, indent=1, sort_keys=sort_keys) + '\n', path)
+
+
+def read_or_none(path: str) -> Optional[str]:
+  """The text at `path` (bytes that are not UTF-8 replaced), None if it is
+  missing."""
+  gfile = _gfile()
+  try:
+    with gfile.GFile(path, 'rb') as f:
+      return f.read().decode(errors='replace')
+  except _errors().NotFoundError:
+    return None
+
+
+def age(path: str) -> Optional[float]:
+  """Seconds since `path` was written; None if it is missing or its
+  filesystem keeps no times (ram://)."""
+  try:
+    mtime_nsec = _gfile().stat(path).mtime_nsec
+  except _errors().NotFoundError:
+    return None
+  return time.time() - mtime_nsec / 1e9 if mtime_nsec else None
+
+
+def remove(path: str) -> None:
+  """Removes `path` if it exists."""
+  try:
+    _gfile().remove(path)
+  except _errors().NotFoundError:
+    pass
+
+
+def create_new(path: str, text: str) -> bool:
+  """Writes `text` to a new local file (and its directory); False if `path`
+  exists (O_EXCL: of two processes creating it, one does)."""
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+  except FileExistsError:
+    return False
+  with os.fdopen(fd, 'w') as f:
+    f.write(text)
+  return True
+
+
+def replace_unchanged(path: str, expected: Optional[str], text: str) -> bool:
+  """Whether the local file `path`, holding `expected` (None: missing), now
+  holds `text` by this call. Atomic: it is renamed aside first, so of two
+  processes replacing it one moves it; the other finds none, or moves the
+  winner's file, sees it and puts it back."""
+  aside = f'{path}.{uuid.uuid4().hex}.aside'
+  try:
+    os.rename(path, aside)
+  except FileNotFoundError:
+    return create_new(path, text)
+  with open(aside, 'rb') as f:
+    changed = f.read().decode(errors='replace') != expected
+  if changed:
+    try:
+      os.link(aside, path)  # Back, unless yet another was created.
+    except OSError:
+      pass
+  os.remove(aside)
+  return not changed and create_new(path, text)
 
 
 def read_text(path: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
 import socket
@@ -20,7 +19,6 @@ from typing import Optional, Tuple
 import uuid
 
 from absl import logging
-import tensorflow as tf
 
 from tunas_tf.io import checks
 from tunas_tf.io import errors
@@ -28,8 +26,7 @@ from tunas_tf.io import files
 from tunas_tf.io import records
 
 LOCK_FILE = 'run.lock'
-# The tokens of the leases this process holds: a lease naming our pid is ours
-# only with one of them (else a previous incarnation with our pid wrote it).
+# Our leases' tokens: a lease naming our pid without one is a past process's.
 _TOKENS_HELD_HERE = set()
 _MAX_PID = 2**31 - 1  # Linux's is 2**22; this keeps os.kill from overflowing.
 
@@ -37,18 +34,16 @@ _MAX_PID = 2**31 - 1  # Linux's is 2**22; this keeps os.kill from overflowing.
 class Held(ValueError):
   """A live process holds the run directory; `str()` is one line."""
 
+  def __init__(self, text: str):
+    super().__init__(errors.one_line(text))  # Names from a file anyone wrote.
+
 
 @dataclasses.dataclass(frozen=True)
 class Holder:
-  """A process: host name, pid, start time (clock ticks since boot, field 22
-  of /proc/PID/stat; None where unreadable)."""
+  """A process; its start time in ticks since boot (/proc/PID/stat 22)."""
   host: str
   pid: int
   start_time: Optional[int] = None
-
-  @classmethod
-  def this_process(cls) -> Holder:
-    return cls(socket.gethostname(), os.getpid(), _proc_stat(os.getpid())[1])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +70,8 @@ class _Lease:
     return json.dumps(dataclasses.asdict(self), indent=1) + '\n'
 
   def describe(self) -> str:
-    since = datetime.datetime.fromtimestamp(self.since, datetime.timezone.utc)
-    return (f'{self.binary} on host {self.host}, pid {self.pid}, since '
-            f'{since:%Y-%m-%d %H:%M:%S} UTC')
+    since = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.since))
+    return f'{self.binary} on host {self.host}, pid {self.pid}, since {since}'
 
 
 def _token(text: Optional[str]) -> Optional[str]:
@@ -127,20 +121,7 @@ def _gone_reason(lease: _Lease, me: Holder,
   return None
 
 
-def _in_use(model_dir: str, text: Optional[str]) -> Held:
-  """The refusal naming the holder of the lease `text` (a race's winner)."""
-  try:
-    lease = _Lease.parse(text)
-  except ValueError:
-    return Held(errors.one_line(f'{model_dir} was just taken by another '
-                                'process (its lease is changing); try again'))
-  return Held(errors.one_line(
-      f'{model_dir} is in use by {lease.describe()} (heartbeat '
-      f'{time.time() - lease.heartbeat:.0f} s ago); wait for it to end, or '
-      'stop it: a holder that is gone is taken over'))
-
-
-def _judge(model_dir: str, store: _File, text: str, me: Holder,
+def _judge(model_dir: str, path: str, text: str, me: Holder,
            stale_seconds: float) -> str:
   """The warning for taking over the lease `text`; Held if it is alive, or
   if it is unreadable and younger than `stale_seconds` (as while its creator
@@ -148,86 +129,41 @@ def _judge(model_dir: str, store: _File, text: str, me: Holder,
   try:
     lease = _Lease.parse(text)
   except ValueError as e:
-    problem, age = errors.one_line(str(e)) or 'empty', store.age()
+    problem, age = errors.one_line(e), files.age(path)
     if age is not None and age < stale_seconds:
-      raise Held(errors.one_line(
-          f'{model_dir} may be in use: {store.path} is unreadable ({problem}) '
-          f'and {age:.0f} s old, as while a process creates it; if no run '
-          f'uses {model_dir}, remove {store.path}, or wait: it is taken over '
-          f'once {stale_seconds:g} s old')) from None
+      raise Held(
+          f'{model_dir} may be in use: {path} is unreadable ({problem}) and '
+          f'{age:.0f} s old, as while a process creates it; if no run uses '
+          f'{model_dir}, remove {path}, or wait: it is taken over once '
+          f'{stale_seconds:g} s old') from None
     old = 'of unknown age' if age is None else f'{age:.0f} s old'
-    return errors.one_line(f'Taking over {model_dir}: {store.path} is '
-                           f'unreadable ({problem}) and {old}')
+    return errors.one_line(f'Taking over {model_dir}: {path} is unreadable '
+                           f'({problem}) and {old}')
   reason = _gone_reason(lease, me, stale_seconds)
   if reason is None:
-    raise _in_use(model_dir, text)
+    raise Held(f'{model_dir} is in use by {lease.describe()} (heartbeat '
+               f'{time.time() - lease.heartbeat:.0f} s ago); wait for it to '
+               'end, or stop it: a holder that is gone is taken over')
   return errors.one_line(
       f'Taking over {model_dir} from {lease.describe()}: {reason}')
 
 
-class _File:
-  """The lock file through tf.io.gfile, local or remote (gs://, ram://)."""
-
-  def __init__(self, path: str):
-    self.path = path
-
-  def read(self) -> Optional[str]:
-    try:
-      with tf.io.gfile.GFile(self.path, 'rb') as f:
-        return f.read().decode(errors='replace')
-    except tf.errors.NotFoundError:
-      return None
-
-  def age(self) -> Optional[float]:
-    """Seconds since its last write; None if missing or not kept (ram://)."""
-    try:
-      mtime_nsec = tf.io.gfile.stat(self.path).mtime_nsec
-    except tf.errors.NotFoundError:
-      return None
-    return time.time() - mtime_nsec / 1e9 if mtime_nsec else None
-
-  def create(self, text: str) -> bool:
-    """Writes a new file, False if a local one exists (O_EXCL); a remote one
-    is written regardless (the caller reads it back)."""
-    if files.is_remote(self.path):
-      self.rewrite(text)
-      return True
-    try:
-      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-      return False
-    with os.fdopen(fd, 'w') as f:
-      f.write(text)
-    return True
-
-  def rewrite(self, text: str) -> None:
-    files.write_text(text, self.path)  # Readers see the old or the new.
-
-  def remove(self) -> None:
-    with contextlib.suppress(tf.errors.NotFoundError):
-      tf.io.gfile.remove(self.path)
-
-  def take_over(self, judged: str, text: str) -> bool:
-    """Whether this process replaced the local lease `judged` (judged gone)
-    with `text`. Of two processes taking over, one renames the lease aside;
-    the other finds none, or moves the winner's, sees it and puts it back."""
-    aside = f'{self.path}.{uuid.uuid4().hex}.gone'
-    try:
-      os.rename(self.path, aside)
-    except FileNotFoundError:
-      return self.create(text)
-    with open(aside, 'rb') as f:
-      fresh = f.read().decode(errors='replace') != judged
-    if fresh:
-      with contextlib.suppress(OSError):
-        os.link(aside, self.path)  # Back, unless yet another was created.
-    os.remove(aside)
-    return not fresh and self.create(text)
+# Waits for a competing writer's lease to land (tests replace it).
+_settle = time.sleep
 
 
-def _settle(seconds: float) -> None:
-  """Waits for a competing writer's lease to land (tests replace this)."""
-  time.sleep(seconds)
+def _take_over(path: str, judged: Optional[str], text: str,
+               settle_seconds: float) -> bool:
+  """Whether `text` replaced the lease `judged` (judged gone; None: none):
+  locally by `files.replace_unchanged`; remotely (no atomic rename) it is
+  written, and read back after `settle_seconds` (the last writer wins)."""
+  if not files.is_remote(path):
+    return files.replace_unchanged(path, judged, text)
+  if judged is None and files.read_or_none(path) is not None:
+    return False
+  files.write_text(text, path)
+  _settle(settle_seconds)
+  return files.read_or_none(path) == text
 
 
 class RunLock(contextlib.AbstractContextManager):
@@ -235,17 +171,16 @@ class RunLock(contextlib.AbstractContextManager):
   heartbeat thread; `took_over` is the warning logged when it was taken
   over from a holder that was gone, else None."""
 
-  def __init__(self, model_dir: str, store: _File, lease: _Lease,
-               heartbeat_seconds: float, took_over: Optional[str]):
-    self.model_dir, self.path, self.took_over = model_dir, store.path, took_over
-    self._store, self._lease, self._lost = store, lease, None
-    self._released, self._owner_pid = False, os.getpid()
-    self._stop = threading.Event()
-    self._mutex = threading.Lock()  # Keeps release out of a heartbeat.
+  def __init__(self, model_dir: str, lease: _Lease, heartbeat_seconds: float,
+               settle_seconds: float, took_over: Optional[str]):
+    self.model_dir, self.took_over = model_dir, took_over
+    self.path = os.path.join(model_dir, LOCK_FILE)
+    self._lease, self._lost, self._stop = lease, None, threading.Event()
+    self._owner_pid = os.getpid()
     _TOKENS_HELD_HERE.add(lease.token)
     self._thread = threading.Thread(
-        target=self._heartbeats, args=(heartbeat_seconds,), daemon=True,
-        name=f'run_lock heartbeat {self.path}')
+        target=self._heartbeats, args=(heartbeat_seconds, settle_seconds),
+        daemon=True, name=f'run_lock heartbeat {self.path}')
     self._thread.start()
     # Without a release, a run on another host would wait `stale_seconds`.
     atexit.register(self.release)
@@ -254,92 +189,51 @@ class RunLock(contextlib.AbstractContextManager):
     self.release()
 
   def lost(self) -> Optional[str]:
-    """None while this process holds the directory (or released it without
-    losing it), else why not (one line)."""
+    """None unless another process took the directory: then why (one line)."""
     return self._lost
 
   def release(self) -> None:
-    """Stops the heartbeat; deletes the lock file if it is still ours.
-
-    Idempotent; an I/O error is logged (the next run takes the lease over
-    as a gone holder's); a forked child leaves its parent's lease alone.
-    """
-    if os.getpid() != self._owner_pid:
+    """Stops the heartbeat; deletes the lock file if still ours (an I/O error
+    logged). Idempotent; a forked child leaves its parent's lease alone."""
+    if os.getpid() != self._owner_pid or self._stop.is_set():
       return
-    with self._mutex:
-      if self._released:
-        return
-      self._released = True
-      self._stop.set()
-    self._thread.join()
+    self._stop.set()
     atexit.unregister(self.release)
+    self._thread.join()  # Its last beat done: nothing writes after this.
     _TOKENS_HELD_HERE.discard(self._lease.token)
     try:
-      if _token(self._store.read()) == self._lease.token:
-        self._store.remove()
+      if _token(files.read_or_none(self.path)) == self._lease.token:
+        files.remove(self.path)
     except Exception as e:  # pylint: disable=broad-except
       logging.warning('Could not remove %s: %s', self.path, e)
 
-  def _heartbeats(self, interval: float) -> None:
-    # Never raises: an I/O error is retried at the next beat.
+  def _heartbeats(self, interval: float, settle_seconds: float) -> None:
+    """Rewrites the heartbeat until stopped or taken over; logs I/O errors."""
     while not self._stop.wait(interval):
-      with self._mutex:
-        try:
-          if not self._stop.is_set():
-            self._beat()
-        except Exception as e:  # pylint: disable=broad-except
-          logging.warning('Heartbeat of %s failed (retrying in %g s): %s',
-                          self.path, interval, e)
-
-  def _beat(self) -> None:
-    """Rewrites the heartbeat, or notes that another process took over."""
-    text = self._store.read()
-    if text is not None and _token(text) != self._lease.token:
       try:
-        holder = f'by {_Lease.parse(text).describe()}'
-      except ValueError:
-        holder = 'by another process (the file is unreadable)'
-      self._lost = errors.one_line(
-          f'{self.model_dir} was taken over {holder}; this process no longer '
-          'holds it')
-      logging.warning('%s', self._lost)
-      self._stop.set()
-      return
-    # A missing file (removed by hand, or moved aside by a process taking
-    # over that will put it back) is written again: we are alive.
-    beat = dataclasses.replace(self._lease, heartbeat=time.time())
-    if text is not None:
-      self._store.rewrite(beat.text())
-    elif not self._store.create(beat.text()):
-      return  # A new holder created it meanwhile: seen at the next beat.
-    self._lease = beat
-
-
-def _take(model_dir: str, store: _File, lease: _Lease, me: Holder,
-          stale_seconds: float, settle_seconds: float) -> Optional[str]:
-  """Writes `lease` or raises Held; returns the takeover warning, if any.
-  Local: an exclusive create, else a judged `take_over`. Remote: the lease
-  written, then read back after `settle_seconds` (the last writer wins)."""
-  tf.io.gfile.makedirs(model_dir)
-  remote = files.is_remote(model_dir)
-  if not remote and store.create(lease.text()):
-    return None
-  old = store.read()
-  if old is None and not remote:  # Released between our create and read.
-    if store.create(lease.text()):
-      return None
-    raise _in_use(model_dir, store.read())
-  warning = None if old is None else _judge(model_dir, store, old, me,
-                                            stale_seconds)
-  if remote:
-    store.rewrite(lease.text())
-    _settle(settle_seconds)
-    won = _token(store.read()) == lease.token
-  else:
-    won = store.take_over(old, lease.text())
-  if not won:
-    raise _in_use(model_dir, store.read())
-  return warning
+        text = files.read_or_none(self.path)
+        if text is not None and _token(text) != self._lease.token:
+          try:
+            holder = f'by {_Lease.parse(text).describe()}'
+          except ValueError:
+            holder = 'by another process (the file is unreadable)'
+          self._lost = errors.one_line(
+              f'{self.model_dir} was taken over {holder}; this process no '
+              'longer holds it')
+          logging.warning('%s', self._lost)
+          return
+        # A missing file (removed by hand, or moved aside by a process taking
+        # over that will put it back) is written again: we are alive. If a
+        # new holder created it meanwhile, the next beat sees it.
+        beat = dataclasses.replace(self._lease, heartbeat=time.time())
+        if text is not None:
+          files.write_text(beat.text(), self.path)
+        if text is not None or _take_over(self.path, None, beat.text(),
+                                          settle_seconds):
+          self._lease = beat
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning('Heartbeat of %s failed (retrying in %g s): %s',
+                        self.path, interval, e)
 
 
 def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
@@ -350,11 +244,10 @@ def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
 
   Args:
     heartbeat_seconds: how often the lease's heartbeat is rewritten.
-    stale_seconds: a holder on another host whose heartbeat is this old is
-      gone; an unreadable lock file this old is taken over.
+    stale_seconds: how old a heartbeat from another host, or an unreadable
+      lock file, is when it is taken over.
     settle_seconds: remote only: how long a written lease settles before it
-      is read back; a later writer is caught by the holder's next heartbeat,
-      which then reports `lost()`.
+      is read back (a later writer is caught by the holder's next beat).
     identity: who this process is (tests pretend to be another).
 
   Raises:
@@ -368,11 +261,20 @@ def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
     raise ValueError(f'stale_seconds must be > heartbeat_seconds '
                      f'({heartbeat_seconds}), got {stale_seconds}')
   checks.number('settle_seconds', settle_seconds, 0, prefix='')
-  me, now = identity or Holder.this_process(), time.time()
+  me = identity or Holder(socket.gethostname(), os.getpid(),
+                          _proc_stat(os.getpid())[1])
+  now, path = time.time(), os.path.join(model_dir, LOCK_FILE)
   lease = _Lease(me.host, me.pid, me.start_time, now, now, uuid.uuid4().hex,
                  binary)
-  store = _File(os.path.join(model_dir, LOCK_FILE))
-  warning = _take(model_dir, store, lease, me, stale_seconds, settle_seconds)
-  if warning:
-    logging.warning('%s', warning)
-  return RunLock(model_dir, store, lease, heartbeat_seconds, warning)
+  warning = None
+  if not _take_over(path, None, lease.text(), settle_seconds):
+    old = files.read_or_none(path)
+    warning = None if old is None else _judge(model_dir, path, old, me,
+                                              stale_seconds)
+    if not _take_over(path, old, lease.text(), settle_seconds):
+      _judge(model_dir, path, files.read_or_none(path) or '', me,
+             stale_seconds)  # Held, naming the winner.
+      raise Held(f'{model_dir} was just taken by another process; try again')
+    if warning:
+      logging.warning('%s', warning)
+  return RunLock(model_dir, lease, heartbeat_seconds, settle_seconds, warning)
