@@ -81,9 +81,8 @@ def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
 def read_or_none(path: str) -> Optional[str]:
   """The text at `path` (bytes that are not UTF-8 replaced), None if it is
   missing."""
-  gfile = _gfile()
   try:
-    with gfile.GFile(path, 'rb') as f:
+    with _gfile().GFile(path, 'rb') as f:
       return f.read().decode(errors='replace')
   except _errors().NotFoundError:
     return None
@@ -143,11 +142,10 @@ def replace_unchanged(path: str, expected: Optional[str], text: str) -> bool:
 
 def read_text(path: str) -> str:
   """Reads a text file; ValueError naming the path if it does not exist."""
-  gfile = _gfile()
-  if not gfile.exists(path):
+  text = read_or_none(path)
+  if text is None:
     raise ValueError(f'{path} does not exist')
-  with gfile.GFile(path) as f:
-    return f.read()
+  return text
 
 
 def read_input(path: str) -> str:
