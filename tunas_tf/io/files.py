@@ -17,18 +17,13 @@ import uuid
 CONFIG_FILE = 'config.json'
 
 
-def _gfile():
+def _tf():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
-
-
-def _errors():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.errors
+  return tf
 
 
 def exists(path: str) -> bool:
-  return _gfile().exists(path)
+  return _tf().io.gfile.exists(path)
 
 
 def is_remote(path: str) -> bool:
@@ -42,7 +37,7 @@ def abspath(path: str) -> str:
 
 
 def _write(data: Any, path: str, mode: str) -> None:
-  gfile = _gfile()
+  gfile = _tf().io.gfile
   directory = os.path.dirname(path)
   if directory:
     gfile.makedirs(directory)
@@ -82,9 +77,9 @@ def read_or_none(path: str) -> Optional[str]:
   """The text at `path` (bytes that are not UTF-8 replaced), None if it is
   missing."""
   try:
-    with _gfile().GFile(path, 'rb') as f:
+    with _tf().io.gfile.GFile(path, 'rb') as f:
       return f.read().decode(errors='replace')
-  except _errors().NotFoundError:
+  except _tf().errors.NotFoundError:
     return None
 
 
@@ -92,8 +87,8 @@ def age(path: str) -> Optional[float]:
   """Seconds since `path` was written; None if it is missing or its
   filesystem keeps no times (ram://)."""
   try:
-    mtime_nsec = _gfile().stat(path).mtime_nsec
-  except _errors().NotFoundError:
+    mtime_nsec = _tf().io.gfile.stat(path).mtime_nsec
+  except _tf().errors.NotFoundError:
     return None
   return time.time() - mtime_nsec / 1e9 if mtime_nsec else None
 
@@ -101,8 +96,8 @@ def age(path: str) -> Optional[float]:
 def remove(path: str) -> None:
   """Removes `path` if it exists."""
   try:
-    _gfile().remove(path)
-  except _errors().NotFoundError:
+    _tf().io.gfile.remove(path)
+  except _tf().errors.NotFoundError:
     pass
 
 
@@ -155,7 +150,7 @@ def read_input(path: str) -> str:
     ValueError: 'cannot read {path}: {reason}' (missing, a directory,
       unreadable).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = _tf()
   try:
     with tf.io.gfile.GFile(path) as f:
       return f.read()
@@ -278,7 +273,7 @@ def check_output_dir(path: str, flag: str) -> None:
   if not is_remote(path):
     problem = _directory_problem(path)
   else:
-    gfile = _gfile()
+    gfile = _tf().io.gfile
     problem = ('is a file, not a directory'
                if gfile.exists(path) and not gfile.isdir(path) else None)
   if problem:
@@ -292,7 +287,7 @@ def check_output_file(path: str, flag: str) -> None:
     ValueError: '{flag}={path} is a directory, not a file', or '... cannot
       be written: {ancestor} is a file' (or is not writable).
   """
-  if _gfile().isdir(path):
+  if _tf().io.gfile.isdir(path):
     raise ValueError(f'{flag}={path} is a directory, not a file')
   directory = os.path.dirname(path)
   if directory and not is_remote(path):
