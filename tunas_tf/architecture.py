@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -30,15 +31,10 @@ READ_VERSIONS = (1, 2)
 # The search's data, as its config.json names them (optional, in this order).
 DATA_FIELDS = ('dataset', 'image_size', 'num_classes', 'num_channels',
                'preprocessing', 'validation_examples')
-# The optional scalar fields, in the order they are written, and by type.
+# The optional scalar fields, in the order they are written.
 _OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
                     'cost_tolerance', 'argmax_indices', 'oneshot', 'global_step',
                     'max_global_step', 'checkpoint') + DATA_FIELDS
-_NUMBER_FIELDS = ('estimated_cost', 'cost_target', 'cost_tolerance')
-_STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices', 'dataset',
-                  'preprocessing')
-_INT_FIELDS = ('oneshot', 'global_step', 'max_global_step', 'image_size',
-               'num_classes', 'num_channels', 'validation_examples')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,48 +170,30 @@ class Architecture:
         that is not an object, an unknown format version, a missing or
         mistyped field, an unknown space or indices that do not fit it.
     """
-    if not isinstance(document, dict):
-      raise ValueError(f'{where} is not a JSON object')
+    records.check_keys(document, where, ('ssd', 'indices'))
     version = document.get('format_version', FORMAT_VERSION)
     if version not in READ_VERSIONS or isinstance(version, bool):
       raise ValueError(f"{where}: field 'format_version' is {version!r}; this "
                        'version reads '
                        f"{' and '.join(map(str, READ_VERSIONS))}")
     for name in ('ssd', 'indices'):
-      if not isinstance(document.get(name), str):
-        raise ValueError(f'{where} has no string {name!r}')
-    values = {name: _field(document, name, where, checks.is_number, 'a number')
-              for name in _NUMBER_FIELDS}
-    values.update({name: _field(document, name, where, _is_int, 'an int')
-                   for name in _INT_FIELDS})
-    values.update({name: _field(document, name, where,
-                                lambda v: isinstance(v, str), 'a string')
-                   for name in _STRING_FIELDS})
-    values['probabilities'] = _probabilities(document, where)
-    if values['checkpoint'] is not None and directory is not None:
-      values['checkpoint'] = _resolve(values['checkpoint'], directory)
+      records.check_value(where, name, document[name], 'str')
     try:
-      mobile.get_search_space(document['ssd'])
+      space = mobile.get_search_space(document['ssd'])
     except ValueError as e:
       raise ValueError(f"{where}: field 'ssd': {e}") from None
     try:
-      return cls(document['ssd'], document['indices'], **values)
+      schema.check_indices(space, document['indices'])
     except ValueError as e:
       raise ValueError(f"{where}: field 'indices' does not fit "
                        f"{document['ssd']!r}: {e}") from None
-
-
-def _is_int(value: Any) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _field(document: Dict[str, Any], name: str, where: str, check,
-           expected: str) -> Any:
-  value = document.get(name)
-  if value is not None and not check(value):
-    raise ValueError(f'{where}: field {name!r} is {value!r}, expected '
-                     f'{expected}')
-  return value
+    record = records.from_dict(
+        cls, {**document, 'probabilities': _probabilities(document, where)},
+        where, ignored=None)
+    if record.checkpoint is not None and directory is not None:
+      record = dataclasses.replace(
+          record, checkpoint=_resolve(record.checkpoint, directory))
+    return record
 
 
 def _probabilities(document: Dict[str, Any], where: str

@@ -281,7 +281,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
                                 f'Cost model {path}: not valid JSON'):
       linear.get_cost_model(_PROXYLESSNAS, path)
     path = self._write([1, 2], 'list.json')
-    with self.assertRaisesRegex(ValueError, 'expected a JSON object'):
+    with self.assertRaisesRegex(ValueError, 'is not a JSON object'):
       linear.get_cost_model(_PROXYLESSNAS, path)
 
   @parameterized.named_parameters(
@@ -295,8 +295,8 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
        "field 'kernel' has 143 values; expected num_features = 144"),
       ('kernel_value', dict(kernel=[1.0] * 143 + ['x']),
        "field 'kernel' has a non-number 'x' at position 143"),
-      ('bias', dict(bias=None), "field 'bias' must be a finite number"),
-      ('units', dict(units=3), "field 'units' must be a string"))
+      ('bias', dict(bias=None), "field 'bias' is None, expected a number"),
+      ('units', dict(units=3), "field 'units' is 3, expected a string"))
   def test_mismatched_json(self, changes, message):
     path = self._write(self._coefficients(**changes))
     with self.assertRaisesRegex(ValueError, f'Cost model {path}: {message}'):
@@ -307,7 +307,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     del data['kernel']
     path = self._write(data)
     with self.assertRaisesRegex(ValueError,
-                                f"Cost model {path}: missing field 'kernel'"):
+                                f"Cost model {path} has no field 'kernel'"):
       linear.get_cost_model(_PROXYLESSNAS, path)
 
   def test_rewritten_json_is_reloaded(self):

@@ -166,9 +166,9 @@ class BadInputTest(absltest.TestCase):
         (dict(settings=dict(testing_latency.SETTINGS, backend='onnx')),
          r"settings.json: unknown backend 'onnx'"),
         (dict(settings=dict(testing_latency.SETTINGS, image_size=None)),
-         r"settings.json: missing \['image_size'\]"),
+         r"settings.json: field 'image_size' is None, expected an int"),
         (dict(settings=dict(testing_latency.SETTINGS, threads=1)),
-         r"settings.json: unknown keys \['threads'\]"),
+         r"settings.json has unknown fields \['threads'\]"),
     ]
     for i, (kwargs, message) in enumerate(cases):
       with self.assertRaisesRegex(ValueError, message, msg=str(kwargs)):

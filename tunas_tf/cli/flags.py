@@ -8,15 +8,16 @@ can build their own.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from absl import app
 from absl import flags
 
 from tunas_tf.io import checks
+# The tools' `with flags.errors_in_one_line(tool):`.
+from tunas_tf.io.errors import errors_in_one_line  # pylint: disable=W0611
 from tunas_tf.io import files
 from tunas_tf.cli import process
 from tunas_tf.runtime import jobs
@@ -73,16 +74,6 @@ def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
   if missing:
     sys.exit(f'{tool}: {", ".join(missing)} '
              f'{"is" if len(missing) == 1 else "are"} required')
-
-
-@contextlib.contextmanager
-def errors_in_one_line(prefix: str, *errors: type) -> Iterator[None]:
-  """Exits with 'PREFIX: message' on one line (exit code 1) for a ValueError
-  (or one of `errors`) raised inside."""
-  try:
-    yield
-  except (ValueError, *errors) as e:
-    sys.exit(f'{prefix}: ' + ' '.join(str(e).split()))
 
 
 def parse_flags_in_one_line(argv):

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import provenance as provenance_lib
@@ -123,25 +124,20 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
     raise ValueError(f'Cost model {path}: cannot read it ({e})') from None
   except json.JSONDecodeError as e:
     raise ValueError(f'Cost model {path}: not valid JSON ({e})') from None
-  if not isinstance(data, dict):
-    raise ValueError(f'Cost model {path}: expected a JSON object with fields '
-                     f'{list(_REQUIRED_FIELDS)}, got {type(data).__name__}')
-  form = data.get('form', LINEAR_FORM)
+  what = f'Cost model {path}'
+  form = records.check_keys(data, what, ()).get('form', LINEAR_FORM)
   if form not in FORMS:
-    raise ValueError(f"Cost model {path}: unknown form {form!r}; expected one "
-                     f'of {list(FORMS)}')
+    raise ValueError(f"{what}: unknown form {form!r}; expected one of "
+                     f'{list(FORMS)}')
   needed = _REQUIRED_FIELDS + _FORM_FIELDS.get(form, ())
-  for field in needed:
-    if field not in data:
-      raise ValueError(f'Cost model {path}: missing field {field!r} (a '
-                       f'{form!r} model needs {list(needed)})')
+  records.check_keys(data, what, needed,
+                     hint=f' (a {form!r} model needs {list(needed)})')
   _check_form_fields(path, form, data)
   if data['ssd'] != ssd:
-    raise ValueError(f"Cost model {path}: field 'ssd' is {data['ssd']!r}, but "
-                     f'the search space is {ssd!r}')
-  if not isinstance(data['units'], str):
-    raise ValueError(f"Cost model {path}: field 'units' must be a string, got "
-                     f"{data['units']!r}")
+    raise ValueError(f"{what}: field 'ssd' is {data['ssd']!r}, but the search "
+                     f'space is {ssd!r}')
+  records.check_value(what, 'units', data['units'], 'str')
+  records.check_value(what, 'bias', data['bias'], 'float')
   expected = _space_feature_length(ssd)
   num_features = data['num_features']
   if isinstance(num_features, bool) or num_features != expected:
@@ -157,9 +153,6 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   if bad:
     raise ValueError(f"Cost model {path}: field 'kernel' has a non-number "
                      f'{kernel[bad[0]]!r} at position {bad[0]}')
-  if not checks.is_number(data['bias']):
-    raise ValueError(f"Cost model {path}: field 'bias' must be a finite "
-                     f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
   array.setflags(write=False)
   measured_with = data.get('measured_with')

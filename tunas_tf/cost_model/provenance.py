@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
+from tunas_tf.io import checks
 from tunas_tf.io import lite
+from tunas_tf.io import records
 from tunas_tf.cost_model import macs
 
 BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.
@@ -19,7 +21,6 @@ PRECISIONS = lite.PRECISIONS
 # Settings files note these too (`latency/rows`); they are not provenance.
 NOTES = ('protocol', 'load_at_start')
 SHAPE = ('image_size', 'num_classes', 'input_channels')
-_REQUIRED = ('ssd',) + SHAPE + ('backend', 'device')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,29 +58,19 @@ class Provenance:
 
     Raises:
       ValueError: naming `source` and the key that is missing, unknown or
-        malformed.
+        malformed (`records.from_dict`).
     """
-    if not isinstance(data, dict):
-      raise ValueError(f'{source}: expected an object with keys '
-                       f'{list(_REQUIRED)}, got {data!r}')
     names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names) - set(NOTES))
-    missing = [k for k in _REQUIRED if data.get(k) is None]
-    if unknown or missing:
-      raise ValueError(f'{source}: ' + (f'unknown keys {unknown}' if unknown
-                                        else f'missing {missing}') +
-                       f'; a provenance has {names}')
-    record = cls(**{k: data[k] for k in names if data.get(k) is not None})
+    record = records.from_dict(cls, data, source, ignored=NOTES,
+                               hint=f'; a provenance has {names}')
     record._check(source)
     return record
 
   def _check(self, source: str) -> None:
     for name in SHAPE + (() if self.num_threads is None else
                          ('num_threads',)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'{source}: {name} must be an int >= 1, got '
-                         f'{value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True,
+                    prefix=f'{source}: ')
     for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f'{source}: unknown {name} '

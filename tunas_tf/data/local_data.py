@@ -16,6 +16,7 @@ from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from tunas_tf.io import checks
+from tunas_tf.io import errors
 
 IDX = 'idx'
 NPZ = 'npz'
@@ -229,21 +230,21 @@ def _load_npz(path: str) -> Dict[str, np.ndarray]:
   if not start.startswith((b'PK', b'\x93NUMPY')):  # A zip file, or a .npy.
     raise ValueError(f'{path} is not an .npz archive (a zip file of .npy '
                      'arrays)')
-  errors = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+  unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)
   try:
     loaded = np.load(path, allow_pickle=False)
-  except errors as e:
+  except unreadable as e:
     raise ValueError(f'{path}: not a readable .npz archive '
-                     f'({" ".join(str(e).split())})') from None
+                     f'({errors.one_line(e)})') from None
   if not isinstance(loaded, np.lib.npyio.NpzFile):
     raise ValueError(f'{path} is a single .npy array, not an .npz archive '
                      f'with {list(NPZ_KEYS)}')
   try:
     with loaded as npz:
       return {key: npz[key] for key in npz.files}
-  except errors as e:
+  except unreadable as e:
     raise ValueError(f'{path}: an array cannot be read '
-                     f'({" ".join(str(e).split())})') from None
+                     f'({errors.one_line(e)})') from None
 
 
 def read_npz(path: str,
@@ -324,7 +325,7 @@ def _check_image(path: str) -> _ImageFacts:
   except Exception as e:  # pylint: disable=broad-except
     # PIL's plugins raise many kinds on a corrupt file (OSError, SyntaxError,
     # struct.error, DecompressionBombError, ...): each is the file's fault.
-    reason = ' '.join(str(e).split()) or type(e).__name__
+    reason = errors.one_line(e)
     raise _UnusableImage(reason) from None
   return _ImageFacts((height, width), mode in _GRAY_MODES, encoding)
 

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from tunas_tf.io import checks
+from tunas_tf.io import errors
 from tunas_tf.io import native_output
 
 FLOAT32, INT8 = 'float32', 'int8'
@@ -75,7 +76,7 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
     try:
       content = converter.convert()
     except Exception as e:  # pylint: disable=broad-except
-      failure = _error_line(str(e))  # Its own lines: the note, the stack.
+      failure = errors.first_line(e)  # Its own lines: the note, the stack.
   if failure is not None:
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
   if precision == INT8:
@@ -118,14 +119,6 @@ def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
   bounds = np.iinfo(details['dtype'])
   return np.clip(np.round(values / scale + zero_point), bounds.min,
                  bounds.max).astype(details['dtype'])
-
-
-def _error_line(text: str) -> str:
-  """The converter's first 'error: ...' (else first) line, cut to 200."""
-  lines = [line.strip() for line in text.splitlines() if line.strip()]
-  errors = [line.split('error: ', 1)[1] for line in lines
-            if 'error: ' in line]
-  return ((errors or lines or ['no message'])[0])[:200]
 
 
 def _check_integer(content: bytes) -> None:

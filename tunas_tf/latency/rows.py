@@ -26,6 +26,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 from absl import logging
 import numpy as np
 
+from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import macs
@@ -335,9 +336,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   """
   space = mobile.get_search_space(ssd)
   protocol.check()
-  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
-      num_threads < 1):
-    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
+  checks.number('num_threads', num_threads, 1, integer=True, prefix='')
   wanted = list(dict.fromkeys(  # In order, duplicates dropped.
       _canonical(space, indices, f'architecture {i}: ')
       for i, indices in enumerate(architectures or ())))

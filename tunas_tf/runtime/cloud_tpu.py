@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional, Tuple
 
+from tunas_tf.io import errors
+
 LOCAL = 'local'
 _GRPC = 'grpc://'
 # The devices of a TPU VM: /dev/accel0.. (v2-v4), /dev/vfio/0.. (v5e on).
@@ -29,11 +31,6 @@ _TIMEOUT_S = 5.0
 
 class TpuError(ValueError):
   """A TPU that cannot be used; its message is one line naming it."""
-
-
-def _first_line(error: BaseException) -> str:
-  text = ' '.join(str(error).split())
-  return text or type(error).__name__
 
 
 def local_devices(patterns=_DEVICE_PATTERNS) -> list:
@@ -61,8 +58,8 @@ def _check_reachable(tpu: str, timeout: float) -> None:
     socket.create_connection((host, port), timeout=timeout).close()
   except OSError as e:
     raise TpuError(
-        f'--tpu={tpu}: no TPU answers there ({_first_line(e)}); check the '
-        'address and that the TPU is up (TPU Nodes reached end of life in '
+        f'--tpu={tpu}: no TPU answers there ({errors.one_line(e)}); check '
+        'the address and that the TPU is up (TPU Nodes reached end of life in '
         '2025: on a TPU VM use --tpu=local)') from None
 
 
@@ -83,8 +80,9 @@ def _project_and_zone(tpu: str, project: Optional[str], zone: Optional[str],
       zone = _metadata('instance/zone', timeout).split('/')[-1]
   except (OSError, urllib.error.URLError) as e:
     raise TpuError(
-        f'--tpu={tpu}: cannot find its project and zone ({_first_line(e)} '
-        'from the metadata server: this is not a Google Cloud VM); give '
+        f'--tpu={tpu}: cannot find its project and zone '
+        f'({errors.one_line(e)} from the metadata server: this is not a '
+        'Google Cloud VM); give '
         '--gcp_project and --tpu_zone') from None
   return project, zone
 
@@ -106,8 +104,8 @@ def api_service(tpu: str, credentials: Any = None, http: Any = None):
           scopes=['https://www.googleapis.com/auth/cloud-platform'])
     except google.auth.exceptions.GoogleAuthError as e:
       raise TpuError(
-          f'--tpu={tpu}: no Google Cloud credentials ({_first_line(e)}); on '
-          'a Cloud VM its service account provides them, elsewhere run '
+          f'--tpu={tpu}: no Google Cloud credentials ({errors.one_line(e)});'
+          ' on a Cloud VM its service account provides them, elsewhere run '
           '`gcloud auth application-default login`') from None
   return discovery.build('tpu', 'v1', credentials=credentials, http=http,
                          cache_discovery=False, static_discovery=True)
@@ -151,8 +149,8 @@ def resolve(tpu: str, zone: Optional[str] = None,
     resolver.cluster_spec()  # Looks the TPU up; checks that it is READY.
   except RuntimeError as e:  # TF's client: 'TPU "x" is not yet ready ...'.
     raise TpuError(
-        f'--tpu={tpu} ({where}) is not READY: {_first_line(e)}; wait for it '
-        f'or check it with `gcloud compute tpus tpu-vm describe {tpu} '
+        f'--tpu={tpu} ({where}) is not READY: {errors.one_line(e)}; wait for '
+        f'it or check it with `gcloud compute tpus tpu-vm describe {tpu} '
         f'--zone={zone}`') from None
   except Exception as e:  # pylint: disable=broad-except
     # TF's client wraps every API error (unknown name, no permission, no
@@ -167,7 +165,7 @@ def resolve(tpu: str, zone: Optional[str] = None,
 
 def _api_reason(error: Exception) -> str:
   """The API's own words from TF's wrapped error, else its first line."""
-  text = _first_line(error)
+  text = errors.one_line(error)
   # An HttpError reads '<HttpError 404 when requesting URL returned "why".
   # Details: ...>'.
   match = re.search(r'<HttpError (\d+) .*? returned "([^"]*)"', text)

@@ -16,6 +16,8 @@ import json
 import os
 from typing import Any, Optional
 
+from tunas_tf.io import errors
+
 ENV = 'TF_CONFIG'
 # The jobs `MultiWorkerMirroredStrategy` trains with.
 _JOBS = ('chief', 'worker')
@@ -44,7 +46,7 @@ class Worker:
 def _refuse(text: str, why: str) -> ValueError:
   shown = text if len(text) <= 200 else text[:200] + '...'
   return ValueError(f'{ENV} is not a multi-worker cluster ({why}): '
-                    f'{" ".join(shown.split())!r}')
+                    f'{errors.one_line(shown)!r}')
 
 
 def _address(value: Any) -> bool:

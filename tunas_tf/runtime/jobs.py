@@ -8,13 +8,13 @@ only).
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
                     Sequence)
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 
 # `JobConfig` fields that only say where to run, on which copy of the data,
 # how often to log and save, and whether kernels must be deterministic: a
@@ -88,10 +88,7 @@ class JobConfig:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     datasets.check_preprocessing(self.dataset, self.preprocessing)
     for name in _POSITIVE_FIELDS:
-      value = getattr(self, name)
-      if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-          or value <= 0):
-        raise ValueError(f'--{name} must be positive, got {value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True)
     checks.seed('seed', self.seed)
     if self.engine not in ENGINES:
       raise ValueError(f'--engine must be one of {", ".join(ENGINES)}, got '
@@ -168,14 +165,8 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
   # Before the fields: the other binary's file lacks them all.
   check_written_by(values, binary, os.path.dirname(where) or where)
   names = flat_keys(config_type)
-  missing = [name for name in names if name not in values]
-  if missing:
-    raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
-                     f'this version of {binary}')
-  unknown = sorted(set(values) - set(names) - set(derived))
-  if unknown:
-    raise ValueError(f'{where} has unknown fields {unknown}: not written by '
-                     f'this version of {binary}')
+  records.check_keys(values, where, names, [*names, *derived],
+                     f': not written by this version of {binary}')
   try:
     config = from_flat(config_type, {name: values[name] for name in names})
   except (TypeError, ValueError) as e:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 import tensorflow as tf
 
+from tunas_tf.io import errors
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
@@ -40,9 +41,8 @@ def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
   if len(argv) > 1:
     sys.exit(f'{binary}: unexpected arguments {list(argv[1:])}')
   try:
-    body()
-  except ValueError as e:
-    sys.exit(f'{binary}: ' + ' '.join(str(e).split()))
+    with errors.errors_in_one_line(binary):
+      body()
   except preemption.Stopped as e:
     print(f'{binary}: {e}', file=sys.stderr)
     return preemption.EXIT_CODE

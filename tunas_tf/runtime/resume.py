@@ -21,18 +21,8 @@ from absl import logging
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from tunas_tf.io import errors
 from tunas_tf.io import files
-
-
-def op_error_reason(error: Exception) -> str:
-  """The line of a TF graph-execution error that says what went wrong."""
-  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
-           'stack trace', 'File ', 'most recent call')
-  for line in str(error).splitlines():
-    line = line.strip()
-    if line and not any(n in line for n in noise):
-      return line
-  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
 
 
 # The file TF keeps beside the checkpoints, naming the latest (and the kept).
@@ -136,7 +126,7 @@ def unreadable_reason(prefix: str) -> Optional[str]:
       values.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
     # TF raises OpErrors, and IndexError/ValueError for a truncated file.
-    return op_error_reason(e) if str(e).strip() else type(e).__name__
+    return errors.first_line(e)
   return None
 
 
@@ -310,6 +300,6 @@ def refuse_unreadable(checkpoint: Optional[str]) -> Iterator[None]:
   except tf.errors.OpError as e:
     if checkpoint is None or 'Restore' not in str(e):
       raise
-    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
-                     'remove the broken checkpoint or use a new '
+    raise ValueError(f'Cannot resume from {checkpoint}: '
+                     f'{errors.first_line(e)}; remove the broken checkpoint or use a new '
                      '--model_dir') from None
