@@ -50,8 +50,7 @@ def _write(data: Any, path: str, mode: str) -> None:
 
 
 def write_text(text: str, path: str) -> None:
-  """Writes `text` to `path` through a temporary file and a rename (readers
-  never see a partial write), creating the parent directory if needed."""
+  """Writes `text` to `path` (and its directory) by a rename: atomically."""
   _write(text, path, 'w')
 
 
@@ -181,12 +180,9 @@ def check_config(path: str, new: Dict[str, Any],
 
   Args:
     new: this run's settings (JSON-able, flat).
-    run_only_fields: settings that only say how often to save or log, or
-      where to run; they may differ.
-    derived_fields: settings computed from others; compared after the
-      others, so an error names what the user changed.
-    check_stored: called with the stored settings before any comparison
-      (e.g. to refuse another binary's directory in its own words).
+    run_only_fields: settings a restart may change (cadence, where to run).
+    derived_fields: compared last, so an error names what the user changed.
+    check_stored: called with the stored settings before any comparison.
     added_fields: settings an earlier version did not store, with the value
       it ran with: taken where the stored file lacks them.
 
@@ -194,9 +190,8 @@ def check_config(path: str, new: Dict[str, Any],
     The stored settings, or None when `path` does not exist (a new run).
 
   Raises:
-    ValueError: naming the first differing field outside `run_only_fields`
-      with its stored and its new value, or when the stored file is not a
-      JSON object.
+    ValueError: naming the first differing field with both values, or a
+      stored file that is not a JSON object.
   """
   if not exists(path):
     return None
@@ -258,18 +253,9 @@ def _directory_problem(path: str) -> Optional[str]:
 
 
 def check_output_dir(path: str, flag: str) -> None:
-  """Checks that `path` is a writable directory or can be created as one.
-
-  Creates nothing. For a remote path only checks that it is not a file.
-
-  Args:
-    flag: the flag that names it, for the message (e.g. '--model_dir').
-
-  Raises:
-    ValueError: '{flag}={path} is a file, not a directory', '... is not
-      writable' or '... cannot be created: {ancestor} is a file' (or is not
-      writable).
-  """
+  """ValueError '{flag}={path} is a file, not a directory' (or is not
+  writable, or cannot be created) unless `path` is a writable directory or
+  can be created as one; creates nothing (a remote path: not a file)."""
   if not is_remote(path):
     problem = _directory_problem(path)
   else:

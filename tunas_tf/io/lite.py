@@ -46,14 +46,12 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
             calibration: Optional[Iterable[np.ndarray]] = None,
             input_type: str = INT8, signature: bool = False) -> bytes:
   """The TFLite flatbuffer of `function` (one input; variables frozen from
-  `trackable`). `INT8`: full-integer post-training quantization (int8
-  weights, activations and output, `input_type` input), ranges calibrated on
-  `calibration` (float32 input arrays). `signature`: the function's names as
-  the signature 'serving_default' (`_with_signature`).
+  `trackable`); `INT8`: full-integer (`input_type` input), calibrated on
+  `calibration` (float32 arrays); `signature`: as `_with_signature`.
 
   Raises:
-    ValueError: for an unknown precision, or a conversion that fails or
-      leaves an op in float32 (the message says which).
+    ValueError: an unknown precision, or a conversion that fails or leaves an
+      op in float32 (the message says which).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   checks.one_of('precision', precision, list(PRECISIONS))

@@ -48,12 +48,9 @@ def check_value(what: str, name: str, value: Any, kind: str) -> None:
 
 def from_dict(cls: type, data: Any, what: str, *,
               ignored: Optional[Collection[str]] = (), hint: str = '') -> Any:
-  """The dataclass `cls` from the JSON object `data`.
-
-  A field without a default needs its key; one with a default takes it where
-  the key is absent or null. A value must be what the field's annotation
-  says where that is str, int, float or bool (Optional[...]: or null; read
-  as written under `from __future__ import annotations`).
+  """The dataclass `cls` from the JSON object `data`: a field without a
+  default needs its key, one with takes it for an absent or null key; a str,
+  int, float or bool annotation (Optional: or null) is checked.
 
   Args:
     what: the object's name in messages (a path, 'FILE: field x').

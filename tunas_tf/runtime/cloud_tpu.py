@@ -1,12 +1,5 @@
-"""Finding the TPU a run names (`--tpu`), every failure in one line.
-
-`--tpu` is `local` (this TPU VM's `/dev/accel*` or `/dev/vfio/N`),
-`grpc://HOST:PORT` (a worker accepting a TCP connection within seconds) or
-`NAME` (a READY TPU through the Cloud TPU API, project and zone from the
-flags or the VM's metadata). `resolve` does every lookup the engines do
-later, so an unusable TPU is refused before a run writes anything;
-`api_service` builds the API client with `google-auth` (TF 2.15's bundled
-client needs the absent `oauth2client`).
+"""Finding the TPU a run names (`--tpu`: local, grpc://HOST:PORT or a name),
+every failure in one line before anything is written (docs/tpu.md).
 """
 
 from __future__ import annotations
@@ -39,11 +32,7 @@ def local_devices(patterns=_DEVICE_PATTERNS) -> list:
 
 
 def parse_address(tpu: str) -> Tuple[str, int]:
-  """(host, port) of `grpc://HOST:PORT`.
-
-  Raises:
-    TpuError: for an address without a host or a numeric port.
-  """
+  """(host, port) of `grpc://HOST:PORT`; TpuError without both."""
   rest = tpu[len(_GRPC):]
   host, sep, port = rest.rpartition(':')
   if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -88,13 +77,9 @@ def _project_and_zone(tpu: str, project: Optional[str], zone: Optional[str],
 
 
 def api_service(tpu: str, credentials: Any = None, http: Any = None):
-  """The Cloud TPU API (v1) service for `tpu`, built with google-auth
-  `credentials` (default `google.auth.default()`) or an `httplib2.Http`
-  (`http`, tests' `HttpMockSequence`).
-
-  Raises:
-    TpuError: when there are no application-default credentials.
-  """
+  """The Cloud TPU API (v1) service, built with google-auth `credentials`
+  (default: application-default ones; TF 2.15's own client needs the absent
+  `oauth2client`) or an `httplib2.Http`; TpuError without credentials."""
   from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
   if http is None and credentials is None:
     import google.auth  # pylint: disable=g-import-not-at-top
@@ -114,16 +99,12 @@ def api_service(tpu: str, credentials: Any = None, http: Any = None):
 def resolve(tpu: str, zone: Optional[str] = None,
             project: Optional[str] = None, *, service: Any = None,
             timeout: float = _TIMEOUT_S):
-  """The `TPUClusterResolver` of `tpu` ('local', 'grpc://HOST:PORT' or a
-  Cloud TPU name, in `zone` and `project`, None: the VM's), after every
-  lookup succeeded (through `service`, default `api_service(tpu)`, waiting
-  `timeout` seconds for a network answer).
+  """The `TPUClusterResolver` of `tpu` after every lookup the engines make
+  later succeeded (`zone`, `project` None: the VM's; `service` default
+  `api_service(tpu)`; `timeout` seconds per network answer).
 
   Raises:
-    TpuError: one line naming the TPU, what failed and what to check: no
-      TPU on this machine, a malformed or silent address, no project or
-      zone, no credentials, a name the API does not know, a TPU that is
-      not READY.
+    TpuError: one line naming the TPU, what failed and what to check.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   resolver_type = tf.distribute.cluster_resolver.TPUClusterResolver
@@ -181,13 +162,8 @@ def cached_resolve(tpu: str, zone: Optional[str], project: Optional[str]):
 
 
 def cluster_resolver(job: Any):
-  """The `TPUClusterResolver` of a run's TPU (`job`: a `jobs.JobConfig`),
-  None off TPU; resolved once per process (`cached_resolve`), so every
-  later lookup of either engine has succeeded.
-
-  Raises:
-    ValueError: one line naming the TPU, what failed and what to check.
-  """
+  """`cached_resolve` of a `jobs.JobConfig`'s TPU, None off TPU; TpuError
+  (a ValueError) as `resolve`."""
   if not job.use_tpu:
     return None
   return cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)
