@@ -13,20 +13,15 @@ from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.io import records
 
-# `JobConfig` fields that only say where to run, on which copy of the data,
-# how often to log and save, and whether kernels must be deterministic: a
-# restarted run may change them.
+# `JobConfig` fields a restarted run may change (where, how often, which copy).
 JOB_RUN_ONLY_FIELDS = frozenset({
     'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'deterministic',
 })
-# What a run trains on: TPUEstimator (TF <= 2.15), or a custom loop under a
-# tf.distribute strategy (`runtime.distribute`, any TF). Recorded in
-# config.json: a run goes on on the engine it started on.
+# TPUEstimator (TF <= 2.15) or a tf.distribute loop; stored in config.json.
 ENGINES = ('estimator', 'distribute')
-# The config.json field that only each binary's config has (the size of the
-# data it trains on), which tells the kinds of model directory apart.
+# The config.json field only each binary's config has: tells the kinds apart.
 _OWN_FIELDS = {'train_search': 'search_train_examples',
                'train_eval': 'train_examples'}
 # What each binary's model directory is called in messages.
@@ -104,8 +99,7 @@ class JobConfig:
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
-# config.json's flat layout of a run's config (a frozen dataclass with a
-# `job: JobConfig` field): the job's fields beside the run's own.
+# config.json's flat layout of a run's config: the job's fields beside its own.
 
 
 def flat_keys(config_type: type) -> List[str]:
@@ -163,9 +157,8 @@ class StoredConfig:
   BINARY: ClassVar[str]  # 'train_search' or 'train_eval'.
   RUN_ONLY_FIELDS: ClassVar[Collection[str]]
   DERIVED_FIELDS: ClassVar[Sequence[str]]
-  # Fields added after a release, each with the value a config.json written
-  # before it ran with, read as that where the file lacks them (such a run
-  # resumes, and is extracted and reported, under the new version).
+  # Fields added after a release, with the value an older config.json ran
+  # with, read as that where the file lacks them.
   ADDED_FIELDS: ClassVar[Mapping[str, Any]] = {}
 
   def to_json(self) -> Dict[str, Any]:

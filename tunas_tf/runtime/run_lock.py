@@ -239,20 +239,19 @@ class RunLock(contextlib.AbstractContextManager):
 def acquire(model_dir: str, binary: str, *, heartbeat_seconds: float = 60,
             stale_seconds: float = 300, settle_seconds: float = 2.0,
             identity: Optional[Holder] = None) -> RunLock:
-  """Takes `model_dir` (local, or remote with '://') for `binary` (named in
-  refusals), creating it; release the lock returned (or use it in `with`).
+  """Takes `model_dir` (local or remote) for `binary`, creating it; release
+  the lock returned (or use it in `with`).
 
   Args:
     heartbeat_seconds: how often the lease's heartbeat is rewritten.
-    stale_seconds: how old a heartbeat from another host, or an unreadable
-      lock file, is when it is taken over.
+    stale_seconds: the age at which another host's heartbeat, or an
+      unreadable lock file, is taken over.
     settle_seconds: remote only: how long a written lease settles before it
-      is read back (a later writer is caught by the holder's next beat).
+      is read back.
     identity: who this process is (tests pretend to be another).
 
   Raises:
-    Held: a live process holds `model_dir` (the message names it), or the
-      lock file is unreadable but young, or another process won a race.
+    Held: a live holder (named), a young unreadable lock file, a lost race.
     ValueError: for a bad setting.
   """
   checks.number('heartbeat_seconds', heartbeat_seconds, 0, low_open=True,
