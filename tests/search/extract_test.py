@@ -242,6 +242,14 @@ class CostMissLineTest(absltest.TestCase):
     fitted = dataclasses.replace(far, cost_model='/models/phone.json')
     self.assertEqual(extract.off_target_line(fitted, config),
                      extract.cost_miss_line(0.5 * target, target))
+    # A target no architecture reaches (an older search): no remedy that
+    # cannot help, the range.
+    unreachable = dataclasses.replace(config, rl_cost_model_target=0.15)
+    self.assertEqual(
+        extract.off_target_line(far, unreachable),
+        'its target 0.15 is outside what digits_search can cost (39,968 to '
+        '1,212,416 MACs): no search or extraction reaches it; search again '
+        'with a target in that range')
 
 
 class ExtractTest(absltest.TestCase):

@@ -17,7 +17,7 @@ import functools
 import json
 import math
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -434,16 +434,50 @@ def default_target(model: LinearCostModel) -> float:
 
   A released model: the original's target for the space (84 ms; 57 ms for
   the MobileNetV3-like space). Any other model: the geometric mean of the
-  estimated costs of the space's smallest and largest architectures
-  (`schema.extreme_indices`), so the target sits inside the space's range.
+  space's cheapest and dearest costs (`cost_range`), inside its range.
   """
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
-  spec = mobile.get_search_space(model.ssd)
-  low, high = estimate_costs_of_indices(
-      [schema.extreme_indices(spec, largest) for largest in (False, True)],
-      model)
-  return math.sqrt(low * high)
+  return math.sqrt(math.prod(cost_range(model)))
+
+
+def cost_range(model: LinearCostModel) -> Tuple[float, float]:
+  """(cheapest, dearest) cost of any architecture of the model's space,
+  exactly, in its units.
+
+  A layer's feature block is `kron(out_mask, in_mask, own)` with its own
+  decisions independent of every other's, so every position of `own` is
+  reachable: a layer adds the min (max) of its kernel row for the widths
+  (o, i), i = o past a block's first layer. A dynamic program over the
+  blocks' widths then adds them up (the widths chain block to block).
+  """
+  _check_model(model, 'cost_range')
+  space = mobile.get_search_space(model.ssd)
+  lengths = iter(features_lib.block_feature_lengths(space))
+  extremes = [np.zeros([1]), np.zeros([1])]  # Per width of the last block.
+  at = 0
+  for block in space.blocks:
+    if not block.layers:
+      continue
+    n_in = len(extremes[0])
+    n = (len(block.filters.choices)
+         if isinstance(block.filters, schema.OneOf) else 1)
+    steps = [np.zeros([n_in, n]), np.zeros([n_in, n])]
+    for j, _ in enumerate(block.layers):
+      length = next(lengths)
+      width_in = n_in if j == 0 else n
+      if length <= 1:  # Dropped from the features: the bias has it.
+        continue
+      rows = model.kernel[at:at + length].reshape(n, width_in, -1)
+      at += length
+      for step, reduce in zip(steps, (np.min, np.max)):
+        layer = reduce(rows, axis=-1)  # [n, width_in]
+        step += layer.T if j == 0 else np.diag(layer)[None, :]
+    extremes = [(e[:, None] + step).min(0) if k == 0 else
+                (e[:, None] + step).max(0)
+                for k, (e, step) in enumerate(zip(extremes, steps))]
+  return (float(extremes[0].min()) + model.bias,
+          float(extremes[1].max()) + model.bias)
 
 
 # A search needs costs that vary over the space by at least this share of

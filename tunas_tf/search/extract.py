@@ -397,10 +397,19 @@ def off_target_line(architecture: architecture_lib.Architecture,
                     config: config_lib.SearchConfig,
                     argmax: bool = False) -> Optional[str]:
   """`cost_miss_line` of a searched architecture against its search's
-  target; None when the search had no cost term or the cost is unknown."""
+  target, or, for a target no architecture reaches (a search from before
+  train_search refused those), that; None when the search had no cost term
+  or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
   units = cost_linear.cost_units(architecture.cost_model)
+  low, high = cost_linear.cost_range(config.resolved_cost_model)
+  if not low <= config.rl_cost_model_target <= high:
+    text = cost_linear.cost_text
+    return (f'its target {text(config.rl_cost_model_target)} is outside what '
+            f'{config.ssd} can cost ({text(low)} to {text(high)} {units}): no '
+            'search or extraction reaches it; search again with a target in '
+            'that range')
   return cost_miss_line(
       architecture.estimated_cost, config.rl_cost_model_target,
       '' if units == cost_linear.UNKNOWN_UNITS else units,
