@@ -122,7 +122,9 @@ class CommandLineTest(absltest.TestCase):
     self.assertNotEqual(result.returncode, 0)
     lines = result.stderr.strip().splitlines()
     self.assertRegex(lines[-1], r"^measure_latency: .*int8.csv was measured "
-                     r"with precision='int8', not 'float32'")
+                     r"with precision='int8', not 'float32' .*; add "
+                     r'--precision=int8 to add to it, or choose another '
+                     r'--output$')
     self.assertLen(_rows(output), 3)  # Nothing appended.
 
   def test_most_informative_picks_what_the_rows_lack(self):

@@ -317,6 +317,12 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
         f'input ({", ".join(f"{k}={v}" for k, v in shape.items())})')
   for key, value in shape.items():
     measured = getattr(model.measured_with, key)
+    if measured != value and key == 'precision':  # The flag first.
+      raise ValueError(
+          f'Cost model {model.source} was measured in {measured}, not '
+          f'{value}: search {measured} latencies with --latency_precision='
+          f'{measured}, or measure and fit one in {value} '
+          f'(tools/measure_latency --precision={value})')
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '

@@ -222,10 +222,13 @@ def check_provenance(path: str, provenance: provenance_lib.Provenance
   Raises:
     ValueError: naming the first key that differs, or as `read_provenance`.
   """
-  difference = read_provenance(path).difference(provenance)
+  recorded = read_provenance(path)
+  difference = recorded.difference(provenance)
   if difference:
+    add = (f'add --precision={recorded.precision} to add to it, or '
+           if recorded.precision != provenance.precision else '')
     raise ValueError(f'{path} was measured with {difference} (see '
-                     f'{settings_path(path)}); choose another --output')
+                     f'{settings_path(path)}); {add}choose another --output')
 
 
 def _canonical(space: Any, indices: Any, where: str = '') -> str:
