@@ -77,6 +77,23 @@ class CommandLineTest(absltest.TestCase):
                      '--interleave=1', f'--output={output}',
                      f'--device_command={script} {{model}}', *extra)
 
+  def test_ctrl_c_mid_pass_keeps_the_rows_in_one_line_and_resumes(self):
+    directory = tempfile.mkdtemp()
+    output = os.path.join(directory, 'stopped.csv')
+    # Two rows of 2 rounds each, then Ctrl-C during the third's first.
+    script = testing_latency.fake_device_script(directory, interrupt_at=4)
+    result = self._device_pass(directory, output, script)
+    self.assertEqual(result.returncode, 130, result.stderr[-2000:])
+    self.assertEqual(result.stderr.strip().splitlines()[-1],
+                     f'measure_latency: stopped by SIGINT: the rows measured '
+                     f'so far are in {output}; the same command measures the '
+                     'rest')
+    self.assertNotIn('Traceback', result.stderr)
+    self.assertLen(_rows(output), 3)  # The header and the two rows.
+    result = self._device_pass(directory, output, script)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('measured 1 architectures (2 already in', result.stdout)
+
   def test_a_fake_device_end_to_end(self):
     directory = tempfile.mkdtemp()
     script = testing_latency.fake_device_script(directory)

@@ -51,6 +51,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   f = flag_values
   common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
+  common_flags.when_stopped(f'the finished runs in {output_dir} are kept, an '
+                            'unfinished one resumes; the same command goes on')
   with common_flags.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
     checks.seed('seed', f.seed)

@@ -167,6 +167,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
+  common_flags.when_stopped(f'the rows measured so far are in {f.output}; '
+                            'the same command measures the rest')
   with common_flags.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
