@@ -15,14 +15,16 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   _process.at_start()
 
 import os
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 from absl import flags
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.cost_model import provenance
 from tunas_tf.search import compare as compare_lib
+from tunas_tf.search import config as config_lib
 
 FLAGS = flags.FLAGS
 
@@ -46,6 +48,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     flag_values=f)
 
 
+def record_measured(results: List[Dict[str, Any]],
+                    measured_with: provenance.Provenance) -> None:
+  """Each run's `metrics.json` gets its `measured_latency_ms` and where
+  (`measured_on`: the device, `measured_precision`)."""
+  for result in results:
+    path = os.path.join(result['run_dir'], compare_lib.METRICS_FILE)
+    files.write_json(dict(
+        files.read_json(path), measured_latency_ms=result['measured_ms'],
+        measured_on=measured_with.device,
+        measured_precision=measured_with.precision), path, sort_keys=True)
+
+
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """Runs the comparison; bad input exits with one line."""
   f = flag_values
@@ -64,6 +78,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
           results, f.search_dir, os.path.join(output_dir, 'latency_models'))
       files.write_json(results,
                        os.path.join(output_dir, compare_lib.RESULTS_FILE))
+      record_measured(results, config_lib.read(
+          f.search_dir).resolved_cost_model.measured_with)
   results_path = os.path.join(output_dir, compare_lib.RESULTS_FILE)
   plot_path = os.path.join(output_dir, compare_lib.PLOT_FILE)
   compare_lib.plot(results, plot_path,
