@@ -72,11 +72,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       "replaced by its .tflite path, printing TFLite "
                       "benchmark_model's 'Inference (avg): N' (us).",
                       flag_values=flag_values)
-  flags.DEFINE_string('device_name', None, 'With --device_command: the '
-                      "device's name, recorded as its identity: rows of "
-                      'another command under the same name (another adb '
-                      'serial, ssh alias or path) are of the same device.',
-                      flag_values=flag_values)
+  flags.DEFINE_string('device_name', None, "A command's device by name, its "
+                      'identity whatever the command.', flag_values=flag_values)
   flags.DEFINE_float('device_timeout', 600.0, 'Seconds a device command may '
                      'take before the device counts as gone.',
                      flag_values=flag_values)
