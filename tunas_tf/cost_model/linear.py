@@ -5,8 +5,8 @@ One format, three kinds: 'released' (the original's simulated Pixel-1 ms,
 coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
-`estimate_cost(s)_of_indices` and `default_target` take; `cost_units` and
-`cost_text` are how every line and chart prints a cost.
+`estimate_cost(s)_of_indices`, `cost_range` (the space's exact cheapest and
+dearest) and `default_target` take; `cost_units` and `cost_text` print costs.
 """
 
 
