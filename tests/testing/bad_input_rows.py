@@ -273,12 +273,12 @@ _SEARCH_ROWS = [
      r'\(image_size=8, num_classes=10, input_channels=1, precision=float32\)$',
      _cost_models),
     ('cost_model_int8', ['--cost_model={root}/int8.json'],
-     r'int8.json was measured with precision=int8, not float32: measure and '
-     r'fit one at this precision \(tools/measure_latency '
-     r'--precision=float32\)$', _cost_models),
+     r'int8.json was measured in int8, not float32: search int8 latencies '
+     r'with --latency_precision=int8, or measure and fit one in float32 '
+     r'\(tools/measure_latency --precision=float32\)$', _cost_models),
     ('cost_model_float32_for_int8', ['--cost_model={root}/float32.json',
                                      '--latency_precision=int8'],
-     r'float32.json was measured with precision=float32, not int8: ',
+     r'float32.json was measured in float32, not int8: search float32 ',
      _cost_models),
     ('macs_for_int8', ['--cost_model=macs', '--latency_precision=int8'],
      r"Cost model 'macs' is not of int8 latencies: give a fitted one "
@@ -419,8 +419,7 @@ _TOOL_ROWS = [
      r'/run is a train_eval directory, not a search directory$',
      _train_eval_dir),
     ('extract_architecture', 'int8_model', [_SEARCH, '--measure_latency'],
-     r'int8.json was measured with precision=int8, not float32: ',
-     _int8_model_search),
+     r'int8.json was measured in int8, not float32: ', _int8_model_search),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
      r'--cost_tolerance must be in \(0, 1\), got 1.5$', finished_search),

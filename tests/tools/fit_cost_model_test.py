@@ -292,6 +292,25 @@ class CommandLineTest(absltest.TestCase):
     self.assertFalse(os.path.exists(output))
 
 
+  def test_a_fit_within_the_rows_timing_noise_advises_the_device(self):
+    # The same 15% noisy rows, whose rounds say so (IQR 40% of 5 rounds:
+    # 16.6% noise): no more rows, a quieter device.
+    directory = tempfile.mkdtemp()
+    indices, latencies, _ = _synthetic(30, seed=1, noise=0.15)
+    noisy = os.path.join(directory, 'noisy.csv')
+    _write_csv(noisy, indices, latencies)  # Its settings beside it.
+    with open(noisy, 'w') as f:
+      f.write('indices,latency_ms,spread_ms,repeats\n' + ''.join(
+          f'{i},{v},{0.4 * v},5\n' for i, v in zip(indices, latencies)))
+    output = os.path.join(directory, 'coefficients.json')
+    result = self._run(f'--ssd={SSD}', f'--csv={noisy}', f'--output={output}')
+    self.assertNotEqual(result.returncode, 0)
+    self.assertRegex(result.stderr.strip(), r"^fit_cost_model: refused: 50% "
+                     r".* the device's timing is the limit, not the rows: "
+                     r".* own timing noise 16.6% .*\(--allow_poor_fit")
+    self.assertNotIn('measure about', result.stderr)
+
+
 class BlockTableEndToEndTest(absltest.TestCase):
   """measure_latency --block_table through a fake device, then the fit."""
 

@@ -9,6 +9,7 @@ can build their own.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -22,6 +23,10 @@ from tunas_tf.io import files
 from tunas_tf.cli import process
 from tunas_tf.runtime import jobs
 
+# A binary stopped by a signal: which, and what it says it kept and how to
+# resume (`when_stopped`).
+_STOP = {'signal': 'SIGINT', 'kept': 'its files are written whole or not at '
+         'all; the same command runs it again'}
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
 _FULL_HELP = ('--helpfull', '-helpfull')
 
@@ -29,8 +34,9 @@ _FULL_HELP = ('--helpfull', '-helpfull')
 def run(main: Callable, define_flags: Callable[[], None]) -> None:
   """`define_flags()`, then `absl.app.run(main)`, except that asking for
   help exits 0, that a bad flag is refused in one line
-  (`parse_flags_in_one_line`), and that the process ends as soon as `main`
-  is done (`process.exit_now`), with TF's Python log quiet
+  (`parse_flags_in_one_line`), that SIGINT or SIGTERM ends it in one line
+  (`when_stopped`), and that the process ends as soon as `main` is done
+  (`process.exit_now`), with TF's Python log quiet
   (`process.quiet_python_log`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
@@ -48,10 +54,27 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
     process.quiet_python_log(flags.FLAGS['verbosity'].present)
     return main(argv)
 
+  def stop(signum, frame):
+    del frame
+    _STOP['signal'] = signal.Signals(signum).name
+    raise KeyboardInterrupt
+
+  signal.signal(signal.SIGTERM, stop)  # As Ctrl-C: one line, below.
   try:
     app.run(main_quietly, flags_parser=parse_flags_in_one_line)
   except SystemExit as e:
     process.exit_now(e.code)
+  except KeyboardInterrupt:
+    print(f"{program_name()}: stopped by {_STOP['signal']}: {_STOP['kept']}",
+          file=sys.stderr)
+    process.exit_now(128 + signal.Signals[_STOP['signal']].value)
+
+
+def when_stopped(kept: str) -> None:
+  """What a binary stopped by SIGINT or SIGTERM says after 'stopped by
+  SIGINT: ' (what it kept, how to resume); `run` prints it, exit 128 +
+  the signal's number."""
+  _STOP['kept'] = kept
 
 
 def program_name() -> str:

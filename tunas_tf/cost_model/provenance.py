@@ -9,6 +9,8 @@ model and a search's input (`linear.get_cost_model`).
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 from typing import Any, Dict, Optional, Tuple
 
 from tunas_tf.io import checks
@@ -90,11 +92,42 @@ class Provenance:
     return macs.InputSpec(self.image_size, self.num_classes,
                           self.input_channels)
 
+  @property
+  def named(self) -> bool:
+    """Whether a command's device was given a name (`--device_name`), which
+    is then its identity, whatever the command."""
+    return self.backend == 'command' and not self.device.startswith(
+        'command: ')
+
   def difference(self, other: 'Provenance', keys: Tuple[str, ...] = ()
                  ) -> Optional[str]:
     """'backend='tf', not 'tflite'': the first of `keys` (default all) where
-    this record differs from `other`; None if none does."""
+    this record differs from `other`; None if none does. Commands compare
+    as `normalized_command`s; a named device's command does not count."""
     for key in keys or tuple(f.name for f in dataclasses.fields(self)):
-      if getattr(self, key) != getattr(other, key):
+      mine, theirs = getattr(self, key), getattr(other, key)
+      if key == 'device_command' and self.named and self.device == (
+          other.device):
+        continue
+      if key in ('device', 'device_command') and mine and theirs:
+        mine, theirs = normalized_command(mine), normalized_command(theirs)
+      if mine != theirs:
         return f'{key}={getattr(self, key)!r}, not {getattr(other, key)!r}'
     return None
+
+
+def normalized_command(command: str) -> str:
+  """`command` with each path-like token (or a --flag=value's value)
+  through `os.path.normpath` ('//' and '/./' collapse): a command's
+  identity, whatever its spelling."""
+  try:
+    tokens = shlex.split(command)
+  except ValueError:
+    return command
+  normalized = []
+  for token in tokens:
+    head, sep, value = token.rpartition('=')
+    if value.startswith(('/', './', '../')):
+      value = os.path.normpath(value)
+    normalized.append(head + sep + value)
+  return shlex.join(normalized)

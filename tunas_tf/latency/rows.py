@@ -223,10 +223,13 @@ def check_provenance(path: str, provenance: provenance_lib.Provenance
   Raises:
     ValueError: naming the first key that differs, or as `read_provenance`.
   """
-  difference = read_provenance(path).difference(provenance)
+  recorded = read_provenance(path)
+  difference = recorded.difference(provenance)
   if difference:
+    add = (f'add --precision={recorded.precision} to add to it, or '
+           if recorded.precision != provenance.precision else '')
     raise ValueError(f'{path} was measured with {difference} (see '
-                     f'{settings_path(path)}); choose another --output')
+                     f'{settings_path(path)}); {add}choose another --output')
 
 
 def _canonical(space: Any, indices: Any, where: str = '') -> str:
@@ -300,6 +303,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_timeout: float = 600.0,
                    model_cache: Optional[str] = None,
                    precision: str = 'float32',
+                   device_name: Optional[str] = None,
                    builder: Callable[[str, macs.InputSpec], Any],
                    unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
                    = None) -> Dict[str, Any]:
@@ -313,6 +317,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       written to `settings_path(output)`.
     backend, num_threads, device_command, device_timeout, precision: where
       and how it is timed (`device.make_device`).
+    device_name: the command's device by name, its identity in the
+      provenance whatever the command (`Provenance.named`).
     protocol: how (`protocol.Protocol`).
     image_size, num_classes, input_channels: the input (default the
       space's).
@@ -355,7 +361,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       device_command=device_command, command_timeout=device_timeout,
       precision=precision)
   provenance = provenance_lib.Provenance(
-      ssd=ssd, **dataclasses.asdict(shape), **device.settings)
+      ssd=ssd, **dataclasses.asdict(shape),
+      **dict(device.settings, **({'device': device_name} if device_name
+                                 else {})))
   done = set(read_for_append(output, ssd, columns))
   if done:
     check_provenance(output, provenance)
