@@ -86,20 +86,13 @@ class FiniteHook(tf.compat.v1.train.SessionRunHook):
     self._next = self._dequeue = self._queue = None
 
   def enqueue(self, step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
-    """Queues one step's checked scalars (in a host_call).
-
-    Args:
-      step: scalar int64, the step taken.
-      rows: float32 [replicas, len(finite)]: each replica's checked
-        scalars; their mean over replicas is queued (not finite if one
-        replica's is not).
-    """
+    """Queues (in a host_call) the int64 `step` and the mean over replicas
+    of `rows` (float32 [replicas, len(finite)], its checked scalars)."""
     return self._fifo().enqueue((step, tf.reduce_mean(rows, axis=0)))
 
   def _fifo(self) -> tf.queue.FIFOQueue:
-    """The queue of (step, checked scalars) of the run's graph (one hook a
-    run), made by the first of `enqueue` and `begin`; unbounded: a TPU loop
-    queues all its steps before they are read."""
+    """The run's queue (one hook a run), made by the first of `enqueue` and
+    `begin`; unbounded: a TPU loop queues all its steps before any read."""
     if self._queue is None:
       self._queue = tf.queue.FIFOQueue(
           2**30, [tf.int64, tf.float32], [[], [len(self.finite)]],

@@ -40,37 +40,25 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
     ValueError: for a value that is neither a scalar nor a vector of static
       length, or a name `check` checks that is not a scalar of `summaries`.
   """
-  scalars, vectors = [], []  # The distinct tensors, in order of appearance.
-  slot = {}  # Tensor reference -> (is_vector, index in its list).
-  named = []  # (name, tensor reference) in `summaries`' order.
+  parts, start, tags, scalars, width = [], {}, [], [], 0  # start: by ref.
   for name, value in summaries.items():
     value = tf.convert_to_tensor(value)
     shape = value.shape
     if shape.rank not in (0, 1) or not shape.is_fully_defined():
       raise ValueError(f'summary {name!r}: a scalar or a vector of static '
                        f'length, got shape {shape}')
-    if value.ref() not in slot:
-      group = vectors if shape.rank else scalars
-      slot[value.ref()] = (bool(shape.rank), len(group))
-      group.append(tf.cast(value, tf.float32))
-    named.append((name, value.ref()))
-  # Columns of the row: the scalars, then each vector's elements.
-  starts, width = [], len(scalars)
-  for vector in vectors:
-    starts.append(width)
-    width += vector.shape.num_elements()
-  tags = []  # (tag, column), in `summaries`' order.
-  for name, ref in named:
-    is_vector, i = slot[ref]
-    if is_vector:
-      tags.extend((tag, starts[i] + j) for j, tag in enumerate(
-          vector_tags(name, vectors[i].shape.num_elements())))
+    if value.ref() not in start:  # Each distinct tensor once.
+      start[value.ref()], width = width, width + shape.num_elements()
+      parts.append(tf.reshape(tf.cast(value, tf.float32), [-1]))
+    column = start[value.ref()]
+    if shape.rank:
+      tags += [(tag, column + j)
+               for j, tag in enumerate(vector_tags(name, shape[0]))]
     else:
-      tags.append((name, i))
-
+      tags.append((name, column))
+      scalars.append(name)
   checked = list(check.finite) if check else []
-  guards.check_names(checked,
-                     [name for name, ref in named if not slot[ref][0]])
+  guards.check_names(checked, scalars)
 
   def host_fn(step, values):
     step = tf.cast(step[0], tf.int64)
@@ -94,7 +82,6 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
       return tf.cond(tf.equal(step % every_n_steps, 0), write,
                      lambda: tf.constant(False))
 
-  parts = ([tf.stack(scalars)] if scalars else []) + vectors
   values = tf.reshape(tf.concat(parts, axis=0), [1, width])
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
 
