@@ -49,7 +49,7 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
                        f'length, got shape {shape}')
     if value.ref() not in start:  # Each distinct tensor once.
       start[value.ref()], width = width, width + shape.num_elements()
-      parts.append(tf.reshape(tf.cast(value, tf.float32), [-1]))
+      parts.append(value)
     column = start[value.ref()]
     if shape.rank:
       tags += [(tag, column + j)
@@ -82,7 +82,8 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
       return tf.cond(tf.equal(step % every_n_steps, 0), write,
                      lambda: tf.constant(False))
 
-  values = tf.reshape(tf.concat(parts, axis=0), [1, width])
+  values = tf.reshape(tf.concat(
+      [tf.reshape(tf.cast(p, tf.float32), [-1]) for p in parts], 0), [1, width])
   return host_fn, [tf.reshape(tf.cast(global_step, tf.int64), [1]), values]
 
 
