@@ -3,6 +3,7 @@
 The engines increment the global step after a step; `_then_increment` does
 it here as they do."""
 
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -23,6 +24,7 @@ from tunas_tf.search_space import schema
 from absl import flags
 from tests.testing import ancestry
 from tests.testing import replicated
+from tests.testing import searches
 
 _DIGITS = datasets.DatasetInfo(
     'digits', 8, 1, 10,
@@ -353,6 +355,35 @@ class StepsTest(absltest.TestCase):
     extra = [k for k in tagged if k not in plain]
     self.assertTrue(extra)
     self.assertTrue(all(k.startswith('rltaglogits/') for k in extra))
+
+  def test_probability_summaries_probabilities_entropy_and_heatmap(self):
+    model_dir = tempfile.mkdtemp()
+    logits = {'b/0/filters': [0.5, -1.0, 2.0], 'b/1/op': [0.0, 0.0]}
+    scalars = {f'rlpathlogits/{path}/{j}': value
+               for path, values in logits.items()
+               for j, value in enumerate(values)}
+    decisions = [('b/0/filters', ('8', '16', '24')),
+                 ('b/1/op', ('Conv', 'skip'))]
+    writer = tf.summary.create_file_writer(model_dir)
+    with writer.as_default():
+      steps.probability_summaries(decisions, scalars, 0)
+    writer.close()
+    seen, images = searches.events(model_dir), searches.images(model_dir)
+    expected = np.exp([0.5, -1.0, 2.0]) / np.exp([0.5, -1.0, 2.0]).sum()
+    for label, p in zip(('8', '16', '24'), expected):
+      self.assertAlmostEqual(seen[f'rlprobs/b/0/filters/{label}'][0], p,
+                             places=6)
+    self.assertAlmostEqual(seen['rlprobs/b/1/op/skip'][0], 0.5, places=6)
+    self.assertAlmostEqual(seen['rlentropy/b/0/filters'][0],
+                           float(-(expected * np.log(expected)).sum()),
+                           places=5)
+    self.assertAlmostEqual(seen['rlentropy/b/1/op'][0], np.log(2.0), places=6)
+    # One row per decision, one column per choice (12 x 24 pixel cells);
+    # the missing third choice of b/1/op is grey, a probability near 1 dark.
+    heatmap = images['rlprobs_heatmap'][0]
+    self.assertEqual(heatmap.shape, (24, 72, 3))
+    np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
+    self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
 
 
 class ReplicatedStepsTest(absltest.TestCase):

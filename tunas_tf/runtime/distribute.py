@@ -13,8 +13,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Dict, Iterable, Iterator, Mapping,
+                    Optional, Sequence, Tuple)
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +26,6 @@ from tensorflow.python.eager import context
 # pylint: enable=g-direct-tensorflow-import
 
 from tunas_tf.data import streams
-from tunas_tf.data import unreadable
 from tunas_tf.io import errors
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
@@ -43,9 +42,6 @@ from tunas_tf.runtime.jobs import JobConfig
 CHECKPOINT_NAME = 'model.ckpt'
 # (input context, global step the run starts at) -> per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-# (one step's scalars by name, its step) -> writes more summaries from them
-# (under the run's default summary writer).
-Summaries = Callable[[Mapping[str, float], int], None]
 
 
 def dataset_fn(task: task_lib.Task, use_tpu: bool) -> DatasetFn:
@@ -178,12 +174,12 @@ class _Run:
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name='global_step',
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-      objects = dict(task.build())
-    if 'global_step' in objects:
+      self.objects = task.build()
+    if 'global_step' in self.objects:
       raise ValueError("a task's checkpointed objects cannot be named "
                        "'global_step' (the loop's)")
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
-                                           **objects)
+                                           **self.objects)
     self.chief = strategy.extended.should_checkpoint
     self._save_dir = (job.model_dir if self.chief
                       else tempfile.mkdtemp(prefix='tunas_tf-worker-'))
@@ -191,9 +187,7 @@ class _Run:
         self._checkpoint, self._save_dir,
         max_to_keep=job.keep_checkpoint_max if self.chief else 1,
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
-    self.names = None  # The step's scalars, in order (once traced).
     self.resumed = False  # Whether `restore` found a checkpoint.
-    self.finite = dict(task.finite_scalars)
     self.loop = tf.function(self._loop, autograph=False)
 
   def close(self) -> None:
@@ -219,36 +213,32 @@ class _Run:
             'remove the broken checkpoint or use a new --model_dir') from None
     return int(self.global_step.numpy())
 
-  def _replica_step(self, inputs: Any, step: tf.Tensor) -> tf.Tensor:
-    """The task's step; its scalars as one vector (names in `self.names`,
-    set when traced)."""
-    scalars = flat_scalars(self.task.step(
-        task_lib.from_infeed(inputs, self._job.use_tpu), step))
-    self.names = list(scalars)
-    return tf.stack([tf.cast(scalars[name], tf.float32)
-                     for name in self.names])
+  def _loop(self, iterator, steps: tf.Tensor) -> Tuple[Any, ...]:
+    """`steps` steps, or fewer, ending after the first step whose
+    `finite_scalars` are not (on any replica); the scalars (`flat_scalars`)
+    of the last step, the first replica's and their mean over replicas, and
+    the first replica's of the step that is a multiple of
+    `tpu_iterations_per_loop` with that step (-1: none), as the Estimator's
+    host_call writes them."""
+    every, names = self._job.tpu_iterations_per_loop, []
+    checked = list(self.task.finite_scalars)
 
-  def _all_finite(self, values: tf.Tensor) -> tf.Tensor:
-    """Whether the `finite` scalars among `values` are finite."""
-    guards.check_names(self.finite, self.names)
-    indices = tf.constant([self.names.index(name) for name in self.finite],
-                          tf.int32)  # (Possibly none: all finite.)
-    return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
+    def replica_step(inputs, step):  # The scalars as one vector.
+      scalars = flat_scalars(self.task.step(
+          self.objects, task_lib.from_infeed(inputs, self._job.use_tpu), step))
+      names[:] = scalars
+      return tf.stack([tf.cast(v, tf.float32) for v in scalars.values()])
 
-  def _loop(self, iterator, steps: tf.Tensor
-            ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`steps` steps, or fewer, ending after the first step whose `finite`
-    scalars are not (on any replica); the scalars (`self.names`, vectors of
-    a length known once traced) of the last step, the first replica's and
-    their mean over replicas, and the first replica's of the step that is a
-    multiple of `tpu_iterations_per_loop` with that step (-1: none), as the
-    Estimator's host_call writes them."""
-    every = self._job.tpu_iterations_per_loop
+    def all_finite(values):
+      guards.check_names(checked, names)
+      indices = tf.constant([names.index(name) for name in checked],
+                            tf.int32)  # (Possibly none: all finite.)
+      return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
 
     def body(i, last, last_mean, kept, kept_at, finite):
       del last, last_mean, finite
       step = self.global_step.read_value()
-      per_replica = self.strategy.run(self._replica_step,
+      per_replica = self.strategy.run(replica_step,
                                       args=(next(iterator), step))
       values = self.strategy.experimental_local_results(per_replica)[0]
       mean = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica,
@@ -259,7 +249,7 @@ class _Run:
       with tf.control_dependencies([values, mean, kept]):
         self.global_step.assign_add(1)
         return (i + 1, tf.identity(values), tf.identity(mean),
-                tf.identity(kept), kept_at, self._all_finite(mean))
+                tf.identity(kept), kept_at, all_finite(mean))
 
     vector, scalar = tf.TensorShape([None]), tf.TensorShape([])
     _, last, last_mean, kept, kept_at, _ = tf.while_loop(
@@ -267,21 +257,29 @@ class _Run:
         (tf.constant(0, tf.int64), tf.zeros([0]), tf.zeros([0]),
          tf.zeros([0]), tf.constant(-1, tf.int64), tf.constant(True)),
         shape_invariants=(scalar, vector, vector, vector, scalar, scalar))
-    return last, last_mean, kept, kept_at
+    kept = tf.pad(kept, [[0, len(names) - tf.size(kept)]])  # (None kept.)
+    return (*(dict(zip(names, tf.unstack(v, len(names))))
+              for v in (last, last_mean, kept)), kept_at)
 
 
-def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
-           max_steps: int, stop: preemption.StopRequest,
-           summaries: Optional[Summaries], run_name: str) -> task_lib.Trained:
+def _floats(values: Mapping[str, tf.Tensor], names: Iterable[str]
+            ) -> Dict[str, float]:
+  """The scalars of `values` among `names`, read to the host."""
+  return {name: float(values[name]) for name in names if name in values}
+
+
+def _train(run: _Run, job: JobConfig, max_steps: int,
+           stop: preemption.StopRequest, run_name: str) -> task_lib.Trained:
   """`DistributeEngine.train`'s loop, once the run's objects exist."""
   step = start = run.restore()
   if step >= max_steps:
     return task_lib.Trained(start, step, None)
   if not run.resumed:
-    for variable, value in run.task.initial_values():
+    for variable, value in run.task.initial_values(run.objects):
       variable.assign(value)
     # The initial state, as the Estimator saves it (on every worker).
     run.manager.save(checkpoint_number=step)
+  make_dataset = dataset_fn(run.task, job.use_tpu)
   iterator = iter(run.strategy.distribute_datasets_from_function(
       lambda context: make_dataset(context, start)))
   writer = (tf.summary.create_file_writer(job.model_dir) if run.chief
@@ -298,22 +296,20 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
           iterator, tf.constant(steps, tf.int64))
       before, step = step, int(run.global_step.numpy())
       throughput.add((step - before) * run.task.train_batch_size)
-      last = dict(zip(run.names, last.numpy().tolist()))
-      non_finite = guards.first_non_finite(
-          dict(zip(run.names, last_mean.numpy().tolist())), run.finite)
+      finite = run.task.finite_scalars
+      non_finite = guards.first_non_finite(_floats(last_mean, finite), finite)
       if non_finite:  # At the loop's last step, before anything is written.
         raise ValueError(guards.non_finite_line(
             *non_finite, step - 1, job.model_dir, run_name))
       if int(kept_at) >= 0:  # The scalars of the loop's summary step.
-        kept = dict(zip(run.names, kept.numpy().tolist()))
+        kept = _floats(kept, kept)
         with writer.as_default():
           for name, value in kept.items():
             tf.summary.scalar(name, value, step=int(kept_at))
-          if summaries is not None:
-            summaries(kept, int(kept_at))
+          run.task.write_summaries(kept, int(kept_at))
       if run.chief:
-        progress.update(step, {name: last[name] for name in run.task.progress
-                               if name in last}, throughput.text)
+        progress.update(step, _floats(last, run.task.progress),
+                        throughput.text)
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -412,15 +408,17 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
 
 
 def _evaluate(strategy: tf.distribute.Strategy,
-              task: task_lib.EvaluatedTask, pad: bool,
+              task: task_lib.EvaluatedTask, evaluated: Any, pad: bool,
               stop: preemption.StopRequest, step: int) -> Dict[str, Any]:
-  """`DistributeEngine.evaluate`'s pass, the task's values assigned."""
+  """`DistributeEngine.evaluate`'s pass through `evaluated` (its values
+  assigned)."""
   dataset = strategy.experimental_distribute_dataset(
       task.eval_dataset(task.eval_batch_size, pad))
 
   @tf.function(input_signature=[dataset.element_spec], autograph=False)
   def batch(inputs):
-    values = strategy.run(task.evaluation_step, args=(inputs,))
+    values = strategy.run(lambda x: task.evaluation_step(evaluated, x),
+                          args=(inputs,))
     return {name: strategy.gather(value, axis=0)
             for name, value in values.items()}
 
@@ -489,24 +487,16 @@ class DistributeEngine:
     del resume  # Restored from the `checkpoint` file.
     job, strategy = self.job, self.strategy
 
-    def guarded() -> task_lib.Trained:
-      with contextlib.ExitStack() as stack:
-        stack.enter_context(_lost_worker_in_one_line(job.model_dir, run_name))
-        stack.enter_context(unreadable.stops_in_one_line(run_name,
-                                                         job.model_dir))
-        stack.enter_context(grappler_without(self._grappler_off))
-        run = _Run(strategy, task, job)
-        summaries = None
-        if task.decisions:
-          summaries = lambda values, step: summaries_lib.write_probabilities(
-              task.decisions, values.__getitem__, step)
-        try:
-          return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
-                        stop, summaries, run_name)
-        finally:
-          run.close()
+    def train() -> task_lib.Trained:
+      run = _Run(strategy, task, job)
+      try:
+        return _train(run, job, max_steps, stop, run_name)
+      finally:
+        run.close()
 
-    return preemption.run_in_thread(guarded)
+    return guards.run(train, run_name, job.model_dir,
+                      _lost_worker_in_one_line(job.model_dir, run_name),
+                      grappler_without(self._grappler_off))
 
   def evaluate(self, task: task_lib.EvaluatedTask, *,
                checkpoint: Optional[str], stop: preemption.StopRequest,
@@ -515,12 +505,13 @@ class DistributeEngine:
     the last one padded), the per-example values gathered on the host."""
     strategy = self.strategy
 
-    def guarded() -> Dict[str, Any]:
-      with unreadable.stops_in_one_line(f"{run_name}'s evaluation"):
-        with strategy.scope():
-          for variable, value in task.build_evaluation(checkpoint):
-            variable.assign(value)
-        step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
-        return _evaluate(strategy, task, self.job.use_tpu, stop, step)
+    def evaluate() -> Dict[str, Any]:
+      with strategy.scope():
+        evaluated, values = task.build_evaluation(checkpoint)
+        for variable, value in values:
+          variable.assign(value)
+      step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
+      return _evaluate(strategy, task, evaluated, self.job.use_tpu, stop,
+                       step)
 
-    return preemption.run_in_thread(guarded)
+    return guards.run(evaluate, f"{run_name}'s evaluation", None)

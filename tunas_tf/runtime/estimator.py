@@ -10,19 +10,15 @@ tensorflow-estimator only (`require_estimator`).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 import shutil
 import tempfile
-from typing import (Any, Callable, ContextManager, Dict, Mapping, Optional,
-                    Sequence)
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from tunas_tf.data import streams
-from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
@@ -38,29 +34,30 @@ LOSS = 'model/loss'
 
 
 def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
-                  record: Optional[Dict[str, Any]] = None, replicas: int = 1
+                  record: Optional[Dict[str, Any]] = None, replicas: int = 1,
+                  check: Optional[guards.FiniteHook] = None
                   ) -> Callable[..., Any]:
-  """The TPUEstimator model_fn (training) of `task` (a copy per call: one
-  per replica).
+  """The TPUEstimator model_fn (training) of `task` (called once per
+  replica).
 
-  It builds the task's variables, reads the global step once, takes the
-  task's step (NHWC again on TPU) and then increments the global step; a
-  session restoring no checkpoint first assigns the `initial_values`. The
-  scalars go through `summaries.host_call` (the finite ones queued for
-  `guards.FiniteHook`), checkpoints through `hooks.CheckpointSaverHook`, the
-  progress line and the images/s per core (into `record`:
-  'train_images_per_sec', 'train_start_step') through `hooks.ProgressHook`.
+  It builds the task's objects, reads the global step once, takes the
+  task's step of them (NHWC again on TPU) and then increments the global
+  step; a session restoring no checkpoint first assigns the
+  `initial_values`. The scalars go through `summaries.host_call` (those
+  `check` checks queued for it), checkpoints through
+  `hooks.CheckpointSaverHook`, the progress line and the images/s per core
+  (into `record`: 'train_images_per_sec', 'train_start_step') through
+  `hooks.ProgressHook`.
   """
 
   def model_fn(features, labels, mode, params):
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'task_model_fn only trains, got mode {mode!r}')
-    replica_task = copy.copy(task)
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    replica_task.build()
+    objects = task.build()
     step = global_step.read_value()
-    scalars = replica_task.step(
-        task_lib.from_infeed((features, labels), job.use_tpu), step)
+    scalars = task.step(objects, task_lib.from_infeed((features, labels),
+                                                      job.use_tpu), step)
     # After every update of the step (which the scalars follow) and the
     # read of `step` (a task's step need not use it; graphs have no order).
     with tf.control_dependencies([step, *scalars.values()]):
@@ -83,8 +80,8 @@ def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
         mode=mode, loss=scalars[LOSS], train_op=train_op,
         host_call=summaries.host_call(
             scalars, step, job.model_dir, job.tpu_iterations_per_loop,
-            decisions=task.decisions, finite=list(task.finite_scalars)),
-        scaffold_fn=initial_values_scaffold(replica_task.initial_values()),
+            task.write_summaries, check),
+        scaffold_fn=initial_values_scaffold(task.initial_values(objects)),
         training_hooks=[progress, saver])
 
   return model_fn
@@ -150,9 +147,9 @@ def _eval_model_fn(task: task_lib.EvaluatedTask, job: JobConfig,
   def model_fn(features, labels, mode, params):
     del params
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    pairs = task.build_evaluation(checkpoint) + [(global_step,
-                                                  np.int64(step))]
-    values = task.evaluation_step((features, labels))
+    evaluated, pairs = task.build_evaluation(checkpoint)
+    pairs = pairs + [(global_step, np.int64(step))]
+    values = task.evaluation_step(evaluated, (features, labels))
     names = sorted(values)
 
     def metric_fn(*columns):  # (Estimator's own metrics: loss, global_step.)
@@ -321,23 +318,6 @@ def distributed_model_fn(model_fn: Callable[..., Any],
   return replica_model_fn
 
 
-def _run(call: Callable[[list], Any], stop: preemption.StopRequest,
-         guards_: Sequence[ContextManager[Any]],
-         more_hooks: Sequence[Any] = ()) -> Any:
-  """`call(hooks)` (an Estimator's train or evaluate) with `more_hooks` and
-  `stop.hook()`, inside `guards_` (errors into one line), in a worker thread
-  (`preemption.run_in_thread`), TPUEstimator kept from resetting SIGINT."""
-  preemption.keep_handlers_under_tpu_estimator()
-
-  def guarded():
-    with contextlib.ExitStack() as stack:
-      for guard in guards_:
-        stack.enter_context(guard)
-      return call([*more_hooks, stop.hook()])
-
-  return preemption.run_in_thread(guarded)
-
-
 class EstimatorEngine:
   """The Estimator engine (`runtime.engine.Engine`).
 
@@ -373,16 +353,17 @@ class EstimatorEngine:
     """`engine.Engine.train`, by `Estimator.train` (`guards.FiniteHook`
     before TF's NaN-loss hook and the saver)."""
     job, record = self.job, {}
+    check = guards.FiniteHook(task.finite_scalars, job.model_dir, run_name)
     estimator = make_estimator(
-        task_model_fn(task, job, max_steps, record, self._replicas), job,
-        task.train_batch_size, optimize_graph=self._optimize_graph,
+        task_model_fn(task, job, max_steps, record, self._replicas, check),
+        job, task.train_batch_size, optimize_graph=self._optimize_graph,
         replicas=self._replicas)
     input_fn = task_input_fn(task, job, self._replicas, resume.global_step)
-    _run(lambda hooks_: estimator.train(input_fn, hooks=hooks_,
-                                        max_steps=max_steps), stop,
-         [unreadable.stops_in_one_line(run_name, job.model_dir),
-          resume_lib.refuse_unreadable(resume.checkpoint)],
-         [guards.FiniteHook(task.finite_scalars, job.model_dir, run_name)])
+    preemption.keep_handlers_under_tpu_estimator()
+    guards.run(lambda: estimator.train(input_fn, hooks=[check, stop.hook()],
+                                       max_steps=max_steps),
+               run_name, job.model_dir,
+               resume_lib.refuse_unreadable(resume.checkpoint))
     if stop.signal_name:
       raise preemption.Stopped(preemption.stopped_line(
           stop, resume_lib.resume_point(job.model_dir).global_step))
@@ -408,10 +389,10 @@ class EstimatorEngine:
           params.get('batch_size', batch), pad=self.job.use_tpu)
       # TPU needs the batches of the pass; its last one is padded.
       steps = -(-task.eval_examples // batch) if self.job.use_tpu else None
-      results = _run(lambda hooks_: estimator.evaluate(
-          input_fn, steps=steps, hooks=hooks_), stop,
-                     [unreadable.stops_in_one_line(f"{run_name}'s "
-                                                   'evaluation')])
+      preemption.keep_handlers_under_tpu_estimator()
+      results = guards.run(lambda: estimator.evaluate(
+          input_fn, steps=steps, hooks=[stop.hook()]),
+                           f"{run_name}'s evaluation", None)
     finally:
       shutil.rmtree(directory, ignore_errors=True)
     if stop.signal_name:

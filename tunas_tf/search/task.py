@@ -2,8 +2,8 @@
 
 `SearchTask(config).build()` makes the controller, the reward baseline,
 the controller's Adam, the supernet and the model's RMSProp (its slots
-too); `step` takes one search step on one replica's batches and returns
-its scalars; `dataset` gives the zipped train/validation batches.
+too); `step` takes one search step of them on one replica's batches and
+returns its scalars; `dataset` gives the zipped train/validation batches.
 """
 
 from __future__ import annotations
@@ -65,11 +65,9 @@ class SearchTask:
                                           config.job.use_tpu)
     self.train_batch_size = config.train_batch_size
     self.progress = progress_formats(config)
-    self.decisions = decisions(self._spec)
-    self.supernet = self.controller = self.baseline = None
-    self.controller_adam = self.model_optimizer = None
+    self._decisions = decisions(self._spec)
 
-  def build(self) -> Mapping[str, Any]:
+  def build(self) -> Dict[str, Any]:
     """Makes every variable, the RMSProp slots too (so that a step traced
     once creates none).
 
@@ -77,29 +75,35 @@ class SearchTask:
       The objects to checkpoint, by name.
     """
     config = self._config
-    self.controller = steps.make_controller(self._spec)
-    self.baseline = steps.make_baseline(config)
-    self.controller_adam = steps.make_controller_adam(self.controller)
-    self.supernet = supernet_lib.Supernet(
+    controller = steps.make_controller(self._spec)
+    baseline = steps.make_baseline(config)
+    controller_adam = steps.make_controller_adam(controller)
+    supernet = supernet_lib.Supernet(
         self._spec, config.job.num_classes, mode=config.supernet_mode,
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
-    self.model_optimizer = steps.model_optimizer(
-        config, list(self.supernet.trainable_variables))
-    return {'supernet': self.supernet, 'controller': self.controller,
-            'baseline': self.baseline,
-            'controller_adam': self.controller_adam,
-            'model_optimizer': self.model_optimizer}
+    return {'supernet': supernet, 'controller': controller,
+            'baseline': baseline, 'controller_adam': controller_adam,
+            'model_optimizer': steps.model_optimizer(
+                config, list(supernet.trainable_variables))}
 
-  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+  def initial_values(self, objects: Mapping[str, Any]
+                     ) -> List[Tuple[tf.Variable, Any]]:
     """None: a search starts from its seeded initial values."""
+    del objects
     return []
 
-  def step(self, inputs: Any, global_step: tf.Tensor
-           ) -> Dict[str, tf.Tensor]:
-    """One search step on this replica's batches; its scalars, by name,
-    each after both updates."""
+  def write_summaries(self, scalars: Mapping[str, Any], step: Any
+                      ) -> List[Any]:
+    """`steps.probability_summaries` of the step's logits."""
+    return steps.probability_summaries(self._decisions, scalars, step)
+
+  def step(self, objects: Mapping[str, Any], inputs: Any,
+           global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """One search step of `build`'s `objects` on this replica's batches;
+    its scalars, by name, each after both updates."""
     config, spec = self._config, self._spec
+    supernet = objects['supernet']
     features, labels = inputs
     train_images = tf.cast(features['train'], self._dtype)
     valid_images = tf.cast(features['validation'], self._dtype)
@@ -107,7 +111,7 @@ class SearchTask:
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
     # 2. This replica's sample (`steps.sample_seed`).
     sampled, dist_info = steps.sample_architecture(
-        spec, p_ops, p_filters, self.controller,
+        spec, p_ops, p_filters, objects['controller'],
         seed=steps.sample_seed(config.job.seed, global_step))
     # 3. Cost of the sample (a mixture during warm-up).
     cost = (steps.estimate_cost(sampled, config)
@@ -117,18 +121,20 @@ class SearchTask:
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
                                           global_step, config)
     model = steps.supernet_train_op(
-        self.supernet, trained, train_images, labels['train'],
+        supernet, trained, train_images, labels['train'],
         steps.model_learning_rate(global_step, config), config,
-        self.model_optimizer)
+        objects['model_optimizer'])
     # 6. Validation accuracy of the controller's sample, after the update.
     accuracy = steps.validation_accuracy(
-        self.supernet, sampled, valid_images, labels['validation'],
+        supernet, sampled, valid_images, labels['validation'],
         model.train_op, model.grads, config.use_gradient_sync_barrier)
     # 7. Reward, baseline, advantage.
-    rl = steps.reward_and_advantage(accuracy, cost, config, self.baseline)
+    rl = steps.reward_and_advantage(accuracy, cost, config,
+                                    objects['baseline'])
     # 8. The controller's REINFORCE step.
     controller = steps.controller_train_op(
-        dist_info, rl.advantage, global_step, config, self.controller_adam)
+        dist_info, rl.advantage, global_step, config,
+        objects['controller_adam'])
     # 9. Every scalar, after both updates.
     scalars = steps.summary_scalars(model, accuracy, rl, controller,
                                     dist_info, cost, p_ops, p_filters,
