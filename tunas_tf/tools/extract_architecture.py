@@ -18,6 +18,8 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
 
@@ -89,6 +91,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
         f'{units} ({result.cost_model}; target '
         f'{cost_linear.cost_text(result.cost_target)}{units})')
+  print(memory.memory_text(result.spec, macs.resolve_input(
+      result.ssd, result.image_size, result.num_classes, result.num_channels)))
   print(line)
   if off_target:
     print(f'Note: {off_target}')
