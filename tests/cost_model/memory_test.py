@@ -11,6 +11,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import memory
 from tunas_tf.graph import inference
@@ -89,6 +90,19 @@ class PlannerTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'not supported'):
       memory.arena_bytes(spec, shape)
     self.assertIn('not estimated', memory.memory_text(spec, shape))
+
+  def test_flash_is_an_exact_linear_cost_model(self):
+    for ssd in ('digits_search', 'mcu_search'):
+      model = linear.get_cost_model(ssd, linear.FLASH, image_size=28)
+      self.assertEqual((model.kind, linear.short_units(model.units)),
+                       ('flash', 'bytes'))
+      indices = sample.sample_indices(ssd, 20, seed=1)
+      shape = macs.resolve_input(ssd, image_size=28)
+      space = mobile.get_search_space(ssd)
+      np.testing.assert_allclose(
+          linear.estimate_costs_of_indices(indices, model),
+          [memory.flash_bytes(schema.prune(space, i), shape)
+           for i in indices], rtol=1e-12)
 
   def test_text_in_kilobytes(self):
     spec = mobile.get_search_space('mobilenet_v2')

@@ -11,10 +11,15 @@ int8 .tflite `train_eval` exports. Both follow the converter's op list
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import List, Sequence, Tuple
 
+import numpy as np
+
 from tunas_tf.cost_model import macs
+from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
+from tunas_tf.search_space import resolve
 from tunas_tf.search_space import structure
 from tunas_tf.search_space import walker
 
@@ -193,15 +198,48 @@ def arena_bytes(pruned: ops.ConvTowerSpec, shape: macs.InputSpec) -> int:
   return sum(arena_parts(pruned, shape))
 
 
+def _flash(lite: Sequence[LiteOp]) -> int:
+  return sum(op.weights + FLASH_CHANNEL * op.channels + FLASH_CONV
+             if op.channels else FLASH_OP for op in lite)
+
+
 def flash_bytes(pruned: ops.ConvTowerSpec, shape: macs.InputSpec) -> int:
   """Bytes of the int8 .tflite of a pruned spec at `shape`: weights, int32
   biases, per-channel scales and the flatbuffer's tables (`lite_ops`'
   errors). Identical constants share a buffer in the file (zero biases of
   an untrained network): such a file is smaller."""
-  lite, _ = lite_ops(pruned, shape)
-  return FLASH_FIXED + sum(
-      op.weights + FLASH_CHANNEL * op.channels + FLASH_CONV if op.channels
-      else FLASH_OP for op in lite)
+  return FLASH_FIXED + _flash(lite_ops(pruned, shape)[0])
+
+
+def _layer_flash(layer: resolve.ResolvedLayer) -> int:
+  """`flash_bytes`' terms of one layer (a ReLU layer folds into the
+  convolution before it)."""
+  if isinstance(layer.part, structure.Activation):
+    return 0
+  built = _Ops(layer.input_width * layer.input_size**2)
+  built.part(0, layer.part, layer.input_size)
+  return _flash(built.ops)
+
+
+def _head_flash(width: int, size: int, num_classes: int) -> int:
+  """The input's QUANTIZE, the classifier and its MEAN, the fixed part."""
+  built = _Ops(0)
+  built.add('QUANTIZE', [0], 0)
+  built.conv(0, width, num_classes, 1, size)
+  built.add('MEAN', [1], num_classes)
+  return FLASH_FIXED + _flash(built.ops)
+
+
+@functools.lru_cache(maxsize=32)
+def flash_cost_model(ssd: str, image_size: int, num_classes: int,
+                     input_channels: int) -> Tuple[np.ndarray, float]:
+  """`flash_bytes` as an exact linear model (kernel, bias) of a space's
+  features, as `macs.macs_cost_model`: what a search step computes for a
+  sampled architecture or the warm-up mixture (`macs.layer_count_model`'s
+  errors)."""
+  return macs.layer_count_model(
+      mobile.get_search_space(ssd), image_size, num_classes, input_channels,
+      _layer_flash, _head_flash, 'flash')
 
 
 def kilobytes(n: int) -> str:
