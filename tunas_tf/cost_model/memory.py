@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import List, Sequence, Tuple
+from typing import List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
-from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
@@ -36,11 +35,18 @@ OP_DATA = {'CONV_2D': 80, 'DEPTHWISE_CONV_2D': 80, 'ADD': 60, 'MEAN': 44,
 # The interpreter's own tail (allocator, planner, subgraph arrays).
 TAIL_FIXED = 512
 # The .tflite beyond its int8 weights, fitted (least squares, 50 exports of
-# digits_search and mcu_search, largest error 0.22%): per output channel
+# digits_search and mcu_search; on 40 others within 0.31%): per output channel
 # (an int32 bias, and a float32 scale + int64 zero point for the weights and
 # for the bias: 28), per convolution (its 3 tensors, names, the op), per
 # other op, and the rest.
 FLASH_CHANNEL, FLASH_CONV, FLASH_OP, FLASH_FIXED = 28, 600, 276, 816
+
+
+class Shape(NamedTuple):
+  """The input (`Shape` has the same fields; either does)."""
+  image_size: int
+  num_classes: int
+  input_channels: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +114,7 @@ class _Ops:
         'of convolutions, depthwise convolutions, residuals and pools)')
 
 
-def lite_ops(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
+def lite_ops(pruned: ops.ConvTowerSpec, shape: Shape
              ) -> Tuple[List[LiteOp], List[int]]:
   """The ops of the int8 model `train_eval` exports for a pruned spec at
   `shape` (uint8 input, QUANTIZE, batch norm and ReLU folded into the
@@ -130,12 +136,6 @@ def lite_ops(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
   x = built.conv(x, width, shape.num_classes, 1, size)
   built.add('MEAN', [x], shape.num_classes)
   return built.ops, built.sizes
-
-
-def _scratch(op: LiteOp, sizes: Sequence[int]) -> List[int]:
-  """Scratch buffers a kernel requests in Prepare (int8 MEAN: int32 sums,
-  the input's rank and the axes)."""
-  return [4 * op.output, 16, 8] if op.kind == 'MEAN' else []
 
 
 def greedy_plan(sizes: Sequence[int], first: Sequence[int],
@@ -160,7 +160,7 @@ def greedy_plan(sizes: Sequence[int], first: Sequence[int],
   return top
 
 
-def arena_parts(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
+def arena_parts(pruned: ops.ConvTowerSpec, shape: Shape
                 ) -> Tuple[int, int]:
   """(head, tail) of TFLite Micro's arena for the int8 model: the planned
   activations and scratch buffers (or, if larger, the planner's own
@@ -174,7 +174,8 @@ def arena_parts(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
   for t, op in enumerate(lite):
     for i in op.inputs:
       last[i] = max(last[i], t)
-    for n in _scratch(op, sizes):
+    # Scratch buffers of Prepare: int8 MEAN's int32 sums, rank and axes.
+    for n in [4 * op.output, 16, 8] if op.kind == 'MEAN' else []:
       buffers.append(_align(n))
       first.append(t)
       last.append(t)
@@ -192,7 +193,7 @@ def arena_parts(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
   return head, _align(tail)
 
 
-def arena_bytes(pruned: ops.ConvTowerSpec, shape: macs.InputSpec) -> int:
+def arena_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
   """The tensor arena (bytes) TFLite Micro needs for the int8 model of a
   pruned spec at `shape`: `arena_parts`' sum (`lite_ops`' errors)."""
   return sum(arena_parts(pruned, shape))
@@ -203,7 +204,7 @@ def _flash(lite: Sequence[LiteOp]) -> int:
              if op.channels else FLASH_OP for op in lite)
 
 
-def flash_bytes(pruned: ops.ConvTowerSpec, shape: macs.InputSpec) -> int:
+def flash_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
   """Bytes of the int8 .tflite of a pruned spec at `shape`: weights, int32
   biases, per-channel scales and the flatbuffer's tables (`lite_ops`'
   errors). Identical constants share a buffer in the file (zero biases of
@@ -237,6 +238,7 @@ def flash_cost_model(ssd: str, image_size: int, num_classes: int,
   features, as `macs.macs_cost_model`: what a search step computes for a
   sampled architecture or the warm-up mixture (`macs.layer_count_model`'s
   errors)."""
+  from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top
   return macs.layer_count_model(
       mobile.get_search_space(ssd), image_size, num_classes, input_channels,
       _layer_flash, _head_flash, 'flash')
@@ -247,7 +249,7 @@ def kilobytes(n: int) -> str:
   return f'{n / 1024:,.1f} KB'
 
 
-def memory_text(pruned: ops.ConvTowerSpec, shape: macs.InputSpec) -> str:
+def memory_text(pruned: ops.ConvTowerSpec, shape: Shape) -> str:
   """'TFLite Micro (int8, estimated): arena 87.4 KB, flash 150.2 KB', or
   the reason there is no estimate."""
   try:

@@ -247,15 +247,6 @@ def micro_arena(content: bytes) -> int:
   return high
 
 
-def micro_outputs(content: bytes, images: np.ndarray,
-                  arena_size: int) -> np.ndarray:
-  """TFLite Micro's outputs of the model on `images` (already in the input's
-  dtype), batch first, in an arena of `arena_size` bytes (`micro_arena`'s
-  errors for a model it cannot run)."""
-  with native_output.captured():
-    return np.stack(_micro_invoke(content, arena_size, images))
-
-
 def micro_check(content: bytes, images: np.ndarray) -> Tuple[int, int]:
   """(the arena TFLite Micro needs for the model, `micro_arena`; the largest
   difference of its outputs from the TFLite interpreter's own kernels', in
@@ -270,6 +261,6 @@ def micro_check(content: bytes, images: np.ndarray) -> Tuple[int, int]:
   reference.set_tensor(given['index'], values)
   reference.invoke()
   expected = reference.get_tensor(reference.get_output_details()[0]['index'])
-  micro = micro_outputs(content, values, arena)
-  return arena, int(np.max(np.abs(micro.astype(np.int64) -
-                                  expected.astype(np.int64))))
+  with native_output.captured():
+    micro = np.stack(_micro_invoke(content, arena, values))
+  return arena, int(np.max(np.abs(micro.astype(np.int64) - expected)))
