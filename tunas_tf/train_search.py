@@ -219,6 +219,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   target = f.rl_cost_model_target
   if target is None:
     target = linear.default_target(cost_model)
+  if f.enable_cost_model and f.rl_reward_function == rewards.REWARD_MNAS_HARD:
+    linear.check_reachable(cost_model, target)  # A limit: one that can hold.
   return config_lib.SearchConfig(
       job=job, search_train_examples=sizes['search_train'], ssd=f.ssd,
       validation_examples=sizes['search_validation'],

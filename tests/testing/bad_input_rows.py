@@ -201,6 +201,12 @@ _SEARCH_ROWS = [
      r'--rl_cost_model_target must be > 0, got -1.0$'),
     ('target_nan', ['--rl_cost_model_target=nan'],
      r'--rl_cost_model_target must be a finite number, got nan$'),
+    ('hard_limit_unreachable', ['--cost_model=flash',
+                                '--rl_cost_model_target=10000',
+                                '--rl_reward_function=mnas_hard'],
+     r'--rl_cost_model_target=10,000 bytes is below the cost of the smallest '
+     r'architecture of digits_search \([\d,]+ bytes, flash\): under '
+     r'mnas_hard no architecture meets it$'),
     ('exponent', ['--rl_cost_model_exponent=0.5'],
      r'--rl_cost_model_exponent must be <= 0, got 0.5$'),
     ('model_lr', ['--model_learning_rate=0'],

@@ -453,6 +453,21 @@ def default_target(model: LinearCostModel) -> float:
   return math.sqrt(low * high)
 
 
+def check_reachable(model: LinearCostModel, target: float) -> None:
+  """Refuses a hard limit (`mnas_hard`'s target) below the cost of the
+  space's smallest architecture (`schema.extreme_indices`), which no
+  architecture meets, before anything trains."""
+  spec = mobile.get_search_space(model.ssd)
+  low = estimate_cost_of_indices(schema.extreme_indices(spec, False), model)
+  if 0 < target < low:
+    units = ' ' + short_units(model.units)
+    raise ValueError(
+        f'--rl_cost_model_target={cost_text(target)}{units} is below the '
+        f'cost of the smallest architecture of {model.ssd} '
+        f'({cost_text(low)}{units}, {model.source}): under mnas_hard no '
+        'architecture meets it')
+
+
 # A search needs costs that vary over the space by at least this share of
 # their median (`check_varies`).
 MIN_RELATIVE_RANGE = 0.02
