@@ -268,9 +268,10 @@ class ArchitectureTest(absltest.TestCase):
     cases = [
         ('[]', 'is not a JSON object'),
         ('{"ssd": ', 'is not valid JSON'),
-        ({'ssd': SSD}, "has no string 'indices'"),
-        ({'indices': INDICES}, "has no string 'ssd'"),
-        ({**good, 'indices': [0, 1]}, "has no string 'indices'"),
+        ({'ssd': SSD}, "has no field 'indices'"),
+        ({'indices': INDICES}, "has no field 'ssd'"),
+        ({**good, 'indices': [0, 1]},
+         r"field 'indices' is \[0, 1\], expected a string"),
         ({**good, 'ssd': 'nope'}, "field 'ssd': Unknown search space"),
         ({**good, 'indices': '0:1'},
          "field 'indices' does not fit 'digits_search': .*expected 18"),

@@ -126,6 +126,8 @@ TF_FREE = (
     'tests/search_space/',
     'tests/architecture_test.py',
     'tests/io/checks_test.py',
+    'tests/io/errors_test.py',
+    'tests/io/records_test.py',
     'tests/conftest_test.py',
     'tests/io/commands_test.py',
     'tests/docs_test.py',

@@ -18,6 +18,7 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
 from absl import flags
 
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import checks
 from tunas_tf.io import lite
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
@@ -144,9 +145,9 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                     'it (tools/measure_latency --precision).', flag_values=f)
   flags.DEFINE_float('rl_cost_model_target', None, 'Cost target T0. Default: '
                      '84 ms (57 for MobileNetV3-like spaces) for released '
-                     'models; otherwise, by rule, the geometric mean of the '
-                     'estimated costs of the space\'s smallest and largest '
-                     'architectures.', flag_values=f)
+                     'models; otherwise the geometric mean of the space\'s '
+                     'cheapest and dearest costs. A target outside those two '
+                     '(in the cost model\'s unit) is refused.', flag_values=f)
   flags.DEFINE_float('rl_cost_model_exponent', -0.5, 'beta of the reward '
                      '(more negative: stronger cost penalty). The ImageNet '
                      'recipes use -0.10; the demo, whose accuracy differences '
@@ -219,8 +220,16 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
   target = f.rl_cost_model_target
   if target is None:
     target = linear.default_target(cost_model)
-  if f.enable_cost_model and f.rl_reward_function == rewards.REWARD_MNAS_HARD:
-    linear.check_reachable(cost_model, target)  # A limit: one that can hold.
+  elif f.enable_cost_model and f.rl_cost_model_exponent:  # A target acts.
+    checks.number('rl_cost_model_target', target, 0, low_open=True)
+    low, high = linear.cost_range(cost_model)
+    if not low <= target <= high:
+      units = linear.short_units(cost_model.units)
+      raise ValueError(
+          f'--rl_cost_model_target={target:g} is outside what {f.ssd} can '
+          f'cost under --cost_model={f.cost_model or cost_model.kind}: '
+          f'{linear.cost_text(low)} (cheapest) to {linear.cost_text(high)} '
+          f'(dearest) {units}; give a target in that range, in {units}')
   return config_lib.SearchConfig(
       job=job, search_train_examples=sizes['search_train'], ssd=f.ssd,
       validation_examples=sizes['search_validation'],

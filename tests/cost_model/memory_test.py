@@ -103,6 +103,9 @@ class PlannerTest(tf.test.TestCase):
           linear.estimate_costs_of_indices(indices, model),
           [memory.flash_bytes(schema.prune(space, i), shape)
            for i in indices], rtol=1e-12)
+      # The cheapest: the smallest architecture (narrowest, layers skipped).
+      self.assertEqual(linear.cost_range(model)[0], memory.flash_bytes(
+          schema.prune(space, schema.extreme_indices(space, False)), shape))
 
   def test_text_in_kilobytes(self):
     spec = mobile.get_search_space('mobilenet_v2')

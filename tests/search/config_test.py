@@ -78,7 +78,7 @@ class RecipeTest(parameterized.TestCase):
 
   def test_max_steps_overrides_epochs(self):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0')
+                    '--rl_cost_model_target=100000.0')
     config = train_search.config_from_flags(values, _DIGITS)
     self.assertEqual(config.max_global_step, 40)
     self.assertEqual(config.rl_delay_steps, 10)
@@ -94,12 +94,29 @@ class RecipeTest(parameterized.TestCase):
        r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5'),
       ('classes', ['--num_classes=5'], r'--num_classes=5 is fewer than the 10'),
       ('use_tpu', ['--use_tpu'], '--use_tpu needs --tpu=NAME'),
+      ('target_unit', ['--rl_cost_model_target=0.15'],
+       r'^--rl_cost_model_target=0.15 is outside what digits_search can cost '
+       r'under --cost_model=macs: 39,968 \(cheapest\) to 1,212,416 '
+       r'\(dearest\) MACs; give a target in that range, in MACs$'),
   )
   def test_guards(self, extra, message):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0', *extra)
+                    '--rl_cost_model_target=100000.0', *extra)
     with self.assertRaisesRegex(ValueError, message):
       train_search.config_from_flags(values, _DIGITS)
+
+  def test_a_target_in_another_unit_is_refused_naming_the_range(self):
+    values = _flags('--ssd=proxylessnas_search', '--dataset=imagenet2012',
+                    '--model_dir=/tmp/x',
+                    '--rl_cost_model_target=300')
+    with self.assertRaisesRegex(ValueError, r'outside what proxylessnas_search '
+                                r'can cost under --cost_model=released: '
+                                r'30.9361 \(cheapest\) to 219.091 \(dearest\) '
+                                r'ms'):
+      train_search.config_from_flags(values, _IMAGENET)
+    values['rl_cost_model_target'].value = 84.0  # In range: accepted.
+    self.assertEqual(train_search.config_from_flags(
+        values, _IMAGENET).rl_cost_model_target, 84.0)
 
   def test_model_dir_required(self):
     with self.assertRaisesRegex(ValueError, '--model_dir is required'):
@@ -127,7 +144,7 @@ class BatchAdviceTest(absltest.TestCase):
 
   def _config(self, info, *args):
     values = _flags('--model_dir=/tmp/unused', f'--dataset={info.name}',
-                    '--rl_cost_model_target=1.0', *args)
+                    '--rl_cost_model_target=400000.0', *args)
     return train_search.config_from_flags(values, info)
 
   def _refusal(self, info, *args):
@@ -216,7 +233,7 @@ class WriteOrCheckTest(absltest.TestCase):
 
   def _config(self, model_dir, *extra):
     values = _flags(f'--model_dir={model_dir}', '--max_steps=40',
-                    '--rl_cost_model_target=2.0', *extra)
+                    '--rl_cost_model_target=200000.0', *extra)
     return train_search.config_from_flags(values, _DIGITS)
 
   def test_first_write_then_resume(self):
@@ -226,7 +243,7 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(os.path.join(model_dir, 'config.json')) as f:
       stored = json.load(f)
     self.assertEqual(stored['rl_delay_steps'], 10)
-    self.assertEqual(stored['rl_cost_model_target'], 2.0)
+    self.assertEqual(stored['rl_cost_model_target'], 200000.0)
     # How often to save may change; the stored value follows the new run.
     self.assertTrue(configs.write_or_check(
         config_lib, self._config(model_dir, '--save_checkpoints_steps=50'),
@@ -235,7 +252,7 @@ class WriteOrCheckTest(absltest.TestCase):
     self.assertIsInstance(stored, config_lib.SearchConfig)
     self.assertEqual((stored.max_steps, stored.rl_delay_steps), (40, 10))
     self.assertEqual(stored.job.save_checkpoints_steps, 50)
-    self.assertEqual(stored.rl_cost_model_target, 2.0)
+    self.assertEqual(stored.rl_cost_model_target, 200000.0)
     self.assertEqual(stored,
                      self._config(model_dir, '--save_checkpoints_steps=50'))
     # How long the search runs may not: its schedules would change.
@@ -360,7 +377,7 @@ class SearchConfigTest(parameterized.TestCase):
 
   def _config(self):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0')
+                    '--rl_cost_model_target=100000.0')
     return train_search.config_from_flags(values, _DIGITS)
 
   def test_derived_values_follow_replaced_fields(self):

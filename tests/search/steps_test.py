@@ -196,7 +196,7 @@ class StepsTest(absltest.TestCase):
     np.testing.assert_allclose(got, [[1, 1], [0.5, 0.5], [0, 0], [0, 0]])
 
   def test_first_baseline_is_first_reward_and_advantage(self):
-    config = _config('--rl_cost_model_target=100.0',
+    config = _config('--rl_cost_model_target=100000.0',
                      '--rl_cost_model_exponent=-0.5')
     with tf.Graph().as_default():
       acc = tf.compat.v1.placeholder(tf.float32, [])
@@ -206,9 +206,10 @@ class StepsTest(absltest.TestCase):
       with tf.compat.v1.Session(
           config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        first = sess.run(rl, {acc: 0.5, cost: 150.0})
-        second = sess.run(rl, {acc: 0.9, cost: 100.0})
-    expected = rewards.compute_reward(0.5, 150.0, 100.0, -0.5, 'abs').reward
+        first = sess.run(rl, {acc: 0.5, cost: 150000.0})
+        second = sess.run(rl, {acc: 0.9, cost: 100000.0})
+    expected = rewards.compute_reward(0.5, 150000.0, 100000.0, -0.5,
+                                      'abs').reward
     self.assertAlmostEqual(first.reward, expected, places=6)
     self.assertAlmostEqual(first.reward, 0.5 - 0.5 * 0.5, places=6)
     self.assertAlmostEqual(first.baseline, first.reward, places=6)

@@ -64,6 +64,11 @@ class ResultLineTest(absltest.TestCase):
         'eval_images_per_sec': None, 'global_step': 20})
     for key in ('top1', 'top5', 'loss'):  # The same float32 values.
       self.assertEqual(np.float32(printed[key]), np.float32(metrics[key]))
+    # With the int8 export, its top-1 too (the last key).
+    printed = runner.printed_metrics(dict(metrics,
+                                          int8_top1=0.5972222222222222))
+    self.assertEqual(list(printed)[-1], 'int8_top1')
+    self.assertEqual(printed['int8_top1'], 0.5972222)
 
 
 def _assert_well_under_chance(test, losses):

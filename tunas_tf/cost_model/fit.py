@@ -87,6 +87,20 @@ def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, Any]:
           'kendall_tau': tau}
 
 
+def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
+                         repeats: Sequence[int]) -> Optional[float]:
+  """The rows' own timing noise, in percent: the median over rows of the
+  standard error of a row's median, 1.2533 x (IQR / 1.349) / sqrt(rounds),
+  over its latency (normal rounds). No model predicts a row better than it
+  was measured; None without rows."""
+  latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
+      latencies, spreads, repeats))
+  if not latencies.size:
+    return None
+  error = 1.2533 * spreads / 1.349 / np.sqrt(np.maximum(repeats, 1))
+  return float(100 * np.median(error / latencies))
+
+
 def figures(scored: Dict[str, Any], rows: int) -> str:
   """'MAPE 2.1%, worst 8.3%, 90% within +-5%, 97.5% within +-10%, Kendall's
   tau 0.987' of `scores` over `rows` rows (no tau on too few)."""
@@ -188,7 +202,8 @@ def _checked_latencies(indices: Sequence[Any], latencies: Sequence[float]
 def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
         seed: int = 0, holdout_fraction: float = 0.2,
         shape: Optional[macs_lib.InputSpec] = None,
-        allow_poor_fit: bool = False) -> Dict[str, Any]:
+        allow_poor_fit: bool = False,
+        noise_percent: Optional[float] = None) -> Dict[str, Any]:
   """Fits the linear latency model, scores it on held-out rows, refits on all.
 
   Args:
@@ -199,6 +214,7 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
     shape: the input the rows were measured at (the count columns'); default
       the space's.
     allow_poor_fit: return a fit `check` refuses, with its `warning`.
+    noise_percent: the rows' `timing_noise_percent`, if known (`check`).
 
   Returns:
     dict: `coefficients` (what `linear.load_coefficients` reads, the
@@ -234,7 +250,8 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
       num_rows=int(len(indices)),
       holdout=_holdout(holdout_fraction, seed, latencies, train, held_out,
                        lambda rows: model.predict(x[rows]),
-                       alpha=float(model.alpha_)))
+                       alpha=float(model.alpha_),
+                       timing_noise_percent=noise_percent))
 
 
 def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
@@ -242,7 +259,8 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
               holdout_fraction: float = 0.2,
               shape: Optional[macs_lib.InputSpec] = None,
               train_rows: Optional[int] = None,
-              allow_poor_fit: bool = False) -> Dict[str, Any]:
+              allow_poor_fit: bool = False,
+              noise_percent: Optional[float] = None) -> Dict[str, Any]:
   """The block-table model (`block_table`): the table's sum, corrected on
   whole networks, scored on held-out ones.
 
@@ -258,7 +276,7 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
     seed, holdout_fraction: the held-out split (`split`).
     shape: the input the table and rows were measured at.
     train_rows: at most this many training rows for the correction.
-    allow_poor_fit: return a fit `check` refuses, with its `warning`.
+    allow_poor_fit, noise_percent: as `fit`.
 
   Returns:
     As `fit`: `coefficients` (form 'block_table': the corrected coupled
@@ -300,6 +318,7 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
       holdout=_holdout(
           holdout_fraction, seed, latencies, train, held_out,
           lambda rows: predict(correction, rows), correction=correction,
+          timing_noise_percent=noise_percent,
           **{f'uncorrected_{k}': v for k, v in uncorrected.items()}))
 
 
@@ -345,11 +364,20 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   of the held-out rows are within +-10%, on the held-out fit or the final
   one; a held-out MAPE above `BETTER_THAN_CONSTANT` times the constant
   predictor's; fewer than `MIN_WITHIN10_PERCENT` of the held-out rows
-  within +-10%.
+  within +-10%. When the held-out MAPE is within the rows' own timing noise
+  (`timing_noise_percent`), the advice is the device's, not more rows.
   """
   h = coefficients['holdout']
   rows = coefficients['num_rows']
-  more = (f'measure about {max(rows, 40)} more architectures (at least '
+  noise = h.get('timing_noise_percent')
+  more = (f'the device\'s timing is the limit, not the rows: the held-out '
+          f'MAPE {h["mape_percent"]:.3g}% is within the rows\' own timing '
+          f'noise {noise:.3g}% (the standard error of a row\'s median), which '
+          'more architectures cannot lower; measure again on a quieter device '
+          '(idle, pinned --cpus), with a robust statistic (the median of many '
+          'runs, not their mean) or more invocations (--repeats)'
+          if noise is not None and h['mape_percent'] <= noise else
+          f'measure about {max(rows, 40)} more architectures (at least '
           f'doubling the {rows} rows; tools/measure_latency appends to its '
           'CSV' + ('' if 'table' in coefficients else
                    ', and --most_informative picks the ones the fit lacks') +
@@ -373,8 +401,9 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   if h['within10_percent'] < MIN_WITHIN10_PERCENT:
     return (f'{h["within10_percent"]:.3g}% of the {h["num_held_out"]} '
             f'held-out rows are within +-10%, under the bar of '
-            f'{MIN_WITHIN10_PERCENT:g}%; {more} (or, if the pass\'s own '
-            'noise is near the held-out MAPE, with more --repeats)')
+            f'{MIN_WITHIN10_PERCENT:g}%; {more}' + (
+                '' if noise is not None else ' (or, if the pass\'s own noise '
+                'is near the held-out MAPE, with more --repeats)'))
   return None
 
 

@@ -5,8 +5,8 @@ One format, four kinds: 'released' (the original's simulated Pixel-1 ms,
 int8 model's bytes, `memory`) or a coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
-`estimate_cost(s)_of_indices` and `default_target` take; `cost_units` and
-`cost_text` are how every line and chart prints a cost.
+`estimate_cost(s)_of_indices`, `cost_range` (the space's exact cheapest and
+dearest) and `default_target` take; `cost_units` and `cost_text` print costs.
 """
 
 
@@ -17,13 +17,14 @@ import functools
 import json
 import math
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import memory
@@ -127,25 +128,20 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
     raise ValueError(f'Cost model {path}: cannot read it ({e})') from None
   except json.JSONDecodeError as e:
     raise ValueError(f'Cost model {path}: not valid JSON ({e})') from None
-  if not isinstance(data, dict):
-    raise ValueError(f'Cost model {path}: expected a JSON object with fields '
-                     f'{list(_REQUIRED_FIELDS)}, got {type(data).__name__}')
-  form = data.get('form', LINEAR_FORM)
+  what = f'Cost model {path}'
+  form = records.check_keys(data, what, ()).get('form', LINEAR_FORM)
   if form not in FORMS:
-    raise ValueError(f"Cost model {path}: unknown form {form!r}; expected one "
-                     f'of {list(FORMS)}')
+    raise ValueError(f"{what}: unknown form {form!r}; expected one of "
+                     f'{list(FORMS)}')
   needed = _REQUIRED_FIELDS + _FORM_FIELDS.get(form, ())
-  for field in needed:
-    if field not in data:
-      raise ValueError(f'Cost model {path}: missing field {field!r} (a '
-                       f'{form!r} model needs {list(needed)})')
+  records.check_keys(data, what, needed,
+                     hint=f' (a {form!r} model needs {list(needed)})')
   _check_form_fields(path, form, data)
   if data['ssd'] != ssd:
-    raise ValueError(f"Cost model {path}: field 'ssd' is {data['ssd']!r}, but "
-                     f'the search space is {ssd!r}')
-  if not isinstance(data['units'], str):
-    raise ValueError(f"Cost model {path}: field 'units' must be a string, got "
-                     f"{data['units']!r}")
+    raise ValueError(f"{what}: field 'ssd' is {data['ssd']!r}, but the search "
+                     f'space is {ssd!r}')
+  records.check_value(what, 'units', data['units'], 'str')
+  records.check_value(what, 'bias', data['bias'], 'float')
   expected = _space_feature_length(ssd)
   num_features = data['num_features']
   if isinstance(num_features, bool) or num_features != expected:
@@ -161,9 +157,6 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   if bad:
     raise ValueError(f"Cost model {path}: field 'kernel' has a non-number "
                      f'{kernel[bad[0]]!r} at position {bad[0]}')
-  if not checks.is_number(data['bias']):
-    raise ValueError(f"Cost model {path}: field 'bias' must be a finite "
-                     f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
   array.setflags(write=False)
   measured_with = data.get('measured_with')
@@ -324,6 +317,12 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
         f'input ({", ".join(f"{k}={v}" for k, v in shape.items())})')
   for key, value in shape.items():
     measured = getattr(model.measured_with, key)
+    if measured != value and key == 'precision':  # The flag first.
+      raise ValueError(
+          f'Cost model {model.source} was measured in {measured}, not '
+          f'{value}: search {measured} latencies with --latency_precision='
+          f'{measured}, or measure and fit one in {value} '
+          f'(tools/measure_latency --precision={value})')
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '
@@ -441,31 +440,50 @@ def default_target(model: LinearCostModel) -> float:
 
   A released model: the original's target for the space (84 ms; 57 ms for
   the MobileNetV3-like space). Any other model: the geometric mean of the
-  estimated costs of the space's smallest and largest architectures
-  (`schema.extreme_indices`), so the target sits inside the space's range.
+  space's cheapest and dearest costs (`cost_range`), inside its range.
   """
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
-  spec = mobile.get_search_space(model.ssd)
-  low, high = estimate_costs_of_indices(
-      [schema.extreme_indices(spec, largest) for largest in (False, True)],
-      model)
-  return math.sqrt(low * high)
+  return math.sqrt(math.prod(cost_range(model)))
 
 
-def check_reachable(model: LinearCostModel, target: float) -> None:
-  """Refuses a hard limit (`mnas_hard`'s target) below the cost of the
-  space's smallest architecture (`schema.extreme_indices`), which no
-  architecture meets, before anything trains."""
-  spec = mobile.get_search_space(model.ssd)
-  low = estimate_cost_of_indices(schema.extreme_indices(spec, False), model)
-  if 0 < target < low:
-    units = ' ' + short_units(model.units)
-    raise ValueError(
-        f'--rl_cost_model_target={cost_text(target)}{units} is below the '
-        f'cost of the smallest architecture of {model.ssd} '
-        f'({cost_text(low)}{units}, {model.source}): under mnas_hard no '
-        'architecture meets it')
+def cost_range(model: LinearCostModel) -> Tuple[float, float]:
+  """(cheapest, dearest) cost of any architecture of the model's space,
+  exactly, in its units.
+
+  A layer's feature block is `kron(out_mask, in_mask, own)` with its own
+  decisions independent of every other's, so every position of `own` is
+  reachable: a layer adds the min (max) of its kernel row for the widths
+  (o, i), i = o past a block's first layer. A dynamic program over the
+  blocks' widths then adds them up (the widths chain block to block).
+  """
+  _check_model(model, 'cost_range')
+  space = mobile.get_search_space(model.ssd)
+  lengths = iter(features_lib.block_feature_lengths(space))
+  extremes = [np.zeros([1]), np.zeros([1])]  # Per width of the last block.
+  at = 0
+  for block in space.blocks:
+    if not block.layers:
+      continue
+    n_in = len(extremes[0])
+    n = (len(block.filters.choices)
+         if isinstance(block.filters, schema.OneOf) else 1)
+    steps = [np.zeros([n_in, n]), np.zeros([n_in, n])]
+    for j, _ in enumerate(block.layers):
+      length = next(lengths)
+      width_in = n_in if j == 0 else n
+      if length <= 1:  # Dropped from the features: the bias has it.
+        continue
+      rows = model.kernel[at:at + length].reshape(n, width_in, -1)
+      at += length
+      for step, reduce in zip(steps, (np.min, np.max)):
+        layer = reduce(rows, axis=-1)  # [n, width_in]
+        step += layer.T if j == 0 else np.diag(layer)[None, :]
+    extremes = [(e[:, None] + step).min(0) if k == 0 else
+                (e[:, None] + step).max(0)
+                for k, (e, step) in enumerate(zip(extremes, steps))]
+  return (float(extremes[0].min()) + model.bias,
+          float(extremes[1].max()) + model.bias)
 
 
 # A search needs costs that vary over the space by at least this share of
@@ -473,30 +491,23 @@ def check_reachable(model: LinearCostModel, target: float) -> None:
 MIN_RELATIVE_RANGE = 0.02
 
 
-def check_varies(model: LinearCostModel, num: int = 200,
-                 seed: int = 0) -> None:
+def check_varies(model: LinearCostModel) -> None:
   """Refuses a cost model whose costs hardly vary over the space.
 
   A search trades accuracy against cost; a model that gives every
   architecture about the same cost (e.g. a fit that learned a constant)
-  makes the cost term meaningless. The costs of `num` uniform
-  architectures and the space's smallest and largest are compared (all at
-  once, `estimate_costs_of_indices`).
+  makes the cost term meaningless.
 
   Raises:
-    ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
-      median, naming the range in the model's units.
+    ValueError: when the space's exact range (`cost_range`) is under
+      `MIN_RELATIVE_RANGE` of its midpoint, naming it in the model's units.
   """
-  from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top
-  spec = mobile.get_search_space(model.ssd)
-  candidates = sample.sample_indices(model.ssd, num, seed) + [
-      schema.extreme_indices(spec, largest) for largest in (False, True)]
-  costs = estimate_costs_of_indices(candidates, model)
-  low, high, median = costs.min(), costs.max(), float(np.median(costs))
-  if not high - low >= MIN_RELATIVE_RANGE * abs(median):
+  low, high = cost_range(model)
+  middle = abs(low + high) / 2
+  if not high - low >= MIN_RELATIVE_RANGE * middle:
     raise ValueError(
         f'Cost model {model.source} hardly varies over {model.ssd!r}: '
-        f'{low:.6g}..{high:.6g} {model.units} over {len(candidates)} '
-        f'architectures ({100 * (high - low) / abs(median):.2g}% of the '
-        'median), so the search cannot trade accuracy against it; refit it '
-        'with more measured architectures (fit_cost_model says how many)')
+        f'{low:.6g}..{high:.6g} {model.units} from its cheapest to its '
+        f'dearest architecture ({100 * (high - low) / middle:.2g}% of '
+        'their mean), so the search cannot trade accuracy against it; refit '
+        'it with more measured architectures (fit_cost_model says how many)')

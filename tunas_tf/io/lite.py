@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from tunas_tf.io import checks
+from tunas_tf.io import errors
 from tunas_tf.io import native_output
 
 FLOAT32, INT8 = 'float32', 'int8'
@@ -51,14 +52,12 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
             calibration: Optional[Iterable[np.ndarray]] = None,
             input_type: str = INT8, signature: bool = False) -> bytes:
   """The TFLite flatbuffer of `function` (one input; variables frozen from
-  `trackable`). `INT8`: full-integer post-training quantization (int8
-  weights, activations and output, `input_type` input), ranges calibrated on
-  `calibration` (float32 input arrays). `signature`: the function's names as
-  the signature 'serving_default' (`_with_signature`).
+  `trackable`); `INT8`: full-integer (`input_type` input), calibrated on
+  `calibration` (float32 arrays); `signature`: as `_with_signature`.
 
   Raises:
-    ValueError: for an unknown precision, or a conversion that fails or
-      leaves an op in float32 (the message says which).
+    ValueError: an unknown precision, or a conversion that fails or leaves an
+      op in float32 (the message says which).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   checks.one_of('precision', precision, list(PRECISIONS))
@@ -81,7 +80,7 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
     try:
       content = converter.convert()
     except Exception as e:  # pylint: disable=broad-except
-      failure = _error_line(str(e))  # Its own lines: the note, the stack.
+      failure = errors.first_line(e)  # Its own lines: the note, the stack.
   if failure is not None:
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
   if precision == INT8:
@@ -124,14 +123,6 @@ def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
   bounds = np.iinfo(details['dtype'])
   return np.clip(np.round(values / scale + zero_point), bounds.min,
                  bounds.max).astype(details['dtype'])
-
-
-def _error_line(text: str) -> str:
-  """The converter's first 'error: ...' (else first) line, cut to 200."""
-  lines = [line.strip() for line in text.splitlines() if line.strip()]
-  errors = [line.split('error: ', 1)[1] for line in lines
-            if 'error: ' in line]
-  return ((errors or lines or ['no message'])[0])[:200]
 
 
 def _check_integer(content: bytes) -> None:

@@ -19,6 +19,8 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
+from tunas_tf.io import checks
+
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
@@ -54,13 +56,9 @@ class Protocol:
     for name, low in (('repeats', 2), ('runs', 1), ('warmup_runs', 0),
                       ('max_warmup_runs', 0), ('max_retries', 0),
                       ('interleave', 1)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+      checks.number(name, getattr(self, name), low, integer=True, prefix='')
     for name in ('stable_tolerance', 'max_disturbance', 'max_spread'):
-      value = getattr(self, name)
-      if not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f'{name} must be in (0, 1], got {value!r}')
+      checks.number(name, getattr(self, name), 0, 1, low_open=True, prefix='')
 
 
 @dataclasses.dataclass(frozen=True)

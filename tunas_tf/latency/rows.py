@@ -26,6 +26,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 from absl import logging
 import numpy as np
 
+from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import macs
@@ -222,10 +223,13 @@ def check_provenance(path: str, provenance: provenance_lib.Provenance
   Raises:
     ValueError: naming the first key that differs, or as `read_provenance`.
   """
-  difference = read_provenance(path).difference(provenance)
+  recorded = read_provenance(path)
+  difference = recorded.difference(provenance)
   if difference:
+    add = (f'add --precision={recorded.precision} to add to it, or '
+           if recorded.precision != provenance.precision else '')
     raise ValueError(f'{path} was measured with {difference} (see '
-                     f'{settings_path(path)}); choose another --output')
+                     f'{settings_path(path)}); {add}choose another --output')
 
 
 def _canonical(space: Any, indices: Any, where: str = '') -> str:
@@ -299,6 +303,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_timeout: float = 600.0,
                    model_cache: Optional[str] = None,
                    precision: str = 'float32',
+                   device_name: Optional[str] = None,
                    builder: Callable[[str, macs.InputSpec], Any],
                    unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
                    = None) -> Dict[str, Any]:
@@ -312,6 +317,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       written to `settings_path(output)`.
     backend, num_threads, device_command, device_timeout, precision: where
       and how it is timed (`device.make_device`).
+    device_name: the command's device by name, its identity in the
+      provenance whatever the command (`Provenance.named`).
     protocol: how (`protocol.Protocol`).
     image_size, num_classes, input_channels: the input (default the
       space's).
@@ -335,9 +342,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   """
   space = mobile.get_search_space(ssd)
   protocol.check()
-  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
-      num_threads < 1):
-    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
+  checks.number('num_threads', num_threads, 1, integer=True, prefix='')
   wanted = list(dict.fromkeys(  # In order, duplicates dropped.
       _canonical(space, indices, f'architecture {i}: ')
       for i, indices in enumerate(architectures or ())))
@@ -356,7 +361,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       device_command=device_command, command_timeout=device_timeout,
       precision=precision)
   provenance = provenance_lib.Provenance(
-      ssd=ssd, **dataclasses.asdict(shape), **device.settings)
+      ssd=ssd, **dataclasses.asdict(shape),
+      **dict(device.settings, **({'device': device_name} if device_name
+                                 else {})))
   done = set(read_for_append(output, ssd, columns))
   if done:
     check_provenance(output, provenance)

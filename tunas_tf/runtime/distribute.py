@@ -27,6 +27,7 @@ from tensorflow.python.eager import context
 
 from tunas_tf.data import streams
 from tunas_tf.data import unreadable
+from tunas_tf.io import errors
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
 from tunas_tf.runtime import guards
@@ -214,7 +215,7 @@ class _Run:
         self._checkpoint.restore(latest).assert_existing_objects_matched()
       except (tf.errors.OpError, AssertionError, ValueError) as e:
         raise ValueError(
-            f'Cannot resume from {latest}: {resume_lib.op_error_reason(e)}; '
+            f'Cannot resume from {latest}: {errors.first_line(e)}; '
             'remove the broken checkpoint or use a new --model_dir') from None
     return int(self.global_step.numpy())
 
@@ -342,7 +343,7 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
     latest = tf.train.latest_checkpoint(model_dir)
     raise ValueError(
         f'{run} lost a worker of its cluster '
-        f'({resume_lib.op_error_reason(e)}) and stopped; the last checkpoint '
+        f'({errors.first_line(e)}) and stopped; the last checkpoint '
         f'is {latest or "none (none was saved)"}: start every worker again '
         'to resume') from None
 

@@ -175,14 +175,15 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
 
 
 def printed_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
-  """The `METRIC_KEYS` the binary prints as JSON: top1, top5 and loss (float32
-  values) in the shortest decimal that reads back as the same float32
-  (0.7222222, not 0.7222222089767456), images per second to 0.1;
-  `metrics.json` keeps them as computed."""
+  """The `METRIC_KEYS` the binary prints as JSON, and `int8_top1` when the
+  int8 model was exported: top1, top5, loss and int8_top1 (float32 values)
+  in the shortest decimal that reads back as the same float32 (0.7222222,
+  not 0.7222222089767456), images per second to 0.1; `metrics.json` keeps
+  them as computed."""
   printed = {}
-  for key in METRIC_KEYS:
+  for key in METRIC_KEYS + (('int8_top1',) if 'int8_top1' in metrics else ()):
     value = metrics[key]
-    if key in ('top1', 'top5', 'loss'):
+    if key in ('top1', 'top5', 'loss', 'int8_top1'):
       value = float(str(np.float32(value)))
     elif key.endswith('_images_per_sec') and value is not None:
       value = round(float(value), 1)
