@@ -47,7 +47,7 @@ def _export(pruned, shape: macs.InputSpec) -> bytes:
 class AgainstTFLiteMicroTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('digits', 'digits_search', 8, 3), ('mcu', 'mcu_search', 16, 2))
+      ('digits', 'digits_search', 8, 2), ('mcu', 'mcu_search', 16, 2))
   def test_arena_within_5_percent_above_and_flash_within_2(self, ssd, size,
                                                            count):
     space = mobile.get_search_space(ssd)
