@@ -249,6 +249,18 @@ def kilobytes(n: int) -> str:
   return f'{n / 1024:,.1f} KB'
 
 
+def check_sram(pruned: ops.ConvTowerSpec, shape: Shape, sram_kb: float
+               ) -> None:
+  """Refuses an architecture whose arena is over `sram_kb` KB, saying by
+  how much (and `lite_ops`' errors)."""
+  arena = arena_bytes(pruned, shape)
+  if arena > sram_kb * 1024:
+    raise ValueError(
+        f'the architecture needs a {kilobytes(arena)} tensor arena (TFLite '
+        f'Micro, estimated), {100 * (arena / (sram_kb * 1024) - 1):.1f}% over '
+        f'--sram_kb={sram_kb:g}; nothing written')
+
+
 def memory_text(pruned: ops.ConvTowerSpec, shape: Shape) -> str:
   """'TFLite Micro (int8, estimated): arena 87.4 KB, flash 150.2 KB', or
   the reason there is no estimate."""
