@@ -98,13 +98,14 @@ class _Ops:
         return x, size
       return self.add('ADD', [y, x], self.sizes[x]), size
     out = part.out_size(size)
-    if isinstance(part, (structure.Conv, structure.Depthwise)):
+    if isinstance(part, (structure.Conv, structure.Depthwise)) and (
+        getattr(part, 'activation', None) in _FUSED):
       return self.conv(x, part.in_width.static(), part.out_width.static(),
                        part.kernel_size, out,
                        isinstance(part, structure.Depthwise)), out
     if isinstance(part, structure.GlobalPool):
       return self.add('MEAN', [x], part.in_width.static()), 1
-    if (isinstance(part, structure.Activation) and part.activation == ops.RELU
+    if (isinstance(part, structure.Activation) and part.activation in _FUSED
         and self.ops and self.ops[-1].kind.endswith('CONV_2D')
         and x == len(self.sizes) - 1):
       return x, size  # Fused into the convolution before it.
@@ -112,6 +113,9 @@ class _Ops:
         f'memory estimate: {type(part).__name__} '
         f'{getattr(part, "activation", "")} is not supported (ReLU networks '
         'of convolutions, depthwise convolutions, residuals and pools)')
+
+
+_FUSED = (None, ops.RELU, ops.RELU6)  # What TFLite fuses into a convolution.
 
 
 def lite_ops(pruned: ops.ConvTowerSpec, shape: Shape
