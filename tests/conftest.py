@@ -113,6 +113,7 @@ SLOWEST_FIRST = (
     'tests/search/steps_test.py',
     'tests/models/supernet_bfloat16_test.py',
     'tests/tools/measure_latency_test.py',
+    'tests/cost_model/memory_test.py',
     'tests/data/unreadable_test.py',
     'tests/integration/engine_choice_test.py',
 )

@@ -9,6 +9,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.io import records
@@ -122,10 +123,26 @@ class Architecture:
     if self.probabilities is not None:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}
+    document.update(self.memory)
     document['choices'] = self.choice_values
     document['decisions'] = self.decisions
     document['architecture'] = spec_io.to_json(self.spec)
     return document
+
+  @property
+  def memory(self) -> Dict[str, int]:
+    """{'arena_bytes', 'flash_bytes'}: TFLite Micro's arena and the int8
+    file at the recorded input (`cost_model.memory`'s estimates; {} for a
+    network the estimate does not model)."""
+    info = mobile.space_info(self.ssd)
+    shape = memory.Shape(self.image_size or info.image_size,
+                         self.num_classes or info.num_classes,
+                         self.num_channels or info.input_channels)
+    try:
+      return {'arena_bytes': memory.arena_bytes(self.spec, shape),
+              'flash_bytes': memory.flash_bytes(self.spec, shape)}
+    except ValueError:
+      return {}
 
   @classmethod
   def from_json(cls, document: Any, where: str,

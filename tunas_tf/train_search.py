@@ -135,7 +135,9 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                        'false: reward = accuracy.', flag_values=f)
   flags.DEFINE_string('cost_model', None, "'released' (simulated Pixel-1 ms; "
                       "default where it exists), 'macs' (multiply-adds; "
-                      'default elsewhere) or the path of a coefficients JSON.',
+                      "default elsewhere), 'flash' (the int8 model's bytes; "
+                      'with --rl_reward_function=mnas_hard a flash limit) or '
+                      'the path of a coefficients JSON.',
                       flag_values=f)
   flags.DEFINE_enum('latency_precision', lite.FLOAT32, lite.PRECISIONS,
                     'The arithmetic the searched network runs in on the '

@@ -300,7 +300,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_cost_model(self):
     with self.assertRaisesRegex(
         ValueError, r"Unknown cost model 'latency'; expected one of "
-        r"\['released', 'macs'\] or the path"):
+        r"\['released', 'macs', 'flash'\] or the path"):
       linear.get_cost_model(_PROXYLESSNAS, 'latency')
 
   def test_malformed_json(self):

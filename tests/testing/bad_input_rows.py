@@ -420,6 +420,12 @@ _TOOL_ROWS = [
      _train_eval_dir),
     ('extract_architecture', 'int8_model', [_SEARCH, '--measure_latency'],
      r'int8.json was measured in int8, not float32: ', _int8_model_search),
+    ('extract_architecture', 'sram_kb', [_SEARCH, '--sram_kb=0'],
+     r'--sram_kb must be > 0, got 0.0$', finished_search),
+    ('extract_architecture', 'over_sram', [_SEARCH, '--sram_kb=1'],
+     r'the architecture needs a [\d.]+ KB tensor arena \(TFLite Micro, '
+     r'estimated\), [\d.]+% over --sram_kb=1; nothing written$',
+     finished_search),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
      r'--cost_tolerance must be in \(0, 1\), got 1.5$', finished_search),

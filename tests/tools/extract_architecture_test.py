@@ -28,6 +28,7 @@ from tunas_tf.io import files
 from tunas_tf.cost_model import fit
 from tunas_tf.cost_model import linear
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.latency import device as device_lib
 from tunas_tf.runtime import resume
 from tunas_tf.search import compare
@@ -199,6 +200,12 @@ class ExtractArchitectureToolTest(absltest.TestCase):
                        argmax_cost * 1.5 * 0.95, argmax_cost * 1.5 * 1.05)
     printed = self._main(f'--model_dir={moved}', '--argmax')
     self.assertIn('Took the argmax of each decision (--argmax)', printed)
+    # TFLite Micro's arena and flash of the int8 network beside the cost.
+    memory_line = memory.memory_text(argmax.spec, macs.resolve_input(
+        argmax.ssd, argmax.image_size, argmax.num_classes,
+        argmax.num_channels))
+    self.assertRegex(memory_line, r'arena [\d.]+ KB, flash [\d.]+ KB$')
+    self.assertIn(memory_line, printed)
     self.assertIn('Note: ' + extract.cost_miss_line(
         argmax_cost, argmax_cost * 1.5, 'MACs', argmax=True), printed)
     self.assertEqual(architecture.read(path).indices, argmax.indices)

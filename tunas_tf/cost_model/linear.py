@@ -1,8 +1,8 @@
 """The linear cost model: `features @ kernel + bias`.
 
-One format, three kinds: 'released' (the original's simulated Pixel-1 ms,
-`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space) or a
-coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
+One format, four kinds: 'released' (the original's simulated Pixel-1 ms,
+`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space), 'flash' (the
+int8 model's bytes, `memory`) or a coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
 `estimate_cost(s)_of_indices`, `cost_range` (the space's exact cheapest and
@@ -27,15 +27,18 @@ from tunas_tf.io import files
 from tunas_tf.io import records
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
 RELEASED = 'released'
 MACS = 'macs'
+FLASH = 'flash'  # The int8 .tflite's bytes (`memory.flash_cost_model`).
 FITTED = 'fitted'  # The kind of a model read from a coefficients JSON.
-COST_MODEL_KINDS = (RELEASED, MACS)
+COST_MODEL_KINDS = (RELEASED, MACS, FLASH)
 MACS_UNITS = 'multiply-adds'
+FLASH_UNITS = 'int8 model, bytes'
 RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
 UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
@@ -58,8 +61,8 @@ class LinearCostModel:
     units: what the estimate measures, e.g. 'simulated Pixel-1 latency, ms'.
     kernel: read-only float64 NumPy array [num_features].
     bias: Python float.
-    source: 'macs', or the path of the JSON it was read from.
-    kind: `RELEASED`, `MACS`, or `FITTED` (any other coefficients JSON).
+    source: 'macs', 'flash', or the path of the JSON it was read from.
+    kind: `RELEASED`, `MACS`, `FLASH`, or `FITTED` (any other JSON).
     measured_with: how a fitted model's latencies were measured (the
       JSON's `measured_with`, written by `tools/fit_cost_model`), or None.
   """
@@ -88,7 +91,8 @@ def cost_units(cost_model: Optional[str]) -> str:
   (no space needed): 'MACs', 'ms', a coefficients JSON's own units, or
   `UNKNOWN_UNITS` when that file cannot be read here (a report of a run
   whose fitted model is gone)."""
-  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS}.get(cost_model or '')
+  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS,
+           FLASH: FLASH_UNITS}.get(cost_model or '')
   if units is None and cost_model:
     try:
       units = files.read_json(cost_model).get('units')
@@ -278,12 +282,15 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
           f'adds, any space) or the path of a fitted coefficients JSON')
     model = load_coefficients(os.path.join(_DATA_DIR, f'{ssd}.json'), ssd)
     return dataclasses.replace(model, kind=RELEASED)
-  if cost_model == MACS:
+  if cost_model in (MACS, FLASH):
     shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-    kernel, bias = macs.macs_cost_model(ssd, shape.image_size,
-                                        shape.num_classes, shape.input_channels)
-    return LinearCostModel(ssd=ssd, units=MACS_UNITS, kernel=kernel,
-                           bias=bias, source=MACS, kind=MACS)
+    count = (macs.macs_cost_model if cost_model == MACS
+             else memory.flash_cost_model)
+    kernel, bias = count(ssd, shape.image_size, shape.num_classes,
+                         shape.input_channels)
+    return LinearCostModel(
+        ssd=ssd, units=MACS_UNITS if cost_model == MACS else FLASH_UNITS,
+        kernel=kernel, bias=bias, source=cost_model, kind=cost_model)
   if not isinstance(cost_model, str) or not _is_file(cost_model):
     raise ValueError(
         f'Unknown cost model {cost_model!r}; expected one of '

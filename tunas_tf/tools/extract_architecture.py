@@ -15,9 +15,12 @@ import os
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
 
@@ -45,6 +48,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'supernet weights; a pass over the hold-out per '
                        'architecture). 0: the most likely in the band.',
                        flag_values=flag_values)
+  flags.DEFINE_float('sram_kb', None, 'An SRAM limit, KB of 1,024 bytes: an '
+                     'architecture whose TFLite Micro arena (estimated) is '
+                     'over it is refused, nothing written.',
+                     flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json.', flag_values=flag_values)
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
@@ -67,6 +74,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
       raise ValueError('--argmax takes no cost band: drop --cost_tolerance')
     if f.argmax and f['oneshot'].present and f.oneshot:
       raise ValueError('--oneshot draws in the cost band: drop --argmax')
+    if f.sram_kb is not None:
+      checks.number('sram_kb', f.sram_kb, 0, low_open=True)
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
   settings = None
@@ -79,6 +88,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
         config, 0 if f.argmax else f.oneshot)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
+    shape = macs.resolve_input(result.ssd, result.image_size,
+                               result.num_classes, result.num_channels)
+    if f.sram_kb is not None:
+      memory.check_sram(result.spec, shape, f.sram_kb)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -89,6 +102,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
         f'{units} ({result.cost_model}; target '
         f'{cost_linear.cost_text(result.cost_target)}{units})')
+  print(memory.memory_text(result.spec, shape))
   print(line)
   if off_target:
     print(f'Note: {off_target}')

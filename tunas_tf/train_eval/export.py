@@ -6,17 +6,19 @@ integer, calibrated on the first `CALIBRATION_IMAGES` training images), each
 renamed into place. They take uint8 pixels 0-255 at the run's side S (digits:
 float32 in [0, 1]) and apply `--preprocessing`'s value transform themselves;
 the int8 one takes them as uint8 by its input's scale and zero point and gives
-int8 logits. docs/train_eval.md, 'Outputs'.
+int8 logits; `model_int8.h` holds it as a C array. docs/train_eval.md, 'Outputs'.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.io import files
 from tunas_tf.io import lite
 from tunas_tf.data import datasets
@@ -31,7 +33,9 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 SAVED_MODEL_SUBDIR = 'saved_model'
 TFLITE_FILE = 'model.tflite'
 TFLITE_INT8_FILE = 'model_int8.tflite'
+MICRO_HEADER = 'model_int8.h'
 CALIBRATION_IMAGES = 256
+MICRO_CHECK_IMAGES = 8  # Evaluation images run in TFLite Micro and TFLite.
 
 
 class Contract(NamedTuple):
@@ -169,3 +173,57 @@ def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
     correct += int(np.sum(predicted == np.argmax(labels.numpy(), axis=-1)))
     total += len(predicted)
   return correct / total
+
+
+def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+          tflite_path: str) -> Dict[str, Any]:
+  """The int8 model on a microcontroller: TFLite Micro's arena and flash,
+  estimated (`cost_model.memory`) and, with tflite-micro installed,
+  measured (`lite.micro_check`, its outputs against TFLite's on the first
+  evaluation images); writes `MICRO_HEADER` beside the .tflite.
+
+  Returns:
+    {'arena_bytes', 'flash_bytes' (estimates, None when the network has
+    parts the estimate does not model), 'arena_measured', 'flash_measured'
+    (the file), 'max_difference' (output steps), 'note' (why a figure is
+    missing: tflite-micro not installed, an op it has no kernel for),
+    'header'}.
+  """
+  with tf.io.gfile.GFile(tflite_path, 'rb') as f:
+    content = f.read()
+  job = config.job
+  shape = macs.InputSpec(job.image_size, job.num_classes, job.num_channels)
+  figures = {'arena_bytes': None, 'flash_bytes': None, 'arena_measured': None,
+             'flash_measured': len(content), 'max_difference': None,
+             'note': None}
+  try:
+    figures['arena_bytes'] = memory.arena_bytes(arch, shape)
+    figures['flash_bytes'] = memory.flash_bytes(arch, shape)
+  except ValueError as e:
+    figures['note'] = str(e)
+  images = next(iter(data.eval_dataset(config, MICRO_CHECK_IMAGES)))[0]
+  try:
+    figures['arena_measured'], figures['max_difference'] = lite.micro_check(
+        content, input_contract(config).from_network(images).numpy())
+  except ValueError as e:
+    figures['note'] = str(e)
+  arena = figures['arena_measured'] or figures['arena_bytes']
+  figures['header'] = os.path.join(os.path.dirname(tflite_path), MICRO_HEADER)
+  files.write_text(c_header(content, arena, f'{config.ssd} {config.indices}'),
+                   figures['header'])
+  return figures
+
+
+def c_header(content: bytes, arena: Optional[int], what: str) -> str:
+  """A C/C++ header holding the model (`g_model`, `g_model_len`) and the
+  tensor arena to declare (`kTensorArenaSize`, bytes; 0 when unknown)."""
+  rows = [', '.join(f'0x{b:02x}' for b in content[i:i + 12])
+          for i in range(0, len(content), 12)]
+  return (f'// The int8 TFLite model of {what}, from tunas_tf.train_eval.\n'
+          '// kTensorArenaSize: the arena TFLite Micro needs with its reference'
+          '\n// kernels (docs/microcontrollers.md: other kernels, headroom).\n'
+          '#pragma once\n\n'
+          f'constexpr unsigned int kTensorArenaSize = {arena or 0};\n'
+          f'constexpr unsigned int g_model_len = {len(content)};\n'
+          'alignas(16) const unsigned char g_model[] = {\n    ' +
+          ',\n    '.join(rows) + '};\n')

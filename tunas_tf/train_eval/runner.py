@@ -15,6 +15,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import files
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import engine as engine_lib
@@ -162,6 +163,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
           config, arch, tf.train.latest_checkpoint(model_dir))
       metrics['int8_top1'] = export_lib.int8_top1(
           config, metrics['export']['tflite_int8'])
+      metrics['micro'] = export_lib.micro(config, arch,
+                                          metrics['export']['tflite_int8'])
       files.write_json(metrics, path, sort_keys=True)
     return metrics
 
@@ -198,4 +201,20 @@ def result_line(metrics: Dict[str, Any]) -> str:
           f"MACs {metrics['macs']}  " + (
               '' if int8 is None else f'int8 top1 {int8:.4f} '
               f"({100 * (int8 - metrics['top1']):+.2f} points)  ") +
+          micro_text(metrics.get('micro')) +
           f"(step {metrics['global_step']})")
+
+
+def micro_text(micro: Optional[Dict[str, Any]]) -> str:
+  """'TFLite Micro arena 87.4 KB (est. 87.4 KB)  flash 150.2 KB (est.
+  150.3 KB)  ', each figure there is (`export.micro`), and its note."""
+  if not micro:
+    return ''
+  text = ''
+  for name in ('arena', 'flash'):
+    measured, estimate = micro[f'{name}_measured'], micro[f'{name}_bytes']
+    parts = ([memory.kilobytes(measured)] if measured else []) + (
+        [f'(est. {memory.kilobytes(estimate)})'] if estimate else [])
+    text += f"{name} {' '.join(parts)}  " if parts else ''
+  note = f"({micro['note']})  " if micro['note'] else ''
+  return f'TFLite Micro {text}{note}'
