@@ -1,13 +1,6 @@
-"""Fits a linear cost model to measured costs: ridge, held-out errors.
-
-`fit` fits ridge regression (`RidgeCV`, leave-one-out over `ALPHAS`, rows
-weighted by 1 / latency) on the coupled one-hot features plus a few lightly
-penalised columns of exact counts (`count_columns`): they are linear in the
-features, so the model stays `features @ kernel + bias`. It scores a seeded
-`holdout_fraction` of the rows (`scores`, beside a constant predictor's),
-then refits on all rows; `check` refuses a poor fit (`PoorFit`). The
-coefficients document is what `linear.load_coefficients` reads.
-"""
+"""Fits a linear cost model to measured costs (docs/tools.md, 'Reading the
+fit'): ridge on the coupled features plus exact count columns, folded back
+into `features @ kernel + bias`, scored on held-out rows, refitted on all."""
 
 from __future__ import annotations
 
@@ -42,11 +35,8 @@ MIN_RANK_ROWS = 10
 
 
 class PoorFit(ValueError):
-  """A fit that should not be used; the message says why and what to do.
-
-  Attributes:
-    result: what `fit` would have returned (for `--allow_poor_fit`).
-  """
+  """A fit that should not be used (the message says why and what to do);
+  `result` is what `fit` would have returned."""
 
   def __init__(self, message: str, result: Dict[str, Any]):
     super().__init__(message)
@@ -204,27 +194,21 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
         shape: Optional[macs_lib.InputSpec] = None,
         allow_poor_fit: bool = False,
         noise_percent: Optional[float] = None) -> Dict[str, Any]:
-  """Fits the linear latency model, scores it on held-out rows, refits on all.
+  """Fits the linear latency model on (`indices`, `latencies` ms), scores it
+  on the held-out rows of `split`, refits on all.
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    indices, latencies: one architecture (a list or '0:2:1') per measured
-      latency (ms, positive).
-    seed, holdout_fraction: the held-out split (`split`).
-    shape: the input the rows were measured at (the count columns'); default
-      the space's.
+    shape: the input the rows were measured at (default the space's).
     allow_poor_fit: return a fit `check` refuses, with its `warning`.
-    noise_percent: the rows' `timing_noise_percent`, if known (`check`).
+    noise_percent: the rows' `timing_noise_percent`, if known.
 
   Returns:
-    dict: `coefficients` (what `linear.load_coefficients` reads, the
-    held-out figures beside them) and `predictions` (the final model's, of
-    every row, ms).
+    dict: `coefficients` (what `linear.load_coefficients` reads, with the
+    held-out figures) and `predictions` (of every row, ms).
 
   Raises:
-    ValueError: for an unknown space, mismatched lengths, indices that do not
-      fit the space, or too few rows (`split_sizes`).
-    PoorFit: for a fit `check` refuses, unless `allow_poor_fit`.
+    ValueError: an unknown space, mismatched lengths, bad indices or too few
+      rows. PoorFit: a fit `check` refuses, unless `allow_poor_fit`.
   """
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)
@@ -261,31 +245,11 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
               train_rows: Optional[int] = None,
               allow_poor_fit: bool = False,
               noise_percent: Optional[float] = None) -> Dict[str, Any]:
-  """The block-table model (`block_table`): the table's sum, corrected on
-  whole networks, scored on held-out ones.
-
-  The correction (`block_table.fit_correction`: scale, per unit, offset) is
-  fitted on the training rows of `split` (the first `train_rows` of them
-  when given: what a user measures besides the table) and scored on the
-  held-out rows, the same rows `fit` scores; then refitted on all rows.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    table: unit key -> ms (`tools/measure_latency --block_table`).
-    indices, latencies: whole networks measured on the same device.
-    seed, holdout_fraction: the held-out split (`split`).
-    shape: the input the table and rows were measured at.
-    train_rows: at most this many training rows for the correction.
-    allow_poor_fit, noise_percent: as `fit`.
-
-  Returns:
-    As `fit`: `coefficients` (form 'block_table': the corrected coupled
-    linear form, the table and the correction) and `predictions`.
-
-  Raises:
-    ValueError: a unit the space needs missing from `table`, or as `fit`.
-    PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
-  """
+  """The block-table model: the sum of `table` (unit key -> ms), corrected
+  (`block_table.fit_correction`) on the training rows of `split` (the first
+  `train_rows` of them if given), scored on the held-out rows `fit` scores,
+  refitted on all. Returns as `fit` (form 'block_table'); raises as `fit`,
+  and ValueError for a unit missing from `table`."""
   from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)
@@ -357,16 +321,8 @@ def _holdout(fraction: float, seed: int, latencies: np.ndarray,
 
 
 def check(coefficients: Dict[str, Any]) -> Optional[str]:
-  """Why a fitted model should not be used, with what to do; None if fine.
-
-  Refused: a penalty at the top of its grid (the model is about a constant)
-  or at its bottom (nothing held it back) unless `ACCURATE_WITHIN10_PERCENT`
-  of the held-out rows are within +-10%, on the held-out fit or the final
-  one; a held-out MAPE above `BETTER_THAN_CONSTANT` times the constant
-  predictor's; fewer than `MIN_WITHIN10_PERCENT` of the held-out rows
-  within +-10%. When the held-out MAPE is within the rows' own timing noise
-  (`timing_noise_percent`), the advice is the device's, not more rows.
-  """
+  """Why a fitted model should not be used, with what to do; None if fine
+  (the rules: docs/tools.md, 'Reading the fit')."""
   h = coefficients['holdout']
   rows = coefficients['num_rows']
   noise = h.get('timing_noise_percent')

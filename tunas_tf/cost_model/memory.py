@@ -1,12 +1,7 @@
-"""What an int8 network needs on a microcontroller, from its spec alone.
-
-`arena_bytes`: the tensor arena TFLite Micro needs (the `tflite-micro`
-wheel's reference kernels, 64-bit host structs: a 32-bit board needs
-less): its greedy planner's layout of the activations and scratch buffers
-(head) plus its per-tensor and per-op bookkeeping (tail). `flash_bytes`: the
-int8 .tflite `train_eval` exports. Both follow the converter's op list
-(`lite_ops`) and are checked against tflite-micro in tests/cost_model.
-"""
+"""What an int8 network needs on a microcontroller, from its spec alone:
+`arena_bytes` (TFLite Micro's tensor arena, as the `tflite-micro` wheel's
+64-bit host plans it) and `flash_bytes` (the .tflite `train_eval` exports),
+both following the converter's op list (`lite_ops`)."""
 
 from __future__ import annotations
 
@@ -120,15 +115,9 @@ _FUSED = (None, ops.RELU, ops.RELU6)  # What TFLite fuses into a convolution.
 
 def lite_ops(pruned: ops.ConvTowerSpec, shape: Shape
              ) -> Tuple[List[LiteOp], List[int]]:
-  """The ops of the int8 model `train_eval` exports for a pruned spec at
-  `shape` (uint8 input, QUANTIZE, batch norm and ReLU folded into the
-  convolutions, MEAN pools, the 1x1 classifier) and the bytes of each
-  activation tensor (0: the input).
-
-  Raises:
-    ValueError: for a spec with OneOfs, or a part the estimate does not
-      model (squeeze-excite, activations other than a fused ReLU).
-  """
+  """(ops, bytes of each activation tensor, 0 the input) of the int8 model
+  `train_eval` exports for `pruned` at `shape`. ValueError for a spec with
+  OneOfs or a part not modelled (squeeze-excite, other than fused ReLU)."""
   s, c = shape.image_size, shape.input_channels
   built = _Ops(s * s * c)
   x = built.add('QUANTIZE', [0], s * s * c)

@@ -1,10 +1,6 @@
-"""How latencies were measured: one record with fixed keys.
-
-`Provenance` is written beside a latency CSV (`latency/rows`), copied into
-the model fitted from it (its `measured_with`) and compared wherever rows
-or models meet: rows appended to a CSV, a block table and its networks, a
-model and a search's input (`linear.get_cost_model`).
-"""
+"""How latencies were measured: one record, written beside a latency CSV,
+copied into the model fitted from it and compared wherever rows or models
+meet."""
 
 from __future__ import annotations
 
@@ -56,12 +52,8 @@ class Provenance:
 
   @classmethod
   def from_dict(cls, data: Any, source: str) -> 'Provenance':
-    """The record of a settings file or a model's `measured_with`.
-
-    Raises:
-      ValueError: naming `source` and the key that is missing, unknown or
-        malformed (`records.from_dict`).
-    """
+    """The record of a settings file or a model's `measured_with`; ValueError
+    naming `source` and a missing, unknown or malformed key."""
     names = [f.name for f in dataclasses.fields(cls)]
     record = records.from_dict(cls, data, source, ignored=NOTES,
                                hint=f'; a provenance has {names}')

@@ -1,11 +1,6 @@
-"""The tf.distribute engine: a run as a custom training loop, any TF.
-
-`DistributeEngine` trains a `runtime.task.Task` under the strategy
-`strategy_for` picks (one device, `MirroredStrategy` for `--replicas`,
-`MultiWorkerMirroredStrategy` under `TF_CONFIG`, `TPUStrategy` on TPU), one
-loop of `job.tpu_iterations_per_loop` steps per `tf.function` call, and
-evaluates an `EvaluatedTask` in one pass.
-"""
+"""The tf.distribute engine: a `runtime.task.Task` trained by a custom loop
+of `job.tpu_iterations_per_loop` steps per `tf.function` call under the
+strategy `strategy_for` picks, and evaluated in one pass; any TF."""
 
 from __future__ import annotations
 
@@ -77,11 +72,8 @@ def flat_scalars(scalars: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
 
 
 def _split_cpu(count: int) -> None:
-  """Makes the CPU `count` logical devices (before TF's runtime starts).
-
-  Raises:
-    ValueError: when TF's runtime started with fewer CPU devices.
-  """
+  """Makes the CPU `count` logical devices; ValueError once TF's runtime
+  started with fewer."""
   cpu = tf.config.list_physical_devices('CPU')[0]
   try:
     tf.config.set_logical_device_configuration(
@@ -105,14 +97,9 @@ def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
 
 
 def check_strategy(job: JobConfig, replicas: int = 1) -> None:
-  """Refuses what `strategy_for` would, making nothing (call it before
-  anything is written); `replicas` >= 1, and 1 on TPU (the configs check).
-
-  Raises:
-    ValueError: one line, for `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG`
-      on TPU or malformed (`cluster.parse`), or fewer GPUs than
-      `replicas` > 1 asks for.
-  """
+  """ValueError (one line) for what `strategy_for` would refuse, making
+  nothing: `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG` on TPU or malformed,
+  or fewer GPUs than `replicas` > 1."""
   tf_config = os.environ.get(cluster.ENV, '').strip()
   if job.use_tpu:
     if tf_config:
@@ -128,19 +115,11 @@ def check_strategy(job: JobConfig, replicas: int = 1) -> None:
 
 
 def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
-  """The strategy a run trains under.
-
-  On TPU (`job.use_tpu`) a `TPUStrategy`; with `TF_CONFIG` in the
-  environment a `MultiWorkerMirroredStrategy`; with `replicas` > 1 a
-  `MirroredStrategy` over that many GPUs or, without GPUs, the CPU split
-  into that many logical devices; else the default strategy (one device).
-  Call it before TF runs anything: the CPU split and the multi-worker
-  collectives are set up as TF starts.
-
-  Raises:
-    ValueError: one line, for what `check_strategy` refuses, or CPU devices
-      that can no longer be split.
-  """
+  """`TPUStrategy` on TPU, `MultiWorkerMirroredStrategy` under `TF_CONFIG`,
+  `MirroredStrategy` over `replicas` > 1 GPUs (or CPU devices), else the
+  default. Call it before TF runs anything (the CPU split and collectives
+  are set up as TF starts); ValueError (one line) as `check_strategy`, or
+  for a CPU that can no longer be split."""
   check_strategy(job, replicas)
   if job.use_tpu:
     return _tpu_strategy(job)
@@ -157,15 +136,10 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
 
 
 class _Run:
-  """A task's variables, checkpoint and step loop under a strategy.
-
-  Attributes:
-    chief: whether this process writes the run's files (events, checkpoints
-      in `job.model_dir`): always, but for the non-chief workers of a
-      `MultiWorkerMirroredStrategy`. Those save too (a save may read
-      variables collectively, so every worker saves at the same steps),
-      into a directory of their own that `close` removes.
-  """
+  """A task's variables, checkpoint and step loop under a strategy. `chief`:
+  whether this process writes the run's files; the other workers save at
+  the same steps too (a save may read collectively), into a directory of
+  their own that `close` removes."""
 
   def __init__(self, strategy: tf.distribute.Strategy, task: task_lib.Task,
                job: JobConfig):
@@ -196,12 +170,8 @@ class _Run:
       shutil.rmtree(self._save_dir, ignore_errors=True)
 
   def restore(self) -> int:
-    """Restores the checkpoint the `checkpoint` file names; the step.
-
-    Raises:
-      ValueError: naming the checkpoint, when it cannot be restored into
-        the task's objects.
-    """
+    """Restores the checkpoint the `checkpoint` file names and returns its
+    step; ValueError naming it when the task's objects cannot take it."""
     latest = tf.train.latest_checkpoint(self._job.model_dir)
     self.resumed = latest is not None
     if latest is not None:
@@ -376,14 +346,9 @@ def rewrite_options() -> rewriter_config_pb2.RewriterConfig:
 
 @contextlib.contextmanager
 def grappler_without(passes: Sequence[str]) -> Iterator[None]:
-  """Grappler (TF's graph optimiser for `tf.function`s) without `passes`.
-
-  `passes` are option names of `tf.config.optimizer.set_experimental_options`
-  (e.g. 'constant_folding'), set process-wide, or of `_REWRITES_OFF`
-  ('tfg_optimizer', 'memory_optimization', 'second_iteration'), set for the
-  calling thread only. They hold for the functions first called inside, in
-  this thread, and are unset (TF's defaults) on exit.
-  """
+  """Grappler without `passes` for the `tf.function`s first called inside:
+  options of `tf.config.optimizer.set_experimental_options` (process-wide)
+  or of `_REWRITES_OFF` (this thread only), TF's defaults again on exit."""
   experimental = [p for p in passes if p not in _REWRITES_OFF]
   tf.config.optimizer.set_experimental_options(
       {p: False for p in experimental})
@@ -437,14 +402,8 @@ def _evaluate(strategy: tf.distribute.Strategy,
 
 
 class DistributeEngine:
-  """The tf.distribute engine (`runtime.engine.Engine`).
-
-  Args:
-    job: the run's job config.
-    replicas: `MirroredStrategy` replicas (`--replicas`).
-    grappler_off: Grappler passes the training loop runs without
-      (`grappler_without`).
-  """
+  """The tf.distribute engine (`runtime.engine.Engine`); `grappler_off`: the
+  passes the training loop runs without (`grappler_without`)."""
 
   def __init__(self, job: JobConfig, replicas: int = 1,
                grappler_off: Sequence[str] = ()):
@@ -478,12 +437,9 @@ class DistributeEngine:
             stop: preemption.StopRequest, run_name: str,
             resume: Optional[resume_lib.ResumePoint] = None
             ) -> task_lib.Trained:
-    """`engine.Engine.train`: from the checkpoint the `checkpoint` file
-    names, in loops of `job.tpu_iterations_per_loop` steps; the first
-    replica's scalars of the steps whose index is a multiple of that are
-    written, as the Estimator's host_call writes them; checkpoints are saved
-    between loops (non-chief workers' in a directory of their own). In a
-    cluster, a lost worker stops it in one line."""
+    """`engine.Engine.train` in loops of `job.tpu_iterations_per_loop` steps,
+    writing the scalars the Estimator's host_call writes and saving between
+    loops; in a cluster, a lost worker stops it in one line."""
     del resume  # Restored from the `checkpoint` file.
     job, strategy = self.job, self.strategy
 

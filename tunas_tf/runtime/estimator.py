@@ -1,12 +1,6 @@
-"""The Estimator engine: a `runtime.task.Task` run by TPUEstimator.
-
-`EstimatorEngine` trains a task as TPUEstimator's model_fn and input_fn
-(`task_model_fn`, `task_input_fn`) on Cloud TPU, on CPU/GPU
-(`use_tpu=False`) or, for `--replicas`, as a plain `Estimator` over a
-`MirroredStrategy` (`distributed_model_fn`); it evaluates an
-`EvaluatedTask` the same way (`_eval_model_fn`). TF 2.15 with
-tensorflow-estimator only (`require_estimator`).
-"""
+"""The Estimator engine: a `runtime.task.Task` trained and evaluated by
+TPUEstimator (on TPU or CPU/GPU), or for `--replicas` by an `Estimator` over
+a `MirroredStrategy`. TF 2.15 with tensorflow-estimator only."""
 
 from __future__ import annotations
 
@@ -37,18 +31,11 @@ def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
                   record: Optional[Dict[str, Any]] = None, replicas: int = 1,
                   check: Optional[guards.FiniteHook] = None
                   ) -> Callable[..., Any]:
-  """The TPUEstimator model_fn (training) of `task` (called once per
-  replica).
-
-  It builds the task's objects, reads the global step once, takes the
-  task's step of them (NHWC again on TPU) and then increments the global
-  step; a session restoring no checkpoint first assigns the
-  `initial_values`. The scalars go through `summaries.host_call` (those
-  `check` checks queued for it), checkpoints through
-  `hooks.CheckpointSaverHook`, the progress line and the images/s per core
-  (into `record`: 'train_images_per_sec', 'train_start_step') through
-  `hooks.ProgressHook`.
-  """
+  """The TPUEstimator model_fn (training) of `task`, called once per
+  replica: the task's step, then the global step's increment; the
+  `initial_values` where no checkpoint is restored; scalars through
+  `summaries.host_call`, the progress line and images/s per core (into
+  `record`) through `hooks.ProgressHook`."""
 
   def model_fn(features, labels, mode, params):
     if mode != tf.estimator.ModeKeys.TRAIN:
@@ -180,11 +167,7 @@ def default_engine() -> str:
 
 
 def require_estimator() -> None:
-  """Refuses, in one line, to train or evaluate on a TF without Estimator.
-
-  Raises:
-    ValueError: on TF 2.16+ (`has_estimator` False).
-  """
+  """ValueError (one line) on a TF without Estimator (2.16+)."""
   if not has_estimator():
     raise ValueError(
         f'--engine=estimator needs tf.estimator, which TF {tf.__version__} '
@@ -204,19 +187,15 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
                    optimize_graph: bool = True, replicas: int = 1):
-  """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU; N replicas off TPU.
-
-  With `replicas` > 1 (off TPU, training only): a plain `Estimator` whose
-  `train_distribute` is a `MirroredStrategy` over N GPUs or the CPU split
-  into N devices; it calls `model_fn` once per replica
-  (`distributed_model_fn`) and `input_fn` once, each replica taking the next
-  element. `optimize_graph`: off TPU, whether Grappler runs on the
-  sessions' graphs (the search's: no, bench/DECISIONS.md, 'No Grappler in
-  the search's Estimator sessions').
+  """TPUEstimator on TPU (`job.use_tpu`) or CPU/GPU; with `replicas` > 1
+  (off TPU, training only) an `Estimator` over a `MirroredStrategy`, each
+  replica taking the next element of one `input_fn`. `optimize_graph`: off
+  TPU, whether Grappler runs (bench/DECISIONS.md, 'No Grappler in the
+  search's Estimator sessions').
 
   Raises:
-    ValueError: one line, when the TPU name cannot be resolved, for more
-      replicas than GPUs, or on TF 2.16+ (`require_estimator`).
+    ValueError: one line, for an unresolved TPU name, more replicas than
+      GPUs, or TF 2.16+.
   """
   require_estimator()
   tpu = tf.compat.v1.estimator.tpu
@@ -276,17 +255,11 @@ def input_pipeline(params: Mapping[str, Any], job: JobConfig,
 
 def distributed_model_fn(model_fn: Callable[..., Any],
                          keep_checkpoint_max: int) -> Callable[..., Any]:
-  """A TPUEstimator model_fn made a per-replica `Estimator` model_fn.
-
-  Under `train_distribute` the Estimator calls the result once per replica
-  and keeps the first replica's hooks. Each call returns the training
-  `EstimatorSpec` TPUEstimator makes off TPU, but for the host_call: the
-  first replica's `hooks.HostCallHook` runs it on every replica's row (as on
-  TPU). The first replica also registers a replica-free `Saver`
-  (`replicas_lib.saver`). Built unconverted by autograph (MirroredStrategy
-  would transpile the task: 23.9 -> 20.2 s for a 6-step masked two-replica
-  search; Python control flow on tensors stays refused, as in one graph).
-  """
+  """A TPUEstimator model_fn made a per-replica `Estimator` model_fn: the
+  first replica's `hooks.HostCallHook` runs the host_call on every
+  replica's row (as on TPU) and registers `replicas_lib.saver`. Unconverted
+  by autograph (bench/DECISIONS.md, 'The replicated Estimator's model_fn
+  unconverted by autograph')."""
   shared = {}  # Graph -> the HostCallHook every replica gives its row.
 
   def replica_model_fn(features, labels, mode, params):
@@ -319,14 +292,8 @@ def distributed_model_fn(model_fn: Callable[..., Any],
 
 
 class EstimatorEngine:
-  """The Estimator engine (`runtime.engine.Engine`).
-
-  Args:
-    job: the run's job config.
-    replicas: replicas off TPU (`--replicas`).
-    optimize_graph: off TPU, whether Grappler optimises the sessions'
-      graphs (`make_estimator`).
-  """
+  """The Estimator engine (`runtime.engine.Engine`); `replicas` and
+  `optimize_graph` as `make_estimator`."""
 
   chief = True  # One process writes everything.
 

@@ -1,12 +1,6 @@
-"""A run's guards: one line for a NaN or Inf, before anything saves it,
-and `run`, both engines' way to run a train or evaluation.
-
-The NaN check is on the host, from a step's scalars (a task's
-`finite_scalars`), where no compiler can drop it: the distribute engine
-reads them from its loop; the Estimator's host_call queues them
-(`FiniteHook.enqueue`, on TPU too) and `FiniteHook` reads the queue after
-every session run, before the saver.
-"""
+"""A run's guards: one line for a NaN or Inf, before anything saves it, and
+`run`, both engines' way to run a train or evaluation. The NaN check reads a
+step's `finite_scalars` on the host, where no compiler can drop it."""
 
 from __future__ import annotations
 
@@ -68,18 +62,11 @@ def non_finite_line(what: str, value: float, step: int, model_dir: str,
 
 
 class FiniteHook(tf.compat.v1.train.SessionRunHook):
-  """After every session run, before any saver: each step of the run that
-  `enqueue` queued, checked (waiting for a TPU's host_call to queue them);
-  a non-finite one raises ValueError (`non_finite_line`).
-
-  Give it among the hooks of `Estimator.train` (which run before the
-  training hooks): it then reports before TF's NaN-loss hook.
-
-  Args:
-    finite: {scalar name: what it is}, in the order of the queued columns.
-    model_dir: the run's directory (its newest checkpoint is named).
-    run: what stops, e.g. 'the search'.
-  """
+  """After every session run, before any saver, checks each step `enqueue`
+  queued (waiting for a TPU's host_call): ValueError (`non_finite_line`) for
+  a non-finite one. Given to `Estimator.train`'s hooks, it reports before
+  TF's NaN-loss hook. `finite`: {scalar name: what it is}, in column order;
+  `run`: what stops, e.g. 'the search'."""
 
   def __init__(self, finite: Mapping[str, str], model_dir: str, run: str):
     self.finite, self._model_dir, self._run = dict(finite), model_dir, run

@@ -1,9 +1,5 @@
-"""Every scalar to TensorBoard through the TPUEstimator's host_call.
-
-`host_call` packs the step's scalars into one row the host writes every n
-steps (with what the task writes from them), on TPU and off it alike; it
-also queues the scalars `guards.FiniteHook` checks.
-"""
+"""Every scalar to TensorBoard through the TPUEstimator's host_call, on TPU
+and off it alike."""
 
 from __future__ import annotations
 
@@ -26,19 +22,14 @@ def host_call(summaries: 'collections.OrderedDict[str, tf.Tensor]',
               write_more: Optional[Callable[[Mapping[str, Any], Any],
                                             List[Any]]] = None,
               check: Optional[guards.FiniteHook] = None):
-  """(host_fn, tensors) writing `summaries` every `every_n_steps` steps.
-
-  Each value is a float32 scalar, written under its name, or a float32
-  vector of static length k, written as `{name}/0` ... `{name}/{k-1}`. The
-  step sends one [1, n] row (each distinct tensor once); host_fn splits and
-  writes the first replica's row (TPU: rows of every core) inside one
-  `tf.cond`, with `write_more(written values by tag, step)` (a task's
-  `write_summaries`), and returns whether it wrote. The scalars `check`
-  checks (every replica's) are queued every step (`FiniteHook.enqueue`).
+  """(host_fn, tensors) writing the first replica's `summaries` (float32
+  scalars, or vectors as `{name}/0` ...) every `every_n_steps` steps, with
+  `write_more(values by tag, step)`; host_fn returns whether it wrote. The
+  scalars `check` checks are queued every step (`FiniteHook.enqueue`).
 
   Raises:
-    ValueError: for a value that is neither a scalar nor a vector of static
-      length, or a name `check` checks that is not a scalar of `summaries`.
+    ValueError: a value neither a scalar nor a vector of static length, or a
+      name `check` checks that is not a scalar of `summaries`.
   """
   parts, start, tags, scalars, width = [], {}, [], [], 0  # start: by ref.
   for name, value in summaries.items():

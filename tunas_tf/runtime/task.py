@@ -1,12 +1,6 @@
-"""What a binary trains and evaluates, written once for every engine.
-
-After Model Garden's `Task`: a task builds the objects a checkpoint holds,
-takes one per-replica step on them and returns its scalars, and makes its
-dataset; an `EvaluatedTask` also evaluates, per example, and aggregates the
-sums. A task holds no state: its steps receive what its builds made. An
-engine (`runtime.engine`) drives any task; what only one engine needs lives
-in its adapter. Nothing in a task knows which engine runs it.
-"""
+"""What a binary trains and evaluates, written once for every engine (after
+Model Garden's `Task`): a task builds the objects a checkpoint holds, steps
+them and makes its dataset, holding no state; it never knows its engine."""
 
 from __future__ import annotations
 
@@ -75,14 +69,9 @@ class Task(Protocol):
 
 
 class EvaluatedTask(Task, Protocol):
-  """A task that is also evaluated (Model Garden's `validation_step` and
-  `aggregate_logs`): the engine sums `evaluation_step`'s per-example values
-  over one pass of `eval_dataset`, in float64, and `aggregate`s the sums.
-
-  Attributes:
-    eval_batch_size: the global evaluation batch.
-    eval_examples: the examples of one pass.
-  """
+  """A task that is also evaluated: the engine sums `evaluation_step`'s
+  per-example values over one pass (`eval_examples`) of `eval_dataset` in
+  float64 and `aggregate`s the sums; `eval_batch_size` is global."""
 
   eval_batch_size: int
   eval_examples: int

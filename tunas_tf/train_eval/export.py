@@ -1,13 +1,6 @@
-"""Export of a trained network: a SavedModel, float32 and int8 TFLite files.
-
-Under `export_dir` (default MODEL_DIR/export): `saved_model/` (`images`
-[N, S, S, C] -> `logits`), `model.tflite` and `model_int8.tflite` (full-
-integer, calibrated on the first `CALIBRATION_IMAGES` training images), each
-renamed into place. They take uint8 pixels 0-255 at the run's side S (digits:
-float32 in [0, 1]) and apply `--preprocessing`'s value transform themselves;
-the int8 one takes them as uint8 by its input's scale and zero point and gives
-int8 logits; `model_int8.h` holds it as a C array. docs/train_eval.md, 'Outputs'.
-"""
+"""Export of a trained network under `export_dir`: a SavedModel, float32 and
+int8 TFLite files and the int8 C header (docs/train_eval.md, 'Outputs'),
+taking pixels as the run's data has them and preprocessing them itself."""
 
 from __future__ import annotations
 
@@ -98,11 +91,8 @@ def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
 
 def _int8_flatbuffer(config: TrainEvalConfig,
                      model: model_lib.Model) -> bytes:
-  """The int8 model, calibrated on the training images as exported.
-
-  Raises:
-    ValueError: when the conversion fails, naming the architecture.
-  """
+  """The int8 model, calibrated on the first `CALIBRATION_IMAGES` training
+  images as exported; ValueError naming the architecture if it fails."""
   contract = input_contract(config)
   calibration = [contract.from_network(image).numpy() for image in
                  data.calibration_images(config, CALIBRATION_IMAGES)]
@@ -118,18 +108,10 @@ def _int8_flatbuffer(config: TrainEvalConfig,
 
 def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
            checkpoint: str) -> Dict[str, str]:
-  """Writes the SavedModel and the TFLite files of the checkpoint's weights.
-
-  Batch norm uses its moving averages, and the weights are the EMA ones when
-  the checkpoint has them.
-
-  Returns:
-    {'saved_model': dir, 'tflite': file, 'tflite_int8': file}.
-
-  Raises:
-    ValueError: when the int8 conversion fails (`_int8_flatbuffer`); the
-      float32 exports are written by then.
-  """
+  """Writes the SavedModel and TFLite files of the checkpoint's (EMA)
+  weights, batch norm on moving averages, each renamed into place; returns
+  {'saved_model', 'tflite', 'tflite_int8'} paths. ValueError when the int8
+  conversion fails (the float32 exports are written by then)."""
   model = _network(config, arch, checkpoint)
   module = tf.Module()
   module.model = model
@@ -177,18 +159,12 @@ def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
 
 def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
           tflite_path: str) -> Dict[str, Any]:
-  """The int8 model on a microcontroller: TFLite Micro's arena and flash,
-  estimated (`cost_model.memory`) and, with tflite-micro installed,
-  measured (`lite.micro_check`, its outputs against TFLite's on the first
-  evaluation images); writes `MICRO_HEADER` beside the .tflite.
-
-  Returns:
-    {'arena_bytes', 'flash_bytes' (estimates, None when the network has
-    parts the estimate does not model), 'arena_measured', 'flash_measured'
-    (the file), 'max_difference' (output steps), 'note' (why a figure is
-    missing: tflite-micro not installed, an op it has no kernel for),
-    'header'}.
-  """
+  """TFLite Micro's arena and flash for the int8 model, estimated
+  (`cost_model.memory`; None for parts it does not model) and, with
+  tflite-micro installed, measured (`lite.micro_check`); writes
+  `MICRO_HEADER` beside the .tflite. Returns 'arena_bytes', 'flash_bytes',
+  'arena_measured', 'flash_measured', 'max_difference' (output steps),
+  'note' (why a figure is missing) and 'header'."""
   with tf.io.gfile.GFile(tflite_path, 'rb') as f:
     content = f.read()
   job = config.job

@@ -1,10 +1,5 @@
-"""One standalone run: train, evaluate, export.
-
-`run(config)` writes or checks `config.json`, trains its task
-(`task.TrainEvalTask`) on its engine (`runtime.engine`) unless `eval_only`,
-evaluates it, writes `metrics.json` (see `METRIC_KEYS`) and the eval
-summaries, and exports the evaluated weights (`export.py`).
-"""
+"""One standalone run: train (unless `eval_only`), evaluate, write
+`metrics.json` and the eval summaries, export."""
 
 from __future__ import annotations
 
@@ -106,21 +101,13 @@ class _Plan(NamedTuple):
 
 
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
-  """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
-
-  Checks everything before it writes (the architecture, the stored
-  `config.json`: a restart may change only `RUN_ONLY_FIELDS`; the
-  checkpoints; the search weights to inherit; the TPU), then runs through
-  `lifecycle.run`: a directory with a checkpoint resumes from it, the data
-  going on from its step; one without starts fresh or, with
-  `init_from_search`, from the search's weights. A signal stops training
-  after the step (TPU loop) in flight, saved, or cuts the evaluation short;
-  nothing more is written then.
+  """Trains (unless `eval_only`), evaluates and exports through
+  `lifecycle.run` (resuming a checkpoint, else from scratch or the search's
+  weights), checking everything before it writes; returns the metrics.
 
   Raises:
-    ValueError: for an inconsistent directory or settings, or as
-      `lifecycle.run`; when a NaN or Inf loss stops training (naming the
-      step and the last good checkpoint; nothing is saved after it).
+    ValueError: inconsistent directory or settings, or as `lifecycle.run`
+      (a NaN or Inf loss among them).
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
@@ -175,11 +162,9 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
 
 
 def printed_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
-  """The `METRIC_KEYS` the binary prints as JSON, and `int8_top1` when the
-  int8 model was exported: top1, top5, loss and int8_top1 (float32 values)
-  in the shortest decimal that reads back as the same float32 (0.7222222,
-  not 0.7222222089767456), images per second to 0.1; `metrics.json` keeps
-  them as computed."""
+  """The `METRIC_KEYS` (and `int8_top1`) the binary prints as JSON: float32
+  values in the shortest decimal that reads back the same (0.7222222),
+  images per second to 0.1."""
   printed = {}
   for key in METRIC_KEYS + (('int8_top1',) if 'int8_top1' in metrics else ()):
     value = metrics[key]

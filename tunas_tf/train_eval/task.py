@@ -1,11 +1,7 @@
-"""Standalone training and evaluation as a `runtime.task.EvaluatedTask`.
-
-`TrainEvalTask.build()` makes the network, RMSProp and its slots and, with
-`moving_average_decay` > 0, the weights' EMA, named as TF's optimizer and
-`ExponentialMovingAverage` name them (`{op}/{var}`, `.../RMSProp`,
-`.../RMSProp_1`, `.../ExponentialMovingAverage`); `initial_values` are the
-search's weights (`init_from_search`). Its evaluation is `evaluate.py`'s.
-"""
+"""Standalone training and evaluation as a `runtime.task.EvaluatedTask`: the
+network, RMSProp and the weights' EMA, named as TF's optimizer and
+`ExponentialMovingAverage` name them, starting from the search's weights
+with `init_from_search`."""
 
 from __future__ import annotations
 
@@ -57,13 +53,8 @@ def _name(variable: tf.Variable) -> str:
 
 class TrainEvalTask:
   """The standalone network's variables, training step, batches and
-  evaluation.
-
-  Args:
-    config: the run's config.
-    arch: the pruned, scaled architecture (`network.build_architecture`).
-    inheritance: the search's weights (`config.init_from_search`), or None.
-  """
+  evaluation; `arch` from `network.build_architecture`, `inheritance` the
+  search's weights or None."""
 
   def __init__(self, config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                inheritance: Optional[inherit.Inheritance] = None):
@@ -116,14 +107,9 @@ class TrainEvalTask:
 
   def step(self, objects: task_lib.Objects, inputs: Any,
            global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """One training step of `build`'s `objects` on this replica's batch;
-    its scalars, by name.
-
-    Dropout keyed on (seed, step), smoothed cross-entropy plus L2, RMSProp
-    at the cosine-decayed, warmed-up learning rate (through
-    `replicas.averaging_optimizer`), then the EMA (`ExponentialMovingAverage`'s
-    update, decay min(decay, (1 + n) / (10 + n)), n the step after it).
-    """
+    """One training step of `objects` on this replica's batch (smoothed
+    cross-entropy plus L2, RMSProp, then the EMA at decay min(decay,
+    (1 + n) / (10 + n)), n the step after it); its scalars by name."""
     config, model = self._config, objects['model']
     var_list = self._variables(model).var_list
     images, labels = inputs
