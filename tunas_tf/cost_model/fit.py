@@ -306,9 +306,8 @@ def _result(ssd: str, features: np.ndarray, kernel: np.ndarray, bias: float,
 def _holdout(fraction: float, seed: int, latencies: np.ndarray,
              train: np.ndarray, held_out: np.ndarray, predict: Any,
              **more: Any) -> Dict[str, Any]:
-  """The coefficients' `holdout`: the split, the held-out scores of the
-  model fitted on `train` (`predict(rows)` its predictions) and of the
-  constant predictor (the train mean; `constant_` names), `more` and the
+  """The coefficients' `holdout`: the split, the held-out `scores` of
+  `predict(rows)` and (`constant_*`) of the train mean, `more`, the
   training MAPE."""
   held = latencies[held_out]
   constant = scores(np.full([len(held_out)], latencies[train].mean()), held)

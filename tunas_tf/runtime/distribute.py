@@ -40,11 +40,9 @@ DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
 
 def dataset_fn(task: task_lib.Task, use_tpu: bool) -> DatasetFn:
-  """`task`'s batches as `distribute_datasets_from_function` takes them:
-  each input pipeline (`context.input_pipeline_id` of
-  `context.num_input_pipelines`) yields the per-replica batches of its
-  replicas in turn (`streams.Pipeline`), from the start step on; on TPU
-  HWCN (`task.infeed`)."""
+  """`task`'s batches for `distribute_datasets_from_function`: each input
+  pipeline yields its replicas' batches in turn (`streams.Pipeline`), HWCN
+  on TPU."""
 
   def make(context: tf.distribute.InputContext, start_step: int
            ) -> tf.data.Dataset:
@@ -184,12 +182,10 @@ class _Run:
     return int(self.global_step.numpy())
 
   def _loop(self, iterator, steps: tf.Tensor) -> Tuple[Any, ...]:
-    """`steps` steps, or fewer, ending after the first step whose
-    `finite_scalars` are not (on any replica); the scalars (`flat_scalars`)
-    of the last step, the first replica's and their mean over replicas, and
-    the first replica's of the step that is a multiple of
-    `tpu_iterations_per_loop` with that step (-1: none), as the Estimator's
-    host_call writes them."""
+    """`steps` steps, stopping after the first with a non-finite
+    `finite_scalars` (any replica); the last step's scalars (first replica's
+    and mean), and the first replica's of the step that is a multiple of
+    `tpu_iterations_per_loop` with that step (-1: none)."""
     every, names = self._job.tpu_iterations_per_loop, []
     checked = list(self.task.finite_scalars)
 

@@ -17,10 +17,8 @@ from tunas_tf.runtime import preemption
 
 def run(call: Callable[[], Any], run_name: str, model_dir: Optional[str],
         *contexts: ContextManager[Any]) -> Any:
-  """`call()` in a worker thread (`preemption.run_in_thread`: the main one
-  stays free for signals), an undecodable image stopping it in one line
-  (`unreadable.stops_in_one_line(run_name, model_dir)`), inside `contexts`
-  (entered in that thread, in order)."""
+  """`call()` inside `contexts`, in a worker thread (the main one stays free
+  for signals); an undecodable image stops it in one line."""
 
   def guarded():
     with contextlib.ExitStack() as stack:

@@ -34,10 +34,8 @@ def log_progress(step: int, max_step: int, rate: float,
 
 
 class ProgressLine:
-  """Either engine's progress line: `update` after each session run or loop
-  logs `log_progress` once the step reached a multiple of `every` or
-  `max_step`, at the steps/s since the last line; the first update only
-  starts the clock (it paid for graph warm-up or tracing)."""
+  """Either engine's progress line: `update` logs at each multiple of
+  `every` and at `max_step`; the first only starts the clock (warm-up)."""
 
   def __init__(self, max_step: int, every: int,
                formats: Optional[Mapping[str, Callable[[float], str]]] = None):
@@ -61,10 +59,8 @@ class ProgressLine:
 
 
 class Throughput:
-  """Images/s per replica of a series of calls (session runs, loops,
-  batches), either engine's one measure: from the end of the first call
-  (which pays for graph warm-up or tracing) to the end of the last; with
-  one call, over it."""
+  """Either engine's images/s per replica over a series of calls, from the
+  end of the first (which pays for warm-up) to the end of the last."""
 
   def __init__(self, replicas: int = 1):
     self._replicas = max(1, int(replicas))

@@ -129,10 +129,8 @@ def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 
 def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
-  """Top-1 of the int8 model on `eval_split` in the TFLite interpreter (one
-  thread): the evaluation's images as the export takes them
-  (`input_contract`), quantized by the model's input scale and zero
-  point."""
+  """Top-1 of the int8 model on `eval_split` in the TFLite interpreter, fed
+  the images as the export takes them (`input_contract`), quantized."""
   with tf.io.gfile.GFile(tflite_path, 'rb') as f:
     # TFLite's own int8 kernels, its reference integer arithmetic: the same
     # top-1 on TF 2.15's and 2.21's stacks, where XNNPACK rounds otherwise

@@ -72,10 +72,8 @@ def build_graph(config: TrainEvalConfig,
 
 def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                 one_shot: bool = False) -> model_lib.Model:
-  """The run's network with its variables made (their initial values a
-  function of (seed, name)); batch norm on batch statistics when
-  `one_shot`. Under a strategy's scope every replica's copies are updated
-  alike (`replicas.identical_variables`)."""
+  """The run's network, variables made (initial values keyed on (seed,
+  name), updated alike on every replica); batch statistics if `one_shot`."""
   graph, constants = build_graph(config, arch)
   dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,
