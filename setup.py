@@ -48,6 +48,12 @@ INSTALL_REQUIRES = [
     # tools/measure_latency): TF 2.16+ deprecates tf.lite.Interpreter for
     # LiteRT's, warning at each use that it is scheduled for deletion.
     f'ai-edge-litert>=2,<3; {NEW}',
+    # TFLite Micro's interpreter on the host (tunas_tf/io/lite.py: the arena
+    # an int8 model needs, train_eval's microcontroller figures). Only dev
+    # releases exist (hence >=0.dev0), as wheels for CPython 3.10-3.13 on
+    # x86-64 Linux; elsewhere those figures are refused naming the package.
+    'tflite-micro>=0.dev0; sys_platform == "linux" and '
+    'platform_machine == "x86_64"',
     # tools/import_dataset reads image folders (PNG/JPEG headers, then pixels);
     # matplotlib already installs it.
     'pillow>=8,<14',

@@ -155,7 +155,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
       record['loop_start_s'].append(time.time() - _PROCESS_START)
       if record['loop_end_s']:
         out = loop(iterator, steps)
-        out[0].numpy()
+        out[-1].numpy()
         loop_ended(int(steps))
       else:  # The first call: trace, one step, then the rest of the loop.
         one = tf.constant(1, tf.int64)
@@ -166,7 +166,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
         record['graph_ops'] = len(traced.graph.get_operations())
         record['graph_built_cpu_s'] = _cpu_s()
         out = loop(iterator, one)
-        out[0].numpy()
+        out[-1].numpy()
         record['first_step_s'] = _since_start(time.time())
         record['first_step_cpu_s'] = _cpu_s()
         if int(steps) > 1:
@@ -176,7 +176,7 @@ def _patch_distribute(record, stop_after: int, output: str) -> None:
           # was the first one.
           if int(out[-1]) < 0:
             out = (*out[:-2], first[-2], first[-1])
-          out[0].numpy()
+          out[-1].numpy()
         loop_ended(int(steps))
         record['tracing_count'] = loop.experimental_get_tracing_count()
       if sum(record['loop_steps']) >= stop_after:

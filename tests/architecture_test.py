@@ -9,6 +9,7 @@ import tempfile
 from absl.testing import absltest
 
 from tunas_tf import architecture
+from tunas_tf.cost_model import memory
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -57,8 +58,14 @@ class ArchitectureTest(absltest.TestCase):
          'cost_target', 'global_step', 'max_global_step', 'checkpoint',
          'dataset', 'image_size', 'num_classes', 'num_channels',
          'preprocessing', 'validation_examples', 'probabilities',
-         'choices', 'decisions', 'architecture'])
+         'arena_bytes', 'flash_bytes', 'choices', 'decisions',
+         'architecture'])
     self.assertEqual(written['indices'], INDICES)
+    shape = memory.Shape(8, 10, 1)
+    self.assertEqual(
+        (written['arena_bytes'], written['flash_bytes']),
+        (memory.arena_bytes(searched.spec, shape),
+         memory.flash_bytes(searched.spec, shape)))
     self.assertEqual(architecture.read(path).data,
                      {'dataset': 'digits', 'image_size': 8, 'num_classes': 10,
                       'num_channels': 1, 'preprocessing': 'none',
@@ -261,9 +268,10 @@ class ArchitectureTest(absltest.TestCase):
     cases = [
         ('[]', 'is not a JSON object'),
         ('{"ssd": ', 'is not valid JSON'),
-        ({'ssd': SSD}, "has no string 'indices'"),
-        ({'indices': INDICES}, "has no string 'ssd'"),
-        ({**good, 'indices': [0, 1]}, "has no string 'indices'"),
+        ({'ssd': SSD}, "has no field 'indices'"),
+        ({'indices': INDICES}, "has no field 'ssd'"),
+        ({**good, 'indices': [0, 1]},
+         r"field 'indices' is \[0, 1\], expected a string"),
         ({**good, 'ssd': 'nope'}, "field 'ssd': Unknown search space"),
         ({**good, 'indices': '0:1'},
          "field 'indices' does not fit 'digits_search': .*expected 18"),

@@ -113,6 +113,7 @@ SLOWEST_FIRST = (
     'tests/search/steps_test.py',
     'tests/models/supernet_bfloat16_test.py',
     'tests/tools/measure_latency_test.py',
+    'tests/cost_model/memory_test.py',
     'tests/data/unreadable_test.py',
     'tests/integration/engine_choice_test.py',
 )
@@ -126,6 +127,8 @@ TF_FREE = (
     'tests/search_space/',
     'tests/architecture_test.py',
     'tests/io/checks_test.py',
+    'tests/io/errors_test.py',
+    'tests/io/records_test.py',
     'tests/conftest_test.py',
     'tests/io/commands_test.py',
     'tests/docs_test.py',

@@ -1,11 +1,5 @@
-"""One architecture of a search space, and its file `architecture.json`.
-
-`read` and `write` are the one reader and writer of the file (its format:
-docs/search.md, 'architecture.json'). Only `ssd` and `indices` are required;
-`choices`, `decisions` and `architecture` are derived on writing and ignored
-on reading, as are unknown keys. A checkpoint inside the file's directory is
-written relative to it, so a run directory can be moved. A malformed file is
-refused with one line naming the file and field.
+"""One architecture of a search space, and the one reader and writer of its
+file `architecture.json` (docs/search.md, 'architecture.json').
 """
 
 from __future__ import annotations
@@ -15,8 +9,10 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
@@ -30,40 +26,22 @@ READ_VERSIONS = (1, 2)
 # The search's data, as its config.json names them (optional, in this order).
 DATA_FIELDS = ('dataset', 'image_size', 'num_classes', 'num_channels',
                'preprocessing', 'validation_examples')
-# The optional scalar fields, in the order they are written, and by type.
+# The optional scalar fields, in the order they are written.
 _OPTIONAL_FIELDS = ('estimated_cost', 'cost_model', 'cost_target',
                     'cost_tolerance', 'argmax_indices', 'oneshot', 'global_step',
                     'max_global_step', 'checkpoint') + DATA_FIELDS
-_NUMBER_FIELDS = ('estimated_cost', 'cost_target', 'cost_tolerance')
-_STRING_FIELDS = ('cost_model', 'checkpoint', 'argmax_indices', 'dataset',
-                  'preprocessing')
-_INT_FIELDS = ('oneshot', 'global_step', 'max_global_step', 'image_size',
-               'num_classes', 'num_channels', 'validation_examples')
 
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
-  """One architecture of a registered search space, with what is known of it.
+  """One architecture of a registered search space, with what is known of it
+  (None: not recorded). `indices` (one per OneOf, in visit order) may be
+  given as a list or '0:2:1'; ValueError for an unknown `ssd` or indices
+  that do not fit it.
 
-  Attributes:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    indices: one choice index per OneOf of the space, in visit order (given
-      as a list, tuple or '0:2:1' string; stored as a tuple of ints).
-    estimated_cost: its cost under `cost_model` (None: not costed).
-    cost_model: 'released', 'macs' or a coefficients JSON path.
-    cost_tolerance: set when the architecture is the most likely one within
-      cost_target * (1 -/+ cost_tolerance) rather than the argmax.
-    argmax_indices: then, the argmax's indices ('0:2:1'), for the record.
-    oneshot: set when it is the best by one-shot accuracy of this many
-      architectures in that band (`extract.pick`'s `oneshot`).
-    global_step: the checkpoint step it was extracted at.
-    checkpoint: the checkpoint prefix it was extracted from (absolute).
-    dataset ... validation_examples: the search's data (`DATA_FIELDS`;
-      None: not recorded).
-    probabilities: the controller's softmax per OneOf path.
-
-  Raises (on construction):
-    ValueError: for an unknown `ssd` or indices that do not fit its space.
+  `cost_tolerance` is set when it is the most likely one within the cost
+  band rather than the argmax (`argmax_indices`); `oneshot` when it is the
+  best by one-shot accuracy of that many in the band.
   """
   ssd: str
   indices: Tuple[int, ...]
@@ -108,11 +86,7 @@ class Architecture:
 
   @property
   def choice_values(self) -> Dict[str, Any]:
-    """The chosen value of every decision that matters, by OneOf path.
-
-    Decisions nested under an alternative that was not chosen are left out;
-    a value is a plain JSON scalar (`plain_choices`).
-    """
+    """The chosen value (`plain_choices`) of every active decision by path."""
     found = schema.flatten_with_paths(mobile.get_search_space(self.ssd))
     chosen = {path: index for (path, _), index in zip(found, self.indices)}
     return {path: plain_choices(oneof.choices)[chosen[path]]
@@ -136,13 +110,8 @@ class Architecture:
     return rows
 
   def to_json(self, directory: Optional[str] = None) -> Dict[str, Any]:
-    """The JSON object of `architecture.json` (None fields left out).
-
-    Args:
-      directory: the (absolute) directory of the file it goes to: a
-        `checkpoint` inside it is written relative to it, another absolute.
-        None: `checkpoint` as it is.
-    """
+    """The JSON object of `architecture.json` (None fields left out), its
+    `checkpoint` relative to `directory` (absolute) when inside it."""
     document = {'format_version': FORMAT_VERSION, 'ssd': self.ssd,
                 'indices': self.indices_string}
     for name in _OPTIONAL_FIELDS:
@@ -154,68 +123,57 @@ class Architecture:
     if self.probabilities is not None:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}
+    document.update(self.memory)
     document['choices'] = self.choice_values
     document['decisions'] = self.decisions
     document['architecture'] = spec_io.to_json(self.spec)
     return document
 
+  @property
+  def memory(self) -> Dict[str, int]:
+    """{'arena_bytes', 'flash_bytes'}: TFLite Micro's arena and the int8
+    file at the recorded input (`cost_model.memory`'s estimates; {} for a
+    network the estimate does not model)."""
+    info = mobile.space_info(self.ssd)
+    shape = memory.Shape(self.image_size or info.image_size,
+                         self.num_classes or info.num_classes,
+                         self.num_channels or info.input_channels)
+    try:
+      return {'arena_bytes': memory.arena_bytes(self.spec, shape),
+              'flash_bytes': memory.flash_bytes(self.spec, shape)}
+    except ValueError:
+      return {}
+
   @classmethod
   def from_json(cls, document: Any, where: str,
                 directory: Optional[str] = None) -> 'Architecture':
-    """Builds the record from a JSON object of any of `READ_VERSIONS`.
-
-    Args:
-      where: what to call it in errors (the file's path).
-      directory: a relative `checkpoint` is taken relative to this (the
-        file's directory); None: kept as it is.
-
-    Raises:
-      ValueError: one line naming `where` and the field, for a document
-        that is not an object, an unknown format version, a missing or
-        mistyped field, an unknown space or indices that do not fit it.
-    """
-    if not isinstance(document, dict):
-      raise ValueError(f'{where} is not a JSON object')
+    """The record from a JSON object of any of `READ_VERSIONS`, a relative
+    `checkpoint` joined to `directory` (None: kept); derived and unknown keys
+    are ignored. ValueError: one line naming `where` and the field."""
+    records.check_keys(document, where, ('ssd', 'indices'))
     version = document.get('format_version', FORMAT_VERSION)
     if version not in READ_VERSIONS or isinstance(version, bool):
       raise ValueError(f"{where}: field 'format_version' is {version!r}; this "
                        'version reads '
                        f"{' and '.join(map(str, READ_VERSIONS))}")
     for name in ('ssd', 'indices'):
-      if not isinstance(document.get(name), str):
-        raise ValueError(f'{where} has no string {name!r}')
-    values = {name: _field(document, name, where, checks.is_number, 'a number')
-              for name in _NUMBER_FIELDS}
-    values.update({name: _field(document, name, where, _is_int, 'an int')
-                   for name in _INT_FIELDS})
-    values.update({name: _field(document, name, where,
-                                lambda v: isinstance(v, str), 'a string')
-                   for name in _STRING_FIELDS})
-    values['probabilities'] = _probabilities(document, where)
-    if values['checkpoint'] is not None and directory is not None:
-      values['checkpoint'] = _resolve(values['checkpoint'], directory)
+      records.check_value(where, name, document[name], 'str')
     try:
-      mobile.get_search_space(document['ssd'])
+      space = mobile.get_search_space(document['ssd'])
     except ValueError as e:
       raise ValueError(f"{where}: field 'ssd': {e}") from None
     try:
-      return cls(document['ssd'], document['indices'], **values)
+      schema.check_indices(space, document['indices'])
     except ValueError as e:
       raise ValueError(f"{where}: field 'indices' does not fit "
                        f"{document['ssd']!r}: {e}") from None
-
-
-def _is_int(value: Any) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _field(document: Dict[str, Any], name: str, where: str, check,
-           expected: str) -> Any:
-  value = document.get(name)
-  if value is not None and not check(value):
-    raise ValueError(f'{where}: field {name!r} is {value!r}, expected '
-                     f'{expected}')
-  return value
+    record = records.from_dict(
+        cls, {**document, 'probabilities': _probabilities(document, where)},
+        where, ignored=None)
+    if record.checkpoint is not None and directory is not None:
+      record = dataclasses.replace(
+          record, checkpoint=_resolve(record.checkpoint, directory))
+    return record
 
 
 def _probabilities(document: Dict[str, Any], where: str
@@ -232,12 +190,8 @@ def _probabilities(document: Dict[str, Any], where: str
 
 
 def plain_choices(choices: Tuple[Any, ...]) -> List[Any]:
-  """Each choice of a decision as a plain JSON scalar, one per choice.
-
-  A number, string, bool or None is itself, a `FilterMultiplier` its scale,
-  any other op its `ops.choice_label`; where two choices would read alike,
-  the decision's `ops.choice_labels` instead.
-  """
+  """Each choice as a plain JSON scalar (a `FilterMultiplier` its scale, an op
+  its label); the `ops.choice_labels` where two would read alike."""
   values = [_plain(choice) for choice in choices]
   # `count` compares with ==, so 6 and 6.0 (or 1 and True) collide too.
   if any(values.count(value) > 1 for value in values):
@@ -273,14 +227,11 @@ def _is_active(path: str, chosen: Dict[str, int]) -> bool:
 
 
 def read(path: str) -> Architecture:
-  """Reads an `architecture.json`.
-
-  Its `checkpoint` comes back absolute; an absolute local one that is gone
-  is replaced by the checkpoint of the same name beside the file if any.
+  """Reads an `architecture.json`, its `checkpoint` absolute (one that is
+  gone: the same name beside the file, if there).
 
   Raises:
-    ValueError: one line naming `path` (and the field): a missing or
-      unreadable file, invalid JSON, or any `Architecture.from_json` error.
+    ValueError: one line naming `path` (and the field).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not files.exists(path):

@@ -18,6 +18,7 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
 from absl import flags
 
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import checks
 from tunas_tf.io import lite
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
@@ -134,21 +135,22 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                        'false: reward = accuracy.', flag_values=f)
   flags.DEFINE_list('cost_model', None, "'released' (simulated Pixel-1 ms; "
                     "default where it exists), 'macs' (multiply-adds; "
-                    'default elsewhere) or the path of a coefficients JSON; '
-                    'several (comma-separated): a policy each, paired with '
-                    'the targets one to one (docs/search.md).',
-                    flag_values=f)
+                    "default elsewhere), 'flash' (the int8 model's bytes; "
+                    'with --rl_reward_function=mnas_hard a flash limit) or '
+                    'the path of a coefficients JSON; several '
+                    '(comma-separated): a policy each, paired with the '
+                    'targets one to one (docs/search.md).', flag_values=f)
   flags.DEFINE_enum('latency_precision', lite.FLOAT32, lite.PRECISIONS,
                     'The arithmetic the searched network runs in on the '
                     'device: a fitted cost model must have been measured in '
                     'it (tools/measure_latency --precision).', flag_values=f)
   flags.DEFINE_list('rl_cost_model_target', None, 'Cost target T0. Default: '
                     '84 ms (57 for MobileNetV3-like spaces) for released '
-                    'models; otherwise, by rule, the geometric mean of the '
-                    "estimated costs of the space's smallest and largest "
-                    'architectures. Several (comma-separated, increasing on '
-                    'one cost model): a policy each, one search.',
-                    flag_values=f)
+                    "models; otherwise the geometric mean of the space's "
+                    'cheapest and dearest costs. A target outside those two '
+                    "(in the cost model's unit) is refused. Several "
+                    '(comma-separated, increasing on one cost model): a '
+                    'policy each, one search.', flag_values=f)
   flags.DEFINE_float('rl_cost_model_exponent', -0.5, 'beta of the reward '
                      '(more negative: stronger cost penalty). The ImageNet '
                      'recipes use -0.10; the demo, whose accuracy differences '
@@ -275,8 +277,28 @@ def _pairs(f: flags.FlagValues, job: jobs.JobConfig):
     except ValueError:
       raise ValueError(f'--rl_cost_model_target: {target!r} is not a '
                        'number') from None
-    pairs.append((name or model.kind, float(target)))
+    if (targets[0] is not None and f.enable_cost_model and
+        f.rl_cost_model_exponent):  # A target given acts: in range.
+      _check_target(target, model, f.ssd, name or model.kind,
+                    f' (pair {k})' if len(targets) > 1 else where)
+    pairs.append((name or model.kind, target))
   return pairs
+
+
+def _check_target(target: float, model: linear.LinearCostModel, ssd: str,
+                  name: str, where: str) -> None:
+  """Refuses a target (of pair `where`) outside what `ssd` can cost on
+  `model` (`linear.cost_range`), naming the range."""
+  from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+  checks.number('rl_cost_model_target', target, 0, low_open=True)
+  low, high = linear.cost_range(model)
+  if not low <= target <= high:
+    units = linear.short_units(model.units)
+    raise ValueError(
+        f'--rl_cost_model_target={target:g}{where} is outside what {ssd} can '
+        f'cost under --cost_model={name}: {linear.cost_text(low)} (cheapest) '
+        f'to {linear.cost_text(high)} (dearest) {units}; give a target in '
+        f'that range, in {units}')
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:

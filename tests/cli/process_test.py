@@ -3,6 +3,7 @@ quiet Python log, the end without the interpreter's teardown."""
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,40 @@ def main(argv):
 
 common_flags.run(main, lambda: None)
 """
+
+
+_STOPPED = """
+import sys, time
+from tunas_tf.cli import flags as common_flags
+
+def main(argv):
+  if argv[1] == 'kept':
+    common_flags.when_stopped('the rows so far are in out.csv; again resumes')
+  print('started', flush=True)
+  time.sleep(60)
+
+common_flags.run(main, lambda: None)
+"""
+
+
+class StoppedTest(absltest.TestCase):
+
+  def test_sigint_or_sigterm_ends_a_binary_in_one_line_saying_what_it_kept(
+      self):
+    for signum, kept, line in (
+        (signal.SIGINT, 'kept', 'the rows so far are in out.csv; again '
+         'resumes'),
+        (signal.SIGTERM, '-', 'its files are written whole or not at all; '
+         'the same command runs it again')):
+      process = subprocess.Popen(
+          [sys.executable, '-c', _STOPPED, kept], stdout=subprocess.PIPE,
+          stderr=subprocess.PIPE, text=True, cwd=_ROOT)
+      self.assertEqual(process.stdout.readline(), 'started\n')
+      process.send_signal(signum)
+      _, stderr = process.communicate(timeout=60)
+      self.assertEqual(stderr.splitlines(), [
+          f'-c: stopped by {signal.Signals(signum).name}: {line}'])
+      self.assertEqual(process.returncode, 128 + signum)
 
 
 class ExitNowTest(absltest.TestCase):

@@ -159,7 +159,7 @@ class BlockTableTest(absltest.TestCase):
         ({'correction': {'scale': 1}}, "field 'correction' must be an "
                                        'object of numbers'),
     ]
-    for change, message in cases + [(None, "missing field 'correction'")]:
+    for change, message in cases + [(None, "has no field 'correction'")]:
       document = dict(coefficients)
       if change is None:
         del document['correction']

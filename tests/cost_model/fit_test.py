@@ -137,10 +137,25 @@ class FitTest(absltest.TestCase):
          '80%; measure about 400 more architectures .*, and '
          '--most_informative picks the ones the fit lacks\\) and fit again'),
     ]
+    # Within the rows' own timing noise: the device's advice, not rows.
+    noisy = dict(good['holdout'], within10_percent=79.0, mape_percent=9.0)
+    for noise, message in ((9.5, "the device's timing is the limit, not the "
+                            "rows: the held-out MAPE 9% is within the rows' "
+                            'own timing noise 9.5% .* a quieter device .* a '
+                            r'robust statistic .* more invocations \(--repeats'
+                            r'\)$'), (8.0, 'measure about 400 more')):
+      cases.append((dict(holdout=dict(noisy, timing_noise_percent=noise)),
+                    message))
     for changes, message in cases:
       self.assertRegex(fit.check(dict(good, **changes)), message)
     # At the bottom edge but accurate on held-out rows: accepted.
     self.assertIsNone(fit.check(dict(good, alpha=fit.ALPHAS[0])))
+
+  def test_timing_noise_is_the_standard_error_of_a_rows_median(self):
+    # IQR 1.349 (one sigma) over 4 rounds of 10 ms: 1.2533 / 2 / 10.
+    self.assertAlmostEqual(fit.timing_noise_percent(
+        [10.0, 10.0, 20.0], [1.349, 1.349, 0.0], [4, 4, 9]), 6.2665, places=3)
+    self.assertIsNone(fit.timing_noise_percent([], [], []))
 
   def test_split_sizes(self):
     self.assertEqual(fit.split_sizes(12, 0.2), (10, 2))

@@ -1,5 +1,7 @@
 """Tests for the linear cost model: released, macs and JSON coefficients."""
 
+import dataclasses
+import itertools
 import json
 import os
 import tempfile
@@ -226,6 +228,32 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
             indices, linear.get_cost_model(_PROXYLESSNAS, path)), 24.0)
     self.assertEqual(linear.get_cost_model(_PROXYLESSNAS, path).units, 'ms')
 
+  @parameterized.parameters(('digits_search', 'macs'),
+                            ('proxylessnas_search', 'released'),
+                            ('mobilenet_v3_like_search', 'released'))
+  def test_cost_range_of_monotone_models_is_the_extremes(self, ssd, kind):
+    model = linear.get_cost_model(ssd, kind)
+    spec = mobile.get_search_space(ssd)
+    extremes = linear.estimate_costs_of_indices(
+        [schema.extreme_indices(spec, largest) for largest in (False, True)],
+        model)
+    self.assertAllClose(linear.cost_range(model), extremes, rtol=1e-12)
+
+  def test_cost_range_is_exact_for_any_kernel(self):
+    # Three blocks of digits_search (6,912 architectures), a random kernel:
+    # the range is the brute force's min and max over all of them.
+    full = mobile.get_search_space('digits_search')
+    small = dataclasses.replace(full, blocks=full.blocks[:3])
+    kernel = np.random.RandomState(0).normal(
+        size=features.feature_length(small))
+    model = linear.LinearCostModel('digits_search', 'ms', kernel, 0.5, 'x')
+    every = list(itertools.product(
+        *[range(n) for n in schema.num_choices(small)]))
+    with mock.patch.object(mobile, 'get_search_space', return_value=small):
+      costs = linear.estimate_costs_of_indices(every, model)
+      self.assertAllClose(linear.cost_range(model),
+                          (costs.min(), costs.max()), rtol=1e-12)
+
   def test_a_cost_model_that_hardly_varies_is_refused(self):
     linear.check_varies(_RELEASED)
     linear.check_varies(linear.get_cost_model('digits_search', 'macs'))
@@ -235,8 +263,8 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
         self._coefficients(kernel=[1e-6] * 144, bias=0.0315)))
     with self.assertRaisesRegex(
         ValueError, r'model\.json hardly varies over \'proxylessnas_search\': '
-        r'0\.0315\d*\.\.0\.0315\d* ms over 202 architectures \(\S+% of the '
-        r'median\).*refit it'):
+        r'0\.0315\d*\.\.0\.0315\d* ms from its cheapest to its dearest '
+        r'architecture \(\S+% of their mean\).*refit it'):
       linear.check_varies(flat)
     # Costs that vary pass (an all-ones kernel does not: 24 ms for every
     # architecture, one feature on per block).
@@ -272,7 +300,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_cost_model(self):
     with self.assertRaisesRegex(
         ValueError, r"Unknown cost model 'latency'; expected one of "
-        r"\['released', 'macs'\] or the path"):
+        r"\['released', 'macs', 'flash'\] or the path"):
       linear.get_cost_model(_PROXYLESSNAS, 'latency')
 
   def test_malformed_json(self):
@@ -281,7 +309,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
                                 f'Cost model {path}: not valid JSON'):
       linear.get_cost_model(_PROXYLESSNAS, path)
     path = self._write([1, 2], 'list.json')
-    with self.assertRaisesRegex(ValueError, 'expected a JSON object'):
+    with self.assertRaisesRegex(ValueError, 'is not a JSON object'):
       linear.get_cost_model(_PROXYLESSNAS, path)
 
   @parameterized.named_parameters(
@@ -295,8 +323,8 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
        "field 'kernel' has 143 values; expected num_features = 144"),
       ('kernel_value', dict(kernel=[1.0] * 143 + ['x']),
        "field 'kernel' has a non-number 'x' at position 143"),
-      ('bias', dict(bias=None), "field 'bias' must be a finite number"),
-      ('units', dict(units=3), "field 'units' must be a string"))
+      ('bias', dict(bias=None), "field 'bias' is None, expected a number"),
+      ('units', dict(units=3), "field 'units' is 3, expected a string"))
   def test_mismatched_json(self, changes, message):
     path = self._write(self._coefficients(**changes))
     with self.assertRaisesRegex(ValueError, f'Cost model {path}: {message}'):
@@ -307,7 +335,7 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     del data['kernel']
     path = self._write(data)
     with self.assertRaisesRegex(ValueError,
-                                f"Cost model {path}: missing field 'kernel'"):
+                                f"Cost model {path} has no field 'kernel'"):
       linear.get_cost_model(_PROXYLESSNAS, path)
 
   def test_rewritten_json_is_reloaded(self):

@@ -1,5 +1,7 @@
 """Tests for cost_model/provenance: the record, read and compared."""
 
+import dataclasses
+
 from absl.testing import absltest
 
 from tunas_tf.cost_model import macs
@@ -38,16 +40,47 @@ class ProvenanceTest(absltest.TestCase):
                      'cpus=(1,), not (0,)')
     self.assertIsNone(record.difference(other, provenance.SHAPE))
 
+  def test_a_command_is_the_same_device_whatever_its_paths_spelling(self):
+    record = provenance.Provenance(**dict(
+        COMMAND, device='command: /opt/bin/dev --m=/data/{model}',
+        device_command='/opt/bin/dev --m=/data/{model}'))
+    spelled = '/opt//bin/./dev --m=/data//{model}'
+    self.assertIsNone(record.difference(provenance.Provenance(**dict(
+        COMMAND, device=f'command: {spelled}', device_command=spelled))))
+    other = '/opt/bin/other --m=/data/{model}'
+    self.assertEqual(
+        record.difference(provenance.Provenance(**dict(
+            COMMAND, device=f'command: {other}', device_command=other))),
+        "device='command: /opt/bin/dev --m=/data/{model}', not 'command: "
+        "/opt/bin/other --m=/data/{model}'")
+    self.assertEqual(provenance.normalized_command("a 'b//c' http://x"),
+                     'a b//c http://x')  # Only path-like tokens.
+
+  def test_a_named_device_is_its_name_whatever_its_command(self):
+    phone = provenance.Provenance(**dict(COMMAND, device='pixel7'))
+    self.assertTrue(phone.named)
+    self.assertFalse(provenance.Provenance(**COMMAND).named)
+    moved = provenance.Provenance(**dict(COMMAND, device='pixel7',
+                                         device_command='adb -s 2 {model}'))
+    self.assertIsNone(phone.difference(moved))
+    self.assertEqual(phone.difference(dataclasses.replace(moved,
+                                                          device='pixel8')),
+                     "device='pixel7', not 'pixel8'")
+
   def test_bad_records_are_refused_in_one_line(self):
     cases = [
-        ([1], r'^here: expected an object with keys'),
-        (dict(HOST, thread=1), r"^here: unknown keys \['thread'\]"),
+        ([1], r'^here is not a JSON object$'),
+        (dict(HOST, thread=1), r"^here has unknown fields \['thread'\]; a "
+         r"provenance has \['ssd', "),
         ({k: v for k, v in HOST.items() if k != 'device'},
-         r"^here: missing \['device'\]"),
-        (dict(HOST, image_size=None), r"missing \['image_size'\]"),
-        (dict(HOST, image_size=0), 'image_size must be an int >= 1, got 0'),
-        (dict(HOST, num_classes=True), 'num_classes must be an int >= 1'),
-        (dict(HOST, num_threads=0), 'num_threads must be an int >= 1'),
+         r"^here has no field 'device'"),
+        (dict(HOST, image_size=None),
+         r"^here: field 'image_size' is None, expected an int$"),
+        (dict(HOST, device=3), r"field 'device' is 3, expected a string"),
+        (dict(HOST, image_size=0), 'image_size must be an integer >= 1, got 0'),
+        (dict(HOST, num_classes=True),
+         "field 'num_classes' is True, expected an int"),
+        (dict(HOST, num_threads=0), 'num_threads must be an integer >= 1'),
         (dict(HOST, backend='onnx'), "unknown backend 'onnx'; expected one "
          r"of \['tflite', 'tf', 'command'\]"),
         (dict(HOST, precision='int4'), "unknown precision 'int4'"),

@@ -30,6 +30,7 @@ def _choices():
 def _refusal(ssd: str) -> str:
   return (f'--ssd={ssd} is a reference model (a fixed architecture): it has '
           'no decision to search; search one of cifar_search, digits_search, '
+          'mcu_search, '
           'mobilenet_v3_like_search, proxylessnas_enlarged_search, '
           f'proxylessnas_search, or train it with train_eval --ssd={ssd}')
 

@@ -2,6 +2,8 @@
 the interpreter, LiteRT's on the newest TF (its `tf.lite.Interpreter` warns
 it is scheduled for deletion)."""
 
+import sys
+from unittest import mock
 import warnings
 
 from absl.testing import absltest
@@ -137,6 +139,34 @@ class ConvertTest(absltest.TestCase):
           "'tf.Erf' op is neither a custom op nor a flex op$"):
         lite.convert(*erf, precision,
                      calibration=[np.ones([1, 3], np.float32)])
+
+
+class MicroTest(absltest.TestCase):
+  """TFLite Micro (the tflite-micro wheel) on the host."""
+
+  def test_the_smallest_arena_runs_and_outputs_match_tflites(self):
+    content = lite.convert(*_function(lambda scale, x: tf.nn.relu(scale * x),
+                                      width=64), lite.INT8, calibration=[
+        np.linspace(-1, 1, 64, dtype=np.float32)[None]])
+    images = np.random.RandomState(0).uniform(-1, 1, [3, 64]).astype(
+        np.float32)
+    arena, difference = lite.micro_check(content, images)
+    self.assertTrue(lite._fits(content, arena)[0])  # pylint: disable=protected-access
+    self.assertFalse(lite._fits(content, arena - 1)[0])  # pylint: disable=protected-access
+    self.assertLessEqual(difference, 1)
+
+  def test_an_op_without_a_kernel_is_named(self):
+    gelu = _function(lambda scale, x: tf.nn.gelu(scale * x))
+    with self.assertRaisesRegex(ValueError, r'^TFLite Micro cannot run the '
+                                r'model: no kernel for op GELU$'):
+      lite.micro_arena(lite.convert(*gelu))
+
+  def test_a_missing_package_is_named(self):
+    with mock.patch.dict(sys.modules, {'tflite_micro': None,
+                                       lite.MICRO_MODULE: None}):
+      with self.assertRaisesRegex(ValueError, r'^TFLite Micro is not '
+                                  r'installed: pip install tflite-micro '):
+        lite.micro_arena(b'')
 
 
 if __name__ == '__main__':

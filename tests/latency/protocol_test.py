@@ -129,8 +129,8 @@ class ProtocolTest(absltest.TestCase):
 
   def test_bad_protocol(self):
     for protocol, message in (
-        (protocol_lib.Protocol(repeats=1), 'repeats must be an int >= 2'),
-        (protocol_lib.Protocol(runs=0), 'runs must be an int >= 1'),
+        (protocol_lib.Protocol(repeats=1), 'repeats must be an integer >= 2'),
+        (protocol_lib.Protocol(runs=0), 'runs must be an integer >= 1'),
         (protocol_lib.Protocol(max_disturbance=0.0), r'max_disturbance must be '
          r'in \(0, 1\]')):
       with self.assertRaisesRegex(ValueError, message):

@@ -306,8 +306,8 @@ class MeasureToCsvTest(absltest.TestCase):
         (dict(ssd='nope'), 'Unknown search space'),
         (dict(backend='onnx'), "Unknown backend 'onnx'"),
         (dict(protocol=protocol_lib.Protocol(runs=0)),
-         'runs must be an int >= 1'),
-        (dict(num_threads=0), 'num_threads must be an int >= 1'),
+         'runs must be an integer >= 1'),
+        (dict(num_threads=0), 'num_threads must be an integer >= 1'),
         (dict(architectures=['0:1']), 'architecture 0: .*expected 18'),
         (dict(image_size=0), 'image_size must be a positive int'),
     ]

@@ -43,10 +43,10 @@ class _TracingToy(_Toy):
 
   traced_under = rewrites_traced_under = None
 
-  def step(self, inputs, global_step):
+  def step(self, objects, inputs, global_step):
     self.traced_under = tf.config.optimizer.get_experimental_options()
     self.rewrites_traced_under = distribute.rewrite_options()
-    return super().step(inputs, global_step)
+    return super().step(objects, inputs, global_step)
 
 
 def _config(model_dir: str, max_steps: int, per_loop: int = 3,

@@ -47,9 +47,9 @@ class FiniteHookTest(absltest.TestCase):
       global_step = tf.compat.v1.train.get_or_create_global_step()
       step = tf.compat.v1.placeholder(tf.int64, [])
       row = tf.compat.v1.placeholder(tf.float32, [None, 2])
-      queue = guards.queue_finite(step, row)
-      train_op = global_step.assign_add(steps_per_run)
       hook = guards.FiniteHook(_FINITE, tempfile.mkdtemp(), 'the toy')
+      queue = hook.enqueue(step, row)
+      train_op = global_step.assign_add(steps_per_run)
       with tf.compat.v1.train.SingularMonitoredSession(
           hooks=[hook]) as session:
         raw = session.raw_session()

@@ -27,7 +27,7 @@ def _search(model_dir: str) -> SearchConfig:
   values = flags.FlagValues()
   train_search.define_flags(values)
   values(['train_search', f'--model_dir={model_dir}', '--max_steps=40',
-          '--rl_cost_model_target=1.0'])
+          '--rl_cost_model_target=100000'])
   return train_search.config_from_flags(values, _DIGITS)
 
 

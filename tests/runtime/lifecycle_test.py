@@ -87,33 +87,36 @@ class ToyTask:
 
   finite_scalars = {'model/loss': 'toy loss'}
   progress = {'model/loss': lambda v: f'toy loss {v:.4g}'}
-  decisions = ()
 
   def __init__(self, learning_rate: float, make_dataset=None,
                train_batch_size: int = 2):
     self._learning_rate = learning_rate
     self._make_dataset = make_dataset or dataset_fn([1.0, 1.0])
     self.train_batch_size = train_batch_size
-    self.weight = None
 
   def build(self):
     with replicas.identical_variables():
-      self.weight = tf.Variable(0.0, name='weight')
-    return {'weight': self.weight}
+      return {'weight': tf.Variable(0.0, name='weight')}
 
-  def initial_values(self):
+  def initial_values(self, objects):
+    del objects
     return []
 
-  def step(self, inputs, global_step):
+  def write_summaries(self, scalars, step):
+    del scalars, step
+    return []
+
+  def step(self, objects, inputs, global_step):
     del global_step
     features, _ = inputs
+    weight = objects['weight']
     with tf.GradientTape() as tape:
-      loss = tf.reduce_mean((self.weight * features - 3.0) ** 2)
-    gradient, = replicas.means([tape.gradient(loss, self.weight)])
+      loss = tf.reduce_mean((weight * features - 3.0) ** 2)
+    gradient, = replicas.means([tape.gradient(loss, weight)])
     with tf.control_dependencies([
-        self.weight.assign_sub(self._learning_rate * gradient)]):
+        weight.assign_sub(self._learning_rate * gradient)]):
       return {'model/loss': tf.identity(loss),
-              'toy/weight': self.weight.read_value()}
+              'toy/weight': weight.read_value()}
 
   def dataset(self, batch_size, pipeline, start_step):
     del pipeline  # One input pipeline: the replicas take its batches in turn.

@@ -177,13 +177,6 @@ class ResumePointTest(absltest.TestCase):
 
 class ErrorLineTest(absltest.TestCase):
 
-  def test_op_error_reason_skips_the_noise(self):
-    error = tf.errors.DataLossError(
-        None, None, 'Graph execution error:\n\nDetected at node x\n'
-        '  File "a.py", line 3\ntruncated record at 12\n[[{{node y}}]]')
-    self.assertEqual(resume_lib.op_error_reason(error),
-                     'truncated record at 12')
-
   def test_refuse_unreadable_names_the_checkpoint(self):
     error = tf.errors.DataLossError(None, None, 'Restore failed: bad data')
     with self.assertRaisesRegex(

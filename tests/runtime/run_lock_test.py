@@ -18,6 +18,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import tensorflow as tf
 
+from tunas_tf.io import files
 from tunas_tf.runtime import run_lock
 
 # The worktree's root (its `tunas_tf`, whatever the venv has installed).
@@ -213,8 +214,8 @@ class AcquireTest(_Test):
   def test_a_takeover_that_moves_a_fresh_lease_puts_it_back(self):
     # Another process took over the dead holder between our read and move.
     self.write(_lease(token='a' * 32))
-    store = run_lock._LocalFile(self.path)
-    self.assertFalse(store.take_over(_lease(token='0' * 32), 'ours'))
+    self.assertFalse(files.replace_unchanged(self.path, _lease(token='0' * 32),
+                                             'ours'))
     self.assertEqual(self.read()['token'], 'a' * 32)
     self.assertEqual(os.listdir(self.model_dir), [run_lock.LOCK_FILE])
 
@@ -257,7 +258,7 @@ class HeartbeatTest(_Test):
   def test_a_takeover_by_another_process_is_lost(self):
     lock = self.acquire(heartbeat_seconds=0.02, stale_seconds=1)
     theirs = _lease(host='elsewhere', pid=4242)
-    run_lock._LocalFile(self.path).rewrite(theirs)
+    files.write_text(theirs, self.path)
     _eventually(lambda: lock.lost() is not None)
     self.assertRegex(lock.lost(),
                      rf'^{re.escape(self.model_dir)} was taken over by '
@@ -281,7 +282,7 @@ class HeartbeatTest(_Test):
   def test_an_io_error_is_logged_and_retried(self):
     lock = self.acquire(heartbeat_seconds=0.02, stale_seconds=1)
     with self.assertLogs('absl', level='WARNING') as logs:
-      with mock.patch.object(run_lock._LocalFile, 'rewrite',
+      with mock.patch.object(files, 'write_text',
                              side_effect=OSError('disk full')):
         _eventually(lambda: logs.records)
     self.assertRegex(logs.records[0].getMessage(),
@@ -299,7 +300,6 @@ class RemoteTest(_Test):
     super().setUp()
     self.model_dir = f'ram://run_lock_test/{uuid.uuid4().hex}/runs/a'
     self.path = f'{self.model_dir}/{run_lock.LOCK_FILE}'
-    self.store = run_lock._RemoteFile(self.path)
 
   def read(self):
     with tf.io.gfile.GFile(self.path) as f:
@@ -307,7 +307,7 @@ class RemoteTest(_Test):
 
   def write(self, text):
     # Not a plain GFile write: ram:// appends to an existing file.
-    self.store.rewrite(text)
+    files.write_text(text, self.path)
 
   def acquire(self, binary='train_search', **kwargs):
     kwargs.setdefault('settle_seconds', 0)
@@ -348,12 +348,12 @@ class RemoteTest(_Test):
     # Both check (no lease yet) before either writes, and both write before
     # either reads back: the race the settle window is for.
     checked, written = threading.Barrier(2), threading.Barrier(2)
-    rewrite = run_lock._RemoteFile.rewrite
+    rewrite = files.write_text
     results = {}
 
-    def write_after_both_checked(store, text):
+    def write_after_both_checked(text, path):
       checked.wait(timeout=10)
-      rewrite(store, text)
+      rewrite(text, path)
 
     def run(name, identity):
       try:
@@ -363,7 +363,7 @@ class RemoteTest(_Test):
         results[name] = e
 
     processes = [self.sleeper() for _ in range(2)]
-    with mock.patch.object(run_lock._RemoteFile, 'rewrite', autospec=True,
+    with mock.patch.object(files, 'write_text',
                            side_effect=write_after_both_checked), \
          mock.patch.object(run_lock, '_settle',
                            side_effect=lambda _: written.wait(timeout=10)):

@@ -1,6 +1,6 @@
 """Tests of `runtime/summaries.py`: the host call writes the step's scalars,
-vectors element by element, the controller's probabilities, entropies and
-heat map, every n steps, splitting its row only on the steps that write."""
+vectors element by element and what the task writes from them, every n
+steps, splitting its row only on the steps that write."""
 
 import tempfile
 
@@ -33,8 +33,12 @@ class HostCallTest(absltest.TestCase):
     logits = tf.constant([0.5, -1.0, 2.0])
     summaries = {'a/x': tf.constant(1.5), 'p/v': logits, 't/w': logits,
                  'b/y': tf.constant(-2.0)}
+    # What a task writes of its own, from the written values by tag.
+    more = lambda values, step: [tf.summary.scalar(
+        'more/sum', values['p/v/2'] + values['a/x'], step=step)]
     host_fn, args = summaries_lib.host_call(
-        summaries, tf.constant(0, tf.int64), model_dir, every_n_steps=1)
+        summaries, tf.constant(0, tf.int64), model_dir, every_n_steps=1,
+        write_more=more)
     # One [1, n] tensor; a tensor under two names is sent once.
     self.assertEqual(args[1].shape, [1, 5])
     host_fn(*args)
@@ -42,57 +46,25 @@ class HostCallTest(absltest.TestCase):
             searches.events(model_dir).items()}
     self.assertEqual(seen, {'a/x': 1.5, 'b/y': -2.0, 'p/v/0': 0.5,
                             'p/v/1': -1.0, 'p/v/2': 2.0, 't/w/0': 0.5,
-                            't/w/1': -1.0, 't/w/2': 2.0})
+                            't/w/1': -1.0, 't/w/2': 2.0, 'more/sum': 3.5})
     with self.assertRaisesRegex(ValueError, "'m': a scalar or a vector"):
       summaries_lib.host_call({'m': tf.zeros([2, 2])},
                               tf.constant(0, tf.int64), model_dir,
                               every_n_steps=1)
-
-  def test_host_call_writes_probabilities_entropy_and_heatmap(self):
-    model_dir = tempfile.mkdtemp()
-    logits = {'b/0/filters': tf.constant([0.5, -1.0, 2.0]),
-              'b/1/op': tf.constant([0.0, 0.0])}
-    summaries = {'a/x': tf.constant(1.5)}
-    summaries.update({f'rlpathlogits/{p}': v for p, v in logits.items()})
-    decisions = [('b/0/filters', ('8', '16', '24')), ('b/1/op', ('Conv',
-                                                                 'skip'))]
-    host_fn, args = summaries_lib.host_call(
-        summaries, tf.constant(0, tf.int64), model_dir, every_n_steps=1,
-        decisions=decisions)
-    host_fn(*args)
-    seen, images = searches.events(model_dir), searches.images(model_dir)
-    expected = np.exp([0.5, -1.0, 2.0]) / np.exp([0.5, -1.0, 2.0]).sum()
-    for label, p in zip(('8', '16', '24'), expected):
-      self.assertAlmostEqual(seen[f'rlprobs/b/0/filters/{label}'][0], p,
-                             places=6)
-    self.assertAlmostEqual(seen['rlprobs/b/1/op/skip'][0], 0.5, places=6)
-    self.assertAlmostEqual(seen['rlentropy/b/0/filters'][0],
-                           float(-(expected * np.log(expected)).sum()),
-                           places=5)
-    self.assertAlmostEqual(seen['rlentropy/b/1/op'][0], np.log(2.0), places=6)
-    self.assertEqual(seen['rlpathlogits/b/0/filters/2'][0], 2.0)
-    # One row per decision, one column per choice (12 x 24 pixel cells);
-    # the missing third choice of b/1/op is grey, a probability near 1 dark.
-    heatmap = images['rlprobs_heatmap'][0]
-    self.assertEqual(heatmap.shape, (24, 72, 3))
-    np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
-    self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
-    with self.assertRaisesRegex(ValueError, "decision 'b/2'"):
-      summaries_lib.host_call(summaries, tf.constant(0, tf.int64), model_dir,
-                              1, decisions=[('b/2', ('a', 'b'))])
 
   def test_host_call_queues_the_finite_scalars_of_every_replica(self):
     model_dir = tempfile.mkdtemp()
     with tf.Graph().as_default():
       summaries = {'a/x': tf.constant(1.5), 'p/v': tf.range(2.0),
                    'b/y': tf.constant(-2.0)}
+      check = guards.FiniteHook({'b/y': 'y', 'a/x': 'x'}, model_dir, 'toy')
       host_fn, (step, row) = summaries_lib.host_call(
           summaries, tf.constant(3, tf.int64), model_dir, every_n_steps=2,
-          finite=['b/y', 'a/x'])
+          check=check)
       # Two replicas' rows, as TPU's host_call gets them: the mean is queued.
       wrote = host_fn(tf.concat([step, step], 0),
                       tf.concat([row, 3 * row], 0))
-      queue, = tf.compat.v1.get_collection(guards._QUEUE)  # pylint: disable=protected-access
+      queue = check._fifo()  # pylint: disable=protected-access
       with tf.compat.v1.Session() as sess:
         sess.run(summary_ops_v2.summary_writer_initializer_op())
         self.assertFalse(sess.run(wrote))  # Step 3 writes nothing.
@@ -100,11 +72,12 @@ class HostCallTest(absltest.TestCase):
         queued_step, queued = sess.run(queue.dequeue())
     self.assertEqual(queued_step, 3)
     np.testing.assert_array_equal(queued, [-4.0, 3.0])
-    for finite in (['p/v'], ['c/z']):  # A vector, or no such scalar.
+    for finite in ('p/v', 'c/z'):  # A vector, or no such scalar.
       with self.assertRaisesRegex(ValueError, r"^a task's finite_scalars "
                                   r"\['.*'\] are not among its scalars$"):
         summaries_lib.host_call(summaries, tf.constant(0, tf.int64),
-                                model_dir, 1, finite=finite)
+                                model_dir, 1, check=guards.FiniteHook(
+                                    {finite: finite}, model_dir, 'toy'))
 
   def test_host_call_splits_the_row_only_on_steps_that_write(self):
     model_dir = tempfile.mkdtemp()

@@ -78,7 +78,7 @@ class RecipeTest(parameterized.TestCase):
 
   def test_max_steps_overrides_epochs(self):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0')
+                    '--rl_cost_model_target=100000.0')
     config = train_search.config_from_flags(values, _DIGITS)
     self.assertEqual(config.max_global_step, 40)
     self.assertEqual(config.rl_delay_steps, 10)
@@ -94,12 +94,29 @@ class RecipeTest(parameterized.TestCase):
        r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5'),
       ('classes', ['--num_classes=5'], r'--num_classes=5 is fewer than the 10'),
       ('use_tpu', ['--use_tpu'], '--use_tpu needs --tpu=NAME'),
+      ('target_unit', ['--rl_cost_model_target=0.15'],
+       r'^--rl_cost_model_target=0.15 is outside what digits_search can cost '
+       r'under --cost_model=macs: 39,968 \(cheapest\) to 1,212,416 '
+       r'\(dearest\) MACs; give a target in that range, in MACs$'),
   )
   def test_guards(self, extra, message):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0', *extra)
+                    '--rl_cost_model_target=100000.0', *extra)
     with self.assertRaisesRegex(ValueError, message):
       train_search.config_from_flags(values, _DIGITS)
+
+  def test_a_target_in_another_unit_is_refused_naming_the_range(self):
+    values = _flags('--ssd=proxylessnas_search', '--dataset=imagenet2012',
+                    '--model_dir=/tmp/x',
+                    '--rl_cost_model_target=300')
+    with self.assertRaisesRegex(ValueError, r'outside what proxylessnas_search '
+                                r'can cost under --cost_model=released: '
+                                r'30.9361 \(cheapest\) to 219.091 \(dearest\) '
+                                r'ms'):
+      train_search.config_from_flags(values, _IMAGENET)
+    values['rl_cost_model_target'].value = 84.0  # In range: accepted.
+    self.assertEqual(train_search.config_from_flags(
+        values, _IMAGENET).rl_cost_model_target, 84.0)
 
   def test_model_dir_required(self):
     with self.assertRaisesRegex(ValueError, '--model_dir is required'):
@@ -127,7 +144,7 @@ class BatchAdviceTest(absltest.TestCase):
 
   def _config(self, info, *args):
     values = _flags('--model_dir=/tmp/unused', f'--dataset={info.name}',
-                    '--rl_cost_model_target=1.0', *args)
+                    '--rl_cost_model_target=400000.0', *args)
     return train_search.config_from_flags(values, info)
 
   def _refusal(self, info, *args):
@@ -216,7 +233,7 @@ class WriteOrCheckTest(absltest.TestCase):
 
   def _config(self, model_dir, *extra):
     values = _flags(f'--model_dir={model_dir}', '--max_steps=40',
-                    '--rl_cost_model_target=2.0', *extra)
+                    '--rl_cost_model_target=200000.0', *extra)
     return train_search.config_from_flags(values, _DIGITS)
 
   def test_first_write_then_resume(self):
@@ -226,7 +243,7 @@ class WriteOrCheckTest(absltest.TestCase):
     with open(os.path.join(model_dir, 'config.json')) as f:
       stored = json.load(f)
     self.assertEqual(stored['rl_delay_steps'], 10)
-    self.assertEqual(stored['rl_cost_model_target'], 2.0)
+    self.assertEqual(stored['rl_cost_model_target'], 200000.0)
     # How often to save may change; the stored value follows the new run.
     self.assertTrue(configs.write_or_check(
         config_lib, self._config(model_dir, '--save_checkpoints_steps=50'),
@@ -235,7 +252,7 @@ class WriteOrCheckTest(absltest.TestCase):
     self.assertIsInstance(stored, config_lib.SearchConfig)
     self.assertEqual((stored.max_steps, stored.rl_delay_steps), (40, 10))
     self.assertEqual(stored.job.save_checkpoints_steps, 50)
-    self.assertEqual(stored.rl_cost_model_target, 2.0)
+    self.assertEqual(stored.rl_cost_model_target, 200000.0)
     self.assertEqual(stored,
                      self._config(model_dir, '--save_checkpoints_steps=50'))
     # How long the search runs may not: its schedules would change.
@@ -292,25 +309,25 @@ class WriteOrCheckTest(absltest.TestCase):
   def test_a_search_from_before_pairs_reads_and_resumes_as_one_pair(self):
     model_dir, _, _ = self._stored_without('extra_pairs')
     self.assertEqual(config_lib.read(model_dir), self._config(model_dir))
-    self.assertEqual(config_lib.read(model_dir).pairs, (('macs', 2.0),))
+    self.assertEqual(config_lib.read(model_dir).pairs, (('macs', 2e5),))
     self.assertTrue(configs.write_or_check(config_lib,
                                            self._config(model_dir), '{}'))
     # Resumed with other pairs: refused, naming them, nothing written.
     with self.assertRaisesRegex(ValueError, r"extra_pairs is \[\] there and "
-                                r"\[\['macs', 3.0\]\] now"):
+                                r"\[\['macs', 300000.0\]\] now"):
       configs.write_or_check(config_lib, self._config(
-          model_dir, '--rl_cost_model_target=2,3'), '{}')
+          model_dir, '--rl_cost_model_target=2e5,3e5'), '{}')
 
   def test_pairs_are_stored_and_read_back(self):
     model_dir = tempfile.mkdtemp()
-    config = self._config(model_dir, '--rl_cost_model_target=2,3,4')
-    self.assertEqual(config.pairs, (('macs', 2.0), ('macs', 3.0),
-                                    ('macs', 4.0)))
+    config = self._config(model_dir, '--rl_cost_model_target=2e5,3e5,4e5')
+    self.assertEqual(config.pairs, (('macs', 2e5), ('macs', 3e5),
+                                    ('macs', 4e5)))
     configs.write_or_check(config_lib, config, '{}')
     self.assertEqual(config_lib.read(model_dir), config)
     self.assertTrue(configs.write_or_check(config_lib, config, '{}'))
     alone = config.for_pair(2)
-    self.assertEqual(alone.pairs, (('macs', 4.0),))
+    self.assertEqual(alone.pairs, (('macs', 4e5),))
     self.assertEqual(alone.resolved_cost_model.kernel.tolist(),
                      config.resolved_cost_models[2].kernel.tolist())
 
@@ -392,21 +409,25 @@ class PairsTest(parameterized.TestCase):
                                  num_classes=10, input_channels=1)
     default = linear.default_target(macs)
     self.assertEqual(self._pairs(), (('macs', default),))
-    self.assertEqual(self._pairs('--rl_cost_model_target=1,2'),
-                     (('macs', 1.0), ('macs', 2.0)))
+    self.assertEqual(self._pairs('--rl_cost_model_target=1e5,2e5'),
+                     (('macs', 1e5), ('macs', 2e5)))
     self.assertEqual(self._pairs('--cost_model=macs,macs',
-                                 '--rl_cost_model_target=5,7'),
-                     (('macs', 5.0), ('macs', 7.0)))
+                                 '--rl_cost_model_target=5e5,7e5'),
+                     (('macs', 5e5), ('macs', 7e5)))
     low, high = linear.cost_range(macs)
     self.assertLess(low, default)
     self.assertLess(default, high)
     self.assertAlmostEqual(default, (low * high) ** 0.5)
 
   @parameterized.parameters(
-      (['--rl_cost_model_target=2,1'], r'^--rl_cost_model_target 1 \(pair 1\)'
-       r" is not above its predecessor 2 on cost model 'macs'"),
-      (['--rl_cost_model_target=1,1.1'], r'1.1 \(pair 1\) has a band'),
-      (['--rl_cost_model_target=1,2,0'], r'must be > 0, got 0.0$'),
+      (['--rl_cost_model_target=2e5,1e5'], r'^--rl_cost_model_target 100000 '
+       r"\(pair 1\) is not above its predecessor 200000 on cost model 'macs'"),
+      (['--rl_cost_model_target=1e5,1.1e5'], r'110000 \(pair 1\) has a band'),
+      (['--rl_cost_model_target=1e5,2e5,0'], r'must be > 0, got 0.0$'),
+      # Each pair's target within what the space costs on its own model.
+      (['--rl_cost_model_target=1e5,2e6'], r'^--rl_cost_model_target=2e\+06 '
+       r'\(pair 1\) is outside what digits_search can cost under '
+       r'--cost_model=macs: 39,968 \(cheapest\) to 1,212,416'),
       (['--cost_model=macs,macs'], r'pair 1\) is not above its predecessor'),
       (['--cost_model=macs,released'], r'^--cost_model released \(pair 1\): '
        r"No released cost model for search space 'digits_search'"),
@@ -423,7 +444,7 @@ class SearchConfigTest(parameterized.TestCase):
 
   def _config(self):
     values = _flags('--model_dir=/tmp/x', '--max_steps=40',
-                    '--rl_cost_model_target=1.0')
+                    '--rl_cost_model_target=100000.0')
     return train_search.config_from_flags(values, _DIGITS)
 
   def test_derived_values_follow_replaced_fields(self):

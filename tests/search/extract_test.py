@@ -242,6 +242,37 @@ class CostMissLineTest(absltest.TestCase):
     fitted = dataclasses.replace(far, cost_model='/models/phone.json')
     self.assertEqual(extract.off_target_line(fitted, config),
                      extract.cost_miss_line(0.5 * target, target))
+    # A target no architecture reaches (an older search): no remedy that
+    # cannot help, the range.
+    unreachable = dataclasses.replace(config, rl_cost_model_target=0.15)
+    self.assertEqual(
+        extract.off_target_line(far, unreachable),
+        'its target 0.15 is outside what digits_search can cost (39,968 to '
+        '1,212,416 MACs): no search or extraction reaches it; search again '
+        'with a target in that range')
+
+
+class OneshotLineTest(absltest.TestCase):
+
+  def test_says_which_rule_took_it_and_the_margin_against_the_noise(self):
+    candidates = [(0, 1), (1, 1), (0, 0)]
+    where = ('the best of 3 in the band (the most likely and 2 drawn from the '
+             "controller) on the search's hold-out of 359 images")
+    self.assertEqual(
+        extract.oneshot_line(candidates, [0.9, 0.9, 0.8], 359, (0, 1)),
+        (0, f'One-shot accuracy kept it, {where}: 90.00%'))
+    # One image of 359 more: within the noise (standard error 2.3 points).
+    best, line = extract.oneshot_line(
+        candidates, [0.9 - 1 / 359, 0.9, 0.8], 359, (0, 1))
+    self.assertEqual(best, 1)
+    self.assertEqual(line, f'Took 1:1 by one-shot accuracy, {where}: 90.00% '
+                     'against 89.72% for the most likely 0:1 (the argmax), +1 '
+                     'images, within the sampling noise (standard error of the '
+                     'difference 2.3 points, the bar twice that)')
+    # 54 images more: beyond it; the argmax elsewhere is not named here.
+    _, line = extract.oneshot_line(candidates, [0.8, 0.95, 0.8], 359, (1, 0))
+    self.assertIn('for the most likely 0:1, +54 images, beyond the sampling '
+                  'noise (standard error of the difference 2.4 points', line)
 
 
 class ExtractTest(absltest.TestCase):

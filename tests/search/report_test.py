@@ -151,7 +151,8 @@ class ReportTest(absltest.TestCase):
                   'steps', title)
     self.assertIn('step 8 of 8', title)
     page = self._page()
-    self.assertIn('<title>Search report: digits_search on digits</title>',
+    self.assertIn('<title>Search report: digits_search on digits, cost model '
+                  'macs</title>',
                   page)
     for name, value in (('search space', 'digits_search'),
                         ('dataset', 'digits 8x8, preprocessing none'),
@@ -230,6 +231,11 @@ class ReportTest(absltest.TestCase):
     self.assertIn(f"<td>{d['value']} (for the cost band; not the most "
                   'likely)</td>', row)
     self.assertNotIn('cost band', _html_row(self._page(), 'blocks/0/filters'))
+    # The one-shot step's pick says so, not the band.
+    row = _html_row(self._page(arch=dataclasses.replace(arch, oneshot=50)),
+                    'blocks/0/filters')
+    self.assertIn(f"<td>{d['value']} (by one-shot accuracy in the cost band; "
+                  'not the most likely)</td>', row)
 
   def test_a_decision_without_effect_is_not_judged(self):
     # The architecture with its first skippable layer skipped: the

@@ -2,6 +2,9 @@
 wrapping, how settled a decision is, the phase marks and the run's facts (plain
 Python; the report of a finished search: tests/search/report_test.py)."""
 
+import json
+import os
+import tempfile
 import types
 
 from absl.testing import absltest
@@ -24,7 +27,8 @@ def _config(ops_warmup=2, filters_warmup=4, rl_delay=4, **changes):
       rl_cost_model_target=300000.0, enable_cost_model=True,
       rl_reward_function='abs', rl_cost_model_exponent=-0.5,
       rl_delay_steps=rl_delay, increase_ops_warmup_steps=ops_warmup,
-      increase_filters_warmup_steps=filters_warmup)
+      increase_filters_warmup_steps=filters_warmup,
+      latency_precision='float32')
   values.update(changes)
   return types.SimpleNamespace(**values)
 
@@ -188,10 +192,24 @@ class RunFactsTest(absltest.TestCase):
     facts = dict(report_text.run_facts(_config(
         cost_model='/tmp/fits/pixel.json', rl_cost_model_target=12.5,
         enable_cost_model=False)))
-    # The file cannot be read here: its units are not known.
+    # The file cannot be read here: its units and device are not known.
     self.assertEqual((facts['cost model'], facts['cost target']),
-                     ('/tmp/fits/pixel.json', '12.5'))
+                     ('pixel.json, float32', '12.5'))
     self.assertEqual(facts['reward'], 'accuracy alone (--noenable_cost_model)')
+
+
+class CostModelTextTest(absltest.TestCase):
+
+  def test_a_fitted_model_by_name_with_its_precision_and_device(self):
+    path = os.path.join(tempfile.mkdtemp(), 'phone.json')
+    with open(path, 'w') as f:
+      json.dump({'units': 'ms', 'measured_with': {'device': 'Pixel 7'}}, f)
+    config = _config(cost_model=path, latency_precision='int8')
+    self.assertEqual(report_text.cost_model_text(config),
+                     'phone.json, int8 on Pixel 7')
+    self.assertEqual(dict(report_text.run_facts(config))['cost model'],
+                     'phone.json, int8 on Pixel 7')
+    self.assertEqual(report_text.cost_model_text(_config()), 'macs')
 
 
 if __name__ == '__main__':

@@ -29,9 +29,9 @@ class ProgressLineTest(absltest.TestCase):
 
   def test_large_costs_are_written_out_in_thousands(self):
     config = searches.search_config(tempfile.mkdtemp(),
-                                    '--rl_cost_model_target=2685375')
-    self.assertEqual(task_lib.cost_text(2248370.4, config),
-                     'cost 2,248,370 MACs (target 2,685,375 MACs, -16%)')
+                                    '--rl_cost_model_target=1085375')
+    self.assertEqual(task_lib.cost_text(848370.4, config),
+                     'cost 848,370 MACs (target 1,085,375 MACs, -22%)')
 
 
 class StartLineTest(absltest.TestCase):

@@ -3,6 +3,7 @@
 The engines increment the global step after a step; `_then_increment` does
 it here as they do."""
 
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -23,6 +24,7 @@ from tunas_tf.search_space import schema
 from absl import flags
 from tests.testing import ancestry
 from tests.testing import replicated
+from tests.testing import searches
 
 _DIGITS = datasets.DatasetInfo(
     'digits', 8, 1, 10,
@@ -196,7 +198,7 @@ class StepsTest(absltest.TestCase):
     np.testing.assert_allclose(got, [[1, 1], [0.5, 0.5], [0, 0], [0, 0]])
 
   def test_first_baseline_is_first_reward_and_advantage(self):
-    config = _config('--rl_cost_model_target=100.0',
+    config = _config('--rl_cost_model_target=100000.0',
                      '--rl_cost_model_exponent=-0.5')
     with tf.Graph().as_default():
       acc = tf.compat.v1.placeholder(tf.float32, [])
@@ -206,9 +208,10 @@ class StepsTest(absltest.TestCase):
       with tf.compat.v1.Session(
           config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        first = sess.run(rl, {acc: 0.5, cost: 150.0})
-        second = sess.run(rl, {acc: 0.9, cost: 100.0})
-    expected = rewards.compute_reward(0.5, 150.0, 100.0, -0.5, 'abs').reward
+        first = sess.run(rl, {acc: 0.5, cost: 150000.0})
+        second = sess.run(rl, {acc: 0.9, cost: 100000.0})
+    expected = rewards.compute_reward(0.5, 150000.0, 100000.0, -0.5,
+                                      'abs').reward
     self.assertAlmostEqual(first.reward, expected, places=6)
     self.assertAlmostEqual(first.reward, 0.5 - 0.5 * 0.5, places=6)
     self.assertAlmostEqual(first.baseline, first.reward, places=6)
@@ -352,6 +355,35 @@ class StepsTest(absltest.TestCase):
     extra = [k for k in tagged if k not in plain]
     self.assertTrue(extra)
     self.assertTrue(all(k.startswith('rltaglogits/') for k in extra))
+
+  def test_probability_summaries_probabilities_entropy_and_heatmap(self):
+    model_dir = tempfile.mkdtemp()
+    logits = {'b/0/filters': [0.5, -1.0, 2.0], 'b/1/op': [0.0, 0.0]}
+    scalars = {f'rlpathlogits/{path}/{j}': value
+               for path, values in logits.items()
+               for j, value in enumerate(values)}
+    decisions = [('b/0/filters', ('8', '16', '24')),
+                 ('b/1/op', ('Conv', 'skip'))]
+    writer = tf.summary.create_file_writer(model_dir)
+    with writer.as_default():
+      steps.probability_summaries(decisions, scalars, 0)
+    writer.close()
+    seen, images = searches.events(model_dir), searches.images(model_dir)
+    expected = np.exp([0.5, -1.0, 2.0]) / np.exp([0.5, -1.0, 2.0]).sum()
+    for label, p in zip(('8', '16', '24'), expected):
+      self.assertAlmostEqual(seen[f'rlprobs/b/0/filters/{label}'][0], p,
+                             places=6)
+    self.assertAlmostEqual(seen['rlprobs/b/1/op/skip'][0], 0.5, places=6)
+    self.assertAlmostEqual(seen['rlentropy/b/0/filters'][0],
+                           float(-(expected * np.log(expected)).sum()),
+                           places=5)
+    self.assertAlmostEqual(seen['rlentropy/b/1/op'][0], np.log(2.0), places=6)
+    # One row per decision, one column per choice (12 x 24 pixel cells);
+    # the missing third choice of b/1/op is grey, a probability near 1 dark.
+    heatmap = images['rlprobs_heatmap'][0]
+    self.assertEqual(heatmap.shape, (24, 72, 3))
+    np.testing.assert_array_equal(heatmap[12, 48], [191, 191, 191])
+    self.assertLess(int(heatmap[0, 48].sum()), int(heatmap[0, 0].sum()))
 
 
   def test_pair_scalars_name_each_pair_apart(self):

@@ -50,8 +50,8 @@ def one_step(model_dir: str):
   assert strategy.num_replicas_in_sync == 2
   task = task_lib.SearchTask(config)
   with strategy.scope():
-    task.build()
-  logits = task.controllers[0].trainable_variables
+    objects = task.build()
+  logits = objects['controller'].trainable_variables
   copies = lambda: [
       _flat(v.numpy() for v in per_replica)
       for per_replica in zip(*(strategy.experimental_local_results(v)
@@ -74,7 +74,7 @@ def one_step(model_dir: str):
     return found
 
   def replica_step(inputs):
-    scalars = task.step(inputs, tf.constant(0, tf.int64))
+    scalars = task.step(objects, inputs, tf.constant(0, tf.int64))
     with tf.control_dependencies(list(scalars.values())):  # After updates.
       return (tf.concat([tf.reshape(g, [-1]) for g in grads[replica_id()]],
                         0),

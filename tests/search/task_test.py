@@ -190,5 +190,20 @@ class ProgressTest(absltest.TestCase):
     self.assertEqual(formats['rlcontroller/pair'](2.0), 'pair 2')
 
 
+class StatelessTest(absltest.TestCase):
+
+  def test_build_and_step_leave_the_task_as_it_was(self):
+    task = task_lib.SearchTask(_config(tempfile.mkdtemp()))
+    before = dict(vars(task))
+    with tf.Graph().as_default():
+      objects = task.build()
+      images, labels = tf.zeros([4, 8, 8, 1]), tf.one_hot(range(4), 10)
+      scalars = task.step(objects, ({'train': images, 'validation': images},
+                                    {'train': labels, 'validation': labels}),
+                          tf.constant(0, tf.int64))
+    self.assertIn('model/loss', scalars)
+    self.assertEqual(vars(task), before)
+
+
 if __name__ == '__main__':
   absltest.main()

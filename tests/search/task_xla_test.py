@@ -84,10 +84,11 @@ class SearchTaskXlaTest(absltest.TestCase):
     _, config = _configs('--use_bfloat16=true')
     features, labels = _first_batch(config)
     task = task_lib.SearchTask(config)
-    task.build()
+    objects = task.build()
 
     def step(features, labels, global_step):
-      return task.step(runtime_task.from_infeed((features, labels), True),
+      return task.step(objects,
+                       runtime_task.from_infeed((features, labels), True),
                        global_step)
 
     compiled = tf.function(step, jit_compile=True, autograph=False)

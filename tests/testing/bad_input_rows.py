@@ -243,7 +243,7 @@ _SEARCH_ROWS = [
     ('seed', ['--seed=-1'],
      r'--seed must be an integer in \[0, 2147483647\], got -1$'),
     ('cadence', ['--save_checkpoints_steps=0'],
-     r'--save_checkpoints_steps must be positive, got 0$'),
+     r'--save_checkpoints_steps must be an integer >= 1, got 0$'),
     ('keep', ['--keep_checkpoint_max=0'], r'--keep_checkpoint_max must be'),
     ('log_every', ['--log_every_steps=-5'], r'--log_every_steps must be'),
     ('loop', ['--tpu_iterations_per_loop=0'], r'--tpu_iterations_per_loop'),
@@ -273,12 +273,12 @@ _SEARCH_ROWS = [
      r'\(image_size=8, num_classes=10, input_channels=1, precision=float32\)$',
      _cost_models),
     ('cost_model_int8', ['--cost_model={root}/int8.json'],
-     r'int8.json was measured with precision=int8, not float32: measure and '
-     r'fit one at this precision \(tools/measure_latency '
-     r'--precision=float32\)$', _cost_models),
+     r'int8.json was measured in int8, not float32: search int8 latencies '
+     r'with --latency_precision=int8, or measure and fit one in float32 '
+     r'\(tools/measure_latency --precision=float32\)$', _cost_models),
     ('cost_model_float32_for_int8', ['--cost_model={root}/float32.json',
                                      '--latency_precision=int8'],
-     r'float32.json was measured with precision=float32, not int8: ',
+     r'float32.json was measured in float32, not int8: search float32 ',
      _cost_models),
     ('macs_for_int8', ['--cost_model=macs', '--latency_precision=int8'],
      r"Cost model 'macs' is not of int8 latencies: give a fitted one "
@@ -286,21 +286,16 @@ _SEARCH_ROWS = [
     # Several (cost model, target) pairs.
     ('pairs_unordered', ['--rl_cost_model_target=300000,200000'],
      r'--rl_cost_model_target 200000 \(pair 1\) is not above its predecessor '
-     r"300000 on cost model 'macs': give increasing targets at least "
-     r'1.105x apart$'),
+     r"300000 on cost model 'macs': give increasing targets at least 1.105x"),
     ('pairs_overlapping', ['--rl_cost_model_target=200000,205000'],
      r'--rl_cost_model_target 205000 \(pair 1\) has a band \(-/\+5%\) '
      r'overlapping its predecessor 200000'),
-    ('pairs_uneven', ['--cost_model=macs,macs,macs',
-                      '--rl_cost_model_target=1,2'],
-     r'3 --cost_model values and 2 --rl_cost_model_target values: give as '
+    ('pairs_uneven', ['--cost_model=macs,macs', '--rl_cost_model_target=1,2,3'],
+     r'2 --cost_model values and 3 --rl_cost_model_target values: give as '
      r'many of each, or one of either for all$'),
     ('pair_other_input', ['--cost_model=macs,{root}/at28.json'],
-     r'--cost_model .*at28.json \(pair 1\): Cost model .*at28.json was '
-     r'measured with image_size=28, not 8: ', _cost_models),
-    ('pair_other_precision', ['--cost_model=macs,{root}/int8.json'],
-     r'--cost_model .*int8.json \(pair 1\): .* was measured with '
-     r'precision=int8, not float32: ', _cost_models),
+     r'--cost_model .*at28.json \(pair 1\): .* image_size=28, not 8: ',
+     _cost_models),
     ('no_model_dir', ['--model_dir='], r'--model_dir is required$'),
     ('model_dir_file', ['--model_dir={root}/afile'],
      r'--model_dir=.*/afile is a file, not a directory$', file_in_place),
@@ -440,8 +435,13 @@ _TOOL_ROWS = [
      r'/run is a train_eval directory, not a search directory$',
      _train_eval_dir),
     ('extract_architecture', 'int8_model', [_SEARCH, '--measure_latency'],
-     r'int8.json was measured with precision=int8, not float32: ',
-     _int8_model_search),
+     r'int8.json was measured in int8, not float32: ', _int8_model_search),
+    ('extract_architecture', 'sram_kb', [_SEARCH, '--sram_kb=0'],
+     r'--sram_kb must be > 0, got 0.0$', finished_search),
+    ('extract_architecture', 'over_sram', [_SEARCH, '--sram_kb=1'],
+     r'the architecture needs a [\d.]+ KB tensor arena \(TFLite Micro, '
+     r'estimated\), [\d.]+% over --sram_kb=1; nothing written$',
+     finished_search),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
      r'--cost_tolerance must be in \(0, 1\), got 1.5$', finished_search),
@@ -533,7 +533,7 @@ _TOOL_ROWS = [
      r"Unknown backend 'onnx'"),
     ('measure_latency', 'runs', ['--num=1', '--runs=0',
                                  '--output={root}/l.csv'],
-     r'runs must be an int >= 1, got 0$'),
+     r'runs must be an integer >= 1, got 0$'),
     ('measure_latency', 'indices_file', ['--indices_file={root}/none.json',
                                          '--output={root}/l.csv'],
      r'cannot read .*none.json'),

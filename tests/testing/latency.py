@@ -46,11 +46,13 @@ def synthetic(num, seed, noise=1e-3):
   return indices, exact * (1 + noise * rng.randn(num)), exact
 
 
-def fake_device_script(directory, fail_after=None, output=None):
+def fake_device_script(directory, fail_after=None, output=None,
+                       interrupt_at=None):
   """A device command: checks its argument is a TFLite file, prints
   benchmark_model's line with a latency of (file size / 1000) us; after
   `fail_after` calls it prints 'STARTING!' and exits 1 with adb's error on
-  stderr (a device gone); `output` replaces the line."""
+  stderr (a device gone); `output` replaces the line; its call
+  `interrupt_at` (from 0) sends its caller SIGINT first (Ctrl-C)."""
   path = os.path.join(directory, 'fake_device.py')
   counter = os.path.join(directory, 'calls')
   line = output or ('Inference timings in us: Init: 100, First inference: '
@@ -66,6 +68,10 @@ calls = 0
 if os.path.exists({counter!r}):
   calls = int(open({counter!r}).read())
 open({counter!r}, 'w').write(str(calls + 1))
+if calls == {interrupt_at!r}:
+  import signal, time
+  os.kill(os.getppid(), signal.SIGINT)
+  time.sleep(5)
 fail_after = {fail_after!r}
 if fail_after is not None and calls >= fail_after:
   print('STARTING!', flush=True)

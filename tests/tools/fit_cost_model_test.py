@@ -166,9 +166,9 @@ class BadInputTest(absltest.TestCase):
         (dict(settings=dict(testing_latency.SETTINGS, backend='onnx')),
          r"settings.json: unknown backend 'onnx'"),
         (dict(settings=dict(testing_latency.SETTINGS, image_size=None)),
-         r"settings.json: missing \['image_size'\]"),
+         r"settings.json: field 'image_size' is None, expected an int"),
         (dict(settings=dict(testing_latency.SETTINGS, threads=1)),
-         r"settings.json: unknown keys \['threads'\]"),
+         r"settings.json has unknown fields \['threads'\]"),
     ]
     for i, (kwargs, message) in enumerate(cases):
       with self.assertRaisesRegex(ValueError, message, msg=str(kwargs)):
@@ -290,6 +290,25 @@ class CommandLineTest(absltest.TestCase):
                      r'held-out rows are within \+-10%, under the bar of 80%; '
                      r'measure about 40 more architectures')
     self.assertFalse(os.path.exists(output))
+
+
+  def test_a_fit_within_the_rows_timing_noise_advises_the_device(self):
+    # The same 15% noisy rows, whose rounds say so (IQR 40% of 5 rounds:
+    # 16.6% noise): no more rows, a quieter device.
+    directory = tempfile.mkdtemp()
+    indices, latencies, _ = _synthetic(30, seed=1, noise=0.15)
+    noisy = os.path.join(directory, 'noisy.csv')
+    _write_csv(noisy, indices, latencies)  # Its settings beside it.
+    with open(noisy, 'w') as f:
+      f.write('indices,latency_ms,spread_ms,repeats\n' + ''.join(
+          f'{i},{v},{0.4 * v},5\n' for i, v in zip(indices, latencies)))
+    output = os.path.join(directory, 'coefficients.json')
+    result = self._run(f'--ssd={SSD}', f'--csv={noisy}', f'--output={output}')
+    self.assertNotEqual(result.returncode, 0)
+    self.assertRegex(result.stderr.strip(), r"^fit_cost_model: refused: 50% "
+                     r".* the device's timing is the limit, not the rows: "
+                     r".* own timing noise 16.6% .*\(--allow_poor_fit")
+    self.assertNotIn('measure about', result.stderr)
 
 
 class BlockTableEndToEndTest(absltest.TestCase):

@@ -4,6 +4,7 @@ tests/latency/rows_test.py)."""
 import csv
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -77,6 +78,49 @@ class CommandLineTest(absltest.TestCase):
                      '--interleave=1', f'--output={output}',
                      f'--device_command={script} {{model}}', *extra)
 
+  def test_ctrl_c_mid_pass_keeps_the_rows_in_one_line_and_resumes(self):
+    directory = tempfile.mkdtemp()
+    output = os.path.join(directory, 'stopped.csv')
+    # Two rows of 2 rounds each, then Ctrl-C during the third's first.
+    script = testing_latency.fake_device_script(directory, interrupt_at=4)
+    result = self._device_pass(directory, output, script)
+    self.assertEqual(result.returncode, 130, result.stderr[-2000:])
+    self.assertEqual(result.stderr.strip().splitlines()[-1],
+                     f'measure_latency: stopped by SIGINT: the rows measured '
+                     f'so far are in {output}; the same command measures the '
+                     'rest')
+    self.assertNotIn('Traceback', result.stderr)
+    self.assertLen(_rows(output), 3)  # The header and the two rows.
+    result = self._device_pass(directory, output, script)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('measured 1 architectures (2 already in', result.stdout)
+
+  def test_the_same_device_through_another_spelling_or_name_appends(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    output = os.path.join(directory, 'rows.csv')
+    self.assertEqual(self._device_pass(directory, output, script, 1
+                                       ).returncode, 0)
+    # '//' in its path: the same command, the same device.
+    spelled = script.replace('/fake_device.py', '/.//fake_device.py')
+    result = self._device_pass(directory, output, spelled, 2)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertLen(_rows(output), 3)
+    # Named, another command is the same device under the same name only.
+    named = os.path.join(directory, 'named.csv')
+    other = os.path.join(directory, 'other_device.py')
+    shutil.copy(script, other)
+    for command, name, num, code in ((script, 'phone', 1, 0),
+                                     (other, 'phone', 2, 0),
+                                     (other, 'tablet', 3, 1)):
+      result = self._device_pass(directory, named, command, num,
+                                 f'--device_name={name}')
+      self.assertEqual(result.returncode, code, result.stderr[-2000:])
+    self.assertIn("device='phone', not 'tablet'", result.stderr)
+    self.assertLen(_rows(named), 3)
+    with open(rows_lib.settings_path(named)) as f:
+      self.assertEqual(json.load(f)['device'], 'phone')
+
   def test_a_fake_device_end_to_end(self):
     directory = tempfile.mkdtemp()
     script = testing_latency.fake_device_script(directory)
@@ -122,7 +166,9 @@ class CommandLineTest(absltest.TestCase):
     self.assertNotEqual(result.returncode, 0)
     lines = result.stderr.strip().splitlines()
     self.assertRegex(lines[-1], r"^measure_latency: .*int8.csv was measured "
-                     r"with precision='int8', not 'float32'")
+                     r"with precision='int8', not 'float32' .*; add "
+                     r'--precision=int8 to add to it, or choose another '
+                     r'--output$')
     self.assertLen(_rows(output), 3)  # Nothing appended.
 
   def test_most_informative_picks_what_the_rows_lack(self):

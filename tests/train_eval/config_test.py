@@ -154,7 +154,7 @@ class ConfigTest(absltest.TestCase):
     # The job checks itself the same way.
     for field, value, message in (
         ('model_dir', '', '--model_dir is required'),
-        ('log_every_steps', 0, '--log_every_steps must be positive'),
+        ('log_every_steps', 0, '--log_every_steps must be an integer >= 1'),
         ('use_tpu', True, '--use_tpu needs --tpu=NAME')):
       with self.assertRaisesRegex(ValueError, message):
         dataclasses.replace(config.job, **{field: value})
@@ -307,7 +307,7 @@ class ConfigTest(absltest.TestCase):
     no_indices = os.path.join(root, 'no_indices.json')
     with open(no_indices, 'w') as f:
       json.dump({'ssd': 'digits_search'}, f)
-    cases.append(([f'--architecture={no_indices}'], "no string 'indices'"))
+    cases.append(([f'--architecture={no_indices}'], "has no field 'indices'"))
     for args, message in cases:
       with self.assertRaisesRegex(ValueError, message):
         runner.run(runs.config(f'--model_dir={model_dir}', *args))

@@ -1,6 +1,9 @@
 """Tests of `train_eval.export`: the exported networks predict like the run."""
 
 import os
+import re
+import shutil
+import sys
 import tempfile
 from unittest import mock
 
@@ -12,10 +15,12 @@ import tensorflow_datasets as tfds
 
 from tests.testing import tiny_tfds
 from tests.testing import train_eval_runs as runs
+from tunas_tf.cost_model import memory
 from tunas_tf.io import lite
 from tunas_tf.data import datasets
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tunas_tf.train_eval import export as export_lib
+from tunas_tf.train_eval import network
 from tunas_tf.train_eval import runner
 
 
@@ -40,7 +45,8 @@ class ExportTest(absltest.TestCase):
     self.assertEqual(self.config.export_dir,
                      os.path.join(self.config.job.model_dir, 'export'))
     self.assertEqual(sorted(os.listdir(self.config.export_dir)),
-                     ['model.tflite', 'model_int8.tflite', 'saved_model'])
+                     ['model.tflite', 'model_int8.h', 'model_int8.tflite',
+                      'saved_model'])
 
   def test_the_binary_logs_where_it_exported(self):
     # main's body on this run's metrics (the run itself is the shared one).
@@ -53,8 +59,45 @@ class ExportTest(absltest.TestCase):
     export = self.metrics['export']
     self.assertIn(f"INFO:absl:Exported: SavedModel {export['saved_model']}, "
                   f"TFLite {export['tflite']}, int8 TFLite "
-                  f"{export['tflite_int8']}", logs.output)
+                  f"{export['tflite_int8']}, C header "
+                  f"{self.metrics['micro']['header']}", logs.output)
     self.assertIsNone(train_eval_main.exported_line({'top1': 0.5}))
+
+  def test_microcontroller_figures_and_header(self):
+    micro = self.metrics['micro']
+    with open(self.metrics['export']['tflite_int8'], 'rb') as f:
+      content = f.read()
+    self.assertEqual(micro['flash_measured'], len(content))
+    self.assertEqual(micro['arena_measured'], lite.micro_arena(content))
+    self.assertBetween(micro['arena_bytes'], micro['arena_measured'],
+                       1.05 * micro['arena_measured'])
+    self.assertBetween(micro['flash_bytes'], 0.98 * len(content),
+                       1.02 * len(content))
+    self.assertBetween(micro['max_difference'], 0, 8)  # Output steps.
+    self.assertIsNone(micro['note'])
+    with open(micro['header']) as f:
+      header = f.read()
+    self.assertIn(f"kTensorArenaSize = {micro['arena_measured']};", header)
+    model = header.split('g_model[] = {')[1]
+    self.assertEqual(bytes(int(v, 16) for v in re.findall(
+        r'0x([0-9a-f]{2})', model)), content)
+    self.assertIn(f"TFLite Micro arena {memory.kilobytes(micro['arena_measured'])}"
+                  f" (est. {memory.kilobytes(micro['arena_bytes'])})",
+                  runner.result_line(self.metrics))
+
+  def test_without_tflite_micro_the_estimate_is_declared(self):
+    directory = tempfile.mkdtemp()
+    path = os.path.join(directory, export_lib.TFLITE_INT8_FILE)
+    shutil.copy(self.metrics['export']['tflite_int8'], path)
+    with mock.patch.dict(sys.modules, {'tflite_micro': None,
+                                       lite.MICRO_MODULE: None}):
+      micro = export_lib.micro(self.config,
+                               network.build_architecture(self.config), path)
+    self.assertRegex(micro['note'], '^TFLite Micro is not installed: pip '
+                     'install tflite-micro ')
+    self.assertIsNone(micro['arena_measured'])
+    with open(os.path.join(directory, export_lib.MICRO_HEADER)) as f:
+      self.assertIn(f"kTensorArenaSize = {micro['arena_bytes']};", f.read())
 
 
 class Int8FailureTest(absltest.TestCase):

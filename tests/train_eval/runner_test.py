@@ -44,6 +44,12 @@ class ResultLineTest(absltest.TestCase):
     self.assertEqual(runner.result_line(metrics),
                      'top1 0.6028  top5 0.9444  loss 1.2346  params 12345  '
                      'MACs 67890  int8 top1 0.5972 (-0.56 points)  (step 20)')
+    # TFLite Micro's figures, measured (and estimated), in KB of 1,024.
+    metrics['micro'] = {'arena_measured': 2048, 'arena_bytes': 2560,
+                        'flash_measured': 10240, 'flash_bytes': None,
+                        'note': 'x'}
+    self.assertIn('(-0.56 points)  TFLite Micro arena 2.0 KB (est. 2.5 KB)  '
+                  'flash 10.0 KB  (x)  (step 20)', runner.result_line(metrics))
 
   def test_the_printed_json_holds_the_digits_float32_carries(self):
     metrics = {'top1': 0.25, 'top5': 0.7222222089767456,
@@ -58,6 +64,11 @@ class ResultLineTest(absltest.TestCase):
         'eval_images_per_sec': None, 'global_step': 20})
     for key in ('top1', 'top5', 'loss'):  # The same float32 values.
       self.assertEqual(np.float32(printed[key]), np.float32(metrics[key]))
+    # With the int8 export, its top-1 too (the last key).
+    printed = runner.printed_metrics(dict(metrics,
+                                          int8_top1=0.5972222222222222))
+    self.assertEqual(list(printed)[-1], 'int8_top1')
+    self.assertEqual(printed['int8_top1'], 0.5972222)
 
 
 def _assert_well_under_chance(test, losses):

@@ -8,19 +8,25 @@ can build their own.
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 import sys
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from absl import app
 from absl import flags
 
 from tunas_tf.io import checks
+# The tools' `with flags.errors_in_one_line(tool):`.
+from tunas_tf.io.errors import errors_in_one_line  # pylint: disable=W0611
 from tunas_tf.io import files
 from tunas_tf.cli import process
 from tunas_tf.runtime import jobs
 
+# A binary stopped by a signal: which, and what it says it kept and how to
+# resume (`when_stopped`).
+_STOP = {'signal': 'SIGINT', 'kept': 'its files are written whole or not at '
+         'all; the same command runs it again'}
 _SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
 _FULL_HELP = ('--helpfull', '-helpfull')
 
@@ -28,8 +34,9 @@ _FULL_HELP = ('--helpfull', '-helpfull')
 def run(main: Callable, define_flags: Callable[[], None]) -> None:
   """`define_flags()`, then `absl.app.run(main)`, except that asking for
   help exits 0, that a bad flag is refused in one line
-  (`parse_flags_in_one_line`), and that the process ends as soon as `main`
-  is done (`process.exit_now`), with TF's Python log quiet
+  (`parse_flags_in_one_line`), that SIGINT or SIGTERM ends it in one line
+  (`when_stopped`), and that the process ends as soon as `main` is done
+  (`process.exit_now`), with TF's Python log quiet
   (`process.quiet_python_log`).
 
   absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
@@ -47,10 +54,27 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
     process.quiet_python_log(flags.FLAGS['verbosity'].present)
     return main(argv)
 
+  def stop(signum, frame):
+    del frame
+    _STOP['signal'] = signal.Signals(signum).name
+    raise KeyboardInterrupt
+
+  signal.signal(signal.SIGTERM, stop)  # As Ctrl-C: one line, below.
   try:
     app.run(main_quietly, flags_parser=parse_flags_in_one_line)
   except SystemExit as e:
     process.exit_now(e.code)
+  except KeyboardInterrupt:
+    print(f"{program_name()}: stopped by {_STOP['signal']}: {_STOP['kept']}",
+          file=sys.stderr)
+    process.exit_now(128 + signal.Signals[_STOP['signal']].value)
+
+
+def when_stopped(kept: str) -> None:
+  """What a binary stopped by SIGINT or SIGTERM says after 'stopped by
+  SIGINT: ' (what it kept, how to resume); `run` prints it, exit 128 +
+  the signal's number."""
+  _STOP['kept'] = kept
 
 
 def program_name() -> str:
@@ -73,16 +97,6 @@ def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
   if missing:
     sys.exit(f'{tool}: {", ".join(missing)} '
              f'{"is" if len(missing) == 1 else "are"} required')
-
-
-@contextlib.contextmanager
-def errors_in_one_line(prefix: str, *errors: type) -> Iterator[None]:
-  """Exits with 'PREFIX: message' on one line (exit code 1) for a ValueError
-  (or one of `errors`) raised inside."""
-  try:
-    yield
-  except (ValueError, *errors) as e:
-    sys.exit(f'{prefix}: ' + ' '.join(str(e).split()))
 
 
 def parse_flags_in_one_line(argv):

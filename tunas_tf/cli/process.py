@@ -1,10 +1,7 @@
 """What the binaries do to their own process: the one-line output contract
 and the measured gains (bench/DECISIONS.md, 'Kernels and the process').
-
-A binary calls `at_start()` first: TF's C++ log off, the garbage
-collector's thresholds raised and TensorFlow imported with the native lines
-below that level dropped. `flags.run` calls `quiet_python_log` before `main`
-and `exit_now` after it.
+A binary calls `at_start()` first; `flags.run` calls `quiet_python_log`
+before `main` and `exit_now` after it.
 """
 
 from __future__ import annotations
@@ -22,13 +19,9 @@ from typing import Iterator, Sequence
 # ~700 of them while TF imports, over objects that live to the end.
 GC_THRESHOLDS = (50_000, 20, 20)
 
-# The child that filters a block's stderr (`log_below_dropped`): reads its
-# stdin line by line and writes to its stdout (the parent's stderr) every
-# line but the native log lines below the level (argv[1]): absl's C++ log
-# format (`I0000 00:00:1795791205.569430    6308 port.cc:153] ...`, TF
-# 2.16+) or TF's own (`2024-01-01 12:00:00.000000: I tensorflow/...] ...`),
-# and absl's notice that it logs to stderr before `InitializeLog` (a
-# warning). Run with `python -I -S`: no site packages, ~20 ms of CPU.
+# The child that filters a block's stderr (`log_below_dropped`): stdin to
+# stdout but the native log lines below the level (argv[1]) in absl's C++
+# format (TF 2.16+) or TF's own, and absl's pre-`InitializeLog` notice.
 _FILTER = r'''
 import re, sys
 level = int(sys.argv[1])
@@ -56,10 +49,8 @@ def quiet_cpp_log(argv: Sequence[str]) -> None:
 
 
 def at_start() -> None:
-  """A binary's first call, before its other imports: `quiet_cpp_log`, then,
-  unless TensorFlow is imported already, `GC_THRESHOLDS` and TensorFlow's
-  import with the native log lines below that level dropped
-  (`log_below_dropped`: TF 2.16+ ignores the variable there)."""
+  """A binary's first call: `quiet_cpp_log`, then (unless TensorFlow is
+  imported) `GC_THRESHOLDS` and TF's import under `log_below_dropped`."""
   quiet_cpp_log(sys.argv)
   if 'tensorflow' in sys.modules:
     return
@@ -74,16 +65,10 @@ def at_start() -> None:
 
 @contextlib.contextmanager
 def log_below_dropped(min_log_level: int) -> Iterator[None]:
-  """Drops the native log lines below `min_log_level` (0 INFO, 1 WARNING,
-  2 ERROR, 3 FATAL, as `TF_CPP_MIN_LOG_LEVEL`) that the block writes to
-  file descriptor 2; every other line goes through as it comes.
-
-  For what `TF_CPP_MIN_LOG_LEVEL` cannot reach: TF 2.16+ logs through absl's
-  C++ log, which writes everything to stderr until `absl::InitializeLog()`
-  (Python never calls it). The block's stderr goes through a pipe to a child
-  process that filters it onto the real stderr, so a crash inside the block
-  loses nothing: the child forwards what it got and ends at the pipe's end.
-  """
+  """Drops the native log lines below `min_log_level` (as
+  `TF_CPP_MIN_LOG_LEVEL`, which TF 2.16+'s absl log ignores until
+  `InitializeLog`) that the block writes to fd 2, through a filtering child
+  process: a crash in the block loses no line."""
   if min_log_level <= 0:
     yield
     return
@@ -108,13 +93,8 @@ def log_below_dropped(min_log_level: int) -> Iterator[None]:
 
 
 def quiet_python_log(verbose: bool) -> None:
-  """TF's Python log once per line, and only errors unless `verbose`.
-
-  TF's logger stops passing its lines on to absl's (each came twice). Unless
-  `verbose` (`--verbosity` given), it keeps only errors, TF's Python
-  `warnings` are ignored, and the INFO notes of TensorFlow Datasets,
-  TensorFlow and matplotlib are dropped (`LibraryInfoFilter`).
-  """
+  """TF's Python log once per line (not also through absl's); unless
+  `verbose`, only errors, no TF `warnings` and no `LibraryInfoFilter` notes."""
   import warnings  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   logger = logging.getLogger('tensorflow')
@@ -129,10 +109,8 @@ def quiet_python_log(verbose: bool) -> None:
 
 
 class LibraryInfoFilter(logging.Filter):
-  """Drops records below WARNING logged from inside the
-  `tensorflow_datasets`, `tensorflow` (through absl) or `matplotlib`
-  (through `logging`) packages: progress notes of theirs, none of which
-  says anything about the run."""
+  """Drops records below WARNING from inside `tensorflow_datasets`,
+  `tensorflow` or `matplotlib`: progress notes that say nothing of the run."""
 
   _PACKAGES = tuple(f'{os.sep}{name}{os.sep}'
                     for name in ('tensorflow_datasets', 'tensorflow',
@@ -144,15 +122,9 @@ class LibraryInfoFilter(logging.Filter):
 
 
 def exit_now(code) -> None:
-  """Ends the process with `sys.exit(code)`'s status, skipping the
-  interpreter's teardown (bench/DECISIONS.md, 'Binaries end by `os._exit`').
-
-  Call it once everything `main` wrote is closed. Waits for the threads
-  that are not daemons and runs the `atexit` handlers, as Python's exit
-  does, then flushes stdout and stderr and calls `os._exit` (no freeing of
-  every object). `code` as for `sys.exit`: None is 0, an int is itself,
-  anything else is printed to stderr and is 1.
-  """
+  """Ends the process as `sys.exit(code)` would (non-daemon threads joined,
+  `atexit` handlers run, streams flushed) but by `os._exit`, skipping the
+  teardown (bench/DECISIONS.md). Call it once `main`'s files are closed."""
   if code is None:
     status = 0
   elif isinstance(code, int):

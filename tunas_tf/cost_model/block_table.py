@@ -1,12 +1,9 @@
 """The per-block latency table (ProxylessNAS's), as the coupled linear form.
 
-A network is cut into units (`architecture_units`): each layer that
-computes something, with the activation, pool and endpoint layers after it,
-and the classifier with the last unit. The table maps a unit's `key` to its
-ms timed alone. A network's prediction is `scale * (sum of its units'
-entries) + per_unit * (number of units) + offset` (`fit_correction`, fitted
-on whole networks). A unit depends only on its first layer's feature block
-(`slots` checks it), so the model is the coupled linear form.
+The table maps a unit's `key` (a computing layer with the activation, pool
+and endpoint layers after it) to its ms timed alone; a network predicts
+`scale * sum + per_unit * count + offset` (`fit_correction`). A unit depends
+only on its first layer's feature block, so the model is linear.
 """
 
 from __future__ import annotations
@@ -39,15 +36,10 @@ _MIN_RELATIVE = 1e-6
 
 @dataclasses.dataclass(frozen=True)
 class Unit:
-  """A piece of a network timed alone.
-
-  Attributes:
-    spec: a pruned `ConvTowerSpec` of one block: the unit's layers and the
-      block's width.
-    num_classes: the classifier's width when the unit ends the network,
-      else None (no classifier).
-    where: the layer it was first found at (not part of its identity).
-  """
+  """A piece of a network timed alone: `spec` a pruned one-block
+  `ConvTowerSpec` (its layers, the block's width), `num_classes` the
+  classifier's width if it ends the network, `where` the layer it was first
+  found at (not part of its identity)."""
   spec: ops.ConvTowerSpec
   image_size: int
   input_channels: int
@@ -173,18 +165,10 @@ def _relevant(space: ops.ConvTowerSpec, block: int, layer: int) -> List[int]:
 @functools.lru_cache(maxsize=8)
 def slots(ssd: str, shape: macs.InputSpec
           ) -> Tuple[Tuple[Slot, ...], Dict[str, Unit]]:
-  """Every entry the space needs at `shape`, and where it goes.
-
-  Each unit's first layer is visited with every combination of the choices
-  its feature block spans (the others at 0).
-
-  Returns:
-    (slots, units by key).
-
-  Raises:
-    ValueError: for an unknown space, or a unit that depends on choices
-      outside its feature block (naming the position).
-  """
+  """(slots, units by key): every entry the space needs at `shape`, from each
+  unit's first layer under every combination of its feature block's
+  choices. ValueError for an unknown space, or a unit depending on choices
+  outside its feature block (naming the position)."""
   space = mobile.get_search_space(ssd)
   counts = schema.num_choices(space)
   offsets = _feature_offsets(space)
@@ -227,11 +211,7 @@ def slots(ssd: str, shape: macs.InputSpec
 def linear_form(ssd: str, shape: macs.InputSpec, table: Mapping[str, float]
                 ) -> Tuple[np.ndarray, float]:
   """(kernel, bias) with `features @ kernel + bias` = the sum of the
-  architecture's units' entries, exactly.
-
-  Raises:
-    ValueError: naming the first unit the space needs that `table` lacks.
-  """
+  architecture's units' entries; ValueError naming a unit `table` lacks."""
   table_slots, units = slots(ssd, shape)
   missing = [k for k in units if k not in table]
   if missing:

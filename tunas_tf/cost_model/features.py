@@ -1,11 +1,6 @@
-"""Coupled one-hot features of a (sampled) architecture.
-
-The cost model is linear in these features, so their order is exactly the
-original's (`coupled_tf_features`), for the released coefficients to apply.
-Masks may be tensors (features: a float32 tensor) or NumPy arrays (a float32
-array), these also [B, n], one row per architecture ([B, F] features, each
-row exactly the features of that row's masks).
-"""
+"""Coupled one-hot features of a (sampled) architecture, in the original's
+order (`coupled_tf_features`) so the released coefficients apply. Masks are
+tensors or NumPy arrays, these also [B, n] (one row per architecture)."""
 
 from __future__ import annotations
 
@@ -131,16 +126,8 @@ def _ones(masks: _Masks) -> Array:
 
 @tf.autograph.experimental.do_not_convert
 def layer_features(layer: Any) -> Array:
-  """The features of one layer (or any spec value) whose OneOfs all carry
-  masks.
-
-  Returns:
-    Rank-1 float32 features of length `layer_feature_length(layer)`, as
-    `features` returns them.
-
-  Raises:
-    ValueError: if a OneOf has no mask or a mask of the wrong length.
-  """
+  """Rank-1 float32 features of one layer (any spec value) whose OneOfs carry
+  masks; ValueError for a missing mask or one of the wrong length."""
   masks = _masks_of(layer)
   out = _layer_features(layer, '', masks)
   return _ones(masks) if out is None else out
@@ -172,14 +159,9 @@ def features(spec: ops.ConvTowerSpec) -> Array:
   keys); a OneOf the concatenation of `mask[i] * layer_features(choice_i)`.
   Per-layer blocks of length 1 are dropped (a single [1] if none remain).
 
-  Returns:
-    float32 features of length `feature_length(spec)` of a `ConvTowerSpec`
-    whose OneOfs all carry masks (a tensor or an array: module docstring).
-
-  Raises:
-    ValueError: if `spec` is not a `ConvTowerSpec`, or a OneOf has no mask or
-      a mask of the wrong length, or of another batch than the first rank-2
-      one (the message names its path).
+  Returns float32 features of length `feature_length(spec)` (a tensor or an
+  array, as the masks). ValueError for another type than `ConvTowerSpec`, a
+  missing mask, or one of the wrong length or batch (naming its path).
   """
   _check_tower(spec)
   masks = _masks_of(spec)
@@ -218,13 +200,8 @@ def layer_feature_length(layer: Any) -> int:
 
 
 def block_feature_lengths(spec: ops.ConvTowerSpec) -> List[int]:
-  """Length of every per-layer feature block (length-1 blocks included).
-
-  Returns:
-    One int per layer, in network order: `n_out * n_in * L` with `n_out`,
-    `n_in` the lengths of the out and in filter masks (1 where there is
-    none) and `L = layer_feature_length(layer)`.
-  """
+  """Per layer, in network order, the length of its feature block
+  `n_out * n_in * layer_feature_length(layer)` (length-1 blocks included)."""
   _check_tower(spec)
   lengths = []
   n_in = 1
@@ -244,22 +221,15 @@ def feature_length(spec: ops.ConvTowerSpec) -> int:
 
 
 def attach_one_hot_masks(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
-  """Returns a copy of `spec` whose OneOfs carry one-hot NumPy masks.
-
-  Raises:
-    ValueError: as `schema.prune`, for indices that do not fit.
-  """
+  """A copy of `spec` whose OneOfs carry one-hot NumPy masks of `indices`;
+  ValueError as `schema.prune`."""
   return _attach_one_hot(spec, [indices], batched=False)
 
 
 def attach_batched_one_hot_masks(
     spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]) -> Any:
-  """`attach_one_hot_masks` of many architectures at once: OneOfs carry
-  [len(indices_list), n] masks, row b the one-hot mask of `indices_list[b]`.
-
-  Raises:
-    ValueError: as `schema.prune`, for the first index list that does not fit.
-  """
+  """`attach_one_hot_masks` of many architectures: [len(indices_list), n]
+  masks, row b that of `indices_list[b]`."""
   return _attach_one_hot(spec, indices_list, batched=True)
 
 
@@ -284,13 +254,8 @@ def _attach_one_hot(spec: Any,
 def batched_features(spec: ops.ConvTowerSpec,
                      indices_list: Sequence[Union[str, Sequence[int]]]
                      ) -> np.ndarray:
-  """[len(indices_list), feature_length(spec)] float32 features of fixed
-  architectures: row b is exactly
-  `features(attach_one_hot_masks(spec, indices_list[b]))`.
-
-  Raises:
-    ValueError: as `attach_batched_one_hot_masks`, or `features`.
-  """
+  """[len(indices_list), feature_length(spec)] float32 features, row b exactly
+  `features(attach_one_hot_masks(spec, indices_list[b]))`."""
   values = features(attach_batched_one_hot_masks(spec, indices_list))
   return np.ascontiguousarray(
       np.broadcast_to(values, (len(indices_list), values.shape[-1])))

@@ -1,13 +1,6 @@
-"""Fits a linear cost model to measured costs: ridge, held-out errors.
-
-`fit` fits ridge regression (`RidgeCV`, leave-one-out over `ALPHAS`, rows
-weighted by 1 / latency) on the coupled one-hot features plus a few lightly
-penalised columns of exact counts (`count_columns`): they are linear in the
-features, so the model stays `features @ kernel + bias`. It scores a seeded
-`holdout_fraction` of the rows (`scores`, beside a constant predictor's),
-then refits on all rows; `check` refuses a poor fit (`PoorFit`). The
-coefficients document is what `linear.load_coefficients` reads.
-"""
+"""Fits a linear cost model to measured costs (docs/tools.md, 'Reading the
+fit'): ridge on the coupled features plus exact count columns, folded back
+into `features @ kernel + bias`, scored on held-out rows, refitted on all."""
 
 from __future__ import annotations
 
@@ -42,11 +35,8 @@ MIN_RANK_ROWS = 10
 
 
 class PoorFit(ValueError):
-  """A fit that should not be used; the message says why and what to do.
-
-  Attributes:
-    result: what `fit` would have returned (for `--allow_poor_fit`).
-  """
+  """A fit that should not be used (the message says why and what to do);
+  `result` is what `fit` would have returned."""
 
   def __init__(self, message: str, result: Dict[str, Any]):
     super().__init__(message)
@@ -85,6 +75,20 @@ def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, Any]:
           'within5_percent': float(100.0 * np.mean(error <= 0.05)),
           'within10_percent': float(100.0 * np.mean(error <= 0.10)),
           'kendall_tau': tau}
+
+
+def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
+                         repeats: Sequence[int]) -> Optional[float]:
+  """The rows' own timing noise, in percent: the median over rows of the
+  standard error of a row's median, 1.2533 x (IQR / 1.349) / sqrt(rounds),
+  over its latency (normal rounds). No model predicts a row better than it
+  was measured; None without rows."""
+  latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
+      latencies, spreads, repeats))
+  if not latencies.size:
+    return None
+  error = 1.2533 * spreads / 1.349 / np.sqrt(np.maximum(repeats, 1))
+  return float(100 * np.median(error / latencies))
 
 
 def figures(scored: Dict[str, Any], rows: int) -> str:
@@ -188,27 +192,23 @@ def _checked_latencies(indices: Sequence[Any], latencies: Sequence[float]
 def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
         seed: int = 0, holdout_fraction: float = 0.2,
         shape: Optional[macs_lib.InputSpec] = None,
-        allow_poor_fit: bool = False) -> Dict[str, Any]:
-  """Fits the linear latency model, scores it on held-out rows, refits on all.
+        allow_poor_fit: bool = False,
+        noise_percent: Optional[float] = None) -> Dict[str, Any]:
+  """Fits the linear latency model on (`indices`, `latencies` ms), scores it
+  on the held-out rows of `split`, refits on all.
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    indices, latencies: one architecture (a list or '0:2:1') per measured
-      latency (ms, positive).
-    seed, holdout_fraction: the held-out split (`split`).
-    shape: the input the rows were measured at (the count columns'); default
-      the space's.
+    shape: the input the rows were measured at (default the space's).
     allow_poor_fit: return a fit `check` refuses, with its `warning`.
+    noise_percent: the rows' `timing_noise_percent`, if known.
 
   Returns:
-    dict: `coefficients` (what `linear.load_coefficients` reads, the
-    held-out figures beside them) and `predictions` (the final model's, of
-    every row, ms).
+    dict: `coefficients` (what `linear.load_coefficients` reads, with the
+    held-out figures) and `predictions` (of every row, ms).
 
   Raises:
-    ValueError: for an unknown space, mismatched lengths, indices that do not
-      fit the space, or too few rows (`split_sizes`).
-    PoorFit: for a fit `check` refuses, unless `allow_poor_fit`.
+    ValueError: an unknown space, mismatched lengths, bad indices or too few
+      rows. PoorFit: a fit `check` refuses, unless `allow_poor_fit`.
   """
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)
@@ -234,7 +234,8 @@ def fit(ssd: str, indices: Sequence[Any], latencies: Sequence[float],
       num_rows=int(len(indices)),
       holdout=_holdout(holdout_fraction, seed, latencies, train, held_out,
                        lambda rows: model.predict(x[rows]),
-                       alpha=float(model.alpha_)))
+                       alpha=float(model.alpha_),
+                       timing_noise_percent=noise_percent))
 
 
 def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
@@ -242,32 +243,13 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
               holdout_fraction: float = 0.2,
               shape: Optional[macs_lib.InputSpec] = None,
               train_rows: Optional[int] = None,
-              allow_poor_fit: bool = False) -> Dict[str, Any]:
-  """The block-table model (`block_table`): the table's sum, corrected on
-  whole networks, scored on held-out ones.
-
-  The correction (`block_table.fit_correction`: scale, per unit, offset) is
-  fitted on the training rows of `split` (the first `train_rows` of them
-  when given: what a user measures besides the table) and scored on the
-  held-out rows, the same rows `fit` scores; then refitted on all rows.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    table: unit key -> ms (`tools/measure_latency --block_table`).
-    indices, latencies: whole networks measured on the same device.
-    seed, holdout_fraction: the held-out split (`split`).
-    shape: the input the table and rows were measured at.
-    train_rows: at most this many training rows for the correction.
-    allow_poor_fit: return a fit `check` refuses, with its `warning`.
-
-  Returns:
-    As `fit`: `coefficients` (form 'block_table': the corrected coupled
-    linear form, the table and the correction) and `predictions`.
-
-  Raises:
-    ValueError: a unit the space needs missing from `table`, or as `fit`.
-    PoorFit: unless `allow_poor_fit`, for a fit `check` refuses.
-  """
+              allow_poor_fit: bool = False,
+              noise_percent: Optional[float] = None) -> Dict[str, Any]:
+  """The block-table model: the sum of `table` (unit key -> ms), corrected
+  (`block_table.fit_correction`) on the training rows of `split` (the first
+  `train_rows` of them if given), scored on the held-out rows `fit` scores,
+  refitted on all. Returns as `fit` (form 'block_table'); raises as `fit`,
+  and ValueError for a unit missing from `table`."""
   from tunas_tf.cost_model import block_table  # pylint: disable=g-import-not-at-top
   latencies = _checked_latencies(indices, latencies)
   train, held_out = split(len(indices), holdout_fraction, seed)
@@ -300,6 +282,7 @@ def fit_table(ssd: str, table: Dict[str, float], indices: Sequence[Any],
       holdout=_holdout(
           holdout_fraction, seed, latencies, train, held_out,
           lambda rows: predict(correction, rows), correction=correction,
+          timing_noise_percent=noise_percent,
           **{f'uncorrected_{k}': v for k, v in uncorrected.items()}))
 
 
@@ -323,9 +306,8 @@ def _result(ssd: str, features: np.ndarray, kernel: np.ndarray, bias: float,
 def _holdout(fraction: float, seed: int, latencies: np.ndarray,
              train: np.ndarray, held_out: np.ndarray, predict: Any,
              **more: Any) -> Dict[str, Any]:
-  """The coefficients' `holdout`: the split, the held-out scores of the
-  model fitted on `train` (`predict(rows)` its predictions) and of the
-  constant predictor (the train mean; `constant_` names), `more` and the
+  """The coefficients' `holdout`: the split, the held-out `scores` of
+  `predict(rows)` and (`constant_*`) of the train mean, `more`, the
   training MAPE."""
   held = latencies[held_out]
   constant = scores(np.full([len(held_out)], latencies[train].mean()), held)
@@ -338,18 +320,19 @@ def _holdout(fraction: float, seed: int, latencies: np.ndarray,
 
 
 def check(coefficients: Dict[str, Any]) -> Optional[str]:
-  """Why a fitted model should not be used, with what to do; None if fine.
-
-  Refused: a penalty at the top of its grid (the model is about a constant)
-  or at its bottom (nothing held it back) unless `ACCURATE_WITHIN10_PERCENT`
-  of the held-out rows are within +-10%, on the held-out fit or the final
-  one; a held-out MAPE above `BETTER_THAN_CONSTANT` times the constant
-  predictor's; fewer than `MIN_WITHIN10_PERCENT` of the held-out rows
-  within +-10%.
-  """
+  """Why a fitted model should not be used, with what to do; None if fine
+  (the rules: docs/tools.md, 'Reading the fit')."""
   h = coefficients['holdout']
   rows = coefficients['num_rows']
-  more = (f'measure about {max(rows, 40)} more architectures (at least '
+  noise = h.get('timing_noise_percent')
+  more = (f'the device\'s timing is the limit, not the rows: the held-out '
+          f'MAPE {h["mape_percent"]:.3g}% is within the rows\' own timing '
+          f'noise {noise:.3g}% (the standard error of a row\'s median), which '
+          'more architectures cannot lower; measure again on a quieter device '
+          '(idle, pinned --cpus), with a robust statistic (the median of many '
+          'runs, not their mean) or more invocations (--repeats)'
+          if noise is not None and h['mape_percent'] <= noise else
+          f'measure about {max(rows, 40)} more architectures (at least '
           f'doubling the {rows} rows; tools/measure_latency appends to its '
           'CSV' + ('' if 'table' in coefficients else
                    ', and --most_informative picks the ones the fit lacks') +
@@ -373,8 +356,9 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   if h['within10_percent'] < MIN_WITHIN10_PERCENT:
     return (f'{h["within10_percent"]:.3g}% of the {h["num_held_out"]} '
             f'held-out rows are within +-10%, under the bar of '
-            f'{MIN_WITHIN10_PERCENT:g}%; {more} (or, if the pass\'s own '
-            'noise is near the held-out MAPE, with more --repeats)')
+            f'{MIN_WITHIN10_PERCENT:g}%; {more}' + (
+                '' if noise is not None else ' (or, if the pass\'s own noise '
+                'is near the held-out MAPE, with more --repeats)'))
   return None
 
 

@@ -1,12 +1,12 @@
 """The linear cost model: `features @ kernel + bias`.
 
-One format, three kinds: 'released' (the original's simulated Pixel-1 ms,
-`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space) or a
-coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
+One format, four kinds: 'released' (the original's simulated Pixel-1 ms,
+`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space), 'flash' (the
+int8 model's bytes, `memory`) or a coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
 `get_cost_model` resolves a `--cost_model` value once into a
 `LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
-`estimate_cost(s)_of_indices` and `default_target` take; `cost_units` and
-`cost_text` are how every line and chart prints a cost.
+`estimate_cost(s)_of_indices`, `cost_range` (the space's exact cheapest and
+dearest) and `default_target` take; `cost_units` and `cost_text` print costs.
 """
 
 
@@ -24,17 +24,21 @@ import tensorflow as tf
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 from tunas_tf.cost_model import features as features_lib
 from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
 RELEASED = 'released'
 MACS = 'macs'
+FLASH = 'flash'  # The int8 .tflite's bytes (`memory.flash_cost_model`).
 FITTED = 'fitted'  # The kind of a model read from a coefficients JSON.
-COST_MODEL_KINDS = (RELEASED, MACS)
+COST_MODEL_KINDS = (RELEASED, MACS, FLASH)
 MACS_UNITS = 'multiply-adds'
+FLASH_UNITS = 'int8 model, bytes'
 RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
 UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
@@ -57,8 +61,8 @@ class LinearCostModel:
     units: what the estimate measures, e.g. 'simulated Pixel-1 latency, ms'.
     kernel: read-only float64 NumPy array [num_features].
     bias: Python float.
-    source: 'macs', or the path of the JSON it was read from.
-    kind: `RELEASED`, `MACS`, or `FITTED` (any other coefficients JSON).
+    source: 'macs', 'flash', or the path of the JSON it was read from.
+    kind: `RELEASED`, `MACS`, `FLASH`, or `FITTED` (any other JSON).
     measured_with: how a fitted model's latencies were measured (the
       JSON's `measured_with`, written by `tools/fit_cost_model`), or None.
   """
@@ -87,7 +91,8 @@ def cost_units(cost_model: Optional[str]) -> str:
   (no space needed): 'MACs', 'ms', a coefficients JSON's own units, or
   `UNKNOWN_UNITS` when that file cannot be read here (a report of a run
   whose fitted model is gone)."""
-  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS}.get(cost_model or '')
+  units = {MACS: MACS_UNITS, RELEASED: RELEASED_UNITS,
+           FLASH: FLASH_UNITS}.get(cost_model or '')
   if units is None and cost_model:
     try:
       units = files.read_json(cost_model).get('units')
@@ -123,25 +128,20 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
     raise ValueError(f'Cost model {path}: cannot read it ({e})') from None
   except json.JSONDecodeError as e:
     raise ValueError(f'Cost model {path}: not valid JSON ({e})') from None
-  if not isinstance(data, dict):
-    raise ValueError(f'Cost model {path}: expected a JSON object with fields '
-                     f'{list(_REQUIRED_FIELDS)}, got {type(data).__name__}')
-  form = data.get('form', LINEAR_FORM)
+  what = f'Cost model {path}'
+  form = records.check_keys(data, what, ()).get('form', LINEAR_FORM)
   if form not in FORMS:
-    raise ValueError(f"Cost model {path}: unknown form {form!r}; expected one "
-                     f'of {list(FORMS)}')
+    raise ValueError(f"{what}: unknown form {form!r}; expected one of "
+                     f'{list(FORMS)}')
   needed = _REQUIRED_FIELDS + _FORM_FIELDS.get(form, ())
-  for field in needed:
-    if field not in data:
-      raise ValueError(f'Cost model {path}: missing field {field!r} (a '
-                       f'{form!r} model needs {list(needed)})')
+  records.check_keys(data, what, needed,
+                     hint=f' (a {form!r} model needs {list(needed)})')
   _check_form_fields(path, form, data)
   if data['ssd'] != ssd:
-    raise ValueError(f"Cost model {path}: field 'ssd' is {data['ssd']!r}, but "
-                     f'the search space is {ssd!r}')
-  if not isinstance(data['units'], str):
-    raise ValueError(f"Cost model {path}: field 'units' must be a string, got "
-                     f"{data['units']!r}")
+    raise ValueError(f"{what}: field 'ssd' is {data['ssd']!r}, but the search "
+                     f'space is {ssd!r}')
+  records.check_value(what, 'units', data['units'], 'str')
+  records.check_value(what, 'bias', data['bias'], 'float')
   expected = _space_feature_length(ssd)
   num_features = data['num_features']
   if isinstance(num_features, bool) or num_features != expected:
@@ -157,9 +157,6 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   if bad:
     raise ValueError(f"Cost model {path}: field 'kernel' has a non-number "
                      f'{kernel[bad[0]]!r} at position {bad[0]}')
-  if not checks.is_number(data['bias']):
-    raise ValueError(f"Cost model {path}: field 'bias' must be a finite "
-                     f"number, got {data['bias']!r}")
   array = np.asarray(kernel, np.float64)
   array.setflags(write=False)
   measured_with = data.get('measured_with')
@@ -285,12 +282,15 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
           f'adds, any space) or the path of a fitted coefficients JSON')
     model = load_coefficients(os.path.join(_DATA_DIR, f'{ssd}.json'), ssd)
     return dataclasses.replace(model, kind=RELEASED)
-  if cost_model == MACS:
+  if cost_model in (MACS, FLASH):
     shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-    kernel, bias = macs.macs_cost_model(ssd, shape.image_size,
-                                        shape.num_classes, shape.input_channels)
-    return LinearCostModel(ssd=ssd, units=MACS_UNITS, kernel=kernel,
-                           bias=bias, source=MACS, kind=MACS)
+    count = (macs.macs_cost_model if cost_model == MACS
+             else memory.flash_cost_model)
+    kernel, bias = count(ssd, shape.image_size, shape.num_classes,
+                         shape.input_channels)
+    return LinearCostModel(
+        ssd=ssd, units=MACS_UNITS if cost_model == MACS else FLASH_UNITS,
+        kernel=kernel, bias=bias, source=cost_model, kind=cost_model)
   if not isinstance(cost_model, str) or not _is_file(cost_model):
     raise ValueError(
         f'Unknown cost model {cost_model!r}; expected one of '
@@ -317,6 +317,12 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
         f'input ({", ".join(f"{k}={v}" for k, v in shape.items())})')
   for key, value in shape.items():
     measured = getattr(model.measured_with, key)
+    if measured != value and key == 'precision':  # The flag first.
+      raise ValueError(
+          f'Cost model {model.source} was measured in {measured}, not '
+          f'{value}: search {measured} latencies with --latency_precision='
+          f'{measured}, or measure and fit one in {value} '
+          f'(tools/measure_latency --precision={value})')
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '
@@ -434,23 +440,50 @@ def default_target(model: LinearCostModel) -> float:
 
   A released model: the original's target for the space (84 ms; 57 ms for
   the MobileNetV3-like space). Any other model: the geometric mean of the
-  estimated costs of the space's smallest and largest architectures
-  (`schema.extreme_indices`), so the target sits inside the space's range.
+  space's cheapest and dearest costs (`cost_range`), inside its range.
   """
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
-  low, high = cost_range(model)
-  return math.sqrt(low * high)
+  return math.sqrt(math.prod(cost_range(model)))
 
 
 def cost_range(model: LinearCostModel) -> Tuple[float, float]:
-  """(low, high): the estimated costs of the space's smallest and largest
-  architectures (`schema.extreme_indices`), the lower first."""
-  spec = mobile.get_search_space(model.ssd)
-  costs = estimate_costs_of_indices(
-      [schema.extreme_indices(spec, largest) for largest in (False, True)],
-      model)
-  return float(min(costs)), float(max(costs))
+  """(cheapest, dearest) cost of any architecture of the model's space,
+  exactly, in its units.
+
+  A layer's feature block is `kron(out_mask, in_mask, own)` with its own
+  decisions independent of every other's, so every position of `own` is
+  reachable: a layer adds the min (max) of its kernel row for the widths
+  (o, i), i = o past a block's first layer. A dynamic program over the
+  blocks' widths then adds them up (the widths chain block to block).
+  """
+  _check_model(model, 'cost_range')
+  space = mobile.get_search_space(model.ssd)
+  lengths = iter(features_lib.block_feature_lengths(space))
+  extremes = [np.zeros([1]), np.zeros([1])]  # Per width of the last block.
+  at = 0
+  for block in space.blocks:
+    if not block.layers:
+      continue
+    n_in = len(extremes[0])
+    n = (len(block.filters.choices)
+         if isinstance(block.filters, schema.OneOf) else 1)
+    steps = [np.zeros([n_in, n]), np.zeros([n_in, n])]
+    for j, _ in enumerate(block.layers):
+      length = next(lengths)
+      width_in = n_in if j == 0 else n
+      if length <= 1:  # Dropped from the features: the bias has it.
+        continue
+      rows = model.kernel[at:at + length].reshape(n, width_in, -1)
+      at += length
+      for step, reduce in zip(steps, (np.min, np.max)):
+        layer = reduce(rows, axis=-1)  # [n, width_in]
+        step += layer.T if j == 0 else np.diag(layer)[None, :]
+    extremes = [(e[:, None] + step).min(0) if k == 0 else
+                (e[:, None] + step).max(0)
+                for k, (e, step) in enumerate(zip(extremes, steps))]
+  return (float(extremes[0].min()) + model.bias,
+          float(extremes[1].max()) + model.bias)
 
 
 # A search needs costs that vary over the space by at least this share of
@@ -458,30 +491,23 @@ def cost_range(model: LinearCostModel) -> Tuple[float, float]:
 MIN_RELATIVE_RANGE = 0.02
 
 
-def check_varies(model: LinearCostModel, num: int = 200,
-                 seed: int = 0) -> None:
+def check_varies(model: LinearCostModel) -> None:
   """Refuses a cost model whose costs hardly vary over the space.
 
   A search trades accuracy against cost; a model that gives every
   architecture about the same cost (e.g. a fit that learned a constant)
-  makes the cost term meaningless. The costs of `num` uniform
-  architectures and the space's smallest and largest are compared (all at
-  once, `estimate_costs_of_indices`).
+  makes the cost term meaningless.
 
   Raises:
-    ValueError: when their range is under `MIN_RELATIVE_RANGE` of their
-      median, naming the range in the model's units.
+    ValueError: when the space's exact range (`cost_range`) is under
+      `MIN_RELATIVE_RANGE` of its midpoint, naming it in the model's units.
   """
-  from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top
-  spec = mobile.get_search_space(model.ssd)
-  candidates = sample.sample_indices(model.ssd, num, seed) + [
-      schema.extreme_indices(spec, largest) for largest in (False, True)]
-  costs = estimate_costs_of_indices(candidates, model)
-  low, high, median = costs.min(), costs.max(), float(np.median(costs))
-  if not high - low >= MIN_RELATIVE_RANGE * abs(median):
+  low, high = cost_range(model)
+  middle = abs(low + high) / 2
+  if not high - low >= MIN_RELATIVE_RANGE * middle:
     raise ValueError(
         f'Cost model {model.source} hardly varies over {model.ssd!r}: '
-        f'{low:.6g}..{high:.6g} {model.units} over {len(candidates)} '
-        f'architectures ({100 * (high - low) / abs(median):.2g}% of the '
-        'median), so the search cannot trade accuracy against it; refit it '
-        'with more measured architectures (fit_cost_model says how many)')
+        f'{low:.6g}..{high:.6g} {model.units} from its cheapest to its '
+        f'dearest architecture ({100 * (high - low) / middle:.2g}% of '
+        'their mean), so the search cannot trade accuracy against it; refit '
+        'it with more measured architectures (fit_cost_model says how many)')

@@ -1,11 +1,6 @@
-"""Multiply-adds of a network, and the exact linear `macs` cost model.
-
-`count_macs` counts one multiply-add per weight per output position
-(convolutions, depthwise convolutions, squeeze-and-excite, the classifier),
-nothing for batch norm, biases, activations, adds and pools. The count is
-exactly linear in `cost_model.features`, so `macs_cost_model` derives the
-coefficients directly.
-"""
+"""Multiply-adds of a network, and the exact linear `macs` cost model: the
+count is exactly linear in `cost_model.features`, so the coefficients are
+derived, not fitted."""
 
 from __future__ import annotations
 
@@ -33,11 +28,8 @@ class InputSpec:
 
 
 def default_input(ssd: str) -> InputSpec:
-  """The input a space is designed for, from its `mobile.space_info` record.
-
-  Raises:
-    ValueError: for an unknown `ssd` (the message lists the known ones).
-  """
+  """The input space `ssd` is designed for (`mobile.space_info`); ValueError
+  for an unknown space."""
   info = mobile.space_info(ssd)
   return InputSpec(image_size=info.image_size, num_classes=info.num_classes,
                    input_channels=info.input_channels)
@@ -46,11 +38,8 @@ def default_input(ssd: str) -> InputSpec:
 def resolve_input(ssd: str, image_size: Optional[int] = None,
                   num_classes: Optional[int] = None,
                   input_channels: Optional[int] = None) -> InputSpec:
-  """`default_input(ssd)` with the given values overriding the defaults.
-
-  Raises:
-    ValueError: for an unknown `ssd` or a value that is not a positive int.
-  """
+  """`default_input(ssd)` with the given values instead; ValueError for an
+  unknown space or a value that is not a positive int."""
   default = default_input(ssd)
   chosen = InputSpec(
       image_size=default.image_size if image_size is None else image_size,
@@ -96,14 +85,9 @@ def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
   `H_out * W_out * k * k * C`; squeeze-and-excite `C * S + S * C` with
   `S = make_divisible(SE_RATIO * C, filters_base)`, C the expanded width; the
   head a 1x1 convolution to `num_classes` at the final resolution (1 after a
-  global pool). Padding is 'SAME': `H_out = ceil(H / stride)`.
-
-  `pruned_spec` is a `ConvTowerSpec` without OneOfs (e.g. `schema.prune`);
-  `image_size` (square), `num_classes` and `input_channels` positive ints.
-
-  Raises:
-    ValueError: for a spec that still holds OneOfs or malformed shapes (see
-      `resolve.resolve_layers`).
+  global pool); `H_out = ceil(H / stride)` ('SAME'). Nothing for batch norm,
+  biases, activations, adds and pools. ValueError for a spec still holding
+  OneOfs or malformed shapes (`resolve.resolve_layers`).
   """
   layers = resolve.resolve_layers(pruned_spec, image_size, input_channels)
   total = sum(layer_macs(layer) for layer in layers)
@@ -138,26 +122,14 @@ def _layer_alternatives(layer: Any) -> Dict[int, List[Any]]:
 def macs_cost_model_for_spec(spec: ops.ConvTowerSpec, image_size: int,
                              num_classes: int, input_channels: int = 3
                              ) -> Tuple[np.ndarray, float]:
-  """Coefficients of the exact linear MAC model of a search space.
+  """(kernel, bias) of the exact linear MAC model of `spec`: for every one-hot
+  architecture, `features(attach_one_hot_masks(spec, indices)) @ kernel +
+  bias == count_macs(schema.prune(spec, indices), ...)`, since a layer's MACs
+  depend only on its block's width, its input width and its own choices.
 
-  For every one-hot architecture of `spec`,
-  `features(attach_one_hot_masks(spec, indices)) @ kernel + bias` equals
-  `count_macs(schema.prune(spec, indices), ...)`: a layer's MACs depend only
-  on its block's width, its input width and its own choices, which is what
-  its feature block encodes one-hot.
-
-  `spec` is a `ConvTowerSpec`, with or without OneOfs; the input sizes as
-  for `count_macs`.
-
-  Returns:
-    (kernel, bias): a read-only float64 NumPy array of length
-    `features.feature_length(spec)` and a Python float. Positions no one-hot
-    architecture reaches hold 0.
-
-  Raises:
-    ValueError: if the MACs are not linear in the features: a layer whose
-      choices change the resolution, or two choices sharing a feature with
-      different MACs.
+  The kernel is a read-only float64 array (0 where no architecture reaches);
+  ValueError when the MACs are not linear in the features (a choice changing
+  the resolution, or choices sharing a feature with different MACs).
   """
   return layer_count_model(spec, image_size, num_classes, input_channels,
                            layer_macs, classifier_macs, 'macs')
@@ -233,12 +205,8 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
 @functools.lru_cache(maxsize=32)
 def macs_cost_model(ssd: str, image_size: int, num_classes: int,
                     input_channels: int) -> Tuple[np.ndarray, float]:
-  """`macs_cost_model_for_spec` of a named space, cached (a reference model:
-  the kernel [0.] and its MACs as the bias).
-
-  Raises:
-    ValueError: for an unknown `ssd`.
-  """
+  """`macs_cost_model_for_spec` of space `ssd`, cached (a reference model:
+  kernel [0.], its MACs the bias); ValueError for an unknown space."""
   return macs_cost_model_for_spec(mobile.get_search_space(ssd), image_size,
                                   num_classes, input_channels)
 

@@ -1,17 +1,17 @@
-"""How latencies were measured: one record with fixed keys.
-
-`Provenance` is written beside a latency CSV (`latency/rows`), copied into
-the model fitted from it (its `measured_with`) and compared wherever rows
-or models meet: rows appended to a CSV, a block table and its networks, a
-model and a search's input (`linear.get_cost_model`).
-"""
+"""How latencies were measured: one record, written beside a latency CSV,
+copied into the model fitted from it and compared wherever rows or models
+meet."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 from typing import Any, Dict, Optional, Tuple
 
+from tunas_tf.io import checks
 from tunas_tf.io import lite
+from tunas_tf.io import records
 from tunas_tf.cost_model import macs
 
 BACKENDS = ('tflite', 'tf', 'command')  # This host's two, or a command.
@@ -19,7 +19,6 @@ PRECISIONS = lite.PRECISIONS
 # Settings files note these too (`latency/rows`); they are not provenance.
 NOTES = ('protocol', 'load_at_start')
 SHAPE = ('image_size', 'num_classes', 'input_channels')
-_REQUIRED = ('ssd',) + SHAPE + ('backend', 'device')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,33 +52,19 @@ class Provenance:
 
   @classmethod
   def from_dict(cls, data: Any, source: str) -> 'Provenance':
-    """The record of a settings file or a model's `measured_with`.
-
-    Raises:
-      ValueError: naming `source` and the key that is missing, unknown or
-        malformed.
-    """
-    if not isinstance(data, dict):
-      raise ValueError(f'{source}: expected an object with keys '
-                       f'{list(_REQUIRED)}, got {data!r}')
+    """The record of a settings file or a model's `measured_with`; ValueError
+    naming `source` and a missing, unknown or malformed key."""
     names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names) - set(NOTES))
-    missing = [k for k in _REQUIRED if data.get(k) is None]
-    if unknown or missing:
-      raise ValueError(f'{source}: ' + (f'unknown keys {unknown}' if unknown
-                                        else f'missing {missing}') +
-                       f'; a provenance has {names}')
-    record = cls(**{k: data[k] for k in names if data.get(k) is not None})
+    record = records.from_dict(cls, data, source, ignored=NOTES,
+                               hint=f'; a provenance has {names}')
     record._check(source)
     return record
 
   def _check(self, source: str) -> None:
     for name in SHAPE + (() if self.num_threads is None else
                          ('num_threads',)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'{source}: {name} must be an int >= 1, got '
-                         f'{value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True,
+                    prefix=f'{source}: ')
     for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f'{source}: unknown {name} '
@@ -99,11 +84,42 @@ class Provenance:
     return macs.InputSpec(self.image_size, self.num_classes,
                           self.input_channels)
 
+  @property
+  def named(self) -> bool:
+    """Whether a command's device was given a name (`--device_name`), which
+    is then its identity, whatever the command."""
+    return self.backend == 'command' and not self.device.startswith(
+        'command: ')
+
   def difference(self, other: 'Provenance', keys: Tuple[str, ...] = ()
                  ) -> Optional[str]:
     """'backend='tf', not 'tflite'': the first of `keys` (default all) where
-    this record differs from `other`; None if none does."""
+    this record differs from `other`; None if none does. Commands compare
+    as `normalized_command`s; a named device's command does not count."""
     for key in keys or tuple(f.name for f in dataclasses.fields(self)):
-      if getattr(self, key) != getattr(other, key):
+      mine, theirs = getattr(self, key), getattr(other, key)
+      if key == 'device_command' and self.named and self.device == (
+          other.device):
+        continue
+      if key in ('device', 'device_command') and mine and theirs:
+        mine, theirs = normalized_command(mine), normalized_command(theirs)
+      if mine != theirs:
         return f'{key}={getattr(self, key)!r}, not {getattr(other, key)!r}'
     return None
+
+
+def normalized_command(command: str) -> str:
+  """`command` with each path-like token (or a --flag=value's value)
+  through `os.path.normpath` ('//' and '/./' collapse): a command's
+  identity, whatever its spelling."""
+  try:
+    tokens = shlex.split(command)
+  except ValueError:
+    return command
+  normalized = []
+  for token in tokens:
+    head, sep, value = token.rpartition('=')
+    if value.startswith(('/', './', '../')):
+      value = os.path.normpath(value)
+    normalized.append(head + sep + value)
+  return shlex.join(normalized)

@@ -1,11 +1,7 @@
-"""Datasets of both binaries: `digits` (offline) and TFDS image classification.
-
-`digits` is scikit-learn's bundled 8x8 digits (1,797 images, 10 classes)
-split with a fixed seed 60/20/20; a TFDS dataset gives `search_validation` as
-the first `validation_examples` images of `train`, `search_train` as the
-rest, and `test` (or `validation`). Every split is an ordered `Source`, read
-for training as a `streams.keyed_batches` stream.
-"""
+"""Datasets of both binaries: `digits` (scikit-learn's 8x8, split 60/20/20
+with a fixed seed) and TFDS image classification (`search_validation` the
+first `validation_examples` of `train`, `search_train` the rest, `test` or
+`validation`). Every split is an ordered `Source`."""
 
 from __future__ import annotations
 
@@ -45,14 +41,9 @@ _DIGITS_FRACTIONS = (0.6, 0.2)  # search-train, search-validation; rest test.
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-  """What the model and the schedules need to know about a dataset.
-
-  Attributes:
-    image_size: side of the (square) images the pipeline emits.
-    split_sizes: dict split name (`SPLITS`) -> number of examples.
-    stored_shape: (height, width) of the stored images, None where they
-      vary.
-  """
+  """What the model and the schedules need to know about a dataset:
+  `image_size` the pipeline's side, `split_sizes` by `SPLITS`, `stored_shape`
+  (H, W) with None where they vary."""
   name: str
   image_size: int
   num_channels: int
@@ -82,8 +73,8 @@ class DatasetInfo:
 def default_preprocessing(name: str,
                           stored_shape: Tuple[Optional[int], Optional[int]]
                           ) -> str:
-  """`none` for digits, `cifar` for small fixed-size square images, else
-  (larger, non-square or varying ones) `imagenet`."""
+  """`none` for digits, `cifar` for small fixed square images, else
+  `imagenet`."""
   if name == DIGITS:
     return NONE
   height, width = stored_shape
@@ -103,8 +94,7 @@ def check_preprocessing(name: str, preprocessing: str) -> None:
 
 
 def _digits_file() -> str:
-  """scikit-learn's copy of UCI's digits (a row of 64 pixels and the label
-  per image), found without importing scikit-learn (slow to import)."""
+  """scikit-learn's digits CSV, found without importing scikit-learn (slow)."""
   package = importlib.util.find_spec('sklearn')
   path = os.path.join(package.submodule_search_locations[0], 'datasets',
                       'data', 'digits.csv.gz') if package else ''
@@ -118,8 +108,8 @@ def _digits_file() -> str:
 
 @functools.lru_cache(maxsize=1)
 def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
-  """The deterministic digits splits: dict split -> (images float32
-  [N, 8, 8, 1] in [0, 1], labels int64 [N]), N 1,078 / 359 / 360."""
+  """The digits splits: {split: (float32 [N, 8, 8, 1] in [0, 1], int64 [N])},
+  N 1,078 / 359 / 360."""
   table = np.loadtxt(_digits_file(), delimiter=',')
   images = (table[:, :-1].reshape([-1, 8, 8]).astype(np.float32) /
             16.0)[..., None]
@@ -132,12 +122,8 @@ def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
 
 
 def test_split(split_names) -> str:
-  """The held-out evaluation split of a TFDS dataset: `test`, or where there
-  is none `validation` (`imagenet2012`, whose test labels are not public).
-
-  Raises:
-    ValueError: when the dataset has neither.
-  """
+  """`test`, or else `validation` (imagenet2012's test labels are not
+  public); ValueError for neither."""
   for name in ('test', 'validation'):
     if name in split_names:
       return name
@@ -148,13 +134,9 @@ def test_split(split_names) -> str:
 def holdout_splits(num_train_examples: int,
                    validation_examples: int,
                    test: str = 'test') -> Dict[str, str]:
-  """TFDS split strings that carve the search splits out of `train`: dict
-  `search_train` -> 'train[v:]', `search_validation` -> 'train[:v]', `test`
-  -> `test` (`test_split`), v = `validation_examples`.
-
-  Raises:
-    ValueError: unless 0 < v < num_train_examples.
-  """
+  """TFDS split strings: `search_train` 'train[v:]', `search_validation`
+  'train[:v]', `test` `test`, v = `validation_examples`; ValueError unless
+  0 < v < num_train_examples."""
   if not 0 < validation_examples < num_train_examples:
     raise ValueError(
         f'validation_examples must be in 1..{num_train_examples - 1} for a '
@@ -168,19 +150,17 @@ def holdout_splits(num_train_examples: int,
 def dataset_info(name: str, data_dir: Optional[str] = None,
                  download: bool = False, validation_examples: int = 0,
                  image_size: Optional[int] = None) -> DatasetInfo:
-  """Describes `name` (loading the metadata, not the images).
+  """The `DatasetInfo` of `name` (metadata only, not the images).
 
   Args:
     name: `digits` or a TFDS image-classification dataset.
     download: let TFDS download and prepare a missing dataset.
-    validation_examples: TFDS only: training images held out for the
-      controller (see `holdout_splits`); 0: none.
-    image_size: the run's side (`--image_size`); default the dataset's own
-      (digits: only its own, 8).
+    validation_examples: TFDS only: `train` images held out (0: none).
+    image_size: the run's side; default the dataset's own (digits: 8 only).
 
   Raises:
-    ValueError: unknown dataset, missing data, an unusable split, or an
-      `image_size` or hold-out digits does not have (naming the flag).
+    ValueError: naming the flag: unknown dataset, missing data, an unusable
+      split, or an `image_size` or hold-out digits does not have.
   """
   if name == DIGITS:
     if image_size not in (None, 8):
@@ -219,20 +199,9 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
 
 
 class Source(NamedTuple):
-  """One ordered split, before decoding.
-
-  Fields:
-    examples: `tf.data.Dataset` of (image as stored, int64 label), always in
-      the same order.
-    size: number of examples.
-    decode: image as stored -> float32 [H, W, C] in [0, 1] at the run's size
-      (a traceable function of one image).
-    encoded: whether the images are stored encoded (TFDS: PNG or JPEG).
-    channels, stored_shape, image_size: the images' channels, stored (H, W)
-      (None where they vary) and the run's side.
-    split: the split, as messages name it, e.g. "search_train
-      (train[:-10000]) of 'imagenet2012'".
-  """
+  """One ordered split, before decoding: `examples` (image as stored, int64
+  label); `decode` image as stored -> float32 [H, W, C] in [0, 1] at the run's
+  size; `encoded` for TFDS's PNG/JPEG; `split` as messages name it."""
   examples: tf.data.Dataset
   size: int
   decode: Callable[[tf.Tensor], tf.Tensor]
@@ -245,16 +214,9 @@ class Source(NamedTuple):
 
   def preprocess_fn(self, preprocessing: Optional[str], training: bool
                     ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    """(image as stored, int64 [2] seed) -> the network's input image.
-
-    Args:
-      preprocessing: `IMAGENET`, `CIFAR`, `NONE`, or None for the dataset's
-        default (`default_preprocessing`).
-      training: the training side (augmented), else evaluation.
-
-    Raises:
-      ValueError: for `IMAGENET` on images that are not encoded (digits).
-    """
+    """(image as stored, int64 [2] seed) -> the network's input, by
+    `preprocessing` (None: `default_preprocessing`), augmented when `training`.
+    ValueError for `IMAGENET` on images not encoded (digits)."""
     preprocessing = preprocessing or default_preprocessing(
         self.name, self.stored_shape)
     check_preprocessing(self.name, preprocessing)
@@ -280,9 +242,8 @@ def _array_source(images: np.ndarray, labels: np.ndarray) -> Source:
 def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
                       download: bool, image_size: Optional[int],
                       split: Optional[str] = None) -> Source:
-  """A TFDS split (any split string) in its stored order, images still
-  encoded; `split` names it in messages (one of `SPLITS`; default the TFDS
-  split string)."""
+  """A TFDS split string's `Source` in stored order, images encoded; `split`
+  names it in messages."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   builder = tfds_builders.tfds_builder(name, data_dir, download)
   feature = builder.info.features['image']
@@ -308,12 +269,8 @@ def tfds_split_source(name: str, tfds_split: str, data_dir: Optional[str],
 def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
                  download: bool = False, validation_examples: int = 0,
                  image_size: Optional[int] = None) -> Source:
-  """One split (of `SPLITS`) as an ordered, undecoded `Source`; the other
-  arguments as `dataset_info`.
-
-  Raises:
-    ValueError: unknown split, missing data or an unusable hold-out.
-  """
+  """One split (of `SPLITS`) as a `Source`; arguments and ValueError as
+  `dataset_info`."""
   checks.one_of('split', split, SPLITS)
   if name == DIGITS:
     return _array_source(*digits_arrays()[split])
@@ -328,8 +285,8 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
 def training_source(name: str, *, data_dir: Optional[str] = None,
                     download: bool = False,
                     image_size: Optional[int] = None) -> Source:
-  """All the training data (standalone training): digits' search-train then
-  search-validation, or a TFDS dataset's `train` split, in a fixed order."""
+  """All the training data in a fixed order: digits' search-train then
+  search-validation, or TFDS `train`."""
   if name == DIGITS:
     parts = [digits_arrays()[s] for s in (SEARCH_TRAIN, SEARCH_VALIDATION)]
     return _array_source(*(np.concatenate(p) for p in zip(*parts)))
@@ -340,13 +297,8 @@ def load_split(name: str, split: str, num_classes: int, *,
                data_dir: Optional[str] = None, download: bool = False,
                validation_examples: int = 0, image_size: Optional[int] = None,
                preprocessing: Optional[str] = None) -> tf.data.Dataset:
-  """One split (of `SPLITS`) in its stored order, unbatched: (float32
-  [H, W, C], one-hot float32 [num_classes]), through the evaluation side of
-  `preprocessing` (`Source.preprocess_fn`); the other arguments as
-  `dataset_info`.
-
-  Raises:
-    ValueError: unknown split, missing data or an empty split.
+  """`split` in stored order, unbatched (float32 [H, W, C], one-hot float32
+  [num_classes]), evaluation-side preprocessing; ValueError as `dataset_info`.
   """
   return evaluation_examples(
       split_source(name, split, data_dir=data_dir, download=download,
@@ -356,10 +308,8 @@ def load_split(name: str, split: str, num_classes: int, *,
 
 def evaluation_examples(source: Source, num_classes: int,
                         preprocessing: Optional[str]) -> tf.data.Dataset:
-  """`source` in its order as (image, one-hot label), unbatched, its images
-  through the evaluation side of `preprocessing` (`Source.preprocess_fn`);
-  an image that cannot be decoded fails the iterator, naming it
-  (`unreadable`)."""
+  """`source` in order as (image, one-hot label), evaluation-side
+  preprocessing; an undecodable image fails the iterator, naming it."""
   prepare = source.preprocess_fn(preprocessing, training=False)
 
   def example(image, label):
@@ -382,23 +332,10 @@ def training_batches(source: Source, num_classes: int, batch_size: int, *,
                      pipeline: streams.Pipeline = streams.Pipeline(),
                      shuffle_buffer: Optional[int] = None
                      ) -> tf.data.Dataset:
-  """`streams.keyed_batches` of a `Source`: (images, one-hot labels) batches.
-
-  Args:
-    batch_size, key, start_step, pipeline, shuffle_buffer: as
-      `streams.keyed_batches`.
-    training: the training side of `preprocessing` (augmented, keyed on the
-      position), else its evaluation side.
-    preprocessing: as `Source.preprocess_fn`.
-
-  Returns:
-    An infinite dataset of (float32 [B, H, W, C], float32 [B, num_classes]);
-    its iterator fails at an image that cannot be decoded, naming it
-    (`unreadable`).
-
-  Raises:
-    ValueError: as `streams.keyed_batches` and `Source.preprocess_fn`.
-  """
+  """`streams.keyed_batches` of `source` (arguments as there): an infinite
+  dataset of (float32 [B, H, W, C], one-hot float32 [B, num_classes]),
+  `training`-side preprocessing; an undecodable image fails the iterator,
+  naming it. ValueError as `keyed_batches` and `Source.preprocess_fn`."""
   image_fn = source.preprocess_fn(preprocessing, training)
 
   def prepare(example, seed):
@@ -420,27 +357,14 @@ def search_dataset(name: str, num_classes: int, train_batch_size: int,
                    pipeline: streams.Pipeline = streams.Pipeline(),
                    shuffle_buffer: int = 1024,
                    preprocessing: Optional[str] = None) -> tf.data.Dataset:
-  """The search input: train and validation batches zipped, forever.
+  """The search input, forever: ({'train': images, 'validation': images},
+  {'train': labels, 'validation': labels}) per replica batch.
 
-  Each side is a `streams.keyed_batches` stream of its split, so a search
-  resumed at `start_step` reads what an uninterrupted one reads from there.
-  The validation side is never augmented, as in the original.
-
-  Args:
-    name, data_dir, download, validation_examples, image_size: as
-      `dataset_info`.
-    train_batch_size, validation_batch_size: images per batch per replica.
-    pipeline: which per-replica batches this input_fn call yields.
-    shuffle_buffer: shuffle buffer of each side (digits: the whole split).
-    preprocessing: as `Source.preprocess_fn`.
-
-  Returns:
-    An infinite `tf.data.Dataset` of `({'train': images, 'validation':
-    images}, {'train': labels, 'validation': labels})`; images float32
-    [B, H, W, C], labels float32 [B, num_classes].
-
-  Raises:
-    ValueError: if a split is smaller than its batch.
+  Each side a `streams.keyed_batches` stream, so a search resumed at
+  `start_step` reads what an uninterrupted one reads; validation is never
+  augmented (the original's). Other arguments as `dataset_info` and
+  `training_batches`; digits shuffles its whole split. ValueError when a
+  split is smaller than its batch.
   """
   sides = {}
   for key, split, batch, stream in (

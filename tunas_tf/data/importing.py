@@ -1,12 +1,6 @@
-"""Local image data -> a prepared TFDS dataset (run by `tools/import_dataset`).
-
-`import_dataset` reads and checks the data (`local_data.read_source`), then
-writes `<data_dir>/<name>/1.0.0/` with TFDS's own writer: features `image`
-(uint8 [H, W, C], H and W None for mixed sizes) and `label` (a ClassLabel),
-splits `train` and `test`; `tfds.builder(name, data_dir=...)` reads it. It is
-written into a temporary folder renamed into place at the end, so bad input
-leaves `data_dir` as it was.
-"""
+"""Local image data -> a prepared TFDS dataset at `<data_dir>/<name>/1.0.0/`
+(docs/own_data.md), written into a temporary folder renamed into place at
+the end, so bad input leaves `data_dir` as it was."""
 
 from __future__ import annotations
 
@@ -27,13 +21,9 @@ _BUILTIN = 'digits'  # datasets.DIGITS: a name the loader never sends to TFDS.
 
 
 def check_destination(name: str, data_dir: str, overwrite: bool) -> str:
-  """Checks the dataset name and its place in `data_dir`; returns that path.
-
-  Raises:
-    ValueError: a name that is not snake_case, is `digits` or a registered
-      TFDS dataset, a non-local `data_dir`, or an existing dataset of that
-      name without `overwrite` (with it, a folder that is not one).
-  """
+  """`data_dir/name`, checked: ValueError for a name not snake_case, `digits`
+  or a registered TFDS name, a remote `data_dir`, or an existing dataset
+  without `overwrite` (with it, a folder that is not one)."""
   if not _NAME.match(name):
     raise ValueError(f'dataset name {name!r} must be snake_case: a lower-case '
                      'letter, then lower-case letters, digits and _')
@@ -111,13 +101,9 @@ def _builder(name: str, dataset: LocalDataset, data_dir: str,
 
 def write_dataset(dataset: LocalDataset, name: str, data_dir: str,
                   description: str, overwrite: bool = False) -> str:
-  """Writes `dataset` as the prepared TFDS dataset `name` in `data_dir`;
-  returns its folder, `data_dir/name`.
-
-  Raises:
-    ValueError: as `check_destination`.
-    OSError: a folder's image file that cannot be read any more.
-  """
+  """Writes `dataset` as the prepared TFDS dataset `name`; returns
+  `data_dir/name`. ValueError as `check_destination`; OSError for an image
+  file that can no longer be read."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   target = check_destination(name, data_dir, overwrite)
   os.makedirs(data_dir, exist_ok=True)
@@ -137,21 +123,10 @@ def import_dataset(fmt: str, source: str, name: str, data_dir: str, *,
                    overwrite: bool = False,
                    class_names: Optional[Sequence[str]] = None
                    ) -> Tuple[str, LocalDataset]:
-  """Reads `source` (format `fmt`) and writes it as TFDS dataset `name`.
-
-  Args:
-    fmt: one of `local_data.FORMATS`.
-    source: the IDX directory, the `.npz` file or the image folder.
-    name, data_dir, overwrite: as `write_dataset`.
-    class_names: idx and npz only: a name per label id.
-
-  Returns:
-    (the dataset's folder `data_dir/name`, the `LocalDataset` written).
-
-  Raises:
-    ValueError: bad input, named (see `local_data.read_source`,
-      `check_destination`).
-  """
+  """Reads `source` (format `fmt`, `local_data.FORMATS`) and writes it as
+  dataset `name`; returns (`data_dir/name`, the `LocalDataset`). `class_names`
+  (idx and npz): a name per label id. ValueError as `local_data.read_source`
+  and `check_destination`, before anything is written."""
   checks.one_of('format', fmt, local_data.FORMATS)
   check_destination(name, data_dir, overwrite)  # Before reading anything.
   dataset = local_data.read_source(fmt, source, class_names)

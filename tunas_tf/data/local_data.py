@@ -1,10 +1,6 @@
-"""Local image data read and checked: IDX files, an `.npz`, an image folder.
-
-`read_source(format, path)` returns a `LocalDataset` that
-`data/importing.py` writes as a TFDS dataset. Bad input raises `ValueError`
-naming the file and the problem (a folder: all its unusable image files in
-one line); nothing is written here.
-"""
+"""Local image data read and checked: IDX files, an `.npz`, an image folder
+(docs/own_data.md). Bad input raises ValueError naming the file and the
+problem (a folder: all its unusable image files in one line)."""
 
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from tunas_tf.io import checks
+from tunas_tf.io import errors
 
 IDX = 'idx'
 NPZ = 'npz'
@@ -49,13 +46,8 @@ _BAD_FILES_NAMED = 3  # Unusable files named in the error (all are counted).
 
 @dataclasses.dataclass(frozen=True)
 class Split:
-  """One split of a local dataset.
-
-  Attributes:
-    num_examples: number of images.
-    examples: returns a fresh iterator of (image, int label); the image is a
-      uint8 [H, W, C] array (idx, npz) or the bytes of a PNG or JPEG file as
-      they are (folder).
+  """One split: `num_examples`, and `examples()` a fresh iterator of (image,
+  int label), the image uint8 [H, W, C] (idx, npz) or a file's bytes (folder).
   """
   num_examples: int
   examples: Callable[[], Iterator[Tuple[Union[np.ndarray, bytes], int]]]
@@ -63,17 +55,9 @@ class Split:
 
 @dataclasses.dataclass(frozen=True)
 class LocalDataset:
-  """A local dataset, read and checked, ready to be written.
-
-  Attributes:
-    image_shape: (H, W, C) of every image, C 1 or 3; H and W are None when
-      the images differ in size (a folder).
-    class_names: one name per label id.
-    splits: `train` and `test` -> `Split`.
-    encoding_format: how the images are stored: `PNG` (arrays, PNG-encoded
-      by TFDS, or a folder of PNGs), `JPEG` (a folder of JPEGs), or None (a
-      folder of both, each file kept in its own format).
-  """
+  """A local dataset, read and checked: `image_shape` (H, W, C), H and W None
+  when sizes differ; `class_names` by label id; `splits` `train`, `test`;
+  `encoding_format` `PNG`, `JPEG`, or None for a folder of both."""
   image_shape: Tuple[Optional[int], Optional[int], int]
   class_names: Tuple[str, ...]
   splits: Dict[str, Split]
@@ -93,15 +77,9 @@ def _array_split(images: np.ndarray, labels: np.ndarray) -> Split:
 
 def _class_names(labels: Dict[str, np.ndarray],
                  class_names: Optional[Sequence[str]]) -> Tuple[str, ...]:
-  """The class names: given (labels checked against them) or '0'..'max'.
-
-  Args:
-    labels: description (e.g. 'y_train') -> int64 labels [N], non-negative.
-
-  Raises:
-    ValueError: a label at or above the number of given names, or repeated
-      or empty names.
-  """
+  """The given class names (labels checked against them) or '0'..'max';
+  `labels` {description: int64 [N]}. ValueError for a label out of range, or
+  repeated or empty names."""
   if class_names is None:
     top = max(int(v.max()) for v in labels.values())
     return tuple(str(i) for i in range(top + 1))
@@ -142,15 +120,9 @@ def _read_bytes(path: str) -> bytes:
 
 
 def read_idx_file(path: str, magic: int) -> np.ndarray:
-  """Reads one IDX file of unsigned bytes (plain or gzipped).
-
-  Args:
-    magic: 2051 (images: uint8 [count, rows, cols] returned) or 2049 (labels:
-      uint8 [count]).
-
-  Raises:
-    ValueError: wrong magic number, or a size that disagrees with the header.
-  """
+  """One IDX file of unsigned bytes (plain or gzipped): uint8 [count, rows,
+  cols] for `magic` 2051, [count] for 2049. ValueError for a wrong magic
+  number or a size that disagrees with the header."""
   ndim = 3 if magic == _IMAGES_MAGIC else 1
   what = 'images' if ndim == 3 else 'labels'
   data = _read_bytes(path)
@@ -172,13 +144,9 @@ def read_idx_file(path: str, magic: int) -> np.ndarray:
 
 def read_idx(directory: str,
              class_names: Optional[Sequence[str]] = None) -> LocalDataset:
-  """Reads the four IDX files of `directory` (see `read_source`).
-
-  Raises:
-    ValueError: a missing or ambiguous file, a wrong magic number, a size
-      that disagrees with a header, image and label counts that disagree,
-      train and test images of different sizes, or labels out of range.
-  """
+  """The four IDX files of `directory`; ValueError for a missing or ambiguous
+  file, a bad file, counts or image sizes that disagree, or labels out of
+  range."""
   if not os.path.isdir(directory):
     raise ValueError(f'--source {directory} is not a directory')
   arrays, descs = {}, {}
@@ -203,12 +171,8 @@ def read_idx(directory: str,
 def _from_arrays(arrays: Dict[str, Tuple[np.ndarray, np.ndarray]],
                  class_names: Optional[Sequence[str]],
                  descs: Dict[str, Tuple[str, str]]) -> LocalDataset:
-  """A `LocalDataset` of in-memory uint8 NHWC images and int64 labels.
-
-  Args:
-    arrays: split -> (uint8 images [N, H, W, C], int64 labels [N]).
-    descs: split -> how to name its images and its labels in errors.
-  """
+  """A `LocalDataset` of {split: (uint8 [N, H, W, C], int64 [N])}; `descs`
+  name each split's images and labels in errors."""
   shapes = {split: images.shape[1:] for split, (images, _) in arrays.items()}
   if shapes['train'] != shapes['test']:
     raise ValueError(f'mixed image sizes: {descs["train"][0]} holds '
@@ -266,33 +230,28 @@ def _load_npz(path: str) -> Dict[str, np.ndarray]:
   if not start.startswith((b'PK', b'\x93NUMPY')):  # A zip file, or a .npy.
     raise ValueError(f'{path} is not an .npz archive (a zip file of .npy '
                      'arrays)')
-  errors = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+  unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)
   try:
     loaded = np.load(path, allow_pickle=False)
-  except errors as e:
+  except unreadable as e:
     raise ValueError(f'{path}: not a readable .npz archive '
-                     f'({" ".join(str(e).split())})') from None
+                     f'({errors.one_line(e)})') from None
   if not isinstance(loaded, np.lib.npyio.NpzFile):
     raise ValueError(f'{path} is a single .npy array, not an .npz archive '
                      f'with {list(NPZ_KEYS)}')
   try:
     with loaded as npz:
       return {key: npz[key] for key in npz.files}
-  except errors as e:
+  except unreadable as e:
     raise ValueError(f'{path}: an array cannot be read '
-                     f'({" ".join(str(e).split())})') from None
+                     f'({errors.one_line(e)})') from None
 
 
 def read_npz(path: str,
              class_names: Optional[Sequence[str]] = None) -> LocalDataset:
-  """Reads `x_train`, `y_train`, `x_test`, `y_test` from one `.npz`.
-
-  Raises:
-    ValueError: an unreadable file, missing arrays, images that are not
-      uint8 [N, H, W(, C)], non-integer or negative labels, counts that
-      disagree, train and test images of different sizes, or labels out of
-      range of `class_names`.
-  """
+  """`x_train`, `y_train`, `x_test`, `y_test` of one `.npz`; ValueError for an
+  unreadable file, missing arrays, images not uint8 [N, H, W(, C)], bad
+  labels, counts or sizes that disagree, or labels out of range."""
   found = _load_npz(path)
   missing = [key for key in NPZ_KEYS if key not in found]
   if missing:
@@ -340,12 +299,8 @@ class _ImageFacts:
 
 
 def _check_image(path: str) -> _ImageFacts:
-  """Reads and decodes one image file (finding a truncated or corrupt one).
-
-  Raises:
-    _UnusableImage: not a PNG or JPEG, an unsupported PIL mode (e.g. 16-bit
-      I;16), or a file PIL cannot read or decode; the message says which.
-  """
+  """One image file's facts, decoded once; `_UnusableImage` saying why (not
+  PNG or JPEG, an unsupported PIL mode, unreadable or corrupt)."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
   try:
     with Image.open(path) as image:
@@ -370,7 +325,7 @@ def _check_image(path: str) -> _ImageFacts:
   except Exception as e:  # pylint: disable=broad-except
     # PIL's plugins raise many kinds on a corrupt file (OSError, SyntaxError,
     # struct.error, DecompressionBombError, ...): each is the file's fault.
-    reason = ' '.join(str(e).split()) or type(e).__name__
+    reason = errors.one_line(e)
     raise _UnusableImage(reason) from None
   return _ImageFacts((height, width), mode in _GRAY_MODES, encoding)
 
@@ -395,16 +350,10 @@ def _file_split(items: List[Tuple[str, int]]) -> Split:
 
 
 def read_folder(root: str) -> LocalDataset:
-  """Lists `root/train/<class>/*` and `root/test/<class>/*` and checks them.
-
-  Every image file is decoded once here; the dataset stores the bytes as
-  they are.
-
-  Raises:
-    ValueError: a missing `train/` or `test/` folder, no class folders, a
-      test class that is not a train class, an empty class folder, or
-      unusable image files (all counted in one error naming the first few).
-  """
+  """`root/train/<class>/*` and `root/test/<class>/*`, every image decoded
+  once, stored byte for byte. ValueError for a missing split folder, no
+  classes, a test class not in train, an empty class, or unusable files (all
+  counted in one error naming the first few)."""
   if not os.path.isdir(root):
     raise ValueError(f'--source {root} is not a directory')
   classes = _class_folders(root, 'train')  # None: refused as for test/.
@@ -441,21 +390,10 @@ def read_folder(root: str) -> LocalDataset:
 
 def read_source(fmt: str, source: str,
                 class_names: Optional[Sequence[str]] = None) -> LocalDataset:
-  """Reads and checks a local dataset of format `fmt` (one of `FORMATS`).
-
-  `idx`: the four MNIST IDX files (`*train-images-idx3-ubyte`, ...,
-  `*t10k-labels-idx1-ubyte`), plain or gzipped. `npz`: `x_train`, `y_train`,
-  `x_test`, `y_test`, uint8 images [N, H, W] or [N, H, W, C] (C 1 or 3),
-  integer labels [N] or [N, 1]. Labels of both are named '0', '1', ... unless
-  `class_names` are given. `folder`: `train/<class>/*.png|jpg|jpeg` and
-  `test/<class>/...`; the sorted class folders under `train/` give the label
-  ids; each image is stored byte for byte, so sizes may differ; grayscale
-  stays one channel unless any image is in colour.
-
-  Raises:
-    ValueError: an unknown format, class names given for a folder (whose
-      folder names are the class names), or bad input (see the readers).
-  """
+  """The local dataset at `source` of format `fmt` (`FORMATS`; the layouts:
+  docs/own_data.md); labels named '0', '1', ... unless `class_names` (idx and
+  npz only). ValueError for an unknown format, `class_names` with a folder,
+  or bad input."""
   checks.one_of('format', fmt, FORMATS)
   if fmt == IDX:
     return read_idx(source, class_names)

@@ -1,12 +1,9 @@
-"""ImageNet preprocessing of one encoded image: the original's, keyed on a seed.
-
-`imagenet_train` and `imagenet_eval` reproduce the original's
-`preprocess_for_train/_eval` and its normalisation, with TF1 bicubic resize.
+"""ImageNet preprocessing of one encoded image: the original's
+`preprocess_for_train/_eval` and normalisation, TF1 bicubic resize included.
 Where it differs: crop and flip are stateless functions of `seed`; the
 failed-sampling test compares height and width only (the original's never
-fired on grayscale or CMYK JPEGs); only the crop window of a JPEG is decoded;
-non-JPEG images are read too; `channels=1` uses the channel means.
-"""
+fired on grayscale or CMYK JPEGs); only a JPEG's crop window is decoded;
+non-JPEG images are read too; `channels=1` uses the channel means."""
 
 from __future__ import annotations
 
@@ -41,18 +38,9 @@ def _check(image_size: int, channels: int) -> None:
 
 
 def eval_crop_window(image_shape: tf.Tensor, image_size: int) -> tf.Tensor:
-  """The eval crop: the centre square of `image_size / (image_size + 32)` of
-  the short side, as in the original.
-
-  Args:
-    image_shape: int32 Tensor whose first two entries are the image's height
-      and width (e.g. `tf.image.extract_jpeg_shape`'s `[h, w, c]`).
-    image_size: the side the crop is resized to (a Python int).
-
-  Returns:
-    int32 Tensor `[offset_y, offset_x, side, side]` (the `crop_window` of
-    `tf.image.decode_and_crop_jpeg`).
-  """
+  """int32 `[offset_y, offset_x, side, side]`: the centre square of
+  `image_size / (image_size + 32)` of the short side of an image of
+  `image_shape` ([h, w, ...]), in the original's float32 arithmetic."""
   height = tf.cast(image_shape[0], tf.int32)
   width = tf.cast(image_shape[1], tf.int32)
   ratio = image_size / (image_size + CROP_PADDING)
@@ -67,21 +55,9 @@ def eval_crop_window(image_shape: tf.Tensor, image_size: int) -> tf.Tensor:
 
 def train_crop_window(image_shape: tf.Tensor, seed: SeedLike,
                       image_size: int) -> tf.Tensor:
-  """The train crop: a distorted box keyed on `seed`, else the eval crop.
-
-  The original's distorted bounding box (object covered 0.1, aspect ratio
-  3/4..4/3, area 0.08..1, 10 attempts); a box as large as the image (every
-  attempt failed) gives `eval_crop_window`.
-
-  Args:
-    image_shape: int32 Tensor whose first two entries are the image's height
-      and width.
-    seed: int32 or int64 Tensor (or pair of ints) of shape [2].
-    image_size: the side the crop is resized to (for the eval fallback).
-
-  Returns:
-    int32 Tensor `[offset_y, offset_x, height, width]`.
-  """
+  """int32 `[offset_y, offset_x, height, width]`: the original's distorted
+  box (object covered 0.1, aspect 3/4..4/3, area 0.08..1, 10 attempts) keyed
+  on `seed` ([2]); when every attempt failed, `eval_crop_window`."""
   height_width = tf.cast(image_shape[:2], tf.int32)
   crop_seed = tf.random.experimental.stateless_fold_in(seed, 0)
   whole_image = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
@@ -101,21 +77,10 @@ def train_crop_window(image_shape: tf.Tensor, seed: SeedLike,
 
 def decode_crop(encoded: tf.Tensor, window_fn: WindowFn,
                 channels: int = 3) -> tf.Tensor:
-  """Decodes the window `window_fn([height, width])` of one encoded image.
-
-  Only the window of a JPEG is decoded; other encodings are decoded whole,
-  then sliced. (With subsampled chroma the window's edge columns can differ
-  from a full decode's: libjpeg upsamples the window's chroma alone.)
-
-  Args:
-    encoded: scalar string Tensor, one encoded image.
-    window_fn: maps an int32 Tensor `[height, width]` to an int32 Tensor
-      `[offset_y, offset_x, crop_height, crop_width]` inside the image.
-    channels: 1 or 3, the channels to decode to.
-
-  Returns:
-    uint8 Tensor `[crop_height, crop_width, channels]`.
-  """
+  """uint8 [crop_height, crop_width, channels]: the window
+  `window_fn([height, width])` (-> int32 [offset_y, offset_x, h, w]) of one
+  encoded image. Only a JPEG's window is decoded (with subsampled chroma its
+  edge columns can differ from a full decode's); others whole, then sliced."""
 
   def jpeg() -> tf.Tensor:
     window = window_fn(tf.image.extract_jpeg_shape(encoded)[:2])
@@ -164,25 +129,13 @@ def _normalize(image: tf.Tensor, channels: int) -> tf.Tensor:
 
 def imagenet_train(encoded: tf.Tensor, seed: SeedLike, image_size: int,
                    channels: int = 3) -> tf.Tensor:
-  """The original's training preprocessing of one image, keyed on `seed`.
+  """The original's training preprocessing of one encoded image (JPEG, PNG,
+  BMP, GIF): `train_crop_window`, TF1 bicubic resize, flip with probability
+  1/2, normalisation; a pure function of (`encoded`, `seed` [2]).
 
-  Crop `train_crop_window`, TF1 bicubic resize to `image_size`, left-right
-  flip with probability 1/2, normalisation: a pure function of (`encoded`,
-  `seed`).
-
-  Args:
-    encoded: scalar string Tensor, one encoded image (JPEG, PNG, BMP, GIF).
-    seed: int32 or int64 Tensor (or pair of ints) of shape [2].
-    image_size: side of the output (a Python int, e.g. 224).
-    channels: 3 (RGB), or 1 for grayscale datasets.
-
-  Returns:
-    float32 Tensor `[image_size, image_size, channels]`: 0..255 values (not
-    clipped) minus `MEAN_RGB`, divided by `STDDEV_RGB`.
-
-  Raises:
-    ValueError: if `image_size` is not a positive int or `channels` is not 1
-      or 3.
+  Returns float32 [image_size, image_size, channels]: 0..255 values (not
+  clipped) minus `MEAN_RGB`, over `STDDEV_RGB`. Raises ValueError for a
+  non-positive `image_size` or `channels` not 1 or 3.
   """
   _check(image_size, channels)
   seed = tf.convert_to_tensor(seed)
@@ -222,12 +175,8 @@ def cifar_augment(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
 def run_image_size(name: str,
                    stored_shape: Tuple[Optional[int], Optional[int]],
                    image_size: Optional[int]) -> int:
-  """The side the network sees: `image_size`, or the stored images' shorter
-  side when they all have one size.
-
-  Raises:
-    ValueError: for images of varying sizes without `image_size`.
-  """
+  """`image_size`, or the stored images' shorter side when they have one
+  size; ValueError for varying sizes without `image_size`."""
   if image_size is not None:
     return image_size
   if None in stored_shape:
@@ -238,16 +187,9 @@ def run_image_size(name: str,
 
 def from_pixels(images: tf.Tensor, preprocessing: str,
                 channels: int) -> tf.Tensor:
-  """The network's input from images of 0-255 pixels at the run's size.
-
-  The value transform of `preprocessing`'s evaluation side, without its crop
-  and resize: `imagenet` normalises, `cifar` and `none` scale to [0, 1].
-
-  Args:
-    images: uint8 or float Tensor [..., channels] of 0-255 values.
-    preprocessing: 'imagenet', 'cifar' or 'none'.
-    channels: 1 or 3.
-  """
+  """The network's input from 0-255 pixels [..., channels] at the run's size:
+  `preprocessing`'s evaluation value transform without crop and resize
+  (`imagenet` normalises, `cifar` and `none` scale to [0, 1])."""
   images = tf.cast(images, tf.float32)
   if preprocessing != 'imagenet':
     return images / 255.0

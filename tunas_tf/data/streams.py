@@ -1,12 +1,6 @@
-"""The training streams: batches that are a pure function of (seed, position).
-
-Example p of a stream (p = 0, 1, ...) is example p mod N of epoch p // N, each
-epoch a permutation drawn from (seed, epoch); augmentation is drawn from
-(seed, p). So a run resumed at step t reads what an uninterrupted one read
-from t on, whichever replicas and hosts read it (`Pipeline`). A stream of
-encoded images stops at the first one that cannot be decoded, naming it
-(`unreadable`).
-"""
+"""The training streams: batches that are a pure function of (seed, position),
+so a resumed run reads what an uninterrupted one read, whichever replicas
+and hosts read it (docs/restarting.md)."""
 
 from __future__ import annotations
 
@@ -24,14 +18,10 @@ TRAIN_EVAL_STREAM = 2
 
 
 class Pipeline(NamedTuple):
-  """Which per-replica batches of each step one input pipeline yields.
-
-  A step takes `replicas` = `count * batches` consecutive per-replica batches
-  of a stream; pipeline `index` (of `count`) yields `batches` of them, those
-  from `index * batches` on: `Pipeline()` for one replica, `Pipeline(0, 1, N)`
-  for one input_fn feeding N replicas, `Pipeline(host, hosts, cores per
-  host)` for TPUEstimator's per-host input.
-  """
+  """Which per-replica batches of each step one input pipeline yields:
+  `batches` of the step's `count * batches`, from `index * batches` on.
+  `Pipeline()` one replica, `Pipeline(0, 1, N)` one input_fn for N replicas,
+  `Pipeline(host, hosts, cores per host)` TPUEstimator's per-host input."""
   index: int = 0
   count: int = 1
   batches: int = 1
@@ -55,13 +45,9 @@ _MAXINT32 = 2**31 - 1
 
 def _shuffle(data: tf.data.Dataset, buffer: int, graph_seed: int,
              op_seed: tf.Tensor) -> tf.data.Dataset:
-  """`data.shuffle(buffer, seed=op_seed, reshuffle_each_iteration=False)`
-  as a graph with graph-level seed `graph_seed` makes it, wherever made.
-
-  The order is a function of (graph-level seed, op seed); eagerly or in
-  `tf.function` `Dataset.shuffle` would take TF's default graph-level seed,
-  another order than the Estimator graph's, so the pair is made here as
-  `tf.data`'s `get_seed` makes it. `data`'s elements are plain tensors.
+  """`data.shuffle(buffer, seed=op_seed, reshuffle_each_iteration=False)` as
+  a graph of graph-level seed `graph_seed` makes it, wherever made (eagerly
+  `Dataset.shuffle` would take another graph-level seed than the Estimator's).
   """
   seed = tf.constant(graph_seed % _MAXINT32, tf.int64)
   seed2 = tf.cast(op_seed, tf.int64) % _MAXINT32
@@ -86,27 +72,18 @@ def keyed_batches(examples: tf.data.Dataset, num_examples: int,
                   checked: Optional[str] = None) -> tf.data.Dataset:
   """An endless stream of batches, a pure function of `key` and position.
 
-  Per-replica batch j holds stream examples [j * batch_size, (j + 1) *
-  batch_size) (epochs run into each other) and step s takes per-replica
-  batches [s * R, (s + 1) * R), R = `pipeline.replicas`. The examples before
-  `start_step` are skipped before `prepare` (read, not decoded).
+  Example p is example p mod N of epoch p // N, each epoch a permutation
+  drawn from (seed, epoch), `prepare`'s seed from (key, p). Step s takes
+  per-replica batches [s * R, (s + 1) * R), R = `pipeline.replicas`; the
+  examples before `start_step` are skipped undecoded.
 
   Args:
-    examples: an unbatched dataset of N (`num_examples`) examples in a fixed
-      order.
-    batch_size: examples per per-replica batch.
+    examples: an unbatched dataset of `num_examples` in a fixed order.
     key: (seed, stream), the stream's key (`*_STREAM`).
-    start_step: the first step to yield (a resumed run's global step).
-    pipeline: which of each step's per-replica batches this pipeline yields.
-    prepare: maps (example, seed) to the example to batch (decode, augment,
-      one-hot); seed is an int64 [2] Tensor. None: the example as it is.
-    shuffle_buffer: examples in the shuffle buffer; default N (a uniform
-      permutation of each epoch).
-    checked: None, or the split's name for `unreadable.checked` (an example
-      `prepare` fails on stops the stream, naming it).
-
-  Returns:
-    An infinite `tf.data.Dataset` of batches (static batch dimension).
+    prepare: (example, int64 [2] seed) -> the example to batch; None: as is.
+    shuffle_buffer: default N (a uniform permutation of each epoch).
+    checked: None, or the split's name: an example `prepare` fails on stops
+      the stream, naming it (`unreadable.checked`).
 
   Raises:
     ValueError: for fewer examples than one batch, a negative start, or a

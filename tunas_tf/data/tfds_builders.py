@@ -1,11 +1,5 @@
-"""TFDS datasets by name: prepared, or downloaded and prepared, or refused.
-
-`tfds_builder` gives the builder of a prepared dataset. For one that is not
-prepared it downloads and prepares it (TFDS's own behaviour), unless
-downloads are off or its download host cannot be reached within seconds:
-then, as for an unknown name or a failed download, one line says why and how
-to prepare the dataset offline, and no directory is left behind.
-"""
+"""TFDS datasets by name: prepared, downloaded and prepared, or refused in one
+line saying how to prepare it offline, leaving no directory behind."""
 
 from __future__ import annotations
 
@@ -25,9 +19,8 @@ _PROXY_VARIABLES = ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
 
 
 def _unreachable_host(builder) -> Optional[str]:
-  """'host: why' for the first of the builder's download hosts that cannot be
-  reached within `_CONNECT_TIMEOUT_S`, or None (all reachable, none known, or
-  a proxy set, which a direct connection cannot judge)."""
+  """'host: why' of the first download host not reached within
+  `_CONNECT_TIMEOUT_S`, or None (all reachable, none known, or a proxy set)."""
   if any(os.environ.get(name) for name in _PROXY_VARIABLES):
     return None
   try:
@@ -51,8 +44,8 @@ def _prepare_offline_hint(name: str) -> str:
 
 
 def _download_and_prepare(builder, name: str, root: str, where: str) -> None:
-  """`builder.download_and_prepare()`; a failure is one line and leaves none
-  of the directories this call created under `root` (the data_dir)."""
+  """`builder.download_and_prepare()`; a failure is one ValueError line and
+  leaves none of the directories this call created under `root`."""
   made = [path for path in (root, os.path.join(root, 'downloads'),
                             os.path.join(root, name))
           if not tf.io.gfile.exists(path)]
@@ -69,12 +62,9 @@ def _download_and_prepare(builder, name: str, root: str, where: str) -> None:
 
 
 def tfds_builder(name: str, data_dir: Optional[str], download: bool):
-  """The TFDS builder of `name`, prepared (downloading only if `download`).
-
-  Raises:
-    ValueError: for an unknown name, or a dataset that is not prepared when
-      downloads are off, its host is unreachable or the download fails.
-  """
+  """The prepared TFDS builder of `name` (downloading only if `download`);
+  ValueError for an unknown name, or an unprepared dataset when downloads
+  are off, the host is unreachable or the download fails."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   try:
     builder = tfds.builder(name, data_dir=data_dir)

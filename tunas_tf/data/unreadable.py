@@ -1,10 +1,5 @@
-"""A stored image that cannot be decoded stops the run, naming the example.
-
-`checked(stream, expected, ...)` drops an element whose decoding fails and
-zips the stream with the positions it should yield: the first missing one
-fails an assertion naming the split, the example's index and the step.
-`stop_line` turns that error into one line; nothing is skipped silently.
-"""
+"""A stored image that cannot be decoded stops the run in one line naming
+the split, the example's index and the step; nothing is skipped silently."""
 
 from __future__ import annotations
 
@@ -27,20 +22,15 @@ def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
 
 def checked(prepared: tf.data.Dataset, expected: tf.data.Dataset, what: str,
             finite: bool) -> tf.data.Dataset:
-  """`prepared`'s elements, failing at the first one that did not decode.
+  """`prepared`'s elements, whose iterator raises InvalidArgumentError at the
+  first position `prepared` dropped (its preparation failed).
 
   Args:
-    prepared: a dataset of (position, element), elements in order of
-      position; an element whose preparation fails is dropped here.
-    expected: a dataset of (position, index, step): every position
-      `prepared` should yield, in its order, with the example's index in
-      the split's stored order and the step that reads it (-1: none).
-    what: the split, for the message, e.g. "search_train of 'imagenet2012'".
+    prepared: (position, element) in order of position.
+    expected: (position, index, step) of every position `prepared` should
+      yield, with the example's stored index and the step reading it (-1).
+    what: the split, for the message.
     finite: whether the streams end (one pass).
-
-  Returns:
-    A dataset of the elements, whose iterator raises InvalidArgumentError
-    at the first position `prepared` dropped.
   """
   prepared = prepared.ignore_errors(log_warning=True)
   if finite:  # A last element that failed meets this one and fails too.
@@ -74,14 +64,9 @@ def failure(error: Exception) -> Optional[Tuple[str, int, int]]:
 
 def stop_line(error: Exception, run: str,
               model_dir: Optional[str] = None) -> Optional[str]:
-  """The one line of a run stopped by an undecodable image, or None.
-
-  Args:
-    error: what the run raised.
-    run: what stopped, e.g. 'the search', 'train_eval's evaluation'.
-    model_dir: a training run's directory: its newest checkpoint is named
-      as where the same command resumes (None: evaluating, nothing saved).
-  """
+  """The one line of a run stopped by an undecodable image (`error`), or None;
+  `run` names what stopped, `model_dir` (a training run's) where the same
+  command resumes."""
   found = failure(error)
   if found is None:
     return None
@@ -104,8 +89,7 @@ def stop_line(error: Exception, run: str,
 def stops_in_one_line(run: str, model_dir: Optional[str] = None
                       ) -> Iterator[None]:
   """Around an Estimator's `train` or `evaluate`: an undecodable image
-  (`checked`) becomes a ValueError of one line (`stop_line`); other errors
-  pass."""
+  becomes a one-line ValueError (`stop_line`); other errors pass."""
   try:
     yield
   except tf.errors.InvalidArgumentError as e:

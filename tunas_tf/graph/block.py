@@ -1,9 +1,4 @@
-"""Blocks: reusable subgraph templates, instantiated with a name prefix.
-
-`Block(name, graph, constants)` is a template whose graph reads its own
-declared inputs; `instantiate(input_names, instance_id)` renames a copy of
-the template under `f'{name}{instance_id}/'`.
-"""
+"""Blocks: reusable subgraph templates, instantiated under a name prefix."""
 
 from __future__ import annotations
 
@@ -16,21 +11,13 @@ from tunas_tf.graph import symbolic
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-  """A subgraph template, or an instance of one.
+  """A subgraph template (or an instance: `graph` renamed, `base_graph` the
+  template, `instance_id` set).
 
-  Renaming: every op, output and constant name gets the prefix; op inputs that
-  are template inputs become the given `input_names`, all other inputs get the
-  prefix; `"K:<T>"` gets it when T is one of the block's constants;
-  `"S:<T>:<d>"` gets it unless T is a slot index (or a template input, which
-  becomes the given input name); `"S:<d>"` is unchanged.
-
-  Attributes:
-    name: the block's name (`conv_layer`).
-    graph: the (renamed, for an instance) `ir.Graph`.
-    constants: the (renamed) constants.
-    base_graph: the template graph (None means `graph`).
-    base_constants: the template constants (None means `constants`).
-    instance_id: the id given to `instantiate` (None for a template).
+  Renaming: every op, output and constant name gets the prefix; template
+  inputs become the given `input_names`, other inputs get the prefix;
+  `"K:<T>"` gets it when T is a block constant; `"S:<T>:<d>"` unless T is a
+  slot index (a template input becomes its input name); `"S:<d>"` stays.
   """
   name: str
   graph: ir.Graph
@@ -56,21 +43,9 @@ class Block:
 
   def instantiate(self, input_names: Sequence[str], instance_id: Any = None,
                   constants: Optional[Mapping[str, Any]] = None) -> 'Block':
-    """Returns an instance reading `input_names`, renamed under a prefix.
-
-    Args:
-      input_names: the tensors the instance reads, one per template input.
-      instance_id: appended to the block name in the prefix (e.g. 0 gives
-        `conv_layer0/`); None gives `conv_layer/`.
-      constants: template constants to override (unprefixed names).
-
-    Returns:
-      A new `Block` with the renamed graph and constants; its outputs are
-      the template outputs under the prefix.
-
-    Raises:
-      ValueError: if the number of inputs differs from the template's.
-    """
+    """A new `Block` reading `input_names` (one per template input), renamed
+    under `prefix(instance_id)` (0: `conv_layer0/`), template `constants`
+    overridden; ValueError for a wrong input count."""
     template = self.template_graph
     if isinstance(input_names, str) or (
         len(input_names) != len(template.input_names)):

@@ -1,10 +1,6 @@
-"""An architecture as the network a device runs: single-image inference.
-
-`builder(ssd, shape)` gives `latency.device`'s `Build`: indices -> the
-standalone network (untrained, seeded; batch norm on moving statistics, as
-deployed) as a concrete tf.function of one [1, H, W, C] image, and the
-network holding its variables (what the TFLite converter needs).
-"""
+"""An architecture as the network a device runs: a concrete tf.function of
+one [1, H, W, C] image (untrained, seeded, batch norm on moving statistics)
+and the network holding its variables (for the TFLite converter)."""
 
 from __future__ import annotations
 
@@ -21,11 +17,8 @@ from tunas_tf.search_space import schema
 
 def inference_function(ssd: str, indices: Any,
                        shape: macs.InputSpec) -> Tuple[Any, model_lib.Model]:
-  """(concrete inference function, network) of one architecture of `ssd`.
-
-  Raises:
-    ValueError: for an unknown space or indices that do not fit it.
-  """
+  """(concrete function, network) of `indices` of `ssd`; ValueError for an
+  unknown space or indices that do not fit."""
   pruned = schema.prune(mobile.get_search_space(ssd), indices)
   return spec_function(pruned, shape.image_size, shape.input_channels,
                        shape.num_classes)

@@ -1,10 +1,8 @@
 """The graph IR: op types, ops, graphs and tensor names.
 
-A `Graph` is a flat list of `Op`s over named tensors: output `k` of op `X` is
-`"X:k"` (`"X"` means `"X:0"`), graph inputs are tensors too. Op names are
-unique, may contain `/` and never `:`, `*` or `%`. `new_graph` validates a
-graph (unique names, every input produced, no cycle) and returns its ops in a
-stable topological order. `Op` and `Graph` are frozen: rewrites build new ones.
+A `Graph` is a flat list of frozen `Op`s over named tensors: output k of op
+X is `"X:k"` (`"X"` is `"X:0"`), graph inputs are tensors too; op names are
+unique and never hold `:`, `*` or `%`. Rewrites build new graphs.
 """
 
 from __future__ import annotations
@@ -70,11 +68,8 @@ def is_nonlinear(op_type: OpType) -> bool:
 
 
 def canonicalize_tensor_name(name: str) -> str:
-  """Returns `name` (`"X"` or `"X:k"`) as `"X:k"`: a bare name is output 0.
-
-  Raises:
-    ValueError: if `name` is empty or its index is not a non-negative int.
-  """
+  """`name` (`"X"` or `"X:k"`) as `"X:k"`; ValueError if empty or its index
+  is not a non-negative int."""
   if not isinstance(name, str) or not name:
     raise ValueError(f'Tensor name must be a non-empty string, got {name!r}')
   if ':' not in name:
@@ -94,15 +89,9 @@ def split_tensor_name(name: str) -> Tuple[str, int]:
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-  """One node of the graph. Build it with `new_op`.
-
-  Attributes:
-    name: unique op name (no `:`, `*`, `%`); also the variables' prefix.
-    input_names: canonical tensor names read, in slot order.
-    input_kwargs: call-time data (pool windows, reshape shape, axis, ...).
-    op_kwargs: layer-construction data (features, kernel_size, inits, ...).
-    num_outputs: number of output tensors, named `"{name}:{k}"`.
-  """
+  """One node of the graph (build it with `new_op`): `name` (unique, also
+  the variables' prefix), canonical `input_names` in slot order,
+  `input_kwargs` (call-time data) and `op_kwargs` (layer construction)."""
   name: str
   type: OpType
   input_names: Tuple[str, ...]
@@ -124,25 +113,15 @@ class Op:
 
 @dataclasses.dataclass(frozen=True)
 class Graph:
-  """A validated graph. Build it with `new_graph`.
-
-  Attributes:
-    input_names: graph input names as written (`"input"` is tensor
-      `"input:0"`).
-    output_names: graph output names as written (`"fc/logits"` or
-      `"op:k"`); `Model` returns outputs under these keys.
-    ops: the ops in topological order.
-  """
+  """A validated graph (build it with `new_graph`): `input_names` and
+  `output_names` as written (`Model` returns outputs under these keys), `ops`
+  in topological order."""
   input_names: Tuple[str, ...]
   output_names: Tuple[str, ...]
   ops: Tuple[Op, ...]
 
   def op(self, name: str) -> Op:
-    """Returns the op called `name`.
-
-    Raises:
-      ValueError: if there is no such op.
-    """
+    """The op called `name`; ValueError if there is none."""
     for op in self.ops:
       if op.name == name:
         return op
@@ -185,13 +164,9 @@ def new_op(op_name: str,
            input_kwargs: Optional[Mapping[str, Any]] = None,
            op_kwargs: Optional[Mapping[str, Any]] = None,
            num_outputs: int = 1) -> Op:
-  """Creates an `Op` (its attributes, with canonical input names and copied
-  kwargs; None kwargs mean `{}`).
-
-  Raises:
-    ValueError: on a bad name, an unknown type, a wrong number of inputs for
-      the type, or `num_outputs < 1`; the message names the op.
-  """
+  """An `Op` with canonical input names and copied kwargs (None: `{}`).
+  ValueError naming the op for a bad name or type, a wrong input count for
+  the type, or `num_outputs < 1`."""
   _check_op_name(op_name)
   if not isinstance(op_type, OpType):
     raise ValueError(f'Op {op_name!r}: unknown op type {op_type!r}')
@@ -215,9 +190,8 @@ def new_op(op_name: str,
 
 
 def find_cycle(ops: Sequence[Op]) -> List[str]:
-  """Op names `[a, b, ..., a]` of one cycle, each reading the previous one,
-  among `ops` in which every op reads another's output (what a stuck
-  topological sort leaves)."""
+  """Op names `[a, b, ..., a]` of one cycle among `ops`, every one of which
+  reads another's output (what a stuck topological sort leaves)."""
   by_name = {op.name: op for op in ops}
   path: List[str] = []
   seen: Dict[str, int] = {}
@@ -233,18 +207,9 @@ def find_cycle(ops: Sequence[Op]) -> List[str]:
 def toposort(ops: Sequence[Op], available: Iterable[str],
              priority: Optional[Callable[[int, Op], Any]] = None,
              context: str = 'new_graph') -> List[Op]:
-  """Orders `ops` so every op comes after the producers of its inputs.
-
-  Among ready ops the one with the smallest `priority(index, op)` goes first
-  (default: the given order), so an already sorted list is unchanged.
-
-  Args:
-    available: tensors available from the start (graph inputs).
-    context: prefix of error messages.
-
-  Raises:
-    ValueError: naming the ops on a cycle.
-  """
+  """`ops` with every op after its inputs' producers, ready ops by smallest
+  `priority(index, op)` (default: the given order, so a sorted list stays);
+  `available` tensors exist from the start. ValueError naming a cycle."""
   priority = priority or (lambda i, op: i)
   available = set(available)
   op_index = {op.name: i for i, op in enumerate(ops)}
@@ -276,18 +241,12 @@ def toposort(ops: Sequence[Op], available: Iterable[str],
 
 def new_graph(input_names: Sequence[str], output_names: Sequence[str],
               ops: Sequence[Op]) -> Graph:
-  """Validates and creates a `Graph` (all arguments are copied).
-
-  Args:
-    input_names: graph input names, e.g. `["input"]`.
-    output_names: tensors to return, as op names (`"fc/logits"`), tensor
-      names (`"op:1"`) or graph input names.
-    ops: the ops, in any order that admits a topological sort.
+  """A validated `Graph` (arguments copied); `output_names` op names, tensor
+  names or graph inputs; `ops` in any order that admits a topological sort.
 
   Raises:
-    ValueError: on a duplicate op or input name, an op named like a graph
-      input, an op reading a tensor no op or input produces, an output
-      nobody produces, or a cycle. The message names the op.
+    ValueError: naming the op, for a duplicate op or input name, an op named
+      like an input, a tensor or output nobody produces, or a cycle.
   """
   if isinstance(input_names, str) or isinstance(output_names, str):
     raise ValueError('new_graph: input_names and output_names must be lists, '
@@ -326,12 +285,8 @@ def new_graph(input_names: Sequence[str], output_names: Sequence[str],
 
 def prune_graph(graph: Graph,
                 output_names: Optional[Sequence[str]] = None) -> Graph:
-  """The graph with new outputs (default: its own), keeping only the ops
-  they need, in the same order.
-
-  Raises:
-    ValueError: if an output is not produced (naming it).
-  """
+  """The graph with `output_names` (default its own), keeping only the ops
+  they need, in order; ValueError for an output not produced."""
   output_names = list(graph.output_names if output_names is None
                       else output_names)
   needed = {canonicalize_tensor_name(n) for n in output_names}

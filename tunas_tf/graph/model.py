@@ -1,9 +1,6 @@
-"""Executes a `Graph` as a `tf.Module`.
-
-`Model(graph, constants)` creates one variable per op variable, named
-`"{op name}/{variable name}"`, on first call (or `build`), and applies the ops
-in topological order, eagerly, in `tf.function` or in a TF1 graph.
-"""
+"""Executes a `Graph` as a `tf.Module`: one variable per op variable, named
+`"{op name}/{variable name}"`, made on first call (or `build`); eagerly, in
+`tf.function` or in a TF1 graph."""
 
 from __future__ import annotations
 
@@ -25,15 +22,12 @@ class Model(tf.Module):
 
   Args:
     constants: named integer constants for `"K:<name>"` kwargs.
-    stateless_batch_norm: batch norm always uses batch statistics and keeps
-      no moving averages (the NAS-search setting); an op's own `stateless`
-      kwarg overrides it.
-    seed: None draws initial values from TF's global generator; an int
-      makes each variable's initial value a function of (seed, its name).
-    share_variables_with: another `Model` whose variables are reused for ops
-      of the same name.
-    compute_dtype: tf.float32 or tf.bfloat16: inputs are cast to it, float32
-      variables are read cast, outputs come out in it.
+    stateless_batch_norm: batch norm always on batch statistics, no moving
+      averages (the search's setting); an op's `stateless` kwarg overrides it.
+    seed: None (TF's global generator) or an int fixing each initial value by
+      (seed, variable name).
+    share_variables_with: a `Model` whose variables same-named ops reuse.
+    compute_dtype: tf.float32 or tf.bfloat16, of inputs, reads and outputs.
   """
 
   def __init__(self, graph: ir.Graph,
@@ -76,12 +70,12 @@ class Model(tf.Module):
 
   @property
   def stateless_batch_norm(self) -> bool:
-    """The model's default batch-norm mode (see the class docstring)."""
+    """The model's default batch-norm mode."""
     return self._stateless
 
   @property
   def compute_dtype(self) -> tf.DType:
-    """The dtype the ops compute in (see the class docstring)."""
+    """The dtype the ops compute in."""
     return self._compute_dtype
 
   @property
@@ -92,13 +86,9 @@ class Model(tf.Module):
   def build(self, input_shapes: Union[Sequence[Optional[int]],
                                       Mapping[str, Sequence[Optional[int]]]]
             ) -> None:
-    """Creates the variables without running the ops on data.
-
-    Args:
-      input_shapes: the shape of the single graph input, or a dict from
-        graph input name to shape; dims may be None except where a symbolic
-        kwarg or a variable needs them (channels).
-    """
+    """Creates the variables without data, for the shape of the single input
+    or {input name: shape} (None dims except where kwargs or variables need
+    them)."""
     specs = _input_specs(self._graph, input_shapes)
     if tf.executing_eagerly():
       fn = tf.function(lambda inputs: self.call_all(inputs, training=False))
@@ -111,26 +101,13 @@ class Model(tf.Module):
   def __call__(self, inputs: Inputs, training: bool = False,
                dropout_seed: Optional[tf.Tensor] = None
                ) -> Union[tf.Tensor, Dict[str, tf.Tensor]]:
-    """Runs the graph.
+    """The output tensor (one output) or {output name as written: tensor}.
 
-    Args:
-      inputs: a float tensor for a single-input graph, or a dict from graph
-        input name (as written or canonical, `"input"` / `"input:0"`) to
-        tensor. Non-float inputs are cast to float32; with a bfloat16
-        `compute_dtype` every input is cast to bfloat16.
-      training: a Python bool; batch norm uses batch statistics and updates
-        its moving averages, dropout drops.
-      dropout_seed: None (stateful dropout), or an integer [2] Tensor, e.g.
-        `layers.dropout.step_seed(seed, global_step)`: each DROPOUT op's mask
-        is then a function of it and the op's name.
-
-    Returns:
-      The output tensor when the graph has one output, else a dict keyed by
-      the graph's output names as written.
-
-    Raises:
-      ValueError: on a missing input, or a bare tensor for a graph with
-        several inputs.
+    `inputs`: a tensor (one input) or {input name or canonical name: tensor},
+    cast to float32 (bfloat16 with that `compute_dtype`). `training`: batch
+    norm on batch statistics updating its averages; dropout. `dropout_seed`:
+    None (stateful) or an integer [2] Tensor keying each DROPOUT op's mask.
+    ValueError for a missing input, or a bare tensor for several inputs.
     """
     values = self.call_all(inputs, training=training,
                            dropout_seed=dropout_seed)
@@ -145,15 +122,8 @@ class Model(tf.Module):
                output_names: Optional[Sequence[str]] = None,
                dropout_seed: Optional[tf.Tensor] = None
                ) -> Dict[str, tf.Tensor]:
-    """Runs the graph and returns every tensor (the intermediates).
-
-    Args:
-      inputs, training, dropout_seed: as for `__call__`.
-      output_names: if given, only the ops these tensors need are run.
-
-    Returns:
-      A dict from canonical tensor name (`"op:k"`, and `"input:0"` for
-      each graph input) to tensor.
+    """{canonical tensor name: tensor} of every tensor, inputs included
+    (arguments as `__call__`); with `output_names`, only the ops they need run.
     """
     values = self._named_inputs(inputs)
     run = self._graph.ops
@@ -252,16 +222,9 @@ def abstract_shapes(graph: ir.Graph,
                                         Mapping[str, Sequence[Optional[int]]]],
                     output_names: Optional[Sequence[str]] = None
                     ) -> Dict[str, tuple]:
-  """Static shapes of every tensor, traced into a throwaway `tf.Graph`.
-
-  Args:
-    input_shapes: as for `Model.build`.
-    output_names: if given, only the ops these tensors need are traced.
-
-  Returns:
-    A dict from canonical tensor name to shape tuple (None for an unknown
-    dim), graph inputs included.
-  """
+  """{canonical tensor name: static shape (None unknown)} of every tensor,
+  traced into a throwaway `tf.Graph`; arguments as `Model.build`, `output_names`
+  as `Model.call_all`."""
   specs = _input_specs(graph, input_shapes)
   with tf.Graph().as_default():
     inputs = {k: tf.compat.v1.placeholder(s.dtype, s.shape)
@@ -279,9 +242,8 @@ def count_params(model: Model, trainable_only: bool = True) -> int:
 
 
 def get_params(model: Model, session: Optional[Any] = None) -> Params:
-  """A built model's variable values as `{op_name: {var_name: np.ndarray}}`
-  (float32 copies; ops without variables left out); `session` for a model
-  in a TF1 graph, None when running eagerly."""
+  """A built model's values `{op_name: {var_name: np.ndarray}}` (ops without
+  variables left out); `session` for a model in a TF1 graph."""
   groups = {op: dict(group) for op, group in model.op_variables.items()
             if group}
   if session is not None:
@@ -292,13 +254,9 @@ def get_params(model: Model, session: Optional[Any] = None) -> Params:
 
 def set_params(model: Model, params: Mapping[str, Mapping[str, Any]],
                session: Optional[Any] = None) -> None:
-  """Assigns `{op_name: {var_name: array}}` values (any subset; the rest are
-  kept) to a built model's variables; `session` for a model in a TF1 graph.
-
-  Raises:
-    ValueError: on an unknown op or variable, or a shape mismatch (naming
-      the op, the variable and both shapes); nothing is assigned then.
-  """
+  """Assigns `{op_name: {var_name: array}}` (any subset) to a built model's
+  variables; `session` for a TF1 graph. ValueError for an unknown op or
+  variable or a shape mismatch (named), nothing assigned then."""
   pairs = []
   for op_name, group in params.items():
     if op_name not in model.op_variables:

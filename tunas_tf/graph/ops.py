@@ -1,8 +1,6 @@
-"""What each `OpType` computes: its variables and its forward pass.
-
-Layout is NHWC; each type's kwargs and variables: `apply`. An op computes in
-the dtype of its first input; variables are float32, cast on read by CONV,
-DEPTHWISE_CONV, DENSE and LAYER_NORM (BATCH_NORM keeps float32).
+"""What each `OpType` computes: its variables and its forward pass (NHWC).
+An op computes in its first input's dtype; variables are float32, cast on
+read by CONV, DEPTHWISE_CONV, DENSE and LAYER_NORM (BATCH_NORM keeps float32).
 """
 
 from __future__ import annotations
@@ -50,13 +48,9 @@ ALLOWED_KWARGS: Dict[OpType, frozenset] = {
 
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
-  """A variable an op needs.
-
-  Attributes:
-    init: an initializer string (`'I:zeros'`, `'I:normal:stddev:0.01'`, ...).
-    fan_in: inputs feeding one output unit (for variance scaling).
-    fan_out: outputs fed by one input unit.
-  """
+  """A variable an op needs: `init` an initializer string (`'I:zeros'`,
+  `'I:normal:stddev:0.01'`, ...) or number; `fan_in`/`fan_out` the units
+  feeding one output / fed by one input (variance scaling)."""
   shape: tuple
   init: Any
   trainable: bool = True
@@ -121,20 +115,10 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
                    input_shapes: Sequence[Sequence[Optional[int]]],
                    stateless_batch_norm: bool = False
                    ) -> Dict[str, VariableSpec]:
-  """The variables `op` needs for inputs of the given static shapes.
-
-  Args:
-    kwargs: the op's resolved kwargs.
-    input_shapes: static input shapes in slot order (None for unknown dims).
-    stateless_batch_norm: the model's default for batch norm.
-
-  Returns:
-    A dict from variable name (`kernel`, `bias`, `gamma`, ...) to spec.
-
-  Raises:
-    ValueError: naming the op, on a missing required kwarg, an unknown
-      channel count or an unsupported option.
-  """
+  """{variable name (`kernel`, `bias`, `gamma`, ...): `VariableSpec`} that
+  `op` needs for inputs of static `input_shapes` (None for unknown dims);
+  `stateless_batch_norm` the model's default. ValueError naming the op for a
+  missing kwarg, an unknown channel count or an unsupported option."""
   where = f'Op {op.name!r} ({op.type.name})'
   check_kwargs(op, kwargs)
   kernel_init = kwargs.get('kernel_init', 'I:lecun_normal')
@@ -181,22 +165,13 @@ def variable_specs(op: ir.Op, kwargs: Mapping[str, Any],
 
 def initial_value(spec: VariableSpec, seed: Optional[int],
                   var_name: str, where: str) -> tf.Tensor:
-  """The initial value of a variable, as a float32 tensor of `spec.shape`.
+  """A float32 initial value of `spec.shape`, fixed by (`seed`, `var_name`)
+  with a seed, from the global generator without.
 
-  `spec.init` is `'I:<fn>'` or `'I:<fn>:k1:v1:...'` with fn one of zeros,
-  ones, constant (value), normal (stddev, mean), truncated_normal (stddev),
-  uniform (minval, maxval), lecun_normal, lecun_uniform, he_normal /
-  kaiming_normal, he_uniform / kaiming_uniform, glorot_normal /
-  xavier_normal, glorot_uniform / xavier_uniform; or a number (constant).
-
-  Args:
-    seed: None draws from the global generator; an int draws a value fixed
-      by (seed, `var_name`).
-    var_name: the full variable name, e.g. `'conv/kernel'`.
-    where: names the op in errors.
-
-  Raises:
-    ValueError: on an unknown initializer or bad arguments (naming the op).
+  `spec.init`: a number, or `'I:<fn>[:key:value...]'`, fn one of zeros, ones,
+  constant (value), normal (stddev, mean), truncated_normal (stddev), uniform
+  (minval, maxval), or {lecun, he/kaiming, glorot/xavier}_{normal, uniform}
+  (scale). ValueError naming the op (`where`) for anything else.
   """
   shape = spec.shape
   if isinstance(spec.init, (int, float)):
@@ -396,55 +371,28 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
           variables: Mapping[str, tf.Variable], training: bool = False,
           stateless_batch_norm: bool = False,
           dropout_seed: Optional[tf.Tensor] = None) -> List[tf.Tensor]:
-  """Runs one op.
+  """Runs one op: a list of `op.num_outputs` tensors; ValueError naming the
+  op on bad kwargs (`ALLOWED_KWARGS`).
 
-  Per type (defaults in brackets):
-
-  * CONV: `features`, `kernel_size`, `strides` [1], `dilations` [1], `padding`
-    ['SAME'], `use_bias` [True], `kernel_init` ['I:lecun_normal'],
-    `bias_init` ['I:zeros'], `feature_group_count` [1, the only value].
-    `strides` > 1 with `dilations` > 1 is refused (as Keras does).
-    Variables `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
-  * DEPTHWISE_CONV: as CONV without `features`, plus `depth_multiplier` [1].
-    Variables `kernel` [kh, kw, C, depth_multiplier], `bias` [C * multiplier].
-  * DENSE (on the last axis): `features`, `use_bias`, `kernel_init`,
-    `bias_init`. Variables `kernel` [C_in, features], `bias` [features].
-  * BATCH_NORM (last axis): `momentum` [0.99], `epsilon` [1e-3], `use_scale`,
-    `use_bias` [True], `scale_init` ['I:ones'], `bias_init` ['I:zeros'],
-    `stateless` [the model's setting]. Variables `gamma`, `beta` and, unless
-    stateless, non-trainable `moving_mean`, `moving_variance`. Training, or
-    stateless, uses the batch statistics; training and stateful also updates
-    `m <- momentum * m + (1 - momentum) * batch` (a control dependency).
-  * LAYER_NORM (last axis): `epsilon` [1e-6], `use_scale`, `use_bias`,
-    `scale_init`, `bias_init`. Variables `gamma`, `beta`.
-  * RELU, RELU6, GELU (`approximate` [False]), SWISH (x sigmoid(x)), H_SWISH
-    (x relu6(x + 3) * (1/6)), SIGMOID, H_SIGMOID (relu6(x + 3) / 6), SOFTMAX
-    (`axis` [-1]), IDENTITY, NONE (stop-gradient): no variables.
-  * ADD, MUL: sum / product of the inputs, with broadcasting.
-  * AVG_POOL, MAX_POOL: `window_shape` (int or per spatial dim; 0 means the
-    whole dim), `strides` [1], `padding` ['VALID'].
-  * GLOBAL_AVG_POOL: mean over the spatial dims, `keepdims` [False].
-  * MEAN: `axis`, `keepdims` [False]. CONCAT: `axis` [-1].
-  * FLATTEN: to [batch, -1]. RESHAPE: `new_shape`, a leading `'B'` keeps the
-    batch size. TRANSPOSE: `axes`.
-  * DROPOUT (training only): `rate`, `whole_tensor` [False]: an elementwise
-    mask, or one scalar mask for the whole input, batch included (path
-    dropout). The mask is keyed on the op's name (`layers.dropout`).
-
-  Args:
-    kwargs: the op's resolved kwargs.
-    inputs: float tensors, in slot order.
-    variables: the op's variables by name (see `variable_specs`).
-    training: a Python bool, as for `Model.__call__`.
-    stateless_batch_norm: the model's default for batch norm.
-    dropout_seed: an integer [2] Tensor keying DROPOUT's masks, or None
-      (stateful dropout).
-
-  Returns:
-    A list of `op.num_outputs` tensors.
-
-  Raises:
-    ValueError: naming the op, on bad kwargs.
+  Defaults and variables per type:
+  * CONV: strides, dilations [1] (not both > 1), padding ['SAME'], use_bias
+    [True], kernel_init ['I:lecun_normal'], bias_init ['I:zeros'];
+    `kernel` [kh, kw, C_in, features] (HWIO), `bias` [features].
+  * DEPTHWISE_CONV: as CONV, depth_multiplier [1]; `kernel` [kh, kw, C, m].
+  * DENSE (last axis): `kernel` [C_in, features], `bias` [features].
+  * BATCH_NORM (last axis): momentum [0.99], epsilon [1e-3], stateless [the
+    model's]; `gamma`, `beta`, unless stateless `moving_mean`,
+    `moving_variance`. Training or stateless: batch statistics; training and
+    stateful also m <- momentum * m + (1 - momentum) * batch.
+  * LAYER_NORM (last axis): epsilon [1e-6]; `gamma`, `beta`.
+  * Activations (`_ACTIVATIONS`, GELU approximate [False], SOFTMAX axis [-1];
+    NONE is a stop-gradient); ADD, MUL of all inputs, broadcast.
+  * AVG_POOL, MAX_POOL: window_shape (0: the whole dim), strides [1],
+    padding ['VALID']. GLOBAL_AVG_POOL, MEAN: keepdims [False]. CONCAT: axis
+    [-1]. FLATTEN to [batch, -1]; RESHAPE new_shape (a leading 'B' keeps the
+    batch); TRANSPOSE axes.
+  * DROPOUT (training only): rate, whole_tensor [False] (one mask for the
+    whole input: path dropout), keyed on the op's name and `dropout_seed`.
   """
   where = f'Op {op.name!r} ({op.type.name})'
   check_kwargs(op, kwargs)

@@ -1,10 +1,5 @@
-"""Subgraph replacement and the subgraph view properties work on.
-
-`replace_subgraph(graph, spec)` splices a list of `SubgraphNode`s into a
-copy of a graph: a spec op named like an existing op replaces it, consumers
-of a tensor a node's `output_names` name read that node's output instead, and
-old ops no output needs are dropped.
-"""
+"""Subgraph replacement (`replace_subgraph`) and the subgraph view
+(`SubgraphModel`) that properties work on."""
 
 from __future__ import annotations
 
@@ -26,17 +21,9 @@ class SubgraphNode:
 
   def __init__(self, op: ir.Op,
                output_names: Optional[Sequence[Optional[str]]] = None):
-    """Creates a node inserting `op`.
-
-    Args:
-      output_names: per output slot, a tensor name to rewire (`"x"` or
-        `"x:k"`) or None / `''` to leave that slot unrewired; stored
-        canonical, and may be shorter than `op.num_outputs`.
-
-    Raises:
-      ValueError: if `op` is not an `ir.Op`, or there are more entries than
-        outputs (naming the op).
-    """
+    """A node inserting `op`; `output_names` per output slot a tensor name to
+    rewire (stored canonical) or None / `''`, at most `op.num_outputs`.
+    ValueError (naming the op) for a non-`ir.Op` or too many entries."""
     if not isinstance(op, ir.Op):
       raise ValueError(f'SubgraphNode needs an ir.Op, got {op!r}')
     if isinstance(output_names, str):
@@ -92,29 +79,19 @@ def _check_spec(graph: ir.Graph, spec: SubgraphSpec) -> Dict[str, str]:
 
 
 def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
-  """Returns a copy of `graph` with the subgraph spliced in.
+  """A copy of `graph` with the subgraph spliced in (neither argument mutated).
 
   For every `node.output_names[k]` naming an existing tensor X, every old
   consumer of X, and the graph's outputs, read `"{node.op.name}:k"` instead;
   spec ops' own inputs are never redirected, so a node may read X and replace
-  it ("insert after X").
-
-  Args:
-    graph: the graph to rewrite; not mutated.
-    subgraph_spec: `SubgraphNode`s, in any order admitting a topological
-      sort; not mutated.
-
-  Returns:
-    A new `ir.Graph` with the same inputs and the old outputs, rewired (as
-    canonical names). Its ops are those the outputs need: each spec op as
-    soon as its inputs exist, old ops otherwise in their original order.
+  it ("insert after X"). A spec op named like an old op replaces it; the
+  result keeps only the ops its outputs need, each spec op as soon as its
+  inputs exist, old ops otherwise in their order.
 
   Raises:
-    ValueError: naming the op, if two spec ops share a name, a spec op has
-      a graph input's name, an `output_names` entry is not a tensor of the
-      graph or is rewired twice, an op reads a tensor nobody produces, an
-      output has no producer, the result has a cycle, or a spec node ends up
-      unused (no graph output depends on it).
+    ValueError: naming the op, for a duplicate or input-named spec op, an
+      `output_names` entry not in the graph or rewired twice, a missing
+      tensor or producer, a cycle, or a spec node no output depends on.
   """
   graph = copy.deepcopy(graph)
   spec = copy.deepcopy(list(subgraph_spec))
@@ -174,30 +151,20 @@ def replace_subgraph(graph: ir.Graph, subgraph_spec: SubgraphSpec) -> ir.Graph:
 
 
 class SubgraphModel:
-  """A subgraph in the context of its (already rewritten) graph.
+  """A subgraph in the context of its graph, `replace_subgraph(old, spec)`.
 
-  Args:
-    graph: the graph containing the spec, i.e. `replace_subgraph(old, spec)`.
-    state: a built `model.Model` of `graph` (its variables are the state),
-      or None for abstract (structure/shape-only) use.
-    inputs: the graph's input values, a dict from input name to array.
-    subgraph_spec: the spec; None means the whole graph is the subgraph.
+  `state`: a built `Model` of `graph`, or None (structure and shapes only);
+  `inputs`: {graph input name: array}; `subgraph_spec` None: the whole graph.
 
   Attributes:
-    input_names: canonical boundary inputs: tensors read by spec ops but not
-      produced by spec ops, in order of first appearance (the graph's
-      inputs without a spec).
-    output_names: canonical boundary outputs: `"{op}:k"` for each rewired
-      slot, plus spec-op outputs read outside the spec (e.g. by the old
-      consumers of a same-named replaced op). Without a spec, the graph's
-      outputs, canonical.
-    aliases: a dict from new output tensor to the old tensor names it
-      replaced (properties also report values under the old names).
-    subg_graph: the spec ops as a standalone `ir.Graph` over `input_names`
-      (the whole graph without a spec).
-    subg_inputs_graph: the full graph cut to output `input_names` (None
-      without a spec).
-    subg_outputs_graph: the full graph cut to output `output_names`.
+    input_names: canonical boundary inputs (read by spec ops, produced
+      outside), in order of first appearance.
+    output_names: canonical boundary outputs: each rewired slot, plus spec
+      outputs read outside the spec.
+    aliases: {new output: the old tensor names it replaced}.
+    subg_graph: the spec ops as an `ir.Graph` over `input_names`.
+    subg_inputs_graph, subg_outputs_graph: the graph cut to `input_names`
+      (None without a spec) / to `output_names`.
   """
 
   def __init__(self, graph: ir.Graph, constants: Optional[Mapping[str, Any]],
@@ -260,7 +227,7 @@ class SubgraphModel:
     return self.subgraph_spec is not None
 
   def input_shapes(self) -> Dict[str, tuple]:
-    """Shapes of the graph input values, keyed by input name as written."""
+    """Shapes of the graph input values, by input name as written."""
     return {name: tuple(_shape(value)) for name, value in self.inputs.items()}
 
   def _require_state(self) -> model_lib.Model:
@@ -282,14 +249,12 @@ class SubgraphModel:
 
   def get_subg_inputs(self, graph_inputs: Optional[Mapping[str, Any]] = None
                       ) -> Dict[str, Any]:
-    """The boundary input values (canonical name -> float tensor), computed
-    from graph inputs (default: `inputs`)."""
+    """{canonical boundary input: tensor} from graph inputs (or `inputs`)."""
     return self._in_context(self.input_names, graph_inputs)
 
   def get_subg_outputs(self, graph_inputs: Optional[Mapping[str, Any]] = None
                        ) -> Dict[str, Any]:
-    """The boundary output values (canonical name -> float tensor),
-    computed in context from graph inputs (default: `inputs`)."""
+    """{canonical boundary output: tensor} in context, from graph inputs."""
     return self._in_context(self.output_names, graph_inputs)
 
   def _in_context(self, names: Sequence[str],
@@ -300,8 +265,8 @@ class SubgraphModel:
     return {name: values[name] for name in names}
 
   def execute_subg(self, subg_inputs: Mapping[str, Any]) -> Dict[str, Any]:
-    """Runs the subgraph alone: a dict boundary input name -> value in, a
-    dict canonical boundary output name -> float tensor out."""
+    """The subgraph alone: {boundary input: value} -> {boundary output:
+    tensor}."""
     values = self.subg_model.call_all(subg_inputs,
                                       output_names=self.output_names)
     return {name: values[name] for name in self.output_names}

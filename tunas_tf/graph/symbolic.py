@@ -36,24 +36,13 @@ def resolve_value(value: Any,
                   constants: Optional[Mapping[str, Any]] = None,
                   tensor_shapes: Optional[Mapping[str, Shape]] = None,
                   where: str = 'op') -> Any:
-  """Resolves one kwarg value.
-
-  Args:
-    value: the kwarg value (any type; only `S:`/`K:` strings change).
-    input_shapes: static shapes of the op's inputs, in slot order.
-    constants: named integer constants for `K:`.
-    tensor_shapes: shapes of earlier tensors by canonical name, for
-      `"S:<tensor>:<d>"`.
-    where: names the op and kwarg in error messages.
-
-  Returns:
-    The resolved value: an int for a symbolic string, a list/tuple of the
-    same type for a sequence, `value` itself otherwise.
+  """One kwarg value resolved: an int for an `S:`/`K:` string, a sequence
+  element-wise, anything else as is. `tensor_shapes` by canonical name (for
+  `"S:<tensor>:<d>"`); `where` names the op and kwarg in errors.
 
   Raises:
-    ValueError: naming `where` and the value, on an unknown constant or
-      tensor, an unknown (None) dim, an out-of-range dim, or a `%` that does
-      not divide.
+    ValueError: for an unknown constant or tensor, an unknown (None) or
+      out-of-range dim, or a `%` that does not divide.
   """
   if isinstance(value, (list, tuple)):
     return type(value)(resolve_value(v, input_shapes, constants, tensor_shapes,
@@ -126,13 +115,8 @@ def resolve_kwargs(op: ir.Op,
                    constants: Optional[Mapping[str, Any]] = None,
                    tensor_shapes: Optional[Mapping[str, Shape]] = None
                    ) -> Dict[str, Any]:
-  """The op's merged kwargs (`Op.kwargs`) with symbolic values resolved.
-
-  `op` is not modified; the other arguments as `resolve_value`.
-
-  Raises:
-    ValueError: as `resolve_value`, naming the op and the kwarg.
-  """
+  """`op.kwargs` with symbolic values resolved (arguments and ValueError as
+  `resolve_value`, naming the op and kwarg)."""
   return {key: resolve_value(value, input_shapes, constants, tensor_shapes,
                              where=f'op {op.name!r} kwarg {key!r}')
           for key, value in op.kwargs.items()}

@@ -1,9 +1,6 @@
-"""CifarNet and ResNet18 in the IR, with abstract_nas's op names.
-
-Each builder returns `(graph, constants, blocks)`: the `ir.Graph`, its
-constants, and the instantiated `block.Block`s in network order (pass them
-back as `blocks=` to rebuild the network with mutated blocks).
-"""
+"""CifarNet and ResNet18 in the IR, with abstract_nas's op names. Each builder
+returns `(graph, constants, blocks)`: the blocks instantiated in network order
+(pass them back as `blocks=` to rebuild with mutated blocks)."""
 
 from __future__ import annotations
 
@@ -19,12 +16,8 @@ ZooModel = Tuple[ir.Graph, Dict[str, Any], List[block_lib.Block]]
 
 
 def conv_block() -> block_lib.Block:
-  """CifarNet's block: conv 3x3 (twice the channels), relu, avg pool 2x2/2.
-
-  Returns:
-    The template `Block` named `conv_layer`, reading `input`, output
-    `avg_pool`; an [B, H, W, C] input gives [B, H/2, W/2, 2C].
-  """
+  """CifarNet's block `conv_layer`: conv 3x3 (twice the channels), relu, avg
+  pool 2x2/2: [B, H, W, C] `input` -> [B, H/2, W/2, 2C] `avg_pool`."""
   ops = [
       new_op('conv', OpType.CONV, ['input'],
              op_kwargs={'features': 'S:-1*2', 'kernel_size': 3}),
@@ -52,21 +45,9 @@ def _chain(ops: List[ir.Op], constants: Dict[str, Any],
 def CifarNet(  # pylint: disable=invalid-name
     in_features: int = 32, out_features: int = 256, num_classes: int = 10,
     blocks: Optional[Sequence[block_lib.Block]] = None) -> ZooModel:
-  """abstract_nas's small CNN (11 ops, 2,192,458 parameters on 32x32x3).
-
-  proj (1x1 conv to `in_features`), two `conv_layer` blocks, flatten,
-  fc/dense (`out_features`), fc/relu, fc/logits (`num_classes`).
-
-  Args:
-    in_features: channels after `proj`.
-    out_features: width of the hidden dense layer.
-    blocks: the blocks to chain (default: two `conv_block()`s), instantiated
-      with ids 0, 1, ...
-
-  Returns:
-    `(graph, constants, blocks)`; the graph maps a float32 [B, H, W, C]
-    `input` to [B, num_classes] logits `fc/logits`.
-  """
+  """abstract_nas's small CNN (11 ops, 2,192,458 parameters on 32x32x3): proj
+  (1x1 conv to `in_features`), `blocks` (default two `conv_block()`s, ids
+  0, 1, ...), flatten, fc/dense (`out_features`), fc/relu, fc/logits."""
   constants: Dict[str, Any] = {'out_features': out_features,
                                'num_classes': num_classes}
   ops = [new_op('proj', OpType.CONV, ['input'],
@@ -89,16 +70,9 @@ _BN = {'momentum': 0.9, 'epsilon': 1e-5}
 
 
 def basic_block(stride: int, filter_mul: int) -> block_lib.Block:
-  """ResNet's basic block body: conv0, bn1, relu2, conv3 (no residual).
-
-  Args:
-    stride: conv0's stride (1 or 2).
-    filter_mul: conv0 multiplies the channels by this (1 or 2).
-
-  Returns:
-    The template `Block` `resnet_stride{stride}_filtermul{filter_mul}_basic`
-    reading `input`, output `conv3`.
-  """
+  """The template of ResNet's basic block body: conv0 (`stride`, channels x
+  `filter_mul`), bn1, relu2, conv3 (no residual), named
+  `resnet_stride{stride}_filtermul{filter_mul}_basic`."""
   features = 'S:-1' if filter_mul == 1 else f'S:-1*{filter_mul}'
   ops = [
       new_op('conv0', OpType.CONV, ['input'],
@@ -138,27 +112,11 @@ def _residual_ops(layer_id: str, x: str, body_out: str,
 def ResNet18(  # pylint: disable=invalid-name
     num_classes: int = 10, input_resolution: str = 'small',
     blocks: Optional[Sequence[block_lib.Block]] = None) -> ZooModel:
-  """ResNet18 v1 as in abstract_nas's `zoo/resnetv1.py` (69 ops).
-
-  Stem `init/conv0` (64 filters; 3x3/1 for 'small', 7x7/2 for 'large'),
-  `init/bn1`, `init/relu2`, `init/maxpool3` (3x3/2 SAME), `proj4` (1x1, 64);
-  eight residual layers with ids 11, 12, 21, 22, 31, 32, 41, 42 (layers 21,
-  31, 41 have stride 2 and double the channels, with a projection on the
-  skip); head `fc/mean` (spatial mean) and `fc/dense` (zeros kernel).
-  Convs have no bias; batch norms use momentum 0.9, epsilon 1e-5.
-
-  Args:
-    input_resolution: 'small' (CIFAR-sized) or 'large' (ImageNet-sized).
-    blocks: eight basic-block templates or instances (default: the
-      standard ones).
-
-  Returns:
-    `(graph, constants, blocks)`; the graph maps a float32 [B, H, W, 3]
-    `input` to [B, num_classes] logits `fc/dense`.
-
-  Raises:
-    ValueError: on an unknown `input_resolution` or a wrong block count.
-  """
+  """ResNet18 v1 as abstract_nas's `zoo/resnetv1.py` (69 ops): stem (3x3/1
+  for 'small', 7x7/2 for 'large' `input_resolution`), eight residual layers
+  (ids 11, 12, 21, ..., 42; 21, 31, 41 stride 2 with a projected skip), head
+  `fc/mean`, `fc/dense` (zeros kernel). ValueError for an unknown resolution
+  or not eight `blocks`."""
   if input_resolution not in ('small', 'large'):
     raise ValueError(f"Unknown input_resolution {input_resolution!r}; "
                      "expected 'small' or 'large'")

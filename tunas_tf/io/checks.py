@@ -42,7 +42,8 @@ def is_number(value: Any) -> bool:
 
 def number(name: str, value: Any, low: Optional[float] = None,
            high: Optional[float] = None, *, low_open: bool = False,
-           high_open: bool = False, integer: bool = False) -> None:
+           high_open: bool = False, integer: bool = False,
+           prefix: str = '--') -> None:
   """Checks that `value` is a finite number inside the given bounds.
 
   Args:
@@ -50,10 +51,11 @@ def number(name: str, value: Any, low: Optional[float] = None,
     low, high: the bounds (None: unbounded on that side).
     low_open, high_open: whether the bound itself is excluded.
     integer: whether `value` must be an int (bools are refused).
+    prefix: what the message puts before `name` ('' for a field's name).
 
   Raises:
-    ValueError: '--{name} must be {an integer }{bound}, got {value!r}', or
-      '--{name} must be a finite number, got nan'.
+    ValueError: '{prefix}{name} must be {an integer }{bound}, got
+      {value!r}', or '{prefix}{name} must be a finite number, got nan'.
   """
   kind = 'an integer ' if integer else ''
   bound = _bound(low, high, low_open, high_open)
@@ -61,14 +63,14 @@ def number(name: str, value: Any, low: Optional[float] = None,
     kind, bound = '', 'an integer'
   if isinstance(value, bool) or not isinstance(
       value, numbers.Integral if integer else numbers.Real):
-    raise ValueError(f'--{name} must be {kind}{bound}, got {value!r}')
+    raise ValueError(f'{prefix}{name} must be {kind}{bound}, got {value!r}')
   if not math.isfinite(value):
-    raise ValueError(f'--{name} must be a finite number, got {value!r}')
+    raise ValueError(f'{prefix}{name} must be a finite number, got {value!r}')
   too_low = low is not None and (value <= low if low_open else value < low)
   too_high = high is not None and (value >= high if high_open
                                    else value > high)
   if too_low or too_high:
-    raise ValueError(f'--{name} must be {kind}{bound}, got {value!r}')
+    raise ValueError(f'{prefix}{name} must be {kind}{bound}, got {value!r}')
 
 
 def fraction(name: str, value: Any, *, high_open: bool = False) -> None:

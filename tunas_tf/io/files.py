@@ -9,19 +9,21 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from typing import Any, Callable, Collection, Dict, Mapping, Optional
+import uuid
 
 # A run's settings in its model directory (the search's and train_eval's).
 CONFIG_FILE = 'config.json'
 
 
-def _gfile():
+def _tf():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
+  return tf
 
 
 def exists(path: str) -> bool:
-  return _gfile().exists(path)
+  return _tf().io.gfile.exists(path)
 
 
 def is_remote(path: str) -> bool:
@@ -35,19 +37,20 @@ def abspath(path: str) -> str:
 
 
 def _write(data: Any, path: str, mode: str) -> None:
-  gfile = _gfile()
+  gfile = _tf().io.gfile
   directory = os.path.dirname(path)
   if directory:
     gfile.makedirs(directory)
-  tmp = path + '.tmp'
+  # A new object per writer: two writers never share one, and some
+  # filesystems (ram://) append to an existing file opened for writing.
+  tmp = f'{path}.{uuid.uuid4().hex}.tmp'
   with gfile.GFile(tmp, mode) as f:
     f.write(data)
   gfile.rename(tmp, path, overwrite=True)
 
 
 def write_text(text: str, path: str) -> None:
-  """Writes `text` to `path` through a temporary file and a rename (readers
-  never see a partial write), creating the parent directory if needed."""
+  """Writes `text` to `path` (and its directory) by a rename: atomically."""
   _write(text, path, 'w')
 
 
@@ -69,13 +72,74 @@ def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
   write_text(json.dumps(value, indent=1, sort_keys=sort_keys) + '\n', path)
 
 
+def read_or_none(path: str) -> Optional[str]:
+  """The text at `path` (bytes that are not UTF-8 replaced), None if it is
+  missing."""
+  try:
+    with _tf().io.gfile.GFile(path, 'rb') as f:
+      return f.read().decode(errors='replace')
+  except _tf().errors.NotFoundError:
+    return None
+
+
+def age(path: str) -> Optional[float]:
+  """Seconds since `path` was written; None if it is missing or its
+  filesystem keeps no times (ram://)."""
+  try:
+    mtime_nsec = _tf().io.gfile.stat(path).mtime_nsec
+  except _tf().errors.NotFoundError:
+    return None
+  return time.time() - mtime_nsec / 1e9 if mtime_nsec else None
+
+
+def remove(path: str) -> None:
+  """Removes `path` if it exists."""
+  try:
+    _tf().io.gfile.remove(path)
+  except _tf().errors.NotFoundError:
+    pass
+
+
+def create_new(path: str, text: str) -> bool:
+  """Writes `text` to a new local file (and its directory); False if `path`
+  exists (O_EXCL: of two processes creating it, one does)."""
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+  except FileExistsError:
+    return False
+  with os.fdopen(fd, 'w') as f:
+    f.write(text)
+  return True
+
+
+def replace_unchanged(path: str, expected: Optional[str], text: str) -> bool:
+  """Whether the local file `path`, holding `expected` (None: missing), now
+  holds `text` by this call. Atomic: it is renamed aside first, so of two
+  processes replacing it one moves it; the other finds none, or moves the
+  winner's file, sees it and puts it back."""
+  aside = f'{path}.{uuid.uuid4().hex}.aside'
+  try:
+    os.rename(path, aside)
+  except FileNotFoundError:
+    return create_new(path, text)
+  with open(aside, 'rb') as f:
+    changed = f.read().decode(errors='replace') != expected
+  if changed:
+    try:
+      os.link(aside, path)  # Back, unless yet another was created.
+    except OSError:
+      pass
+  os.remove(aside)
+  return not changed and create_new(path, text)
+
+
 def read_text(path: str) -> str:
   """Reads a text file; ValueError naming the path if it does not exist."""
-  gfile = _gfile()
-  if not gfile.exists(path):
+  text = read_or_none(path)
+  if text is None:
     raise ValueError(f'{path} does not exist')
-  with gfile.GFile(path) as f:
-    return f.read()
+  return text
 
 
 def read_input(path: str) -> str:
@@ -85,7 +149,7 @@ def read_input(path: str) -> str:
     ValueError: 'cannot read {path}: {reason}' (missing, a directory,
       unreadable).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = _tf()
   try:
     with tf.io.gfile.GFile(path) as f:
       return f.read()
@@ -116,12 +180,9 @@ def check_config(path: str, new: Dict[str, Any],
 
   Args:
     new: this run's settings (JSON-able, flat).
-    run_only_fields: settings that only say how often to save or log, or
-      where to run; they may differ.
-    derived_fields: settings computed from others; compared after the
-      others, so an error names what the user changed.
-    check_stored: called with the stored settings before any comparison
-      (e.g. to refuse another binary's directory in its own words).
+    run_only_fields: settings a restart may change (cadence, where to run).
+    derived_fields: compared last, so an error names what the user changed.
+    check_stored: called with the stored settings before any comparison.
     added_fields: settings an earlier version did not store, with the value
       it ran with: taken where the stored file lacks them.
 
@@ -129,9 +190,8 @@ def check_config(path: str, new: Dict[str, Any],
     The stored settings, or None when `path` does not exist (a new run).
 
   Raises:
-    ValueError: naming the first differing field outside `run_only_fields`
-      with its stored and its new value, or when the stored file is not a
-      JSON object.
+    ValueError: naming the first differing field with both values, or a
+      stored file that is not a JSON object.
   """
   if not exists(path):
     return None
@@ -193,22 +253,13 @@ def _directory_problem(path: str) -> Optional[str]:
 
 
 def check_output_dir(path: str, flag: str) -> None:
-  """Checks that `path` is a writable directory or can be created as one.
-
-  Creates nothing. For a remote path only checks that it is not a file.
-
-  Args:
-    flag: the flag that names it, for the message (e.g. '--model_dir').
-
-  Raises:
-    ValueError: '{flag}={path} is a file, not a directory', '... is not
-      writable' or '... cannot be created: {ancestor} is a file' (or is not
-      writable).
-  """
+  """ValueError '{flag}={path} is a file, not a directory' (or is not
+  writable, or cannot be created) unless `path` is a writable directory or
+  can be created as one; creates nothing (a remote path: not a file)."""
   if not is_remote(path):
     problem = _directory_problem(path)
   else:
-    gfile = _gfile()
+    gfile = _tf().io.gfile
     problem = ('is a file, not a directory'
                if gfile.exists(path) and not gfile.isdir(path) else None)
   if problem:
@@ -222,7 +273,7 @@ def check_output_file(path: str, flag: str) -> None:
     ValueError: '{flag}={path} is a directory, not a file', or '... cannot
       be written: {ancestor} is a file' (or is not writable).
   """
-  if _gfile().isdir(path):
+  if _tf().io.gfile.isdir(path):
     raise ValueError(f'{flag}={path} is a directory, not a file')
   directory = os.path.dirname(path)
   if directory and not is_remote(path):

@@ -1,16 +1,23 @@
 """TFLite: the one conversion (float32 or full-integer int8) and the
 interpreter: LiteRT's (`ai_edge_litert`) where installed (with TF 2.16+,
-whose own warns it is deprecated), else TF's.
+whose own warns it is deprecated), else TF's; TFLite Micro's (the
+`tflite-micro` wheel) for the arena a microcontroller needs.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional
+import faulthandler
+import importlib
+import os
+import re
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 import warnings
 
 import numpy as np
 
 from tunas_tf.io import checks
+from tunas_tf.io import errors
 from tunas_tf.io import native_output
 
 FLOAT32, INT8 = 'float32', 'int8'
@@ -45,14 +52,12 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
             calibration: Optional[Iterable[np.ndarray]] = None,
             input_type: str = INT8, signature: bool = False) -> bytes:
   """The TFLite flatbuffer of `function` (one input; variables frozen from
-  `trackable`). `INT8`: full-integer post-training quantization (int8
-  weights, activations and output, `input_type` input), ranges calibrated on
-  `calibration` (float32 input arrays). `signature`: the function's names as
-  the signature 'serving_default' (`_with_signature`).
+  `trackable`); `INT8`: full-integer (`input_type` input), calibrated on
+  `calibration` (float32 arrays); `signature`: as `_with_signature`.
 
   Raises:
-    ValueError: for an unknown precision, or a conversion that fails or
-      leaves an op in float32 (the message says which).
+    ValueError: an unknown precision, or a conversion that fails or leaves an
+      op in float32 (the message says which).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   checks.one_of('precision', precision, list(PRECISIONS))
@@ -75,7 +80,7 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
     try:
       content = converter.convert()
     except Exception as e:  # pylint: disable=broad-except
-      failure = _error_line(str(e))  # Its own lines: the note, the stack.
+      failure = errors.first_line(e)  # Its own lines: the note, the stack.
   if failure is not None:
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
   if precision == INT8:
@@ -120,14 +125,6 @@ def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
                  bounds.max).astype(details['dtype'])
 
 
-def _error_line(text: str) -> str:
-  """The converter's first 'error: ...' (else first) line, cut to 200."""
-  lines = [line.strip() for line in text.splitlines() if line.strip()]
-  errors = [line.split('error: ', 1)[1] for line in lines
-            if 'error: ' in line]
-  return ((errors or lines or ['no message'])[0])[:200]
-
-
 def _check_integer(content: bytes) -> None:
   """Refuses a model where an op left in float32 (no int8 kernel) sits
   between a dequantize and a quantize: the converter keeps such ops."""
@@ -141,3 +138,120 @@ def _check_integer(content: bytes) -> None:
   if floats:
     raise ValueError('the int8 TFLite conversion left ops in float32 (no '
                      f'int8 kernel): {", ".join(floats)}')
+
+
+# ------------------------------------------------------- TFLite Micro
+
+MICRO_PACKAGE = 'tflite-micro'
+MICRO_MODULE = 'tflite_micro.python.tflite_micro.runtime'
+# TFLite Micro's line for an op it has no kernel for.
+_NO_KERNEL = re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'")
+_LARGEST_ARENA = 1 << 30
+
+
+def _micro_runtime() -> Any:
+  """tflite_micro's runtime module.
+
+  Raises:
+    ValueError: naming the package, when it is not installed.
+  """
+  try:
+    runtime = importlib.import_module(MICRO_MODULE)
+  except ImportError:
+    raise ValueError(f'TFLite Micro is not installed: pip install '
+                     f'{MICRO_PACKAGE} (setup.py installs it where a wheel '
+                     'exists)') from None
+  return runtime
+
+
+def _micro_invoke(content: bytes, arena_size: int,
+                  images: Optional[np.ndarray]) -> List[np.ndarray]:
+  """Outputs of TFLite Micro on each of `images` (zeros if None) with an
+  arena of `arena_size` bytes; raises what the interpreter raises."""
+  runtime = _micro_runtime()
+  model = runtime.Interpreter.from_bytes(content, arena_size=arena_size)
+  given = model.get_input_details(0)
+  if images is None:
+    images = np.zeros([1, *given['shape'][1:]], given['dtype'])
+  outputs = []
+  for image in images:
+    model.set_input(image[None].astype(given['dtype']), 0)
+    model.invoke()
+    outputs.append(model.get_output(0)[0])
+  return outputs
+
+
+def _fits(content: bytes, arena_size: int) -> Tuple[bool, str]:
+  """Whether the model allocates and invokes in `arena_size` bytes, and what
+  TFLite Micro printed. In a child process: under a tight arena TFLite Micro
+  can crash the process, which counts as not fitting."""
+  read, write = os.pipe()
+  pid = os.fork()
+  if pid == 0:  # The child: its own native lines go to the pipe.
+    faulthandler.disable()  # A crash is an answer here, not a report.
+    os.dup2(write, 1)
+    os.dup2(write, 2)
+    try:
+      _micro_invoke(content, arena_size, None)
+      code = 0
+    except BaseException:  # pylint: disable=broad-except
+      code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access
+  os.close(write)
+  with os.fdopen(read, 'rb') as pipe:
+    printed = pipe.read().decode('utf-8', 'replace')
+  _, status = os.waitpid(pid, 0)
+  return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, printed
+
+
+def micro_arena(content: bytes) -> int:
+  """The smallest tensor arena (bytes) in which TFLite Micro allocates and
+  invokes the model (bisection, each trial in a child process).
+
+  Raises:
+    ValueError: when tflite-micro is missing, or the model does not run in
+      any arena (naming the op TFLite Micro has no kernel for, else its last
+      line).
+  """
+  _micro_runtime()
+  high = 1 << 16
+  while True:
+    fits, printed = _fits(content, high)
+    if fits:
+      break
+    missing = _NO_KERNEL.findall(printed)
+    if missing or high >= _LARGEST_ARENA:
+      lines = [line.strip() for line in printed.splitlines() if line.strip()]
+      raise ValueError('TFLite Micro cannot run the model: ' + (
+          f'no kernel for op {missing[0]}' if missing else
+          (lines or ['no message'])[-1][:200]))
+    high *= 4
+  low = high // 4 if high > 1 << 16 else 0
+  while high - low > 1:
+    middle = (low + high) // 2
+    if _fits(content, middle)[0]:
+      high = middle
+    else:
+      low = middle
+  return high
+
+
+def micro_check(content: bytes, images: np.ndarray) -> Tuple[int, int]:
+  """(the arena TFLite Micro needs for the model, `micro_arena`; the largest
+  difference of its outputs from the TFLite interpreter's own kernels', in
+  the output's integer steps) on `images`, float values `quantize`d to the
+  model's input (`micro_arena`'s errors)."""
+  arena = micro_arena(content)
+  reference = interpreter(content, num_threads=1, delegates=False)
+  given = reference.get_input_details()[0]
+  values = quantize(images, given)
+  reference.resize_tensor_input(given['index'], list(values.shape))
+  reference.allocate_tensors()
+  reference.set_tensor(given['index'], values)
+  reference.invoke()
+  expected = reference.get_tensor(reference.get_output_details()[0]['index'])
+  with native_output.captured():
+    micro = np.stack(_micro_invoke(content, arena, values))
+  return arena, int(np.max(np.abs(micro.astype(np.int64) - expected)))

@@ -1,12 +1,5 @@
-"""Silences what native code prints straight to the process's stdout/stderr.
-
-`captured()` points file descriptors 1 and 2 at a temporary file for the
-block (the TFLite converter's ~20 lines of "non-converted ops" per
-conversion); if the block fails, what it printed is written back to stderr,
-so no error is lost.
-
-  with native_output.captured():
-    tflite = converter.convert()
+"""Silences what native code prints straight to the process's stdout/stderr
+(the TFLite converter's ~20 lines of "non-converted ops" per conversion).
 """
 
 from __future__ import annotations
@@ -20,8 +13,8 @@ from typing import Iterator
 
 @contextlib.contextmanager
 def captured() -> Iterator[None]:
-  """Native stdout/stderr output of the block goes to a temporary file
-  (replayed to stderr when the block raises)."""
+  """Points fds 1 and 2 at a temporary file for the block; replays it to
+  stderr when the block raises, so no error is lost."""
   for stream in (sys.stdout, sys.stderr):
     stream.flush()
   saved = [os.dup(1), os.dup(2)]

@@ -1,12 +1,8 @@
 """Which architectures to measure next: where the fitted model is least sure.
 
-A ridge fit's uncertainty about an architecture with columns x (the fit's:
-coupled features and scaled counts, `fit.design_matrix`) is proportional to
-x^T (X^T X + alpha I)^-1 x, X the rows measured so far. `most_informative`
-picks greedily from uniform draws the architecture with the largest such
-leverage, adds it to X (a rank-one update) and picks again: a greedy
-D-optimal design, so the picks cover feature combinations the rows lack
-instead of repeating what uniform draws already cover.
+A ridge fit's uncertainty about columns x (`fit.design_matrix`) is
+proportional to the leverage x^T (X^T X + alpha I)^-1 x, X the rows measured
+so far; a greedy D-optimal design picks the largest, updates X, repeats.
 """
 
 from __future__ import annotations
@@ -23,20 +19,11 @@ from tunas_tf.search_space import sample
 def most_informative(ssd: str, measured: Sequence[str], num: int,
                      shape: Optional[macs.InputSpec] = None,
                      pool: Optional[int] = None, seed: int = 0) -> List[str]:
-  """`num` architectures to measure next, most informative first.
-
-  Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    measured: the architectures already measured ('0:2:1' strings).
-    num: how many to pick (> 0).
-    shape: the input the rows are measured at (default the space's).
-    pool: uniform draws to pick from (default 20 * num, at least 500);
-      draws already measured are left out.
-    seed: seed of the draws.
+  """`num` architectures to measure next, most informative first, from
+  `pool` uniform draws (default max(500, 20 * num)) not in `measured`.
 
   Raises:
-    ValueError: for an unknown space, `num <= 0`, or a pool with fewer new
-      architectures than `num`.
+    ValueError: an unknown space, `num <= 0`, or fewer new draws than `num`.
   """
   shape = shape or macs.resolve_input(ssd)
   size = pool or max(500, 20 * num)

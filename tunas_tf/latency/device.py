@@ -77,12 +77,8 @@ class ModelCache:
     """The .tflite path of `indices`, converted first if not cached."""
     path = self.path(indices)
     if not files.exists(path):
-      content = convert(self.build, indices, self.precision)
-      os.makedirs(os.path.dirname(path), exist_ok=True)
-      partial = path + '.partial'
-      with open(partial, 'wb') as f:
-        f.write(content)
-      os.replace(partial, path)  # A killed conversion leaves no bad model.
+      # Atomic: a killed conversion leaves no bad model.
+      files.write_bytes(convert(self.build, indices, self.precision), path)
     return path
 
 

@@ -1,12 +1,6 @@
-"""The timing protocol: how architectures are timed so that timings repeat.
-
-`measure` takes a `Device`'s architectures `interleave` at a time; each round
-visits every one of them (rotated), so a slow spell of the machine spreads
-over all. The first visit warms up until stable, a disturbed visit is redone
-and a row whose rounds spread out gets more (`Protocol`); a row is the median
-of its rounds, yielded as soon as they are done. `pass_noise`: each row's even
-and odd rounds measure it twice; the median relative difference of the two.
-"""
+"""The timing protocol (docs/tools.md, 'How it is timed'): architectures
+timed in interleaved rounds, so a slow spell of the machine spreads over all
+of them, and a row is the median of its rounds."""
 
 from __future__ import annotations
 
@@ -19,10 +13,12 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
+from tunas_tf.io import checks
+
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
-  """How each architecture is timed (see the module docstring).
+  """How each architecture is timed.
 
   Attributes:
     repeats: rounds per architecture (>= 2, so a pass reports its noise).
@@ -54,13 +50,9 @@ class Protocol:
     for name, low in (('repeats', 2), ('runs', 1), ('warmup_runs', 0),
                       ('max_warmup_runs', 0), ('max_retries', 0),
                       ('interleave', 1)):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f'{name} must be an int >= {low}, got {value!r}')
+      checks.number(name, getattr(self, name), low, integer=True, prefix='')
     for name in ('stable_tolerance', 'max_disturbance', 'max_spread'):
-      value = getattr(self, name)
-      if not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f'{name} must be in (0, 1], got {value!r}')
+      checks.number(name, getattr(self, name), 0, 1, low_open=True, prefix='')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,15 +79,9 @@ class Row:
 def time_runs(run: Callable[[], Any], runs: int,
               clock: Callable[[], float] = time.process_time
               ) -> Tuple[float, float, float]:
-  """(median ms, IQR ms, disturbance) of `runs` calls, each timed alone.
-
-  Python's garbage collector is off meanwhile (as `timeit` does).
-  Disturbance: the share of the calls' wall time that `clock` (CPU time)
-  did not advance, at least 0: near 0 when nothing else had the CPU. With
-  `time.thread_time` (a single-threaded run on the calling thread) it also
-  catches this process's other threads (e.g. TensorFlow's, still busy after
-  a conversion); `time.process_time` counts those as ours.
-  """
+  """(median ms, IQR ms, disturbance) of `runs` calls timed alone, the garbage
+  collector off. Disturbance: the share of wall time `clock` did not advance
+  (`time.thread_time` also catches this process's other threads)."""
   times = np.empty([runs])
   enabled = gc.isenabled()
   gc.disable()
@@ -116,9 +102,8 @@ def time_runs(run: Callable[[], Any], runs: int,
 def warm_up(run: Callable[[], Any], runs: int, max_runs: int,
             tolerance: float,
             clock: Callable[[], float] = time.process_time) -> int:
-  """Calls `run` until the median of the last `runs` calls moved less than
-  `tolerance` (relative) from the previous `runs`'; at most `max_runs`
-  calls. Returns how many calls it made."""
+  """Calls `run` (at most `max_runs` times) until the median of `runs` calls
+  moves less than `tolerance` (relative); returns the calls made."""
   made, previous = 0, None
   while made < max_runs:
     batch = min(runs, max_runs - made)
@@ -146,13 +131,8 @@ Visit = Callable[[bool], Tuple[float, float]]
 
 @dataclasses.dataclass
 class Device:
-  """Where architectures run; `open(indices)` prepares one for visits.
-
-  Attributes:
-    backend: 'tflite', 'tf' or 'command'.
-    settings: what the rows' context is (recorded beside the CSV).
-    open: indices -> a `Visit`.
-  """
+  """Where architectures run (`backend`: 'tflite', 'tf' or 'command');
+  `open(indices)` -> a `Visit`; `settings` go beside the CSV."""
   backend: str
   settings: Dict[str, Any]
   open: Callable[[str], Visit]
@@ -172,14 +152,9 @@ class Progress:
 def measure(device: Device, architectures: Sequence[str],
             protocol: Protocol, progress: Optional[Progress] = None
             ) -> Iterator[Row]:
-  """Times `architectures` on `device`, `protocol.interleave` at a time (see
-  the module docstring); yields each `Row` as soon as its last round is
-  done, with `seconds` (its own: its model's preparation and its visits),
-  adding every architecture's to `progress`.
-
-  Raises:
-    DeviceError: a device command failed (rows yielded so far stand).
-  """
+  """Yields each `Row` of `architectures` on `device` once its last round is
+  done, `seconds` its preparation and visits (added to `progress`);
+  DeviceError when a device command fails (rows so far stand)."""
   protocol.check()
   progress = progress or Progress()
   for start in range(0, len(architectures), protocol.interleave):

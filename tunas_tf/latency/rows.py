@@ -1,13 +1,6 @@
-"""The latency CSV: measured architectures of one space, one row each.
-
-`measure_to_csv` writes it (each row once its rounds are done), and `read`
-reads it, by one set of rules (docs/tools.md, 'The latency CSV'): a header
-naming at least `indices` and `latency_ms`, rows as long as the header,
-indices that fit the space, positive finite latencies; an error names the
-file and line. How the rows were measured (`provenance.Provenance`) is kept
-beside it (`settings_path`). A block table's CSV (`BLOCK_COLUMNS`) keys its
-rows by unit (`block_table.Unit.key`).
-"""
+"""The latency CSV (docs/tools.md, 'Reading the fit'): `measure_to_csv`
+writes it row by row, `read` checks it against the space; how its rows were
+measured is kept beside it (`settings_path`)."""
 
 from __future__ import annotations
 
@@ -26,6 +19,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 from absl import logging
 import numpy as np
 
+from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cost_model import block_table as block_table_lib
 from tunas_tf.cost_model import macs
@@ -35,20 +29,17 @@ from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 
-# latency_ms: the median of the rounds; spread_ms their interquartile range;
-# repeats: rounds kept; remeasured: visits redone (disturbed) or rounds added
-# (spread out); load: the 1-minute load average (latency/protocol).
+# Meanings in docs/tools.md, 'Reading the fit'.
 COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load')
 HEADER = ','.join(COLUMNS)
-# A block table's CSV (`measure_latency --block_table`): a unit's key
-# (`block_table.Unit.key`) where an architecture's indices would be.
+# A block table's CSV: a unit's key (`block_table.Unit.key`) for indices.
 BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
 
 def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
            columns: Sequence[str] = COLUMNS) -> Tuple[List[str], np.ndarray]:
-  """(indices, latencies) of CSV rows (header first); see the module rules."""
+  """(indices, latencies) of CSV rows (header first), checked as `read` says."""
   blocks = columns[0] == BLOCK_COLUMNS[0]
   # Checks and canonicalises a row's first cell: a unit's key, or indices.
   check_key = (block_table_lib.check_key if blocks else
@@ -90,22 +81,13 @@ def _parse(rows: Sequence[Sequence[str]], path: str, ssd: str,
 
 def read(path: str, ssd: str, columns: Sequence[str] = COLUMNS
          ) -> Tuple[List[str], np.ndarray]:
-  """Reads a latency CSV and checks it against the space.
-
-  Args:
-    path: a CSV with at least the columns `indices` and `latency_ms`.
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    columns: `BLOCK_COLUMNS` for a block table's CSV (keys instead of
-      indices).
-
-  Returns:
-    (indices, latencies): canonical '0:2:1' strings and a float64 array (ms),
-    one per data row, in file order.
+  """(indices, latencies) of a latency CSV of space `ssd`: canonical '0:2:1'
+  strings (unit keys with `BLOCK_COLUMNS`) and float64 ms, in file order.
 
   Raises:
-    ValueError: for an unreadable or empty file, missing columns, indices
-      that do not fit the space (wrong count or out of range; the message
-      names the line), or a latency that is not a finite positive number.
+    ValueError: an unreadable or empty file, missing columns, indices that
+      do not fit the space or a latency not positive and finite (naming the
+      line).
   """
   try:
     rows = list(csv.reader(io.StringIO(files.read_input(path))))
@@ -119,16 +101,10 @@ def read(path: str, ssd: str, columns: Sequence[str] = COLUMNS
 
 def read_for_append(path: str, ssd: str,
                     columns: Sequence[str] = COLUMNS) -> List[str]:
-  """The architectures already in a latency CSV about to be appended to.
-
-  Empty if there is no file (or an empty one). A last line cut short (a run
-  killed while writing it) is removed from the file, and a lone header cut
-  before its newline gets one, so that appending continues on a fresh line.
-
-  Raises:
-    ValueError: if the file exists with another header than `COLUMNS`, or
-      a row breaks the rules of `read`.
-  """
+  """The architectures already in `path` (none without a file). A last line
+  cut short by a killed run is dropped from the file, so appending goes on
+  from a fresh line. ValueError: another header than `columns`, or a row
+  `read` refuses."""
   if not files.exists(path):
     return []
   found = text = files.read_input(path)
@@ -159,14 +135,9 @@ def read_for_append(path: str, ssd: str,
 @contextlib.contextmanager
 def appender(path: str, columns: Sequence[str] = COLUMNS
              ) -> Iterator[Callable[[Sequence[Any]], None]]:
-  """Opens `path` for appending rows; yields `write_row(values)`, the values
-  of `columns` in order (floats written with 6 decimals).
-
-  Creates the directory, and the header when the file is new. Each row is
-  flushed as it is written (to a local disk with `fsync`; on Cloud Storage a
-  flush uploads the file again), so a killed run loses at most the row being
-  written (which `read_for_append` then drops).
-  """
+  """Yields `write_row(values)` (of `columns`, floats with 6 decimals),
+  appending to `path` (header written when new). Each row is flushed (and
+  fsynced locally), so a killed run loses at most the row being written."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   remote = files.is_remote(path)
   tf.io.gfile.makedirs(os.path.dirname(files.abspath(path)))
@@ -195,12 +166,8 @@ def settings_path(path: str) -> str:
 
 
 def read_provenance(path: str) -> provenance_lib.Provenance:
-  """How the rows of a latency CSV were measured (`settings_path(path)`).
-
-  Raises:
-    ValueError: for a CSV without that file (nothing says how its rows were
-      measured) or a malformed one.
-  """
+  """How the rows of a latency CSV were measured (`settings_path(path)`);
+  ValueError when that file is missing or malformed."""
   recorded = settings_path(path)
   if not files.exists(recorded):
     raise ValueError(
@@ -216,25 +183,20 @@ def read_provenance(path: str) -> provenance_lib.Provenance:
 
 def check_provenance(path: str, provenance: provenance_lib.Provenance
                      ) -> None:
-  """Refuses to add rows measured as `provenance` to the rows of a CSV
-  measured otherwise (every key, CPUs too) or not saying how.
-
-  Raises:
-    ValueError: naming the first key that differs, or as `read_provenance`.
-  """
-  difference = read_provenance(path).difference(provenance)
+  """ValueError (naming the first key that differs, or as `read_provenance`)
+  unless the rows of `path` were measured as `provenance`."""
+  recorded = read_provenance(path)
+  difference = recorded.difference(provenance)
   if difference:
+    add = (f'add --precision={recorded.precision} to add to it, or '
+           if recorded.precision != provenance.precision else '')
     raise ValueError(f'{path} was measured with {difference} (see '
-                     f'{settings_path(path)}); choose another --output')
+                     f'{settings_path(path)}); {add}choose another --output')
 
 
 def _canonical(space: Any, indices: Any, where: str = '') -> str:
-  """Validates `indices` against `space`; returns the canonical '0:2:1' form.
-
-  Raises:
-    ValueError: for a bad token, a wrong count or an index out of range
-      (`where` prefixes the message, e.g. 'line 3: ').
-  """
+  """The canonical '0:2:1' form of `indices` in `space`; ValueError
+  (prefixed by `where`) when they do not fit."""
   try:
     return schema.format_indices(schema.check_indices(space, indices))
   except ValueError as e:
@@ -242,20 +204,13 @@ def _canonical(space: Any, indices: Any, where: str = '') -> str:
 
 
 def read_indices_file(path: str, ssd: str) -> List[str]:
-  """Reads architectures from a JSON or text file, validated against `ssd`.
-
-  Args:
-    path: a JSON list (of `{"indices": ...}` objects or of index strings), a
-      JSON object with an "indices" key, or a text file of one colon-separated
-      index list per line ('#' comments and blank lines skipped).
-    ssd: a name of `mobile.SEARCH_SPACES`.
-
-  Returns:
-    The canonical index strings, in file order, duplicates dropped.
+  """The canonical index strings in `path` (in order, duplicates dropped): a
+  JSON list of `{"indices": ...}` objects or strings, one such object, or a
+  text file of one '0:2:1' list per line ('#' comments skipped).
 
   Raises:
-    ValueError: for an unreadable file, an entry without indices, or indices
-      that do not fit the space (the message names the entry).
+    ValueError: an unreadable file, an entry without indices, or indices
+      not of space `ssd` (naming the entry).
   """
   space = mobile.get_search_space(ssd)
   text = files.read_input(path)
@@ -299,45 +254,34 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_timeout: float = 600.0,
                    model_cache: Optional[str] = None,
                    precision: str = 'float32',
+                   device_name: Optional[str] = None,
                    builder: Callable[[str, macs.InputSpec], Any],
                    unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
                    = None) -> Dict[str, Any]:
-  """Measures architectures not yet in `output` and appends a row for each.
+  """Measures the `architectures` not yet in `output` and appends a row each
+  (provenance to `settings_path(output)`).
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    architectures: index lists or strings (checked before any build); with
-      `unit_builder`, None for every unit the space needs.
-    output: the CSV (`COLUMNS`), created or appended to; its provenance is
-      written to `settings_path(output)`.
-    backend, num_threads, device_command, device_timeout, precision: where
-      and how it is timed (`device.make_device`).
-    protocol: how (`protocol.Protocol`).
-    image_size, num_classes, input_channels: the input (default the
-      space's).
-    model_cache: the converted models (default `<output>.models`).
-    builder: (ssd, input) -> the networks' `device.Build`
-      (`graph.inference.builder`).
-    unit_builder: measure the block table's units instead (those of
-      `architectures`, or all), built by this (`graph.inference.
-      unit_builder`); rows keyed by unit (`BLOCK_COLUMNS`).
+    architectures: index lists or strings; with `unit_builder`, None for
+      every unit of the block table.
+    backend, num_threads, device_command, device_timeout, precision: as
+      `device.make_device`; `device_name` names the device in the provenance.
+    builder: (ssd, input) -> the networks' `device.Build`; `unit_builder`
+      measures block-table units instead (rows of `BLOCK_COLUMNS`).
+    model_cache: default `<output>.models`.
 
   Returns:
-    dict: `rows` (the new `protocol.Row`s), `skipped` (how many were in the
-    CSV already), `noise` (`protocol.pass_noise`, or None), `seconds` (the
-    pass's wall time) and `error` (None, or the one line of a device that
-    failed; the rows finished before it are written).
+    dict: `rows` (new `protocol.Row`s), `skipped`, `noise`
+    (`protocol.pass_noise`), `seconds` and `error` (None, or a failed
+    device's one line; the rows before it are written).
 
   Raises:
-    ValueError: for a bad argument, indices that do not fit the space, or an
-      existing `output` with another header, bad rows, or rows measured
-      otherwise (`check_provenance`).
+    ValueError: a bad argument or index, or an `output` with another header,
+      bad rows or another provenance.
   """
   space = mobile.get_search_space(ssd)
   protocol.check()
-  if isinstance(num_threads, bool) or not isinstance(num_threads, int) or (
-      num_threads < 1):
-    raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
+  checks.number('num_threads', num_threads, 1, integer=True, prefix='')
   wanted = list(dict.fromkeys(  # In order, duplicates dropped.
       _canonical(space, indices, f'architecture {i}: ')
       for i, indices in enumerate(architectures or ())))
@@ -356,7 +300,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
       device_command=device_command, command_timeout=device_timeout,
       precision=precision)
   provenance = provenance_lib.Provenance(
-      ssd=ssd, **dataclasses.asdict(shape), **device.settings)
+      ssd=ssd, **dataclasses.asdict(shape),
+      **dict(device.settings, **({'device': device_name} if device_name
+                                 else {})))
   done = set(read_for_append(output, ssd, columns))
   if done:
     check_provenance(output, provenance)
@@ -396,10 +342,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
 
 def seconds_left(rows: Sequence[protocol_lib.Row], total: int,
                  elapsed: float, work_seconds: float) -> float:
-  """A pass's remaining seconds: `total` architectures at the mean of the
-  finished `rows`' own seconds, times the pass's wall time (`elapsed`) over
-  its `work_seconds` on architectures (what else it spends time on), less
-  the `elapsed`."""
+  """A pass's remaining seconds: `total` at the rows' mean seconds, scaled by
+  wall time over `work_seconds` (time spent elsewhere), less `elapsed`."""
   mean = sum(r.seconds for r in rows) / len(rows)
   return max(0.0, mean * total * elapsed / max(work_seconds, 1e-9) - elapsed)
 

@@ -1,9 +1,5 @@
-"""The activations, one implementation for the supernet and the graph ops.
-
-`by_name(name)` maps a spec's activation name to its function; the supernet
-and the graph ops both call the functions here, so they compute
-bit-identical activations.
-"""
+"""The activations by spec name: the supernet and the graph ops both call
+these, so they compute bit-identical activations."""
 
 from __future__ import annotations
 
@@ -56,11 +52,7 @@ _BY_NAME: Dict[str, Activation] = {
 
 
 def by_name(name: str) -> Activation:
-  """The function of the spec activation `name` (one of `ops.ACTIVATIONS`).
-
-  Raises:
-    ValueError: for an unknown name, listing the known ones.
-  """
+  """The function of activation `name`; ValueError for an unknown name."""
   checks.one_of('activation', name, ops_lib.ACTIVATIONS)  # _BY_NAME's keys.
   return _BY_NAME[name]
 

@@ -1,10 +1,5 @@
-"""Dropout keyed on a seed: the mask is a function of (seed, layer name).
-
-A training step passes one seed for the whole network (`step_seed`); each
-dropout layer folds its own name into it, so two layers draw different masks
-and a resumed run draws, at step t, the mask an uninterrupted one drew there.
-Without a seed, TF's stateful dropout draws.
-"""
+"""Dropout keyed on a seed: the mask is a function of (step seed, layer name),
+so a resumed run draws at step t the mask an uninterrupted one drew there."""
 
 from __future__ import annotations
 
@@ -16,24 +11,15 @@ from tunas_tf.layers import initializers
 
 
 def step_seed(seed: int, step: tf.Tensor) -> tf.Tensor:
-  """The dropout seed of one training step: int64 [2] Tensor (the job's
-  Python int seed, the scalar integer global step)."""
+  """int64 [2] Tensor (`seed`, `step`): one training step's dropout seed."""
   return tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
 
 
 def dropout(x: tf.Tensor, rate: float, seed: Optional[tf.Tensor],
             name: str, whole_tensor: bool = False) -> tf.Tensor:
-  """`x` with a fraction `rate` of its entries zeroed, the rest scaled by
-  1 / (1 - `rate`).
-
-  Args:
-    rate: Python float in [0, 1).
-    seed: None (stateful dropout), or an integer [2] Tensor: the mask is
-      then a function of (`seed`, `name`).
-    name: the layer's name, e.g. the graph op's or `classifier`.
-    whole_tensor: draw one scalar mask for all of `x`, batch included (path
-      dropout).
-  """
+  """`x` with a fraction `rate` in [0, 1) zeroed, the rest scaled by
+  1 / (1 - rate). `seed`: None (stateful) or an integer [2] Tensor folded
+  with `name`. `whole_tensor`: one mask for all of `x` (path dropout)."""
   noise_shape = _ones_shape(x) if whole_tensor else None
   if seed is None:
     return tf.nn.dropout(x, rate, noise_shape=noise_shape)

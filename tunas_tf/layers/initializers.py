@@ -1,10 +1,6 @@
-"""Initial values of weights, and the rule that seeds them by name.
-
-With a seed a value is fixed by (seed, variable name) through stateless ops,
-so it does not depend on how many variables came before; without one the
-global generator draws. Kernels are He-normal: truncated at two standard
-deviations, scaled so the values have stddev sqrt(2 / fan_in).
-"""
+"""Initial values of weights. With a seed a value is fixed by (seed, variable
+name) through stateless ops, whatever came before; without one the global
+generator draws."""
 
 from __future__ import annotations
 
@@ -18,11 +14,8 @@ from tunas_tf.search_space import naming
 
 
 def name_key(name: str) -> int:
-  """A name's 31-bit key in a stateless seed: crc32(name) & 0x7fffffff.
-
-  The one rule for keying draws by name (initial values, dropout masks, the
-  controller's draws).
-  """
+  """crc32(name) & 0x7fffffff: the one key of draws by name (initial values,
+  dropout masks, the controller's draws)."""
   return zlib.crc32(name.encode()) & 0x7fffffff
 
 
@@ -33,13 +26,8 @@ def stateless_seed(seed: int, name: str) -> List[int]:
 
 def normal(shape: Sequence[int], stddev: float, seed: Optional[int] = None,
            name: str = '', mean: float = 0.0) -> tf.Tensor:
-  """A normal draw N(mean, stddev^2) of `shape`, float32.
-
-  Args:
-    seed: None for the global generator, or an int: the value is then fixed
-      by (`seed`, `name`).
-    name: the variable's name (only read with a seed).
-  """
+  """A float32 N(mean, stddev^2) draw; with an int `seed`, fixed by (`seed`,
+  `name`), else the global generator's."""
   if seed is None:
     return tf.random.normal(shape, mean, stddev)
   return tf.random.stateless_normal(shape, stateless_seed(seed, name), mean,
@@ -49,11 +37,8 @@ def normal(shape: Sequence[int], stddev: float, seed: Optional[int] = None,
 def truncated_normal(shape: Sequence[int], stddev: float,
                      seed: Optional[int] = None,
                      name: str = '') -> tf.Tensor:
-  """A draw of N(0, stddev^2) truncated to [-2 stddev, 2 stddev], float32.
-
-  `stddev` is the underlying normal's; the truncated values have
-  `stddev * TRUNCATED_NORMAL_STDDEV`. `seed` and `name` as for `normal`.
-  """
+  """A float32 N(0, stddev^2) draw truncated to +-2 stddev (values of stddev
+  `stddev * TRUNCATED_NORMAL_STDDEV`); `seed`, `name` as `normal`."""
   if seed is None:
     return tf.random.truncated_normal(shape, 0.0, stddev)
   return tf.random.stateless_truncated_normal(
@@ -72,11 +57,7 @@ def uniform(shape: Sequence[int], minval: float, maxval: float,
 def truncated_normal_init(shape: Sequence[int], stddev: float,
                           seed: Optional[int] = None,
                           name: str = '') -> tf.Tensor:
-  """A truncated normal float32 draw whose values have stddev `stddev`.
-
-  The underlying normal's stddev is `stddev / naming.TRUNCATED_NORMAL_STDDEV`;
-  `seed` and `name` as for `normal`.
-  """
+  """A truncated normal float32 draw whose values have stddev `stddev`."""
   return truncated_normal(shape, stddev / naming.TRUNCATED_NORMAL_STDDEV, seed,
                           name)
 

@@ -1,10 +1,8 @@
 """Convolutions and batch norm over the widest filters, for one width sample.
 
-A layer's width in one call is an `ActiveWidth` (static maximum, sampled n).
 Every op takes a `mode`: `'masked'` (TPU, static shapes: channels from n on
-zeroed by masks) or `'sampled'` (weights sliced to their leading n); both
-give the same values and gradients on the first n channels. Ops compute in
-the dtype of `x` (kernels must come in it; gamma and beta stay float32).
+zeroed) or `'sampled'` (weights sliced to their leading n); both give the same
+values and gradients on the first n channels, in the dtype of `x`.
 """
 
 from __future__ import annotations
@@ -35,12 +33,8 @@ def check_mode(mode: str) -> str:
 
 def tf_scale_filters(filters: IntLike, multiplier: float,
                      base: int) -> tf.Tensor:
-  """Tensor twin of `filters.scale_filters` (in float64, to round alike):
-  `filters` a scalar int Tensor or Python int; a scalar int32 Tensor back.
-
-  Raises:
-    ValueError: for a non-positive `base` or a negative `multiplier`.
-  """
+  """Tensor twin of `filters.scale_filters` (float64, to round alike): a
+  scalar int32 Tensor. Raises ValueError as it does."""
   filters_lib.scale_filters(1, multiplier, base)  # Its argument checks.
   value = tf.cast(filters, tf.float64) * float(multiplier) / float(base)
   scaled = tf.cast(tf.floor(value + 0.5), tf.int32) * base
@@ -49,12 +43,8 @@ def tf_scale_filters(filters: IntLike, multiplier: float,
 
 def tf_make_divisible(value: Union[float, tf.Tensor],
                       divisor: int) -> tf.Tensor:
-  """Tensor twin of `filters.make_divisible` (the MobileNet rounding rule):
-  `value` a scalar float Tensor or Python number; a scalar int32 Tensor back.
-
-  Raises:
-    ValueError: for a non-positive `divisor`.
-  """
+  """Tensor twin of `filters.make_divisible`: a scalar int32 Tensor.
+  Raises ValueError as it does."""
   filters_lib.make_divisible(1, divisor)  # Its argument check.
   value = tf.cast(value, tf.float64)
   d = tf.constant(float(divisor), tf.float64)
@@ -65,13 +55,8 @@ def tf_make_divisible(value: Union[float, tf.Tensor],
 
 @dataclasses.dataclass(frozen=True)
 class ActiveWidth:
-  """A layer's width in one call: the static maximum and the active count.
-
-  Attributes:
-    max: Python int, the allocated (widest) width.
-    n: the sampled width, a Python int when static or a scalar int32 Tensor;
-      `1 <= n <= max`.
-  """
+  """A layer's width in one call: `max` (Python int) and the sampled `n`
+  (Python int or scalar int32 Tensor, `1 <= n <= max`)."""
   max: int
   n: IntLike
 
@@ -81,8 +66,7 @@ class ActiveWidth:
     return isinstance(self.n, int) and self.n == self.max
 
   def mask(self, dtype: tf.DType = tf.float32) -> Optional[tf.Tensor]:
-    """Tensor [max] of `dtype`, 1 on the first `n` entries and 0 after, or
-    None when the width is statically full."""
+    """[max] `dtype` Tensor, 1 on the first `n` entries; None when full."""
     if self.is_full:
       return None
     return tf.sequence_mask(self.n, self.max, dtype=dtype)
@@ -93,11 +77,8 @@ class ActiveWidth:
 
 
 def graph_cache(graph: tf.Graph, name: str) -> Dict:
-  """A dict kept on `graph` under `name`, made on first use.
-
-  Kept on the graph, it lives exactly as long as the graph (a
-  WeakKeyDictionary would keep the graph alive through the tensors it holds).
-  """
+  """A dict kept on `graph` under `name`: it lives exactly as long as the
+  graph (a WeakKeyDictionary would keep the graph alive through its tensors)."""
   caches = getattr(graph, '_tunas_tf_caches', None)
   if caches is None:
     caches = {}
@@ -107,13 +88,9 @@ def graph_cache(graph: tf.Graph, name: str) -> Dict:
 
 def _slice_bounds(rank: int, ends: Dict[int, IntLike]
                   ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """(begin, end, strides) int32 [rank] of a leading slice, built once.
-
-  Built in the graph of the width tensors (outside any Switch branch) and
-  reused: a branch captures the three vectors and holds one StridedSlice per
-  weight, and its gradient reads the same captures, so `cond_v2` carries no
-  bounds out of the branch. `end` is 0 on unsliced axes (`end_mask`).
-  """
+  """(begin, end, strides) int32 [rank] of a leading slice, built once per
+  graph and widths outside any Switch branch, so `cond_v2` carries no bounds
+  out of a branch. `end` is 0 on unsliced axes (`end_mask`)."""
   graph = next(n for n in ends.values() if isinstance(n, tf.Tensor)).graph
   key = (rank,) + tuple(sorted(
       (axis, id(n) if isinstance(n, tf.Tensor) else n)
@@ -156,18 +133,14 @@ def _slice_leading(value: tf.Tensor,
 
 def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
                      out_width: Optional[ActiveWidth], mode: str) -> tf.Tensor:
-  """The part of a widest kernel that the sampled widths use.
+  """The part of a widest kernel the sampled widths use.
 
   Args:
-    kernel: float Tensor [kh, kw, in_max, out_max] (HWIO), or a depthwise
-      kernel [kh, kw, C_max, 1] with `out_width` None.
-    in_width: `ActiveWidth` of axis 2, or None to leave the axis as is.
-    out_width: `ActiveWidth` of axis 3, or None to leave the axis as is.
-    mode: `'masked'` (multiply by the masks' outer product; same shape) or
-      `'sampled'` (slice to [kh, kw, n_in, n_out]).
-
-  Returns:
-    Tensor of `kernel`'s dtype.
+    kernel: [kh, kw, in_max, out_max] (HWIO), or depthwise [kh, kw, C_max, 1]
+      with `out_width` None.
+    in_width, out_width: `ActiveWidth` of axis 2 / 3, or None to keep it.
+    mode: masked (multiplied by the masks, same shape) or sampled (sliced to
+      [kh, kw, n_in, n_out]).
   """
   check_mode(mode)
   if mode == SAMPLED:
@@ -186,15 +159,8 @@ def effective_kernel(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
 
 def effective_vector(vector: tf.Tensor, width: ActiveWidth,
                      mode: str) -> tf.Tensor:
-  """A per-channel vector (bias, gamma, beta) masked or sliced to `width`.
-
-  Args:
-    vector: float Tensor [width.max].
-
-  Returns:
-    Tensor of `vector`'s dtype, [max] (masked, zero beyond n) or [n]
-    (sampled).
-  """
+  """A per-channel vector [max] (bias, gamma, beta) at `width`: [max] zero
+  beyond n (masked) or [n] (sampled)."""
   check_mode(mode)
   if width.is_full:
     return vector
@@ -214,19 +180,9 @@ def l2_sum(kernel: tf.Tensor, in_width: Optional[ActiveWidth],
 def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: ActiveWidth,
            out_width: ActiveWidth, strides: int, mode: str,
            bias: Optional[tf.Tensor] = None) -> tf.Tensor:
-  """'SAME' convolution with a widest kernel at the sampled widths.
-
-  Args:
-    x: float32 or bfloat16 Tensor [batch, H, W, C]; C = in_width.max
-      (masked) or in_width.n (sampled).
-    kernel: Tensor [k, k, in_max, out_max] of `x`'s dtype.
-    strides: Python int, the stride in both spatial dims.
-    bias: optional Tensor [out_max] of `x`'s dtype.
-
-  Returns:
-    Tensor of `x`'s dtype [batch, ceil(H/strides), ceil(W/strides), C_out],
-    C_out = out_width.max (masked, zero beyond n) or out_width.n (sampled).
-  """
+  """'SAME' convolution of `x` [batch, H, W, C] with a widest `kernel`
+  [k, k, in_max, out_max] (and optional `bias` [out_max]) at the sampled
+  widths; channels as `ActiveWidth.channels` by `mode`."""
   kernel = effective_kernel(kernel, in_width, out_width, mode)
   y = tf.nn.conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
   if bias is not None:
@@ -236,16 +192,8 @@ def conv2d(x: tf.Tensor, kernel: tf.Tensor, in_width: ActiveWidth,
 
 def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: ActiveWidth,
                      strides: int, mode: str) -> tf.Tensor:
-  """'SAME' depthwise convolution (multiplier 1) at the sampled width.
-
-  Args:
-    x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
-      width.n by mode).
-    kernel: Tensor [k, k, C_max, 1] of `x`'s dtype.
-
-  Returns:
-    Tensor of `x`'s dtype [batch, ceil(H/strides), ceil(W/strides), C].
-  """
+  """'SAME' depthwise convolution (multiplier 1) at the sampled width;
+  `kernel` [k, k, C_max, 1]."""
   kernel = effective_kernel(kernel, width, None, mode)
   return tf.nn.depthwise_conv2d(x, kernel, [1, strides, strides, 1], 'SAME')
 
@@ -253,21 +201,9 @@ def depthwise_conv2d(x: tf.Tensor, kernel: tf.Tensor, width: ActiveWidth,
 def stateless_batch_norm(
     x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, width: ActiveWidth,
     mode: str, epsilon: float = naming.BATCH_NORM_EPSILON) -> tf.Tensor:
-  """Batch norm with the batch's own statistics (no moving averages).
-
-  Masked: all `max` channels normalised, then masked; sampled: `gamma` and
-  `beta` sliced to the `n` channels. Per-channel statistics make them agree.
-
-  Args:
-    x: float32 or bfloat16 Tensor [batch, H, W, C] (C = width.max or
-      width.n by mode).
-    gamma: float32 Tensor [C_max], the scale (float32 for either `x`).
-    beta: float32 Tensor [C_max], the offset.
-    epsilon: Python float added to the variance.
-
-  Returns:
-    Tensor of the shape and dtype of `x`.
-  """
+  """Batch norm with the batch's own statistics (no moving averages);
+  `gamma`, `beta` float32 [C_max] for either dtype of `x`. Per-channel
+  statistics make the masked and sampled modes agree."""
   check_mode(mode)
   if mode == SAMPLED:
     gamma = effective_vector(gamma, width, mode)
@@ -280,20 +216,11 @@ def stateless_batch_norm(
 
 def activation(x: tf.Tensor, name: str, width: Optional[ActiveWidth] = None,
                mode: str = SAMPLED) -> tf.Tensor:
-  """Applies the activation `name` (one of `ops.ACTIVATIONS`).
-
-  In masked mode an activation that does not map 0 to 0 (sigmoid) is
-  followed by the channel mask of `width`.
-
-  Args:
-    x: float Tensor of any shape.
-    width: the channel `ActiveWidth` of `x` (only read in masked mode).
-
-  Returns:
-    Tensor of the shape and dtype of `x`.
+  """`x` through the activation `name` (one of `ops.ACTIVATIONS`), masked
+  after in masked mode when it does not map 0 to 0 (sigmoid).
 
   Raises:
-    ValueError: for an unknown activation name.
+    ValueError: for an unknown name.
   """
   y = activations.by_name(name)(x)
   if (mode == MASKED and width is not None and not width.is_full and

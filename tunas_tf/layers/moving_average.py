@@ -1,10 +1,7 @@
-"""A zero-debiased exponential moving average (the RL reward baseline).
-
-The original's `update_exponential_moving_average`: a numerator and a
-denominator start at 0 and decay with the same momentum, so after k updates
+"""A zero-debiased exponential moving average (the RL reward baseline), as
+the original's `update_exponential_moving_average`: after k updates
 num / den = sum_i (1 - m) m^(k-i) x_i / (1 - m^k); the first value is the
-first input.
-"""
+first input."""
 
 from __future__ import annotations
 
@@ -16,15 +13,9 @@ import tensorflow as tf
 class MovingAverage(tf.Module):
   """Zero-debiased exponential moving average of a scalar.
 
-  Owns two non-trainable scalar float32 variables, `numerator` and
-  `denominator`, both 0.0 at first. Create it outside any `tf.function`.
-
-  Args:
-    momentum: m in [0, 1), the weight kept by the old average at each update;
-      0 makes the average the latest value.
-
-  Raises:
-    ValueError: if `momentum` is not in [0, 1).
+  Owns float32 `numerator` and `denominator` variables (0.0 at first); create
+  it outside any `tf.function`. `momentum`: m in [0, 1), the old average's
+  weight per update. Raises ValueError outside [0, 1).
   """
 
   def __init__(self, momentum: float, name: Optional[str] = None):
@@ -45,19 +36,10 @@ class MovingAverage(tf.Module):
 
   def update(self, value: Union[float, tf.Tensor],
              active: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """Folds in one value and returns the debiased average including it.
-
-    num <- m * num + (1 - m) * x;  den <- m * den + (1 - m);  returns num / den.
-
-    Args:
-      value: x, a Python float or a scalar float Tensor (cast to float32).
-      active: None, or a scalar bool Tensor: when False the variables keep
-        their values (`assign_if`) and the average returned is the old one.
-
-    Returns:
-      Scalar float32 Tensor, the average after this update. In a TF1 graph,
-      evaluating it runs the update.
-    """
+    """Folds `value` in (num <- m num + (1 - m) x; den <- m den + (1 - m)) and
+    returns num / den, a scalar float32 Tensor (in a TF1 graph evaluating it
+    runs the update). With `active` (a scalar bool Tensor) False the
+    variables keep their values (`assign_if`) and the old average returns."""
     m = self._momentum
     x = tf.cast(value, tf.float32)
     numerator = assign_if(self.numerator, m * self.numerator + (1.0 - m) * x,

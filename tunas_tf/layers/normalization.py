@@ -1,9 +1,6 @@
-"""Batch norm, written once: the supernet's and the graph's BATCH_NORM.
-
-`batch_norm` is one fused op (`FusedBatchNormV3`) forward and one gradient
-op backward. `x` is float32 or bfloat16; gamma, beta and the statistics are
-float32 whatever `x` is (the fused op's U dtype).
-"""
+"""Batch norm, written once for the supernet and the graph's BATCH_NORM: one
+`FusedBatchNormV3` forward and one gradient op backward. `x` is float32 or
+bfloat16; gamma, beta and the statistics are float32."""
 
 from __future__ import annotations
 
@@ -19,13 +16,8 @@ def _channels(x: tf.Tensor):
 
 
 def _fused(x, gamma, beta, epsilon, mean, variance):
-  """The fused op on `x` (reshaped to 4-D if need be).
-
-  Returns:
-    `(y, mean, variance, x4)`: y of the shape of `x`, the op's statistics
-    (with batch statistics, the Bessel-corrected variance) and the 4-D input
-    it normalised.
-  """
+  """(y, mean, variance, x4): the fused op on `x` reshaped to 4-D if need
+  be; with batch statistics the variance is Bessel-corrected."""
   x4 = x
   if gamma is None or beta is None or x.shape.rank != 4:
     channels = _channels(x)
@@ -47,36 +39,19 @@ def batch_norm(x: tf.Tensor, gamma: Optional[tf.Tensor],
                beta: Optional[tf.Tensor], epsilon: float,
                mean: Optional[tf.Tensor] = None,
                variance: Optional[tf.Tensor] = None) -> tf.Tensor:
-  """`x` normalised over all axes but the last, by one fused op.
-
-  y = gamma * (x - mean) / sqrt(variance + epsilon) + beta, per channel.
-
-  Args:
-    x: float32 or bfloat16 Tensor of rank >= 1, channels last (other ranks
-      than 4 go through [-1, 1, 1, C]).
-    gamma: float32 Tensor or variable [C], the scale, or None for ones.
-    beta: float32 Tensor or variable [C], the offset, or None for zeros.
-    epsilon: Python float added to the variance.
-    mean: None to normalise with the batch statistics (training, or a
-      stateless batch norm), or the float32 [C] mean to normalise with.
-    variance: with `mean`, the float32 [C] variance to normalise with.
-
-  Returns:
-    Tensor of the shape and dtype of `x`.
-  """
+  """gamma * (x - mean) / sqrt(variance + epsilon) + beta per channel (last
+  axis) by one fused op, any rank through [-1, 1, 1, C], in `x`'s shape and
+  dtype; `gamma`, `beta` float32 [C] or None (ones / zeros); `mean`,
+  `variance` float32 [C], or None for the batch's."""
   return _fused(x, gamma, beta, epsilon, mean, variance)[0]
 
 
 def batch_norm_with_statistics(
     x: tf.Tensor, gamma: Optional[tf.Tensor], beta: Optional[tf.Tensor],
     epsilon: float) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """`batch_norm` with the batch statistics, and those statistics.
-
-  Returns:
-    `(y, mean, variance)`: y of the shape and dtype of `x`, and the float32
-    [C] batch mean and biased batch variance (the fused op's is
-    Bessel-corrected; this undoes it).
-  """
+  """(y, mean, variance): `batch_norm` with the batch's statistics, and
+  those (float32 [C]; the variance biased, the fused op's Bessel-corrected
+  one undone)."""
   y, mean, variance, x4 = _fused(x, gamma, beta, epsilon, None, None)
   count = tf.cast(tf.size(x4) // _channels(x4), tf.float32)
   variance = variance * ((count - 1.0) / tf.maximum(count, 1.0))

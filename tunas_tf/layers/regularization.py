@@ -1,9 +1,7 @@
-"""The L2 rule: weight decay as (weight_decay / 2) * sum of squared kernels.
-
-One rule for the search and standalone training: every convolution kernel
-but the classifier's, no bias or batch-norm parameter (reference/tunas.md
-§2.3). The halving makes the gradient `weight_decay * w`.
-"""
+"""The L2 rule of the search and standalone training: (weight_decay / 2) *
+the sum of squares of every convolution kernel but the classifier's, no bias
+or batch-norm parameter (reference/tunas.md §2.3); the gradient is
+`weight_decay * w`."""
 
 from __future__ import annotations
 
@@ -14,18 +12,8 @@ import tensorflow as tf
 
 def weight_decay_loss(squared_norms: Sequence[tf.Tensor],
                       weight_decay: float) -> tf.Tensor:
-  """(weight_decay / 2) * sum(squared_norms).
-
-  Args:
-    squared_norms: scalar float32 Tensors, each a kernel's sum of squares.
-    weight_decay: non-negative Python float, the flag's value.
-
-  Returns:
-    Scalar float32 Tensor: 0 for no terms.
-
-  Raises:
-    ValueError: for a negative `weight_decay`.
-  """
+  """(weight_decay / 2) * sum(squared_norms), a scalar float32 Tensor (0 for
+  none). Raises ValueError for a negative `weight_decay`."""
   if weight_decay < 0:
     raise ValueError(f'weight_decay must be >= 0, got {weight_decay!r}')
   if not squared_norms:

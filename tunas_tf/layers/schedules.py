@@ -1,10 +1,6 @@
-"""Step-indexed schedules: warm-up probabilities, learning rates, entropy.
-
-Each is a pure function of the step (a Python int or a scalar int32/int64
-tensor; TypeError for a non-integer step, ValueError for a non-scalar one)
-returning a scalar float32 Tensor, with no Python branch on the step. Step
-arithmetic stays in int64, so huge steps (`1 << 32`) lose no precision.
-"""
+"""Step-indexed schedules: pure functions of the step (a Python int or a
+scalar integer tensor; TypeError / ValueError otherwise) returning a scalar
+float32 Tensor. Step arithmetic stays in int64, so `1 << 32` loses nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ Scalar = Union[float, tf.Tensor]
 
 
 def _non_negative_int(value: int, name: str) -> int:
-  """Returns `value` as an int; raises ValueError if it is negative."""
+  """`value` as an int; TypeError if not one, ValueError if negative."""
   try:
     value = operator.index(value)
   except TypeError as e:
@@ -41,12 +37,8 @@ def _int64_step(step: Step) -> tf.Tensor:
 
 
 def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
-  """Decays linearly from 1 at step 0 to 0 at `decay_steps`.
-
-  decay(t) = 1 - clip(t / N, 0, 1) for N > 0, and 0 for N == 0, N =
-  `decay_steps` (a non-negative Python int, else ValueError); negative steps
-  count as 0.
-  """
+  """1 - clip(t / N, 0, 1) for N = `decay_steps` > 0, 0 for N == 0.
+  Raises ValueError for a negative N."""
   decay_steps = _non_negative_int(decay_steps, 'decay_steps')
   step = _int64_step(step)
   if decay_steps == 0:
@@ -60,18 +52,12 @@ def linear_decay(step: Step, decay_steps: int) -> tf.Tensor:
 def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
                                     total_steps: int,
                                     warmup_steps: int) -> tf.Tensor:
-  """Linear warm-up to the peak, then cosine decay to 0.
+  """Linear warm-up to the peak, then cosine decay to 0 at `total_steps`.
 
   With t = max(step, 0), T = `total_steps`, W = `warmup_steps`:
-
-  * W > 0 and t < W: lr = peak * t / W
-  * otherwise:       lr = peak * 0.5 * (1 + cos(pi * min(t - W, T - W) / (T - W)))
-
-  so lr = 0 from step T on. Negative steps count as step 0. The peak is a
-  Python float or a scalar float Tensor.
-
-  Raises:
-    ValueError: unless total_steps > warmup_steps >= 0 (Python ints).
+  lr = peak * t / W for t < W, else
+  lr = peak * 0.5 * (1 + cos(pi * min(t - W, T - W) / (T - W))).
+  Raises ValueError unless T > W >= 0.
   """
   warmup_steps = _non_negative_int(warmup_steps, 'warmup_steps')
   total_steps = operator.index(total_steps)
@@ -95,23 +81,10 @@ def cosine_decay_with_linear_warmup(peak_learning_rate: Scalar, step: Step,
 def rl_learning_rate(base_learning_rate: Scalar, step: Step, delay_steps: int,
                      total_steps: int,
                      use_exponential_schedule: bool = True) -> tf.Tensor:
-  """The controller's learning rate: a delay, then optionally 10x growth.
-
-  lr = base * 1[t >= D] * 10 ** progress, with
-  progress = relu((t - D) / max(1, T - D)) (the delay: FBNet, Appendix A).
-  Without the exponential schedule, lr = base * 1[t >= D]. Progress is not
-  clipped at 1, as in the original: past T the factor keeps growing.
-
-  Args:
-    base_learning_rate: the base rate (already scaled), a Python float or a
-      scalar float Tensor.
-    delay_steps: D, a non-negative Python int; the rate is 0 for t < D.
-    total_steps: T, a non-negative Python int; the step where the factor is
-      10. T <= D is allowed (the denominator is then 1).
-
-  Raises:
-    ValueError: if `delay_steps` or `total_steps` is negative.
-  """
+  """The controller's rate: base * 1[t >= D] * 10 ** progress, with
+  progress = relu((t - D) / max(1, T - D)) unclipped as in the original (the
+  delay: FBNet, Appendix A); without the exponential schedule base * 1[t >= D].
+  Raises ValueError for a negative `delay_steps` (D) or `total_steps` (T)."""
   delay_steps = _non_negative_int(delay_steps, 'delay_steps')
   total_steps = _non_negative_int(total_steps, 'total_steps')
   step = _int64_step(step)
@@ -134,21 +107,13 @@ ENTROPY_SCHEDULES = ('constant', 'linear')
 def rl_entropy_weight(weight: float, step: Step, delay_steps: int,
                       total_steps: int, schedule: str = 'constant'
                       ) -> tf.Tensor:
-  """The entropy bonus's weight at step t.
-
-  'constant' (the original): `weight` at every step. 'linear':
-  w(t) = weight * (1 - clip((t - D) / max(1, T - D), 0, 1)), exploring while
-  the first rewards are mostly cost and settling by the end of the search.
-
-  Args:
-    weight: the bonus's weight (`--rl_entropy_regularization`), a Python
-      float.
-    delay_steps: D, the RL delay, a non-negative Python int.
-    total_steps: T, the search's last step, a non-negative Python int.
+  """The entropy bonus's weight at step t: `weight` ('constant', the
+  original's), or 'linear' weight * (1 - clip((t - D) / max(1, T - D), 0, 1)):
+  exploring while the first rewards are mostly cost.
 
   Raises:
-    ValueError: for an unknown `schedule` (`ENTROPY_SCHEDULES`), a negative
-      `delay_steps` or `total_steps`.
+    ValueError: for a `schedule` not in `ENTROPY_SCHEDULES`, a negative
+      `delay_steps` (D) or `total_steps` (T).
   """
   if schedule not in ENTROPY_SCHEDULES:
     raise ValueError(f'Unknown entropy schedule {schedule!r}; expected one '

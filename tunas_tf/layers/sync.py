@@ -1,9 +1,6 @@
-"""A numerically silent data dependency (the gradient-sync barrier).
-
-The original's `with_data_dependencies`: XLA may drop control dependencies,
-so the barrier adds to every output a scalar read from every dependency,
-scaled so that the addition changes nothing (how: `with_data_dependencies`).
-"""
+"""A numerically silent data dependency (the gradient-sync barrier), the
+original's `with_data_dependencies`: XLA may drop control dependencies, so
+every output gets a term read from every dependency that changes nothing."""
 
 from __future__ import annotations
 
@@ -21,12 +18,8 @@ _SMALLEST_NORMAL = {
 
 
 def smallest_normal(dtype: tf.dtypes.DType) -> float:
-  """The smallest positive normal number of float16, bfloat16, float32 or
-  float64, a Python float.
-
-  Raises:
-    ValueError: if `dtype` is not one of those floating dtypes.
-  """
+  """The smallest positive normal number of a float dtype (Python float);
+  ValueError for another dtype."""
   dtype = tf.as_dtype(dtype)
   if dtype not in _SMALLEST_NORMAL:
     raise ValueError(f'Expected a floating dtype, got {dtype.name}')
@@ -34,9 +27,8 @@ def smallest_normal(dtype: tf.dtypes.DType) -> float:
 
 
 def _first_element(tensor: tf.Tensor, bounds: Dict) -> tf.Tensor:
-  """Element [0, ..., 0] of `tensor`, a scalar: one StridedSlice on bounds
-  made once per rank (`bounds`, a dict the caller keeps): a graph holds one
-  per gradient under the barrier."""
+  """Element [0, ..., 0] of `tensor`: one StridedSlice on bounds made once
+  per rank (`bounds`, kept by the caller)."""
   rank = tensor.shape.rank
   if rank == 0:
     return tensor
@@ -52,30 +44,20 @@ def _first_element(tensor: tf.Tensor, bounds: Dict) -> tf.Tensor:
 def with_data_dependencies(
     dependencies: Sequence[tf.Tensor],
     outputs: Sequence[Optional[tf.Tensor]]) -> List[Optional[tf.Tensor]]:
-  """Returns `outputs` unchanged in value but data-dependent on `dependencies`.
+  """`outputs` bit for bit, but data-dependent on every dependency.
 
-  Element [0, ..., 0] of every dependency is cast to the first dependency's
-  dtype and summed; the sum is passed through `tf.stop_gradient`, bounded
-  and added, times the output dtype's smallest normal number, to every
-  output. The values are bit-for-bit unchanged, but no output can be
-  computed before every dependency exists.
-
-  The bound: s is cast to the output's dtype, NaN becomes 0, and s is
-  clipped to [-tiny, tiny]; the term -|s| * tiny is then at most tiny**2,
-  below any IEEE subnormal, so it rounds to -0.0 and x + (-0.0) == x for
-  every x. (The original added tiny * s unclipped, spreading NaN/inf.)
-  Gradients flow to `outputs` unchanged and never to `dependencies`.
+  s = stop_gradient(sum of each dependency's element [0, ..., 0]), cast to
+  the output's dtype, NaN -> 0, clipped to [-tiny, tiny] (tiny: the dtype's
+  smallest normal); each output gets -|s| * tiny, at most tiny**2, which
+  rounds to -0.0, and x + (-0.0) == x. (The original added tiny * s
+  unclipped, spreading NaN/inf.) Gradients never reach `dependencies`.
 
   Args:
-    dependencies: tensors of any numeric dtype, each with an element; an
-      empty list returns `outputs` as they are.
-    outputs: floating tensors, or `None` (passed through).
-
-  Returns:
-    A list with one tensor per output, of its shape, dtype and values.
+    dependencies: numeric tensors with an element; empty returns `outputs`.
+    outputs: floating tensors or None (passed through).
 
   Raises:
-    ValueError: if an output is not a floating tensor.
+    ValueError: if an output is not floating.
   """
   outputs = [None if o is None else tf.convert_to_tensor(o) for o in outputs]
   for i, output in enumerate(outputs):

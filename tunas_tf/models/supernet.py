@@ -1,11 +1,9 @@
 """The supernet: a search space's network at its widest, run on sampled masks.
 
-`Supernet(spec, num_classes, mode)` allocates every weight at its widest;
-`supernet(sampled_spec, images, training)` runs the architecture the masks
-select, as the original's `mobile_model_v3.py`: op choices are Switches
+As the original's `mobile_model_v3.py`: op choices are Switches
 (sum_i mask[i] * branch_i(x), no gradient through the mask), filter choices
 take n = choices[argmax(mask)] channels. Pass masks into a `tf.function` as
-tensors and attach them inside it: a spec argument would trace as a constant.
+tensors: a spec argument would trace as a constant.
 """
 
 from __future__ import annotations
@@ -136,25 +134,17 @@ class Supernet(tf.Module):
                batch_norm_epsilon: float = naming.BATCH_NORM_EPSILON,
                compute_dtype: tf.DType = tf.float32,
                name: Optional[str] = None):
-    """Builds the network and creates its variables.
+    """Builds the network and creates its float32 variables.
 
     Args:
-      spec: a `ConvTowerSpec`, a search space (with OneOfs) or a fixed
-        architecture (without).
-      num_classes: positive Python int.
-      mode: `'masked'` (channel masks, static shapes; TPU) or `'sampled'`
-        (sliced kernels, dynamic shapes; CPU/GPU).
-      dropout_rate: Python float in [0, 1), dropout before the classifier
-        when training.
-      input_channels: positive Python int, the images' channel count.
-      seed: None, or an int that fixes every initial value (per variable
-        name, with stateless random ops).
-      compute_dtype: tf.float32 or tf.bfloat16: the dtype of the forward
-        pass and of the logits; variables are float32 either way.
+      spec: a `ConvTowerSpec`, a search space or a fixed architecture.
+      mode: `'masked'` (static shapes; TPU) or `'sampled'` (CPU/GPU).
+      dropout_rate: in [0, 1), before the classifier when training.
+      seed: None, or an int fixing every initial value by variable name.
+      compute_dtype: tf.float32 or tf.bfloat16, of the forward pass and logits.
 
     Raises:
-      ValueError: for an unknown mode, a bad argument (the message names it)
-        or a spec the supernet cannot build.
+      ValueError: for a bad argument (named) or a spec it cannot build.
     """
     super().__init__(name=name)
     self.mode = masked.check_mode(mode)
@@ -214,13 +204,8 @@ class Supernet(tf.Module):
 
   def _context(self, sampled_spec: Any, training: bool,
                dropout_seed: Optional[tf.Tensor] = None) -> widths.CallContext:
-    """Validates `sampled_spec` and resolves its masks and widths.
-
-    In a graph, the calls of one replica on the same `sampled_spec` object
-    share one resolution (masks, widths, slice bounds built once); each
-    call's control-flow predicates are made in the call (`nodes.Switch`), so
-    it still reads every weight after its control dependencies.
-    """
+    """`sampled_spec`'s `CallContext`; in a graph, one resolution per replica
+    and spec object (masks, widths, slice bounds built once)."""
     if tf.executing_eagerly():
       return self._resolve(sampled_spec, training, dropout_seed)
     graph = tf.compat.v1.get_default_graph()
@@ -268,26 +253,17 @@ class Supernet(tf.Module):
   def __call__(self, sampled_spec: Any, images: tf.Tensor,
                training: bool = False,
                dropout_seed: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """Runs the sampled architecture.
+    """The sampled architecture's logits [batch, num_classes] (`compute_dtype`).
 
     Args:
-      sampled_spec: the supernet's spec with a mask on every OneOf of more
-        than one choice (rank-1 float Tensor, one entry per choice); for a
-        fixed spec, the spec itself.
-      images: float Tensor [batch, H, W, input_channels] (NHWC).
-      training: Python bool; enables dropout (batch norm always uses batch
-        statistics).
-      dropout_seed: None (stateful dropout), or an integer [2] Tensor keying
-        the classifier's dropout mask.
-
-    Returns:
-      Tensor [batch, num_classes] of `compute_dtype`, the logits.
+      sampled_spec: the spec with a rank-1 mask on every multi-choice OneOf.
+      images: float [batch, H, W, input_channels].
+      training: enables dropout (batch norm always uses batch statistics).
+      dropout_seed: None (stateful) or an integer [2] Tensor.
 
     Raises:
-      ValueError: if `sampled_spec` differs from the supernet's spec (the
-        message names the first differing path), a multi-choice OneOf has no
-        mask or a mask has the wrong shape, or the images are not
-        [batch, H, W, input_channels].
+      ValueError: naming the first path where `sampled_spec` differs from the
+        spec, a missing or misshapen mask, or misshapen images.
     """
     ctx = self._context(sampled_spec, training, dropout_seed)
     images = tf.convert_to_tensor(images)
@@ -304,17 +280,10 @@ class Supernet(tf.Module):
   @tf.autograph.experimental.do_not_convert
   def regularization_loss(self, sampled_spec: Any,
                           weight_decay: float) -> tf.Tensor:
-    """L2 weight decay of the sampled architecture, under its masks.
-
-    (weight_decay / 2) * sum over kernels of sum((kernel * mask)^2), the mask
-    the kernel's in (x) out channel mask. A Switch multiplies each branch's
-    terms by its mask value; a kernel reached from several branches counts
-    once, with its largest term. `weight_decay` is a non-negative Python
-    float (halved here); the result a scalar float32 Tensor.
-
-    Raises:
-      ValueError: for a negative `weight_decay` or a bad `sampled_spec`.
-    """
+    """(weight_decay / 2) * sum over kernels of sum((kernel * mask)^2), each
+    Switch branch's terms times its mask value; a kernel reached from several
+    branches counts once, with its largest term. ValueError as `__call__`, or
+    for a negative `weight_decay`."""
     ctx = self._context(sampled_spec, training=False)
     terms = nodes.merge_max([node.regularizers(ctx) for node in self._layers])
     return regularization.weight_decay_loss(list(terms.values()),

@@ -1,11 +1,6 @@
-"""The building blocks of `supernet.Supernet`: variables and nodes.
-
-A `Supernet` turns its spec once into a tree of nodes that own no state:
-variables live in one `VariableStore`, and `structure.WidthRule`s are
-resolved per call by a `CallContext` from the sampled masks. A node runs its
-forward pass (`node(x, ctx)`, in `ctx.dtype`) and lists its masked L2 terms
-(`node.regularizers(ctx)`, float32).
-"""
+"""The supernet's nodes: a stateless tree over one `VariableStore`; a node
+runs `node(x, ctx)` in `ctx.dtype` and lists its masked L2 terms
+(`node.regularizers(ctx)`, float32)."""
 
 from __future__ import annotations
 
@@ -29,13 +24,8 @@ _CONV, _DEPTHWISE, _ONES, _ZEROS, _CLASSIFIER = (
 
 
 class VariableStore:
-  """The supernet's variables by name, allocated at the widest shape.
-
-  Nodes first `request` their variables; a name requested twice (a part
-  shared by two branches) gets the elementwise largest shape. `build` then
-  creates the variables, and `get` returns a variable or, for a request
-  smaller than the allocation, its leading slice.
-  """
+  """The supernet's variables by name, at the widest shape requested (a part
+  shared by two branches gets the elementwise largest); `build` creates them."""
 
   def __init__(self, seed: Optional[int]):
     self._seed = seed
@@ -43,11 +33,8 @@ class VariableStore:
     self.variables: Dict[str, tf.Variable] = {}
 
   def request(self, name: str, shape: Sequence[int], init: str) -> None:
-    """Records that a node uses variable `name` of at most `shape`.
-
-    Raises:
-      ValueError: when `name` was requested with another rank or initialiser.
-    """
+    """Records that a node uses variable `name` of at most `shape`; ValueError
+    when `name` was requested with another rank or initialiser."""
     shape = [int(d) for d in shape]
     if name in self._requests:
       old_shape, old_init = self._requests[name]
@@ -86,11 +73,8 @@ class VariableStore:
   def get(self, name: str, shape: Sequence[int],
           active: Optional[tf.Tensor] = None,
           dtype: tf.DType = tf.float32) -> tf.Tensor:
-    """Variable `name`, sliced to its leading `shape` if that is smaller.
-
-    With `active` (a scalar bool Tensor), zeros where it is False (exactly
-    0, zero gradient, by `tf.where`). Cast on read to `dtype`.
-    """
+    """Variable `name` (its leading `shape`), cast to `dtype`; exactly zeros,
+    zero gradient, where the scalar bool `active` is False."""
     variable = self.variables[name]
     value = (variable if list(variable.shape) == list(shape)
              else variable[tuple(slice(0, int(d)) for d in shape)])
@@ -112,23 +96,15 @@ def merge_max(terms: Sequence[Regularizers]) -> Regularizers:
 
 
 class Node:
-  """A piece of the network.
-
-  Attributes:
-    in_rule: `structure.WidthRule` of the input.
-    out_rule: `structure.WidthRule` of the output.
-    strides: Python int, the spatial stride (output = ceil(input / strides)).
-  """
+  """A piece of the network: `in_rule`, `out_rule` (`structure.WidthRule`s)
+  and `strides` (output = ceil(input / strides))."""
   in_rule: structure.WidthRule
   out_rule: structure.WidthRule
   strides: int = 1
 
   def __call__(self, x: tf.Tensor, ctx: widths.CallContext) -> tf.Tensor:
-    """Forward pass: [batch, H, W, C_in] -> [batch, H', W', C_out].
-
-    In and out in `ctx.dtype` (float32, or bfloat16). C is the width's max
-    in masked mode and its sampled n in sampled mode.
-    """
+    """[batch, H, W, C_in] -> [batch, H', W', C_out] in `ctx.dtype`; C the
+    width's max (masked) or sampled n."""
     raise NotImplementedError
 
   def regularizers(self, ctx: widths.CallContext) -> Regularizers:
@@ -147,8 +123,7 @@ def _part_variable_names(part: str) -> Dict[str, str]:
 
 
 class _Part(Node):
-  """A node whose variables (in `store`) are, by role, `names[role]` of at
-  most `shapes[role]`."""
+  """A node whose variables are, by role, `names[role]` of `shapes[role]`."""
 
   def _request(self, store: VariableStore, names: Dict[str, str],
                requests: Dict[str, Tuple[Sequence[int], str]]) -> None:
@@ -165,7 +140,7 @@ class _Part(Node):
 
 def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
   """Zeros of `x`'s dtype, [batch, ceil(H / strides), ceil(W / strides),
-  channels], for `x` [batch, H, W, C] (`channels`: an int or int32 Tensor)."""
+  channels]."""
   static = x.shape.as_list()
   dynamic = tf.shape(x)
   dims = []
@@ -225,10 +200,8 @@ class GlobalAveragePool(_KeepsWidth):
 
 class ConvBN(_Part):
   """A k x k conv, then batch norm (or a bias), then an optional activation.
-
-  Variables: `{name}/kernel` [k, k, in_max, out_max] and `{name}/bn/gamma`,
-  `{name}/bn/beta` [out_max], or `{name}/bias` [out_max] without batch norm.
-  """
+  Variables: `{name}/kernel` [k, k, in_max, out_max], `{name}/bn/gamma`,
+  `{name}/bn/beta` (or `{name}/bias`) [out_max]."""
 
   def __init__(self, store: VariableStore, name: str, kernel_size: int,
                strides: int, in_rule: structure.WidthRule,
@@ -271,11 +244,8 @@ class ConvBN(_Part):
 
 
 class DepthwiseBN(_Part):
-  """A k x k depthwise conv, batch norm and an activation.
-
-  Variables: `{name}/kernel` [k, k, C_max, 1], `{name}/bn/gamma` and
-  `{name}/bn/beta` [C_max].
-  """
+  """A k x k depthwise conv, batch norm and an activation. Variables:
+  `{name}/kernel` [k, k, C_max, 1], `{name}/bn/gamma`, `{name}/bn/beta`."""
 
   def __init__(self, store: VariableStore, name: str, kernel_size: int,
                strides: int, rule: structure.WidthRule, activation: str):
@@ -304,11 +274,9 @@ class DepthwiseBN(_Part):
 
 
 class SqueezeExcite(_Part):
-  """x * gate(conv(inner(conv(mean(x))))), at the sampled widths.
-
-  Variables: `{reduce}/kernel` [1, 1, C_max, H_max], `{reduce}/bias` [H_max],
-  `{expand}/kernel` [1, 1, H_max, C_max], `{expand}/bias` [C_max].
-  """
+  """x * gate(conv(inner(conv(mean(x))))). Variables: `{reduce}/kernel`
+  [1, 1, C_max, H_max], `{reduce}/bias`, `{expand}/kernel` [1, 1, H_max,
+  C_max], `{expand}/bias`."""
 
   def __init__(self, store: VariableStore, reduce_name: str,
                expand_name: str, rule: structure.WidthRule,
@@ -385,13 +353,11 @@ class Residual(Node):
 class Switch(Node):
   """sum_i mask[i] * branch_i(x); branch i runs only where mask[i] != 0.
 
-  A one-hot mask runs one `tf.switch_case` over the branches (only the
-  chosen one runs); any other mask (the op warm-up's) the mask-weighted sum
-  of every live branch, a branch with mask[i] == 0 reading zeros for its
-  weights. One live branch is one `tf.cond` on its mask entry. `None`
-  branches are `ZeroSpec`s. With one choice and a mask the output is
-  branch_0(x) * mask[0] (its regularisers unscaled, as the original's
-  `maybe_switch_v2`); with no mask (a fixed spec) it is the single branch.
+  A one-hot mask runs one `tf.switch_case` case (the chosen branch); any other
+  mask (the op warm-up's) the dense mixture of the live branches, a branch at
+  mask 0 reading zeros. One live branch is one `tf.cond`. `None` branches are
+  `ZeroSpec`s. One choice with a mask: branch_0(x) * mask[0], regularisers
+  unscaled (the original's `maybe_switch_v2`).
   """
 
   def __init__(self, path: str, branches: Sequence[Optional[Node]],
@@ -452,12 +418,9 @@ class Switch(Node):
     return total
 
   def _in_cond(self, i, x, ctx, entries):
-    """mask[i] * branch_i(x) where mask[i] != 0, else zeros (one cond).
-
-    The predicate is made in this call, so it carries the call's control
-    dependencies: a lowered cond's variable reads wait for them (the
-    validation forward's on the weight update) only through the predicate.
-    """
+    """mask[i] * branch_i(x) where mask[i] != 0, else zeros. The predicate is
+    made in this call, so the cond's variable reads wait for the call's control
+    dependencies (the validation forward's on the weight update)."""
     chosen = tf.identity(entries.chosen[i])
     return tf.cond(chosen,
                    lambda: entries.scale[i] * self.branches[i](x, ctx),
@@ -484,10 +447,8 @@ class Switch(Node):
 
 class Classifier(_Part):
   """Optional dropout, a 1x1 conv to the classes with bias, global mean.
-
   Variables: `classifier/kernel` [1, 1, C_max, num_classes] (N(0, 0.01)),
-  `classifier/bias` [num_classes]; no weight decay.
-  """
+  `classifier/bias`; no weight decay."""
 
   def __init__(self, store: VariableStore, rule: structure.WidthRule,
                num_classes: int, dropout_rate: float):
@@ -500,7 +461,7 @@ class Classifier(_Part):
         naming.BIAS: ([num_classes], _ZEROS)})
 
   def __call__(self, x, ctx):
-    """[batch, H, W, C] -> logits [batch, num_classes] in `ctx.dtype`."""
+    """Logits [batch, num_classes] in `ctx.dtype`."""
     if ctx.training and self.dropout_rate > 0:
       x = dropout_lib.dropout(x, self.dropout_rate, ctx.dropout_seed,
                               naming.CLASSIFIER)

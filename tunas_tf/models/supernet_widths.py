@@ -1,8 +1,5 @@
-"""Widths of the supernet's layers, decided per call from the sampled masks.
-
-A `CallContext` resolves every `structure.WidthRule` of a network to a
-`masked.ActiveWidth` once per call (`resolve_width`).
-"""
+"""Widths of the supernet's layers: a `CallContext` resolves every
+`structure.WidthRule` to a `masked.ActiveWidth` once per call."""
 
 from __future__ import annotations
 
@@ -29,17 +26,9 @@ def _scaled(value, input_n, base: int, path: str):
 def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
                   resolved: Mapping[int, masked.ActiveWidth]
                   ) -> masked.ActiveWidth:
-  """The `ActiveWidth` of a `structure.WidthRule` for one call.
-
-  Args:
-    masks: float32 rank-1 mask Tensors by OneOf path.
-    resolved: the `ActiveWidth`s of the rules it derives from, by
-      `id(rule)`.
-
-  Returns:
-    For a choice, the value at the argmax of its mask; `n` a Python int
-    when static, else a scalar int32 Tensor.
-  """
+  """`rule`'s `ActiveWidth` for one call: a choice's value at its mask's
+  argmax (`masks` by OneOf path; `resolved` the widths it derives from, by
+  `id(rule)`); `n` a Python int when static, else a scalar int32 Tensor."""
   if isinstance(rule, structure.FixedWidth):
     return masked.ActiveWidth(rule.max, rule.max)
   input_n = resolved[id(rule.input)].n if rule.input is not None else None
@@ -59,15 +48,9 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
 
 
 class MaskEntries(NamedTuple):
-  """A mask's entries as scalar Tensors, made once per call.
-
-  Made outside every Switch branch, so a branch captures the scalar it reads.
-
-  Attributes:
-    mask: float32 entries (`mask[i]`).
-    scale: the entries in the compute dtype (they scale activations).
-    chosen: bool entries, `mask[i] != 0` (the branch runs).
-  """
+  """A mask's entries as scalars, made outside every Switch branch (a branch
+  captures the one it reads): `mask` float32, `scale` in the compute dtype,
+  `chosen` bool (`mask[i] != 0`)."""
   mask: Sequence[tf.Tensor]
   scale: Sequence[tf.Tensor]
   chosen: Sequence[tf.Tensor]
@@ -84,18 +67,10 @@ def _mask_entries(mask: tf.Tensor, dtype: tf.DType) -> MaskEntries:
 
 
 class CallContext:
-  """Per-call state: the mode, the masks and every width, resolved up front.
-
-  Widths are resolved outside any `tf.cond`, so that a width first needed
-  inside one branch can be read in another.
-
-  Attributes:
-    training: Python bool (only dropout reads it; batch norm is stateless).
-    dropout_seed: None, or an integer [2] Tensor keying the dropout masks.
-    dtype: the compute dtype of the forward pass (float32 or bfloat16).
-    active: None, or a scalar bool Tensor: False for a Switch branch whose
-      mask entry is 0; nodes then read zeros for its weights.
-  """
+  """Per-call state: the mode, the masks and every width, resolved up front
+  (outside any `tf.cond`, so a width made in one branch is not read in
+  another). `active`: None, or a scalar bool Tensor, False in a Switch branch
+  whose mask entry is 0 (its nodes then read zeros for their weights)."""
 
   def __init__(self, masks: Mapping[str, tf.Tensor],
                rules: Sequence[structure.WidthRule], mode: str,
@@ -123,8 +98,7 @@ class CallContext:
 
   def for_call(self, training: bool,
                dropout_seed: Optional[tf.Tensor]) -> 'CallContext':
-    """This context (the same mask, entry and width tensors) for a call
-    with `training` and `dropout_seed`."""
+    """This context (the same tensors) for `training`, `dropout_seed`."""
     other = copy.copy(self)
     other.training = training
     other.dropout_seed = dropout_seed

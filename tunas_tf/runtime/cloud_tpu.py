@@ -1,12 +1,5 @@
-"""Finding the TPU a run names (`--tpu`), every failure in one line.
-
-`--tpu` is `local` (this TPU VM's `/dev/accel*` or `/dev/vfio/N`),
-`grpc://HOST:PORT` (a worker accepting a TCP connection within seconds) or
-`NAME` (a READY TPU through the Cloud TPU API, project and zone from the
-flags or the VM's metadata). `resolve` does every lookup the engines do
-later, so an unusable TPU is refused before a run writes anything;
-`api_service` builds the API client with `google-auth` (TF 2.15's bundled
-client needs the absent `oauth2client`).
+"""Finding the TPU a run names (`--tpu`: local, grpc://HOST:PORT or a name),
+every failure in one line before anything is written (docs/tpu.md).
 """
 
 from __future__ import annotations
@@ -18,6 +11,8 @@ import socket
 import urllib.error
 import urllib.request
 from typing import Any, Optional, Tuple
+
+from tunas_tf.io import errors
 
 LOCAL = 'local'
 _GRPC = 'grpc://'
@@ -31,22 +26,13 @@ class TpuError(ValueError):
   """A TPU that cannot be used; its message is one line naming it."""
 
 
-def _first_line(error: BaseException) -> str:
-  text = ' '.join(str(error).split())
-  return text or type(error).__name__
-
-
 def local_devices(patterns=_DEVICE_PATTERNS) -> list:
   """The TPU device files of this machine."""
   return sorted(path for pattern in patterns for path in glob.glob(pattern))
 
 
 def parse_address(tpu: str) -> Tuple[str, int]:
-  """(host, port) of `grpc://HOST:PORT`.
-
-  Raises:
-    TpuError: for an address without a host or a numeric port.
-  """
+  """(host, port) of `grpc://HOST:PORT`; TpuError without both."""
   rest = tpu[len(_GRPC):]
   host, sep, port = rest.rpartition(':')
   if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -61,8 +47,8 @@ def _check_reachable(tpu: str, timeout: float) -> None:
     socket.create_connection((host, port), timeout=timeout).close()
   except OSError as e:
     raise TpuError(
-        f'--tpu={tpu}: no TPU answers there ({_first_line(e)}); check the '
-        'address and that the TPU is up (TPU Nodes reached end of life in '
+        f'--tpu={tpu}: no TPU answers there ({errors.one_line(e)}); check '
+        'the address and that the TPU is up (TPU Nodes reached end of life in '
         '2025: on a TPU VM use --tpu=local)') from None
 
 
@@ -83,20 +69,17 @@ def _project_and_zone(tpu: str, project: Optional[str], zone: Optional[str],
       zone = _metadata('instance/zone', timeout).split('/')[-1]
   except (OSError, urllib.error.URLError) as e:
     raise TpuError(
-        f'--tpu={tpu}: cannot find its project and zone ({_first_line(e)} '
-        'from the metadata server: this is not a Google Cloud VM); give '
+        f'--tpu={tpu}: cannot find its project and zone '
+        f'({errors.one_line(e)} from the metadata server: this is not a '
+        'Google Cloud VM); give '
         '--gcp_project and --tpu_zone') from None
   return project, zone
 
 
 def api_service(tpu: str, credentials: Any = None, http: Any = None):
-  """The Cloud TPU API (v1) service for `tpu`, built with google-auth
-  `credentials` (default `google.auth.default()`) or an `httplib2.Http`
-  (`http`, tests' `HttpMockSequence`).
-
-  Raises:
-    TpuError: when there are no application-default credentials.
-  """
+  """The Cloud TPU API (v1) service, built with google-auth `credentials`
+  (default: application-default ones; TF 2.15's own client needs the absent
+  `oauth2client`) or an `httplib2.Http`; TpuError without credentials."""
   from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
   if http is None and credentials is None:
     import google.auth  # pylint: disable=g-import-not-at-top
@@ -106,8 +89,8 @@ def api_service(tpu: str, credentials: Any = None, http: Any = None):
           scopes=['https://www.googleapis.com/auth/cloud-platform'])
     except google.auth.exceptions.GoogleAuthError as e:
       raise TpuError(
-          f'--tpu={tpu}: no Google Cloud credentials ({_first_line(e)}); on '
-          'a Cloud VM its service account provides them, elsewhere run '
+          f'--tpu={tpu}: no Google Cloud credentials ({errors.one_line(e)});'
+          ' on a Cloud VM its service account provides them, elsewhere run '
           '`gcloud auth application-default login`') from None
   return discovery.build('tpu', 'v1', credentials=credentials, http=http,
                          cache_discovery=False, static_discovery=True)
@@ -116,16 +99,12 @@ def api_service(tpu: str, credentials: Any = None, http: Any = None):
 def resolve(tpu: str, zone: Optional[str] = None,
             project: Optional[str] = None, *, service: Any = None,
             timeout: float = _TIMEOUT_S):
-  """The `TPUClusterResolver` of `tpu` ('local', 'grpc://HOST:PORT' or a
-  Cloud TPU name, in `zone` and `project`, None: the VM's), after every
-  lookup succeeded (through `service`, default `api_service(tpu)`, waiting
-  `timeout` seconds for a network answer).
+  """The `TPUClusterResolver` of `tpu` after every lookup the engines make
+  later succeeded (`zone`, `project` None: the VM's; `service` default
+  `api_service(tpu)`; `timeout` seconds per network answer).
 
   Raises:
-    TpuError: one line naming the TPU, what failed and what to check: no
-      TPU on this machine, a malformed or silent address, no project or
-      zone, no credentials, a name the API does not know, a TPU that is
-      not READY.
+    TpuError: one line naming the TPU, what failed and what to check.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   resolver_type = tf.distribute.cluster_resolver.TPUClusterResolver
@@ -151,8 +130,8 @@ def resolve(tpu: str, zone: Optional[str] = None,
     resolver.cluster_spec()  # Looks the TPU up; checks that it is READY.
   except RuntimeError as e:  # TF's client: 'TPU "x" is not yet ready ...'.
     raise TpuError(
-        f'--tpu={tpu} ({where}) is not READY: {_first_line(e)}; wait for it '
-        f'or check it with `gcloud compute tpus tpu-vm describe {tpu} '
+        f'--tpu={tpu} ({where}) is not READY: {errors.one_line(e)}; wait for '
+        f'it or check it with `gcloud compute tpus tpu-vm describe {tpu} '
         f'--zone={zone}`') from None
   except Exception as e:  # pylint: disable=broad-except
     # TF's client wraps every API error (unknown name, no permission, no
@@ -167,7 +146,7 @@ def resolve(tpu: str, zone: Optional[str] = None,
 
 def _api_reason(error: Exception) -> str:
   """The API's own words from TF's wrapped error, else its first line."""
-  text = _first_line(error)
+  text = errors.one_line(error)
   # An HttpError reads '<HttpError 404 when requesting URL returned "why".
   # Details: ...>'.
   match = re.search(r'<HttpError (\d+) .*? returned "([^"]*)"', text)
@@ -183,13 +162,8 @@ def cached_resolve(tpu: str, zone: Optional[str], project: Optional[str]):
 
 
 def cluster_resolver(job: Any):
-  """The `TPUClusterResolver` of a run's TPU (`job`: a `jobs.JobConfig`),
-  None off TPU; resolved once per process (`cached_resolve`), so every
-  later lookup of either engine has succeeded.
-
-  Raises:
-    ValueError: one line naming the TPU, what failed and what to check.
-  """
+  """`cached_resolve` of a `jobs.JobConfig`'s TPU, None off TPU; TpuError
+  (a ValueError) as `resolve`."""
   if not job.use_tpu:
     return None
   return cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)

@@ -1,12 +1,6 @@
-"""The worker this process is in a multi-worker run, from `TF_CONFIG`.
-
-`worker()` reads `TF_CONFIG` (None when unset) and checks it before anything
-is written, refusing a malformed one in one line: a JSON object whose
-"cluster" maps "worker" (and at most one "chief") to "host:port" lists, and
-whose "task" names one of them. The chief (task "chief", or worker 0 without
-one) alone writes a run's files: config.json, model_spec.json, the lock,
-events and checkpoints; the other workers train beside it and write nothing
-(`runtime.distribute`). Importing this module does not import TensorFlow.
+"""The worker this process is in a multi-worker run, from `TF_CONFIG`,
+checked in one line; only the chief writes the run's files (docs/scaling.md).
+Importing this module does not import TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,6 +10,8 @@ import json
 import os
 from typing import Any, Optional
 
+from tunas_tf.io import errors
+
 ENV = 'TF_CONFIG'
 # The jobs `MultiWorkerMirroredStrategy` trains with.
 _JOBS = ('chief', 'worker')
@@ -23,18 +19,11 @@ _JOBS = ('chief', 'worker')
 
 @dataclasses.dataclass(frozen=True)
 class Worker:
-  """One task of a multi-worker cluster.
-
-  Attributes:
-    task_type: 'chief' or 'worker'.
-    index: the task's index in its job.
-    count: how many tasks train (chief and workers).
-    chief: whether this task writes the run's files.
-  """
-  task_type: str
-  index: int
-  count: int
-  chief: bool
+  """One task of a multi-worker cluster."""
+  task_type: str  # 'chief' or 'worker'.
+  index: int  # In its job.
+  count: int  # How many tasks train (chief and workers).
+  chief: bool  # Whether this task writes the run's files.
 
   def text(self) -> str:
     """'worker 1 of a cluster of 2'."""
@@ -44,7 +33,7 @@ class Worker:
 def _refuse(text: str, why: str) -> ValueError:
   shown = text if len(text) <= 200 else text[:200] + '...'
   return ValueError(f'{ENV} is not a multi-worker cluster ({why}): '
-                    f'{" ".join(shown.split())!r}')
+                    f'{errors.one_line(shown)!r}')
 
 
 def _address(value: Any) -> bool:
@@ -56,11 +45,9 @@ def _address(value: Any) -> bool:
 
 
 def parse(text: str) -> Worker:
-  """The worker `text` (a `TF_CONFIG` value) describes.
-
-  Raises:
-    ValueError: one line quoting `text` and saying what is wrong.
-  """
+  """The worker `text` (a `TF_CONFIG` value: "cluster" maps "worker" and at
+  most one "chief" to "host:port" lists, "task" names one); ValueError (one
+  line quoting `text`) otherwise. The chief: task "chief", else worker 0."""
   try:
     value = json.loads(text)
   except ValueError:
@@ -98,11 +85,7 @@ def parse(text: str) -> Worker:
 
 
 def worker() -> Optional[Worker]:
-  """The worker `TF_CONFIG` describes, or None when it is unset or empty.
-
-  Raises:
-    ValueError: one line, for a malformed `TF_CONFIG` (`parse`).
-  """
+  """`parse` of `TF_CONFIG`, or None when it is unset or empty."""
   text = os.environ.get(ENV, '')
   if not text.strip():
     return None
@@ -110,11 +93,7 @@ def worker() -> Optional[Worker]:
 
 
 def is_chief() -> bool:
-  """Whether this process writes the run's files: outside a cluster, or as
-  its chief.
-
-  Raises:
-    ValueError: one line, for a malformed `TF_CONFIG`.
-  """
+  """Whether this process writes the run's files (no cluster, or its chief);
+  ValueError as `parse`."""
   found = worker()
   return found is None or found.chief

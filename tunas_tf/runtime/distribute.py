@@ -1,11 +1,6 @@
-"""The tf.distribute engine: a run as a custom training loop, any TF.
-
-`DistributeEngine` trains a `runtime.task.Task` under the strategy
-`strategy_for` picks (one device, `MirroredStrategy` for `--replicas`,
-`MultiWorkerMirroredStrategy` under `TF_CONFIG`, `TPUStrategy` on TPU), one
-loop of `job.tpu_iterations_per_loop` steps per `tf.function` call, and
-evaluates an `EvaluatedTask` in one pass.
-"""
+"""The tf.distribute engine: a `runtime.task.Task` trained by a custom loop
+of `job.tpu_iterations_per_loop` steps per `tf.function` call under the
+strategy `strategy_for` picks, and evaluated in one pass; any TF."""
 
 from __future__ import annotations
 
@@ -13,8 +8,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import (Any, Callable, Dict, Iterator, Mapping, Optional,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Dict, Iterable, Iterator, Mapping,
+                    Optional, Sequence, Tuple)
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +21,7 @@ from tensorflow.python.eager import context
 # pylint: enable=g-direct-tensorflow-import
 
 from tunas_tf.data import streams
-from tunas_tf.data import unreadable
+from tunas_tf.io import errors
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import cluster
 from tunas_tf.runtime import guards
@@ -42,17 +37,12 @@ from tunas_tf.runtime.jobs import JobConfig
 CHECKPOINT_NAME = 'model.ckpt'
 # (input context, global step the run starts at) -> per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-# (one step's scalars by name, its step) -> writes more summaries from them
-# (under the run's default summary writer).
-Summaries = Callable[[Mapping[str, float], int], None]
 
 
 def dataset_fn(task: task_lib.Task, use_tpu: bool) -> DatasetFn:
-  """`task`'s batches as `distribute_datasets_from_function` takes them:
-  each input pipeline (`context.input_pipeline_id` of
-  `context.num_input_pipelines`) yields the per-replica batches of its
-  replicas in turn (`streams.Pipeline`), from the start step on; on TPU
-  HWCN (`task.infeed`)."""
+  """`task`'s batches for `distribute_datasets_from_function`: each input
+  pipeline yields its replicas' batches in turn (`streams.Pipeline`), HWCN
+  on TPU."""
 
   def make(context: tf.distribute.InputContext, start_step: int
            ) -> tf.data.Dataset:
@@ -80,11 +70,8 @@ def flat_scalars(scalars: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
 
 
 def _split_cpu(count: int) -> None:
-  """Makes the CPU `count` logical devices (before TF's runtime starts).
-
-  Raises:
-    ValueError: when TF's runtime started with fewer CPU devices.
-  """
+  """Makes the CPU `count` logical devices; ValueError once TF's runtime
+  started with fewer."""
   cpu = tf.config.list_physical_devices('CPU')[0]
   try:
     tf.config.set_logical_device_configuration(
@@ -108,14 +95,9 @@ def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
 
 
 def check_strategy(job: JobConfig, replicas: int = 1) -> None:
-  """Refuses what `strategy_for` would, making nothing (call it before
-  anything is written); `replicas` >= 1, and 1 on TPU (the configs check).
-
-  Raises:
-    ValueError: one line, for `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG`
-      on TPU or malformed (`cluster.parse`), or fewer GPUs than
-      `replicas` > 1 asks for.
-  """
+  """ValueError (one line) for what `strategy_for` would refuse, making
+  nothing: `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG` on TPU or malformed,
+  or fewer GPUs than `replicas` > 1."""
   tf_config = os.environ.get(cluster.ENV, '').strip()
   if job.use_tpu:
     if tf_config:
@@ -131,19 +113,11 @@ def check_strategy(job: JobConfig, replicas: int = 1) -> None:
 
 
 def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
-  """The strategy a run trains under.
-
-  On TPU (`job.use_tpu`) a `TPUStrategy`; with `TF_CONFIG` in the
-  environment a `MultiWorkerMirroredStrategy`; with `replicas` > 1 a
-  `MirroredStrategy` over that many GPUs or, without GPUs, the CPU split
-  into that many logical devices; else the default strategy (one device).
-  Call it before TF runs anything: the CPU split and the multi-worker
-  collectives are set up as TF starts.
-
-  Raises:
-    ValueError: one line, for what `check_strategy` refuses, or CPU devices
-      that can no longer be split.
-  """
+  """`TPUStrategy` on TPU, `MultiWorkerMirroredStrategy` under `TF_CONFIG`,
+  `MirroredStrategy` over `replicas` > 1 GPUs (or CPU devices), else the
+  default. Call it before TF runs anything (the CPU split and collectives
+  are set up as TF starts); ValueError (one line) as `check_strategy`, or
+  for a CPU that can no longer be split."""
   check_strategy(job, replicas)
   if job.use_tpu:
     return _tpu_strategy(job)
@@ -160,15 +134,10 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
 
 
 class _Run:
-  """A task's variables, checkpoint and step loop under a strategy.
-
-  Attributes:
-    chief: whether this process writes the run's files (events, checkpoints
-      in `job.model_dir`): always, but for the non-chief workers of a
-      `MultiWorkerMirroredStrategy`. Those save too (a save may read
-      variables collectively, so every worker saves at the same steps),
-      into a directory of their own that `close` removes.
-  """
+  """A task's variables, checkpoint and step loop under a strategy. `chief`:
+  whether this process writes the run's files; the other workers save at
+  the same steps too (a save may read collectively), into a directory of
+  their own that `close` removes."""
 
   def __init__(self, strategy: tf.distribute.Strategy, task: task_lib.Task,
                job: JobConfig):
@@ -177,12 +146,12 @@ class _Run:
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name='global_step',
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-      objects = dict(task.build())
-    if 'global_step' in objects:
+      self.objects = task.build()
+    if 'global_step' in self.objects:
       raise ValueError("a task's checkpointed objects cannot be named "
                        "'global_step' (the loop's)")
     self._checkpoint = tf.train.Checkpoint(global_step=self.global_step,
-                                           **objects)
+                                           **self.objects)
     self.chief = strategy.extended.should_checkpoint
     self._save_dir = (job.model_dir if self.chief
                       else tempfile.mkdtemp(prefix='tunas_tf-worker-'))
@@ -190,9 +159,7 @@ class _Run:
         self._checkpoint, self._save_dir,
         max_to_keep=job.keep_checkpoint_max if self.chief else 1,
         checkpoint_name=CHECKPOINT_NAME, step_counter=self.global_step)
-    self.names = None  # The step's scalars, in order (once traced).
     self.resumed = False  # Whether `restore` found a checkpoint.
-    self.finite = dict(task.finite_scalars)
     self.loop = tf.function(self._loop, autograph=False)
 
   def close(self) -> None:
@@ -201,12 +168,8 @@ class _Run:
       shutil.rmtree(self._save_dir, ignore_errors=True)
 
   def restore(self) -> int:
-    """Restores the checkpoint the `checkpoint` file names; the step.
-
-    Raises:
-      ValueError: naming the checkpoint, when it cannot be restored into
-        the task's objects.
-    """
+    """Restores the checkpoint the `checkpoint` file names and returns its
+    step; ValueError naming it when the task's objects cannot take it."""
     latest = tf.train.latest_checkpoint(self._job.model_dir)
     self.resumed = latest is not None
     if latest is not None:
@@ -214,40 +177,34 @@ class _Run:
         self._checkpoint.restore(latest).assert_existing_objects_matched()
       except (tf.errors.OpError, AssertionError, ValueError) as e:
         raise ValueError(
-            f'Cannot resume from {latest}: {resume_lib.op_error_reason(e)}; '
+            f'Cannot resume from {latest}: {errors.first_line(e)}; '
             'remove the broken checkpoint or use a new --model_dir') from None
     return int(self.global_step.numpy())
 
-  def _replica_step(self, inputs: Any, step: tf.Tensor) -> tf.Tensor:
-    """The task's step; its scalars as one vector (names in `self.names`,
-    set when traced)."""
-    scalars = flat_scalars(self.task.step(
-        task_lib.from_infeed(inputs, self._job.use_tpu), step))
-    self.names = list(scalars)
-    return tf.stack([tf.cast(scalars[name], tf.float32)
-                     for name in self.names])
+  def _loop(self, iterator, steps: tf.Tensor) -> Tuple[Any, ...]:
+    """`steps` steps, stopping after the first with a non-finite
+    `finite_scalars` (any replica); the last step's scalars (first replica's
+    and mean), and the first replica's of the step that is a multiple of
+    `tpu_iterations_per_loop` with that step (-1: none)."""
+    every, names = self._job.tpu_iterations_per_loop, []
+    checked = list(self.task.finite_scalars)
 
-  def _all_finite(self, values: tf.Tensor) -> tf.Tensor:
-    """Whether the `finite` scalars among `values` are finite."""
-    guards.check_names(self.finite, self.names)
-    indices = tf.constant([self.names.index(name) for name in self.finite],
-                          tf.int32)  # (Possibly none: all finite.)
-    return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
+    def replica_step(inputs, step):  # The scalars as one vector.
+      scalars = flat_scalars(self.task.step(
+          self.objects, task_lib.from_infeed(inputs, self._job.use_tpu), step))
+      names[:] = scalars
+      return tf.stack([tf.cast(v, tf.float32) for v in scalars.values()])
 
-  def _loop(self, iterator, steps: tf.Tensor
-            ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`steps` steps, or fewer, ending after the first step whose `finite`
-    scalars are not (on any replica); the scalars (`self.names`, vectors of
-    a length known once traced) of the last step, the first replica's and
-    their mean over replicas, and the first replica's of the step that is a
-    multiple of `tpu_iterations_per_loop` with that step (-1: none), as the
-    Estimator's host_call writes them."""
-    every = self._job.tpu_iterations_per_loop
+    def all_finite(values):
+      guards.check_names(checked, names)
+      indices = tf.constant([names.index(name) for name in checked],
+                            tf.int32)  # (Possibly none: all finite.)
+      return tf.reduce_all(tf.math.is_finite(tf.gather(values, indices)))
 
     def body(i, last, last_mean, kept, kept_at, finite):
       del last, last_mean, finite
       step = self.global_step.read_value()
-      per_replica = self.strategy.run(self._replica_step,
+      per_replica = self.strategy.run(replica_step,
                                       args=(next(iterator), step))
       values = self.strategy.experimental_local_results(per_replica)[0]
       mean = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica,
@@ -258,7 +215,7 @@ class _Run:
       with tf.control_dependencies([values, mean, kept]):
         self.global_step.assign_add(1)
         return (i + 1, tf.identity(values), tf.identity(mean),
-                tf.identity(kept), kept_at, self._all_finite(mean))
+                tf.identity(kept), kept_at, all_finite(mean))
 
     vector, scalar = tf.TensorShape([None]), tf.TensorShape([])
     _, last, last_mean, kept, kept_at, _ = tf.while_loop(
@@ -266,21 +223,29 @@ class _Run:
         (tf.constant(0, tf.int64), tf.zeros([0]), tf.zeros([0]),
          tf.zeros([0]), tf.constant(-1, tf.int64), tf.constant(True)),
         shape_invariants=(scalar, vector, vector, vector, scalar, scalar))
-    return last, last_mean, kept, kept_at
+    kept = tf.pad(kept, [[0, len(names) - tf.size(kept)]])  # (None kept.)
+    return (*(dict(zip(names, tf.unstack(v, len(names))))
+              for v in (last, last_mean, kept)), kept_at)
 
 
-def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
-           max_steps: int, stop: preemption.StopRequest,
-           summaries: Optional[Summaries], run_name: str) -> task_lib.Trained:
+def _floats(values: Mapping[str, tf.Tensor], names: Iterable[str]
+            ) -> Dict[str, float]:
+  """The scalars of `values` among `names`, read to the host."""
+  return {name: float(values[name]) for name in names if name in values}
+
+
+def _train(run: _Run, job: JobConfig, max_steps: int,
+           stop: preemption.StopRequest, run_name: str) -> task_lib.Trained:
   """`DistributeEngine.train`'s loop, once the run's objects exist."""
   step = start = run.restore()
   if step >= max_steps:
     return task_lib.Trained(start, step, None)
   if not run.resumed:
-    for variable, value in run.task.initial_values():
+    for variable, value in run.task.initial_values(run.objects):
       variable.assign(value)
     # The initial state, as the Estimator saves it (on every worker).
     run.manager.save(checkpoint_number=step)
+  make_dataset = dataset_fn(run.task, job.use_tpu)
   iterator = iter(run.strategy.distribute_datasets_from_function(
       lambda context: make_dataset(context, start)))
   writer = (tf.summary.create_file_writer(job.model_dir) if run.chief
@@ -297,22 +262,20 @@ def _train(run: _Run, make_dataset: DatasetFn, job: JobConfig,
           iterator, tf.constant(steps, tf.int64))
       before, step = step, int(run.global_step.numpy())
       throughput.add((step - before) * run.task.train_batch_size)
-      last = dict(zip(run.names, last.numpy().tolist()))
-      non_finite = guards.first_non_finite(
-          dict(zip(run.names, last_mean.numpy().tolist())), run.finite)
+      finite = run.task.finite_scalars
+      non_finite = guards.first_non_finite(_floats(last_mean, finite), finite)
       if non_finite:  # At the loop's last step, before anything is written.
         raise ValueError(guards.non_finite_line(
             *non_finite, step - 1, job.model_dir, run_name))
       if int(kept_at) >= 0:  # The scalars of the loop's summary step.
-        kept = dict(zip(run.names, kept.numpy().tolist()))
+        kept = _floats(kept, kept)
         with writer.as_default():
           for name, value in kept.items():
             tf.summary.scalar(name, value, step=int(kept_at))
-          if summaries is not None:
-            summaries(kept, int(kept_at))
+          run.task.write_summaries(kept, int(kept_at))
       if run.chief:
-        progress.update(step, {name: last[name] for name in run.task.progress
-                               if name in last}, throughput.text)
+        progress.update(step, _floats(last, run.task.progress),
+                        throughput.text)
       lost = stop.lost()
       if lost:
         raise ValueError(lost)
@@ -342,7 +305,7 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
     latest = tf.train.latest_checkpoint(model_dir)
     raise ValueError(
         f'{run} lost a worker of its cluster '
-        f'({resume_lib.op_error_reason(e)}) and stopped; the last checkpoint '
+        f'({errors.first_line(e)}) and stopped; the last checkpoint '
         f'is {latest or "none (none was saved)"}: start every worker again '
         'to resume') from None
 
@@ -379,14 +342,9 @@ def rewrite_options() -> rewriter_config_pb2.RewriterConfig:
 
 @contextlib.contextmanager
 def grappler_without(passes: Sequence[str]) -> Iterator[None]:
-  """Grappler (TF's graph optimiser for `tf.function`s) without `passes`.
-
-  `passes` are option names of `tf.config.optimizer.set_experimental_options`
-  (e.g. 'constant_folding'), set process-wide, or of `_REWRITES_OFF`
-  ('tfg_optimizer', 'memory_optimization', 'second_iteration'), set for the
-  calling thread only. They hold for the functions first called inside, in
-  this thread, and are unset (TF's defaults) on exit.
-  """
+  """Grappler without `passes` for the `tf.function`s first called inside:
+  options of `tf.config.optimizer.set_experimental_options` (process-wide)
+  or of `_REWRITES_OFF` (this thread only), TF's defaults again on exit."""
   experimental = [p for p in passes if p not in _REWRITES_OFF]
   tf.config.optimizer.set_experimental_options(
       {p: False for p in experimental})
@@ -411,15 +369,17 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
 
 
 def _evaluate(strategy: tf.distribute.Strategy,
-              task: task_lib.EvaluatedTask, pad: bool,
+              task: task_lib.EvaluatedTask, evaluated: Any, pad: bool,
               stop: preemption.StopRequest, step: int) -> Dict[str, Any]:
-  """`DistributeEngine.evaluate`'s pass, the task's values assigned."""
+  """`DistributeEngine.evaluate`'s pass through `evaluated` (its values
+  assigned)."""
   dataset = strategy.experimental_distribute_dataset(
       task.eval_dataset(task.eval_batch_size, pad))
 
   @tf.function(input_signature=[dataset.element_spec], autograph=False)
   def batch(inputs):
-    values = strategy.run(task.evaluation_step, args=(inputs,))
+    values = strategy.run(lambda x: task.evaluation_step(evaluated, x),
+                          args=(inputs,))
     return {name: strategy.gather(value, axis=0)
             for name, value in values.items()}
 
@@ -438,14 +398,8 @@ def _evaluate(strategy: tf.distribute.Strategy,
 
 
 class DistributeEngine:
-  """The tf.distribute engine (`runtime.engine.Engine`).
-
-  Args:
-    job: the run's job config.
-    replicas: `MirroredStrategy` replicas (`--replicas`).
-    grappler_off: Grappler passes the training loop runs without
-      (`grappler_without`).
-  """
+  """The tf.distribute engine (`runtime.engine.Engine`); `grappler_off`: the
+  passes the training loop runs without (`grappler_without`)."""
 
   def __init__(self, job: JobConfig, replicas: int = 1,
                grappler_off: Sequence[str] = ()):
@@ -479,33 +433,22 @@ class DistributeEngine:
             stop: preemption.StopRequest, run_name: str,
             resume: Optional[resume_lib.ResumePoint] = None
             ) -> task_lib.Trained:
-    """`engine.Engine.train`: from the checkpoint the `checkpoint` file
-    names, in loops of `job.tpu_iterations_per_loop` steps; the first
-    replica's scalars of the steps whose index is a multiple of that are
-    written, as the Estimator's host_call writes them; checkpoints are saved
-    between loops (non-chief workers' in a directory of their own). In a
-    cluster, a lost worker stops it in one line."""
+    """`engine.Engine.train` in loops of `job.tpu_iterations_per_loop` steps,
+    writing the scalars the Estimator's host_call writes and saving between
+    loops; in a cluster, a lost worker stops it in one line."""
     del resume  # Restored from the `checkpoint` file.
     job, strategy = self.job, self.strategy
 
-    def guarded() -> task_lib.Trained:
-      with contextlib.ExitStack() as stack:
-        stack.enter_context(_lost_worker_in_one_line(job.model_dir, run_name))
-        stack.enter_context(unreadable.stops_in_one_line(run_name,
-                                                         job.model_dir))
-        stack.enter_context(grappler_without(self._grappler_off))
-        run = _Run(strategy, task, job)
-        summaries = None
-        if task.decisions:
-          summaries = lambda values, step: summaries_lib.write_probabilities(
-              task.decisions, values.__getitem__, step)
-        try:
-          return _train(run, dataset_fn(task, job.use_tpu), job, max_steps,
-                        stop, summaries, run_name)
-        finally:
-          run.close()
+    def train() -> task_lib.Trained:
+      run = _Run(strategy, task, job)
+      try:
+        return _train(run, job, max_steps, stop, run_name)
+      finally:
+        run.close()
 
-    return preemption.run_in_thread(guarded)
+    return guards.run(train, run_name, job.model_dir,
+                      _lost_worker_in_one_line(job.model_dir, run_name),
+                      grappler_without(self._grappler_off))
 
   def evaluate(self, task: task_lib.EvaluatedTask, *,
                checkpoint: Optional[str], stop: preemption.StopRequest,
@@ -514,12 +457,13 @@ class DistributeEngine:
     the last one padded), the per-example values gathered on the host."""
     strategy = self.strategy
 
-    def guarded() -> Dict[str, Any]:
-      with unreadable.stops_in_one_line(f"{run_name}'s evaluation"):
-        with strategy.scope():
-          for variable, value in task.build_evaluation(checkpoint):
-            variable.assign(value)
-        step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
-        return _evaluate(strategy, task, self.job.use_tpu, stop, step)
+    def evaluate() -> Dict[str, Any]:
+      with strategy.scope():
+        evaluated, values = task.build_evaluation(checkpoint)
+        for variable, value in values:
+          variable.assign(value)
+      step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
+      return _evaluate(strategy, task, evaluated, self.job.use_tpu, stop,
+                       step)
 
-    return preemption.run_in_thread(guarded)
+    return guards.run(evaluate, f"{run_name}'s evaluation", None)

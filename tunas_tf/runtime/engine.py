@@ -1,9 +1,5 @@
-"""The engine a run trains and evaluates on, chosen once from its job.
-
-`make(job, ...)` is the one place that reads `job.engine`: an
-`estimator.EstimatorEngine` or a `distribute.DistributeEngine`. Both do
-what `Engine` says; `lifecycle.run` and the runners call nothing else.
-"""
+"""The engine a run trains and evaluates on: `make` is the one place that
+reads `job.engine`; callers use nothing but `Engine`."""
 
 from __future__ import annotations
 
@@ -19,31 +15,20 @@ from tunas_tf.runtime.jobs import JobConfig
 
 
 class Engine(Protocol):
-  """Trains and evaluates tasks (`runtime.task`) for one job.
-
-  Attributes:
-    job: the run's job config.
-    chief: whether this process writes the run's files (not a non-chief
-      worker of a cluster).
-  """
+  """Trains and evaluates tasks (`runtime.task`) for one `job`; `chief`:
+  whether this process writes the run's files."""
 
   job: JobConfig
   chief: bool
 
   def worker(self) -> Optional[cluster.Worker]:
-    """The worker of a multi-worker cluster this process is, or None.
-
-    Raises:
-      ValueError: one line, for a malformed `TF_CONFIG`.
-    """
+    """This process's worker of a cluster, or None; ValueError (one line)
+    for a malformed `TF_CONFIG`."""
 
   def check(self) -> None:
-    """Refuses what the engine could not run, making and writing nothing.
-
-    Raises:
-      ValueError: one line (no Estimator in this TF, an unresolvable TPU,
-        too few devices, a strategy the environment refuses).
-    """
+    """ValueError (one line), making and writing nothing, for what the
+    engine could not run (no Estimator, an unresolvable TPU, too few
+    devices, a strategy the environment refuses)."""
 
   def train(self, task: task_lib.Task, *, max_steps: int,
             stop: preemption.StopRequest, run_name: str,
@@ -73,12 +58,9 @@ class Engine(Protocol):
 
 def make(job: JobConfig, replicas: int = 1,
          grappler_off: Sequence[str] = ()) -> Engine:
-  """The engine of `job.engine`, for `replicas` replicas off TPU.
-
-  `grappler_off`: Grappler passes the run's graphs go without: on the
-  distribute engine those passes (`distribute.grappler_without`); the
-  Estimator's sessions then run without Grappler at all.
-  """
+  """The engine of `job.engine`, for `replicas` replicas off TPU; with
+  `grappler_off`, the distribute engine goes without those passes, the
+  Estimator's sessions without Grappler."""
   if job.engine == 'estimator':
     return estimator.EstimatorEngine(job, replicas,
                                      optimize_graph=not grappler_off)

@@ -1,28 +1,18 @@
-"""The Estimator engine: a `runtime.task.Task` run by TPUEstimator.
-
-`EstimatorEngine` trains a task as TPUEstimator's model_fn and input_fn
-(`task_model_fn`, `task_input_fn`) on Cloud TPU, on CPU/GPU
-(`use_tpu=False`) or, for `--replicas`, as a plain `Estimator` over a
-`MirroredStrategy` (`distributed_model_fn`); it evaluates an
-`EvaluatedTask` the same way (`_eval_model_fn`). TF 2.15 with
-tensorflow-estimator only (`require_estimator`).
-"""
+"""The Estimator engine: a `runtime.task.Task` trained and evaluated by
+TPUEstimator (on TPU or CPU/GPU), or for `--replicas` by an `Estimator` over
+a `MirroredStrategy`. TF 2.15 with tensorflow-estimator only."""
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 import shutil
 import tempfile
-from typing import (Any, Callable, ContextManager, Dict, Mapping, Optional,
-                    Sequence)
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from tunas_tf.data import streams
-from tunas_tf.data import unreadable
 from tunas_tf.runtime import cloud_tpu
 from tunas_tf.runtime import guards
 from tunas_tf.runtime import hooks
@@ -38,29 +28,23 @@ LOSS = 'model/loss'
 
 
 def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
-                  record: Optional[Dict[str, Any]] = None, replicas: int = 1
+                  record: Optional[Dict[str, Any]] = None, replicas: int = 1,
+                  check: Optional[guards.FiniteHook] = None
                   ) -> Callable[..., Any]:
-  """The TPUEstimator model_fn (training) of `task` (a copy per call: one
-  per replica).
-
-  It builds the task's variables, reads the global step once, takes the
-  task's step (NHWC again on TPU) and then increments the global step; a
-  session restoring no checkpoint first assigns the `initial_values`. The
-  scalars go through `summaries.host_call` (the finite ones queued for
-  `guards.FiniteHook`), checkpoints through `hooks.CheckpointSaverHook`, the
-  progress line and the images/s per core (into `record`:
-  'train_images_per_sec', 'train_start_step') through `hooks.ProgressHook`.
-  """
+  """The TPUEstimator model_fn (training) of `task`, called once per
+  replica: the task's step, then the global step's increment; the
+  `initial_values` where no checkpoint is restored; scalars through
+  `summaries.host_call`, the progress line and images/s per core (into
+  `record`) through `hooks.ProgressHook`."""
 
   def model_fn(features, labels, mode, params):
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'task_model_fn only trains, got mode {mode!r}')
-    replica_task = copy.copy(task)
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    replica_task.build()
+    objects = task.build()
     step = global_step.read_value()
-    scalars = replica_task.step(
-        task_lib.from_infeed((features, labels), job.use_tpu), step)
+    scalars = task.step(objects, task_lib.from_infeed((features, labels),
+                                                      job.use_tpu), step)
     # After every update of the step (which the scalars follow) and the
     # read of `step` (a task's step need not use it; graphs have no order).
     with tf.control_dependencies([step, *scalars.values()]):
@@ -83,8 +67,8 @@ def task_model_fn(task: task_lib.Task, job: JobConfig, max_steps: int,
         mode=mode, loss=scalars[LOSS], train_op=train_op,
         host_call=summaries.host_call(
             scalars, step, job.model_dir, job.tpu_iterations_per_loop,
-            decisions=task.decisions, finite=list(task.finite_scalars)),
-        scaffold_fn=initial_values_scaffold(replica_task.initial_values()),
+            task.write_summaries, check),
+        scaffold_fn=initial_values_scaffold(task.initial_values(objects)),
         training_hooks=[progress, saver])
 
   return model_fn
@@ -150,9 +134,9 @@ def _eval_model_fn(task: task_lib.EvaluatedTask, job: JobConfig,
   def model_fn(features, labels, mode, params):
     del params
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    pairs = task.build_evaluation(checkpoint) + [(global_step,
-                                                  np.int64(step))]
-    values = task.evaluation_step((features, labels))
+    evaluated, pairs = task.build_evaluation(checkpoint)
+    pairs = pairs + [(global_step, np.int64(step))]
+    values = task.evaluation_step(evaluated, (features, labels))
     names = sorted(values)
 
     def metric_fn(*columns):  # (Estimator's own metrics: loss, global_step.)
@@ -183,11 +167,7 @@ def default_engine() -> str:
 
 
 def require_estimator() -> None:
-  """Refuses, in one line, to train or evaluate on a TF without Estimator.
-
-  Raises:
-    ValueError: on TF 2.16+ (`has_estimator` False).
-  """
+  """ValueError (one line) on a TF without Estimator (2.16+)."""
   if not has_estimator():
     raise ValueError(
         f'--engine=estimator needs tf.estimator, which TF {tf.__version__} '
@@ -207,19 +187,15 @@ def make_estimator(model_fn: Callable[..., Any], job: JobConfig,
                    train_batch_size: int, *,
                    eval_batch_size: Optional[int] = None,
                    optimize_graph: bool = True, replicas: int = 1):
-  """TPUEstimator on TPU (`job.use_tpu`) or on CPU/GPU; N replicas off TPU.
-
-  With `replicas` > 1 (off TPU, training only): a plain `Estimator` whose
-  `train_distribute` is a `MirroredStrategy` over N GPUs or the CPU split
-  into N devices; it calls `model_fn` once per replica
-  (`distributed_model_fn`) and `input_fn` once, each replica taking the next
-  element. `optimize_graph`: off TPU, whether Grappler runs on the
-  sessions' graphs (the search's: no, bench/DECISIONS.md, 'No Grappler in
-  the search's Estimator sessions').
+  """TPUEstimator on TPU (`job.use_tpu`) or CPU/GPU; with `replicas` > 1
+  (off TPU, training only) an `Estimator` over a `MirroredStrategy`, each
+  replica taking the next element of one `input_fn`. `optimize_graph`: off
+  TPU, whether Grappler runs (bench/DECISIONS.md, 'No Grappler in the
+  search's Estimator sessions').
 
   Raises:
-    ValueError: one line, when the TPU name cannot be resolved, for more
-      replicas than GPUs, or on TF 2.16+ (`require_estimator`).
+    ValueError: one line, for an unresolved TPU name, more replicas than
+      GPUs, or TF 2.16+.
   """
   require_estimator()
   tpu = tf.compat.v1.estimator.tpu
@@ -279,17 +255,11 @@ def input_pipeline(params: Mapping[str, Any], job: JobConfig,
 
 def distributed_model_fn(model_fn: Callable[..., Any],
                          keep_checkpoint_max: int) -> Callable[..., Any]:
-  """A TPUEstimator model_fn made a per-replica `Estimator` model_fn.
-
-  Under `train_distribute` the Estimator calls the result once per replica
-  and keeps the first replica's hooks. Each call returns the training
-  `EstimatorSpec` TPUEstimator makes off TPU, but for the host_call: the
-  first replica's `hooks.HostCallHook` runs it on every replica's row (as on
-  TPU). The first replica also registers a replica-free `Saver`
-  (`replicas_lib.saver`). Built unconverted by autograph (MirroredStrategy
-  would transpile the task: 23.9 -> 20.2 s for a 6-step masked two-replica
-  search; Python control flow on tensors stays refused, as in one graph).
-  """
+  """A TPUEstimator model_fn made a per-replica `Estimator` model_fn: the
+  first replica's `hooks.HostCallHook` runs the host_call on every
+  replica's row (as on TPU) and registers `replicas_lib.saver`. Unconverted
+  by autograph (bench/DECISIONS.md, 'The replicated Estimator's model_fn
+  unconverted by autograph')."""
   shared = {}  # Graph -> the HostCallHook every replica gives its row.
 
   def replica_model_fn(features, labels, mode, params):
@@ -321,32 +291,9 @@ def distributed_model_fn(model_fn: Callable[..., Any],
   return replica_model_fn
 
 
-def _run(call: Callable[[list], Any], stop: preemption.StopRequest,
-         guards_: Sequence[ContextManager[Any]],
-         more_hooks: Sequence[Any] = ()) -> Any:
-  """`call(hooks)` (an Estimator's train or evaluate) with `more_hooks` and
-  `stop.hook()`, inside `guards_` (errors into one line), in a worker thread
-  (`preemption.run_in_thread`), TPUEstimator kept from resetting SIGINT."""
-  preemption.keep_handlers_under_tpu_estimator()
-
-  def guarded():
-    with contextlib.ExitStack() as stack:
-      for guard in guards_:
-        stack.enter_context(guard)
-      return call([*more_hooks, stop.hook()])
-
-  return preemption.run_in_thread(guarded)
-
-
 class EstimatorEngine:
-  """The Estimator engine (`runtime.engine.Engine`).
-
-  Args:
-    job: the run's job config.
-    replicas: replicas off TPU (`--replicas`).
-    optimize_graph: off TPU, whether Grappler optimises the sessions'
-      graphs (`make_estimator`).
-  """
+  """The Estimator engine (`runtime.engine.Engine`); `replicas` and
+  `optimize_graph` as `make_estimator`."""
 
   chief = True  # One process writes everything.
 
@@ -373,16 +320,17 @@ class EstimatorEngine:
     """`engine.Engine.train`, by `Estimator.train` (`guards.FiniteHook`
     before TF's NaN-loss hook and the saver)."""
     job, record = self.job, {}
+    check = guards.FiniteHook(task.finite_scalars, job.model_dir, run_name)
     estimator = make_estimator(
-        task_model_fn(task, job, max_steps, record, self._replicas), job,
-        task.train_batch_size, optimize_graph=self._optimize_graph,
+        task_model_fn(task, job, max_steps, record, self._replicas, check),
+        job, task.train_batch_size, optimize_graph=self._optimize_graph,
         replicas=self._replicas)
     input_fn = task_input_fn(task, job, self._replicas, resume.global_step)
-    _run(lambda hooks_: estimator.train(input_fn, hooks=hooks_,
-                                        max_steps=max_steps), stop,
-         [unreadable.stops_in_one_line(run_name, job.model_dir),
-          resume_lib.refuse_unreadable(resume.checkpoint)],
-         [guards.FiniteHook(task.finite_scalars, job.model_dir, run_name)])
+    preemption.keep_handlers_under_tpu_estimator()
+    guards.run(lambda: estimator.train(input_fn, hooks=[check, stop.hook()],
+                                       max_steps=max_steps),
+               run_name, job.model_dir,
+               resume_lib.refuse_unreadable(resume.checkpoint))
     if stop.signal_name:
       raise preemption.Stopped(preemption.stopped_line(
           stop, resume_lib.resume_point(job.model_dir).global_step))
@@ -408,10 +356,10 @@ class EstimatorEngine:
           params.get('batch_size', batch), pad=self.job.use_tpu)
       # TPU needs the batches of the pass; its last one is padded.
       steps = -(-task.eval_examples // batch) if self.job.use_tpu else None
-      results = _run(lambda hooks_: estimator.evaluate(
-          input_fn, steps=steps, hooks=hooks_), stop,
-                     [unreadable.stops_in_one_line(f"{run_name}'s "
-                                                   'evaluation')])
+      preemption.keep_handlers_under_tpu_estimator()
+      results = guards.run(lambda: estimator.evaluate(
+          input_fn, steps=steps, hooks=[stop.hook()]),
+                           f"{run_name}'s evaluation", None)
     finally:
       shutil.rmtree(directory, ignore_errors=True)
     if stop.signal_name:

@@ -1,20 +1,33 @@
-"""A NaN or Inf stops a run in one line, before anything saves it.
-
-The check is on the host, from a step's scalars (a task's `finite_scalars`),
-where no compiler can drop it: the distribute engine reads them from its
-loop; the Estimator's host_call queues them (`queue_finite`, on TPU too) and
-`FiniteHook` reads the queue after every session run, before the saver.
-"""
+"""A run's guards: one line for a NaN or Inf, before anything saves it, and
+`run`, both engines' way to run a train or evaluation. The NaN check reads a
+step's `finite_scalars` on the host, where no compiler can drop it."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, ContextManager, Mapping, Optional,
+                    Sequence, Tuple)
 
 import tensorflow as tf
 
-# The graph collection holding the queue of `queue_finite`.
-_QUEUE = 'tunas_tf_finite_queue'
+from tunas_tf.data import unreadable
+from tunas_tf.runtime import preemption
+
+
+def run(call: Callable[[], Any], run_name: str, model_dir: Optional[str],
+        *contexts: ContextManager[Any]) -> Any:
+  """`call()` inside `contexts`, in a worker thread (the main one stays free
+  for signals); an undecodable image stops it in one line."""
+
+  def guarded():
+    with contextlib.ExitStack() as stack:
+      stack.enter_context(unreadable.stops_in_one_line(run_name, model_dir))
+      for context in contexts:
+        stack.enter_context(context)
+      return call()
+
+  return preemption.run_in_thread(guarded)
 
 
 def first_non_finite(values: Mapping[str, float], finite: Mapping[str, str]
@@ -46,54 +59,38 @@ def non_finite_line(what: str, value: float, step: int, model_dir: str,
           f'{latest or "none (none was saved)"}')
 
 
-def _queue(width: int) -> tf.queue.FIFOQueue:
-  """The graph's queue of (step, `width` checked scalars), made once by
-  whichever of `queue_finite` and `FiniteHook` comes first; unbounded: a TPU
-  loop queues all its steps before they are read."""
-  queues = tf.compat.v1.get_collection(_QUEUE)
-  if not queues:
-    queues = [tf.queue.FIFOQueue(2**30, [tf.int64, tf.float32],
-                                 [[], [width]], name='finite_queue')]
-    tf.compat.v1.add_to_collection(_QUEUE, queues[0])
-  return queues[0]
-
-
-def queue_finite(step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
-  """Queues one step's checked scalars for `FiniteHook` (in a host_call).
-
-  Args:
-    step: scalar int64, the step taken.
-    rows: float32 [replicas, k]: each replica's checked scalars; their
-      mean over replicas is queued (not finite if one replica's is not).
-  """
-  return _queue(rows.shape[1]).enqueue((step, tf.reduce_mean(rows, axis=0)))
-
-
 class FiniteHook(tf.compat.v1.train.SessionRunHook):
-  """After every session run, before any saver: each step of the run that
-  `queue_finite` queued, checked (waiting for a TPU's host_call to queue
-  them); a non-finite one raises ValueError (`non_finite_line`).
-
-  Give it among the hooks of `Estimator.train` (which run before the
-  training hooks): it then reports before TF's NaN-loss hook.
-
-  Args:
-    finite: {scalar name: what it is}, in the order of the queued columns.
-    model_dir: the run's directory (its newest checkpoint is named).
-    run: what stops, e.g. 'the search'.
-  """
+  """After every session run, before any saver, checks each step `enqueue`
+  queued (waiting for a TPU's host_call): ValueError (`non_finite_line`) for
+  a non-finite one. Given to `Estimator.train`'s hooks, it reports before
+  TF's NaN-loss hook. `finite`: {scalar name: what it is}, in column order;
+  `run`: what stops, e.g. 'the search'."""
 
   def __init__(self, finite: Mapping[str, str], model_dir: str, run: str):
-    self._finite, self._model_dir, self._run = dict(finite), model_dir, run
-    self._next = self._dequeue = None
+    self.finite, self._model_dir, self._run = dict(finite), model_dir, run
+    self._next = self._dequeue = self._queue = None
+
+  def enqueue(self, step: tf.Tensor, rows: tf.Tensor) -> tf.Operation:
+    """Queues (in a host_call) the int64 `step` and the mean over replicas
+    of `rows` (float32 [replicas, len(finite)], its checked scalars)."""
+    return self._fifo().enqueue((step, tf.reduce_mean(rows, axis=0)))
+
+  def _fifo(self) -> tf.queue.FIFOQueue:
+    """The run's queue (one hook a run), made by the first of `enqueue` and
+    `begin`; unbounded: a TPU loop queues all its steps before any read."""
+    if self._queue is None:
+      self._queue = tf.queue.FIFOQueue(
+          2**30, [tf.int64, tf.float32], [[], [len(self.finite)]],
+          name='finite_queue')
+    return self._queue
 
   def begin(self):
-    if not self._finite:
+    if not self.finite:
       return
     global_step = tf.compat.v1.train.get_global_step()
     self._next = tf.compat.v1.placeholder(tf.int64, [])
     # Blocks until the run's steps are all queued.
-    self._dequeue = (global_step, _queue(len(self._finite)).dequeue_many(
+    self._dequeue = (global_step, self._fifo().dequeue_many(
         tf.cast(global_step.read_value() - self._next, tf.int32)))
 
   def after_create_session(self, session, coord):
@@ -116,7 +113,7 @@ class FiniteHook(tf.compat.v1.train.SessionRunHook):
     `steps`) with a non-finite value."""
     for step, row in zip(steps, rows):
       found = first_non_finite(
-          dict(zip(self._finite, (float(v) for v in row))), self._finite)
+          dict(zip(self.finite, (float(v) for v in row))), self.finite)
       if found:
         raise ValueError(non_finite_line(*found, int(step), self._model_dir,
                                          self._run))

@@ -1,11 +1,6 @@
-"""The progress line, the images/s measure and the Estimator's hooks.
-
-`ProgressLine` and `Throughput` serve both engines; `ProgressHook` is them
-as an Estimator hook. `HostCallHook` runs a host_call every step over
-`--replicas`. `CheckpointSaverHook` and `summaries_only_writer` keep the
-graph out of the events files (bench/DECISIONS.md, 'No graph in the events
-files').
-"""
+"""The progress line and images/s of both engines, and the Estimator's hooks
+(the checkpoint and summary writers keep the graph out of the events files:
+bench/DECISIONS.md, 'No graph in the events files')."""
 
 from __future__ import annotations
 
@@ -39,10 +34,8 @@ def log_progress(step: int, max_step: int, rate: float,
 
 
 class ProgressLine:
-  """Either engine's progress line: `update` after each session run or loop
-  logs `log_progress` once the step reached a multiple of `every` or
-  `max_step`, at the steps/s since the last line; the first update only
-  starts the clock (it paid for graph warm-up or tracing)."""
+  """Either engine's progress line: `update` logs at each multiple of
+  `every` and at `max_step`; the first only starts the clock (warm-up)."""
 
   def __init__(self, max_step: int, every: int,
                formats: Optional[Mapping[str, Callable[[float], str]]] = None):
@@ -66,10 +59,8 @@ class ProgressLine:
 
 
 class Throughput:
-  """Images/s per replica of a series of calls (session runs, loops,
-  batches), either engine's one measure: from the end of the first call
-  (which pays for graph warm-up or tracing) to the end of the last; with
-  one call, over it."""
+  """Either engine's images/s per replica over a series of calls, from the
+  end of the first (which pays for warm-up) to the end of the last."""
 
   def __init__(self, replicas: int = 1):
     self._replicas = max(1, int(replicas))
@@ -109,20 +100,14 @@ class Throughput:
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
   """The Estimator's progress line and `Throughput`.
 
-  The step is fetched with the train op, before the run's increment (as
-  TF's own step hooks assume): the hook reports it plus one.
-
   Args:
-    fetches: scalars to log, by name; `step` (the global step; training) and
-      `batch` (the images of the run; evaluation) are counted, not logged.
-    max_step: the last step, for the log and the ETA.
+    fetches: scalars to log, by name; `step` (the global step before the
+      run's increment, reported plus one) and `batch` (evaluation's images)
+      are counted, not logged.
     log_every: log every this many steps (0: never).
-    images_per_step: images per global step (training).
     num_cores: replicas the images were spread over.
-    record: a dict that receives `record_key` (images/s per core) at the end
-      and, when training, `train_start_step` (the step the session started).
-    record_key: the key written into `record`.
-    formats: how to write a fetch in the log, by name.
+    record: receives `record_key` (images/s per core) at the end and, when
+      training, `train_start_step`.
   """
 
   def __init__(self, fetches: Dict[str, Any], *, max_step: int = 0,
@@ -180,13 +165,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class HostCallHook(tf.compat.v1.train.SessionRunHook):
-  """Runs a host_call with every step (its summaries, CPU), as TPUEstimator
-  does off TPU, on the rows of every replica that `add_row` gave it.
-
-  Args:
-    host_fn: the host_call's function.
-    step: its step tensor.
-  """
+  """Runs a host_call's `host_fn` with every step, as TPUEstimator does off
+  TPU, on the rows every replica gave `add_row`."""
 
   def __init__(self, host_fn: Callable[..., Any], step: tf.Tensor):
     self._host_fn, self._step, self._rows = host_fn, step, []
@@ -224,13 +204,9 @@ class _SummariesOnlyFileWriter(tf.compat.v1.summary.FileWriter):
 
 
 def summaries_only_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
-  """The shared v1 `FileWriter` of `logdir`, one that writes no graph.
-
-  Registers, unless one is cached already (it wrote its graph then), a
-  `_SummariesOnlyFileWriter` as the process's cached writer of `logdir`
-  (`FileWriterCache`: TF's saver, summary and step-counter hooks take it in
-  `begin`). Call it in the model_fn, before the monitored session starts.
-  """
+  """The process's cached v1 `FileWriter` of `logdir` (TF's hooks take it
+  in `begin`), made one that writes no graph unless already cached. Call it
+  in the model_fn, before the monitored session starts."""
   cache = writer_cache.FileWriterCache
   with cache._lock:  # pylint: disable=protected-access
     writers = cache._cache  # pylint: disable=protected-access
@@ -240,14 +216,9 @@ def summaries_only_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
 
 
 class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
-  """TF's checkpoint saver hook that never serialises the graph.
-
-  Saves `model.ckpt-N` with the graph's `Saver` at session creation, every
-  `save_steps` steps (a run being `steps_per_run` steps) and at the end,
-  with TF's session logs, but no graph def, meta graph, graph.pbtxt or
-  .meta file (`summaries_only_writer`). An Estimator given it among the
-  training hooks makes no saver hook of its own.
-  """
+  """TF's checkpoint saver hook (at session creation, every `save_steps`
+  steps, at the end) without graph def, meta graph, graph.pbtxt or .meta
+  file. An Estimator given it makes no saver hook of its own."""
 
   def __init__(self, checkpoint_dir: str, save_steps: int,
                steps_per_run: int = 1):

@@ -1,35 +1,27 @@
 """The `JobConfig` both binaries share, their flat config.json layout, and
 which binary wrote a model directory's config.json (`written_by`).
-
-The flags that fill a `JobConfig` live in `tunas_tf.cli.flags` (entry points
-only).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
                     Sequence)
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
+from tunas_tf.io import records
 
-# `JobConfig` fields that only say where to run, on which copy of the data,
-# how often to log and save, and whether kernels must be deterministic: a
-# restarted run may change them.
+# `JobConfig` fields a restarted run may change (where, how often, which copy).
 JOB_RUN_ONLY_FIELDS = frozenset({
     'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
     'data_dir', 'download', 'log_every_steps', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'deterministic',
 })
-# What a run trains on: TPUEstimator (TF <= 2.15), or a custom loop under a
-# tf.distribute strategy (`runtime.distribute`, any TF). Recorded in
-# config.json: a run goes on on the engine it started on.
+# TPUEstimator (TF <= 2.15) or a tf.distribute loop; stored in config.json.
 ENGINES = ('estimator', 'distribute')
-# The config.json field that only each binary's config has (the size of the
-# data it trains on), which tells the kinds of model directory apart.
+# The config.json field only each binary's config has: tells the kinds apart.
 _OWN_FIELDS = {'train_search': 'search_train_examples',
                'train_eval': 'train_examples'}
 # What each binary's model directory is called in messages.
@@ -41,22 +33,14 @@ _POSITIVE_FIELDS = ('num_classes', 'image_size', 'num_channels',
 
 @dataclasses.dataclass(frozen=True)
 class JobConfig:
-  """Where a run writes, on what data, on which backend, how often it saves.
-
-  The part of `search.config.SearchConfig` and `train_eval.config.
-  TrainEvalConfig` that both have (their `job` field); flag names. In
-  `config.json` its fields sit flat beside the run's own (`to_json`).
-
-  Fields carry the flag's name (their help: `tunas_tf/cli/flags.py`), with
-  the dataset's facts resolved (`num_channels` the dataset's) and
-  `use_tpu`, `engine` defaulted; `preprocessing` and `engine` are part of
-  the run (checked on restart), `deterministic` is TF op determinism
-  (`lifecycle.use_determinism`).
+  """Where a run writes, on what data, on which backend, how often it saves:
+  both binaries' configs' `job`, its fields named as the flags (help in
+  `tunas_tf/cli/flags.py`), the dataset's facts resolved.
 
   Raises (on construction):
-    ValueError: for an empty `model_dir` or `dataset`, `use_tpu` without
-      `tpu`, a size or cadence that is not a positive int, or a seed outside
-      [0, 2^31 - 1], or an unknown engine (naming the flag).
+    ValueError: naming the flag: an empty `model_dir` or `dataset`, `use_tpu`
+      without `tpu`, a size or cadence not a positive int, a bad seed or
+      engine.
   """
   model_dir: str
   dataset: str
@@ -88,10 +72,7 @@ class JobConfig:
     from tunas_tf.data import datasets  # pylint: disable=g-import-not-at-top
     datasets.check_preprocessing(self.dataset, self.preprocessing)
     for name in _POSITIVE_FIELDS:
-      value = getattr(self, name)
-      if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-          or value <= 0):
-        raise ValueError(f'--{name} must be positive, got {value!r}')
+      checks.number(name, getattr(self, name), 1, integer=True)
     checks.seed('seed', self.seed)
     if self.engine not in ENGINES:
       raise ValueError(f'--engine must be one of {", ".join(ENGINES)}, got '
@@ -99,8 +80,7 @@ class JobConfig:
 
   @property
   def data_text(self) -> str:
-    """The data in a few words, for a run's first line: 'digits 8x8,
-    preprocessing none'."""
+    """'digits 8x8, preprocessing none', for a run's first line."""
     return (f'{self.dataset} {self.image_size}x{self.image_size}, '
             f'preprocessing {self.preprocessing}')
 
@@ -114,23 +94,16 @@ class JobConfig:
 
   @classmethod
   def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
-    """The `JobConfig` among a flat mapping's keys (others are ignored).
-
-    Raises:
-      KeyError: naming a missing field.
-    """
+    """The `JobConfig` among a flat mapping's keys (others ignored);
+    KeyError naming a missing one."""
     return cls(**{name: values[name] for name in sorted(cls.field_names())})
 
 
-# config.json's flat layout of a run's config (a frozen dataclass with a
-# `job: JobConfig` field): the job's fields beside the run's own.
+# config.json's flat layout of a run's config: the job's fields beside its own.
 
 
 def flat_keys(config_type: type) -> List[str]:
-  """The config.json keys of `config_type`'s fields: its own, then the job's.
-
-  Its own come in field order, the job's sorted.
-  """
+  """config.json keys of `config_type`: its own fields, the job's sorted."""
   own = [f.name for f in dataclasses.fields(config_type) if f.name != 'job']
   return own + sorted(JobConfig.field_names())
 
@@ -144,38 +117,27 @@ def to_flat(config: Any) -> Dict[str, Any]:
 
 
 def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
-  """Builds `config_type` from flat values: the job's fields and its own.
-
-  Raises:
-    KeyError: for a missing job field.
-    TypeError: for a missing or unexpected field of its own.
-  """
+  """`config_type` from flat values; KeyError for a missing job field,
+  TypeError for a missing or unexpected one of its own."""
   own = {k: v for k, v in values.items() if k not in JobConfig.field_names()}
   return config_type(job=JobConfig.from_flat(values), **own)
 
 
 def from_json(config_type: type, values: Mapping[str, Any], where: str,
               binary: str, derived: Sequence[str]) -> Any:
-  """`config_type` as its `to_json` stored it (`values`) in config.json
-  (`where`, for messages) of a `binary` directory; `derived`: the derived
-  values stored beside the fields (each must equal the one they give).
+  """`config_type` from a `binary`'s config.json `values` (`where`, for
+  messages), whose `derived` values must equal those the fields give.
 
   Raises:
-    ValueError: one line: the file's directory is the other binary's
-      (`check_written_by`), or, naming `where` and the field, a missing or
-      unknown field, a refused value, or a derived value that disagrees.
+    ValueError: one line: another binary's directory, or naming `where` and
+      the field, a missing or unknown field, a refused value, or a derived
+      value that disagrees.
   """
   # Before the fields: the other binary's file lacks them all.
   check_written_by(values, binary, os.path.dirname(where) or where)
   names = flat_keys(config_type)
-  missing = [name for name in names if name not in values]
-  if missing:
-    raise ValueError(f'{where} has no field {missing[0]!r}: not written by '
-                     f'this version of {binary}')
-  unknown = sorted(set(values) - set(names) - set(derived))
-  if unknown:
-    raise ValueError(f'{where} has unknown fields {unknown}: not written by '
-                     f'this version of {binary}')
+  records.check_keys(values, where, names, [*names, *derived],
+                     f': not written by this version of {binary}')
   try:
     config = from_flat(config_type, {name: values[name] for name in names})
   except (TypeError, ValueError) as e:
@@ -195,9 +157,8 @@ class StoredConfig:
   BINARY: ClassVar[str]  # 'train_search' or 'train_eval'.
   RUN_ONLY_FIELDS: ClassVar[Collection[str]]
   DERIVED_FIELDS: ClassVar[Sequence[str]]
-  # Fields added after a release, each with the value a config.json written
-  # before it ran with, read as that where the file lacks them (such a run
-  # resumes, and is extracted and reported, under the new version).
+  # Fields added after a release, with the value an older config.json ran
+  # with, read as that where the file lacks them.
   ADDED_FIELDS: ClassVar[Mapping[str, Any]] = {}
 
   def to_json(self) -> Dict[str, Any]:
@@ -214,28 +175,16 @@ class StoredConfig:
 
   @classmethod
   def read(cls, model_dir: str) -> Any:
-    """The config stored in `model_dir`'s config.json.
-
-    Raises:
-      ValueError: as `files.read_config` and `from_json` (another binary's
-        directory saying so).
-    """
+    """The config in `model_dir`'s config.json; ValueError as
+    `files.read_config` and `from_json`."""
     return cls.from_json(
         files.read_config(model_dir, DIRECTORY_KINDS[cls.BINARY]),
         os.path.join(model_dir, files.CONFIG_FILE))
 
   def check_stored(self) -> Optional[Dict[str, Any]]:
-    """Checks this config against the stored config.json; writes nothing.
-
-    Returns:
-      The stored values, or None when there are none (a new run).
-
-    Raises:
-      ValueError: naming the first field that differs outside
-        `RUN_ONLY_FIELDS` with both values (the derived ones and the data
-        size they come from last, so it names what the user changed); for
-        the other binary's directory (saying so).
-    """
+    """The stored config.json values (None: a new run), checked against this
+    config; writes nothing. ValueError (`files.check_config`) names the first
+    field differing outside `RUN_ONLY_FIELDS`, or another binary's directory."""
     model_dir = self.job.model_dir
     return files.check_config(
         os.path.join(model_dir, files.CONFIG_FILE), self.to_json(),
@@ -261,13 +210,8 @@ def written_by(values: Mapping[str, Any]) -> Optional[str]:
 
 def check_written_by(values: Mapping[str, Any], binary: str,
                      where: str) -> None:
-  """Refuses a config.json (`values`) that a binary other than `binary`
-  wrote; `where` names the directory (e.g. '--model_dir=runs/x').
-
-  Raises:
-    ValueError: 'WHERE is a train_eval directory, not a search directory'
-      (or the other way round).
-  """
+  """ValueError 'WHERE is a train_eval directory, not a search directory'
+  (or the other way round) when another binary wrote `values`."""
   other = written_by(values)
   if other is not None and other != binary:
     raise ValueError(f'{where} is a {DIRECTORY_KINDS[other]} directory, not '
@@ -275,6 +219,5 @@ def check_written_by(values: Mapping[str, Any], binary: str,
 
 
 def resolve_use_tpu(tpu: str, use_tpu: Optional[bool]) -> bool:
-  """--use_tpu defaults to whether --tpu is set (`JobConfig` refuses
-  --use_tpu without --tpu)."""
+  """--use_tpu, defaulting to whether --tpu is set."""
   return bool(tpu) if use_tpu is None else use_tpu

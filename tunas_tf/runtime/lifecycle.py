@@ -1,12 +1,5 @@
-"""One run's lifecycle, the same for every binary and engine.
-
-`run(engine, binary, check, start)`: `check()` looks at everything and
-writes nothing, nor does `engine.check()`; determinism is set; then, holding
-the model directory (`run_lock`) with signals turned into a stop after the
-step in flight (`preemption`), it checks again, points the `checkpoint` file
-at the resume point and calls `start(plan, stop)`, which writes the run's
-files and trains on `engine`; a non-chief worker of a multi-worker run
-writes nothing and takes no lock.
+"""One run's lifecycle, the same for every binary and engine: check, take
+the lock, check again, resume, train (docs/restarting.md).
 """
 
 from __future__ import annotations
@@ -16,6 +9,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
 import tensorflow as tf
 
+from tunas_tf.io import errors
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
@@ -33,16 +27,13 @@ R = TypeVar('R')
 
 
 def main(binary: str, argv: Sequence[str], body: Callable[[], Any]) -> int:
-  """A binary's `main` once its flags are parsed: `body()` (which checks,
-  then runs), with extra arguments or a ValueError exiting in one line
-  ('BINARY: ...', exit 1) and a stop by signal returning
-  `preemption.EXIT_CODE`."""
+  """Runs `body()`; extra arguments or a ValueError exit in one line
+  ('BINARY: ...', 1), a stop by signal returns `preemption.EXIT_CODE`."""
   if len(argv) > 1:
     sys.exit(f'{binary}: unexpected arguments {list(argv[1:])}')
   try:
-    body()
-  except ValueError as e:
-    sys.exit(f'{binary}: ' + ' '.join(str(e).split()))
+    with errors.errors_in_one_line(binary):
+      body()
   except preemption.Stopped as e:
     print(f'{binary}: {e}', file=sys.stderr)
     return preemption.EXIT_CODE
@@ -57,24 +48,22 @@ def run(engine: engine_lib.Engine, binary: str, check: Callable[[], P],
   """Checks, then (holding the model directory) checks again and starts.
 
   Args:
-    engine: what the run trains on (`engine.make`).
+    engine: what the run trains on.
     binary: the binary's name, for the lock and the messages.
-    check: looks at everything and writes nothing; raises ValueError (one
-      line) for what it refuses.
-    start: given the plan of the second check and the stop request, writes
-      the run's files and trains; its result is returned.
-    finished: whether a plan says there is nothing left to do (then `run`
-      returns None, having written nothing).
-    plan: the result of a first `check()` the caller made already.
-    multi_worker: whether the binary may run as several workers
-      (`engine.worker()`); if not, a cluster is refused. A non-chief worker
-      calls `start` after the first check, without the lock, and `start`
-      writes none of the run's files (`engine.chief`).
+    check: looks at everything and writes nothing; ValueError refuses.
+    start: `start(plan, stop)` writes the run's files and trains.
+    finished: whether a plan has nothing left to do (returns None).
+    plan: a first `check()` the caller made already.
+    multi_worker: whether a cluster is allowed; a non-chief worker starts
+      after the first check, without the lock, and writes no run files.
+
+  Returns:
+    What `start` returned; None when `finished`.
 
   Raises:
-    ValueError: from `check` or `engine.check` (both before anything is
-      written); for a cluster without `multi_worker`; for a directory
-      another live process holds or that changed in between.
+    ValueError: from `check` or `engine.check` (before anything is written);
+      a cluster without `multi_worker`; a directory another live process
+      holds or that changed in between.
     preemption.Stopped: when a signal stopped the run.
   """
   job = engine.job
@@ -116,13 +105,7 @@ def start_words(run_name: str, model_dir: str, stored: bool,
 
 
 def use_determinism(job: JobConfig) -> None:
-  """Turns on TF op determinism for `job.deterministic` (before any graph).
-
-  `tf.config.experimental.enable_op_determinism`: every op runs a
-  deterministic kernel (or fails saying it has none) and tf.data keeps its
-  order, so a run and its resumption give the same bits on the same machine.
-  It is process-wide and cannot be turned off again; without
-  `job.deterministic` nothing changes.
-  """
+  """Turns on TF op determinism (process-wide, for good) for
+  `job.deterministic`, before any graph is built."""
   if job.deterministic:
     tf.config.experimental.enable_op_determinism()

@@ -1,11 +1,5 @@
-"""bfloat16 compute: the `--use_bfloat16` modes and what they resolve to.
-
-The original's modes: `auto` (`ontpu` for the MobileNetV3-like spaces, else
-`false`), `ontpu` (bfloat16 on TPU only), `true` (every device), `false`;
-each binary resolves `auto` once and stores the mode (the weight-decay
-default: 3e-5 with bfloat16, else 4e-5). With `true` the input pipelines
-cast the images (`cast_input`), else the step does. Variables, batch-norm
-statistics and the loss stay float32 (docs/scaling.md, 'bfloat16').
+"""bfloat16 compute: the `--use_bfloat16` modes and what they resolve to;
+each binary resolves `auto` once and stores the mode (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -21,9 +15,8 @@ WEIGHT_DECAY_BFLOAT16 = 3e-5
 
 
 def resolve(mode: str, mobilenet_v3_like: bool) -> str:
-  """`mode` (one of `BFLOAT16_MODES`) resolved: `auto` -> `ontpu` for
-  MobileNetV3-like spaces (`mobile.space_info(ssd).mobilenet_v3_like`), else
-  `false`. ValueError for another mode."""
+  """`mode` resolved (`auto`: `ontpu` for MobileNetV3-like spaces, else
+  `false`); ValueError unless one of `BFLOAT16_MODES`."""
   if mode not in BFLOAT16_MODES:
     raise ValueError(f'Unknown --use_bfloat16={mode!r}; expected one of '
                      f'{BFLOAT16_MODES}')
@@ -46,9 +39,7 @@ def default_weight_decay(mode: str) -> float:
 
 
 def compute_dtype(mode: str, use_tpu: bool) -> Any:
-  """The network's compute dtype for a resolved mode (`check_resolved`):
-  tf.bfloat16 for `true`, and for `ontpu` on TPU (`use_tpu`); else
-  tf.float32."""
+  """tf.bfloat16 for `true`, and `ontpu` on TPU; else tf.float32."""
   # TensorFlow only here: the configs that import this module do without it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   check_resolved(mode)
@@ -58,17 +49,14 @@ def compute_dtype(mode: str, use_tpu: bool) -> Any:
 
 
 def input_dtype(mode: str) -> Any:
-  """The dtype of the images the input pipeline emits for a resolved mode
-  (`check_resolved`): tf.bfloat16 for `true` (the original's bfloat16
-  input); else tf.float32 (`ontpu` casts inside the step, on TPU only)."""
+  """The input pipeline's image dtype: tf.bfloat16 for `true`, else float32."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.bfloat16 if check_resolved(mode) == TRUE else tf.float32
 
 
 def cast_input(dataset: Any, mode: str) -> Any:
-  """`dataset` of (features, labels) with every features tensor cast to
-  `input_dtype(mode)` (itself for float32), the last step of an input
-  pipeline (before the TPU's layout transpose)."""
+  """`dataset` of (features, labels), features cast to `input_dtype(mode)`:
+  an input pipeline's last step (before the TPU's layout transpose)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   dtype = input_dtype(mode)
   if dtype == tf.float32:

@@ -1,12 +1,5 @@
-"""Stopping a run cleanly on SIGTERM or SIGINT: finish the step, save, exit.
-
-Inside `stop_on_signal` the first signal is logged at once and only asks the
-run to stop: its `hook` ends training after the session run in flight (one
-step, or one loop of `--tpu_iterations_per_loop` steps on TPU), whose end
-saves a checkpoint, and the runner raises `Stopped`, which the binary turns
-into one line and exit status `EXIT_CODE`; a second signal ends the process
-at once. Python handles signals in the main thread only, so `run_in_thread`
-trains in a worker thread and the main thread handles the signal at once.
+"""Stopping a run cleanly on SIGTERM or SIGINT: finish the step, save, exit
+`EXIT_CODE`; a second signal ends the process at once (docs/restarting.md).
 """
 
 from __future__ import annotations
@@ -29,13 +22,8 @@ class Stopped(Exception):
 
 
 class StopRequest:
-  """Whether a stop was asked for, and why.
-
-  Attributes:
-    signal_name: 'SIGTERM' or 'SIGINT' once one arrived, else None.
-    lost: a callable giving why the run lost its model directory to another
-      process (`run_lock.RunLock.lost`), or None while it holds it.
-  """
+  """Whether a stop was asked for: `signal_name` ('SIGTERM', 'SIGINT', None)
+  and `lost()`, why another process took the model directory (None: not)."""
 
   def __init__(self, lost: Optional[Callable[[], Optional[str]]] = None):
     self.signal_name: Optional[str] = None
@@ -56,12 +44,8 @@ def _hook_type() -> type:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   class StopHook(tf.compat.v1.train.SessionRunHook):
-    """Ends training after the session run in flight when a stop was asked.
-
-    A signal ends it as `max_steps` does (`request_stop`: the saver hook
-    then saves at that step). A lost model directory raises instead, so that
-    nothing more is saved over the run that holds it now.
-    """
+    """Ends training after the session run in flight as `max_steps` does (a
+    checkpoint is saved); a lost model directory raises, saving nothing."""
 
     def __init__(self, request: StopRequest):
       self._request = request
@@ -81,18 +65,9 @@ def _hook_type() -> type:
 def stop_on_signal(binary: str,
                    lost: Optional[Callable[[], Optional[str]]] = None
                    ) -> Iterator[StopRequest]:
-  """Turns SIGTERM and SIGINT into a `StopRequest` for the block.
-
-  The first signal logs a line and sets `signal_name`; it also gives both
-  signals back their default action, so that a second one ends the process
-  at once. The previous handlers return when the block ends. Outside the
-  main thread (where Python cannot install handlers) the block runs with a
-  request that never stops.
-
-  Args:
-    binary: the binary's name, for the line.
-    lost: see `StopRequest`.
-  """
+  """Turns SIGTERM and SIGINT into a `StopRequest(lost)` for the block: the
+  first sets `signal_name` and logs a line naming `binary`, a second gets the
+  default action. Outside the main thread the request never stops."""
   request = StopRequest(lost)
   if threading.current_thread() is not threading.main_thread():
     yield request
@@ -116,17 +91,8 @@ def stop_on_signal(binary: str,
 
 
 def keep_handlers_under_tpu_estimator() -> None:
-  """Stops TPUEstimator from resetting SIGINT before every session run.
-
-  On TPU, TPUEstimator's training and evaluation add an
-  `InstallSignalHandlerHook`, which sets SIGINT to its default action
-  before each session run (so that Ctrl-C kills a process it found hung)
-  and restores it at the end. That would undo `stop_on_signal`'s handler,
-  and from the worker thread of `run_in_thread` it fails: Python sets
-  handlers in the main thread only. The hook's two methods become no-ops
-  (for the process: the binaries install their own handlers); its
-  constructor only reads the handler, which works in any thread.
-  """
+  """Makes TPUEstimator's `InstallSignalHandlerHook` a no-op for the process:
+  it would undo `stop_on_signal`, and fails in `run_in_thread`'s thread."""
   from tensorflow_estimator.python.estimator.tpu import tpu_estimator  # pylint: disable=g-import-not-at-top
   hook = tpu_estimator.InstallSignalHandlerHook
   hook.before_run = lambda self, run_context: None

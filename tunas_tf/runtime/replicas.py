@@ -1,11 +1,6 @@
-"""Replicas: how many there are, which one this is, and means over them.
-
-A step runs once per replica; what replicas share goes through here, in a
-TPU replica context (`cross_replica_sum / n`), a `tf.distribute` one
-(`batch_reduce_to(MEAN)`) or neither (identity, replica 0). Means carry no
-gradient. Also here, so that nothing else imports `tf.distribute`
-internals: `identical_variables`, `saver`, `mirrored_strategy`, RMSProp.
-"""
+"""Replicas: how many there are, which one this is, and means over them, in
+a TPU, a `tf.distribute` or no replica context (docs/scaling.md). The one
+module that imports `tf.distribute` internals."""
 
 from __future__ import annotations
 
@@ -36,25 +31,15 @@ def _distribute_context() -> tf.distribute.ReplicaContext:
 
 
 def num_replicas() -> int:
-  """The number of replicas the current step is built for, a Python int.
-
-  Raises:
-    ValueError: in a `tf.distribute` cross-replica context.
-  """
+  """The replicas the current step is built for (a Python int); ValueError
+  in a `tf.distribute` cross-replica context."""
   return _tpu_replicas() or _distribute_context().num_replicas_in_sync
 
 
 def replica_id() -> tf.Tensor:
-  """Which replica the current step is built for: a scalar int32 tensor.
-
-  In [0, num_replicas()), distinct per replica and the same in every run
-  of the same set-up (randomness keyed on it is a pure function of the
-  replica): XLA's replica id on TPU, the context's
-  `replica_id_in_sync_group` under `tf.distribute`, else 0.
-
-  Raises:
-    ValueError: in a `tf.distribute` cross-replica context.
-  """
+  """Scalar int32 in [0, num_replicas()): the replica the step is built for,
+  the same in every run of a set-up, so randomness keyed on it repeats.
+  ValueError in a `tf.distribute` cross-replica context."""
   if _tpu_replicas() > 1:
     return xla.replica_id()
   if _tpu_replicas():
@@ -63,13 +48,9 @@ def replica_id() -> tf.Tensor:
 
 
 def means(values: Sequence[tf.Tensor]) -> List[tf.Tensor]:
-  """The mean over replicas of each of `values` (float tensors, each of one
-  shape on every replica), in one reduction: equal on every replica, of its
-  shape and dtype, without a gradient (for one replica the values, stopped).
-
-  Raises:
-    ValueError: in a `tf.distribute` cross-replica context.
-  """
+  """The mean over replicas of each float tensor in `values`, in one
+  reduction, without a gradient; ValueError in a `tf.distribute`
+  cross-replica context."""
   values = [tf.stop_gradient(tf.convert_to_tensor(v)) for v in values]
   tpu = _tpu_replicas()
   if tpu:
@@ -95,18 +76,10 @@ def mean(value: tf.Tensor) -> tf.Tensor:
 
 def averaging_optimizer(optimizer: tf.compat.v1.train.Optimizer
                         ) -> tf.compat.v1.train.Optimizer:
-  """`optimizer`, made to apply the mean over replicas of the gradients.
-
-  In TPUEstimator's TPU computation `CrossShardOptimizer` (MEAN); under
-  `tf.distribute` the v1 optimizer itself, whose `apply_gradients` sums
-  over replicas: a `MeanRMSProp` scales the loss by 1/N; another only inside
-  `Estimator.train`, after a mean-reduced `tf.compat.v1.losses` loss.
-
-  Raises:
-    ValueError: under `tf.distribute` with several replicas when the
-      optimizer would sum the gradients instead (not a `MeanRMSProp`,
-      outside `Estimator.train`, or after a loss reduced by SUM).
-  """
+  """`optimizer`, made to apply the mean over replicas of the gradients
+  (`CrossShardOptimizer` on TPU). ValueError under `tf.distribute` with
+  several replicas where it would sum them: neither a `MeanRMSProp` nor in
+  `Estimator.train` after a mean-reduced loss."""
   if _tpu_replicas() and not tf.distribute.has_strategy():
     return tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
   if isinstance(optimizer, MeanRMSProp):
@@ -122,12 +95,8 @@ def averaging_optimizer(optimizer: tf.compat.v1.train.Optimizer
 
 @contextlib.contextmanager
 def identical_variables() -> Iterator[None]:
-  """Variables created inside are updated alike by every replica.
-
-  Under `tf.distribute` with several replicas they get the aggregation
-  ONLY_FIRST_REPLICA: each replica assigns the first replica's value, which
-  every replica must compute alike (from `means`). Elsewhere a no-op.
-  """
+  """Variables created inside are updated alike by every replica (under
+  `tf.distribute`, ONLY_FIRST_REPLICA: the value must come from `means`)."""
   strategy = tf.distribute.get_strategy()
   if _tpu_replicas() or strategy.num_replicas_in_sync == 1:
     yield
@@ -165,15 +134,9 @@ def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.Strategy:
 
 
 def replica_devices(count: int) -> Tuple[List[str], int]:
-  """The devices of `count` replicas, and the CPU devices a session needs.
-
-  With GPUs: the first `count` GPUs (and 1 CPU). Without: the CPU split into
-  `count` devices, which a v1 session creates from its ConfigProto's
-  `device_count['CPU']` (TF's process-wide device list need not change).
-
-  Raises:
-    ValueError: when there are GPUs but fewer than `count`.
-  """
+  """(devices of `count` replicas, CPU devices a session needs): the first
+  `count` GPUs, or the CPU split in `count` (a v1 session's `device_count`).
+  ValueError for fewer GPUs than `count`."""
   gpus = tf.config.list_physical_devices('GPU')
   if gpus:
     if len(gpus) < count:
@@ -204,17 +167,9 @@ class _FirstCopySaveable(saveable_object.SaveableObject):
 
 
 def saver(**saver_kwargs) -> tf.compat.v1.train.Saver:
-  """A `Saver` of the graph's variables whose names ignore the replicas.
-
-  Under `MirroredStrategy` the graph holds each variable's per-replica
-  copies (`w`, `w/replica_1`, ...) and a default `Saver` writes them all.
-  This one writes each mirrored variable once, its first copy under the
-  variable's own name, and restores it into every copy: a checkpoint's
-  names are those of a one-replica run, and either restores the other.
-
-  Args:
-    **saver_kwargs: passed to `tf.compat.v1.train.Saver` (not `var_list`).
-  """
+  """A `Saver` (`saver_kwargs` but `var_list`) writing each mirrored
+  variable once under its own name and restoring it into every replica's
+  copy, so one-replica and N-replica checkpoints restore each other."""
   graph = tf.compat.v1.get_default_graph()
   saveables, copies = [], set()
   for variable in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
@@ -231,11 +186,9 @@ def saver(**saver_kwargs) -> tf.compat.v1.train.Saver:
 
 
 class MeanRMSProp(tf.compat.v1.train.RMSPropOptimizer):
-  """RMSProp on the mean gradient over `tf.distribute` replicas, in the
-  Estimator or a custom loop alike: the loss is scaled by 1/N, and
-  `apply_gradients` sums (in TPUEstimator's TPU computation, through
-  `averaging_optimizer`'s `CrossShardOptimizer`). Each update gives its
-  learning rate (`at`)."""
+  """RMSProp on the mean gradient over `tf.distribute` replicas (the loss
+  scaled by 1/N, `apply_gradients` summing), in the Estimator or a custom
+  loop; each update gives its learning rate (`at`)."""
 
   @staticmethod
   def _scale_loss(loss_value):
@@ -257,11 +210,10 @@ def _no_learning_rate():
 
 def rmsprop(momentum: float,
             var_list: Optional[Sequence[tf.Variable]] = None) -> MeanRMSProp:
-  """Both binaries' RMSProp of the weights: TF1's (decay 0.9, epsilon 1.0,
-  slots `{var}/RMSProp` and `{var}/RMSProp_1`) on the mean gradient over
-  replicas. Apply `at(learning_rate)` through `averaging_optimizer`. With
-  `var_list` its slots are made now, named as `apply_gradients` names them,
-  so that a step traced once (`tf.function`) makes no variable."""
+  """Both binaries' RMSProp of the weights: TF1's (decay 0.9, epsilon 1.0)
+  on the mean gradient, applied as `at(learning_rate)` through
+  `averaging_optimizer`. With `var_list` its slots are made now, so a step
+  traced once (`tf.function`) makes no variable."""
   optimizer = MeanRMSProp(_no_learning_rate, decay=0.9, momentum=momentum,
                           epsilon=1.0)
   if var_list is not None:

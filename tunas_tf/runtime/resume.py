@@ -1,12 +1,5 @@
-"""Where a restarted run resumes, and checkpoints that cannot be read.
-
-`resume_point` and `use_resume_point`: the newest checkpoint is read back
-in full; when it cannot be (truncated, corrupt, a missing shard or file),
-the run falls back to the newest readable one, sets the unreadable files
-aside (`*.unreadable`, never deleted) and points the `checkpoint` file at
-it, in one line; with none readable it refuses in one line.
-`refuse_unreadable`: a foreign checkpoint failing inside the Estimator's
-restore becomes one line naming the file.
+"""Where a restarted run resumes: the newest checkpoint that reads back in
+full, the unreadable ones set aside (docs/restarting.md).
 """
 
 from __future__ import annotations
@@ -21,18 +14,8 @@ from absl import logging
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from tunas_tf.io import errors
 from tunas_tf.io import files
-
-
-def op_error_reason(error: Exception) -> str:
-  """The line of a TF graph-execution error that says what went wrong."""
-  noise = ('Graph execution error', 'Detected at node', 'Node:', '[[',
-           'stack trace', 'File ', 'most recent call')
-  for line in str(error).splitlines():
-    line = line.strip()
-    if line and not any(n in line for n in noise):
-      return line
-  return str(error).strip().splitlines()[0] if str(error).strip() else '?'
 
 
 # The file TF keeps beside the checkpoints, naming the latest (and the kept).
@@ -45,17 +28,9 @@ _OBJECT_GRAPH = '_CHECKPOINTABLE_OBJECT_GRAPH'
 
 
 class _ByVariableName:
-  """A `tf.train.Checkpoint`'s tensors under their variables' names.
-
-  Such a checkpoint keys a tensor by its object path
-  (`controller/_logits/3/.ATTRIBUTES/VARIABLE_VALUE`); its object graph
-  keeps each variable's own name (`rl_controller/logits/blocks/1/filters`),
-  the key the Estimator's `Saver` uses. Both engines name the variables
-  alike, so the tools read either engine's checkpoint by these names. A
-  tensor is also found by its object path (`global_step`) where no
-  variable has that name. The Checkpoint's own `save_counter` is left out:
-  it counts saves, not the run's state.
-  """
+  """A `tf.train.Checkpoint`'s tensors under their variables' names (the
+  Estimator's `Saver` keys), or their object paths (`global_step`) where no
+  variable has that name, so tools read either engine's checkpoint alike."""
 
   def __init__(self, raw: Any):
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
@@ -90,24 +65,14 @@ class _ByVariableName:
 
 
 def _raw_reader(prefix: str) -> Any:
-  """A `CheckpointReader` of `prefix`, keyed as the checkpoint is.
-
-  `tf.train.load_checkpoint` first asks whether the path is a directory, to
-  read that directory's latest checkpoint instead; a prefix is not one, and
-  on TF's `ram://` filesystem, where every leading part of a file's name
-  counts as a directory, the answer is yes and the read fails.
-  """
+  """A `CheckpointReader` of `prefix`, keyed as the checkpoint is."""
+  # Not `tf.train.load_checkpoint`: on ram:// a prefix counts as a directory.
   return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def reader(prefix: str) -> Any:
   """A reader of the checkpoint `prefix` keyed by variable name, whichever
-  engine wrote it (`get_variable_to_shape_map`, `has_tensor`, `get_tensor`;
-  `global_step`, `rl_controller/logits/...`, `blocks/...`).
-
-  Raises:
-    tf.errors.OpError: when the checkpoint cannot be read.
-  """
+  engine wrote it; tf.errors.OpError when it cannot be read."""
   raw = _raw_reader(prefix)
   return _ByVariableName(raw) if raw.has_tensor(_OBJECT_GRAPH) else raw
 
@@ -122,12 +87,8 @@ def read_checkpoint(prefix: str) -> Any:
 
 
 def unreadable_reason(prefix: str) -> Optional[str]:
-  """Why the checkpoint `prefix` cannot be restored, or None if it can.
-
-  Reads every tensor back (the data files' checksums included), so a
-  truncated or corrupt data file, a missing shard or a bad index is found
-  before a run relies on it.
-  """
+  """Why the checkpoint `prefix` cannot be restored, or None if it can: every
+  tensor is read back (checksums too), before a run relies on it."""
   if not tf.io.gfile.exists(prefix + '.index'):
     return 'its files are missing'
   try:
@@ -136,34 +97,23 @@ def unreadable_reason(prefix: str) -> Optional[str]:
       values.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
     # TF raises OpErrors, and IndexError/ValueError for a truncated file.
-    return op_error_reason(e) if str(e).strip() else type(e).__name__
+    return errors.first_line(e)
   return None
 
 
 def checkpoint_step(prefix: str) -> int:
-  """The global step stored in the checkpoint `prefix` (either engine's).
-
-  Raises:
-    tf.errors.OpError: when the checkpoint cannot be read or has no step.
-  """
+  """The global step in the checkpoint `prefix` (either engine's);
+  tf.errors.OpError when it cannot be read or has none."""
   return int(reader(prefix).get_tensor('global_step'))
 
 
 class ResumePoint(NamedTuple):
-  """Where a run in a model directory resumes.
-
-  Fields:
-    checkpoint: the checkpoint prefix to resume from; None for a fresh start.
-    global_step: its global step (0 for a fresh start).
-    skipped: (prefix, reason) of the newer checkpoints that cannot be read.
-    older: the older checkpoints to keep listing in the `checkpoint` file.
-    state_ok: whether the `checkpoint` file exists and can be parsed.
-  """
-  checkpoint: Optional[str]
-  global_step: int
-  skipped: List[Tuple[str, str]]
-  older: List[str]
-  state_ok: bool
+  """Where a run in a model directory resumes."""
+  checkpoint: Optional[str]  # The prefix; None for a fresh start.
+  global_step: int  # Its step (0 for a fresh start).
+  skipped: List[Tuple[str, str]]  # (prefix, reason) of newer unreadable ones.
+  older: List[str]  # Older ones the `checkpoint` file keeps listing.
+  state_ok: bool  # Whether the `checkpoint` file exists and parses.
 
   @property
   def text(self) -> Optional[str]:
@@ -185,16 +135,9 @@ def _step(prefix: str) -> int:
 
 
 def _candidates(model_dir: str) -> Tuple[List[str], List[str], bool]:
-  """The checkpoints a restart may resume from, newest first.
-
-  Returns:
-    (prefixes, named, state_ok): `prefixes` are those the `checkpoint` file
-    names (`named`, at most as new as its latest) and the `model.ckpt-N`
-    files on disk up to that step, or all of those on disk when the file is
-    missing or unreadable (state_ok False). Newer files the `checkpoint`
-    file does not name are an interrupted save and are left alone, as TF
-    leaves them.
-  """
+  """(prefixes newest first, those the `checkpoint` file names, whether it
+  parses): on disk up to its latest step (newer ones are an interrupted
+  save, left alone as TF leaves them), or all on disk without it."""
   on_disk = [path[:-len('.index')] for path in tf.io.gfile.glob(
       os.path.join(model_dir, 'model.ckpt-*.index'))]
   state = None
@@ -260,16 +203,10 @@ def _write_state(model_dir: str, latest: str, kept: List[str]) -> None:
 
 
 def use_resume_point(model_dir: str, point: ResumePoint) -> Optional[str]:
-  """Makes the Estimator resume from `point.checkpoint`; returns the line.
-
-  When the `checkpoint` file is stale: renames the skipped checkpoints'
-  files and an unparsable `checkpoint` file to `*.unreadable` (so the
-  resumed run cannot overwrite them when it saves at their steps), then
-  points the `checkpoint` file at `point.checkpoint` (in that order: a run
-  killed in between finds the renamed files missing and falls back again).
-  Logs and returns the one line saying what it skipped, why, and what it
-  changed; None when nothing needed changing.
-  """
+  """Points a stale `checkpoint` file at `point.checkpoint`, the skipped
+  files renamed `*.unreadable` first (a resumed run must not overwrite them;
+  killed in between, it falls back again). Returns (and logs) the line
+  saying what changed; None when nothing needed changing."""
   if not point.state_stale:
     return None
   for prefix, _ in point.skipped:
@@ -295,21 +232,13 @@ def use_resume_point(model_dir: str, point: ResumePoint) -> Optional[str]:
 
 @contextlib.contextmanager
 def refuse_unreadable(checkpoint: Optional[str]) -> Iterator[None]:
-  """Runs a resume from `checkpoint`; a failed restore becomes one line.
-
-  Args:
-    checkpoint: the checkpoint the run resumes from (None: a fresh run,
-      whose errors pass through).
-
-  Raises:
-    ValueError: when the body fails restoring `checkpoint`, naming it and the
-      reason.
-  """
+  """Turns the body's failed restore of `checkpoint` into ValueError naming
+  it and why (None: a fresh run, whose errors pass through)."""
   try:
     yield
   except tf.errors.OpError as e:
     if checkpoint is None or 'Restore' not in str(e):
       raise
-    raise ValueError(f'Cannot resume from {checkpoint}: {op_error_reason(e)}; '
-                     'remove the broken checkpoint or use a new '
+    raise ValueError(f'Cannot resume from {checkpoint}: '
+                     f'{errors.first_line(e)}; remove the broken checkpoint or use a new '
                      '--model_dir') from None

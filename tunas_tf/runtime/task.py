@@ -1,17 +1,11 @@
-"""What a binary trains and evaluates, written once for every engine.
-
-After Model Garden's `Task`: a task builds the objects a checkpoint holds,
-takes one per-replica step and returns its scalars, and makes its dataset;
-an `EvaluatedTask` also evaluates, per example, and aggregates the sums.
-An engine (`runtime.engine`) drives any task; what only one engine needs
-(the global step's increment, HWCN infeed on TPU, host_call, hooks) lives in
-its adapter. Nothing in a task knows which engine runs it.
-"""
+"""What a binary trains and evaluates, written once for every engine (after
+Model Garden's `Task`): a task builds the objects a checkpoint holds, steps
+them and makes its dataset, holding no state; it never knows its engine."""
 
 from __future__ import annotations
 
 from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional,
-                    Protocol, Sequence, Tuple)
+                    Protocol, Tuple)
 
 import tensorflow as tf
 
@@ -21,6 +15,8 @@ from tunas_tf.data import streams
 ProgressFormats = Mapping[str, Callable[[float], str]]
 # (variable, value) pairs an engine assigns before the first step.
 Values = List[Tuple[tf.Variable, Any]]
+# The objects `Task.build` made (those a checkpoint holds), by name.
+Objects = Mapping[str, Any]
 
 
 class Trained(NamedTuple):
@@ -39,28 +35,32 @@ class Task(Protocol):
     finite_scalars: {scalar name: what it is in a message}: the scalars of
       `step` checked finite on the host (`runtime.guards`).
     progress: the progress line's scalars and their text.
-    decisions: (path, choice labels) of the controller's decisions whose
-      logits `step` returns as `rlpathlogits/{path}`; empty for none.
   """
 
   train_batch_size: int
   finite_scalars: Mapping[str, str]
   progress: ProgressFormats
-  decisions: Sequence[Tuple[str, Sequence[str]]]
 
-  def build(self) -> Mapping[str, Any]:
+  def build(self) -> Objects:
     """Makes every variable the step uses (once per replica graph, or once
     under a strategy's scope); the objects a checkpoint holds, by name."""
 
-  def initial_values(self) -> Values:
-    """What a run restoring no checkpoint starts from, beyond the seeded
-    initial values (e.g. weights inherited from a search); may be empty."""
+  def initial_values(self, objects: Objects) -> Values:
+    """What a run restoring no checkpoint starts `objects` from, beyond the
+    seeded initial values (e.g. weights inherited from a search)."""
 
-  def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """One replica's step on its batch (NHWC images); its scalars by name
-    (float32 scalars or vectors of static length), each after every update,
-    `model/loss` among them. `global_step`: the int64 step being taken; the
-    engine increments it after the step."""
+  def step(self, objects: Objects, inputs: Any, global_step: tf.Tensor
+           ) -> Dict[str, tf.Tensor]:
+    """One replica's step of `objects` on its batch (NHWC images); its
+    scalars by name (float32 scalars or vectors of static length), each
+    after every update, `model/loss` among them. `global_step`: the int64
+    step being taken; the engine increments it after the step."""
+
+  def write_summaries(self, scalars: Mapping[str, Any], step: Any
+                      ) -> List[Any]:
+    """Summaries of the task's own beyond its scalars, written from a
+    step's `scalars` (a vector `name` as `name/0`, ...) under the default
+    writer, in a graph (the ops) or eagerly; may be none."""
 
   def dataset(self, batch_size: int, pipeline: streams.Pipeline,
               start_step: int) -> tf.data.Dataset:
@@ -69,25 +69,21 @@ class Task(Protocol):
 
 
 class EvaluatedTask(Task, Protocol):
-  """A task that is also evaluated (Model Garden's `validation_step` and
-  `aggregate_logs`): the engine sums `evaluation_step`'s per-example values
-  over one pass of `eval_dataset`, in float64, and `aggregate`s the sums.
-
-  Attributes:
-    eval_batch_size: the global evaluation batch.
-    eval_examples: the examples of one pass.
-  """
+  """A task that is also evaluated: the engine sums `evaluation_step`'s
+  per-example values over one pass (`eval_examples`) of `eval_dataset` in
+  float64 and `aggregate`s the sums; `eval_batch_size` is global."""
 
   eval_batch_size: int
   eval_examples: int
 
-  def build_evaluation(self, checkpoint: Optional[str]) -> Values:
-    """Makes the evaluated network; the values its variables take (from
-    `checkpoint`, or without one the task's own)."""
+  def build_evaluation(self, checkpoint: Optional[str]) -> Tuple[Any, Values]:
+    """Makes the evaluated network; it and the values its variables take
+    (from `checkpoint`, or without one the task's own)."""
 
-  def evaluation_step(self, inputs: Any) -> Dict[str, tf.Tensor]:
-    """Per-example float32 [N] values of a batch, by name, each 0 on the
-    padding of a TPU's last batch."""
+  def evaluation_step(self, evaluated: Any, inputs: Any
+                      ) -> Dict[str, tf.Tensor]:
+    """Per-example float32 [N] values of a batch through `evaluated`, by
+    name, each 0 on the padding of a TPU's last batch."""
 
   def aggregate(self, sums: Mapping[str, float]) -> Dict[str, float]:
     """The metrics of a pass from its sums of `evaluation_step`'s values."""

@@ -4,7 +4,8 @@
 the latest) and takes, by default, the most likely architecture within the
 search's cost band (`cost_band`: its target times 1 -/+ `OFF_TARGET`;
 `most_likely_in_band`), or with `cost_tolerance=None` the argmax of each
-OneOf, with a line saying which; `off_target_line` says when its cost misses
+OneOf, or the best of the band by one-shot accuracy (`oneshot_line`), with a
+line saying which rule chose; `off_target_line` says when its cost misses
 the target. Used by `tools/extract_architecture` and `tools/report`.
 """
 
@@ -229,9 +230,11 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       the likelier on ties). Without one, the line says it was not applied.
 
   Returns:
-    (architecture, line): the line says which it took and, when not the
-    argmax, the argmax's cost and how many times as likely it is; with
-    `oneshot`, a second line the accuracies.
+    (architecture, line): the line says which rule took it (the argmax, the
+    band's most likely, one-shot accuracy) and, when not the argmax, the
+    argmax's indices, cost and how many times as likely it is; with
+    `oneshot`, the one-shot step's line (`oneshot_line`) first when it
+    changed the pick, else second.
 
   Raises:
     ValueError: for a directory that is not a search, holds no checkpoint,
@@ -255,10 +258,14 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   line = _pick_line(config, cost_tolerance, found, scores, argmax, cost_of)
   scored = None
   if oneshot and found:
-    indices, scored, chosen = _best_oneshot(
+    candidates, accuracy = _oneshot_scores(
         model_dir, checkpoint, indices, oneshot,
         samples_in_band(scores, costs_of, *band, oneshot))
-    line += '\n' + chosen
+    best, chosen = oneshot_line(candidates, accuracy,
+                                config.validation_examples, argmax)
+    indices, scored = candidates[best], len(candidates)
+    line = (f"{chosen}\nBefore the one-shot step: {line.removeprefix('Took ')}"
+            if best else f'{line}\n{chosen}')
   elif oneshot:
     line += f'\n--oneshot={oneshot} not applied: ' + (
         'no architecture in the band to start from' if band else
@@ -311,11 +318,12 @@ def _record(config: config_lib.SearchConfig, checkpoint: str,
       validation_examples=config.validation_examples, **fields)
 
 
-def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
-                  count: int, drawn: List[Tuple[int, ...]]
-                  ) -> Tuple[Tuple[int, ...], int, str]:
-  """`pick`'s one-shot choice among `likeliest` and `drawn`, how many it
-  scored, and its line."""
+def _oneshot_scores(model_dir: str, checkpoint: str,
+                    likeliest: Tuple[int, ...], count: int,
+                    drawn: List[Tuple[int, ...]]
+                    ) -> Tuple[List[Tuple[int, ...]], List[float]]:
+  """`pick`'s one-shot candidates (`likeliest`, then up to `count` - 1 of
+  `drawn`) and their accuracies on the search's hold-out."""
   # TensorFlow's supernet and the data, only when asked.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import oneshot as oneshot_lib  # pylint: disable=g-import-not-at-top
@@ -326,12 +334,34 @@ def _best_oneshot(model_dir: str, checkpoint: str, likeliest: Tuple[int, ...],
   except (ValueError, OSError, tf.errors.OpError) as e:
     raise ValueError(f'{e} (the one-shot step reads the search\'s hold-out: '
                      '--oneshot=0 extracts without it)') from None
-  best = int(np.argmax(accuracy))  # The first (likeliest) on ties.
-  return candidates[best], len(candidates), (
-      f'Then by one-shot accuracy on the search\'s hold-out, of it and '
-      f'{len(candidates) - 1} more drawn from the controller in the band: '
-      f'{schema.format_indices(candidates[best])}, {accuracy[best]:.2%} '
-      f'(the most likely {accuracy[0]:.2%})')
+  return candidates, list(accuracy)
+
+
+def oneshot_line(candidates: Sequence[Tuple[int, ...]],
+                 accuracy: Sequence[float], images: int,
+                 argmax: Tuple[int, ...]) -> Tuple[int, str]:
+  """Which of `candidates` (the band's most likely first) the one-shot step
+  takes, the best by `accuracy` on `images` hold-out images (the first on
+  ties), and its line: the margin over the most likely in images, against
+  the binomial standard error of the difference of two accuracies on
+  `images` (beyond the noise past twice it)."""
+  best = int(np.argmax(accuracy))
+  where = (f'the best of {len(candidates)} in the band (the most likely and '
+           f'{len(candidates) - 1} drawn from the controller) on the '
+           f"search's hold-out of {images} images")
+  if best == 0:
+    return 0, f'One-shot accuracy kept it, {where}: {accuracy[0]:.2%}'
+  a, b = accuracy[best], accuracy[0]
+  error = math.sqrt((a * (1 - a) + b * (1 - b)) / images)
+  return best, (
+      f'Took {schema.format_indices(candidates[best])} by one-shot accuracy, '
+      f'{where}: {a:.2%} against {b:.2%} for the most likely '
+      f'{schema.format_indices(candidates[0])}' +
+      (' (the argmax)' if tuple(candidates[0]) == tuple(argmax) else '') +
+      f', {round((a - b) * images):+d} images, '
+      f"{'beyond' if a - b > 2 * error else 'within'} the sampling noise "
+      f'(standard error of the difference {100 * error:.2g} points, the bar '
+      'twice that)')
 
 
 def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
@@ -394,8 +424,10 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
                      f'costs within {cost_tolerance:.0%} of --target='
                      f'{target:g} on {name}: give a wider --cost_tolerance')
   ordered = list(candidates)
-  indices, scored, line = _best_oneshot(model_dir, checkpoint, ordered[0],
-                                        len(ordered), ordered[1:])
+  ordered, accuracy = _oneshot_scores(model_dir, checkpoint, ordered[0],
+                                      len(ordered), ordered[1:])
+  best, line = oneshot_line(ordered, accuracy, config.validation_examples, ())
+  indices, scored = ordered[best], len(ordered)
   return _record(at, checkpoint, indices,
                  estimated_cost=float(costs_of([indices])[0]),
                  cost_tolerance=cost_tolerance, oneshot=scored), line
@@ -525,13 +557,24 @@ def off_target_line(architecture: architecture_lib.Architecture,
                     config: config_lib.SearchConfig,
                     argmax: bool = False) -> Optional[str]:
   """`cost_miss_line` of a searched architecture against its target (its
-  own `cost_target`, else its search's); None when the search had no cost
-  term or the cost is unknown."""
+  own `cost_target`, else its search's), or, for a target no architecture
+  reaches (a search from before train_search refused those), that; None
+  when the search had no cost term or the cost is unknown."""
   if not config.enable_cost_model or architecture.estimated_cost is None:
     return None
   units = cost_linear.cost_units(architecture.cost_model)
+  target = (config.rl_cost_model_target if architecture.cost_target is None
+            else architecture.cost_target)
+  searched = [m for m, (_, t) in zip(config.resolved_cost_models,
+                                     config.pairs) if t == target]
+  low, high = cost_linear.cost_range(searched[0]) if searched else (0, target)
+  if not low <= target <= high:
+    text = cost_linear.cost_text
+    return (f'its target {text(target)} is outside what '
+            f'{config.ssd} can cost ({text(low)} to {text(high)} {units}): no '
+            'search or extraction reaches it; search again with a target in '
+            'that range')
   return cost_miss_line(
-      architecture.estimated_cost, config.rl_cost_model_target
-      if architecture.cost_target is None else architecture.cost_target,
+      architecture.estimated_cost, target,
       '' if units == cost_linear.UNKNOWN_UNITS else units,
       config.rl_reward_function, argmax)

@@ -407,12 +407,14 @@ def _marks_text(config: 'SearchConfig') -> str:
           'probabilities are flat before it.')
 
 
-def _decision_html(d: Dict[str, Any]) -> str:
-  """A `_decision_rows` row as a row of the page's decisions table."""
+def _decision_html(d: Dict[str, Any], oneshot: bool) -> str:
+  """A `_decision_rows` row as a row of the page's decisions table
+  (`oneshot`: the architecture is the one-shot step's pick)."""
   final = d['probs'][-1] if d['steps'] else []
   chosen = d['value'] + ('' if d['active'] else ' (no effect)')
   if d['lead'] and final[d['index']] < max(final):
-    chosen += ' (for the cost band; not the most likely)'
+    chosen += (' (by one-shot accuracy in the cost band; not the most likely)'
+               if oneshot else ' (for the cost band; not the most likely)')
   status = ('' if d['lead'] is None else d['lead'].text if d['active'] else
             'not judged: no effect')
   status_cell = '<td class="moving">' if d['moving'] else '<td>'
@@ -436,14 +438,16 @@ def page(scalars: Scalars, arch: Any, config: 'SearchConfig',
       '<tr>' + ''.join(f'<td>{html.escape(_format(row[c]))}</td>'
                        for c in TABLE_COLUMNS) + '</tr>' for row in rows)
   decisions = _decision_rows(scalars, arch, config)
-  lines = [_decision_html(d) for d in decisions if len(d['choices']) > 1]
+  lines = [_decision_html(d, bool(arch.oneshot)) for d in decisions
+           if len(d['choices']) > 1]
   facts = '\n'.join(
       f'<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>' for k, v
       in report_text.run_facts(config) + [('checkpoint step',
                                            str(arch.global_step))])
   folded = one_choice_text(decisions)
   pick = html.escape(pick_line).replace('\n', '<br>\n')
-  title = f'Search report: {config.ssd} on {config.job.dataset}'
+  title = (f'Search report: {config.ssd} on {config.job.dataset}, cost '
+           f'model {report_text.cost_model_text(config)}')
   return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body {{ font-family: sans-serif; margin: 2em; }}

@@ -7,12 +7,15 @@ writes with them.
 from __future__ import annotations
 
 import dataclasses
+import os
 import textwrap
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from tunas_tf.cost_model import linear
+from tunas_tf.io import files
 
 if TYPE_CHECKING:
   from tunas_tf.search.config import SearchConfig
@@ -170,6 +173,20 @@ def short_phase(text: str) -> str:
   return {long: short for _, long, short in PHASES}[text]
 
 
+def cost_model_text(config: 'SearchConfig') -> str:
+  """The search's cost model by name: 'macs', 'released', or a fitted
+  file's name (no directory) with its precision and, when the file says,
+  its device: 'phone.json, int8 on Pixel 7'."""
+  if config.cost_model in (linear.RELEASED, linear.MACS):
+    return config.cost_model
+  try:
+    device = files.read_json(config.cost_model)['measured_with']['device']
+  except (ValueError, KeyError, TypeError, OSError, tf.errors.OpError):
+    device = None  # A file gone, or one that does not say.
+  return (f'{os.path.basename(config.cost_model)}, '
+          f'{config.latency_precision}' + (f' on {device}' if device else ''))
+
+
 def run_facts(config: 'SearchConfig') -> List[Tuple[str, str]]:
   """The run's facts as (name, value) pairs, from its `config.json`: space,
   data, steps and batch, cost model and target (with units), reward, RL
@@ -182,7 +199,7 @@ def run_facts(config: 'SearchConfig') -> List[Tuple[str, str]]:
       ('search space', config.ssd), ('dataset', config.job.data_text),
       ('steps', f'{config.max_global_step} of {config.train_batch_size} '
                 'images'),
-      ('cost model', config.cost_model),
+      ('cost model', cost_model_text(config)),
       ('cost target',
        f'{linear.cost_text(config.rl_cost_model_target)}{units}'),
       ('reward', reward), ('RL delay', f'{config.rl_delay_steps} steps'),

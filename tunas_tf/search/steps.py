@@ -12,7 +12,7 @@ does).
 from __future__ import annotations
 
 import collections
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -342,8 +342,8 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
   float32 scalars, except the controller's logits: one float32 vector per
   decision, `rlpathlogits/{path}` (per OneOf), that `host_call` writes
-  element by element as `rlpathlogits/{path}/{j}` (and, given `decisions`,
-  as probabilities). With `tag_logits`, also the original's
+  element by element as `rlpathlogits/{path}/{j}` (and as probabilities,
+  `probability_summaries`). With `tag_logits`, also the original's
   `rltaglogits/{tag}` (the same tensors by tag, written as
   `rltaglogits/{tag}/{j}`). No per-logit op runs on the steps that write no
   summary.
@@ -400,3 +400,36 @@ def pair_scalars(pair: int, *args: Any, **kwargs: Any
     if head in ('rlcontroller', 'rlpathlogits') and tail not in _SHARED:
       s[f'{pair_name(head, pair)}/{tail}'] = value
   return s
+
+
+def probability_summaries(decisions: Sequence[Tuple[str, Sequence[str]]],
+                          scalars: Mapping[str, Any], step: Any) -> List[Any]:
+  """The controller's probabilities `rlprobs/{path}/{label}`, entropies
+  `rlentropy/{path}` and heat map `rlprobs_heatmap`, under the default
+  writer, from a step's `rlpathlogits/{path}/{j}` (`summary_scalars`) of
+  `decisions` ((path, choice labels)); in a graph or eagerly."""
+  written, rows = [], []
+  width = max(len(labels) for _, labels in decisions)
+  for path, labels in decisions:
+    logits = tf.stack([tf.cast(scalars[f'rlpathlogits/{path}/{j}'],
+                               tf.float32) for j in range(len(labels))])
+    probs = tf.nn.softmax(logits)
+    written += [tf.summary.scalar(f'rlprobs/{path}/{label}', probs[j],
+                                  step=step)
+                for j, label in enumerate(labels)]
+    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(logits))
+    written.append(tf.summary.scalar(f'rlentropy/{path}', entropy, step=step))
+    rows.append(tf.pad(probs, [[0, width - len(labels)]], constant_values=-1))
+  written.append(tf.summary.image('rlprobs_heatmap',
+                                  _heatmap(tf.stack(rows))[None], step=step))
+  return written
+
+
+def _heatmap(probs: tf.Tensor, cell: int = 12) -> tf.Tensor:
+  """[D, C] probabilities (-1: no such choice) -> an RGB image in [0, 1]."""
+  white = tf.constant([1.0, 1.0, 1.0])
+  blue = tf.constant([0.03, 0.19, 0.42])
+  p = tf.clip_by_value(probs, 0.0, 1.0)[..., None]
+  rgb = white + p * (blue - white)
+  rgb = tf.where((probs < 0)[..., None], tf.fill(tf.shape(rgb), 0.75), rgb)
+  return tf.repeat(tf.repeat(rgb, cell, axis=0), 2 * cell, axis=1)

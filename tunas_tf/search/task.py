@@ -3,7 +3,7 @@
 `SearchTask(config).build()` makes the controller, the reward baseline and
 the controller's Adam (one of each per (cost model, target) pair, taking
 turns by step), the supernet and the model's RMSProp (its slots too);
-`step` takes one search step on one replica's batches and returns
+`step` takes one search step of them on one replica's batches and returns
 its scalars; `dataset` gives the zipped train/validation batches.
 """
 
@@ -72,12 +72,9 @@ class SearchTask:
                                           config.job.use_tpu)
     self.train_batch_size = config.train_batch_size
     self.progress = progress_formats(config)
-    self.decisions = decisions(self._spec)
-    self.supernet = self.model_optimizer = None
-    # One (controller, baseline, Adam) per (cost model, target) pair.
-    self.controllers = self.baselines = self.controller_adams = ()
+    self._decisions = decisions(self._spec)
 
-  def build(self) -> Mapping[str, Any]:
+  def build(self) -> Dict[str, Any]:
     """Makes every variable, the RMSProp slots too (so that a step traced
     once creates none).
 
@@ -86,33 +83,39 @@ class SearchTask:
     """
     config = self._config
     pairs = range(len(config.pairs))
-    self.controllers = [steps.make_controller(self._spec, k) for k in pairs]
-    self.baselines = [steps.make_baseline(config, k) for k in pairs]
-    self.controller_adams = [steps.make_controller_adam(c, k)
-                             for k, c in enumerate(self.controllers)]
-    self.supernet = supernet_lib.Supernet(
+    controllers = [steps.make_controller(self._spec, k) for k in pairs]
+    # Pair 0 under the original's names, pair k with a `_k` suffix.
+    objects = {config_lib.pair_name(name, k): value for name, values in (
+        ('controller', controllers),
+        ('baseline', [steps.make_baseline(config, k) for k in pairs]),
+        ('controller_adam', [steps.make_controller_adam(c, k)
+                             for k, c in enumerate(controllers)]))
+               for k, value in enumerate(values)}
+    supernet = supernet_lib.Supernet(
         self._spec, config.job.num_classes, mode=config.supernet_mode,
         input_channels=config.job.num_channels, seed=config.job.seed,
         compute_dtype=self._dtype)
-    self.model_optimizer = steps.model_optimizer(
-        config, list(self.supernet.trainable_variables))
-    objects = {'supernet': self.supernet}
-    for k in pairs:
-      objects.update({config_lib.pair_name(name, k): values[k] for name, values
-                      in (('controller', self.controllers),
-                          ('baseline', self.baselines),
-                          ('controller_adam', self.controller_adams))})
-    return {**objects, 'model_optimizer': self.model_optimizer}
+    return {'supernet': supernet, **objects,
+            'model_optimizer': steps.model_optimizer(
+                config, list(supernet.trainable_variables))}
 
-  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+  def initial_values(self, objects: Mapping[str, Any]
+                     ) -> List[Tuple[tf.Variable, Any]]:
     """None: a search starts from its seeded initial values."""
+    del objects
     return []
 
-  def step(self, inputs: Any, global_step: tf.Tensor
-           ) -> Dict[str, tf.Tensor]:
-    """One search step on this replica's batches; its scalars, by name,
-    each after both updates."""
+  def write_summaries(self, scalars: Mapping[str, Any], step: Any
+                      ) -> List[Any]:
+    """`steps.probability_summaries` of the step's logits (pair 0's)."""
+    return steps.probability_summaries(self._decisions, scalars, step)
+
+  def step(self, objects: Mapping[str, Any], inputs: Any,
+           global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """One search step of `build`'s `objects` on this replica's batches;
+    its scalars, by name, each after both updates."""
     config, spec = self._config, self._spec
+    supernet = objects['supernet']
     features, labels = inputs
     train_images = tf.cast(features['train'], self._dtype)
     valid_images = tf.cast(features['validation'], self._dtype)
@@ -120,36 +123,39 @@ class SearchTask:
     p_ops, p_filters = steps.warmup_probabilities(global_step, config)
     # 2. This replica's sample (`steps.sample_seed`): of the pair whose
     # turn it is (`steps.active_pair`), one drawn per pair.
-    pair = steps.active_pair(global_step, len(self.controllers))
+    n = len(config.pairs)
+    of = lambda name, k: objects[config_lib.pair_name(name, k)]
+    pair = steps.active_pair(global_step, n)
     seed = steps.sample_seed(config.job.seed, global_step)
-    draws = [steps.sample_architecture(spec, p_ops, p_filters, c, seed=seed)
-             for c in self.controllers]
+    draws = [steps.sample_architecture(spec, p_ops, p_filters,
+                                       of('controller', k), seed=seed)
+             for k in range(n)]
     sampled = steps.select(spec, [d[0] for d in draws], pair)
     # 3. Cost of the sample (a mixture during warm-up), on each pair's model.
     costs = [steps.estimate_cost(sampled, config, k)
-             if config.enable_cost_model else None for k in range(len(draws))]
+             if config.enable_cost_model else None for k in range(n)]
     # 4-5. Shared-weight step (`steps.training_architecture`); the barrier
     # makes all gradients exist first.
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
                                           global_step, config)
     model = steps.supernet_train_op(
-        self.supernet, trained, train_images, labels['train'],
+        supernet, trained, train_images, labels['train'],
         steps.model_learning_rate(global_step, config), config,
-        self.model_optimizer)
+        objects['model_optimizer'])
     # 6. Validation accuracy of the controller's sample, after the update.
     accuracy = steps.validation_accuracy(
-        self.supernet, sampled, valid_images, labels['validation'],
+        supernet, sampled, valid_images, labels['validation'],
         model.train_op, model.grads, config.use_gradient_sync_barrier)
     scalars, train_ops = collections.OrderedDict(), [model.train_op]
     for k, (_, dist_info) in enumerate(draws):
       active = None if pair is None else tf.equal(pair, k)
       # 7. Reward, baseline, advantage (each pair's state moves on its turn).
       rl = steps.reward_and_advantage(accuracy, costs[k], config,
-                                      self.baselines[k], k, active)
+                                      of('baseline', k), k, active)
       # 8. The controller's REINFORCE step.
       controller = steps.controller_train_op(
           dist_info, rl.advantage, global_step, config,
-          self.controller_adams[k], active)
+          of('controller_adam', k), active)
       train_ops.append(controller.train_op)
       # 9. Every scalar, after both updates.
       scalars.update(steps.pair_scalars(

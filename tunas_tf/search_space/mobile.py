@@ -29,6 +29,7 @@ BLOCK_FILTERS_MULTIPLIERS = (0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)
 PROXYLESSNAS_KERNELS = (3, 5, 7)
 PROXYLESSNAS_EXPANSIONS = (3.0, 6.0)
 V3_EXPANSIONS = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+MCU_EXPANSIONS = (3.0, 4.0, 6.0)  # MCUNet's (Lin et al. 2020)
 
 # Block output widths (blocks 0..8) of the ProxylessNAS-family models.
 PROXYLESSNAS_MOBILE_FILTERS = (32, 16, 32, 40, 80, 96, 192, 320, 1280)
@@ -63,13 +64,14 @@ def _fixed_filters(n: int) -> OneOf:
   return OneOf((n,), FILTERS_TAG)
 
 
-def _proxylessnas_bottleneck(strides: int, skippable: bool) -> OneOf:
+def _proxylessnas_bottleneck(strides: int, skippable: bool,
+                             expansions: Sequence[float] = PROXYLESSNAS_EXPANSIONS
+                             ) -> OneOf:
   """The collapsed ProxylessNAS choice: kernel x expansion (+ Zero)."""
   bottleneck = DepthwiseBottleneckSpec(
       kernel_size=OneOf(PROXYLESSNAS_KERNELS, OP_TAG),
       expansion_filters=OneOf(
-          tuple(FilterMultiplier(e) for e in PROXYLESSNAS_EXPANSIONS),
-          FILTERS_TAG),
+          tuple(FilterMultiplier(e) for e in expansions), FILTERS_TAG),
       use_squeeze_and_excite=False,
       strides=strides,
       activation=ActivationSpec(RELU))
@@ -79,7 +81,9 @@ def _proxylessnas_bottleneck(strides: int, skippable: bool) -> OneOf:
 
 def _proxylessnas_layout(filters: Sequence[OneOf],
                          body: Sequence[Tuple[int, int, bool]],
-                         stem_strides: int = 2) -> ConvTowerSpec:
+                         stem_strides: int = 2,
+                         expansions: Sequence[float] = PROXYLESSNAS_EXPANSIONS
+                         ) -> ConvTowerSpec:
   """Stem, separable conv, searched bottleneck blocks and the 1x1 head."""
   relu = ActivationSpec(RELU)
   blocks = [
@@ -88,8 +92,8 @@ def _proxylessnas_layout(filters: Sequence[OneOf],
              DetectionEndpointSpec()), filters[1]),
   ]
   for i, (strides, num_optional, endpoint) in enumerate(body):
-    layers = [_proxylessnas_bottleneck(strides, skippable=False)]
-    layers += [ResidualSpec(_proxylessnas_bottleneck(1, skippable=True))
+    layers = [_proxylessnas_bottleneck(strides, False, expansions)]
+    layers += [ResidualSpec(_proxylessnas_bottleneck(1, True, expansions))
                for _ in range(num_optional)]
     if endpoint:
       layers.append(DetectionEndpointSpec())
@@ -264,6 +268,21 @@ def digits_search() -> ConvTowerSpec:
                               stem_strides=1)
 
 
+def mcu_search() -> ConvTowerSpec:
+  """A space for microcontrollers: 32x32 grayscale, 10 classes
+  (docs/microcontrollers.md says why).
+
+  Stride-1 stem, separable conv, three stride-2 blocks of one mandatory and
+  two skippable bottlenecks (32 -> 16 -> 8 -> 4) and a 1x1 head; MCUNet's
+  bottleneck choices (kernel {3,5,7} x expansion {3,4,6}) and enlarged-style
+  searched widths, 8 to 256 channels.
+  """
+  body = ((2, 2, False), (2, 2, False), (2, 2, False))
+  bases = (16, 8, 16, 24, 48, 128)
+  return _proxylessnas_layout([_searched_filters(b) for b in bases], body,
+                              stem_strides=1, expansions=MCU_EXPANSIONS)
+
+
 # Classes of ImageNet as the original's recipes count them: 1000 labels plus
 # background.
 IMAGENET_CLASSES = 1001
@@ -327,6 +346,8 @@ SEARCH_SPACES: Dict[str, SearchSpaceInfo] = _registry(
                     mobilenet_v3_like=True),
     SearchSpaceInfo('cifar_search', cifar_search, 32, num_classes=10),
     SearchSpaceInfo('digits_search', digits_search, 8, input_channels=1,
+                    num_classes=10),
+    SearchSpaceInfo('mcu_search', mcu_search, 32, input_channels=1,
                     num_classes=10),
 )
 

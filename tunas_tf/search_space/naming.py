@@ -1,11 +1,9 @@
 """The variable-name contract and the network constants, in one place.
 
-The supernet, the standalone graph and the cost models build the same
-network and read its names and constants here. Names are by position and
-role, not OneOf path: a layer's prefix is `blocks/{b}/layers/{l}`, its parts
-`conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce`, `se/expand`,
-a part's batch norm `{part}/bn`, the head `classifier`. A supernet variable
-is `{part}/{variable}`; in the standalone graph the part is the op.
+Names go by position and role, not OneOf path: a layer `blocks/{b}/layers/{l}`,
+its parts `conv_k{k}`, `depthwise_k{k}`, `expand`, `project`, `se/reduce`,
+`se/expand`, a part's batch norm `{part}/bn`, the head `classifier`; a
+supernet variable `{part}/{variable}` (in the standalone graph, the op).
 """
 
 from __future__ import annotations
@@ -48,10 +46,7 @@ def join(*names: str) -> str:
 
 
 def layer_prefix(block_index: int, layer_index: int) -> str:
-  """The prefix of a layer's parts: `blocks/{b}/layers/{l}`.
-
-  It is also the layer's schema path (where its OneOfs' masks are found).
-  """
+  """`blocks/{b}/layers/{l}`: a layer's parts' prefix and its schema path."""
   return f'blocks/{block_index}/layers/{layer_index}'
 
 
@@ -66,8 +61,7 @@ def conv_part(kernel_size: int) -> str:
 
 
 def depthwise_part(kernel_size: int) -> str:
-  """The part name of a depthwise conv of kernel size k: `depthwise_k{k}`
-  (each kernel size its own part, never a centre crop of a larger one)."""
+  """`depthwise_k{k}` (each kernel size its own part, never a crop)."""
   return f'depthwise_k{kernel_size}'
 
 

@@ -1,12 +1,8 @@
-"""Op, layer and block specs: frozen dataclasses that make up a search space.
+"""Op, layer and block specs: the frozen dataclasses of a search space.
 
-Field order matters: it is the traversal order of `schema` (hence the order
-of the `indices` vector) and the Kronecker order of the cost-model features,
-so it follows the original specs field for field.
-
-A field may hold a `schema.OneOf` in a search space; a pruned architecture
-holds plain values. Filter counts are ints (absolute) or `FilterMultiplier`
-(relative to the layer's input width, rounded with `filters.scale_filters`).
+Field order is `schema`'s traversal order (the `indices` vector's) and the
+cost-model features' Kronecker order, so it follows the original specs.
+Filter counts are ints or `FilterMultiplier`s of the layer's input width.
 """
 
 from __future__ import annotations
@@ -48,10 +44,7 @@ class FilterMultiplier:
 
 @dataclasses.dataclass(frozen=True)
 class ConvSpec:
-  """k x k convolution ('SAME'), then batch norm (or a bias when without BN).
-
-  The activation is a separate following `ActivationSpec` layer.
-  """
+  """k x k 'SAME' convolution, then batch norm (or a bias without it)."""
   kernel_size: Any
   strides: int
   use_batch_norm: bool = True
@@ -59,7 +52,7 @@ class ConvSpec:
 
 @dataclasses.dataclass(frozen=True)
 class SeparableConvSpec:
-  """Depthwise k x k (strided) + BN + activation, then 1x1 conv + BN (linear)."""
+  """Depthwise k x k + BN + activation, then 1x1 conv + BN (linear)."""
   kernel_size: Any
   strides: int
   activation: ActivationSpec = ActivationSpec(RELU)
@@ -68,16 +61,8 @@ class SeparableConvSpec:
 @dataclasses.dataclass(frozen=True)
 class DepthwiseBottleneckSpec:
   """Inverted bottleneck: 1x1 expand + BN + act, depthwise k x k + BN + act,
-  optional squeeze-and-excite, 1x1 project + BN (linear).
-
-  Attributes:
-    kernel_size: depthwise kernel size (int or OneOf).
-    expansion_filters: expanded width: an int, a `FilterMultiplier` of the
-      input width, or a OneOf of them.
-    use_squeeze_and_excite: bool or OneOf([False, True]).
-    strides: depthwise stride.
-    activation, se_inner_activation, se_gating_activation: ActivationSpecs.
-  """
+  optional squeeze-and-excite, 1x1 project + BN (linear). `expansion_filters`
+  an int, a `FilterMultiplier` of the input width, or a OneOf of them."""
   kernel_size: Any
   expansion_filters: Any
   use_squeeze_and_excite: Any

@@ -1,9 +1,5 @@
-"""Shapes of every layer of a fixed architecture, in plain Python.
-
-`resolve_layers` resolves a pruned `ConvTowerSpec` layer by layer from the
-walker's parts. Padding is 'SAME' (`ceil(input / strides)`); a global pool
-gives 1; `ResidualSpec` must keep the shape; resolutions are square.
-"""
+"""Shapes of every layer of a fixed architecture, in plain Python: 'SAME'
+padding (`ceil(input / strides)`), square resolutions."""
 
 from __future__ import annotations
 
@@ -24,19 +20,9 @@ _SUPPORTED_LAYERS = (
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedLayer:
-  """One layer of a fixed architecture with its shapes resolved.
-
-  Attributes:
-    spec: the layer's (pruned) spec as it appears in the block.
-    input_width, output_width: ints, channels.
-    input_size, output_size: ints, height (= width) in pixels.
-    residual: whether `spec` is a `ResidualSpec` (output = op(x) + x).
-    kernel_size: the op's largest (depthwise) convolution kernel, or None.
-    strides: int stride of the op (1 for layers without a convolution).
-    expanded_width: a bottleneck's expanded width, else None.
-    se_width: a bottleneck's squeeze-excite width, else None.
-    part: the layer's parts (static widths), or None for an endpoint.
-  """
+  """One layer of a fixed architecture with its shapes resolved (widths in
+  channels, sizes in pixels); `kernel_size` its largest kernel or None,
+  `expanded_width`/`se_width` a bottleneck's, `part` None for an endpoint."""
   block_index: int
   layer_index: int
   spec: Any
@@ -100,21 +86,14 @@ def _check_pruned(layer: Any, where: str) -> None:
 def resolve_layer(layer: Any, input_width: int, block_width: int,
                   input_size: int, filters_base: int, block_index: int = 0,
                   layer_index: int = 0) -> ResolvedLayer:
-  """Resolves the shapes of one pruned layer.
+  """The `ResolvedLayer` of one pruned layer (one of `_SUPPORTED_LAYERS`).
 
-  Args:
-    layer: a pruned layer spec (no OneOf), one of `_SUPPORTED_LAYERS`.
-    input_width: positive int, channels of the layer's input.
-    block_width: positive int, the block's `filters` (the output width of
-      width-changing layers).
-    input_size: positive int, input resolution in pixels.
-    filters_base: positive int, rounding base of relative widths.
-    block_index, layer_index: ints, recorded and named in errors.
+  `block_width` is the output width of width-changing layers; `block_index`,
+  `layer_index` are recorded and named in errors.
 
   Raises:
-    ValueError: for a OneOf (the spec is not pruned), an unsupported layer
-      type, a non-positive kernel size or stride, or a residual layer that
-      changes the shape.
+    ValueError: for a OneOf, an unsupported layer, a non-positive kernel size
+      or stride, or a residual that changes the shape.
   """
   where = naming.layer_prefix(block_index, layer_index)
   _check_pruned(layer, where)
@@ -155,13 +134,9 @@ def resolve_layer(layer: Any, input_width: int, block_width: int,
 
 def resolve_layers(spec: ops.ConvTowerSpec, image_size: int,
                    input_channels: int = 3) -> List[ResolvedLayer]:
-  """One `ResolvedLayer` per layer of a pruned `ConvTowerSpec`, in network
-  order, for square images of `image_size` pixels and `input_channels`.
-
-  Raises:
-    ValueError: for a non-positive `image_size` or `input_channels`, a spec
-      that still holds OneOfs, or any error of `resolve_layer`.
-  """
+  """One `ResolvedLayer` per layer of a pruned `ConvTowerSpec`, in order.
+  ValueError for a non-positive `image_size` or `input_channels`, or as
+  `resolve_layer`."""
   if not isinstance(spec, ops.ConvTowerSpec):
     raise ValueError(
         f'resolve_layers: expected a ConvTowerSpec, got {type(spec).__name__}')

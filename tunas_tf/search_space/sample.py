@@ -1,9 +1,5 @@
-"""Architectures of a space drawn uniformly: the one source of random indices.
-
-Every OneOf index is drawn uniformly and independently with
-`np.random.RandomState(seed)`, in visit order (indices under an unchosen
-alternative too, ignored by `schema.prune`).
-"""
+"""Architectures drawn uniformly: every OneOf index (under an unchosen
+alternative too) from `np.random.RandomState(seed)`, in visit order."""
 
 from __future__ import annotations
 
@@ -23,12 +19,8 @@ def check_num(num: Any) -> None:
 
 
 def draws(ssd: str, seed: int = 0) -> Iterator[List[int]]:
-  """Uniform index lists of `ssd`, endlessly; the first is the one
-  `tools/describe_space --seed` picks.
-
-  Raises:
-    ValueError: for an unknown `ssd` (at once, not at the first draw).
-  """
+  """Uniform index lists of `ssd`, endlessly (the first is `describe_space
+  --seed`'s); ValueError for an unknown `ssd`, at once."""
   counts = np.array(schema.num_choices(mobile.get_search_space(ssd)),
                     np.int64)
   rng = np.random.RandomState(seed)
@@ -38,12 +30,8 @@ def draws(ssd: str, seed: int = 0) -> Iterator[List[int]]:
 
 
 def sample_indices(ssd: str, num: int, seed: int = 0) -> List[str]:
-  """`num` architectures drawn uniformly, as canonical '0:2:1' strings
-  (the draws of `random_search.sample_architectures` with no cost band).
-
-  Raises:
-    ValueError: for an unknown `ssd` or `num <= 0`.
-  """
+  """`num` uniform architectures as canonical '0:2:1' strings; ValueError for
+  an unknown `ssd` or `num <= 0`."""
   space_draws = draws(ssd, seed)
   check_num(num)
   return [schema.format_indices(i) for i in itertools.islice(space_draws, num)]

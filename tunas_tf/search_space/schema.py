@@ -1,12 +1,9 @@
 """The search-space schema: `OneOf` nodes and traversal of nested specs.
 
-A spec is nested frozen dataclasses, lists, tuples, dicts and primitives, any
-value of which may be a `OneOf`. Every traversal visits nodes in one order,
-which defines the `indices` vector used everywhere: a `OneOf`'s choices
-before the `OneOf`, dataclass fields in declaration order, lists and tuples
-in order, dict keys sorted. A path joins field names, indices, keys and
-`choices/<i>` with '/' (`blocks/2/layers/1/layer/choices/0/kernel_size`;
-the root's is ''). Plain Python: the controller's masks are carried opaquely.
+One visit order defines the `indices` vector: a OneOf's choices before the
+OneOf, dataclass fields in declaration order, sequences in order, dict keys
+sorted. A path joins field names, indices, keys and `choices/<i>` with '/'
+(`blocks/2/layers/1/layer/choices/0/kernel_size`; the root's is '').
 """
 
 from __future__ import annotations
@@ -23,16 +20,12 @@ TAGS = (OP_TAG, FILTERS_TAG)
 
 @dataclasses.dataclass(frozen=True)
 class OneOf:
-  """A choice among `choices`, one of which is picked per architecture.
+  """A choice among `choices` (non-empty; lists stored as tuples).
 
-  Attributes:
-    choices: tuple of alternatives (any spec values; lists are stored as
-      tuples). Must not be empty.
-    tag: `OP_TAG` or `FILTERS_TAG`; decides only the controller's warm-up rule
-      and the `logits_by_tag` names, never ties parameters.
-    mask: optional rank-1 float Tensor of length `len(choices)` attached by the
-      controller (a one-hot sample or a warm-up mixture). Not compared, hashed
-      or serialised.
+  `tag` (`OP_TAG` or `FILTERS_TAG`) decides only the controller's warm-up rule
+  and the `logits_by_tag` names. `mask`: an optional rank-1 float Tensor, one
+  entry per choice, attached by the controller; not compared, hashed or
+  serialised.
   """
   choices: Tuple[Any, ...]
   tag: str
@@ -76,33 +69,17 @@ def _map(fn: Callable[[str, OneOf], Any], value: Any, path: str) -> Any:
 
 
 def map_oneofs_with_paths(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
-  """A copy of `spec` with every OneOf `o` at path `p` replaced by fn(p, o).
-
-  Children of a OneOf are mapped first, so `fn` sees a OneOf whose choices
-  have already been mapped.
-  """
+  """A copy of `spec` with each OneOf `o` at path `p` replaced by fn(p, o),
+  children first."""
   return _map(fn, spec, '')
 
 
 def with_masks(spec: Any,
                masks: Union[Mapping[str, Any], Sequence[Any],
                             Callable[[str, OneOf], Any]]) -> Any:
-  """Returns a copy of `spec` whose OneOfs carry the given masks.
-
-  Args:
-    masks: one of
-      * a mapping {OneOf path: mask} with an entry for every OneOf (other
-        keys are ignored);
-      * a sequence of masks, one per OneOf in visit order
-        (`flatten_with_paths`);
-      * a callable (path, OneOf) -> mask, called once per OneOf in visit
-        order (the OneOf's choices already carry their masks).
-      A mask is carried opaquely.
-
-  Raises:
-    ValueError: for a mapping without an entry for a OneOf's path (naming
-      it) or a sequence whose length is not the number of OneOfs.
-  """
+  """A copy of `spec` whose OneOfs carry `masks` (opaque values): a mapping
+  {path: mask} covering every OneOf, a sequence in visit order, or a callable
+  (path, OneOf) -> mask. ValueError for a missing path or a wrong count."""
   if callable(masks):
     mask_at = masks
   elif isinstance(masks, collections.abc.Mapping):
@@ -127,10 +104,7 @@ def with_masks(spec: Any,
 
 
 def flatten_with_paths(spec: Any) -> List[Tuple[str, OneOf]]:
-  """Returns [(path, OneOf)] for every OneOf of `spec`, in visit order.
-
-  The OneOfs are returned as found in `spec` (their choices not rewritten).
-  """
+  """[(path, OneOf)] of every OneOf of `spec` as found, in visit order."""
   found = []
 
   def visit(value, path):
@@ -161,17 +135,13 @@ def enclosing_choices(path: str) -> List[Tuple[str, int]]:
 
 
 def flatten(spec: Any) -> List[OneOf]:
-  """Returns the OneOfs of `spec` in visit order (see the module docstring)."""
+  """The OneOfs of `spec` in visit order."""
   return [oneof for _, oneof in flatten_with_paths(spec)]
 
 
 def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
-  """Parses a colon-separated index string ('0:2:1'; '' is none) or a list of
-  ints into a list of Python ints.
-
-  Raises:
-    ValueError: if a token is not a non-negative integer.
-  """
+  """A colon-separated string ('0:2:1'; '' is none) or a list of ints as a
+  list of Python ints; ValueError for a token not a non-negative integer."""
   if isinstance(indices, str):
     text = indices.strip()
     if not text:
@@ -200,36 +170,21 @@ def parse_indices(indices: Union[str, Sequence[int]]) -> List[int]:
 
 
 def format_indices(indices: Union[str, Sequence[int]]) -> str:
-  """The canonical colon-separated form: '0:2:1' for [0, 2, 1] or ' 0:2:1'.
-
-  Every index string written anywhere is made here.
-
-  Raises:
-    ValueError: as `parse_indices`.
-  """
+  """The canonical '0:2:1' form, the only maker of index strings;
+  ValueError as `parse_indices`."""
   return ':'.join(str(i) for i in parse_indices(indices))
 
 
 def check_indices(spec: Any, indices: Union[str, Sequence[int]]) -> List[int]:
-  """The indices as Python ints, checked to pick one choice per OneOf of
-  `spec`.
-
-  Raises:
-    ValueError: as `parse_indices` for a bad token, as `prune` for a wrong
-      count or an index out of range.
-  """
+  """The indices as ints, one valid choice per OneOf of `spec`; ValueError as
+  `parse_indices` or `prune`."""
   return check_indices_list(spec, [indices])[0]
 
 
 def check_indices_list(
     spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]
 ) -> List[List[int]]:
-  """`check_indices` of many index lists (one list of Python ints back per
-  entry, in order), `spec` traversed once.
-
-  Raises:
-    ValueError: for the first bad entry, the message `check_indices` gives.
-  """
+  """`check_indices` of many index lists, `spec` traversed once."""
   found = flatten_with_paths(spec)
   limits = [len(oneof.choices) for _, oneof in found]
   parsed = []
@@ -257,19 +212,12 @@ def _check_choices(values: Sequence[int],
 
 
 def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
-  """Turns a search space into a fixed architecture.
+  """A fixed architecture: each OneOf replaced by its chosen (pruned) choice.
 
-  Each OneOf, in visit order, is replaced by its chosen (already pruned)
-  alternative. Choices nested under an alternative that is not picked still
-  consume their index, as in the original.
-
-  Args:
-    indices: one index per OneOf in visit order, as a list of ints or a
-      colon-separated string.
-
-  Raises:
-    ValueError: if the number of indices differs from the number of OneOfs,
-      or an index is out of range (the message names the path and range).
+  `indices` (list or '0:2:1' string) give one index per OneOf in visit order;
+  choices under an unpicked alternative still consume theirs, as in the
+  original. ValueError for a wrong count or an index out of range (naming the
+  path and range).
   """
   values = check_indices(spec, indices)
   position = iter(values)
@@ -281,19 +229,14 @@ def prune(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
 
 
 def num_choices(spec: Any) -> List[int]:
-  """Returns the number of choices of every OneOf of `spec`, in visit order."""
+  """The choice count of every OneOf of `spec`, in visit order."""
   return [len(oneof.choices) for oneof in flatten(spec)]
 
 
 def extreme_indices(spec: Any, largest: bool) -> List[int]:
-  """Indices of the smallest or largest architecture of a space, by rule.
-
-  Smallest: a decision offering a `ZeroSpec` takes it (the layer is skipped);
-  a filters decision takes its smallest value; any other op decision takes
-  its first choice (the spaces list kernel sizes and squeeze-excite off/on in
-  increasing order). Largest: the non-zero alternative, the largest filter
-  value, the last choice. By MACs, the cheapest and dearest architectures.
-  """
+  """Indices of the cheapest (or dearest, `largest`) architecture by rule:
+  a `ZeroSpec` (or the other choice), the smallest (largest) filters, the
+  first (last) choice of any other op decision."""
   indices = []
   for oneof in flatten(spec):
     names = [type(c).__name__ for c in oneof.choices]

@@ -95,12 +95,8 @@ def to_json(spec: Any) -> Dict[str, Any]:
 
 
 def from_json(document: Any) -> Any:
-  """Rebuilds a spec from a document made by `to_json`.
-
-  Raises:
-    ValueError: on another format version, an unknown type name (listing
-      the known ones), unknown fields or a malformed node.
-  """
+  """The spec of a `to_json` document; ValueError on another format version,
+  an unknown type (listing the known ones), unknown fields or a bad node."""
   if not isinstance(document, dict) or 'spec' not in document:
     raise ValueError('spec_io: not a spec document (expected an object with '
                      '"format_version" and "spec")')
@@ -112,16 +108,12 @@ def from_json(document: Any) -> Any:
 
 
 def dumps(spec: Any, indent: int | None = 1) -> str:
-  """Serialises `spec` to a JSON string (see the module docstring)."""
+  """`spec` as a JSON string (the module docstring's format)."""
   return json.dumps(to_json(spec), indent=indent, sort_keys=True)
 
 
 def loads(text: str) -> Any:
-  """Parses a JSON string made by `dumps` back into a spec.
-
-  Raises:
-    ValueError: on invalid JSON or any `from_json` error.
-  """
+  """The spec of a `dumps` string; ValueError as `from_json` or for bad JSON."""
   try:
     document = json.loads(text)
   except json.JSONDecodeError as e:

@@ -1,12 +1,7 @@
-"""An architecture's structure: its parts, named and wired by widths.
-
-`walker.describe_network(spec, input_channels)` returns, in this module's
-types, a tree of parts per layer (convolutions, squeeze-excite, activations,
-pools, `Switch`es over a `OneOf`'s alternatives, residuals), named by
-`naming` and wired by `WidthRule`s. Semantics are the original's: a block's
-`filters` is its convolutions' output width, activations, pools and
-endpoints keep the input's, `ResidualSpec(ZeroSpec())` is a skipped layer.
-"""
+"""An architecture's structure (`walker.describe_network`'s types): per
+layer a tree of parts (convolutions, squeeze-excite, activations, pools,
+`Switch`es over a OneOf's alternatives, residuals), named by `naming` and
+wired by `WidthRule`s (compared by identity, one per width)."""
 
 from __future__ import annotations
 
@@ -25,17 +20,12 @@ def short(value: Any, limit: int = 100) -> str:
 
 
 class WidthRule:
-  """How a width is decided: fixed, chosen by a OneOf, or derived.
-
-  Compared by identity: one object per width of the network.
-
-  Attributes:
-    max: Python int, the widest value (where weights are allocated).
-  """
+  """How a width is decided: fixed, chosen by a OneOf, or derived; `max`
+  the widest value (where weights are allocated)."""
   max: int
 
   def static(self) -> Optional[int]:
-    """The width when the spec alone fixes it (no OneOf choice), else None."""
+    """The width when the spec alone fixes it, else None."""
     raise NotImplementedError
 
 
@@ -51,11 +41,8 @@ class FixedWidth(WidthRule):
 
 def scaled_filters(value: Any, input_n: Optional[int], base: int,
                    path: str) -> int:
-  """A filters value (int or `FilterMultiplier`) for an input width.
-
-  Raises:
-    ValueError: for another value, or a multiplier without an input width.
-  """
+  """A filters value (int or `FilterMultiplier`) for an input width;
+  ValueError for another value or a multiplier without an input width."""
   if isinstance(value, ops.FilterMultiplier):
     if input_n is None:
       raise ValueError(f'{path}: a FilterMultiplier needs an input width; '
@@ -68,12 +55,8 @@ def scaled_filters(value: Any, input_n: Optional[int], base: int,
 
 
 class ChoiceWidth(WidthRule):
-  """A width picked among `values` by the argmax of the mask at `path`.
-
-  Values are ints or `FilterMultiplier`s of `input`'s width (rounded with
-  `scale_filters` and `base`); `path` is None when there is one value and
-  no OneOf.
-  """
+  """A width picked among `values` (ints or `FilterMultiplier`s of `input`'s
+  width) by the argmax of the mask at `path` (None: one value, no OneOf)."""
 
   def __init__(self, path: Optional[str], values: Sequence[Any],
                input_width: Optional[WidthRule], base: int):
@@ -158,11 +141,8 @@ class Depthwise(_Convolution):
 
 @dataclasses.dataclass(eq=False)
 class SqueezeExcite(Part):
-  """x * gate(expand(inner(reduce(mean(x))))), scope `{prefix}/se`.
-
-  `hidden` is the reduced width; the convs are `reduce_name` and
-  `expand_name` (1x1, biased, no batch norm).
-  """
+  """x * gate(expand(inner(reduce(mean(x))))), scope `{prefix}/se`; `hidden`
+  the reduced width, the convs 1x1, biased, no batch norm."""
   hidden: Optional[WidthRule] = None
   scope: str = ''
   reduce_name: str = ''
@@ -241,16 +221,8 @@ class Residual(Part):
 
 def sized_leaves(part: Optional[Part],
                  in_size: int) -> List[Tuple[Part, int, int]]:
-  """The computing parts of a `Switch`-free part (or None), with their
-  resolutions for an input resolution `in_size`.
-
-  Returns:
-    `(leaf, input size, output size)` for every part that is not a Chain or
-    Residual, in order.
-
-  Raises:
-    ValueError: for a `Switch` (the architecture is not pruned).
-  """
+  """(leaf, input size, output size) of every part of a `Switch`-free part
+  but Chains and Residuals, in order; ValueError for a `Switch`."""
   if part is None:
     return []
   if isinstance(part, Switch):
@@ -285,15 +257,8 @@ def walk(part: Optional[Part]) -> List[Part]:
 
 @dataclasses.dataclass(frozen=True)
 class Layer:
-  """One layer of the network.
-
-  Attributes:
-    block_index, layer_index: its position.
-    prefix: `naming.layer_prefix(b, l)`, also its schema path.
-    spec: its spec as it appears in the block.
-    part: its parts, or None for a `DetectionEndpointSpec`.
-    in_width, out_width: `WidthRule`s of its input and output.
-  """
+  """One layer: its position, `prefix` (`naming.layer_prefix`, also its
+  schema path), spec, parts (None for a `DetectionEndpointSpec`) and widths."""
   block_index: int
   layer_index: int
   prefix: str
@@ -305,14 +270,8 @@ class Layer:
 
 @dataclasses.dataclass(frozen=True)
 class Network:
-  """A whole network: its layers and every `WidthRule`, in creation order.
-
-  Attributes:
-    layers: one `Layer` per layer spec, blocks in order.
-    widths: every `WidthRule` (inputs before the widths derived from them).
-    input_width: the image channels.
-    output_width: the last layer's output width (the classifier's input).
-  """
+  """A network: its `layers`, every `WidthRule` (`widths`, inputs before the
+  widths derived from them), the image channels and the classifier's input."""
   layers: Tuple[Layer, ...]
   widths: Tuple[WidthRule, ...]
   input_width: WidthRule

@@ -1,10 +1,7 @@
-"""The one walker over a spec, for the supernet, the graph and the MACs.
-
-`describe_network(spec, input_channels)` walks a `ConvTowerSpec` once, a
-search space (every alternative of every `OneOf` a branch of a
-`structure.Switch`) or a pruned architecture (no Switch), and returns a
-`structure.Network`. The semantics of each spec type live here and only here.
-"""
+"""The one walker over a spec, for the supernet, the graph and the MACs:
+`describe_network` walks a search space (each OneOf a `structure.Switch`) or
+a pruned architecture into a `structure.Network`. Each spec type's semantics
+live here only."""
 
 from __future__ import annotations
 
@@ -199,17 +196,9 @@ class _Walker:
   def layer(self, value: Any, path: str, prefix: str,
             in_width: structure.WidthRule,
             block_width: structure.WidthRule) -> Optional[structure.Part]:
-    """The parts of one layer spec; None for a `DetectionEndpointSpec`.
-
-    Args:
-      value: the layer spec (may be a OneOf or a ResidualSpec).
-      path: its schema path (where its OneOfs' masks are found).
-      prefix: its name prefix, `naming.layer_prefix(b, l)`.
-      block_width: width of the block (the output of conv-like layers).
-
-    Raises:
-      ValueError: for an unsupported layer type or inconsistent choices.
-    """
+    """The parts of one layer spec at schema `path` and name `prefix`; None for
+    a `DetectionEndpointSpec`. ValueError for an unsupported layer or
+    inconsistent choices."""
     if isinstance(value, ops.DetectionEndpointSpec):
       return None
     if isinstance(value, ops.ResidualSpec):
@@ -237,19 +226,9 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
                    filters_base: int, block_index: int = 0,
                    layer_index: int = 0,
                    check_residuals: bool = True) -> structure.Layer:
-  """The parts of one layer, for given input and block widths.
-
-  Args:
-    block_width: `structure.WidthRule` of its block (the output of
-      conv-like layers).
-    filters_base: positive int, the rounding base of relative widths.
-    block_index, layer_index: its position (names and paths).
-    check_residuals: refuse a residual layer that changes the stride or the
-      width.
-
-  Raises:
-    ValueError: as `describe_network`.
-  """
+  """The `structure.Layer` of one layer for given input and block widths;
+  `check_residuals` refuses a residual that changes the stride or width.
+  ValueError as `describe_network`."""
   prefix = naming.layer_prefix(block_index, layer_index)
   walker = _Walker(filters_base, check_residuals)
   part = walker.layer(layer, prefix, prefix, in_width, block_width)
@@ -260,17 +239,13 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
 
 def describe_network(spec: ops.ConvTowerSpec,
                      input_channels: int) -> structure.Network:
-  """The parts of every layer of a network, search space or architecture.
-
-  Args:
-    spec: a `ConvTowerSpec` (with or without OneOfs).
-    input_channels: positive int, the images' channels.
+  """The `structure.Network` of a `ConvTowerSpec` (with or without OneOfs).
 
   Raises:
-    ValueError: for a non-ConvTowerSpec, a block width that is not an int
-      or a OneOf of ints, a bad kernel size or squeeze-excite flag, a
-      residual layer that changes the shape, OneOf choices that disagree in
-      stride or width, or an unsupported layer (each names its path).
+    ValueError: naming the path, for a block width not an int or a OneOf of
+      ints, a bad kernel size or squeeze-excite flag, a residual that changes
+      the shape, choices that disagree in stride or width, or an unsupported
+      layer.
   """
   if not isinstance(spec, ops.ConvTowerSpec):
     raise ValueError(f'expected a ConvTowerSpec, got {structure.short(spec)}')

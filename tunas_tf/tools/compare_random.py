@@ -15,14 +15,16 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   _process.at_start()
 
 import os
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 from absl import flags
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.cost_model import provenance
 from tunas_tf.search import compare as compare_lib
+from tunas_tf.search import config as config_lib
 
 FLAGS = flags.FLAGS
 
@@ -46,11 +48,25 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     flag_values=f)
 
 
+def record_measured(results: List[Dict[str, Any]],
+                    measured_with: provenance.Provenance) -> None:
+  """Each run's `metrics.json` gets its `measured_latency_ms` and where
+  (`measured_on`: the device, `measured_precision`)."""
+  for result in results:
+    path = os.path.join(result['run_dir'], compare_lib.METRICS_FILE)
+    files.write_json(dict(
+        files.read_json(path), measured_latency_ms=result['measured_ms'],
+        measured_on=measured_with.device,
+        measured_precision=measured_with.precision), path, sort_keys=True)
+
+
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
   """Runs the comparison; bad input exits with one line."""
   f = flag_values
   common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
+  common_flags.when_stopped(f'the finished runs in {output_dir} are kept, an '
+                            'unfinished one resumes; the same command goes on')
   with common_flags.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
     checks.seed('seed', f.seed)
@@ -62,6 +78,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
           results, f.search_dir, os.path.join(output_dir, 'latency_models'))
       files.write_json(results,
                        os.path.join(output_dir, compare_lib.RESULTS_FILE))
+      record_measured(results, config_lib.read(
+          f.search_dir).resolved_cost_model.measured_with)
   results_path = os.path.join(output_dir, compare_lib.RESULTS_FILE)
   plot_path = os.path.join(output_dir, compare_lib.PLOT_FILE)
   compare_lib.plot(results, plot_path,

@@ -15,13 +15,17 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   _process.at_start()
 
 import os
+from typing import Optional
 
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
+from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract as extract_lib
 
@@ -49,6 +53,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'supernet weights; a pass over the hold-out per '
                        'architecture). 0: the most likely in the band.',
                        flag_values=flag_values)
+  flags.DEFINE_float('sram_kb', None, 'An SRAM limit, KB of 1,024 bytes: an '
+                     'architecture whose TFLite Micro arena (estimated) is '
+                     'over it is refused, nothing written.',
+                     flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json (front.json with --front).',
                       flag_values=flag_values)
@@ -108,6 +116,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
           f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
           config, 0 if f.argmax else f.oneshot, f.pair)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
+    shape = _checked_memory(result, f.sram_kb)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -118,6 +127,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
         f'{units} ({result.cost_model}; target '
         f'{cost_linear.cost_text(result.cost_target)}{units})')
+  print(memory.memory_text(result.spec, shape))
   print(line)
   if off_target:
     print(f'Note: {off_target}')
@@ -144,6 +154,18 @@ def _check_modes(f: flags.FlagValues) -> None:
   if f['pair'].present and (f.front or f.target is not None):
     raise ValueError('--pair picks one policy: drop it with --front or '
                      '--target')
+  if f.sram_kb is not None:
+    checks.number('sram_kb', f.sram_kb, 0, low_open=True)
+
+
+def _checked_memory(result: architecture_lib.Architecture,
+                    sram_kb: Optional[float]) -> macs.InputSpec:
+  """`result`'s input shape, its arena refused over `sram_kb` KB."""
+  shape = macs.resolve_input(result.ssd, result.image_size,
+                             result.num_classes, result.num_channels)
+  if sram_kb is not None:
+    memory.check_sram(result.spec, shape, sram_kb)
+  return shape
 
 
 def _cache(f: flags.FlagValues) -> str:
@@ -156,6 +178,8 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
   with common_flags.errors_in_one_line('extract_architecture'):
     picks, accuracy, lines = extract_lib.front(
         f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
+    for a in picks:
+      _checked_memory(a, f.sram_kb)
   print(lines)
   measured = None
   if settings:

@@ -16,6 +16,8 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
   _process.at_start()
 
+import csv
+import io
 import sys
 from typing import Any, Dict, Optional
 
@@ -65,15 +67,15 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
       raise ValueError(f'the block table {block_csv} was measured with '
                        f'{difference} as the networks of {csv_path} were: '
                        'measure both the same way')
+  more = dict(shape=provenance.shape, allow_poor_fit=allow_poor_fit,
+              noise_percent=_timing_noise(csv_path))
   try:
     if table is None:
       result = fit_lib.fit(ssd, indices, latencies, seed, holdout_fraction,
-                           shape=provenance.shape,
-                           allow_poor_fit=allow_poor_fit)
+                           **more)
     else:
       result = fit_lib.fit_table(ssd, table, indices, latencies, seed,
-                                 holdout_fraction, shape=provenance.shape,
-                                 allow_poor_fit=allow_poor_fit)
+                                 holdout_fraction, **more)
   except fit_lib.PoorFit as e:
     e.result['indices'] = indices
     raise
@@ -85,6 +87,17 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
       rows_lib.settings_path(csv_path))
   result['indices'] = indices
   return result
+
+
+def _timing_noise(csv_path: str) -> Optional[float]:
+  """`fit.timing_noise_percent` of a latency CSV's rows; None when it lacks
+  the `spread_ms` and `repeats` columns (`read` has checked the rest)."""
+  table = list(csv.DictReader(io.StringIO(files.read_input(csv_path))))
+  if not table or not {'spread_ms', 'repeats'} <= set(table[0]):
+    return None
+  return fit_lib.timing_noise_percent(*zip(*[
+      (float(r['latency_ms']), float(r['spread_ms']), int(r['repeats']))
+      for r in table]))
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:

@@ -72,6 +72,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       "replaced by its .tflite path, printing TFLite "
                       "benchmark_model's 'Inference (avg): N' (us).",
                       flag_values=flag_values)
+  flags.DEFINE_string('device_name', None, "A command's device by name, its "
+                      'identity whatever the command.', flag_values=flag_values)
   flags.DEFINE_float('device_timeout', 600.0, 'Seconds a device command may '
                      'take before the device counts as gone.',
                      flag_values=flag_values)
@@ -164,9 +166,16 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     sys.exit('measure_latency: --most_informative picks networks for the '
              'linear fit; a block table needs every unit (--block_table '
              'alone)')
+  if f.device_name is not None and (
+      not f.device_command or not f.device_name.strip() or
+      f.device_name.startswith('command: ')):
+    sys.exit('measure_latency: --device_name names the device of a '
+             "--device_command (not empty, not starting 'command: ')")
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
+  common_flags.when_stopped(f'the rows measured so far are in {f.output}; '
+                            'the same command measures the rest')
   with common_flags.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
     checks.seed('seed', f.seed)
@@ -195,7 +204,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
-        model_cache=f.model_cache, precision=f.precision)
+        model_cache=f.model_cache, precision=f.precision,
+        device_name=f.device_name)
   rows = result['rows']
   where = ('device command' if f.device_command else f.backend) + (
       f', {f.precision}')

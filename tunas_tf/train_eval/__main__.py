@@ -221,13 +221,15 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
 
 
 def exported_line(metrics: Dict[str, Any]) -> Optional[str]:
-  """'Exported: SavedModel DIR, TFLite FILE, int8 TFLite FILE' for a run
-  that exported, else None."""
+  """'Exported: SavedModel DIR, TFLite FILE, int8 TFLite FILE, C header
+  FILE' for a run that exported, else None."""
   export = metrics.get('export')
   if not export:
     return None
   return (f"Exported: SavedModel {export['saved_model']}, TFLite "
-          f"{export['tflite']}, int8 TFLite {export['tflite_int8']}")
+          f"{export['tflite']}, int8 TFLite {export['tflite_int8']}" + (
+              f", C header {metrics['micro']['header']}"
+              if 'micro' in metrics else ''))
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS) -> int:

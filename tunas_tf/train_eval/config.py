@@ -1,11 +1,6 @@
-"""`TrainEvalConfig`: every value of a standalone run, checked once.
-
-`train_eval/__main__.py` resolves its flags into this frozen dataclass;
-below the entry point code reads it, never flags. Construction checks every
-value (also through `dataclasses.replace`); the derived values are
-properties. `config.json` holds the fields and the derived values flat; on
-restart any difference outside `RUN_ONLY_FIELDS` stops the run naming it.
-"""
+"""`TrainEvalConfig`: every value of a standalone run, checked on
+construction; below the entry point code reads it, never flags. On restart
+a `config.json` difference outside `RUN_ONLY_FIELDS` stops the run."""
 
 from __future__ import annotations
 
@@ -44,16 +39,9 @@ _UNIT_INTERVAL_FIELDS = ('warmup_steps_fraction', 'moving_average_decay',
 
 @dataclasses.dataclass(frozen=True)
 class TrainEvalConfig(jobs.StoredConfig):
-  """All settings of one standalone run (flag names; see `__main__.py`).
-
-  `train_examples` is the size of the training data: all of it, or with
-  `validation_examples` > 0 the train split less its first
-  `validation_examples` (the search's hold-out for its controller, which
-  `eval_split=search_validation` evaluates).
-
-  Raises (on construction):
-    ValueError: for a malformed or inconsistent setting (naming the flag).
-  """
+  """All settings of one standalone run, by flag name; `train_examples`
+  excludes the first `validation_examples` (the search's hold-out).
+  ValueError on construction naming the flag of a bad setting."""
   BINARY = BINARY
   RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
   DERIVED_FIELDS = DERIVED_FIELDS
@@ -165,13 +153,9 @@ class SearchData(NamedTuple):
 def resolve_architecture(path: Optional[str], ssd: Optional[str],
                          indices: Optional[str]
                          ) -> Tuple[str, str, Optional[SearchData]]:
-  """(ssd, normalised indices, the search's data) from `--architecture`,
-  `--ssd` and `--indices`; the data are None without a file recording them.
-
-  Raises:
-    ValueError: for an unreadable file, or `--ssd`/`--indices` that
-      disagree with it.
-  """
+  """(ssd, normalised indices, the search's data or None) from
+  `--architecture`, `--ssd` and `--indices`; ValueError for an unreadable
+  file or flags that disagree with it."""
   recorded = None
   if path:
     try:
@@ -196,22 +180,13 @@ def resolve_architecture(path: Optional[str], ssd: Optional[str],
 def use_search_data(given: SearchData, recorded: Optional[SearchData],
                     path: Optional[str], allow_other_data: bool
                     ) -> SearchData:
-  """The data flags, unset ones filled from the search's data.
-
-  A flag set to another value than the search's is refused unless
-  `allow_other_data`; then the search's values fill the unset flags only
-  while the dataset is the search's. Without recorded data the dataset
-  defaults to `DEFAULT_DATASET` and the others to the dataset's own.
-
-  Args:
-    given: the flags (`dataset` None when unset).
-    recorded: the search's data (`resolve_architecture`), or None.
-    path: `--architecture` (named in errors), or None.
-    allow_other_data: `--allow_other_data`.
+  """The data flags `given` (None: unset), unset ones filled from the
+  search's `recorded` data (docs/train_eval.md, 'What to train'); else the
+  defaults of `DEFAULT_DATASET` or the dataset.
 
   Raises:
-    ValueError: one line naming the flag, both values and the file; or
-      `--allow_other_data` without `--architecture`.
+    ValueError: one line naming the flag, both values and `path`, for a flag
+      that differs without `allow_other_data`, or that without `path`.
   """
   if allow_other_data and not path:
     raise ValueError('--allow_other_data needs --architecture')

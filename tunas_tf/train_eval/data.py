@@ -13,19 +13,11 @@ def train_dataset(config: TrainEvalConfig, batch_size: int,
                   start_step: int = 0,
                   pipeline: streams.Pipeline = streams.Pipeline()
                   ) -> tf.data.Dataset:
-  """The training data (digits: all but test; TFDS: `train`, less the
-  search's hold-out with `validation_examples`), batched, forever.
-
-  A `streams.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`):
-  each epoch a permutation drawn from (seed, epoch), images preprocessed by
-  the training side of `--preprocessing` with its random crop and flip drawn
-  from (seed, position); started at `start_step` (a resumed run's global
-  step), it goes on as if never interrupted. `batch_size`: per replica;
-  `pipeline`: which per-replica batches this call yields.
-
-  Raises:
-    ValueError: if the training data holds less than one batch.
-  """
+  """The training data (less the search's hold-out with
+  `validation_examples`) in per-replica batches forever: a
+  `streams.keyed_batches` stream keyed (seed, `TRAIN_EVAL_STREAM`), so from
+  `start_step` it goes on as if never interrupted; `pipeline` picks this
+  call's batches. ValueError for less than one batch of data."""
   job = config.job
   source = _train_source(config)
   if source.size < batch_size:
@@ -64,12 +56,8 @@ def calibration_images(config: TrainEvalConfig,
 
 
 def _eval_source(config: TrainEvalConfig) -> datasets.Source:
-  """`eval_split` as an ordered `datasets.Source`: one of `datasets.SPLITS`
-  (digits: always), or any TFDS split string.
-
-  Raises:
-    ValueError: for a split TFDS cannot read.
-  """
+  """`eval_split` as an ordered `datasets.Source`; ValueError for a split
+  TFDS cannot read."""
   job = config.job
   if job.dataset == datasets.DIGITS or config.eval_split in datasets.SPLITS:
     return datasets.split_source(
@@ -93,14 +81,9 @@ def eval_examples(config: TrainEvalConfig) -> int:
 
 def eval_dataset(config: TrainEvalConfig, batch_size: int,
                  pad: bool = False) -> tf.data.Dataset:
-  """One ordered pass over `eval_split` in batches of `batch_size`, labels
-  one-hot (a metric weighs each example by its label's sum). With `pad`
-  every batch is full (static shapes, for TPU): the last one is filled up
-  with zero images of all-zero labels (weight 0); else it may be short.
-
-  Raises:
-    ValueError: for a split TFDS cannot read.
-  """
+  """One ordered pass over `eval_split`, labels one-hot (an example weighs
+  its label's sum); with `pad` the last batch is filled with zero images
+  of weight 0 (static shapes, for TPU). ValueError as `_eval_source`."""
   job = config.job
   dataset = datasets.evaluation_examples(_eval_source(config),
                                          job.num_classes, job.preprocessing)

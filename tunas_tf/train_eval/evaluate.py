@@ -1,11 +1,5 @@
-"""train_eval's evaluation, one for both engines.
-
-`restored_values` are the evaluated network's values: a checkpoint's, the
-EMA's shadows preferred (`inherit.model_values`, as the export), or one-shot
-the search's; `example_values` each example's figures, weighted (0 on a
-TPU's padding); `aggregate` their means over a pass. `task.TrainEvalTask`
-gives them to the engines (`runtime.task.EvaluatedTask`).
-"""
+"""train_eval's evaluation, one for both engines: the values evaluated, each
+example's weighted figures, and their means over a pass."""
 
 from __future__ import annotations
 
@@ -30,12 +24,8 @@ def restored_values(model: model_lib.Model, checkpoint: Optional[str],
                     inheritance: Optional[inherit.Inheritance]
                     ) -> task_lib.Values:
   """(variable, value) of `model` in `checkpoint` (EMA shadows preferred)
-  or, without one, the values `inheritance` gives (one-shot).
-
-  Raises:
-    ValueError: for a checkpoint of another architecture, or neither a
-      checkpoint nor a search to inherit from.
-  """
+  or, without one, from `inheritance` (one-shot); ValueError for another
+  architecture's checkpoint, or neither."""
   if checkpoint is None:
     if inheritance is None:
       raise ValueError('evaluate: no checkpoint and no search to inherit from')

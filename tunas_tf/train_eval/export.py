@@ -1,22 +1,17 @@
-"""Export of a trained network: a SavedModel, float32 and int8 TFLite files.
-
-Under `export_dir` (default MODEL_DIR/export): `saved_model/` (`images`
-[N, S, S, C] -> `logits`), `model.tflite` and `model_int8.tflite` (full-
-integer, calibrated on the first `CALIBRATION_IMAGES` training images), each
-renamed into place. They take uint8 pixels 0-255 at the run's side S (digits:
-float32 in [0, 1]) and apply `--preprocessing`'s value transform themselves;
-the int8 one takes them as uint8 by its input's scale and zero point and gives
-int8 logits. docs/train_eval.md, 'Outputs'.
-"""
+"""Export of a trained network under `export_dir`: a SavedModel, float32 and
+int8 TFLite files and the int8 C header (docs/train_eval.md, 'Outputs'),
+taking pixels as the run's data has them and preprocessing them itself."""
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.io import files
 from tunas_tf.io import lite
 from tunas_tf.data import datasets
@@ -31,7 +26,9 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 SAVED_MODEL_SUBDIR = 'saved_model'
 TFLITE_FILE = 'model.tflite'
 TFLITE_INT8_FILE = 'model_int8.tflite'
+MICRO_HEADER = 'model_int8.h'
 CALIBRATION_IMAGES = 256
+MICRO_CHECK_IMAGES = 8  # Evaluation images run in TFLite Micro and TFLite.
 
 
 class Contract(NamedTuple):
@@ -94,11 +91,8 @@ def _write_saved_model(module: tf.Module, saved_dir: str) -> None:
 
 def _int8_flatbuffer(config: TrainEvalConfig,
                      model: model_lib.Model) -> bytes:
-  """The int8 model, calibrated on the training images as exported.
-
-  Raises:
-    ValueError: when the conversion fails, naming the architecture.
-  """
+  """The int8 model, calibrated on the first `CALIBRATION_IMAGES` training
+  images as exported; ValueError naming the architecture if it fails."""
   contract = input_contract(config)
   calibration = [contract.from_network(image).numpy() for image in
                  data.calibration_images(config, CALIBRATION_IMAGES)]
@@ -114,18 +108,10 @@ def _int8_flatbuffer(config: TrainEvalConfig,
 
 def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
            checkpoint: str) -> Dict[str, str]:
-  """Writes the SavedModel and the TFLite files of the checkpoint's weights.
-
-  Batch norm uses its moving averages, and the weights are the EMA ones when
-  the checkpoint has them.
-
-  Returns:
-    {'saved_model': dir, 'tflite': file, 'tflite_int8': file}.
-
-  Raises:
-    ValueError: when the int8 conversion fails (`_int8_flatbuffer`); the
-      float32 exports are written by then.
-  """
+  """Writes the SavedModel and TFLite files of the checkpoint's (EMA)
+  weights, batch norm on moving averages, each renamed into place; returns
+  {'saved_model', 'tflite', 'tflite_int8'} paths. ValueError when the int8
+  conversion fails (the float32 exports are written by then)."""
   model = _network(config, arch, checkpoint)
   module = tf.Module()
   module.model = model
@@ -143,10 +129,8 @@ def export(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
 
 
 def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
-  """Top-1 of the int8 model on `eval_split` in the TFLite interpreter (one
-  thread): the evaluation's images as the export takes them
-  (`input_contract`), quantized by the model's input scale and zero
-  point."""
+  """Top-1 of the int8 model on `eval_split` in the TFLite interpreter, fed
+  the images as the export takes them (`input_contract`), quantized."""
   with tf.io.gfile.GFile(tflite_path, 'rb') as f:
     # TFLite's own int8 kernels, its reference integer arithmetic: the same
     # top-1 on TF 2.15's and 2.21's stacks, where XNNPACK rounds otherwise
@@ -169,3 +153,51 @@ def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
     correct += int(np.sum(predicted == np.argmax(labels.numpy(), axis=-1)))
     total += len(predicted)
   return correct / total
+
+
+def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
+          tflite_path: str) -> Dict[str, Any]:
+  """TFLite Micro's arena and flash for the int8 model, estimated
+  (`cost_model.memory`; None for parts it does not model) and, with
+  tflite-micro installed, measured (`lite.micro_check`); writes
+  `MICRO_HEADER` beside the .tflite. Returns 'arena_bytes', 'flash_bytes',
+  'arena_measured', 'flash_measured', 'max_difference' (output steps),
+  'note' (why a figure is missing) and 'header'."""
+  with tf.io.gfile.GFile(tflite_path, 'rb') as f:
+    content = f.read()
+  job = config.job
+  shape = macs.InputSpec(job.image_size, job.num_classes, job.num_channels)
+  figures = {'arena_bytes': None, 'flash_bytes': None, 'arena_measured': None,
+             'flash_measured': len(content), 'max_difference': None,
+             'note': None}
+  try:
+    figures['arena_bytes'] = memory.arena_bytes(arch, shape)
+    figures['flash_bytes'] = memory.flash_bytes(arch, shape)
+  except ValueError as e:
+    figures['note'] = str(e)
+  images = next(iter(data.eval_dataset(config, MICRO_CHECK_IMAGES)))[0]
+  try:
+    figures['arena_measured'], figures['max_difference'] = lite.micro_check(
+        content, input_contract(config).from_network(images).numpy())
+  except ValueError as e:
+    figures['note'] = str(e)
+  arena = figures['arena_measured'] or figures['arena_bytes']
+  figures['header'] = os.path.join(os.path.dirname(tflite_path), MICRO_HEADER)
+  files.write_text(c_header(content, arena, f'{config.ssd} {config.indices}'),
+                   figures['header'])
+  return figures
+
+
+def c_header(content: bytes, arena: Optional[int], what: str) -> str:
+  """A C/C++ header holding the model (`g_model`, `g_model_len`) and the
+  tensor arena to declare (`kTensorArenaSize`, bytes; 0 when unknown)."""
+  rows = [', '.join(f'0x{b:02x}' for b in content[i:i + 12])
+          for i in range(0, len(content), 12)]
+  return (f'// The int8 TFLite model of {what}, from tunas_tf.train_eval.\n'
+          '// kTensorArenaSize: the arena TFLite Micro needs with its reference'
+          '\n// kernels (docs/microcontrollers.md: other kernels, headroom).\n'
+          '#pragma once\n\n'
+          f'constexpr unsigned int kTensorArenaSize = {arena or 0};\n'
+          f'constexpr unsigned int g_model_len = {len(content)};\n'
+          'alignas(16) const unsigned char g_model[] = {\n    ' +
+          ',\n    '.join(rows) + '};\n')

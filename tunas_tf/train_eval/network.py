@@ -1,9 +1,5 @@
-"""The standalone network of a run: its architecture, graph, size and cost.
-
-The architecture is the run's pruned search space, its absolute widths scaled
-by `filters_multiplier` (as the original's `tunas/mobile_train_eval.py`);
-`graph.from_spec` turns it into a `Graph` named like the supernet's variables.
-"""
+"""The standalone network of a run: its architecture (the pruned space,
+widths scaled by `filters_multiplier`), graph, size and cost."""
 
 from __future__ import annotations
 
@@ -26,12 +22,8 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 
 def scale_architecture(spec: spec_ops.ConvTowerSpec,
                        multiplier: float) -> spec_ops.ConvTowerSpec:
-  """Scales every absolute width of a pruned spec.
-
-  Block widths and absolute expansion widths become
-  `filters.scale_filters(n, multiplier, spec.filters_base)`; relative widths
-  (`FilterMultiplier`) follow their inputs.
-  """
+  """A pruned spec with every absolute width n made
+  `filters.scale_filters(n, multiplier, spec.filters_base)`."""
   if multiplier == 1.0:
     return spec
   base = spec.filters_base
@@ -68,13 +60,9 @@ def build_architecture(config: TrainEvalConfig) -> spec_ops.ConvTowerSpec:
 
 def build_graph(config: TrainEvalConfig,
                 arch: spec_ops.ConvTowerSpec) -> Tuple[Any, Any]:
-  """(graph, constants) of `arch` for the run's classes, channels, dropout.
-
-  Path dropout (`config.path_dropout_rate`) goes on the layers that the
-  search space `config.ssd` may skip (`mobile.skippable_layers`); like
-  dropout it acts in training only, so evaluation, exports and the
-  parameter count are those of the plain network.
-  """
+  """(graph, constants) of `arch` for the run's classes, channels and
+  dropout; path dropout on the layers `config.ssd` may skip (training
+  only)."""
   skippable = mobile.skippable_layers(mobile.get_search_space(config.ssd))
   return from_spec.graph_from_spec(
       arch, config.job.num_classes, input_channels=config.job.num_channels,
@@ -84,10 +72,8 @@ def build_graph(config: TrainEvalConfig,
 
 def build_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                 one_shot: bool = False) -> model_lib.Model:
-  """The run's network with its variables made (their initial values a
-  function of (seed, name)); batch norm on batch statistics when
-  `one_shot`. Under a strategy's scope every replica's copies are updated
-  alike (`replicas.identical_variables`)."""
+  """The run's network, variables made (initial values keyed on (seed,
+  name), updated alike on every replica); batch statistics if `one_shot`."""
   graph, constants = build_graph(config, arch)
   dtype = precision.compute_dtype(config.use_bfloat16, config.job.use_tpu)
   model = model_lib.Model(graph, constants, stateless_batch_norm=one_shot,

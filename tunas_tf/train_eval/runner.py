@@ -1,10 +1,5 @@
-"""One standalone run: train, evaluate, export.
-
-`run(config)` writes or checks `config.json`, trains its task
-(`task.TrainEvalTask`) on its engine (`runtime.engine`) unless `eval_only`,
-evaluates it, writes `metrics.json` (see `METRIC_KEYS`) and the eval
-summaries, and exports the evaluated weights (`export.py`).
-"""
+"""One standalone run: train (unless `eval_only`), evaluate, write
+`metrics.json` and the eval summaries, export."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import files
 from tunas_tf.graph import inherit
 from tunas_tf.runtime import engine as engine_lib
@@ -105,21 +101,13 @@ class _Plan(NamedTuple):
 
 
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
-  """Trains (unless `eval_only`), evaluates and exports; returns the metrics.
-
-  Checks everything before it writes (the architecture, the stored
-  `config.json`: a restart may change only `RUN_ONLY_FIELDS`; the
-  checkpoints; the search weights to inherit; the TPU), then runs through
-  `lifecycle.run`: a directory with a checkpoint resumes from it, the data
-  going on from its step; one without starts fresh or, with
-  `init_from_search`, from the search's weights. A signal stops training
-  after the step (TPU loop) in flight, saved, or cuts the evaluation short;
-  nothing more is written then.
+  """Trains (unless `eval_only`), evaluates and exports through
+  `lifecycle.run` (resuming a checkpoint, else from scratch or the search's
+  weights), checking everything before it writes; returns the metrics.
 
   Raises:
-    ValueError: for an inconsistent directory or settings, or as
-      `lifecycle.run`; when a NaN or Inf loss stops training (naming the
-      step and the last good checkpoint; nothing is saved after it).
+    ValueError: inconsistent directory or settings, or as `lifecycle.run`
+      (a NaN or Inf loss among them).
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
@@ -162,6 +150,8 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
           config, arch, tf.train.latest_checkpoint(model_dir))
       metrics['int8_top1'] = export_lib.int8_top1(
           config, metrics['export']['tflite_int8'])
+      metrics['micro'] = export_lib.micro(config, arch,
+                                          metrics['export']['tflite_int8'])
       files.write_json(metrics, path, sort_keys=True)
     return metrics
 
@@ -172,14 +162,13 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
 
 
 def printed_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
-  """The `METRIC_KEYS` the binary prints as JSON: top1, top5 and loss (float32
-  values) in the shortest decimal that reads back as the same float32
-  (0.7222222, not 0.7222222089767456), images per second to 0.1;
-  `metrics.json` keeps them as computed."""
+  """The `METRIC_KEYS` (and `int8_top1`) the binary prints as JSON: float32
+  values in the shortest decimal that reads back the same (0.7222222),
+  images per second to 0.1."""
   printed = {}
-  for key in METRIC_KEYS:
+  for key in METRIC_KEYS + (('int8_top1',) if 'int8_top1' in metrics else ()):
     value = metrics[key]
-    if key in ('top1', 'top5', 'loss'):
+    if key in ('top1', 'top5', 'loss', 'int8_top1'):
       value = float(str(np.float32(value)))
     elif key.endswith('_images_per_sec') and value is not None:
       value = round(float(value), 1)
@@ -197,4 +186,20 @@ def result_line(metrics: Dict[str, Any]) -> str:
           f"MACs {metrics['macs']}  " + (
               '' if int8 is None else f'int8 top1 {int8:.4f} '
               f"({100 * (int8 - metrics['top1']):+.2f} points)  ") +
+          micro_text(metrics.get('micro')) +
           f"(step {metrics['global_step']})")
+
+
+def micro_text(micro: Optional[Dict[str, Any]]) -> str:
+  """'TFLite Micro arena 87.4 KB (est. 87.4 KB)  flash 150.2 KB (est.
+  150.3 KB)  ', each figure there is (`export.micro`), and its note."""
+  if not micro:
+    return ''
+  text = ''
+  for name in ('arena', 'flash'):
+    measured, estimate = micro[f'{name}_measured'], micro[f'{name}_bytes']
+    parts = ([memory.kilobytes(measured)] if measured else []) + (
+        [f'(est. {memory.kilobytes(estimate)})'] if estimate else [])
+    text += f"{name} {' '.join(parts)}  " if parts else ''
+  note = f"({micro['note']})  " if micro['note'] else ''
+  return f'TFLite Micro {text}{note}'

@@ -16,12 +16,8 @@ from tunas_tf.train_eval.config import TrainEvalConfig
 
 
 class TrainVariables(NamedTuple):
-  """What the optimizer updates and what starts from a search.
-
-  Fields:
-    var_list: the variables the optimizer (and the EMA) update.
-    inherited: (variable, value) pairs assigned at session creation.
-  """
+  """`var_list` the optimizer and EMA update; `inherited` (variable, value)
+  pairs assigned at session creation."""
   var_list: List[tf.Variable]
   inherited: List[Tuple[tf.Variable, np.ndarray]]
 
@@ -35,12 +31,8 @@ class Losses(NamedTuple):
 
 def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
                        freeze_inherited: bool) -> TrainVariables:
-  """The optimizer's variables, and the inherited values.
-
-  Raises:
-    ValueError: with `freeze_inherited`, when every trainable variable is
-      inherited.
-  """
+  """The optimizer's variables and the inherited values; ValueError when
+  `freeze_inherited` would leave nothing to train."""
   inherited, fresh = ([], None)
   if inheritance is not None:
     inherited, fresh = inheritance.split(model)
@@ -55,10 +47,8 @@ def variables_to_train(model, inheritance: Optional[inherit.Inheritance],
 
 
 def regularization_loss(model, weight_decay: float) -> tf.Tensor:
-  """`regularization.weight_decay_loss` of every kernel but the classifier's.
-
-  With `weight_decay` 0 no term is built (the loss is the constant 0).
-  """
+  """`regularization.weight_decay_loss` of every kernel but the classifier's
+  (the constant 0, no term built, for `weight_decay` 0)."""
   kernels = [group['kernel'] for op, group in model.op_variables.items()
              if 'kernel' in group and op != from_spec.CLASSIFIER_NAME]
   if weight_decay == 0:
@@ -76,16 +66,9 @@ def losses(model, labels, logits, config: TrainEvalConfig) -> Losses:
 
 
 class ExampleMetrics(NamedTuple):
-  """The evaluation's per-example figures, float32 [N] Tensors.
-
-  Fields:
-    weight: the one-hot label's sum: 1, or 0 for the padding of a TPU's
-      last batch (`data.eval_dataset`), which so counts nowhere.
-    correct: 1 where the argmax is the label (top-1).
-    in_top_k: 1 where the label is among the k largest logits (k =
-      min(5, classes): top-5).
-    cross_entropy: softmax cross-entropy against the label.
-  """
+  """The evaluation's per-example float32 [N] figures: `weight` (the label's
+  sum, 0 for padding), `correct` (top-1), `in_top_k` (k = min(5, classes))
+  and `cross_entropy`."""
   weight: tf.Tensor
   correct: tf.Tensor
   in_top_k: tf.Tensor

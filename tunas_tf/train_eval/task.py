@@ -1,11 +1,7 @@
-"""Standalone training and evaluation as a `runtime.task.EvaluatedTask`.
-
-`TrainEvalTask.build()` makes the network, RMSProp and its slots and, with
-`moving_average_decay` > 0, the weights' EMA, named as TF's optimizer and
-`ExponentialMovingAverage` name them (`{op}/{var}`, `.../RMSProp`,
-`.../RMSProp_1`, `.../ExponentialMovingAverage`); `initial_values` are the
-search's weights (`init_from_search`). Its evaluation is `evaluate.py`'s.
-"""
+"""Standalone training and evaluation as a `runtime.task.EvaluatedTask`: the
+network, RMSProp and the weights' EMA, named as TF's optimizer and
+`ExponentialMovingAverage` name them, starting from the search's weights
+with `init_from_search`."""
 
 from __future__ import annotations
 
@@ -57,100 +53,101 @@ def _name(variable: tf.Variable) -> str:
 
 class TrainEvalTask:
   """The standalone network's variables, training step, batches and
-  evaluation.
-
-  Args:
-    config: the run's config.
-    arch: the pruned, scaled architecture (`network.build_architecture`).
-    inheritance: the search's weights (`config.init_from_search`), or None.
-  """
+  evaluation; `arch` from `network.build_architecture`, `inheritance` the
+  search's weights or None."""
 
   def __init__(self, config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
                inheritance: Optional[inherit.Inheritance] = None):
     self._config, self._arch = config, arch
     self._inheritance = inheritance
-    self._inherited: List[Tuple[tf.Variable, Any]] = []
     self.train_batch_size = config.train_batch_size
     self.eval_batch_size = config.eval_batch_size
     self.finite_scalars = {'model/loss': 'loss'}
     self.progress = PROGRESS
-    self.decisions = ()
     self._dtype = precision.compute_dtype(config.use_bfloat16,
                                           config.job.use_tpu)
-    self.model = self.optimizer = self.shadows = self._evaluated = None
-    self.var_list: List[tf.Variable] = []
 
-  def build(self) -> Mapping[str, Any]:
+  def _variables(self, model) -> steps.TrainVariables:
+    """What `model`'s optimizer updates and what it inherits
+    (`steps.variables_to_train`)."""
+    return steps.variables_to_train(model, self._inheritance,
+                                    self._config.freeze_inherited)
+
+  def build(self) -> Dict[str, Any]:
     """Makes every variable (RMSProp's slots and the EMA's shadows too, so
     the step, traced once, makes none); the objects to checkpoint, by name.
     ValueError as `steps.variables_to_train`."""
     config = self._config
-    self.model = network.build_model(config, self._arch)
-    variables = steps.variables_to_train(
-        self.model, self._inheritance, config.freeze_inherited)
-    self.var_list = variables.var_list
-    self._inherited = list(variables.inherited)
-    self.optimizer = replicas.rmsprop(config.momentum, self.var_list)
-    objects = {'model': self.model, 'optimizer': self.optimizer}
+    model = network.build_model(config, self._arch)
+    var_list = self._variables(model).var_list
+    objects = {'model': model,
+               'optimizer': replicas.rmsprop(config.momentum, var_list)}
     if config.moving_average_decay > 0:
-      self.shadows = _Shadows(self.var_list)
-      objects['moving_average'] = self.shadows
+      objects['moving_average'] = _Shadows(var_list)
     return objects
 
-  def initial_values(self) -> List[Tuple[tf.Variable, Any]]:
+  def initial_values(self, objects: task_lib.Objects
+                     ) -> List[Tuple[tf.Variable, Any]]:
     """The inherited values (`init_from_search`) and, with an EMA, the
     same values for their shadows, so that the two start equal."""
-    pairs = list(self._inherited)
-    if self.shadows is not None:
-      shadow = {v.ref(): s for v, s in zip(self.var_list,
-                                           self.shadows.variables_list)}
-      pairs += [(shadow[v.ref()], value) for v, value in self._inherited
+    variables = self._variables(objects['model'])
+    pairs = list(variables.inherited)
+    if 'moving_average' in objects:
+      shadow = {v.ref(): s for v, s in zip(
+          variables.var_list, objects['moving_average'].variables_list)}
+      pairs += [(shadow[v.ref()], value) for v, value in variables.inherited
                 if v.ref() in shadow]
     return pairs
 
-  def step(self, inputs: Any, global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """One training step on this replica's batch; its scalars, by name.
+  def write_summaries(self, scalars: Mapping[str, Any], step: Any
+                      ) -> List[Any]:
+    """None beyond the step's scalars."""
+    del scalars, step
+    return []
 
-    Dropout keyed on (seed, step), smoothed cross-entropy plus L2, RMSProp
-    at the cosine-decayed, warmed-up learning rate (through
-    `replicas.averaging_optimizer`), then the EMA (`ExponentialMovingAverage`'s
-    update, decay min(decay, (1 + n) / (10 + n)), n the step after it).
-    """
-    config = self._config
+  def step(self, objects: task_lib.Objects, inputs: Any,
+           global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """One training step of `objects` on this replica's batch (smoothed
+    cross-entropy plus L2, RMSProp, then the EMA at decay min(decay,
+    (1 + n) / (10 + n)), n the step after it); its scalars by name."""
+    config, model = self._config, objects['model']
+    var_list = self._variables(model).var_list
     images, labels = inputs
     images = tf.cast(images, self._dtype)
-    logits = tf.cast(self.model(
+    logits = tf.cast(model(
         images, training=True,
         dropout_seed=dropout_lib.step_seed(config.job.seed, global_step)),
                      tf.float32)
-    loss = steps.losses(self.model, labels, logits, config)
+    loss = steps.losses(model, labels, logits, config)
     learning_rate = schedules.cosine_decay_with_linear_warmup(
         config.learning_rate_scaled, global_step, config.max_global_step,
         config.warmup_steps)
-    optimizer = replicas.averaging_optimizer(self.optimizer.at(learning_rate))
+    optimizer = replicas.averaging_optimizer(
+        objects['optimizer'].at(learning_rate))
     grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(
-        loss.total, var_list=self.var_list) if g is not None]
+        loss.total, var_list=var_list) if g is not None]
     update = optimizer.apply_gradients(grads_and_vars)
-    if self.shadows is not None:
+    if 'moving_average' in objects:
       with tf.control_dependencies([update]):
-        update = self._update_shadows(global_step)
+        update = self._update_shadows(
+            objects['moving_average'].variables_list, var_list, global_step)
     with tf.control_dependencies([update]):
       return {'model/loss': tf.identity(loss.total),
               'model/empirical_loss': tf.identity(loss.empirical),
               'model/regularization_loss': tf.identity(loss.regularization),
               'model/learning_rate': tf.identity(learning_rate)}
 
-  def _update_shadows(self, global_step: tf.Tensor) -> tf.Operation:
-    """`ExponentialMovingAverage.apply`'s update, its `num_updates` the
-    global step after the update."""
+  def _update_shadows(self, shadows: List[tf.Variable],
+                      var_list: List[tf.Variable], global_step: tf.Tensor
+                      ) -> tf.Operation:
+    """`ExponentialMovingAverage.apply`'s update of `shadows` (those of
+    `var_list`), its `num_updates` the global step after the update."""
     updates = tf.cast(global_step + 1, tf.float32)
     decay = tf.minimum(tf.constant(self._config.moving_average_decay,
                                    tf.float32),
                        (1.0 + updates) / (10.0 + updates))
-    assigns = [shadow.assign_sub((shadow - variable) * (1.0 - decay))
-               for shadow, variable in zip(self.shadows.variables_list,
-                                           self.var_list)]
-    return tf.group(assigns)
+    return tf.group([shadow.assign_sub((shadow - variable) * (1.0 - decay))
+                     for shadow, variable in zip(shadows, var_list)])
 
   def dataset(self, batch_size: int, pipeline: streams.Pipeline,
               start_step: int) -> tf.data.Dataset:
@@ -164,18 +161,19 @@ class TrainEvalTask:
   def eval_examples(self) -> int:
     return data.eval_examples(self._config)
 
-  def build_evaluation(self, checkpoint: Optional[str]) -> task_lib.Values:
+  def build_evaluation(self, checkpoint: Optional[str]
+                       ) -> Tuple[Any, task_lib.Values]:
     """The evaluated network (one-shot without `checkpoint`) and its values
     (`evaluate.restored_values`)."""
-    self._evaluated = network.build_model(self._config, self._arch,
-                                          one_shot=checkpoint is None)
-    return evaluate.restored_values(self._evaluated, checkpoint,
-                                    self._inheritance)
+    model = network.build_model(self._config, self._arch,
+                                one_shot=checkpoint is None)
+    return model, evaluate.restored_values(model, checkpoint,
+                                           self._inheritance)
 
-  def evaluation_step(self, inputs: Any) -> Dict[str, tf.Tensor]:
+  def evaluation_step(self, evaluated: Any, inputs: Any
+                      ) -> Dict[str, tf.Tensor]:
     images, labels = inputs
-    return evaluate.example_values(self._evaluated, images, labels,
-                                   self._config)
+    return evaluate.example_values(evaluated, images, labels, self._config)
 
   def aggregate(self, sums: Mapping[str, float]) -> Dict[str, float]:
     return evaluate.aggregate(sums)

@@ -1,10 +1,6 @@
-"""The common interface of abstract properties (as in abstract_nas).
-
-A property summarizes a subgraph (its shapes, depth or linear pairings).
-`infer` computes it on a `rewrite.SubgraphModel`, `mutate` returns a
-randomly relaxed copy, and `distance_from(other)` says how much stricter
-`self` is than `other` (<= 0 means `other` satisfies `self`).
-"""
+"""The common interface of abstract properties (as in abstract_nas): `infer`
+on a `rewrite.SubgraphModel`, `mutate` a relaxed copy, `distance_from(other)`
+how much stricter `self` is (<= 0: `other` satisfies it)."""
 
 from __future__ import annotations
 
@@ -14,17 +10,9 @@ from typing import Any, Mapping, Optional
 
 
 class AbstractProperty(abc.ABC):
-  """Base class of the graph properties.
-
-  Args:
-    p: mutation probability in [0, 1].
-    safety_only: `distance_from` returns 0 once its feasibility checks pass.
-    input_values: graph input values overriding the subgraph model's
-      `inputs` during inference (a dict from input name to array).
-
-  Raises:
-    ValueError: if `p` is outside [0, 1].
-  """
+  """Base class of the graph properties: `p` the mutation probability in
+  [0, 1] (ValueError outside), `safety_only` makes `distance_from` 0 once its
+  feasibility checks pass, `input_values` override the subgraph's `inputs`."""
 
   def __init__(self, p: float = 0.0, safety_only: bool = False,
                input_values: Optional[Mapping[str, Any]] = None):
@@ -45,11 +33,8 @@ class AbstractProperty(abc.ABC):
 
   @abc.abstractmethod
   def distance_from(self, other: 'AbstractProperty') -> float:
-    """How much stricter `self` is than `other` (0 when satisfied).
-
-    Raises:
-      ValueError: when the distance is undefined (then unsatisfied).
-    """
+    """How much stricter `self` is than `other` (0 when satisfied);
+    ValueError when undefined (unsatisfied)."""
 
   def is_satisfied_by(self, other: 'AbstractProperty') -> bool:
     """Whether `other` satisfies `self` (an undefined distance is False)."""
@@ -59,10 +44,8 @@ class AbstractProperty(abc.ABC):
       return False
 
   def verify(self, subgraph_model, abstract: bool = True) -> bool:
-    """Whether the property inferred on a candidate satisfies `self`.
-
-    Any exception during inference counts as not satisfied.
-    """
+    """Whether the property inferred on a candidate satisfies `self` (any
+    exception while inferring: no)."""
     try:
       other = self.infer(subgraph_model, abstract=abstract)
     except Exception:  # pylint: disable=broad-except

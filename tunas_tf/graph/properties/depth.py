@@ -1,12 +1,8 @@
-"""DepthProperty: linearity flips between a subgraph's inputs and outputs.
-
-As in abstract_nas (`abstract/depth.py`), the depth from input tensor X to
-output tensor Y is the largest number of linearity flips (linear <->
-nonlinear) along any path from X's producer, through the subgraph's ops, to
-Y. A graph input counts as nonlinear. Activations and softmax are nonlinear
-(`ir.NONLINEAR_TYPES`), the rest linear; IDENTITY passes on the linearity it
-receives and NONE ops cut every path.
-"""
+"""DepthProperty, as abstract_nas's `abstract/depth.py`: the depth from input X
+to output Y is the most linearity flips (linear <-> nonlinear) along any path
+from X's producer to Y. A graph input counts as nonlinear, activations and
+softmax (`ir.NONLINEAR_TYPES`) too; IDENTITY passes on what it receives and
+NONE cuts every path."""
 
 from __future__ import annotations
 
@@ -38,13 +34,9 @@ def _producer_linearity(graph: ir.Graph, tensor: str) -> str:
 
 
 def depth_map(subgraph_model) -> DepthMap:
-  """The depth from each boundary input to each boundary output (only the
-  `rewrite.SubgraphModel`'s structure is used).
-
-  Returns:
-    `{input tensor: {output tensor: depth}}` with canonical names, one entry
-    per connected pair; rewired old output names are added as aliases.
-  """
+  """`{input tensor: {output tensor: depth}}` (canonical, one entry per
+  connected pair, rewired old output names added as aliases) of a subgraph
+  model's structure."""
   sm = subgraph_model
   # state[tensor][(input, linearity of the last op)] = max flips so far.
   state: Dict[str, Dict[tuple, int]] = {
@@ -77,14 +69,8 @@ def depth_map(subgraph_model) -> DepthMap:
 
 
 class DepthProperty(base.AbstractProperty):
-  """The depth map of a subgraph.
-
-  Args:
-    depth_map: `{input tensor: {output tensor: depth}}`.
-    p: per-step probability of the mutation's Bernoulli streak.
-    delta_max: the largest change `mutate` makes to one depth.
-    safety_only: see `AbstractProperty`.
-  """
+  """The depth map of a subgraph; `delta_max` the largest change `mutate`
+  makes to one depth."""
 
   def __init__(self, depth_map: Optional[DepthMap] = None,  # pylint: disable=redefined-outer-name
                p: float = 0.0,
@@ -104,16 +90,8 @@ class DepthProperty(base.AbstractProperty):
                          safety_only=self.safety_only)
 
   def mutate(self, rng: Optional[random.Random] = None) -> 'DepthProperty':
-    """A copy with each depth moved by a random streak.
-
-    For each entry, the step is the length of a run of successes of a
-    Bernoulli(p) trial, capped at `delta_max` (so p = 1 gives exactly
-    `delta_max`); its sign is + or - with probability 1/2; the new depth is
-    max(0, depth + sign * step).
-
-    Args:
-      rng: random source (default: the `random` module).
-    """
+    """A copy with each depth moved by sign * step, max 0: step the length of a
+    Bernoulli(p) success streak capped at `delta_max`, the sign +-1 evenly."""
     rng = rng or random
     new = copy.deepcopy(self)
     for row in new.depth_map.values():
@@ -126,14 +104,9 @@ class DepthProperty(base.AbstractProperty):
     return new
 
   def distance_from(self, other: 'DepthProperty') -> float:
-    """Mean shortfall of other's depths relative to self's.
-
-    Each of self's (input, output) entries contributes 1 if other lacks it,
-    else max(0, self - other) / max(self, 1). Deeper is fine.
-
-    Returns:
-      A float in [0, 1]; 0 when `safety_only` or self is empty.
-    """
+    """Mean over self's (input, output) entries of 1 where other lacks it, else
+    max(0, self - other) / max(self, 1) (deeper is fine); 0 when `safety_only`
+    or self is empty."""
     terms = []
     for inp, row in self.depth_map.items():
       for out_name, depth in row.items():

@@ -1,12 +1,11 @@
 """LinopProperty: which input dims mix into which output dims.
 
-For an input X (rank m) and output Y (rank n) of a subgraph the pairing is an
-[m, n] matrix: input dim i is paired with output dim j when every index of X
-along i influences the line of Y along j through Y's centre; a pair is
-ALL_TO_ONE, MANY_TO_ONE or ONE_TO_ONE by how many indices of i the centre
-element depends on, else NONE (a 3x3 SAME conv: batch->batch ONE_TO_ONE, H->H
-MANY_TO_ONE, C->every dim ALL_TO_ONE). Concrete inference differentiates the
-subgraph; abstract inference (the default) composes per-op pairings.
+For input X (rank m) and output Y (rank n) the pairing is an [m, n] matrix:
+dim i pairs with dim j when every index of X along i influences Y's line
+along j through its centre; ALL_TO_ONE, MANY_TO_ONE or ONE_TO_ONE by how
+many indices of i the centre depends on, else NONE (a 3x3 SAME conv: batch
+ONE_TO_ONE, H->H MANY_TO_ONE, C->every dim ALL_TO_ONE). Concrete inference
+differentiates the subgraph; abstract (the default) composes op pairings.
 """
 
 from __future__ import annotations
@@ -57,22 +56,15 @@ class Pairing:
     return self.mappings.shape
 
   def join(self, other: 'Pairing') -> 'Pairing':
-    """Elementwise max of two pairings of the same shape.
-
-    Raises:
-      ValueError: on different shapes.
-    """
+    """Elementwise max of two pairings; ValueError for different shapes."""
     if self.shape != other.shape:
       raise ValueError(f'Cannot join pairings of shapes {self.shape} and '
                        f'{other.shape}')
     return Pairing(np.maximum(self.mappings, other.mappings))
 
   def compose(self, other: 'Pairing') -> 'Pairing':
-    """The pairing of X->Z from self (X->Y) and other (Y->Z).
-
-    Raises:
-      ValueError: if self's output rank is not other's input rank.
-    """
+    """The pairing X->Z of self (X->Y) and other (Y->Z); ValueError when self's
+    output rank is not other's input rank."""
     a, b = self.mappings, other.mappings
     if a.shape[1] != b.shape[0]:
       raise ValueError(f'Cannot compose pairings of shapes {a.shape} and '
@@ -106,11 +98,8 @@ def _strength(count: int, size: int) -> int:
 
 
 def _line_targets(y: tf.Tensor, rng: np.random.RandomState) -> List[tf.Tensor]:
-  """Scalars: random positive mixes of each centre line of y, then y's centre.
-
-  A random mix has a non-zero gradient wherever some line element does
-  (except on a measure-zero set of coefficients).
-  """
+  """Scalars: a random positive mix of each centre line of y (non-zero
+  gradient wherever a line element has one, almost surely), then y's centre."""
   shape = y.shape.as_list()
   centre = [d // 2 for d in shape]
   targets = []
@@ -142,16 +131,8 @@ def jacobian_pairings(fn: Callable[[Dict[str, tf.Tensor]],
                                    Dict[str, tf.Tensor]],
                       inputs: Mapping[str, Any], seed: int = 0
                       ) -> Dict[str, Dict[str, Pairing]]:
-  """Pairings of a differentiable function from its Jacobians.
-
-  Args:
-    fn: maps a dict of float tensors to a dict of float tensors.
-    inputs: the point to differentiate at, by name.
-    seed: seed of the random line weights.
-
-  Returns:
-    `{output name: {input name: Pairing}}` for every connected pair.
-  """
+  """`{output name: {input name: Pairing}}` of every connected pair of `fn`
+  (a dict of float tensors -> a dict of float tensors) at `inputs`."""
   rng = np.random.RandomState(seed)
   xs = {k: tf.convert_to_tensor(v, tf.float32) for k, v in inputs.items()}
   names = list(xs)
@@ -184,22 +165,10 @@ def op_pairings(op: ir.Op, input_shapes: Sequence[Sequence[int]],
                 constants: Optional[Mapping[str, Any]] = None,
                 tensor_shapes: Optional[Mapping[str, tuple]] = None
                 ) -> List[Pairing]:
-  """The pairing of each input slot of `op` with its output 0.
-
-  Computed by running the op alone on all-ones inputs of `input_shapes`,
-  with every variable drawn uniformly from [0.5, 1.5]; cached by op type,
-  resolved kwargs and shapes.
-
-  Args:
-    op: the op.
-    input_shapes: fully defined input shapes, in slot order.
-    constants: for symbolic kwargs.
-    tensor_shapes: for `"S:<tensor>:<d>"` kwargs.
-
-  Returns:
-    One `Pairing` per input slot ([slot rank, output rank]); all-NONE for a
-    slot the output does not depend on.
-  """
+  """One `Pairing` ([slot rank, output rank]; all NONE when unconnected) per
+  input slot of `op` with its output 0: the op run alone on all-ones inputs
+  of `input_shapes`, variables uniform in [0.5, 1.5]; cached by op type,
+  resolved kwargs and shapes."""
   shapes = [tuple(int(d) for d in s) for s in input_shapes]
   kwargs = symbolic.resolve_kwargs(op, shapes, constants, tensor_shapes)
   key = (op.type, tuple(shapes), repr(sorted(kwargs.items())))
@@ -234,18 +203,10 @@ PairingMap = Dict[str, Dict[str, Pairing]]
 
 
 class LinopProperty(base.AbstractProperty):
-  """The pairings of a subgraph's outputs with its inputs.
-
-  Abstract inference composes per-op pairings (`op_pairings`) along paths
-  (`Pairing.compose`) and joins paths and input slots by elementwise max.
-
-  Args:
-    pairings: `{output tensor: {input tensor: Pairing}}`. With a spec, keys
-      are canonical boundary tensors (plus rewired old names as output
-      aliases); without one, the graph's names as written.
-    p: probability that `mutate` drops each (output, input) entry.
-    safety_only, input_values: see `AbstractProperty`.
-  """
+  """The pairings `{output tensor: {input tensor: Pairing}}` of a subgraph:
+  canonical boundary tensors with a spec (rewired old names as output
+  aliases), the graph's names as written without. `p`: the chance `mutate`
+  drops each entry."""
 
   def __init__(self, pairings: Optional[PairingMap] = None, p: float = 0.0,
                safety_only: bool = False,
@@ -254,14 +215,9 @@ class LinopProperty(base.AbstractProperty):
     self.pairings: PairingMap = copy.deepcopy(pairings or {})
 
   def infer(self, subgraph_model, abstract: bool = True) -> 'LinopProperty':
-    """Infers the pairings, abstractly (default) or from Jacobians.
-
-    Args:
-      subgraph_model: a `rewrite.SubgraphModel`; concrete inference needs
-        its state (evaluated with training=False).
-      abstract: compose per-op pairings instead of differentiating the
-        subgraph.
-    """
+    """The pairings of a `rewrite.SubgraphModel`: composing `op_pairings` along
+    paths (joined by elementwise max) when `abstract`, else from Jacobians of
+    its state (training=False)."""
     sm = subgraph_model
     graph_inputs = (self.input_values if self.input_values is not None
                     else sm.inputs)
@@ -338,18 +294,9 @@ class LinopProperty(base.AbstractProperty):
     return new
 
   def distance_from(self, other: 'LinopProperty') -> float:
-    """Mean fraction of self's non-zero cells where other is weaker.
-
-    Each of self's (output, input) entries contributes (cells where self >
-    other) / max(1, non-zero cells of self); a missing entry in other counts
-    as all NONE.
-
-    Returns:
-      A float in [0, 1]; 0 when `safety_only` or self is empty.
-
-    Raises:
-      ValueError: if an entry's matrix shapes differ (undefined).
-    """
+    """Mean over self's entries of (cells where self > other) / max(1, self's
+    non-zero cells), a missing entry all NONE; in [0, 1], 0 when `safety_only`
+    or self is empty. ValueError for an entry of another shape."""
     terms = []
     for out_name, row in self.pairings.items():
       for in_name, pr in row.items():

@@ -28,18 +28,9 @@ def _graph_input_shapes(prop: base.AbstractProperty, subgraph_model) -> Shapes:
 def tensor_shapes(subgraph_model, graph: ir.Graph, input_shapes: Shapes,
                   output_names, abstract: bool,
                   graph_inputs: Optional[Mapping[str, Any]] = None) -> Shapes:
-  """Shapes of every tensor `output_names` needs in `graph`.
-
-  Args:
-    subgraph_model: supplies the constants and (concrete mode) the state.
-    input_shapes: graph input shapes by input name.
-    output_names: tensors wanted (None: every tensor).
-    abstract: trace without weights; else run the state model eagerly on
-      the input values `graph_inputs`.
-
-  Returns:
-    A dict from canonical tensor name to shape tuple.
-  """
+  """{canonical tensor name: shape} of every tensor `output_names` (None:
+  all) needs in `graph`: traced without weights when `abstract`, else run on
+  `graph_inputs` by the subgraph model's state."""
   if abstract:
     return model_lib.abstract_shapes(graph, subgraph_model.constants,
                                      input_shapes, output_names)
@@ -53,14 +44,10 @@ def tensor_shapes(subgraph_model, graph: ir.Graph, input_shapes: Shapes,
 class ShapeProperty(base.AbstractProperty):
   """Input and output shapes of a subgraph.
 
-  Args:
-    input_shapes: boundary input name -> shape tuple: canonical boundary
-      tensors with a spec, the graph's input names without one.
-    output_shapes: boundary output name -> shape tuple: with a spec, the
-      canonical new tensors plus their rewired old names as aliases; without
-      one, the graph's output names as written.
-    p: probability that `mutate` drops each output constraint.
-    safety_only, input_values: see `AbstractProperty`.
+  `input_shapes`: canonical boundary tensors (with a spec) or the graph's
+  input names. `output_shapes`: the new tensors plus their rewired old names
+  (with a spec) or the graph's output names as written. `p`: the chance that
+  `mutate` drops each output constraint.
   """
 
   def __init__(self, input_shapes: Optional[Shapes] = None,
@@ -74,20 +61,10 @@ class ShapeProperty(base.AbstractProperty):
   def infer(self, subgraph_model, max_size: int = 0,
             intermediates: bool = False, abstract: bool = True
             ) -> 'ShapeProperty':
-    """Infers the boundary shapes.
-
-    Args:
-      subgraph_model: a `rewrite.SubgraphModel`.
-      max_size: if > 0, a traced tensor with more elements is an error.
-      intermediates: report every op output of the (cut) graph, keyed
-        `"op:k"` (graph outputs keep their names as written).
-      abstract: trace without weights, else run the state model (the same
-        shapes).
-
-    Raises:
-      RuntimeError: mentioning max_size when a tensor is too large, or
-        "Malformed graph" when the graph cannot be traced.
-    """
+    """The boundary shapes of a `rewrite.SubgraphModel`; `intermediates` adds
+    every op output of the cut graph (`"op:k"`); `abstract` traces without
+    weights (the same shapes). RuntimeError naming `max_size` for a larger
+    tensor (when > 0), or "Malformed graph" when it cannot be traced."""
     sm = subgraph_model
     in_shapes = _graph_input_shapes(self, sm)
     graph_inputs = (self.input_values if self.input_values is not None
@@ -135,16 +112,10 @@ class ShapeProperty(base.AbstractProperty):
     return new
 
   def distance_from(self, other: 'ShapeProperty') -> float:
-    """Mean fraction of mismatched dims over self's outputs.
-
-    Returns:
-      A float in [0, 1]; 0 when `safety_only` and feasible.
-
-    Raises:
-      ValueError: (undefined, so unsatisfied) if the inputs differ, an output
-        of self is missing in other, a rank or batch size differs, or other's
-        spatial dims are not one integer factor away from self's.
-    """
+    """Mean fraction of mismatched dims over self's outputs, in [0, 1] (0 when
+    `safety_only`). ValueError (unsatisfied) if the inputs differ, an output is
+    missing, a rank or batch differs, or other's spatial dims are not one
+    integer factor from self's."""
     if self.input_shapes != other.input_shapes:
       raise ValueError(f'Input shapes differ: {self.input_shapes} vs '
                        f'{other.input_shapes}')
