@@ -19,7 +19,6 @@ from typing import Any, Dict, List, Optional
 
 from absl import flags
 
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import provenance
@@ -39,7 +38,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
   flags.DEFINE_float('cost_tolerance', 0.05, 'Cost band: the searched cost '
                      'times (1 -/+ this).', flag_values=f)
-  flags.DEFINE_integer('seed', 0, 'Seed of the random draws.', flag_values=f)
+  common_flags.define_seed_flag(f, 'the random draws')
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
                     'model: also measure every architecture on its device '
                     'and rank them by measured latency.', flag_values=f)
@@ -69,7 +68,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
                             'unfinished one resumes; the same command goes on')
   with common_flags.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
-    checks.seed('seed', f.seed)
     results = compare_lib.compare(f.search_dir, output_dir, f.num_random,
                                   f.cost_tolerance, f.seed,
                                   f.train_eval_flags)

@@ -27,7 +27,6 @@ from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.latency import rows as rows_lib
-from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
 
@@ -102,15 +101,12 @@ def _timing_noise(csv_path: str) -> Optional[float]:
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
-                      f'{sorted(mobile.SEARCH_SPACES)}.',
-                      flag_values=flag_values)
+  common_flags.define_space_flags(flag_values, 'The space of the CSV.')
   flags.DEFINE_string('csv', None, 'Latency CSV of tools/measure_latency.',
                       flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Coefficients JSON to write.',
                       flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the held-out split.',
-                       flag_values=flag_values)
+  common_flags.define_seed_flag(flag_values, 'the held-out split')
   flags.DEFINE_float('holdout_fraction', 0.2, 'Share of rows held out to '
                      'score the fit.', flag_values=flag_values)
   flags.DEFINE_string('block_csv', None, 'A block table (measure_latency '

@@ -21,15 +21,12 @@ from typing import List, Optional
 from absl import flags
 from absl import logging
 
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
-from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.latency import rows as rows_lib
-from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 
 FLAGS = flags.FLAGS
@@ -37,17 +34,14 @@ FLAGS = flags.FLAGS
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
-                      f'{sorted(mobile.SEARCH_SPACES)}.',
-                      flag_values=flag_values)
+  common_flags.define_space_flags(flag_values, 'What to measure.')
   flags.DEFINE_string('indices_file', None, 'JSON (tools/random_architectures'
                       ' output) or text file of colon-separated index lists.',
                       flag_values=flag_values)
   flags.DEFINE_integer('num', None, 'Without --indices_file: how many '
                        'architectures to draw uniformly.',
                        flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the draws with --num.',
-                       flag_values=flag_values)
+  common_flags.define_seed_flag(flag_values, 'the draws with --num')
   flags.DEFINE_bool('most_informative', False, 'With --num: instead of '
                     'uniform draws, the architectures a fit of the rows '
                     'already in --output is least sure of (greedy '
@@ -62,11 +56,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     'reads them.', flag_values=flag_values)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
                       f'{list(device_lib.BACKENDS)}.', flag_values=flag_values)
-  flags.DEFINE_enum('precision', lite.FLOAT32, lite.PRECISIONS, 'The models\' '
-                    'arithmetic: int8 is full-integer (int8 weights, '
-                    'activations, input and output; post-training '
-                    'quantization), what phones and Edge TPUs run; TFLite '
-                    'only. Recorded.', flag_values=flag_values)
+  common_flags.define_precision_flag(flag_values, 'precision', "The models' "
+                                     'arithmetic (recorded):')
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
                       'a command run per architecture and round, {model} '
                       "replaced by its .tflite path, printing TFLite "
@@ -108,12 +99,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('compare_with', None, 'Another latency CSV of the same '
                       'architectures: print the two passes\' median '
                       'relative difference.', flag_values=flag_values)
-  flags.DEFINE_integer('image_size', None, "Input resolution; default the "
-                       "space's.", flag_values=flag_values)
-  flags.DEFINE_integer('num_classes', None, "Classifier width; default the "
-                       "space's.", flag_values=flag_values)
-  flags.DEFINE_integer('input_channels', None, "Image channels; default the "
-                       "space's.", flag_values=flag_values)
+  common_flags.define_input_flags(flag_values)
   flags.DEFINE_string('output', None, 'Output CSV (appended to / resumed).',
                       flag_values=flag_values)
 
@@ -178,7 +164,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
                             'the same command measures the rest')
   with common_flags.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
-    checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
     if cpus is not None:
       device_lib.pin_cpus(cpus)

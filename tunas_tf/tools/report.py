@@ -27,10 +27,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  flags.DEFINE_string('model_dir', None, 'The search directory.',
-                      flag_values=flag_values)
-  flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
-                      "directory's latest.", flag_values=flag_values)
+  common_flags.define_model_dir_flags(flag_values, 'The search directory.',
+                                    checkpoint=True)
   flags.DEFINE_string('output_dir', None, 'Where to write report.png and '
                       'report.html; default the search directory.',
                       flag_values=flag_values)
