@@ -46,6 +46,10 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
   included, and `--helpfull` every flag, both to stdout with exit code 0.
   """
   define_flags()
+  # The shared flags are the binary's own in --help (absl's
+  # `adopt_module_key_flags` from the binary's module).
+  for flag in flags.FLAGS.get_key_flags_for_module(__name__):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   args = sys.argv[1:]
   if any(a in _FULL_HELP for a in args):
     app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)

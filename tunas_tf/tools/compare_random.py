@@ -28,8 +28,7 @@ from tunas_tf.search import config as config_lib
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  f = flag_values
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('search_dir', None, 'A finished search directory (with '
                       'architecture.json).', flag_values=f)
   flags.DEFINE_string('output_dir', None, 'Default SEARCH_DIR/compare_random.',
@@ -59,9 +58,8 @@ def record_measured(results: List[Dict[str, Any]],
         measured_precision=measured_with.precision), path, sort_keys=True)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
+def main(argv, f: flags.FlagValues = FLAGS) -> Optional[int]:
   """Runs the comparison; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
   common_flags.when_stopped(f'the finished runs in {output_dir} are kept, an '

@@ -85,19 +85,16 @@ def decision_table(ssd: str, indices) -> str:
   return '\n'.join(lines)
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  common_flags.define_space_flags(
-      flag_values, 'What to describe.', indices_note='; drawn uniformly when '
-      'unset.')
-  common_flags.define_seed_flag(flag_values, 'the uniform draw')
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'What to describe.', indices_note='; '
+                                  'drawn uniformly when unset.')
+  common_flags.define_seed_flag(f, 'the uniform draw')
   flags.DEFINE_string('output_dir', None, 'Where to write architecture.json.',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Prints the description; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)

@@ -25,25 +25,23 @@ from tunas_tf.search import random_search
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  common_flags.define_space_flags(flag_values, 'What to sample.')
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'What to sample.')
   flags.DEFINE_integer('num', 1, 'How many architectures to keep.',
-                       flag_values=flag_values)
-  common_flags.define_seed_flag(flag_values, 'the uniform draws')
-  common_flags.define_cost_model_flag(flag_values)
+                       flag_values=f)
+  common_flags.define_seed_flag(f, 'the uniform draws')
+  common_flags.define_cost_model_flag(f)
   flags.DEFINE_float('min_cost', None, 'Keep costs >= this (unset: no bound).',
-                     flag_values=flag_values)
+                     flag_values=f)
   flags.DEFINE_float('max_cost', None, 'Keep costs <= this (unset: no bound).',
-                     flag_values=flag_values)
-  common_flags.define_input_flags(flag_values)
+                     flag_values=f)
+  common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output JSON path (required).',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('random_architectures', argv, f, 'output')
   with common_flags.errors_in_one_line('random_architectures'):
     files.check_output_file(f.output, '--output')

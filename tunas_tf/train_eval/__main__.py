@@ -79,8 +79,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   # Backend.
   common_flags.define_run_flags(f, iterations_per_loop=100,
                                 save_checkpoints_steps=500, log_every_steps=100)
-  # The shared flags are this binary's own in --help (not only --helpfull).
-  flags.adopt_module_key_flags(common_flags, flag_values=f)
   _define_recipe_flags(f)
   # Inheritance and modes.
   flags.DEFINE_string('init_from_search', None, 'A search directory: start '
