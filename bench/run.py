@@ -71,6 +71,9 @@ BENCHMARKS: Dict[str, Benchmark] = {
         'latency_fit.py', 'the latency cost model fitted to measured '
         'architectures: two passes\' noise, held-out error, minutes',
         ('--ssd=digits_search', '--num=30', '--repeats=2')),
+    'conversions': Benchmark(
+        'conversions.py', 'peak RSS over a 200-conversion measuring pass, '
+        'its growth from the 20th row', ('--num', '2')),
     'search_semantics': Benchmark(
         'search_semantics.py', 'what the op warm-up and the 4x validation '
         'batch add to the start and the peak memory',

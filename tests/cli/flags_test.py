@@ -96,12 +96,15 @@ class HelpTest(absltest.TestCase):
 
   def test_binaries_help_with_their_shared_flags_and_exit_zero(self):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    modules = ('tunas_tf.train_search', 'tunas_tf.train_eval')
+    shared = ('--model_dir', '--dataset', '--data_dir', '--tpu:',
+              '--[no]deterministic:')
+    modules = {'tunas_tf.train_search': shared, 'tunas_tf.train_eval': shared,
+               'tunas_tf.tools.measure_latency': (
+                   '--ssd:', '--seed:', '--image_size:', '--precision:')}
     for module, (returncode, out, err) in zip(modules, forked.run(
         [['-m', m, '--help'] for m in modules], env=env)):
       self.assertEqual(returncode, 0, f'{module}: {err[-500:]}')
-      for flag in ('--model_dir', '--dataset', '--data_dir', '--tpu:',
-                   '--[no]deterministic:'):
+      for flag in modules[module]:
         self.assertIn(flag, out, f'{module} --help lacks {flag}')
       for outside in _OUTSIDE:
         self.assertNotIn(outside, out, module)

@@ -29,6 +29,7 @@ from tunas_tf import train_search
 from tunas_tf.data import importing
 from tunas_tf.data import local_data
 from tunas_tf.search import runner as search_runner
+from tunas_tf.search_space import mobile
 from tunas_tf.train_eval import __main__ as train_eval_main
 from tests.testing import forked
 
@@ -103,10 +104,8 @@ class BadInputTest(parameterized.TestCase):
          'grpc://HOST:PORT (e.g. grpc://10.0.0.2:8470)'),
         ('train_search', ['--ssd=no_such_space'],
          'train_search: flag --ssd=no_such_space: value should be one of '
-         '<cifar_search|digits_search|mnasnet_b1|mobilenet_v2|'
-         'mobilenet_v3_large|mobilenet_v3_like_search|'
-         'proxylessnas_enlarged_search|proxylessnas_mobile|'
-         'proxylessnas_search> (--help lists the flags)'),
+         f"<{'|'.join(sorted(mobile.SEARCH_SPACES))}> (--help lists the "
+         'flags)'),
     ]
     before = table.snapshot(root)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')

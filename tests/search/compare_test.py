@@ -67,7 +67,7 @@ class CompareTest(absltest.TestCase):
                         **compare.plot_context(self.search_dir))
     self.assertGreater(os.path.getsize(plot), 1000)
     self.assertEqual(compare.plot_context(self.search_dir),
-                     {'units': 'MACs', 'num_test': 360,
+                     {'cost_model': 'macs', 'num_test': 360,
                       'target': config_lib.read(
                           self.search_dir).rl_cost_model_target})
     # Started again, it trains nothing (a failing train_eval would show).
@@ -135,7 +135,7 @@ class PlotContextTest(absltest.TestCase):
     config_lib.write(config, spec_io.dumps(mobile.get_search_space(
         config.ssd)), None)
     self.assertEqual(compare.plot_context(search_dir),
-                     {'units': 'MACs', 'num_test': 6,
+                     {'cost_model': 'macs', 'num_test': 6,
                       'target': config.rl_cost_model_target})
 
 

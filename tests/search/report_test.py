@@ -371,7 +371,7 @@ class ReportTest(absltest.TestCase):
   def test_summary_line_names_units_and_target(self):
     line = report.summary_line(self.scalars, self.arch)
     self.assertRegex(line, r'cost [\d,]+ MACs \(target [\d,]+ MACs, '
-                     r'[+-]\d+\.\d%\)')
+                     r'[+-]\d+%\)')
 
   def test_summary_line_says_what_the_accuracy_is_a_mean_of(self):
     # The shared search logs at steps 0, 2, 4 and 6.

@@ -38,7 +38,7 @@ class CommandLineTest(absltest.TestCase):
   def test_bad_input_exits_with_one_line(self):
     output = os.path.join(tempfile.mkdtemp(), 'random.json')
     cases = {
-        ('--ssd=nope',): 'Unknown search space',
+        ('--ssd=nope',): 'flag --ssd=nope: value should be one of',
         ('--min_cost=3', '--max_cost=2'): 'greater than max_cost',
     }
     for args, message in cases.items():

@@ -1,5 +1,5 @@
-"""Flag groups shared by the entry points (`train_search`, `train_eval`), and
-`run`, which every binary's `__main__` calls.
+"""Flag groups shared by the binaries (`train_search`, `train_eval`, the
+tools), and `run`, which every binary's `__main__` calls.
 
 Only entry points import this module: library code takes a config, never
 flags. Each function defines its flags on a caller's `FlagValues`, so tests
@@ -20,8 +20,10 @@ from tunas_tf.io import checks
 # The tools' `with flags.errors_in_one_line(tool):`.
 from tunas_tf.io.errors import errors_in_one_line  # pylint: disable=W0611
 from tunas_tf.io import files
+from tunas_tf.io import lite
 from tunas_tf.cli import process
 from tunas_tf.runtime import jobs
+from tunas_tf.search_space import mobile
 
 # A binary stopped by a signal: which, and what it says it kept and how to
 # resume (`when_stopped`).
@@ -44,6 +46,10 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
   included, and `--helpfull` every flag, both to stdout with exit code 0.
   """
   define_flags()
+  # The shared flags are the binary's own in --help (absl's
+  # `adopt_module_key_flags` from the binary's module).
+  for flag in flags.FLAGS.get_key_flags_for_module(__name__):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   args = sys.argv[1:]
   if any(a in _FULL_HELP for a in args):
     app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
@@ -89,14 +95,18 @@ def program_name() -> str:
 
 def check_tool_args(tool: str, argv: Sequence[str], f: flags.FlagValues,
                     *required: str) -> None:
-  """Exits in one line ('TOOL: ...') for arguments that are not flags, or
-  for `required` flags left unset ('--a, --b are required')."""
+  """Exits in one line ('TOOL: ...') for arguments that are not flags, for
+  `required` flags left unset ('--a, --b are required'), or for a bad
+  --seed (`checks.seed`)."""
   if len(argv) > 1:
     sys.exit(f'{tool}: unexpected arguments {list(argv[1:])}')
   missing = [f'--{name}' for name in required if not f[name].value]
   if missing:
     sys.exit(f'{tool}: {", ".join(missing)} '
              f'{"is" if len(missing) == 1 else "are"} required')
+  with errors_in_one_line(tool):
+    if 'seed' in f:
+      checks.seed('seed', f.seed)
 
 
 def parse_flags_in_one_line(argv):
@@ -109,13 +119,74 @@ def parse_flags_in_one_line(argv):
     sys.exit(f'{program_name()}: {e} (--help lists the flags)')
 
 
+def define_space_flags(f: flags.FlagValues, lead: str, *,
+                       default: Optional[str] = 'digits_search',
+                       indices_note: Optional[str] = None) -> None:
+  """--ssd, `lead` starting its help: one of the spaces and reference models,
+  or with `default` None a string checked where it is resolved (it may come
+  from an architecture file); with `indices_note` (ending its help)
+  --indices."""
+  text = f'{lead} {mobile.kinds_note()}'
+  if default is None:
+    flags.DEFINE_string('ssd', None, text, flag_values=f)
+  else:
+    flags.DEFINE_enum('ssd', default, sorted(mobile.SEARCH_SPACES), text,
+                      flag_values=f)
+  if indices_note is not None:
+    flags.DEFINE_string('indices', None, 'Colon-separated choice per '
+                        'decision of --ssd, in visit order (empty for a '
+                        'reference model)' + indices_note, flag_values=f)
+
+
+def define_seed_flag(f: flags.FlagValues, of_what: str) -> None:
+  """--seed, default 0, 'Seed of `of_what`.'"""
+  flags.DEFINE_integer('seed', 0, f'Seed of {of_what}.', flag_values=f)
+
+
+def define_input_flags(f: flags.FlagValues) -> None:
+  """--image_size, --num_classes, --input_channels: the input and classifier
+  of the networks a tool builds, default the space's."""
+  for name, what in (('image_size', 'Input resolution'),
+                     ('num_classes', 'Classifier width'),
+                     ('input_channels', 'Image channels')):
+    flags.DEFINE_integer(name, None, f"{what} of the networks; default the "
+                         "space's.", flag_values=f)
+
+
+def define_model_dir_flags(f: flags.FlagValues, model_dir_help: str,
+                           checkpoint: bool = False) -> None:
+  """--model_dir (alias --checkpoint_dir) and, with `checkpoint`,
+  --checkpoint, one of its checkpoints."""
+  flags.DEFINE_string('model_dir', None, model_dir_help, flag_values=f)
+  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
+  if checkpoint:
+    flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
+                        "directory's latest.", flag_values=f)
+
+
+def define_cost_model_flag(f: flags.FlagValues) -> None:
+  """--cost_model: what a cost is, as `cost_model/linear` resolves it."""
+  flags.DEFINE_string('cost_model', None, "'released' (simulated Pixel-1 ms; "
+                      "default where it exists), 'macs' (multiply-adds; "
+                      "default elsewhere), 'flash' (the int8 model's bytes) "
+                      'or the path of a coefficients JSON.', flag_values=f)
+
+
+def define_precision_flag(f: flags.FlagValues, name: str, lead: str) -> None:
+  """--NAME, the arithmetic a network runs in on the device, `lead` starting
+  its help."""
+  flags.DEFINE_enum(name, lite.FLOAT32, lite.PRECISIONS, lead + ' int8 is '
+                    'full-integer (int8 weights, activations, input and '
+                    'output; post-training quantization), what phones and '
+                    'Edge TPUs run; TFLite only.', flag_values=f)
+
+
 def define_data_flags(f: flags.FlagValues, model_dir_help: str,
                       dataset_note: str = '') -> None:
   """--model_dir (alias --checkpoint_dir), --dataset, --data_dir (alias
   --dataset_dir), --[no]download, --num_classes, --image_size,
   --preprocessing; `dataset_note` ends --dataset's help."""
-  flags.DEFINE_string('model_dir', None, model_dir_help, flag_values=f)
-  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=f)
+  define_model_dir_flags(f, model_dir_help)
   flags.DEFINE_string('dataset', 'digits', "'digits' (offline, bundled) or a "
                       'TFDS image-classification dataset name.' + dataset_note,
                       flag_values=f)

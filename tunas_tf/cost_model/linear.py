@@ -108,10 +108,19 @@ def units_suffix(cost_model: Optional[str]) -> str:
   return '' if units == UNKNOWN_UNITS else ' ' + units
 
 
-def cost_text(value: float) -> str:
-  """A cost as people read it: '2,248,370' from 1,000 up (never '2.25e+06'),
-  else 6 significant digits ('84.2')."""
-  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.6g}'
+def cost_text(value: float, cost_model: Optional[str] = None,
+              target: Optional[float] = None) -> str:
+  """A cost as people read it, the one format of every cost printed:
+  '2,248,370' from 1,000 up (never '2.25e+06'), else 6 significant digits
+  ('84.2'); with `cost_model`, its units after it when known ('213,168
+  MACs'); with a `target` too, '213,168 MACs (target 220,131 MACs, -3%)'."""
+  def text(v):
+    return (f'{v:,.0f}' if abs(v) >= 1000 else f'{v:.6g}') + (
+        units_suffix(cost_model) if cost_model else '')
+  if not target:
+    return text(value)
+  return (f'{text(value)} (target {text(target)}, '
+          f'{100 * (value / target - 1):+.0f}%)')
 
 
 @functools.lru_cache(maxsize=None)

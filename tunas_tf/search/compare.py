@@ -210,7 +210,8 @@ def summary(results: List[Dict[str, Any]]) -> str:
   return '\n'.join(lines)
 
 
-def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
+def plot(results: List[Dict[str, Any]], path: str,
+         cost_model: Optional[str] = None,
          target: Optional[float] = None,
          num_test: Optional[int] = None) -> None:
   """Top-1 against estimated cost: the random architectures as grey dots,
@@ -229,11 +230,11 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
              label=f"searched ({100.0 * searched['top1']:.2f}%)")
   if target:
     ax.axvline(target, color='crimson', linestyle='--', linewidth=1,
-               label=f'target {cost_linear.cost_text(target)} {units}')
+               label=f'target {cost_linear.cost_text(target, cost_model)}')
   ax.xaxis.set_major_formatter(ticker.FuncFormatter(
       lambda x, _: cost_linear.cost_text(x)))
   ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
-  ax.set_xlabel(f'estimated cost ({units})')
+  ax.set_xlabel(f'estimated cost ({cost_linear.cost_units(cost_model)})')
   ax.set_ylabel('top-1 accuracy on the test split (%)')
   title = 'Searched vs random architectures of equal cost'
   if num_test:
@@ -247,9 +248,9 @@ def plot(results: List[Dict[str, Any]], path: str, units: str = 'cost',
 
 
 def plot_context(search_dir: str) -> Dict[str, Any]:
-  """Units, target and test-split size of the search, for `plot`."""
+  """Cost model, target and test-split size of the search, for `plot`."""
   config = config_lib.read(search_dir)
-  context = {'units': cost_linear.cost_units(config.cost_model),
+  context = {'cost_model': config.cost_model,
              'target': config.rl_cost_model_target}
   try:
     info = datasets.dataset_info(  # With the search's hold-out (TFDS).

@@ -158,12 +158,8 @@ def summary_line(scalars: Scalars, arch: Any) -> str:
         f"{'all' if len(last) == len(steps) else 'the last'} {len(last)} "
         'logged)')
   if arch.estimated_cost is not None:
-    units = cost_linear.units_suffix(arch.cost_model)
-    text = f'cost {cost_linear.cost_text(arch.estimated_cost)}{units}'
-    if arch.cost_target:
-      text += (f' (target {cost_linear.cost_text(arch.cost_target)}{units}, '
-               f'{100.0 * (arch.estimated_cost / arch.cost_target - 1):+.1f}%)')
-    parts.append(text)
+    parts.append('cost ' + cost_linear.cost_text(
+        arch.estimated_cost, arch.cost_model, arch.cost_target))
   parts.append(f'indices {arch.indices_string}')
   return '; '.join(parts)
 
@@ -230,14 +226,13 @@ def _plot_top(ax, scalars: Scalars, arch: Any, title_pad: float) -> None:
       ax.plot(steps, [scalars[tag][s] for s in steps], label=label,
               linewidth=1.2)
   if ylabel is None:
-    units = cost_linear.units_suffix(arch.cost_model)
     for name, value, color, style in (
         ('target', arch.cost_target, 'crimson', '--'),
         ('searched', arch.estimated_cost, 'black', ':')):
       if value:
-        ax.axhline(value, color=color, linestyle=style,
-                   label=f'{name} {cost_linear.cost_text(value)}{units}')
-    ylabel = units.strip() or 'cost'
+        ax.axhline(value, color=color, linestyle=style, label=f'{name} '
+                   f'{cost_linear.cost_text(value, arch.cost_model)}')
+    ylabel = cost_linear.units_suffix(arch.cost_model).strip() or 'cost'
   ax.set_title(title, pad=title_pad)
   ax.set_xlabel('step')
   ax.set_ylabel(ylabel)

@@ -191,7 +191,6 @@ def run_facts(config: 'SearchConfig') -> List[Tuple[str, str]]:
   """The run's facts as (name, value) pairs, from its `config.json`: space,
   data, steps and batch, cost model and target (with units), reward, RL
   delay and warm-ups."""
-  units = linear.units_suffix(config.cost_model)
   reward = (f'{config.rl_reward_function}, beta '
             f'{config.rl_cost_model_exponent:g}' if config.enable_cost_model
             else 'accuracy alone (--noenable_cost_model)')
@@ -201,7 +200,7 @@ def run_facts(config: 'SearchConfig') -> List[Tuple[str, str]]:
                 'images'),
       ('cost model', cost_model_text(config)),
       ('cost target',
-       f'{linear.cost_text(config.rl_cost_model_target)}{units}'),
+       linear.cost_text(config.rl_cost_model_target, config.cost_model)),
       ('reward', reward), ('RL delay', f'{config.rl_delay_steps} steps'),
       ('op warm-up', f'{config.increase_ops_warmup_steps} steps'),
       ('filter warm-up', f'{config.increase_filters_warmup_steps} steps')]

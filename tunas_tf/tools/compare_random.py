@@ -19,7 +19,6 @@ from typing import Any, Dict, List, Optional
 
 from absl import flags
 
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import provenance
@@ -29,8 +28,7 @@ from tunas_tf.search import config as config_lib
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  f = flag_values
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('search_dir', None, 'A finished search directory (with '
                       'architecture.json).', flag_values=f)
   flags.DEFINE_string('output_dir', None, 'Default SEARCH_DIR/compare_random.',
@@ -39,7 +37,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=f)
   flags.DEFINE_float('cost_tolerance', 0.05, 'Cost band: the searched cost '
                      'times (1 -/+ this).', flag_values=f)
-  flags.DEFINE_integer('seed', 0, 'Seed of the random draws.', flag_values=f)
+  common_flags.define_seed_flag(f, 'the random draws')
   flags.DEFINE_bool('measure_latency', False, 'With a fitted latency cost '
                     'model: also measure every architecture on its device '
                     'and rank them by measured latency.', flag_values=f)
@@ -60,16 +58,14 @@ def record_measured(results: List[Dict[str, Any]],
         measured_precision=measured_with.precision), path, sort_keys=True)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> Optional[int]:
+def main(argv, f: flags.FlagValues = FLAGS) -> Optional[int]:
   """Runs the comparison; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('compare_random', argv, f, 'search_dir')
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
   common_flags.when_stopped(f'the finished runs in {output_dir} are kept, an '
                             'unfinished one resumes; the same command goes on')
   with common_flags.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
-    checks.seed('seed', f.seed)
     results = compare_lib.compare(f.search_dir, output_dir, f.num_random,
                                   f.cost_tolerance, f.seed,
                                   f.train_eval_flags)

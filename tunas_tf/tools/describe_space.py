@@ -18,7 +18,6 @@ import os
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.search_space import mobile
@@ -86,23 +85,16 @@ def decision_table(ssd: str, indices) -> str:
   return '\n'.join(lines)
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'Search space or reference model. ' + mobile.kinds_note(),
-                    flag_values=flag_values)
-  flags.DEFINE_string('indices', None, 'Colon-separated choice per decision '
-                      '(visit order); drawn uniformly when unset.',
-                      flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the uniform draw.',
-                       flag_values=flag_values)
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'What to describe.', indices_note='; '
+                                  'drawn uniformly when unset.')
+  common_flags.define_seed_flag(f, 'the uniform draw')
   flags.DEFINE_string('output_dir', None, 'Where to write architecture.json.',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Prints the description; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)
@@ -110,7 +102,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     if path:
       files.check_output_dir(f.output_dir, '--output_dir')
       files.check_output_file(path, '--output_dir')
-    checks.seed('seed', f.seed)
     result = describe(f.ssd, f.indices, f.seed)
   print(f"{result['ssd']}: {kind(result['ssd'])}, "
         f"{result['num_decisions']} decisions, "

@@ -27,7 +27,6 @@ from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import fit as fit_lib
 from tunas_tf.latency import rows as rows_lib
-from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
 
@@ -100,34 +99,27 @@ def _timing_noise(csv_path: str) -> Optional[float]:
       for r in table]))
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
-                      f'{sorted(mobile.SEARCH_SPACES)}.',
-                      flag_values=flag_values)
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'The space of the CSV.')
   flags.DEFINE_string('csv', None, 'Latency CSV of tools/measure_latency.',
-                      flag_values=flag_values)
+                      flag_values=f)
   flags.DEFINE_string('output', None, 'Coefficients JSON to write.',
-                      flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the held-out split.',
-                       flag_values=flag_values)
+                      flag_values=f)
+  common_flags.define_seed_flag(f, 'the held-out split')
   flags.DEFINE_float('holdout_fraction', 0.2, 'Share of rows held out to '
-                     'score the fit.', flag_values=flag_values)
+                     'score the fit.', flag_values=f)
   flags.DEFINE_string('block_csv', None, 'A block table (measure_latency '
                       '--block_table, same device and input): fit its sum, '
                       'corrected on the --csv networks (a few dozen are '
-                      'enough), instead of the linear model.',
-                      flag_values=flag_values)
+                      'enough), instead of the linear model.', flag_values=f)
   flags.DEFINE_bool('allow_poor_fit', False, 'Write a fit that is refused '
                     '(penalty at its grid\'s edge, no better than a '
                     'constant, under 80% of held-out rows within +-10%) '
-                    'anyway, with a warning.',
-                    flag_values=flag_values)
+                    'anyway, with a warning.', flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Fits and writes the coefficients; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('fit_cost_model', argv, f, 'csv', 'output')
   try:
     files.check_output_file(f.output, '--output')

@@ -30,9 +30,7 @@ _STORED_AS = {local_data.PNG: 'PNG', local_data.JPEG: 'JPEG',
               None: 'PNG and JPEG files'}
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  f = flag_values
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
   # A string, not an enum: an unknown format then fails with one line.
   flags.DEFINE_string('format', None, 'Source format, one of '
                       f'{"|".join(local_data.FORMATS)} (required).',
@@ -68,9 +66,8 @@ def _quiet_tfds():
     logging.set_verbosity(verbosity)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
-  """Imports the dataset of `flag_values`; bad input exits with one line."""
-  f = flag_values
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
+  """Imports the dataset of `f`; bad input exits with one line."""
   common_flags.check_tool_args('import_dataset', argv, f,
                                'format', 'source', 'name', 'data_dir')
   with common_flags.errors_in_one_line('import_dataset', OSError):

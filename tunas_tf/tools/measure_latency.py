@@ -21,101 +21,80 @@ from typing import List, Optional
 from absl import flags
 from absl import logging
 
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
-from tunas_tf.io import lite
 from tunas_tf.cost_model import macs
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.latency import rows as rows_lib
-from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
-                      f'{sorted(mobile.SEARCH_SPACES)}.',
-                      flag_values=flag_values)
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'What to measure.')
   flags.DEFINE_string('indices_file', None, 'JSON (tools/random_architectures'
                       ' output) or text file of colon-separated index lists.',
-                      flag_values=flag_values)
+                      flag_values=f)
   flags.DEFINE_integer('num', None, 'Without --indices_file: how many '
-                       'architectures to draw uniformly.',
-                       flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the draws with --num.',
-                       flag_values=flag_values)
+                       'architectures to draw uniformly.', flag_values=f)
+  common_flags.define_seed_flag(f, 'the draws with --num')
   flags.DEFINE_bool('most_informative', False, 'With --num: instead of '
                     'uniform draws, the architectures a fit of the rows '
                     'already in --output is least sure of (greedy '
-                    'D-optimal, latency/adaptive).',
-                    flag_values=flag_values)
+                    'D-optimal, latency/adaptive).', flag_values=f)
   flags.DEFINE_bool('block_table', False, 'Measure the block table instead '
                     '(cost_model/block_table): each unit of a network (a '
                     'layer with its activation, the head with the '
                     'classifier) built alone at its input shape; every unit '
                     'the space needs, or those of --num / --indices_file. '
                     'Rows are keyed by unit; fit_cost_model --block_csv '
-                    'reads them.', flag_values=flag_values)
+                    'reads them.', flag_values=f)
   flags.DEFINE_string('backend', 'tflite', f'On this host: one of '
-                      f'{list(device_lib.BACKENDS)}.', flag_values=flag_values)
-  flags.DEFINE_enum('precision', lite.FLOAT32, lite.PRECISIONS, 'The models\' '
-                    'arithmetic: int8 is full-integer (int8 weights, '
-                    'activations, input and output; post-training '
-                    'quantization), what phones and Edge TPUs run; TFLite '
-                    'only. Recorded.', flag_values=flag_values)
+                      f'{list(device_lib.BACKENDS)}.', flag_values=f)
+  common_flags.define_precision_flag(f, 'precision', "The models' "
+                                     'arithmetic (recorded):')
   flags.DEFINE_string('device_command', None, 'Measure on a device instead: '
                       'a command run per architecture and round, {model} '
                       "replaced by its .tflite path, printing TFLite "
                       "benchmark_model's 'Inference (avg): N' (us).",
-                      flag_values=flag_values)
+                      flag_values=f)
   flags.DEFINE_string('device_name', None, "A command's device by name, its "
-                      'identity whatever the command.', flag_values=flag_values)
+                      'identity whatever the command.', flag_values=f)
   flags.DEFINE_float('device_timeout', 600.0, 'Seconds a device command may '
-                     'take before the device counts as gone.',
-                     flag_values=flag_values)
+                     'take before the device counts as gone.', flag_values=f)
   flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
-                      'models (reused); default OUTPUT.models.',
-                      flag_values=flag_values)
+                      'models (reused); default OUTPUT.models.', flag_values=f)
   defaults = protocol_lib.Protocol()
   flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per '
                        'architecture, interleaved across architectures.',
-                       flag_values=flag_values)
+                       flag_values=f)
   flags.DEFINE_integer('runs', defaults.runs, 'Timed runs per visit (this '
-                       'host); the visit counts their median.',
-                       flag_values=flag_values)
+                       'host); the visit counts their median.', flag_values=f)
   flags.DEFINE_integer('warmup_runs', defaults.warmup_runs, 'Untimed runs '
                        'at each later visit (the first warms up until '
-                       'stable).', flag_values=flag_values)
+                       'stable).', flag_values=f)
   flags.DEFINE_integer('interleave', defaults.interleave, 'Architectures '
-                       'visited in turn.', flag_values=flag_values)
+                       'visited in turn.', flag_values=f)
   flags.DEFINE_float('max_disturbance', defaults.max_disturbance, 'A visit '
                      'is redone when this share of its time was not ours.',
-                     flag_values=flag_values)
+                     flag_values=f)
   flags.DEFINE_float('max_spread', defaults.max_spread, 'A row gets more '
-                     'rounds while IQR / median exceeds this.',
-                     flag_values=flag_values)
+                     'rounds while IQR / median exceeds this.', flag_values=f)
   flags.DEFINE_integer('max_retries', defaults.max_retries, 'Extra visits '
-                       'or rounds per architecture.', flag_values=flag_values)
+                       'or rounds per architecture.', flag_values=f)
   flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
-                       'and of TensorFlow.', flag_values=flag_values)
+                       'and of TensorFlow.', flag_values=f)
   flags.DEFINE_list('cpus', None, 'Pin the measurement to these CPUs (e.g. '
                     '1); default the CPUs this process may use. Recorded.',
-                    flag_values=flag_values)
+                    flag_values=f)
   flags.DEFINE_string('compare_with', None, 'Another latency CSV of the same '
                       'architectures: print the two passes\' median '
-                      'relative difference.', flag_values=flag_values)
-  flags.DEFINE_integer('image_size', None, "Input resolution; default the "
-                       "space's.", flag_values=flag_values)
-  flags.DEFINE_integer('num_classes', None, "Classifier width; default the "
-                       "space's.", flag_values=flag_values)
-  flags.DEFINE_integer('input_channels', None, "Image channels; default the "
-                       "space's.", flag_values=flag_values)
+                      'relative difference.', flag_values=f)
+  common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output CSV (appended to / resumed).',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
 def _set_tf_threads(num_threads: int) -> None:
@@ -156,9 +135,8 @@ def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
                      'e.g. 1 or 0,1') from None
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Measures and appends the latencies; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('measure_latency', argv, f, 'output')
   if f.indices_file is not None and f.num is not None:
     sys.exit('measure_latency: give at most one of --indices_file and --num')
@@ -178,7 +156,6 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
                             'the same command measures the rest')
   with common_flags.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
-    checks.seed('seed', f.seed)
     cpus = _cpus(f.cpus)
     if cpus is not None:
       device_lib.pin_cpus(cpus)

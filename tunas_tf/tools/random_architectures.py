@@ -17,59 +17,44 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
 
 from absl import flags
 
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
-from tunas_tf.search_space import mobile
 
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  """Defines the tool's flags (only when run as a program)."""
-  flags.DEFINE_string('ssd', 'digits_search', 'Search space, one of '
-                      f'{sorted(mobile.SEARCH_SPACES)}.',
-                      flag_values=flag_values)
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_space_flags(f, 'What to sample.')
   flags.DEFINE_integer('num', 1, 'How many architectures to keep.',
-                       flag_values=flag_values)
-  flags.DEFINE_integer('seed', 0, 'Seed of the uniform draws.',
-                       flag_values=flag_values)
-  flags.DEFINE_string('cost_model', None, "'released', 'macs' or the path of "
-                      'a coefficients JSON; default released where it exists, '
-                      'else macs.', flag_values=flag_values)
+                       flag_values=f)
+  common_flags.define_seed_flag(f, 'the uniform draws')
+  common_flags.define_cost_model_flag(f)
   flags.DEFINE_float('min_cost', None, 'Keep costs >= this (unset: no bound).',
-                     flag_values=flag_values)
+                     flag_values=f)
   flags.DEFINE_float('max_cost', None, 'Keep costs <= this (unset: no bound).',
-                     flag_values=flag_values)
-  flags.DEFINE_integer('image_size', None, "Input resolution for 'macs'; "
-                       "default the space's.", flag_values=flag_values)
-  flags.DEFINE_integer('num_classes', None, "Classifier width for 'macs'; "
-                       "default the space's.", flag_values=flag_values)
-  flags.DEFINE_integer('input_channels', None, "Image channels for 'macs'; "
-                       "default the space's.", flag_values=flag_values)
+                     flag_values=f)
+  common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output JSON path (required).',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
-  f = flag_values
   common_flags.check_tool_args('random_architectures', argv, f, 'output')
   with common_flags.errors_in_one_line('random_architectures'):
     files.check_output_file(f.output, '--output')
-    checks.seed('seed', f.seed)
     kept = random_search.sample_architectures(
         f.ssd, f.num, f.seed, f.cost_model, f.min_cost, f.max_cost,
         image_size=f.image_size, num_classes=f.num_classes,
         input_channels=f.input_channels)
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
-  units = cost_linear.units_suffix(f.cost_model)
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
         f'{cost_linear.cost_text(min(costs))}..'
-        f'{cost_linear.cost_text(max(costs))}{units}; written to {f.output}')
+        f'{cost_linear.cost_text(max(costs), f.cost_model)}; written to '
+        f'{f.output}')
 
 
 if __name__ == '__main__':

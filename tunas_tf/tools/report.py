@@ -26,18 +26,14 @@ from tunas_tf.search import report
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  flags.DEFINE_string('model_dir', None, 'The search directory.',
-                      flag_values=flag_values)
-  flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
-                      "directory's latest.", flag_values=flag_values)
+def define_flags(f: flags.FlagValues = FLAGS) -> None:
+  common_flags.define_model_dir_flags(f, 'The search directory.', True)
   flags.DEFINE_string('output_dir', None, 'Where to write report.png and '
                       'report.html; default the search directory.',
-                      flag_values=flag_values)
+                      flag_values=f)
 
 
-def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
-  f = flag_values
+def main(argv, f: flags.FlagValues = FLAGS) -> None:
   common_flags.check_tool_args('report', argv, f, 'model_dir')
   output_dir = f.output_dir or f.model_dir
   with common_flags.errors_in_one_line('report', OSError, tf.errors.OpError):

@@ -54,12 +54,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        '--preprocessing may differ from the file\'s, which '
                        'then gives defaults only for the search\'s own '
                        'dataset.', flag_values=f)
-  flags.DEFINE_string('ssd', None, 'Search space or reference model; default '
-                      'digits_search (or the architecture file\'s).',
-                      flag_values=f)
-  flags.DEFINE_string('indices', None, 'Colon-separated choice per OneOf of '
-                      '--ssd, in traversal order (empty for a reference '
-                      'model).', flag_values=f)
+  common_flags.define_space_flags(
+      f, "What to train; default the architecture file's, else "
+      'digits_search.', default=None, indices_note='.')
   flags.DEFINE_float('filters_multiplier', 1.0, 'Scales every absolute '
                      'filter count (rounded to the space\'s filters_base).',
                      flag_values=f)
@@ -77,13 +74,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        "search's hold-out, which --eval_split=search_"
                        'validation then evaluates); default: all of it.',
                        flag_values=f)
-  flags.DEFINE_integer('seed', 0, 'Seed of the data order, dropout and the '
-                       'initial weights.', flag_values=f)
+  common_flags.define_seed_flag(f, 'the data order, dropout and the initial '
+                                'weights')
   # Backend.
   common_flags.define_run_flags(f, iterations_per_loop=100,
                                 save_checkpoints_steps=500, log_every_steps=100)
-  # The shared flags are this binary's own in --help (not only --helpfull).
-  flags.adopt_module_key_flags(common_flags, flag_values=f)
   _define_recipe_flags(f)
   # Inheritance and modes.
   flags.DEFINE_string('init_from_search', None, 'A search directory: start '
