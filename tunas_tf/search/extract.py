@@ -481,11 +481,11 @@ def _pick_line(config: config_lib.SearchConfig,
     return 'Took the argmax of each decision (' + (
         '--argmax' if cost_tolerance is None else 'no cost band: the search '
         'had no cost term, --noenable_cost_model') + ')'
-  units = cost_linear.units_suffix(config.cost_model)
-  low, high = (cost_linear.cost_text(c) for c in band)
+  low = cost_linear.cost_text(band[0])
+  high = cost_linear.cost_text(band[1], config.cost_model)
   where = (f'at most {100 * cost_tolerance:g}% over the target (up to '
-           f'{high}{units})' if band[0] == 0 else f'within '
-           f'{100 * cost_tolerance:g}% of the target ({low} to {high}{units})')
+           f'{high})' if band[0] == 0 else f'within '
+           f'{100 * cost_tolerance:g}% of the target ({low} to {high})')
   if not found:
     count = min(MAX_CANDIDATES, math.prod(len(s) for s in scores))
     return (f'Took the argmax of each decision: none of the {count:,} most '
@@ -496,7 +496,7 @@ def _pick_line(config: config_lib.SearchConfig,
   log_ratio = sum(s[j] - s[i] for s, i, j in zip(scores, found[0], argmax))
   return (f'Took the most likely architecture {where}; the argmax '
           f'{schema.format_indices(argmax)} costs '
-          f'{cost_linear.cost_text(cost_of(argmax))}{units}, '
+          f'{cost_linear.cost_text(cost_of(argmax), config.cost_model)}, '
           f"{100 * abs(miss):.1f}% {'over' if miss > 0 else 'under'} the "
           'target, and is '
           f'{np.exp(log_ratio):#.3g} times as likely (--argmax takes it)')

@@ -42,17 +42,10 @@ def progress_formats(config: SearchConfig):
     return {'rlcontroller/pair': lambda v: f'pair {v:.0f}',
             'rlcontroller/validation_accuracy': accuracy}
   return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
-          'rlcontroller/estimated_cost': lambda v: cost_text(v, config),
+          'rlcontroller/estimated_cost': lambda v: 'cost ' + (
+              cost_linear.cost_text(v, config.cost_model,
+                                    config.rl_cost_model_target)),
           'rlcontroller/validation_accuracy': accuracy}
-
-
-def cost_text(cost: float, config: SearchConfig) -> str:
-  """'cost 213,168 MACs (target 220,131 MACs, -3%)' (ms for latency
-  models)."""
-  units = cost_linear.units_suffix(config.cost_model)
-  return (f'cost {cost_linear.cost_text(cost)}{units} (target '
-          f'{cost_linear.cost_text(config.rl_cost_model_target)}{units}, '
-          f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
 
 
 class SearchTask:
