@@ -1,12 +1,6 @@
-"""A search read as a person reads it: `report.png` and `report.html`.
-
-`write_report(model_dir, read_scalars(model_dir), arch, config)` draws, from
-a search's TensorBoard events, `config.json` and searched architecture, the
-reward, accuracy and cost over the steps, each decision's probabilities to
-the architecture's checkpoint (those still moving, `report_text.lead`,
-titled in red) and the architecture as a table (docs/search.md, 'The
-report'); plain matplotlib (Agg), no display needed.
-"""
+"""A search read as a person reads it: `report.png` and `report.html` drawn
+from its events, config and searched architecture (docs/search.md, 'The
+report'), with plain matplotlib (Agg), no display needed."""
 
 from __future__ import annotations
 
@@ -489,18 +483,9 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   """Writes `report.png` and `report.html` into `model_dir`; their paths
   (and `front.png` when the search directory holds front.json).
 
-  Args:
-    model_dir: where to write them.
-    scalars: the search's summaries (`read_scalars`).
-    arch: its searched architecture (`extract.pick`).
-    config: its `SearchConfig` (`config.read`): the run's facts, the RL
-      delay and the warm-ups.
-    pick_line: `extract.pick`'s line, for the page.
-    search_dir: the search's directory, if not `model_dir`.
-
-  Raises:
-    ValueError: for a space without decisions, or a config of another
-      space than `arch`'s.
+  `scalars` from `read_scalars`, `arch` and `pick_line` from `extract.pick`;
+  `search_dir` if not `model_dir`. ValueError for a space without decisions
+  or a config of another space than `arch`'s.
   """
   if config.ssd != arch.ssd:
     raise ValueError(f'the config is a search of {config.ssd!r}, the '

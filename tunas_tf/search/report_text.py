@@ -1,8 +1,5 @@
-"""The report's words: decision labels, line wrapping, how settled a
-decision is (`Lead`), the phase marks and the run's facts (costs as
-`cost_model.linear` prints them). No matplotlib: `search.report` draws and
-writes with them.
-"""
+"""The report's words: decision labels, wrapping, how settled a decision is
+(`Lead`), phase marks and the run's facts; `search.report` draws them."""
 
 from __future__ import annotations
 
@@ -151,16 +148,9 @@ def lead(steps: Sequence[int], probabilities: np.ndarray,
 
 
 def phase_marks(config: 'SearchConfig') -> List[Tuple[int, List[str]]]:
-  """The steps where a phase of the search ends, and what ends there.
-
-  Returns:
-    (step, [what ends]) in step order, for the op warm-up
-    (`increase_ops_warmup_steps`), the filter warm-up
-    (`increase_filters_warmup_steps`) and the RL delay (`rl_delay_steps`:
-    the controller learns from this step on, its probabilities are flat
-    before); phases of 0 steps are left out, phases ending at one step
-    share an entry (in that order).
-  """
+  """(step, [what ends]) in step order for the op and filter warm-ups and the
+  RL delay (`PHASES`); phases of 0 steps are left out, those ending at one
+  step share an entry."""
   marks: Dict[int, List[str]] = {}
   for name, text, _ in PHASES:
     step = int(getattr(config, name))

@@ -1,11 +1,6 @@
-"""The search as a `runtime.task.Task`: DESIGN's nine steps, once.
-
-`SearchTask(config).build()` makes the controller, the reward baseline and
-the controller's Adam (one of each per (cost model, target) pair, taking
-turns by step), the supernet and the model's RMSProp (its slots too);
-`step` takes one search step of them on one replica's batches and returns
-its scalars; `dataset` gives the zipped train/validation batches.
-"""
+"""The search as a `runtime.task.Task`: DESIGN's nine steps, once. `build`
+makes a controller, baseline and Adam per (cost model, target) pair (taking
+turns by step), the supernet and its RMSProp; `step` runs one search step."""
 
 from __future__ import annotations
 
@@ -49,11 +44,7 @@ def progress_formats(config: SearchConfig):
 
 
 class SearchTask:
-  """The search's variables, its per-replica step and its batches.
-
-  Args:
-    config: the search's config.
-  """
+  """The search's variables, its per-replica step and its batches."""
 
   finite_scalars = {'model/loss': 'model loss',
                     'rlcontroller/reward': 'reward'}
@@ -68,12 +59,8 @@ class SearchTask:
     self._decisions = decisions(self._spec)
 
   def build(self) -> Dict[str, Any]:
-    """Makes every variable, the RMSProp slots too (so that a step traced
-    once creates none).
-
-    Returns:
-      The objects to checkpoint, by name.
-    """
+    """The objects to checkpoint, by name: every variable, the RMSProp
+    slots too, so that a step traced once creates none."""
     config = self._config
     pairs = range(len(config.pairs))
     controllers = [steps.make_controller(self._spec, k) for k in pairs]
