@@ -159,13 +159,9 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
 
 
 def _dataset_info(f: flags.FlagValues):
-  """The `datasets.DatasetInfo` of the flags' dataset (its metadata only),
-  holding out `--validation_examples` (default a tenth of `train`).
-
-  Raises:
-    ValueError: for an unknown or unreachable dataset, or a hold-out or
-      image size that does not fit it.
-  """
+  """The flags' `datasets.DatasetInfo` (metadata only), holding out
+  `--validation_examples` (default a tenth of `train`); ValueError for an
+  unknown or unreachable dataset, or a hold-out or size it cannot fit."""
   info = datasets.dataset_info(f.dataset, f.data_dir, f.download,
                                image_size=f.image_size,
                                validation_examples=f.validation_examples or 0)
@@ -178,20 +174,9 @@ def _dataset_info(f: flags.FlagValues):
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
                       dataset_info=None) -> config_lib.SearchConfig:
-  """Resolves the defaults that depend on other flags and derives the rest.
-
-  Args:
-    flag_values: parsed search flags.
-    dataset_info: a `datasets.DatasetInfo`; loaded from the flags when None
-      (tests pass one to derive a recipe without its data).
-
-  Returns:
-    The frozen `SearchConfig`.
-
-  Raises:
-    ValueError: for missing or inconsistent settings (the message names the
-      flag).
-  """
+  """The `SearchConfig` of parsed flags, defaults that depend on other flags
+  resolved; `dataset_info` None loads it (tests pass one, without data).
+  ValueError naming the flag for missing or inconsistent settings."""
   f = flag_values
   common_flags.check_data_flags(f)  # Before reading any data.
   config_lib.check_replicas_on_tpu(jobs.resolve_use_tpu(f.tpu, f.use_tpu),

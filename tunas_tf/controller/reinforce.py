@@ -110,7 +110,7 @@ def _check_seed(seed: Seed) -> Optional[tf.Tensor]:
 
 
 class _Draws:
-  """A OneOf's random draws: stateless under `seed` (see `independent_sample`)."""
+  """A OneOf's random draws, stateless under `seed` (`independent_sample`)."""
 
   def __init__(self, seed: Optional[tf.Tensor]):
     self._seeds = None
