@@ -131,12 +131,8 @@ def compare(search_dir: str, output_dir: str, num_random: int,
 
 def add_measured_latency(results: List[Dict[str, Any]], search_dir: str,
                          model_cache: str) -> List[Dict[str, Any]]:
-  """Each result with `measured_ms`: its latency measured as the search's
-  fitted cost model's rows were (`device_lib.measure_one`).
-
-  Raises:
-    ValueError: for a cost model that names no device, or a failing one.
-  """
+  """Each result with `measured_ms`, measured as the search's fitted cost
+  model's rows were; ValueError for no device named, or a failing one."""
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
   model = config_lib.read(search_dir).resolved_cost_model

@@ -21,12 +21,8 @@ Indices = Union[str, Sequence[int]]
 def _supernet(config: config_lib.SearchConfig, spec, search_dir: str,
               checkpoint: Optional[str]) -> supernet_lib.Supernet:
   """The search's supernet for `spec` (sampled mode, float32) with a
-  checkpoint's weights (default the directory's latest).
-
-  Raises:
-    ValueError: no checkpoint, or a checkpoint that lacks one of the space's
-      supernet variables or holds it with another shape.
-  """
+  checkpoint's weights (default the latest); ValueError for none, or one
+  lacking a supernet variable or holding it in another shape."""
   checkpoint = checkpoint or inherit.search_checkpoint(search_dir)
   values = inherit.read_supernet_values(checkpoint)
   net = supernet_lib.Supernet(spec, config.job.num_classes, mode='sampled',

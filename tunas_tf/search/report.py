@@ -52,11 +52,8 @@ Scalars = Dict[str, Dict[int, float]]
 
 
 def read_scalars(model_dir: str) -> Scalars:
-  """{tag: {step: value}} of the scalar summaries in `model_dir`'s events.
-
-  Raises:
-    ValueError: when the directory holds no TF2 events file.
-  """
+  """{tag: {step: value}} of the scalar summaries in `model_dir`'s events;
+  ValueError when it holds no TF2 events file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   paths = sorted(tf.io.gfile.glob(os.path.join(model_dir, 'events*.v2')))
   if not paths:
@@ -102,11 +99,8 @@ def decision_series(scalars: Scalars, arch: Any, path: str,
 def layer_table(arch: Any) -> List[Dict[str, Any]]:
   """The classifier's layers as rows of `TABLE_COLUMNS` (skipped layers
   included, with 0 MACs), plus a last 'classifier' row; shares of the total
-  multiply-adds (`cost_model.macs`) at the search's input.
-
-  A `DetectionEndpointSpec` (where a detector would tap features; a
-  classifier computes nothing there) gets no row.
-  """
+  multiply-adds at the search's input; a `DetectionEndpointSpec` (it
+  computes nothing) gets no row."""
   info = macs.resolve_input(arch.ssd, arch.image_size, arch.num_classes,
                             arch.num_channels)
   layers = resolve.resolve_layers(arch.spec, info.image_size,

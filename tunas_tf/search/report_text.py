@@ -128,13 +128,9 @@ class Lead:
 
 def lead(steps: Sequence[int], probabilities: np.ndarray,
          rl_delay_steps: int) -> Lead:
-  """The `Lead` of a decision's probabilities over time.
-
-  Args:
-    steps: the logged steps in order, the last the report's step.
-    probabilities: [len(steps), choices] float array, two or more choices.
-    rl_delay_steps: where the controller's learning starts.
-  """
+  """The `Lead` of a decision's [len(steps), choices >= 2] probabilities at
+  the logged `steps` (the last the report's), learning from
+  `rl_delay_steps`."""
   probabilities = np.asarray(probabilities, np.float64)
   second, first = map(float, np.sort(probabilities[-1])[-2:])
   leader = int(np.argmax(probabilities[-1]))

@@ -46,13 +46,8 @@ def make_engine(config: SearchConfig) -> engine_lib.Engine:
 
 
 class Plan(NamedTuple):
-  """What `check_search` found, for `run_search` to act on.
-
-  Fields:
-    spec_json: the search space, serialised (model_spec.json).
-    stored: the stored config.json values, or None for a new search.
-    resume: where the search resumes (`resume_lib.ResumePoint`).
-  """
+  """What `check_search` found: the serialised space (model_spec.json), the
+  stored config.json values (None for a new search), the resume point."""
   spec_json: str
   stored: Optional[Dict[str, Any]]
   resume: resume_lib.ResumePoint
