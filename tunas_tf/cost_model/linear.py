@@ -37,10 +37,8 @@ RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
 UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
-# The JSON's `form`: how the kernel was made. 'linear' (the default) is a
-# fit or the released coefficients; 'block_table' (`cost_model/block_table`)
-# also carries the table (key -> ms) and its correction (scale, per_unit,
-# offset) the kernel was made from.
+# The JSON's `form`: 'linear' (a fit, the released ones) or 'block_table',
+# which also carries the table and correction its kernel was made from.
 LINEAR_FORM = 'linear'
 FORMS = (LINEAR_FORM, 'block_table')
 _FORM_FIELDS = {'block_table': ('table', 'correction')}

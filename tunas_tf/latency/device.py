@@ -34,9 +34,8 @@ _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
 _CALIBRATION_IMAGES = 4
 
 
-# indices -> (the network's concrete single-image inference function, the
-# network holding its variables): `graph.inference.builder(ssd, shape)`
-# (the tools pass it in).
+# indices -> (concrete single-image inference function, the network holding
+# its variables): `graph.inference.builder(ssd, shape)`, passed in.
 Build = Callable[[str], Tuple[Any, Any]]
 
 

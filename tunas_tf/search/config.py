@@ -36,9 +36,8 @@ MODEL_SPEC_FILE = 'model_spec.json'
 FRONT_FILE = 'front.json'
 
 # Fields that only say how often to save, log and summarise, or where to run
-# and read the data: they may change on restart. Everything else, the run
-# length (`max_steps`, `epochs`) and the schedules derived from it included,
-# changes the search and is refused.
+# and read the data, may change on restart; anything else (the run length
+# too) changes the search and is refused.
 RUN_ONLY_FIELDS = jobs.JOB_RUN_ONLY_FIELDS | {'summarize_tag_logits'}
 
 

@@ -39,9 +39,8 @@ _FIGURE_TITLE_WIDTH = 170
 # The `gid` of the phase marks' lines and labels (the RL delay's end, the
 # warm-ups' ends) on every time-series chart.
 MARK_GID = 'phase_mark'
-# A phase mark's label sits above its chart, one row of this many points per
-# mark (the font's line and a gap), under the chart's title: inside the
-# axes it covered the curves.
+# A phase mark's label row above its chart (a line and a gap), under the
+# title: inside the axes it covered the curves.
 _MARK_ROW_PT = 11.0
 _TITLE_PAD_PT = 6.0
 _MOVING_COLOR = 'crimson'

@@ -19,10 +19,9 @@ from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 
-# The Grappler passes the distribute engine's search loop runs without
-# (`distribute.grappler_without`): a faster start, the same step
-# (bench/DECISIONS.md, 'The distribute engine's search without four Grappler
-# passes').
+# Grappler passes the distribute engine's search runs without: a faster
+# start, the same step (bench/DECISIONS.md, 'The distribute engine's search
+# without four Grappler passes').
 DISTRIBUTE_GRAPPLER_OFF = ('constant_folding', 'layout_optimizer',
                            'arithmetic_optimization', 'remapping',
                            'tfg_optimizer', 'memory_optimization',
