@@ -19,7 +19,6 @@ from absl import flags
 
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.io import checks
-from tunas_tf.io import lite
 from tunas_tf.controller import rewards
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs
@@ -37,20 +36,17 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   # Where and what.
   common_flags.define_data_flags(f, 'Output directory: checkpoints, events, '
                             'config.json, model_spec.json. Required.')
-  flags.DEFINE_enum('ssd', 'digits_search', sorted(mobile.SEARCH_SPACES),
-                    'What to search. ' + mobile.kinds_note(), flag_values=f)
+  common_flags.define_space_flags(f, 'What to search.')
   flags.DEFINE_integer('validation_examples', None, 'TFDS datasets: training '
                        'images held out for the controller; default 10% of '
                        'the train split. (digits has a fixed split.)',
                        flag_values=f)
-  flags.DEFINE_integer('seed', 0, 'Seed of the data order and the model and '
-                       'controller initialisation.', flag_values=f)
+  common_flags.define_seed_flag(f, 'the data order and the model and '
+                                'controller initialisation')
   # Backend.
   common_flags.define_run_flags(f, iterations_per_loop=10,
                                 save_checkpoints_steps=200, log_every_steps=50,
                                 log_note=' (CPU/GPU)')
-  # The shared flags are this binary's own in --help (not only --helpfull).
-  flags.adopt_module_key_flags(common_flags, flag_values=f)
   flags.DEFINE_enum('supernet_mode', None, naming.MODES,
                     'masked: static shapes (TPU); sampled: slice to the sampled '
                     'widths (CPU/GPU). Default: masked on TPU, sampled '
@@ -140,10 +136,10 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                     'the path of a coefficients JSON; several '
                     '(comma-separated): a policy each, paired with the '
                     'targets one to one (docs/search.md).', flag_values=f)
-  flags.DEFINE_enum('latency_precision', lite.FLOAT32, lite.PRECISIONS,
-                    'The arithmetic the searched network runs in on the '
-                    'device: a fitted cost model must have been measured in '
-                    'it (tools/measure_latency --precision).', flag_values=f)
+  common_flags.define_precision_flag(
+      f, 'latency_precision', 'The arithmetic the searched network runs in on '
+      'the device (a fitted cost model must have been measured in it, '
+      'tools/measure_latency --precision):')
   flags.DEFINE_list('rl_cost_model_target', None, 'Cost target T0. Default: '
                     '84 ms (57 for MobileNetV3-like spaces) for released '
                     "models; otherwise the geometric mean of the space's "
@@ -163,13 +159,9 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
 
 
 def _dataset_info(f: flags.FlagValues):
-  """The `datasets.DatasetInfo` of the flags' dataset (its metadata only),
-  holding out `--validation_examples` (default a tenth of `train`).
-
-  Raises:
-    ValueError: for an unknown or unreachable dataset, or a hold-out or
-      image size that does not fit it.
-  """
+  """The flags' `datasets.DatasetInfo` (metadata only), holding out
+  `--validation_examples` (default a tenth of `train`); ValueError for an
+  unknown or unreachable dataset, or a hold-out or size it cannot fit."""
   info = datasets.dataset_info(f.dataset, f.data_dir, f.download,
                                image_size=f.image_size,
                                validation_examples=f.validation_examples or 0)
@@ -182,20 +174,9 @@ def _dataset_info(f: flags.FlagValues):
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS,
                       dataset_info=None) -> config_lib.SearchConfig:
-  """Resolves the defaults that depend on other flags and derives the rest.
-
-  Args:
-    flag_values: parsed search flags.
-    dataset_info: a `datasets.DatasetInfo`; loaded from the flags when None
-      (tests pass one to derive a recipe without its data).
-
-  Returns:
-    The frozen `SearchConfig`.
-
-  Raises:
-    ValueError: for missing or inconsistent settings (the message names the
-      flag).
-  """
+  """The `SearchConfig` of parsed flags, defaults that depend on other flags
+  resolved; `dataset_info` None loads it (tests pass one, without data).
+  ValueError naming the flag for missing or inconsistent settings."""
   f = flag_values
   common_flags.check_data_flags(f)  # Before reading any data.
   config_lib.check_replicas_on_tpu(jobs.resolve_use_tpu(f.tpu, f.use_tpu),

@@ -17,20 +17,24 @@ from tunas_tf.search import task as task_lib
 from tests.testing import searches
 
 
+def _cost_text(cost, config):
+  return task_lib.progress_formats(config)['rlcontroller/estimated_cost'](cost)
+
+
 class ProgressLineTest(absltest.TestCase):
 
   def test_cost_has_units_target_and_deviation(self):
     config = searches.search_config(tempfile.mkdtemp())
     target = config.rl_cost_model_target
     self.assertEqual(config.cost_model, 'macs')
-    text = task_lib.cost_text(target * 0.97, config)
+    text = _cost_text(target * 0.97, config)
     self.assertEqual(text, f'cost {target * 0.97:,.0f} MACs (target '
                            f'{target:,.0f} MACs, -3%)')
 
   def test_large_costs_are_written_out_in_thousands(self):
     config = searches.search_config(tempfile.mkdtemp(),
                                     '--rl_cost_model_target=1085375')
-    self.assertEqual(task_lib.cost_text(848370.4, config),
+    self.assertEqual(_cost_text(848370.4, config),
                      'cost 848,370 MACs (target 1,085,375 MACs, -22%)')
 
 

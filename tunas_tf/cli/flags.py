@@ -1,10 +1,6 @@
-"""Flag groups shared by the binaries (`train_search`, `train_eval`, the
-tools), and `run`, which every binary's `__main__` calls.
-
-Only entry points import this module: library code takes a config, never
-flags. Each function defines its flags on a caller's `FlagValues`, so tests
-can build their own.
-"""
+"""Flag groups shared by the binaries, each defined on a caller's
+`FlagValues` (tests build their own), and `run`, every binary's `__main__`.
+Only entry points import this module: library code takes a config."""
 
 from __future__ import annotations
 
@@ -34,17 +30,11 @@ _FULL_HELP = ('--helpfull', '-helpfull')
 
 
 def run(main: Callable, define_flags: Callable[[], None]) -> None:
-  """`define_flags()`, then `absl.app.run(main)`, except that asking for
-  help exits 0, that a bad flag is refused in one line
-  (`parse_flags_in_one_line`), that SIGINT or SIGTERM ends it in one line
-  (`when_stopped`), and that the process ends as soon as `main` is done
-  (`process.exit_now`), with TF's Python log quiet
-  (`process.quiet_python_log`).
-
-  absl exits 1 after printing `--help`; here `--help` (`-h`, `--helpshort`)
-  prints the binary's description and its own flags, the shared ones
-  included, and `--helpfull` every flag, both to stdout with exit code 0.
-  """
+  """`define_flags()`, then `absl.app.run(main)`, except that `--help` (`-h`,
+  `--helpshort`: the description and the binary's flags, shared ones
+  included) and `--helpfull` print to stdout and exit 0, a bad flag or a
+  signal ends it in one line, and the process ends as soon as `main` is
+  done, TF's Python log quiet."""
   define_flags()
   # The shared flags are the binary's own in --help (absl's
   # `adopt_module_key_flags` from the binary's module).
@@ -212,13 +202,8 @@ def define_data_flags(f: flags.FlagValues, model_dir_help: str,
 
 
 def check_data_flags(f: flags.FlagValues) -> None:
-  """The flags of `define_data_flags` that need no file or data to check:
-  `--model_dir` given and writable, `--num_classes` and `--image_size`
-  positive integers when set.
-
-  Raises:
-    ValueError: one line naming the flag.
-  """
+  """`--model_dir` given and writable, `--num_classes` and `--image_size`
+  positive integers when set; ValueError naming the flag."""
   if not f.model_dir:
     raise ValueError('--model_dir is required')
   files.check_output_dir(f.model_dir, '--model_dir')
@@ -269,17 +254,10 @@ def define_run_flags(f: flags.FlagValues, *, iterations_per_loop: int,
 def job_config(f: flags.FlagValues, *, num_classes: int, image_size: int,
                num_channels: int, preprocessing: str,
                dataset: Optional[str] = None) -> jobs.JobConfig:
-  """The `JobConfig` of a binary's flags, with the dataset facts resolved.
-
-  `preprocessing` is the resolved `--preprocessing` (the dataset's default
-  when unset), `dataset` the resolved `--dataset` (default the flag's).
-  Reads the flags of `define_data_flags` and `define_run_flags` plus the
-  binary's `--seed`; `--use_tpu` defaults to whether
-  `--tpu` is set, `--engine` to `estimator.default_engine()`.
-
-  Raises:
-    ValueError: as `jobs.JobConfig` (--use_tpu without --tpu among them).
-  """
+  """The `JobConfig` of `define_data_flags`, `define_run_flags` and `--seed`,
+  with the resolved `preprocessing` and `dataset` (default the flag's);
+  `--use_tpu` defaults to whether `--tpu` is set. ValueError as
+  `jobs.JobConfig`."""
   # Imported here: `run` and the flag definitions import no TensorFlow (the
   # binaries import it first; process_test runs `run` in fresh processes).
   from tunas_tf.runtime import estimator  # pylint: disable=g-import-not-at-top

@@ -1,11 +1,7 @@
-"""The controller's Adam step, as the original's `apply_adam` applies it.
-
-Unlike a stock Adam: across replicas the second moment is the mean of the
-squared per-replica gradients; the bias-correction powers are variables
-initialised to beta1 and beta2; the entropy bonus is a separate SGD step
-with the uncorrected learning rate; moments and powers update every step,
-even at learning rate 0 (the RL delay).
-"""
+"""The controller's Adam step, as the original's `apply_adam`: v is the mean
+of squared per-replica gradients; the bias-correction powers are variables
+starting at beta1, beta2; the entropy bonus is a separate SGD step at the
+uncorrected rate; moments and powers update even at learning rate 0."""
 
 from __future__ import annotations
 
@@ -21,14 +17,9 @@ _assign = moving_average.assign_if
 
 
 class ControllerAdam(tf.Module):
-  """Adam slots (m, v per variable, two bias-correction powers) and the step.
-
-  Args:
-    variables: the controller's trainable float32 variables.
-    beta1: first-moment decay (the search uses 0).
-    beta2: second-moment decay.
-    epsilon: added to sqrt(v), outside the root.
-  """
+  """Adam slots (m, v per variable, two bias-correction powers) and the step;
+  `epsilon` is added outside sqrt(v); ValueError for betas outside [0, 1) or
+  epsilon <= 0."""
 
   def __init__(self, variables: Sequence[tf.Variable], beta1: float = 0.0,
                beta2: float = 0.999, epsilon: float = 1e-8,
@@ -63,22 +54,15 @@ class ControllerAdam(tf.Module):
             global_step: Optional[tf.Variable],
             regularization_grads: Optional[Sequence[tf.Tensor]] = None,
             active: Optional[tf.Tensor] = None) -> tf.Operation:
-    """Applies one step and increments `global_step` (unless None).
-
-    Call it in the per-replica step: the moments average over the replicas
-    (`replicas.means`). Under `tf.distribute` create the module and the
-    variables so that every replica may assign them.
+    """One step, in the per-replica step (moments average over replicas),
+    then `global_step` += 1 unless None (`runtime.distribute` counts itself).
 
     Args:
-      grads: per-replica gradients of the loss, one per variable (None for
-        a variable the loss does not reach: treated as zero).
-      learning_rate: scalar float32, the RL learning rate (0 during delay).
-      global_step: the int64 global step variable, or None when the
-        caller's loop increments it (`runtime.distribute`).
-      regularization_grads: per-replica gradients of the regularisation loss
-        (entropy term), or None.
-      active: None, or a scalar bool Tensor: when False every variable and
-        slot keeps its value (one policy of several, on another's turn).
+      grads: per-replica gradients, one per variable (None counts as zero).
+      learning_rate: scalar float32 (0 during the RL delay).
+      regularization_grads: per-replica entropy-term gradients, or None.
+      active: None, or a scalar bool; False keeps every variable and slot
+        (one policy of several, on another's turn).
     """
     lr = tf.cast(learning_rate, tf.float32)
     # lr_t = lr * sqrt(1 - beta2^k) / (1 - beta1^k), with beta^k the powers.

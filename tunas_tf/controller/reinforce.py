@@ -1,11 +1,6 @@
-"""The REINFORCE controller: one categorical per OneOf.
-
-`Controller` (a `tf.Module`) owns one zero-initialised logits variable per
-OneOf, `logits/<path>`. `independent_sample` draws an architecture from it
-with the original's warm-up replacement; with a seed every draw is stateless
-and keyed by the OneOf's path. The searched architecture is each OneOf's
-argmax. It works eagerly, in `tf.function` and in a TF1 graph.
-"""
+"""The REINFORCE controller: one categorical per OneOf (`Controller`), the
+original's warm-up sampling (`independent_sample`) and the argmax result;
+eager, in `tf.function` and in a TF1 graph."""
 
 from __future__ import annotations
 
@@ -39,19 +34,9 @@ def _variable_name(path: str) -> str:
 
 
 class DistInfo(NamedTuple):
-  """What the controller's sample says about its distribution.
-
-  Attributes:
-    sample_log_prob: scalar float32 tensor, log-probability of the sample
-      under the warm-up rule, summed over active OneOfs.
-    entropy: scalar float32 tensor, exact entropy of the (unreplaced)
-      distributions, summed over active OneOfs.
-    logits_by_path: OrderedDict path -> rank-1 float32 tensor
-      logits / temperature, in visit order.
-    logits_by_tag: OrderedDict `<tag>_<k>` -> the same tensors, k counting
-      the OneOfs of that tag in visit order.
-    controller: the `Controller` used.
-  """
+  """A sample's scalar float32 log-prob (under the warm-up rule) and exact
+  entropy, both summed over active OneOfs; logits / temperature by path and
+  by `<tag>_<k>` (k counting that tag's OneOfs), in visit order."""
   sample_log_prob: tf.Tensor
   entropy: tf.Tensor
   logits_by_path: 'collections.OrderedDict[str, tf.Tensor]'
@@ -60,14 +45,8 @@ class DistInfo(NamedTuple):
 
 
 class Controller(tf.Module):
-  """One zero-initialised float32 logits variable per OneOf of a spec.
-
-  Variables are `logits/<path>` in the current name scope.
-
-  Attributes:
-    paths: tuple of the OneOf paths, in visit order.
-    num_choices: tuple of their numbers of choices.
-  """
+  """One zero-initialised float32 variable `logits/<path>` per OneOf of a
+  spec; `paths` and `num_choices` in visit order."""
 
   def __init__(self, spec: Any, name: str = 'controller'):
     super().__init__(name=name)
@@ -131,7 +110,7 @@ def _check_seed(seed: Seed) -> Optional[tf.Tensor]:
 
 
 class _Draws:
-  """A OneOf's random draws: stateless under `seed` (see the module doc)."""
+  """A OneOf's random draws, stateless under `seed` (`independent_sample`)."""
 
   def __init__(self, seed: Optional[tf.Tensor]):
     self._seeds = None
@@ -166,11 +145,8 @@ def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
                               probability: Probability,
                               replacement: tf.Tensor, uniform
                               ) -> Tuple[tf.Tensor, tf.Tensor]:
-  """With probability p: replacement and log(p); else log(1-p) + log_prob.
-
-  `uniform()` draws the scalar u ~ U(0, 1) that decides (u < p); it is
-  called only when p is not None.
-  """
+  """If `uniform()` < p: (replacement, log(p)); else (mask, log(1-p) +
+  log_prob); p None leaves both and draws nothing."""
   if probability is None:
     return mask, log_prob
   probability = tf.convert_to_tensor(probability, tf.float32)
@@ -186,11 +162,8 @@ def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
                increase_ops_probability: Probability,
                increase_filters_probability: Probability
                ) -> Tuple[tf.Tensor, tf.Tensor]:
-  """A OneOf's mask drawn from softmax(logits), warm-up rules applied.
-
-  Returns:
-    (mask, log_prob): the rank-1 float32 mask and its log-probability.
-  """
+  """(rank-1 float32 mask, its log-prob) drawn from softmax(logits), warm-up
+  rules applied."""
   n = len(oneof.choices)
   if n == 1:
     mask = tf.ones([1], tf.float32)
@@ -254,40 +227,27 @@ def independent_sample(
 ) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
 
-  Warm-up replacement, per OneOf with its own u ~ U(0, 1): if u < p the mask
-  becomes the uniform vector (op tag) or the one-hot of the largest choice
-  (filters tag), with log-prob log(p); otherwise the sample stays, with
-  log-prob log(1 - p) + log pi(a). A OneOf nested under a choice whose mask
-  entry is |m| <= `ACTIVE_THRESHOLD` is inactive. With a seed, each OneOf's
-  draws are seeded by the draw's kind and the OneOf's path, so adding or
-  removing a OneOf leaves the others' draws as they were.
+  Warm-up, per OneOf with its own u ~ U(0, 1): if u < p the mask becomes the
+  uniform vector (op tag, p = `increase_ops_probability`) or the one-hot of
+  the largest choice (filters tag, `increase_filters_probability`), log-prob
+  log(p); else the sample stays, log-prob log(1 - p) + log pi(a). A OneOf
+  under a choice with |mask| <= `ACTIVE_THRESHOLD` is inactive; with
+  `hierarchical` (the original's default) only active ones count.
 
   Args:
-    increase_ops_probability: None, or a scalar float (Python number in
-      [0, 1] or tensor): the op warm-up probability p of replacing an op-tag
-      sample by the uniform mask [1/n, ..., 1/n].
-    increase_filters_probability: None, or a scalar float: the filter warm-up
-      probability of replacing a filters-tag sample by the one-hot of its
-      largest choice.
     temperature: positive scalar; the distribution is softmax(logits / T).
-    controller: the `Controller` whose logits to use; None creates one for
-      `spec` (inside `tf.function`, pass one made outside).
-    hierarchical: if True (the original's default), log-prob and entropy sum
-      over active OneOfs only; if False over all of them.
-    seed: None (TF's stateful random ops draw), or a stateless seed: a [2]
-      int32 or int64 tensor (int32 under XLA) or two Python ints.
+    controller: whose logits to use; None makes one (pass one made outside
+      a `tf.function`).
+    seed: None (stateful draws), or a [2] int32/int64 tensor or two ints;
+      each draw is keyed by its kind and the OneOf's path, so other OneOfs
+      do not shift it.
 
   Returns:
-    (sampled_spec, dist_info). `sampled_spec` is a copy of `spec` whose
-    OneOfs carry `mask`: a rank-1 float32 tensor of length
-    `len(oneof.choices)` (one-hot, or a warm-up replacement). Single-choice
-    OneOfs get mask [1.0], entropy 0 and log-prob 0 (plus, under warm-up,
-    the constant log(p) or log(1 - p), as in the original).
+    (copy of `spec` whose OneOfs carry a rank-1 float32 `mask`, `DistInfo`).
 
   Raises:
-    ValueError: for a Python temperature <= 0, a Python probability outside
-      [0, 1], a seed that is not [2] int32/int64, or a `controller` built
-      for another spec.
+    ValueError: a Python temperature <= 0 or probability outside [0, 1], a
+      malformed seed, or a `controller` built for another spec.
   """
   if not tf.is_tensor(temperature) and not temperature > 0:
     raise ValueError(f'temperature must be > 0, got {temperature!r}')
@@ -347,22 +307,9 @@ def independent_sample(
 
 def argmax_indices(logits_by_path: Mapping[str, Any],
                    spec: Any = None) -> List[int]:
-  """The final architecture: the argmax of each OneOf's logits, independently.
-
-  Args:
-    logits_by_path: mapping path -> rank-1 logits with concrete values
-      (NumPy arrays, eager tensors or variables, e.g. read from a
-      checkpoint), in visit order unless `spec` is given.
-    spec: optional search space; when given, the result follows its visit
-      order and every OneOf must have logits of the right length.
-
-  Returns:
-    One Python int per OneOf (the first maximum on ties).
-
-  Raises:
-    ValueError: if `spec` has a OneOf without logits or with logits of the
-      wrong length.
-  """
+  """The first argmax of each OneOf's concrete logits, in `spec`'s visit
+  order if given (else the mapping's); ValueError for a OneOf of `spec`
+  without logits or with logits of the wrong length."""
   if spec is None:
     order = [(path, None) for path in logits_by_path]
   else:

@@ -27,14 +27,8 @@ NumberOrTensor = Union[float, np.ndarray, tf.Tensor]
 
 @dataclasses.dataclass(frozen=True)
 class RewardStats:
-  """A reward and the terms it was computed from.
-
-  Attributes:
-    reward: the reward passed to REINFORCE.
-    cost_ratio: c / T.
-    cost_adjustment: the multiplicative factor (`mnas`, `mnas_hard`) or the
-      additive penalty (`abs`).
-  """
+  """The reward for REINFORCE, c / T, and the factor (`mnas`, `mnas_hard`)
+  or additive penalty (`abs`) applied to Q."""
   reward: Any
   cost_ratio: Any
   cost_adjustment: Any
@@ -66,22 +60,10 @@ def _formula(math, quality, cost, target, exponent, kind: str) -> RewardStats:
 def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
                    target: NumberOrTensor, exponent: NumberOrTensor,
                    kind: str) -> RewardStats:
-  """Computes a cost-aware reward (formulas in the module docstring).
-
-  Args:
-    quality: Q, the validation accuracy; a float, NumPy value or tensor.
-    cost: c, the estimated cost (same unit as `target`).
-    target: T, the cost target; must be > 0.
-    exponent: beta, usually negative (e.g. -0.1).
-
-  Returns:
-    `RewardStats`: Python floats for scalar numbers, NumPy float64 arrays of
-    the broadcast shape for arrays, float32 tensors if any input is one.
-
-  Raises:
-    ValueError: if `kind` is not in `REWARDS`, or `target` is <= 0 (checked
-      when its value is known without running a graph).
-  """
+  """The module docstring's reward of Q `quality`, c `cost`, T `target` (> 0)
+  and beta `exponent`: `RewardStats` of Python floats, float64 arrays, or
+  float32 tensors if any input is one; ValueError for an unknown `kind` or a
+  statically known target <= 0."""
   if any(tf.is_tensor(x) for x in (quality, cost, target, exponent)):
     return tf_compute_reward(quality, cost, target, exponent, kind)
   checks.one_of('reward', kind, REWARDS)
@@ -94,16 +76,8 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
 def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
                       target: NumberOrTensor, exponent: NumberOrTensor,
                       kind: str) -> RewardStats:
-  """TensorFlow twin of `compute_reward`.
-
-  Inputs are float Tensors (any float dtype) or numbers, cast to float32.
-
-  Returns:
-    `RewardStats` of float32 Tensors of the inputs' broadcast shape.
-
-  Raises:
-    ValueError: as `compute_reward`.
-  """
+  """`compute_reward` on inputs cast to float32: `RewardStats` of float32
+  tensors; ValueError as `compute_reward`."""
   checks.one_of('reward', kind, REWARDS)
   _check_target(target)
   return _formula(tf.math, *(tf.cast(x, tf.float32)

@@ -1,13 +1,7 @@
-"""The linear cost model: `features @ kernel + bias`.
-
-One format, four kinds: 'released' (the original's simulated Pixel-1 ms,
-`RELEASED_SPACES`), 'macs' (exact multiply-adds, any space), 'flash' (the
-int8 model's bytes, `memory`) or a coefficients JSON (fitted to a device: `form` 'linear' or 'block_table').
-`get_cost_model` resolves a `--cost_model` value once into a
-`LinearCostModel`, which `estimate_cost` (a tensor op), its NumPy twins
-`estimate_cost(s)_of_indices`, `cost_range` (the space's exact cheapest and
-dearest) and `default_target` take; `cost_units` and `cost_text` print costs.
-"""
+"""The linear cost model `features @ kernel + bias`, of four kinds: 'released'
+(the original's simulated Pixel-1 ms), 'macs', 'flash' (int8 bytes) or a
+fitted coefficients JSON. `get_cost_model` resolves `--cost_model` once; the
+estimates, `cost_range` and `default_target` take its `LinearCostModel`."""
 
 
 from __future__ import annotations
@@ -43,10 +37,8 @@ RELEASED_UNITS = 'simulated Pixel-1 latency, ms'  # The released JSONs'.
 UNKNOWN_UNITS = 'cost'  # `cost_units` of a coefficients JSON not readable here.
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data')
 _REQUIRED_FIELDS = ('ssd', 'units', 'num_features', 'kernel', 'bias')
-# The JSON's `form`: how the kernel was made. 'linear' (the default) is a
-# fit or the released coefficients; 'block_table' (`cost_model/block_table`)
-# also carries the table (key -> ms) and its correction (scale, per_unit,
-# offset) the kernel was made from.
+# The JSON's `form`: 'linear' (a fit, the released ones) or 'block_table',
+# which also carries the table and correction its kernel was made from.
 LINEAR_FORM = 'linear'
 FORMS = (LINEAR_FORM, 'block_table')
 _FORM_FIELDS = {'block_table': ('table', 'correction')}
@@ -54,18 +46,10 @@ _FORM_FIELDS = {'block_table': ('table', 'correction')}
 
 @dataclasses.dataclass(frozen=True)
 class LinearCostModel:
-  """Coefficients of a linear cost model for one search space.
-
-  Attributes:
-    ssd: name of the search space the features come from.
-    units: what the estimate measures, e.g. 'simulated Pixel-1 latency, ms'.
-    kernel: read-only float64 NumPy array [num_features].
-    bias: Python float.
-    source: 'macs', 'flash', or the path of the JSON it was read from.
-    kind: `RELEASED`, `MACS`, `FLASH`, or `FITTED` (any other JSON).
-    measured_with: how a fitted model's latencies were measured (the
-      JSON's `measured_with`, written by `tools/fit_cost_model`), or None.
-  """
+  """A linear cost model for the space `ssd`: read-only float64 `kernel`
+  [num_features], float `bias`, `units` of the estimate, `source` ('macs',
+  'flash' or the JSON's path), `kind` and, for a fitted model, how its
+  latencies were measured (`measured_with`) or None."""
   ssd: str
   units: str
   kernel: np.ndarray = dataclasses.field(repr=False)
@@ -215,24 +199,14 @@ def _cached_coefficients(path: str, ssd: str, mtime_ns: int) -> LinearCostModel:
 
 
 def load_coefficients(path: str, ssd: str) -> LinearCostModel:
-  """Loads and validates a coefficients JSON for the search space `ssd`.
+  """The `LinearCostModel` of a coefficients JSON for the space `ssd`, cached
+  per path and modification time.
 
-  Args:
-    path: path of a JSON object with fields `ssd` (str), `units` (str),
-      `num_features` (int), `kernel` (list of `num_features` numbers) and
-      `bias` (number); `form` (`FORMS`, default 'linear'), and for a
-      'block_table' its `table` and `correction`; `measured_with` (a
-      `provenance.Provenance`) if any; other fields are ignored.
-    ssd: the search space the coefficients will be applied to.
-
-  Returns:
-    A `LinearCostModel` (cached per path and modification time).
-
-  Raises:
-    ValueError: naming the file and the field, if the file cannot be read or
-      parsed, a field is missing or malformed, `ssd` differs, `num_features`
-      differs from the feature length of the space, or `kernel` does not have
-      `num_features` numbers; also for an unknown `ssd`.
+  The JSON has `ssd`, `units`, `num_features`, `kernel` (that many numbers),
+  `bias`; optionally `form` (`FORMS`; a 'block_table' adds `table` and
+  `correction`) and `measured_with`; other fields are ignored. ValueError
+  naming the file and field: unreadable, missing or malformed, another
+  `ssd`, or a length other than the space's features.
   """
   mobile.get_search_space(ssd)  # Validates the name.
   path = files.abspath(path)
@@ -248,30 +222,19 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
                    num_classes: Optional[int] = None,
                    input_channels: Optional[int] = None,
                    precision: Optional[str] = None) -> LinearCostModel:
-  """Returns the coefficients of a cost model for a search space.
+  """The `LinearCostModel` of `cost_model` for the space `ssd`.
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    cost_model: None (released where it exists, else macs), `'released'`,
-      `'macs'`, or the path of a coefficients JSON.
-    image_size: input resolution for `'macs'` (default: the space's, see
-      `macs.default_input`); a fitted model must have been measured at
-      each of these three that is given, and say so (`measured_with`).
-    num_classes: classifier width, as `image_size`.
-    input_channels: image channels, as `image_size`.
-    precision: the arithmetic a fitted model must have been measured in, as
-      `image_size`; 'int8' needs a fitted model.
-
-  Returns:
-    A `LinearCostModel`.
+    cost_model: None (released where it exists, else macs), a kind, or the
+      path of a coefficients JSON.
+    image_size, num_classes, input_channels: the input 'macs' and 'flash'
+      count at (default the space's); a fitted model must say it was
+      measured at each one given (`measured_with`), and in `precision`.
 
   Raises:
-    ValueError: for an unknown `ssd`; `'released'` for a space without a
-      released model (the message lists those that have one and suggests
-      `'macs'`); a `cost_model` that is neither a kind nor an existing file;
-      an invalid coefficients file (see `load_coefficients`); a fitted
-      model that does not say it was measured at the input and precision
-      given; a precision but float32 for a model that is not fitted.
+    ValueError: an unknown `ssd`; 'released' for a space without one (naming
+      those with one); neither a kind nor a file; an invalid JSON; a fitted
+      model not measured as asked; a precision but float32 for an unfitted.
   """
   info = mobile.space_info(ssd)  # Validates the name.
   if cost_model is None:
@@ -349,22 +312,9 @@ def _check_model(model: LinearCostModel, caller: str) -> None:
 @tf.autograph.experimental.do_not_convert
 def estimate_cost(features: Union[tf.Tensor, np.ndarray],
                   model: LinearCostModel) -> tf.Tensor:
-  """The linear cost of (possibly mixed) architecture features, as a tensor op.
-
-  Args:
-    features: float features from `features.features`: rank 1
-      [num_features], or rank 2 [batch, num_features]; a tensor or an array.
-    model: the cost model (`get_cost_model`).
-
-  Returns:
-    float32 tensor: a scalar for rank-1 features, [batch] for rank 2.
-    `features @ kernel + bias`, in the model's units (ms for released,
-    multiply-adds for macs).
-
-  Raises:
-    ValueError: for a features length that differs from the model's, or a
-      rank other than 1 or 2.
-  """
+  """`features @ kernel + bias` as a float32 tensor op: a scalar for rank-1
+  [num_features] (possibly mixed) features, [batch] for rank 2; ValueError
+  for another rank or length."""
   _check_model(model, 'estimate_cost')
   features = tf.convert_to_tensor(features, tf.float32)
   rank = features.shape.rank
@@ -385,21 +335,8 @@ def estimate_cost(features: Union[tf.Tensor, np.ndarray],
 
 def estimate_cost_of_indices(indices: Union[str, Sequence[int]],
                              model: LinearCostModel) -> float:
-  """The cost of a fixed architecture, in plain Python/NumPy (no TF graph).
-
-  Args:
-    indices: one index per OneOf of the model's space in visit order, as a
-      list of ints or a colon-separated string ('0:2:1').
-    model: the cost model (`get_cost_model`).
-
-  Returns:
-    Python float, e.g. about 84.4 (ms) for ProxylessNAS-Mobile's indices in
-    `proxylessnas_search` under the released model.
-
-  Raises:
-    ValueError: for a wrong number of indices or an index out of range (the
-      messages of `schema.prune`).
-  """
+  """The float cost of one architecture's indices (ints or '0:2:1'), in
+  NumPy; ValueError as `schema.prune` for a wrong count or range."""
   _check_model(model, 'estimate_cost_of_indices')
   return float(estimate_costs_of_indices([indices], model)[0])
 
@@ -412,25 +349,9 @@ _FEATURES_PER_CHUNK = 1 << 23
 def estimate_costs_of_indices(
     indices_list: Sequence[Union[str, Sequence[int]]],
     model: LinearCostModel) -> np.ndarray:
-  """The costs of many fixed architectures, in NumPy, their features at once.
-
-  Each cost is exactly `estimate_cost_of_indices(indices_list[b], model)`
-  (that is this with one list): the features come from
-  `features.batched_features` (exactly each architecture's), and each row's
-  float64 dot product with the kernel is taken alone, as for one.
-
-  Args:
-    indices_list: index lists or colon-separated strings, as for
-      `estimate_cost_of_indices`.
-    model: the cost model (`get_cost_model`).
-
-  Returns:
-    float64 NumPy array [len(indices_list)].
-
-  Raises:
-    ValueError: for the first index list with a wrong number of indices or
-      an index out of range (the messages of `schema.prune`).
-  """
+  """float64 [len(indices_list)]: each exactly `estimate_cost_of_indices`
+  (one row's dot product at a time), the features made in chunks;
+  ValueError as it for the first bad index list."""
   _check_model(model, 'estimate_costs_of_indices')
   space = mobile.get_search_space(model.ssd)
   indices_list = list(indices_list)
@@ -445,12 +366,8 @@ def estimate_costs_of_indices(
 
 
 def default_target(model: LinearCostModel) -> float:
-  """The search's cost target when none is given.
-
-  A released model: the original's target for the space (84 ms; 57 ms for
-  the MobileNetV3-like space). Any other model: the geometric mean of the
-  space's cheapest and dearest costs (`cost_range`), inside its range.
-  """
+  """The search's cost target when none is given: the original's for a
+  released model, else the geometric mean of `cost_range`."""
   if model.kind == RELEASED:
     return mobile.space_info(model.ssd).released_target_ms
   return math.sqrt(math.prod(cost_range(model)))
@@ -501,16 +418,8 @@ MIN_RELATIVE_RANGE = 0.02
 
 
 def check_varies(model: LinearCostModel) -> None:
-  """Refuses a cost model whose costs hardly vary over the space.
-
-  A search trades accuracy against cost; a model that gives every
-  architecture about the same cost (e.g. a fit that learned a constant)
-  makes the cost term meaningless.
-
-  Raises:
-    ValueError: when the space's exact range (`cost_range`) is under
-      `MIN_RELATIVE_RANGE` of its midpoint, naming it in the model's units.
-  """
+  """ValueError when `cost_range` spans under `MIN_RELATIVE_RANGE` of its
+  midpoint: a near-constant cost leaves the search nothing to trade."""
   low, high = cost_range(model)
   middle = abs(low + high) / 2
   if not high - low >= MIN_RELATIVE_RANGE * middle:

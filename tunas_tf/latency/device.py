@@ -1,12 +1,7 @@
-"""Where architectures are timed: this host, or a device through a command.
-
-`make_device`: `tflite` (this host's TFLite interpreter, XNNPACK,
-`num_threads`), `tf` (the TF function) or `command` (run per visit with
-`{model}` the .tflite path, read as TFLite `benchmark_model`'s `Inference
-(avg): N`: a phone over adb, a box over ssh). Models, float32 or int8, are
-converted once per architecture and cached (`ModelCache`); threads and CPUs
-are the caller's (`pin_cpus`) and recorded (`host_settings`).
-"""
+"""Where architectures are timed (`make_device`): this host's TFLite
+interpreter or TF function, or a device through a command printing
+`benchmark_model`'s `Inference (avg): N`; converted models are cached
+(`ModelCache`), threads and CPUs pinned (`pin_cpus`) and recorded."""
 
 
 from __future__ import annotations
@@ -39,9 +34,8 @@ _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
 _CALIBRATION_IMAGES = 4
 
 
-# indices -> (the network's concrete single-image inference function, the
-# network holding its variables): `graph.inference.builder(ssd, shape)`
-# (the tools pass it in).
+# indices -> (concrete single-image inference function, the network holding
+# its variables): `graph.inference.builder(ssd, shape)`, passed in.
 Build = Callable[[str], Tuple[Any, Any]]
 
 
@@ -54,11 +48,8 @@ class DeviceError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelCache:
-  """Converted models of one space and input shape, one file each.
-
-  `directory/<ssd>_<size>px_<classes>c_<channels>ch[_int8]/<indices>.tflite`,
-  the indices' colons as '-'; written once (atomically), read afterwards.
-  """
+  """Converted models, written once (atomically) to `directory/<ssd>_<size>px
+  _<classes>c_<channels>ch[_int8]/<indices, ':' as '-'>.tflite`."""
   directory: str
   ssd: str
   shape: macs.InputSpec
@@ -86,11 +77,8 @@ def convert(build: Build, indices: str,
             precision: str = lite.FLOAT32) -> bytes:
   """The TFLite flatbuffer of one architecture or unit (untrained, seeded);
   int8 with int8 input and output, calibrated on seeded images in [0, 1]
-  (its time does not depend on the values).
-
-  Raises:
-    ValueError: for a conversion that fails, naming `indices`.
-  """
+  (its time does not depend on the values). ValueError naming `indices` if
+  the conversion fails."""
   concrete, net = build(indices)
   shape = concrete.inputs[0].shape.as_list()
   try:
@@ -171,24 +159,16 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
   """The device that times architectures of `ssd` at `shape`.
 
   Args:
-    ssd: a name of `mobile.SEARCH_SPACES`.
-    shape: the input (`macs.resolve_input`).
-    protocol: the timing protocol.
-    build: builds an architecture's network (`Build`).
     backend: 'tflite' or 'tf' on this host; ignored with `device_command`.
-    num_threads: TFLite interpreter threads on this host.
     model_cache: directory of converted models (tflite and command).
-    device_command: run per visit, `{model}` the .tflite path; the latency
-      is read from its output (`parse_benchmark_output`).
-    command_timeout: seconds a command may take before the device counts as
-      gone.
-    precision: the models' arithmetic, one of `lite.PRECISIONS` (int8:
-      `convert`'s).
+    device_command: run per visit with `{model}` the .tflite path, its
+      output read by `parse_benchmark_output`; after `command_timeout`
+      seconds the device counts as gone.
+    precision: one of `lite.PRECISIONS`.
 
   Raises:
-    ValueError: for an unknown backend or precision, int8 on backend 'tf',
-      a command without `{model}` or one that does not parse as a shell
-      command line.
+    ValueError: an unknown backend or precision, int8 on 'tf', a command
+      without `{model}` or that does not parse as a shell command line.
   """
   checks.one_of('precision', precision, list(lite.PRECISIONS))
   if device_command is not None:
@@ -310,11 +290,8 @@ def host_name() -> str:
 
 
 def pin_cpus(cpus: Sequence[int]) -> List[int]:
-  """Pins this process (and threads it starts later) to `cpus`.
-
-  Raises:
-    ValueError: for CPUs this process may not use.
-  """
+  """Pins this process (and threads it starts later) to `cpus`, sorted;
+  ValueError for CPUs this process may not use."""
   allowed = sorted(os.sched_getaffinity(0))
   bad = [c for c in cpus if c not in allowed]
   if bad or not cpus:
@@ -331,12 +308,8 @@ def measure_one(ssd: str, indices: str,
                 protocol: Protocol = Protocol()) -> Row:
   """Times one architecture as a fitted model's rows were (`measured_with`):
   same backend, threads, CPUs or device command, input shape, precision.
-  `build_for(ssd, shape)` gives the `Build` (`graph.inference.builder`).
-
-  Raises:
-    ValueError: for CPUs this process may not use, or a failing device
-      command.
-  """
+  `build_for(ssd, shape)` gives the `Build`. ValueError for CPUs this
+  process may not use or a failing device command."""
   m = measured_with
   if m.cpus and not m.device_command:
     pin_cpus(m.cpus)
@@ -363,12 +336,8 @@ def closing_line(measured_ms: float, predicted_ms: float,
 
 def fitted_settings(measured_with: Optional[provenance_lib.Provenance],
                     source: str) -> provenance_lib.Provenance:
-  """A cost model's `measured_with`, which must be there.
-
-  Raises:
-    ValueError: for a model without it (released, macs, or a JSON written
-      by hand): nothing says where to measure.
-  """
+  """A cost model's `measured_with`; ValueError without one (released, macs,
+  hand-written): nothing says where to measure."""
   if measured_with is None:
     raise ValueError(
         f'cost model {source} does not say how its latencies were measured '

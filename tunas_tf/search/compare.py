@@ -1,10 +1,5 @@
 """The TuNAS paper's experiment: a searched architecture against random ones
-of its cost, each trained alike with `train_eval`.
-
-`compare(search_dir, output_dir, num_random, ...)` draws architectures
-uniformly inside the searched one's cost band, trains each in its own
-directory (resuming what is there), and returns one result per run.
-"""
+drawn in its cost band, each trained alike with `train_eval` (resuming)."""
 
 from __future__ import annotations
 
@@ -94,23 +89,13 @@ def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
 def compare(search_dir: str, output_dir: str, num_random: int,
             cost_tolerance: float = 0.05, seed: int = 0,
             train_eval_flags: Sequence[str] = ()) -> List[Dict[str, Any]]:
-  """Trains the searched and `num_random` random architectures alike.
+  """Trains the searched (from `architecture.json`) and `num_random` random
+  architectures in the band searched cost * (1 -/+ `cost_tolerance`) alike,
+  with `train_eval_flags`, runs and `results.json` in `output_dir`.
 
-  Args:
-    search_dir: a search directory with `config.json` and
-      `architecture.json`.
-    output_dir: where the runs, `results.json` and the plot go.
-    num_random: positive int, random architectures to train.
-    cost_tolerance: the band is the searched cost times (1 -/+ this).
-    train_eval_flags: extra `train_eval` flags given to every run.
-
-  Returns:
-    One dict per architecture (searched first): `name`, `indices`,
-    `estimated_cost`, `top1`, `top5`, `params`, `macs`, `run_dir`.
-
-  Raises:
-    ValueError: for a bad search directory or argument, an empty cost band,
-      or a failed training run (naming it).
+  Returns one dict per architecture (searched first): `name`, `indices`,
+  `estimated_cost`, `top1`, `top5`, `params`, `macs`, `run_dir`. ValueError
+  for a bad directory or argument, an empty band or a failed run.
   """
   if num_random <= 0:
     raise ValueError(f'--num_random must be > 0, got {num_random}')
@@ -146,12 +131,8 @@ def compare(search_dir: str, output_dir: str, num_random: int,
 
 def add_measured_latency(results: List[Dict[str, Any]], search_dir: str,
                          model_cache: str) -> List[Dict[str, Any]]:
-  """Each result with `measured_ms`: its latency measured as the search's
-  fitted cost model's rows were (`device_lib.measure_one`).
-
-  Raises:
-    ValueError: for a cost model that names no device, or a failing one.
-  """
+  """Each result with `measured_ms`, measured as the search's fitted cost
+  model's rows were; ValueError for no device named, or a failing one."""
   from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
   from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-not-at-top
   model = config_lib.read(search_dir).resolved_cost_model
@@ -172,16 +153,9 @@ def by_measured_latency(results: List[Dict[str, Any]]) -> str:
 
 
 def standing(results: List[Dict[str, Any]]) -> Dict[str, Any]:
-  """The searched architecture's standing among the random ones.
-
-  Args:
-    results: [searched, random...] records with a 'top1'.
-
-  Returns:
-    'searched_top1'; the random architectures' 'random_median_top1',
-    'random_mean_top1' and 'random_std' (ddof 1; 0 for one); 'beats', how
-    many of them the searched one beats; 'n', how many there are.
-  """
+  """Of [searched, random...] 'top1's: 'searched_top1', the random ones'
+  'random_median_top1', 'random_mean_top1', 'random_std' (ddof 1; 0 for
+  one), 'n', and how many the searched one 'beats'."""
   searched = float(results[0]['top1'])
   random_top1 = np.array([float(r['top1']) for r in results[1:]])
   return {

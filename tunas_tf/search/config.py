@@ -1,11 +1,6 @@
-"""`SearchConfig`: every value a search uses, derived once from the flags.
-
-`train_search.py` resolves its flags into this frozen dataclass; below the
-entry point code reads it, never flags. Construction checks every value; the
-derived values are properties (as in the original: a fraction of the steps,
-a learning rate per 256 images). On restart any difference from
-`config.json` outside `RUN_ONLY_FIELDS` stops the run naming it.
-"""
+"""`SearchConfig`: every value a search uses, resolved once from the flags
+and checked on construction; code below the entry point reads it, never
+flags. A restart that differs outside `RUN_ONLY_FIELDS` is refused."""
 
 from __future__ import annotations
 
@@ -41,9 +36,8 @@ MODEL_SPEC_FILE = 'model_spec.json'
 FRONT_FILE = 'front.json'
 
 # Fields that only say how often to save, log and summarise, or where to run
-# and read the data: they may change on restart. Everything else, the run
-# length (`max_steps`, `epochs`) and the schedules derived from it included,
-# changes the search and is refused.
+# and read the data, may change on restart; anything else (the run length
+# too) changes the search and is refused.
 RUN_ONLY_FIELDS = jobs.JOB_RUN_ONLY_FIELDS | {'summarize_tag_logits'}
 
 
@@ -88,19 +82,10 @@ def _steps(name: str) -> property:
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig(jobs.StoredConfig):
-  """All settings of one search; the derived values are properties.
-
-  Fields carry the flag's name, with the defaults that depend on other flags
-  already resolved.
-
-  Raises (on construction):
-    ValueError: for a value outside its range (see `_check_ranges`), a
-      batch larger than its data (naming the flags to change and values
-      that fit; `_check_batches`), a warm-up longer than the RL delay
-      (as the original's `run_model` refuses), an unknown space, supernet
-      mode, supernet sampling, entropy schedule or reward, an empty search,
-      a cost model that cannot be resolved for the space, or replicas that
-      are fewer than 1, on TPU, or do not split the train batch.
+  """All settings of one search, named as their flags, defaults resolved;
+  derived values are properties. ValueError on construction for any value
+  out of range, a batch its data cannot fill, a warm-up longer than the RL
+  delay (as the original), an unresolvable cost model or bad replicas.
   """
   # Where, on what data and backend, how often to log and save.
   BINARY = BINARY
@@ -231,11 +216,8 @@ class SearchConfig(jobs.StoredConfig):
                   integer=True)
 
   def _check_batches(self) -> None:
-    """Each batch holds at least one example and fits in its split.
-
-    A refusal names the flags to change and values that fit; a train batch
-    and a validation batch that both do not fit are refused in one line.
-    """
+    """Each batch holds at least one example and fits in its split; a
+    refusal names the flags to change and values that fit, in one line."""
     train, multiplier = self.train_batch_size, self.rl_batch_size_multiplier
     if self.validation_batch_size < 1:
       smallest = checks.rounded_bound(1, train, up=True)
@@ -384,20 +366,10 @@ class SearchConfig(jobs.StoredConfig):
 
 def check_stored(config: SearchConfig, model_spec_json: str
                  ) -> Optional[Dict[str, Any]]:
-  """Checks `config` against the model directory's stored search; no writes.
-
-  Args:
-    config: the new run's config.
-    model_spec_json: the search space, serialised with `spec_io.dumps`.
-
-  Returns:
-    The stored config.json values, or None for a new run.
-
-  Raises:
-    ValueError: naming the first field that differs from the stored config
-      (outside `RUN_ONLY_FIELDS`) with both values, when the stored search
-      space differs, or for a train_eval directory (saying so).
-  """
+  """The stored config.json values (None for a new run), checked against
+  `config` and the space `model_spec_json` (`spec_io.dumps`); no writes.
+  ValueError naming the first field that differs (outside
+  `RUN_ONLY_FIELDS`), another space, or a train_eval directory."""
   model_dir = config.job.model_dir
   config_path = os.path.join(model_dir, CONFIG_FILE)
   spec_path = os.path.join(model_dir, MODEL_SPEC_FILE)
@@ -426,11 +398,8 @@ def _stored_ssd(config_path: str) -> Optional[str]:
 
 def write(config: SearchConfig, model_spec_json: str,
           stored: Optional[Dict[str, Any]]) -> None:
-  """Writes `config.json` (new run-only values on a restart) and the space.
-
-  Call after `check_stored` returned `stored`, once everything else is
-  checked too.
-  """
+  """Writes `config.json` (new run-only values on a restart) and the space,
+  after `check_stored` returned `stored` and everything else is checked."""
   config.write_stored(stored)
   spec_path = os.path.join(config.job.model_dir, MODEL_SPEC_FILE)
   if not files.exists(spec_path):

@@ -1,13 +1,6 @@
-"""The searched architecture of a search directory.
-
-`pick(model_dir)` reads the controller's logits from a checkpoint (default
-the latest) and takes, by default, the most likely architecture within the
-search's cost band (`cost_band`: its target times 1 -/+ `OFF_TARGET`;
-`most_likely_in_band`), or with `cost_tolerance=None` the argmax of each
-OneOf, or the best of the band by one-shot accuracy (`oneshot_line`), with a
-line saying which rule chose; `off_target_line` says when its cost misses
-the target. Used by `tools/extract_architecture` and `tools/report`.
-"""
+"""The searched architecture of a search directory (`pick`, `pick_at`): the
+most likely in the cost band, the argmax, or the band's best by one-shot
+accuracy, with a line saying which rule chose (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -56,25 +49,14 @@ def most_likely_in_band(
     costs_of: Callable[[List[Tuple[int, ...]]], Sequence[float]],
     low: float, high: float, max_candidates: int = MAX_CANDIDATES
 ) -> Optional[Tuple[Tuple[int, ...], int]]:
-  """The most likely index vector whose cost is in `[low, high]`.
+  """(indices, rank) of the most likely index vector costing in `[low, high]`.
 
-  Args:
-    logits: one rank-1 array of logits per decision; the decisions are
-      independent, so a vector's log-likelihood is the sum of its choices'
-      log-softmax values.
-    costs_of: the costs of a list of index vectors (called on the
-      candidates most likely first, in batches of 1, 1, 2, 4, ... `_BATCH`).
-    low, high: the cost band (inclusive).
-    max_candidates: how many vectors to cost before giving up.
-
-  Returns:
-    (indices, rank): the vector and its place in order of likelihood (1: the
-    argmax, first maximum on ties; ties broken by the choices' order of
-    likelihood, then by index). None when none of the `max_candidates` most
-    likely vectors is in the band.
-
-  Raises:
-    ValueError: for an empty band or `max_candidates` < 1.
+  The decisions are independent: a vector's log-likelihood sums its choices'
+  log-softmax of `logits`. `costs_of` costs candidates most likely first, in
+  batches of 1, 1, 2, 4, ... `_BATCH`; rank 1 is the argmax (ties by the
+  choices' likelihood, then index). None when none of the `max_candidates`
+  likeliest is in the band; ValueError for an empty band or
+  `max_candidates` < 1.
   """
   if not low <= high:
     raise ValueError(f'most_likely_in_band: empty band [{low}, {high}]')
@@ -168,12 +150,8 @@ def cost_band(config: config_lib.SearchConfig,
 def read_logits(checkpoint: str, spec: Any,
                 pair: int = 0) -> Dict[str, np.ndarray]:
   """The controller's logits (of `pair`'s policy) by OneOf path (in visit
-  order), checked against `spec`.
-
-  Raises:
-    ValueError: if the checkpoint cannot be read or lacks the logits of one
-      of the space's OneOfs. (`reinforce.argmax_indices` checks the lengths.)
-  """
+  order); ValueError if the checkpoint cannot be read or lacks a OneOf's
+  logits (`reinforce.argmax_indices` checks the lengths)."""
   reader = resume_lib.read_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
   logits = {}
@@ -189,12 +167,8 @@ def read_logits(checkpoint: str, spec: Any,
 
 
 def _newest_readable(model_dir: str) -> str:
-  """The checkpoint the `checkpoint` file names, if it can be read.
-
-  Raises:
-    ValueError: when there is none, or it cannot be read (naming the newest
-      readable one to pass as --checkpoint); nothing is changed.
-  """
+  """The checkpoint the `checkpoint` file names; ValueError when there is
+  none or it cannot be read (naming the newest readable one)."""
   point = resume_lib.resume_point(model_dir)
   if point.checkpoint is None:
     raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
@@ -216,29 +190,21 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   band), and the line saying which.
 
   Args:
-    model_dir: a search's model directory (config.json, model_spec.json,
-      checkpoints).
     checkpoint: a checkpoint path; default the directory's latest.
     cost_tolerance: T in (0, 1): the most likely architecture within
-      `cost_band(config, T)`, recorded with `cost_tolerance` and
-      `argmax_indices`, or the argmax when none of the `MAX_CANDIDATES` most
-      likely is there. None, or no cost term: the argmax.
-    config: the directory's `config_lib.read(model_dir)`; None: read here.
-    oneshot: K > 0, with an architecture in the band: of it and K - 1 more
-      drawn from the controller in the band (`samples_in_band`), the one of
-      best one-shot accuracy on the search's hold-out (`oneshot.accuracies`;
-      the likelier on ties). Without one, the line says it was not applied.
+      `cost_band(config, T)` (the argmax when none of the `MAX_CANDIDATES`
+      likeliest is there); None, or no cost term: the argmax.
+    config: `config_lib.read(model_dir)`; None reads it here.
+    oneshot: K > 0: of the band's pick and K - 1 more drawn in the band, the
+      best by one-shot accuracy on the search's hold-out (likelier on ties).
 
   Returns:
-    (architecture, line): the line says which rule took it (the argmax, the
-    band's most likely, one-shot accuracy) and, when not the argmax, the
-    argmax's indices, cost and how many times as likely it is; with
-    `oneshot`, the one-shot step's line (`oneshot_line`) first when it
-    changed the pick, else second.
+    (architecture, line saying which rule took it; with `oneshot`, the
+    one-shot line first when it changed the pick).
 
   Raises:
-    ValueError: for a directory that is not a search, holds no checkpoint,
-      or whose files disagree; a tolerance outside (0, 1); `oneshot` < 0.
+    ValueError: not a search, no checkpoint, files that disagree, a
+      tolerance outside (0, 1), `oneshot` < 0.
   """
   config, spec, checkpoint = _searched(model_dir, checkpoint, cost_tolerance,
                                        config, oneshot)
@@ -375,15 +341,10 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
   target (the likeliest and `oneshot` drawn from each), the best by
   one-shot accuracy on the search's hold-out.
 
-  A cost model the search used (default pair 0's): the two policies whose
-  targets bracket `target` on it. Another (a device given after the
-  search): every policy, the supernet re-scoring what they draw.
-
-  Raises:
-    ValueError: as `pick`; a cost model that does not resolve for the
-      search's space, input and precision; `target` outside the searched
-      targets on a searched model, or outside the space's cost range
-      (`linear.cost_range`) on another; no policy drawing in the band.
+  On a cost model the search used, the two policies bracketing `target`;
+  on another (a device given later), every policy. ValueError as `pick`, or
+  for a model that does not resolve for the search, `target` outside the
+  searched targets (or `linear.cost_range`), or nothing drawn in the band.
   """
   config, spec, checkpoint = _searched(model_dir, checkpoint, cost_tolerance,
                                        config, oneshot)
@@ -481,11 +442,11 @@ def _pick_line(config: config_lib.SearchConfig,
     return 'Took the argmax of each decision (' + (
         '--argmax' if cost_tolerance is None else 'no cost band: the search '
         'had no cost term, --noenable_cost_model') + ')'
-  units = cost_linear.units_suffix(config.cost_model)
-  low, high = (cost_linear.cost_text(c) for c in band)
+  low = cost_linear.cost_text(band[0])
+  high = cost_linear.cost_text(band[1], config.cost_model)
   where = (f'at most {100 * cost_tolerance:g}% over the target (up to '
-           f'{high}{units})' if band[0] == 0 else f'within '
-           f'{100 * cost_tolerance:g}% of the target ({low} to {high}{units})')
+           f'{high})' if band[0] == 0 else f'within '
+           f'{100 * cost_tolerance:g}% of the target ({low} to {high})')
   if not found:
     count = min(MAX_CANDIDATES, math.prod(len(s) for s in scores))
     return (f'Took the argmax of each decision: none of the {count:,} most '
@@ -496,7 +457,7 @@ def _pick_line(config: config_lib.SearchConfig,
   log_ratio = sum(s[j] - s[i] for s, i, j in zip(scores, found[0], argmax))
   return (f'Took the most likely architecture {where}; the argmax '
           f'{schema.format_indices(argmax)} costs '
-          f'{cost_linear.cost_text(cost_of(argmax))}{units}, '
+          f'{cost_linear.cost_text(cost_of(argmax), config.cost_model)}, '
           f"{100 * abs(miss):.1f}% {'over' if miss > 0 else 'under'} the "
           'target, and is '
           f'{np.exp(log_ratio):#.3g} times as likely (--argmax takes it)')
@@ -521,13 +482,8 @@ def cost_miss_line(cost: float, target: float, units: str = '',
                    reward: str = rewards.REWARD_ABS,
                    argmax: bool = False) -> Optional[str]:
   """The line saying `cost` misses `target` (> 0) by more than `OFF_TARGET`,
-  with the remedies, e.g. 'the searched architecture costs 171,000 MACs,
-  22.3% under its target 220,131 MACs: search longer (--max_steps) or pull
-  harder towards the target (a more negative --rl_cost_model_exponent)';
-  None when it does not, or when it is cheaper under `mnas_hard` (`reward`),
-  which does not penalise that. `units`: 'MACs', 'ms' or '' for none;
-  `argmax`: taken by `--argmax` (then extracting without it is a remedy).
-  """
+  with remedies (extracting without `--argmax` when `argmax`); None within
+  it, or when cheaper under `mnas_hard`, which does not penalise that."""
   miss = cost / target - 1.0
   # Decided on the figure the line prints, so it never says '5% over'.
   percent = f'{100 * abs(miss):.3g}'

@@ -1,9 +1,5 @@
-"""One-shot accuracy: architectures scored with a search's shared weights.
-
-`accuracies` scores index vectors of the searched space with a search
-checkpoint's supernet weights, as the search's validation step does, on one
-ordered pass over a split.
-"""
+"""One-shot accuracy: architectures scored with a search checkpoint's
+supernet weights, as its validation step does, on one pass over a split."""
 
 from __future__ import annotations
 
@@ -25,12 +21,8 @@ Indices = Union[str, Sequence[int]]
 def _supernet(config: config_lib.SearchConfig, spec, search_dir: str,
               checkpoint: Optional[str]) -> supernet_lib.Supernet:
   """The search's supernet for `spec` (sampled mode, float32) with a
-  checkpoint's weights (default the directory's latest).
-
-  Raises:
-    ValueError: no checkpoint, or a checkpoint that lacks one of the space's
-      supernet variables or holds it with another shape.
-  """
+  checkpoint's weights (default the latest); ValueError for none, or one
+  lacking a supernet variable or holding it in another shape."""
   checkpoint = checkpoint or inherit.search_checkpoint(search_dir)
   values = inherit.read_supernet_values(checkpoint)
   net = supernet_lib.Supernet(spec, config.job.num_classes, mode='sampled',
@@ -51,21 +43,11 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
                checkpoint: Optional[str] = None,
                split: str = datasets.SEARCH_VALIDATION,
                batch_size: Optional[int] = None) -> List[float]:
-  """Top-1 of each architecture, in order, with the supernet's weights.
-
-  Args:
-    architectures: index vectors of the search's space (strings like
-      '2:1:0' or int sequences).
-    checkpoint: a checkpoint prefix of the search; default the latest.
-    split: one of `datasets.SPLITS`; default the search's hold-out.
-    batch_size: default the search's validation batch (batch norm uses each
-      batch's statistics).
-
-  Raises:
-    ValueError: a malformed index vector (the message names it), no config
-      or checkpoint, a checkpoint of another space, or as
-      `datasets.eval_dataset`.
-  """
+  """Top-1 of each index vector ('2:1:0' or ints), in order, with the
+  supernet's weights at `checkpoint` (default the latest); `batch_size`
+  defaults to the search's (batch norm uses each batch's statistics).
+  ValueError for a malformed vector, no config or checkpoint, another
+  space's checkpoint, or as `datasets.eval_dataset`."""
   config = config_lib.read(search_dir)
   spec = mobile.get_search_space(config.ssd)
   checked = [schema.check_indices(spec, a) for a in architectures]

@@ -1,9 +1,5 @@
-"""The random-search baseline: uniform architectures inside a cost band.
-
-The original's baseline: architectures drawn uniformly (`search_space.sample`)
-are kept when `min_cost <= estimated cost <= max_cost` under a linear cost
-model.
-"""
+"""The original's random-search baseline: uniform architectures kept when
+`min_cost <= estimated cost <= max_cost` under a linear cost model."""
 
 from __future__ import annotations
 
@@ -35,27 +31,13 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
                          input_channels: Optional[int] = None,
                          max_draws: Optional[int] = None
                          ) -> List[Dict[str, Any]]:
-  """Draws architectures uniformly until `num` fall inside the cost band.
+  """`num` dicts `{"indices": "0:2:1...", "estimated_cost": float}`, in the
+  order drawn, of uniform draws (seeded) costing in [`min_cost`, `max_cost`]
+  (None: unbounded) under `linear.get_cost_model`'s model and input.
 
-  Args:
-    num: positive int, how many architectures to keep.
-    seed: seed of the draws (`np.random.RandomState`).
-    cost_model: None (released where it exists, else macs), 'released',
-      'macs' or the path of a coefficients JSON (`linear.get_cost_model`).
-    min_cost, max_cost: the band's bounds, inclusive (None: unbounded).
-    image_size, num_classes, input_channels: the input of 'macs' (default:
-      the space's).
-    max_draws: give up after this many draws (default
-      `MAX_DRAWS_PER_ARCHITECTURE * num`).
-
-  Returns:
-    A list of `num` dicts `{"indices": "0:2:1...", "estimated_cost": float}`
-    in the order drawn.
-
-  Raises:
-    ValueError: for an unknown `ssd` or cost model, `num <= 0`,
-      `min_cost > max_cost`, or fewer than `num` architectures in the band
-      after `max_draws` draws (saying how many and the costs' range).
+  ValueError for an unknown `ssd` or cost model, `num <= 0`, `min_cost >
+  max_cost`, or fewer than `num` in the band after `max_draws` (default
+  `MAX_DRAWS_PER_ARCHITECTURE * num`) draws, saying the costs' range.
   """
   space_draws = sample.draws(ssd, seed)
   sample.check_num(num)

@@ -1,12 +1,6 @@
-"""A search read as a person reads it: `report.png` and `report.html`.
-
-`write_report(model_dir, read_scalars(model_dir), arch, config)` draws, from
-a search's TensorBoard events, `config.json` and searched architecture, the
-reward, accuracy and cost over the steps, each decision's probabilities to
-the architecture's checkpoint (those still moving, `report_text.lead`,
-titled in red) and the architecture as a table (docs/search.md, 'The
-report'); plain matplotlib (Agg), no display needed.
-"""
+"""A search read as a person reads it: `report.png` and `report.html` drawn
+from its events, config and searched architecture (docs/search.md, 'The
+report'), with plain matplotlib (Agg), no display needed."""
 
 from __future__ import annotations
 
@@ -45,9 +39,8 @@ _FIGURE_TITLE_WIDTH = 170
 # The `gid` of the phase marks' lines and labels (the RL delay's end, the
 # warm-ups' ends) on every time-series chart.
 MARK_GID = 'phase_mark'
-# A phase mark's label sits above its chart, one row of this many points per
-# mark (the font's line and a gap), under the chart's title: inside the
-# axes it covered the curves.
+# A phase mark's label row above its chart (a line and a gap), under the
+# title: inside the axes it covered the curves.
 _MARK_ROW_PT = 11.0
 _TITLE_PAD_PT = 6.0
 _MOVING_COLOR = 'crimson'
@@ -58,11 +51,8 @@ Scalars = Dict[str, Dict[int, float]]
 
 
 def read_scalars(model_dir: str) -> Scalars:
-  """{tag: {step: value}} of the scalar summaries in `model_dir`'s events.
-
-  Raises:
-    ValueError: when the directory holds no TF2 events file.
-  """
+  """{tag: {step: value}} of the scalar summaries in `model_dir`'s events;
+  ValueError when it holds no TF2 events file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   paths = sorted(tf.io.gfile.glob(os.path.join(model_dir, 'events*.v2')))
   if not paths:
@@ -108,11 +98,8 @@ def decision_series(scalars: Scalars, arch: Any, path: str,
 def layer_table(arch: Any) -> List[Dict[str, Any]]:
   """The classifier's layers as rows of `TABLE_COLUMNS` (skipped layers
   included, with 0 MACs), plus a last 'classifier' row; shares of the total
-  multiply-adds (`cost_model.macs`) at the search's input.
-
-  A `DetectionEndpointSpec` (where a detector would tap features; a
-  classifier computes nothing there) gets no row.
-  """
+  multiply-adds at the search's input; a `DetectionEndpointSpec` (it
+  computes nothing) gets no row."""
   info = macs.resolve_input(arch.ssd, arch.image_size, arch.num_classes,
                             arch.num_channels)
   layers = resolve.resolve_layers(arch.spec, info.image_size,
@@ -489,18 +476,9 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   """Writes `report.png` and `report.html` into `model_dir`; their paths
   (and `front.png` when the search directory holds front.json).
 
-  Args:
-    model_dir: where to write them.
-    scalars: the search's summaries (`read_scalars`).
-    arch: its searched architecture (`extract.pick`).
-    config: its `SearchConfig` (`config.read`): the run's facts, the RL
-      delay and the warm-ups.
-    pick_line: `extract.pick`'s line, for the page.
-    search_dir: the search's directory, if not `model_dir`.
-
-  Raises:
-    ValueError: for a space without decisions, or a config of another
-      space than `arch`'s.
+  `scalars` from `read_scalars`, `arch` and `pick_line` from `extract.pick`;
+  `search_dir` if not `model_dir`. ValueError for a space without decisions
+  or a config of another space than `arch`'s.
   """
   if config.ssd != arch.ssd:
     raise ValueError(f'the config is a search of {config.ssd!r}, the '

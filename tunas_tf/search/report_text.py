@@ -1,8 +1,5 @@
-"""The report's words: decision labels, line wrapping, how settled a
-decision is (`Lead`), the phase marks and the run's facts (costs as
-`cost_model.linear` prints them). No matplotlib: `search.report` draws and
-writes with them.
-"""
+"""The report's words: decision labels, wrapping, how settled a decision is
+(`Lead`), phase marks and the run's facts; `search.report` draws them."""
 
 from __future__ import annotations
 
@@ -131,13 +128,9 @@ class Lead:
 
 def lead(steps: Sequence[int], probabilities: np.ndarray,
          rl_delay_steps: int) -> Lead:
-  """The `Lead` of a decision's probabilities over time.
-
-  Args:
-    steps: the logged steps in order, the last the report's step.
-    probabilities: [len(steps), choices] float array, two or more choices.
-    rl_delay_steps: where the controller's learning starts.
-  """
+  """The `Lead` of a decision's [len(steps), choices >= 2] probabilities at
+  the logged `steps` (the last the report's), learning from
+  `rl_delay_steps`."""
   probabilities = np.asarray(probabilities, np.float64)
   second, first = map(float, np.sort(probabilities[-1])[-2:])
   leader = int(np.argmax(probabilities[-1]))
@@ -151,16 +144,9 @@ def lead(steps: Sequence[int], probabilities: np.ndarray,
 
 
 def phase_marks(config: 'SearchConfig') -> List[Tuple[int, List[str]]]:
-  """The steps where a phase of the search ends, and what ends there.
-
-  Returns:
-    (step, [what ends]) in step order, for the op warm-up
-    (`increase_ops_warmup_steps`), the filter warm-up
-    (`increase_filters_warmup_steps`) and the RL delay (`rl_delay_steps`:
-    the controller learns from this step on, its probabilities are flat
-    before); phases of 0 steps are left out, phases ending at one step
-    share an entry (in that order).
-  """
+  """(step, [what ends]) in step order for the op and filter warm-ups and the
+  RL delay (`PHASES`); phases of 0 steps are left out, those ending at one
+  step share an entry."""
   marks: Dict[int, List[str]] = {}
   for name, text, _ in PHASES:
     step = int(getattr(config, name))

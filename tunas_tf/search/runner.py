@@ -19,10 +19,9 @@ from tunas_tf.search.config import SearchConfig
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import spec_io
 
-# The Grappler passes the distribute engine's search loop runs without
-# (`distribute.grappler_without`): a faster start, the same step
-# (bench/DECISIONS.md, 'The distribute engine's search without four Grappler
-# passes').
+# Grappler passes the distribute engine's search runs without: a faster
+# start, the same step (bench/DECISIONS.md, 'The distribute engine's search
+# without four Grappler passes').
 DISTRIBUTE_GRAPPLER_OFF = ('constant_folding', 'layout_optimizer',
                            'arithmetic_optimization', 'remapping',
                            'tfg_optimizer', 'memory_optimization',
@@ -46,13 +45,8 @@ def make_engine(config: SearchConfig) -> engine_lib.Engine:
 
 
 class Plan(NamedTuple):
-  """What `check_search` found, for `run_search` to act on.
-
-  Fields:
-    spec_json: the search space, serialised (model_spec.json).
-    stored: the stored config.json values, or None for a new search.
-    resume: where the search resumes (`resume_lib.ResumePoint`).
-  """
+  """What `check_search` found: the serialised space (model_spec.json), the
+  stored config.json values (None for a new search), the resume point."""
   spec_json: str
   stored: Optional[Dict[str, Any]]
   resume: resume_lib.ResumePoint
@@ -64,13 +58,8 @@ class Plan(NamedTuple):
 
 
 def check_search(config: SearchConfig) -> Plan:
-  """Everything a search checks before it writes anything; writes nothing.
-
-  Raises:
-    ValueError: for a model directory holding another search (naming the
-      field, its stored and its new value), or one whose checkpoints cannot
-      be read.
-  """
+  """Everything a search checks before it writes anything; ValueError for a
+  directory of another search (naming the field) or unreadable checkpoints."""
   spec_json = spec_io.dumps(mobile.get_search_space(config.ssd))
   stored = config_lib.check_stored(config, spec_json)
   return Plan(spec_json, stored,
@@ -78,22 +67,14 @@ def check_search(config: SearchConfig) -> Plan:
 
 
 def run_search(config: SearchConfig) -> bool:
-  """Checks everything, then writes config.json and trains to the end,
-  through `lifecycle.run`: an earlier run of the same search resumes from
-  its newest readable checkpoint, a different one is refused before anything
-  is written, a finished one is left as it is; one process at a time (but
-  the non-chief workers of a multi-worker search, which write nothing
-  there); a signal stops it after the step (TPU loop) in flight, saved.
-
-  Returns:
-    False when the search had already finished (nothing was done).
+  """Checks everything, then writes config.json and trains to the end through
+  `lifecycle.run` (resuming, refusing another search, one process at a
+  time; docs/restarting.md); False when it had already finished.
 
   Raises:
-    ValueError: as `check_search` and `lifecycle.run` (a malformed
-      `TF_CONFIG`, an unresolvable TPU, a directory another live process
-      holds); when a NaN or Inf loss or reward stops the search (naming the
-      step and the last good checkpoint).
-    preemption.Stopped: when a signal stopped it (its checkpoint saved).
+    ValueError: as `check_search` and `lifecycle.run`; a NaN or Inf loss or
+      reward (naming the step and the last good checkpoint).
+    preemption.Stopped: a signal stopped it, its checkpoint saved.
   """
   model_dir = config.job.model_dir
 

@@ -1,13 +1,6 @@
-"""The pieces of one search step, each a small function.
-
-`task.SearchTask.step` calls them in order (warm-up probabilities, the
-sample, its cost, the shared-weight update, validation accuracy, reward and
-advantage, the controller's update, the summaries) on the objects the
-`make_*` functions and `model_optimizer` made. They build ops once per
-replica, in a TF1 graph or a `tf.function` alike; what replicas share goes
-through `runtime.replicas`. None increments the global step (the engine
-does).
-"""
+"""The pieces of one search step, which `task.SearchTask.step` calls in
+order on what the `make_*` functions made: ops built once per replica, in a
+TF1 graph or `tf.function` alike; none increments the global step."""
 
 from __future__ import annotations
 
@@ -39,17 +32,9 @@ _UNIFORM_STREAM = 0x2c7d94
 
 
 class ModelStep(NamedTuple):
-  """The shared-weight update (`supernet_train_op`).
-
-  Attributes:
-    train_op: the RMSProp update.
-    grads: the gradients the update applies (after the barrier).
-    raw_grads: the same gradients before the barrier.
-    loss: scalar, empirical_loss + regularization_loss.
-    empirical_loss: scalar, label-smoothed softmax cross-entropy.
-    regularization_loss: scalar, wd / 2 * sum(w^2) over the sampled weights.
-    learning_rate: scalar, this step's model learning rate.
-  """
+  """The shared-weight RMSProp update (`supernet_train_op`): its gradients
+  after and before the barrier; loss = label-smoothed cross-entropy + wd / 2
+  * sum(w^2) over the sampled weights; this step's learning rate."""
   train_op: tf.Operation
   grads: List[tf.Tensor]
   raw_grads: List[tf.Tensor]
@@ -90,17 +75,10 @@ def warmup_probabilities(global_step: tf.Tensor, config: SearchConfig
 
 def sample_seed(seed: int, global_step: tf.Tensor,
                 stream: int = _SAMPLE_STREAM) -> tf.Tensor:
-  """The stateless seed of this step's sample on this replica.
-
-  A pure function of (`seed`, the step, `replicas.replica_id()`), so that a
-  resumed search draws at step t what an uninterrupted one draws there.
-  The step is read once, here; the read comes before the controller's
-  increment of the same step, which depends on it through the sample (the
-  gradient of the log-probability reads the masks and the warm-up draws);
-  steps past 2^31 - 1 wrap. `stream`: the seed's second word
-  (`_UNIFORM_STREAM` for `training_architecture`'s uniform sample). An int32
-  [2] tensor (what XLA takes).
-  """
+  """This step's int32 [2] stateless seed on this replica: a pure function
+  of (`seed`, `stream`, step, replica id), so a resumed search draws what an
+  uninterrupted one draws. The step is read here once, before the
+  controller's increment that depends on it through the sample."""
   fold_in = tf.random.experimental.stateless_fold_in
   step = tf.cast(global_step, tf.int32)
   key = tf.constant([seed, stream], tf.int32)
@@ -112,11 +90,7 @@ def sample_architecture(spec: Any, increase_ops_prob: tf.Tensor,
                         controller: reinforce.Controller,
                         seed: Optional[tf.Tensor] = None
                         ) -> Tuple[Any, reinforce.DistInfo]:
-  """The controller's sample (one per replica) and its dist_info.
-
-  `controller` is `make_controller`'s; `seed` None (stateful draws) or a
-  stateless seed (`sample_seed`).
-  """
+  """`reinforce.independent_sample` of `controller` (one per replica)."""
   return reinforce.independent_sample(
       spec, increase_ops_probability=increase_ops_prob,
       increase_filters_probability=increase_filters_prob, seed=seed,
@@ -189,15 +163,10 @@ def training_architecture(spec: Any, sampled_spec: Any,
                           increase_ops_prob: tf.Tensor,
                           increase_filters_prob: tf.Tensor,
                           global_step: tf.Tensor, config: SearchConfig) -> Any:
-  """The architecture the shared weights train on this step.
-
-  `--supernet_sampling=controller` (the original): the controller's sample,
-  `sampled_spec`. `uniform`: an architecture drawn uniformly
-  (`reinforce.uniform_sample`, same warm-up rules) from its own stateless
-  stream of (seed, step, replica), so every path keeps training however
-  sure the controller grows; the controller's sample is still the one
-  validated, costed and rewarded.
-  """
+  """The architecture the shared weights train on: `sampled_spec` (the
+  original), or with `--supernet_sampling=uniform` a uniform draw from its
+  own seed stream, so every path keeps training however sure the
+  controller grows (its sample is still the one rewarded)."""
   if config.supernet_sampling == 'controller':
     return sampled_spec
   return reinforce.uniform_sample(
@@ -300,15 +269,10 @@ def controller_train_op(
   """REINFORCE with `make_controller_adam`'s Adam (beta1 0), applied only
   where `active` (None: always).
 
-  Adam's moments use the mean over replicas of the gradients and of their
-  squares, the entropy step the mean entropy gradient (`ControllerAdam`).
-
-  loss = -stop_gradient(advantage) * log_prob; the entropy bonus
-  -w(t) * entropy is applied as a separate SGD step, w(t) the
-  `rl_entropy_regularization` weight under `rl_entropy_schedule`
-  (`schedules.rl_entropy_weight`: constant, or falling linearly to 0 after
-  the delay); the learning rate is 0 before `rl_delay_steps`, then grows 10x
-  by the end (FBNet's delay, as in the original).
+  loss = -stop_gradient(advantage) * log_prob; the entropy bonus -w(t) *
+  entropy is a separate SGD step (`schedules.rl_entropy_weight`); the
+  learning rate is 0 before `rl_delay_steps`, then grows 10x by the end
+  (FBNet's delay, as in the original).
   """
   variables = list(dist_info.controller.trainable_variables)
   empirical_loss = -tf.stop_gradient(advantage) * dist_info.sample_log_prob
@@ -340,13 +304,9 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
   """The original's summaries, in its order, for `host_call`.
 
-  float32 scalars, except the controller's logits: one float32 vector per
-  decision, `rlpathlogits/{path}` (per OneOf), that `host_call` writes
-  element by element as `rlpathlogits/{path}/{j}` (and as probabilities,
-  `probability_summaries`). With `tag_logits`, also the original's
-  `rltaglogits/{tag}` (the same tensors by tag, written as
-  `rltaglogits/{tag}/{j}`). No per-logit op runs on the steps that write no
-  summary.
+  float32 scalars, and one logits vector per OneOf, `rlpathlogits/{path}`
+  (with `tag_logits` also `rltaglogits/{tag}`), written element by element
+  (`/{j}`) only on the steps that write summaries.
   """
   s = collections.OrderedDict()
   s['model/loss'] = model.loss

@@ -1,11 +1,6 @@
-"""The search as a `runtime.task.Task`: DESIGN's nine steps, once.
-
-`SearchTask(config).build()` makes the controller, the reward baseline and
-the controller's Adam (one of each per (cost model, target) pair, taking
-turns by step), the supernet and the model's RMSProp (its slots too);
-`step` takes one search step of them on one replica's batches and returns
-its scalars; `dataset` gives the zipped train/validation batches.
-"""
+"""The search as a `runtime.task.Task`: DESIGN's nine steps, once. `build`
+makes a controller, baseline and Adam per (cost model, target) pair (taking
+turns by step), the supernet and its RMSProp; `step` runs one search step."""
 
 from __future__ import annotations
 
@@ -42,25 +37,14 @@ def progress_formats(config: SearchConfig):
     return {'rlcontroller/pair': lambda v: f'pair {v:.0f}',
             'rlcontroller/validation_accuracy': accuracy}
   return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
-          'rlcontroller/estimated_cost': lambda v: cost_text(v, config),
+          'rlcontroller/estimated_cost': lambda v: 'cost ' + (
+              cost_linear.cost_text(v, config.cost_model,
+                                    config.rl_cost_model_target)),
           'rlcontroller/validation_accuracy': accuracy}
 
 
-def cost_text(cost: float, config: SearchConfig) -> str:
-  """'cost 213,168 MACs (target 220,131 MACs, -3%)' (ms for latency
-  models)."""
-  units = cost_linear.units_suffix(config.cost_model)
-  return (f'cost {cost_linear.cost_text(cost)}{units} (target '
-          f'{cost_linear.cost_text(config.rl_cost_model_target)}{units}, '
-          f'{100.0 * (cost / config.rl_cost_model_target - 1):+.0f}%)')
-
-
 class SearchTask:
-  """The search's variables, its per-replica step and its batches.
-
-  Args:
-    config: the search's config.
-  """
+  """The search's variables, its per-replica step and its batches."""
 
   finite_scalars = {'model/loss': 'model loss',
                     'rlcontroller/reward': 'reward'}
@@ -75,12 +59,8 @@ class SearchTask:
     self._decisions = decisions(self._spec)
 
   def build(self) -> Dict[str, Any]:
-    """Makes every variable, the RMSProp slots too (so that a step traced
-    once creates none).
-
-    Returns:
-      The objects to checkpoint, by name.
-    """
+    """The objects to checkpoint, by name: every variable, the RMSProp
+    slots too, so that a step traced once creates none."""
     config = self._config
     pairs = range(len(config.pairs))
     controllers = [steps.make_controller(self._spec, k) for k in pairs]

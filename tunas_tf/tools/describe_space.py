@@ -29,16 +29,9 @@ FLAGS = flags.FLAGS
 
 
 def describe(ssd: str, indices=None, seed: int = 0) -> dict:
-  """Returns a JSON-ready description of the space and one architecture.
-
-  Args:
-    indices: list of ints or colon-separated string; None draws uniformly
-      (under `seed`).
-
-  Returns:
-    dict with keys `ssd`, `num_decisions`, `size`, `paths`, `indices`,
-    `spec` (the pruned spec as a spec_io document).
-  """
+  """JSON-ready `ssd`, `num_decisions`, `size`, `paths`, `indices` and the
+  pruned `spec` (a spec_io document) of `indices` (ints or '0:2:1'; None
+  draws uniformly under `seed`)."""
   spec = mobile.get_search_space(ssd)
   paths = [path for path, _ in schema.flatten_with_paths(spec)]
   if indices is None:
@@ -63,12 +56,8 @@ def kind(ssd: str) -> str:
 
 
 def decision_table(ssd: str, indices) -> str:
-  """The decisions of `ssd` as text: one row per decision, in visit order.
-
-  Columns: the decision's path, its choices by name and the choice of the
-  architecture `indices`; `*` marks a decision under an alternative the
-  architecture did not choose.
-  """
+  """One row per decision of `ssd`, in visit order: path, choices by name,
+  `indices`' choice; `*` marks one under an alternative not chosen."""
   rows = architecture_lib.Architecture(ssd, indices).decisions
   if not rows:
     return '(no decisions: a fixed architecture)'

@@ -33,11 +33,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-  flags.DEFINE_string('model_dir', None, 'The search directory.',
-                      flag_values=flag_values)
-  flags.DEFINE_alias('checkpoint_dir', 'model_dir', flag_values=flag_values)
-  flags.DEFINE_string('checkpoint', None, 'A checkpoint path; default the '
-                      "directory's latest.", flag_values=flag_values)
+  common_flags.define_model_dir_flags(flag_values, 'The search directory.',
+                                      checkpoint=True)
   flags.DEFINE_float('cost_tolerance', extract_lib.OFF_TARGET, 'T in (0, '
                      '1): take the most likely architecture whose estimated '
                      "cost is within the search's target times (1 -/+ T) "
@@ -123,10 +120,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   print(f'Searched on {result.dataset} at {result.image_size}x'
         f'{result.image_size}, {result.num_classes} classes, preprocessing '
         f'{result.preprocessing}')
-  units = cost_linear.units_suffix(result.cost_model)
-  print(f'Estimated cost {cost_linear.cost_text(result.estimated_cost)}'
-        f'{units} ({result.cost_model}; target '
-        f'{cost_linear.cost_text(result.cost_target)}{units})')
+  print('Estimated cost ' + cost_linear.cost_text(
+      result.estimated_cost, result.cost_model, result.cost_target) +
+        f' ({result.cost_model})')
   print(memory.memory_text(result.spec, shape))
   print(line)
   if off_target:

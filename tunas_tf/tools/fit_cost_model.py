@@ -35,21 +35,15 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
             holdout_fraction: float = 0.2,
             allow_poor_fit: bool = False,
             block_csv: Optional[str] = None) -> Dict[str, Any]:
-  """`fit.fit` on the rows of a latency CSV, at the input they were measured
-  at; with `block_csv` (a block table, `measure_latency --block_table`,
-  measured as the networks were), `fit.fit_table`: the table's sum
-  corrected on the CSV's networks.
-
-  Returns:
-    The dict of `fit.fit`, with `indices` (the CSV's, canonical) added; the
-    coefficients record the CSVs' absolute paths (`source_csv`,
-    `source_block_csv`) and their settings (`measured_with`).
+  """`fit.fit` on a latency CSV's rows at the input they were measured at, or
+  with `block_csv` (a block table measured as the networks were)
+  `fit.fit_table`; its dict plus the CSV's canonical `indices`, recording
+  the CSVs' absolute paths and settings (`measured_with`).
 
   Raises:
-    ValueError: for a bad CSV (`rows_lib.read`), too few rows, a CSV that
-      does not say how it was measured (`rows_lib.read_provenance`), a block
-      table measured otherwise than the networks or missing a unit;
-      `fit.PoorFit` for a fit it refuses (unless `allow_poor_fit`).
+    ValueError: a bad CSV, too few rows, no settings beside it, a block
+      table measured otherwise or missing a unit.
+    fit.PoorFit: a fit it refuses (unless `allow_poor_fit`).
   """
   indices, latencies = rows_lib.read(csv_path, ssd)
   # Before computing features.

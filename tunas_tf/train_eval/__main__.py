@@ -105,10 +105,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def _define_recipe_flags(f: flags.FlagValues) -> None:
-  """The recipe's flags: batch, length, LR, L2, bfloat16.
-
-  The ImageNet recipe is the original's (`tunas/mobile_train_eval.py`).
-  """
+  """The recipe's flags (batch, length, LR, L2, bfloat16); ImageNet's is the
+  original's (`tunas/mobile_train_eval.py`)."""
   flags.DEFINE_integer('train_batch_size', 64, 'Global train batch (the '
                        'ImageNet recipe: 4096).', flag_values=f)
   flags.DEFINE_integer('eval_batch_size', 64, 'Eval batch (the ImageNet '
@@ -155,12 +153,8 @@ def _define_recipe_flags(f: flags.FlagValues) -> None:
 
 def config_from_flags(flag_values: flags.FlagValues = FLAGS
                       ) -> TrainEvalConfig:
-  """Resolves the defaults that depend on other flags, a file or the data.
-
-  Raises:
-    ValueError: for missing, malformed or inconsistent settings (the message
-      names the flag).
-  """
+  """The `TrainEvalConfig` of the flags, defaults that depend on flags, a file
+  or the data resolved; ValueError naming the flag for a bad setting."""
   f = flag_values
   common_flags.check_data_flags(f)  # Before reading any data.
   if f.export and f.export_dir:
