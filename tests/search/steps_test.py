@@ -65,6 +65,23 @@ def _sample(spec, p_ops, p_filters, seed=None):
   return steps.sample_architecture(spec, p_ops, p_filters,
                                    steps.make_controller(spec), seed=seed)
 
+def _scalar_args(cost):
+  """(spec, the arguments of steps.summary_scalars) of a digits_search
+  sample, the step's values as mocks; `cost` the estimated cost or None."""
+  spec = mobile.get_search_space('digits_search')
+  _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
+  step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
+                   regularization_loss=tf.constant(0.0),
+                   learning_rate=tf.constant(0.1))
+  rl = mock.Mock(reward=tf.constant(0.5), step_baseline=tf.constant(0.5),
+                 baseline=tf.constant(0.5), advantage=tf.constant(0.0),
+                 cost_ratio=tf.constant(1.0), cost_adjustment=tf.constant(0.0))
+  controller = mock.Mock(empirical_loss=tf.constant(0.0),
+                         entropy_loss=tf.constant(0.0),
+                         learning_rate=tf.constant(0.0))
+  return spec, (step, tf.constant(1.0), rl, controller, dist_info, cost,
+                tf.constant(0.0), tf.constant(0.0))
+
 
 def _sampling_step(spec, config, seed):
   """(global step, masks, controller train op) of a one-replica graph."""
@@ -335,18 +352,7 @@ class StepsTest(absltest.TestCase):
 
   def test_summary_scalars_tag_logits_only_when_asked(self):
     with tf.Graph().as_default():
-      spec = mobile.get_search_space('digits_search')
-      _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
-      step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
-                       regularization_loss=tf.constant(0.0),
-                       learning_rate=tf.constant(0.1))
-      rl = mock.Mock(reward=tf.constant(0.5), step_baseline=tf.constant(0.5),
-                     baseline=tf.constant(0.5), advantage=tf.constant(0.0))
-      controller = mock.Mock(empirical_loss=tf.constant(0.0),
-                             entropy_loss=tf.constant(0.0),
-                             learning_rate=tf.constant(0.0))
-      args = (step, tf.constant(1.0), rl, controller, dist_info, None,
-              tf.constant(0.0), tf.constant(0.0))
+      spec, args = _scalar_args(None)
       plain = steps.summary_scalars(*args)
       tagged = steps.summary_scalars(*args, tag_logits=True)
     self.assertFalse(any(k.startswith('rltaglogits/') for k in plain))
@@ -388,20 +394,7 @@ class StepsTest(absltest.TestCase):
 
   def test_pair_scalars_name_each_pair_apart(self):
     with tf.Graph().as_default():
-      spec = mobile.get_search_space('digits_search')
-      _, dist_info = _sample(spec, tf.constant(0.0), tf.constant(0.0))
-      step = mock.Mock(loss=tf.constant(1.0), empirical_loss=tf.constant(1.0),
-                       regularization_loss=tf.constant(0.0),
-                       learning_rate=tf.constant(0.1))
-      rl = mock.Mock(reward=tf.constant(0.5), step_baseline=tf.constant(0.5),
-                     baseline=tf.constant(0.5), advantage=tf.constant(0.0),
-                     cost_ratio=tf.constant(1.0),
-                     cost_adjustment=tf.constant(0.0))
-      controller = mock.Mock(empirical_loss=tf.constant(0.0),
-                             entropy_loss=tf.constant(0.0),
-                             learning_rate=tf.constant(0.0))
-      args = (step, tf.constant(1.0), rl, controller, dist_info,
-              tf.constant(2.0), tf.constant(0.0), tf.constant(0.0))
+      spec, args = _scalar_args(tf.constant(2.0))
       first = steps.pair_scalars(0, *args)
       second = steps.pair_scalars(2, *args)
       self.assertEqual(list(first), list(steps.summary_scalars(*args)))
