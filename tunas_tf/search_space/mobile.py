@@ -1,10 +1,7 @@
 """The search spaces and reference models, and a registry of them by name.
 
-The three released spaces and four reference models follow the original
-(`tunas/mobile_search_space_v3.py`) layer for layer, since the released cost
-models depend on the exact layer lists. `cifar_search` (32x32) and
-`digits_search` (8x8, the offline default) are small spaces of our own with
-the ProxylessNAS op choices and enlarged-style searched widths.
+The released spaces and reference models follow the original layer for layer,
+since the released cost models depend on the exact layer lists.
 """
 
 from __future__ import annotations
@@ -244,11 +241,7 @@ def mobilenet_v3_large() -> ConvTowerSpec:
 
 
 def cifar_search() -> ConvTowerSpec:
-  """A small space for 32x32 images: stride-1 stem, 3 searched stride-2 blocks.
-
-  ProxylessNAS op choices (kernel {3,5,7} x expansion {3,6}, skippable
-  layers) and enlarged-style searched widths; total stride 8 (32 -> 4).
-  """
+  """A space for 32x32 images: 3 stride-2 ProxylessNAS-style blocks (32 -> 4)."""
   body = ((2, 2, False), (2, 2, False), (2, 2, False))
   bases = (16, 16, 24, 40, 80, 256)
   return _proxylessnas_layout([_searched_filters(b) for b in bases], body,
@@ -256,12 +249,7 @@ def cifar_search() -> ConvTowerSpec:
 
 
 def digits_search() -> ConvTowerSpec:
-  """A tiny space for 8x8 images (the offline `digits` default).
-
-  Stride-1 stem, separable conv, two searched stride-2 blocks of one mandatory
-  and one skippable bottleneck (8 -> 4 -> 2), and a 1x1 head; ProxylessNAS op
-  choices and enlarged-style searched widths.
-  """
+  """A tiny space for 8x8 images (the offline `digits` default; 8 -> 2)."""
   body = ((2, 1, False), (2, 1, False))
   bases = (16, 8, 16, 32, 64)
   return _proxylessnas_layout([_searched_filters(b) for b in bases], body,
@@ -269,13 +257,9 @@ def digits_search() -> ConvTowerSpec:
 
 
 def mcu_search() -> ConvTowerSpec:
-  """A space for microcontrollers: 32x32 grayscale, 10 classes
-  (docs/microcontrollers.md says why).
+  """A space for microcontrollers, 32x32 grayscale (docs/microcontrollers.md).
 
-  Stride-1 stem, separable conv, three stride-2 blocks of one mandatory and
-  two skippable bottlenecks (32 -> 16 -> 8 -> 4) and a 1x1 head; MCUNet's
-  bottleneck choices (kernel {3,5,7} x expansion {3,4,6}) and enlarged-style
-  searched widths, 8 to 256 channels.
+  MCUNet's bottleneck choices (kernel {3,5,7} x expansion {3,4,6}).
   """
   body = ((2, 2, False), (2, 2, False), (2, 2, False))
   bases = (16, 8, 16, 24, 48, 128)
@@ -353,11 +337,7 @@ SEARCH_SPACES: Dict[str, SearchSpaceInfo] = _registry(
 
 
 def space_info(name: str) -> SearchSpaceInfo:
-  """Returns the facts about the search space or reference model `name`.
-
-  Raises:
-    ValueError: for an unknown name (the message lists the known ones).
-  """
+  """Returns the facts about `name`; ValueError (listing names) if unknown."""
   checks.one_of('search space', name, sorted(SEARCH_SPACES))
   return SEARCH_SPACES[name]
 
@@ -390,30 +370,18 @@ def check_searchable(name: str) -> SearchSpaceInfo:
 
 
 def get_search_space(name: str) -> ConvTowerSpec:
-  """Returns the spec of the search space or reference model `name`.
-
-  Raises:
-    ValueError: for an unknown name (the message lists the known ones).
-  """
+  """Returns the spec of `name`; ValueError (listing names) if unknown."""
   return space_info(name).build()
 
 
 def search_space_size(spec) -> int:
-  """Number of index vectors (the product of all OneOf cardinalities, nested
-  ones too, as in the original README), an exact Python int."""
+  """Number of index vectors: the product of all OneOf cardinalities."""
   return math.prod(schema.num_choices(spec))
 
 
 def skippable_layers(spec: ConvTowerSpec) -> Tuple[str, ...]:
-  """The prefixes of the layers a search space may skip.
-
-  A layer is skippable when it holds an op `OneOf` with a `ZeroSpec` among
-  its choices, as the original's path dropout decides; a pruned architecture
-  has none.
-
-  Returns:
-    The layers' prefixes `blocks/{b}/layers/{l}`, in network order.
-  """
+  """Prefixes `blocks/{b}/layers/{l}` of layers whose op OneOf holds a
+  ZeroSpec (as the original's path dropout decides), in network order."""
   zero = ZeroSpec()
   return tuple(
       naming.layer_prefix(b, l)
