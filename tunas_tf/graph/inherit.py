@@ -1,10 +1,7 @@
 """Weight inheritance by op name and shape: all of it lives here.
 
-Parameters are `{op_name: {var_name: np.ndarray}}` (`model.get_params`). A
-new variable inherits the old one of the same op and name when the shapes
-are equal, or its leading slice when the old one is at least as large in
-every dim; else it stays fresh (a logged mismatch if the name exists). Sources:
-a supernet, a search checkpoint, and a model's own checkpoint (EMA preferred).
+A new variable takes the old one of the same op and name, or its leading slice
+when the old one is at least as large in every dim; else it stays fresh.
 """
 
 from __future__ import annotations
@@ -71,16 +68,9 @@ def find_mismatches(new_params: Mapping[str, Mapping[str, Any]],
 def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
                    old_params: Mapping[str, Mapping[str, Any]]
                    ) -> Tuple[Params, Params]:
-  """Splits the new params (`{op_name: {var_name: array}}`, e.g. the new
-  model's initial values) into inherited and fresh values.
-
-  Returns:
-    `(inherited, fresh)`, both `{op_name: {var_name: np.ndarray}}` with
-    disjoint variables that together cover `new_params`: `inherited` holds
-    old values (or their leading slices) in the new shapes, `fresh` the new
-    values of everything else. An op appears in both when only some of its
-    variables are inherited. Each mismatch is logged as a warning.
-  """
+  """Splits `new_params` (`{op_name: {var_name: array}}`) into
+  `(inherited, fresh)`: disjoint, covering it; `inherited` holds old values
+  (or leading slices) in the new shapes. Mismatches are logged as warnings."""
   inherited: Params = {}
   fresh: Params = {}
   for op_name, group in new_params.items():
@@ -102,13 +92,8 @@ def inherit_params(new_params: Mapping[str, Mapping[str, Any]],
 def inherit_into(model: model_lib.Model,
                  old_params: Mapping[str, Mapping[str, Any]],
                  session: Optional[Any] = None) -> Tuple[Params, Params]:
-  """Assigns the inheritable old values to a built model's variables
-  (`session` for a model in a TF1 graph).
-
-  Returns:
-    `(inherited, fresh)` as `inherit_params` returns them for the model's
-    current values; the inherited ones are now assigned.
-  """
+  """Assigns `inherit_params`'s inherited values to a built model (`session`
+  in a TF1 graph) and returns its `(inherited, fresh)`."""
   inherited, fresh = inherit_params(model_lib.get_params(model, session),
                                     old_params)
   model_lib.set_params(model, inherited, session)
@@ -117,16 +102,11 @@ def inherit_into(model: model_lib.Model,
 
 def supernet_params(supernet: Any) -> Params:
   """A supernet's weights as `{op name: {variable name: np.ndarray}}` (new
-  float32 copies).
-
-  A name is split at its last `/` (`blocks/2/layers/1/expand/kernel` ->
-  `['blocks/2/layers/1/expand']['kernel']`), as `graph_from_spec` names ops.
-  Values keep the supernet's widest shapes.
+  float32 copies, widest shapes), names split at their last `/`.
 
   Args:
-    supernet: an object with `variables_by_name()` (a `Supernet`), or a
-      mapping from such variable names to arrays or variables (e.g. read
-      from a checkpoint).
+    supernet: a `Supernet` (`variables_by_name()`), or a mapping from such
+      variable names to arrays or variables (e.g. read from a checkpoint).
 
   Raises:
     ValueError: for another argument type or a name without `/`.
@@ -161,19 +141,15 @@ def inherit_from_supernet(model: model_lib.Model, supernet: Any,
 
   Args:
     model: a `model.Model` of a graph from `graph_from_spec`.
-    strict: raise instead of leaving a trainable variable fresh (moving
-      statistics may stay fresh).
+    strict: raise if a trainable variable stays fresh.
 
   Returns:
-    The fresh (not inherited) params `{op name: {variable name: value}}`,
-    with the model's current values; empty when every variable was
-    inherited (batch-norm moving statistics of a stateful model are always
-    fresh: the supernet keeps none).
+    The fresh params `{op name: {variable name: value}}` (batch-norm moving
+    statistics always are: the supernet keeps none).
 
   Raises:
-    ValueError: when not executing eagerly, if the model is not built and
-      `supernet` has no `input_channels`, or, when `strict`, if a trainable
-      variable stays fresh (naming it).
+    ValueError: when not eager, for an unbuilt model and a `supernet` without
+      `input_channels`, or when `strict` and a trainable variable is fresh.
   """
   if not tf.executing_eagerly():
     raise ValueError('inherit_from_supernet runs eagerly; in a TF1 graph use '
@@ -233,14 +209,8 @@ def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
 
 
 def read_supernet_values(checkpoint: str) -> Dict[str, np.ndarray]:
-  """The supernet's weights in a search checkpoint, by variable name.
-
-  Keeps `blocks/...` and `classifier/...`; leaves out optimizer slots
-  (`.../RMSProp*`), the controller (`rl_controller/...`) and the rest.
-
-  Raises:
-    ValueError: if the checkpoint cannot be read.
-  """
+  """The supernet's weights (`blocks/`, `classifier/`, no optimizer slots)
+  in a search checkpoint, by variable name; ValueError if unreadable."""
   values = resume_lib.read_checkpoint(checkpoint)
   kept = {}
   for name in values.get_variable_to_shape_map():

@@ -241,7 +241,7 @@ def mobilenet_v3_large() -> ConvTowerSpec:
 
 
 def cifar_search() -> ConvTowerSpec:
-  """A space for 32x32 images: 3 stride-2 ProxylessNAS-style blocks (32 -> 4)."""
+  """A space for 32x32 images: 3 stride-2 ProxylessNAS-style blocks (32->4)."""
   body = ((2, 2, False), (2, 2, False), (2, 2, False))
   bases = (16, 16, 24, 40, 80, 256)
   return _proxylessnas_layout([_searched_filters(b) for b in bases], body,
