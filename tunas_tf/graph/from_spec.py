@@ -1,9 +1,7 @@
 """An architecture spec -> the standalone network as a `Graph`.
 
-`graph_from_spec(spec, num_classes)` turns a pruned `ConvTowerSpec` into an
-`ir.Graph` that computes what `models.supernet.Supernet` computes for that
-architecture, with ops named so that a `model.Model`'s variables
-`"{op}/{variable}"` are exactly the supernet's.
+It computes what `Supernet` computes for that architecture, with ops named so
+that a `model.Model`'s variables `"{op}/{variable}"` are exactly the supernet's.
 """
 
 from __future__ import annotations
@@ -179,15 +177,12 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
     spec: a pruned `ConvTowerSpec` (no `OneOf`).
     num_classes: positive int, the number of logits.
     input_channels: positive int, the images' channels.
-    dropout_rate: float in [0, 1); dropout before the classifier when
-      training.
-    path_dropout_rate: float in [0, 1); when training, each unskipped layer
-      of `skippable_layers` has its residual branch dropped as a whole with
-      this probability (one scalar mask for the batch), scaled by
-      1 / (1 - rate) when kept.
-    skippable_layers: prefixes `blocks/{b}/layers/{l}` of the search
-      space's skippable layers; each must be a layer of `spec` and, when
-      `path_dropout_rate` is positive, a residual one.
+    dropout_rate: float in [0, 1); dropout before the classifier.
+    path_dropout_rate: float in [0, 1); when training, the residual branch
+      of each layer of `skippable_layers` is dropped whole with this
+      probability (one mask per batch), scaled by 1 / (1 - rate) when kept.
+    skippable_layers: prefixes `blocks/{b}/layers/{l}` of layers of `spec`
+      (residual ones when `path_dropout_rate` is positive).
     batch_norm_epsilon: positive float, every batch norm's epsilon.
     classifier: False ends the graph at the last layer's output (no
       `logits`): a piece of a network timed alone; it must compute something.
@@ -198,11 +193,9 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
     (`{'num_classes': num_classes}`), for `model.Model(graph, constants)`.
 
   Raises:
-    ValueError: for a spec that still has a `OneOf` (naming its path), a
-      `ZeroSpec` outside a residual, a residual layer that changes the
-      shape, an unsupported layer, a skippable layer that is not a layer
-      of `spec`, or not a residual one under path dropout (naming them),
-      or a bad argument.
+    ValueError: for a spec with a `OneOf` (naming its path), a `ZeroSpec`
+      outside a residual, a residual that changes the shape, an unsupported
+      layer, a bad `skippable_layers` entry (naming it), or a bad argument.
   """
   if not isinstance(spec, spec_ops.ConvTowerSpec):
     raise ValueError('graph_from_spec: expected a ConvTowerSpec, got '
