@@ -198,10 +198,8 @@ def _flash(lite: Sequence[LiteOp]) -> int:
 
 
 def flash_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
-  """Bytes of the int8 .tflite of a pruned spec at `shape`: weights, int32
-  biases, per-channel scales and the flatbuffer's tables (`lite_ops`'
-  errors). Identical constants share a buffer in the file (zero biases of
-  an untrained network): such a file is smaller."""
+  """Bytes of the int8 .tflite of a pruned spec at `shape` (`lite_ops`'
+  errors); a file whose identical constants share a buffer is smaller."""
   return FLASH_FIXED + _flash(lite_ops(pruned, shape)[0])
 
 
@@ -228,9 +226,7 @@ def _head_flash(width: int, size: int, num_classes: int) -> int:
 def flash_cost_model(ssd: str, image_size: int, num_classes: int,
                      input_channels: int) -> Tuple[np.ndarray, float]:
   """`flash_bytes` as an exact linear model (kernel, bias) of a space's
-  features, as `macs.macs_cost_model`: what a search step computes for a
-  sampled architecture or the warm-up mixture (`macs.layer_count_model`'s
-  errors)."""
+  features, as `macs.macs_cost_model` (`macs.layer_count_model`'s errors)."""
   from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top
   return macs.layer_count_model(
       mobile.get_search_space(ssd), image_size, num_classes, input_channels,

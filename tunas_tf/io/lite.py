@@ -1,7 +1,5 @@
-"""TFLite: the one conversion (float32 or full-integer int8) and the
-interpreter: LiteRT's (`ai_edge_litert`) where installed (with TF 2.16+,
-whose own warns it is deprecated), else TF's; TFLite Micro's (the
-`tflite-micro` wheel) for the arena a microcontroller needs.
+"""TFLite: the one conversion (float32 or int8), the interpreter (LiteRT's
+where installed: TF 2.16+'s own is deprecated) and TFLite Micro's arena.
 """
 
 from __future__ import annotations
@@ -150,11 +148,7 @@ _LARGEST_ARENA = 1 << 30
 
 
 def _micro_runtime() -> Any:
-  """tflite_micro's runtime module.
-
-  Raises:
-    ValueError: naming the package, when it is not installed.
-  """
+  """tflite_micro's runtime module; ValueError naming it if not installed."""
   try:
     runtime = importlib.import_module(MICRO_MODULE)
   except ImportError:
@@ -207,13 +201,12 @@ def _fits(content: bytes, arena_size: int) -> Tuple[bool, str]:
 
 
 def micro_arena(content: bytes) -> int:
-  """The smallest tensor arena (bytes) in which TFLite Micro allocates and
-  invokes the model (bisection, each trial in a child process).
+  """The smallest tensor arena (bytes) in which TFLite Micro runs the model
+  (bisection, each trial in a child process).
 
   Raises:
-    ValueError: when tflite-micro is missing, or the model does not run in
-      any arena (naming the op TFLite Micro has no kernel for, else its last
-      line).
+    ValueError: when tflite-micro is missing, or the model runs in no arena
+      (naming the op without a kernel, else TFLite Micro's last line).
   """
   _micro_runtime()
   high = 1 << 16
