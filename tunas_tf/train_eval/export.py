@@ -157,12 +157,10 @@ def int8_top1(config: TrainEvalConfig, tflite_path: str) -> float:
 
 def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
           tflite_path: str) -> Dict[str, Any]:
-  """TFLite Micro's arena and flash for the int8 model, estimated
-  (`cost_model.memory`; None for parts it does not model) and, with
-  tflite-micro installed, measured (`lite.micro_check`); writes
-  `MICRO_HEADER` beside the .tflite. Returns 'arena_bytes', 'flash_bytes',
-  'arena_measured', 'flash_measured', 'max_difference' (output steps),
-  'note' (why a figure is missing) and 'header'."""
+  """TFLite Micro's arena and flash for the int8 model, estimated (None where
+  `cost_model.memory` cannot) and measured with tflite-micro installed;
+  writes `MICRO_HEADER`. Returns 'arena_bytes', 'flash_bytes', '*_measured',
+  'max_difference' (output steps), 'note' (why a figure is missing), 'header'."""
   with tf.io.gfile.GFile(tflite_path, 'rb') as f:
     content = f.read()
   job = config.job

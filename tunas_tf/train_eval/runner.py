@@ -102,12 +102,10 @@ class _Plan(NamedTuple):
 
 def run(config: TrainEvalConfig) -> Dict[str, Any]:
   """Trains (unless `eval_only`), evaluates and exports through
-  `lifecycle.run` (resuming a checkpoint, else from scratch or the search's
-  weights), checking everything before it writes; returns the metrics.
+  `lifecycle.run`, checking everything before it writes; returns the metrics.
 
   Raises:
-    ValueError: inconsistent directory or settings, or as `lifecycle.run`
-      (a NaN or Inf loss among them).
+    ValueError: inconsistent directory or settings, or as `lifecycle.run`.
     preemption.Stopped: when a signal stopped it.
   """
   arch = network.build_architecture(config)
