@@ -160,7 +160,7 @@ def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
   """TFLite Micro's arena and flash for the int8 model, estimated (None where
   `cost_model.memory` cannot) and measured with tflite-micro installed;
   writes `MICRO_HEADER`. Returns 'arena_bytes', 'flash_bytes', '*_measured',
-  'max_difference' (output steps), 'note' (why a figure is missing), 'header'."""
+  'max_difference' (output steps), 'note' (why one is missing), 'header'."""
   with tf.io.gfile.GFile(tflite_path, 'rb') as f:
     content = f.read()
   job = config.job
