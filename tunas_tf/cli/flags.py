@@ -13,8 +13,7 @@ from absl import app
 from absl import flags
 
 from tunas_tf.io import checks
-# The tools' `with flags.errors_in_one_line(tool):`.
-from tunas_tf.io.errors import errors_in_one_line  # pylint: disable=W0611
+from tunas_tf.io.errors import errors_in_one_line
 from tunas_tf.io import files
 from tunas_tf.io import lite
 from tunas_tf.cli import process

@@ -21,6 +21,7 @@ from absl import flags
 
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.cost_model import provenance
 from tunas_tf.search import compare as compare_lib
 from tunas_tf.search import config as config_lib
@@ -64,7 +65,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> Optional[int]:
   output_dir = f.output_dir or os.path.join(f.search_dir, 'compare_random')
   common_flags.when_stopped(f'the finished runs in {output_dir} are kept, an '
                             'unfinished one resumes; the same command goes on')
-  with common_flags.errors_in_one_line('compare_random'):
+  with errors.errors_in_one_line('compare_random'):
     files.check_output_dir(output_dir, '--output_dir')
     results = compare_lib.compare(f.search_dir, output_dir, f.num_random,
                                   f.cost_tolerance, f.seed,

@@ -20,6 +20,7 @@ from absl import flags
 from tunas_tf import architecture as architecture_lib
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
@@ -87,7 +88,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
   common_flags.check_tool_args('describe_space', argv, f)
   path = (os.path.join(f.output_dir, architecture_lib.FILE_NAME)
           if f.output_dir else None)
-  with common_flags.errors_in_one_line('describe_space'):
+  with errors.errors_in_one_line('describe_space'):
     if path:
       files.check_output_dir(f.output_dir, '--output_dir')
       files.check_output_file(path, '--output_dir')

@@ -23,6 +23,7 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.cost_model import macs
 from tunas_tf.cost_model import memory
@@ -88,7 +89,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, (
       extract_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
-  with common_flags.errors_in_one_line('extract_architecture'):
+  with errors.errors_in_one_line('extract_architecture'):
     _check_modes(f)
     files.check_output_file(output, '--output')
     config = config_lib.read(f.model_dir)
@@ -97,13 +98,13 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
                        f'{len(config.pairs) - 1}')
   settings = None
   if f.measure_latency:  # Before the pick, which may take minutes.
-    with common_flags.errors_in_one_line(
+    with errors.errors_in_one_line(
         'extract_architecture: --measure_latency'):
       settings = [_settings(config.for_pair(k)) for k in (
           range(len(config.pairs)) if f.front else [f.pair])]
   if f.front:
     return _front(f, config, output, settings)
-  with common_flags.errors_in_one_line('extract_architecture'):
+  with errors.errors_in_one_line('extract_architecture'):
     if f.target is not None:
       result, line = extract_lib.pick_at(
           f.model_dir, f.target, f.cost_model, f.checkpoint, f.cost_tolerance,
@@ -129,7 +130,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
     print(f'Note: {off_target}')
   print(f'Written to {output}')
   if f.measure_latency:
-    with common_flags.errors_in_one_line(
+    with errors.errors_in_one_line(
         'extract_architecture: --measure_latency'):
       print(_measure(result, settings[0], _cache(f), config)[1])
 
@@ -171,7 +172,7 @@ def _cache(f: flags.FlagValues) -> str:
 def _front(f: flags.FlagValues, config, output: str, settings) -> None:
   """--front: every pair's architecture and its one-shot accuracy, in
   front.json."""
-  with common_flags.errors_in_one_line('extract_architecture'):
+  with errors.errors_in_one_line('extract_architecture'):
     picks, accuracy, lines = extract_lib.front(
         f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
     for a in picks:
@@ -179,7 +180,7 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
   print(lines)
   measured = None
   if settings:
-    with common_flags.errors_in_one_line(
+    with errors.errors_in_one_line(
         'extract_architecture: --measure_latency'):
       measured = [_measure(a, s, _cache(f), config)
                   for a, s in zip(picks, settings)]

@@ -21,6 +21,7 @@ from absl import flags
 from absl import logging
 
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.data import importing
 from tunas_tf.data import local_data
 
@@ -70,7 +71,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Imports the dataset of `f`; bad input exits with one line."""
   common_flags.check_tool_args('import_dataset', argv, f,
                                'format', 'source', 'name', 'data_dir')
-  with common_flags.errors_in_one_line('import_dataset', OSError):
+  with errors.errors_in_one_line('import_dataset', OSError):
     with _quiet_tfds():
       path, dataset = importing.import_dataset(
           f.format, f.source, f.name, f.data_dir, overwrite=f.overwrite,

@@ -23,6 +23,7 @@ from absl import logging
 
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.cost_model import macs
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
@@ -154,7 +155,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
              '--block_table: every unit of the space)')
   common_flags.when_stopped(f'the rows measured so far are in {f.output}; '
                             'the same command measures the rest')
-  with common_flags.errors_in_one_line('measure_latency'):
+  with errors.errors_in_one_line('measure_latency'):
     files.check_output_file(f.output, '--output')
     cpus = _cpus(f.cpus)
     if cpus is not None:
@@ -207,7 +208,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
             f'{protocol.max_retries} retries: the machine was busy; their '
             'spread_ms says how far to trust them')
   if earlier is not None:
-    with common_flags.errors_in_one_line('measure_latency: --compare_with'):
+    with errors.errors_in_one_line('measure_latency: --compare_with'):
       now = dict(zip(*rows_lib.read(f.output, f.ssd, columns)))
       difference, count = protocol_lib.passes_difference(earlier, now)
     print(f'against {f.compare_with}: {100 * difference:.2f}% median relative '

@@ -19,6 +19,7 @@ from absl import flags
 
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.search import random_search
 
@@ -43,7 +44,7 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
 def main(argv, f: flags.FlagValues = FLAGS) -> None:
   """Samples and writes the architectures; bad input exits with one line."""
   common_flags.check_tool_args('random_architectures', argv, f, 'output')
-  with common_flags.errors_in_one_line('random_architectures'):
+  with errors.errors_in_one_line('random_architectures'):
     files.check_output_file(f.output, '--output')
     kept = random_search.sample_architectures(
         f.ssd, f.num, f.seed, f.cost_model, f.min_cost, f.max_cost,

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tunas_tf import architecture
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
+from tunas_tf.io import errors
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
@@ -36,7 +37,7 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
 def main(argv, f: flags.FlagValues = FLAGS) -> None:
   common_flags.check_tool_args('report', argv, f, 'model_dir')
   output_dir = f.output_dir or f.model_dir
-  with common_flags.errors_in_one_line('report', OSError, tf.errors.OpError):
+  with errors.errors_in_one_line('report', OSError, tf.errors.OpError):
     files.check_output_dir(output_dir, '--output_dir')
     config = config_lib.read(f.model_dir)
     arch, line = _extracted(f.model_dir, *extract.pick(
