@@ -12,6 +12,7 @@ from absl.testing import absltest
 
 from tunas_tf.io import files
 from tunas_tf.runtime import estimator as estimator_lib
+from tunas_tf.runtime import jobs
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search import report
@@ -76,7 +77,7 @@ class EstimatorEngineTest(absltest.TestCase):
           r'\S+ does not have \(TF 2.16\+\): use --engine=distribute'):
         runner.run_search(config)
     self.assertFalse(os.path.exists(os.path.join(model_dir,
-                                                 files.CONFIG_FILE)))
+                                                 jobs.CONFIG_FILE)))
 
   def test_the_default_is_the_estimator_where_tf_has_it(self):
     for has, engine in ((True, 'estimator'), (False, 'distribute')):

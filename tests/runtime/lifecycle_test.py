@@ -21,7 +21,6 @@ from absl.testing import absltest
 import pytest
 import tensorflow as tf
 
-from tunas_tf.io import files
 from tunas_tf.runtime import engine as engine_lib
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import lifecycle
@@ -128,17 +127,17 @@ def toy_run(config: _ToyConfig, task: Optional[ToyTask] = None,
             **task_args):
   """The whole third binary below its entry point: (plan, trained);
   `on_start(stop)` is called when it starts."""
-  path = os.path.join(config.job.model_dir, files.CONFIG_FILE)
+  path = os.path.join(config.job.model_dir, jobs.CONFIG_FILE)
   values = jobs.to_flat(config)
   run_only = jobs.JOB_RUN_ONLY_FIELDS | {'max_steps'}
   engine = engine or engine_lib.make(config.job)
 
   def check() -> _Plan:
-    return _Plan(files.check_config(path, values, run_only),
+    return _Plan(jobs.check_config(path, values, run_only),
                  resume_lib.resume_point(config.job.model_dir))
 
   def start(plan: _Plan, stop):
-    files.write_config(path, values, plan.stored, run_only)
+    jobs.write_config(path, values, plan.stored, run_only)
     if on_start:
       on_start(stop)
     return plan, engine.train(

@@ -15,7 +15,6 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_tf.io import files
 from tunas_tf.graph import model as model_lib
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import resume as resume_lib
@@ -185,7 +184,7 @@ def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
   """
   if not tf.io.gfile.isdir(search_dir):
     raise ValueError(f'--init_from_search={search_dir}: no such directory')
-  config_path = os.path.join(search_dir, files.CONFIG_FILE)
+  config_path = os.path.join(search_dir, jobs.CONFIG_FILE)
   stored = {}
   if tf.io.gfile.exists(config_path):
     with tf.io.gfile.GFile(config_path) as f:

@@ -1,4 +1,5 @@
-"""File helpers shared by the binaries: atomic writes and stored configs.
+"""File helpers shared by the binaries: atomic writes, checked reads, output
+paths.
 
 Paths go through `tf.io.gfile`, so model directories may be local or on
 Cloud Storage (`gs://...`, as TPU runs need).
@@ -10,12 +11,8 @@ import io
 import json
 import os
 import time
-from typing import Any, Callable, Collection, Dict, Mapping, Optional
+from typing import Any, Optional
 import uuid
-
-# A run's settings in its model directory (the search's and train_eval's).
-CONFIG_FILE = 'config.json'
-
 
 def _tf():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -169,67 +166,6 @@ def read_json(path: str) -> Any:
     raise ValueError(f'{path} is not valid JSON ({e})') from None
 
 
-def check_config(path: str, new: Dict[str, Any],
-                 run_only_fields: Collection[str],
-                 derived_fields: Collection[str] = (),
-                 check_stored: Optional[Callable[[Dict[str, Any]], None]]
-                 = None,
-                 added_fields: Optional[Mapping[str, Any]] = None
-                 ) -> Optional[Dict[str, Any]]:
-  """Checks a run's settings against those stored at `path`; writes nothing.
-
-  Args:
-    new: this run's settings (JSON-able, flat).
-    run_only_fields: settings a restart may change (cadence, where to run).
-    derived_fields: compared last, so an error names what the user changed.
-    check_stored: called with the stored settings before any comparison.
-    added_fields: settings an earlier version did not store, with the value
-      it ran with: taken where the stored file lacks them.
-
-  Returns:
-    The stored settings, or None when `path` does not exist (a new run).
-
-  Raises:
-    ValueError: naming the first differing field with both values, or a
-      stored file that is not a JSON object.
-  """
-  if not exists(path):
-    return None
-  old = read_json(path)
-  if not isinstance(old, dict):
-    raise ValueError(f'{path} does not hold a JSON object')
-  if check_stored is not None:
-    check_stored(old)
-  old = {**(added_fields or {}), **old}
-  derived = set(derived_fields)
-  for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
-    if key in run_only_fields:
-      continue
-    if key not in old:
-      raise ValueError(f'{path} has no field {key!r}: written by another '
-                       'binary or an earlier version; use a new --model_dir')
-    if old.get(key, '<missing>') != new.get(key, '<missing>'):
-      raise ValueError(
-          f'{path} was written by a different run: {key} is '
-          f"{old.get(key, '<missing>')!r} there and "
-          f"{new.get(key, '<missing>')!r} now; use a new --model_dir or the "
-          'same settings')
-  return old
-
-
-def write_config(path: str, new: Dict[str, Any],
-                 stored: Optional[Dict[str, Any]],
-                 run_only_fields: Collection[str]) -> None:
-  """Writes `new` (a new run), or `stored` (what `check_config` returned)
-  with the new run-only values, only when the content changes."""
-  if stored is None:
-    write_json(new, path, sort_keys=True)
-    return
-  merged = {**stored, **{k: new[k] for k in run_only_fields if k in new}}
-  if merged != stored:
-    write_json(merged, path, sort_keys=True)
-
-
 def _nearest_existing(path: str) -> str:
   """`path` or its nearest ancestor that exists (local paths)."""
   path = os.path.abspath(path)
@@ -283,20 +219,3 @@ def check_output_file(path: str, flag: str) -> None:
       reason = ('is a file' if not os.path.isdir(found) else
                 'is not writable')
       raise ValueError(f'{flag}={path} cannot be written: {found} {reason}')
-
-
-def read_config(model_dir: str, kind: str) -> Dict[str, Any]:
-  """The JSON object a run stored in `model_dir/config.json`.
-
-  Raises:
-    ValueError: if there is no config.json (not a `kind` directory), it is
-      not valid JSON, or it does not hold a JSON object.
-  """
-  path = os.path.join(model_dir, CONFIG_FILE)
-  if not exists(path):
-    raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a {kind} '
-                     'directory')
-  values = read_json(path)
-  if not isinstance(values, dict):
-    raise ValueError(f'{path} does not hold a JSON object')
-  return values

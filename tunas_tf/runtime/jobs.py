@@ -1,18 +1,21 @@
-"""The `JobConfig` both binaries share, their flat config.json layout, and
-which binary wrote a model directory's config.json (`written_by`).
+"""The `JobConfig` both binaries share and config.json, the one owner of it:
+the flat layout, the checks a restart passes, the writes, which binary wrote
+a model directory (`written_by`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import (Any, ClassVar, Collection, Dict, List, Mapping, Optional,
-                    Sequence)
+from typing import (Any, Callable, ClassVar, Collection, Dict, List, Mapping,
+                    Optional, Sequence)
 
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.io import records
 
+# A run's settings in its model directory (the search's and train_eval's).
+CONFIG_FILE = 'config.json'
 # `JobConfig` fields a restarted run may change (where, how often, which copy).
 JOB_RUN_ONLY_FIELDS = frozenset({
     'model_dir', 'tpu', 'tpu_zone', 'gcp_project', 'tpu_iterations_per_loop',
@@ -149,6 +152,67 @@ def from_json(config_type: type, values: Mapping[str, Any], where: str,
   return config
 
 
+def check_config(path: str, new: Dict[str, Any],
+                 run_only_fields: Collection[str],
+                 derived_fields: Collection[str] = (),
+                 check_stored: Optional[Callable[[Dict[str, Any]], None]]
+                 = None,
+                 added_fields: Optional[Mapping[str, Any]] = None
+                 ) -> Optional[Dict[str, Any]]:
+  """Checks a run's settings against those stored at `path`; writes nothing.
+
+  Args:
+    new: this run's settings (JSON-able, flat).
+    run_only_fields: settings a restart may change (cadence, where to run).
+    derived_fields: compared last, so an error names what the user changed.
+    check_stored: called with the stored settings before any comparison.
+    added_fields: settings an earlier version did not store, with the value
+      it ran with: taken where the stored file lacks them.
+
+  Returns:
+    The stored settings, or None when `path` does not exist (a new run).
+
+  Raises:
+    ValueError: naming the first differing field with both values, or a
+      stored file that is not a JSON object.
+  """
+  if not files.exists(path):
+    return None
+  old = files.read_json(path)
+  if not isinstance(old, dict):
+    raise ValueError(f'{path} does not hold a JSON object')
+  if check_stored is not None:
+    check_stored(old)
+  old = {**(added_fields or {}), **old}
+  derived = set(derived_fields)
+  for key in sorted(set(old) | set(new), key=lambda k: (k in derived, k)):
+    if key in run_only_fields:
+      continue
+    if key not in old:
+      raise ValueError(f'{path} has no field {key!r}: written by another '
+                       'binary or an earlier version; use a new --model_dir')
+    if old.get(key, '<missing>') != new.get(key, '<missing>'):
+      raise ValueError(
+          f'{path} was written by a different run: {key} is '
+          f"{old.get(key, '<missing>')!r} there and "
+          f"{new.get(key, '<missing>')!r} now; use a new --model_dir or the "
+          'same settings')
+  return old
+
+
+def write_config(path: str, new: Dict[str, Any],
+                 stored: Optional[Dict[str, Any]],
+                 run_only_fields: Collection[str]) -> None:
+  """Writes `new` (a new run), or `stored` (what `check_config` returned)
+  with the new run-only values, only when the content changes."""
+  if stored is None:
+    files.write_json(new, path, sort_keys=True)
+    return
+  merged = {**stored, **{k: new[k] for k in run_only_fields if k in new}}
+  if merged != stored:
+    files.write_json(merged, path, sort_keys=True)
+
+
 class StoredConfig:
   """A binary's run config (a frozen dataclass with a `job`) as its model
   directory's config.json holds it: `to_json` writes the fields flat with
@@ -175,19 +239,24 @@ class StoredConfig:
 
   @classmethod
   def read(cls, model_dir: str) -> Any:
-    """The config in `model_dir`'s config.json; ValueError as
-    `files.read_config` and `from_json`."""
-    return cls.from_json(
-        files.read_config(model_dir, DIRECTORY_KINDS[cls.BINARY]),
-        os.path.join(model_dir, files.CONFIG_FILE))
+    """The config in `model_dir`'s config.json; ValueError: no such file
+    (not this binary's directory), not a JSON object, or as `from_json`."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not files.exists(path):
+      raise ValueError(f'No {CONFIG_FILE} in {model_dir!r}: not a '
+                       f'{DIRECTORY_KINDS[cls.BINARY]} directory')
+    values = files.read_json(path)
+    if not isinstance(values, dict):
+      raise ValueError(f'{path} does not hold a JSON object')
+    return cls.from_json(values, path)
 
   def check_stored(self) -> Optional[Dict[str, Any]]:
     """The stored config.json values (None: a new run), checked against this
-    config; writes nothing. ValueError (`files.check_config`) names the first
+    config; writes nothing. ValueError (`check_config`) names the first
     field differing outside `RUN_ONLY_FIELDS`, or another binary's directory."""
     model_dir = self.job.model_dir
-    return files.check_config(
-        os.path.join(model_dir, files.CONFIG_FILE), self.to_json(),
+    return check_config(
+        os.path.join(model_dir, CONFIG_FILE), self.to_json(),
         self.RUN_ONLY_FIELDS,
         tuple(self.DERIVED_FIELDS) + (_OWN_FIELDS[self.BINARY],),
         check_stored=lambda stored: check_written_by(
@@ -197,8 +266,8 @@ class StoredConfig:
   def write_stored(self, stored: Optional[Dict[str, Any]]) -> None:
     """Writes config.json: this config, or on a restart (`stored`, from
     `check_stored`) the stored one with the new run-only values."""
-    files.write_config(os.path.join(self.job.model_dir, files.CONFIG_FILE),
-                       self.to_json(), stored, self.RUN_ONLY_FIELDS)
+    write_config(os.path.join(self.job.model_dir, CONFIG_FILE),
+                 self.to_json(), stored, self.RUN_ONLY_FIELDS)
 
 
 def written_by(values: Mapping[str, Any]) -> Optional[str]:

@@ -15,6 +15,7 @@ from tunas_tf import architecture as architecture_lib
 from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.data import datasets
+from tunas_tf.runtime import jobs
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import random_search
 
@@ -55,7 +56,7 @@ def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
   searched architecture changed)."""
   wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
             for flag in command if flag.startswith(('--ssd=', '--indices='))}
-  path = os.path.join(run_dir, files.CONFIG_FILE)
+  path = os.path.join(run_dir, jobs.CONFIG_FILE)
   stored = files.read_json(path) if files.exists(path) else {}
   for key, value in wanted.items():
     if stored.get(key) != value:

@@ -30,7 +30,6 @@ SUPERNET_SAMPLING = ('controller', 'uniform')
 ENTROPY_SCHEDULES = schedules.ENTROPY_SCHEDULES
 # The binary that writes a search directory (`jobs.written_by`).
 BINARY = 'train_search'
-CONFIG_FILE = files.CONFIG_FILE
 MODEL_SPEC_FILE = 'model_spec.json'
 # extract_architecture --front's points, one per pair (the report plots it).
 FRONT_FILE = 'front.json'
@@ -371,7 +370,7 @@ def check_stored(config: SearchConfig, model_spec_json: str
   ValueError naming the first field that differs (outside
   `RUN_ONLY_FIELDS`), another space, or a train_eval directory."""
   model_dir = config.job.model_dir
-  config_path = os.path.join(model_dir, CONFIG_FILE)
+  config_path = os.path.join(model_dir, jobs.CONFIG_FILE)
   spec_path = os.path.join(model_dir, MODEL_SPEC_FILE)
   # The search space first: a different space makes every other check moot.
   # (A train_eval directory has none; its config.json says what it is.)

@@ -10,7 +10,6 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 from tunas_tf import architecture as architecture_lib
 from tunas_tf.io import checks
-from tunas_tf.io import files
 from tunas_tf.data import datasets
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import precision
@@ -19,7 +18,6 @@ from tunas_tf.search_space import schema
 
 # The binary that writes a train_eval directory (`jobs.written_by`).
 BINARY = 'train_eval'
-CONFIG_FILE = files.CONFIG_FILE
 EXPORT_SUBDIR = 'export'
 DEFAULT_SSD = 'digits_search'
 DEFAULT_DATASET = datasets.DIGITS
