@@ -23,7 +23,6 @@ class OneReplicaTest(absltest.TestCase):
   def test_means_are_the_values_and_nothing_changes(self):
     with tf.Graph().as_default():
       x = tf.constant([1.0, -2.0])
-      self.assertEqual(replicas.num_replicas(), 1)
       mean_x, mean_square = replicas.means([x, tf.square(x)])
       self.assertIsNone(tf.gradients(mean_x, x)[0])  # No gradient.
       opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
@@ -49,7 +48,6 @@ class TpuContextTest(absltest.TestCase):
   def test_cross_replica_sums_and_cross_shard_optimizer(self):
     with tf.Graph().as_default() as graph:
       with tpu_function.tpu_shard_context(4):
-        self.assertEqual(replicas.num_replicas(), 4)
         mean = replicas.mean(tf.constant([1.0, 2.0]))
         opt = replicas.averaging_optimizer(
             tf.compat.v1.train.GradientDescentOptimizer(0.1))
@@ -57,7 +55,6 @@ class TpuContextTest(absltest.TestCase):
         replica = replicas.replica_id()
         with replicas.identical_variables():
           v = tf.Variable(0.0)
-      self.assertEqual(replicas.num_replicas(), 1)  # Outside again.
     # XLA's replica id (XLA gives each replica of the computation its own).
     self.assertEqual((replica.op.type, replica.dtype),
                      ('XlaReplicaId', tf.int32))
@@ -84,14 +81,14 @@ class MirroredTest(absltest.TestCase):
             v = tf.Variable([0.0, 0.0], name='v')
           # Every replica assigns; each assigns the same value.
           assign = v.assign_add(mean_x)
-          seen.append((replicas.num_replicas(), replicas.is_first_replica(),
+          seen.append((replicas.is_first_replica(),
                        tf.gradients(mean_x, x)[0]))
           return mean_x, mean_square, assign, v, replicas.replica_id()
 
         mean_x, mean_square, assign, v, replica = [
             replicated.local(strategy, out)
             for out in replicated.run(strategy, step)]
-        self.assertEqual(seen, [(n, i == 0, None) for i in range(n)])
+        self.assertEqual(seen, [(i == 0, None) for i in range(n)])
         self.assertEqual(v[0].aggregation,
                          tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.assertEqual({r.dtype for r in replica}, {tf.int32})

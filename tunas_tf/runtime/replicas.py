@@ -1,6 +1,6 @@
-"""Replicas: how many there are, which one this is, and means over them, in
-a TPU, a `tf.distribute` or no replica context (docs/scaling.md). The one
-module that imports `tf.distribute` internals."""
+"""Replicas: which one this is, and means over them, in a TPU, a
+`tf.distribute` or no replica context (docs/scaling.md). The one module that
+imports `tf.distribute` internals."""
 
 from __future__ import annotations
 
@@ -30,14 +30,8 @@ def _distribute_context() -> tf.distribute.ReplicaContext:
   return context
 
 
-def num_replicas() -> int:
-  """The replicas the current step is built for (a Python int); ValueError
-  in a `tf.distribute` cross-replica context."""
-  return _tpu_replicas() or _distribute_context().num_replicas_in_sync
-
-
 def replica_id() -> tf.Tensor:
-  """Scalar int32 in [0, num_replicas()): the replica the step is built for,
+  """Scalar int32 in [0, replicas): the replica the step is built for,
   the same in every run of a set-up, so randomness keyed on it repeats.
   ValueError in a `tf.distribute` cross-replica context."""
   if _tpu_replicas() > 1:
