@@ -87,69 +87,23 @@ class JobConfig:
     return (f'{self.dataset} {self.image_size}x{self.image_size}, '
             f'preprocessing {self.preprocessing}')
 
-  def to_json(self) -> Dict[str, Any]:
-    """The fields, flat (they sit beside the run's own in config.json)."""
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def field_names(cls) -> frozenset:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-  @classmethod
-  def from_flat(cls, values: Mapping[str, Any]) -> 'JobConfig':
-    """The `JobConfig` among a flat mapping's keys (others ignored);
-    KeyError naming a missing one."""
-    return cls(**{name: values[name] for name in sorted(cls.field_names())})
-
 
 # config.json's flat layout of a run's config: the job's fields beside its own.
+_JOB_FIELDS = sorted(f.name for f in dataclasses.fields(JobConfig))
 
 
 def flat_keys(config_type: type) -> List[str]:
   """config.json keys of `config_type`: its own fields, the job's sorted."""
   own = [f.name for f in dataclasses.fields(config_type) if f.name != 'job']
-  return own + sorted(JobConfig.field_names())
+  return own + _JOB_FIELDS
 
 
 def to_flat(config: Any) -> Dict[str, Any]:
   """`config`'s fields, the job's flat beside its own (config.json)."""
-  values = config.job.to_json()
+  values = dataclasses.asdict(config.job)
   values.update((f.name, getattr(config, f.name))
                 for f in dataclasses.fields(config) if f.name != 'job')
   return values
-
-
-def from_flat(config_type: type, values: Mapping[str, Any]) -> Any:
-  """`config_type` from flat values; KeyError for a missing job field,
-  TypeError for a missing or unexpected one of its own."""
-  own = {k: v for k, v in values.items() if k not in JobConfig.field_names()}
-  return config_type(job=JobConfig.from_flat(values), **own)
-
-
-def from_json(config_type: type, values: Mapping[str, Any], where: str,
-              binary: str, derived: Sequence[str]) -> Any:
-  """`config_type` from a `binary`'s config.json `values` (`where`, for
-  messages), whose `derived` values must equal those the fields give.
-
-  Raises:
-    ValueError: one line: another binary's directory, or naming `where` and
-      the field, a missing or unknown field, a refused value, or a derived
-      value that disagrees.
-  """
-  # Before the fields: the other binary's file lacks them all.
-  check_written_by(values, binary, os.path.dirname(where) or where)
-  names = flat_keys(config_type)
-  records.check_keys(values, where, names, [*names, *derived],
-                     f': not written by this version of {binary}')
-  try:
-    config = from_flat(config_type, {name: values[name] for name in names})
-  except (TypeError, ValueError) as e:
-    raise ValueError(f'{where}: {e}') from None
-  for name in derived:
-    if name in values and values[name] != getattr(config, name):
-      raise ValueError(f'{where}: {name} is {values[name]!r}, but the other '
-                       f'fields give {getattr(config, name)!r}')
-  return config
 
 
 def check_config(path: str, new: Dict[str, Any],
@@ -233,9 +187,30 @@ class StoredConfig:
 
   @classmethod
   def from_json(cls, values: Mapping[str, Any], where: str) -> Any:
-    """The config stored as `to_json` wrote it (module `from_json`)."""
-    return from_json(cls, {**cls.ADDED_FIELDS, **values}, where, cls.BINARY,
-                     cls.DERIVED_FIELDS)
+    """The config stored as `to_json` wrote it (`where`, for messages).
+
+    Raises:
+      ValueError: one line: another binary's directory, or naming `where`
+        and the field, a missing or unknown field, a refused value, or a
+        derived value that disagrees.
+    """
+    values = {**cls.ADDED_FIELDS, **values}
+    # Before the fields: the other binary's file lacks them all.
+    check_written_by(values, cls.BINARY, os.path.dirname(where) or where)
+    names = flat_keys(cls)
+    records.check_keys(values, where, names, [*names, *cls.DERIVED_FIELDS],
+                       f': not written by this version of {cls.BINARY}')
+    try:
+      config = cls(
+          job=JobConfig(**{name: values[name] for name in _JOB_FIELDS}),
+          **{name: values[name] for name in names if name not in _JOB_FIELDS})
+    except (TypeError, ValueError) as e:
+      raise ValueError(f'{where}: {e}') from None
+    for name in cls.DERIVED_FIELDS:
+      if name in values and values[name] != getattr(config, name):
+        raise ValueError(f'{where}: {name} is {values[name]!r}, but the '
+                         f'other fields give {getattr(config, name)!r}')
+    return config
 
   @classmethod
   def read(cls, model_dir: str) -> Any:
