@@ -155,15 +155,13 @@ def _api_reason(error: Exception) -> str:
   return text.split('Exception: ', 1)[-1][:300]
 
 
-@functools.lru_cache(maxsize=None)
-def cached_resolve(tpu: str, zone: Optional[str], project: Optional[str]):
-  """`resolve`, once per process for each (tpu, zone, project)."""
-  return resolve(tpu, zone, project)
+# `resolve` once per process for each (tpu, zone, project).
+_cached_resolve = functools.lru_cache(maxsize=None)(resolve)
 
 
 def cluster_resolver(job: Any):
-  """`cached_resolve` of a `jobs.JobConfig`'s TPU, None off TPU; TpuError
-  (a ValueError) as `resolve`."""
+  """`resolve` of a `jobs.JobConfig`'s TPU, once per process for each (tpu,
+  zone, project); None off TPU; TpuError (a ValueError) as `resolve`."""
   if not job.use_tpu:
     return None
-  return cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)
+  return _cached_resolve(job.tpu, job.tpu_zone, job.gcp_project)
