@@ -43,16 +43,14 @@ class _ByVariableName:
     self._keys.update((a.full_name, a.checkpoint_key) for a in attributes
                       if a.full_name)
     self._keys.pop('save_counter', None)  # The Checkpoint's, not the run's.
-    shapes = raw.get_variable_to_shape_map()
-    dtypes = raw.get_variable_to_dtype_map()
-    self._shapes = {name: shapes[key] for name, key in self._keys.items()}
-    self._dtypes = {name: dtypes[key] for name, key in self._keys.items()}
 
   def get_variable_to_shape_map(self):
-    return dict(self._shapes)
+    shapes = self._raw.get_variable_to_shape_map()
+    return {name: shapes[key] for name, key in self._keys.items()}
 
   def get_variable_to_dtype_map(self):
-    return dict(self._dtypes)
+    dtypes = self._raw.get_variable_to_dtype_map()
+    return {name: dtypes[key] for name, key in self._keys.items()}
 
   def has_tensor(self, name: str) -> bool:
     return name in self._keys
@@ -239,6 +237,6 @@ def refuse_unreadable(checkpoint: Optional[str]) -> Iterator[None]:
   except tf.errors.OpError as e:
     if checkpoint is None or 'Restore' not in str(e):
       raise
-    raise ValueError(f'Cannot resume from {checkpoint}: '
-                     f'{errors.first_line(e)}; remove the broken checkpoint or use a new '
-                     '--model_dir') from None
+    raise ValueError(
+        f'Cannot resume from {checkpoint}: {errors.first_line(e)}; remove '
+        'the broken checkpoint or use a new --model_dir') from None
