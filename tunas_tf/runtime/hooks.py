@@ -15,35 +15,20 @@ from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-ten
 from tensorflow.python.summary.writer import writer_cache  # pylint: disable=g-direct-tensorflow-import
 
 
-def log_progress(step: int, max_step: int, rate: float,
-                 values: Mapping[str, float],
-                 formats: Mapping[str, Callable[[float], str]],
-                 images: Optional[str] = None) -> None:
-  """Logs the progress line of either engine: 'step 40/120  12.10 steps/s
-  ETA 7s  reward 0.523 ...' (`formats` by value name; default `name=value`,
-  4 significant digits), then the images/s when given."""
-  eta = (max_step - step) / rate if rate > 0 else float('inf')
-  extra = ' '.join(formats[k](v) if k in formats else f'{k}={v:.4g}'
-                   for k, v in values.items())
-  if images is None:
-    logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s', step, max_step,
-                 rate, eta, extra)
-  else:
-    logging.info('step %d/%d  %.2f steps/s  ETA %.0fs  %s  %s images/s',
-                 step, max_step, rate, eta, extra, images)
-
-
 class ProgressLine:
   """Either engine's progress line: `update` logs at each multiple of
   `every` and at `max_step`; the first only starts the clock (warm-up)."""
 
   def __init__(self, max_step: int, every: int,
                formats: Optional[Mapping[str, Callable[[float], str]]] = None):
-    self._max_step, self._every, self._formats = max_step, every, formats
+    self._max_step, self._every, self._formats = max_step, every, formats or {}
     self._last = None  # (time, step) of the last line or the first update.
 
   def update(self, step: int, values: Mapping[str, float],
              images: Callable[[], Optional[str]] = lambda: None) -> None:
+    """Logs 'step 40/120  12.10 steps/s  ETA 7s  reward 0.523 ...' (`values`
+    written by `formats`, else `name=value` to 4 significant digits), then
+    `images()` images/s unless None."""
     now = time.time()
     if self._last is None:
       self._last = (now, step)
@@ -52,10 +37,16 @@ class ProgressLine:
     if step // self._every == last_step // self._every and (
         step < self._max_step):
       return
-    rate = (step - last_step) / max(now - last_time, 1e-9)
-    log_progress(step, self._max_step, rate, values, self._formats or {},
-                 images())
     self._last = (now, step)
+    rate = (step - last_step) / max(now - last_time, 1e-9)
+    eta = (self._max_step - step) / rate if rate > 0 else float('inf')
+    line = ['step %d/%d  %.2f steps/s  ETA %.0fs  %s', step, self._max_step,
+            rate, eta, ' '.join(self._formats[k](v) if k in self._formats
+                                else f'{k}={v:.4g}' for k, v in values.items())]
+    shown = images()
+    if shown is not None:
+      line = [line[0] + '  %s images/s', *line[1:], shown]
+    logging.info(*line)
 
 
 class Throughput:
@@ -115,12 +106,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                num_cores: int = 1, record: Optional[Dict[str, Any]] = None,
                record_key: Optional[str] = None,
                formats: Optional[Dict[str, Callable[[float], str]]] = None):
-    self._fetches = fetches
-    self._formats, self._max_step = formats, max_step
-    self._log_every = log_every
-    self._per_step, self._cores = images_per_step, num_cores
-    self._record, self._key = record, record_key
-    self.begin()
+    self._fetches, self._max_step = fetches, max_step
+    self._log_every, self._per_step, self._cores = (log_every, images_per_step,
+                                                    num_cores)
+    self._record, self._key, self._formats = record, record_key, formats
 
   def begin(self):
     self._prev_step = None
