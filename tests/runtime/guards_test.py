@@ -17,22 +17,26 @@ _FINITE = {'model/loss': 'model loss', 'rlcontroller/reward': 'reward'}
 
 class LineTest(absltest.TestCase):
 
+  def _line(self, values, finite=None):
+    """check_finite's error for `values` at step 7, or None for none."""
+    try:
+      guards.check_finite(values, finite or _FINITE, 7, tempfile.mkdtemp(),
+                          'the search')
+    except ValueError as e:
+      return str(e)
+    return None
+
   def test_the_first_non_finite_scalar_in_the_tasks_order(self):
     values = {'model/loss': 1.0, 'rlcontroller/reward': float('inf'),
               'other': float('nan')}
-    self.assertEqual(guards.first_non_finite(values, _FINITE),
-                     ('reward', float('inf')))
+    self.assertRegex(self._line(values), '^The reward is inf at step 7')
     values['model/loss'] = float('nan')
-    self.assertEqual(guards.first_non_finite(values, _FINITE)[0],
-                     'model loss')
-    self.assertIsNone(guards.first_non_finite({'model/loss': 1.0},
-                                              {'model/loss': 'loss'}))
+    self.assertRegex(self._line(values), '^The model loss is nan')
+    self.assertIsNone(self._line({'model/loss': 1.0}, {'model/loss': 'loss'}))
 
   def test_the_line_names_the_value_the_step_and_the_last_checkpoint(self):
-    model_dir = tempfile.mkdtemp()
     self.assertEqual(
-        guards.non_finite_line('reward', float('nan'), 7, model_dir,
-                               'the search'),
+        self._line({'model/loss': 1.0, 'rlcontroller/reward': float('nan')}),
         'The reward is nan at step 7: the search stopped without saving it; '
         'the last good checkpoint is none (none was saved)')
 

@@ -262,11 +262,9 @@ def _train(run: _Run, job: JobConfig, max_steps: int,
           iterator, tf.constant(steps, tf.int64))
       before, step = step, int(run.global_step.numpy())
       throughput.add((step - before) * run.task.train_batch_size)
-      finite = run.task.finite_scalars
-      non_finite = guards.first_non_finite(_floats(last_mean, finite), finite)
-      if non_finite:  # At the loop's last step, before anything is written.
-        raise ValueError(guards.non_finite_line(
-            *non_finite, step - 1, job.model_dir, run_name))
+      # At the loop's last step, before anything is written.
+      guards.check_finite(last_mean, run.task.finite_scalars, step - 1,
+                          job.model_dir, run_name)
       if int(kept_at) >= 0:  # The scalars of the loop's summary step.
         kept = _floats(kept, kept)
         with writer.as_default():

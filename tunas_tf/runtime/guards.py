@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import (Any, Callable, ContextManager, Mapping, Optional,
-                    Sequence, Tuple)
+from typing import Any, Callable, ContextManager, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -30,14 +29,18 @@ def run(call: Callable[[], Any], run_name: str, model_dir: Optional[str],
   return preemption.run_in_thread(guarded)
 
 
-def first_non_finite(values: Mapping[str, float], finite: Mapping[str, str]
-                     ) -> Optional[Tuple[str, float]]:
-  """(what it is, value) of the first `finite` scalar of `values` that is not
-  finite, or None. `finite`: {scalar name: what it is in a message}."""
+def check_finite(values: Mapping[str, Any], finite: Mapping[str, str],
+                 step: int, model_dir: str, run: str) -> None:
+  """ValueError for the first `finite` scalar ({name: what it is}) of
+  `values` that is not finite: 'The reward is nan at step 7: the search
+  stopped without saving it; the last good checkpoint is DIR/model.ckpt-6'."""
   for name, what in finite.items():
-    if not math.isfinite(values[name]):
-      return what, values[name]
-  return None
+    value = float(values[name])
+    if not math.isfinite(value):
+      latest = tf.train.latest_checkpoint(model_dir)
+      raise ValueError(f'The {what} is {value} at step {step}: {run} stopped '
+                       'without saving it; the last good checkpoint is '
+                       f'{latest or "none (none was saved)"}')
 
 
 def check_names(finite: Sequence[str], scalars: Sequence[str]) -> None:
@@ -49,19 +52,9 @@ def check_names(finite: Sequence[str], scalars: Sequence[str]) -> None:
                      'scalars')
 
 
-def non_finite_line(what: str, value: float, step: int, model_dir: str,
-                    run: str) -> str:
-  """'The reward is nan at step 7: the search stopped without saving it; the
-  last good checkpoint is DIR/model.ckpt-6'."""
-  latest = tf.train.latest_checkpoint(model_dir)
-  return (f'The {what} is {value} at step {step}: {run} stopped without '
-          f'saving it; the last good checkpoint is '
-          f'{latest or "none (none was saved)"}')
-
-
 class FiniteHook(tf.compat.v1.train.SessionRunHook):
   """After every session run, before any saver, checks each step `enqueue`
-  queued (waiting for a TPU's host_call): ValueError (`non_finite_line`) for
+  queued (waiting for a TPU's host_call): ValueError (`check_finite`) for
   a non-finite one. Given to `Estimator.train`'s hooks, it reports before
   TF's NaN-loss hook. `finite`: {scalar name: what it is}, in column order;
   `run`: what stops, e.g. 'the search'."""
@@ -105,15 +98,6 @@ class FiniteHook(tf.compat.v1.train.SessionRunHook):
     global_step, (steps, rows) = run_context.session.run(
         self._dequeue, {self._next: self._at})
     self._at = int(global_step)
-    self.check(steps, rows)
-
-  def check(self, steps: Sequence[int], rows: Sequence[Sequence[float]]
-            ) -> None:
-    """Raises ValueError for the first of `rows` (the checked scalars of
-    `steps`) with a non-finite value."""
     for step, row in zip(steps, rows):
-      found = first_non_finite(
-          dict(zip(self.finite, (float(v) for v in row))), self.finite)
-      if found:
-        raise ValueError(non_finite_line(*found, int(step), self._model_dir,
-                                         self._run))
+      check_finite(dict(zip(self.finite, row)), self.finite, int(step),
+                   self._model_dir, self._run)
