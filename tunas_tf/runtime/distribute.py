@@ -85,15 +85,6 @@ def _split_cpu(count: int) -> None:
           f'before TensorFlow runs anything') from None
 
 
-def _tpu_strategy(job: JobConfig) -> tf.distribute.Strategy:
-  """`TPUStrategy` over `job.tpu` (`cloud_tpu.cluster_resolver`)."""
-  resolver = cloud_tpu.cluster_resolver(job)
-  if job.tpu != cloud_tpu.LOCAL:
-    tf.config.experimental_connect_to_cluster(resolver)
-  tf.tpu.experimental.initialize_tpu_system(resolver)
-  return tf.distribute.TPUStrategy(resolver)
-
-
 def check_strategy(job: JobConfig, replicas: int = 1) -> None:
   """ValueError (one line) for what `strategy_for` would refuse, making
   nothing: `replicas` > 1 with `TF_CONFIG`, `TF_CONFIG` on TPU or malformed,
@@ -120,7 +111,11 @@ def strategy_for(job: JobConfig, replicas: int = 1) -> tf.distribute.Strategy:
   for a CPU that can no longer be split."""
   check_strategy(job, replicas)
   if job.use_tpu:
-    return _tpu_strategy(job)
+    resolver = cloud_tpu.cluster_resolver(job)
+    if job.tpu != cloud_tpu.LOCAL:
+      tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
   if cluster.worker() is not None:
     return tf.distribute.MultiWorkerMirroredStrategy()
   if replicas == 1:
