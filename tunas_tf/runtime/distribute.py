@@ -289,12 +289,11 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
   """In a worker of a cluster (`cluster.worker()`): a peer that stopped
   (killed, preempted, failed), which fails this worker's collectives,
   becomes one line naming the last checkpoint; elsewhere nothing."""
-  if cluster.worker() is None:
-    yield
-    return
   try:
     yield
   except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
+    if cluster.worker() is None:
+      raise
     latest = tf.train.latest_checkpoint(model_dir)
     raise ValueError(
         f'{run} lost a worker of its cluster '
