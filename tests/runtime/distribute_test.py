@@ -17,7 +17,9 @@ from unittest import mock
 from absl.testing import absltest
 import tensorflow as tf
 
+from tensorflow.core.protobuf import config_pb2  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 from tests.runtime import lifecycle_test
 from tests.testing import forked
 from tunas_tf.runtime import cloud_tpu
@@ -36,6 +38,14 @@ _dataset_fn = lifecycle_test.dataset_fn
 _weight = lifecycle_test.weight
 
 
+def _rewrite_options() -> rewriter_config_pb2.RewriterConfig:
+  """The Grappler config a `tf.function` first called now, in this thread,
+  is optimised with."""
+  return config_pb2.ConfigProto.FromString(
+      context.context().function_call_options.config_proto_serialized
+  ).graph_options.rewrite_options
+
+
 class _TracingToy(_Toy):
   """The toy, keeping the Grappler options in force when its step was
   traced: the process's experimental ones and this thread's functions'
@@ -45,7 +55,7 @@ class _TracingToy(_Toy):
 
   def step(self, objects, inputs, global_step):
     self.traced_under = tf.config.optimizer.get_experimental_options()
-    self.rewrites_traced_under = distribute.rewrite_options()
+    self.rewrites_traced_under = _rewrite_options()
     return super().step(objects, inputs, global_step)
 
 
@@ -131,7 +141,7 @@ class ThirdBinaryTest(absltest.TestCase):
     passes = ('constant_folding', 'remapping', 'tfg_optimizer',
               'memory_optimization', 'second_iteration')
     before = tf.config.optimizer.get_experimental_options()
-    rewrites_before = distribute.rewrite_options()
+    rewrites_before = _rewrite_options()
     trainer = _TracingToy(0.1)
     step = _toy_run(_config(tempfile.mkdtemp(), max_steps=4), task=trainer,
                     grappler_off=passes)[1]

@@ -303,33 +303,18 @@ def _lost_worker_in_one_line(model_dir: str, run: str) -> Iterator[None]:
 
 
 # Grappler settings `tf.config.optimizer.set_experimental_options` has no
-# name for, by the name `grappler_without` takes: set in the function call
-# options of the calling thread (the config a `tf.function` is optimised
-# with when it is first called there).
+# name for, by the name `grappler_without` takes: (RewriterConfig field,
+# value) set in the function call options of the calling thread (the config
+# a `tf.function` is optimised with when it is first called there).
 _REWRITER = rewriter_config_pb2.RewriterConfig
 _REWRITES_OFF = {
     # tfg's MLIR passes (the control-flow sink among them).
-    'tfg_optimizer': lambda r: setattr(r, 'disable_tfg_optimizer', True),
+    'tfg_optimizer': ('disable_tfg_optimizer', True),
     # The memory optimiser (scheduling and, on GPUs, swapping heuristics).
-    'memory_optimization': lambda r: setattr(r, 'memory_optimization',
-                                             _REWRITER.NO_MEM_OPT),
+    'memory_optimization': ('memory_optimization', _REWRITER.NO_MEM_OPT),
     # The meta optimiser's second round over every pass.
-    'second_iteration': lambda r: setattr(r, 'meta_optimizer_iterations',
-                                          _REWRITER.ONE),
+    'second_iteration': ('meta_optimizer_iterations', _REWRITER.ONE),
 }
-
-
-def _call_config(
-    options: context.FunctionCallOptions) -> config_pb2.ConfigProto:
-  """A copy of the session config in function call `options`."""
-  return config_pb2.ConfigProto.FromString(options.config_proto_serialized)
-
-
-def rewrite_options() -> rewriter_config_pb2.RewriterConfig:
-  """The Grappler config a `tf.function` first called now, in this thread,
-  is optimised with."""
-  return _call_config(
-      context.context().function_call_options).graph_options.rewrite_options
 
 
 @contextlib.contextmanager
@@ -345,9 +330,10 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
   if rewrites:
     # This thread's options, rebuilt with the experimental options just set.
     options = ctx.function_call_options
-    config = _call_config(options)
-    for rewrite in rewrites:
-      rewrite(config.graph_options.rewrite_options)
+    config = config_pb2.ConfigProto.FromString(
+        options.config_proto_serialized)
+    for field, value in rewrites:
+      setattr(config.graph_options.rewrite_options, field, value)
     ctx.function_call_options = context.FunctionCallOptions(
         executor_type=options.executor_type, config_proto=config)
   try:
