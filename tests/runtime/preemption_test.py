@@ -109,10 +109,12 @@ class StopOnSignalTest(absltest.TestCase):
 
   def test_line(self):
     stop = preemption.StopRequest()
+    stop.raise_if_stopped(12)  # No signal: nothing.
     stop.signal_name = 'SIGTERM'
-    self.assertEqual(preemption.stopped_line(stop, 12),
-                     'stopped at step 12 by SIGTERM, checkpoint saved: run '
-                     'the same command to resume')
+    with self.assertRaisesRegex(
+        preemption.Stopped, '^stopped at step 12 by SIGTERM, checkpoint saved: '
+        'run the same command to resume$'):
+      stop.raise_if_stopped(12)
 
 
 class RealProcessTest(absltest.TestCase):

@@ -277,8 +277,7 @@ def _train(run: _Run, job: JobConfig, max_steps: int,
           step // every > saved // every):
         run.manager.save(checkpoint_number=step)
         saved = step
-      if stop.signal_name:
-        raise preemption.Stopped(preemption.stopped_line(stop, step))
+      stop.raise_if_stopped(step)
   finally:
     writer.close()
   return task_lib.Trained(start, step, throughput.rate())
@@ -346,35 +345,6 @@ def grappler_without(passes: Sequence[str]) -> Iterator[None]:
     ctx.function_call_options = None
 
 
-def _evaluate(strategy: tf.distribute.Strategy,
-              task: task_lib.EvaluatedTask, evaluated: Any, pad: bool,
-              stop: preemption.StopRequest, step: int) -> Dict[str, Any]:
-  """`DistributeEngine.evaluate`'s pass through `evaluated` (its values
-  assigned)."""
-  dataset = strategy.experimental_distribute_dataset(
-      task.eval_dataset(task.eval_batch_size, pad))
-
-  @tf.function(input_signature=[dataset.element_spec], autograph=False)
-  def batch(inputs):
-    values = strategy.run(lambda x: task.evaluation_step(evaluated, x),
-                          args=(inputs,))
-    return {name: strategy.gather(value, axis=0)
-            for name, value in values.items()}
-
-  sums, throughput = {}, hooks.Throughput(strategy.num_replicas_in_sync)
-  for inputs in dataset:
-    throughput.begin()
-    values = {name: v.numpy() for name, v in batch(inputs).items()}
-    for name, value in values.items():  # In float64, as the Estimator's.
-      sums[name] = sums.get(name, 0.0) + np.sum(value, dtype=np.float64)
-    throughput.add(len(next(iter(values.values()))))
-    if stop.signal_name:
-      raise preemption.Stopped(preemption.stopped_line(
-          stop, step, 'before its evaluation ended (nothing to save)'))
-  return dict(task.aggregate({k: float(v) for k, v in sums.items()}),
-              global_step=step, images_per_sec=throughput.rate())
-
-
 class DistributeEngine:
   """The tf.distribute engine (`runtime.engine.Engine`); `grappler_off`: the
   passes the training loop runs without (`grappler_without`)."""
@@ -437,11 +407,29 @@ class DistributeEngine:
 
     def evaluate() -> Dict[str, Any]:
       with strategy.scope():
-        evaluated, values = task.build_evaluation(checkpoint)
-        for variable, value in values:
+        evaluated, pairs = task.build_evaluation(checkpoint)
+        for variable, value in pairs:
           variable.assign(value)
       step = resume_lib.checkpoint_step(checkpoint) if checkpoint else 0
-      return _evaluate(strategy, task, evaluated, self.job.use_tpu, stop,
-                       step)
+      dataset = strategy.experimental_distribute_dataset(
+          task.eval_dataset(task.eval_batch_size, self.job.use_tpu))
+
+      @tf.function(input_signature=[dataset.element_spec], autograph=False)
+      def batch(inputs):
+        values = strategy.run(lambda x: task.evaluation_step(evaluated, x),
+                              args=(inputs,))
+        return {name: strategy.gather(value, axis=0)
+                for name, value in values.items()}
+
+      sums, throughput = {}, hooks.Throughput(strategy.num_replicas_in_sync)
+      for inputs in dataset:
+        throughput.begin()
+        values = {name: v.numpy() for name, v in batch(inputs).items()}
+        for name, value in values.items():  # In float64, as the Estimator's.
+          sums[name] = sums.get(name, 0.0) + np.sum(value, dtype=np.float64)
+        throughput.add(len(next(iter(values.values()))))
+        stop.raise_if_stopped(step, preemption.NOTHING_SAVED)
+      return dict(task.aggregate({k: float(v) for k, v in sums.items()}),
+                  global_step=step, images_per_sec=throughput.rate())
 
     return guards.run(evaluate, f"{run_name}'s evaluation", None)

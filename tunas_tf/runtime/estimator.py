@@ -332,8 +332,7 @@ class EstimatorEngine:
                run_name, job.model_dir,
                resume_lib.refuse_unreadable(resume.checkpoint))
     if stop.signal_name:
-      raise preemption.Stopped(preemption.stopped_line(
-          stop, resume_lib.resume_point(job.model_dir).global_step))
+      stop.raise_if_stopped(resume_lib.resume_point(job.model_dir).global_step)
     return task_lib.Trained(
         record.get('train_start_step', resume.global_step), max_steps,
         record.get('train_images_per_sec'))
@@ -362,9 +361,7 @@ class EstimatorEngine:
                            f"{run_name}'s evaluation", None)
     finally:
       shutil.rmtree(directory, ignore_errors=True)
-    if stop.signal_name:
-      raise preemption.Stopped(preemption.stopped_line(
-          stop, step, 'before its evaluation ended (nothing to save)'))
+    stop.raise_if_stopped(step, preemption.NOTHING_SAVED)
     metrics = task.aggregate({name[len('sum/'):]: float(value) for name, value
                               in results.items() if name.startswith('sum/')})
     return dict(metrics, global_step=step,

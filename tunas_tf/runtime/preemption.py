@@ -15,6 +15,8 @@ from absl import logging
 # EX_TEMPFAIL of sysexits.h: a temporary failure, run the command again.
 EXIT_CODE = 75
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# `StopRequest.raise_if_stopped`'s `what` for an evaluation cut short.
+NOTHING_SAVED = 'before its evaluation ended (nothing to save)'
 
 
 class Stopped(Exception):
@@ -31,6 +33,14 @@ class StopRequest:
 
   def lost(self) -> Optional[str]:
     return self._lost()
+
+  def raise_if_stopped(self, step: int, what: str = 'checkpoint saved'
+                       ) -> None:
+    """After a signal: `Stopped`('stopped at step N by SIGTERM, checkpoint
+    saved: run the same command to resume'), `what` for 'checkpoint saved'."""
+    if self.signal_name:
+      raise Stopped(f'stopped at step {step} by {self.signal_name}, {what}: '
+                    'run the same command to resume')
 
   def hook(self):
     """The Estimator hook that acts on this request (`_hook_type`)."""
@@ -118,9 +128,3 @@ def run_in_thread(fn: Callable[[], Any]) -> Any:
     raise outcome['error']
   return outcome.get('value')
 
-
-def stopped_line(request: StopRequest, step: int, what: str = '') -> str:
-  """'stopped at step N by SIGTERM, checkpoint saved: run the same command
-  to resume' (`what` replaces 'checkpoint saved')."""
-  return (f'stopped at step {step} by {request.signal_name}, '
-          f'{what or "checkpoint saved"}: run the same command to resume')
