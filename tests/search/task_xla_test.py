@@ -73,8 +73,9 @@ class LayoutTest(absltest.TestCase):
       self.assertEqual(hwcn[side].shape, [8, 8, 1, _BATCH])
       np.testing.assert_array_equal(hwcn[side],
                                     np.transpose(nhwc[side], [1, 2, 3, 0]))
-      np.testing.assert_array_equal(runtime_task.from_hwcn(hwcn[side]),
-                                    nhwc[side])
+      np.testing.assert_array_equal(
+          runtime_task.from_infeed((hwcn, tpu_labels), True)[0][side],
+          nhwc[side])
       np.testing.assert_array_equal(tpu_labels[side], labels[side])
 
 

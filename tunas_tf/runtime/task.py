@@ -93,29 +93,22 @@ class EvaluatedTask(Task, Protocol):
     full (static shapes, TPU), the last one padded."""
 
 
-def to_hwcn(images: tf.Tensor) -> tf.Tensor:
-  """A batch of NHWC images as HWCN, the layout TPU infeed is sent in."""
-  return tf.transpose(images, [1, 2, 3, 0])
-
-
-def from_hwcn(images: tf.Tensor) -> tf.Tensor:
-  """`to_hwcn`'s images back as NHWC, on the device."""
-  return tf.transpose(images, [3, 0, 1, 2])
-
-
 def infeed(dataset: tf.data.Dataset, use_tpu: bool) -> tf.data.Dataset:
   """A task's dataset as the engine feeds it: on TPU every image of the
-  features HWCN (`to_hwcn`), which `from_infeed` turns back."""
+  features HWCN (the layout TPU infeed is sent in), which `from_infeed`
+  turns back."""
   if not use_tpu:
     return dataset
-  return dataset.map(
-      lambda features, labels: (tf.nest.map_structure(to_hwcn, features),
-                                labels))
+  hwcn = lambda images: tf.transpose(images, [1, 2, 3, 0])
+  return dataset.map(lambda features, labels: (
+      tf.nest.map_structure(hwcn, features), labels))
 
 
 def from_infeed(inputs: Any, use_tpu: bool) -> Any:
-  """`infeed`'s (features, labels) as the task's step takes them."""
+  """`infeed`'s (features, labels) as the task's step takes them (NHWC, the
+  transpose on the device)."""
   if not use_tpu:
     return inputs
   features, labels = inputs
-  return tf.nest.map_structure(from_hwcn, features), labels
+  nhwc = lambda images: tf.transpose(images, [3, 0, 1, 2])
+  return tf.nest.map_structure(nhwc, features), labels
