@@ -82,9 +82,9 @@ class DatasetsTest(tf.test.TestCase):
       datasets.holdout_splits(100, 100)
 
   def _indices(self, split, **kwargs):
-    dataset = datasets.load_split('tiny_images', split, 3,
-                                  data_dir=self.data_dir,
-                                  validation_examples=5, **kwargs)
+    dataset = datasets.eval_dataset('tiny_images', split, 3, 1,
+                                    data_dir=self.data_dir,
+                                    validation_examples=5, **kwargs).unbatch()
     return sorted(int(image[0, 0, 0] * 255 + 0.5)
                   for image, _ in dataset.as_numpy_iterator())
 
@@ -104,8 +104,9 @@ class DatasetsTest(tf.test.TestCase):
                                  validation_examples=5)
     self.assertEqual(info.split_sizes, {'search_train': 15,
                                         'search_validation': 5, 'test': 6})
-    test = datasets.load_split('tiny_images_no_test', 'test', 3,
-                               data_dir=data_dir, validation_examples=5)
+    test = datasets.eval_dataset('tiny_images_no_test', 'test', 3, 1,
+                                 data_dir=data_dir,
+                                 validation_examples=5).unbatch()
     self.assertEqual(sorted(int(image[0, 0, 0] * 255 + 0.5)
                             for image, _ in test.as_numpy_iterator()),
                      list(range(100, 106)))
@@ -227,7 +228,7 @@ class DatasetsTest(tf.test.TestCase):
 
   def test_unknown_split(self):
     with self.assertRaisesRegex(ValueError, r"Unknown split 'val'"):
-      datasets.load_split('digits', 'val', 10)
+      datasets.eval_dataset('digits', 'val', 10, 1)
 
   def test_batch_larger_than_split(self):
     with self.assertRaisesRegex(ValueError, 'fewer than one batch of 5000'):

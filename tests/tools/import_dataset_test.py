@@ -101,9 +101,10 @@ class ImportDatasetTest(absltest.TestCase):
 
   def _load(self, split, num_classes, name='local_set'):
     """{first pixel as uint8: (uint8 image, label)} of one split."""
-    dataset = datasets.load_split(name, split, num_classes,
-                                  data_dir=self.data_dir,
-                                  validation_examples=1, preprocessing='none')
+    dataset = datasets.eval_dataset(name, split, num_classes, 1,
+                                    data_dir=self.data_dir,
+                                    validation_examples=1,
+                                    preprocessing='none').unbatch()
     loaded = {}
     for image, one_hot in dataset.as_numpy_iterator():
       self.assertEqual(image.dtype, np.float32)

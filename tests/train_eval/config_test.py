@@ -91,9 +91,10 @@ class ValidationExamplesTest(absltest.TestCase):
     self.assertEqual(config.train_examples, 15)
     index = lambda images: sorted(int(round(i[0, 0, 0] * 255)) for i in images)
     expected = {
-        split: index(image for image, _ in datasets.load_split(
-            'tiny_images', split, 3, data_dir=data_dir, validation_examples=5,
-            preprocessing='none').as_numpy_iterator())
+        split: index(image for image, _ in datasets.eval_dataset(
+            'tiny_images', split, 3, 1, data_dir=data_dir,
+            validation_examples=5,
+            preprocessing='none').unbatch().as_numpy_iterator())
         for split in (datasets.SEARCH_TRAIN, datasets.SEARCH_VALIDATION)}
     # One batch of 15 is one epoch of the training data.
     images, _ = next(iter(data.train_dataset(config, 15)))

@@ -121,14 +121,14 @@ def digits_arrays() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
           for split, idx in zip(SPLITS, parts)}
 
 
-def test_split(split_names) -> str:
-  """`test`, or else `validation` (imagenet2012's test labels are not
-  public); ValueError for neither."""
-  for name in ('test', 'validation'):
-    if name in split_names:
-      return name
-  raise ValueError(f'needs a "test" or "validation" split; it has '
-                   f'{sorted(split_names)}')
+def test_split(name: str, split_names) -> str:
+  """`test`, or else `validation` of dataset `name` (imagenet2012's test
+  labels are not public); ValueError for neither."""
+  for split in ('test', 'validation'):
+    if split in split_names:
+      return split
+  raise ValueError(f'Dataset {name!r} needs a "test" or "validation" split; '
+                   f'it has {sorted(split_names)}')
 
 
 def holdout_splits(num_train_examples: int,
@@ -180,10 +180,7 @@ def dataset_info(name: str, data_dir: Optional[str] = None,
   if 'train' not in splits:
     raise ValueError(f'Dataset {name!r} needs a "train" split; it has '
                      f'{sorted(splits.keys())}')
-  try:
-    test = test_split(splits.keys())
-  except ValueError as e:
-    raise ValueError(f'Dataset {name!r} {e}') from None
+  test = test_split(name, splits.keys())
   num_train = splits['train'].num_examples
   if validation_examples:
     holdout_splits(num_train, validation_examples)  # Validates.
@@ -277,7 +274,8 @@ def split_source(name: str, split: str, *, data_dir: Optional[str] = None,
   builder = tfds_builders.tfds_builder(name, data_dir, download)
   splits = builder.info.splits
   tfds_splits = holdout_splits(splits['train'].num_examples,
-                               validation_examples, test_split(splits.keys()))
+                               validation_examples,
+                               test_split(name, splits.keys()))
   return tfds_split_source(name, tfds_splits[split], data_dir, download,
                            image_size, split)
 
@@ -291,19 +289,6 @@ def training_source(name: str, *, data_dir: Optional[str] = None,
     parts = [digits_arrays()[s] for s in (SEARCH_TRAIN, SEARCH_VALIDATION)]
     return _array_source(*(np.concatenate(p) for p in zip(*parts)))
   return tfds_split_source(name, 'train', data_dir, download, image_size)
-
-
-def load_split(name: str, split: str, num_classes: int, *,
-               data_dir: Optional[str] = None, download: bool = False,
-               validation_examples: int = 0, image_size: Optional[int] = None,
-               preprocessing: Optional[str] = None) -> tf.data.Dataset:
-  """`split` in stored order, unbatched (float32 [H, W, C], one-hot float32
-  [num_classes]), evaluation-side preprocessing; ValueError as `dataset_info`.
-  """
-  return evaluation_examples(
-      split_source(name, split, data_dir=data_dir, download=download,
-                   validation_examples=validation_examples,
-                   image_size=image_size), num_classes, preprocessing)
 
 
 def evaluation_examples(source: Source, num_classes: int,
@@ -394,9 +379,11 @@ def eval_dataset(name: str, split: str, num_classes: int, batch_size: int, *,
                  validation_examples: int = 0,
                  image_size: Optional[int] = None,
                  preprocessing: Optional[str] = None) -> tf.data.Dataset:
-  """One ordered pass over `split` in batches (the last one may be short)."""
-  dataset = load_split(name, split, num_classes, data_dir=data_dir,
-                       download=download,
-                       validation_examples=validation_examples,
-                       image_size=image_size, preprocessing=preprocessing)
-  return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+  """One ordered pass over `split` (of `SPLITS`) in batches, the last one may
+  be short: (float32 [B, H, W, C], one-hot float32 [B, num_classes]),
+  evaluation-side preprocessing; ValueError as `dataset_info`."""
+  source = split_source(name, split, data_dir=data_dir, download=download,
+                        validation_examples=validation_examples,
+                        image_size=image_size)
+  return evaluation_examples(source, num_classes, preprocessing).batch(
+      batch_size).prefetch(tf.data.AUTOTUNE)
