@@ -5,9 +5,11 @@ problem (a folder: all its unusable image files in one line)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import gzip
 import os
+import pathlib
 import struct
 import zipfile
 from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
@@ -68,13 +70,6 @@ def _shape_text(shape: Sequence[int]) -> str:
   return 'x'.join(str(d) for d in shape)
 
 
-def _array_split(images: np.ndarray, labels: np.ndarray) -> Split:
-  def examples():
-    for image, label in zip(images, labels):
-      yield image, int(label)
-  return Split(len(labels), examples)
-
-
 def _class_names(labels: Dict[str, np.ndarray],
                  class_names: Optional[Sequence[str]]) -> Tuple[str, ...]:
   """The given class names (labels checked against them) or '0'..'max';
@@ -110,8 +105,7 @@ def _find_idx_file(directory: str, stem: str) -> str:
 
 def _read_bytes(path: str) -> bytes:
   if not path.endswith('.gz'):
-    with open(path, 'rb') as f:
-      return f.read()
+    return pathlib.Path(path).read_bytes()
   try:
     with gzip.open(path, 'rb') as f:
       return f.read()
@@ -185,7 +179,9 @@ def _from_arrays(arrays: Dict[str, Tuple[np.ndarray, np.ndarray]],
                         for s, (_, labels) in arrays.items()}, class_names)
   return LocalDataset(
       tuple(int(d) for d in shapes['train']), names,
-      {split: _array_split(*arrays[split]) for split in SPLITS}, PNG)
+      {split: Split(len(labels),
+                    functools.partial(zip, images, labels.tolist()))
+       for split, (images, labels) in arrays.items()}, PNG)
 
 
 def _npz_images(key: str, array: np.ndarray) -> np.ndarray:
@@ -325,28 +321,8 @@ def _check_image(path: str) -> _ImageFacts:
   except Exception as e:  # pylint: disable=broad-except
     # PIL's plugins raise many kinds on a corrupt file (OSError, SyntaxError,
     # struct.error, DecompressionBombError, ...): each is the file's fault.
-    reason = errors.one_line(e)
-    raise _UnusableImage(reason) from None
+    raise _UnusableImage(errors.one_line(e)) from None
   return _ImageFacts((height, width), mode in _GRAY_MODES, encoding)
-
-
-def _unusable_images_error(root: str, bad: List[str]) -> ValueError:
-  """One line: how many files are unusable, and the first few, with why."""
-  named = '; '.join(bad[:_BAD_FILES_NAMED])
-  if len(bad) > _BAD_FILES_NAMED:
-    named = f'first {_BAD_FILES_NAMED}: {named}; ...'
-  files = 'file' if len(bad) == 1 else 'files'
-  return ValueError(f'{len(bad)} unusable image {files} under {root} '
-                    f'({named})')
-
-
-def _file_split(items: List[Tuple[str, int]]) -> Split:
-  """A split yielding each file's bytes as they are, with its label."""
-  def examples():
-    for path, label in items:
-      with open(path, 'rb') as f:
-        yield f.read(), label
-  return Split(len(items), examples)
 
 
 def read_folder(root: str) -> LocalDataset:
@@ -370,21 +346,27 @@ def read_folder(root: str) -> LocalDataset:
     items[split] = [(path, label_of[name]) for name in names
                     for path in _image_files(root, split, name)]
   facts, bad = [], []
-  for split in SPLITS:
-    for path, _ in items[split]:
-      try:
-        facts.append(_check_image(path))
-      except _UnusableImage as e:
-        bad.append(f'{os.path.relpath(path, root)}: {e}')
-  if bad:
-    raise _unusable_images_error(root, bad)
+  for path, _ in items['train'] + items['test']:
+    try:
+      facts.append(_check_image(path))
+    except _UnusableImage as e:
+      bad.append(f'{os.path.relpath(path, root)}: {e}')
+  if bad:  # How many, and the first few with why.
+    named = '; '.join(bad[:_BAD_FILES_NAMED])
+    if len(bad) > _BAD_FILES_NAMED:
+      named = f'first {_BAD_FILES_NAMED}: {named}; ...'
+    raise ValueError(f'{len(bad)} unusable image '
+                     f'{"file" if len(bad) == 1 else "files"} under {root} '
+                     f'({named})')
   sizes = {f.size for f in facts}
   height, width = sizes.pop() if len(sizes) == 1 else (None, None)
   channels = 1 if all(f.gray for f in facts) else 3
   encodings = {f.encoding for f in facts}
   return LocalDataset(
       (height, width, channels), tuple(classes),
-      {split: _file_split(items[split]) for split in SPLITS},
+      {split: Split(len(pairs), lambda pairs=pairs: (
+          (pathlib.Path(path).read_bytes(), label) for path, label in pairs))
+       for split, pairs in items.items()},
       encodings.pop() if len(encodings) == 1 else None)
 
 
