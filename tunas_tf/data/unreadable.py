@@ -14,12 +14,6 @@ _FAILURE = re.compile(re.escape(_MARKER) +
                       r'\] \[(.*?)\] \[(-?\d+)\] \[(-?\d+)\]')
 
 
-def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
-  """A zero tensor compatible with `spec` (unknown dimensions 0)."""
-  return tf.zeros([d if d is not None else 0 for d in spec.shape.as_list()],
-                  spec.dtype)
-
-
 def checked(prepared: tf.data.Dataset, expected: tf.data.Dataset, what: str,
             finite: bool) -> tf.data.Dataset:
   """`prepared`'s elements, whose iterator raises InvalidArgumentError at the
@@ -34,10 +28,11 @@ def checked(prepared: tf.data.Dataset, expected: tf.data.Dataset, what: str,
   """
   prepared = prepared.ignore_errors(log_warning=True)
   if finite:  # A last element that failed meets this one and fails too.
-    sentinel = tf.nest.map_structure(_zeros, prepared.element_spec)
+    sentinel = tf.nest.map_structure(  # Unknown dimensions 0.
+        lambda spec: tf.zeros([d or 0 for d in spec.shape.as_list()],
+                              spec.dtype), prepared.element_spec)
     sentinel = (tf.constant(-1, tf.int64),) + tuple(sentinel[1:])
-    prepared = prepared.concatenate(
-        tf.data.Dataset.from_tensors(sentinel))
+    prepared = prepared.concatenate(tf.data.Dataset.from_tensors(sentinel))
 
   def check(expected_element, prepared_element):
     position, index, step = expected_element
