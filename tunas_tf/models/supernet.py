@@ -86,45 +86,6 @@ def _lookup(spec: Any, path: str) -> Any:
 _short = structure.short
 
 
-class _Builder:
-  """Turns the walker's parts into nodes, registering their variables."""
-
-  def __init__(self, store: nodes.VariableStore):
-    self.store = store
-
-  def node(self, part: Optional[structure.Part]) -> Optional[nodes.Node]:
-    """The node of a part (None for None: a ZeroSpec choice or endpoint)."""
-    if part is None:
-      return None
-    if isinstance(part, structure.Conv):
-      return nodes.ConvBN(self.store, part.name, part.kernel_size,
-                          part.strides, part.in_width, part.out_width,
-                          part.use_batch_norm, part.activation)
-    if isinstance(part, structure.Depthwise):
-      return nodes.DepthwiseBN(self.store, part.name, part.kernel_size,
-                               part.strides, part.in_width, part.activation)
-    if isinstance(part, structure.SqueezeExcite):
-      return nodes.SqueezeExcite(
-          self.store, part.reduce_name, part.expand_name, part.in_width,
-          part.hidden, part.inner_activation, part.gating_activation)
-    if isinstance(part, structure.Activation):
-      return nodes.Activation(part.in_width, part.activation)
-    if isinstance(part, structure.GlobalPool):
-      return nodes.GlobalAveragePool(part.in_width)
-    if isinstance(part, structure.Zero):
-      return nodes.Zero(part.in_width)
-    if isinstance(part, structure.Identity):
-      return nodes.Identity(part.in_width)
-    if isinstance(part, structure.Chain):
-      return nodes.Chain([self.node(p) for p in part.parts])
-    if isinstance(part, structure.Switch):
-      return nodes.Switch(part.path, [self.node(b) for b in part.branches],
-                          part.in_width)
-    if isinstance(part, structure.Residual):
-      return nodes.Residual(self.node(part.layer))
-    raise ValueError(f'Unknown part {type(part).__name__}')
-
-
 class Supernet(tf.Module):
   """A search space's network with weights at the widest width."""
 
@@ -177,9 +138,8 @@ class Supernet(tf.Module):
 
     self._store = nodes.VariableStore(seed)
     network = walker.describe_network(spec, input_channels)
-    builder = _Builder(self._store)
     self._layers: List[nodes.Node] = [
-        builder.node(layer.part) for layer in network.layers
+        nodes.build(layer.part, self._store) for layer in network.layers
         if layer.part is not None]
     self._classifier = nodes.Classifier(self._store, network.output_width,
                                         num_classes, self.dropout_rate)
