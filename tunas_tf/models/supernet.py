@@ -28,59 +28,26 @@ MODES = naming.MODES
 COMPUTE_DTYPES = (tf.float32, tf.bfloat16)
 
 
-def _join(path: str, key: Any) -> str:
-  return f'{path}/{key}' if path else str(key)
-
-
-def _first_difference(a: Any, b: Any, path: str = '') -> Optional[str]:
-  """Path of the first place where two specs differ (masks ignored)."""
+def _first_difference(a: Any, b: Any, path: str = ''
+                      ) -> Optional[Tuple[str, Any, Any]]:
+  """(path, a's value, b's value) where two specs first differ (masks
+  ignored), or None."""
   if type(a) is not type(b):
-    return path
-  if isinstance(a, schema.OneOf):
-    if a.tag != b.tag or len(a.choices) != len(b.choices):
-      return path
-    for i, (x, y) in enumerate(zip(a.choices, b.choices)):
-      found = _first_difference(x, y, _join(path, f'choices/{i}'))
-      if found is not None:
-        return found
-    return None
+    return path, a, b
   if dataclasses.is_dataclass(a) and not isinstance(a, type):
-    for field in dataclasses.fields(a):
-      found = _first_difference(getattr(a, field.name), getattr(b, field.name),
-                                _join(path, field.name))
-      if found is not None:
-        return found
-    return None
-  if isinstance(a, (list, tuple)):
-    if len(a) != len(b):
-      return path
-    for i, (x, y) in enumerate(zip(a, b)):
-      found = _first_difference(x, y, _join(path, i))
-      if found is not None:
-        return found
-    return None
-  if isinstance(a, dict):
-    if sorted(a) != sorted(b):
-      return path
-    for k in sorted(a):
-      found = _first_difference(a[k], b[k], _join(path, k))
-      if found is not None:
-        return found
-    return None
-  return None if a == b else path
-
-
-def _lookup(spec: Any, path: str) -> Any:
-  """The value of `spec` at a schema path (for error messages)."""
-  value = spec
-  for key in [k for k in path.split('/') if k]:
-    if isinstance(value, (list, tuple)):
-      value = value[int(key)]
-    elif isinstance(value, dict):
-      value = value[key]
-    else:
-      value = getattr(value, key)
-  return value
+    pairs = [(f.name, getattr(a, f.name), getattr(b, f.name))
+             for f in dataclasses.fields(a) if f.compare]
+  elif isinstance(a, (list, tuple)) and len(a) == len(b):
+    pairs = list(zip(range(len(a)), a, b))
+  elif isinstance(a, dict) and sorted(a) == sorted(b):
+    pairs = [(k, a[k], b[k]) for k in sorted(a)]
+  else:
+    return None if a == b else (path, a, b)
+  for key, x, y in pairs:
+    found = _first_difference(x, y, naming.join(path, key))
+    if found is not None:
+      return found
+  return None
 
 
 _short = structure.short
@@ -183,11 +150,11 @@ class Supernet(tf.Module):
     """A new `CallContext` of `sampled_spec` (checked)."""
     difference = _first_difference(sampled_spec, self.spec)
     if difference is not None:
+      path, got, expected = difference
       raise ValueError(
           'The sampled spec does not match the supernet\'s spec at '
-          f'{difference or "<root>"!r}: got '
-          f'{_short(_lookup(sampled_spec, difference))}, expected '
-          f'{_short(_lookup(self.spec, difference))}')
+          f'{path or "<root>"!r}: got {_short(got)}, expected '
+          f'{_short(expected)}')
     masks = {}
     for path, oneof in schema.flatten_with_paths(sampled_spec):
       n = len(oneof.choices)
