@@ -204,15 +204,12 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                                     num_classes)
   input_channels = checks.positive_int('graph_from_spec: input_channels',
                                        input_channels)
-  if not 0.0 <= dropout_rate < 1.0:
-    raise ValueError('graph_from_spec: dropout_rate must be in [0, 1), got '
-                     f'{dropout_rate!r}')
-  if not 0.0 <= path_dropout_rate < 1.0:
-    raise ValueError('graph_from_spec: path_dropout_rate must be in [0, 1), '
-                     f'got {path_dropout_rate!r}')
-  if not batch_norm_epsilon > 0:
-    raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
-                     f'got {batch_norm_epsilon!r}')
+  checks.number('graph_from_spec: dropout_rate', dropout_rate, 0, 1,
+                high_open=True, prefix='')
+  checks.number('graph_from_spec: path_dropout_rate', path_dropout_rate, 0, 1,
+                high_open=True, prefix='')
+  checks.number('graph_from_spec: batch_norm_epsilon', batch_norm_epsilon, 0,
+                low_open=True, prefix='')
   layers = walker.describe_network(spec, input_channels).layers
   path_dropout_layers = _check_skippable(layers, skippable_layers,
                                          path_dropout_rate)

@@ -79,15 +79,14 @@ class Supernet(tf.Module):
     if not isinstance(spec, ops_lib.ConvTowerSpec):
       raise ValueError(f'Supernet needs a ConvTowerSpec, got {_short(spec)}')
     checks.positive_int('num_classes', num_classes)
-    if not 0.0 <= dropout_rate < 1.0:
-      raise ValueError(f'dropout_rate must be in [0, 1), got {dropout_rate!r}')
+    checks.number('dropout_rate', dropout_rate, 0, 1, high_open=True,
+                  prefix='')
     checks.positive_int('input_channels', input_channels)
     if not isinstance(spec.filters_base, int) or spec.filters_base <= 0:
       raise ValueError(
           f'filters_base must be a positive int, got {spec.filters_base!r}')
-    if batch_norm_epsilon <= 0:
-      raise ValueError(
-          f'batch_norm_epsilon must be positive, got {batch_norm_epsilon!r}')
+    checks.number('batch_norm_epsilon', batch_norm_epsilon, 0, low_open=True,
+                  prefix='')
     try:
       dtype = tf.as_dtype(compute_dtype)
     except TypeError:
