@@ -59,16 +59,6 @@ class Model(tf.Module):
     self.op_variables: Dict[str, Dict[str, tf.Variable]] = {}
 
   @property
-  def graph(self) -> ir.Graph:
-    """The graph this model runs."""
-    return self._graph
-
-  @property
-  def constants(self) -> Dict[str, Any]:
-    """A copy of the model's constants."""
-    return dict(self._constants)
-
-  @property
   def stateless_batch_norm(self) -> bool:
     """The model's default batch-norm mode."""
     return self._stateless
