@@ -55,27 +55,22 @@ class _Builder:
                        f'of {spec_ops.ACTIVATIONS}')
     return self.add(f'{prefix}/{name}', _ACTIVATION_TYPES[name], [x])
 
-  def conv_bn(self, x: str, part: structure.Conv) -> str:
-    """CONV `name` (+ BATCH_NORM `name/bn`) (+ activation `name/act`)."""
-    y = self.add(part.name, OpType.CONV, [x],
-                 features=part.out_width.static(),
-                 kernel_size=part.kernel_size, strides=part.strides,
-                 use_bias=not part.use_batch_norm, kernel_init=_KERNEL_INIT)
-    if part.use_batch_norm:
+  def convolution(self, x: str, part: structure.Part) -> str:
+    """CONV or DEPTHWISE_CONV `name`, BATCH_NORM `name/bn` (a CONV without
+    it has a bias), the activation `name/{act}` if any."""
+    conv = isinstance(part, structure.Conv)
+    batch_norm = not conv or part.use_batch_norm
+    features = {'features': part.out_width.static()} if conv else {}
+    y = self.add(part.name, OpType.CONV if conv else OpType.DEPTHWISE_CONV,
+                 [x], **features, kernel_size=part.kernel_size,
+                 strides=part.strides, use_bias=not batch_norm,
+                 kernel_init=_KERNEL_INIT)
+    if batch_norm:
       y = self.add(naming.batch_norm_name(part.name), OpType.BATCH_NORM, [y],
                    epsilon=self.epsilon)
     if part.activation is not None:
       y = self.activation(y, part.activation, part.name)
     return y
-
-  def depthwise_bn(self, x: str, part: structure.Depthwise) -> str:
-    """DEPTHWISE_CONV `name`, BATCH_NORM `name/bn`, activation `name/act`."""
-    y = self.add(part.name, OpType.DEPTHWISE_CONV, [x],
-                 kernel_size=part.kernel_size, strides=part.strides,
-                 use_bias=False, kernel_init=_KERNEL_INIT)
-    y = self.add(naming.batch_norm_name(part.name), OpType.BATCH_NORM, [y],
-                 epsilon=self.epsilon)
-    return self.activation(y, part.activation, part.name)
 
   def squeeze_excite(self, x: str, part: structure.SqueezeExcite) -> str:
     """x * gate(expand(inner(reduce(mean(x))))), under `{prefix}/se`."""
@@ -118,10 +113,8 @@ class _Builder:
     if isinstance(part, structure.GlobalPool):
       return self.add(naming.join(part.scope, 'pool'), OpType.GLOBAL_AVG_POOL,
                       [x], keepdims=True)
-    if isinstance(part, structure.Conv):
-      return self.conv_bn(x, part)
-    if isinstance(part, structure.Depthwise):
-      return self.depthwise_bn(x, part)
+    if isinstance(part, (structure.Conv, structure.Depthwise)):
+      return self.convolution(x, part)
     if isinstance(part, structure.SqueezeExcite):
       return self.squeeze_excite(x, part)
     # graph_from_spec has refused OneOfs (Switch parts) already.
@@ -211,15 +204,12 @@ def graph_from_spec(spec: spec_ops.ConvTowerSpec, num_classes: int,
                                     num_classes)
   input_channels = checks.positive_int('graph_from_spec: input_channels',
                                        input_channels)
-  if not 0.0 <= dropout_rate < 1.0:
-    raise ValueError('graph_from_spec: dropout_rate must be in [0, 1), got '
-                     f'{dropout_rate!r}')
-  if not 0.0 <= path_dropout_rate < 1.0:
-    raise ValueError('graph_from_spec: path_dropout_rate must be in [0, 1), '
-                     f'got {path_dropout_rate!r}')
-  if not batch_norm_epsilon > 0:
-    raise ValueError('graph_from_spec: batch_norm_epsilon must be positive, '
-                     f'got {batch_norm_epsilon!r}')
+  checks.number('graph_from_spec: dropout_rate', dropout_rate, 0, 1,
+                high_open=True, prefix='')
+  checks.number('graph_from_spec: path_dropout_rate', path_dropout_rate, 0, 1,
+                high_open=True, prefix='')
+  checks.number('graph_from_spec: batch_norm_epsilon', batch_norm_epsilon, 0,
+                low_open=True, prefix='')
   layers = walker.describe_network(spec, input_channels).layers
   path_dropout_layers = _check_skippable(layers, skippable_layers,
                                          path_dropout_rate)

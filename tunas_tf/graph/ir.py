@@ -16,34 +16,13 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple)
 
 
-class OpType(enum.Enum):
-  """What an op computes. See `tunas_tf.graph.ops` for the kwargs of each."""
-  NONE = 0              # stop-gradient placeholder (cuts dependence)
-  IDENTITY = 1
-  DENSE = 2             # on the last axis; kernel [C_in, features]
-  CONV = 3              # NHWC, kernel HWIO
-  DEPTHWISE_CONV = 4    # NHWC, kernel [k, k, C, depth_multiplier]
-  ADD = 5               # sum of >= 2 inputs
-  MUL = 6               # product of >= 2 inputs (broadcasting)
-  RELU = 7
-  RELU6 = 8
-  GELU = 9
-  SWISH = 10
-  H_SWISH = 11
-  SIGMOID = 12
-  H_SIGMOID = 13
-  SOFTMAX = 14
-  BATCH_NORM = 15
-  LAYER_NORM = 16
-  RESHAPE = 17
-  FLATTEN = 18
-  TRANSPOSE = 19
-  DROPOUT = 20
-  AVG_POOL = 21
-  MAX_POOL = 22
-  GLOBAL_AVG_POOL = 23
-  MEAN = 24
-  CONCAT = 25
+# What an op computes; `tunas_tf.graph.ops.apply` says how, and its kwargs.
+OpType = enum.Enum('OpType', [
+    'NONE', 'IDENTITY', 'DENSE', 'CONV', 'DEPTHWISE_CONV', 'ADD', 'MUL',
+    'RELU', 'RELU6', 'GELU', 'SWISH', 'H_SWISH', 'SIGMOID', 'H_SIGMOID',
+    'SOFTMAX', 'BATCH_NORM', 'LAYER_NORM', 'RESHAPE', 'FLATTEN', 'TRANSPOSE',
+    'DROPOUT', 'AVG_POOL', 'MAX_POOL', 'GLOBAL_AVG_POOL', 'MEAN', 'CONCAT'],
+                   start=0)
 
 
 # Depth linearity (upstream's `is_nonlinear` in `abstract/depth.py`):

@@ -59,16 +59,6 @@ class Model(tf.Module):
     self.op_variables: Dict[str, Dict[str, tf.Variable]] = {}
 
   @property
-  def graph(self) -> ir.Graph:
-    """The graph this model runs."""
-    return self._graph
-
-  @property
-  def constants(self) -> Dict[str, Any]:
-    """A copy of the model's constants."""
-    return dict(self._constants)
-
-  @property
   def stateless_batch_norm(self) -> bool:
     """The model's default batch-norm mode."""
     return self._stateless
@@ -147,28 +137,14 @@ class Model(tf.Module):
     return values
 
   def _named_inputs(self, inputs: Inputs) -> Dict[str, tf.Tensor]:
-    names = self._graph.input_names
-    if not isinstance(inputs, Mapping):
-      if len(names) != 1:
-        raise ValueError(f'Graph has {len(names)} inputs {list(names)}; pass '
-                         'a dict from input name to tensor')
-      inputs = {names[0]: inputs}
     values = {}
-    for name in names:
-      canonical = ir.canonicalize_tensor_name(name)
-      if name in inputs:
-        value = inputs[name]
-      elif canonical in inputs:
-        value = inputs[canonical]
-      else:
-        raise ValueError(f'Missing graph input {name!r}; got keys '
-                         f'{sorted(inputs)}')
+    for name, value in _per_input(self._graph, inputs, 'tensor').items():
       value = tf.convert_to_tensor(value)
       if self._compute_dtype != tf.float32:
         value = tf.cast(value, self._compute_dtype)
       elif not value.dtype.is_floating:
         value = tf.cast(value, tf.float32)
-      values[canonical] = value
+      values[ir.canonicalize_tensor_name(name)] = value
     return values
 
   def _variables_for(self, op: ir.Op, kwargs: Mapping[str, Any],
@@ -199,21 +175,28 @@ class Model(tf.Module):
     return self.op_variables[op.name]
 
 
+def _per_input(graph: ir.Graph, values: Any, what: str) -> Dict[str, Any]:
+  """{input name as written: value} of a bare value (one input) or a mapping
+  by written or canonical input name; ValueError naming a missing input."""
+  names = graph.input_names
+  if not isinstance(values, Mapping):
+    if len(names) != 1:
+      raise ValueError(f'Graph has {len(names)} inputs {list(names)}; pass '
+                       f'a dict from input name to {what}')
+    values = {names[0]: values}
+  found = {}
+  for name in names:
+    key = name if name in values else ir.canonicalize_tensor_name(name)
+    if key not in values:
+      raise ValueError(f'Missing graph input {name!r} ({what}); got keys '
+                       f'{sorted(values)}')
+    found[name] = values[key]
+  return found
+
+
 def _input_specs(graph: ir.Graph, input_shapes) -> Dict[str, tf.TensorSpec]:
-  if not isinstance(input_shapes, Mapping):
-    if len(graph.input_names) != 1:
-      raise ValueError(f'Graph has {len(graph.input_names)} inputs; pass a '
-                       'dict from input name to shape')
-    input_shapes = {graph.input_names[0]: input_shapes}
-  specs = {}
-  for name in graph.input_names:
-    canonical = ir.canonicalize_tensor_name(name)
-    shape = input_shapes.get(name, input_shapes.get(canonical))
-    if shape is None:
-      raise ValueError(f'Missing shape for graph input {name!r}; got '
-                       f'{sorted(input_shapes)}')
-    specs[name] = tf.TensorSpec(tuple(shape), tf.float32)
-  return specs
+  return {name: tf.TensorSpec(tuple(shape), tf.float32) for name, shape
+          in _per_input(graph, input_shapes, 'shape').items()}
 
 
 def abstract_shapes(graph: ir.Graph,

@@ -358,15 +358,6 @@ _CAST_ON_READ = frozenset({OpType.CONV, OpType.DEPTHWISE_CONV, OpType.DENSE,
                            OpType.LAYER_NORM})
 
 
-def _read_as(variables: Mapping[str, Any], dtype: tf.DType
-             ) -> Mapping[str, Any]:
-  """`variables`, each cast to `dtype` if it has another dtype."""
-  if all(v.dtype == dtype for v in variables.values()):
-    return variables
-  return {name: v if v.dtype == dtype else tf.cast(v, dtype)
-          for name, v in variables.items()}
-
-
 def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
           variables: Mapping[str, tf.Variable], training: bool = False,
           stateless_batch_norm: bool = False,
@@ -399,7 +390,8 @@ def apply(op: ir.Op, kwargs: Mapping[str, Any], inputs: Sequence[tf.Tensor],
   t = op.type
   x = inputs[0]
   if t in _CAST_ON_READ:
-    variables = _read_as(variables, x.dtype)
+    variables = {name: v if v.dtype == x.dtype else tf.cast(v, x.dtype)
+                 for name, v in variables.items()}
   if t in _ACTIVATIONS:
     y = _ACTIVATIONS[t](x)
   elif t == OpType.GELU:

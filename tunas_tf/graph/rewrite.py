@@ -7,8 +7,6 @@ import copy
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
-
 from tunas_tf.graph import ir
 from tunas_tf.graph import model as model_lib
 
@@ -226,10 +224,6 @@ class SubgraphModel:
     """Whether this is a proper subgraph (a spec was given)."""
     return self.subgraph_spec is not None
 
-  def input_shapes(self) -> Dict[str, tuple]:
-    """Shapes of the graph input values, by input name as written."""
-    return {name: tuple(_shape(value)) for name, value in self.inputs.items()}
-
   def _require_state(self) -> model_lib.Model:
     if self.state is None:
       raise ValueError('Cannot execute subgraph without state (a built '
@@ -271,11 +265,3 @@ class SubgraphModel:
                                       output_names=self.output_names)
     return {name: values[name] for name in self.output_names}
 
-
-def _shape(value: Any) -> Tuple[Optional[int], ...]:
-  shape = getattr(value, 'shape', None)
-  if shape is None:
-    shape = np.shape(value)
-  if hasattr(shape, 'as_list'):
-    return tuple(shape.as_list())
-  return tuple(shape)

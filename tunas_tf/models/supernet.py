@@ -28,101 +28,29 @@ MODES = naming.MODES
 COMPUTE_DTYPES = (tf.float32, tf.bfloat16)
 
 
-def _join(path: str, key: Any) -> str:
-  return f'{path}/{key}' if path else str(key)
-
-
-def _first_difference(a: Any, b: Any, path: str = '') -> Optional[str]:
-  """Path of the first place where two specs differ (masks ignored)."""
+def _first_difference(a: Any, b: Any, path: str = ''
+                      ) -> Optional[Tuple[str, Any, Any]]:
+  """(path, a's value, b's value) where two specs first differ (masks
+  ignored), or None."""
   if type(a) is not type(b):
-    return path
-  if isinstance(a, schema.OneOf):
-    if a.tag != b.tag or len(a.choices) != len(b.choices):
-      return path
-    for i, (x, y) in enumerate(zip(a.choices, b.choices)):
-      found = _first_difference(x, y, _join(path, f'choices/{i}'))
-      if found is not None:
-        return found
-    return None
+    return path, a, b
   if dataclasses.is_dataclass(a) and not isinstance(a, type):
-    for field in dataclasses.fields(a):
-      found = _first_difference(getattr(a, field.name), getattr(b, field.name),
-                                _join(path, field.name))
-      if found is not None:
-        return found
-    return None
-  if isinstance(a, (list, tuple)):
-    if len(a) != len(b):
-      return path
-    for i, (x, y) in enumerate(zip(a, b)):
-      found = _first_difference(x, y, _join(path, i))
-      if found is not None:
-        return found
-    return None
-  if isinstance(a, dict):
-    if sorted(a) != sorted(b):
-      return path
-    for k in sorted(a):
-      found = _first_difference(a[k], b[k], _join(path, k))
-      if found is not None:
-        return found
-    return None
-  return None if a == b else path
-
-
-def _lookup(spec: Any, path: str) -> Any:
-  """The value of `spec` at a schema path (for error messages)."""
-  value = spec
-  for key in [k for k in path.split('/') if k]:
-    if isinstance(value, (list, tuple)):
-      value = value[int(key)]
-    elif isinstance(value, dict):
-      value = value[key]
-    else:
-      value = getattr(value, key)
-  return value
+    pairs = [(f.name, getattr(a, f.name), getattr(b, f.name))
+             for f in dataclasses.fields(a) if f.compare]
+  elif isinstance(a, (list, tuple)) and len(a) == len(b):
+    pairs = list(zip(range(len(a)), a, b))
+  elif isinstance(a, dict) and sorted(a) == sorted(b):
+    pairs = [(k, a[k], b[k]) for k in sorted(a)]
+  else:
+    return None if a == b else (path, a, b)
+  for key, x, y in pairs:
+    found = _first_difference(x, y, naming.join(path, key))
+    if found is not None:
+      return found
+  return None
 
 
 _short = structure.short
-
-
-class _Builder:
-  """Turns the walker's parts into nodes, registering their variables."""
-
-  def __init__(self, store: nodes.VariableStore):
-    self.store = store
-
-  def node(self, part: Optional[structure.Part]) -> Optional[nodes.Node]:
-    """The node of a part (None for None: a ZeroSpec choice or endpoint)."""
-    if part is None:
-      return None
-    if isinstance(part, structure.Conv):
-      return nodes.ConvBN(self.store, part.name, part.kernel_size,
-                          part.strides, part.in_width, part.out_width,
-                          part.use_batch_norm, part.activation)
-    if isinstance(part, structure.Depthwise):
-      return nodes.DepthwiseBN(self.store, part.name, part.kernel_size,
-                               part.strides, part.in_width, part.activation)
-    if isinstance(part, structure.SqueezeExcite):
-      return nodes.SqueezeExcite(
-          self.store, part.reduce_name, part.expand_name, part.in_width,
-          part.hidden, part.inner_activation, part.gating_activation)
-    if isinstance(part, structure.Activation):
-      return nodes.Activation(part.in_width, part.activation)
-    if isinstance(part, structure.GlobalPool):
-      return nodes.GlobalAveragePool(part.in_width)
-    if isinstance(part, structure.Zero):
-      return nodes.Zero(part.in_width)
-    if isinstance(part, structure.Identity):
-      return nodes.Identity(part.in_width)
-    if isinstance(part, structure.Chain):
-      return nodes.Chain([self.node(p) for p in part.parts])
-    if isinstance(part, structure.Switch):
-      return nodes.Switch(part.path, [self.node(b) for b in part.branches],
-                          part.in_width)
-    if isinstance(part, structure.Residual):
-      return nodes.Residual(self.node(part.layer))
-    raise ValueError(f'Unknown part {type(part).__name__}')
 
 
 class Supernet(tf.Module):
@@ -151,15 +79,14 @@ class Supernet(tf.Module):
     if not isinstance(spec, ops_lib.ConvTowerSpec):
       raise ValueError(f'Supernet needs a ConvTowerSpec, got {_short(spec)}')
     checks.positive_int('num_classes', num_classes)
-    if not 0.0 <= dropout_rate < 1.0:
-      raise ValueError(f'dropout_rate must be in [0, 1), got {dropout_rate!r}')
+    checks.number('dropout_rate', dropout_rate, 0, 1, high_open=True,
+                  prefix='')
     checks.positive_int('input_channels', input_channels)
     if not isinstance(spec.filters_base, int) or spec.filters_base <= 0:
       raise ValueError(
           f'filters_base must be a positive int, got {spec.filters_base!r}')
-    if batch_norm_epsilon <= 0:
-      raise ValueError(
-          f'batch_norm_epsilon must be positive, got {batch_norm_epsilon!r}')
+    checks.number('batch_norm_epsilon', batch_norm_epsilon, 0, low_open=True,
+                  prefix='')
     try:
       dtype = tf.as_dtype(compute_dtype)
     except TypeError:
@@ -177,9 +104,8 @@ class Supernet(tf.Module):
 
     self._store = nodes.VariableStore(seed)
     network = walker.describe_network(spec, input_channels)
-    builder = _Builder(self._store)
     self._layers: List[nodes.Node] = [
-        builder.node(layer.part) for layer in network.layers
+        nodes.build(layer.part, self._store) for layer in network.layers
         if layer.part is not None]
     self._classifier = nodes.Classifier(self._store, network.output_width,
                                         num_classes, self.dropout_rate)
@@ -223,11 +149,11 @@ class Supernet(tf.Module):
     """A new `CallContext` of `sampled_spec` (checked)."""
     difference = _first_difference(sampled_spec, self.spec)
     if difference is not None:
+      path, got, expected = difference
       raise ValueError(
           'The sampled spec does not match the supernet\'s spec at '
-          f'{difference or "<root>"!r}: got '
-          f'{_short(_lookup(sampled_spec, difference))}, expected '
-          f'{_short(_lookup(self.spec, difference))}')
+          f'{path or "<root>"!r}: got {_short(got)}, expected '
+          f'{_short(expected)}')
     masks = {}
     for path, oneof in schema.flatten_with_paths(sampled_spec):
       n = len(oneof.choices)

@@ -4,7 +4,6 @@ runs `node(x, ctx)` in `ctx.dtype` and lists its masked L2 terms
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -96,11 +95,12 @@ def merge_max(terms: Sequence[Regularizers]) -> Regularizers:
 
 
 class Node:
-  """A piece of the network: `in_rule`, `out_rule` (`structure.WidthRule`s)
-  and `strides` (output = ceil(input / strides))."""
-  in_rule: structure.WidthRule
-  out_rule: structure.WidthRule
-  strides: int = 1
+  """The piece of the network of a `structure.Part` (`part`), its variables
+  requested from the store."""
+
+  def __init__(self, part: structure.Part, store: VariableStore):
+    del store
+    self.part = part
 
   def __call__(self, x: tf.Tensor, ctx: widths.CallContext) -> tf.Tensor:
     """[batch, H, W, C_in] -> [batch, H', W', C_out] in `ctx.dtype`; C the
@@ -156,14 +156,7 @@ def zeros_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
   return tf.zeros(tf.stack([tf.cast(d, tf.int32) for d in dims]), x.dtype)
 
 
-class _KeepsWidth(Node):
-  """A node whose output has its input's width."""
-
-  def __init__(self, rule: structure.WidthRule):
-    self.in_rule = self.out_rule = rule
-
-
-class Identity(_KeepsWidth):
+class Identity(Node):
   """Returns its input (a Switch's SE-off branch, a skipped residual)."""
 
   def __call__(self, x, ctx):
@@ -171,7 +164,7 @@ class Identity(_KeepsWidth):
     return x
 
 
-class Zero(_KeepsWidth):
+class Zero(Node):
   """Zeros of the input's shape (a ZeroSpec outside a Switch)."""
 
   def __call__(self, x, ctx):
@@ -182,15 +175,12 @@ class Zero(_KeepsWidth):
 class Activation(Node):
   """An activation layer (keeps the width)."""
 
-  def __init__(self, rule: structure.WidthRule, name: str):
-    self.in_rule = self.out_rule = rule
-    self.name = name
-
   def __call__(self, x, ctx):
-    return masked.activation(x, self.name, ctx.width(self.in_rule), ctx.mode)
+    return masked.activation(x, self.part.activation,
+                             ctx.width(self.part.in_width), ctx.mode)
 
 
-class GlobalAveragePool(_KeepsWidth):
+class GlobalAveragePool(Node):
   """Mean over height and width, keeping them: [b, H, W, C] -> [b, 1, 1, C]."""
 
   def __call__(self, x, ctx):
@@ -203,74 +193,65 @@ class ConvBN(_Part):
   Variables: `{name}/kernel` [k, k, in_max, out_max], `{name}/bn/gamma`,
   `{name}/bn/beta` (or `{name}/bias`) [out_max]."""
 
-  def __init__(self, store: VariableStore, name: str, kernel_size: int,
-               strides: int, in_rule: structure.WidthRule,
-               out_rule: structure.WidthRule, use_batch_norm: bool = True,
-               activation: Optional[str] = None):
-    self.name = name
-    self.strides = strides
-    self.in_rule, self.out_rule = in_rule, out_rule
-    self.use_batch_norm = use_batch_norm
-    self.activation = activation
-    c_out = [out_rule.max]
+  def __init__(self, part: structure.Conv, store: VariableStore):
+    self.part = part
+    k, c_out = part.kernel_size, [part.out_width.max]
     requests = {naming.KERNEL: (
-        (kernel_size, kernel_size, in_rule.max, out_rule.max), _CONV)}
-    if use_batch_norm:
+        (k, k, part.in_width.max, part.out_width.max), _CONV)}
+    if part.use_batch_norm:
       requests.update({naming.GAMMA: (c_out, _ONES),
                        naming.BETA: (c_out, _ZEROS)})
     else:
       requests[naming.BIAS] = (c_out, _ZEROS)
-    self._request(store, _part_variable_names(name), requests)
+    self._request(store, _part_variable_names(part.name), requests)
 
   def __call__(self, x, ctx):
-    in_w, out_w = ctx.width(self.in_rule), ctx.width(self.out_rule)
-    bias = (None if self.use_batch_norm
+    part = self.part
+    in_w, out_w = ctx.width(part.in_width), ctx.width(part.out_width)
+    bias = (None if part.use_batch_norm
             else self._get(naming.BIAS, ctx.active, ctx.dtype))
     y = masked.conv2d(x, self._get(naming.KERNEL, ctx.active, ctx.dtype),
-                      in_w, out_w, self.strides, ctx.mode, bias)
-    if self.use_batch_norm:
+                      in_w, out_w, part.strides, ctx.mode, bias)
+    if part.use_batch_norm:
       # gamma and beta stay float32 (the fused op's statistics dtype).
       y = masked.stateless_batch_norm(
           y, self._get(naming.GAMMA, ctx.active),
           self._get(naming.BETA, ctx.active), out_w, ctx.mode, ctx.epsilon)
-    if self.activation is not None:
-      y = masked.activation(y, self.activation, out_w, ctx.mode)
+    if part.activation is not None:
+      y = masked.activation(y, part.activation, out_w, ctx.mode)
     return y
 
   def regularizers(self, ctx):
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        self._get(naming.KERNEL, ctx.active), ctx.width(self.in_rule),
-        ctx.width(self.out_rule), ctx.mode)}
+        self._get(naming.KERNEL, ctx.active), ctx.width(self.part.in_width),
+        ctx.width(self.part.out_width), ctx.mode)}
 
 
 class DepthwiseBN(_Part):
   """A k x k depthwise conv, batch norm and an activation. Variables:
   `{name}/kernel` [k, k, C_max, 1], `{name}/bn/gamma`, `{name}/bn/beta`."""
 
-  def __init__(self, store: VariableStore, name: str, kernel_size: int,
-               strides: int, rule: structure.WidthRule, activation: str):
-    self.name = name
-    self.strides = strides
-    self.in_rule = self.out_rule = rule
-    self.activation = activation
-    self._request(store, _part_variable_names(name), {
-        naming.KERNEL: ((kernel_size, kernel_size, rule.max, 1), _DEPTHWISE),
-        naming.GAMMA: ([rule.max], _ONES), naming.BETA: ([rule.max], _ZEROS)})
+  def __init__(self, part: structure.Depthwise, store: VariableStore):
+    self.part = part
+    k, c = part.kernel_size, part.in_width.max
+    self._request(store, _part_variable_names(part.name), {
+        naming.KERNEL: ((k, k, c, 1), _DEPTHWISE),
+        naming.GAMMA: ([c], _ONES), naming.BETA: ([c], _ZEROS)})
 
   def __call__(self, x, ctx):
-    width = ctx.width(self.in_rule)
+    width = ctx.width(self.part.in_width)
     y = masked.depthwise_conv2d(
         x, self._get(naming.KERNEL, ctx.active, ctx.dtype), width,
-        self.strides, ctx.mode)
+        self.part.strides, ctx.mode)
     y = masked.stateless_batch_norm(
         y, self._get(naming.GAMMA, ctx.active),
         self._get(naming.BETA, ctx.active), width, ctx.mode, ctx.epsilon)
-    return masked.activation(y, self.activation, width, ctx.mode)
+    return masked.activation(y, self.part.activation, width, ctx.mode)
 
   def regularizers(self, ctx):
     return {self.names[naming.KERNEL]: masked.l2_sum(
-        self._get(naming.KERNEL, ctx.active), ctx.width(self.in_rule), None,
-        ctx.mode)}
+        self._get(naming.KERNEL, ctx.active), ctx.width(self.part.in_width),
+        None, ctx.mode)}
 
 
 class SqueezeExcite(_Part):
@@ -278,18 +259,13 @@ class SqueezeExcite(_Part):
   [1, 1, C_max, H_max], `{reduce}/bias`, `{expand}/kernel` [1, 1, H_max,
   C_max], `{expand}/bias`."""
 
-  def __init__(self, store: VariableStore, reduce_name: str,
-               expand_name: str, rule: structure.WidthRule,
-               hidden_rule: structure.WidthRule, inner_activation: str,
-               gating_activation: str):
-    self.in_rule = self.out_rule = rule
-    self.hidden_rule = hidden_rule
-    self.inner_activation = inner_activation
-    self.gating_activation = gating_activation
-    c, h = rule.max, hidden_rule.max
+  def __init__(self, part: structure.SqueezeExcite, store: VariableStore):
+    self.part = part
+    c, h = part.in_width.max, part.hidden.max
     self._request(store, {
         f'{conv}_{kind}': naming.variable_name(name, kind)
-        for conv, name in (('reduce', reduce_name), ('expand', expand_name))
+        for conv, name in (('reduce', part.reduce_name),
+                           ('expand', part.expand_name))
         for kind in (naming.KERNEL, naming.BIAS)}, {
             'reduce_kernel': ((1, 1, c, h), _CONV),
             'reduce_bias': ((h,), _ZEROS),
@@ -297,20 +273,21 @@ class SqueezeExcite(_Part):
             'expand_bias': ((c,), _ZEROS)})
 
   def __call__(self, x, ctx):
-    width, hidden = ctx.width(self.in_rule), ctx.width(self.hidden_rule)
+    part = self.part
+    width, hidden = ctx.width(part.in_width), ctx.width(part.hidden)
     s = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
     s = masked.conv2d(s, self._get('reduce_kernel', ctx.active, ctx.dtype),
                       width, hidden, 1, ctx.mode,
                       self._get('reduce_bias', ctx.active, ctx.dtype))
-    s = masked.activation(s, self.inner_activation, hidden, ctx.mode)
+    s = masked.activation(s, part.inner_activation, hidden, ctx.mode)
     s = masked.conv2d(s, self._get('expand_kernel', ctx.active, ctx.dtype),
                       hidden, width, 1, ctx.mode,
                       self._get('expand_bias', ctx.active, ctx.dtype))
-    s = masked.activation(s, self.gating_activation, width, ctx.mode)
+    s = masked.activation(s, part.gating_activation, width, ctx.mode)
     return x * s
 
   def regularizers(self, ctx):
-    width, hidden = ctx.width(self.in_rule), ctx.width(self.hidden_rule)
+    width, hidden = ctx.width(self.part.in_width), ctx.width(self.part.hidden)
     return {
         self.names['reduce_kernel']: masked.l2_sum(
             self._get('reduce_kernel', ctx.active), width, hidden, ctx.mode),
@@ -321,11 +298,9 @@ class SqueezeExcite(_Part):
 class Chain(Node):
   """Nodes applied in order."""
 
-  def __init__(self, nodes: Sequence[Node]):
-    self.nodes = list(nodes)
-    self.in_rule = self.nodes[0].in_rule
-    self.out_rule = self.nodes[-1].out_rule
-    self.strides = math.prod(n.strides for n in self.nodes)
+  def __init__(self, part: structure.Chain, store: VariableStore):
+    self.part = part
+    self.nodes = [build(p, store) for p in part.parts]
 
   def __call__(self, x, ctx):
     for node in self.nodes:
@@ -339,9 +314,9 @@ class Chain(Node):
 class Residual(Node):
   """layer(x) + x."""
 
-  def __init__(self, layer: Node):
-    self.layer = layer
-    self.in_rule = self.out_rule = layer.in_rule
+  def __init__(self, part: structure.Residual, store: VariableStore):
+    self.part = part
+    self.layer = build(part.layer, store)
 
   def __call__(self, x, ctx):
     return self.layer(x, ctx) + x
@@ -360,23 +335,18 @@ class Switch(Node):
   unscaled (the original's `maybe_switch_v2`).
   """
 
-  def __init__(self, path: str, branches: Sequence[Optional[Node]],
-               rule: structure.WidthRule):
-    self.path = path
-    self.branches = list(branches)
-    live = [b for b in self.branches if b is not None]
-    self.in_rule = rule
-    self.out_rule = live[0].out_rule if live else rule
-    self.strides = live[0].strides if live else 1
+  def __init__(self, part: structure.Switch, store: VariableStore):
+    self.part = part
+    self.branches = [build(b, store) for b in part.branches]
 
   def _zeros(self, x, ctx):
-    channels = ctx.width(self.out_rule).channels(ctx.mode)
-    return zeros_output(x, self.strides, channels)
+    channels = ctx.width(self.part.out_width).channels(ctx.mode)
+    return zeros_output(x, self.part.strides, channels)
 
   def __call__(self, x, ctx):
     # `entries.chosen` decides which branches run; `entries.scale`, the mask
     # in the compute dtype, multiplies their outputs.
-    mask, entries = ctx.mask(self.path), ctx.entries(self.path)
+    mask, entries = ctx.mask(self.part.path), ctx.entries(self.part.path)
     if len(self.branches) == 1:
       branch = self.branches[0]
       y = branch(x, ctx) if branch is not None else self._zeros(x, ctx)
@@ -427,7 +397,7 @@ class Switch(Node):
                    lambda: self._zeros(x, ctx))
 
   def regularizers(self, ctx):
-    mask, entries = ctx.mask(self.path), ctx.entries(self.path)
+    mask, entries = ctx.mask(self.part.path), ctx.entries(self.part.path)
     terms = []
     for i, branch in enumerate(self.branches):
       if branch is None:
@@ -453,7 +423,6 @@ class Classifier(_Part):
   def __init__(self, store: VariableStore, rule: structure.WidthRule,
                num_classes: int, dropout_rate: float):
     self.in_rule = rule
-    self.out_rule = structure.FixedWidth(num_classes)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self._request(store, _part_variable_names(naming.CLASSIFIER), {
@@ -470,3 +439,22 @@ class Classifier(_Part):
                       ctx.width(self.in_rule), classes, 1, ctx.mode,
                       self._get(naming.BIAS, dtype=ctx.dtype))
     return tf.reduce_mean(y, axis=[1, 2])
+
+
+_NODES = {structure.Conv: ConvBN, structure.Depthwise: DepthwiseBN,
+          structure.SqueezeExcite: SqueezeExcite,
+          structure.Activation: Activation,
+          structure.GlobalPool: GlobalAveragePool, structure.Zero: Zero,
+          structure.Identity: Identity, structure.Chain: Chain,
+          structure.Switch: Switch, structure.Residual: Residual}
+
+
+def build(part: Optional[structure.Part],
+          store: VariableStore) -> Optional[Node]:
+  """The node of a part (None for None: a ZeroSpec choice or an endpoint).
+  ValueError for an unknown part."""
+  if part is None:
+    return None
+  if type(part) not in _NODES:
+    raise ValueError(f'Unknown part {type(part).__name__}')
+  return _NODES[type(part)](part, store)

@@ -15,14 +15,6 @@ from tunas_tf.search_space import ops as ops_lib
 from tunas_tf.search_space import structure
 
 
-def _scaled(value, input_n, base: int, path: str):
-  """A filters value for an input width (Python int or int32 Tensor)."""
-  if isinstance(value, ops_lib.FilterMultiplier) and isinstance(
-      input_n, tf.Tensor):
-    return masked.tf_scale_filters(input_n, value.scale, base)
-  return structure.scaled_filters(value, input_n, base, path)
-
-
 def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
                   resolved: Mapping[int, masked.ActiveWidth]
                   ) -> masked.ActiveWidth:
@@ -38,8 +30,12 @@ def resolve_width(rule: structure.WidthRule, masks: Mapping[str, tf.Tensor],
           input_n * rule.ratio, rule.base))
     return masked.ActiveWidth(rule.max, masked.tf_make_divisible(
         tf.cast(input_n, tf.float64) * rule.ratio, rule.base))
-  candidates = [_scaled(v, input_n, rule.base, rule.path or 'filters')
-                for v in rule.values]
+  tensor = isinstance(input_n, tf.Tensor)  # Else a Python int or None.
+  candidates = [
+      masked.tf_scale_filters(input_n, v.scale, rule.base)
+      if tensor and isinstance(v, ops_lib.FilterMultiplier) else
+      structure.scaled_filters(v, input_n, rule.base, rule.path or 'filters')
+      for v in rule.values]
   if len(candidates) == 1:
     return masked.ActiveWidth(rule.max, candidates[0])
   index = tf.argmax(masks[rule.path], output_type=tf.int32)

@@ -309,12 +309,8 @@ class SearchSpaceInfo:
     return bool(schema.num_choices(self.build()))
 
 
-def _registry(*infos: SearchSpaceInfo) -> Dict[str, SearchSpaceInfo]:
-  return {info.name: info for info in infos}
-
-
 # Every space and reference model by name (total stride 32, 8 or 4).
-SEARCH_SPACES: Dict[str, SearchSpaceInfo] = _registry(
+SEARCH_SPACES: Dict[str, SearchSpaceInfo] = {info.name: info for info in (
     SearchSpaceInfo('proxylessnas_search', proxylessnas_search, 224,
                     released_target_ms=RELEASED_TARGET_MS),
     SearchSpaceInfo('proxylessnas_enlarged_search',
@@ -333,7 +329,7 @@ SEARCH_SPACES: Dict[str, SearchSpaceInfo] = _registry(
                     num_classes=10),
     SearchSpaceInfo('mcu_search', mcu_search, 32, input_channels=1,
                     num_classes=10),
-)
+)}
 
 
 def space_info(name: str) -> SearchSpaceInfo:

@@ -14,13 +14,6 @@ from tunas_tf.search_space import schema
 from tunas_tf.search_space import structure
 
 
-def _kernel_size(value: Any, path: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-    raise ValueError(f'{path}: kernel_size must be a positive int or a '
-                     f'OneOf of them, got {value!r}')
-  return value
-
-
 def _is_zero(layer: Any) -> bool:
   """A `ZeroSpec`, or a OneOf whose only choice is one."""
   return isinstance(layer, ops.ZeroSpec) or (
@@ -76,30 +69,25 @@ class _Walker:
             'first non-zero choice; the choices of a OneOf must agree')
     return structure.Switch(width, out, path=path, branches=tuple(branches))
 
+  def _kernels(self, kernel_size: Any, strides: int, path: str,
+               width: structure.WidthRule,
+               make: Callable[[int, int], structure.Part]) -> structure.Part:
+    """`make(k, strides)` of a kernel size k, or a Switch over a OneOf's."""
+    strides = checks.positive_int(f'{path}/strides: strides', strides)
+
+    def checked(k):
+      if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ValueError(f'{path}/kernel_size: kernel_size must be a positive '
+                         f'int or a OneOf of them, got {k!r}')
+      return make(k, strides)
+    return self._choice(kernel_size, f'{path}/kernel_size', checked, width)
+
   def _depthwise(self, kernel_size: Any, strides: int, activation: str,
                  path: str, prefix: str,
                  width: structure.WidthRule) -> structure.Part:
-    strides = checks.positive_int(f'{path}/strides: strides', strides)
-
-    def make(k):
-      k = _kernel_size(k, f'{path}/kernel_size')
-      return structure.Depthwise(width, width, naming.join(prefix,
-                                                 naming.depthwise_part(k)),
-                       k, strides, activation)
-    return self._choice(kernel_size, f'{path}/kernel_size', make, width)
-
-  def _conv(self, spec: ops.ConvSpec, path: str, prefix: str,
-            in_width: structure.WidthRule,
-            block_width: structure.WidthRule) -> structure.Part:
-    strides = checks.positive_int(f'{path}/strides: strides', spec.strides)
-
-    def make(k):
-      k = _kernel_size(k, f'{path}/kernel_size')
-      return structure.Conv(in_width, block_width,
-                  naming.join(prefix, naming.conv_part(k)), k, strides,
-                  spec.use_batch_norm)
-    return self._choice(spec.kernel_size, f'{path}/kernel_size', make,
-                        in_width)
+    return self._kernels(kernel_size, strides, path, width, lambda k, s: (
+        structure.Depthwise(width, width, naming.join(
+            prefix, naming.depthwise_part(k)), k, s, activation)))
 
   def _separable(self, spec: ops.SeparableConvSpec, path: str, prefix: str,
                  in_width: structure.WidthRule,
@@ -193,6 +181,16 @@ class _Walker:
                                  in_width, block_width))
     return self._switch(path, branches, in_width)
 
+  def describe(self, layer: Any, block_index: int, layer_index: int,
+               in_width: structure.WidthRule,
+               block_width: structure.WidthRule) -> structure.Layer:
+    """The `structure.Layer` of one layer spec at its position."""
+    prefix = naming.layer_prefix(block_index, layer_index)
+    part = self.layer(layer, prefix, prefix, in_width, block_width)
+    return structure.Layer(block_index, layer_index, prefix, layer, part,
+                           in_width,
+                           in_width if part is None else part.out_width)
+
   def layer(self, value: Any, path: str, prefix: str,
             in_width: structure.WidthRule,
             block_width: structure.WidthRule) -> Optional[structure.Part]:
@@ -213,7 +211,11 @@ class _Walker:
     if isinstance(value, ops.GlobalAveragePoolSpec):
       return structure.GlobalPool(in_width, in_width, scope=prefix)
     if isinstance(value, ops.ConvSpec):
-      return self._conv(value, path, prefix, in_width, block_width)
+      return self._kernels(value.kernel_size, value.strides, path, in_width,
+                           lambda k, s: structure.Conv(
+                               in_width, block_width,
+                               naming.join(prefix, naming.conv_part(k)), k,
+                               s, value.use_batch_norm))
     if isinstance(value, ops.SeparableConvSpec):
       return self._separable(value, path, prefix, in_width, block_width)
     if isinstance(value, ops.DepthwiseBottleneckSpec):
@@ -229,12 +231,8 @@ def describe_layer(layer: Any, in_width: structure.WidthRule,
   """The `structure.Layer` of one layer for given input and block widths;
   `check_residuals` refuses a residual that changes the stride or width.
   ValueError as `describe_network`."""
-  prefix = naming.layer_prefix(block_index, layer_index)
-  walker = _Walker(filters_base, check_residuals)
-  part = walker.layer(layer, prefix, prefix, in_width, block_width)
-  return structure.Layer(block_index, layer_index, prefix, layer, part,
-                         in_width,
-                         in_width if part is None else part.out_width)
+  return _Walker(filters_base, check_residuals).describe(
+      layer, block_index, layer_index, in_width, block_width)
 
 
 def describe_network(spec: ops.ConvTowerSpec,
@@ -263,10 +261,7 @@ def describe_network(spec: ops.ConvTowerSpec,
                        f'ints, got {structure.short(block.filters)}')
     block_width = walker.filters(path, block.filters, None)
     for l, layer_spec in enumerate(block.layers):
-      prefix = naming.layer_prefix(b, l)
-      part = walker.layer(layer_spec, prefix, prefix, width, block_width)
-      out = width if part is None else part.out_width
-      layers.append(structure.Layer(b, l, prefix, layer_spec, part, width, out))
-      width = out
+      layers.append(walker.describe(layer_spec, b, l, width, block_width))
+      width = layers[-1].out_width
   return structure.Network(tuple(layers), tuple(walker.widths), input_width,
                            width)

@@ -22,6 +22,11 @@ class AbstractProperty(abc.ABC):
     self.safety_only = bool(safety_only)
     self.input_values = input_values
 
+  def graph_inputs(self, subgraph_model) -> Mapping[str, Any]:
+    """`input_values`, else the subgraph model's `inputs`."""
+    return (self.input_values if self.input_values is not None
+            else subgraph_model.inputs)
+
   @abc.abstractmethod
   def infer(self, subgraph_model, abstract: bool = True,
             **kwargs) -> 'AbstractProperty':

@@ -219,8 +219,7 @@ class LinopProperty(base.AbstractProperty):
     paths (joined by elementwise max) when `abstract`, else from Jacobians of
     its state (training=False)."""
     sm = subgraph_model
-    graph_inputs = (self.input_values if self.input_values is not None
-                    else sm.inputs)
+    graph_inputs = self.graph_inputs(sm)
     if abstract:
       found = self._infer_abstract(sm, graph_inputs)
     else:
@@ -257,8 +256,7 @@ class LinopProperty(base.AbstractProperty):
     return jacobian_pairings(fn, subg_inputs)
 
   def _infer_abstract(self, sm, graph_inputs) -> PairingMap:
-    in_shapes = {name: tuple(v.shape if hasattr(v, 'shape') else np.shape(v))
-                 for name, v in graph_inputs.items()}
+    in_shapes = {name: tuple(np.shape(v)) for name, v in graph_inputs.items()}
     if sm.has_spec:
       shapes = shape_lib.tensor_shapes(sm, sm.graph, in_shapes,
                                        sm.input_names, True)

@@ -15,16 +15,6 @@ from tunas_tf.graph.properties import base
 Shapes = Dict[str, Tuple[Optional[int], ...]]
 
 
-def _graph_input_shapes(prop: base.AbstractProperty, subgraph_model) -> Shapes:
-  values = (prop.input_values if prop.input_values is not None
-            else subgraph_model.inputs)
-  if not values:
-    raise ValueError('Shape inference needs input values (SubgraphModel '
-                     'inputs or input_values)')
-  return {name: tuple(v.shape if hasattr(v, 'shape') else np.shape(v))
-          for name, v in values.items()}
-
-
 def tensor_shapes(subgraph_model, graph: ir.Graph, input_shapes: Shapes,
                   output_names, abstract: bool,
                   graph_inputs: Optional[Mapping[str, Any]] = None) -> Shapes:
@@ -66,9 +56,11 @@ class ShapeProperty(base.AbstractProperty):
     weights (the same shapes). RuntimeError naming `max_size` for a larger
     tensor (when > 0), or "Malformed graph" when it cannot be traced."""
     sm = subgraph_model
-    in_shapes = _graph_input_shapes(self, sm)
-    graph_inputs = (self.input_values if self.input_values is not None
-                    else sm.inputs)
+    graph_inputs = self.graph_inputs(sm)
+    if not graph_inputs:
+      raise ValueError('Shape inference needs input values (SubgraphModel '
+                       'inputs or input_values)')
+    in_shapes = {name: tuple(np.shape(v)) for name, v in graph_inputs.items()}
     try:
       if sm.has_spec:
         shapes = tensor_shapes(sm, sm.graph, in_shapes, sm.input_names,
