@@ -163,10 +163,9 @@ def _greedy_top(sizes: tf.Tensor, model: ArenaModel) -> tf.Tensor:
              present[:, None] & present[None, :])
   order = num_buffers - 1 - tf.argsort(
       tf.reverse(sizes, [0]), direction='DESCENDING', stable=True)
-  offsets = tf.zeros([num_buffers])
-  placed = tf.zeros([num_buffers], tf.bool)
   never = tf.constant(2.0**30)
-  for n in range(num_buffers):
+
+  def place(n, offsets, placed):
     i = order[n]
     clash = tf.gather(overlap, i) & placed
     ends = offsets + sizes
@@ -174,7 +173,11 @@ def _greedy_top(sizes: tf.Tensor, model: ArenaModel) -> tf.Tensor:
     blocked = tf.reduce_any(clash[None, :] & (at[:, None] < ends[None, :]) & (
         offsets[None, :] < at[:, None] + tf.gather(sizes, i)), 1)
     hot = tf.one_hot(i, num_buffers, on_value=True, off_value=False)
-    offsets += tf.cast(hot, tf.float32) * tf.reduce_min(
-        tf.where(blocked, never, at))
-    placed |= hot
+    return n + 1, offsets + tf.cast(hot, tf.float32) * tf.reduce_min(
+        tf.where(blocked, never, at)), placed | hot
+
+  _, offsets, _ = tf.while_loop(
+      lambda n, *_: n < num_buffers, place,
+      (tf.constant(0), tf.zeros([num_buffers]),
+       tf.zeros([num_buffers], tf.bool)))
   return tf.reduce_max(tf.where(present, offsets + sizes, 0.0))
