@@ -152,6 +152,11 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                      'recipes use -0.10; the demo, whose accuracy differences '
                      'are small and noisy, needs a stronger pull to the '
                      'target.', flag_values=f)
+  flags.DEFINE_float('sram_kb', None, 'An SRAM limit in KB of 1,024 bytes: '
+                     "a sample whose TFLite Micro arena (int8, estimated) "
+                     'is over it has its accuracy scaled by (arena / limit) '
+                     '** -1 (docs/microcontrollers.md); extraction refuses '
+                     'an architecture over it.', flag_values=f)
   flags.DEFINE_boolean('use_gradient_sync_barrier', True, 'Order the updates '
                        'with data dependencies (all gradients before any '
                        'update; validation after the model update).',
@@ -224,7 +229,7 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       summarize_tag_logits=f.summarize_tag_logits,
       replicas=f.replicas, supernet_sampling=f.supernet_sampling,
       rl_entropy_schedule=f.rl_entropy_schedule,
-      latency_precision=f.latency_precision)
+      latency_precision=f.latency_precision, sram_kb=f.sram_kb)
 
 
 def _pairs(f: flags.FlagValues, job: jobs.JobConfig):

@@ -94,6 +94,11 @@ class RecipeTest(parameterized.TestCase):
        r'--rl_delay_steps_fraction must be in \[0, 1\], got 1.5'),
       ('classes', ['--num_classes=5'], r'--num_classes=5 is fewer than the 10'),
       ('use_tpu', ['--use_tpu'], '--use_tpu needs --tpu=NAME'),
+      ('sram_kb', ['--sram_kb=0'], r'^--sram_kb must be > 0, got 0.0$'),
+      # digits_search's smallest architecture needs 7,760 bytes at 8 px.
+      ('sram_kb_none_fits', ['--sram_kb=7.5'],
+       r'^--sram_kb=7.5: no architecture of digits_search fits; at 8x8 each '
+       r'needs a TFLite Micro arena of 7.6 KB or more \(estimated\)$'),
       ('target_unit', ['--rl_cost_model_target=0.15'],
        r'^--rl_cost_model_target=0.15 is outside what digits_search can cost '
        r'under --cost_model=macs: 39,968 \(cheapest\) to 1,212,416 '
@@ -104,6 +109,16 @@ class RecipeTest(parameterized.TestCase):
                     '--rl_cost_model_target=100000.0', *extra)
     with self.assertRaisesRegex(ValueError, message):
       train_search.config_from_flags(values, _DIGITS)
+
+  def test_an_sram_limit_on_a_space_without_an_arena_is_refused(self):
+    values = _flags('--ssd=mobilenet_v3_like_search', '--model_dir=/tmp/x',
+                    '--dataset=imagenet2012', '--sram_kb=256')
+    with self.assertRaisesRegex(ValueError, r'^--sram_kb: memory estimate: '
+                                'Activation swish6 is not supported'):
+      train_search.config_from_flags(values, _IMAGENET)
+    values = _flags('--model_dir=/tmp/x', '--max_steps=40', '--sram_kb=7.58')
+    self.assertEqual(train_search.config_from_flags(values, _DIGITS).sram_kb,
+                     7.58)  # digits_search's smallest arena fits.
 
   def test_a_target_in_another_unit_is_refused_naming_the_range(self):
     values = _flags('--ssd=proxylessnas_search', '--dataset=imagenet2012',
@@ -317,6 +332,20 @@ class WriteOrCheckTest(absltest.TestCase):
                                 r"\[\['macs', 300000.0\]\] now"):
       configs.write_or_check(config_lib, self._config(
           model_dir, '--rl_cost_model_target=2e5,3e5'), '{}')
+
+  def test_an_sram_limit_is_stored_and_a_search_from_before_it_resumes(self):
+    model_dir = tempfile.mkdtemp()
+    config = self._config(model_dir, '--sram_kb=20')
+    configs.write_or_check(config_lib, config, '{}')
+    self.assertEqual(config_lib.read(model_dir).sram_kb, 20.0)
+    with self.assertRaisesRegex(ValueError, 'sram_kb is 20.0 there and 30.0'):
+      configs.write_or_check(config_lib,
+                             self._config(model_dir, '--sram_kb=30'), '{}')
+    # Written before SRAM limits: none.
+    model_dir, _, _ = self._stored_without('sram_kb')
+    self.assertIsNone(config_lib.read(model_dir).sram_kb)
+    self.assertTrue(configs.write_or_check(config_lib,
+                                           self._config(model_dir), '{}'))
 
   def test_pairs_are_stored_and_read_back(self):
     model_dir = tempfile.mkdtemp()

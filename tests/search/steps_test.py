@@ -239,6 +239,37 @@ class StepsTest(absltest.TestCase):
     self.assertAlmostEqual(second.baseline, ema, places=5)
     self.assertAlmostEqual(second.advantage, 0.9 - ema, places=5)
 
+  def test_an_arena_over_the_sram_limit_scales_the_accuracy(self):
+    # 8 KB limit: 10 KB (25% over) scales the accuracy by 8 / 10, then the
+    # abs cost term adds; 6 KB (under) leaves it.
+    config = _config('--rl_cost_model_target=100000.0', '--sram_kb=8')
+    with tf.Graph().as_default():
+      acc, cost, arena = (tf.compat.v1.placeholder(tf.float32, [])
+                          for _ in range(3))
+      rl = steps.reward_and_advantage(acc, cost, config,
+                                      steps.make_baseline(config), arena=arena)
+      with tf.compat.v1.Session(
+          config=estimator_lib.no_grappler_config()) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        over, under = (sess.run(rl.reward, {acc: 0.5, cost: 150000.0,
+                                            arena: kb * 1024.0})
+                       for kb in (10, 6))
+    self.assertAlmostEqual(over, 0.5 * 0.8 - 0.5 * 0.5, places=6)
+    self.assertAlmostEqual(under, 0.5 - 0.5 * 0.5, places=6)
+
+  def test_the_arena_is_a_scalar_only_with_a_limit_shared_by_pairs(self):
+    with tf.Graph().as_default():
+      _, args = _scalar_args(tf.constant(2.0))
+      self.assertNotIn('rlcontroller/estimated_arena',
+                       steps.summary_scalars(*args))
+      arena = tf.constant(9000.0)
+      value = steps.summary_scalars(*args, arena=arena)[
+          'rlcontroller/estimated_arena']
+      self.assertNotIn('rlcontroller_1/estimated_arena',
+                       steps.pair_scalars(1, *args, arena=arena))
+      with tf.compat.v1.Session() as sess:
+        self.assertEqual(sess.run(value), 9000.0)
+
   def test_barriers_order_the_updates(self):
     """Every update waits for every gradient; validation reads updated weights.
 

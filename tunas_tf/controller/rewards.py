@@ -20,6 +20,10 @@ REWARD_ABS = 'abs'
 REWARD_MNAS = 'mnas'
 REWARD_MNAS_HARD = 'mnas_hard'
 REWARDS = (REWARD_ABS, REWARD_MNAS, REWARD_MNAS_HARD)
+# beta of a memory limit's `mnas_hard` factor on Q: MnasNet's own for a hard
+# constraint (alpha 0, beta -1), so a sample x% over it loses about x% of Q,
+# whatever the cost term's exponent (which may be 0).
+LIMIT_EXPONENT = -1.0
 
 Number = Union[float, np.ndarray]
 NumberOrTensor = Union[float, np.ndarray, tf.Tensor]

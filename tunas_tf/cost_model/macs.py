@@ -139,19 +139,24 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
                       num_classes: int, input_channels: int,
                       layer_value: Callable[[resolve.ResolvedLayer], float],
                       head_value: Callable[[int, int, int], float],
-                      name: str) -> Tuple[np.ndarray, float]:
+                      name: str, width: Optional[int] = None
+                      ) -> Tuple[np.ndarray, Any]:
   """The exact linear model of any per-layer count (`macs_cost_model_for_spec`
   for MACs): `layer_value(resolved layer)` summed over the layers, plus
   `head_value(width, size, num_classes)` of the classifier; `name` in the
-  errors. Same returns and errors as `macs_cost_model_for_spec`."""
+  errors. Same returns and errors as `macs_cost_model_for_spec`; with
+  `width`, both values are [width] vectors, the kernel [features, width]
+  and the bias [width] (several counts at once)."""
   block_lengths = features_lib.block_feature_lengths(spec)
-  kernel = np.zeros([features_lib.feature_length(spec)], np.float64)
+  shape = () if width is None else (width,)
+  kernel = np.zeros((features_lib.feature_length(spec),) + shape, np.float64)
   positions = [(b, j) for b, block in enumerate(spec.blocks)
                for j in range(len(block.layers))]
+  cast = float if width is None else lambda v: np.asarray(v, np.float64)
   if not positions:
-    return kernel, float(head_value(input_channels, image_size, num_classes))
+    return kernel, cast(head_value(input_channels, image_size, num_classes))
   last = positions[-1]
-  bias = 0
+  bias = np.zeros(shape)
   offset = 0
   size = image_size
   # The previous layer's possible output widths, and whether they are masked.
@@ -169,7 +174,7 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
       if j > 0 and o != i:
         continue  # Coupled to the block's own mask: only o == i is reachable.
       for position, pruned_layers in alternatives.items():
-        values = set()
+        values = {}
         for pruned in pruned_layers:
           resolved = resolve.resolve_layer(
               pruned, in_width, out_width, size, spec.filters_base, b, j)
@@ -180,16 +185,17 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
                 f'{name}: the choices of {where} change the output '
                 f'resolution ({out_size} vs {resolved.output_size}); the '
                 'count is not linear in the features')
-          value = layer_value(resolved)
+          value = np.asarray(layer_value(resolved), np.float64)
           if (b, j) == last:
-            value += head_value(resolved.output_width, resolved.output_size,
-                                num_classes)
-          values.add(value)
+            value = value + head_value(resolved.output_width,
+                                       resolved.output_size, num_classes)
+          values[value.tobytes()] = value
         if len(values) > 1:
           raise ValueError(
               f'{name}: choices of {where} share a feature but differ '
-              f'({sorted(values)}); the count is not linear in the features')
-        value = values.pop()
+              f'({[v.tolist() for v in values.values()]}); the count is not '
+              'linear in the features')
+        _, value = values.popitem()
         if length == 1:
           bias += value
         else:
@@ -199,7 +205,7 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
     size = out_size
     in_widths, in_masked = out_widths, out_masked
   kernel.setflags(write=False)
-  return kernel, float(bias)
+  return kernel, cast(bias)
 
 
 @functools.lru_cache(maxsize=32)

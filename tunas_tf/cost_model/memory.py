@@ -57,7 +57,8 @@ class LiteOp:
   weights: int = 0
 
 
-def _align(n: int) -> int:
+def align(n: int) -> int:
+  """`n` bytes rounded up to `ALIGN`."""
   return -(-n // ALIGN) * ALIGN
 
 
@@ -153,37 +154,55 @@ def greedy_plan(sizes: Sequence[int], first: Sequence[int],
   return top
 
 
+def scratch(op: LiteOp) -> List[int]:
+  """Bytes of an op's scratch buffers, live during it: int8 MEAN's int32
+  sums, rank and axes (requested in its Prepare)."""
+  return [4 * op.output, 16, 8] if op.kind == 'MEAN' else []
+
+
+def lifetimes(lite: Sequence[LiteOp], sizes: Sequence[int]
+              ) -> Tuple[List[int], List[int], List[int]]:
+  """(aligned bytes, first op, last op) of the activation tensors (`lite_ops`'
+  sizes), then of each op's `scratch` buffers: what the planner lays out."""
+  first = [0] + list(range(len(lite)))
+  last = list(first)
+  buffers = [align(n) for n in sizes]
+  for t, op in enumerate(lite):
+    for i in op.inputs:
+      last[i] = max(last[i], t)
+    for n in scratch(op):
+      buffers.append(align(n))
+      first.append(t)
+      last.append(t)
+  return buffers, first, last
+
+
+def bookkeeping(op: LiteOp) -> np.ndarray:
+  """[planner's temporary arrays, persistent tail] bytes one op adds: its
+  output and weight tensors, node, op data and scratch buffers."""
+  tensors, n = (3 if op.channels else 1), len(scratch(op))
+  return np.array([
+      SCRATCH_REQUEST * n + ALLOCATION_INFO * (tensors + n) +
+      PLANNER_BUFFER * (1 + n),
+      EVAL_TENSOR * tensors + NODE + SCRATCH_HANDLE * n +
+      align(OP_DATA[op.kind]) + 2 * align(4 * op.channels)])
+
+
+# `bookkeeping` of the model itself: its input tensor and MEAN's axes
+# constant (the classifier ends in a MEAN), the interpreter, its I/O tensors.
+MODEL_BOOKKEEPING = np.array([2 * ALLOCATION_INFO + PLANNER_BUFFER,
+                              TAIL_FIXED + 2 * EVAL_TENSOR + 2 * IO_TENSOR])
+
+
 def arena_parts(pruned: ops.ConvTowerSpec, shape: Shape
                 ) -> Tuple[int, int]:
   """(head, tail) of TFLite Micro's arena for the int8 model: the planned
   activations and scratch buffers (or, if larger, the planner's own
   temporary arrays), and the persistent bookkeeping."""
   lite, sizes = lite_ops(pruned, shape)
-  first = [0] + list(range(len(lite)))
-  last = list(first)
-  last[-1] = len(lite) - 1
-  buffers = [_align(n) for n in sizes]
-  scratch = 0
-  for t, op in enumerate(lite):
-    for i in op.inputs:
-      last[i] = max(last[i], t)
-    # Scratch buffers of Prepare: int8 MEAN's int32 sums, rank and axes.
-    for n in [4 * op.output, 16, 8] if op.kind == 'MEAN' else []:
-      buffers.append(_align(n))
-      first.append(t)
-      last.append(t)
-      scratch += 1
-  constants = sum(2 if op.channels else 0 for op in lite) + (
-      1 if any(op.kind == 'MEAN' for op in lite) else 0)
-  tensors = len(sizes) + constants
-  planning = (SCRATCH_REQUEST * scratch + ALLOCATION_INFO * (tensors + scratch)
-              + PLANNER_BUFFER * len(buffers))
-  head = max(greedy_plan(buffers, first, last), _align(planning))
-  tail = (TAIL_FIXED + EVAL_TENSOR * tensors + NODE * len(lite) +
-          2 * IO_TENSOR + SCRATCH_HANDLE * scratch +
-          sum(_align(OP_DATA[op.kind]) + 2 * _align(4 * op.channels)
-              for op in lite))
-  return head, _align(tail)
+  planning, tail = sum((bookkeeping(op) for op in lite), MODEL_BOOKKEEPING)
+  return (max(greedy_plan(*lifetimes(lite, sizes)), align(int(planning))),
+          align(int(tail)))
 
 
 def arena_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
@@ -203,23 +222,23 @@ def flash_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
   return FLASH_FIXED + _flash(lite_ops(pruned, shape)[0])
 
 
-def _layer_flash(layer: resolve.ResolvedLayer) -> int:
-  """`flash_bytes`' terms of one layer (a ReLU layer folds into the
-  convolution before it)."""
-  if isinstance(layer.part, structure.Activation):
-    return 0
+def layer_ops(layer: resolve.ResolvedLayer) -> List[LiteOp]:
+  """`lite_ops` of one layer, its input tensor 0 (a ReLU layer folds into the
+  convolution before it, which `lite_ops` checks)."""
+  if isinstance(layer.part, structure.Activation) and (
+      layer.part.activation in _FUSED):
+    return []
   built = _Ops(layer.input_width * layer.input_size**2)
   built.part(0, layer.part, layer.input_size)
-  return _flash(built.ops)
+  return built.ops
 
 
-def _head_flash(width: int, size: int, num_classes: int) -> int:
-  """The input's QUANTIZE, the classifier and its MEAN, the fixed part."""
+def head_ops(width: int, size: int, num_classes: int) -> List[LiteOp]:
+  """The classifier's ops on a `size`^2 x `width` tensor 0: its 1x1
+  convolution and MEAN."""
   built = _Ops(0)
-  built.add('QUANTIZE', [0], 0)
-  built.conv(0, width, num_classes, 1, size)
-  built.add('MEAN', [1], num_classes)
-  return FLASH_FIXED + _flash(built.ops)
+  built.add('MEAN', [built.conv(0, width, num_classes, 1, size)], num_classes)
+  return built.ops
 
 
 @functools.lru_cache(maxsize=32)
@@ -228,9 +247,10 @@ def flash_cost_model(ssd: str, image_size: int, num_classes: int,
   """`flash_bytes` as an exact linear model (kernel, bias) of a space's
   features, as `macs.macs_cost_model` (`macs.layer_count_model`'s errors)."""
   from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top
-  return macs.layer_count_model(
+  return macs.layer_count_model(  # The head's: the input's QUANTIZE too.
       mobile.get_search_space(ssd), image_size, num_classes, input_channels,
-      _layer_flash, _head_flash, 'flash')
+      lambda layer: _flash(layer_ops(layer)),
+      lambda *head: FLASH_FIXED + FLASH_OP + _flash(head_ops(*head)), 'flash')
 
 
 def kilobytes(n: int) -> str:

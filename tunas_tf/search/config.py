@@ -91,7 +91,8 @@ class SearchConfig(jobs.StoredConfig):
   RUN_ONLY_FIELDS = RUN_ONLY_FIELDS
   DERIVED_FIELDS = DERIVED_FIELDS
   # Read where config.json lacks them: before int8 latencies, one pair.
-  ADDED_FIELDS = {'latency_precision': 'float32', 'extra_pairs': []}
+  ADDED_FIELDS = {'latency_precision': 'float32', 'extra_pairs': [],
+                  'sram_kb': None}
   job: jobs.JobConfig
   ssd: str
   validation_examples: int
@@ -132,6 +133,8 @@ class SearchConfig(jobs.StoredConfig):
   latency_precision: str = 'float32'
   # (cost model, target) of the policies after the first (`pairs`).
   extra_pairs: Tuple[Tuple[str, float], ...] = ()
+  # An SRAM limit (KB of 1,024 bytes) on TFLite Micro's arena, or None.
+  sram_kb: Optional[float] = None
 
   def __post_init__(self):
     # As config.json gives them: lists.
@@ -172,6 +175,29 @@ class SearchConfig(jobs.StoredConfig):
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
     self._check_pairs()
+    self._check_sram()
+
+  def _check_sram(self) -> None:
+    """A `sram_kb` limit is > 0 and at least `arena_model.lowest`."""
+    if self.sram_kb is None:
+      return
+    checks.number('sram_kb', self.sram_kb, 0, low_open=True)
+    lowest, size = self.arena_model.lowest, self.job.image_size
+    if self.sram_kb * 1024 < lowest:
+      raise ValueError(
+          f'--sram_kb={self.sram_kb:g}: no architecture of {self.ssd} fits; '
+          f'at {size}x{size} each needs a TFLite Micro arena of '
+          f'{lowest / 1024:,.1f} KB or more (estimated)')
+
+  @functools.cached_property
+  def arena_model(self):
+    """The space's `arena.ArenaModel` at the search's input."""
+    from tunas_tf.cost_model import arena  # pylint: disable=g-import-not-at-top
+    try:
+      return arena.arena_model(self.ssd, self.job.image_size,
+                               self.job.num_classes, self.job.num_channels)
+    except ValueError as e:
+      raise ValueError(f'--sram_kb: {e}') from None
 
   def _check_ranges(self) -> None:
     """Each setting on its own: names, rates, momenta, decays, fractions."""

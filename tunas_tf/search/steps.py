@@ -12,6 +12,7 @@ import tensorflow as tf
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
+from tunas_tf.cost_model import arena as cost_arena
 from tunas_tf.cost_model import features as cost_features
 from tunas_tf.cost_model import linear as cost_linear
 from tunas_tf.layers import moving_average
@@ -182,6 +183,13 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig,
                                    config.resolved_cost_models[pair])
 
 
+def estimate_arena(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
+  """Scalar float32 bytes of TFLite Micro's arena of the sampled (possibly
+  mixed) masks (`arena.estimate_arena`)."""
+  return cost_arena.estimate_arena(cost_features.features(sampled_spec),
+                                   config.arena_model)
+
+
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
                       labels: tf.Tensor, learning_rate: tf.Tensor,
                       config: SearchConfig,
@@ -240,11 +248,17 @@ def validation_accuracy(supernet, sampled_spec: Any, images: tf.Tensor,
 def reward_and_advantage(
     accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
     baseline: moving_average.MovingAverage, pair: int = 0,
-    active: Optional[tf.Tensor] = None) -> RewardStep:
+    active: Optional[tf.Tensor] = None,
+    arena: Optional[tf.Tensor] = None) -> RewardStep:
   """Reward (at `pair`'s target), baseline (EMA of the cross-replica mean
   reward, `baseline` is `make_baseline`'s, updated only where `active`) and
-  advantage."""
+  advantage. An `arena` (bytes) over `config.sram_kb` scales the accuracy
+  first (`rewards.LIMIT_EXPONENT`, `mnas_hard`)."""
   cost_ratio = cost_adjustment = None
+  if arena is not None:
+    accuracy = rewards.compute_reward(
+        accuracy, arena, config.sram_kb * 1024, rewards.LIMIT_EXPONENT,
+        rewards.REWARD_MNAS_HARD).reward
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.pairs[pair][1],
                                    config.rl_cost_model_exponent,
@@ -300,9 +314,11 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     dist_info: reinforce.DistInfo, cost: Optional[tf.Tensor],
                     increase_ops_prob: tf.Tensor,
                     increase_filters_prob: tf.Tensor,
-                    tag_logits: bool = False
+                    tag_logits: bool = False,
+                    arena: Optional[tf.Tensor] = None
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
-  """The original's summaries, in its order, for `host_call`.
+  """The original's summaries, in its order, for `host_call` (and with
+  `arena`, `rlcontroller/estimated_arena` after the cost's).
 
   float32 scalars, and one logits vector per OneOf, `rlpathlogits/{path}`
   (with `tag_logits` also `rltaglogits/{tag}`), written element by element
@@ -325,6 +341,8 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
     s['rlcontroller/estimated_cost'] = cost
     s['rlcontroller/cost_ratio'] = rl.cost_ratio
     s['rlcontroller/cost_adjustment'] = rl.cost_adjustment
+  if arena is not None:
+    s['rlcontroller/estimated_arena'] = arena
   s['rlcontroller/learning_rate'] = controller.learning_rate
   s['rlcontroller/increase_ops_prob'] = increase_ops_prob
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
@@ -343,7 +361,7 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
 # The summaries all pairs share (`pair_scalars` leaves them to pair 0's).
 _SHARED = ('validation_accuracy', 'learning_rate', 'increase_ops_prob',
-           'increase_filters_prob')
+           'increase_filters_prob', 'estimated_arena')
 
 
 def pair_scalars(pair: int, *args: Any, **kwargs: Any

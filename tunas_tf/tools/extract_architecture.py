@@ -53,7 +53,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_float('sram_kb', None, 'An SRAM limit, KB of 1,024 bytes: an '
                      'architecture whose TFLite Micro arena (estimated) is '
-                     'over it is refused, nothing written.',
+                     "over it is refused, nothing written. Default: the "
+                     "search's --sram_kb.",
                      flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json (front.json with --front).',
@@ -114,7 +115,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
           f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
           config, 0 if f.argmax else f.oneshot, f.pair)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
-    shape = _checked_memory(result, f.sram_kb)
+    shape = _checked_memory(result, _sram_kb(f, config))
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -165,6 +166,11 @@ def _checked_memory(result: architecture_lib.Architecture,
   return shape
 
 
+def _sram_kb(f: flags.FlagValues, config) -> Optional[float]:
+  """`--sram_kb`, or the search's limit."""
+  return config.sram_kb if f.sram_kb is None else f.sram_kb
+
+
 def _cache(f: flags.FlagValues) -> str:
   return f.model_cache or os.path.join(f.model_dir, 'latency_models')
 
@@ -176,7 +182,7 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
     picks, accuracy, lines = extract_lib.front(
         f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
     for a in picks:
-      _checked_memory(a, f.sram_kb)
+      _checked_memory(a, _sram_kb(f, config))
   print(lines)
   measured = None
   if settings:
