@@ -139,7 +139,8 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
   common_flags.define_precision_flag(
       f, 'latency_precision', 'The arithmetic the searched network runs in on '
       'the device (a fitted cost model must have been measured in it, '
-      'tools/measure_latency --precision):')
+      "tools/measure_latency --precision; 'macs' and 'flash' count alike "
+      'in any):')
   flags.DEFINE_list('rl_cost_model_target', None, 'Cost target T0. Default: '
                     '84 ms (57 for MobileNetV3-like spaces) for released '
                     "models; otherwise the geometric mean of the space's "

@@ -100,6 +100,15 @@ class LinearTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(linear.get_cost_model(_PROXYLESSNAS, 'macs').units,
                      linear.MACS_UNITS)
 
+  def test_counts_serve_any_precision_released_latencies_only_float32(self):
+    # An int8 search may pair MACs (or flash) with a fitted int8 table.
+    for kind in (linear.MACS, linear.FLASH):
+      counted = linear.get_cost_model('digits_search', kind, precision='int8')
+      np.testing.assert_array_equal(
+          counted.kernel, linear.get_cost_model('digits_search', kind).kernel)
+    with self.assertRaisesRegex(ValueError, "'released' is not of int8"):
+      linear.get_cost_model(_PROXYLESSNAS, 'released', precision='int8')
+
   @parameterized.parameters('proxylessnas_search', 'mobilenet_v3_like_search',
                             'digits_search')
   def test_estimate_cost_tensor_and_python_paths_agree(self, ssd):

@@ -280,8 +280,9 @@ _SEARCH_ROWS = [
                                      '--latency_precision=int8'],
      r'float32.json was measured in float32, not int8: search float32 ',
      _cost_models),
-    ('macs_for_int8', ['--cost_model=macs', '--latency_precision=int8'],
-     r"Cost model 'macs' is not of int8 latencies: give a fitted one "
+    ('released_for_int8', ['--ssd=proxylessnas_search', '--cost_model=released',
+                           '--latency_precision=int8'],
+     r"Cost model 'released' is not of int8 latencies: give a fitted one "
      r'measured in int8 \(tools/measure_latency --precision=int8\)$'),
     # Several (cost model, target) pairs.
     ('pairs_unordered', ['--rl_cost_model_target=300000,200000'],

@@ -234,12 +234,13 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
   Raises:
     ValueError: an unknown `ssd`; 'released' for a space without one (naming
       those with one); neither a kind nor a file; an invalid JSON; a fitted
-      model not measured as asked; a precision but float32 for an unfitted.
+      model not measured as asked; a precision but float32 for 'released'.
   """
   info = mobile.space_info(ssd)  # Validates the name.
   if cost_model is None:
     cost_model = RELEASED if info.has_released_cost_model else MACS
-  if cost_model in (RELEASED, MACS) and precision not in (None, 'float32'):
+  # MACs and flash are counts, the same in any arithmetic.
+  if cost_model == RELEASED and precision not in (None, 'float32'):
     raise ValueError(
         f'Cost model {cost_model!r} is not of {precision} latencies: give a '
         f'fitted one measured in {precision} (tools/measure_latency '
