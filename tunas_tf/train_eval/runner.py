@@ -19,7 +19,6 @@ from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import summaries
 from tunas_tf.runtime import task as runtime_task
-from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
