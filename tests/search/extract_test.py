@@ -280,15 +280,15 @@ class ExtractTest(absltest.TestCase):
   def test_directory_errors(self):
     empty = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
-      extract.extract(empty)
+      extract.pick(empty)
     config = searches.search_config(empty)
     configs.write_or_check(
         config_lib, config,
         spec_io.dumps(mobile.get_search_space('digits_search')))
     with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
-      extract.extract(empty)
+      extract.pick(empty)
     with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
-      extract.extract(empty, os.path.join(empty, 'model.ckpt-9'))
+      extract.pick(empty, os.path.join(empty, 'model.ckpt-9'))
 
 
 class SearchRecordTest(absltest.TestCase):
@@ -302,7 +302,7 @@ class SearchRecordTest(absltest.TestCase):
 
   def test_extract_is_the_json_of_the_record(self):
     search_dir, searched = self.search_dir, self.searched
-    self.assertEqual(extract.extract(search_dir),
+    self.assertEqual(extract.pick(search_dir)[0].to_json(),
                      searched.to_json())
     config = config_lib.read(search_dir)
     self.assertEqual(searched.global_step, config.max_global_step)

@@ -88,7 +88,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, (
-      extract_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
+      config_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
   with errors.errors_in_one_line('extract_architecture'):
     _check_modes(f)
     files.check_output_file(output, '--output')
