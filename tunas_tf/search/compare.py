@@ -39,15 +39,13 @@ def train_command(run_dir: str, ssd: str, indices: str,
                   search_config: config_lib.SearchConfig,
                   train_eval_flags: Sequence[str]) -> List[str]:
   """The `train_eval` command line of one architecture (same data as the search)."""
-  command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
-             f'--indices={indices}', f'--model_dir={run_dir}',
-             f"--dataset={search_config.job.dataset}",
-             f"--num_classes={search_config.job.num_classes}",
-             f"--image_size={search_config.job.image_size}",
-             f"--preprocessing={search_config.job.preprocessing}"]
-  if search_config.job.data_dir:
-    command.append(f"--data_dir={search_config.job.data_dir}")
-  return command + list(train_eval_flags)
+  job = search_config.job
+  data = ('dataset', 'num_classes', 'image_size', 'preprocessing') + (
+      ('data_dir',) if job.data_dir else ())
+  return [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
+          f'--indices={indices}', f'--model_dir={run_dir}',
+          *(f'--{name}={getattr(job, name)}' for name in data),
+          *train_eval_flags]
 
 
 def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
