@@ -127,16 +127,6 @@ def architecture_units(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
   return found
 
 
-def _feature_offsets(space: ops.ConvTowerSpec) -> List[Optional[int]]:
-  """Per flat layer position, the offset of its feature block (None for a
-  block of length 1, which `features` drops)."""
-  offsets, at = [], 0
-  for length in features_lib.block_feature_lengths(space):
-    offsets.append(at if length > 1 else None)
-    at += length if length > 1 else 0
-  return offsets
-
-
 def _relevant(space: ops.ConvTowerSpec, block: int, layer: int) -> List[int]:
   """Index positions of the OneOfs a layer's feature block spans: its
   block's width, the width into it (the previous block's, for a block's
@@ -162,11 +152,12 @@ def slots(ssd: str, shape: macs.InputSpec
   (naming the position)."""
   space = mobile.get_search_space(ssd)
   counts = schema.num_choices(space)
-  offsets = _feature_offsets(space)
   layer_at = [(b, j) for b, block in enumerate(space.blocks)
               for j in range(len(block.layers))]
   groups = unit_groups(space)
   lengths = features_lib.block_feature_lengths(space)
+  # Where each layer's feature block starts (`features` drops length 1).
+  offsets = np.cumsum([0] + [n if n > 1 else 0 for n in lengths]).tolist()
   by_position: Dict[Tuple[int, Optional[int]], str] = {}
   units: Dict[str, Unit] = {}
   for group in groups:
@@ -183,7 +174,7 @@ def slots(ssd: str, shape: macs.InputSpec
       unit = found[head]
       units.setdefault(unit.key, unit)
       position = None
-      if offsets[head] is not None:
+      if lengths[head] > 1:
         values = features_lib.features(
             features_lib.attach_one_hot_masks(space, indices))
         local = values[offsets[head]:offsets[head] + lengths[head]]
