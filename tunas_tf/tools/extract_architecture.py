@@ -188,10 +188,9 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
     measured = [ms for ms, _ in measured]
   files.write_json(extract_lib.front_json(picks, accuracy, measured), output)
   for k, (a, acc) in enumerate(zip(picks, accuracy)):
-    units = cost_linear.units_suffix(a.cost_model)
     print(f'Pair {k}: {a.indices_string}, estimated cost '
-          f'{cost_linear.cost_text(a.estimated_cost)}{units} (target '
-          f'{cost_linear.cost_text(a.cost_target)}{units}), one-shot '
+          f'{cost_linear.cost_text(a.estimated_cost, a.cost_model)} (target '
+          f'{cost_linear.cost_text(a.cost_target, a.cost_model)}), one-shot '
           f'accuracy {acc:.2%}')
   print(f'Written to {output}')
 
