@@ -290,9 +290,8 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '
-          f'not {value}: measure and fit one at this ' +
-          ('precision' if key == 'precision' else 'input') +
-          f' (tools/measure_latency --{key}={value})')
+          f'not {value}: measure and fit one at this input '
+          f'(tools/measure_latency --{key}={value})')
 
 
 def _check_model(model: LinearCostModel, caller: str) -> None:
