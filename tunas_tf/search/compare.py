@@ -24,17 +24,6 @@ PLOT_FILE = 'compare_random.png'
 METRICS_FILE = 'metrics.json'
 
 
-def _read_architecture(search_dir: str) -> architecture_lib.Architecture:
-  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
-  if not files.exists(path):
-    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
-                     'tunas_tf.tools.extract_architecture first')
-  architecture = architecture_lib.read(path)
-  if architecture.estimated_cost is None:
-    raise ValueError(f"{path} has no 'estimated_cost'")
-  return architecture
-
-
 def train_command(run_dir: str, ssd: str, indices: str,
                   search_config: config_lib.SearchConfig,
                   train_eval_flags: Sequence[str]) -> List[str]:
@@ -48,29 +37,24 @@ def train_command(run_dir: str, ssd: str, indices: str,
           *train_eval_flags]
 
 
-def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
-  """Refuses a finished run of `run_dir` whose architecture differs from the
-  one `command` would train (e.g. an output directory reused after the
-  searched architecture changed)."""
-  wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
-            for flag in command if flag.startswith(('--ssd=', '--indices='))}
-  path = os.path.join(run_dir, jobs.CONFIG_FILE)
-  stored = files.read_json(path) if files.exists(path) else {}
-  for key, value in wanted.items():
-    if stored.get(key) != value:
-      raise ValueError(
-          f'{run_dir} holds a finished training with {key} '
-          f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or use '
-          'another output directory')
-
-
 def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
   """Runs one `train_eval` command unless `run_dir` has its metrics; the
   metrics dict. Raises ValueError naming the run when training fails, or
   when `run_dir` holds a finished training of another architecture."""
   metrics_path = os.path.join(run_dir, METRICS_FILE)
   if files.exists(metrics_path):
-    _check_trained(name, command, run_dir)
+    # Of the architecture `command` trains? (A directory reused after the
+    # searched architecture changed is not.)
+    path = os.path.join(run_dir, jobs.CONFIG_FILE)
+    stored = files.read_json(path) if files.exists(path) else {}
+    wanted = dict(flag[2:].split('=', 1) for flag in command
+                  if flag.startswith(('--ssd=', '--indices=')))
+    for key, value in wanted.items():
+      if stored.get(key) != value:
+        raise ValueError(
+            f'{run_dir} holds a finished training with {key} '
+            f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or '
+            'use another output directory')
     logging.info('%s: already trained (%s)', name, metrics_path)
   else:
     logging.info('%s: training in %s', name, run_dir)
@@ -102,7 +86,13 @@ def compare(search_dir: str, output_dir: str, num_random: int,
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
                      f'{cost_tolerance}')
   search_config = config_lib.read(search_dir)
-  architecture = _read_architecture(search_dir)
+  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
+  if not files.exists(path):
+    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
+                     'tunas_tf.tools.extract_architecture first')
+  architecture = architecture_lib.read(path)
+  if architecture.estimated_cost is None:
+    raise ValueError(f"{path} has no 'estimated_cost'")
   ssd, cost = architecture.ssd, float(architecture.estimated_cost)
   randoms = random_search.sample_architectures(
       ssd, num_random, seed=seed, cost_model=search_config.cost_model,
