@@ -401,8 +401,9 @@ class ExtractionTest(absltest.TestCase):
     # 2^64 architectures: the count is the candidates costed, not the
     # decisions' sizes multiplied in int64 (2^64 wraps to 0).
     config = config_lib.read(self.search_dir)
-    line = extract._pick_line(config, 0.05, None, [np.zeros(2)] * 64,
-                              (0,) * 64, lambda indices: 0.0)
+    line = extract._pick_line(config, 0.05, extract.cost_band(config, 0.05),
+                              None, [np.zeros(2)] * 64, (0,) * 64,
+                              lambda indices: 0.0)
     self.assertRegex(line, r'^Took the argmax of each decision: none of the '
                      r'20,000 most likely architectures costs within 5% of ')
 
