@@ -37,6 +37,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 import _harness  # pylint: disable=g-import-not-at-top,wrong-import-position
+from scipy import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.search import oneshot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
       except ValueError as e:
         sys.exit(f'supernet_ranking: {e}')
       standalone = [float(r['top1']) for r in results]
-      rho = oneshot.spearman(scores[1:], standalone[1:])
+      rho = float(stats.spearmanr(scores[1:], standalone[1:]).statistic)
       rank = 1 + sum(s > scores[0] for s in scores[1:])
       rhos.append(rho)
       ranks.append(rank)

@@ -118,8 +118,8 @@ class Architecture:
       if getattr(self, name) is not None:
         document[name] = getattr(self, name)
     if self.checkpoint is not None and directory is not None:
-      document['checkpoint'] = _relative_to(files.abspath(self.checkpoint),
-                                            directory)
+      document['checkpoint'] = files.abspath(self.checkpoint).removeprefix(
+          directory.rstrip('/') + '/')
     if self.probabilities is not None:
       document['probabilities'] = {path: list(values) for path, values
                                    in self.probabilities.items()}
@@ -192,25 +192,13 @@ def _probabilities(document: Dict[str, Any], where: str
 def plain_choices(choices: Tuple[Any, ...]) -> List[Any]:
   """Each choice as a plain JSON scalar (a `FilterMultiplier` its scale, an op
   its label); the `ops.choice_labels` where two would read alike."""
-  values = [_plain(choice) for choice in choices]
+  values = [c if isinstance(c, (type(None), bool, int, float, str)) else
+            c.scale if isinstance(c, ops.FilterMultiplier) else
+            ops.choice_label(c) for c in choices]
   # `count` compares with ==, so 6 and 6.0 (or 1 and True) collide too.
   if any(values.count(value) > 1 for value in values):
     return list(ops.choice_labels(choices))
   return values
-
-
-def _plain(choice: Any) -> Any:
-  if choice is None or isinstance(choice, (bool, int, float, str)):
-    return choice
-  if isinstance(choice, ops.FilterMultiplier):
-    return choice.scale
-  return ops.choice_label(choice)
-
-
-def _relative_to(path: str, directory: str) -> str:
-  """`path` relative to `directory` when it lies inside it, else `path`."""
-  prefix = directory.rstrip('/') + '/'
-  return path[len(prefix):] if path.startswith(prefix) else path
 
 
 def _resolve(path: str, directory: str) -> str:

@@ -71,7 +71,7 @@ class MacsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*sorted(mobile.SEARCH_SPACES))
   def test_macs_cost_model_matches_direct_count(self, ssd):
     spec = mobile.get_search_space(ssd)
-    shape = macs.default_input(ssd)
+    shape = macs.resolve_input(ssd)
     kernel, bias = macs.macs_cost_model(ssd, shape.image_size,
                                         shape.num_classes,
                                         shape.input_channels)
@@ -125,21 +125,21 @@ class MacsTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "Unknown count 'flops'"):
       macs.layer_counts_model('digits_search', 'flops', 8, 10, 1)
 
-  def test_default_input(self):
-    self.assertEqual(macs.default_input('proxylessnas_search'),
+  def test_resolve_input_defaults(self):
+    self.assertEqual(macs.resolve_input('proxylessnas_search'),
                      macs.InputSpec(224, 1001, 3))
-    self.assertEqual(macs.default_input('mobilenet_v2'),
+    self.assertEqual(macs.resolve_input('mobilenet_v2'),
                      macs.InputSpec(224, 1001, 3))
-    self.assertEqual(macs.default_input('cifar_search'),
+    self.assertEqual(macs.resolve_input('cifar_search'),
                      macs.InputSpec(32, 10, 3))
-    self.assertEqual(macs.default_input('digits_search'),
+    self.assertEqual(macs.resolve_input('digits_search'),
                      macs.InputSpec(8, 10, 1))
     self.assertEqual(macs.resolve_input('digits_search', num_classes=12),
                      macs.InputSpec(8, 12, 1))
 
-  def test_default_input_errors(self):
+  def test_resolve_input_errors(self):
     with self.assertRaisesRegex(ValueError, "Unknown search space 'nope'"):
-      macs.default_input('nope')
+      macs.resolve_input('nope')
     with self.assertRaisesRegex(ValueError,
                                 'image_size must be a positive int, got 0'):
       macs.resolve_input('digits_search', image_size=0)

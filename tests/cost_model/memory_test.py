@@ -75,7 +75,7 @@ class PlannerTest(tf.test.TestCase):
 
   def test_ops_follow_the_converter(self):
     space = mobile.get_search_space('digits_search')
-    shape = macs.default_input('digits_search')
+    shape = macs.resolve_input('digits_search')
     skipped = schema.prune(space, sample.sample_indices('digits_search', 1)[0])
     kinds = [op.kind for op in memory.lite_ops(skipped, shape)[0]]
     self.assertEqual(kinds[:2], ['QUANTIZE', 'CONV_2D'])
@@ -86,7 +86,7 @@ class PlannerTest(tf.test.TestCase):
 
   def test_a_network_it_does_not_model_is_refused_naming_the_part(self):
     spec = mobile.get_search_space('mobilenet_v3_large')
-    shape = macs.default_input('mobilenet_v3_large')
+    shape = macs.resolve_input('mobilenet_v3_large')
     with self.assertRaisesRegex(ValueError, 'not supported'):
       memory.arena_bytes(spec, shape)
     self.assertIn('not estimated', memory.memory_text(spec, shape))
@@ -109,7 +109,7 @@ class PlannerTest(tf.test.TestCase):
 
   def test_text_in_kilobytes(self):
     spec = mobile.get_search_space('mobilenet_v2')
-    text = memory.memory_text(spec, macs.default_input('mobilenet_v2'))
+    text = memory.memory_text(spec, macs.resolve_input('mobilenet_v2'))
     self.assertRegex(text, r'arena [\d,]+\.\d KB, flash [\d,]+\.\d KB$')
     self.assertEqual(memory.kilobytes(1536), '1.5 KB')
 

@@ -42,10 +42,10 @@ class DistributeSearchTest(absltest.TestCase):
     self.assertContainsSubset(searches.scalar_tags(), events)
     self.assertEqual(sorted(events['rlcontroller/reward']), [0, 2, 4, 6])
     self.assertIn('rlprobs_heatmap', searches.images(self.model_dir))
-    result = extract.extract(self.model_dir)
+    result = extract.pick(self.model_dir)[0].to_json()
     self.assertEqual(result['global_step'], 8)
     self.assertLen(result['probabilities'], 18)
-    arch = extract.search_architecture(self.model_dir)
+    arch = extract.pick(self.model_dir)[0]
     self.assertEqual(arch.global_step, 8)
     output = tempfile.mkdtemp()
     png, html = report.write_report(output, report.read_scalars(

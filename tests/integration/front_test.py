@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from tunas_tf import architecture
 from tunas_tf.cost_model import linear
+from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
 from tunas_tf.tools import extract_architecture
@@ -110,7 +111,7 @@ class FrontTest(absltest.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), 'front')
     shutil.copytree(self.model_dir, model_dir)
     _extract(model_dir, '--front', '--oneshot=3')
-    with open(os.path.join(model_dir, extract.FRONT_FILE)) as f:
+    with open(os.path.join(model_dir, config_lib.FRONT_FILE)) as f:
       front = json.load(f)
     self.assertLen(front['points'], 3)
     self.assertEqual(front['global_step'], 8)

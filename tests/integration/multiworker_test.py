@@ -136,7 +136,7 @@ class TwoWorkersTest(absltest.TestCase):
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     with open(os.path.join(self.model_dir, 'architecture.json')) as f:
       self.assertEqual(json.load(f)['global_step'], 4)
-    self.assertEqual(extract.extract(self.model_dir)['global_step'], 4)
+    self.assertEqual(extract.pick(self.model_dir)[0].global_step, 4)
 
 
 class MalformedTfConfigTest(absltest.TestCase):

@@ -93,7 +93,7 @@ class ReplicatedSearchTest(absltest.TestCase):
     self.assertEqual(names, _checkpoint_names(searches.finished_search()))
 
   def test_extract_architecture(self):
-    result = extract.extract(self.model_dir)
+    result = extract.pick(self.model_dir)[0].to_json()
     self.assertEqual(result['global_step'], 6)
     spec = mobile.get_search_space('digits_search')
     self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])),

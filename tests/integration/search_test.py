@@ -167,7 +167,8 @@ class ShortSearchTest(absltest.TestCase):
                              acc + beta * abs(cost / target - 1), places=5)
 
   def test_extract_architecture(self):
-    result = extract.extract(self.model_dir, cost_tolerance=None)  # --argmax
+    result = extract.pick(self.model_dir,
+                          cost_tolerance=None)[0].to_json()  # --argmax
     spec = mobile.get_search_space('digits_search')
     reader = searches.reader(self.model_dir)
     logits = {path: reader.get_tensor('rl_controller/logits/' + path)
@@ -293,7 +294,7 @@ class Bfloat16SearchTest(absltest.TestCase):
                            delta=1e-6 * float32[reg][0] / 4e-5)
 
   def test_extract_architecture(self):
-    result = extract.extract(self.model_dir)
+    result = extract.pick(self.model_dir)[0].to_json()
     self.assertEqual(result['global_step'], 8)
     spec = mobile.get_search_space('digits_search')
     self.assertEqual(schema.flatten(schema.prune(spec, result['indices'])),
@@ -319,7 +320,7 @@ class TfdsSearchTest(absltest.TestCase):
     self.assertEqual(_global_step(model_dir), 3)
     events = _events(model_dir)
     self.assertEqual(sorted(events['rlcontroller/reward']), [0, 1, 2])
-    self.assertEqual(extract.extract(model_dir)['num_classes'], 3)
+    self.assertEqual(extract.pick(model_dir)[0].num_classes, 3)
 
 
 class CommandLineTest(absltest.TestCase):

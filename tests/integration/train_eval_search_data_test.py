@@ -151,7 +151,8 @@ class SearchDataTest(absltest.TestCase):
         f'Starting digits_search {_ZEROS} in {model_dir}: 2 steps on '
         'tiny_images 8x8, preprocessing none (20 training images), '
         'evaluating test')
-    self.assertEqual(config_lib.read(model_dir).job.dataset, 'tiny_images')
+    self.assertEqual(config_lib.TrainEvalConfig.read(model_dir).job.dataset,
+                     'tiny_images')
 
 
 class StartLineTest(absltest.TestCase):

@@ -62,7 +62,7 @@ class WrittenByTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, f'^{model_dir} is a search directory, not a train_eval '
         'directory$'):
-      train_eval_config.read(model_dir)
+      TrainEvalConfig.read(model_dir)
     with open(config_path, 'rb') as f:
       self.assertEqual(f.read(), before)
 

@@ -280,15 +280,15 @@ class ExtractTest(absltest.TestCase):
   def test_directory_errors(self):
     empty = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json in'):
-      extract.extract(empty)
+      extract.pick(empty)
     config = searches.search_config(empty)
     configs.write_or_check(
         config_lib, config,
         spec_io.dumps(mobile.get_search_space('digits_search')))
     with self.assertRaisesRegex(ValueError, 'No checkpoint in'):
-      extract.extract(empty)
+      extract.pick(empty)
     with self.assertRaisesRegex(ValueError, 'Cannot read checkpoint'):
-      extract.extract(empty, os.path.join(empty, 'model.ckpt-9'))
+      extract.pick(empty, os.path.join(empty, 'model.ckpt-9'))
 
 
 class SearchRecordTest(absltest.TestCase):
@@ -302,7 +302,7 @@ class SearchRecordTest(absltest.TestCase):
 
   def test_extract_is_the_json_of_the_record(self):
     search_dir, searched = self.search_dir, self.searched
-    self.assertEqual(extract.extract(search_dir),
+    self.assertEqual(extract.pick(search_dir)[0].to_json(),
                      searched.to_json())
     config = config_lib.read(search_dir)
     self.assertEqual(searched.global_step, config.max_global_step)
@@ -401,8 +401,9 @@ class ExtractionTest(absltest.TestCase):
     # 2^64 architectures: the count is the candidates costed, not the
     # decisions' sizes multiplied in int64 (2^64 wraps to 0).
     config = config_lib.read(self.search_dir)
-    line = extract._pick_line(config, 0.05, None, [np.zeros(2)] * 64,
-                              (0,) * 64, lambda indices: 0.0)
+    line = extract._pick_line(config, 0.05, extract.cost_band(config, 0.05),
+                              None, [np.zeros(2)] * 64, (0,) * 64,
+                              lambda indices: 0.0)
     self.assertRegex(line, r'^Took the argmax of each decision: none of the '
                      r'20,000 most likely architectures costs within 5% of ')
 

@@ -89,15 +89,5 @@ class AccuraciesTest(absltest.TestCase):
       oneshot.accuracies(search_dir, [self.largest])
 
 
-class SpearmanTest(absltest.TestCase):
-
-  def test_ranks(self):
-    self.assertAlmostEqual(oneshot.spearman([1, 2, 3, 4], [10, 20, 25, 90]),
-                           1.0)
-    self.assertAlmostEqual(oneshot.spearman([1, 2, 3], [3, 2, 1]), -1.0)
-    with self.assertRaisesRegex(ValueError, 'length'):
-      oneshot.spearman([1, 2], [1, 2, 3])
-
-
 if __name__ == '__main__':
   absltest.main()

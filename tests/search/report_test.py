@@ -58,7 +58,7 @@ class ReportTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.search_dir = searches.finished_search()
-    cls.arch = extract.search_architecture(cls.search_dir)
+    cls.arch = extract.pick(cls.search_dir)[0]
     cls.scalars = report.read_scalars(cls.search_dir)
     cls.config = config_lib.read(cls.search_dir)
 

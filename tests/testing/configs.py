@@ -4,9 +4,9 @@ from typing import Any
 
 
 def write_or_check(config_lib: Any, config: Any, *space: str) -> bool:
-  """`config_lib.check_stored`, then `config_lib.write`: what a run does
-  with its config before it writes anything else (`search.runner.run`,
-  `train_eval.runner.run`).
+  """`check_stored`, then the write (`config_lib`'s for a search, the
+  config's own for train_eval): what a run does with its config before it
+  writes anything else (`search.runner.run`, `train_eval.runner.run`).
 
   Args:
     config_lib: `tunas_tf.search.config` or `tunas_tf.train_eval.config`.
@@ -19,6 +19,10 @@ def write_or_check(config_lib: Any, config: Any, *space: str) -> bool:
   Raises:
     ValueError: as `check_stored` (then nothing is written).
   """
-  stored = config_lib.check_stored(config, *space)
-  config_lib.write(config, *space, stored)
+  if not space:  # train_eval's config checks and writes itself.
+    stored = config.check_stored()
+    config.write_stored(stored)
+  else:
+    stored = config_lib.check_stored(config, *space)
+    config_lib.write(config, *space, stored)
   return stored is not None

@@ -111,7 +111,7 @@ def _finished_search_run() -> Tuple[str, str]:
       if done.returncode:
         raise AssertionError(
             f'the shared search failed:\n{done.stderr[-3000:]}')
-      architecture.write(extract.search_architecture(model_dir),
+      architecture.write(extract.pick(model_dir)[0],
                          os.path.join(model_dir, architecture.FILE_NAME))
       with open(log + '.tmp', 'w') as f:
         f.write(done.stderr)

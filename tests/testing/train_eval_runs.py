@@ -103,11 +103,12 @@ def evaluated_logits(config: TrainEvalConfig, images: np.ndarray
                      ) -> np.ndarray:
   """The logits on `images` of the network a run evaluates (its last
   checkpoint's weights, the EMA's where it has them:
-  `evaluate.restored_model`)."""
+  `evaluate.restored_values`)."""
   with tf.distribute.get_strategy().scope():
-    model = evaluate_lib.restored_model(
-        config, network.build_architecture(config),
-        tf.train.latest_checkpoint(config.job.model_dir), None)
+    model = network.build_model(config, network.build_architecture(config))
+    for variable, value in evaluate_lib.restored_values(
+        model, tf.train.latest_checkpoint(config.job.model_dir), None):
+      variable.assign(value)
   return model(tf.constant(images), training=False).numpy()
 
 

@@ -148,7 +148,7 @@ class ExtractArchitectureToolTest(absltest.TestCase):
 
   def test_extract_within_a_cost_band(self):
     config = config_lib.read(self.search_dir)
-    argmax = extract.search_architecture(self.search_dir, cost_tolerance=None)
+    argmax = extract.pick(self.search_dir, cost_tolerance=None)[0]
     argmax_cost = argmax.estimated_cost
     # A target the argmax misses: the most likely architecture in the band.
     moved = searches.copy_finished_search('moved')
@@ -180,7 +180,7 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     architecture.write(other, path)
     self.assertEqual(architecture.read(path), other)
     with self.assertRaisesRegex(ValueError, r'--cost_tolerance must be in'):
-      extract.search_architecture(moved, cost_tolerance=0.0)
+      extract.pick(moved, cost_tolerance=0.0)[0]
     # The tool writes the same record and says which it took.
     self.assertIn(line, self._main(f'--model_dir={moved}',
                                    '--cost_tolerance=0.1', '--oneshot=0'))
@@ -212,7 +212,7 @@ class ExtractArchitectureToolTest(absltest.TestCase):
 
   def test_oneshot_takes_the_best_of_the_band_by_one_shot_accuracy(self):
     config = config_lib.read(self.search_dir)
-    argmax = extract.search_architecture(self.search_dir, cost_tolerance=None)
+    argmax = extract.pick(self.search_dir, cost_tolerance=None)[0]
     moved = searches.copy_finished_search('oneshot')
     stored = files.read_json(os.path.join(moved, 'config.json'))
     stored['rl_cost_model_target'] = argmax.estimated_cost * 1.5
@@ -298,8 +298,8 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertEqual(metrics['global_step'], 2)
 
   def test_says_when_the_cost_is_off_target(self):
-    cost = extract.search_architecture(self.search_dir,
-                                       cost_tolerance=None).estimated_cost
+    cost = extract.pick(self.search_dir,
+                        cost_tolerance=None)[0].estimated_cost
     run = searches.copy_finished_search('off_target')
     config_path = os.path.join(run, 'config.json')
 

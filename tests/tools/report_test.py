@@ -37,7 +37,7 @@ class ReportToolTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.search_dir = searches.finished_search()
-    cls.arch = extract.search_architecture(cls.search_dir)
+    cls.arch = extract.pick(cls.search_dir)[0]
 
   def test_writes_picture_and_page_with_the_table(self):
     out = tempfile.mkdtemp()
@@ -101,7 +101,7 @@ class ReportToolTest(absltest.TestCase):
   def test_reports_what_extract_architecture_took_from_that_checkpoint(self):
     run = searches.copy_finished_search('argmax')
     likeliest, line = extract.pick(run)
-    argmax = extract.search_architecture(run, cost_tolerance=None)
+    argmax = extract.pick(run, cost_tolerance=None)[0]
     self.assertNotEqual(argmax.indices, likeliest.indices)
     path = os.path.join(run, architecture.FILE_NAME)
 

@@ -208,10 +208,11 @@ class ConfigTest(absltest.TestCase):
                      set(config_lib.DERIVED_FIELDS))
     self.assertTrue(all(not isinstance(v, (dict, list))
                         for v in stored.values()))
-    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertEqual(config_lib.TrainEvalConfig.read(model_dir), config)
     self.assertTrue(configs.write_or_check(
         config_lib, dataclasses.replace(config, max_steps=60)))
-    self.assertEqual(config_lib.read(model_dir).max_global_step, 60)
+    self.assertEqual(
+        config_lib.TrainEvalConfig.read(model_dir).max_global_step, 60)
 
   def test_a_run_without_a_field_is_refused_naming_it(self):
     model_dir = tempfile.mkdtemp()
@@ -229,7 +230,7 @@ class ConfigTest(absltest.TestCase):
                                 '--model_dir$'):
       configs.write_or_check(config_lib, config)
     with self.assertRaisesRegex(ValueError, "has no field 'use_bfloat16'"):
-      config_lib.read(model_dir)
+      config_lib.TrainEvalConfig.read(model_dir)
 
   def test_deterministic_may_change_on_restart(self):
     model_dir = tempfile.mkdtemp()
@@ -239,7 +240,8 @@ class ConfigTest(absltest.TestCase):
     self.assertFalse(configs.write_or_check(config_lib, config))
     self.assertTrue(configs.write_or_check(
         config_lib, runs.config(*args, '--deterministic')))
-    self.assertTrue(config_lib.read(model_dir).job.deterministic)
+    self.assertTrue(
+        config_lib.TrainEvalConfig.read(model_dir).job.deterministic)
     with self.assertRaisesRegex(ValueError, "use_bfloat16 is 'false' there "
                                 "and 'true' now"):
       configs.write_or_check(
@@ -254,7 +256,7 @@ class ConfigTest(absltest.TestCase):
     configs.write_or_check(config_lib, config)
     path = os.path.join(model_dir, 'config.json')
     self.assertEqual(runs.read_json(path)['path_dropout_rate'], 0.2)
-    self.assertEqual(config_lib.read(model_dir), config)
+    self.assertEqual(config_lib.TrainEvalConfig.read(model_dir), config)
     self.assertTrue(configs.write_or_check(config_lib, config))
     with self.assertRaisesRegex(ValueError, 'path_dropout_rate is 0.2 there '
                                 'and 0.0 now'):
@@ -273,20 +275,20 @@ class ConfigTest(absltest.TestCase):
   def test_read_refuses_a_bad_file(self):
     model_dir = tempfile.mkdtemp()
     with self.assertRaisesRegex(ValueError, 'No config.json'):
-      config_lib.read(model_dir)
+      config_lib.TrainEvalConfig.read(model_dir)
     config = runs.config(f'--model_dir={model_dir}', f'--indices={_ZEROS}',
                          '--max_steps=30')
     stored = {**config.to_json(), 'warmup_steps': 7}
     with open(os.path.join(model_dir, 'config.json'), 'w') as f:
       json.dump(stored, f)
     with self.assertRaisesRegex(ValueError, 'warmup_steps is 7'):
-      config_lib.read(model_dir)
+      config_lib.TrainEvalConfig.read(model_dir)
     del stored['seed']
     with open(os.path.join(model_dir, 'config.json'), 'w') as f:
       json.dump(stored, f)
     with self.assertRaisesRegex(ValueError, "has no field 'seed': not "
                                 'written by this version of train_eval$'):
-      config_lib.read(model_dir)
+      config_lib.TrainEvalConfig.read(model_dir)
 
   def test_bad_input_is_refused(self):
     search = runs.search()

@@ -96,11 +96,6 @@ def unit_groups(spec: ops.ConvTowerSpec) -> List[List[int]]:
   return groups
 
 
-def _computes(part: Optional[structure.Part], size: int) -> bool:
-  return any(not isinstance(leaf, _NOTHING)
-             for leaf, _, _ in structure.sized_leaves(part, size))
-
-
 def architecture_units(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
                        ) -> List[Tuple[int, Unit]]:
   """(first layer's flat position, unit) of every unit of a pruned
@@ -116,8 +111,9 @@ def architecture_units(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
   found = []
   for g, group in enumerate(groups):
     last = g == len(groups) - 1
-    if not last and not any(_computes(layers[k].part, sizes[k])
-                            for k in group):
+    if not last and all(
+        isinstance(leaf, _NOTHING) for k in group
+        for leaf, _, _ in structure.sized_leaves(layers[k].part, sizes[k])):
       continue
     first = layers[group[0]]
     block = pruned.blocks[first.block_index]
@@ -129,24 +125,6 @@ def architecture_units(pruned: ops.ConvTowerSpec, shape: macs.InputSpec
                                  shape.num_classes if last else None,
                                  first.prefix)))
   return found
-
-
-@dataclasses.dataclass(frozen=True)
-class Slot:
-  """Where one unit's entry goes in the linear form: feature `position`
-  (None: the bias, a layer without choices)."""
-  position: Optional[int]
-  key: str
-
-
-def _feature_offsets(space: ops.ConvTowerSpec) -> List[Optional[int]]:
-  """Per flat layer position, the offset of its feature block (None for a
-  block of length 1, which `features` drops)."""
-  offsets, at = [], 0
-  for length in features_lib.block_feature_lengths(space):
-    offsets.append(at if length > 1 else None)
-    at += length if length > 1 else 0
-  return offsets
 
 
 def _relevant(space: ops.ConvTowerSpec, block: int, layer: int) -> List[int]:
@@ -164,18 +142,22 @@ def _relevant(space: ops.ConvTowerSpec, block: int, layer: int) -> List[int]:
 
 @functools.lru_cache(maxsize=8)
 def slots(ssd: str, shape: macs.InputSpec
-          ) -> Tuple[Tuple[Slot, ...], Dict[str, Unit]]:
+          ) -> Tuple[Tuple[Tuple[Tuple[int, Optional[int]], str], ...],
+                     Dict[str, Unit]]:
   """(slots, units by key): every entry the space needs at `shape`, from each
   unit's first layer under every combination of its feature block's
-  choices. ValueError for an unknown space, or a unit depending on choices
-  outside its feature block (naming the position)."""
+  choices; a slot ((first layer, feature position or None: the bias), unit
+  key) says where its entry goes in the linear form. ValueError for an
+  unknown space, or a unit depending on choices outside its feature block
+  (naming the position)."""
   space = mobile.get_search_space(ssd)
   counts = schema.num_choices(space)
-  offsets = _feature_offsets(space)
   layer_at = [(b, j) for b, block in enumerate(space.blocks)
               for j in range(len(block.layers))]
   groups = unit_groups(space)
   lengths = features_lib.block_feature_lengths(space)
+  # Where each layer's feature block starts (`features` drops length 1).
+  offsets = np.cumsum([0] + [n if n > 1 else 0 for n in lengths]).tolist()
   by_position: Dict[Tuple[int, Optional[int]], str] = {}
   units: Dict[str, Unit] = {}
   for group in groups:
@@ -192,7 +174,7 @@ def slots(ssd: str, shape: macs.InputSpec
       unit = found[head]
       units.setdefault(unit.key, unit)
       position = None
-      if offsets[head] is not None:
+      if lengths[head] > 1:
         values = features_lib.features(
             features_lib.attach_one_hot_masks(space, indices))
         local = values[offsets[head]:offsets[head] + lengths[head]]
@@ -203,9 +185,7 @@ def slots(ssd: str, shape: macs.InputSpec
             f'{ssd}: the unit at {unit.where} differs ({units[earlier].describe()}'
             f' / {unit.describe()}) under one feature position: the table is '
             'not linear in the features')
-  table_slots = tuple(Slot(position, key)
-                      for (_, position), key in by_position.items())
-  return table_slots, units
+  return tuple(by_position.items()), units
 
 
 def linear_form(ssd: str, shape: macs.InputSpec, table: Mapping[str, float]
@@ -217,22 +197,19 @@ def linear_form(ssd: str, shape: macs.InputSpec, table: Mapping[str, float]
   if missing:
     raise ValueError(
         f'the block table has no entry for {missing[0]} '
-        f'({units[missing[0]].describe()}){_more(len(missing))}, which '
+        f'({units[missing[0]].describe()})'
+        f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, which "
         f'{ssd} at {shape.image_size} px needs; measure it '
         '(tools/measure_latency --block_table appends what is missing)')
   kernel = np.zeros([features_lib.feature_length(
       mobile.get_search_space(ssd))], np.float64)
   bias = 0.0
-  for slot in table_slots:
-    if slot.position is None:
-      bias += table[slot.key]
+  for (_, position), key in table_slots:
+    if position is None:
+      bias += table[key]
     else:
-      kernel[slot.position] += table[slot.key]
+      kernel[position] += table[key]
   return kernel, bias
-
-
-def _more(count: int) -> str:
-  return f' and {count - 1} more' if count > 1 else ''
 
 
 def columns(ssd: str, shape: macs.InputSpec, table: Mapping[str, float]

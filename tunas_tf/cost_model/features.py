@@ -139,12 +139,6 @@ def _check_tower(spec: Any) -> None:
         f'features: expected a ConvTowerSpec, got {type(spec).__name__}')
 
 
-def _filters_mask(block: ops.Block, b: int, masks: _Masks) -> Optional[Array]:
-  if isinstance(block.filters, schema.OneOf):
-    return _checked_mask(block.filters, f'blocks/{b}/filters', masks)
-  return None
-
-
 @tf.autograph.experimental.do_not_convert
 def features(spec: ops.ConvTowerSpec) -> Array:
   """The coupled one-hot features of a masked network, in the original order.
@@ -168,7 +162,8 @@ def features(spec: ops.ConvTowerSpec) -> Array:
   blocks = []
   in_mask = None
   for b, block in enumerate(spec.blocks):
-    out_mask = _filters_mask(block, b, masks)
+    out_mask = (_checked_mask(block.filters, f'blocks/{b}/filters', masks)
+                if isinstance(block.filters, schema.OneOf) else None)
     for j, layer in enumerate(block.layers):
       value = _kron([out_mask, in_mask,
                      _layer_features(layer, f'blocks/{b}/layers/{j}', masks)],
@@ -181,22 +176,17 @@ def features(spec: ops.ConvTowerSpec) -> Array:
   return tf.concat(blocks, 0) if masks.use_tf else np.concatenate(blocks, -1)
 
 
-def _value_length(value: Any) -> int:
+def layer_feature_length(value: Any) -> int:
+  """Length of `layer_features(value)`, from the structure alone (no masks)."""
   if isinstance(value, schema.OneOf):
-    return sum(_value_length(choice) for choice in value.choices)
+    return sum(layer_feature_length(choice) for choice in value.choices)
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
-    return int(np.prod([_value_length(getattr(value, f.name))
-                        for f in dataclasses.fields(value)]))
+    value = [getattr(value, f.name) for f in dataclasses.fields(value)]
+  elif isinstance(value, dict):
+    value = list(value.values())
   if isinstance(value, (list, tuple)):
-    return int(np.prod([_value_length(v) for v in value]))
-  if isinstance(value, dict):
-    return int(np.prod([_value_length(value[k]) for k in value]))
+    return int(np.prod([layer_feature_length(v) for v in value]))
   return 1
-
-
-def layer_feature_length(layer: Any) -> int:
-  """Length of `layer_features(layer)`, from the structure alone (no masks)."""
-  return _value_length(layer)
 
 
 def block_feature_lengths(spec: ops.ConvTowerSpec) -> List[int]:
@@ -223,21 +213,15 @@ def feature_length(spec: ops.ConvTowerSpec) -> int:
 def attach_one_hot_masks(spec: Any, indices: Union[str, Sequence[int]]) -> Any:
   """A copy of `spec` whose OneOfs carry one-hot NumPy masks of `indices`;
   ValueError as `schema.prune`."""
-  return _attach_one_hot(spec, [indices], batched=False)
+  return attach_batched_one_hot_masks(spec, [indices], batched=False)
 
 
 def attach_batched_one_hot_masks(
-    spec: Any, indices_list: Sequence[Union[str, Sequence[int]]]) -> Any:
+    spec: Any, indices_list: Sequence[Union[str, Sequence[int]]],
+    batched: bool = True) -> Any:
   """`attach_one_hot_masks` of many architectures: [len(indices_list), n]
-  masks, row b that of `indices_list[b]`."""
-  return _attach_one_hot(spec, indices_list, batched=True)
-
-
-def _attach_one_hot(spec: Any,
-                    indices_list: Sequence[Union[str, Sequence[int]]],
-                    batched: bool) -> Any:
-  """One-hot masks [B, n] of the index lists (rank 1, of the single list,
-  unless `batched`)."""
+  masks, row b that of `indices_list[b]` (rank 1, of the one list, unless
+  `batched`)."""
   parsed = schema.check_indices_list(spec, indices_list)
   rows = np.arange(len(parsed))
   position = itertools.count()

@@ -107,11 +107,6 @@ def cost_text(value: float, cost_model: Optional[str] = None,
           f'{100 * (value / target - 1):+.0f}%)')
 
 
-@functools.lru_cache(maxsize=None)
-def _space_feature_length(ssd: str) -> int:
-  return features_lib.feature_length(mobile.get_search_space(ssd))
-
-
 def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
   """Reads and validates a coefficients JSON (uncached)."""
   try:
@@ -135,7 +130,7 @@ def _read_coefficients(path: str, ssd: str) -> LinearCostModel:
                      f'space is {ssd!r}')
   records.check_value(what, 'units', data['units'], 'str')
   records.check_value(what, 'bias', data['bias'], 'float')
-  expected = _space_feature_length(ssd)
+  expected = features_lib.feature_length(mobile.get_search_space(ssd))
   num_features = data['num_features']
   if isinstance(num_features, bool) or num_features != expected:
     raise ValueError(f"Cost model {path}: field 'num_features' is "
@@ -182,14 +177,6 @@ def _check_form_fields(path: str, form: str, data: Dict[str, Any]) -> None:
       checks.is_number(correction.get(name)) for name in names):
     raise ValueError(f"Cost model {path}: field 'correction' must be an "
                      f'object of numbers {list(names)}, got {correction!r}')
-
-
-def _is_file(path: str) -> bool:
-  """Whether `path` (local or remote, e.g. `gs://`) is an existing file."""
-  try:
-    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
-  except tf.errors.OpError:  # E.g. an unknown scheme: not a file.
-    return False
 
 
 @functools.lru_cache(maxsize=32)
@@ -264,7 +251,12 @@ def get_cost_model(ssd: str, cost_model: Optional[str] = None, *,
     return LinearCostModel(
         ssd=ssd, units=MACS_UNITS if cost_model == MACS else FLASH_UNITS,
         kernel=kernel, bias=bias, source=cost_model, kind=cost_model)
-  if not isinstance(cost_model, str) or not _is_file(cost_model):
+  try:  # An existing file, local or remote (e.g. `gs://`)?
+    is_file = isinstance(cost_model, str) and tf.io.gfile.exists(
+        cost_model) and not tf.io.gfile.isdir(cost_model)
+  except tf.errors.OpError:  # E.g. an unknown scheme: not a file.
+    is_file = False
+  if not is_file:
     raise ValueError(
         f'Unknown cost model {cost_model!r}; expected one of '
         f'{list(COST_MODEL_KINDS)} or the path of a coefficients JSON (no such '
@@ -299,9 +291,8 @@ def _check_measured_at(model: LinearCostModel, shape: Dict[str, int]
     if measured != value:
       raise ValueError(
           f'Cost model {model.source} was measured with {key}={measured}, '
-          f'not {value}: measure and fit one at this ' +
-          ('precision' if key == 'precision' else 'input') +
-          f' (tools/measure_latency --{key}={value})')
+          f'not {value}: measure and fit one at this input '
+          f'(tools/measure_latency --{key}={value})')
 
 
 def _check_model(model: LinearCostModel, caller: str) -> None:

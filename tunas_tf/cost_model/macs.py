@@ -27,32 +27,22 @@ class InputSpec:
   input_channels: int
 
 
-def default_input(ssd: str) -> InputSpec:
-  """The input space `ssd` is designed for (`mobile.space_info`); ValueError
-  for an unknown space."""
-  info = mobile.space_info(ssd)
-  return InputSpec(image_size=info.image_size, num_classes=info.num_classes,
-                   input_channels=info.input_channels)
-
-
 def resolve_input(ssd: str, image_size: Optional[int] = None,
                   num_classes: Optional[int] = None,
                   input_channels: Optional[int] = None) -> InputSpec:
-  """`default_input(ssd)` with the given values instead; ValueError for an
-  unknown space or a value that is not a positive int."""
-  default = default_input(ssd)
-  chosen = InputSpec(
-      image_size=default.image_size if image_size is None else image_size,
-      num_classes=default.num_classes if num_classes is None else num_classes,
-      input_channels=(default.input_channels if input_channels is None
-                      else input_channels))
-  for field in dataclasses.fields(chosen):
-    value = getattr(chosen, field.name)
+  """The input space `ssd` is designed for (`mobile.space_info`), with the
+  given values instead; ValueError for an unknown space or a value that is
+  not a positive int."""
+  info = mobile.space_info(ssd)
+  given = {'image_size': image_size, 'num_classes': num_classes,
+           'input_channels': input_channels}
+  for name, value in given.items():
+    value = getattr(info, name) if value is None else value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
         value <= 0):
-      raise ValueError(f'{field.name} must be a positive int, got {value!r}')
-  return InputSpec(*(int(getattr(chosen, f.name))
-                     for f in dataclasses.fields(chosen)))
+      raise ValueError(f'{name} must be a positive int, got {value!r}')
+    given[name] = int(value)
+  return InputSpec(**given)
 
 
 def layer_macs(layer: resolve.ResolvedLayer) -> int:
@@ -96,13 +86,6 @@ def count_macs(pruned_spec: ops.ConvTowerSpec, image_size: int,
   else:
     width, size = input_channels, image_size
   return total + classifier_macs(width, size, num_classes)
-
-
-def _width_choices(filters: Any) -> Tuple[Tuple[int, ...], bool]:
-  """(possible widths, whether they carry a mask in the features)."""
-  if isinstance(filters, schema.OneOf):
-    return tuple(filters.choices), True
-  return (filters,), False
 
 
 def _layer_alternatives(layer: Any) -> Dict[int, List[Any]]:
@@ -164,7 +147,9 @@ def layer_count_model(spec: ops.ConvTowerSpec, image_size: int,
   for (b, j), length in zip(positions, block_lengths):
     where = f'blocks/{b}/layers/{j}'
     layer = spec.blocks[b].layers[j]
-    out_widths, out_masked = _width_choices(spec.blocks[b].filters)
+    filters = spec.blocks[b].filters
+    out_masked = isinstance(filters, schema.OneOf)
+    out_widths = tuple(filters.choices) if out_masked else (filters,)
     alternatives = _layer_alternatives(layer)
     layer_length = features_lib.layer_feature_length(layer)
     n_in = len(in_widths) if in_masked else 1

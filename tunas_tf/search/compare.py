@@ -24,46 +24,17 @@ PLOT_FILE = 'compare_random.png'
 METRICS_FILE = 'metrics.json'
 
 
-def _read_architecture(search_dir: str) -> architecture_lib.Architecture:
-  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
-  if not files.exists(path):
-    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
-                     'tunas_tf.tools.extract_architecture first')
-  architecture = architecture_lib.read(path)
-  if architecture.estimated_cost is None:
-    raise ValueError(f"{path} has no 'estimated_cost'")
-  return architecture
-
-
 def train_command(run_dir: str, ssd: str, indices: str,
                   search_config: config_lib.SearchConfig,
                   train_eval_flags: Sequence[str]) -> List[str]:
   """The `train_eval` command line of one architecture (same data as the search)."""
-  command = [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
-             f'--indices={indices}', f'--model_dir={run_dir}',
-             f"--dataset={search_config.job.dataset}",
-             f"--num_classes={search_config.job.num_classes}",
-             f"--image_size={search_config.job.image_size}",
-             f"--preprocessing={search_config.job.preprocessing}"]
-  if search_config.job.data_dir:
-    command.append(f"--data_dir={search_config.job.data_dir}")
-  return command + list(train_eval_flags)
-
-
-def _check_trained(name: str, command: Sequence[str], run_dir: str) -> None:
-  """Refuses a finished run of `run_dir` whose architecture differs from the
-  one `command` would train (e.g. an output directory reused after the
-  searched architecture changed)."""
-  wanted = {flag.split('=', 1)[0][2:]: flag.split('=', 1)[1]
-            for flag in command if flag.startswith(('--ssd=', '--indices='))}
-  path = os.path.join(run_dir, jobs.CONFIG_FILE)
-  stored = files.read_json(path) if files.exists(path) else {}
-  for key, value in wanted.items():
-    if stored.get(key) != value:
-      raise ValueError(
-          f'{run_dir} holds a finished training with {key} '
-          f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or use '
-          'another output directory')
+  job = search_config.job
+  data = ('dataset', 'num_classes', 'image_size', 'preprocessing') + (
+      ('data_dir',) if job.data_dir else ())
+  return [sys.executable, '-m', 'tunas_tf.train_eval', f'--ssd={ssd}',
+          f'--indices={indices}', f'--model_dir={run_dir}',
+          *(f'--{name}={getattr(job, name)}' for name in data),
+          *train_eval_flags]
 
 
 def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
@@ -72,7 +43,18 @@ def train_one(name: str, command: List[str], run_dir: str) -> Dict[str, Any]:
   when `run_dir` holds a finished training of another architecture."""
   metrics_path = os.path.join(run_dir, METRICS_FILE)
   if files.exists(metrics_path):
-    _check_trained(name, command, run_dir)
+    # Of the architecture `command` trains? (A directory reused after the
+    # searched architecture changed is not.)
+    path = os.path.join(run_dir, jobs.CONFIG_FILE)
+    stored = files.read_json(path) if files.exists(path) else {}
+    wanted = dict(flag[2:].split('=', 1) for flag in command
+                  if flag.startswith(('--ssd=', '--indices=')))
+    for key, value in wanted.items():
+      if stored.get(key) != value:
+        raise ValueError(
+            f'{run_dir} holds a finished training with {key} '
+            f'{stored.get(key)!r}, not {name}\'s {value!r}: remove it or '
+            'use another output directory')
     logging.info('%s: already trained (%s)', name, metrics_path)
   else:
     logging.info('%s: training in %s', name, run_dir)
@@ -104,7 +86,13 @@ def compare(search_dir: str, output_dir: str, num_random: int,
     raise ValueError(f'--cost_tolerance must be in (0, 1), got '
                      f'{cost_tolerance}')
   search_config = config_lib.read(search_dir)
-  architecture = _read_architecture(search_dir)
+  path = os.path.join(search_dir, architecture_lib.FILE_NAME)
+  if not files.exists(path):
+    raise ValueError(f'No {architecture_lib.FILE_NAME} in {search_dir!r}; run '
+                     'tunas_tf.tools.extract_architecture first')
+  architecture = architecture_lib.read(path)
+  if architecture.estimated_cost is None:
+    raise ValueError(f"{path} has no 'estimated_cost'")
   ssd, cost = architecture.ssd, float(architecture.estimated_cost)
   randoms = random_search.sample_architectures(
       ssd, num_random, seed=seed, cost_model=search_config.cost_model,

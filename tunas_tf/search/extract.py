@@ -5,6 +5,7 @@ accuracy, with a line saying which rule chose (docs/search.md)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import math
 import os
@@ -33,7 +34,6 @@ _BATCH = 1024
 # How far (a fraction of the target) a searched architecture's cost may be
 # from the target: the default band, and where `off_target_line` speaks.
 OFF_TARGET = config_lib.OFF_TARGET
-FRONT_FILE = config_lib.FRONT_FILE
 # extract_architecture's --oneshot: of the band's likeliest and 49 more the
 # controller draws there, the best by one-shot accuracy (bench/DECISIONS.md).
 ONESHOT = 50
@@ -166,21 +166,6 @@ def read_logits(checkpoint: str, spec: Any,
   return logits
 
 
-def _newest_readable(model_dir: str) -> str:
-  """The checkpoint the `checkpoint` file names; ValueError when there is
-  none or it cannot be read (naming the newest readable one)."""
-  point = resume_lib.resume_point(model_dir)
-  if point.checkpoint is None:
-    raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
-                     'saved one yet')
-  if point.skipped:
-    prefix, reason = point.skipped[0]
-    raise ValueError(f'{prefix} is unreadable ({reason}); pass '
-                     f'--checkpoint={point.checkpoint} (the newest readable '
-                     'one) or resume the search, which falls back to it')
-  return point.checkpoint
-
-
 def pick(model_dir: str, checkpoint: Optional[str] = None,
          cost_tolerance: Optional[float] = OFF_TARGET,
          config: Optional[config_lib.SearchConfig] = None,
@@ -199,8 +184,8 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
       best by one-shot accuracy on the search's hold-out (likelier on ties).
 
   Returns:
-    (architecture, line saying which rule took it; with `oneshot`, the
-    one-shot line first when it changed the pick).
+    (architecture, its checkpoint absolute; line saying which rule took it;
+    with `oneshot`, the one-shot line first when it changed the pick).
 
   Raises:
     ValueError: not a search, no checkpoint, files that disagree, a
@@ -214,14 +199,15 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   scores = [_log_softmax(v) for v in logits.values()]  # In visit order.
   argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
-  costs_of = lambda batch: cost_linear.estimate_costs_of_indices(
-      [list(v) for v in batch], model)
+  costs_of = functools.partial(cost_linear.estimate_costs_of_indices,
+                               model=model)
   cost_of = lambda v: float(costs_of([v])[0])
   band = None if cost_tolerance is None else cost_band(config,
                                                        cost_tolerance)
   found = band and most_likely_in_band(scores, costs_of, *band)
   indices = found[0] if found else argmax
-  line = _pick_line(config, cost_tolerance, found, scores, argmax, cost_of)
+  line = _pick_line(config, cost_tolerance, band, found, scores, argmax,
+                    cost_of)
   scored = None
   if oneshot and found:
     candidates, accuracy = _oneshot_scores(
@@ -264,7 +250,18 @@ def _searched(model_dir: str, checkpoint: Optional[str],
   if spec != mobile.get_search_space(config.ssd):
     raise ValueError(f'{spec_path} differs from the current {config.ssd!r} '
                      'space; the search was made with another version')
-  return config, spec, checkpoint or _newest_readable(model_dir)
+  if checkpoint:
+    return config, spec, checkpoint
+  point = resume_lib.resume_point(model_dir)  # The `checkpoint` file's.
+  if point.checkpoint is None:
+    raise ValueError(f'No checkpoint in {model_dir!r}: the search has not '
+                     'saved one yet')
+  if point.skipped:
+    prefix, reason = point.skipped[0]
+    raise ValueError(f'{prefix} is unreadable ({reason}); pass '
+                     f'--checkpoint={point.checkpoint} (the newest readable '
+                     'one) or resume the search, which falls back to it')
+  return config, spec, point.checkpoint
 
 
 def _record(config: config_lib.SearchConfig, checkpoint: str,
@@ -369,8 +366,8 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
   nearest = ([k for t, k in searched if t <= target][-1:] +
              [k for t, k in searched if t >= target][:1]) if searched else \
       range(len(config.pairs))
-  costs_of = lambda batch: cost_linear.estimate_costs_of_indices(
-      [list(v) for v in batch], model)
+  costs_of = functools.partial(cost_linear.estimate_costs_of_indices,
+                               model=model)
   band = cost_band(at, cost_tolerance)
   candidates: Dict[Tuple[int, ...], None] = {}
   for k in dict.fromkeys(nearest):
@@ -432,12 +429,12 @@ def front_json(architectures: Sequence[architecture_lib.Architecture],
 
 def _pick_line(config: config_lib.SearchConfig,
                cost_tolerance: Optional[float],
+               band: Optional[Tuple[float, float]],
                found: Optional[Tuple[Tuple[int, ...], int]],
                scores: List[np.ndarray], argmax: Tuple[int, ...],
                cost_of: Callable[[Tuple[int, ...]], float]) -> str:
-  """`pick`'s line: which architecture it took, and why."""
-  band = None if cost_tolerance is None else cost_band(config,
-                                                       cost_tolerance)
+  """`pick`'s line: which architecture it took (`found` in `band`), and
+  why."""
   if band is None:
     return 'Took the argmax of each decision (' + (
         '--argmax' if cost_tolerance is None else 'no cost band: the search '
@@ -461,21 +458,6 @@ def _pick_line(config: config_lib.SearchConfig,
           f"{100 * abs(miss):.1f}% {'over' if miss > 0 else 'under'} the "
           'target, and is '
           f'{np.exp(log_ratio):#.3g} times as likely (--argmax takes it)')
-
-
-def search_architecture(model_dir: str, checkpoint: Optional[str] = None,
-                        cost_tolerance: Optional[float] = OFF_TARGET,
-                        config: Optional[config_lib.SearchConfig] = None
-                        ) -> architecture_lib.Architecture:
-  """`pick`'s architecture (its checkpoint absolute: `architecture.write`
-  makes it relative to the file)."""
-  return pick(model_dir, checkpoint, cost_tolerance, config)[0]
-
-
-def extract(model_dir: str, checkpoint: Optional[str] = None,
-            cost_tolerance: Optional[float] = OFF_TARGET) -> Dict[str, Any]:
-  """`search_architecture` as the JSON object of `architecture.json`."""
-  return search_architecture(model_dir, checkpoint, cost_tolerance).to_json()
 
 
 def cost_miss_line(cost: float, target: float, units: str = '',

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Union
 
-import numpy as np
 import tensorflow as tf
 
 from tunas_tf.data import datasets
@@ -84,11 +83,3 @@ def accuracies(search_dir: str, architectures: Sequence[Indices], *,
     raise ValueError(f'split {split!r} of {job.dataset} is empty')
   return [h / total for h in hits]
 
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-  """Spearman's rank correlation (ties get their mean rank)."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  if len(x) != len(y) or len(x) < 2:
-    raise ValueError(f'spearman needs two sequences of one length >= 2, got '
-                     f'{len(x)} and {len(y)}')
-  return float(stats.spearmanr(np.asarray(x), np.asarray(y)).statistic)

@@ -329,12 +329,9 @@ def build_figure(scalars: Scalars, arch: Any, config: 'SearchConfig',
   return fig
 
 
-def plot(scalars: Scalars, arch: Any, config: 'SearchConfig',
-         rows: List[Dict[str, Any]], path: str) -> None:
-  """Draws `build_figure` into `path` (PNG, written atomically; local or
-  remote)."""
+def _save(fig: 'figure_lib.Figure', path: str) -> None:
+  """Writes `fig` into `path` (PNG, atomically; local or remote), closes it."""
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig = build_figure(scalars, arch, config, rows)
   try:
     files.write_png(fig, path, dpi=80, bbox_inches='tight')
   finally:
@@ -363,10 +360,7 @@ def plot_front(front: Dict[str, Any], path: str) -> None:
     ax.set_ylabel('one-shot accuracy on the hold-out')
     ax.set_title(os.path.basename(model), fontsize=9)
     ax.tick_params(axis='x', labelrotation=30)
-  try:
-    files.write_png(fig, path, dpi=80, bbox_inches='tight')
-  finally:
-    plt.close(fig)
+  _save(fig, path)
 
 
 def _format(value: Any) -> str:
@@ -488,7 +482,7 @@ def write_report(model_dir: str, scalars: Scalars, arch: Any,
   rows = layer_table(arch)
   png = os.path.join(model_dir, PNG_NAME)
   page_path = os.path.join(model_dir, HTML_NAME)
-  plot(scalars, arch, config, rows, png)
+  _save(build_figure(scalars, arch, config, rows), png)
   front = os.path.join(search_dir or model_dir, config_lib.FRONT_FILE)
   if files.exists(front):
     plot_front(files.read_json(front), os.path.join(model_dir, FRONT_PNG))

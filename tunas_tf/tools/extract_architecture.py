@@ -89,7 +89,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   f = flag_values
   common_flags.check_tool_args('extract_architecture', argv, f, 'model_dir')
   output = f.output or os.path.join(f.model_dir, (
-      extract_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
+      config_lib.FRONT_FILE if f.front else architecture_lib.FILE_NAME))
   with errors.errors_in_one_line('extract_architecture'):
     _check_modes(f)
     files.check_output_file(output, '--output')
@@ -194,10 +194,9 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
     measured = [ms for ms, _ in measured]
   files.write_json(extract_lib.front_json(picks, accuracy, measured), output)
   for k, (a, acc) in enumerate(zip(picks, accuracy)):
-    units = cost_linear.units_suffix(a.cost_model)
     print(f'Pair {k}: {a.indices_string}, estimated cost '
-          f'{cost_linear.cost_text(a.estimated_cost)}{units} (target '
-          f'{cost_linear.cost_text(a.cost_target)}{units}), one-shot '
+          f'{cost_linear.cost_text(a.estimated_cost, a.cost_model)} (target '
+          f'{cost_linear.cost_text(a.cost_target, a.cost_model)}), one-shot '
           f'accuracy {acc:.2%}')
   print(f'Written to {output}')
 

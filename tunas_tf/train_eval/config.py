@@ -216,8 +216,3 @@ def default_dropout_rate(ssd: str, epochs: float) -> float:
     return 0.0
   return 0.25 if mobile.space_info(ssd).mobilenet_v3_like else 0.15
 
-
-# config.json: checked before a run writes, written, read back.
-check_stored = TrainEvalConfig.check_stored
-write = TrainEvalConfig.write_stored
-read = TrainEvalConfig.read

@@ -11,8 +11,6 @@ from tunas_tf.graph import inherit
 from tunas_tf.graph import model as model_lib
 from tunas_tf.runtime import precision
 from tunas_tf.runtime import task as task_lib
-from tunas_tf.search_space import ops as spec_ops
-from tunas_tf.train_eval import network
 from tunas_tf.train_eval import steps
 from tunas_tf.train_eval.config import TrainEvalConfig
 
@@ -33,18 +31,6 @@ def restored_values(model: model_lib.Model, checkpoint: Optional[str],
   return [(model.op_variables[op][name], value) for op, group in
           inherit.model_values(model, checkpoint).items()
           for name, value in group.items()]
-
-
-def restored_model(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
-                   checkpoint: Optional[str],
-                   inheritance: Optional[inherit.Inheritance]
-                   ) -> model_lib.Model:
-  """The network as evaluated (`restored_values`), made eagerly; one-shot
-  (batch norm on batch statistics) without a checkpoint."""
-  model = network.build_model(config, arch, one_shot=checkpoint is None)
-  for variable, value in restored_values(model, checkpoint, inheritance):
-    variable.assign(value)
-  return model
 
 
 def example_values(model: model_lib.Model, images: tf.Tensor,

@@ -48,14 +48,10 @@ def scale_architecture(spec: spec_ops.ConvTowerSpec,
 
 
 def build_architecture(config: TrainEvalConfig) -> spec_ops.ConvTowerSpec:
-  """The pruned (and scaled) architecture of `config`."""
-  space = mobile.get_search_space(config.ssd)
-  try:
-    arch = schema.prune(space, config.indices)
-  except ValueError as e:
-    raise ValueError(f'--indices={config.indices!r} for --ssd={config.ssd}: '
-                     f'{e}') from None
-  return scale_architecture(arch, config.filters_multiplier)
+  """The pruned (and scaled) architecture of `config` (whose indices fit)."""
+  return scale_architecture(schema.prune(mobile.get_search_space(config.ssd),
+                                         config.indices),
+                            config.filters_multiplier)
 
 
 def build_graph(config: TrainEvalConfig,

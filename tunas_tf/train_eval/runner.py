@@ -19,7 +19,6 @@ from tunas_tf.runtime import preemption
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.runtime import summaries
 from tunas_tf.runtime import task as runtime_task
-from tunas_tf.train_eval import config as config_lib
 from tunas_tf.train_eval import evaluate as evaluate_lib
 from tunas_tf.train_eval import export as export_lib
 from tunas_tf.train_eval import network
@@ -38,12 +37,10 @@ _SUMMARY_KEYS = ('params', 'macs', 'train_images_per_sec',
 def _previous_train_rate(metrics_path: str, global_step: int
                          ) -> Optional[float]:
   """The stored train rate when `metrics.json` is of the same step."""
-  previous = {}
-  if tf.io.gfile.exists(metrics_path):
-    try:
-      previous = files.read_json(metrics_path)
-    except ValueError:
-      previous = {}
+  try:
+    previous = files.read_json(metrics_path)
+  except ValueError:  # Missing or not JSON.
+    return None
   if previous.get('global_step') == global_step:
     return previous.get('train_images_per_sec')
   return None
@@ -112,7 +109,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
   model_dir = config.job.model_dir
 
   def check() -> _Plan:
-    return _Plan(config_lib.check_stored(config),
+    return _Plan(config.check_stored(),
                  resume_lib.resume_point(model_dir))
 
   plan = check()
@@ -125,7 +122,7 @@ def run(config: TrainEvalConfig) -> Dict[str, Any]:
                  if config.init_from_search else None)
 
   def start(plan: _Plan, stop: preemption.StopRequest) -> Dict[str, Any]:
-    config_lib.write(config, plan.stored)
+    config.write_stored(plan.stored)
     _log_start(config, plan.stored, plan.resume)
     task = task_lib.TrainEvalTask(config, arch, inheritance)
     trained, step = None, plan.resume.global_step
