@@ -21,8 +21,7 @@ class Protocol:
   """How each architecture is timed.
 
   Attributes:
-    repeats: rounds per architecture before retries (>= 2); 2 when they
-      agree within `max_spread`.
+    repeats: rounds per architecture before retries (>= 2; 2 if they agree).
     runs: timed calls per visit on this host (>= 1).
     warmup_runs: untimed calls at the start of every later visit (>= 0).
     max_warmup_runs: cap of the first visit's warm-up (>= warmup_runs).
@@ -30,10 +29,9 @@ class Protocol:
       `runs` calls moved less than this (relative) since the previous ones.
     max_disturbance: a visit is redone when more than this share of its wall
       time was not this process's CPU time (0 to 1; 1 turns it off).
-    max_spread: a row is done (after 2 rounds or more) once the IQR of its
-      rounds over their median is within this; one still spread after
-      `repeats` rounds gets more only while the device's noise (`pass_noise`
-      so far) is within it: more rounds do not settle a noisier device.
+    max_spread: a row is done once the IQR of its 2+ rounds over their median
+      is within this; past `repeats`, it gets more only while `pass_noise` so
+      far is within it too (more rounds do not settle a noisier device).
     max_retries: extra visits per architecture for disturbed visits and extra
       rounds for spread rows (>= 0).
     interleave: architectures visited in turn (>= 1).
@@ -176,8 +174,7 @@ def measure(device: Device, architectures: Sequence[str],
     redone, visited = dict.fromkeys(chunk, 0), set()
 
     def finished(indices: str) -> bool:
-      median, spread = _spread(rounds[indices])
-      made = len(rounds[indices])
+      (median, spread), made = _spread(rounds[indices]), len(rounds[indices])
       return made >= 2 and spread <= protocol.max_spread * median or (
           made >= protocol.repeats and (
               redone[indices] >= protocol.max_retries or

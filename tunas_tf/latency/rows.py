@@ -335,10 +335,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                          progress.work_seconds)))
     except device_lib.DeviceError as e:
       error = str(e)
-  return {'rows': new_rows, 'skipped': skipped,
+  return {'rows': new_rows, 'skipped': skipped, 'visits': progress.visits,
           'noise': protocol_lib.pass_noise(new_rows),
-          'seconds': time.time() - start, 'visits': progress.visits,
-          'error': error}
+          'seconds': time.time() - start, 'error': error}
 
 
 def seconds_left(rows: Sequence[protocol_lib.Row], total: int,

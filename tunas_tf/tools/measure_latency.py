@@ -68,10 +68,9 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
                       'models (reused); default OUTPUT.models.', flag_values=f)
   defaults = protocol_lib.Protocol()
-  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per '
-                       'architecture before retries, interleaved across '
-                       'architectures; 2 when they agree within '
-                       '--max_spread.', flag_values=f)
+  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per architecture '
+                       '(interleaved) before retries; 2 if they agree.',
+                       flag_values=f)
   flags.DEFINE_integer('runs', defaults.runs, 'Timed runs per visit (this '
                        'host); the visit counts their median.', flag_values=f)
   flags.DEFINE_integer('warmup_runs', defaults.warmup_runs, 'Untimed runs '
@@ -83,12 +82,9 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
                      'is redone when this share of its time was not ours.',
                      flag_values=f)
   flags.DEFINE_float('max_spread', defaults.max_spread, 'A row is done once '
-                     'IQR / median is within this; past --repeats it gets '
-                     "more rounds while the pass's noise is within this.",
-                     flag_values=f)
+                     'IQR / median is within this.', flag_values=f)
   flags.DEFINE_integer('max_retries', defaults.max_retries, 'Extra visits '
-                       '(disturbed) or rounds (spread) per architecture.',
-                       flag_values=f)
+                       'or rounds per architecture.', flag_values=f)
   flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
                        'and of TensorFlow.', flag_values=f)
   flags.DEFINE_list('cpus', None, 'Pin the measurement to these CPUs (e.g. '
