@@ -3,27 +3,28 @@
 Usage:
   taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
       [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR] \
-      [--block_table [--table_rows=20]] [--precision=int8] [--holdout=0.2]
+      [--block_table [--table_rows=20]] [--precision=int8] [--holdout=0.2] \
+      [--device_command='CMD {model}']
 
 Draws `--num` architectures uniformly (seed 0), measures them twice with
-`tools/measure_latency`'s protocol (TFLite, 1 thread; the second pass reuses
-the converted models), and fits `tools/fit_cost_model`'s model on the first
+`tools/measure_latency`'s protocol (TFLite, 1 thread, or through
+`--device_command`; the second pass reuses the converted models), and fits `tools/fit_cost_model`'s model on the first
 pass's rows (`--holdout` of them held out: 100 held-out rows need --num=500
 at 0.2; with --block_table, which trains on `--table_rows` only, --num=125
 --holdout=0.8 measures a quarter of the networks for the same 100).
 Prints the two passes' median relative difference (the noise), the pass's
-own noise (even vs odd rounds), the held-out figures and the measurement
+own noise (its rows' first two rounds), the held-out figures and the measurement
 minutes of the first pass (what a user spends: conversions and timing).
 An existing --output_dir resumes (the CSVs are appended to).
-Last line: noise_median= mape= within5= within10= kendall= minutes=
-(kendall=n/a on fewer than 10 held-out rows)
+Last line: noise_median= mape= within5= within10= kendall= minutes= calls=
+(kendall=n/a on fewer than 10 held-out rows; calls: the first pass's visits)
 
 With --block_table, the block table (`cost_model/block_table`) is measured
 too (every unit the space needs, same protocol and device) and fitted with
 `--table_rows` of the first pass's training rows for its correction; the
 last line's figures are then the table's, on the same held-out rows, and
 its minutes the table's plus those rows' share of the first pass, with
-`table_minutes=` (the table alone) after them.
+`table_minutes=` and `table_calls=` (the table alone) after them.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main(argv=None) -> int:
                       help='float32, or int8 (full-integer models).')
   parser.add_argument('--holdout', type=float, default=0.2,
                       help='The share of the networks held out.')
+  parser.add_argument('--device_command', default=None,
+                      help="Time on a device: measure_latency's flag.")
   args = parser.parse_args(argv)
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
@@ -74,15 +77,19 @@ def main(argv=None) -> int:
     architectures = sample.sample_indices(args.ssd, args.num, seed=0)
     protocol = protocol_lib.Protocol(repeats=args.repeats)
     cache = os.path.join(output_dir, 'models')
-    minutes, noise = [], []
+    minutes, noise, calls = [], [], []
+    device = dict(protocol=protocol, image_size=args.image_size,
+                  model_cache=cache, precision=args.precision,
+                  device_command=args.device_command,
+                  builder=inference.builder)
     for name in ('first', 'second'):
       start = time.time()
       result = rows_lib.measure_to_csv(
           args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
-          protocol=protocol, image_size=args.image_size, model_cache=cache,
-          precision=args.precision, builder=inference.builder)
+          **device)
       minutes.append((time.time() - start) / 60)
       noise.append(result['noise'])
+      calls.append(result['visits'])
       print(f"{name} pass: {len(result['rows'])} measured "
             f"({result['skipped']} resumed) in {minutes[-1]:.1f} min, its "
             f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
@@ -100,13 +107,13 @@ def main(argv=None) -> int:
       start = time.time()
       result = rows_lib.measure_to_csv(
           args.ssd, None, os.path.join(output_dir, 'table.csv'),
-          protocol=protocol, image_size=args.image_size, model_cache=cache,
-          precision=args.precision, builder=inference.builder,
-          unit_builder=inference.unit_builder)
+          unit_builder=inference.unit_builder, **device)
       table_minutes = (time.time() - start) / 60
+      table_calls = result['visits']
       print(f"block table: {len(result['rows'])} units measured "
-            f"({result['skipped']} resumed) in {table_minutes:.1f} min, its "
-            f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
+            f"({result['skipped']} resumed) in {table_minutes:.1f} min, "
+            f"{table_calls} visits, its own noise "
+            f"{100 * (result['noise'] or 0):.2f}%", flush=True)
       table = dict(zip(*rows_lib.read(
           os.path.join(output_dir, 'table.csv'), args.ssd,
           rows_lib.BLOCK_COLUMNS)))
@@ -138,7 +145,8 @@ def main(argv=None) -> int:
     print('block table against the second pass: ' +
           fit.figures(again, len(held_out)))
     spent = table_minutes + minutes[0] * h['num_train'] / len(indices)
-    extra = f' table_minutes={table_minutes:.1f}'
+    extra = (f' table_minutes={table_minutes:.1f} '
+             f'table_calls={table_calls}')
   else:
     h = fitted['coefficients']['holdout']
     spent = minutes[0]
@@ -149,7 +157,7 @@ def main(argv=None) -> int:
       f"within5={h['within5_percent']:.0f}% "
       f"within10={h['within10_percent']:.0f}% "
       f"kendall={'n/a' if tau is None else f'{tau:.3f}'} "
-      f'minutes={spent:.1f}{extra}')
+      f'minutes={spent:.1f} calls={calls[0]}{extra}')
   return 0
 
 

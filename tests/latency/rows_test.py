@@ -228,6 +228,7 @@ class MeasureToCsvTest(absltest.TestCase):
       self.assertGreaterEqual(float(spread), 0.0)
       self.assertGreaterEqual(int(repeats), 2)
       self.assertGreaterEqual(float(load), 0.0)
+    self.assertGreaterEqual(result['visits'], 4)  # 2 rounds each, or more.
     with open(rows_lib.settings_path(output)) as f:
       settings = json.load(f)
     self.assertEqual(settings['backend'], 'tflite')

@@ -94,6 +94,7 @@ class CommandLineTest(absltest.TestCase):
     result = self._device_pass(directory, output, script)
     self.assertEqual(result.returncode, 0, result.stderr[-2000:])
     self.assertIn('measured 1 architectures (2 already in', result.stdout)
+    self.assertIn(', 2 device calls', result.stdout)  # Its rounds agree.
 
   def test_the_same_device_through_another_spelling_or_name_appends(self):
     directory = tempfile.mkdtemp()

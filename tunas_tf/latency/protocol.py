@@ -1,6 +1,6 @@
 """The timing protocol (docs/tools.md, 'How it is timed'): architectures
 timed in interleaved rounds, so a slow spell of the machine spreads over all
-of them, and a row is the median of its rounds."""
+of them, as many as a row needs; a row is the median of its rounds."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Protocol:
   """How each architecture is timed.
 
   Attributes:
-    repeats: rounds per architecture (>= 2, so a pass reports its noise).
+    repeats: rounds per architecture before retries (>= 2; 2 if they agree).
     runs: timed calls per visit on this host (>= 1).
     warmup_runs: untimed calls at the start of every later visit (>= 0).
     max_warmup_runs: cap of the first visit's warm-up (>= warmup_runs).
@@ -29,8 +29,9 @@ class Protocol:
       `runs` calls moved less than this (relative) since the previous ones.
     max_disturbance: a visit is redone when more than this share of its wall
       time was not this process's CPU time (0 to 1; 1 turns it off).
-    max_spread: a row gets more rounds while the IQR of its rounds over their
-      median exceeds this.
+    max_spread: a row is done once the IQR of its 2+ rounds over their median
+      is within this; past `repeats`, it gets more only while `pass_noise` so
+      far is within it too (more rounds do not settle a noisier device).
     max_retries: extra visits per architecture for disturbed visits and extra
       rounds for spread rows (>= 0).
     interleave: architectures visited in turn (>= 1).
@@ -68,12 +69,7 @@ class Row:
   seconds: float = dataclasses.field(default=0.0, repr=False)
 
   def as_csv(self) -> Tuple[Any, ...]:
-    return (self.indices, self.latency_ms, self.spread_ms, self.repeats,
-            self.remeasured, self.load)
-
-
-
-# ---------------------------------------------------------------- timing
+    return dataclasses.astuple(self)[:6]
 
 
 def time_runs(run: Callable[[], Any], runs: int,
@@ -123,7 +119,6 @@ def load_average() -> float:
     return 0.0
 
 
-
 # One architecture on one device: visit(first) -> (median ms, disturbance),
 # `first` True on its first visit only.
 Visit = Callable[[bool], Tuple[float, float]]
@@ -145,18 +140,21 @@ def _spread(values: Sequence[float]) -> Tuple[float, float]:
 
 @dataclasses.dataclass
 class Progress:
-  """Seconds a pass spent on its architectures, finished or under way."""
+  """Seconds a pass spent on its architectures (finished or under way), its
+  visits (device calls)."""
   work_seconds: float = 0.0
+  visits: int = 0
 
 
 def measure(device: Device, architectures: Sequence[str],
             protocol: Protocol, progress: Optional[Progress] = None
             ) -> Iterator[Row]:
-  """Yields each `Row` of `architectures` on `device` once its last round is
-  done, `seconds` its preparation and visits (added to `progress`);
-  DeviceError when a device command fails (rows so far stand)."""
+  """Yields each `Row` of `architectures` on `device` once its rounds are done
+  (as `Protocol` says), `seconds` its preparation and visits (added to
+  `progress`); DeviceError when a device command fails (rows so far stand)."""
   protocol.check()
   progress = progress or Progress()
+  firsts: List[float] = []  # Each row's first two rounds' difference.
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
     seconds = dict.fromkeys(chunk, 0.0)
@@ -176,29 +174,31 @@ def measure(device: Device, architectures: Sequence[str],
     redone, visited = dict.fromkeys(chunk, 0), set()
 
     def finished(indices: str) -> bool:
-      median, spread = _spread(rounds[indices])
-      return len(rounds[indices]) >= protocol.repeats and (
-          redone[indices] >= protocol.max_retries or
-          spread <= protocol.max_spread * median)
+      (median, spread), made = _spread(rounds[indices]), len(rounds[indices])
+      return made >= 2 and spread <= protocol.max_spread * median or (
+          made >= protocol.repeats and (
+              redone[indices] >= protocol.max_retries or
+              np.median(firsts) > protocol.max_spread))
 
-    # `repeats` rounds over the chunk, then rounds over its spread rows.
     todo = list(chunk)
     for r in range(protocol.repeats + protocol.max_retries):
-      if r >= protocol.repeats:
+      if r >= protocol.repeats:  # Rounds over the spread rows.
         for indices in todo:
           redone[indices] += 1
-      offset = r if r < protocol.repeats else r - protocol.repeats
-      for indices in todo[offset % len(todo):] + todo[:offset % len(todo)]:
+      for indices in todo[r % len(todo):] + todo[:r % len(todo)]:
         began = time.perf_counter()
         while True:
           median, disturbance = visits[indices](indices not in visited)
           visited.add(indices)
+          progress.visits += 1
           if (disturbance <= protocol.max_disturbance or
               redone[indices] >= protocol.max_retries):
             break
           redone[indices] += 1
         rounds[indices].append(median)
         spend(indices, began)
+        if len(rounds[indices]) == 2:
+          firsts.append(first_difference(rounds[indices]))
         if finished(indices):
           median, spread = _spread(rounds[indices])
           yield Row(indices, median, spread, len(rounds[indices]),
@@ -209,16 +209,15 @@ def measure(device: Device, architectures: Sequence[str],
         break
 
 
-def halves_difference(rounds: Sequence[float]) -> float:
-  """Relative difference of the medians of a row's even and odd rounds:
-  the architecture measured twice, interleaved."""
-  even, odd = np.median(rounds[0::2]), np.median(rounds[1::2])
-  return float(abs(even - odd) / (0.5 * (even + odd)))
+def first_difference(rounds: Sequence[float]) -> float:
+  """Relative difference of a row's first two rounds: the architecture
+  measured twice, interleaved (later rounds depend on these two)."""
+  return float(abs(rounds[0] - rounds[1]) / (0.5 * (rounds[0] + rounds[1])))
 
 
 def pass_noise(rows: Sequence[Row]) -> Optional[float]:
-  """Median over rows of `halves_difference` (a fraction), or None."""
-  values = [halves_difference(r.rounds) for r in rows if len(r.rounds) >= 2]
+  """Median over rows of `first_difference` (a fraction), or None."""
+  values = [first_difference(r.rounds) for r in rows if len(r.rounds) >= 2]
   return float(np.median(values)) if values else None
 
 

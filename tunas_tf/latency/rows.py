@@ -272,8 +272,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
 
   Returns:
     dict: `rows` (new `protocol.Row`s), `skipped`, `noise`
-    (`protocol.pass_noise`), `seconds` and `error` (None, or a failed
-    device's one line; the rows before it are written).
+    (`protocol.pass_noise`), `seconds`, `visits` (device calls) and `error`
+    (None, or a failed device's one line; the rows before it are written).
 
   Raises:
     ValueError: a bad argument or index, or an `output` with another header,
@@ -318,8 +318,8 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   new_rows, error = [], None
   start = time.time()
   logging.info('%d to measure, %d at a time: each row is written when its '
-               '%d rounds are done', len(todo), protocol.interleave,
-               protocol.repeats)
+               'rounds are done (2 to %d)', len(todo), protocol.interleave,
+               protocol.repeats + protocol.max_retries)
   progress = protocol_lib.Progress()
   with appender(output, columns) as write_row:
     try:
@@ -335,7 +335,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                          progress.work_seconds)))
     except device_lib.DeviceError as e:
       error = str(e)
-  return {'rows': new_rows, 'skipped': skipped,
+  return {'rows': new_rows, 'skipped': skipped, 'visits': progress.visits,
           'noise': protocol_lib.pass_noise(new_rows),
           'seconds': time.time() - start, 'error': error}
 

@@ -68,8 +68,8 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
                       'models (reused); default OUTPUT.models.', flag_values=f)
   defaults = protocol_lib.Protocol()
-  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per '
-                       'architecture, interleaved across architectures.',
+  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per architecture '
+                       '(interleaved) before retries; 2 if they agree.',
                        flag_values=f)
   flags.DEFINE_integer('runs', defaults.runs, 'Timed runs per visit (this '
                        'host); the visit counts their median.', flag_values=f)
@@ -81,8 +81,8 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float('max_disturbance', defaults.max_disturbance, 'A visit '
                      'is redone when this share of its time was not ours.',
                      flag_values=f)
-  flags.DEFINE_float('max_spread', defaults.max_spread, 'A row gets more '
-                     'rounds while IQR / median exceeds this.', flag_values=f)
+  flags.DEFINE_float('max_spread', defaults.max_spread, 'A row is done once '
+                     'IQR / median is within this.', flag_values=f)
   flags.DEFINE_integer('max_retries', defaults.max_retries, 'Extra visits '
                        'or rounds per architecture.', flag_values=f)
   flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
@@ -184,29 +184,29 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache, precision=f.precision,
         device_name=f.device_name)
-  rows = result['rows']
-  where = ('device command' if f.device_command else f.backend) + (
-      f', {f.precision}')
+  rows, device = result['rows'], bool(f.device_command)
   what = 'block-table units' if f.block_table else 'architectures'
   print(f"measured {len(rows)} {what} ({result['skipped']} already in "
-        f"{f.output}) with {where} in "
-        f"{rows_lib.duration_text(result['seconds'])}")
+        f"{f.output}) with {'device command' if device else f.backend}, "
+        f"{f.precision} in {rows_lib.duration_text(result['seconds'])}, "
+        f"{result['visits']} {'device calls' if device else 'visits'}")
   if rows:
-    latencies = [row.latency_ms for row in rows]
-    print(f'median latency {min(latencies):.4g}..{max(latencies):.4g} ms; '
-          f'written to {f.output}')
-    redone = sum(1 for row in rows if row.remeasured)
-    unsettled = [row for row in rows if row.spread_ms >
-                 protocol.max_spread * row.latency_ms]
+    print(f'median latency {min(r.latency_ms for r in rows):.4g}..'
+          f'{max(r.latency_ms for r in rows):.4g} ms; written to {f.output}')
+    unsettled = sum(r.spread_ms > protocol.max_spread * r.latency_ms
+                    for r in rows)
     print(f"noise of this pass: {100 * result['noise']:.2f}% median relative "
-          f'difference between the even and odd rounds of each architecture '
-          f'({redone} of {len(rows)} rows re-measured, load '
+          f'difference between the first two rounds of each architecture '
+          f'({sum(1 for r in rows if r.remeasured)} of {len(rows)} rows '
+          f're-measured, load '
           f'{min(r.load for r in rows):.2f}..{max(r.load for r in rows):.2f})')
     if unsettled:
-      print(f'{len(unsettled)} rows still spread more than '
-            f'{100 * protocol.max_spread:g}% (IQR over median) after '
-            f'{protocol.max_retries} retries: the machine was busy; their '
-            'spread_ms says how far to trust them')
+      print(f'{unsettled} rows still spread more than '
+            f'{100 * protocol.max_spread:g}% (IQR over median) ' + (
+                "not retried: the pass's noise is above --max_spread" if
+                result['noise'] > protocol.max_spread else f'after up to '
+                f'{protocol.max_retries} retries: the machine was busy') +
+            '; their spread_ms says how far to trust them')
   if earlier is not None:
     with errors.errors_in_one_line('measure_latency: --compare_with'):
       now = dict(zip(*rows_lib.read(f.output, f.ssd, columns)))
