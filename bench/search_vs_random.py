@@ -171,8 +171,9 @@ def pool_dir(output_dir: str, dataset: str, scale: float) -> str:
 
 def random_pool(args, target: float, search_dir: str, directory: str
                 ) -> List[Dict[str, Any]]:
-  """`--num_random` architectures within +-5% of `target` (draw seed
-  `POOL_SEED`), each trained once in `directory` (resumed when there)."""
+  """`--num_random` architectures within +-5% of `target` and the search's
+  memory limits (draw seed `POOL_SEED`), each trained once in `directory`
+  (resumed when there)."""
   from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
   from tunas_tf.search import random_search  # pylint: disable=g-import-not-at-top
   config = config_lib.read(search_dir)
@@ -181,10 +182,12 @@ def random_pool(args, target: float, search_dir: str, directory: str
       cost_model=config.cost_model, min_cost=target * (1 - COST_TOLERANCE),
       max_cost=target * (1 + COST_TOLERANCE),
       image_size=config.job.image_size, num_classes=config.job.num_classes,
-      input_channels=config.job.num_channels)
-  return [_trained(f'random_{i}', r['indices'], r['estimated_cost'], config,
-                   os.path.join(directory, 'runs', f'random_{i}'),
-                   args.train_seed, args.train_flags)
+      input_channels=config.job.num_channels, sram_kb=config.sram_kb,
+      flash_kb=config.flash_kb)
+  return [dict(_trained(f'random_{i}', r['indices'], r['estimated_cost'],
+                        config, os.path.join(directory, 'runs', f'random_{i}'),
+                        args.train_seed, args.train_flags),
+               **{k: v for k, v in r.items() if k.endswith('_bytes')})
           for i, r in enumerate(drawn)]
 
 

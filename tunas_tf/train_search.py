@@ -158,6 +158,10 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                      'is over it has its accuracy scaled by (arena / limit) '
                      '** -1 (docs/microcontrollers.md); extraction refuses '
                      'an architecture over it.', flag_values=f)
+  flags.DEFINE_float('flash_kb', None, 'A flash limit in KB of 1,024 bytes '
+                     'on the int8 .tflite (estimated), as --sram_kb: over it '
+                     'the accuracy is scaled by (flash / limit) ** -1 (both '
+                     'limits: both factors).', flag_values=f)
   flags.DEFINE_boolean('use_gradient_sync_barrier', True, 'Order the updates '
                        'with data dependencies (all gradients before any '
                        'update; validation after the model update).',
@@ -230,7 +234,8 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       summarize_tag_logits=f.summarize_tag_logits,
       replicas=f.replicas, supernet_sampling=f.supernet_sampling,
       rl_entropy_schedule=f.rl_entropy_schedule,
-      latency_precision=f.latency_precision, sram_kb=f.sram_kb)
+      latency_precision=f.latency_precision, sram_kb=f.sram_kb,
+      flash_kb=f.flash_kb)
 
 
 def _pairs(f: flags.FlagValues, job: jobs.JobConfig):

@@ -50,6 +50,13 @@ class ArenaTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(float(estimate(tf.constant(values))), exact, indices)
     # Eagerly too (the distribute engine's tf.function is a graph as well).
     self.assertEqual(float(arena.estimate_arena(values, model)), exact)
+    with tf.Graph().as_default():  # And in a TF1 graph, as the Estimator's.
+      estimates = [arena.estimate_arena(features.features(
+          features.attach_one_hot_masks(space, indices)), model)
+                   for indices in chosen]
+      with tf.compat.v1.Session() as sess:
+        self.assertEqual(sess.run(estimates), [memory.arena_bytes(
+            schema.prune(space, indices), shape) for indices in chosen])
 
   def test_the_smallest_arena_is_the_smallest_architectures(self):
     for ssd in ('mcu_search', 'digits_search'):

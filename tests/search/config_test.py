@@ -99,6 +99,11 @@ class RecipeTest(parameterized.TestCase):
       ('sram_kb_none_fits', ['--sram_kb=7.5'],
        r'^--sram_kb=7.5: no architecture of digits_search fits; at 8x8 each '
        r'needs a TFLite Micro arena of 7.6 KB or more \(estimated\)$'),
+      ('flash_kb', ['--flash_kb=-1'], r'^--flash_kb must be > 0, got -1.0$'),
+      # Its smallest int8 model (`cost_range` of the flash model): 15,884 B.
+      ('flash_kb_none_fits', ['--flash_kb=15.5'],
+       r'^--flash_kb=15.5: no architecture of digits_search fits; at 8x8 each '
+       r'needs an int8 model \(flash\) of 15.5 KB or more \(estimated\)$'),
       ('target_unit', ['--rl_cost_model_target=0.15'],
        r'^--rl_cost_model_target=0.15 is outside what digits_search can cost '
        r'under --cost_model=macs: 39,968 \(cheapest\) to 1,212,416 '
@@ -116,9 +121,18 @@ class RecipeTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r'^--sram_kb: memory estimate: '
                                 'Activation swish6 is not supported'):
       train_search.config_from_flags(values, _IMAGENET)
-    values = _flags('--model_dir=/tmp/x', '--max_steps=40', '--sram_kb=7.58')
-    self.assertEqual(train_search.config_from_flags(values, _DIGITS).sram_kb,
-                     7.58)  # digits_search's smallest arena fits.
+    values = _flags('--ssd=mobilenet_v3_like_search', '--model_dir=/tmp/x',
+                    '--dataset=imagenet2012', '--flash_kb=256')
+    with self.assertRaisesRegex(ValueError, r'^--flash_kb: memory estimate: '
+                                'Activation swish6 is not supported'):
+      train_search.config_from_flags(values, _IMAGENET)
+    values = _flags('--model_dir=/tmp/x', '--max_steps=40', '--sram_kb=7.58',
+                    '--flash_kb=15.52')
+    config = train_search.config_from_flags(values, _DIGITS)
+    # digits_search's smallest arena and int8 model fit.
+    self.assertEqual((config.sram_kb, config.flash_kb), (7.58, 15.52))
+    self.assertEqual(config.limits, {'estimated_arena': 7.58 * 1024,
+                                     'estimated_flash': 15.52 * 1024})
 
   def test_a_target_in_another_unit_is_refused_naming_the_range(self):
     values = _flags('--ssd=proxylessnas_search', '--dataset=imagenet2012',
@@ -333,19 +347,20 @@ class WriteOrCheckTest(absltest.TestCase):
       configs.write_or_check(config_lib, self._config(
           model_dir, '--rl_cost_model_target=2e5,3e5'), '{}')
 
-  def test_an_sram_limit_is_stored_and_a_search_from_before_it_resumes(self):
-    model_dir = tempfile.mkdtemp()
-    config = self._config(model_dir, '--sram_kb=20')
-    configs.write_or_check(config_lib, config, '{}')
-    self.assertEqual(config_lib.read(model_dir).sram_kb, 20.0)
-    with self.assertRaisesRegex(ValueError, 'sram_kb is 20.0 there and 30.0'):
-      configs.write_or_check(config_lib,
-                             self._config(model_dir, '--sram_kb=30'), '{}')
-    # Written before SRAM limits: none.
-    model_dir, _, _ = self._stored_without('sram_kb')
-    self.assertIsNone(config_lib.read(model_dir).sram_kb)
-    self.assertTrue(configs.write_or_check(config_lib,
-                                           self._config(model_dir), '{}'))
+  def test_limits_are_stored_and_a_search_from_before_them_resumes(self):
+    for name in ('sram_kb', 'flash_kb'):
+      model_dir = tempfile.mkdtemp()
+      config = self._config(model_dir, f'--{name}=20')
+      configs.write_or_check(config_lib, config, '{}')
+      self.assertEqual(getattr(config_lib.read(model_dir), name), 20.0)
+      with self.assertRaisesRegex(ValueError, f'{name} is 20.0 there and 30'):
+        configs.write_or_check(config_lib,
+                               self._config(model_dir, f'--{name}=30'), '{}')
+      # Written before the limit: none.
+      model_dir, _, _ = self._stored_without(name)
+      self.assertIsNone(getattr(config_lib.read(model_dir), name))
+      self.assertTrue(configs.write_or_check(config_lib,
+                                             self._config(model_dir), '{}'))
 
   def test_pairs_are_stored_and_read_back(self):
     model_dir = tempfile.mkdtemp()

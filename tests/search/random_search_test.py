@@ -3,8 +3,11 @@
 from absl.testing import absltest
 
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import memory
 from tunas_tf.search import random_search
+from tunas_tf.search_space import mobile
 from tunas_tf.search_space import sample
+from tunas_tf.search_space import schema
 from tunas_tf.tools import describe_space
 
 SSD = 'digits_search'
@@ -75,6 +78,31 @@ class SampleArchitecturesTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r'only 1 of 2 .* after 30 draws'):
       random_search.sample_architectures(
           SSD, 2, seed=0, min_cost=max(costs), max_draws=30)
+
+  def test_limits_keep_only_architectures_within_them(self):
+    everything = random_search.sample_architectures(SSD, 60, seed=3)
+    kept = random_search.sample_architectures(SSD, 8, seed=3, sram_kb=12,
+                                              flash_kb=40)
+    shape = memory.Shape(8, 10, 1)  # digits_search's input.
+    within = []
+    for entry in everything:
+      spec = schema.prune(mobile.get_search_space(SSD), entry['indices'])
+      arena, flash = (memory.arena_bytes(spec, shape),
+                      memory.flash_bytes(spec, shape))
+      if arena <= 12 * 1024 and flash <= 40 * 1024:
+        within.append(dict(entry, arena_bytes=arena, flash_bytes=flash))
+    # The kept ones are the within-limits subsequence of the same draws,
+    # their bytes recorded; the limits bind (some draws are over).
+    self.assertEqual(kept, within[:8])
+    self.assertLess(len(within), 50)
+    with self.assertRaisesRegex(
+        ValueError, r'^only 0 of 2 architectures fell in the cost band '
+        r'\[-inf, inf\] within --flash_kb=15.6 after 40 draws \(costs drawn '
+        r'ranged [\d.]+\.\.[\d.]+ multiply-adds, 40 in the band over the '
+        r'limits\); the band is empty or too narrow$'):
+      random_search.sample_architectures(SSD, 2, flash_kb=15.6, max_draws=40)
+    with self.assertRaisesRegex(ValueError, '^--sram_kb must be > 0, got 0'):
+      random_search.sample_architectures(SSD, 1, sram_kb=0)
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, 'Unknown search space'):

@@ -14,6 +14,8 @@ import tensorflow as tf
 from tunas_tf import train_search
 from tunas_tf.controller import optimizer as controller_optimizer
 from tunas_tf.controller import rewards
+from tunas_tf.cost_model import features as cost_features
+from tunas_tf.cost_model import memory
 from tunas_tf.data import datasets
 from tunas_tf.models import supernet as supernet_lib
 from tunas_tf.runtime import estimator as estimator_lib
@@ -239,36 +241,62 @@ class StepsTest(absltest.TestCase):
     self.assertAlmostEqual(second.baseline, ema, places=5)
     self.assertAlmostEqual(second.advantage, 0.9 - ema, places=5)
 
-  def test_an_arena_over_the_sram_limit_scales_the_accuracy(self):
-    # 8 KB limit: 10 KB (25% over) scales the accuracy by 8 / 10, then the
-    # abs cost term adds; 6 KB (under) leaves it.
-    config = _config('--rl_cost_model_target=100000.0', '--sram_kb=8')
+  def test_a_sample_over_a_limit_has_its_accuracy_scaled(self):
+    # 8 KB SRAM, 20 KB flash: 10 KB of arena (25% over) scales the accuracy
+    # by 8 / 10, 25 KB of flash by 20 / 25 more, then the abs cost term adds;
+    # under a limit leaves it.
+    config = _config('--rl_cost_model_target=100000.0', '--sram_kb=8',
+                     '--flash_kb=20')
     with tf.Graph().as_default():
-      acc, cost, arena = (tf.compat.v1.placeholder(tf.float32, [])
-                          for _ in range(3))
-      rl = steps.reward_and_advantage(acc, cost, config,
-                                      steps.make_baseline(config), arena=arena)
+      acc, cost, arena, flash = (tf.compat.v1.placeholder(tf.float32, [])
+                                 for _ in range(4))
+      rl = steps.reward_and_advantage(
+          acc, cost, config, steps.make_baseline(config),
+          limits={'estimated_arena': arena, 'estimated_flash': flash})
       with tf.compat.v1.Session(
           config=estimator_lib.no_grappler_config()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        over, under = (sess.run(rl.reward, {acc: 0.5, cost: 150000.0,
-                                            arena: kb * 1024.0})
-                       for kb in (10, 6))
-    self.assertAlmostEqual(over, 0.5 * 0.8 - 0.5 * 0.5, places=6)
+        both, sram, flash_only, under = (
+            sess.run(rl.reward, {acc: 0.5, cost: 150000.0,
+                                 arena: a * 1024.0, flash: f * 1024.0})
+            for a, f in ((10, 25), (10, 20), (6, 25), (6, 20)))
+    self.assertAlmostEqual(both, 0.5 * 0.8 * 0.8 - 0.5 * 0.5, places=6)
+    self.assertAlmostEqual(sram, 0.5 * 0.8 - 0.5 * 0.5, places=6)
+    self.assertAlmostEqual(flash_only, 0.5 * 0.8 - 0.5 * 0.5, places=6)
     self.assertAlmostEqual(under, 0.5 - 0.5 * 0.5, places=6)
 
-  def test_the_arena_is_a_scalar_only_with_a_limit_shared_by_pairs(self):
+  def test_the_limits_are_estimated_for_the_sample_only_when_set(self):
+    space = mobile.get_search_space('digits_search')
+    indices = schema.extreme_indices(space, True)
+    sampled = cost_features.attach_one_hot_masks(space, indices)
+    with tf.Graph().as_default() as graph:
+      self.assertEqual(steps.estimate_limits(sampled, _config()), {})
+      self.assertEmpty(graph.get_operations())  # Not an op more.
+      limits = steps.estimate_limits(sampled, _config('--flash_kb=300'))
+      self.assertEqual(list(limits), ['estimated_flash'])
+      both = steps.estimate_limits(sampled, _config('--sram_kb=30',
+                                                    '--flash_kb=300'))
+      with tf.compat.v1.Session() as sess:
+        flash, arena = sess.run((limits['estimated_flash'],
+                                 both['estimated_arena']))
+    pruned, shape = schema.prune(space, indices), memory.Shape(8, 10, 1)
+    self.assertEqual(flash, memory.flash_bytes(pruned, shape))
+    self.assertEqual(arena, memory.arena_bytes(pruned, shape))
+
+  def test_the_limits_are_scalars_only_when_set_shared_by_pairs(self):
     with tf.Graph().as_default():
       _, args = _scalar_args(tf.constant(2.0))
       self.assertNotIn('rlcontroller/estimated_arena',
                        steps.summary_scalars(*args))
-      arena = tf.constant(9000.0)
-      value = steps.summary_scalars(*args, arena=arena)[
-          'rlcontroller/estimated_arena']
-      self.assertNotIn('rlcontroller_1/estimated_arena',
-                       steps.pair_scalars(1, *args, arena=arena))
+      limits = {'estimated_arena': tf.constant(9000.0),
+                'estimated_flash': tf.constant(30000.0)}
+      s = steps.summary_scalars(*args, limits=limits)
+      values = [s['rlcontroller/estimated_arena'],
+                s['rlcontroller/estimated_flash']]
+      self.assertEmpty([tag for tag in steps.pair_scalars(
+          1, *args, limits=limits) if tag.endswith(tuple(limits))])
       with tf.compat.v1.Session() as sess:
-        self.assertEqual(sess.run(value), 9000.0)
+        self.assertEqual(sess.run(values), [9000.0, 30000.0])
 
   def test_barriers_order_the_updates(self):
     """Every update waits for every gradient; validation reads updated weights.

@@ -4,7 +4,8 @@ on any TF.
 One process of its own (op determinism is process-wide) runs 6 steps, two
 per loop, a checkpoint every 2; then resumes a copy of its step-4
 checkpoint to step 6. The RL delay is the first 2 steps; a 12 KB SRAM limit
-binds most samples (digits_search at 8 px needs 8-27 KB, median 15).
+binds most samples (digits_search at 8 px needs 8-27 KB, median 15), a 48 KB
+flash limit about half (16-206 KB, median near 60).
 """
 
 import glob
@@ -48,7 +49,8 @@ def _config(model_dir: str):
           '--log_every_steps=2', '--deterministic', '--engine=distribute',
           '--rl_delay_steps_fraction=0.34',
           '--increase_ops_warmup_steps_fraction=0.34',
-          '--increase_filters_warmup_steps_fraction=0.34', '--sram_kb=12'])
+          '--increase_filters_warmup_steps_fraction=0.34', '--sram_kb=12',
+          '--flash_kb=48'])
   return train_search.config_from_flags(values, _DIGITS)
 
 
@@ -118,17 +120,21 @@ class SearchTaskTest(absltest.TestCase):
     expected = set(searches.scalar_tags())
     self.assertEqual(expected - _tags(self.full), set())
 
-  def test_the_accuracy_of_a_sample_over_the_sram_limit_is_scaled(self):
+  def test_the_accuracy_of_a_sample_over_a_limit_is_scaled(self):
     seen = searches.events(self.full)
     arenas = seen['rlcontroller/estimated_arena']
+    flashes = seen['rlcontroller/estimated_flash']
     self.assertNotEmpty(arenas)
     for step, arena in arenas.items():
       accuracy = seen['rlcontroller/validation_accuracy'][step]
       self.assertAlmostEqual(
           seen['rlcontroller/reward'][step] -
           seen['rlcontroller/cost_adjustment'][step],
-          accuracy * min(1.0, 12 * 1024 / arena), places=5)
-    self.assertGreater(max(arenas.values()), 12 * 1024)  # The limit binds.
+          accuracy * min(1.0, 12 * 1024 / arena) * min(
+              1.0, 48 * 1024 / flashes[step]), places=5)
+    # The limits bind.
+    self.assertGreater(max(arenas.values()), 12 * 1024)
+    self.assertGreater(max(flashes.values()), 48 * 1024)
 
   def test_controller_learns_after_the_rl_delay(self):
     at = lambda step: _variables(

@@ -316,24 +316,33 @@ class ExtractArchitectureToolTest(absltest.TestCase):
     self.assertIn(f'Note: {line}', far)
     self.assertNotIn('Note:', '\n'.join(extract_with_target(cost * 1.03)))
 
-  def test_the_searchs_sram_limit_is_the_default_and_never_exceeded(self):
+  def test_the_searchs_limits_are_the_default_and_never_exceeded(self):
     run = searches.copy_finished_search('sram')
     stored = files.read_json(os.path.join(run, 'config.json'))
-    # 7.58 KB: digits_search's smallest architecture alone fits at 8 px.
-    files.write_json(dict(stored, sram_kb=7.58),
+    # 7.58 KB SRAM, 15.52 KB flash: digits_search's smallest architecture
+    # alone fits at 8 px.
+    files.write_json(dict(stored, sram_kb=7.58, flash_kb=15.52),
                      os.path.join(run, 'config.json'))
     output = os.path.join(run, 'limited.json')
-    with self.assertRaises(SystemExit) as refused:
-      self._main(f'--model_dir={run}', f'--output={output}')
-    self.assertRegex(str(refused.exception), r'^extract_architecture: the '
-                     r'architecture needs a [\d.]+ KB tensor arena \(TFLite '
-                     r'Micro, estimated\), [\d.]+% over --sram_kb=7.58; '
-                     'nothing written$')
-    self.assertFalse(os.path.exists(output))
-    # The flag overrides the search's limit.
+    with self.assertRaisesRegex(SystemExit, '--flash_kb must be > 0, got 0'):
+      self._main(f'--model_dir={run}', f'--output={output}', '--flash_kb=0')
+    for flags, message in (
+        ((), r'a [\d.]+ KB tensor arena \(TFLite Micro, estimated\), '
+         r'[\d.]+% over --sram_kb=7.58'),
+        (('--sram_kb=1000',), r'a [\d.]+ KB int8 model \(flash, estimated\), '
+         r'[\d.]+% over --flash_kb=15.52')):
+      with self.assertRaises(SystemExit) as refused:
+        self._main(f'--model_dir={run}', f'--output={output}', *flags)
+      self.assertRegex(str(refused.exception), r'^extract_architecture: the '
+                       f'architecture needs {message}; nothing written$')
+      self.assertFalse(os.path.exists(output))
+    # The flags override the search's limits.
     self.assertIn('Written to', self._main(
-        f'--model_dir={run}', f'--output={output}', '--sram_kb=1000')[-1])
-    self.assertLessEqual(files.read_json(output)['arena_bytes'], 1000 * 1024)
+        f'--model_dir={run}', f'--output={output}', '--sram_kb=1000',
+        '--flash_kb=1000')[-1])
+    written = files.read_json(output)
+    self.assertLessEqual(written['arena_bytes'], 1000 * 1024)
+    self.assertGreater(written['flash_bytes'], 15.52 * 1024)
 
   def test_command_line_error_is_one_line(self):
     done = forked.run_one(

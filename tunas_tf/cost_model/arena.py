@@ -153,7 +153,9 @@ def _greedy_top(sizes: tf.Tensor, model: ArenaModel) -> tf.Tensor:
                   tensors[None, :], -1)
   reads = tf.constant(model.reads) | (
       tf.constant(model.takes_input)[None, :] &
-      (tf.range(num_buffers)[:, None] == tf.reduce_max(made, 1)[None, :]))
+      # tf.equal: `==` is Python's identity in a TF1 graph (the Estimator's).
+      tf.equal(tf.range(num_buffers)[:, None],
+               tf.reduce_max(made, 1)[None, :]))
   reads &= present[None, 1:num_ops + 1]
   first = tf.constant(model.first)
   last = tf.maximum(first, tf.reduce_max(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -258,16 +258,20 @@ def kilobytes(n: int) -> str:
   return f'{n / 1024:,.1f} KB'
 
 
-def check_sram(pruned: ops.ConvTowerSpec, shape: Shape, sram_kb: float
-               ) -> None:
-  """Refuses an architecture whose arena is over `sram_kb` KB, saying by
-  how much (and `lite_ops`' errors)."""
-  arena = arena_bytes(pruned, shape)
-  if arena > sram_kb * 1024:
-    raise ValueError(
-        f'the architecture needs a {kilobytes(arena)} tensor arena (TFLite '
-        f'Micro, estimated), {100 * (arena / (sram_kb * 1024) - 1):.1f}% over '
-        f'--sram_kb={sram_kb:g}; nothing written')
+def over_limits(pruned: ops.ConvTowerSpec, shape: Shape,
+                sram_kb: Optional[float] = None,
+                flash_kb: Optional[float] = None) -> Optional[str]:
+  """None when the int8 model fits the limits (KB; None: none), else what it
+  needs and how far over the first it breaks ('a 9.1 KB tensor arena (TFLite
+  Micro, estimated), 20.0% over --sram_kb=7.58'); `lite_ops`' errors."""
+  for flag, limit, needs, what in (
+      ('sram_kb', sram_kb, arena_bytes, 'tensor arena (TFLite Micro'),
+      ('flash_kb', flash_kb, flash_bytes, 'int8 model (flash')):
+    if limit is not None and (need := needs(pruned, shape)) > limit * 1024:
+      return (f'a {kilobytes(need)} {what}, estimated), '
+              f'{100 * (need / (limit * 1024) - 1):.1f}% over --{flag}='
+              f'{limit:g}')
+  return None
 
 
 def memory_text(pruned: ops.ConvTowerSpec, shape: Shape) -> str:

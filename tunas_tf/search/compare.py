@@ -73,8 +73,9 @@ def compare(search_dir: str, output_dir: str, num_random: int,
             cost_tolerance: float = 0.05, seed: int = 0,
             train_eval_flags: Sequence[str] = ()) -> List[Dict[str, Any]]:
   """Trains the searched (from `architecture.json`) and `num_random` random
-  architectures in the band searched cost * (1 -/+ `cost_tolerance`) alike,
-  with `train_eval_flags`, runs and `results.json` in `output_dir`.
+  architectures in the band searched cost * (1 -/+ `cost_tolerance`) and
+  the search's memory limits alike, with `train_eval_flags`, runs and
+  `results.json` in `output_dir`.
 
   Returns one dict per architecture (searched first): `name`, `indices`,
   `estimated_cost`, `top1`, `top5`, `params`, `macs`, `run_dir`. ValueError
@@ -100,7 +101,8 @@ def compare(search_dir: str, output_dir: str, num_random: int,
       max_cost=cost * (1 + cost_tolerance),
       image_size=search_config.job.image_size,
       num_classes=search_config.job.num_classes,
-      input_channels=search_config.job.num_channels)
+      input_channels=search_config.job.num_channels,
+      sram_kb=search_config.sram_kb, flash_kb=search_config.flash_kb)
   candidates = [('searched', architecture.indices_string, cost)] + [
       (f'random_{i}', r['indices'], r['estimated_cost'])
       for i, r in enumerate(randoms)]

@@ -33,6 +33,10 @@ BINARY = 'train_search'
 MODEL_SPEC_FILE = 'model_spec.json'
 # extract_architecture --front's points, one per pair (the report plots it).
 FRONT_FILE = 'front.json'
+# Each memory limit: its field (KB of 1,024 bytes), the summary of the sampled
+# architecture's bytes under it, and what those bytes are.
+LIMITS = (('sram_kb', 'estimated_arena', 'a TFLite Micro arena'),
+          ('flash_kb', 'estimated_flash', 'an int8 model (flash)'))
 
 # Fields that only say how often to save, log and summarise, or where to run
 # and read the data, may change on restart; anything else (the run length
@@ -92,7 +96,7 @@ class SearchConfig(jobs.StoredConfig):
   DERIVED_FIELDS = DERIVED_FIELDS
   # Read where config.json lacks them: before int8 latencies, one pair.
   ADDED_FIELDS = {'latency_precision': 'float32', 'extra_pairs': [],
-                  'sram_kb': None}
+                  'sram_kb': None, 'flash_kb': None}
   job: jobs.JobConfig
   ssd: str
   validation_examples: int
@@ -133,8 +137,10 @@ class SearchConfig(jobs.StoredConfig):
   latency_precision: str = 'float32'
   # (cost model, target) of the policies after the first (`pairs`).
   extra_pairs: Tuple[Tuple[str, float], ...] = ()
-  # An SRAM limit (KB of 1,024 bytes) on TFLite Micro's arena, or None.
+  # Limits (KB of 1,024 bytes, or None) on TFLite Micro's arena and on the
+  # int8 .tflite's bytes (`LIMITS`).
   sram_kb: Optional[float] = None
+  flash_kb: Optional[float] = None
 
   def __post_init__(self):
     # As config.json gives them: lists.
@@ -175,29 +181,45 @@ class SearchConfig(jobs.StoredConfig):
                        f'shorter than the search ({self.max_global_step} '
                        'steps)')
     self._check_pairs()
-    self._check_sram()
+    self._check_limits()
 
-  def _check_sram(self) -> None:
-    """A `sram_kb` limit is > 0 and at least `arena_model.lowest`."""
-    if self.sram_kb is None:
-      return
-    checks.number('sram_kb', self.sram_kb, 0, low_open=True)
-    lowest, size = self.arena_model.lowest, self.job.image_size
-    if self.sram_kb * 1024 < lowest:
-      raise ValueError(
-          f'--sram_kb={self.sram_kb:g}: no architecture of {self.ssd} fits; '
-          f'at {size}x{size} each needs a TFLite Micro arena of '
-          f'{lowest / 1024:,.1f} KB or more (estimated)')
+  def _check_limits(self) -> None:
+    """Each limit set is > 0 and at least what the space's smallest
+    architecture needs (`arena_model.lowest`, the flash model's cheapest)."""
+    from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
+    for flag, _, what in LIMITS:
+      if (limit := getattr(self, flag)) is None:
+        continue
+      checks.number(flag, limit, 0, low_open=True)
+      try:
+        lowest = (self.arena_model.lowest if flag == 'sram_kb' else
+                  linear.cost_range(self.flash_model)[0])
+      except ValueError as e:
+        raise ValueError(f'--{flag}: {e}') from None
+      if limit * 1024 < lowest:
+        size = self.job.image_size
+        raise ValueError(
+            f'--{flag}={limit:g}: no architecture of {self.ssd} fits; at '
+            f'{size}x{size} each needs {what} of {lowest / 1024:,.1f} KB or '
+            'more (estimated)')
+
+  @property
+  def limits(self) -> Dict[str, float]:
+    """{summary name (`LIMITS`): limit in bytes} of each limit set."""
+    return {tag: getattr(self, flag) * 1024 for flag, tag, _ in LIMITS
+            if getattr(self, flag) is not None}
 
   @functools.cached_property
   def arena_model(self):
     """The space's `arena.ArenaModel` at the search's input."""
     from tunas_tf.cost_model import arena  # pylint: disable=g-import-not-at-top
-    try:
-      return arena.arena_model(self.ssd, self.job.image_size,
-                               self.job.num_classes, self.job.num_channels)
-    except ValueError as e:
-      raise ValueError(f'--sram_kb: {e}') from None
+    return arena.arena_model(self.ssd, self.job.image_size,
+                             self.job.num_classes, self.job.num_channels)
+
+  @functools.cached_property
+  def flash_model(self) -> 'linear.LinearCostModel':
+    """The int8 .tflite's bytes (exactly linear) at the search's input."""
+    return self._resolve('flash')
 
   def _check_ranges(self) -> None:
     """Each setting on its own: names, rates, momenta, decays, fractions."""

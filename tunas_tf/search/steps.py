@@ -5,7 +5,8 @@ TF1 graph or `tf.function` alike; none increments the global step."""
 from __future__ import annotations
 
 import collections
-from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import tensorflow as tf
 
@@ -183,11 +184,18 @@ def estimate_cost(sampled_spec: Any, config: SearchConfig,
                                    config.resolved_cost_models[pair])
 
 
-def estimate_arena(sampled_spec: Any, config: SearchConfig) -> tf.Tensor:
-  """Scalar float32 bytes of TFLite Micro's arena of the sampled (possibly
-  mixed) masks (`arena.estimate_arena`)."""
-  return cost_arena.estimate_arena(cost_features.features(sampled_spec),
-                                   config.arena_model)
+def estimate_limits(sampled_spec: Any, config: SearchConfig
+                    ) -> Dict[str, tf.Tensor]:
+  """{summary name: scalar float32 bytes} of the sampled (possibly mixed)
+  masks under each of `config.limits` (none: {}, no op): TFLite Micro's arena
+  (`arena.estimate_arena`), the int8 model's flash (its exact linear model,
+  as `estimate_cost`)."""
+  if not config.limits:
+    return {}
+  features = cost_features.features(sampled_spec)
+  return {tag: cost_arena.estimate_arena(features, config.arena_model)
+          if tag == 'estimated_arena' else cost_linear.estimate_cost(
+              features, config.flash_model) for tag in config.limits}
 
 
 def supernet_train_op(supernet, sampled_spec: Any, images: tf.Tensor,
@@ -249,15 +257,15 @@ def reward_and_advantage(
     accuracy: tf.Tensor, cost: Optional[tf.Tensor], config: SearchConfig,
     baseline: moving_average.MovingAverage, pair: int = 0,
     active: Optional[tf.Tensor] = None,
-    arena: Optional[tf.Tensor] = None) -> RewardStep:
+    limits: Optional[Dict[str, tf.Tensor]] = None) -> RewardStep:
   """Reward (at `pair`'s target), baseline (EMA of the cross-replica mean
   reward, `baseline` is `make_baseline`'s, updated only where `active`) and
-  advantage. An `arena` (bytes) over `config.sram_kb` scales the accuracy
-  first (`rewards.LIMIT_EXPONENT`, `mnas_hard`)."""
+  advantage. Each of `limits` (`estimate_limits`) over its `config.limits`
+  scales the accuracy first (`rewards.LIMIT_EXPONENT`, `mnas_hard`)."""
   cost_ratio = cost_adjustment = None
-  if arena is not None:
+  for tag, value in (limits or {}).items():
     accuracy = rewards.compute_reward(
-        accuracy, arena, config.sram_kb * 1024, rewards.LIMIT_EXPONENT,
+        accuracy, value, config.limits[tag], rewards.LIMIT_EXPONENT,
         rewards.REWARD_MNAS_HARD).reward
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.pairs[pair][1],
@@ -315,10 +323,10 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
                     increase_ops_prob: tf.Tensor,
                     increase_filters_prob: tf.Tensor,
                     tag_logits: bool = False,
-                    arena: Optional[tf.Tensor] = None
+                    limits: Optional[Dict[str, tf.Tensor]] = None
                     ) -> 'collections.OrderedDict[str, tf.Tensor]':
-  """The original's summaries, in its order, for `host_call` (and with
-  `arena`, `rlcontroller/estimated_arena` after the cost's).
+  """The original's summaries, in its order, for `host_call` (and each of
+  `limits`, `rlcontroller/estimated_arena` or `_flash`, after the cost's).
 
   float32 scalars, and one logits vector per OneOf, `rlpathlogits/{path}`
   (with `tag_logits` also `rltaglogits/{tag}`), written element by element
@@ -341,8 +349,8 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
     s['rlcontroller/estimated_cost'] = cost
     s['rlcontroller/cost_ratio'] = rl.cost_ratio
     s['rlcontroller/cost_adjustment'] = rl.cost_adjustment
-  if arena is not None:
-    s['rlcontroller/estimated_arena'] = arena
+  for tag, value in (limits or {}).items():
+    s[f'rlcontroller/{tag}'] = value
   s['rlcontroller/learning_rate'] = controller.learning_rate
   s['rlcontroller/increase_ops_prob'] = increase_ops_prob
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
@@ -361,7 +369,7 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
 # The summaries all pairs share (`pair_scalars` leaves them to pair 0's).
 _SHARED = ('validation_accuracy', 'learning_rate', 'increase_ops_prob',
-           'increase_filters_prob', 'estimated_arena')
+           'increase_filters_prob', 'estimated_arena', 'estimated_flash')
 
 
 def pair_scalars(pair: int, *args: Any, **kwargs: Any

@@ -31,12 +31,12 @@ def decisions(spec: Any) -> List[Tuple[str, List[str]]]:
 
 def progress_formats(config: SearchConfig):
   """The scalars of the progress line and their text (of several pairs,
-  whose turn the step was and its sample's accuracy; the arena with an
-  SRAM limit)."""
+  whose turn the step was and its sample's accuracy; its arena and flash
+  under limits)."""
   formats = {'rlcontroller/validation_accuracy': lambda v: f'accuracy {v:.3f}'}
-  if config.sram_kb is not None:
-    formats['rlcontroller/estimated_arena'] = (
-        lambda v: f'arena {v / 1024:.1f} KB')
+  for tag in config.limits:  # 'arena 9.1 KB', 'flash 40.2 KB'
+    formats['rlcontroller/' + tag] = (
+        lambda v, what=tag[10:]: f'{what} {v / 1024:.1f} KB')
   if len(config.pairs) > 1:
     return {'rlcontroller/pair': lambda v: f'pair {v:.0f}', **formats}
   return {'rlcontroller/reward': lambda v: f'reward {v:.3f}',
@@ -116,8 +116,7 @@ class SearchTask:
     # 3. Cost of the sample (a mixture during warm-up), on each pair's model.
     costs = [steps.estimate_cost(sampled, config, k)
              if config.enable_cost_model else None for k in range(n)]
-    arena = (None if config.sram_kb is None else
-             steps.estimate_arena(sampled, config))
+    limits = steps.estimate_limits(sampled, config)
     # 4-5. Shared-weight step (`steps.training_architecture`); the barrier
     # makes all gradients exist first.
     trained = steps.training_architecture(spec, sampled, p_ops, p_filters,
@@ -135,7 +134,7 @@ class SearchTask:
       active = None if pair is None else tf.equal(pair, k)
       # 7. Reward, baseline, advantage (each pair's state moves on its turn).
       rl = steps.reward_and_advantage(accuracy, costs[k], config,
-                                      of('baseline', k), k, active, arena)
+                                      of('baseline', k), k, active, limits)
       # 8. The controller's REINFORCE step.
       controller = steps.controller_train_op(
           dist_info, rl.advantage, global_step, config,
@@ -144,7 +143,7 @@ class SearchTask:
       # 9. Every scalar, after both updates.
       scalars.update(steps.pair_scalars(
           k, model, accuracy, rl, controller, dist_info, costs[k], p_ops,
-          p_filters, tag_logits=config.summarize_tag_logits, arena=arena))
+          p_filters, tag_logits=config.summarize_tag_logits, limits=limits))
     if pair is not None:
       scalars['rlcontroller/pair'] = tf.cast(pair, tf.float32)
     with tf.control_dependencies(train_ops):

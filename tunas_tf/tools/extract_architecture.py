@@ -15,7 +15,6 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   _process.at_start()
 
 import os
-from typing import Optional
 
 from absl import flags
 
@@ -55,6 +54,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      'architecture whose TFLite Micro arena (estimated) is '
                      "over it is refused, nothing written. Default: the "
                      "search's --sram_kb.",
+                     flag_values=flag_values)
+  flags.DEFINE_float('flash_kb', None, 'A flash limit, KB of 1,024 bytes, '
+                     'on the int8 .tflite (estimated), as --sram_kb. '
+                     "Default: the search's --flash_kb.",
                      flag_values=flag_values)
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json (front.json with --front).',
@@ -115,7 +118,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
           f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
           config, 0 if f.argmax else f.oneshot, f.pair)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
-    shape = _checked_memory(result, _sram_kb(f, config))
+    shape = _checked_memory(result, f, config)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -152,23 +155,23 @@ def _check_modes(f: flags.FlagValues) -> None:
   if f['pair'].present and (f.front or f.target is not None):
     raise ValueError('--pair picks one policy: drop it with --front or '
                      '--target')
-  if f.sram_kb is not None:
-    checks.number('sram_kb', f.sram_kb, 0, low_open=True)
+  for name in ('sram_kb', 'flash_kb'):
+    if f[name].value is not None:
+      checks.number(name, f[name].value, 0, low_open=True)
 
 
 def _checked_memory(result: architecture_lib.Architecture,
-                    sram_kb: Optional[float]) -> macs.InputSpec:
-  """`result`'s input shape, its arena refused over `sram_kb` KB."""
+                    f: flags.FlagValues, config) -> macs.InputSpec:
+  """`result`'s input shape; refused over `--sram_kb` or `--flash_kb` (or
+  the search's limits), saying how far."""
   shape = macs.resolve_input(result.ssd, result.image_size,
                              result.num_classes, result.num_channels)
-  if sram_kb is not None:
-    memory.check_sram(result.spec, shape, sram_kb)
+  over = memory.over_limits(result.spec, shape, *(
+      getattr(config, name) if f[name].value is None else f[name].value
+      for name in ('sram_kb', 'flash_kb')))
+  if over:
+    raise ValueError(f'the architecture needs {over}; nothing written')
   return shape
-
-
-def _sram_kb(f: flags.FlagValues, config) -> Optional[float]:
-  """`--sram_kb`, or the search's limit."""
-  return config.sram_kb if f.sram_kb is None else f.sram_kb
 
 
 def _cache(f: flags.FlagValues) -> str:
@@ -182,7 +185,7 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
     picks, accuracy, lines = extract_lib.front(
         f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
     for a in picks:
-      _checked_memory(a, _sram_kb(f, config))
+      _checked_memory(a, f, config)
   print(lines)
   measured = None
   if settings:

@@ -1,9 +1,9 @@
 r"""Samples architectures uniformly, optionally inside a cost band.
 
-The original's random-search baseline: keeps an
-architecture when `min_cost <= estimated cost <= max_cost` under
-`--cost_model`, and writes a JSON list of `indices` and `estimated_cost`
-that `tools/measure_latency --indices_file` reads (docs/tools.md):
+The original's random-search baseline: keeps an architecture when `min_cost
+<= estimated cost <= max_cost` under `--cost_model` (and within `--sram_kb`,
+`--flash_kb`, with its `arena_bytes`, `flash_bytes`) in a JSON list of
+`indices`, `estimated_cost` for `measure_latency --indices_file` (tools.md):
 
   python -m tunas_tf.tools.random_architectures --ssd=digits_search \
       --num=20 --seed=1 --output=/tmp/random.json
@@ -36,6 +36,11 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
                      flag_values=f)
   flags.DEFINE_float('max_cost', None, 'Keep costs <= this (unset: no bound).',
                      flag_values=f)
+  for name, what in (('sram_kb', 'TFLite Micro arena'),
+                     ('flash_kb', 'int8 .tflite')):
+    flags.DEFINE_float(name, None, f'Keep only architectures whose {what} '
+                       '(estimated) fits in this many KB of 1,024 bytes.',
+                       flag_values=f)
   common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output JSON path (required).',
                       flag_values=f)
@@ -49,7 +54,8 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
     kept = random_search.sample_architectures(
         f.ssd, f.num, f.seed, f.cost_model, f.min_cost, f.max_cost,
         image_size=f.image_size, num_classes=f.num_classes,
-        input_channels=f.input_channels)
+        input_channels=f.input_channels, sram_kb=f.sram_kb,
+        flash_kb=f.flash_kb)
   files.write_json(kept, f.output)
   costs = [k['estimated_cost'] for k in kept]
   print(f'{len(kept)} architectures of {f.ssd}, estimated cost '
