@@ -61,7 +61,7 @@ class ArenaTest(tf.test.TestCase, parameterized.TestCase):
   def test_the_smallest_arena_is_the_smallest_architectures(self):
     for ssd in ('mcu_search', 'digits_search'):
       space = mobile.get_search_space(ssd)
-      shape = macs.default_input(ssd)
+      shape = macs.resolve_input(ssd)
       lowest = _model(ssd, shape).lowest
       self.assertEqual(lowest, memory.arena_bytes(schema.prune(
           space, schema.extreme_indices(space, False)), shape))
@@ -74,7 +74,7 @@ class ArenaTest(tf.test.TestCase, parameterized.TestCase):
     # separable convolution change no buffer, so a mixture's expected bytes
     # are each choice's (halves: exact in float32).
     space = mobile.get_search_space('digits_search')
-    shape = macs.default_input('digits_search')
+    shape = macs.resolve_input('digits_search')
     indices = sample.sample_indices('digits_search', 1, seed=4)[0]
     one_hot = features.attach_one_hot_masks(space, indices)
     kernel = next(path for path, _ in schema.flatten_with_paths(space)

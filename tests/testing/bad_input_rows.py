@@ -284,7 +284,6 @@ _SEARCH_ROWS = [
                            '--latency_precision=int8'],
      r"Cost model 'released' is not of int8 latencies: give a fitted one "
      r'measured in int8 \(tools/measure_latency --precision=int8\)$'),
-    # Several (cost model, target) pairs.
     ('pairs_unordered', ['--rl_cost_model_target=300000,200000'],
      r'--rl_cost_model_target 200000 \(pair 1\) is not above its predecessor '
      r"300000 on cost model 'macs': give increasing targets at least 1.105x"),
