@@ -27,12 +27,6 @@ Seed = Union[None, Sequence[int], tf.Tensor]
 _CATEGORICAL_DRAW, _WARMUP_DRAW = 1, 2
 
 
-def _variable_name(path: str) -> str:
-  """`logits/<path>`, with characters TF does not allow in names replaced."""
-  name = f'logits/{path}' if path else 'logits'
-  return re.sub(r'[^A-Za-z0-9_.\-/]', '_', name)
-
-
 class DistInfo(NamedTuple):
   """A sample's scalar float32 log-prob (under the warm-up rule) and exact
   entropy, both summed over active OneOfs; logits / temperature by path and
@@ -58,7 +52,10 @@ class Controller(tf.Module):
     # made inside it as a variable's initial value).
     self._logits = [
         tf.Variable(functools.partial(tf.zeros, [n], tf.float32),
-                    trainable=True, name=_variable_name(path))
+                    trainable=True,
+                    # `logits/<path>`, characters TF refuses replaced.
+                    name=re.sub(r'[^A-Za-z0-9_.\-/]', '_',
+                                f'logits/{path}' if path else 'logits'))
         for path, n in zip(self.paths, self.num_choices)]
 
   @property
@@ -69,22 +66,18 @@ class Controller(tf.Module):
   def check_compatible(self, spec: Any) -> None:
     """Raises ValueError, naming the first path or size that differs, unless
     `spec` has this controller's OneOfs."""
-    entries = schema.flatten_with_paths(spec)
-    found = [(path, len(oneof.choices)) for path, oneof in entries]
+    found = [(path, len(oneof.choices))
+             for path, oneof in schema.flatten_with_paths(spec)]
     mine = list(zip(self.paths, self.num_choices))
     if found != mine:
       diff = next((i for i, (a, b) in enumerate(zip(found, mine)) if a != b),
                   min(len(found), len(mine)))
-      got = found[diff] if diff < len(found) else None
-      want = mine[diff] if diff < len(mine) else None
+      got, want = (pairs[diff] if diff < len(pairs) else None
+                   for pairs in (found, mine))
       raise ValueError(
           f'Controller does not match the spec: OneOf {diff} (path, choices) '
           f'is {got} in the spec but {want} in the controller '
           f'({len(found)} vs {len(mine)} OneOfs)')
-
-  def argmax_indices(self) -> List[int]:
-    """The final architecture: argmax of each OneOf's logits (eager only)."""
-    return argmax_indices(self.logits_by_path)
 
 
 def _check_probability(value: Probability, name: str) -> Probability:
@@ -326,8 +319,3 @@ def argmax_indices(logits_by_path: Mapping[str, Any],
     indices.append(int(np.argmax(values)))
   return indices
 
-
-def argmax_architecture(spec: Any, logits_by_path: Mapping[str, Any]) -> Any:
-  """`spec` pruned to the argmax of each OneOf's logits (ValueError as
-  `argmax_indices`)."""
-  return schema.prune(spec, argmax_indices(logits_by_path, spec))
