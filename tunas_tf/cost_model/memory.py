@@ -194,21 +194,15 @@ MODEL_BOOKKEEPING = np.array([2 * ALLOCATION_INFO + PLANNER_BUFFER,
                               TAIL_FIXED + 2 * EVAL_TENSOR + 2 * IO_TENSOR])
 
 
-def arena_parts(pruned: ops.ConvTowerSpec, shape: Shape
-                ) -> Tuple[int, int]:
-  """(head, tail) of TFLite Micro's arena for the int8 model: the planned
-  activations and scratch buffers (or, if larger, the planner's own
-  temporary arrays), and the persistent bookkeeping."""
-  lite, sizes = lite_ops(pruned, shape)
-  planning, tail = sum((bookkeeping(op) for op in lite), MODEL_BOOKKEEPING)
-  return (max(greedy_plan(*lifetimes(lite, sizes)), align(int(planning))),
-          align(int(tail)))
-
-
 def arena_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
   """The tensor arena (bytes) TFLite Micro needs for the int8 model of a
-  pruned spec at `shape`: `arena_parts`' sum (`lite_ops`' errors)."""
-  return sum(arena_parts(pruned, shape))
+  pruned spec at `shape` (`lite_ops`' errors): the planned activations and
+  scratch buffers (or, if larger, the planner's own temporary arrays), plus
+  the persistent bookkeeping."""
+  lite, sizes = lite_ops(pruned, shape)
+  planning, tail = sum((bookkeeping(op) for op in lite), MODEL_BOOKKEEPING)
+  return (max(greedy_plan(*lifetimes(lite, sizes)), align(int(planning))) +
+          align(int(tail)))
 
 
 def _flash(lite: Sequence[LiteOp]) -> int:
