@@ -34,21 +34,17 @@ class ControllerAdam(tf.Module):
     self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
     # Slots are named after their variables (`<name>/m/<variable name>`), so
     # checkpoints do not depend on the order the variables come in.
-    slot_names = [v.name.split(':')[0] for v in self._variables]
     with self.name_scope:
       # Callable initial values: made outside any control-flow context (a
       # TPU or XLA compile context refuses a tensor made inside it).
-      zeros = lambda v: functools.partial(tf.zeros, v.shape, v.dtype)
-      self.m = [tf.Variable(zeros(v), trainable=False,
-                            name=f'm/{n}') for v, n in zip(variables,
-                                                           slot_names)]
-      self.v = [tf.Variable(zeros(v), trainable=False,
-                            name=f'v/{n}') for v, n in zip(variables,
-                                                           slot_names)]
-      self.beta1_power = tf.Variable(beta1, trainable=False, dtype=tf.float32,
-                                     name='beta1_power')
-      self.beta2_power = tf.Variable(beta2, trainable=False, dtype=tf.float32,
-                                     name='beta2_power')
+      self.m, self.v = ([
+          tf.Variable(functools.partial(tf.zeros, v.shape, v.dtype),
+                      trainable=False, name=f"{slot}/{v.name.split(':')[0]}")
+          for v in self._variables] for slot in 'mv')
+      self.beta1_power, self.beta2_power = (
+          tf.Variable(beta, trainable=False, dtype=tf.float32,
+                      name=f'beta{k}_power')
+          for k, beta in ((1, beta1), (2, beta2)))
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
             global_step: Optional[tf.Variable],
