@@ -140,22 +140,18 @@ def _check_integer(content: bytes) -> None:
 
 # ------------------------------------------------------- TFLite Micro
 
-MICRO_PACKAGE = 'tflite-micro'
 MICRO_MODULE = 'tflite_micro.python.tflite_micro.runtime'
 # TFLite Micro's line for an op it has no kernel for.
 _NO_KERNEL = re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'")
-_LARGEST_ARENA = 1 << 30
 
 
 def _micro_runtime() -> Any:
   """tflite_micro's runtime module; ValueError naming it if not installed."""
   try:
-    runtime = importlib.import_module(MICRO_MODULE)
+    return importlib.import_module(MICRO_MODULE)
   except ImportError:
-    raise ValueError(f'TFLite Micro is not installed: pip install '
-                     f'{MICRO_PACKAGE} (setup.py installs it where a wheel '
-                     'exists)') from None
-  return runtime
+    raise ValueError('TFLite Micro is not installed: pip install tflite-micro '
+                     '(setup.py installs it where a wheel exists)') from None
 
 
 def _micro_invoke(content: bytes, arena_size: int,
@@ -215,7 +211,7 @@ def micro_arena(content: bytes) -> int:
     if fits:
       break
     missing = _NO_KERNEL.findall(printed)
-    if missing or high >= _LARGEST_ARENA:
+    if missing or high >= 1 << 30:
       lines = [line.strip() for line in printed.splitlines() if line.strip()]
       raise ValueError('TFLite Micro cannot run the model: ' + (
           f'no kernel for op {missing[0]}' if missing else
@@ -224,10 +220,7 @@ def micro_arena(content: bytes) -> int:
   low = high // 4 if high > 1 << 16 else 0
   while high - low > 1:
     middle = (low + high) // 2
-    if _fits(content, middle)[0]:
-      high = middle
-    else:
-      low = middle
+    low, high = (low, middle) if _fits(content, middle)[0] else (middle, high)
   return high
 
 
