@@ -57,23 +57,20 @@ class Provenance:
     names = [f.name for f in dataclasses.fields(cls)]
     record = records.from_dict(cls, data, source, ignored=NOTES,
                                hint=f'; a provenance has {names}')
-    record._check(source)
-    return record
-
-  def _check(self, source: str) -> None:
-    for name in SHAPE + (() if self.num_threads is None else
+    for name in SHAPE + (() if record.num_threads is None else
                          ('num_threads',)):
-      checks.number(name, getattr(self, name), 1, integer=True,
+      checks.number(name, getattr(record, name), 1, integer=True,
                     prefix=f'{source}: ')
     for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
-      if getattr(self, name) not in allowed:
+      if getattr(record, name) not in allowed:
         raise ValueError(f'{source}: unknown {name} '
-                         f'{getattr(self, name)!r}; expected one of '
+                         f'{getattr(record, name)!r}; expected one of '
                          f'{list(allowed)}')
-    if (self.backend == 'command') != bool(self.device_command):
-      raise ValueError(f'{source}: backend {self.backend!r} with '
-                       f'device_command {self.device_command!r} (a command '
+    if (record.backend == 'command') != bool(record.device_command):
+      raise ValueError(f'{source}: backend {record.backend!r} with '
+                       f'device_command {record.device_command!r} (a command '
                        "is backend 'command', and only it)")
+    return record
 
   def as_dict(self) -> Dict[str, Any]:
     """Every key (JSON: `cpus` a list)."""
