@@ -183,16 +183,12 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     spec = _skippable_spec()
     controller = reinforce.Controller(spec)
     controller.logits_by_path[_LAYER].assign([-50.0, 50.0])  # Zero certain.
-    for hierarchical in (True, False):
-      sampled, info = reinforce.independent_sample(
-          spec, controller=controller, hierarchical=hierarchical)
-      self.assertAllEqual(sampled.blocks[0].layers[0].layer.mask, [0.0, 1.0])
-      # log pi(Zero) = log_softmax([-50, 50])[1] ~ -e^-100 ~ 0 and entropy ~0;
-      # the nested kernel choice would add log(1/3) and log(3).
-      nested = 0.0 if hierarchical else 1.0
-      self.assertAllClose(info.sample_log_prob, nested * math.log(1 / 3),
-                          atol=1e-6)
-      self.assertAllClose(info.entropy, nested * math.log(3), atol=1e-6)
+    sampled, info = reinforce.independent_sample(spec, controller=controller)
+    self.assertAllEqual(sampled.blocks[0].layers[0].layer.mask, [0.0, 1.0])
+    # log pi(Zero) = log_softmax([-50, 50])[1] ~ -e^-100 ~ 0 and entropy ~0;
+    # the nested kernel choice (log(1/3), log(3)) is inactive: adds nothing.
+    self.assertAllClose(info.sample_log_prob, 0.0, atol=1e-6)
+    self.assertAllClose(info.entropy, 0.0, atol=1e-6)
 
   def test_independent_sample_active_layer_nested_choices_count(self):
     spec = _skippable_spec()

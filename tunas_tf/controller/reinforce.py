@@ -215,7 +215,6 @@ def independent_sample(
     temperature: Union[float, tf.Tensor] = 1.0,
     *,
     controller: Optional[Controller] = None,
-    hierarchical: bool = True,
     seed: Seed = None,
 ) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
@@ -224,8 +223,8 @@ def independent_sample(
   uniform vector (op tag, p = `increase_ops_probability`) or the one-hot of
   the largest choice (filters tag, `increase_filters_probability`), log-prob
   log(p); else the sample stays, log-prob log(1 - p) + log pi(a). A OneOf
-  under a choice with |mask| <= `ACTIVE_THRESHOLD` is inactive; with
-  `hierarchical` (the original's default) only active ones count.
+  under a choice with |mask| <= `ACTIVE_THRESHOLD` is inactive: only active
+  ones count (the original's `hierarchical`).
 
   Args:
     temperature: positive scalar; the distribution is softmax(logits / T).
@@ -282,7 +281,7 @@ def independent_sample(
   sample_log_prob, entropy = zero, zero
   for path in controller.paths:
     enclosing = [(parent, i) for parent, i in schema.enclosing_choices(path)
-                 if hierarchical and parent in masks]
+                 if parent in masks]
     if not enclosing:
       sample_log_prob += log_probs[path]
       entropy += entropies[path]
