@@ -11,7 +11,7 @@ import io
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 import uuid
 
 def _tf():
@@ -166,38 +166,32 @@ def read_json(path: str) -> Any:
     raise ValueError(f'{path} is not valid JSON ({e})') from None
 
 
-def _nearest_existing(path: str) -> str:
-  """`path` or its nearest ancestor that exists (local paths)."""
-  path = os.path.abspath(path)
-  while not os.path.lexists(path):
-    path = os.path.dirname(path)
-  return path
-
-
-def _directory_problem(path: str) -> Optional[str]:
-  """Why a local `path` cannot be used as an output directory, or None."""
-  found = _nearest_existing(path)
-  if found == os.path.abspath(path):
-    if not os.path.isdir(found):
-      return 'is a file, not a directory'
-    return None if os.access(found, os.W_OK | os.X_OK) else 'is not writable'
+def _directory_problem(path: str) -> Optional[Tuple[str, str]]:
+  """(the local `path` or its nearest existing ancestor, 'is a file' or 'is
+  not writable') if `path` cannot be used as an output directory, else None."""
+  found = os.path.abspath(path)
+  while not os.path.lexists(found):
+    found = os.path.dirname(found)
   if not os.path.isdir(found):
-    return f'cannot be created: {found} is a file'
-  if not os.access(found, os.W_OK | os.X_OK):
-    return f'cannot be created: {found} is not writable'
-  return None
+    return found, 'is a file'
+  return None if os.access(found, os.W_OK | os.X_OK) else (
+      found, 'is not writable')
 
 
 def check_output_dir(path: str, flag: str) -> None:
   """ValueError '{flag}={path} is a file, not a directory' (or is not
   writable, or cannot be created) unless `path` is a writable directory or
   can be created as one; creates nothing (a remote path: not a file)."""
-  if not is_remote(path):
-    problem = _directory_problem(path)
-  else:
+  if is_remote(path):
     gfile = _tf().io.gfile
     problem = ('is a file, not a directory'
                if gfile.exists(path) and not gfile.isdir(path) else None)
+  else:
+    found, problem = _directory_problem(path) or (None, None)
+    if found != os.path.abspath(path) and problem:
+      problem = f'cannot be created: {found} {problem}'
+    elif problem == 'is a file':
+      problem = 'is a file, not a directory'
   if problem:
     raise ValueError(f'{flag}={path} {problem}')
 
@@ -212,10 +206,6 @@ def check_output_file(path: str, flag: str) -> None:
   if _tf().io.gfile.isdir(path):
     raise ValueError(f'{flag}={path} is a directory, not a file')
   directory = os.path.dirname(path)
-  if directory and not is_remote(path):
-    problem = _directory_problem(directory)
-    if problem:
-      found = _nearest_existing(directory)
-      reason = ('is a file' if not os.path.isdir(found) else
-                'is not writable')
-      raise ValueError(f'{flag}={path} cannot be written: {found} {reason}')
+  problem = directory and not is_remote(path) and _directory_problem(directory)
+  if problem:
+    raise ValueError(f'{flag}={path} cannot be written: {" ".join(problem)}')
