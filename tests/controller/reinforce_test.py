@@ -390,11 +390,11 @@ class ReinforceTest(tf.test.TestCase, parameterized.TestCase):
     controller = reinforce.Controller(spec)
     controller.logits_by_path[_KERNEL].assign([0.1, 0.9, 0.3])
     controller.logits_by_path[_LAYER].assign([2.0, -1.0])
-    self.assertEqual(reinforce.argmax_indices(controller.logits_by_path),
-                     [1, 0, 0])
+    self.assertEqual(
+        reinforce.argmax_indices(controller.logits_by_path, spec), [1, 0, 0])
     logits = {path: v.numpy() for path, v in
               reversed(controller.logits_by_path.items())}
-    # With the spec, the visit order wins over the mapping's order.
+    # The spec's visit order wins over the mapping's order.
     self.assertEqual(reinforce.argmax_indices(logits, spec), [1, 0, 0])
 
   def test_argmax_indices_errors(self):

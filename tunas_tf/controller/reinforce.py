@@ -120,12 +120,10 @@ class _Draws:
   def categorical(self, logits: tf.Tensor, path: str) -> tf.Tensor:
     """Scalar int32 index drawn from softmax(logits) (rank-1 logits)."""
     if self._seeds is None:
-      index = tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)
-    else:
-      index = tf.random.stateless_categorical(
-          logits[tf.newaxis], 1, self._seed(_CATEGORICAL_DRAW, path),
-          dtype=tf.int32)
-    return index[0, 0]
+      return tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)[0, 0]
+    return tf.random.stateless_categorical(
+        logits[tf.newaxis], 1, self._seed(_CATEGORICAL_DRAW, path),
+        dtype=tf.int32)[0, 0]
 
   def uniform(self, path: str) -> tf.Tensor:
     """Scalar float32 u ~ U(0, 1), the warm-up draw."""
@@ -144,10 +142,9 @@ def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
     return mask, log_prob
   probability = tf.convert_to_tensor(probability, tf.float32)
   replace = tf.less(uniform(), probability)
-  new_mask = tf.where(replace, replacement, mask)
-  new_log_prob = tf.where(replace, tf.math.log(probability),
-                          tf.math.log(1.0 - probability) + log_prob)
-  return new_mask, new_log_prob
+  return (tf.where(replace, replacement, mask),
+          tf.where(replace, tf.math.log(probability),
+                   tf.math.log(1.0 - probability) + log_prob))
 
 
 def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
@@ -158,10 +155,8 @@ def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
   """(rank-1 float32 mask, its log-prob) drawn from softmax(logits), warm-up
   rules applied."""
   n = len(oneof.choices)
-  if n == 1:
-    mask = tf.ones([1], tf.float32)
-  else:
-    mask = tf.one_hot(draws.categorical(logits, path), n, dtype=tf.float32)
+  mask = tf.ones([1], tf.float32) if n == 1 else tf.one_hot(
+      draws.categorical(logits, path), n, dtype=tf.float32)
   log_prob = tf.reduce_sum(mask * log_softmax)
   uniform = functools.partial(draws.uniform, path)
   if oneof.tag == schema.OP_TAG:
@@ -196,10 +191,8 @@ def uniform_sample(spec: Any,
 
   def draw(path: str, oneof: schema.OneOf) -> tf.Tensor:
     logits = tf.zeros([len(oneof.choices)], tf.float32)
-    mask, _ = _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits),
-                         draws, increase_ops_probability,
-                         increase_filters_probability)
-    return mask
+    return _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits), draws,
+                      increase_ops_probability, increase_filters_probability)[0]
 
   return schema.with_masks(spec, draw)
 
@@ -297,24 +290,18 @@ def independent_sample(
                            logits_by_tag=logits_by_tag, controller=controller)
 
 
-def argmax_indices(logits_by_path: Mapping[str, Any],
-                   spec: Any = None) -> List[int]:
+def argmax_indices(logits_by_path: Mapping[str, Any], spec: Any) -> List[int]:
   """The first argmax of each OneOf's concrete logits, in `spec`'s visit
-  order if given (else the mapping's); ValueError for a OneOf of `spec`
-  without logits or with logits of the wrong length."""
-  if spec is None:
-    order = [(path, None) for path in logits_by_path]
-  else:
-    order = [(path, len(o.choices))
-             for path, o in schema.flatten_with_paths(spec)]
+  order; ValueError for a OneOf of `spec` without logits or with logits of
+  the wrong length."""
   indices = []
-  for path, n in order:
+  for path, oneof in schema.flatten_with_paths(spec):
+    n = len(oneof.choices)
     if path not in logits_by_path:
       raise ValueError(f'argmax_indices: no logits for the OneOf at {path!r}')
     values = np.asarray(logits_by_path[path]).reshape(-1)
-    if n is not None and values.shape[0] != n:
+    if values.shape[0] != n:
       raise ValueError(f'argmax_indices: logits at {path!r} have '
                        f'{values.shape[0]} entries; the OneOf has {n} choices')
     indices.append(int(np.argmax(values)))
   return indices
-
