@@ -35,8 +35,7 @@ class ControllerAdam(tf.Module):
     # Slots are named after their variables (`<name>/m/<variable name>`), so
     # checkpoints do not depend on the order the variables come in.
     with self.name_scope:
-      # Callable initial values: made outside any control-flow context (a
-      # TPU or XLA compile context refuses a tensor made inside it).
+      # Callable initial values, as `reinforce.Controller`'s.
       self.m, self.v = ([
           tf.Variable(functools.partial(tf.zeros, v.shape, v.dtype),
                       trainable=False, name=f"{slot}/{v.name.split(':')[0]}")
@@ -47,11 +46,10 @@ class ControllerAdam(tf.Module):
           for k, beta in ((1, beta1), (2, beta2)))
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
-            global_step: Optional[tf.Variable],
             regularization_grads: Optional[Sequence[tf.Tensor]] = None,
             active: Optional[tf.Tensor] = None) -> tf.Operation:
-    """One step, in the per-replica step (moments average over replicas),
-    then `global_step` += 1 unless None (`runtime.distribute` counts itself).
+    """One step, in the per-replica step (moments average over replicas);
+    the engine counts the global step.
 
     Args:
       grads: per-replica gradients, one per variable (None counts as zero).
@@ -87,11 +85,7 @@ class ControllerAdam(tf.Module):
     with tf.control_dependencies(updates):
       powers = [_assign(power, power * beta, active) for power, beta in (
           (self.beta1_power, self._beta1), (self.beta2_power, self._beta2))]
-    if global_step is None:
-      return tf.group(*powers)
-    with tf.control_dependencies(powers):
-      increment = global_step.assign_add(1)
-    return increment.op if hasattr(increment, 'op') else increment
+    return tf.group(*powers)
 
 
 def _subtract(variable: tf.Variable, delta: tf.Tensor,
