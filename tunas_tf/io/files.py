@@ -33,7 +33,8 @@ def abspath(path: str) -> str:
   return path if is_remote(path) else os.path.abspath(path)
 
 
-def _write(data: Any, path: str, mode: str) -> None:
+def write_bytes(data: bytes, path: str) -> None:
+  """Writes `data` to `path` (and its directory) by a rename: atomically."""
   gfile = _tf().io.gfile
   directory = os.path.dirname(path)
   if directory:
@@ -41,23 +42,18 @@ def _write(data: Any, path: str, mode: str) -> None:
   # A new object per writer: two writers never share one, and some
   # filesystems (ram://) append to an existing file opened for writing.
   tmp = f'{path}.{uuid.uuid4().hex}.tmp'
-  with gfile.GFile(tmp, mode) as f:
+  with gfile.GFile(tmp, 'wb') as f:
     f.write(data)
   gfile.rename(tmp, path, overwrite=True)
 
 
 def write_text(text: str, path: str) -> None:
-  """Writes `text` to `path` (and its directory) by a rename: atomically."""
-  _write(text, path, 'w')
-
-
-def write_bytes(data: bytes, path: str) -> None:
-  """Writes `data` to `path` atomically (see `write_text`)."""
-  _write(data, path, 'wb')
+  """`write_bytes` of `text` in UTF-8."""
+  write_bytes(text.encode(), path)
 
 
 def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
-  """Saves a matplotlib `figure` as a PNG at `path` (see `write_text`),
+  """Saves a matplotlib `figure` as a PNG at `path` (`write_bytes`),
   drawn into memory so that `path` may be remote."""
   buffer = io.BytesIO()
   figure.savefig(buffer, format='png', **savefig_args)
@@ -65,7 +61,7 @@ def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
 
 
 def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
-  """Writes `value` as indented JSON atomically (see `write_text`)."""
+  """Writes `value` as indented JSON atomically (`write_text`)."""
   write_text(json.dumps(value, indent=1, sort_keys=sort_keys) + '\n', path)
 
 
