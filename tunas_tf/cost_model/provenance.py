@@ -113,10 +113,6 @@ def normalized_command(command: str) -> str:
     tokens = shlex.split(command)
   except ValueError:
     return command
-  normalized = []
-  for token in tokens:
-    head, sep, value = token.rpartition('=')
-    if value.startswith(('/', './', '../')):
-      value = os.path.normpath(value)
-    normalized.append(head + sep + value)
-  return shlex.join(normalized)
+  parts = [token.rpartition('=') for token in tokens]
+  return shlex.join(head + sep + (os.path.normpath(value) if value.startswith(
+      ('/', './', '../')) else value) for head, sep, value in parts)
