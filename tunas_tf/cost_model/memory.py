@@ -84,10 +84,8 @@ class _Ops:
         x, size = self.part(x, child, size)
       return x, size
     if isinstance(part, structure.Residual):
-      y, size = self.part(x, part.layer, size)
-      if y == x:
-        return x, size
-      return self.add('ADD', [y, x], self.sizes[x]), size
+      y, size = self.part(x, part.layer, size)  # A skipped layer adds none.
+      return (x if y == x else self.add('ADD', [y, x], self.sizes[x])), size
     out = part.out_size(size)
     if isinstance(part, (structure.Conv, structure.Depthwise)) and (
         getattr(part, 'activation', None) in _FUSED):

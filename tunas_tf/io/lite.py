@@ -35,8 +35,7 @@ def interpreter(model_content: bytes, num_threads: Optional[int] = None,
     make, resolvers = litert.Interpreter, litert.OpResolverType
   except ImportError:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    make = tf.lite.Interpreter
-    resolvers = tf.lite.experimental.OpResolverType
+    make, resolvers = tf.lite.Interpreter, tf.lite.experimental.OpResolverType
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=_DELETION_WARNING)
     return make(
