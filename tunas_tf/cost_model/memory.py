@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import List, Sequence, Tuple
+from typing import List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
-from tunas_tf.cost_model import macs
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
@@ -36,7 +35,13 @@ TAIL_FIXED = 512
 # for the bias: 28), per convolution (its 3 tensors, names, the op), per
 # other op, and the rest.
 FLASH_CHANNEL, FLASH_CONV, FLASH_OP, FLASH_FIXED = 28, 600, 276, 816
-Shape = macs.InputSpec  # The input.
+
+
+class Shape(NamedTuple):
+  """The input (TensorFlow-free: `macs.InputSpec` has the same fields)."""
+  image_size: int
+  num_classes: int
+  input_channels: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,6 +238,7 @@ def flash_cost_model(ssd: str, image_size: int, num_classes: int,
                      input_channels: int) -> Tuple[np.ndarray, float]:
   """`flash_bytes` as an exact linear model (kernel, bias) of a space's
   features, as `macs.macs_cost_model` (`macs.layer_count_model`'s errors)."""
+  from tunas_tf.cost_model import macs  # pylint: disable=g-import-not-at-top
   return macs.layer_count_model(  # The head's: the input's QUANTIZE too.
       mobile.get_search_space(ssd), image_size, num_classes, input_channels,
       lambda layer: _flash(layer_ops(layer)),
