@@ -37,13 +37,6 @@ class RewardStats:
   cost_adjustment: Any
 
 
-def _check_target(target: NumberOrTensor) -> None:
-  """Raises ValueError if `target` is known (statically) to be <= 0."""
-  static = tf.get_static_value(target) if tf.is_tensor(target) else target
-  if static is not None and np.any(np.asarray(static) <= 0):
-    raise ValueError(f'The cost target must be > 0, got target={static}')
-
-
 def _formula(math, quality, cost, target, exponent, kind: str) -> RewardStats:
   """The module docstring's formulas, in `math` (NumPy or `tf.math`)."""
   ratio = cost / target
@@ -64,7 +57,9 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
   (if any input is a tensor) float32 tensors; ValueError for an unknown
   `kind` or a statically known target <= 0."""
   checks.one_of('reward', kind, REWARDS)
-  _check_target(target)
+  static = tf.get_static_value(target) if tf.is_tensor(target) else target
+  if static is not None and np.any(np.asarray(static) <= 0):
+    raise ValueError(f'The cost target must be > 0, got target={static}')
   inputs = (quality, cost, target, exponent)
   if any(tf.is_tensor(x) for x in inputs):
     return _formula(tf.math, *(tf.cast(x, tf.float32) for x in inputs), kind)
