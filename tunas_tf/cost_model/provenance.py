@@ -81,13 +81,6 @@ class Provenance:
     return macs.InputSpec(self.image_size, self.num_classes,
                           self.input_channels)
 
-  @property
-  def named(self) -> bool:
-    """Whether a command's device was given a name (`--device_name`), which
-    is then its identity, whatever the command."""
-    return self.backend == 'command' and not self.device.startswith(
-        'command: ')
-
   def difference(self, other: 'Provenance', keys: Tuple[str, ...] = ()
                  ) -> Optional[str]:
     """'backend='tf', not 'tflite'': the first of `keys` (default all) where
@@ -95,9 +88,10 @@ class Provenance:
     as `normalized_command`s; a named device's command does not count."""
     for key in keys or tuple(f.name for f in dataclasses.fields(self)):
       mine, theirs = getattr(self, key), getattr(other, key)
-      if key == 'device_command' and self.named and self.device == (
-          other.device):
-        continue
+      if key == 'device_command' and self.backend == 'command' and (
+          self.device == other.device) and not self.device.startswith(
+              'command: '):
+        continue  # A named device (`--device_name`): its name is its identity.
       if key in ('device', 'device_command') and mine and theirs:
         mine, theirs = normalized_command(mine), normalized_command(theirs)
       if mine != theirs:
