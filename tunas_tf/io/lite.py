@@ -1,6 +1,5 @@
 """TFLite: the one conversion (float32 or int8), the interpreter (LiteRT's
-where installed: TF 2.16+'s own is deprecated) and TFLite Micro's arena.
-"""
+where installed: TF 2.16+'s own is deprecated) and TFLite Micro's arena."""
 
 from __future__ import annotations
 
@@ -80,8 +79,18 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
       failure = errors.first_line(e)  # Its own lines: the note, the stack.
   if failure is not None:
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
-  if precision == INT8:
-    _check_integer(content)
+  if precision == INT8:  # An op left in float32 (no int8 kernel) sits
+    # between a dequantize and a quantize: the converter keeps such ops.
+    model = interpreter(content)
+    tensors = model.get_tensor_details()
+    ops = model._get_ops_details()  # pylint: disable=protected-access
+    floats = sorted({op['op_name'] for op in ops
+                     if op['op_name'] not in ('DELEGATE', 'DEQUANTIZE') and
+                     any(tensors[i]['dtype'] == np.float32
+                         for i in op['outputs'])})
+    if floats:
+      raise ValueError('the int8 TFLite conversion left ops in float32 (no '
+                       f'int8 kernel): {", ".join(floats)}')
   return _with_signature(content, function) if signature else content
 
 
@@ -120,21 +129,6 @@ def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
   bounds = np.iinfo(details['dtype'])
   return np.clip(np.round(values / scale + zero_point), bounds.min,
                  bounds.max).astype(details['dtype'])
-
-
-def _check_integer(content: bytes) -> None:
-  """Refuses a model where an op left in float32 (no int8 kernel) sits
-  between a dequantize and a quantize: the converter keeps such ops."""
-  model = interpreter(content)
-  tensors = model.get_tensor_details()
-  ops = model._get_ops_details()  # pylint: disable=protected-access
-  floats = sorted({op['op_name'] for op in ops
-                   if op['op_name'] not in ('DELEGATE', 'DEQUANTIZE') and
-                   any(tensors[i]['dtype'] == np.float32
-                       for i in op['outputs'])})
-  if floats:
-    raise ValueError('the int8 TFLite conversion left ops in float32 (no '
-                     f'int8 kernel): {", ".join(floats)}')
 
 
 # ------------------------------------------------------- TFLite Micro
