@@ -1,9 +1,6 @@
-"""Range checks of settings, each failing with one line naming the flag.
-
-The typed configs call these in `__post_init__`, so a setting is checked
-once whether it comes from a flag, a stored config.json or a
-`dataclasses.replace`.
-"""
+"""Range checks of settings, each failing with one line naming the flag; the
+typed configs call these in `__post_init__`, so a setting is checked once
+whether it comes from a flag, a stored config.json or `dataclasses.replace`."""
 
 from __future__ import annotations
 

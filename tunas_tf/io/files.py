@@ -1,9 +1,6 @@
 """File helpers shared by the binaries: atomic writes, checked reads, output
-paths.
-
-Paths go through `tf.io.gfile`, so model directories may be local or on
-Cloud Storage (`gs://...`, as TPU runs need).
-"""
+paths, through `tf.io.gfile`, so model directories may be local or on Cloud
+Storage (`gs://...`, as TPU runs need)."""
 
 from __future__ import annotations
 
@@ -136,12 +133,8 @@ def read_text(path: str) -> str:
 
 
 def read_input(path: str) -> str:
-  """Reads a text file a user named (local or remote).
-
-  Raises:
-    ValueError: 'cannot read {path}: {reason}' (missing, a directory,
-      unreadable).
-  """
+  """Reads a text file a user named (local or remote); ValueError 'cannot
+  read {path}: {reason}' (missing, a directory, unreadable)."""
   tf = _tf()
   try:
     with tf.io.gfile.GFile(path) as f:

@@ -1,6 +1,5 @@
 """Silences what native code prints straight to the process's stdout/stderr
-(the TFLite converter's ~20 lines of "non-converted ops" per conversion).
-"""
+(the TFLite converter's ~20 lines of "non-converted ops" per conversion)."""
 
 from __future__ import annotations
 
