@@ -63,9 +63,8 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
 
 
 def when_stopped(kept: str) -> None:
-  """What a binary stopped by SIGINT or SIGTERM says after 'stopped by
-  SIGINT: ' (what it kept, how to resume); `run` prints it, exit 128 +
-  the signal's number."""
+  """What `run` says after 'stopped by SIGINT: ' (or SIGTERM; exit 128 + the
+  signal's number): what the binary kept, how to resume."""
   _STOP['kept'] = kept
 
 

@@ -102,7 +102,6 @@ def gradients(loss: tf.Tensor, variables: Sequence[tf.Variable],
   """Gradients of `loss` (graph mode), optionally transformed (the barrier)."""
   grads = tf.compat.v1.gradients(loss, list(variables))
   if transform is not None:
-    present = [g for g in grads if g is not None]
-    transformed = iter(transform(present))
+    transformed = iter(transform([g for g in grads if g is not None]))
     grads = [next(transformed) if g is not None else None for g in grads]
   return grads

@@ -106,11 +106,10 @@ class _Draws:
   """A OneOf's random draws, stateless under `seed` (`independent_sample`)."""
 
   def __init__(self, seed: Optional[tf.Tensor]):
-    self._seeds = None
-    if seed is not None:
-      fold_in = tf.random.experimental.stateless_fold_in
-      self._seeds = {kind: fold_in(seed, tf.constant(kind, seed.dtype))
-                     for kind in (_CATEGORICAL_DRAW, _WARMUP_DRAW)}
+    fold_in = tf.random.experimental.stateless_fold_in
+    self._seeds = None if seed is None else {
+        kind: fold_in(seed, tf.constant(kind, seed.dtype))
+        for kind in (_CATEGORICAL_DRAW, _WARMUP_DRAW)}
 
   def _seed(self, kind: int, path: str) -> tf.Tensor:
     seed = self._seeds[kind]

@@ -78,8 +78,7 @@ class SearchTask:
 
   def initial_values(self, objects: Mapping[str, Any]
                      ) -> List[Tuple[tf.Variable, Any]]:
-    """None: a search starts from its seeded initial values."""
-    del objects
+    del objects  # A search starts from its seeded initial values.
     return []
 
   def write_summaries(self, scalars: Mapping[str, Any], step: Any
