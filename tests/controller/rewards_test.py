@@ -84,7 +84,7 @@ class RewardsTest(parameterized.TestCase, tf.test.TestCase):
 
     @tf.function
     def tf_rewards():
-      return [_fields(rewards.tf_compute_reward(*columns, kind))
+      return [_fields(rewards.compute_reward(*columns, kind))
               for kind in rewards.REWARDS]
 
     got = [np.transpose(fields) for fields in tf_rewards()]
@@ -106,7 +106,6 @@ class RewardsTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.named_parameters(
       ('python', rewards.compute_reward, 1.0),
-      ('tf', rewards.tf_compute_reward, 1.0),
       ('tf_dispatch', rewards.compute_reward, tf.constant(1.0)))
   def test_compute_reward_unknown_kind_raises(self, fn, quality):
     regex = (r"Unknown reward 'mnas_soft'; expected one of "
@@ -117,7 +116,7 @@ class RewardsTest(parameterized.TestCase, tf.test.TestCase):
   @parameterized.named_parameters(
       ('python_zero', rewards.compute_reward, 0.0),
       ('python_negative', rewards.compute_reward, -5.0),
-      ('tf_zero', rewards.tf_compute_reward, 0.0),
+      ('tf_zero', rewards.compute_reward, tf.constant(0.0)),
       ('tf_constant_negative', rewards.compute_reward, tf.constant(-5.0)))
   def test_compute_reward_non_positive_target_raises(self, fn, target):
     with self.assertRaisesRegex(ValueError, r'target must be > 0.*target=-?\d'):

@@ -58,11 +58,12 @@ class ProvenanceTest(absltest.TestCase):
 
   def test_a_named_device_is_its_name_whatever_its_command(self):
     phone = provenance.Provenance(**dict(COMMAND, device='pixel7'))
-    self.assertTrue(phone.named)
-    self.assertFalse(provenance.Provenance(**COMMAND).named)
     moved = provenance.Provenance(**dict(COMMAND, device='pixel7',
                                          device_command='adb -s 2 {model}'))
     self.assertIsNone(phone.difference(moved))
+    unnamed = provenance.Provenance(**COMMAND)  # Its command is its identity.
+    self.assertIn('device_command=', unnamed.difference(dataclasses.replace(
+        unnamed, device_command='adb -s 2 {model}')))
     self.assertEqual(phone.difference(dataclasses.replace(moved,
                                                           device='pixel8')),
                      "device='pixel7', not 'pixel8'")

@@ -24,8 +24,6 @@ from tunas_tf.search_space import mobile
 # resume (`when_stopped`).
 _STOP = {'signal': 'SIGINT', 'kept': 'its files are written whole or not at '
          'all; the same command runs it again'}
-_SHORT_HELP = ('--help', '-help', '-h', '-?', '--helpshort')
-_FULL_HELP = ('--helpfull', '-helpfull')
 
 
 def run(main: Callable, define_flags: Callable[[], None]) -> None:
@@ -39,11 +37,10 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
   # `adopt_module_key_flags` from the binary's module).
   for flag in flags.FLAGS.get_key_flags_for_module(__name__):
     flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  args = sys.argv[1:]
-  if any(a in _FULL_HELP for a in args):
-    app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
-  if any(a in _SHORT_HELP for a in args):
-    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
+  for short, names in ((False, {'--helpfull', '-helpfull'}),
+                       (True, {'--help', '-help', '-h', '-?', '--helpshort'})):
+    if names.intersection(sys.argv[1:]):
+      app.usage(shorthelp=short, writeto_stdout=True, exitcode=0)
 
   def main_quietly(argv):
     process.quiet_python_log(flags.FLAGS['verbosity'].present)
@@ -66,9 +63,8 @@ def run(main: Callable, define_flags: Callable[[], None]) -> None:
 
 
 def when_stopped(kept: str) -> None:
-  """What a binary stopped by SIGINT or SIGTERM says after 'stopped by
-  SIGINT: ' (what it kept, how to resume); `run` prints it, exit 128 +
-  the signal's number."""
+  """What `run` says after 'stopped by SIGINT: ' (or SIGTERM; exit 128 + the
+  signal's number): what the binary kept, how to resume."""
   _STOP['kept'] = kept
 
 

@@ -125,13 +125,9 @@ def exit_now(code) -> None:
   """Ends the process as `sys.exit(code)` would (non-daemon threads joined,
   `atexit` handlers run, streams flushed) but by `os._exit`, skipping the
   teardown (bench/DECISIONS.md). Call it once `main`'s files are closed."""
-  if code is None:
-    status = 0
-  elif isinstance(code, int):
-    status = code
-  else:
+  if not isinstance(code, (int, type(None))):
     print(code, file=sys.stderr)
-    status = 1
+    code = 1
   for thread in threading.enumerate():
     if thread is not threading.current_thread() and not thread.daemon:
       thread.join()
@@ -141,4 +137,4 @@ def exit_now(code) -> None:
       stream.flush()
     except (OSError, ValueError):  # Closed, or its reader gone.
       pass
-  os._exit(status)  # pylint: disable=protected-access
+  os._exit(code or 0)  # pylint: disable=protected-access

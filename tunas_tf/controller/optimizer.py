@@ -34,28 +34,22 @@ class ControllerAdam(tf.Module):
     self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
     # Slots are named after their variables (`<name>/m/<variable name>`), so
     # checkpoints do not depend on the order the variables come in.
-    slot_names = [v.name.split(':')[0] for v in self._variables]
     with self.name_scope:
-      # Callable initial values: made outside any control-flow context (a
-      # TPU or XLA compile context refuses a tensor made inside it).
-      zeros = lambda v: functools.partial(tf.zeros, v.shape, v.dtype)
-      self.m = [tf.Variable(zeros(v), trainable=False,
-                            name=f'm/{n}') for v, n in zip(variables,
-                                                           slot_names)]
-      self.v = [tf.Variable(zeros(v), trainable=False,
-                            name=f'v/{n}') for v, n in zip(variables,
-                                                           slot_names)]
-      self.beta1_power = tf.Variable(beta1, trainable=False, dtype=tf.float32,
-                                     name='beta1_power')
-      self.beta2_power = tf.Variable(beta2, trainable=False, dtype=tf.float32,
-                                     name='beta2_power')
+      # Callable initial values, as `reinforce.Controller`'s.
+      self.m, self.v = ([
+          tf.Variable(functools.partial(tf.zeros, v.shape, v.dtype),
+                      trainable=False, name=f"{slot}/{v.name.split(':')[0]}")
+          for v in self._variables] for slot in 'mv')
+      self.beta1_power, self.beta2_power = (
+          tf.Variable(beta, trainable=False, dtype=tf.float32,
+                      name=f'beta{k}_power')
+          for k, beta in ((1, beta1), (2, beta2)))
 
   def apply(self, grads: Sequence[tf.Tensor], learning_rate,
-            global_step: Optional[tf.Variable],
             regularization_grads: Optional[Sequence[tf.Tensor]] = None,
             active: Optional[tf.Tensor] = None) -> tf.Operation:
-    """One step, in the per-replica step (moments average over replicas),
-    then `global_step` += 1 unless None (`runtime.distribute` counts itself).
+    """One step, in the per-replica step (moments average over replicas);
+    the engine counts the global step.
 
     Args:
       grads: per-replica gradients, one per variable (None counts as zero).
@@ -91,11 +85,7 @@ class ControllerAdam(tf.Module):
     with tf.control_dependencies(updates):
       powers = [_assign(power, power * beta, active) for power, beta in (
           (self.beta1_power, self._beta1), (self.beta2_power, self._beta2))]
-    if global_step is None:
-      return tf.group(*powers)
-    with tf.control_dependencies(powers):
-      increment = global_step.assign_add(1)
-    return increment.op if hasattr(increment, 'op') else increment
+    return tf.group(*powers)
 
 
 def _subtract(variable: tf.Variable, delta: tf.Tensor,
@@ -112,7 +102,6 @@ def gradients(loss: tf.Tensor, variables: Sequence[tf.Variable],
   """Gradients of `loss` (graph mode), optionally transformed (the barrier)."""
   grads = tf.compat.v1.gradients(loss, list(variables))
   if transform is not None:
-    present = [g for g in grads if g is not None]
-    transformed = iter(transform(present))
+    transformed = iter(transform([g for g in grads if g is not None]))
     grads = [next(transformed) if g is not None else None for g in grads]
   return grads

@@ -27,12 +27,6 @@ Seed = Union[None, Sequence[int], tf.Tensor]
 _CATEGORICAL_DRAW, _WARMUP_DRAW = 1, 2
 
 
-def _variable_name(path: str) -> str:
-  """`logits/<path>`, with characters TF does not allow in names replaced."""
-  name = f'logits/{path}' if path else 'logits'
-  return re.sub(r'[^A-Za-z0-9_.\-/]', '_', name)
-
-
 class DistInfo(NamedTuple):
   """A sample's scalar float32 log-prob (under the warm-up rule) and exact
   entropy, both summed over active OneOfs; logits / temperature by path and
@@ -58,7 +52,10 @@ class Controller(tf.Module):
     # made inside it as a variable's initial value).
     self._logits = [
         tf.Variable(functools.partial(tf.zeros, [n], tf.float32),
-                    trainable=True, name=_variable_name(path))
+                    trainable=True,
+                    # `logits/<path>`, characters TF refuses replaced.
+                    name=re.sub(r'[^A-Za-z0-9_.\-/]', '_',
+                                f'logits/{path}' if path else 'logits'))
         for path, n in zip(self.paths, self.num_choices)]
 
   @property
@@ -69,22 +66,18 @@ class Controller(tf.Module):
   def check_compatible(self, spec: Any) -> None:
     """Raises ValueError, naming the first path or size that differs, unless
     `spec` has this controller's OneOfs."""
-    entries = schema.flatten_with_paths(spec)
-    found = [(path, len(oneof.choices)) for path, oneof in entries]
+    found = [(path, len(oneof.choices))
+             for path, oneof in schema.flatten_with_paths(spec)]
     mine = list(zip(self.paths, self.num_choices))
     if found != mine:
       diff = next((i for i, (a, b) in enumerate(zip(found, mine)) if a != b),
                   min(len(found), len(mine)))
-      got = found[diff] if diff < len(found) else None
-      want = mine[diff] if diff < len(mine) else None
+      got, want = (pairs[diff] if diff < len(pairs) else None
+                   for pairs in (found, mine))
       raise ValueError(
           f'Controller does not match the spec: OneOf {diff} (path, choices) '
           f'is {got} in the spec but {want} in the controller '
           f'({len(found)} vs {len(mine)} OneOfs)')
-
-  def argmax_indices(self) -> List[int]:
-    """The final architecture: argmax of each OneOf's logits (eager only)."""
-    return argmax_indices(self.logits_by_path)
 
 
 def _check_probability(value: Probability, name: str) -> Probability:
@@ -113,11 +106,10 @@ class _Draws:
   """A OneOf's random draws, stateless under `seed` (`independent_sample`)."""
 
   def __init__(self, seed: Optional[tf.Tensor]):
-    self._seeds = None
-    if seed is not None:
-      fold_in = tf.random.experimental.stateless_fold_in
-      self._seeds = {kind: fold_in(seed, tf.constant(kind, seed.dtype))
-                     for kind in (_CATEGORICAL_DRAW, _WARMUP_DRAW)}
+    fold_in = tf.random.experimental.stateless_fold_in
+    self._seeds = None if seed is None else {
+        kind: fold_in(seed, tf.constant(kind, seed.dtype))
+        for kind in (_CATEGORICAL_DRAW, _WARMUP_DRAW)}
 
   def _seed(self, kind: int, path: str) -> tf.Tensor:
     seed = self._seeds[kind]
@@ -127,12 +119,10 @@ class _Draws:
   def categorical(self, logits: tf.Tensor, path: str) -> tf.Tensor:
     """Scalar int32 index drawn from softmax(logits) (rank-1 logits)."""
     if self._seeds is None:
-      index = tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)
-    else:
-      index = tf.random.stateless_categorical(
-          logits[tf.newaxis], 1, self._seed(_CATEGORICAL_DRAW, path),
-          dtype=tf.int32)
-    return index[0, 0]
+      return tf.random.categorical(logits[tf.newaxis], 1, dtype=tf.int32)[0, 0]
+    return tf.random.stateless_categorical(
+        logits[tf.newaxis], 1, self._seed(_CATEGORICAL_DRAW, path),
+        dtype=tf.int32)[0, 0]
 
   def uniform(self, path: str) -> tf.Tensor:
     """Scalar float32 u ~ U(0, 1), the warm-up draw."""
@@ -151,10 +141,9 @@ def _replace_with_probability(mask: tf.Tensor, log_prob: tf.Tensor,
     return mask, log_prob
   probability = tf.convert_to_tensor(probability, tf.float32)
   replace = tf.less(uniform(), probability)
-  new_mask = tf.where(replace, replacement, mask)
-  new_log_prob = tf.where(replace, tf.math.log(probability),
-                          tf.math.log(1.0 - probability) + log_prob)
-  return new_mask, new_log_prob
+  return (tf.where(replace, replacement, mask),
+          tf.where(replace, tf.math.log(probability),
+                   tf.math.log(1.0 - probability) + log_prob))
 
 
 def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
@@ -165,10 +154,8 @@ def _draw_mask(oneof: schema.OneOf, path: str, logits: tf.Tensor,
   """(rank-1 float32 mask, its log-prob) drawn from softmax(logits), warm-up
   rules applied."""
   n = len(oneof.choices)
-  if n == 1:
-    mask = tf.ones([1], tf.float32)
-  else:
-    mask = tf.one_hot(draws.categorical(logits, path), n, dtype=tf.float32)
+  mask = tf.ones([1], tf.float32) if n == 1 else tf.one_hot(
+      draws.categorical(logits, path), n, dtype=tf.float32)
   log_prob = tf.reduce_sum(mask * log_softmax)
   uniform = functools.partial(draws.uniform, path)
   if oneof.tag == schema.OP_TAG:
@@ -203,10 +190,8 @@ def uniform_sample(spec: Any,
 
   def draw(path: str, oneof: schema.OneOf) -> tf.Tensor:
     logits = tf.zeros([len(oneof.choices)], tf.float32)
-    mask, _ = _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits),
-                         draws, increase_ops_probability,
-                         increase_filters_probability)
-    return mask
+    return _draw_mask(oneof, path, logits, tf.nn.log_softmax(logits), draws,
+                      increase_ops_probability, increase_filters_probability)[0]
 
   return schema.with_masks(spec, draw)
 
@@ -222,7 +207,6 @@ def independent_sample(
     temperature: Union[float, tf.Tensor] = 1.0,
     *,
     controller: Optional[Controller] = None,
-    hierarchical: bool = True,
     seed: Seed = None,
 ) -> Tuple[Any, DistInfo]:
   """Samples an architecture, one independent categorical per OneOf.
@@ -231,8 +215,8 @@ def independent_sample(
   uniform vector (op tag, p = `increase_ops_probability`) or the one-hot of
   the largest choice (filters tag, `increase_filters_probability`), log-prob
   log(p); else the sample stays, log-prob log(1 - p) + log pi(a). A OneOf
-  under a choice with |mask| <= `ACTIVE_THRESHOLD` is inactive; with
-  `hierarchical` (the original's default) only active ones count.
+  under a choice with |mask| <= `ACTIVE_THRESHOLD` is inactive: only active
+  ones count (the original's `hierarchical`).
 
   Args:
     temperature: positive scalar; the distribution is softmax(logits / T).
@@ -289,7 +273,7 @@ def independent_sample(
   sample_log_prob, entropy = zero, zero
   for path in controller.paths:
     enclosing = [(parent, i) for parent, i in schema.enclosing_choices(path)
-                 if hierarchical and parent in masks]
+                 if parent in masks]
     if not enclosing:
       sample_log_prob += log_probs[path]
       entropy += entropies[path]
@@ -305,29 +289,18 @@ def independent_sample(
                            logits_by_tag=logits_by_tag, controller=controller)
 
 
-def argmax_indices(logits_by_path: Mapping[str, Any],
-                   spec: Any = None) -> List[int]:
+def argmax_indices(logits_by_path: Mapping[str, Any], spec: Any) -> List[int]:
   """The first argmax of each OneOf's concrete logits, in `spec`'s visit
-  order if given (else the mapping's); ValueError for a OneOf of `spec`
-  without logits or with logits of the wrong length."""
-  if spec is None:
-    order = [(path, None) for path in logits_by_path]
-  else:
-    order = [(path, len(o.choices))
-             for path, o in schema.flatten_with_paths(spec)]
+  order; ValueError for a OneOf of `spec` without logits or with logits of
+  the wrong length."""
   indices = []
-  for path, n in order:
+  for path, oneof in schema.flatten_with_paths(spec):
+    n = len(oneof.choices)
     if path not in logits_by_path:
       raise ValueError(f'argmax_indices: no logits for the OneOf at {path!r}')
     values = np.asarray(logits_by_path[path]).reshape(-1)
-    if n is not None and values.shape[0] != n:
+    if values.shape[0] != n:
       raise ValueError(f'argmax_indices: logits at {path!r} have '
                        f'{values.shape[0]} entries; the OneOf has {n} choices')
     indices.append(int(np.argmax(values)))
   return indices
-
-
-def argmax_architecture(spec: Any, logits_by_path: Mapping[str, Any]) -> Any:
-  """`spec` pruned to the argmax of each OneOf's logits (ValueError as
-  `argmax_indices`)."""
-  return schema.prune(spec, argmax_indices(logits_by_path, spec))

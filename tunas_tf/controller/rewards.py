@@ -25,7 +25,6 @@ REWARDS = (REWARD_ABS, REWARD_MNAS, REWARD_MNAS_HARD)
 # whatever the cost term's exponent (which may be 0).
 LIMIT_EXPONENT = -1.0
 
-Number = Union[float, np.ndarray]
 NumberOrTensor = Union[float, np.ndarray, tf.Tensor]
 
 
@@ -36,17 +35,6 @@ class RewardStats:
   reward: Any
   cost_ratio: Any
   cost_adjustment: Any
-
-
-def _check_target(target: NumberOrTensor) -> None:
-  """Raises ValueError if `target` is known (statically) to be <= 0."""
-  static = tf.get_static_value(target) if tf.is_tensor(target) else target
-  if static is not None and np.any(np.asarray(static) <= 0):
-    raise ValueError(f'The cost target must be > 0, got target={static}')
-
-
-def _to_python(value: np.ndarray) -> Number:
-  return float(value) if np.ndim(value) == 0 else value
 
 
 def _formula(math, quality, cost, target, exponent, kind: str) -> RewardStats:
@@ -66,23 +54,15 @@ def compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
                    kind: str) -> RewardStats:
   """The module docstring's reward of Q `quality`, c `cost`, T `target` (> 0)
   and beta `exponent`: `RewardStats` of Python floats, float64 arrays, or
-  float32 tensors if any input is one; ValueError for an unknown `kind` or a
-  statically known target <= 0."""
-  if any(tf.is_tensor(x) for x in (quality, cost, target, exponent)):
-    return tf_compute_reward(quality, cost, target, exponent, kind)
+  (if any input is a tensor) float32 tensors; ValueError for an unknown
+  `kind` or a statically known target <= 0."""
   checks.one_of('reward', kind, REWARDS)
-  _check_target(target)
-  stats = _formula(np, *(np.asarray(x, np.float64)
-                         for x in (quality, cost, target, exponent)), kind)
-  return RewardStats(*(_to_python(v) for v in dataclasses.astuple(stats)))
-
-
-def tf_compute_reward(quality: NumberOrTensor, cost: NumberOrTensor,
-                      target: NumberOrTensor, exponent: NumberOrTensor,
-                      kind: str) -> RewardStats:
-  """`compute_reward` on inputs cast to float32: `RewardStats` of float32
-  tensors; ValueError as `compute_reward`."""
-  checks.one_of('reward', kind, REWARDS)
-  _check_target(target)
-  return _formula(tf.math, *(tf.cast(x, tf.float32)
-                             for x in (quality, cost, target, exponent)), kind)
+  static = tf.get_static_value(target) if tf.is_tensor(target) else target
+  if static is not None and np.any(np.asarray(static) <= 0):
+    raise ValueError(f'The cost target must be > 0, got target={static}')
+  inputs = (quality, cost, target, exponent)
+  if any(tf.is_tensor(x) for x in inputs):
+    return _formula(tf.math, *(tf.cast(x, tf.float32) for x in inputs), kind)
+  stats = _formula(np, *(np.asarray(x, np.float64) for x in inputs), kind)
+  return RewardStats(*(float(v) if np.ndim(v) == 0 else v
+                       for v in dataclasses.astuple(stats)))

@@ -37,15 +37,6 @@ class ArenaModel:
   lowest: int
 
 
-def _live_peak(lite: List[memory.LiteOp], input_bytes: int) -> int:
-  """The most bytes live at one op of a layer's ops (none: 0): what the
-  planner needs at least."""
-  buffers, first, last = memory.lifetimes(
-      lite, [input_bytes] + [op.output for op in lite])
-  return max([sum(b for b, f, l in zip(buffers, first, last) if f <= t <= l)
-              for t in range(len(lite))], default=0)
-
-
 def _layout(patterns: List[list]):
   """`ArenaModel`'s `first`, `reads`, `takes_input` and `start`, and where
   each layer's slots and each op slot's scratch buffers begin, from each
@@ -87,8 +78,12 @@ def arena_model(ssd: str, image_size: int, num_classes: int,
   layers: Dict[str, list] = {}  # Name -> [its ops, smallest live bytes].
 
   def record(key, lite, input_bytes):
-    pattern, peak = [(op.inputs, len(memory.scratch(op))) for op in lite], (
-        _live_peak(lite, input_bytes))
+    pattern = [(op.inputs, len(memory.scratch(op))) for op in lite]
+    # The most bytes live at one of its ops: what the planner needs at least.
+    lives = list(zip(*memory.lifetimes(
+        lite, [input_bytes] + [op.output for op in lite])))
+    peak = max([sum(b for b, f, l in lives if f <= t <= l)
+                for t in range(len(lite))], default=0)
     seen = layers.setdefault(key, [pattern, peak])
     if lite and seen[0] and pattern != seen[0]:
       raise ValueError(f'arena model: the choices of {key} make different '

@@ -38,7 +38,7 @@ FLASH_CHANNEL, FLASH_CONV, FLASH_OP, FLASH_FIXED = 28, 600, 276, 816
 
 
 class Shape(NamedTuple):
-  """The input (`Shape` has the same fields; either does)."""
+  """The input (TensorFlow-free: `macs.InputSpec` has the same fields)."""
   image_size: int
   num_classes: int
   input_channels: int
@@ -89,10 +89,8 @@ class _Ops:
         x, size = self.part(x, child, size)
       return x, size
     if isinstance(part, structure.Residual):
-      y, size = self.part(x, part.layer, size)
-      if y == x:
-        return x, size
-      return self.add('ADD', [y, x], self.sizes[x]), size
+      y, size = self.part(x, part.layer, size)  # A skipped layer adds none.
+      return (x if y == x else self.add('ADD', [y, x], self.sizes[x])), size
     out = part.out_size(size)
     if isinstance(part, (structure.Conv, structure.Depthwise)) and (
         getattr(part, 'activation', None) in _FUSED):
@@ -194,21 +192,15 @@ MODEL_BOOKKEEPING = np.array([2 * ALLOCATION_INFO + PLANNER_BUFFER,
                               TAIL_FIXED + 2 * EVAL_TENSOR + 2 * IO_TENSOR])
 
 
-def arena_parts(pruned: ops.ConvTowerSpec, shape: Shape
-                ) -> Tuple[int, int]:
-  """(head, tail) of TFLite Micro's arena for the int8 model: the planned
-  activations and scratch buffers (or, if larger, the planner's own
-  temporary arrays), and the persistent bookkeeping."""
-  lite, sizes = lite_ops(pruned, shape)
-  planning, tail = sum((bookkeeping(op) for op in lite), MODEL_BOOKKEEPING)
-  return (max(greedy_plan(*lifetimes(lite, sizes)), align(int(planning))),
-          align(int(tail)))
-
-
 def arena_bytes(pruned: ops.ConvTowerSpec, shape: Shape) -> int:
   """The tensor arena (bytes) TFLite Micro needs for the int8 model of a
-  pruned spec at `shape`: `arena_parts`' sum (`lite_ops`' errors)."""
-  return sum(arena_parts(pruned, shape))
+  pruned spec at `shape` (`lite_ops`' errors): the planned activations and
+  scratch buffers (or, if larger, the planner's own temporary arrays), plus
+  the persistent bookkeeping."""
+  lite, sizes = lite_ops(pruned, shape)
+  planning, tail = sum((bookkeeping(op) for op in lite), MODEL_BOOKKEEPING)
+  return (max(greedy_plan(*lifetimes(lite, sizes)), align(int(planning))) +
+          align(int(tail)))
 
 
 def _flash(lite: Sequence[LiteOp]) -> int:

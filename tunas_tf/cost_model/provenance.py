@@ -57,23 +57,20 @@ class Provenance:
     names = [f.name for f in dataclasses.fields(cls)]
     record = records.from_dict(cls, data, source, ignored=NOTES,
                                hint=f'; a provenance has {names}')
-    record._check(source)
-    return record
-
-  def _check(self, source: str) -> None:
-    for name in SHAPE + (() if self.num_threads is None else
+    for name in SHAPE + (() if record.num_threads is None else
                          ('num_threads',)):
-      checks.number(name, getattr(self, name), 1, integer=True,
+      checks.number(name, getattr(record, name), 1, integer=True,
                     prefix=f'{source}: ')
     for name, allowed in (('backend', BACKENDS), ('precision', PRECISIONS)):
-      if getattr(self, name) not in allowed:
+      if getattr(record, name) not in allowed:
         raise ValueError(f'{source}: unknown {name} '
-                         f'{getattr(self, name)!r}; expected one of '
+                         f'{getattr(record, name)!r}; expected one of '
                          f'{list(allowed)}')
-    if (self.backend == 'command') != bool(self.device_command):
-      raise ValueError(f'{source}: backend {self.backend!r} with '
-                       f'device_command {self.device_command!r} (a command '
+    if (record.backend == 'command') != bool(record.device_command):
+      raise ValueError(f'{source}: backend {record.backend!r} with '
+                       f'device_command {record.device_command!r} (a command '
                        "is backend 'command', and only it)")
+    return record
 
   def as_dict(self) -> Dict[str, Any]:
     """Every key (JSON: `cpus` a list)."""
@@ -84,13 +81,6 @@ class Provenance:
     return macs.InputSpec(self.image_size, self.num_classes,
                           self.input_channels)
 
-  @property
-  def named(self) -> bool:
-    """Whether a command's device was given a name (`--device_name`), which
-    is then its identity, whatever the command."""
-    return self.backend == 'command' and not self.device.startswith(
-        'command: ')
-
   def difference(self, other: 'Provenance', keys: Tuple[str, ...] = ()
                  ) -> Optional[str]:
     """'backend='tf', not 'tflite'': the first of `keys` (default all) where
@@ -98,9 +88,10 @@ class Provenance:
     as `normalized_command`s; a named device's command does not count."""
     for key in keys or tuple(f.name for f in dataclasses.fields(self)):
       mine, theirs = getattr(self, key), getattr(other, key)
-      if key == 'device_command' and self.named and self.device == (
-          other.device):
-        continue
+      if key == 'device_command' and self.backend == 'command' and (
+          self.device == other.device) and not self.device.startswith(
+              'command: '):
+        continue  # A named device (`--device_name`): its name is its identity.
       if key in ('device', 'device_command') and mine and theirs:
         mine, theirs = normalized_command(mine), normalized_command(theirs)
       if mine != theirs:
@@ -116,10 +107,6 @@ def normalized_command(command: str) -> str:
     tokens = shlex.split(command)
   except ValueError:
     return command
-  normalized = []
-  for token in tokens:
-    head, sep, value = token.rpartition('=')
-    if value.startswith(('/', './', '../')):
-      value = os.path.normpath(value)
-    normalized.append(head + sep + value)
-  return shlex.join(normalized)
+  parts = [token.rpartition('=') for token in tokens]
+  return shlex.join(head + sep + (os.path.normpath(value) if value.startswith(
+      ('/', './', '../')) else value) for head, sep, value in parts)

@@ -1,9 +1,6 @@
-"""Range checks of settings, each failing with one line naming the flag.
-
-The typed configs call these in `__post_init__`, so a setting is checked
-once whether it comes from a flag, a stored config.json or a
-`dataclasses.replace`.
-"""
+"""Range checks of settings, each failing with one line naming the flag; the
+typed configs call these in `__post_init__`, so a setting is checked once
+whether it comes from a flag, a stored config.json or `dataclasses.replace`."""
 
 from __future__ import annotations
 
@@ -14,23 +11,6 @@ from typing import Any, Optional, Sequence
 
 # The largest seed: TF graph seeds and NumPy's RandomState both take it.
 MAX_SEED = 2**31 - 1
-
-
-def _show(bound: float) -> str:
-  return str(bound) if isinstance(bound, int) else f'{bound:g}'
-
-
-def _bound(low: Optional[float], high: Optional[float], low_open: bool,
-           high_open: bool) -> str:
-  """'in [0, 1)', '> 0', '>= 0', '<= 0' or 'a number'."""
-  if low is None and high is None:
-    return 'a number'
-  if low is not None and high is not None:
-    return (f"in {'(' if low_open else '['}{_show(low)}, {_show(high)}"
-            f"{')' if high_open else ']'}")
-  if low is not None:
-    return f"{'>' if low_open else '>='} {_show(low)}"
-  return f"{'<' if high_open else '<='} {_show(high)}"
 
 
 def is_number(value: Any) -> bool:
@@ -58,9 +38,16 @@ def number(name: str, value: Any, low: Optional[float] = None,
       {value!r}', or '{prefix}{name} must be a finite number, got nan'.
   """
   kind = 'an integer ' if integer else ''
-  bound = _bound(low, high, low_open, high_open)
-  if integer and low is None and high is None:
-    kind, bound = '', 'an integer'
+  show = lambda b: str(b) if isinstance(b, int) else f'{b:g}'
+  if low is not None and high is not None:
+    bound = (f"in {'(' if low_open else '['}{show(low)}, {show(high)}"
+             f"{')' if high_open else ']'}")
+  elif low is not None:
+    bound = f"{'>' if low_open else '>='} {show(low)}"
+  elif high is not None:
+    bound = f"{'<' if high_open else '<='} {show(high)}"
+  else:
+    kind, bound = '', kind.strip() or 'a number'
   if isinstance(value, bool) or not isinstance(
       value, numbers.Integral if integer else numbers.Real):
     raise ValueError(f'{prefix}{name} must be {kind}{bound}, got {value!r}')

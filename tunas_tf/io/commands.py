@@ -1,6 +1,5 @@
 """The command lines the binaries suggest ('Next: ...'), with the interpreter
-that is running (a virtualenv's has the package; `python` on PATH may not).
-"""
+that is running (a virtualenv's has the package; `python` on PATH may not)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,11 @@ import sys
 def python() -> str:
   """The running interpreter as a command: relative to the working
   directory when under it, else absolute; `python` when unknown."""
-  executable = sys.executable
-  if not executable:
+  if not sys.executable:
     return 'python'
-  relative = os.path.relpath(executable)
+  relative = os.path.relpath(sys.executable)
   if relative.startswith(os.pardir + os.sep):
-    return executable
+    return sys.executable
   return relative if os.sep in relative else os.path.join(os.curdir, relative)
 
 

@@ -15,9 +15,8 @@ def one_line(error: Any) -> str:
   """`error` (an exception or text) with its white space folded to single
   spaces; an exception without a message gives its type's name."""
   text = ' '.join(str(error).split())
-  if not text and isinstance(error, BaseException):
-    return type(error).__name__
-  return text
+  return text or (type(error).__name__ if isinstance(error, BaseException)
+                  else text)
 
 
 def first_line(error: Any) -> str:

@@ -1,9 +1,6 @@
 """File helpers shared by the binaries: atomic writes, checked reads, output
-paths.
-
-Paths go through `tf.io.gfile`, so model directories may be local or on
-Cloud Storage (`gs://...`, as TPU runs need).
-"""
+paths, through `tf.io.gfile`, so model directories may be local or on Cloud
+Storage (`gs://...`, as TPU runs need)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import io
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 import uuid
 
 def _tf():
@@ -33,7 +30,8 @@ def abspath(path: str) -> str:
   return path if is_remote(path) else os.path.abspath(path)
 
 
-def _write(data: Any, path: str, mode: str) -> None:
+def write_bytes(data: bytes, path: str) -> None:
+  """Writes `data` to `path` (and its directory) by a rename: atomically."""
   gfile = _tf().io.gfile
   directory = os.path.dirname(path)
   if directory:
@@ -41,23 +39,18 @@ def _write(data: Any, path: str, mode: str) -> None:
   # A new object per writer: two writers never share one, and some
   # filesystems (ram://) append to an existing file opened for writing.
   tmp = f'{path}.{uuid.uuid4().hex}.tmp'
-  with gfile.GFile(tmp, mode) as f:
+  with gfile.GFile(tmp, 'wb') as f:
     f.write(data)
   gfile.rename(tmp, path, overwrite=True)
 
 
 def write_text(text: str, path: str) -> None:
-  """Writes `text` to `path` (and its directory) by a rename: atomically."""
-  _write(text, path, 'w')
-
-
-def write_bytes(data: bytes, path: str) -> None:
-  """Writes `data` to `path` atomically (see `write_text`)."""
-  _write(data, path, 'wb')
+  """`write_bytes` of `text` in UTF-8."""
+  write_bytes(text.encode(), path)
 
 
 def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
-  """Saves a matplotlib `figure` as a PNG at `path` (see `write_text`),
+  """Saves a matplotlib `figure` as a PNG at `path` (`write_bytes`),
   drawn into memory so that `path` may be remote."""
   buffer = io.BytesIO()
   figure.savefig(buffer, format='png', **savefig_args)
@@ -65,7 +58,7 @@ def write_png(figure: Any, path: str, **savefig_args: Any) -> None:
 
 
 def write_json(value: Any, path: str, sort_keys: bool = False) -> None:
-  """Writes `value` as indented JSON atomically (see `write_text`)."""
+  """Writes `value` as indented JSON atomically (`write_text`)."""
   write_text(json.dumps(value, indent=1, sort_keys=sort_keys) + '\n', path)
 
 
@@ -140,12 +133,8 @@ def read_text(path: str) -> str:
 
 
 def read_input(path: str) -> str:
-  """Reads a text file a user named (local or remote).
-
-  Raises:
-    ValueError: 'cannot read {path}: {reason}' (missing, a directory,
-      unreadable).
-  """
+  """Reads a text file a user named (local or remote); ValueError 'cannot
+  read {path}: {reason}' (missing, a directory, unreadable)."""
   tf = _tf()
   try:
     with tf.io.gfile.GFile(path) as f:
@@ -166,38 +155,32 @@ def read_json(path: str) -> Any:
     raise ValueError(f'{path} is not valid JSON ({e})') from None
 
 
-def _nearest_existing(path: str) -> str:
-  """`path` or its nearest ancestor that exists (local paths)."""
-  path = os.path.abspath(path)
-  while not os.path.lexists(path):
-    path = os.path.dirname(path)
-  return path
-
-
-def _directory_problem(path: str) -> Optional[str]:
-  """Why a local `path` cannot be used as an output directory, or None."""
-  found = _nearest_existing(path)
-  if found == os.path.abspath(path):
-    if not os.path.isdir(found):
-      return 'is a file, not a directory'
-    return None if os.access(found, os.W_OK | os.X_OK) else 'is not writable'
+def _directory_problem(path: str) -> Optional[Tuple[str, str]]:
+  """(the local `path` or its nearest existing ancestor, 'is a file' or 'is
+  not writable') if `path` cannot be used as an output directory, else None."""
+  found = os.path.abspath(path)
+  while not os.path.lexists(found):
+    found = os.path.dirname(found)
   if not os.path.isdir(found):
-    return f'cannot be created: {found} is a file'
-  if not os.access(found, os.W_OK | os.X_OK):
-    return f'cannot be created: {found} is not writable'
-  return None
+    return found, 'is a file'
+  return None if os.access(found, os.W_OK | os.X_OK) else (
+      found, 'is not writable')
 
 
 def check_output_dir(path: str, flag: str) -> None:
   """ValueError '{flag}={path} is a file, not a directory' (or is not
   writable, or cannot be created) unless `path` is a writable directory or
   can be created as one; creates nothing (a remote path: not a file)."""
-  if not is_remote(path):
-    problem = _directory_problem(path)
-  else:
+  if is_remote(path):
     gfile = _tf().io.gfile
     problem = ('is a file, not a directory'
                if gfile.exists(path) and not gfile.isdir(path) else None)
+  else:
+    found, problem = _directory_problem(path) or (None, None)
+    if found != os.path.abspath(path) and problem:
+      problem = f'cannot be created: {found} {problem}'
+    elif problem == 'is a file':
+      problem = 'is a file, not a directory'
   if problem:
     raise ValueError(f'{flag}={path} {problem}')
 
@@ -212,10 +195,6 @@ def check_output_file(path: str, flag: str) -> None:
   if _tf().io.gfile.isdir(path):
     raise ValueError(f'{flag}={path} is a directory, not a file')
   directory = os.path.dirname(path)
-  if directory and not is_remote(path):
-    problem = _directory_problem(directory)
-    if problem:
-      found = _nearest_existing(directory)
-      reason = ('is a file' if not os.path.isdir(found) else
-                'is not writable')
-      raise ValueError(f'{flag}={path} cannot be written: {found} {reason}')
+  problem = directory and not is_remote(path) and _directory_problem(directory)
+  if problem:
+    raise ValueError(f'{flag}={path} cannot be written: {" ".join(problem)}')

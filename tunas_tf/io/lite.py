@@ -1,6 +1,5 @@
 """TFLite: the one conversion (float32 or int8), the interpreter (LiteRT's
-where installed: TF 2.16+'s own is deprecated) and TFLite Micro's arena.
-"""
+where installed: TF 2.16+'s own is deprecated) and TFLite Micro's arena."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def interpreter(model_content: bytes, num_threads: Optional[int] = None,
     make, resolvers = litert.Interpreter, litert.OpResolverType
   except ImportError:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    make = tf.lite.Interpreter
-    resolvers = tf.lite.experimental.OpResolverType
+    make, resolvers = tf.lite.Interpreter, tf.lite.experimental.OpResolverType
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=_DELETION_WARNING)
     return make(
@@ -81,8 +79,18 @@ def convert(function: Any, trackable: Any, precision: str = FLOAT32,
       failure = errors.first_line(e)  # Its own lines: the note, the stack.
   if failure is not None:
     raise ValueError(f'the {precision} TFLite conversion failed: {failure}')
-  if precision == INT8:
-    _check_integer(content)
+  if precision == INT8:  # An op left in float32 (no int8 kernel) sits
+    # between a dequantize and a quantize: the converter keeps such ops.
+    model = interpreter(content)
+    tensors = model.get_tensor_details()
+    ops = model._get_ops_details()  # pylint: disable=protected-access
+    floats = sorted({op['op_name'] for op in ops
+                     if op['op_name'] not in ('DELEGATE', 'DEQUANTIZE') and
+                     any(tensors[i]['dtype'] == np.float32
+                         for i in op['outputs'])})
+    if floats:
+      raise ValueError('the int8 TFLite conversion left ops in float32 (no '
+                       f'int8 kernel): {", ".join(floats)}')
   return _with_signature(content, function) if signature else content
 
 
@@ -123,39 +131,20 @@ def quantize(values: np.ndarray, details: Dict[str, Any]) -> np.ndarray:
                  bounds.max).astype(details['dtype'])
 
 
-def _check_integer(content: bytes) -> None:
-  """Refuses a model where an op left in float32 (no int8 kernel) sits
-  between a dequantize and a quantize: the converter keeps such ops."""
-  model = interpreter(content)
-  tensors = model.get_tensor_details()
-  ops = model._get_ops_details()  # pylint: disable=protected-access
-  floats = sorted({op['op_name'] for op in ops
-                   if op['op_name'] not in ('DELEGATE', 'DEQUANTIZE') and
-                   any(tensors[i]['dtype'] == np.float32
-                       for i in op['outputs'])})
-  if floats:
-    raise ValueError('the int8 TFLite conversion left ops in float32 (no '
-                     f'int8 kernel): {", ".join(floats)}')
-
-
 # ------------------------------------------------------- TFLite Micro
 
-MICRO_PACKAGE = 'tflite-micro'
 MICRO_MODULE = 'tflite_micro.python.tflite_micro.runtime'
 # TFLite Micro's line for an op it has no kernel for.
 _NO_KERNEL = re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'")
-_LARGEST_ARENA = 1 << 30
 
 
 def _micro_runtime() -> Any:
   """tflite_micro's runtime module; ValueError naming it if not installed."""
   try:
-    runtime = importlib.import_module(MICRO_MODULE)
+    return importlib.import_module(MICRO_MODULE)
   except ImportError:
-    raise ValueError(f'TFLite Micro is not installed: pip install '
-                     f'{MICRO_PACKAGE} (setup.py installs it where a wheel '
-                     'exists)') from None
-  return runtime
+    raise ValueError('TFLite Micro is not installed: pip install tflite-micro '
+                     '(setup.py installs it where a wheel exists)') from None
 
 
 def _micro_invoke(content: bytes, arena_size: int,
@@ -215,7 +204,7 @@ def micro_arena(content: bytes) -> int:
     if fits:
       break
     missing = _NO_KERNEL.findall(printed)
-    if missing or high >= _LARGEST_ARENA:
+    if missing or high >= 1 << 30:
       lines = [line.strip() for line in printed.splitlines() if line.strip()]
       raise ValueError('TFLite Micro cannot run the model: ' + (
           f'no kernel for op {missing[0]}' if missing else
@@ -224,10 +213,7 @@ def micro_arena(content: bytes) -> int:
   low = high // 4 if high > 1 << 16 else 0
   while high - low > 1:
     middle = (low + high) // 2
-    if _fits(content, middle)[0]:
-      high = middle
-    else:
-      low = middle
+    low, high = (low, middle) if _fits(content, middle)[0] else (middle, high)
   return high
 
 

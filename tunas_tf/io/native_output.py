@@ -1,6 +1,5 @@
 """Silences what native code prints straight to the process's stdout/stderr
-(the TFLite converter's ~20 lines of "non-converted ops" per conversion).
-"""
+(the TFLite converter's ~20 lines of "non-converted ops" per conversion)."""
 
 from __future__ import annotations
 
@@ -21,22 +20,17 @@ def captured() -> Iterator[None]:
   with tempfile.TemporaryFile() as sink:
     os.dup2(sink.fileno(), 1)
     os.dup2(sink.fileno(), 2)
+    failed = True
     try:
       yield
-    except BaseException:
-      _restore(saved)
-      sink.seek(0)
-      sys.stderr.write(sink.read().decode('utf-8', 'replace'))
-      sys.stderr.flush()
-      raise
-    else:
-      _restore(saved)
-
-
-def _restore(saved) -> None:
-  for stream in (sys.stdout, sys.stderr):
-    stream.flush()
-  os.dup2(saved[0], 1)
-  os.dup2(saved[1], 2)
-  for fd in saved:
-    os.close(fd)
+      failed = False
+    finally:
+      for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+      for fd, saved_fd in zip((1, 2), saved):
+        os.dup2(saved_fd, fd)
+        os.close(saved_fd)
+      if failed:
+        sink.seek(0)
+        sys.stderr.write(sink.read().decode('utf-8', 'replace'))
+        sys.stderr.flush()

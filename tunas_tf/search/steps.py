@@ -312,7 +312,7 @@ def controller_train_op(
   reg_grads = None
   if config.rl_entropy_regularization:
     reg_grads = controller_optimizer.gradients(entropy_loss, variables)
-  train_op = adam.apply(grads, learning_rate, None, reg_grads, active)
+  train_op = adam.apply(grads, learning_rate, reg_grads, active)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
 

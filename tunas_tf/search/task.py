@@ -22,13 +22,6 @@ from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
 
 
-def decisions(spec: Any) -> List[Tuple[str, List[str]]]:
-  """(path, choice labels) of each decision, for the probability
-  summaries."""
-  return [(path, ops.choice_labels(oneof.choices))
-          for path, oneof in schema.flatten_with_paths(spec)]
-
-
 def progress_formats(config: SearchConfig):
   """The scalars of the progress line and their text (of several pairs,
   whose turn the step was and its sample's accuracy; its arena and flash
@@ -58,7 +51,9 @@ class SearchTask:
                                           config.job.use_tpu)
     self.train_batch_size = config.train_batch_size
     self.progress = progress_formats(config)
-    self._decisions = decisions(self._spec)
+    # (path, choice labels) of each decision, for the probability summaries.
+    self._decisions = [(path, ops.choice_labels(oneof.choices))
+                       for path, oneof in schema.flatten_with_paths(self._spec)]
 
   def build(self) -> Dict[str, Any]:
     """The objects to checkpoint, by name: every variable, the RMSProp
@@ -83,8 +78,7 @@ class SearchTask:
 
   def initial_values(self, objects: Mapping[str, Any]
                      ) -> List[Tuple[tf.Variable, Any]]:
-    """None: a search starts from its seeded initial values."""
-    del objects
+    del objects  # A search starts from its seeded initial values.
     return []
 
   def write_summaries(self, scalars: Mapping[str, Any], step: Any
