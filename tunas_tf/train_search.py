@@ -153,15 +153,11 @@ def _define_controller_flags(f: flags.FlagValues) -> None:
                      'recipes use -0.10; the demo, whose accuracy differences '
                      'are small and noisy, needs a stronger pull to the '
                      'target.', flag_values=f)
-  flags.DEFINE_float('sram_kb', None, 'An SRAM limit in KB of 1,024 bytes: '
-                     "a sample whose TFLite Micro arena (int8, estimated) "
-                     'is over it has its accuracy scaled by (arena / limit) '
-                     '** -1 (docs/microcontrollers.md); extraction refuses '
-                     'an architecture over it.', flag_values=f)
-  flags.DEFINE_float('flash_kb', None, 'A flash limit in KB of 1,024 bytes '
-                     'on the int8 .tflite (estimated), as --sram_kb: over it '
-                     'the accuracy is scaled by (flash / limit) ** -1 (both '
-                     'limits: both factors).', flag_values=f)
+  common_flags.define_limit_flags(f, 'a sample over it has its accuracy '
+                                  'scaled by (need / limit) ** -1 (over both: '
+                                  'both factors; docs/microcontrollers.md); '
+                                  'extraction refuses an architecture over '
+                                  'it.')
   flags.DEFINE_boolean('use_gradient_sync_barrier', True, 'Order the updates '
                        'with data dependencies (all gradients before any '
                        'update; validation after the model update).',

@@ -157,6 +157,15 @@ def define_cost_model_flag(f: flags.FlagValues) -> None:
                       'or the path of a coefficients JSON.', flag_values=f)
 
 
+def define_limit_flags(f: flags.FlagValues, effect: str) -> None:
+  """--sram_kb and --flash_kb, the int8 model's memory limits (estimated by
+  `cost_model/memory`), `effect` ending their help."""
+  for name, what in (('sram_kb', 'An SRAM limit on the TFLite Micro arena'),
+                     ('flash_kb', 'A flash limit on the int8 .tflite')):
+    flags.DEFINE_float(name, None, f'{what} (estimated), KB of 1,024 bytes: '
+                       + effect, flag_values=f)
+
+
 def define_precision_flag(f: flags.FlagValues, name: str, lead: str) -> None:
   """--NAME, the arithmetic a network runs in on the device, `lead` starting
   its help."""

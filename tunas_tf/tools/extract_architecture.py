@@ -50,15 +50,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        'supernet weights; a pass over the hold-out per '
                        'architecture). 0: the most likely in the band.',
                        flag_values=flag_values)
-  flags.DEFINE_float('sram_kb', None, 'An SRAM limit, KB of 1,024 bytes: an '
-                     'architecture whose TFLite Micro arena (estimated) is '
-                     "over it is refused, nothing written. Default: the "
-                     "search's --sram_kb.",
-                     flag_values=flag_values)
-  flags.DEFINE_float('flash_kb', None, 'A flash limit, KB of 1,024 bytes, '
-                     'on the int8 .tflite (estimated), as --sram_kb. '
-                     "Default: the search's --flash_kb.",
-                     flag_values=flag_values)
+  common_flags.define_limit_flags(flag_values, 'an architecture over it is '
+                                  "refused, nothing written. Default: the "
+                                  "search's.")
   flags.DEFINE_string('output', None, 'Output JSON; default '
                       'MODEL_DIR/architecture.json (front.json with --front).',
                       flag_values=flag_values)

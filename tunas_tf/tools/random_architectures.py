@@ -2,7 +2,7 @@ r"""Samples architectures uniformly, optionally inside a cost band.
 
 The original's random-search baseline: keeps an architecture when `min_cost
 <= estimated cost <= max_cost` under `--cost_model` (and within `--sram_kb`,
-`--flash_kb`, with its `arena_bytes`, `flash_bytes`) in a JSON list of
+`--flash_kb`, with its estimated arena and flash bytes) in a JSON list of
 `indices`, `estimated_cost` for `measure_latency --indices_file` (tools.md):
 
   python -m tunas_tf.tools.random_architectures --ssd=digits_search \
@@ -36,11 +36,8 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
                      flag_values=f)
   flags.DEFINE_float('max_cost', None, 'Keep costs <= this (unset: no bound).',
                      flag_values=f)
-  for name, what in (('sram_kb', 'TFLite Micro arena'),
-                     ('flash_kb', 'int8 .tflite')):
-    flags.DEFINE_float(name, None, f'Keep only architectures whose {what} '
-                       '(estimated) fits in this many KB of 1,024 bytes.',
-                       flag_values=f)
+  common_flags.define_limit_flags(f, 'only architectures within it are '
+                                  'kept.')
   common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output JSON path (required).',
                       flag_values=f)
