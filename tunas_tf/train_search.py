@@ -201,37 +201,15 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS,
       num_channels=dataset_info.num_channels,
       preprocessing=f.preprocessing or dataset_info.default_preprocessing)
   pairs = _pairs(f, job)
-  return config_lib.SearchConfig(
-      job=job, search_train_examples=sizes['search_train'], ssd=f.ssd,
+  return config_lib.SearchConfig(**common_flags.config_values(
+      f, config_lib.SearchConfig, job=job,
+      search_train_examples=sizes['search_train'],
       validation_examples=sizes['search_validation'],
       supernet_mode=f.supernet_mode or (naming.MASKED if job.use_tpu
                                          else naming.SAMPLED),
-      use_bfloat16=use_bfloat16,
-      model_learning_rate=f.model_learning_rate,
-      model_momentum=f.model_momentum, model_weight_decay=weight_decay,
-      model_warmup_steps_fraction=f.model_warmup_steps_fraction,
-      train_batch_size=f.train_batch_size, epochs=f.epochs,
-      max_steps=f.max_steps, rl_learning_rate=f.rl_learning_rate,
-      use_exponential_rl_learning_rate_schedule=(
-          f.use_exponential_rl_learning_rate_schedule),
-      rl_entropy_regularization=f.rl_entropy_regularization,
-      rl_baseline_momentum=f.rl_baseline_momentum,
-      rl_batch_size_multiplier=f.rl_batch_size_multiplier,
-      rl_delay_steps_fraction=f.rl_delay_steps_fraction,
-      increase_ops_warmup_steps_fraction=f.increase_ops_warmup_steps_fraction,
-      increase_filters_warmup_steps_fraction=(
-          f.increase_filters_warmup_steps_fraction),
-      rl_reward_function=f.rl_reward_function,
-      enable_cost_model=f.enable_cost_model,
+      use_bfloat16=use_bfloat16, model_weight_decay=weight_decay,
       cost_model=pairs[0][0], rl_cost_model_target=pairs[0][1],
-      extra_pairs=tuple(pairs[1:]),
-      rl_cost_model_exponent=f.rl_cost_model_exponent,
-      use_gradient_sync_barrier=f.use_gradient_sync_barrier,
-      summarize_tag_logits=f.summarize_tag_logits,
-      replicas=f.replicas, supernet_sampling=f.supernet_sampling,
-      rl_entropy_schedule=f.rl_entropy_schedule,
-      latency_precision=f.latency_precision, sram_kb=f.sram_kb,
-      flash_kb=f.flash_kb)
+      extra_pairs=tuple(pairs[1:])))
 
 
 def _pairs(f: flags.FlagValues, job: jobs.JobConfig):

@@ -4,10 +4,11 @@ Only entry points import this module: library code takes a config."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -155,6 +156,15 @@ def define_cost_model_flag(f: flags.FlagValues) -> None:
                       "default where it exists), 'macs' (multiply-adds; "
                       "default elsewhere), 'flash' (the int8 model's bytes) "
                       'or the path of a coefficients JSON.', flag_values=f)
+
+
+def config_values(f: flags.FlagValues, config_type: type,
+                  **resolved: Any) -> Dict[str, Any]:
+  """Keyword arguments of the dataclass `config_type`: each field named as a
+  flag takes the flag's value; `resolved` (what flags combine into) wins."""
+  return {**{field.name: f[field.name].value
+             for field in dataclasses.fields(config_type) if field.name in f},
+          **resolved}
 
 
 def define_limit_flags(f: flags.FlagValues, effect: str) -> None:

@@ -178,33 +178,23 @@ def config_from_flags(flag_values: flags.FlagValues = FLAGS
     if reason:
       raise ValueError(f'--init_from_search: {inherited} cannot be read '
                        f'({reason})')
-  config = TrainEvalConfig(
-      job=common_flags.job_config(
+  config = TrainEvalConfig(**common_flags.config_values(
+      f, TrainEvalConfig, job=common_flags.job_config(
           f, dataset=data.dataset,
           num_classes=info.classifier_width(data.num_classes),
           image_size=info.image_size, num_channels=info.num_channels,
           preprocessing=data.preprocessing or info.default_preprocessing),
-      ssd=ssd, indices=indices, filters_multiplier=f.filters_multiplier,
-      eval_split=f.eval_split, train_batch_size=f.train_batch_size,
-      eval_batch_size=f.eval_batch_size, epochs=f.epochs,
-      max_steps=f.max_steps, base_learning_rate=f.base_learning_rate,
-      warmup_steps_fraction=f.warmup_steps_fraction, momentum=f.momentum,
+      ssd=ssd, indices=indices, use_bfloat16=use_bfloat16,
       weight_decay=(precision.default_weight_decay(use_bfloat16)
                     if f.weight_decay is None else f.weight_decay),
-      use_bfloat16=use_bfloat16,
       dropout_rate=(config_lib.default_dropout_rate(ssd, f.epochs)
                     if f.dropout_rate is None else f.dropout_rate),
-      path_dropout_rate=f.path_dropout_rate,
-      label_smoothing=f.label_smoothing,
-      moving_average_decay=f.moving_average_decay,
       init_from_search=init_from_search,
-      freeze_inherited=f.freeze_inherited, eval_only=f.eval_only,
-      export=f.export,
       export_dir=f.export_dir or os.path.join(f.model_dir,
                                               config_lib.EXPORT_SUBDIR),
       train_examples=info.split_sizes[datasets.SEARCH_TRAIN] if
       validation_examples else info.train_examples,
-      validation_examples=validation_examples)
+      validation_examples=validation_examples))
   data_lib.eval_examples(config)  # A split TFDS cannot read is refused.
   return config
 
