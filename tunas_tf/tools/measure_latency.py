@@ -68,23 +68,21 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('model_cache', None, 'Directory of converted .tflite '
                       'models (reused); default OUTPUT.models.', flag_values=f)
   defaults = protocol_lib.Protocol()
-  flags.DEFINE_integer('repeats', defaults.repeats, 'Rounds per architecture '
-                       '(interleaved) before retries; 2 if they agree.',
-                       flag_values=f)
-  flags.DEFINE_integer('runs', defaults.runs, 'Timed runs per visit (this '
-                       'host); the visit counts their median.', flag_values=f)
-  flags.DEFINE_integer('warmup_runs', defaults.warmup_runs, 'Untimed runs '
-                       'at each later visit (the first warms up until '
-                       'stable).', flag_values=f)
-  flags.DEFINE_integer('interleave', defaults.interleave, 'Architectures '
-                       'visited in turn.', flag_values=f)
-  flags.DEFINE_float('max_disturbance', defaults.max_disturbance, 'A visit '
-                     'is redone when this share of its time was not ours.',
-                     flag_values=f)
-  flags.DEFINE_float('max_spread', defaults.max_spread, 'A row is done once '
-                     'IQR / median is within this.', flag_values=f)
-  flags.DEFINE_integer('max_retries', defaults.max_retries, 'Extra visits '
-                       'or rounds per architecture.', flag_values=f)
+  for name, text in (
+      ('repeats', 'Rounds per architecture (interleaved) before retries; 2 '
+       'if they agree.'),
+      ('runs', 'Timed runs per visit (this host); the visit counts their '
+       'median.'),
+      ('warmup_runs', 'Untimed runs at each later visit (the first warms up '
+       'until stable).'),
+      ('interleave', 'Architectures visited in turn.'),
+      ('max_disturbance', 'A visit is redone when this share of its time was '
+       'not ours.'),
+      ('max_spread', 'A row is done once IQR / median is within this.'),
+      ('max_retries', 'Extra visits or rounds per architecture.')):
+    value = getattr(defaults, name)
+    (flags.DEFINE_integer if isinstance(value, int) else flags.DEFINE_float)(
+        name, value, text, flag_values=f)
   flags.DEFINE_integer('num_threads', 1, 'Threads of the TFLite interpreter '
                        'and of TensorFlow.', flag_values=f)
   flags.DEFINE_list('cpus', None, 'Pin the measurement to these CPUs (e.g. '
@@ -116,14 +114,6 @@ def _most_informative(f: flags.FlagValues) -> List[str]:
                              f.input_channels)
   return adaptive.most_informative(f.ssd, measured, f.num, shape,
                                    seed=f.seed)
-
-
-def _protocol(f: flags.FlagValues) -> protocol_lib.Protocol:
-  return protocol_lib.Protocol(
-      repeats=f.repeats, runs=f.runs, warmup_runs=f.warmup_runs,
-      max_warmup_runs=max(protocol_lib.Protocol.max_warmup_runs, f.warmup_runs),
-      max_disturbance=f.max_disturbance, max_spread=f.max_spread,
-      max_retries=f.max_retries, interleave=f.interleave)
 
 
 def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
@@ -173,7 +163,9 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
                if f.compare_with else None)
     if f.backend == 'tf' and f.device_command is None:
       _set_tf_threads(f.num_threads)
-    protocol = _protocol(f)
+    protocol = protocol_lib.Protocol(**common_flags.config_values(
+        f, protocol_lib.Protocol, max_warmup_runs=max(
+            protocol_lib.Protocol.max_warmup_runs, f.warmup_runs)))
     from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
     result = rows_lib.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
