@@ -43,9 +43,6 @@ class DeviceError(ValueError):
   """A device command failed or printed no latency (the message says how)."""
 
 
-# ---------------------------------------------------------------- models
-
-
 @dataclasses.dataclass(frozen=True)
 class ModelCache:
   """Converted models, written once (atomically) to `directory/<ssd>_<size>px
@@ -73,8 +70,7 @@ class ModelCache:
     return path
 
 
-def convert(build: Build, indices: str,
-            precision: str = lite.FLOAT32) -> bytes:
+def convert(build: Build, indices: str, precision: str = lite.FLOAT32) -> bytes:
   """The TFLite flatbuffer of one architecture or unit (untrained, seeded);
   int8 with int8 input and output, calibrated on seeded images in [0, 1]
   (its time does not depend on the values). ValueError naming `indices` if
@@ -187,20 +183,17 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
            else time.process_time)
 
   def open_one(indices: str) -> Visit:
-    if backend == TFLITE:
-      run = tflite_runner(cache.get(indices), num_threads)
-    else:
-      run = tf_runner(build, indices)
+    run = (tflite_runner(cache.get(indices), num_threads)
+           if backend == TFLITE else tf_runner(build, indices))
 
     def visit(first: bool) -> Tuple[float, float]:
       if first:
         protocol_lib.warm_up(run, protocol.runs, protocol.max_warmup_runs,
-                protocol.stable_tolerance, clock)
+                             protocol.stable_tolerance, clock)
       else:
         for _ in range(protocol.warmup_runs):
           run()
-      median, _, disturbance = protocol_lib.time_runs(run, protocol.runs, clock)
-      return median, disturbance
+      return protocol_lib.time_runs(run, protocol.runs, clock)[::2]
 
     return visit
 
@@ -209,8 +202,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 
 
 def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
-                    command: str,
-                    model_cache: Optional[str],
+                    command: str, model_cache: Optional[str],
                     timeout: float, precision: str) -> Device:
   if MODEL_PLACEHOLDER not in command:
     raise ValueError(f'--device_command {command!r} has no {MODEL_PLACEHOLDER}'
@@ -269,24 +261,17 @@ def host_settings(backend: str, num_threads: int,
                   precision: str) -> Dict[str, Any]:
   """This host as the rows' context: backend, threads, CPUs, CPU model,
   precision."""
-  return {'backend': backend, 'num_threads': num_threads,
-          'cpus': sorted(os.sched_getaffinity(0)), 'device': host_name(),
-          'precision': precision}
-
-
-def host_name() -> str:
-  """This machine: CPU model and core count."""
   import platform  # pylint: disable=g-import-not-at-top
   name = platform.processor() or platform.machine()
   try:
     with open('/proc/cpuinfo') as f:
-      models = [line.split(':', 1)[1].strip() for line in f
-                if line.startswith('model name')]
-    if models:
-      name = models[0]
+      name = next((line.split(':', 1)[1].strip() for line in f
+                   if line.startswith('model name')), name)
   except OSError:
     pass
-  return f'{name}, {os.cpu_count()} cores'
+  return {'backend': backend, 'num_threads': num_threads,
+          'cpus': sorted(os.sched_getaffinity(0)),
+          'device': f'{name}, {os.cpu_count()} cores', 'precision': precision}
 
 
 def pin_cpus(cpus: Sequence[int]) -> List[int]:
@@ -299,7 +284,6 @@ def pin_cpus(cpus: Sequence[int]) -> List[int]:
                      f'{allowed}')
   os.sched_setaffinity(0, set(cpus))
   return sorted(cpus)
-
 
 
 def measure_one(ssd: str, indices: str,

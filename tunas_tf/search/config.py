@@ -148,7 +148,6 @@ class SearchConfig(jobs.StoredConfig):
         (str(model), float(target)) for model, target in self.extra_pairs))
     self._check_ranges()
     self._check_replicas()
-    precision.check_resolved(self.use_bfloat16)
     checks.one_of('--supernet_mode', self.supernet_mode, naming.MODES)
     checks.one_of('--supernet_sampling', self.supernet_sampling,
                   SUPERNET_SAMPLING)
@@ -226,9 +225,7 @@ class SearchConfig(jobs.StoredConfig):
     from tunas_tf.controller import rewards  # pylint: disable=g-import-not-at-top
     # An unknown space raises, listing them; so does a reference model.
     mobile.check_searchable(self.ssd)
-    if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
-      raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
-                       f'resolved; expected one of {BFLOAT16_MODES[1:]}')
+    precision.check_resolved(self.use_bfloat16)
     checks.one_of('--rl_reward_function', self.rl_reward_function,
                   rewards.REWARDS)
     checks.number('train_batch_size', self.train_batch_size, 1, integer=True)
@@ -424,7 +421,11 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # (A train_eval directory has none; its config.json says what it is.)
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
-      stored_ssd = _stored_ssd(config_path)
+      try:  # None when config.json cannot say (unreadable, not a dict).
+        stored_ssd = json.loads(files.read_input(config_path)).get('ssd')
+      except (ValueError, AttributeError):
+        stored_ssd = None
+      stored_ssd = stored_ssd if isinstance(stored_ssd, str) else None
       if stored_ssd in (None, config.ssd):  # Unknown, or redefined since.
         raise ValueError(f'{spec_path} holds a different search space than '
                          f'--ssd={config.ssd}; use a new --model_dir')
@@ -432,15 +433,6 @@ def check_stored(config: SearchConfig, model_spec_json: str
                        f'--ssd={stored_ssd}, not --ssd={config.ssd}: resume '
                        f'with --ssd={stored_ssd}, or use a new --model_dir')
   return config.check_stored()
-
-
-def _stored_ssd(config_path: str) -> Optional[str]:
-  """The `ssd` of the stored config.json, or None when it cannot say."""
-  try:
-    ssd = json.loads(files.read_input(config_path)).get('ssd')
-  except (ValueError, AttributeError):  # Unreadable, not JSON, not a dict.
-    return None
-  return ssd if isinstance(ssd, str) else None
 
 
 def write(config: SearchConfig, model_spec_json: str,
