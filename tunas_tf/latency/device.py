@@ -30,8 +30,6 @@ MODEL_PLACEHOLDER = '{model}'
 # benchmark_model's summary line, e.g. 'Inference timings in us: Init: 3518,
 # First inference: 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23'.
 _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
-# Seeded random images an int8 latency model is calibrated on.
-_CALIBRATION_IMAGES = 4
 
 
 # indices -> (concrete single-image inference function, the network holding
@@ -79,7 +77,7 @@ def convert(build: Build, indices: str, precision: str = lite.FLOAT32) -> bytes:
   shape = concrete.inputs[0].shape.as_list()
   try:
     return lite.convert(concrete, net, precision, calibration=[
-        _image(shape, seed) for seed in range(_CALIBRATION_IMAGES)])
+        _image(shape, seed) for seed in range(4)])
   except ValueError as e:
     raise ValueError(f'converting {indices}: {e}') from None
 
@@ -212,8 +210,6 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
   except ValueError as e:
     raise ValueError(f'--device_command {command!r} does not parse: {e}'
                      ) from None
-  if not argv:
-    raise ValueError('--device_command is empty')
   if not model_cache:
     raise ValueError('a device command needs a model cache directory')
   cache = ModelCache(model_cache, ssd, shape, build, precision)
@@ -224,37 +220,32 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
 
     def visit(first: bool) -> Tuple[float, float]:
       del first  # benchmark_model warms up itself.
-      return run_command(args, indices, timeout), 0.0
+      # DeviceError quoting the command's output (`_output_tail`).
+      what = f'device command for {indices}'
+      try:
+        done = subprocess.run(args, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+      except FileNotFoundError:
+        raise DeviceError(f'{what}: {args[0]!r} not found') from None
+      except PermissionError:
+        raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
+      except subprocess.TimeoutExpired as e:
+        raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
+                          f'gone?): {_output_tail(e.stdout, e.stderr)}'
+                          ) from None
+      tail = _output_tail(done.stdout, done.stderr)
+      if done.returncode != 0:
+        raise DeviceError(f'{what} exited with {done.returncode}: {tail}')
+      try:
+        return parse_benchmark_output(done.stdout + '\n' + done.stderr), 0.0
+      except DeviceError as e:
+        raise DeviceError(f'{what}: {e}: {tail}') from None
 
     return visit
 
   settings = {'backend': COMMAND, 'device_command': command,
               'device': f'command: {command}', 'precision': precision}
   return Device(COMMAND, settings, open_one)
-
-
-def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
-  """Runs one device command; its latency (ms). Raises DeviceError, quoting
-  the command's output (`_output_tail`)."""
-  what = f'device command for {indices}'
-  try:
-    done = subprocess.run(list(args), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-  except FileNotFoundError:
-    raise DeviceError(f'{what}: {args[0]!r} not found') from None
-  except PermissionError:
-    raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
-  except subprocess.TimeoutExpired as e:
-    raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
-                      f'gone?): {_output_tail(e.stdout, e.stderr)}') from None
-  if done.returncode != 0:
-    raise DeviceError(f'{what} exited with {done.returncode}: '
-                      f'{_output_tail(done.stdout, done.stderr)}')
-  try:
-    return parse_benchmark_output(done.stdout + '\n' + done.stderr)
-  except DeviceError as e:
-    raise DeviceError(f'{what}: {e}: {_output_tail(done.stdout, done.stderr)}'
-                      ) from None
 
 
 def host_settings(backend: str, num_threads: int,

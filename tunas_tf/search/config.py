@@ -65,16 +65,13 @@ def pair_name(name: str, pair: int) -> str:
   return f'{name}_{pair}' if pair else name
 
 
-REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
-                   'comes from the topology')
-
-
 def check_replicas_on_tpu(use_tpu: bool, replicas: int,
                           given: bool = False) -> None:
   """Refuses replicas other than 1 on TPU, and `--replicas` `given` there at
   all (even 1, which might read as "one TPU core")."""
   if use_tpu and (given or replicas != 1):
-    raise ValueError(REPLICAS_ON_TPU)
+    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                     'comes from the topology')
 
 
 def _steps(name: str) -> property:
@@ -305,13 +302,12 @@ class SearchConfig(jobs.StoredConfig):
       raise ValueError('; and '.join(problems))
 
   def _check_replicas(self) -> None:
-    replicas = self.replicas
-    checks.number('replicas', replicas, 1, integer=True)
-    check_replicas_on_tpu(self.job.use_tpu, replicas)
-    if self.train_batch_size % replicas:
+    checks.number('replicas', self.replicas, 1, integer=True)
+    check_replicas_on_tpu(self.job.use_tpu, self.replicas)
+    if self.train_batch_size % self.replicas:
       raise ValueError(
           f'--train_batch_size={self.train_batch_size} does not split across '
-          f'--replicas={replicas} (each replica takes train_batch_size / '
+          f'--replicas={self.replicas} (each replica takes train_batch_size / '
           'replicas images)')
 
   def _check_pairs(self) -> None:
@@ -359,9 +355,8 @@ class SearchConfig(jobs.StoredConfig):
         self._resolve(model) for model, _ in self.extra_pairs)
 
   def to_json(self) -> Dict[str, Any]:
-    values = super().to_json()
-    values['extra_pairs'] = [list(pair) for pair in self.extra_pairs]
-    return values
+    return dict(super().to_json(),
+                extra_pairs=[list(pair) for pair in self.extra_pairs])
 
   @property
   def replica_batch_size(self) -> int:
@@ -425,8 +420,8 @@ def check_stored(config: SearchConfig, model_spec_json: str
         stored_ssd = json.loads(files.read_input(config_path)).get('ssd')
       except (ValueError, AttributeError):
         stored_ssd = None
-      stored_ssd = stored_ssd if isinstance(stored_ssd, str) else None
-      if stored_ssd in (None, config.ssd):  # Unknown, or redefined since.
+      # Unknown, or redefined since.
+      if not isinstance(stored_ssd, str) or stored_ssd == config.ssd:
         raise ValueError(f'{spec_path} holds a different search space than '
                          f'--ssd={config.ssd}; use a new --model_dir')
       raise ValueError(f'{spec_path} holds the search space of '
