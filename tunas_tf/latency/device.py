@@ -30,8 +30,6 @@ MODEL_PLACEHOLDER = '{model}'
 # benchmark_model's summary line, e.g. 'Inference timings in us: Init: 3518,
 # First inference: 1541, Warmup (avg): 1063.5, Inference (avg): 1041.23'.
 _AVERAGE = re.compile(r'Inference \(avg\):\s*([0-9.eE+-]+)')
-# Seeded random images an int8 latency model is calibrated on.
-_CALIBRATION_IMAGES = 4
 
 
 # indices -> (concrete single-image inference function, the network holding
@@ -41,9 +39,6 @@ Build = Callable[[str], Tuple[Any, Any]]
 
 class DeviceError(ValueError):
   """A device command failed or printed no latency (the message says how)."""
-
-
-# ---------------------------------------------------------------- models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +68,7 @@ class ModelCache:
     return path
 
 
-def convert(build: Build, indices: str,
-            precision: str = lite.FLOAT32) -> bytes:
+def convert(build: Build, indices: str, precision: str = lite.FLOAT32) -> bytes:
   """The TFLite flatbuffer of one architecture or unit (untrained, seeded);
   int8 with int8 input and output, calibrated on seeded images in [0, 1]
   (its time does not depend on the values). ValueError naming `indices` if
@@ -83,7 +77,7 @@ def convert(build: Build, indices: str,
   shape = concrete.inputs[0].shape.as_list()
   try:
     return lite.convert(concrete, net, precision, calibration=[
-        _image(shape, seed) for seed in range(_CALIBRATION_IMAGES)])
+        _image(shape, seed) for seed in range(4)])
   except ValueError as e:
     raise ValueError(f'converting {indices}: {e}') from None
 
@@ -187,20 +181,17 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
            else time.process_time)
 
   def open_one(indices: str) -> Visit:
-    if backend == TFLITE:
-      run = tflite_runner(cache.get(indices), num_threads)
-    else:
-      run = tf_runner(build, indices)
+    run = (tflite_runner(cache.get(indices), num_threads)
+           if backend == TFLITE else tf_runner(build, indices))
 
     def visit(first: bool) -> Tuple[float, float]:
       if first:
         protocol_lib.warm_up(run, protocol.runs, protocol.max_warmup_runs,
-                protocol.stable_tolerance, clock)
+                             protocol.stable_tolerance, clock)
       else:
         for _ in range(protocol.warmup_runs):
           run()
-      median, _, disturbance = protocol_lib.time_runs(run, protocol.runs, clock)
-      return median, disturbance
+      return protocol_lib.time_runs(run, protocol.runs, clock)[::2]
 
     return visit
 
@@ -209,8 +200,7 @@ def make_device(ssd: str, shape: macs.InputSpec, protocol: Protocol,
 
 
 def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
-                    command: str,
-                    model_cache: Optional[str],
+                    command: str, model_cache: Optional[str],
                     timeout: float, precision: str) -> Device:
   if MODEL_PLACEHOLDER not in command:
     raise ValueError(f'--device_command {command!r} has no {MODEL_PLACEHOLDER}'
@@ -220,8 +210,6 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
   except ValueError as e:
     raise ValueError(f'--device_command {command!r} does not parse: {e}'
                      ) from None
-  if not argv:
-    raise ValueError('--device_command is empty')
   if not model_cache:
     raise ValueError('a device command needs a model cache directory')
   cache = ModelCache(model_cache, ssd, shape, build, precision)
@@ -232,7 +220,26 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
 
     def visit(first: bool) -> Tuple[float, float]:
       del first  # benchmark_model warms up itself.
-      return run_command(args, indices, timeout), 0.0
+      # DeviceError quoting the command's output (`_output_tail`).
+      what = f'device command for {indices}'
+      try:
+        done = subprocess.run(args, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+      except FileNotFoundError:
+        raise DeviceError(f'{what}: {args[0]!r} not found') from None
+      except PermissionError:
+        raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
+      except subprocess.TimeoutExpired as e:
+        raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
+                          f'gone?): {_output_tail(e.stdout, e.stderr)}'
+                          ) from None
+      tail = _output_tail(done.stdout, done.stderr)
+      if done.returncode != 0:
+        raise DeviceError(f'{what} exited with {done.returncode}: {tail}')
+      try:
+        return parse_benchmark_output(done.stdout + '\n' + done.stderr), 0.0
+      except DeviceError as e:
+        raise DeviceError(f'{what}: {e}: {tail}') from None
 
     return visit
 
@@ -241,52 +248,21 @@ def _command_device(ssd: str, shape: macs.InputSpec, build: Build,
   return Device(COMMAND, settings, open_one)
 
 
-def run_command(args: Sequence[str], indices: str, timeout: float) -> float:
-  """Runs one device command; its latency (ms). Raises DeviceError, quoting
-  the command's output (`_output_tail`)."""
-  what = f'device command for {indices}'
-  try:
-    done = subprocess.run(list(args), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-  except FileNotFoundError:
-    raise DeviceError(f'{what}: {args[0]!r} not found') from None
-  except PermissionError:
-    raise DeviceError(f'{what}: {args[0]!r} is not executable') from None
-  except subprocess.TimeoutExpired as e:
-    raise DeviceError(f'{what}: no answer within {timeout:g} s (device '
-                      f'gone?): {_output_tail(e.stdout, e.stderr)}') from None
-  if done.returncode != 0:
-    raise DeviceError(f'{what} exited with {done.returncode}: '
-                      f'{_output_tail(done.stdout, done.stderr)}')
-  try:
-    return parse_benchmark_output(done.stdout + '\n' + done.stderr)
-  except DeviceError as e:
-    raise DeviceError(f'{what}: {e}: {_output_tail(done.stdout, done.stderr)}'
-                      ) from None
-
-
 def host_settings(backend: str, num_threads: int,
                   precision: str) -> Dict[str, Any]:
   """This host as the rows' context: backend, threads, CPUs, CPU model,
   precision."""
-  return {'backend': backend, 'num_threads': num_threads,
-          'cpus': sorted(os.sched_getaffinity(0)), 'device': host_name(),
-          'precision': precision}
-
-
-def host_name() -> str:
-  """This machine: CPU model and core count."""
   import platform  # pylint: disable=g-import-not-at-top
   name = platform.processor() or platform.machine()
   try:
     with open('/proc/cpuinfo') as f:
-      models = [line.split(':', 1)[1].strip() for line in f
-                if line.startswith('model name')]
-    if models:
-      name = models[0]
+      name = next((line.split(':', 1)[1].strip() for line in f
+                   if line.startswith('model name')), name)
   except OSError:
     pass
-  return f'{name}, {os.cpu_count()} cores'
+  return {'backend': backend, 'num_threads': num_threads,
+          'cpus': sorted(os.sched_getaffinity(0)),
+          'device': f'{name}, {os.cpu_count()} cores', 'precision': precision}
 
 
 def pin_cpus(cpus: Sequence[int]) -> List[int]:
@@ -299,7 +275,6 @@ def pin_cpus(cpus: Sequence[int]) -> List[int]:
                      f'{allowed}')
   os.sched_setaffinity(0, set(cpus))
   return sorted(cpus)
-
 
 
 def measure_one(ssd: str, indices: str,

@@ -68,9 +68,6 @@ class Row:
   rounds: Tuple[float, ...] = dataclasses.field(default=(), repr=False)
   seconds: float = dataclasses.field(default=0.0, repr=False)
 
-  def as_csv(self) -> Tuple[Any, ...]:
-    return dataclasses.astuple(self)[:6]
-
 
 def time_runs(run: Callable[[], Any], runs: int,
               clock: Callable[[], float] = time.process_time

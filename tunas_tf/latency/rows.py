@@ -105,9 +105,7 @@ def read_for_append(path: str, ssd: str,
   cut short by a killed run is dropped from the file, so appending goes on
   from a fresh line. ValueError: another header than `columns`, or a row
   `read` refuses."""
-  if not files.exists(path):
-    return []
-  found = text = files.read_input(path)
+  found = text = files.read_input(path) if files.exists(path) else ''
   if not text:
     return []
   if not text.endswith('\n'):
@@ -315,8 +313,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                         protocol=dataclasses.asdict(protocol),
                         load_at_start=protocol_lib.load_average()),
                    settings_path(output))
-  new_rows, error = [], None
-  start = time.time()
+  new_rows, error, start = [], None, time.time()
   logging.info('%d to measure, %d at a time: each row is written when its '
                'rounds are done (2 to %d)', len(todo), protocol.interleave,
                protocol.repeats + protocol.max_retries)
@@ -325,7 +322,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     try:
       for n, row in enumerate(protocol_lib.measure(device, todo, protocol,
                                                    progress), 1):
-        write_row(row.as_csv())
+        write_row(dataclasses.astuple(row)[:len(columns)])
         new_rows.append(row)
         logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '
                      'load %.2f)  ETA %s', n, len(todo), row.indices,

@@ -65,16 +65,13 @@ def pair_name(name: str, pair: int) -> str:
   return f'{name}_{pair}' if pair else name
 
 
-REPLICAS_ON_TPU = ('--replicas is for CPU/GPU: on TPU the replica count '
-                   'comes from the topology')
-
-
 def check_replicas_on_tpu(use_tpu: bool, replicas: int,
                           given: bool = False) -> None:
   """Refuses replicas other than 1 on TPU, and `--replicas` `given` there at
   all (even 1, which might read as "one TPU core")."""
   if use_tpu and (given or replicas != 1):
-    raise ValueError(REPLICAS_ON_TPU)
+    raise ValueError('--replicas is for CPU/GPU: on TPU the replica count '
+                     'comes from the topology')
 
 
 def _steps(name: str) -> property:
@@ -148,7 +145,6 @@ class SearchConfig(jobs.StoredConfig):
         (str(model), float(target)) for model, target in self.extra_pairs))
     self._check_ranges()
     self._check_replicas()
-    precision.check_resolved(self.use_bfloat16)
     checks.one_of('--supernet_mode', self.supernet_mode, naming.MODES)
     checks.one_of('--supernet_sampling', self.supernet_sampling,
                   SUPERNET_SAMPLING)
@@ -226,9 +222,7 @@ class SearchConfig(jobs.StoredConfig):
     from tunas_tf.controller import rewards  # pylint: disable=g-import-not-at-top
     # An unknown space raises, listing them; so does a reference model.
     mobile.check_searchable(self.ssd)
-    if self.use_bfloat16 not in BFLOAT16_MODES[1:]:
-      raise ValueError(f'--use_bfloat16={self.use_bfloat16!r} is not '
-                       f'resolved; expected one of {BFLOAT16_MODES[1:]}')
+    precision.check_resolved(self.use_bfloat16)
     checks.one_of('--rl_reward_function', self.rl_reward_function,
                   rewards.REWARDS)
     checks.number('train_batch_size', self.train_batch_size, 1, integer=True)
@@ -308,13 +302,12 @@ class SearchConfig(jobs.StoredConfig):
       raise ValueError('; and '.join(problems))
 
   def _check_replicas(self) -> None:
-    replicas = self.replicas
-    checks.number('replicas', replicas, 1, integer=True)
-    check_replicas_on_tpu(self.job.use_tpu, replicas)
-    if self.train_batch_size % replicas:
+    checks.number('replicas', self.replicas, 1, integer=True)
+    check_replicas_on_tpu(self.job.use_tpu, self.replicas)
+    if self.train_batch_size % self.replicas:
       raise ValueError(
           f'--train_batch_size={self.train_batch_size} does not split across '
-          f'--replicas={replicas} (each replica takes train_batch_size / '
+          f'--replicas={self.replicas} (each replica takes train_batch_size / '
           'replicas images)')
 
   def _check_pairs(self) -> None:
@@ -362,9 +355,8 @@ class SearchConfig(jobs.StoredConfig):
         self._resolve(model) for model, _ in self.extra_pairs)
 
   def to_json(self) -> Dict[str, Any]:
-    values = super().to_json()
-    values['extra_pairs'] = [list(pair) for pair in self.extra_pairs]
-    return values
+    return dict(super().to_json(),
+                extra_pairs=[list(pair) for pair in self.extra_pairs])
 
   @property
   def replica_batch_size(self) -> int:
@@ -424,23 +416,18 @@ def check_stored(config: SearchConfig, model_spec_json: str
   # (A train_eval directory has none; its config.json says what it is.)
   if files.exists(spec_path):
     if json.loads(files.read_text(spec_path)) != json.loads(model_spec_json):
-      stored_ssd = _stored_ssd(config_path)
-      if stored_ssd in (None, config.ssd):  # Unknown, or redefined since.
+      try:  # None when config.json cannot say (unreadable, not a dict).
+        stored_ssd = json.loads(files.read_input(config_path)).get('ssd')
+      except (ValueError, AttributeError):
+        stored_ssd = None
+      # Unknown, or redefined since.
+      if not isinstance(stored_ssd, str) or stored_ssd == config.ssd:
         raise ValueError(f'{spec_path} holds a different search space than '
                          f'--ssd={config.ssd}; use a new --model_dir')
       raise ValueError(f'{spec_path} holds the search space of '
                        f'--ssd={stored_ssd}, not --ssd={config.ssd}: resume '
                        f'with --ssd={stored_ssd}, or use a new --model_dir')
   return config.check_stored()
-
-
-def _stored_ssd(config_path: str) -> Optional[str]:
-  """The `ssd` of the stored config.json, or None when it cannot say."""
-  try:
-    ssd = json.loads(files.read_input(config_path)).get('ssd')
-  except (ValueError, AttributeError):  # Unreadable, not JSON, not a dict.
-    return None
-  return ssd if isinstance(ssd, str) else None
 
 
 def write(config: SearchConfig, model_spec_json: str,

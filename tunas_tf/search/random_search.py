@@ -65,8 +65,8 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
                                      num_classes=num_classes,
                                      input_channels=input_channels)
   shape = macs.resolve_input(ssd, image_size, num_classes, input_channels)
-  if max_draws is None:
-    max_draws = MAX_DRAWS_PER_ARCHITECTURE * int(num)
+  max_draws = (MAX_DRAWS_PER_ARCHITECTURE * int(num) if max_draws is None
+               else max_draws)
   kept: List[Dict[str, Any]] = []
   lowest, highest = math.inf, -math.inf
   draws = over = 0
@@ -79,15 +79,14 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
         break  # The rest of the batch is not drawn.
       draws += 1
       lowest, highest = min(lowest, cost), max(highest, cost)
-      needs = None
       if ((min_cost is None or cost >= min_cost) and
           (max_cost is None or cost <= max_cost)):
         needs = (_within(ssd, indices, shape, sram_kb, flash_kb) if limits
                  else {})
         over += needs is None
-      if needs is not None:
-        kept.append({'indices': schema.format_indices(indices),
-                     'estimated_cost': cost, **needs})
+        if needs is not None:
+          kept.append({'indices': schema.format_indices(indices),
+                       'estimated_cost': cost, **needs})
       if draws % LOG_EVERY == 0:
         logging.info('%d draws, %d of %d kept (costs seen %.6g..%.6g %s)',
                      draws, len(kept), num, lowest, highest, model.units)

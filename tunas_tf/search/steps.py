@@ -129,9 +129,8 @@ def make_controller_adam(controller: reinforce.Controller, pair: int = 0
 def active_pair(global_step: tf.Tensor, pairs: int) -> Optional[tf.Tensor]:
   """The pair whose turn it is, int32 step mod `pairs` (every replica
   the same); None for one pair, whose search is the original's."""
-  if pairs == 1:
-    return None
-  return tf.math.floormod(tf.cast(global_step, tf.int32), pairs)
+  return (None if pairs == 1 else
+          tf.math.floormod(tf.cast(global_step, tf.int32), pairs))
 
 
 def select(spec: Any, samples: List[Any], pair: Optional[tf.Tensor]) -> Any:
@@ -267,6 +266,7 @@ def reward_and_advantage(
     accuracy = rewards.compute_reward(
         accuracy, value, config.limits[tag], rewards.LIMIT_EXPONENT,
         rewards.REWARD_MNAS_HARD).reward
+  reward = accuracy
   if config.enable_cost_model:
     stats = rewards.compute_reward(accuracy, cost, config.pairs[pair][1],
                                    config.rl_cost_model_exponent,
@@ -274,8 +274,6 @@ def reward_and_advantage(
     reward = tf.convert_to_tensor(stats.reward, tf.float32)
     cost_ratio = tf.convert_to_tensor(stats.cost_ratio, tf.float32)
     cost_adjustment = tf.convert_to_tensor(stats.cost_adjustment, tf.float32)
-  else:
-    reward = accuracy
   step_baseline = replicas.mean(reward)
   new_baseline = baseline.update(step_baseline, active)  # Both wait.
   return RewardStep(reward=reward, step_baseline=step_baseline,
@@ -305,13 +303,11 @@ def controller_train_op(
   learning_rate = schedules.rl_learning_rate(
       config.rl_learning_rate_scaled, global_step, config.rl_delay_steps,
       config.max_global_step, config.use_exponential_rl_learning_rate_schedule)
-  barrier = None
-  if config.use_gradient_sync_barrier:
-    barrier = lambda grads: sync.with_data_dependencies(grads, grads)
+  barrier = ((lambda grads: sync.with_data_dependencies(grads, grads))
+             if config.use_gradient_sync_barrier else None)
   grads = controller_optimizer.gradients(empirical_loss, variables, barrier)
-  reg_grads = None
-  if config.rl_entropy_regularization:
-    reg_grads = controller_optimizer.gradients(entropy_loss, variables)
+  reg_grads = (controller_optimizer.gradients(entropy_loss, variables)
+               if config.rl_entropy_regularization else None)
   train_op = adam.apply(grads, learning_rate, reg_grads, active)
   return ControllerStep(train_op=train_op, empirical_loss=empirical_loss,
                         entropy_loss=entropy_loss, learning_rate=learning_rate)
@@ -356,9 +352,8 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
   s['rlcontroller/increase_filters_prob'] = increase_filters_prob
   s = collections.OrderedDict(
       (k, tf.cast(tf.reshape(v, []), tf.float32)) for k, v in s.items())
-  groups = [('rlpathlogits', dist_info.logits_by_path)]
-  if tag_logits:
-    groups.append(('rltaglogits', dist_info.logits_by_tag))
+  groups = [('rlpathlogits', dist_info.logits_by_path)] + (
+      [('rltaglogits', dist_info.logits_by_tag)] if tag_logits else [])
   for prefix, logits in groups:
     for name, values in logits.items():
       # Cast is the identity for float32: the tag entries stay the path
