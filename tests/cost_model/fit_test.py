@@ -143,9 +143,14 @@ class FitTest(absltest.TestCase):
                             "rows: the held-out MAPE 9% is within the rows' "
                             'own timing noise 9.5% .* a quieter device .* a '
                             r'robust statistic .* more invocations \(--repeats'
-                            r'\)$'), (8.0, 'measure about 400 more')):
+                            r'\)$'), (5.0, 'measure about 400 more')):
       cases.append((dict(holdout=dict(noisy, timing_noise_percent=noise)),
                     message))
+    # MAPE above the noise, but the noise alone keeps rows off the bar.
+    cases.append((dict(holdout=dict(noisy, mape_percent=12.0,
+                                    timing_noise_percent=9.0)),
+                  "timing is the limit, not the rows: at the rows' own timing "
+                  'noise 9% .* even an exact model has only 73.3% of rows'))
     for changes, message in cases:
       self.assertRegex(fit.check(dict(good, **changes)), message)
     # At the bottom edge but accurate on held-out rows: accepted.
@@ -156,6 +161,10 @@ class FitTest(absltest.TestCase):
     self.assertAlmostEqual(fit.timing_noise_percent(
         [10.0, 10.0, 20.0], [1.349, 1.349, 0.0], [4, 4, 9]), 6.2665, places=3)
     self.assertIsNone(fit.timing_noise_percent([], [], []))
+    # Two rounds that agreed stopped early: their spread is no sample of
+    # the device's; sigma (0.1) comes from the rows that took five.
+    self.assertAlmostEqual(fit.timing_noise_percent(
+        [10.0] * 3, [1.349, 1.349, 0.01], [5, 5, 2]), 5.605, places=3)
 
   def test_split_sizes(self):
     self.assertEqual(fit.split_sizes(12, 0.2), (10, 2))

@@ -4,6 +4,7 @@ into `features @ kernel + bias`, scored on held-out rows, refitted on all."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -80,15 +81,19 @@ def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, Any]:
 def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
                          repeats: Sequence[int]) -> Optional[float]:
   """The rows' own timing noise, in percent: the median over rows of the
-  standard error of a row's median, 1.2533 x (IQR / 1.349) / sqrt(rounds),
-  over its latency (normal rounds). No model predicts a row better than it
-  was measured; None without rows."""
+  standard error of a row's median, 1.2533 x sigma / sqrt(rounds), sigma the
+  rounds' median IQR / 1.349 over latency (normal rounds) among the rows
+  that took more than two (two that agreed stopped early: their spread is
+  no sample of the device's). No model predicts a row better than it was
+  measured; None without rows."""
   latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
       latencies, spreads, repeats))
   if not latencies.size:
     return None
-  error = 1.2533 * spreads / 1.349 / np.sqrt(np.maximum(repeats, 1))
-  return float(100 * np.median(error / latencies))
+  full = repeats > 2 if (repeats > 2).any() else np.ones_like(repeats, bool)
+  sigma = np.median(spreads[full] / 1.349 / latencies[full])
+  return float(100 * np.median(1.2533 * sigma / np.sqrt(
+      np.maximum(repeats, 1))))
 
 
 def figures(scored: Dict[str, Any], rows: int) -> str:
@@ -325,6 +330,8 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   h = coefficients['holdout']
   rows = coefficients['num_rows']
   noise = h.get('timing_noise_percent')
+  # At this noise, the share of rows a perfect model puts within +-10%.
+  reach = noise and 100 * math.erf(10 / (noise * math.sqrt(2)))
   more = (f'the device\'s timing is the limit, not the rows: the held-out '
           f'MAPE {h["mape_percent"]:.3g}% is within the rows\' own timing '
           f'noise {noise:.3g}% (the standard error of a row\'s median), which '
@@ -332,6 +339,12 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
           '(idle, pinned --cpus), with a robust statistic (the median of many '
           'runs, not their mean) or more invocations (--repeats)'
           if noise is not None and h['mape_percent'] <= noise else
+          f'the device\'s timing is the limit, not the rows: at the rows\' own '
+          f'timing noise {noise:.3g}% (the standard error of a row\'s median) '
+          f'even an exact model has only {reach:.3g}% of rows within +-10%; '
+          'measure again on a quieter device (idle, pinned --cpus), with a '
+          'robust statistic or more invocations (--repeats)'
+          if reach and reach < MIN_WITHIN10_PERCENT else
           f'measure about {max(rows, 40)} more architectures (at least '
           f'doubling the {rows} rows; tools/measure_latency appends to its '
           'CSV' + ('' if 'table' in coefficients else
