@@ -150,7 +150,7 @@ class FitTest(absltest.TestCase):
     cases.append((dict(holdout=dict(noisy, mape_percent=12.0,
                                     timing_noise_percent=9.0)),
                   "timing is the limit, not the rows: at the rows' own timing "
-                  'noise 9% .* even an exact model has only 73.3% of rows'))
+                  "noise 9% .*, where an exact model has 73.3% within"))
     for changes, message in cases:
       self.assertRegex(fit.check(dict(good, **changes)), message)
     # At the bottom edge but accurate on held-out rows: accepted.

@@ -80,17 +80,14 @@ def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, Any]:
 
 def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
                          repeats: Sequence[int]) -> Optional[float]:
-  """The rows' own timing noise, in percent: the median over rows of the
-  standard error of a row's median, 1.2533 x sigma / sqrt(rounds), sigma the
-  rounds' median IQR / 1.349 over latency (normal rounds) among the rows
-  that took more than two (two that agreed stopped early: their spread is
-  no sample of the device's). No model predicts a row better than it was
-  measured; None without rows."""
+  """The rows' own timing noise (%, None without rows): the median standard
+  error of a row's median, 1.2533 sigma / sqrt(rounds), sigma the median IQR
+  / 1.349 / latency of the rows past two rounds (two that agreed stopped)."""
   latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
       latencies, spreads, repeats))
   if not latencies.size:
     return None
-  full = repeats > 2 if (repeats > 2).any() else np.ones_like(repeats, bool)
+  full = (repeats > 2) | ~(repeats > 2).any()
   sigma = np.median(spreads[full] / 1.349 / latencies[full])
   return float(100 * np.median(1.2533 * sigma / np.sqrt(
       np.maximum(repeats, 1))))
@@ -327,29 +324,23 @@ def _holdout(fraction: float, seed: int, latencies: np.ndarray,
 def check(coefficients: Dict[str, Any]) -> Optional[str]:
   """Why a fitted model should not be used, with what to do; None if fine
   (the rules: docs/tools.md, 'Reading the fit')."""
-  h = coefficients['holdout']
-  rows = coefficients['num_rows']
-  noise = h.get('timing_noise_percent')
-  # At this noise, the share of rows a perfect model puts within +-10%.
-  reach = noise and 100 * math.erf(10 / (noise * math.sqrt(2)))
-  more = (f'the device\'s timing is the limit, not the rows: the held-out '
-          f'MAPE {h["mape_percent"]:.3g}% is within the rows\' own timing '
-          f'noise {noise:.3g}% (the standard error of a row\'s median), which '
-          'more architectures cannot lower; measure again on a quieter device '
-          '(idle, pinned --cpus), with a robust statistic (the median of many '
-          'runs, not their mean) or more invocations (--repeats)'
-          if noise is not None and h['mape_percent'] <= noise else
-          f'the device\'s timing is the limit, not the rows: at the rows\' own '
-          f'timing noise {noise:.3g}% (the standard error of a row\'s median) '
-          f'even an exact model has only {reach:.3g}% of rows within +-10%; '
-          'measure again on a quieter device (idle, pinned --cpus), with a '
-          'robust statistic or more invocations (--repeats)'
-          if reach and reach < MIN_WITHIN10_PERCENT else
-          f'measure about {max(rows, 40)} more architectures (at least '
-          f'doubling the {rows} rows; tools/measure_latency appends to its '
-          'CSV' + ('' if 'table' in coefficients else
-                   ', and --most_informative picks the ones the fit lacks') +
-          ') and fit again')
+  h, rows = coefficients['holdout'], coefficients['num_rows']
+  noise = h.get('timing_noise_percent')  # An exact model's share within 10%:
+  reach = 100 * math.erf(10 / (noise * math.sqrt(2))) if noise else 100
+  within = noise is not None and h['mape_percent'] <= noise
+  more = (f"the device's timing is the limit, not the rows: " + (
+      f'the held-out MAPE {h["mape_percent"]:.3g}% is within' if within else
+      'at') + f" the rows' own timing noise {noise:.3g}% (the standard error "
+      "of a row's median), " + ('which more architectures cannot lower' if
+      within else f'where an exact model has {reach:.3g}% within +-10%') +
+      '; measure again on a quieter device (idle, pinned --cpus), with a '
+      'robust statistic (the median of many runs, not their mean) or more '
+      'invocations (--repeats)' if within or reach < MIN_WITHIN10_PERCENT else
+      f'measure about {max(rows, 40)} more architectures (at least '
+      f'doubling the {rows} rows; tools/measure_latency appends to its '
+      'CSV' + ('' if 'table' in coefficients else
+               ', and --most_informative picks the ones the fit lacks') +
+      ') and fit again')
   alphas = ((('held-out', h['alpha']), ('final', coefficients['alpha']))
             if 'alpha' in coefficients else ())  # A block table has none.
   for name, alpha in alphas:
