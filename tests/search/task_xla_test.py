@@ -82,7 +82,8 @@ class LayoutTest(absltest.TestCase):
 class SearchTaskXlaTest(absltest.TestCase):
 
   def test_the_replica_step_lowers_to_hlo(self):
-    _, config = _configs('--use_bfloat16=true')
+    _, config = _configs('--use_bfloat16=true', '--sram_kb=12',
+                         '--flash_kb=48')
     features, labels = _first_batch(config)
     task = task_lib.SearchTask(config)
     objects = task.build()
@@ -121,6 +122,10 @@ class SearchTaskXlaTest(absltest.TestCase):
     self.assertEqual(hlo.vector_s64(module), [])
     # The Switches are XLA conditionals, the convolutions TPU's bfloat16.
     self.assertGreater(bf16_convolutions, 10)
+    # The memory limits' planner replay: a while loop of static shapes, no
+    # host call (py_function), so it runs on a TPU as on CPU.
+    self.assertIn('while', opcodes)
+    self.assertNotIn('custom-call', opcodes)
 
 
 @pytest.mark.estimator
