@@ -139,8 +139,7 @@ class Architecture:
                          self.num_classes or info.num_classes,
                          self.num_channels or info.input_channels)
     try:
-      return {'arena_bytes': memory.arena_bytes(self.spec, shape),
-              'flash_bytes': memory.flash_bytes(self.spec, shape)}
+      return memory.needs(self.spec, shape)
     except ValueError:
       return {}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -250,18 +250,23 @@ def kilobytes(n: int) -> str:
   return f'{n / 1024:,.1f} KB'
 
 
-def over_limits(pruned: ops.ConvTowerSpec, shape: Shape,
-                sram_kb: Optional[float] = None,
+def needs(pruned: ops.ConvTowerSpec, shape: Shape) -> Dict[str, int]:
+  """{'arena_bytes': `arena_bytes`, 'flash_bytes': `flash_bytes`}."""
+  return {'arena_bytes': arena_bytes(pruned, shape),
+          'flash_bytes': flash_bytes(pruned, shape)}
+
+
+def over_limits(need: Mapping[str, int], sram_kb: Optional[float] = None,
                 flash_kb: Optional[float] = None) -> Optional[str]:
-  """None when the int8 model fits the limits (KB; None: none), else what it
-  needs and how far over the first it breaks ('a 9.1 KB tensor arena (TFLite
-  Micro, estimated), 20.0% over --sram_kb=7.58'); `lite_ops`' errors."""
-  for flag, limit, needs, what in (
-      ('sram_kb', sram_kb, arena_bytes, 'tensor arena (TFLite Micro'),
-      ('flash_kb', flash_kb, flash_bytes, 'int8 model (flash')):
-    if limit is not None and (need := needs(pruned, shape)) > limit * 1024:
-      return (f'a {kilobytes(need)} {what}, estimated), '
-              f'{100 * (need / (limit * 1024) - 1):.1f}% over --{flag}='
+  """None when `needs`' figures fit the limits (KB; None: none), else what
+  is needed and how far over the first it breaks ('a 9.1 KB tensor arena
+  (TFLite Micro, estimated), 20.0% over --sram_kb=7.58')."""
+  for flag, limit, key, what in (
+      ('sram_kb', sram_kb, 'arena_bytes', 'tensor arena (TFLite Micro'),
+      ('flash_kb', flash_kb, 'flash_bytes', 'int8 model (flash')):
+    if limit is not None and need[key] > limit * 1024:
+      return (f'a {kilobytes(need[key])} {what}, estimated), '
+              f'{100 * (need[key] / (limit * 1024) - 1):.1f}% over --{flag}='
               f'{limit:g}')
   return None
 
@@ -270,7 +275,7 @@ def memory_text(pruned: ops.ConvTowerSpec, shape: Shape) -> str:
   """'TFLite Micro (int8, estimated): arena 87.4 KB, flash 150.2 KB', or
   the reason there is no estimate."""
   try:
-    arena, flash = arena_bytes(pruned, shape), flash_bytes(pruned, shape)
+    arena, flash = needs(pruned, shape).values()
   except ValueError as e:
     return f'TFLite Micro memory not estimated: {e}'
   return (f'TFLite Micro (int8, estimated): arena {kilobytes(arena)}, '

@@ -41,7 +41,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   order drawn, of uniform draws (seeded) costing in [`min_cost`, `max_cost`]
   (None: unbounded) under `linear.get_cost_model`'s model and input; with
   `sram_kb` or `flash_kb` (KB), only those within the limits
-  (`memory.over_limits`), with their `memory.arena_bytes` and `flash_bytes`.
+  (`memory.over_limits`), with their `memory.needs`.
 
   ValueError for an unknown `ssd` or cost model, `num <= 0`, `min_cost >
   max_cost`, a limit <= 0 or on a space `memory` does not model, or fewer
@@ -108,8 +108,6 @@ def _within(ssd: str, indices: List[int], shape: macs.InputSpec,
             sram_kb: Optional[float], flash_kb: Optional[float]
             ) -> Optional[Dict[str, int]]:
   """{'arena_bytes', 'flash_bytes'} of an architecture in the limits, or None."""
-  spec = schema.prune(mobile.get_search_space(ssd), indices)
-  if memory.over_limits(spec, shape, sram_kb, flash_kb):
-    return None
-  return {'arena_bytes': memory.arena_bytes(spec, shape),
-          'flash_bytes': memory.flash_bytes(spec, shape)}
+  need = memory.needs(schema.prune(mobile.get_search_space(ssd), indices),
+                      shape)
+  return None if memory.over_limits(need, sram_kb, flash_kb) else need

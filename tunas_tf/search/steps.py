@@ -20,8 +20,7 @@ from tunas_tf.layers import moving_average
 from tunas_tf.layers import schedules
 from tunas_tf.layers import sync
 from tunas_tf.runtime import replicas
-from tunas_tf.search.config import SearchConfig
-from tunas_tf.search.config import pair_name
+from tunas_tf.search.config import LIMITS, SearchConfig, pair_name
 from tunas_tf.search_space import schema
 
 LABEL_SMOOTHING = 0.1
@@ -364,7 +363,7 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
 # The summaries all pairs share (`pair_scalars` leaves them to pair 0's).
 _SHARED = ('validation_accuracy', 'learning_rate', 'increase_ops_prob',
-           'increase_filters_prob', 'estimated_arena', 'estimated_flash')
+           'increase_filters_prob') + tuple(tag for _, tag, _ in LIMITS)
 
 
 def pair_scalars(pair: int, *args: Any, **kwargs: Any

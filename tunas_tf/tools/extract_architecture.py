@@ -160,7 +160,7 @@ def _checked_memory(result: architecture_lib.Architecture,
   the search's limits), saying how far."""
   shape = macs.resolve_input(result.ssd, result.image_size,
                              result.num_classes, result.num_channels)
-  over = memory.over_limits(result.spec, shape, *(
+  over = memory.over_limits(memory.needs(result.spec, shape), *(
       getattr(config, name) if f[name].value is None else f[name].value
       for name in ('sram_kb', 'flash_kb')))
   if over:

@@ -169,8 +169,7 @@ def micro(config: TrainEvalConfig, arch: spec_ops.ConvTowerSpec,
              'flash_measured': len(content), 'max_difference': None,
              'note': None}
   try:
-    figures['arena_bytes'] = memory.arena_bytes(arch, shape)
-    figures['flash_bytes'] = memory.flash_bytes(arch, shape)
+    figures.update(memory.needs(arch, shape))
   except ValueError as e:
     figures['note'] = str(e)
   images = next(iter(data.eval_dataset(config, MICRO_CHECK_IMAGES)))[0]
