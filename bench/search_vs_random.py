@@ -120,6 +120,16 @@ def search(args, targets: Sequence[float], search_dir: str
                 f'--model_dir={search_dir}', '--rl_cost_model_target=' +
                 ','.join(f'{t!r}' for t in targets), f'--seed={args.seed}']
       + common + list(args.search_flags), 'search')
+  # A resumed bench extracts again only if the search moved since.
+  from tunas_tf import architecture as architecture_lib  # pylint: disable=g-import-not-at-top
+  from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
+  written = os.path.join(search_dir, config_lib.FRONT_FILE if len(targets) > 1
+                         else architecture_lib.FILE_NAME)
+  checkpoint = os.path.join(search_dir, 'checkpoint')
+  if (os.path.exists(written) and
+      os.path.getmtime(written) > os.path.getmtime(checkpoint)):
+    print(f'[extract] {written} is newer than the search: kept', flush=True)
+    return seconds
   seconds['extract_s'] = _run(
       python + ['tunas_tf.tools.extract_architecture',
                 f'--model_dir={search_dir}',
