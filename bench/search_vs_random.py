@@ -157,11 +157,21 @@ def noise_runs(args, searched: Dict[str, Any], output_dir: str,
   return runs
 
 
-def summarise(results: Sequence[Dict[str, Any]], target: float
-              ) -> Dict[str, Any]:
-  """The last line's figures from [searched, random...] results."""
+def summarise(results: Sequence[Dict[str, Any]], target: float,
+              limits: Dict[str, float]) -> Dict[str, Any]:
+  """The last line's figures from [searched, random...] results; with
+  int8 exports their standing too, and with memory `limits` ({'sram_kb':,
+  'flash_kb':}) whether TFLite Micro ran the searched one within them."""
   figures = compare.standing(results)
   figures['cost_dev'] = abs(float(results[0]['estimated_cost']) / target - 1.0)
+  if all(r.get('int8_top1') is not None for r in results):
+    int8 = compare.standing([{'top1': r['int8_top1']} for r in results])
+    figures.update({f'int8_{k}': v for k, v in int8.items() if k != 'n'})
+  micro = results[0].get('micro') or {}
+  for limit, key in (('sram_kb', 'arena_measured'),
+                     ('flash_kb', 'flash_measured')):
+    if limits.get(limit) and micro.get(key):
+      figures[f'{limit}_used'] = micro[key] / 1024 / limits[limit]
   return figures
 
 
@@ -170,7 +180,13 @@ def last_line(s: Dict[str, Any]) -> str:
           f"random_median_top1={s['random_median_top1']:.4f} "
           f"random_mean_top1={s['random_mean_top1']:.4f} "
           f"random_std={s['random_std']:.4f} beats={s['beats']}/{s['n']} "
-          f"cost_dev={s['cost_dev']:.4f}")
+          f"cost_dev={s['cost_dev']:.4f}" + ''.join(
+              f' {k}={s[k]:.4f}' for k in (
+                  'int8_searched_top1', 'int8_random_median_top1',
+                  'int8_random_mean_top1', 'int8_random_std', 'sram_kb_used',
+                  'flash_kb_used') if k in s) +
+          (f" int8_beats={s['int8_beats']}/{s['n']}"
+           if 'int8_beats' in s else ''))
 
 
 def pool_dir(output_dir: str, dataset: str, scale: float) -> str:
@@ -209,9 +225,11 @@ def _trained(name: str, indices: str, cost: float, config: Any,
       run_dir, config.ssd, indices, config,
       list(RECIPE) + [f'--seed={train_seed}'] + list(train_flags))
   metrics = compare.train_one(name, command, run_dir)
+  # With `--train_flags=--export`: the int8 top-1 and TFLite Micro's figures.
   return {'name': name, 'indices': indices, 'estimated_cost': cost,
           'top1': metrics['top1'], 'top5': metrics.get('top5'),
           'params': metrics.get('params'), 'macs': metrics.get('macs'),
+          'int8_top1': metrics.get('int8_top1'), 'micro': metrics.get('micro'),
           'run_dir': run_dir}
 
 
@@ -259,7 +277,9 @@ def _point(args, output_dir: str, search_dir: str, scale: float,
   start = time.time()
   noise = noise_runs(args, results[0], output_dir, search_dir)
   seconds['noise_s'] = time.time() - start
-  summary = summarise(results, target)
+  search_config = config_lib.read(search_dir)
+  summary = summarise(results, target, {'sram_kb': search_config.sram_kb,
+                                        'flash_kb': search_config.flash_kb})
   if noise:
     seeds = np.array([results[0]['top1']] + [r['top1'] for r in noise])
     summary['searched_seed_std'] = float(seeds.std(ddof=1))

@@ -50,6 +50,20 @@ class RecipeTest(parameterized.TestCase):
          config.rl_entropy_schedule),
         ('digits_search', 'macs', 3000, 64, 0.04, -0.2, 2.0, 'linear'))
 
+  def test_microcontroller_recipe_binds_both_limits(self):
+    # bench/search_vs_random.py --ssd=mcu_search adds this flagfile.
+    fashion = datasets.DatasetInfo(
+        'fashion_mnist_local', 28, 1, 10,
+        {'search_train': 50000, 'search_validation': 10000, 'test': 10000})
+    values = _flags(
+        f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_search.cfg")}',
+        '--ssd=mcu_search',
+        f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_mcu.cfg")}',
+        '--model_dir=/tmp/unused', '--dataset=fashion_mnist_local')
+    config = train_search.config_from_flags(values, fashion)
+    self.assertEqual((config.ssd, config.job.image_size, config.sram_kb,
+                      config.flash_kb), ('mcu_search', 28, 64.0, 256.0))
+
   @parameterized.named_parameters(
       ('proxylessnas', 'proxylessnas_search', 84.0, 4e-5, 'false'),
       ('enlarged', 'proxylessnas_enlarged_search', 84.0, 4e-5, 'false'),

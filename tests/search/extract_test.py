@@ -14,6 +14,8 @@ import numpy as np
 from tunas_tf import architecture
 from tunas_tf.io import files
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
+from tunas_tf.cost_model import memory
 from tunas_tf.search import config as config_lib
 from tunas_tf.search import extract
 from tunas_tf.search_space import mobile
@@ -378,6 +380,22 @@ class ExtractionTest(absltest.TestCase):
     self.assertEqual(arch.argmax_indices, self.argmax.indices_string)
     self.assertRegex(line, r'^Took the argmax of each decision, which costs '
                      r'within 5% of the target \([\d,]+ to [\d,]+ MACs\)$')
+
+  def test_the_pick_skips_what_is_over_the_limits(self):
+    # The argmax is in the band; 1 byte under its arena, the likeliest that
+    # fits is taken instead (extraction never writes one over).
+    shape = macs.resolve_input(self.argmax.ssd, self.argmax.image_size,
+                               self.argmax.num_classes,
+                               self.argmax.num_channels)
+    arena = memory.needs(self.argmax.spec, shape)['arena_bytes']
+    limit = (arena - 1) / 1024
+    arch, _ = self._extract(rl_cost_model_target=self.cost * 1.04,
+                            sram_kb=limit)
+    self.assertNotEqual(arch.indices, self.argmax.indices)
+    self.assertBetween(arch.estimated_cost, 0.988 * self.cost,
+                       1.092 * self.cost)
+    self.assertIsNone(memory.over_limits(memory.needs(arch.spec, shape),
+                                         sram_kb=limit))
 
   def test_mnas_hard_takes_any_cheaper_architecture(self):
     # mnas_hard does not penalise being under: the argmax 33% under is in.

@@ -19,8 +19,10 @@ from tunas_tf.io import files
 from tunas_tf.controller import reinforce
 from tunas_tf.controller import rewards
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import macs
 from tunas_tf.runtime import resume as resume_lib
 from tunas_tf.search import config as config_lib
+from tunas_tf.search import random_search
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import schema
 from tunas_tf.search_space import spec_io
@@ -147,6 +149,28 @@ def cost_band(config: config_lib.SearchConfig,
   return low, target * (1 + tolerance)
 
 
+def _costs_of(config: config_lib.SearchConfig, model: Any,
+              band: Optional[Tuple[float, float]]
+              ) -> Callable[[List[Tuple[int, ...]]], np.ndarray]:
+  """`model`'s costs of index vectors, inf for one in `band` over the
+  search's SRAM or flash limits: no band holds it, so no pick is over."""
+  costs_of = functools.partial(cost_linear.estimate_costs_of_indices,
+                               model=model)
+  if not band or (config.sram_kb is None and config.flash_kb is None):
+    return costs_of
+  job = config.job
+  shape = macs.resolve_input(config.ssd, job.image_size, job.num_classes,
+                             job.num_channels)
+  def limited(batch):
+    costs = np.array(costs_of(batch), np.float64)
+    for k, indices in enumerate(batch):
+      if band[0] <= costs[k] <= band[1] and random_search.within(
+          config.ssd, indices, shape, config.sram_kb, config.flash_kb) is None:
+        costs[k] = math.inf
+    return costs
+  return limited
+
+
 def read_logits(checkpoint: str, spec: Any,
                 pair: int = 0) -> Dict[str, np.ndarray]:
   """The controller's logits (of `pair`'s policy) by OneOf path (in visit
@@ -199,11 +223,11 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   scores = [_log_softmax(v) for v in logits.values()]  # In visit order.
   argmax = tuple(reinforce.argmax_indices(logits, spec))
   model = config.resolved_cost_model
-  costs_of = functools.partial(cost_linear.estimate_costs_of_indices,
-                               model=model)
-  cost_of = lambda v: float(costs_of([v])[0])
   band = None if cost_tolerance is None else cost_band(config,
                                                        cost_tolerance)
+  costs_of = _costs_of(config, model, band)
+  cost_of = lambda v: float(cost_linear.estimate_costs_of_indices([v],
+                                                                   model)[0])
   found = band and most_likely_in_band(scores, costs_of, *band)
   indices = found[0] if found else argmax
   line = _pick_line(config, cost_tolerance, band, found, scores, argmax,
@@ -366,9 +390,8 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
   nearest = ([k for t, k in searched if t <= target][-1:] +
              [k for t, k in searched if t >= target][:1]) if searched else \
       range(len(config.pairs))
-  costs_of = functools.partial(cost_linear.estimate_costs_of_indices,
-                               model=model)
   band = cost_band(at, cost_tolerance)
+  costs_of = _costs_of(config, model, band)
   candidates: Dict[Tuple[int, ...], None] = {}
   for k in dict.fromkeys(nearest):
     scores = [_log_softmax(v) for v in read_logits(checkpoint, spec,
@@ -387,7 +410,8 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
   best, line = oneshot_line(ordered, accuracy, config.validation_examples, ())
   indices, scored = ordered[best], len(ordered)
   return _record(at, checkpoint, indices,
-                 estimated_cost=float(costs_of([indices])[0]),
+                 estimated_cost=float(cost_linear.estimate_costs_of_indices(
+                     [indices], model)[0]),
                  cost_tolerance=cost_tolerance, oneshot=scored), line
 
 

@@ -81,7 +81,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
       lowest, highest = min(lowest, cost), max(highest, cost)
       if ((min_cost is None or cost >= min_cost) and
           (max_cost is None or cost <= max_cost)):
-        needs = (_within(ssd, indices, shape, sram_kb, flash_kb) if limits
+        needs = (within(ssd, indices, shape, sram_kb, flash_kb) if limits
                  else {})
         over += needs is None
         if needs is not None:
@@ -93,10 +93,10 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   if len(kept) < num:
     band = (f'[{"-inf" if min_cost is None else f"{min_cost:g}"}, '
             f'{"inf" if max_cost is None else f"{max_cost:g}"}]')
-    within = ''.join(f' --{name}={limit:g}' for name, limit in limits.items())
+    given = ''.join(f' --{name}={limit:g}' for name, limit in limits.items())
     raise ValueError(
         f'only {len(kept)} of {num} architectures fell in the cost band '
-        f'{band}{within and " within" + within} after {draws} draws (costs '
+        f'{band}{given and " within" + given} after {draws} draws (costs '
         f'drawn ranged {lowest:.6g}..{highest:.6g} {model.units}'
         f'{f", {over} in the band over the limits" if limits else ""}); the '
         'band is empty or too narrow')
@@ -104,7 +104,7 @@ def sample_architectures(ssd: str, num: int, seed: int = 0,
   return kept
 
 
-def _within(ssd: str, indices: List[int], shape: macs.InputSpec,
+def within(ssd: str, indices: List[int], shape: macs.InputSpec,
             sram_kb: Optional[float], flash_kb: Optional[float]
             ) -> Optional[Dict[str, int]]:
   """{'arena_bytes', 'flash_bytes'} of an architecture in the limits, or None."""

@@ -14,6 +14,7 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   from tunas_tf.cli import process as _process  # pylint: disable=g-import-not-at-top
   _process.at_start()
 
+import dataclasses
 import os
 
 from absl import flags
@@ -90,7 +91,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
   with errors.errors_in_one_line('extract_architecture'):
     _check_modes(f)
     files.check_output_file(output, '--output')
-    config = config_lib.read(f.model_dir)
+    # --sram_kb/--flash_kb replace the search's limits for the pick too.
+    config = dataclasses.replace(config_lib.read(f.model_dir), **{
+        name: f[name].value for name in ('sram_kb', 'flash_kb')
+        if f[name].value is not None})
     if not 0 <= f.pair < len(config.pairs):
       raise ValueError(f'--pair={f.pair}: the search has pairs 0 to '
                        f'{len(config.pairs) - 1}')
@@ -112,7 +116,7 @@ def main(argv, flag_values: flags.FlagValues = FLAGS) -> None:
           f.model_dir, f.checkpoint, None if f.argmax else f.cost_tolerance,
           config, 0 if f.argmax else f.oneshot, f.pair)
     off_target = extract_lib.off_target_line(result, config, f.argmax)
-    shape = _checked_memory(result, f, config)
+    shape = _checked_memory(result, config)
   architecture_lib.write(result, output)
   print(f'Searched architecture (step {result.global_step}): '
         f'{result.ssd} {result.indices_string}')
@@ -155,14 +159,13 @@ def _check_modes(f: flags.FlagValues) -> None:
 
 
 def _checked_memory(result: architecture_lib.Architecture,
-                    f: flags.FlagValues, config) -> macs.InputSpec:
-  """`result`'s input shape; refused over `--sram_kb` or `--flash_kb` (or
-  the search's limits), saying how far."""
+                    config) -> macs.InputSpec:
+  """`result`'s input shape; refused over `config`'s limits (the search's
+  or `--sram_kb`/`--flash_kb`), saying how far."""
   shape = macs.resolve_input(result.ssd, result.image_size,
                              result.num_classes, result.num_channels)
-  over = memory.over_limits(memory.needs(result.spec, shape), *(
-      getattr(config, name) if f[name].value is None else f[name].value
-      for name in ('sram_kb', 'flash_kb')))
+  over = memory.over_limits(memory.needs(result.spec, shape), config.sram_kb,
+                            config.flash_kb)
   if over:
     raise ValueError(f'the architecture needs {over}; nothing written')
   return shape
@@ -179,7 +182,7 @@ def _front(f: flags.FlagValues, config, output: str, settings) -> None:
     picks, accuracy, lines = extract_lib.front(
         f.model_dir, f.checkpoint, f.cost_tolerance, config, f.oneshot)
     for a in picks:
-      _checked_memory(a, f, config)
+      _checked_memory(a, config)
   print(lines)
   measured = None
   if settings:
