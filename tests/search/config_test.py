@@ -111,13 +111,13 @@ class RecipeTest(parameterized.TestCase):
       ('sram_kb', ['--sram_kb=0'], r'^--sram_kb must be > 0, got 0.0$'),
       # digits_search's smallest architecture needs 7,760 bytes at 8 px.
       ('sram_kb_none_fits', ['--sram_kb=7.5'],
-       r'^--sram_kb=7.5: no architecture of digits_search fits; at 8x8 each '
-       r'needs a TFLite Micro arena of 7.6 KB or more \(estimated\)$'),
+       r'^--sram_kb=7.5: no architecture of digits_search fits; at 8x8 the '
+       r'smallest needs a 7.6 KB tensor arena \(TFLite Micro, estimated\)$'),
       ('flash_kb', ['--flash_kb=-1'], r'^--flash_kb must be > 0, got -1.0$'),
       # Its smallest int8 model (`cost_range` of the flash model): 15,884 B.
       ('flash_kb_none_fits', ['--flash_kb=15.5'],
-       r'^--flash_kb=15.5: no architecture of digits_search fits; at 8x8 each '
-       r'needs an int8 model \(flash\) of 15.5 KB or more \(estimated\)$'),
+       r'^--flash_kb=15.5: no architecture of digits_search fits; at 8x8 the '
+       r'smallest needs a 15.5 KB int8 model \(flash, estimated\)$'),
       ('target_unit', ['--rl_cost_model_target=0.15'],
        r'^--rl_cost_model_target=0.15 is outside what digits_search can cost '
        r'under --cost_model=macs: 39,968 \(cheapest\) to 1,212,416 '

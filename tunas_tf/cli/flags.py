@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 from absl import app
 from absl import flags
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import checks
 from tunas_tf.io.errors import errors_in_one_line
 from tunas_tf.io import files
@@ -170,10 +171,9 @@ def config_values(f: flags.FlagValues, config_type: type,
 def define_limit_flags(f: flags.FlagValues, effect: str) -> None:
   """--sram_kb and --flash_kb, the int8 model's memory limits (estimated by
   `cost_model/memory`), `effect` ending their help."""
-  for name, what in (('sram_kb', 'An SRAM limit on the TFLite Micro arena'),
-                     ('flash_kb', 'A flash limit on the int8 .tflite')):
-    flags.DEFINE_float(name, None, f'{what} (estimated), KB of 1,024 bytes: '
-                       + effect, flag_values=f)
+  for name, _, _, what in memory.LIMITS:
+    flags.DEFINE_float(name, None, f'A limit on the {what}, estimated), KB of '
+                       f'1,024 bytes: {effect}', flag_values=f)
 
 
 def define_precision_flag(f: flags.FlagValues, name: str, lead: str) -> None:

@@ -256,16 +256,26 @@ def needs(pruned: ops.ConvTowerSpec, shape: Shape) -> Dict[str, int]:
           'flash_bytes': flash_bytes(pruned, shape)}
 
 
+# Each memory limit: its flag (KB of 1,024 bytes), the `needs` figure it
+# bounds, the search's summary of that figure, and what the figure is.
+LIMITS = (('sram_kb', 'arena_bytes', 'estimated_arena',
+           'tensor arena (TFLite Micro'),
+          ('flash_kb', 'flash_bytes', 'estimated_flash', 'int8 model (flash'))
+
+
+def need_text(bytes_: float, what: str) -> str:
+  """'a 9.1 KB tensor arena (TFLite Micro, estimated)' (`what` of `LIMITS`)."""
+  return f'a {kilobytes(bytes_)} {what}, estimated)'
+
+
 def over_limits(need: Mapping[str, int], sram_kb: Optional[float] = None,
                 flash_kb: Optional[float] = None) -> Optional[str]:
   """None when `needs`' figures fit the limits (KB; None: none), else what
   is needed and how far over the first it breaks ('a 9.1 KB tensor arena
   (TFLite Micro, estimated), 20.0% over --sram_kb=7.58')."""
-  for flag, limit, key, what in (
-      ('sram_kb', sram_kb, 'arena_bytes', 'tensor arena (TFLite Micro'),
-      ('flash_kb', flash_kb, 'flash_bytes', 'int8 model (flash')):
+  for (flag, key, _, what), limit in zip(LIMITS, (sram_kb, flash_kb)):
     if limit is not None and need[key] > limit * 1024:
-      return (f'a {kilobytes(need[key])} {what}, estimated), '
+      return (f'{need_text(need[key], what)}, '
               f'{100 * (need[key] / (limit * 1024) - 1):.1f}% over --{flag}='
               f'{limit:g}')
   return None

@@ -7,7 +7,6 @@ when the old one is at least as large in every dim; else it stays fresh.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
@@ -16,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_tf.graph import model as model_lib
+from tunas_tf.io import files
 from tunas_tf.runtime import jobs
 from tunas_tf.runtime import resume as resume_lib
 
@@ -185,17 +185,11 @@ def search_checkpoint(search_dir: str, ssd: Optional[str] = None) -> str:
   if not tf.io.gfile.isdir(search_dir):
     raise ValueError(f'--init_from_search={search_dir}: no such directory')
   config_path = os.path.join(search_dir, jobs.CONFIG_FILE)
-  stored = {}
-  if tf.io.gfile.exists(config_path):
-    with tf.io.gfile.GFile(config_path) as f:
-      try:
-        stored = json.load(f)
-      except json.JSONDecodeError:
-        pass  # Its checkpoint is what is inherited; the file only helps.
-    if not isinstance(stored, dict):
-      stored = {}
-    jobs.check_written_by(stored, 'train_search',
-                          f'--init_from_search={search_dir}')
+  stored = files.read_json(config_path) if files.exists(config_path) else {}
+  if not isinstance(stored, dict):
+    raise ValueError(f'{config_path} is not a JSON object')
+  jobs.check_written_by(stored, 'train_search',
+                        f'--init_from_search={search_dir}')
   checkpoint = tf.train.latest_checkpoint(search_dir)
   if checkpoint is None:
     raise ValueError(f'--init_from_search={search_dir} holds no checkpoint')

@@ -10,6 +10,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
+from tunas_tf.cost_model import memory
 from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.io import lite
@@ -33,10 +34,6 @@ BINARY = 'train_search'
 MODEL_SPEC_FILE = 'model_spec.json'
 # extract_architecture --front's points, one per pair (the report plots it).
 FRONT_FILE = 'front.json'
-# Each memory limit: its field (KB of 1,024 bytes), the summary of the sampled
-# architecture's bytes under it, and what those bytes are.
-LIMITS = (('sram_kb', 'estimated_arena', 'a TFLite Micro arena'),
-          ('flash_kb', 'estimated_flash', 'an int8 model (flash)'))
 
 # Fields that only say how often to save, log and summarise, or where to run
 # and read the data, may change on restart; anything else (the run length
@@ -135,7 +132,7 @@ class SearchConfig(jobs.StoredConfig):
   # (cost model, target) of the policies after the first (`pairs`).
   extra_pairs: Tuple[Tuple[str, float], ...] = ()
   # Limits (KB of 1,024 bytes, or None) on TFLite Micro's arena and on the
-  # int8 .tflite's bytes (`LIMITS`).
+  # int8 .tflite's bytes (`memory.LIMITS`).
   sram_kb: Optional[float] = None
   flash_kb: Optional[float] = None
 
@@ -183,7 +180,7 @@ class SearchConfig(jobs.StoredConfig):
     """Each limit set is > 0 and at least what the space's smallest
     architecture needs (`arena_model.lowest`, the flash model's cheapest)."""
     from tunas_tf.cost_model import linear  # pylint: disable=g-import-not-at-top
-    for flag, _, what in LIMITS:
+    for flag, _, _, what in memory.LIMITS:
       if (limit := getattr(self, flag)) is None:
         continue
       checks.number(flag, limit, 0, low_open=True)
@@ -196,13 +193,14 @@ class SearchConfig(jobs.StoredConfig):
         size = self.job.image_size
         raise ValueError(
             f'--{flag}={limit:g}: no architecture of {self.ssd} fits; at '
-            f'{size}x{size} each needs {what} of {lowest / 1024:,.1f} KB or '
-            'more (estimated)')
+            f'{size}x{size} the smallest needs '
+            f'{memory.need_text(lowest, what)}')
 
   @property
   def limits(self) -> Dict[str, float]:
-    """{summary name (`LIMITS`): limit in bytes} of each limit set."""
-    return {tag: getattr(self, flag) * 1024 for flag, tag, _ in LIMITS
+    """{summary name (`memory.LIMITS`): limit in bytes} of each limit set."""
+    return {tag: getattr(self, flag) * 1024
+            for flag, _, tag, _ in memory.LIMITS
             if getattr(self, flag) is not None}
 
   @functools.cached_property

@@ -16,11 +16,12 @@ from tunas_tf.controller import rewards
 from tunas_tf.cost_model import arena as cost_arena
 from tunas_tf.cost_model import features as cost_features
 from tunas_tf.cost_model import linear as cost_linear
+from tunas_tf.cost_model import memory as cost_memory
 from tunas_tf.layers import moving_average
 from tunas_tf.layers import schedules
 from tunas_tf.layers import sync
 from tunas_tf.runtime import replicas
-from tunas_tf.search.config import LIMITS, SearchConfig, pair_name
+from tunas_tf.search.config import SearchConfig, pair_name
 from tunas_tf.search_space import schema
 
 LABEL_SMOOTHING = 0.1
@@ -363,7 +364,8 @@ def summary_scalars(model: ModelStep, accuracy: tf.Tensor, rl: RewardStep,
 
 # The summaries all pairs share (`pair_scalars` leaves them to pair 0's).
 _SHARED = ('validation_accuracy', 'learning_rate', 'increase_ops_prob',
-           'increase_filters_prob') + tuple(tag for _, tag, _ in LIMITS)
+           'increase_filters_prob') + tuple(
+               tag for _, _, tag, _ in cost_memory.LIMITS)
 
 
 def pair_scalars(pair: int, *args: Any, **kwargs: Any
