@@ -226,8 +226,8 @@ def pick(model_dir: str, checkpoint: Optional[str] = None,
   band = None if cost_tolerance is None else cost_band(config,
                                                        cost_tolerance)
   costs_of = _costs_of(config, model, band)
-  cost_of = lambda v: float(cost_linear.estimate_costs_of_indices([v],
-                                                                   model)[0])
+  cost_of = functools.partial(cost_linear.estimate_cost_of_indices,
+                              model=model)
   found = band and most_likely_in_band(scores, costs_of, *band)
   indices = found[0] if found else argmax
   line = _pick_line(config, cost_tolerance, band, found, scores, argmax,
@@ -410,8 +410,8 @@ def pick_at(model_dir: str, target: float, cost_model: Optional[str] = None,
   best, line = oneshot_line(ordered, accuracy, config.validation_examples, ())
   indices, scored = ordered[best], len(ordered)
   return _record(at, checkpoint, indices,
-                 estimated_cost=float(cost_linear.estimate_costs_of_indices(
-                     [indices], model)[0]),
+                 estimated_cost=cost_linear.estimate_cost_of_indices(
+                     indices, model),
                  cost_tolerance=cost_tolerance, oneshot=scored), line
 
 
