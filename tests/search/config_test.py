@@ -20,6 +20,9 @@ _IMAGENET = datasets.DatasetInfo(
     'imagenet2012', 224, 3, 1000,
     # l2l_train = 1,281,167 - 50,046 (original: tunas/fast_imagenet_input.py).
     {'search_train': 1231121, 'search_validation': 50046, 'test': 50000})
+_FASHION = datasets.DatasetInfo(
+    'fashion_mnist_local', 28, 1, 10,
+    {'search_train': 50000, 'search_validation': 10000, 'test': 10000})
 _DIGITS = datasets.DatasetInfo(
     'digits', 8, 1, 10,
     {'search_train': 1078, 'search_validation': 359, 'test': 360})
@@ -36,13 +39,10 @@ class RecipeTest(parameterized.TestCase):
 
   def test_fashion_mnist_recipe_is_the_benchmarks(self):
     # bench/search_vs_random.py runs the search with this flagfile.
-    fashion = datasets.DatasetInfo(
-        'fashion_mnist_local', 28, 1, 10,
-        {'search_train': 50000, 'search_validation': 10000, 'test': 10000})
     values = _flags(
         f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_search.cfg")}',
         '--model_dir=/tmp/unused', '--dataset=fashion_mnist_local')
-    config = train_search.config_from_flags(values, fashion)
+    config = train_search.config_from_flags(values, _FASHION)
     self.assertEqual(
         (config.ssd, config.cost_model, config.max_global_step,
          config.train_batch_size, config.rl_learning_rate,
@@ -52,15 +52,12 @@ class RecipeTest(parameterized.TestCase):
 
   def test_microcontroller_recipe_binds_both_limits(self):
     # bench/search_vs_random.py --ssd=mcu_search adds this flagfile.
-    fashion = datasets.DatasetInfo(
-        'fashion_mnist_local', 28, 1, 10,
-        {'search_train': 50000, 'search_validation': 10000, 'test': 10000})
     values = _flags(
         f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_search.cfg")}',
         '--ssd=mcu_search',
         f'--flagfile={os.path.join(_CONFIGS, "fashion_mnist_mcu.cfg")}',
         '--model_dir=/tmp/unused', '--dataset=fashion_mnist_local')
-    config = train_search.config_from_flags(values, fashion)
+    config = train_search.config_from_flags(values, _FASHION)
     self.assertEqual((config.ssd, config.job.image_size, config.sram_kb,
                       config.flash_kb), ('mcu_search', 28, 64.0, 256.0))
 
