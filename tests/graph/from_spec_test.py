@@ -25,7 +25,6 @@ from tunas_tf.search_space import filters
 from tunas_tf.search_space import mobile
 from tunas_tf.search_space import ops
 from tunas_tf.search_space import schema
-from tests.testing import spaces
 
 OpType = ir.OpType
 OneOf = schema.OneOf
@@ -63,8 +62,8 @@ def _sampled(space, indices: Sequence[int]):
 
 def _architectures(name: str, space) -> Dict[str, List[int]]:
   """Largest, smallest and three random architectures (fixed seeds)."""
-  archs = {'largest': spaces.extreme_indices(space, True),
-           'smallest': spaces.extreme_indices(space, False)}
+  archs = {'largest': schema.extreme_indices(space, True),
+           'smallest': schema.extreme_indices(space, False)}
   if name == 'digits_search':
     archs['hand_picked'] = list(_DIGITS_INDICES)
   rng = np.random.default_rng(7)
@@ -390,7 +389,7 @@ class ErrorTest(tf.test.TestCase):
                       input_channels=1, seed=0)
     space = mobile.get_search_space('cifar_search')
     graph, constants = graph_from_spec(
-        schema.prune(space, spaces.extreme_indices(space, True)), 10)
+        schema.prune(space, schema.extreme_indices(space, True)), 10)
     model = model_lib.Model(graph, constants, stateless_batch_norm=True)
     model(tf.zeros([1, 1, 1, 3]))
     with self.assertRaisesRegex(ValueError, 'not inherited'):

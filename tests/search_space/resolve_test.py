@@ -8,7 +8,6 @@ from tunas_tf.search_space import ops
 from tunas_tf.search_space import resolve
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import OP_TAG, OneOf
-from tests.testing import spaces
 
 
 def _tower(*blocks):
@@ -67,7 +66,7 @@ class ResolveTest(parameterized.TestCase):
 
   def test_resolve_layers_relative_expansion_uses_input_width(self):
     spec = schema.prune(mobile.proxylessnas_enlarged_search(),
-                        spaces.extreme_indices(
+                        schema.extreme_indices(
                             mobile.proxylessnas_enlarged_search(), True))
     at = _by_position(resolve.resolve_layers(spec, 224))
     # Block 2 (32 wide) follows block 1 (32 wide): x6 of 32 = 192; block 3's

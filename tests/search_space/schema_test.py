@@ -9,7 +9,6 @@ import numpy as np
 
 from tunas_tf.search_space import schema
 from tunas_tf.search_space.schema import FILTERS_TAG, OP_TAG, OneOf
-from tests.testing import spaces
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,10 +212,8 @@ class SchemaTest(parameterized.TestCase):
                   FILTERS_TAG),
             OneOf([False, True], OP_TAG)]
     # Visit order: kernel, conv-or-zero, expansion, squeeze-excite.
-    self.assertEqual(spaces.extreme_indices(spec, largest=False),
-                     [0, 1, 1, 0])
-    self.assertEqual(spaces.extreme_indices(spec, largest=True),
-                     [2, 0, 0, 1])
+    self.assertEqual(schema.extreme_indices(spec, largest=False), [0, 1, 1, 0])
+    self.assertEqual(schema.extreme_indices(spec, largest=True), [2, 0, 0, 1])
 
   def test_enclosing_choices(self):
     self.assertEqual(schema.enclosing_choices(''), [])
