@@ -438,9 +438,9 @@ _TOOL_ROWS = [
      r'int8.json was measured in int8, not float32: ', _int8_model_search),
     ('extract_architecture', 'sram_kb', [_SEARCH, '--sram_kb=0'],
      r'--sram_kb must be > 0, got 0.0$', finished_search),
-    ('extract_architecture', 'over_sram', [_SEARCH, '--sram_kb=1'],
-     r'the architecture needs a [\d.]+ KB tensor arena \(TFLite Micro, '
-     r'estimated\), [\d.]+% over --sram_kb=1; nothing written$',
+    ('extract_architecture', 'under_smallest_sram', [_SEARCH, '--sram_kb=1'],
+     r'--sram_kb=1: no architecture of digits_search fits; at 8x8 the '
+     r'smallest needs a [\d.]+ KB tensor arena \(TFLite Micro, estimated\)$',
      finished_search),
     ('extract_architecture', 'cost_tolerance', [_SEARCH,
                                                 '--cost_tolerance=1.5'],
