@@ -266,8 +266,9 @@ def _point(args, output_dir: str, search_dir: str, scale: float,
   its target's random pool; the results dict, written and printed."""
   from tunas_tf.search import config as config_lib  # pylint: disable=g-import-not-at-top
   target = rule * scale
+  config = config_lib.read(search_dir)
   start = time.time()
-  results = [_trained('searched', indices, cost, config_lib.read(search_dir),
+  results = [_trained('searched', indices, cost, config,
                       os.path.join(output_dir, 'runs', 'searched'),
                       args.train_seed, args.train_flags)]
   pool = pool_dir(output_dir if not args.front_scales else
@@ -277,9 +278,8 @@ def _point(args, output_dir: str, search_dir: str, scale: float,
   start = time.time()
   noise = noise_runs(args, results[0], output_dir, search_dir)
   seconds['noise_s'] = time.time() - start
-  search_config = config_lib.read(search_dir)
-  summary = summarise(results, target, {'sram_kb': search_config.sram_kb,
-                                        'flash_kb': search_config.flash_kb})
+  summary = summarise(results, target, {'sram_kb': config.sram_kb,
+                                        'flash_kb': config.flash_kb})
   if noise:
     seeds = np.array([results[0]['top1']] + [r['top1'] for r in noise])
     summary['searched_seed_std'] = float(seeds.std(ddof=1))

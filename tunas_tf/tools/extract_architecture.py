@@ -20,7 +20,6 @@ import os
 from absl import flags
 
 from tunas_tf import architecture as architecture_lib
-from tunas_tf.io import checks
 from tunas_tf.io import files
 from tunas_tf.cli import flags as common_flags
 from tunas_tf.io import errors
@@ -153,9 +152,6 @@ def _check_modes(f: flags.FlagValues) -> None:
   if f['pair'].present and (f.front or f.target is not None):
     raise ValueError('--pair picks one policy: drop it with --front or '
                      '--target')
-  for name in ('sram_kb', 'flash_kb'):
-    if f[name].value is not None:
-      checks.number(name, f[name].value, 0, low_open=True)
 
 
 def _checked_memory(result: architecture_lib.Architecture,
