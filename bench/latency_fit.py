@@ -12,8 +12,10 @@ Draws `--num` architectures uniformly (seed 0), measures them twice with
 pass's rows (`--holdout` of them held out: 100 held-out rows need --num=500
 at 0.2; with --block_table, which trains on `--table_rows` only, --num=125
 --holdout=0.8 measures a quarter of the networks for the same 100).
-Prints the two passes' median relative difference (the noise), the pass's
-own noise (its rows' first two rounds), the held-out figures and the measurement
+Logs each row as it lands (with the ETA). Prints the two passes' median
+relative difference (the noise) and the shares within +-5% / +-10% of a pass
+that noise leaves an exact model, the pass's own noise (its rows' first two
+rounds), the held-out figures and the measurement
 minutes of the first pass (what a user spends: conversions and timing).
 An existing --output_dir resumes (the CSVs are appended to).
 Last line: noise_median= mape= within5= within10= kendall= minutes= calls=
@@ -35,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from absl import logging
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
@@ -50,6 +54,7 @@ from tunas_tf.latency import device as device_lib  # pylint: disable=g-import-no
 from tunas_tf.latency import protocol as protocol_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.latency import rows as rows_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tunas_tf.search_space import sample  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_tf.tools import fit_cost_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(argv=None) -> int:
@@ -70,6 +75,7 @@ def main(argv=None) -> int:
   parser.add_argument('--device_command', default=None,
                       help="Time on a device: measure_latency's flag.")
   args = parser.parse_args(argv)
+  logging.set_verbosity(logging.INFO)  # each row as it lands, with the ETA
   output_dir = args.output_dir or tempfile.mkdtemp(prefix='latency_fit_')
   try:
     if args.cpus:
@@ -98,11 +104,12 @@ def main(argv=None) -> int:
                                          args.ssd)))
               for name in ('first', 'second')]
     difference, count = protocol_lib.passes_difference(*passes)
-    indices = list(passes[0])
+    first = os.path.join(output_dir, 'first.csv')
     shape = macs.resolve_input(args.ssd, args.image_size)
-    latencies = [passes[0][i] for i in indices]
-    fitted = fit.fit(args.ssd, indices, latencies, shape=shape,
-                     holdout_fraction=args.holdout, allow_poor_fit=True)
+    fitted = fit_cost_model.fit_csv(first, args.ssd,
+                                    holdout_fraction=args.holdout,
+                                    allow_poor_fit=True)
+    indices = fitted['indices']
     if args.block_table:
       start = time.time()
       result = rows_lib.measure_to_csv(
@@ -114,20 +121,21 @@ def main(argv=None) -> int:
             f"({result['skipped']} resumed) in {table_minutes:.1f} min, "
             f"{table_calls} visits, its own noise "
             f"{100 * (result['noise'] or 0):.2f}%", flush=True)
-      table = dict(zip(*rows_lib.read(
-          os.path.join(output_dir, 'table.csv'), args.ssd,
-          rows_lib.BLOCK_COLUMNS)))
-      tabled = fit.fit_table(args.ssd, table, indices, latencies,
-                             shape=shape, train_rows=args.table_rows,
-                             holdout_fraction=args.holdout,
-                             allow_poor_fit=True)
+      tabled = fit_cost_model.fit_csv(
+          first, args.ssd, holdout_fraction=args.holdout, allow_poor_fit=True,
+          block_csv=os.path.join(output_dir, 'table.csv'),
+          train_rows=args.table_rows)
   except ValueError as e:
     sys.exit(f'latency_fit: {e}')
   values = list(passes[0].values())
   print(f'{args.ssd} at {shape.image_size} px, {args.precision}, {count} '
         'architectures, '
         f'{min(values):.4g}..{max(values):.4g} ms; rows in {output_dir}')
-  print(f'two passes: {100 * difference:.2f}% median relative difference')
+  print(f'two passes: {100 * difference:.2f}% median relative difference; '
+        'their own noise lets an exact model reach '
+        f'{protocol_lib.passes_reach(*passes, 0.05):.3g}% within +-5%, '
+        f'{protocol_lib.passes_reach(*passes, 0.10):.3g}% within +-10% of a '
+        'pass')
   print('linear fit: ' + fit.summary(fitted['coefficients']))
   for name, one in (('linear fit', fitted),) + (
       (('block table', tabled),) if args.block_table else ()):

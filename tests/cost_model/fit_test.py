@@ -39,6 +39,15 @@ class FitTest(absltest.TestCase):
     summary = fit.summary(coefficients)
     self.assertIn('held-out rows 80 (trained on 320)', summary)
     self.assertIn('constant predictor', summary)
+    self.assertNotIn('timing noise', summary)  # Not known here.
+    # With it, what an exact model reaches: 2 sigma within +-10% (95.4%),
+    # 1 sigma within +-5% (68.3%).
+    noisy = dict(coefficients,
+                 holdout=dict(holdout, timing_noise_percent=5.0))
+    self.assertRegex(fit.summary(noisy), "; the rows' own timing noise 5% "
+                     'lets an exact model reach 68.3% within \\+-5%, 95.4% '
+                     'within \\+-10%$')
+    self.assertEqual(fit.noise_reach(None, 5), 100.0)
 
   def test_coefficients_are_a_cost_model(self):
     path = os.path.join(tempfile.mkdtemp(), 'coefficients.json')

@@ -181,6 +181,13 @@ class ProtocolTest(absltest.TestCase):
         {'a': 1.1, 'b': 2.0, 'c': 4.0, 'y': 1.0})
     self.assertEqual(count, 3)
     self.assertAlmostEqual(difference, 0.0)  # Median of 0.095, 0, 0.
+    # An exact model within +-5% of a pass: the rows whose passes differ by
+    # at most 7.07%, two of three; within +-10% (14.1%), all.
+    self.assertAlmostEqual(protocol_lib.passes_reach(
+        {'a': 1.0, 'b': 2.0, 'c': 4.0}, {'a': 1.1, 'b': 2.0, 'c': 4.0},
+        0.05), 200 / 3)
+    self.assertEqual(protocol_lib.passes_reach(
+        {'a': 1.0, 'b': 2.0}, {'a': 1.1, 'b': 2.0}, 0.10), 100.0)
     with self.assertRaisesRegex(ValueError, 'share no architecture'):
       protocol_lib.passes_difference({'a': 1.0}, {'b': 1.0})
 

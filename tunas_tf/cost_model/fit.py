@@ -325,8 +325,8 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   """Why a fitted model should not be used, with what to do; None if fine
   (the rules: docs/tools.md, 'Reading the fit')."""
   h, rows = coefficients['holdout'], coefficients['num_rows']
-  noise = h.get('timing_noise_percent')  # An exact model's share within 10%:
-  reach = 100 * math.erf(10 / (noise * math.sqrt(2))) if noise else 100
+  noise = h.get('timing_noise_percent')
+  reach = noise_reach(noise, 10)
   within = noise is not None and h['mape_percent'] <= noise
   more = (f"the device's timing is the limit, not the rows: " + (
       f'the held-out MAPE {h["mape_percent"]:.3g}% is within' if within else
@@ -366,16 +366,30 @@ def check(coefficients: Dict[str, Any]) -> Optional[str]:
   return None
 
 
+def noise_reach(noise_percent: Optional[float], bound_percent: float) -> float:
+  """The share (%) of rows an exact model holds within +-`bound_percent` of
+  rows whose errors are normal with `noise_percent` (their
+  `timing_noise_percent`) as sigma; 100 when unknown or 0."""
+  if not noise_percent:
+    return 100.0
+  return 100 * math.erf(bound_percent / (noise_percent * math.sqrt(2)))
+
+
 def summary(coefficients: Dict[str, Any]) -> str:
-  """Human-readable held-out errors of a fitted coefficients document."""
+  """Human-readable held-out errors of a fitted coefficients document, and
+  with the rows' timing noise what an exact model could reach."""
   h = coefficients['holdout']
+  noise = h.get('timing_noise_percent')
+  cap = (f"; the rows' own timing noise {noise:.3g}% lets an exact model "
+         f'reach {noise_reach(noise, 5):.3g}% within +-5%, '
+         f'{noise_reach(noise, 10):.3g}% within +-10%' if noise else '')
   return (f"held-out rows {h['num_held_out']} (trained on {h['num_train']}): "
           f"{figures(h, h['num_held_out'])}; constant predictor (train mean) "
           f"MAPE {h['constant_mape_percent']:.3g}%, worst "
           f"{h['constant_max_ape_percent']:.3g}%; refitted on all "
           f"{coefficients['num_rows']} rows" + (
               f", alpha {coefficients['alpha']:.3g}" if 'alpha' in coefficients
-              else _table_summary(coefficients)))
+              else _table_summary(coefficients)) + cap)
 
 
 def _table_summary(coefficients: Dict[str, Any]) -> str:

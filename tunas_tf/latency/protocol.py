@@ -222,10 +222,26 @@ def passes_difference(first: Dict[str, float],
                       second: Dict[str, float]) -> Tuple[float, int]:
   """(median relative difference, count) over the architectures two passes
   share: `|a - b| / mean(a, b)`. Raises ValueError if they share none."""
+  differences = _relative_differences(first, second)
+  return float(np.median(differences)), len(differences)
+
+
+def passes_reach(first: Dict[str, float], second: Dict[str, float],
+                 bound: float) -> float:
+  """The share (%) of the shared architectures an exact model could hold
+  within +-`bound` (a fraction) of one pass, as the passes' noise allows:
+  two passes' independent errors differ by sqrt(2) times one's, so the rows
+  whose passes differ by at most sqrt(2) `bound`."""
+  differences = _relative_differences(first, second)
+  return float(100 * np.mean(differences <= np.sqrt(2) * bound))
+
+
+def _relative_differences(first: Dict[str, float],
+                          second: Dict[str, float]) -> np.ndarray:
   shared = [i for i in first if i in second]
   if not shared:
     raise ValueError('the two passes share no architecture')
   a = np.array([first[i] for i in shared])
   b = np.array([second[i] for i in shared])
-  return float(np.median(np.abs(a - b) / (0.5 * (a + b)))), len(shared)
+  return np.abs(a - b) / (0.5 * (a + b))
 

@@ -34,10 +34,12 @@ FLAGS = flags.FLAGS
 def fit_csv(csv_path: str, ssd: str, seed: int = 0,
             holdout_fraction: float = 0.2,
             allow_poor_fit: bool = False,
-            block_csv: Optional[str] = None) -> Dict[str, Any]:
+            block_csv: Optional[str] = None,
+            train_rows: Optional[int] = None) -> Dict[str, Any]:
   """`fit.fit` on a latency CSV's rows at the input they were measured at, or
   with `block_csv` (a block table measured as the networks were)
-  `fit.fit_table`; its dict plus the CSV's canonical `indices`, recording
+  `fit.fit_table` (corrected on its first `train_rows` training rows if
+  given); its dict plus the CSV's canonical `indices`, recording
   the CSVs' absolute paths and settings (`measured_with`).
 
   Raises:
@@ -68,7 +70,8 @@ def fit_csv(csv_path: str, ssd: str, seed: int = 0,
                            **more)
     else:
       result = fit_lib.fit_table(ssd, table, indices, latencies, seed,
-                                 holdout_fraction, **more)
+                                 holdout_fraction, train_rows=train_rows,
+                                 **more)
   except fit_lib.PoorFit as e:
     e.result['indices'] = indices
     raise
