@@ -4,7 +4,7 @@ Usage:
   taskset -c 1 python bench/latency_fit.py [--ssd=cifar_search] [--num=200] \
       [--image_size=32] [--cpus=1] [--repeats=5] [--output_dir=DIR] \
       [--block_table [--table_rows=20]] [--precision=int8] [--holdout=0.2] \
-      [--device_command='CMD {model}']
+      [--device_command='CMD {model}'] [--reference]
 
 Draws `--num` architectures uniformly (seed 0), measures them twice with
 `tools/measure_latency`'s protocol (TFLite, 1 thread, or through
@@ -72,6 +72,9 @@ def main(argv=None) -> int:
                       help='float32, or int8 (full-integer models).')
   parser.add_argument('--holdout', type=float, default=0.2,
                       help='The share of the networks held out.')
+  parser.add_argument('--reference', action='store_true',
+                      help="Time against the space's reference network "
+                      "(measure_latency's --reference).")
   parser.add_argument('--device_command', default=None,
                       help="Time on a device: measure_latency's flag.")
   args = parser.parse_args(argv)
@@ -88,23 +91,27 @@ def main(argv=None) -> int:
                   model_cache=cache, precision=args.precision,
                   device_command=args.device_command,
                   builder=inference.builder)
+    if args.reference:
+      device['reference'] = rows_lib.reference_architecture(args.ssd)
+    first = os.path.join(output_dir, 'first.csv')
     for name in ('first', 'second'):
       start = time.time()
       result = rows_lib.measure_to_csv(
           args.ssd, architectures, os.path.join(output_dir, f'{name}.csv'),
           **device)
+      if args.reference and name == 'first':  # One scale for every CSV.
+        device['reference_ms'] = rows_lib.read_provenance(first).reference_ms
       minutes.append((time.time() - start) / 60)
       noise.append(result['noise'])
       calls.append(result['visits'])
       print(f"{name} pass: {len(result['rows'])} measured "
             f"({result['skipped']} resumed) in {minutes[-1]:.1f} min, its "
-            f"own noise {100 * (result['noise'] or 0):.2f}%", flush=True)
+            f"own noise {_percent(result['noise'])}", flush=True)
     passes = [dict(zip(*rows_lib.read(os.path.join(output_dir,
                                                    f'{name}.csv'),
                                          args.ssd)))
               for name in ('first', 'second')]
     difference, count = protocol_lib.passes_difference(*passes)
-    first = os.path.join(output_dir, 'first.csv')
     shape = macs.resolve_input(args.ssd, args.image_size)
     fitted = fit_cost_model.fit_csv(first, args.ssd,
                                     holdout_fraction=args.holdout,
@@ -120,7 +127,7 @@ def main(argv=None) -> int:
       print(f"block table: {len(result['rows'])} units measured "
             f"({result['skipped']} resumed) in {table_minutes:.1f} min, "
             f"{table_calls} visits, its own noise "
-            f"{100 * (result['noise'] or 0):.2f}%", flush=True)
+            f"{_percent(result['noise'])}", flush=True)
       tabled = fit_cost_model.fit_csv(
           first, args.ssd, holdout_fraction=args.holdout, allow_poor_fit=True,
           block_csv=os.path.join(output_dir, 'table.csv'),
@@ -167,6 +174,10 @@ def main(argv=None) -> int:
       f"kendall={'n/a' if tau is None else f'{tau:.3f}'} "
       f'minutes={spent:.1f} calls={calls[0]}{extra}')
   return 0
+
+
+def _percent(fraction):
+  return 'n/a' if fraction is None else f'{100 * fraction:.2f}%'
 
 
 if __name__ == '__main__':

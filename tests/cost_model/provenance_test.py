@@ -89,6 +89,10 @@ class ProvenanceTest(absltest.TestCase):
          'device_command None'),
         (dict(HOST, device_command='adb {model}'), "backend 'tflite' with "
          "device_command 'adb {model}'"),
+        (dict(HOST, reference='0:1'), "reference '0:1' with reference_ms "
+         r'None \(both or neither\)'),
+        (dict(HOST, reference='0:1', reference_ms=0.0),
+         'reference_ms must be .*> 0'),
     ]
     for data, message in cases:
       with self.assertRaisesRegex(ValueError, message, msg=str(data)):

@@ -168,6 +168,41 @@ class ProtocolTest(absltest.TestCase):
       gc.enable()
     self.assertEqual(dead, [True] * 4)
 
+  def test_a_reference_cancels_the_devices_drift(self):
+    # The device slows by a factor that changes every call (1, 1.3, 0.9,
+    # ...); each visit is followed by the reference's, slowed alike.
+    factors = iter([1.0, 1.0, 1.3, 1.3, 0.9, 0.9, 1.6, 1.6] * 4)
+    log = []
+
+    def open_one(indices):
+      base = {'a': 2.0, 'b': 6.0, 'ref': 4.0}[indices]
+      def visit(first):
+        log.append((indices, first))
+        return base * next(factors), 0.0
+      return visit
+
+    device = protocol_lib.Device('fake', {}, open_one)
+    protocol = protocol_lib.Protocol(repeats=2, interleave=2)
+    rows = list(protocol_lib.measure(device, ['a', 'b'], protocol,
+                                     reference=(open_one('ref'), 8.0)))
+    # Rounds of base / 4 x 8 ms whatever the factor: two agree, done.
+    rows = sorted(rows, key=lambda r: r.indices)
+    self.assertEqual([(r.indices, r.repeats) for r in rows],
+                     [('a', 2), ('b', 2)])
+    for row, ms in zip(rows, (4.0, 12.0)):
+      for value in row.rounds:  # 1.3 x 6 / (1.3 x 4) x 8 is 12 and 2e-15.
+        self.assertAlmostEqual(value, ms, places=12)
+    self.assertEqual(log[:4], [('a', True), ('ref', True), ('b', True),
+                               ('ref', False)])
+    # Without it, the same drift spreads the rounds (2.6 against 2.0).
+    factors = iter([1.0, 1.3, 0.9, 1.6] * 4)
+    rows = list(protocol_lib.measure(device, ['a'], protocol))
+    self.assertEqual(rows[0].rounds[:2], (2.0, 2.6))
+    # The scale: the fastest of the visits (a busy spell only slows).
+    factors = iter([1.5, 1.0, 1.2])
+    self.assertEqual(protocol_lib.reference_ms(open_one('ref'), visits=3),
+                     4.0)
+
   def test_noise_figures(self):
     self.assertAlmostEqual(protocol_lib.first_difference([1.0, 1.1, 9.0]),
                            0.1 / 1.05)

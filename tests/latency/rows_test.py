@@ -262,6 +262,39 @@ class MeasureToCsvTest(absltest.TestCase):
     self.assertEqual(rows[1:3], [r.split(',') for r in
                                  complete.splitlines()[1:]])
 
+  def test_a_reference_is_calibrated_recorded_and_shared(self):
+    directory = tempfile.mkdtemp()
+    output = os.path.join(directory, 'latency.csv')
+    architectures = sample.sample_indices(SSD, 2, seed=3)
+    reference = rows_lib.reference_architecture(SSD)
+    rows_lib.measure_to_csv(SSD, architectures[:1], output,
+                            reference=reference, **FAST)
+    measured = rows_lib.read_provenance(output)
+    self.assertEqual(measured.reference, reference)
+    self.assertGreater(measured.reference_ms, 0.0)
+    # Resumed: the recorded scale, not a new calibration.
+    rows_lib.measure_to_csv(SSD, architectures, output, reference=reference,
+                            **FAST)
+    self.assertEqual(rows_lib.read_provenance(output), measured)
+    self.assertLen(_rows(output), 3)
+    # The block table's units against the same network and scale.
+    table = os.path.join(directory, 'table.csv')
+    rows_lib.measure_to_csv(
+        SSD, architectures[:1], table, reference=reference,
+        reference_ms=measured.reference_ms,
+        unit_builder=inference.unit_builder, **FAST)
+    self.assertIsNone(rows_lib.read_provenance(table).difference(measured))
+    # Another scale, or none, is not added to these rows.
+    for more, message in ((dict(reference=reference, reference_ms=1e3),
+                           'reference_ms=.*, not 1000.0'),
+                          ({}, 'reference=.*, not None')):
+      with self.assertRaisesRegex(ValueError, message):
+        rows_lib.measure_to_csv(SSD, architectures + [reference], output,
+                                **more, **FAST)
+    with self.assertRaisesRegex(ValueError, 'the reference: .*expected 18'):
+      rows_lib.measure_to_csv(SSD, architectures, output, reference='0:1',
+                              **FAST)
+
   def test_existing_csv_with_wrong_header_or_settings_is_refused(self):
     directory = tempfile.mkdtemp()
     architectures = sample.sample_indices(SSD, 1, seed=0)

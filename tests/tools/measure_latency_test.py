@@ -148,6 +148,43 @@ class CommandLineTest(absltest.TestCase):
     self.assertIn('0.00% median relative difference over 3 architectures',
                   result.stdout)
 
+  def test_a_reference_on_a_fake_device_and_its_scale_shared(self):
+    directory = tempfile.mkdtemp()
+    script = testing_latency.fake_device_script(directory)
+    first = os.path.join(directory, 'first.csv')
+    result = self._device_pass(directory, first, script, 2, '--reference')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    measured = rows_lib.read_provenance(first)
+    reference = rows_lib.reference_architecture(SSD)
+    self.assertEqual(measured.reference, reference)
+    models = os.path.join(first + '.models', 'digits_search_8px_10c_1ch')
+    size = lambda indices: os.path.getsize(os.path.join(
+        models, indices.replace(':', '-') + '.tflite'))
+    self.assertAlmostEqual(measured.reference_ms, size(reference) / 1e6)
+    for row in _rows(first)[1:]:  # size / reference size x its scale.
+      self.assertAlmostEqual(float(row[1]), size(row[0]) / 1e6, places=9)
+    # Another CSV takes the scale from the first; only with --reference.
+    second = os.path.join(directory, 'second.csv')
+    result = self._device_pass(directory, second, script, 2,
+                               f'--reference_from={first}')
+    self.assertEqual(result.stderr.strip().splitlines(),
+                     ['measure_latency: --reference_from takes the scale of '
+                      'a --reference; add --reference'])
+    result = self._device_pass(directory, second, script, 2, '--reference',
+                               f'--reference_from={first}',
+                               f'--compare_with={first}')
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    self.assertIn('0.00% median relative difference', result.stdout)
+    self.assertIsNone(rows_lib.read_provenance(second).difference(measured))
+    plain = os.path.join(directory, 'plain.csv')
+    result = self._device_pass(directory, plain, script, 1)
+    self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+    result = self._device_pass(directory, second, script, 2, '--reference',
+                               f'--reference_from={plain}')
+    self.assertEqual(result.stderr.strip().splitlines()[-1],
+                     f'measure_latency: {plain} was measured without a '
+                     'reference: nothing to take from it')
+
   def test_int8_models_on_a_fake_device_and_no_float32_rows_after_them(self):
     directory = tempfile.mkdtemp()
     script = testing_latency.fake_device_script(directory)

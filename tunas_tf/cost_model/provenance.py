@@ -35,6 +35,8 @@ class Provenance:
     cpus: the host CPUs the process was pinned to (empty for a command).
     device_command: the command (backend 'command' only).
     precision: the models' arithmetic, one of `PRECISIONS`.
+    reference, reference_ms: the architecture each visit was timed against
+      and its scale (`latency/protocol.measure`), or None.
   """
   ssd: str
   image_size: int
@@ -46,6 +48,8 @@ class Provenance:
   cpus: Tuple[int, ...] = ()
   device_command: Optional[str] = None
   precision: str = 'float32'
+  reference: Optional[str] = None
+  reference_ms: Optional[float] = None
 
   def __post_init__(self):
     object.__setattr__(self, 'cpus', tuple(self.cpus))
@@ -70,6 +74,13 @@ class Provenance:
       raise ValueError(f'{source}: backend {record.backend!r} with '
                        f'device_command {record.device_command!r} (a command '
                        "is backend 'command', and only it)")
+    if (record.reference is None) != (record.reference_ms is None):
+      raise ValueError(f'{source}: reference {record.reference!r} with '
+                       f'reference_ms {record.reference_ms!r} (both or '
+                       'neither)')
+    if record.reference_ms is not None:
+      checks.number('reference_ms', record.reference_ms, 0, low_open=True,
+                    prefix=f'{source}: ')
     return record
 
   def as_dict(self) -> Dict[str, Any]:

@@ -283,8 +283,9 @@ def measure_one(ssd: str, indices: str,
                 protocol: Protocol = Protocol()) -> Row:
   """Times one architecture as a fitted model's rows were (`measured_with`):
   same backend, threads, CPUs or device command, input shape, precision.
-  `build_for(ssd, shape)` gives the `Build`. ValueError for CPUs this
-  process may not use or a failing device command."""
+  `build_for(ssd, shape)` gives the `Build`; timed against their reference
+  if they were. ValueError for CPUs this process may not use or a failing
+  device command."""
   m = measured_with
   if m.cpus and not m.device_command:
     pin_cpus(m.cpus)
@@ -293,7 +294,9 @@ def measure_one(ssd: str, indices: str,
                        model_cache=model_cache,
                        device_command=m.device_command,
                        precision=m.precision)
-  return next(protocol_lib.measure(device, [indices], protocol))
+  reference = m.reference and (device.open(m.reference), m.reference_ms)
+  return next(protocol_lib.measure(device, [indices], protocol,
+                                   reference=reference or None))
 
 
 def closing_line(measured_ms: float, predicted_ms: float,

@@ -143,14 +143,24 @@ class Progress:
   visits: int = 0
 
 
+# A reference architecture's `Visit` and its scale (ms): see `measure`.
+Reference = Tuple[Visit, float]
+
+
 def measure(device: Device, architectures: Sequence[str],
-            protocol: Protocol, progress: Optional[Progress] = None
-            ) -> Iterator[Row]:
+            protocol: Protocol, progress: Optional[Progress] = None,
+            reference: Optional[Reference] = None) -> Iterator[Row]:
   """Yields each `Row` of `architectures` on `device` once its rounds are done
   (as `Protocol` says), `seconds` its preparation and visits (added to
-  `progress`); DeviceError when a device command fails (rows so far stand)."""
+  `progress`); DeviceError when a device command fails (rows so far stand).
+
+  With a `reference` (visit, ms), each visit is followed by one of the
+  reference and its round is the ratio of the two times `ms`: a drift of
+  the device's speed (a shared host, a warming phone) moves both and cancels.
+  """
   protocol.check()
   progress = progress or Progress()
+  reference_visited = False
   firsts: List[float] = []  # Each row's first two rounds' difference.
   for start in range(0, len(architectures), protocol.interleave):
     chunk = list(architectures[start:start + protocol.interleave])
@@ -192,6 +202,10 @@ def measure(device: Device, architectures: Sequence[str],
               redone[indices] >= protocol.max_retries):
             break
           redone[indices] += 1
+        if reference is not None:
+          median *= reference[1] / reference[0](not reference_visited)[0]
+          reference_visited = True
+          progress.visits += 1
         rounds[indices].append(median)
         spend(indices, began)
         if len(rounds[indices]) == 2:
@@ -204,6 +218,12 @@ def measure(device: Device, architectures: Sequence[str],
       todo = [i for i in todo if not finished(i)]
       if not todo:
         break
+
+
+def reference_ms(visit: Visit, visits: int = 10) -> float:
+  """The reference's scale: the fastest of `visits` visits (the first warms
+  up), the device at its least disturbed (a busy spell only slows it)."""
+  return min(visit(k == 0)[0] for k in range(visits))
 
 
 def first_difference(rounds: Sequence[float]) -> float:

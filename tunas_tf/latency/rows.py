@@ -27,6 +27,7 @@ from tunas_tf.cost_model import provenance as provenance_lib
 from tunas_tf.latency import device as device_lib
 from tunas_tf.latency import protocol as protocol_lib
 from tunas_tf.search_space import mobile
+from tunas_tf.search_space import sample
 from tunas_tf.search_space import schema
 
 # Meanings in docs/tools.md, 'Reading the fit'.
@@ -158,6 +159,12 @@ def appender(path: str, columns: Sequence[str] = COLUMNS
     yield write_row
 
 
+def reference_architecture(ssd: str) -> str:
+  """The space's reference network (`measure_to_csv`'s `reference`): the
+  first of seed 1's uniform draws, a typical size."""
+  return sample.sample_indices(ssd, 1, seed=1)[0]
+
+
 def settings_path(path: str) -> str:
   """Where the settings of a latency CSV are kept: `<path>.settings.json`."""
   return path + '.settings.json'
@@ -255,7 +262,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                    device_name: Optional[str] = None,
                    builder: Callable[[str, macs.InputSpec], Any],
                    unit_builder: Optional[Callable[[Dict[str, Any]], Any]]
-                   = None) -> Dict[str, Any]:
+                   = None,
+                   reference: Optional[Any] = None,
+                   reference_ms: Optional[float] = None) -> Dict[str, Any]:
   """Measures the `architectures` not yet in `output` and appends a row each
   (provenance to `settings_path(output)`).
 
@@ -267,6 +276,9 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
     builder: (ssd, input) -> the networks' `device.Build`; `unit_builder`
       measures block-table units instead (rows of `BLOCK_COLUMNS`).
     model_cache: default `<output>.models`.
+    reference: an architecture of `ssd` each visit is timed against
+      (`protocol.measure`); its scale `reference_ms` is the one `output`
+      records, or given, or `protocol.reference_ms`.
 
   Returns:
     dict: `rows` (new `protocol.Row`s), `skipped`, `noise`
@@ -291,16 +303,28 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
                                      wanted if architectures else None)
     wanted, columns = list(units), BLOCK_COLUMNS
     build = unit_builder(units)
-  device = device_lib.make_device(
-      ssd, shape, protocol, build, backend=backend,
-      num_threads=num_threads,
-      model_cache=model_cache or output + '.models',
+  device_for = functools.partial(
+      device_lib.make_device, ssd, shape, protocol, backend=backend,
+      num_threads=num_threads, model_cache=model_cache or output + '.models',
       device_command=device_command, command_timeout=device_timeout,
       precision=precision)
+  device = device_for(build)
+  scaled = None
+  if reference is not None:  # A network, on the networks' device.
+    reference = _canonical(space, reference, 'the reference: ')
+    visit = (device if unit_builder is None else
+             device_for(builder(ssd, shape))).open(reference)
+    if reference_ms is None and files.exists(settings_path(output)):
+      reference_ms = read_provenance(output).reference_ms
+    if reference_ms is None:
+      reference_ms = protocol_lib.reference_ms(visit)
+      logging.info('the reference %s: %.4g ms', reference, reference_ms)
+    scaled = (visit, reference_ms)
   provenance = provenance_lib.Provenance(
       ssd=ssd, **dataclasses.asdict(shape),
       **dict(device.settings, **({'device': device_name} if device_name
-                                 else {})))
+                                 else {})),
+      reference=reference, reference_ms=scaled and scaled[1])
   done = set(read_for_append(output, ssd, columns))
   if done:
     check_provenance(output, provenance)
@@ -321,7 +345,7 @@ def measure_to_csv(ssd: str, architectures: Sequence[Any], output: str,
   with appender(output, columns) as write_row:
     try:
       for n, row in enumerate(protocol_lib.measure(device, todo, protocol,
-                                                   progress), 1):
+                                                   progress, scaled), 1):
         write_row(dataclasses.astuple(row)[:len(columns)])
         new_rows.append(row)
         logging.info('%d/%d %s: %.4f ms (IQR %.4f ms, %d rounds, %d redone, '

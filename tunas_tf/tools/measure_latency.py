@@ -91,6 +91,14 @@ def define_flags(f: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_string('compare_with', None, 'Another latency CSV of the same '
                       'architectures: print the two passes\' median '
                       'relative difference.', flag_values=f)
+  flags.DEFINE_bool('reference', False, 'Time each visit against the '
+                    "space's reference network and scale by it: a drift of "
+                    "the device's speed (a shared host, a warming phone) "
+                    'cancels (docs/tools.md). Recorded.', flag_values=f)
+  flags.DEFINE_string('reference_from', None, 'With --reference: the scale '
+                      'another latency CSV of the device recorded (the block '
+                      "table's and its networks' must share one).",
+                      flag_values=f)
   common_flags.define_input_flags(f)
   flags.DEFINE_string('output', None, 'Output CSV (appended to / resumed).',
                       flag_values=f)
@@ -143,6 +151,9 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
+  if f.reference_from is not None and not f.reference:
+    sys.exit('measure_latency: --reference_from takes the scale of a '
+             '--reference; add --reference')
   common_flags.when_stopped(f'the rows measured so far are in {f.output}; '
                             'the same command measures the rest')
   with errors.errors_in_one_line('measure_latency'):
@@ -166,6 +177,15 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
     protocol = protocol_lib.Protocol(**common_flags.config_values(
         f, protocol_lib.Protocol, max_warmup_runs=max(
             protocol_lib.Protocol.max_warmup_runs, f.warmup_runs)))
+    reference = reference_ms = None
+    if f.reference_from is not None:
+      recorded = rows_lib.read_provenance(f.reference_from)
+      reference, reference_ms = recorded.reference, recorded.reference_ms
+      if reference is None:
+        raise ValueError(f'{f.reference_from} was measured without a '
+                         'reference: nothing to take from it')
+    elif f.reference:
+      reference = rows_lib.reference_architecture(f.ssd)
     from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
     result = rows_lib.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
@@ -175,7 +195,8 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache, precision=f.precision,
-        device_name=f.device_name)
+        device_name=f.device_name, reference=reference,
+        reference_ms=reference_ms)
   rows, device = result['rows'], bool(f.device_command)
   what = 'block-table units' if f.block_table else 'architectures'
   print(f"measured {len(rows)} {what} ({result['skipped']} already in "
