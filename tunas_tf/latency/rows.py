@@ -33,7 +33,6 @@ from tunas_tf.search_space import schema
 # Meanings in docs/tools.md, 'Reading the fit'.
 COLUMNS = ('indices', 'latency_ms', 'spread_ms', 'repeats', 'remeasured',
            'load')
-HEADER = ','.join(COLUMNS)
 # A block table's CSV: a unit's key (`block_table.Unit.key`) for indices.
 BLOCK_COLUMNS = ('block',) + COLUMNS[1:]
 
