@@ -16,7 +16,7 @@ if __name__ == '__main__':  # A binary: before anything imports TensorFlow.
   _process.at_start()
 
 import sys
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from absl import flags
 from absl import logging
@@ -124,6 +124,24 @@ def _most_informative(f: flags.FlagValues) -> List[str]:
                                    seed=f.seed)
 
 
+def _reference(f: flags.FlagValues) -> Dict[str, Any]:
+  """`measure_to_csv`'s reference and its scale: --reference_from's, the
+  space's reference network's (the scale --output records, or measured), or
+  none."""
+  if f.reference_from is not None:
+    if not f.reference:
+      raise ValueError('--reference_from takes the scale of a --reference; '
+                       'add --reference')
+    recorded = rows_lib.read_provenance(f.reference_from)
+    if recorded.reference is None:
+      raise ValueError(f'{f.reference_from} was measured without a '
+                       'reference: nothing to take from it')
+    return dict(reference=recorded.reference,
+                reference_ms=recorded.reference_ms)
+  return dict(reference=rows_lib.reference_architecture(f.ssd)
+              if f.reference else None)
+
+
 def _cpus(values: Optional[List[str]]) -> Optional[List[int]]:
   if not values:
     return None
@@ -151,9 +169,6 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
   if f.indices_file is None and f.num is None and not f.block_table:
     sys.exit('measure_latency: give one of --indices_file and --num (or '
              '--block_table: every unit of the space)')
-  if f.reference_from is not None and not f.reference:
-    sys.exit('measure_latency: --reference_from takes the scale of a '
-             '--reference; add --reference')
   common_flags.when_stopped(f'the rows measured so far are in {f.output}; '
                             'the same command measures the rest')
   with errors.errors_in_one_line('measure_latency'):
@@ -177,15 +192,6 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
     protocol = protocol_lib.Protocol(**common_flags.config_values(
         f, protocol_lib.Protocol, max_warmup_runs=max(
             protocol_lib.Protocol.max_warmup_runs, f.warmup_runs)))
-    reference = reference_ms = None
-    if f.reference_from is not None:
-      recorded = rows_lib.read_provenance(f.reference_from)
-      reference, reference_ms = recorded.reference, recorded.reference_ms
-      if reference is None:
-        raise ValueError(f'{f.reference_from} was measured without a '
-                         'reference: nothing to take from it')
-    elif f.reference:
-      reference = rows_lib.reference_architecture(f.ssd)
     from tunas_tf.graph import inference  # pylint: disable=g-import-not-at-top
     result = rows_lib.measure_to_csv(
         f.ssd, architectures, f.output, f.backend, protocol,
@@ -195,8 +201,7 @@ def main(argv, f: flags.FlagValues = FLAGS) -> None:
         input_channels=f.input_channels, num_threads=f.num_threads,
         device_command=f.device_command, device_timeout=f.device_timeout,
         model_cache=f.model_cache, precision=f.precision,
-        device_name=f.device_name, reference=reference,
-        reference_ms=reference_ms)
+        device_name=f.device_name, **_reference(f))
   rows, device = result['rows'], bool(f.device_command)
   what = 'block-table units' if f.block_table else 'architectures'
   print(f"measured {len(rows)} {what} ({result['skipped']} already in "
