@@ -1,5 +1,5 @@
-"""Test-wide settings: quiet TensorFlow, the cores shared out among the
-workers, temporary files in memory, the binaries' garbage-collector
+"""Test-wide settings: quiet TensorFlow, Ctrl-C as a terminal gives it, the
+cores shared out among the workers, temporary files in memory, the binaries' garbage-collector
 thresholds, fixed seeds where a test asks for them, and the slowest files
 first."""
 
@@ -7,11 +7,19 @@ import atexit
 import gc
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+# A suite started in the background of a shell without job control (`make
+# test &`, nohup) inherits SIGINT ignored, and so would every process it
+# starts: the tests of Ctrl-C (a binary's one line, a pass that stops) need
+# it caught, as from a terminal. Undone in the workers too (they inherit it).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+  signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The machine's cores shared out among pytest-xdist's worker processes.
