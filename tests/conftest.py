@@ -1,7 +1,7 @@
 """Test-wide settings: quiet TensorFlow, Ctrl-C as a terminal gives it, the
-cores shared out among the workers, temporary files in memory, the binaries' garbage-collector
-thresholds, fixed seeds where a test asks for them, and the slowest files
-first."""
+cores shared out among the workers, temporary files in memory, the
+binaries' garbage-collector thresholds, fixed seeds where a test asks for
+them, and the slowest files first."""
 
 import atexit
 import gc

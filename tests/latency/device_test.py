@@ -108,6 +108,17 @@ class ModelsAndDevicesTest(absltest.TestCase):
                                  precision=lite.INT8).path(indices)
     self.assertAlmostEqual(row.latency_ms, os.path.getsize(path) / 1e6,
                            places=9)
+    # Rows timed against a reference: the ratio to it times its scale
+    # (a scale of twice the reference's own time doubles the figure).
+    reference = sample.sample_indices(SSD, 1, seed=1)[0]
+    scaled = device_lib.measure_one(
+        SSD, indices, dataclasses.replace(
+            measured_with, reference=reference,
+            reference_ms=2 * os.path.getsize(device_lib.ModelCache(
+                directory, SSD, SHAPE, BUILD, lite.INT8).get(reference))
+            / 1e6), directory, inference.builder,
+        protocol_lib.Protocol(repeats=2))
+    self.assertAlmostEqual(scaled.latency_ms, 2 * row.latency_ms, places=9)
 
   def test_command_device_reads_benchmark_model(self):
     directory = tempfile.mkdtemp()

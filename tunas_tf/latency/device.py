@@ -294,9 +294,10 @@ def measure_one(ssd: str, indices: str,
                        model_cache=model_cache,
                        device_command=m.device_command,
                        precision=m.precision)
-  reference = m.reference and (device.open(m.reference), m.reference_ms)
+  reference = ((device.open(m.reference), m.reference_ms) if m.reference
+               else None)
   return next(protocol_lib.measure(device, [indices], protocol,
-                                   reference=reference or None))
+                                   reference=reference))
 
 
 def closing_line(measured_ms: float, predicted_ms: float,
