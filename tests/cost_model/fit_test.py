@@ -174,6 +174,13 @@ class FitTest(absltest.TestCase):
     # the device's; sigma (0.1) comes from the rows that took five.
     self.assertAlmostEqual(fit.timing_noise_percent(
         [10.0] * 3, [1.349, 1.349, 0.01], [5, 5, 2]), 5.605, places=3)
+    # Most rows agreed after two rounds: sigma from the first two rounds'
+    # differences (2 IQR / latency: 0.02, 0.04, 0.06 and one above them),
+    # 0.05 / 0.9539; a two-round row's latency is their mean, sigma / sqrt 2.
+    # (The one row past two rounds, by its IQR, would say 0.37.)
+    self.assertAlmostEqual(fit.timing_noise_percent(
+        [10.0] * 4, [0.1, 0.2, 0.3, 5.0], [2, 2, 2, 5]),
+                           100 * 0.05 / 0.9539 / np.sqrt(2), places=6)
 
   def test_split_sizes(self):
     self.assertEqual(fit.split_sizes(12, 0.2), (10, 2))

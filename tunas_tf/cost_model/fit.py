@@ -81,16 +81,22 @@ def scores(predicted: np.ndarray, actual: np.ndarray) -> Dict[str, Any]:
 def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
                          repeats: Sequence[int]) -> Optional[float]:
   """The rows' own timing noise (%, None without rows): the median standard
-  error of a row's median, 1.2533 sigma / sqrt(rounds), sigma the median IQR
-  / 1.349 / latency of the rows past two rounds (two that agreed stopped)."""
+  error of a row's latency, sigma / sqrt(rounds) (x 1.2533 for the median
+  of more than two). Sigma: the median difference of a row's first two
+  rounds / 0.9539 (normal noise), a two-round row's being twice its IQR; a
+  row past two rounds went on as its first two disagreed more than any that
+  stopped, so it ranks above them. When such rows are half or more, sigma
+  is their median IQR / 1.349 / latency."""
   latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
       latencies, spreads, repeats))
   if not latencies.size:
     return None
-  full = (repeats > 2) | ~(repeats > 2).any()
-  sigma = np.median(spreads[full] / 1.349 / latencies[full])
-  return float(100 * np.median(1.2533 * sigma / np.sqrt(
-      np.maximum(repeats, 1))))
+  relative = spreads / latencies
+  sigma = np.median(np.where(repeats <= 2, 2 * relative, np.inf)) / 0.9539
+  if not np.isfinite(sigma):
+    sigma = np.median(relative[repeats > 2]) / 1.349
+  return float(100 * np.median(np.where(repeats <= 2, 1.0, 1.2533) * sigma /
+                               np.sqrt(np.maximum(repeats, 1))))
 
 
 def figures(scored: Dict[str, Any], rows: int) -> str:
