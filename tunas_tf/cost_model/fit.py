@@ -83,10 +83,11 @@ def timing_noise_percent(latencies: Sequence[float], spreads: Sequence[float],
   """The rows' own timing noise (%, None without rows): the median standard
   error of a row's latency, sigma / sqrt(rounds) (x 1.2533 for the median
   of more than two). Sigma: the median difference of a row's first two
-  rounds / 0.9539 (normal noise), a two-round row's being twice its IQR; a
-  row past two rounds went on as its first two disagreed more than any that
-  stopped, so it ranks above them. When such rows are half or more, sigma
-  is their median IQR / 1.349 / latency."""
+  rounds (`protocol.pass_noise`, from the CSV's columns) / 0.9539 (normal
+  noise), a two-round row's being twice its IQR; a row past two rounds went
+  on as its first two disagreed more than any that stopped, so it ranks
+  above them. When such rows are half or more, sigma is their median IQR /
+  1.349 / latency."""
   latencies, spreads, repeats = (np.asarray(v, np.float64) for v in (
       latencies, spreads, repeats))
   if not latencies.size:
