@@ -59,7 +59,8 @@ class RecipeTest(parameterized.TestCase):
         '--model_dir=/tmp/unused', '--dataset=fashion_mnist_local')
     config = train_search.config_from_flags(values, _FASHION)
     self.assertEqual((config.ssd, config.job.image_size, config.sram_kb,
-                      config.flash_kb), ('mcu_search', 28, 64.0, 256.0))
+                      config.flash_kb, config.rl_learning_rate),
+                     ('mcu_search', 28, 64.0, 256.0, 0.08))
 
   @parameterized.named_parameters(
       ('proxylessnas', 'proxylessnas_search', 84.0, 4e-5, 'false'),
